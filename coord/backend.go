@@ -1,0 +1,162 @@
+// Package coord is tripod's coordination core: the Backend contract that
+// ZooKeeper, etcd and embedded Raft implement, the types and sentinel errors
+// they share, and (later) the one Controller written against that contract.
+//
+// coord owns who is alive (sessions), who is the controller (election) and the
+// cluster metadata (topics and partition states). It must not import broker or
+// replication, and it performs no Kafka protocol I/O.
+//
+// This file is the spec. Every method says what it returns, whether it blocks
+// and what its context does. All methods are safe for concurrent use.
+package coord
+
+import (
+	"context"
+)
+
+// Registrar keeps broker sessions: a registered broker is live until its
+// session ends.
+type Registrar interface {
+	// Register makes b live until the returned Session ends. The Session's
+	// Broker carries a fresh broker epoch, greater than the epoch of every
+	// earlier registration of any broker, so a restarted broker is told apart
+	// from its old self. Register blocks until the registration is durable
+	// in the coordination service or ctx ends.
+	//
+	// Errors: ErrExists if a live session already holds b.ID (a broker still
+	// registered by another process, or a previous incarnation that has not
+	// expired yet: callers retry until it expires); ErrUnavailable when the
+	// service cannot be reached before ctx ends; ctx.Err() when ctx ends first.
+	Register(ctx context.Context, b Broker) (Session, error)
+
+	// Members returns the live brokers, ordered by ID. It does not block
+	// beyond one read of the service. Errors: ErrUnavailable, ctx.Err().
+	Members(ctx context.Context) ([]Broker, error)
+
+	// WatchMembers sends the whole set of live brokers (ordered by ID) on the
+	// returned channel: first the current set, then a new set after every
+	// change. Sets may be coalesced (a watcher may miss an intermediate set)
+	// but are never older than one already sent. The channel is closed when
+	// ctx ends or the backend is closed; a watcher that falls behind sees only
+	// the latest set. Errors (from the call itself): ErrUnavailable,
+	// ctx.Err().
+	WatchMembers(ctx context.Context) (<-chan []Broker, error)
+}
+
+// Elector elects the cluster's one controller.
+type Elector interface {
+	// Campaign blocks until the broker holding s is the controller, then
+	// returns its Term. Leadership is bound to s: when s ends, the Term ends.
+	// On ZooKeeper and etcd a campaigner competes with the other registered
+	// brokers; on Raft the controller is the Raft leader and Campaign waits
+	// for this node to lead.
+	//
+	// Errors: ErrSessionExpired or ErrClosed if s ends first; ctx.Err() if
+	// ctx ends first (the campaign is withdrawn); ErrUnavailable is not
+	// returned: an unreachable service makes Campaign wait.
+	Campaign(ctx context.Context, s Session) (Term, error)
+
+	// Controller returns the current controller, or ControllerInfo{ID:
+	// NoBroker} when there is none. It does not block beyond one read.
+	// Errors: ErrUnavailable, ctx.Err().
+	Controller(ctx context.Context) (ControllerInfo, error)
+
+	// WatchController sends the current controller on the returned channel,
+	// then every change (ID NoBroker while there is none). Values may be
+	// coalesced but their Epoch never decreases. The channel is closed when
+	// ctx ends or the backend is closed. Errors: ErrUnavailable, ctx.Err().
+	WatchController(ctx context.Context) (<-chan ControllerInfo, error)
+}
+
+// MetadataStore holds the cluster metadata: topics and partition states.
+type MetadataStore interface {
+	// Load reads the whole metadata. It does not block beyond the reads it
+	// needs. Errors: ErrUnavailable, ctx.Err().
+	Load(ctx context.Context) (*Metadata, error)
+
+	// Commit applies ops on behalf of the controller holding term.
+	//
+	// Fencing: if term is no longer the current controller term (a newer
+	// controller has been elected, or term's session ended), Commit fails
+	// with ErrFenced and changes nothing.
+	//
+	// Atomicity: the backend splits large commits into chunks that its
+	// service accepts (etcd: ≤ 128 ops a txn; ZooKeeper: ≤ ~1 MB a request;
+	// Raft: one log entry per chunk). Each chunk is applied atomically and
+	// fenced; chunks are applied in order, and Commit stops at the first
+	// chunk that fails, leaving earlier chunks applied. Ops in one call must
+	// not depend on each other except that a CreateTopic comes before
+	// SetPartitions of that topic.
+	//
+	// Errors: ErrFenced; ErrVersionMismatch if a SetPartition's
+	// ExpectedEpoch is not the stored partition epoch (nothing of its chunk
+	// is applied); ErrExists for CreateTopic of an existing topic; ErrNotFound
+	// for SetTopic, DeleteTopic or SetPartition of a missing topic or
+	// partition; ErrUnavailable; ctx.Err(). Commit blocks until the chunks
+	// are durable or ctx ends; when ctx ends mid-commit the outcome of the
+	// chunk in flight is unknown.
+	Commit(ctx context.Context, term Term, ops ...Op) error
+
+	// WatchMetadata sends the whole metadata on the returned channel: first
+	// the current state, then a newer state after changes. States may be
+	// coalesced but their Version never decreases, and every committed
+	// change is contained in some later state. The channel is closed when
+	// ctx ends or the backend is closed. Errors: ErrUnavailable, ctx.Err().
+	WatchMetadata(ctx context.Context) (<-chan *Metadata, error)
+}
+
+// Backend is everything the controller and the brokers need from a
+// coordination service. One Backend is opened per broker process.
+type Backend interface {
+	Registrar
+	Elector
+	MetadataStore
+
+	// Close ends every session and term opened through this backend (as
+	// Session.Close does: at once, not by expiry), stops its watches, and
+	// waits for every goroutine it started. Further calls fail with
+	// ErrClosed.
+	Close() error
+}
+
+// Session is a broker's registration. It ends when closed or when the
+// coordination service expires it because the process stopped renewing it
+// (crashed, paused, or cut off for longer than the session timeout).
+type Session interface {
+	// Broker returns the registered broker with its broker epoch.
+	Broker() Broker
+
+	// Done is closed when the session has ended.
+	Done() <-chan struct{}
+
+	// Err returns nil while the session is live, then ErrSessionExpired
+	// (expired by the service) or ErrClosed (closed by Close).
+	Err() error
+
+	// Close removes the registration at once, so watchers see the broker
+	// leave without waiting for the timeout, and ends any Term bound to it.
+	// It waits for the session's goroutines. Closing twice is a no-op.
+	Close() error
+}
+
+// Term is one controller's tenure.
+type Term interface {
+	// Controller returns the broker that holds this term.
+	Controller() BrokerID
+
+	// Epoch returns the controller epoch: greater than every earlier term's
+	// epoch in this cluster. Controller requests carry it so brokers can
+	// refuse a deposed (zombie) controller.
+	Epoch() int64
+
+	// Context returns a context that is cancelled when the term is lost:
+	// the session ended, another controller was elected, or Resign.
+	Context() context.Context
+
+	// Done is Context().Done().
+	Done() <-chan struct{}
+
+	// Resign gives up the controllership at once so another campaigner can
+	// win, and cancels Context. Resigning a lost term is a no-op.
+	Resign(ctx context.Context) error
+}

@@ -1,0 +1,207 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Config opens a Backend. DefaultConfig gives working values; Validate
+// checks them. Fields a backend does not use are ignored by it.
+type Config struct {
+	// Backend names the coordination service: "raft", "zk" or "etcd".
+	// Property coordination.backend, flag --coord. Default "raft".
+	Backend string
+
+	// BrokerID is the broker this process runs (broker.id). Raft uses it as
+	// its server ID. Default 1.
+	BrokerID BrokerID
+
+	// SessionTimeout is how long a broker may go without renewing its
+	// session before the service expires it, and so the failure detection
+	// time of every backend: the ZooKeeper session timeout, the etcd lease
+	// TTL (rounded up to whole seconds, as etcd grants them), the Raft
+	// registration expiry. Flag --session-timeout. Default 6s; 1s..5m.
+	SessionTimeout time.Duration
+
+	// ZKConnect is the ZooKeeper connect string, "host:port,host:port/chroot"
+	// (zookeeper.connect, flag --zk-connect). The chroot is created if
+	// missing.
+	ZKConnect string
+
+	// EtcdEndpoints are etcd client URLs (etcd.endpoints, flag
+	// --etcd-endpoints), e.g. http://127.0.0.1:2379.
+	EtcdEndpoints []string
+	// EtcdPrefix is prepended to every key, so several clusters can share
+	// one etcd (etcd.prefix). Default "/tripod".
+	EtcdPrefix string
+
+	// RaftListen is the TCP address of this node's Raft transport
+	// (raft.listen, flag --raft-listen). Default: this node's address in
+	// RaftVoters.
+	RaftListen string
+	// RaftVoters maps every voter's broker ID to its Raft address
+	// (raft.voters, flag --raft-voters "1@127.0.0.1:19192,2@..."). Empty
+	// means a one-node cluster of BrokerID at RaftListen.
+	RaftVoters map[BrokerID]string
+	// RaftDir holds the Raft log (raft-boltdb) and snapshots. Default
+	// "<data-dir>/raft", set by the broker.
+	RaftDir string
+	// RaftHeartbeatTimeout, RaftElectionTimeout and RaftLeaderLeaseTimeout
+	// are hashicorp/raft's timeouts (raft.heartbeat.timeout.ms, ...).
+	// Defaults 1s, 1s, 500ms.
+	RaftHeartbeatTimeout   time.Duration
+	RaftElectionTimeout    time.Duration
+	RaftLeaderLeaseTimeout time.Duration
+	// RaftSnapshotThreshold is how many log entries trigger a snapshot.
+	// Default 8192.
+	RaftSnapshotThreshold uint64
+
+	// Logger receives the backend's logs. Default: a discarding logger.
+	Logger hclog.Logger
+
+	// Dialer, when set, makes every outbound connection to the
+	// coordination service (ZooKeeper, etcd, Raft peers). Tests pass a
+	// faultnet.Dialer to cut a backend off as a crash would.
+	Dialer func(ctx context.Context, network, address string) (net.Conn, error)
+	// Listen, when set, opens the Raft transport's listener.
+	Listen func(network, address string) (net.Listener, error)
+}
+
+// DefaultConfig returns a Config with working defaults for a one-broker
+// cluster on embedded Raft.
+func DefaultConfig() Config {
+	return Config{
+		Backend:                "raft",
+		BrokerID:               1,
+		SessionTimeout:         6 * time.Second,
+		EtcdPrefix:             "/tripod",
+		RaftListen:             "127.0.0.1:9192",
+		RaftHeartbeatTimeout:   time.Second,
+		RaftElectionTimeout:    time.Second,
+		RaftLeaderLeaseTimeout: 500 * time.Millisecond,
+		RaftSnapshotThreshold:  8192,
+	}
+}
+
+// Validate checks every field the chosen backend uses and names the key
+// and the allowed values of the first bad one.
+func (c *Config) Validate() error {
+	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
+		return fmt.Errorf("session timeout %v: must be between 1s and 5m", c.SessionTimeout)
+	}
+	if c.BrokerID < 0 {
+		return fmt.Errorf("broker.id %d: must be >= 0", c.BrokerID)
+	}
+	switch c.Backend {
+	case "zk":
+		if c.ZKConnect == "" {
+			return fmt.Errorf("zookeeper.connect: required with coordination.backend=zk (host:port[,host:port][/chroot])")
+		}
+	case "etcd":
+		if len(c.EtcdEndpoints) == 0 {
+			return fmt.Errorf("etcd.endpoints: required with coordination.backend=etcd (http://host:port[,...])")
+		}
+		if !strings.HasPrefix(c.EtcdPrefix, "/") {
+			return fmt.Errorf("etcd.prefix %q: must start with /", c.EtcdPrefix)
+		}
+	case "raft":
+		if c.RaftListen == "" && c.RaftVoters[c.BrokerID] == "" {
+			return fmt.Errorf("raft.listen: required with coordination.backend=raft")
+		}
+		if len(c.RaftVoters) > 0 && c.RaftVoters[c.BrokerID] == "" {
+			return fmt.Errorf("raft.voters: broker.id %d is not among the voters", c.BrokerID)
+		}
+		if c.RaftDir == "" {
+			return fmt.Errorf("raft.dir: required with coordination.backend=raft")
+		}
+		if c.RaftHeartbeatTimeout < 5*time.Millisecond || c.RaftElectionTimeout < 5*time.Millisecond {
+			return fmt.Errorf("raft.heartbeat.timeout.ms / raft.election.timeout.ms: must be >= 5")
+		}
+		if c.RaftLeaderLeaseTimeout > c.RaftHeartbeatTimeout {
+			return fmt.Errorf("raft.leader.lease.timeout.ms %d: must be <= raft.heartbeat.timeout.ms %d",
+				c.RaftLeaderLeaseTimeout.Milliseconds(), c.RaftHeartbeatTimeout.Milliseconds())
+		}
+	default:
+		return fmt.Errorf("coordination.backend %q: must be one of raft, zk, etcd", c.Backend)
+	}
+	return nil
+}
+
+// ParseRaftVoters parses "1@127.0.0.1:19192,2@127.0.0.1:19193".
+func ParseRaftVoters(s string) (map[BrokerID]string, error) {
+	voters := map[BrokerID]string{}
+	if strings.TrimSpace(s) == "" {
+		return voters, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		idStr, addr, ok := strings.Cut(strings.TrimSpace(part), "@")
+		id, err := strconv.ParseInt(idStr, 10, 32)
+		if !ok || err != nil || id < 0 || addr == "" {
+			return nil, fmt.Errorf("raft.voters %q: want id@host:port[,id@host:port...]", s)
+		}
+		if _, dup := voters[BrokerID(id)]; dup {
+			return nil, fmt.Errorf("raft.voters %q: broker %d listed twice", s, id)
+		}
+		voters[BrokerID(id)] = addr
+	}
+	return voters, nil
+}
+
+// FormatRaftVoters is the inverse of ParseRaftVoters.
+func FormatRaftVoters(voters map[BrokerID]string) string {
+	ids := make([]int, 0, len(voters))
+	for id := range voters {
+		ids = append(ids, int(id))
+	}
+	sort.Ints(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf("%d@%s", id, voters[BrokerID(id)])
+	}
+	return strings.Join(parts, ",")
+}
+
+// Factory opens a Backend from a validated Config.
+type Factory func(cfg Config) (Backend, error)
+
+var (
+	factoriesMu sync.Mutex
+	factories   = map[string]Factory{}
+)
+
+// RegisterFactory makes a backend available to Open under name. Backends
+// call it from init; importing coord/zk, coord/etcd or coord/raft registers
+// them.
+func RegisterFactory(name string, f Factory) {
+	factoriesMu.Lock()
+	defer factoriesMu.Unlock()
+	if _, dup := factories[name]; dup {
+		panic("coord: backend registered twice: " + name)
+	}
+	factories[name] = f
+}
+
+// Open validates cfg and opens the backend it names.
+func Open(cfg Config) (Backend, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	factoriesMu.Lock()
+	f := factories[cfg.Backend]
+	factoriesMu.Unlock()
+	if f == nil {
+		return nil, fmt.Errorf("coordination.backend %q: not linked into this binary", cfg.Backend)
+	}
+	return f(cfg)
+}

@@ -1,0 +1,154 @@
+package coord
+
+import (
+	"fmt"
+	"sort"
+)
+
+// BrokerID identifies a broker in the cluster (Kafka's broker.id).
+type BrokerID int32
+
+// NoBroker is the leader of a partition that has none, and the controller ID
+// while no controller is elected (Kafka's -1).
+const NoBroker BrokerID = -1
+
+// Broker is a live broker as registered.
+type Broker struct {
+	ID BrokerID `json:"id"`
+	// Host and Port are the advertised Kafka listener.
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	// Rack is the broker's rack (broker.rack); empty when unset.
+	Rack string `json:"rack,omitempty"`
+	// Epoch is the broker epoch assigned by Register; it is zero in the
+	// Broker passed to Register. ZooKeeper: the czxid of /brokers/ids/N;
+	// etcd: the create revision of the registration key; Raft: the log
+	// index of the registration.
+	Epoch int64 `json:"epoch"`
+}
+
+// Addr returns host:port.
+func (b Broker) Addr() string { return fmt.Sprintf("%s:%d", b.Host, b.Port) }
+
+// ControllerInfo names the current controller.
+type ControllerInfo struct {
+	ID    BrokerID
+	Epoch int64
+}
+
+// Topic is a topic's durable definition.
+type Topic struct {
+	Name string `json:"name"`
+	// ID is the topic's UUID (Kafka's topic id).
+	ID [16]byte `json:"id"`
+	// Assignment holds, per partition index, the replica brokers in
+	// preference order: the first is the preferred leader.
+	Assignment [][]BrokerID `json:"assignment"`
+	// Config holds per-topic overrides of broker properties
+	// (min.insync.replicas, unclean.leader.election.enable, ...).
+	Config map[string]string `json:"config,omitempty"`
+}
+
+// Partitions returns the number of partitions.
+func (t Topic) Partitions() int { return len(t.Assignment) }
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// PartitionState is the controller-owned state of one partition, as Kafka
+// keeps in /brokers/topics/T/partitions/P/state.
+type PartitionState struct {
+	Topic     string
+	Partition int32
+	// Leader is the leader broker, or NoBroker.
+	Leader BrokerID
+	// LeaderEpoch grows by one at every leader change.
+	LeaderEpoch int32
+	// ISR is the in-sync replica set, in assignment order.
+	ISR []BrokerID
+	// PartitionEpoch is set by the backend: it grows by one at every write
+	// of this state (ZooKeeper: the znode version) and is what SetPartition
+	// compares against.
+	PartitionEpoch int32
+	// ControllerEpoch is the epoch of the controller that last wrote it.
+	ControllerEpoch int64
+}
+
+// TopicPartition returns the partition's name.
+func (p PartitionState) TopicPartition() TopicPartition {
+	return TopicPartition{Topic: p.Topic, Partition: p.Partition}
+}
+
+// Metadata is the whole cluster metadata at one version.
+type Metadata struct {
+	// Version orders states of one cluster: a later state has a greater or
+	// equal Version. Its unit is the backend's (ZooKeeper zxid, etcd
+	// revision, Raft log index).
+	Version int64
+	// Topics by name.
+	Topics map[string]Topic
+	// Partitions by topic and partition.
+	Partitions map[TopicPartition]PartitionState
+}
+
+// NewMetadata returns an empty Metadata.
+func NewMetadata() *Metadata {
+	return &Metadata{Topics: map[string]Topic{}, Partitions: map[TopicPartition]PartitionState{}}
+}
+
+// TopicNames returns the topic names, sorted.
+func (m *Metadata) TopicNames() []string {
+	names := make([]string, 0, len(m.Topics))
+	for n := range m.Topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Op is one change to the metadata, applied by Commit.
+type Op interface{ isOp() }
+
+// CreateTopic creates a topic and the initial state of each of its
+// partitions (States must hold one state per partition; their
+// PartitionEpoch is ignored and stored as 0). ErrExists if the topic exists.
+type CreateTopic struct {
+	Topic  Topic
+	States []PartitionState
+}
+
+// SetTopic replaces an existing topic's assignment and config (adding
+// partitions, changing replicas). New partitions need a SetPartition with
+// ExpectedEpoch NewPartition in the same Commit. ErrNotFound if missing.
+type SetTopic struct {
+	Topic Topic
+}
+
+// DeleteTopic removes a topic and all its partition states. ErrNotFound if
+// the topic does not exist.
+type DeleteTopic struct {
+	Name string
+}
+
+// NewPartition is the ExpectedEpoch of a SetPartition that creates a
+// partition state which does not exist yet.
+const NewPartition int32 = -1
+
+// SetPartition writes a partition state if the stored PartitionEpoch equals
+// ExpectedEpoch (or, with NewPartition, if no state exists); the stored
+// state gets PartitionEpoch ExpectedEpoch+1 (0 when new). ErrVersionMismatch
+// otherwise; ErrNotFound if the topic does not exist.
+type SetPartition struct {
+	State         PartitionState
+	ExpectedEpoch int32
+}
+
+func (CreateTopic) isOp()  {}
+func (SetTopic) isOp()     {}
+func (DeleteTopic) isOp()  {}
+func (SetPartition) isOp() {}
