@@ -1,0 +1,21 @@
+# tripod's build and test entry points. `make test` is the one command a
+# fresh machine needs: it installs the Debian packages the tests use
+# (zookeeper, kcat), then runs every test against real servers.
+GO ?= go
+export PATH := /usr/local/go/bin:$(PATH)
+
+.PHONY: all build test deps vet
+
+all: build
+
+build:
+	$(GO) build -o bin/tripod ./cmd/tripod
+
+deps:
+	./scripts/deps.sh
+
+vet:
+	$(GO) vet ./...
+
+test: deps vet
+	$(GO) test -race -count=1 -timeout 14m ./...
