@@ -1,0 +1,339 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// outageCallDeadline is the ctx deadline of the calls made while the
+// service is away; each must return by it plus outageSlack.
+const (
+	outageCallDeadline = 2 * time.Second
+	outageSlack        = time.Second
+)
+
+// outageCall is one call made while the service is away.
+type outageCall struct {
+	name string
+	call func(ctx context.Context) error
+	// allowed lists the errors the call may fail with besides
+	// ErrUnavailable and context.DeadlineExceeded.
+	allowed []error
+}
+
+// outageResult is how an outageCall ended.
+type outageResult struct {
+	err  error
+	took time.Duration
+}
+
+// testCallsFailWithinDeadline: with the service away (ZooKeeper or etcd
+// stopped; a majority of Raft nodes stopped), Load, Members, Controller,
+// Commit and Register with a 2 s deadline each return an error (wrapping
+// ErrUnavailable or the ctx's) within the deadline plus one second. When
+// the service is back the backend serves again without being reopened.
+func testCallsFailWithinDeadline(t T, h Harness) {
+	c := h.NewCluster(t, 3)
+	restarter, isRestarter := c.(ServiceRestarter)
+	quorumLoser, isQuorumLoser := c.(QuorumLoser)
+	if !isRestarter && !isQuorumLoser {
+		t.Fatalf("cluster %T: want a ServiceRestarter or a QuorumLoser", c)
+	}
+	cs := startCampaigners(t, h, c, 0, 1, 2)
+	ctl := cs.waitTerm(t, nil, startupBound(h), "first election")
+	be := c.Backend(ctl.backend)
+	commit(t, be, ctl, "CreateTopic before the outage", createTopicOp("before-outage", 1, 3, ctl.epoch))
+
+	var stopped []int
+	if isRestarter {
+		restarter.StopService(t)
+	} else {
+		for i := 0; i < 3; i++ {
+			if i != ctl.backend {
+				quorumLoser.StopNode(t, i)
+				stopped = append(stopped, i)
+			}
+		}
+	}
+	calls := []outageCall{
+		{name: "Load", call: func(ctx context.Context) error { _, err := be.Load(ctx); return err }},
+		{name: "Members", call: func(ctx context.Context) error { _, err := be.Members(ctx); return err }},
+		{name: "Controller", call: func(ctx context.Context) error { _, err := be.Controller(ctx); return err }},
+		{name: "Commit", call: func(ctx context.Context) error {
+			return be.Commit(ctx, ctl.term, createTopicOp("during-outage", 1, 3, ctl.epoch))
+		}, allowed: []error{coord.ErrFenced}},
+		{name: "Register", call: func(ctx context.Context) error {
+			s, err := be.Register(ctx, brokerWithID(99))
+			if err == nil {
+				s.Close()
+			}
+			return err
+		}},
+	}
+	results := make(chan outageResult, len(calls))
+	byCall := make([]outageResult, len(calls))
+	pending := len(calls)
+	for i, oc := range calls {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+			defer cancel()
+			start := time.Now()
+			err := oc.call(ctx)
+			byCall[i] = outageResult{err: err, took: time.Since(start)}
+			results <- byCall[i]
+		}()
+	}
+	timer := time.NewTimer(outageCallDeadline + outageSlack)
+	defer timer.Stop()
+	late := false
+	for pending > 0 && !late {
+		select {
+		case <-results:
+			pending--
+		case <-timer.C:
+			late = true
+		}
+	}
+	// Bring the service back before judging, so late calls can end.
+	if isRestarter {
+		restarter.StartService(t)
+	} else {
+		for _, i := range stopped {
+			quorumLoser.StartNode(t, i)
+		}
+	}
+	if late {
+		// Wait for the stragglers now that the service is back.
+		waitStragglers := time.NewTimer(callBound)
+		defer waitStragglers.Stop()
+		for pending > 0 {
+			select {
+			case <-results:
+				pending--
+			case <-waitStragglers.C:
+				t.Fatalf("%d calls still blocked %v after the service came back", pending, callBound)
+			}
+		}
+	}
+	var failures []string
+	for i, oc := range calls {
+		r := byCall[i]
+		ok := r.err != nil && (errors.Is(r.err, coord.ErrUnavailable) || errors.Is(r.err, context.DeadlineExceeded))
+		for _, allowed := range oc.allowed {
+			ok = ok || errors.Is(r.err, allowed)
+		}
+		switch {
+		case r.took > outageCallDeadline+outageSlack:
+			failures = append(failures, fmt.Sprintf("%s returned after %v (error %v), want within %v", oc.name, r.took.Round(time.Millisecond), r.err, outageCallDeadline+outageSlack))
+		case !ok:
+			failures = append(failures, fmt.Sprintf("%s: got error %v, want one wrapping ErrUnavailable or context.DeadlineExceeded", oc.name, r.err))
+		default:
+			t.Logf("%s without the service: %v after %v", oc.name, r.err, r.took.Round(time.Millisecond))
+		}
+	}
+	if len(failures) > 0 {
+		t.Fatalf("with the service away (%s):\n%s", outageName(isRestarter), strings.Join(failures, "\n"))
+	}
+
+	waitUntil(t, h.SessionTimeout()+callBound, "Load on the controller's backend once the service is back", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+		defer cancel()
+		md, err := be.Load(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		if _, ok := md.Topics["before-outage"]; !ok {
+			return false, fmt.Sprintf("topic before-outage missing from %s", describeMetadata(md))
+		}
+		return true, ""
+	})
+	cs.stop(t)
+}
+
+func outageName(restarter bool) string {
+	if restarter {
+		return "service stopped"
+	}
+	return "majority of Raft nodes stopped"
+}
+
+// testServiceRestartRecovers: the service is stopped and started again
+// within the session timeout. The backends serve again without being
+// reopened: Load works, every broker is registered again (ZooKeeper keeps
+// the very registrations, with their epochs, when the outage was short), a
+// controller is elected and its Commit succeeds.
+func testServiceRestartRecovers(t T, h Harness) {
+	c := h.NewCluster(t, 2)
+	restarter, ok := c.(ServiceRestarter)
+	if !ok {
+		t.Fatalf("cluster %T: want a ServiceRestarter", c)
+	}
+	cs := startCampaigners(t, h, c, 0, 1)
+	ctl := cs.waitTerm(t, nil, startupBound(h), "first election")
+	var registered []coord.Broker
+	waitUntil(t, detectionBound(h), "both brokers registered", func() (bool, string) {
+		registered = registered[:0]
+		for i := 0; i < 2; i++ {
+			if s := cs.session(i); s != nil {
+				registered = append(registered, s.Broker())
+			}
+		}
+		return len(registered) == 2, fmt.Sprintf("%d registered", len(registered))
+	})
+	sort.Slice(registered, func(i, j int) bool { return registered[i].ID < registered[j].ID })
+	sessions := []coord.Session{cs.session(0), cs.session(1)}
+	commit(t, c.Backend(ctl.backend), ctl, "CreateTopic before the restart", createTopicOp("before-restart", 1, 2, ctl.epoch))
+
+	start := time.Now()
+	restarter.StopService(t)
+	restarter.StartService(t)
+	outage := time.Since(start)
+	t.Logf("service stopped and started in %v (session timeout %v)", outage.Round(time.Millisecond), h.SessionTimeout())
+
+	recovery := h.SessionTimeout() + callBound
+	for i := 0; i < 2; i++ {
+		be := c.Backend(i)
+		took := waitUntil(t, recovery, fmt.Sprintf("Load on backend %d after the restart", i), func() (bool, string) {
+			ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+			defer cancel()
+			md, err := be.Load(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			if _, ok := md.Topics["before-restart"]; !ok {
+				return false, fmt.Sprintf("topic before-restart missing from %s", describeMetadata(md))
+			}
+			return true, ""
+		})
+		t.Logf("backend %d loads again %v after the restart", i, took.Round(time.Millisecond))
+	}
+
+	if h.Name() == "zk" && outage < h.SessionTimeout()/2 {
+		// ZooKeeper sessions outlive a short server restart: the same
+		// registrations, epochs and all.
+		for _, s := range sessions {
+			if isClosed(s.Done()) {
+				t.Fatalf("ZooKeeper session of broker %d ended (%v) across a %v restart, want kept", s.Broker().ID, s.Err(), outage.Round(time.Millisecond))
+			}
+		}
+		waitUntil(t, recovery, "Members listing the registrations made before the restart", func() (bool, string) {
+			ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+			defer cancel()
+			got, err := c.Backend(0).Members(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			return sameMembers(got, registered), fmt.Sprintf("got %s, want %s", memberIDs(got), memberIDs(registered))
+		})
+	} else {
+		// Whatever became of the old sessions, both brokers are
+		// registered again.
+		waitUntil(t, recovery+detectionBound(h), "Members listing both brokers again", func() (bool, string) {
+			ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+			defer cancel()
+			got, err := c.Backend(0).Members(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(got) == 2 && got[0].ID == 1 && got[1].ID == 2, fmt.Sprintf("got %s, want brokers 1 and 2", memberIDs(got))
+		})
+	}
+
+	// A controller is elected (or kept) and can commit.
+	waitUntil(t, recovery+detectionBound(h), "a controller committing after the restart", func() (bool, string) {
+		cur := cs.current()
+		if cur == nil || isClosed(cur.term.Done()) {
+			return false, "no live term"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+		defer cancel()
+		err := c.Backend(cur.backend).Commit(ctx, cur.term, createTopicOp(fmt.Sprintf("after-restart-%d", cur.epoch), 1, 2, cur.epoch))
+		switch {
+		case err == nil:
+			return true, ""
+		case errors.Is(err, coord.ErrExists):
+			return true, "" // an earlier attempt's chunk was applied
+		case errors.Is(err, coord.ErrUnavailable), errors.Is(err, coord.ErrFenced), errors.Is(err, context.DeadlineExceeded):
+			return false, fmt.Sprintf("Commit by %v: %v", cur, err)
+		}
+		t.Fatalf("Commit by %v after the restart: got %v, want nil", cur, err)
+		return false, ""
+	})
+	cs.stop(t)
+}
+
+// testRaftMinorityAndMajority: of three Raft nodes, stopping one that
+// does not lead leaves the controller in office; stopping a second leaves
+// no controller at all (its term ends, no Campaign returns); starting one
+// again elects a controller again.
+func testRaftMinorityAndMajority(t T, h Harness) {
+	c := h.NewCluster(t, 3)
+	quorumLoser, ok := c.(QuorumLoser)
+	if !ok {
+		t.Fatalf("cluster %T: want a QuorumLoser", c)
+	}
+	cs := startCampaigners(t, h, c, 0, 1, 2)
+	ctl := cs.waitTerm(t, nil, startupBound(h), "first election")
+	var followers []int
+	for i := 0; i < 3; i++ {
+		if i != ctl.backend {
+			followers = append(followers, i)
+		}
+	}
+	bound := detectionBound(h)
+	be := c.Backend(ctl.backend)
+
+	quorumLoser.StopNode(t, followers[0])
+	commit(t, be, ctl, fmt.Sprintf("CreateTopic with node %d stopped", followers[0]+1), createTopicOp("minority-down", 1, 3, ctl.epoch))
+	if isClosed(ctl.term.Done()) {
+		t.Fatalf("%v ended when one follower stopped, want it kept (2 of 3 nodes remain)", ctl)
+	}
+	ctx := withTimeout(t, callBound)
+	if info, err := be.Controller(ctx); err != nil || info.ID != ctl.id || info.Epoch != ctl.epoch {
+		t.Fatalf("Controller() with one follower stopped: got %+v, %v; want {ID:%d Epoch:%d}, nil", info, err, ctl.id, ctl.epoch)
+	}
+
+	stoppedAt := time.Now()
+	quorumLoser.StopNode(t, followers[1])
+	waitClosed(t, ctl.term.Done(), bound, fmt.Sprintf("end of %v after a majority stopped", ctl))
+	t.Logf("%v ended %v after the majority stopped", ctl, time.Since(stoppedAt).Round(time.Millisecond))
+	// Without a majority nobody may win: watch for a session timeout.
+	cs.expectNoTerm(t, ctl, h.SessionTimeout(), "with 2 of 3 Raft nodes stopped")
+
+	quorumLoser.StartNode(t, followers[1])
+	cs.add(followers[1], c.Backend(followers[1]))
+	next := cs.waitTerm(t, ctl, startupBound(h), fmt.Sprintf("restart of node %d", followers[1]+1))
+	t.Logf("controller again after node %d restarted: %v", followers[1]+1, next)
+	commit(t, c.Backend(next.backend), next, "CreateTopic with the majority back", createTopicOp("majority-back", 1, 3, next.epoch))
+	cs.stop(t)
+}
+
+// expectNoTerm fails t if a term after prev is won, or one is live,
+// within d.
+func (cs *campaigners) expectNoTerm(t T, prev *wonTerm, d time.Duration, when string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		cs.mu.Lock()
+		for _, w := range cs.terms {
+			if w.epoch > prev.epoch {
+				cs.mu.Unlock()
+				t.Fatalf("%s: %v won, want no controller", when, w)
+			}
+		}
+		for _, w := range cs.live {
+			if !isClosed(w.term.Done()) {
+				cs.mu.Unlock()
+				t.Fatalf("%s: %v still live, want no controller", when, w)
+			}
+		}
+		cs.mu.Unlock()
+		time.Sleep(pollInterval)
+	}
+}

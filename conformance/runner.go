@@ -1,0 +1,234 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Outcomes of a case run by RunAll.
+const (
+	OutcomePass          = "pass"
+	OutcomeFail          = "fail"
+	OutcomeNotApplicable = "n/a"
+)
+
+// Result is how one case of the suite ended under RunAll.
+type Result struct {
+	// Case is "Group/Case".
+	Case string
+	// Outcome is OutcomePass, OutcomeFail or OutcomeNotApplicable.
+	Outcome string
+	// Duration is how long the case ran, cleanups included.
+	Duration time.Duration
+	// Message holds the case's logs and failures (one a line, failures
+	// prefixed "FAIL: "), or why the case does not apply.
+	Message string
+}
+
+// caseBound is how long RunAll lets a case run before it reports it
+// failed and moves on: far beyond any case's own deadlines, so reaching it
+// means a backend call ignored its context.
+const caseBound = 5 * time.Minute
+
+// RunAll runs every case of the suite against h outside `go test`, one
+// after another, and returns their results in order. Cases needing a
+// capability h's clusters lack are reported n/a. When ctx ends, the case
+// running is abandoned (reported failed) and the rest are not run. Progress
+// (one line per case as it ends, and the logs of failed cases) goes to
+// progress when it is not nil.
+func RunAll(ctx context.Context, h Harness, progress io.Writer) []Result {
+	if progress == nil {
+		progress = io.Discard
+	}
+	ph := &probingHarness{Harness: h}
+	var results []Result
+	for _, tc := range cases() {
+		if ctx.Err() != nil {
+			results = append(results, Result{Case: tc.fullName(), Outcome: OutcomeFail, Message: "not run: " + ctx.Err().Error()})
+			continue
+		}
+		var r Result
+		if tc.needs != needsNothing {
+			caps, probe := probeCapabilities(ctx, ph)
+			if probe.Outcome == OutcomeFail {
+				r = probe
+				r.Case = tc.fullName()
+			} else if !caps.allows(tc.needs) {
+				r = Result{Case: tc.fullName(), Outcome: OutcomeNotApplicable, Message: fmt.Sprintf("%s clusters are not a %v", h.Name(), tc.needs)}
+			}
+		}
+		if r.Outcome == "" {
+			r = runCase(ctx, tc.fullName(), func(t T) { tc.run(t, ph) })
+		}
+		results = append(results, r)
+		fmt.Fprintf(progress, "%-4s %-48s %v\n", r.Outcome, r.Case, r.Duration.Round(10*time.Millisecond))
+		if r.Outcome == OutcomeFail {
+			for _, line := range strings.Split(strings.TrimRight(r.Message, "\n"), "\n") {
+				fmt.Fprintf(progress, "     %s\n", line)
+			}
+		}
+	}
+	return results
+}
+
+// probeCapabilities returns the capabilities of ph's clusters, making a
+// one-backend cluster to learn them when no case has made one.
+func probeCapabilities(ctx context.Context, ph *probingHarness) (capabilities, Result) {
+	var caps capabilities
+	r := runCase(ctx, "probe", func(t T) { caps = ph.capabilities(t) })
+	return caps, r
+}
+
+// runCase runs fn with a fresh runnerT in a goroutine of its own (so
+// Fatalf can end it with runtime.Goexit), runs its cleanups, and returns
+// its result.
+func runCase(ctx context.Context, name string, fn func(t T)) Result {
+	t := &runnerT{name: name}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer t.runCleanups()
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("panic: %v", p)
+			}
+		}()
+		fn(t)
+	}()
+	timer := time.NewTimer(caseBound)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		t.Errorf("case still running after %v: abandoned", caseBound)
+	case <-ctx.Done():
+		t.Errorf("abandoned: %v", ctx.Err())
+	}
+	r := Result{Case: name, Outcome: OutcomePass, Duration: time.Since(start), Message: t.output()}
+	if t.Failed() {
+		r.Outcome = OutcomeFail
+	}
+	return r
+}
+
+// runnerT is the T of RunAll: it records failures and logs, ends the case
+// on Fatalf with runtime.Goexit (it must be called from the case's
+// goroutine, as with testing.T), and runs cleanups last-in first-out.
+type runnerT struct {
+	name string
+
+	mu       sync.Mutex
+	failed   bool
+	logs     []string
+	cleanups []func()
+	tempDirs int
+}
+
+// Helper implements T; RunAll reports no file:line.
+func (t *runnerT) Helper() {}
+
+// Name implements T.
+func (t *runnerT) Name() string { return t.name }
+
+// Logf implements T.
+func (t *runnerT) Logf(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.logs = append(t.logs, fmt.Sprintf(format, args...))
+}
+
+// Errorf implements T: the case fails and goes on.
+func (t *runnerT) Errorf(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failed = true
+	t.logs = append(t.logs, "FAIL: "+fmt.Sprintf(format, args...))
+}
+
+// Fatalf implements T: the case fails and its goroutine ends (its
+// cleanups still run).
+func (t *runnerT) Fatalf(format string, args ...any) {
+	t.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+// Failed implements T.
+func (t *runnerT) Failed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+
+// Cleanup implements T.
+func (t *runnerT) Cleanup(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cleanups = append(t.cleanups, f)
+}
+
+// TempDir implements T: a new directory removed after the cleanups that
+// were registered before it.
+func (t *runnerT) TempDir() string {
+	t.mu.Lock()
+	t.tempDirs++
+	n := t.tempDirs
+	t.mu.Unlock()
+	pattern := strings.NewReplacer("/", "_", " ", "_").Replace(t.name) + fmt.Sprintf("-%d-*", n)
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		t.Fatalf("TempDir: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("TempDir: remove %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// runCleanups runs the cleanups last-in first-out, each even if an
+// earlier one called Fatalf or panicked.
+func (t *runnerT) runCleanups() {
+	for {
+		t.mu.Lock()
+		n := len(t.cleanups)
+		if n == 0 {
+			t.mu.Unlock()
+			return
+		}
+		f := t.cleanups[n-1]
+		t.cleanups = t.cleanups[:n-1]
+		t.mu.Unlock()
+		t.runCleanup(f)
+	}
+}
+
+// runCleanup runs one cleanup in a goroutine of its own so that a Fatalf
+// in it ends only that cleanup.
+func (t *runnerT) runCleanup(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("cleanup panic: %v", p)
+			}
+		}()
+		f()
+	}()
+	<-done
+}
+
+// output returns the case's logs and failures, in order, one a line.
+func (t *runnerT) output() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.logs, "\n")
+}
