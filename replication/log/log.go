@@ -8,6 +8,13 @@ package log
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
 	"time"
 )
 
@@ -25,6 +32,10 @@ var (
 	ErrRecordTooLarge = errors.New("log: record batch too large")
 	// ErrClosed: the log was closed.
 	ErrClosed = errors.New("log: closed")
+	// ErrUnexpectedOffset: a follower's batches do not start at the log
+	// end offset or do not follow each other (Kafka's
+	// UnexpectedAppendOffsetException). Nothing was written.
+	ErrUnexpectedOffset = errors.New("log: batch offset does not follow the log end offset")
 )
 
 // Config holds the log's settings, under Kafka's property names.
@@ -65,15 +76,295 @@ func DefaultConfig() Config {
 }
 
 // Validate checks ranges and names the bad key.
-func (c Config) Validate() error { panic("unimplemented") }
+func (c Config) Validate() error {
+	switch {
+	case c.SegmentBytes < 14 || c.SegmentBytes > math.MaxInt32:
+		return fmt.Errorf("log.segment.bytes %d: must be between 14 and %d", c.SegmentBytes, math.MaxInt32)
+	case c.RollTime < time.Millisecond:
+		return fmt.Errorf("log.roll.ms %d: must be between 1 and %d", c.RollTime.Milliseconds(), int64(math.MaxInt64/time.Millisecond))
+	case c.RetentionBytes < -1:
+		return fmt.Errorf("log.retention.bytes %d: must be between -1 (no limit) and %d", c.RetentionBytes, int64(math.MaxInt64))
+	case c.RetentionTime < 0 && c.RetentionTime != -1 && c.RetentionTime != -time.Millisecond:
+		return fmt.Errorf("log.retention.ms %d: must be -1 (keep forever) or between 0 and %d", c.RetentionTime.Milliseconds(), int64(math.MaxInt64/time.Millisecond))
+	case c.IndexIntervalBytes < 0 || c.IndexIntervalBytes > math.MaxInt32:
+		return fmt.Errorf("log.index.interval.bytes %d: must be between 0 and %d", c.IndexIntervalBytes, math.MaxInt32)
+	case c.FlushMessages < 1:
+		return fmt.Errorf("log.flush.interval.messages %d: must be between 1 and %d", c.FlushMessages, int64(math.MaxInt64))
+	case c.FlushInterval < 0:
+		return fmt.Errorf("log.flush.interval.ms %d: must be between 0 (never on time) and %d", c.FlushInterval.Milliseconds(), int64(math.MaxInt64/time.Millisecond))
+	}
+	return nil
+}
+
+// Files of a log's directory besides its segments.
+const (
+	// startOffsetFile is the checkpoint of the log start offset.
+	startOffsetFile = "log-start-offset"
+	// cleanShutdownFile marks a log closed by Close, whose files were
+	// fsynced; Open removes it.
+	cleanShutdownFile = "clean-shutdown"
+)
+
+// maxScratch bounds the append buffer a Log keeps between appends.
+const maxScratch = 4 << 20
 
 // Log is one partition's log.
-type Log struct{}
+//
+// Locking: appendMu serializes the writers (appends, truncation, rolls,
+// retention, flush, close); mu guards the segment list, the log start
+// offset and each segment's published state. A writer writes file bytes
+// beyond the published sizes holding appendMu only, then publishes them
+// under mu, so readers (holding mu's read lock while they pread) never see
+// a half-written batch and are not held up by the write or an fsync.
+type Log struct {
+	dir string
+	cfg Config
+	// now is the clock; tests replace it.
+	now func() time.Time
+
+	appendMu sync.Mutex
+	// scratch is the append buffer, reused between appends.
+	scratch []byte
+	// unflushedRecords counts the records appended since the last fsync.
+	unflushedRecords int64
+	// firstUnflushed is when the oldest record not yet fsynced was
+	// appended; zero when everything is flushed.
+	firstUnflushed time.Time
+	// dirDirty is set when segment files were created or removed since
+	// the directory was last fsynced.
+	dirDirty bool
+
+	mu          sync.RWMutex
+	segments    []*segment
+	startOffset int64
+	closed      bool
+}
 
 // Open opens or creates the log in dir, recovering the tail of the last
-// segment: a partial batch or one with a bad CRC, and everything after it,
-// is cut off; everything before is kept.
-func Open(dir string, cfg Config) (*Log, error) { panic("unimplemented") }
+// segment: a partial batch, a malformed one, one with a bad CRC or an
+// offset gap, and everything after it, is cut off; everything before is
+// kept. After a clean Close the last segment is verified from its last
+// offset-index entry on; after a crash (no clean-shutdown marker) it is
+// verified from its start and its indexes are rebuilt. The indexes of the
+// last segment are also rebuilt if they are missing or malformed. Earlier
+// segments are trusted.
+func Open(dir string, cfg Config) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create log directory %s: %w", dir, err)
+	}
+	l := &Log{dir: dir, cfg: cfg, now: time.Now}
+	marker := filepath.Join(dir, cleanShutdownFile)
+	_, statErr := os.Stat(marker)
+	clean := statErr == nil
+	err := l.load(clean)
+	if err == nil && clean {
+		// Until the next Close, a crash must find no marker.
+		if err = os.Remove(marker); err == nil {
+			err = syncDir(dir)
+		}
+	}
+	if err != nil {
+		for _, s := range l.segments {
+			s.close()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// load opens the segments found in l.dir, recovers the last one (wholly
+// unless the log was closed cleanly) and sets the log start offset.
+func (l *Log) load(clean bool) error {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("list log directory %s: %w", l.dir, err)
+	}
+	var bases []int64
+	logs := make(map[int64]bool)
+	for _, e := range entries {
+		if base, ok := parseSegmentName(e.Name(), logSuffix); ok {
+			bases = append(bases, base)
+			logs[base] = true
+		}
+	}
+	// Index files without a log (a deletion cut short) and temporary
+	// checkpoints are left-overs.
+	for _, e := range entries {
+		name := e.Name()
+		base, isIndex := parseSegmentName(name, indexSuffix)
+		if !isIndex {
+			base, isIndex = parseSegmentName(name, timeIndexSuffix)
+		}
+		if (isIndex && !logs[base]) || name == startOffsetFile+".tmp" {
+			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+				return fmt.Errorf("remove left-over %s: %w", name, err)
+			}
+		}
+	}
+	checkpoint, err := readStartOffset(l.dir)
+	if err != nil {
+		return err
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	if len(bases) == 0 {
+		s, err := createSegment(l.dir, max(checkpoint, 0))
+		if err != nil {
+			return err
+		}
+		l.segments = []*segment{s}
+		l.dirDirty = true
+	}
+	for i, base := range bases {
+		s, err := openSegmentFiles(l.dir, base, os.O_RDWR)
+		if err != nil {
+			return err
+		}
+		l.segments = append(l.segments, s)
+		if i < len(bases)-1 {
+			err = l.loadTrusted(s, bases[i+1])
+		} else {
+			err = l.recover(s, clean)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	end := l.segments[len(l.segments)-1].tail.nextOffset
+	l.startOffset = min(max(checkpoint, l.segments[0].baseOffset), end)
+	return nil
+}
+
+// loadTrusted loads an earlier segment without verifying its batches; its
+// indexes are rebuilt from its batch headers only if they are malformed or
+// its time index lacks the entry written when it was rolled.
+func (l *Log) loadTrusted(s *segment, next int64) error {
+	fi, err := s.log.Stat()
+	if err != nil {
+		return fmt.Errorf("stat segment %d: %w", s.baseOffset, err)
+	}
+	size := fi.Size()
+	ok, err := s.loadIndexes(size)
+	if err != nil {
+		return err
+	}
+	if !ok || (size > 0 && len(s.times) == 0) {
+		s.offsets, s.times = nil, nil
+		if err := s.truncateIndexes(); err != nil {
+			return err
+		}
+		if err := s.rebuildTail(size, l.cfg.IndexIntervalBytes); err != nil {
+			return err
+		}
+		return nil
+	}
+	s.tail.size = size
+	s.tail.nextOffset = next
+	if n := len(s.times); n > 0 {
+		s.tail.maxTimestamp = s.times[n-1].timestamp
+		s.tail.maxTimestampOffset = s.baseOffset + int64(s.times[n-1].relOffset)
+		s.tail.lastIndexedTimestamp = s.tail.maxTimestamp
+	}
+	return nil
+}
+
+// recover verifies the last segment from its last offset-index entry (or
+// from its start, if the log was not closed cleanly or the indexes are
+// malformed or disagree with the log) to its end, cuts the file at the
+// first torn, malformed or corrupt batch or offset gap, cuts the indexes to
+// match and rebuilds the tail.
+func (l *Log) recover(s *segment, clean bool) error {
+	fi, err := s.log.Stat()
+	if err != nil {
+		return fmt.Errorf("stat segment %d: %w", s.baseOffset, err)
+	}
+	size := fi.Size()
+	ok, err := s.loadIndexes(size)
+	if err != nil {
+		return err
+	}
+	ok = ok && clean
+	pos, expect := int64(0), s.baseOffset
+	if ok && len(s.offsets) > 0 {
+		last := s.offsets[len(s.offsets)-1]
+		_, h, err := newHeaderScanner(s.log, int64(last.position), size).next()
+		if err == nil && h.lastOffset() == s.baseOffset+int64(last.relOffset) {
+			pos, expect = int64(last.position), h.baseOffset
+		} else {
+			ok = false
+		}
+	}
+	if !ok {
+		s.offsets, s.times = nil, nil
+	}
+	var buf []byte
+	for pos < size {
+		if size-pos < batchHeaderSize {
+			break
+		}
+		if cap(buf) < batchHeaderSize {
+			buf = make([]byte, batchHeaderSize, scanChunk)
+		}
+		if _, err := s.log.ReadAt(buf[:batchHeaderSize], pos); err != nil {
+			return fmt.Errorf("read segment %d at byte %d: %w", s.baseOffset, pos, err)
+		}
+		h := parseBatchHeader(buf[:batchHeaderSize])
+		if checkHeader(h) != nil || pos+h.size > size || h.baseOffset != expect {
+			break
+		}
+		if int64(cap(buf)) < h.size {
+			buf = make([]byte, h.size)
+		}
+		buf = buf[:h.size]
+		if _, err := s.log.ReadAt(buf, pos); err != nil {
+			return fmt.Errorf("read segment %d at byte %d: %w", s.baseOffset, pos, err)
+		}
+		if checkCRC(h, buf) != nil {
+			break
+		}
+		pos += h.size
+		expect = h.nextOffset()
+	}
+	if pos < size {
+		if err := s.log.Truncate(pos); err != nil {
+			return fmt.Errorf("cut torn tail of segment %d at byte %d: %w", s.baseOffset, pos, err)
+		}
+		if err := s.log.Sync(); err != nil {
+			return fmt.Errorf("fsync segment %d: %w", s.baseOffset, err)
+		}
+	}
+	s.cutIndexes(pos, expect)
+	if err := s.truncateIndexes(); err != nil {
+		return err
+	}
+	if err := s.rebuildTail(pos, l.cfg.IndexIntervalBytes); err != nil {
+		return err
+	}
+	s.dirty = true
+	return nil
+}
+
+// cutIndexes drops the in-memory index entries of batches at or after
+// position pos, whose first offset is next.
+func (s *segment) cutIndexes(pos, next int64) {
+	i := sort.Search(len(s.offsets), func(i int) bool { return int64(s.offsets[i].position) >= pos })
+	s.offsets = s.offsets[:i]
+	j := sort.Search(len(s.times), func(j int) bool { return s.baseOffset+int64(s.times[j].relOffset) >= next })
+	s.times = s.times[:j]
+}
+
+// active is the last segment, the one appends go to. Callers hold mu or
+// appendMu.
+func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
+
+// segmentFor returns the index of the last segment whose base offset is at
+// most offset (0 if none). Callers hold mu or appendMu.
+func (l *Log) segmentFor(offset int64) int {
+	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > offset })
+	return max(i-1, 0)
+}
 
 // AppendResult describes an append.
 type AppendResult struct {
@@ -95,57 +386,631 @@ type AppendResult struct {
 // byte for byte). All batches are validated before any byte is written:
 // on error nothing is written. Append returns once the bytes are written
 // to the segment file (the write returned), not necessarily fsynced.
+//
+// Errors: ErrCorruptMessage or ErrUnsupportedMagic for a bad batch,
+// ErrRecordTooLarge for a batch larger than SegmentBytes, ErrClosed. The
+// caller's records are not modified (the log rewrites a copy).
 func (l *Log) Append(records []byte, leaderEpoch int32) (AppendResult, error) {
-	panic("unimplemented")
+	headers, err := splitBatches(records)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return AppendResult{}, ErrClosed
+	}
+	if err := l.checkSizes(headers); err != nil {
+		return AppendResult{}, err
+	}
+	buf := append(l.scratch[:0], records...)
+	if cap(buf) <= maxScratch {
+		l.scratch = buf
+	}
+	next := l.active().tail.nextOffset
+	var pos int64
+	for i := range headers {
+		h := &headers[i]
+		setBaseOffset(buf[pos:], next)
+		setLeaderEpoch(buf[pos:], leaderEpoch)
+		h.baseOffset, h.leaderEpoch = next, leaderEpoch
+		next = h.nextOffset()
+		pos += h.size
+	}
+	return l.appendLocked(buf, headers)
 }
 
 // AppendAsFollower appends batches that already carry their offsets and
 // leader epochs (a follower copying from its leader). The first batch's
-// base offset must equal EndOffset.
-func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) { panic("unimplemented") }
+// base offset must equal EndOffset and each next batch must follow the
+// previous one. Batches are checked as in Append.
+//
+// Errors: those of Append, and ErrUnexpectedOffset when the offsets do not
+// follow on.
+func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
+	headers, err := splitBatches(records)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return AppendResult{}, ErrClosed
+	}
+	next := l.active().tail.nextOffset
+	for i, h := range headers {
+		if h.baseOffset != next {
+			return AppendResult{}, fmt.Errorf("%w: batch %d has base offset %d, want %d", ErrUnexpectedOffset, i, h.baseOffset, next)
+		}
+		next = h.nextOffset()
+	}
+	if err := l.checkSizes(headers); err != nil {
+		return AppendResult{}, err
+	}
+	return l.appendLocked(records, headers)
+}
+
+// checkSizes refuses a batch larger than a segment.
+func (l *Log) checkSizes(headers []batchHeader) error {
+	for i, h := range headers {
+		if h.size > l.cfg.SegmentBytes {
+			return fmt.Errorf("%w: batch %d is %d bytes, log.segment.bytes is %d", ErrRecordTooLarge, i, h.size, l.cfg.SegmentBytes)
+		}
+	}
+	return nil
+}
+
+// appendLocked writes the validated batches in buf, described by headers
+// with their final offsets, rolling segments as needed, then counts them
+// toward the next fsync. Callers hold appendMu.
+func (l *Log) appendLocked(buf []byte, headers []batchHeader) (AppendResult, error) {
+	now := l.now()
+	res := AppendResult{
+		BaseOffset:    headers[0].baseOffset,
+		LastOffset:    headers[len(headers)-1].lastOffset(),
+		LogAppendTime: now.UnixMilli(),
+	}
+	for _, h := range headers {
+		res.Records += int64(h.recordCount)
+	}
+	if err := l.write(buf, headers, now); err != nil {
+		return AppendResult{}, err
+	}
+	l.unflushedRecords += res.Records
+	if l.firstUnflushed.IsZero() {
+		l.firstUnflushed = now
+	}
+	if err := l.maybeFlush(now); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// write writes buf's batches to the active segment, one write per segment
+// touched, rolling before a batch that would make the segment exceed
+// SegmentBytes, would need a relative offset beyond int32, or when the
+// segment is older than RollTime.
+func (l *Log) write(buf []byte, headers []batchHeader, now time.Time) error {
+	s := l.active()
+	tail := s.tail
+	var offsets []offsetEntry
+	var times []timeEntry
+	var groupStart, pos int64
+	for _, h := range headers {
+		if tail.size > 0 && (tail.size+h.size > l.cfg.SegmentBytes ||
+			h.lastOffset()-s.baseOffset > math.MaxInt32 ||
+			l.rollDue(s, now)) {
+			if err := l.publish(s, buf[groupStart:pos], tail, offsets, times); err != nil {
+				return err
+			}
+			var err error
+			if s, err = l.roll(); err != nil {
+				return err
+			}
+			tail, offsets, times, groupStart = s.tail, nil, nil, pos
+		}
+		if tail.size == 0 {
+			s.rollTimestamp = now.UnixMilli()
+		}
+		oe, hasOffset, te, hasTime := tail.add(h, s.baseOffset, l.cfg.IndexIntervalBytes)
+		if hasOffset {
+			offsets = append(offsets, oe)
+		}
+		if hasTime {
+			times = append(times, te)
+		}
+		pos += h.size
+	}
+	return l.publish(s, buf[groupStart:pos], tail, offsets, times)
+}
+
+// publish writes data at the end of segment s with its new index entries,
+// then makes them visible to readers with the new tail. On a failed write
+// it cuts the files back so nothing half-written stays behind.
+func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offsetEntry, times []timeEntry) error {
+	if len(data) == 0 {
+		return nil
+	}
+	s.dirty = true
+	at := s.tail.size
+	if _, err := s.log.WriteAt(data, at); err != nil {
+		s.log.Truncate(at)
+		return fmt.Errorf("write segment %d at byte %d: %w", s.baseOffset, at, err)
+	}
+	err := s.writeOffsetEntries(len(s.offsets), offsets)
+	if err == nil {
+		err = s.writeTimeEntries(len(s.times), times)
+	}
+	if err != nil {
+		s.log.Truncate(at)
+		s.truncateIndexes()
+		return err
+	}
+	l.mu.Lock()
+	s.tail = tail
+	s.offsets = append(s.offsets, offsets...)
+	s.times = append(s.times, times...)
+	l.mu.Unlock()
+	return nil
+}
+
+// rollDue reports whether segment s is older than RollTime at now.
+func (l *Log) rollDue(s *segment, now time.Time) bool {
+	if s.tail.size == 0 {
+		return false
+	}
+	if s.rollTimestamp < 0 {
+		ts, err := s.firstBatchTimestamp()
+		if err != nil || ts < 0 {
+			ts = now.UnixMilli()
+		}
+		s.rollTimestamp = ts
+	}
+	return now.UnixMilli()-s.rollTimestamp > l.cfg.RollTime.Milliseconds()
+}
+
+// roll closes the active segment to appends, writing its final time-index
+// entry, and starts a new one at the log end offset.
+func (l *Log) roll() (*segment, error) {
+	old := l.active()
+	if t := old.tail; t.maxTimestamp > t.lastIndexedTimestamp {
+		te := timeEntry{timestamp: t.maxTimestamp, relOffset: uint32(t.maxTimestampOffset - old.baseOffset)}
+		if err := old.writeTimeEntries(len(old.times), []timeEntry{te}); err != nil {
+			return nil, err
+		}
+		old.dirty = true
+		l.mu.Lock()
+		old.times = append(old.times, te)
+		old.tail.lastIndexedTimestamp = t.maxTimestamp
+		l.mu.Unlock()
+	}
+	s, err := createSegment(l.dir, old.tail.nextOffset)
+	if err != nil {
+		return nil, err
+	}
+	s.dirty = true
+	l.dirDirty = true
+	l.mu.Lock()
+	l.segments = append(l.segments, s)
+	l.mu.Unlock()
+	return s, nil
+}
 
 // Read returns whole batches starting with the batch that contains offset,
 // up to maxBytes in total, but always at least one whole batch if any
 // exists at offset (as Kafka does, so a large batch is never stuck).
 // Reading at EndOffset returns no bytes and no error; below StartOffset or
 // above EndOffset returns ErrOffsetOutOfRange. The returned slice is the
-// caller's.
-func (l *Log) Read(offset int64, maxBytes int) ([]byte, error) { panic("unimplemented") }
+// caller's. A read may span segments.
+func (l *Log) Read(offset int64, maxBytes int) ([]byte, error) {
+	return l.read(offset, maxBytes, math.MaxInt64)
+}
 
 // ReadUpTo is Read limited to batches that end below maxOffset (the high
-// watermark: consumers see only offsets below it).
+// watermark: consumers see only offsets below it). Reading at or above
+// maxOffset (but within the log) returns no bytes and no error.
 func (l *Log) ReadUpTo(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
-	panic("unimplemented")
+	return l.read(offset, maxBytes, maxOffset)
+}
+
+// read implements Read and ReadUpTo.
+func (l *Log) read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	end := l.active().tail.nextOffset
+	if offset < l.startOffset || offset > end {
+		return nil, fmt.Errorf("%w: offset %d, log holds %d..%d", ErrOffsetOutOfRange, offset, l.startOffset, end)
+	}
+	limit := min(end, maxOffset)
+	if offset >= limit {
+		return nil, nil
+	}
+	var out []byte
+	for i := l.segmentFor(offset); i < len(l.segments); i++ {
+		s := l.segments[i]
+		pos, _, ok, err := s.find(offset)
+		if err != nil {
+			return nil, fmt.Errorf("read offset %d: %w", offset, err)
+		}
+		if !ok {
+			continue
+		}
+		var done bool
+		if out, done, err = s.readBatches(out, pos, maxBytes, limit); err != nil {
+			return nil, fmt.Errorf("read offset %d: %w", offset, err)
+		}
+		if done {
+			break
+		}
+	}
+	return out, nil
+}
+
+// readBatches appends to out the whole batches of s from pos while out
+// stays within maxBytes (the first batch of a read always goes in) and
+// the batches end below limit. done is false when the segment ran out
+// first, so the read may go on in the next one. Callers hold mu.
+func (s *segment) readBatches(out []byte, pos int64, maxBytes int, limit int64) (_ []byte, done bool, err error) {
+	avail := s.tail.size - pos
+	budget := int64(maxBytes - len(out))
+	if len(out) == 0 {
+		budget = max(budget, batchHeaderSize)
+	}
+	if budget < batchHeaderSize {
+		return out, true, nil
+	}
+	n := min(avail, budget)
+	start := len(out)
+	out = grow(out, int(n))
+	chunk := out[start : start+int(n)]
+	if _, err := s.log.ReadAt(chunk, pos); err != nil {
+		return out[:start], true, fmt.Errorf("read segment %d at byte %d: %w", s.baseOffset, pos, err)
+	}
+	var p int64
+	for p+batchHeaderSize <= n {
+		h := parseBatchHeader(chunk[p:])
+		if h.lastOffset() >= limit {
+			return out[:start+int(p)], true, nil
+		}
+		if p+h.size > n {
+			if p == 0 && start == 0 {
+				// At least one whole batch, however large.
+				out = grow(out[:start], int(h.size))
+				if _, err := s.log.ReadAt(out[start:start+int(h.size)], pos); err != nil {
+					return out[:start], true, fmt.Errorf("read segment %d at byte %d: %w", s.baseOffset, pos, err)
+				}
+				return out[:start+int(h.size)], true, nil
+			}
+			break
+		}
+		p += h.size
+	}
+	return out[:start+int(p)], p < avail, nil
+}
+
+// grow returns b extended by n bytes (contents of the new bytes unset).
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b[:len(b)+n]
+	}
+	nb := make([]byte, len(b)+n, max(len(b)+n, 2*cap(b)))
+	copy(nb, b)
+	return nb
 }
 
 // StartOffset is the first offset still in the log (log start offset).
-func (l *Log) StartOffset() int64 { panic("unimplemented") }
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.startOffset
+}
 
 // EndOffset is the offset the next record will get (log end offset, LEO).
-func (l *Log) EndOffset() int64 { panic("unimplemented") }
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.active().tail.nextOffset
+}
 
 // OffsetForTime returns the first offset whose record timestamp is at or
 // after ts (ms), with that record's timestamp; ok is false if none is.
+// Its granularity is the batch: it returns the base offset (or the log
+// start offset, if later) of the first batch whose maxTimestamp is at
+// least ts, and that maxTimestamp.
 func (l *Log) OffsetForTime(ts int64) (offset int64, timestamp int64, ok bool, err error) {
-	panic("unimplemented")
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0, 0, false, ErrClosed
+	}
+	for _, s := range l.segments {
+		if s.tail.size == 0 || s.tail.maxTimestamp < ts || s.tail.nextOffset <= l.startOffset {
+			continue
+		}
+		sc := newHeaderScanner(s.log, s.timeLookup(ts), s.tail.size)
+		for {
+			_, h, err := sc.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return 0, 0, false, fmt.Errorf("find timestamp %d in segment %d: %w", ts, s.baseOffset, err)
+			}
+			if h.maxTimestamp >= ts && h.lastOffset() >= l.startOffset {
+				return max(h.baseOffset, l.startOffset), h.maxTimestamp, true, nil
+			}
+		}
+	}
+	return 0, 0, false, nil
 }
 
 // TruncateTo removes every record at or above offset (a follower
 // truncating after a leader change). Truncating at or above EndOffset is a
-// no-op.
-func (l *Log) TruncateTo(offset int64) error { panic("unimplemented") }
+// no-op. Batches are whole: if offset falls inside a batch, that batch is
+// removed from its start, so EndOffset becomes its base offset, below
+// offset. Truncating below StartOffset empties the log and restarts it at
+// offset (TruncateFullyAndStartAt).
+func (l *Log) TruncateTo(offset int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if offset >= l.active().tail.nextOffset {
+		return nil
+	}
+	if offset < l.startOffset {
+		return l.truncateFullyLocked(offset)
+	}
+	i := l.segmentFor(offset)
+	s := l.segments[i]
+	pos, h, ok, err := s.find(offset)
+	if err != nil {
+		return fmt.Errorf("truncate to offset %d: %w", offset, err)
+	}
+	cutBase := s.tail.nextOffset
+	if ok {
+		cutBase = h.baseOffset
+	}
+	if cutBase < l.startOffset {
+		return l.truncateFullyLocked(offset)
+	}
+
+	// Work out the segment's new state before readers see it.
+	cut := &segment{baseOffset: s.baseOffset, log: s.log, offsetIndex: s.offsetIndex, timeIndex: s.timeIndex}
+	cut.offsets = append([]offsetEntry(nil), s.offsets...)
+	cut.times = append([]timeEntry(nil), s.times...)
+	cut.cutIndexes(pos, cutBase)
+	if err := cut.rebuildTail(pos, l.cfg.IndexIntervalBytes); err != nil {
+		return fmt.Errorf("truncate to offset %d: %w", offset, err)
+	}
+	removed := l.segments[i+1:]
+	l.mu.Lock()
+	l.segments = l.segments[: i+1 : i+1]
+	s.tail, s.offsets, s.times = cut.tail, cut.offsets, cut.times
+	l.mu.Unlock()
+
+	if s.tail.size == 0 {
+		s.rollTimestamp = -1
+	}
+	s.dirty = true
+	var first error
+	if err := s.log.Truncate(pos); err != nil {
+		first = fmt.Errorf("truncate segment %d at byte %d: %w", s.baseOffset, pos, err)
+	}
+	if err := s.truncateIndexes(); err != nil && first == nil {
+		first = err
+	}
+	for _, r := range removed {
+		if err := r.remove(); err != nil && first == nil {
+			first = fmt.Errorf("remove segment %d: %w", r.baseOffset, err)
+		}
+		l.dirDirty = true
+	}
+	return first
+}
+
+// TruncateFullyAndStartAt removes every segment and restarts the log,
+// empty, at offset: StartOffset and EndOffset become offset (a follower
+// whose leader's log starts above this log's end).
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+// truncateFullyLocked implements TruncateFullyAndStartAt. Callers hold
+// appendMu.
+func (l *Log) truncateFullyLocked(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("%w: restart the log at offset %d", ErrOffsetOutOfRange, offset)
+	}
+	var first error
+	removed := l.segments
+	for _, r := range removed {
+		if err := r.remove(); err != nil && first == nil {
+			first = fmt.Errorf("remove segment %d: %w", r.baseOffset, err)
+		}
+	}
+	s, err := createSegment(l.dir, offset)
+	if err != nil {
+		return err
+	}
+	s.dirty = true
+	l.dirDirty = true
+	l.mu.Lock()
+	l.segments = []*segment{s}
+	l.startOffset = offset
+	l.mu.Unlock()
+	if err := writeStartOffset(l.dir, offset); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
 
 // EnforceRetention deletes whole segments beyond RetentionBytes or older
 // than RetentionTime (never the active segment) and moves the log start
 // offset; it returns how many segments it deleted. It also rolls the
-// active segment when it is older than RollTime.
-func (l *Log) EnforceRetention(now time.Time) (int, error) { panic("unimplemented") }
+// active segment when it is older than RollTime, and fsyncs when the
+// oldest unflushed record is older than FlushInterval. The broker calls it
+// periodically (log.retention.check.interval.ms).
+//
+// A segment's age for retention is now minus its largest record
+// timestamp; segments are deleted oldest first, stopping at the first one
+// that is kept.
+func (l *Log) EnforceRetention(now time.Time) (int, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if l.rollDue(l.active(), now) {
+		if _, err := l.roll(); err != nil {
+			return 0, err
+		}
+	}
+	candidates := l.segments[:len(l.segments)-1]
+	n := 0
+	// Segments wholly below the log start offset.
+	for n < len(candidates) && l.segments[n+1].baseOffset <= l.startOffset {
+		n++
+	}
+	if l.cfg.RetentionTime >= 0 {
+		nowMs, limit := now.UnixMilli(), l.cfg.RetentionTime.Milliseconds()
+		for n < len(candidates) && nowMs-candidates[n].largestTimestamp() > limit {
+			n++
+		}
+	}
+	if l.cfg.RetentionBytes >= 0 {
+		var total int64
+		for _, s := range l.segments[n:] {
+			total += s.tail.size
+		}
+		for n < len(candidates) && total-candidates[n].tail.size >= l.cfg.RetentionBytes {
+			total -= candidates[n].tail.size
+			n++
+		}
+	}
+	var first error
+	if n > 0 {
+		removed := append([]*segment(nil), l.segments[:n]...)
+		l.mu.Lock()
+		l.segments = append([]*segment(nil), l.segments[n:]...)
+		l.startOffset = max(l.startOffset, l.segments[0].baseOffset)
+		start := l.startOffset
+		l.mu.Unlock()
+		for _, r := range removed {
+			if err := r.remove(); err != nil && first == nil {
+				first = fmt.Errorf("remove segment %d: %w", r.baseOffset, err)
+			}
+		}
+		l.dirDirty = true
+		if err := writeStartOffset(l.dir, start); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := l.maybeFlush(now); err != nil && first == nil {
+		first = err
+	}
+	return n, first
+}
 
-// Flush fsyncs everything written so far.
-func (l *Log) Flush() error { panic("unimplemented") }
+// largestTimestamp is the segment's largest record timestamp (ms), or the
+// modification time of its file if its records carry none.
+func (s *segment) largestTimestamp() int64 {
+	if s.tail.maxTimestamp >= 0 {
+		return s.tail.maxTimestamp
+	}
+	if fi, err := s.log.Stat(); err == nil {
+		return fi.ModTime().UnixMilli()
+	}
+	return -1
+}
 
-// Close flushes and closes the log's files.
-func (l *Log) Close() error { panic("unimplemented") }
+// maybeFlush fsyncs when FlushMessages records are unflushed or the oldest
+// unflushed one is older than FlushInterval. Callers hold appendMu.
+func (l *Log) maybeFlush(now time.Time) error {
+	if l.unflushedRecords == 0 && !l.dirDirty {
+		return nil
+	}
+	due := l.unflushedRecords >= l.cfg.FlushMessages
+	if l.cfg.FlushInterval > 0 && !l.firstUnflushed.IsZero() && now.Sub(l.firstUnflushed) >= l.cfg.FlushInterval {
+		due = true
+	}
+	if !due {
+		return nil
+	}
+	return l.flushLocked()
+}
+
+// Flush fsyncs everything written so far: the segments written since the
+// last flush, their indexes, and the directory if segments were created or
+// removed.
+func (l *Log) Flush() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.flushLocked()
+}
+
+// flushLocked implements Flush. Callers hold appendMu.
+func (l *Log) flushLocked() error {
+	for _, s := range l.segments {
+		if !s.dirty {
+			continue
+		}
+		if err := s.sync(); err != nil {
+			return err
+		}
+		s.dirty = false
+	}
+	if l.dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+		l.dirDirty = false
+	}
+	l.unflushedRecords = 0
+	l.firstUnflushed = time.Time{}
+	return nil
+}
+
+// Close flushes and closes the log's files. Closing a closed log does
+// nothing.
+func (l *Log) Close() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return nil
+	}
+	first := l.flushLocked()
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	for _, s := range l.segments {
+		if err := s.close(); err != nil && first == nil {
+			first = fmt.Errorf("close segment %d: %w", s.baseOffset, err)
+		}
+	}
+	if first == nil {
+		first = writeCleanShutdown(l.dir)
+	}
+	return first
+}
 
 // Delete closes the log and removes its directory.
-func (l *Log) Delete() error { panic("unimplemented") }
+func (l *Log) Delete() error {
+	closeErr := l.Close()
+	if err := os.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("remove log directory %s: %w", l.dir, err)
+	}
+	return closeErr
+}

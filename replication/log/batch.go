@@ -1,0 +1,170 @@
+package log
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+)
+
+// The v2 record batch header, field by field (Kafka's DefaultRecordBatch).
+const (
+	fieldBaseOffset      = 0  // int64
+	fieldBatchLength     = 8  // int32: bytes after this field
+	fieldLeaderEpoch     = 12 // int32: partitionLeaderEpoch
+	fieldMagic           = 16 // int8
+	fieldCRC             = 17 // uint32: CRC-32C of attributes..end
+	fieldAttributes      = 21 // int16
+	fieldLastOffsetDelta = 23 // int32
+	fieldBaseTimestamp   = 27 // int64
+	fieldMaxTimestamp    = 35 // int64
+	fieldProducerID      = 43 // int64
+	fieldProducerEpoch   = 51 // int16
+	fieldBaseSequence    = 53 // int32
+	fieldRecordCount     = 57 // int32
+
+	// batchHeaderSize is the size of a v2 batch without its records.
+	batchHeaderSize = 61
+	// batchLengthOverhead is the bytes before the records that batchLength
+	// does not count (baseOffset and batchLength itself).
+	batchLengthOverhead = 12
+	// minBatchLength is the smallest batchLength of a v2 batch.
+	minBatchLength = batchHeaderSize - batchLengthOverhead
+	// magicV2 is the only record batch format the log stores.
+	magicV2 = 2
+)
+
+// castagnoli is the CRC-32C table of the v2 batch checksum.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// batchHeader is the part of a v2 batch header the log uses.
+type batchHeader struct {
+	baseOffset      int64
+	size            int64 // the whole batch: batchLength + 12
+	leaderEpoch     int32
+	magic           int8
+	crc             uint32
+	lastOffsetDelta int32
+	maxTimestamp    int64
+	recordCount     int32
+}
+
+// lastOffset is the offset of the batch's last record.
+func (h batchHeader) lastOffset() int64 { return h.baseOffset + int64(h.lastOffsetDelta) }
+
+// nextOffset is the offset after the batch.
+func (h batchHeader) nextOffset() int64 { return h.lastOffset() + 1 }
+
+// parseBatchHeader decodes the first batchHeaderSize bytes of b, which the
+// caller guarantees are present. It checks nothing.
+func parseBatchHeader(b []byte) batchHeader {
+	_ = b[batchHeaderSize-1]
+	return batchHeader{
+		baseOffset:      int64(binary.BigEndian.Uint64(b[fieldBaseOffset:])),
+		size:            int64(int32(binary.BigEndian.Uint32(b[fieldBatchLength:]))) + batchLengthOverhead,
+		leaderEpoch:     int32(binary.BigEndian.Uint32(b[fieldLeaderEpoch:])),
+		magic:           int8(b[fieldMagic]),
+		crc:             binary.BigEndian.Uint32(b[fieldCRC:]),
+		lastOffsetDelta: int32(binary.BigEndian.Uint32(b[fieldLastOffsetDelta:])),
+		maxTimestamp:    int64(binary.BigEndian.Uint64(b[fieldMaxTimestamp:])),
+		recordCount:     int32(binary.BigEndian.Uint32(b[fieldRecordCount:])),
+	}
+}
+
+// batchError is a rejected batch: kind is ErrCorruptMessage or
+// ErrUnsupportedMagic, where names the batch ("batch 2 at byte 4096") and
+// detail says what is wrong with it.
+type batchError struct {
+	kind   error
+	where  string
+	detail string
+}
+
+// Error implements error.
+func (e *batchError) Error() string {
+	if e.where == "" {
+		return e.kind.Error() + ": " + e.detail
+	}
+	return e.kind.Error() + ": " + e.where + ": " + e.detail
+}
+
+// Unwrap returns the sentinel, for errors.Is.
+func (e *batchError) Unwrap() error { return e.kind }
+
+// corrupt returns a batchError of kind ErrCorruptMessage.
+func corrupt(format string, args ...any) *batchError {
+	return &batchError{kind: ErrCorruptMessage, detail: fmt.Sprintf(format, args...)}
+}
+
+// checkHeader checks the framing of a batch header: its magic, length,
+// offset delta and record count (lastOffsetDelta+1: tripod does not
+// compact, so no batch has lost records).
+func checkHeader(h batchHeader) *batchError {
+	switch {
+	case h.magic != magicV2:
+		return &batchError{kind: ErrUnsupportedMagic, detail: fmt.Sprintf("magic %d, want %d", h.magic, magicV2)}
+	case h.size < batchHeaderSize:
+		return corrupt("batchLength %d below the minimum %d", h.size-batchLengthOverhead, minBatchLength)
+	case h.lastOffsetDelta < 0:
+		return corrupt("lastOffsetDelta %d is negative", h.lastOffsetDelta)
+	case int64(h.recordCount) != int64(h.lastOffsetDelta)+1:
+		return corrupt("recordCount %d, want lastOffsetDelta+1 = %d", h.recordCount, int64(h.lastOffsetDelta)+1)
+	}
+	return nil
+}
+
+// checkCRC verifies the CRC-32C of the whole batch b.
+func checkCRC(h batchHeader, b []byte) *batchError {
+	if got := crc32.Checksum(b[fieldAttributes:h.size], castagnoli); got != h.crc {
+		return corrupt("crc %#08x, computed %#08x", h.crc, got)
+	}
+	return nil
+}
+
+// splitBatches validates every batch of records (one or more concatenated
+// v2 batches) and returns their headers, in order. Errors name the batch by
+// index and byte position.
+func splitBatches(records []byte) ([]batchHeader, error) {
+	if len(records) == 0 {
+		return nil, corrupt("no record batch")
+	}
+	var headers []batchHeader
+	for pos := 0; pos < len(records); {
+		rest := records[pos:]
+		var err *batchError
+		switch {
+		case len(rest) > fieldMagic && int8(rest[fieldMagic]) != magicV2:
+			err = &batchError{kind: ErrUnsupportedMagic, detail: fmt.Sprintf("magic %d, want %d", int8(rest[fieldMagic]), magicV2)}
+		case len(rest) < batchHeaderSize:
+			err = corrupt("%d bytes, shorter than a batch header (%d)", len(rest), batchHeaderSize)
+		}
+		var h batchHeader
+		if err == nil {
+			h = parseBatchHeader(rest)
+			err = checkHeader(h)
+		}
+		if err == nil && h.size > int64(len(rest)) {
+			err = corrupt("batchLength %d runs past the %d bytes given", h.size-batchLengthOverhead, len(rest))
+		}
+		if err == nil {
+			err = checkCRC(h, rest)
+		}
+		if err != nil {
+			err.where = fmt.Sprintf("batch %d at byte %d", len(headers), pos)
+			return nil, err
+		}
+		headers = append(headers, h)
+		pos += int(h.size)
+	}
+	return headers, nil
+}
+
+// setBaseOffset rewrites the baseOffset field of the batch b starts with.
+func setBaseOffset(b []byte, offset int64) {
+	binary.BigEndian.PutUint64(b[fieldBaseOffset:], uint64(offset))
+}
+
+// setLeaderEpoch rewrites the partitionLeaderEpoch field of the batch b
+// starts with.
+func setLeaderEpoch(b []byte, epoch int32) {
+	binary.BigEndian.PutUint32(b[fieldLeaderEpoch:], uint32(epoch))
+}

@@ -1,0 +1,455 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// File name suffixes of a segment, as Kafka names them.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+
+	// offsetEntrySize is an offset-index entry: relative offset uint32,
+	// file position uint32.
+	offsetEntrySize = 8
+	// timeEntrySize is a time-index entry: timestamp int64, relative
+	// offset uint32.
+	timeEntrySize = 12
+	// scanChunk is how many bytes a header scan reads at a time.
+	scanChunk = 4096
+)
+
+// errTornBatch marks a batch cut short by the end of the segment file.
+var errTornBatch = errors.New("batch cut short by the end of the segment")
+
+// offsetEntry is an offset-index entry: the last offset of a batch,
+// relative to the segment's base offset, and the file position where the
+// batch starts.
+type offsetEntry struct {
+	relOffset uint32
+	position  uint32
+}
+
+// timeEntry is a time-index entry: the largest batch maxTimestamp seen so
+// far in the segment and the last offset (relative) of the batch that holds
+// it. Timestamps strictly increase along the index.
+type timeEntry struct {
+	timestamp int64
+	relOffset uint32
+}
+
+// segmentTail is the state of a segment that grows with each batch: what
+// readers may see (size, nextOffset, maxTimestamp) and where the next index
+// entry is due. A writer advances a copy and publishes it under Log.mu.
+type segmentTail struct {
+	// size is the bytes of whole batches in the file; readers never read
+	// beyond it.
+	size int64
+	// nextOffset is the offset after the segment's last batch.
+	nextOffset int64
+	// maxTimestamp is the largest batch maxTimestamp, -1 while empty.
+	maxTimestamp int64
+	// maxTimestampOffset is the last offset of the batch holding
+	// maxTimestamp.
+	maxTimestampOffset int64
+	// bytesSinceIndex counts the bytes appended since the last
+	// offset-index entry.
+	bytesSinceIndex int64
+	// lastIndexedTimestamp is the timestamp of the last time-index entry,
+	// -1 when there is none.
+	lastIndexedTimestamp int64
+}
+
+// add advances the tail over the batch h written at t.size, as Kafka's
+// LogSegment.append does: when more than interval bytes were appended since
+// the last index entry, the batch gets an offset-index entry and, if the
+// largest timestamp grew, a time-index entry.
+func (t *segmentTail) add(h batchHeader, base, interval int64) (oe offsetEntry, hasOffset bool, te timeEntry, hasTime bool) {
+	if h.maxTimestamp > t.maxTimestamp {
+		t.maxTimestamp = h.maxTimestamp
+		t.maxTimestampOffset = h.lastOffset()
+	}
+	if t.bytesSinceIndex > interval {
+		oe, hasOffset = offsetEntry{relOffset: uint32(h.lastOffset() - base), position: uint32(t.size)}, true
+		if t.maxTimestamp > t.lastIndexedTimestamp {
+			te, hasTime = timeEntry{timestamp: t.maxTimestamp, relOffset: uint32(t.maxTimestampOffset - base)}, true
+			t.lastIndexedTimestamp = t.maxTimestamp
+		}
+		t.bytesSinceIndex = 0
+	}
+	t.bytesSinceIndex += h.size
+	t.size += h.size
+	t.nextOffset = h.nextOffset()
+	return oe, hasOffset, te, hasTime
+}
+
+// segment is one .log file of batches with its .index and .timeindex.
+// Its published fields (tail, offsets, times) are read under Log.mu (read
+// lock) and changed under Log.appendMu and Log.mu (write lock); the writer
+// fields are used under Log.appendMu only.
+type segment struct {
+	baseOffset  int64
+	log         *os.File
+	offsetIndex *os.File
+	timeIndex   *os.File
+
+	// Published state.
+	tail    segmentTail
+	offsets []offsetEntry
+	times   []timeEntry
+
+	// Writer state.
+	// rollTimestamp is when the segment's first batch was appended (ms),
+	// the start of its age for log.roll.ms; -1 while unknown.
+	rollTimestamp int64
+	// dirty is set when the files hold writes not yet fsynced.
+	dirty bool
+}
+
+// segmentPath is the path of a segment file: dir/<20-digit base><suffix>.
+func segmentPath(dir string, base int64, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", base, suffix))
+}
+
+// parseSegmentName returns the base offset of a segment file name such as
+// 00000000000000001234.log, and whether name is one with that suffix.
+func parseSegmentName(name, suffix string) (int64, bool) {
+	stem, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(stem) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(stem, 10, 64)
+	if err != nil || base < 0 {
+		return 0, false
+	}
+	return base, true
+}
+
+// createSegment creates the empty files of a segment at base, replacing
+// any left over.
+func createSegment(dir string, base int64) (*segment, error) {
+	return openSegmentFiles(dir, base, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+}
+
+// openSegmentFiles opens the three files of a segment with flag (the
+// indexes are always created if missing).
+func openSegmentFiles(dir string, base int64, flag int) (*segment, error) {
+	s := &segment{baseOffset: base, rollTimestamp: -1}
+	s.tail = segmentTail{nextOffset: base, maxTimestamp: -1, maxTimestampOffset: -1, lastIndexedTimestamp: -1}
+	var err error
+	if s.log, err = os.OpenFile(segmentPath(dir, base, logSuffix), flag, 0o644); err != nil {
+		return nil, fmt.Errorf("open segment %d: %w", base, err)
+	}
+	if s.offsetIndex, err = os.OpenFile(segmentPath(dir, base, indexSuffix), flag|os.O_CREATE, 0o644); err != nil {
+		s.close()
+		return nil, fmt.Errorf("open offset index of segment %d: %w", base, err)
+	}
+	if s.timeIndex, err = os.OpenFile(segmentPath(dir, base, timeIndexSuffix), flag|os.O_CREATE, 0o644); err != nil {
+		s.close()
+		return nil, fmt.Errorf("open time index of segment %d: %w", base, err)
+	}
+	return s, nil
+}
+
+// close closes the segment's files and returns the first error.
+func (s *segment) close() error {
+	var first error
+	for _, f := range []*os.File{s.log, s.offsetIndex, s.timeIndex} {
+		if f != nil {
+			if err := f.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// remove closes and deletes the segment's files.
+func (s *segment) remove() error {
+	first := s.close()
+	for _, f := range []*os.File{s.log, s.offsetIndex, s.timeIndex} {
+		if f == nil {
+			continue
+		}
+		if err := os.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// sync fsyncs the segment's files.
+func (s *segment) sync() error {
+	for _, f := range []*os.File{s.log, s.offsetIndex, s.timeIndex} {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// lastOffsetEntryPosition is the file position of the last offset-index
+// entry, 0 when there is none.
+func (s *segment) lastOffsetEntryPosition() int64 {
+	if len(s.offsets) == 0 {
+		return 0
+	}
+	return int64(s.offsets[len(s.offsets)-1].position)
+}
+
+// lookup returns the file position of a batch at or before the one that
+// holds offset: the position of the last index entry whose offset is at
+// most offset, or 0.
+func (s *segment) lookup(offset int64) int64 {
+	if offset <= s.baseOffset {
+		return 0
+	}
+	rel := offset - s.baseOffset
+	i := sort.Search(len(s.offsets), func(i int) bool { return int64(s.offsets[i].relOffset) > rel })
+	if i == 0 {
+		return 0
+	}
+	return int64(s.offsets[i-1].position)
+}
+
+// timeLookup returns the position to start scanning for the first batch
+// whose maxTimestamp is at least ts: every batch before the one holding the
+// offset of the last time entry below ts has an older maxTimestamp.
+func (s *segment) timeLookup(ts int64) int64 {
+	i := sort.Search(len(s.times), func(i int) bool { return s.times[i].timestamp >= ts })
+	if i == 0 {
+		return 0
+	}
+	return s.lookup(s.baseOffset + int64(s.times[i-1].relOffset))
+}
+
+// find returns the position and header of the first batch in the segment
+// whose last offset is at least offset, scanning from the offset index's
+// hint up to the published size. ok is false when no such batch is there.
+func (s *segment) find(offset int64) (pos int64, h batchHeader, ok bool, err error) {
+	sc := newHeaderScanner(s.log, s.lookup(offset), s.tail.size)
+	for {
+		pos, h, err = sc.next()
+		if err == io.EOF {
+			return s.tail.size, batchHeader{}, false, nil
+		}
+		if err != nil {
+			return 0, batchHeader{}, false, err
+		}
+		if h.lastOffset() >= offset {
+			return pos, h, true, nil
+		}
+	}
+}
+
+// firstBatchTimestamp is the maxTimestamp of the segment's first batch, or
+// -1 if the segment is empty.
+func (s *segment) firstBatchTimestamp() (int64, error) {
+	if s.tail.size == 0 {
+		return -1, nil
+	}
+	_, h, err := newHeaderScanner(s.log, 0, s.tail.size).next()
+	if err != nil {
+		return -1, err
+	}
+	return h.maxTimestamp, nil
+}
+
+// writeOffsetEntries writes entries to the offset index after the first n
+// entries.
+func (s *segment) writeOffsetEntries(n int, entries []offsetEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	buf := make([]byte, 0, len(entries)*offsetEntrySize)
+	for _, e := range entries {
+		buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
+		buf = binary.BigEndian.AppendUint32(buf, e.position)
+	}
+	if _, err := s.offsetIndex.WriteAt(buf, int64(n)*offsetEntrySize); err != nil {
+		return fmt.Errorf("write offset index of segment %d: %w", s.baseOffset, err)
+	}
+	return nil
+}
+
+// writeTimeEntries writes entries to the time index after the first n
+// entries.
+func (s *segment) writeTimeEntries(n int, entries []timeEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	buf := make([]byte, 0, len(entries)*timeEntrySize)
+	for _, e := range entries {
+		buf = binary.BigEndian.AppendUint64(buf, uint64(e.timestamp))
+		buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
+	}
+	if _, err := s.timeIndex.WriteAt(buf, int64(n)*timeEntrySize); err != nil {
+		return fmt.Errorf("write time index of segment %d: %w", s.baseOffset, err)
+	}
+	return nil
+}
+
+// loadIndexes reads both index files. ok is false if either is malformed:
+// a size that is not a whole number of entries, offsets or positions that
+// do not increase, a position beyond the log file, or timestamps that do
+// not increase.
+func (s *segment) loadIndexes(logSize int64) (ok bool, err error) {
+	raw, err := readAll(s.offsetIndex)
+	if err != nil {
+		return false, fmt.Errorf("read offset index of segment %d: %w", s.baseOffset, err)
+	}
+	traw, err := readAll(s.timeIndex)
+	if err != nil {
+		return false, fmt.Errorf("read time index of segment %d: %w", s.baseOffset, err)
+	}
+	s.offsets, s.times = nil, nil
+	if len(raw)%offsetEntrySize != 0 || len(traw)%timeEntrySize != 0 {
+		return false, nil
+	}
+	offsets := make([]offsetEntry, 0, len(raw)/offsetEntrySize)
+	for i := 0; i < len(raw); i += offsetEntrySize {
+		e := offsetEntry{relOffset: binary.BigEndian.Uint32(raw[i:]), position: binary.BigEndian.Uint32(raw[i+4:])}
+		if int64(e.position) >= logSize || e.relOffset > math.MaxInt32 {
+			return false, nil
+		}
+		if n := len(offsets); n > 0 && (e.relOffset <= offsets[n-1].relOffset || e.position <= offsets[n-1].position) {
+			return false, nil
+		}
+		offsets = append(offsets, e)
+	}
+	times := make([]timeEntry, 0, len(traw)/timeEntrySize)
+	for i := 0; i < len(traw); i += timeEntrySize {
+		e := timeEntry{timestamp: int64(binary.BigEndian.Uint64(traw[i:])), relOffset: binary.BigEndian.Uint32(traw[i+8:])}
+		if e.relOffset > math.MaxInt32 {
+			return false, nil
+		}
+		if n := len(times); n > 0 && (e.timestamp <= times[n-1].timestamp || e.relOffset < times[n-1].relOffset) {
+			return false, nil
+		}
+		times = append(times, e)
+	}
+	s.offsets, s.times = offsets, times
+	return true, nil
+}
+
+// readAll reads a whole file from position 0.
+func readAll(f *os.File) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, fi.Size())
+	n, err := f.ReadAt(buf, 0)
+	if err == io.EOF {
+		err = nil
+	}
+	return buf[:n], err
+}
+
+// truncateIndexes cuts the index files to the entries held in memory.
+func (s *segment) truncateIndexes() error {
+	if err := s.offsetIndex.Truncate(int64(len(s.offsets)) * offsetEntrySize); err != nil {
+		return fmt.Errorf("truncate offset index of segment %d: %w", s.baseOffset, err)
+	}
+	if err := s.timeIndex.Truncate(int64(len(s.times)) * timeEntrySize); err != nil {
+		return fmt.Errorf("truncate time index of segment %d: %w", s.baseOffset, err)
+	}
+	return nil
+}
+
+// rebuildTail recomputes the tail by scanning the batch headers from the
+// last offset-index entry to end (trusted bytes), writing any index entry
+// the scan finds missing (after a crash that lost index writes). The index
+// entries in memory must already be cut to those below end.
+func (s *segment) rebuildTail(end, interval int64) error {
+	t := segmentTail{nextOffset: s.baseOffset, maxTimestamp: -1, maxTimestampOffset: -1, lastIndexedTimestamp: -1}
+	if n := len(s.times); n > 0 {
+		t.maxTimestamp = s.times[n-1].timestamp
+		t.maxTimestampOffset = s.baseOffset + int64(s.times[n-1].relOffset)
+		t.lastIndexedTimestamp = t.maxTimestamp
+	}
+	t.size = s.lastOffsetEntryPosition()
+	var newOffsets []offsetEntry
+	var newTimes []timeEntry
+	sc := newHeaderScanner(s.log, t.size, end)
+	for {
+		_, h, err := sc.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("scan segment %d: %w", s.baseOffset, err)
+		}
+		oe, hasOffset, te, hasTime := t.add(h, s.baseOffset, interval)
+		if hasOffset {
+			newOffsets = append(newOffsets, oe)
+		}
+		if hasTime {
+			newTimes = append(newTimes, te)
+		}
+	}
+	if err := s.writeOffsetEntries(len(s.offsets), newOffsets); err != nil {
+		return err
+	}
+	if err := s.writeTimeEntries(len(s.times), newTimes); err != nil {
+		return err
+	}
+	s.offsets = append(s.offsets, newOffsets...)
+	s.times = append(s.times, newTimes...)
+	s.tail = t
+	return nil
+}
+
+// headerScanner walks the batch headers of a segment file from a position
+// up to an end, reading scanChunk bytes at a time. It trusts the framing:
+// it checks only that each header and batch fit before end.
+type headerScanner struct {
+	f        io.ReaderAt
+	pos, end int64
+	buf      []byte
+	bufStart int64
+}
+
+// newHeaderScanner scans f from pos to end.
+func newHeaderScanner(f io.ReaderAt, pos, end int64) *headerScanner {
+	return &headerScanner{f: f, pos: pos, end: end}
+}
+
+// next returns the next batch header and its position; io.EOF at end, and
+// errTornBatch if a header or batch runs past end.
+func (sc *headerScanner) next() (int64, batchHeader, error) {
+	if sc.pos >= sc.end {
+		return 0, batchHeader{}, io.EOF
+	}
+	if sc.end-sc.pos < batchHeaderSize {
+		return 0, batchHeader{}, errTornBatch
+	}
+	if sc.pos < sc.bufStart || sc.pos+batchHeaderSize > sc.bufStart+int64(len(sc.buf)) {
+		n := min(int64(scanChunk), sc.end-sc.pos)
+		if cap(sc.buf) < int(n) {
+			sc.buf = make([]byte, n)
+		}
+		sc.buf = sc.buf[:n]
+		if _, err := sc.f.ReadAt(sc.buf, sc.pos); err != nil {
+			return 0, batchHeader{}, fmt.Errorf("read batch header at byte %d: %w", sc.pos, err)
+		}
+		sc.bufStart = sc.pos
+	}
+	h := parseBatchHeader(sc.buf[sc.pos-sc.bufStart:])
+	if h.size < batchHeaderSize || sc.pos+h.size > sc.end {
+		return 0, batchHeader{}, errTornBatch
+	}
+	pos := sc.pos
+	sc.pos += h.size
+	return pos, h, nil
+}
