@@ -1,5 +1,129 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
 
-func newServeCmd() *cobra.Command { return &cobra.Command{Use: "serve"} }
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/tripodmq/tripod/broker"
+)
+
+// serveOptions are the flags of `tripod serve`.
+type serveOptions struct {
+	brokerID   int32
+	listen     string
+	dataDir    string
+	configFile string
+	sets       []string
+	logLevel   string
+}
+
+// newServeCmd builds `tripod serve`: one broker serving the Kafka protocol.
+// Settings come, by precedence, from flags given on the command line, then
+// --set key=value, then the --config properties file, then the defaults.
+// Coordination flags (--coord ...) join these when the controller lands.
+func newServeCmd() *cobra.Command {
+	var opts serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a broker serving the Kafka protocol",
+		Long: `Run a broker serving the Kafka protocol.
+
+Settings take Kafka's property names (broker.id, listeners, log.dirs,
+num.partitions, log.segment.bytes, log.retention.ms, ...). They come, by
+precedence, from the flags --broker-id, --listen and --data-dir when given,
+then --set key=value, then the --config properties file, then the defaults.
+SIGTERM or SIGINT closes the broker cleanly.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := opts.config(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, cfg, opts.logLevel)
+		},
+	}
+	f := cmd.Flags()
+	f.Int32Var(&opts.brokerID, "broker-id", 1, "broker id (broker.id)")
+	f.StringVar(&opts.listen, "listen", "127.0.0.1:9092", "HOST:PORT to listen on (listeners=PLAINTEXT://HOST:PORT)")
+	f.StringVar(&opts.dataDir, "data-dir", "./data", "directory holding the logs and the topic catalogue (log.dirs)")
+	f.StringVar(&opts.configFile, "config", "", "Java properties file with Kafka property names (server.properties)")
+	f.StringArrayVar(&opts.sets, "set", nil, "set a property, key=value (repeatable); overrides --config")
+	f.StringVar(&opts.logLevel, "log-level", "info", "log level: trace, debug, info, warn or error")
+	return cmd
+}
+
+// config assembles the broker configuration: defaults, then the file, then
+// --set, then explicitly given flags; then validates it.
+func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
+	cfg := broker.DefaultConfig()
+	if o.configFile != "" {
+		file, err := os.Open(o.configFile)
+		if err != nil {
+			return cfg, fmt.Errorf("open --config file: %w", err)
+		}
+		props, err := broker.ParseProperties(file)
+		file.Close()
+		if err != nil {
+			return cfg, fmt.Errorf("--config %s: %w", o.configFile, err)
+		}
+		for k, v := range props {
+			if err := cfg.Set(k, v); err != nil {
+				return cfg, fmt.Errorf("--config %s: %w", o.configFile, err)
+			}
+		}
+	}
+	for _, kv := range o.sets {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return cfg, fmt.Errorf("--set %q: must be key=value", kv)
+		}
+		if err := cfg.Set(strings.TrimSpace(k), v); err != nil {
+			return cfg, fmt.Errorf("--set: %w", err)
+		}
+	}
+	flags := cmd.Flags()
+	if flags.Changed("broker-id") {
+		if err := cfg.Set("broker.id", strconv.Itoa(int(o.brokerID))); err != nil {
+			return cfg, err
+		}
+	}
+	if flags.Changed("listen") {
+		cfg.Listeners = "PLAINTEXT://" + o.listen
+	}
+	if flags.Changed("data-dir") {
+		cfg.LogDirs = []string{o.dataDir}
+	}
+	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
+		return cfg, fmt.Errorf("--log-level %q: must be trace, debug, info, warn or error", o.logLevel)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// runServe runs a broker until ctx is done, then closes it.
+func runServe(ctx context.Context, cfg broker.Config, level string) error {
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:   "tripod",
+		Level:  hclog.LevelFromString(level),
+		Output: os.Stderr,
+	})
+	b, err := broker.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("shutting down")
+	return b.Close()
+}

@@ -1,0 +1,138 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	tlog "github.com/tripodmq/tripod/replication/log"
+)
+
+// Fetch v4..v12: v4 is the first with v2 record batches and isolation
+// levels; v13+ names topics by ID. Fetch sessions (v7+) are not kept:
+// every response carries session id 0, so clients send full fetches.
+func init() { registerAPI(1, 4, 12, handleFetch) }
+
+// maxFetchWait caps max.wait.ms so a client cannot park a request for
+// longer than a Kafka broker would let it.
+const maxFetchWait = 5 * time.Minute
+
+// handleFetch reads each partition from its fetch offset up to the high
+// watermark. If fewer than min.bytes are available it waits, woken by
+// appends to the requested partitions, until min.bytes are there, max.wait.ms
+// passes, or the connection or broker closes.
+func handleFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.FetchRequest)
+	return nil, func(ctx context.Context) kmsg.Response { return b.fetch(ctx, r) }, nil
+}
+
+// fetch answers r, waiting as handleFetch describes.
+func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
+	wait = min(max(wait, 0), maxFetchWait)
+	deadline := time.Now().Add(wait)
+
+	// Register for wake-ups before the first read so that no append
+	// between the read and the wait is missed.
+	wake := make(chan struct{}, 1)
+	var watched []*partition
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			if p := b.partitionFor(rt.Topic, rp.Partition); p != nil {
+				p.watch(wake)
+				watched = append(watched, p)
+			}
+		}
+	}
+	defer func() {
+		for _, p := range watched {
+			p.unwatch(wake)
+		}
+	}()
+
+	var timer *time.Timer
+	for {
+		resp, bytes, hasError := b.readFetch(r)
+		if hasError || bytes >= int(r.MinBytes) || !time.Now().Before(deadline) {
+			return resp
+		}
+		if timer == nil {
+			timer = time.NewTimer(time.Until(deadline))
+			defer timer.Stop()
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return resp
+		case <-b.closing:
+			return resp
+		}
+	}
+}
+
+// readFetch builds a fetch response from the logs as they are now. It
+// returns the response, the record bytes it holds, and whether any
+// partition carries an error (which answers the fetch at once).
+func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	resp.SetVersion(r.Version)
+	remaining := int(r.MaxBytes)
+	if r.Version < 3 || remaining <= 0 {
+		remaining = int(^uint32(0) >> 1)
+	}
+	total := 0
+	hasError := false
+	for _, rt := range r.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			p := b.partitionFor(rt.Topic, rp.Partition)
+			if p == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.HighWatermark = -1
+				hasError = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			hw := p.highWatermark()
+			sp.HighWatermark = hw
+			sp.LastStableOffset = hw
+			sp.LogStartOffset = p.log.StartOffset()
+			// The first partition with data may exceed the response
+			// limit by one batch so a large batch is never stuck;
+			// later ones are skipped once the limit is spent.
+			limit := min(int(rp.PartitionMaxBytes), remaining)
+			if rp.PartitionMaxBytes <= 0 {
+				limit = 0
+			}
+			if limit > 0 || total == 0 {
+				data, err := p.log.ReadUpTo(rp.FetchOffset, max(limit, 1), hw)
+				switch {
+				case errors.Is(err, tlog.ErrOffsetOutOfRange):
+					sp.ErrorCode = kerr.OffsetOutOfRange.Code
+					hasError = true
+				case errors.Is(err, tlog.ErrClosed):
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					hasError = true
+				case err != nil:
+					b.logger.Error("read failed", "partition", p.name(), "offset", rp.FetchOffset, "error", err)
+					sp.ErrorCode = kerr.UnknownServerError.Code
+					hasError = true
+				default:
+					sp.RecordBatches = data
+					total += len(data)
+					remaining -= len(data)
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, total, hasError
+}

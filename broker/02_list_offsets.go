@@ -1,0 +1,63 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListOffsets v1..v6: v0's list of old-style offsets is not spoken; v7
+// adds the max-timestamp query.
+func init() { registerAPI(2, 1, 6, handleListOffsets) }
+
+// Special timestamps of a ListOffsets query.
+const (
+	listLatest   = -1
+	listEarliest = -2
+)
+
+// handleListOffsets answers earliest (-2: the log start offset), latest
+// (-1: the high watermark) and by-timestamp queries (the first offset whose
+// timestamp is at or after it, or -1 if none).
+func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.ListOffsetsRequest)
+	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Offset = -1
+			sp.Timestamp = -1
+			p := b.partitionFor(rt.Topic, rp.Partition)
+			switch {
+			case p == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.Timestamp == listEarliest:
+				sp.Offset = p.log.StartOffset()
+				sp.LeaderEpoch = leaderEpoch
+			case rp.Timestamp == listLatest:
+				sp.Offset = p.highWatermark()
+				sp.LeaderEpoch = leaderEpoch
+			case rp.Timestamp < 0:
+				sp.ErrorCode = kerr.InvalidRequest.Code
+			default:
+				offset, ts, ok, err := p.log.OffsetForTime(rp.Timestamp)
+				switch {
+				case err != nil:
+					b.logger.Error("offset for time failed", "partition", p.name(), "timestamp", rp.Timestamp, "error", err)
+					sp.ErrorCode = kerr.UnknownServerError.Code
+				case ok && offset < p.highWatermark():
+					sp.Offset = offset
+					sp.Timestamp = ts
+					sp.LeaderEpoch = leaderEpoch
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil, nil
+}

@@ -1,0 +1,42 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// apiVersionsKey is ApiVersions' API key; its response always uses
+// response header v0.
+const apiVersionsKey = 18
+
+func init() { registerAPI(apiVersionsKey, 0, 3, handleApiVersions) }
+
+// handleApiVersions lists every API and version range the broker speaks.
+func handleApiVersions(_ context.Context, _ *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.ApiKeys = apiVersionKeys()
+	return resp, nil, nil
+}
+
+// apiVersionKeys returns the supported version range of every API.
+func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+	var keys []kmsg.ApiVersionsResponseApiKey
+	for _, k := range supportedKeys() {
+		api := apis[k]
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: api.minVersion, MaxVersion: api.maxVersion})
+	}
+	return keys
+}
+
+// unsupportedApiVersions answers an ApiVersions request newer than the
+// broker knows with UNSUPPORTED_VERSION and the supported ranges, encoded
+// as version 0 so that any client can read it and downgrade.
+func (b *Broker) unsupportedApiVersions(correlationID int32) []byte {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(0)
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	resp.ApiKeys = apiVersionKeys()
+	return encodeResponse(apiVersionsKey, correlationID, resp)
+}

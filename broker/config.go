@@ -1,0 +1,447 @@
+package broker
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	tlog "github.com/tripodmq/tripod/replication/log"
+)
+
+// Config is a broker's configuration under Kafka's property names. Every
+// field names its property, unit and default; DefaultConfig gives the
+// defaults in one place and Validate checks ranges.
+type Config struct {
+	// BrokerID identifies this broker in metadata (broker.id). Default 1;
+	// 0 .. 2147483647.
+	BrokerID int32
+	// Listeners is the address the broker listens on (listeners), one
+	// PLAINTEXT listener "PLAINTEXT://HOST:PORT". Port 0 picks a free port.
+	// Default "PLAINTEXT://127.0.0.1:9092".
+	Listeners string
+	// AdvertisedListeners is the address clients are told to connect to
+	// (advertised.listeners). Default empty: the bound listener address.
+	AdvertisedListeners string
+	// LogDirs are the directories holding the partition logs and the topic
+	// catalogue (log.dirs, comma separated). Default "./data".
+	LogDirs []string
+	// NumPartitions is the partition count of an auto-created topic and of
+	// a CreateTopics request asking for the default (num.partitions).
+	// Default 1; 1 .. 1000000.
+	NumPartitions int32
+	// AutoCreateTopics creates a topic that a Metadata request names and
+	// that does not exist (auto.create.topics.enable). Default true.
+	AutoCreateTopics bool
+	// SocketRequestMaxBytes is the largest request frame accepted; a larger
+	// one closes the connection (socket.request.max.bytes, bytes). Default
+	// 104857600; 1 .. 2147483647.
+	SocketRequestMaxBytes int32
+	// LogSegmentBytes rolls a segment when it would exceed this size
+	// (log.segment.bytes, bytes). Default 1073741824; 14 .. 2147483647.
+	LogSegmentBytes int64
+	// LogRoll rolls a segment once its first batch is this old (log.roll.ms).
+	// Default 7 days; at least 1 ms.
+	LogRoll time.Duration
+	// LogRetentionBytes deletes the oldest segments while a partition is
+	// larger (log.retention.bytes, bytes). Default -1: no size limit.
+	LogRetentionBytes int64
+	// LogRetention deletes segments whose newest record is older
+	// (log.retention.ms). Default 7 days; -1 keeps forever.
+	LogRetention time.Duration
+	// LogFlushIntervalMessages fsyncs a partition after this many records
+	// (log.flush.interval.messages). Default 9223372036854775807: never,
+	// durability comes from replication as in Kafka; at least 1.
+	LogFlushIntervalMessages int64
+	// LogFlushInterval fsyncs a partition whose oldest unflushed record is
+	// this old (log.flush.interval.ms). Default 0: never on time.
+	LogFlushInterval time.Duration
+	// LogRetentionCheckInterval is how often the broker enforces retention
+	// and age-based rolls (log.retention.check.interval.ms). Default 5
+	// minutes; at least 1 ms.
+	LogRetentionCheckInterval time.Duration
+	// MessageMaxBytes is the largest record batch set a produce may carry
+	// per partition (message.max.bytes, bytes). Default 1048588;
+	// 0 .. 2147483647.
+	MessageMaxBytes int32
+}
+
+// DefaultConfig returns a working single-broker configuration: broker 1 on
+// 127.0.0.1:9092 with its data in ./data, and Kafka's defaults for the rest.
+func DefaultConfig() Config {
+	return Config{
+		BrokerID:                  1,
+		Listeners:                 "PLAINTEXT://127.0.0.1:9092",
+		LogDirs:                   []string{"./data"},
+		NumPartitions:             1,
+		AutoCreateTopics:          true,
+		SocketRequestMaxBytes:     104857600,
+		LogSegmentBytes:           1 << 30,
+		LogRoll:                   7 * 24 * time.Hour,
+		LogRetentionBytes:         -1,
+		LogRetention:              7 * 24 * time.Hour,
+		LogFlushIntervalMessages:  math.MaxInt64,
+		LogFlushInterval:          0,
+		LogRetentionCheckInterval: 5 * time.Minute,
+		MessageMaxBytes:           1048588,
+	}
+}
+
+// Validate checks every field's range and names the bad key.
+func (c Config) Validate() error {
+	if c.BrokerID < 0 {
+		return fmt.Errorf("broker.id %d: must be between 0 and 2147483647", c.BrokerID)
+	}
+	if _, _, err := splitListener("listeners", c.Listeners); err != nil {
+		return err
+	}
+	if c.AdvertisedListeners != "" {
+		if _, _, err := splitListener("advertised.listeners", c.AdvertisedListeners); err != nil {
+			return err
+		}
+	}
+	if len(c.LogDirs) == 0 {
+		return fmt.Errorf("log.dirs: must name at least one directory")
+	}
+	for _, d := range c.LogDirs {
+		if strings.TrimSpace(d) == "" {
+			return fmt.Errorf("log.dirs %q: a directory name is empty", strings.Join(c.LogDirs, ","))
+		}
+	}
+	if c.NumPartitions < 1 || c.NumPartitions > maxPartitions {
+		return fmt.Errorf("num.partitions %d: must be between 1 and %d", c.NumPartitions, maxPartitions)
+	}
+	if c.SocketRequestMaxBytes < 1 {
+		return fmt.Errorf("socket.request.max.bytes %d: must be between 1 and 2147483647", c.SocketRequestMaxBytes)
+	}
+	if c.LogSegmentBytes < 14 || c.LogSegmentBytes > math.MaxInt32 {
+		return fmt.Errorf("log.segment.bytes %d: must be between 14 and 2147483647", c.LogSegmentBytes)
+	}
+	if c.LogRoll < time.Millisecond {
+		return fmt.Errorf("log.roll.ms %d: must be at least 1", c.LogRoll.Milliseconds())
+	}
+	if c.LogRetentionBytes < -1 {
+		return fmt.Errorf("log.retention.bytes %d: must be -1 (no limit) or at least 0", c.LogRetentionBytes)
+	}
+	if c.LogRetention < 0 && c.LogRetention != -time.Millisecond {
+		return fmt.Errorf("log.retention.ms %d: must be -1 (forever) or at least 0", c.LogRetention.Milliseconds())
+	}
+	if c.LogFlushIntervalMessages < 1 {
+		return fmt.Errorf("log.flush.interval.messages %d: must be at least 1", c.LogFlushIntervalMessages)
+	}
+	if c.LogFlushInterval < 0 {
+		return fmt.Errorf("log.flush.interval.ms %d: must be at least 0 (0: never on time)", c.LogFlushInterval.Milliseconds())
+	}
+	if c.LogRetentionCheckInterval < time.Millisecond {
+		return fmt.Errorf("log.retention.check.interval.ms %d: must be at least 1", c.LogRetentionCheckInterval.Milliseconds())
+	}
+	if c.MessageMaxBytes < 0 {
+		return fmt.Errorf("message.max.bytes %d: must be between 0 and 2147483647", c.MessageMaxBytes)
+	}
+	return nil
+}
+
+// maxPartitions bounds a topic's partition count.
+const maxPartitions = 1000000
+
+// configKey describes one broker property: how to set it on a Config and
+// how to print it back.
+type configKey struct {
+	set func(c *Config, key, value string) error
+	get func(c Config) string
+}
+
+// brokerKeys are the properties Set accepts, by Kafka name.
+var brokerKeys = map[string]configKey{
+	"broker.id": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.BrokerID, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.BrokerID)) },
+	},
+	"listeners": {
+		set: func(c *Config, k, v string) error { c.Listeners = v; return nil },
+		get: func(c Config) string { return c.Listeners },
+	},
+	"advertised.listeners": {
+		set: func(c *Config, k, v string) error { c.AdvertisedListeners = v; return nil },
+		get: func(c Config) string { return c.AdvertisedListeners },
+	},
+	"log.dirs": {
+		set: func(c *Config, k, v string) error {
+			c.LogDirs = nil
+			for _, d := range strings.Split(v, ",") {
+				c.LogDirs = append(c.LogDirs, strings.TrimSpace(d))
+			}
+			return nil
+		},
+		get: func(c Config) string { return strings.Join(c.LogDirs, ",") },
+	},
+	"num.partitions": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.NumPartitions, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.NumPartitions)) },
+	},
+	"auto.create.topics.enable": {
+		set: func(c *Config, k, v string) error { return setBool(&c.AutoCreateTopics, k, v) },
+		get: func(c Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
+	},
+	"socket.request.max.bytes": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.SocketRequestMaxBytes, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.SocketRequestMaxBytes)) },
+	},
+	"log.segment.bytes": {
+		set: func(c *Config, k, v string) error { return setInt64(&c.LogSegmentBytes, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) },
+	},
+	"log.roll.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.LogRoll, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogRoll.Milliseconds(), 10) },
+	},
+	"log.retention.bytes": {
+		set: func(c *Config, k, v string) error { return setInt64(&c.LogRetentionBytes, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogRetentionBytes, 10) },
+	},
+	"log.retention.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.LogRetention, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogRetention.Milliseconds(), 10) },
+	},
+	"log.flush.interval.messages": {
+		set: func(c *Config, k, v string) error { return setInt64(&c.LogFlushIntervalMessages, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogFlushIntervalMessages, 10) },
+	},
+	"log.flush.interval.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.LogFlushInterval, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogFlushInterval.Milliseconds(), 10) },
+	},
+	"log.retention.check.interval.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.LogRetentionCheckInterval, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogRetentionCheckInterval.Milliseconds(), 10) },
+	},
+	"message.max.bytes": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.MessageMaxBytes, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) },
+	},
+}
+
+// Set sets one property by its Kafka name. An unknown key or a value that
+// does not parse is an error naming the key; ranges are checked by Validate.
+func (c *Config) Set(key, value string) error {
+	k, ok := brokerKeys[key]
+	if !ok {
+		return fmt.Errorf("unknown broker property %q (known: %s)", key, strings.Join(BrokerKeys(), ", "))
+	}
+	return k.set(c, key, strings.TrimSpace(value))
+}
+
+// Get returns one property's current value by its Kafka name.
+func (c Config) Get(key string) (string, bool) {
+	k, ok := brokerKeys[key]
+	if !ok {
+		return "", false
+	}
+	return k.get(c), true
+}
+
+// BrokerKeys lists the property names Set accepts, sorted.
+func BrokerKeys() []string {
+	keys := make([]string, 0, len(brokerKeys))
+	for k := range brokerKeys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func setInt32(dst *int32, key, value string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 32)
+	if err != nil {
+		return fmt.Errorf("%s %q: must be an integer between -2147483648 and 2147483647", key, value)
+	}
+	*dst = int32(n)
+	return nil
+}
+
+func setInt64(dst *int64, key, value string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s %q: must be a 64-bit integer", key, value)
+	}
+	*dst = n
+	return nil
+}
+
+func setMillis(dst *time.Duration, key, value string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+	if err != nil || n > math.MaxInt64/int64(time.Millisecond) || n < math.MinInt64/int64(time.Millisecond) {
+		return fmt.Errorf("%s %q: must be an integer number of milliseconds", key, value)
+	}
+	*dst = time.Duration(n) * time.Millisecond
+	return nil
+}
+
+func setBool(dst *bool, key, value string) error {
+	switch strings.ToLower(strings.TrimSpace(value)) {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	default:
+		return fmt.Errorf("%s %q: must be true or false", key, value)
+	}
+	return nil
+}
+
+// splitListener parses "PLAINTEXT://HOST:PORT" (or "HOST:PORT") for the
+// property key.
+func splitListener(key, value string) (host string, port int, err error) {
+	if strings.Contains(value, ",") {
+		return "", 0, fmt.Errorf("%s %q: only one PLAINTEXT listener is supported", key, value)
+	}
+	addr := value
+	if i := strings.Index(value, "://"); i >= 0 {
+		if !strings.EqualFold(value[:i], "PLAINTEXT") {
+			return "", 0, fmt.Errorf("%s %q: only the PLAINTEXT protocol is supported", key, value)
+		}
+		addr = value[i+3:]
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s %q: must be PLAINTEXT://HOST:PORT", key, value)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 || n > 65535 {
+		return "", 0, fmt.Errorf("%s %q: port must be between 0 and 65535", key, value)
+	}
+	return h, n, nil
+}
+
+// logConfig is the replication/log configuration of a topic: the broker's
+// log.* defaults overridden by the topic's own configs (already validated).
+func (c Config) logConfig(topicConfigs map[string]string) tlog.Config {
+	lc := tlog.DefaultConfig()
+	lc.SegmentBytes = c.LogSegmentBytes
+	lc.RollTime = c.LogRoll
+	lc.RetentionBytes = c.LogRetentionBytes
+	lc.RetentionTime = c.LogRetention
+	lc.FlushMessages = c.LogFlushIntervalMessages
+	lc.FlushInterval = c.LogFlushInterval
+	for k, v := range topicConfigs {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "segment.bytes":
+			lc.SegmentBytes = n
+		case "segment.ms":
+			lc.RollTime = time.Duration(n) * time.Millisecond
+		case "retention.bytes":
+			lc.RetentionBytes = n
+		case "retention.ms":
+			lc.RetentionTime = time.Duration(n) * time.Millisecond
+		case "flush.messages":
+			lc.FlushMessages = n
+		case "flush.ms":
+			lc.FlushInterval = time.Duration(n) * time.Millisecond
+		case "index.interval.bytes":
+			lc.IndexIntervalBytes = n
+		}
+	}
+	return lc
+}
+
+// ParseProperties reads a Java properties file (Kafka's server.properties
+// format): "key=value", "key:value" or "key value" lines, '#' and '!'
+// comments, backslash line continuations and escapes. Later keys win.
+func ParseProperties(r io.Reader) (map[string]string, error) {
+	props := make(map[string]string)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	lineNo := 0
+	var logical strings.Builder
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimLeftFunc(sc.Text(), unicode.IsSpace)
+		if logical.Len() == 0 && (line == "" || line[0] == '#' || line[0] == '!') {
+			continue
+		}
+		// A line ending in an odd number of backslashes continues.
+		trailing := len(line) - len(strings.TrimRight(line, "\\"))
+		if trailing%2 == 1 {
+			logical.WriteString(line[:len(line)-1])
+			continue
+		}
+		logical.WriteString(line)
+		key, value, err := splitProperty(logical.String())
+		logical.Reset()
+		if err != nil {
+			return nil, fmt.Errorf("properties line %d: %w", lineNo, err)
+		}
+		props[key] = value
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read properties: %w", err)
+	}
+	if logical.Len() > 0 {
+		key, value, err := splitProperty(logical.String())
+		if err != nil {
+			return nil, fmt.Errorf("properties line %d: %w", lineNo, err)
+		}
+		props[key] = value
+	}
+	return props, nil
+}
+
+// splitProperty splits one logical properties line into an unescaped key
+// and value.
+func splitProperty(line string) (string, string, error) {
+	var key strings.Builder
+	i := 0
+	for ; i < len(line); i++ {
+		ch := line[i]
+		if ch == '\\' && i+1 < len(line) {
+			i++
+			key.WriteByte(unescape(line[i]))
+			continue
+		}
+		if ch == '=' || ch == ':' || ch == ' ' || ch == '\t' || ch == '\f' {
+			break
+		}
+		key.WriteByte(ch)
+	}
+	rest := strings.TrimLeft(line[i:], " \t\f")
+	if rest != "" && (rest[0] == '=' || rest[0] == ':') {
+		rest = strings.TrimLeft(rest[1:], " \t\f")
+	}
+	var value strings.Builder
+	for j := 0; j < len(rest); j++ {
+		if rest[j] == '\\' && j+1 < len(rest) {
+			j++
+			value.WriteByte(unescape(rest[j]))
+			continue
+		}
+		value.WriteByte(rest[j])
+	}
+	if key.Len() == 0 {
+		return "", "", fmt.Errorf("empty key in %q", line)
+	}
+	return key.String(), strings.TrimRight(value.String(), " \t"), nil
+}
+
+func unescape(ch byte) byte {
+	switch ch {
+	case 't':
+		return '\t'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 'f':
+		return '\f'
+	}
+	return ch
+}

@@ -1,0 +1,346 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// maxInFlight bounds how many requests of one connection are being handled
+// or waiting to be answered; the reader stops reading beyond it.
+const maxInFlight = 100
+
+// readChunk is the most the reader allocates ahead of the bytes that have
+// actually arrived, so a frame that declares a huge size costs memory only
+// for what the peer really sends.
+const readChunk = 64 << 10
+
+// requestHeader is a Kafka request header (v1, or v2 for flexible
+// requests).
+type requestHeader struct {
+	key           int16
+	version       int16
+	correlationID int32
+	clientID      *string
+}
+
+// request is a decoded request handed to an API handler.
+type request struct {
+	header requestHeader
+	// kreq is the decoded body; its version is set.
+	kreq kmsg.Request
+	// remote is the client's address, for logs.
+	remote string
+}
+
+// pendingResponse is one request's slot in a connection's response queue:
+// the handler sends the encoded frame (or nil for no response) once.
+type pendingResponse struct {
+	frame chan []byte
+}
+
+// errCloseConn asks the connection to close without an answer.
+var errCloseConn = errors.New("close connection")
+
+// serveConn serves one client connection until it closes, the peer sends
+// bad input, or the broker closes. A reader (this goroutine) decodes
+// requests and starts a handler goroutine per request; a writer goroutine
+// writes the responses strictly in request order. serveConn returns after
+// every goroutine it started has ended.
+func (b *Broker) serveConn(nc net.Conn) {
+	remote := nc.RemoteAddr().String()
+	b.connCount.Add(1)
+	defer b.connCount.Add(-1)
+	log := b.logger.With("remote", remote)
+	log.Debug("connection opened")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var wg sync.WaitGroup
+	// The watcher closes the socket when the broker closes, which ends
+	// the reader's blocking read.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-b.closing:
+		case <-ctx.Done():
+		}
+		cancel()
+		nc.Close()
+	}()
+
+	queue := make(chan *pendingResponse, maxInFlight)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.writeResponses(ctx, cancel, nc, queue)
+	}()
+
+	var handlers sync.WaitGroup
+	err := b.readRequests(ctx, nc, queue, &handlers, remote)
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), ctx.Err() != nil:
+		log.Debug("connection closed")
+	default:
+		log.Warn("closing connection", "error", err)
+	}
+	cancel()
+	nc.Close()
+	handlers.Wait()
+	close(queue)
+	wg.Wait()
+}
+
+// readRequests reads frames until an error and dispatches each to a
+// handler goroutine, queueing its response slot in order.
+func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pendingResponse, handlers *sync.WaitGroup, remote string) error {
+	br := bufio.NewReaderSize(nc, 16<<10)
+	var sizeBuf [4]byte
+	for {
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 0 {
+			return fmt.Errorf("request frame declares negative size %d", size)
+		}
+		if size > b.cfg.SocketRequestMaxBytes {
+			return fmt.Errorf("request frame of %d bytes exceeds socket.request.max.bytes %d", size, b.cfg.SocketRequestMaxBytes)
+		}
+		body, err := readFrameBody(br, int(size))
+		if err != nil {
+			return fmt.Errorf("read request frame of %d bytes: %w", size, err)
+		}
+		req, reply, err := b.decodeRequest(body, remote)
+		if err != nil {
+			return err
+		}
+		resp, later, err := b.dispatch(ctx, req, reply)
+		if err != nil {
+			return err
+		}
+		slot := &pendingResponse{frame: make(chan []byte, 1)}
+		select {
+		case queue <- slot:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if later == nil {
+			slot.frame <- resp
+			continue
+		}
+		handlers.Add(1)
+		go func() {
+			defer handlers.Done()
+			slot.frame <- b.encode(req, later(ctx))
+		}()
+	}
+}
+
+// dispatch runs the request's handler. It returns the encoded response
+// (nil: none), or a function producing it later, or an error that closes
+// the connection. A ready reply (from decodeRequest) is passed through.
+func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]byte, laterFunc, error) {
+	if reply != nil {
+		return reply, nil, nil
+	}
+	api := apis[req.header.key]
+	resp, later, err := api.handle(ctx, b, req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s request failed: %w", kmsg.NameForKey(req.header.key), err)
+	}
+	if later != nil {
+		return nil, later, nil
+	}
+	return b.encode(req, resp), nil, nil
+}
+
+// readFrameBody reads size bytes, growing the buffer only as data arrives
+// (at most readChunk ahead), so a lying size header allocates little.
+func readFrameBody(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, 0, min(size, readChunk))
+	for len(buf) < size {
+		n := min(size-len(buf), readChunk)
+		if cap(buf)-len(buf) < n {
+			grown := make([]byte, len(buf), min(size, max(2*cap(buf), len(buf)+n)))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+n])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// decodeRequest parses a frame's header and body. It returns either a
+// request to handle, or a ready reply frame (ApiVersions with a version too
+// new), or an error that closes the connection (unknown key, unsupported
+// version, unparseable header or body).
+func (b *Broker) decodeRequest(frame []byte, remote string) (*request, []byte, error) {
+	if len(frame) < 8 {
+		return nil, nil, fmt.Errorf("request frame of %d bytes is shorter than a request header", len(frame))
+	}
+	h := requestHeader{
+		key:           int16(binary.BigEndian.Uint16(frame[0:])),
+		version:       int16(binary.BigEndian.Uint16(frame[2:])),
+		correlationID: int32(binary.BigEndian.Uint32(frame[4:])),
+	}
+	api, ok := apis[h.key]
+	if !ok {
+		return nil, nil, fmt.Errorf("request with unknown api key %d (correlation id %d)", h.key, h.correlationID)
+	}
+	if h.version < api.minVersion || h.version > api.maxVersion {
+		if h.key == apiVersionsKey && h.version > api.maxVersion {
+			return nil, b.unsupportedApiVersions(h.correlationID), nil
+		}
+		return nil, nil, fmt.Errorf("%s request version %d is not supported (supported %d..%d)",
+			kmsg.NameForKey(h.key), h.version, api.minVersion, api.maxVersion)
+	}
+	kreq := kmsg.RequestForKey(h.key)
+	kreq.SetVersion(h.version)
+	rest := frame[8:]
+	if len(rest) < 2 {
+		return nil, nil, fmt.Errorf("%s request header is truncated", kmsg.NameForKey(h.key))
+	}
+	idLen := int16(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if idLen >= 0 {
+		if int(idLen) > len(rest) {
+			return nil, nil, fmt.Errorf("%s request header client id is truncated", kmsg.NameForKey(h.key))
+		}
+		id := string(rest[:idLen])
+		h.clientID = &id
+		rest = rest[idLen:]
+	}
+	if kreq.IsFlexible() {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return nil, nil, fmt.Errorf("%s request header tagged fields: %w", kmsg.NameForKey(h.key), err)
+		}
+	}
+	if err := kreq.ReadFrom(rest); err != nil {
+		return nil, nil, fmt.Errorf("parse %s v%d request: %w", kmsg.NameForKey(h.key), h.version, err)
+	}
+	return &request{header: h, kreq: kreq, remote: remote}, nil, nil
+}
+
+// skipTags skips a tagged-field section.
+func skipTags(b []byte) ([]byte, error) {
+	n, rest, err := readUvarint(b)
+	if err != nil {
+		return nil, err
+	}
+	for i := uint64(0); i < n; i++ {
+		if _, rest, err = readUvarint(rest); err != nil {
+			return nil, err
+		}
+		var size uint64
+		if size, rest, err = readUvarint(rest); err != nil {
+			return nil, err
+		}
+		if size > uint64(len(rest)) {
+			return nil, fmt.Errorf("tagged field of %d bytes is truncated", size)
+		}
+		rest = rest[size:]
+	}
+	return rest, nil
+}
+
+func readUvarint(b []byte) (uint64, []byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil, fmt.Errorf("bad uvarint")
+	}
+	return v, b[n:], nil
+}
+
+// encode frames resp as the answer to req; a nil resp stays nil (no
+// answer).
+func (b *Broker) encode(req *request, resp kmsg.Response) []byte {
+	if resp == nil {
+		return nil
+	}
+	resp.SetVersion(req.header.version)
+	return encodeResponse(req.header.key, req.header.correlationID, resp)
+}
+
+// encodeResponse frames resp: size, correlation id, the header's tagged
+// fields for flexible responses (header v1; ApiVersions always uses
+// header v0), then the body.
+func encodeResponse(key int16, correlationID int32, resp kmsg.Response) []byte {
+	buf := make([]byte, 8, 64)
+	binary.BigEndian.PutUint32(buf[4:], uint32(correlationID))
+	if resp.IsFlexible() && key != apiVersionsKey {
+		buf = append(buf, 0)
+	}
+	buf = resp.AppendTo(buf)
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	return buf
+}
+
+// writeResponses writes each queued response once its handler has
+// produced it, in queue order, until the queue closes. After a write
+// error it keeps draining without writing.
+func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, nc net.Conn, queue <-chan *pendingResponse) {
+	bw := bufio.NewWriterSize(nc, 32<<10)
+	broken := false
+	for slot := range queue {
+		var frame []byte
+		select {
+		case frame = <-slot.frame:
+		default:
+			// The next response is not ready: send what is buffered
+			// before waiting for it.
+			if !broken && bw.Buffered() > 0 {
+				if err := bw.Flush(); err != nil {
+					broken = true
+					cancel()
+					nc.Close()
+				}
+			}
+			select {
+			case frame = <-slot.frame:
+			case <-ctx.Done():
+				// Handlers watch ctx too; wait for this one so
+				// the queue drains in order, but write nothing.
+				frame = <-slot.frame
+				broken = true
+			}
+		}
+		if broken {
+			continue
+		}
+		if frame == nil {
+			continue
+		}
+		if _, err := bw.Write(frame); err != nil {
+			broken = true
+			cancel()
+			nc.Close()
+			continue
+		}
+		// Flush when nothing else is ready, batching pipelined responses.
+		if len(queue) == 0 {
+			if err := bw.Flush(); err != nil {
+				broken = true
+				cancel()
+				nc.Close()
+			}
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package broker
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// testConfig returns a configuration for an in-process broker on a free
+// loopback port with its data in a fresh temporary directory.
+func testConfig(t *testing.T) Config {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Listeners = "PLAINTEXT://127.0.0.1:0"
+	cfg.LogDirs = []string{t.TempDir()}
+	return cfg
+}
+
+// startBroker starts a broker with cfg and closes it when the test ends.
+func startBroker(t *testing.T, cfg Config) *Broker {
+	t.Helper()
+	level := hclog.Warn
+	if os.Getenv("TRIPOD_TEST_LOG") != "" {
+		level = hclog.Debug
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: level, Output: os.Stderr})
+	b, err := New(cfg, logger)
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close broker: %v", err)
+		}
+	})
+	return b
+}
+
+// newClient returns a franz-go client of b, closed when the test ends.
+func newClient(t *testing.T, b *Broker, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(b.Addr().String())}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// createTopic creates topic with the given partitions through kadm.
+func createTopic(t *testing.T, b *Broker, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t, b))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, topic)
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	if resp.Err != nil {
+		t.Fatalf("create topic %s: %v", topic, resp.Err)
+	}
+}
+
+// testContext returns a context that ends with the test or after d.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// dialBroker opens a raw TCP connection to b.
+func dialBroker(t *testing.T, b *Broker) net.Conn {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", b.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatalf("dial broker: %v", err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return nc
+}
