@@ -138,4 +138,3 @@ func checkSameRecord(t *testing.T, got, want *kgo.Record) {
 		}
 	}
 }
-
