@@ -40,8 +40,7 @@ const caseBound = 5 * time.Minute
 // after another, and returns their results in order. Cases needing a
 // capability h's clusters lack are reported n/a. When ctx ends, the case
 // running is abandoned (reported failed) and the rest are not run. Progress
-// (one line per case as it ends, and the logs of failed cases) goes to
-// progress when it is not nil.
+// (one line per case as it ends) goes to progress when it is not nil.
 func RunAll(ctx context.Context, h Harness, progress io.Writer) []Result {
 	if progress == nil {
 		progress = io.Discard
@@ -68,11 +67,6 @@ func RunAll(ctx context.Context, h Harness, progress io.Writer) []Result {
 		}
 		results = append(results, r)
 		fmt.Fprintf(progress, "%-4s %-48s %v\n", r.Outcome, r.Case, r.Duration.Round(10*time.Millisecond))
-		if r.Outcome == OutcomeFail {
-			for _, line := range strings.Split(strings.TrimRight(r.Message, "\n"), "\n") {
-				fmt.Fprintf(progress, "     %s\n", line)
-			}
-		}
 	}
 	return results
 }

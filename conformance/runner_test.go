@@ -1,0 +1,85 @@
+package conformance
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestRunCaseFatalfEndsCaseAndRunsCleanupsLIFO checks the runner's T: a
+// Fatalf ends the case where it is called, cleanups run last-in first-out
+// even when one of them fails, and TempDir's directory is gone afterwards.
+func TestRunCaseFatalfEndsCaseAndRunsCleanupsLIFO(t *testing.T) {
+	var order []string
+	var dir string
+	reachedAfterFatal := false
+	r := runCase(context.Background(), "Group/Case", func(rt T) {
+		dir = rt.TempDir()
+		rt.Cleanup(func() { order = append(order, "first") })
+		rt.Cleanup(func() {
+			order = append(order, "second")
+			rt.Fatalf("cleanup failed")
+		})
+		rt.Cleanup(func() { order = append(order, "third") })
+		rt.Logf("before the failure")
+		rt.Fatalf("got %d, want %d", 1, 2)
+		reachedAfterFatal = true
+	})
+	if reachedAfterFatal {
+		t.Errorf("code after Fatalf ran, want the case ended")
+	}
+	if want := []string{"third", "second", "first"}; !reflect.DeepEqual(order, want) {
+		t.Errorf("cleanup order: got %v, want %v", order, want)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("TempDir %s after the case: stat error %v, want it removed", dir, err)
+	}
+	if r.Outcome != OutcomeFail || r.Case != "Group/Case" {
+		t.Errorf("result: got %q %q, want %q %q", r.Case, r.Outcome, "Group/Case", OutcomeFail)
+	}
+	for _, want := range []string{"before the failure", "FAIL: got 1, want 2", "FAIL: cleanup failed"} {
+		if !strings.Contains(r.Message, want) {
+			t.Errorf("message %q: want it to contain %q", r.Message, want)
+		}
+	}
+}
+
+// TestRunCasePassAndPanic checks that a case without failures passes with
+// its logs as the message and that a panicking case fails instead of
+// taking the process down.
+func TestRunCasePassAndPanic(t *testing.T) {
+	r := runCase(context.Background(), "Group/Pass", func(rt T) { rt.Logf("measured %d", 42) })
+	if r.Outcome != OutcomePass || r.Message != "measured 42" {
+		t.Errorf("passing case: got %q %q, want %q %q", r.Outcome, r.Message, OutcomePass, "measured 42")
+	}
+	r = runCase(context.Background(), "Group/Panic", func(rt T) { panic("boom") })
+	if r.Outcome != OutcomeFail || !strings.Contains(r.Message, "panic: boom") {
+		t.Errorf("panicking case: got %q %q, want %q with the panic", r.Outcome, r.Message, OutcomeFail)
+	}
+}
+
+// TestCasesNamedAndGrouped checks the case table: unique Group/Case names
+// and the Availability group, whose cases need optional interfaces, last.
+func TestCasesNamedAndGrouped(t *testing.T) {
+	seen := map[string]bool{}
+	availability := false
+	for _, tc := range cases() {
+		if seen[tc.fullName()] {
+			t.Errorf("case %s listed twice", tc.fullName())
+		}
+		seen[tc.fullName()] = true
+		if tc.group == "Availability" {
+			availability = true
+		} else if availability {
+			t.Errorf("case %s after the Availability group, want Availability last", tc.fullName())
+		}
+		if tc.needs != needsNothing && tc.group != "Availability" {
+			t.Errorf("case %s needs %v outside the Availability group", tc.fullName(), tc.needs)
+		}
+	}
+	if len(seen) < 15 {
+		t.Errorf("got %d cases, want at least 15", len(seen))
+	}
+}
