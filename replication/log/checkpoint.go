@@ -26,16 +26,24 @@ func readStartOffset(dir string) (int64, error) {
 	return n, nil
 }
 
-// writeStartOffset replaces the log start offset checkpoint of dir
-// atomically: write a temporary file, fsync it, rename it, fsync dir.
+// writeStartOffset replaces the log start offset checkpoint of dir.
 func writeStartOffset(dir string, offset int64) error {
-	path := filepath.Join(dir, startOffsetFile)
+	if err := writeFileAtomic(dir, startOffsetFile, strconv.FormatInt(offset, 10)+"\n"); err != nil {
+		return fmt.Errorf("write log start offset checkpoint %d: %w", offset, err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces dir/name with content atomically and durably:
+// write name.tmp, fsync it, rename it over name, fsync dir.
+func writeFileAtomic(dir, name, content string) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("write log start offset checkpoint: %w", err)
+		return err
 	}
-	_, err = f.WriteString(strconv.FormatInt(offset, 10) + "\n")
+	_, err = f.WriteString(content)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -46,7 +54,7 @@ func writeStartOffset(dir string, offset int64) error {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		return fmt.Errorf("write log start offset checkpoint %d: %w", offset, err)
+		return err
 	}
 	return syncDir(dir)
 }

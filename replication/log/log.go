@@ -105,8 +105,12 @@ const (
 	cleanShutdownFile = "clean-shutdown"
 )
 
-// maxScratch bounds the append buffer a Log keeps between appends.
-const maxScratch = 4 << 20
+// maxAppendBuffer bounds the size of the append buffers kept for reuse.
+const maxAppendBuffer = 4 << 20
+
+// appendBuffers holds buffers (*[]byte) for the copies Append rewrites,
+// shared by all logs so that idle partitions hold none.
+var appendBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // Log is one partition's log.
 //
@@ -123,8 +127,6 @@ type Log struct {
 	now func() time.Time
 
 	appendMu sync.Mutex
-	// scratch is the append buffer, reused between appends.
-	scratch []byte
 	// unflushedRecords counts the records appended since the last fsync.
 	unflushedRecords int64
 	// firstUnflushed is when the oldest record not yet fsynced was
@@ -137,7 +139,9 @@ type Log struct {
 	mu          sync.RWMutex
 	segments    []*segment
 	startOffset int64
-	closed      bool
+	// epochs is the leader-epoch cache (see Epochs).
+	epochs []EpochEntry
+	closed bool
 }
 
 // Open opens or creates the log in dir, recovering the tail of the last
@@ -234,6 +238,25 @@ func (l *Log) load(clean bool) error {
 	}
 	end := l.segments[len(l.segments)-1].tail.nextOffset
 	l.startOffset = min(max(checkpoint, l.segments[0].baseOffset), end)
+	return l.loadEpochs()
+}
+
+// loadEpochs reads the leader-epoch checkpoint, or rebuilds it from the
+// batches when it is missing or unreadable, and drops the entries the
+// log no longer holds (a recovered tail, retention).
+func (l *Log) loadEpochs() error {
+	entries, err := readEpochs(l.dir)
+	stale := err != nil
+	if err != nil {
+		if entries, err = l.scanEpochs(); err != nil {
+			return err
+		}
+	}
+	trimmed := trimEpochs(entries, l.startOffset, l.active().tail.nextOffset)
+	l.epochs = trimmed
+	if stale || !equalEpochs(trimmed, entries) {
+		return writeEpochs(l.dir, trimmed)
+	}
 	return nil
 }
 
@@ -403,10 +426,14 @@ func (l *Log) Append(records []byte, leaderEpoch int32) (AppendResult, error) {
 	if err := l.checkSizes(headers); err != nil {
 		return AppendResult{}, err
 	}
-	buf := append(l.scratch[:0], records...)
-	if cap(buf) <= maxScratch {
-		l.scratch = buf
-	}
+	bp := appendBuffers.Get().(*[]byte)
+	buf := append((*bp)[:0], records...)
+	defer func() {
+		if cap(buf) <= maxAppendBuffer {
+			*bp = buf
+			appendBuffers.Put(bp)
+		}
+	}()
 	next := l.active().tail.nextOffset
 	var pos int64
 	for i := range headers {
@@ -473,7 +500,16 @@ func (l *Log) appendLocked(buf []byte, headers []batchHeader) (AppendResult, err
 	for _, h := range headers {
 		res.Records += int64(h.recordCount)
 	}
+	// A new leader epoch is checkpointed before its first batch is
+	// written, so that no batch is ever on disk with an epoch the cache
+	// lacks; Open drops entries beyond the log end.
+	if added := epochsAfter(l.epochs, headers); len(added) > 0 {
+		if err := l.setEpochs(append(append([]EpochEntry(nil), l.epochs...), added...)); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	if err := l.write(buf, headers, now); err != nil {
+		l.setEpochs(trimEpochs(l.epochs, l.startOffset, l.active().tail.nextOffset))
 		return AppendResult{}, err
 	}
 	l.unflushedRecords += res.Records
@@ -797,8 +833,8 @@ func (l *Log) TruncateTo(offset int64) error {
 		s.rollTimestamp = -1
 	}
 	s.dirty = true
-	var first error
-	if err := s.log.Truncate(pos); err != nil {
+	first := l.setEpochs(trimEpochs(l.epochs, l.startOffset, s.tail.nextOffset))
+	if err := s.log.Truncate(pos); err != nil && first == nil {
 		first = fmt.Errorf("truncate segment %d at byte %d: %w", s.baseOffset, pos, err)
 	}
 	if err := s.truncateIndexes(); err != nil && first == nil {
@@ -849,6 +885,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.startOffset = offset
 	l.mu.Unlock()
 	if err := writeStartOffset(l.dir, offset); err != nil && first == nil {
+		first = err
+	}
+	if err := l.setEpochs(nil); err != nil && first == nil {
 		first = err
 	}
 	return first
@@ -912,6 +951,9 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		}
 		l.dirDirty = true
 		if err := writeStartOffset(l.dir, start); err != nil && first == nil {
+			first = err
+		}
+		if err := l.setEpochs(trimEpochs(l.epochs, start, l.active().tail.nextOffset)); err != nil && first == nil {
 			first = err
 		}
 	}
