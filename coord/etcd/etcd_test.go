@@ -1,0 +1,333 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tripodmq/tripod/conformance"
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/coord/etcd"
+	"github.com/tripodmq/tripod/internal/etcdserver"
+	"github.com/tripodmq/tripod/internal/faultnet"
+)
+
+// sessionTimeout is the session timeout of every test backend: short, to
+// keep the suite fast (the default stays 6 s).
+const sessionTimeout = 2 * time.Second
+
+// server is the one embedded etcd every test of the package shares; each
+// test works under a prefix of its own.
+var server *etcdserver.Server
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tripod-etcd-test-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "etcd tests: temp dir: %v\n", err)
+		os.Exit(1)
+	}
+	server, err = etcdserver.Start(dir)
+	if err != nil {
+		// An embedded etcd is always available: failing to start it is a
+		// failure, never a skip.
+		fmt.Fprintf(os.Stderr, "etcd tests: start embedded etcd: %v\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	server.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// TestConformance runs the coord conformance suite against etcd.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.NewEtcdHarness(server.Endpoints(), server, sessionTimeout))
+}
+
+// open opens a backend for broker id under prefix, dialing through fn
+// when it is not nil, and closes it when t ends.
+func open(t *testing.T, prefix string, id coord.BrokerID, fn *faultnet.Net) *etcd.Backend {
+	t.Helper()
+	cfg := coord.DefaultConfig()
+	cfg.Backend = "etcd"
+	cfg.BrokerID = id
+	cfg.SessionTimeout = sessionTimeout
+	cfg.EtcdEndpoints = server.Endpoints()
+	cfg.EtcdPrefix = prefix
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn})
+	if fn != nil {
+		cfg.Dialer = fn.Dial
+	}
+	b, err := etcd.Open(cfg)
+	if err != nil {
+		t.Fatalf("Open under %s: got %v, want nil", prefix, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func broker(id coord.BrokerID) coord.Broker {
+	return coord.Broker{ID: id, Host: "127.0.0.1", Port: 9092}
+}
+
+func topicOp(name string, partitions int, epoch int64) coord.CreateTopic {
+	op := coord.CreateTopic{Topic: coord.Topic{Name: name, Assignment: make([][]coord.BrokerID, partitions)}}
+	for p := range partitions {
+		op.Topic.Assignment[p] = []coord.BrokerID{1}
+		op.States = append(op.States, coord.PartitionState{Topic: name, Partition: int32(p), Leader: 1, ISR: []coord.BrokerID{1}, ControllerEpoch: epoch})
+	}
+	return op
+}
+
+// elect registers broker id on b and campaigns until it is the controller.
+func elect(t *testing.T, b *etcd.Backend, id coord.BrokerID) (coord.Session, coord.Term) {
+	t.Helper()
+	s, err := b.Register(ctxFor(t, 10*time.Second), broker(id))
+	if err != nil {
+		t.Fatalf("Register broker %d: got %v, want nil", id, err)
+	}
+	term, err := b.Campaign(ctxFor(t, 10*time.Second), s)
+	if err != nil {
+		t.Fatalf("Campaign broker %d: got %v, want a term", id, err)
+	}
+	return s, term
+}
+
+// TestPrefixIsolation: clusters under /iso and /iso2 (one prefix a string
+// prefix of the other) share nothing: the same broker ID registers in
+// both, and a topic committed in one is absent from the other.
+func TestPrefixIsolation(t *testing.T) {
+	a := open(t, "/iso", 1, nil)
+	b := open(t, "/iso2/", 1, nil)
+	_, termA := elect(t, a, 1)
+	_, termB := elect(t, b, 1)
+	if err := a.Commit(ctxFor(t, 10*time.Second), termA, topicOp("only-a", 2, termA.Epoch())); err != nil {
+		t.Fatalf("Commit under /iso: got %v, want nil", err)
+	}
+	if err := b.Commit(ctxFor(t, 10*time.Second), termB, topicOp("only-b", 1, termB.Epoch())); err != nil {
+		t.Fatalf("Commit under /iso2: got %v, want nil", err)
+	}
+	for _, c := range []struct {
+		b    *etcd.Backend
+		want string
+	}{{a, "only-a"}, {b, "only-b"}} {
+		md, err := c.b.Load(ctxFor(t, 10*time.Second))
+		if err != nil {
+			t.Fatalf("Load: got %v, want nil", err)
+		}
+		if names := md.TopicNames(); len(names) != 1 || names[0] != c.want {
+			t.Fatalf("Load: got topics %v, want [%s]", names, c.want)
+		}
+		members, err := c.b.Members(ctxFor(t, 10*time.Second))
+		if err != nil || len(members) != 1 {
+			t.Fatalf("Members: got %v, %v; want one broker", members, err)
+		}
+	}
+}
+
+// TestCutOffSessionExpiresBothSides: a backend cut off from etcd ends its
+// own session (ErrSessionExpired) within the session timeout, without
+// reconnecting, and etcd drops its registration within the lease TTL plus
+// a second.
+func TestCutOffSessionExpiresBothSides(t *testing.T) {
+	fn := faultnet.New()
+	cut := open(t, "/expiry", 1, fn)
+	watcher := open(t, "/expiry", 2, nil)
+	s, err := cut.Register(ctxFor(t, 10*time.Second), broker(1))
+	if err != nil {
+		t.Fatalf("Register: got %v, want nil", err)
+	}
+	cutAt := time.Now()
+	fn.Cut()
+	defer fn.Heal()
+	select {
+	case <-s.Done():
+	case <-time.After(sessionTimeout + 100*time.Millisecond):
+		t.Fatalf("cut-off session still live %v after the cut, want ended within the %v session timeout", time.Since(cutAt), sessionTimeout)
+	}
+	if err := s.Err(); !errors.Is(err, coord.ErrSessionExpired) {
+		t.Fatalf("cut-off session Err: got %v, want ErrSessionExpired", err)
+	}
+	deadline := cutAt.Add(sessionTimeout + time.Second)
+	for {
+		members, err := watcher.Members(ctxFor(t, 5*time.Second))
+		if err == nil && len(members) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registration of the cut-off broker: still %v (err %v) %v after the cut, want gone", members, err, time.Since(cutAt))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("session ended locally and in etcd within %v of the cut", time.Since(cutAt).Round(time.Millisecond))
+}
+
+// TestFencedCommits: a commit of a resigned term, and of a term whose
+// election key was deleted behind its back, fails with ErrFenced and
+// changes nothing; the term whose key vanished ends by itself.
+func TestFencedCommits(t *testing.T) {
+	b := open(t, "/fence", 1, nil)
+	_, term := elect(t, b, 1)
+	if err := b.Commit(ctxFor(t, 10*time.Second), term, topicOp("kept", 1, term.Epoch())); err != nil {
+		t.Fatalf("Commit: got %v, want nil", err)
+	}
+	if _, err := b.Client().Delete(ctxFor(t, 10*time.Second), "/fence/controller"); err != nil {
+		t.Fatalf("delete the election key: %v", err)
+	}
+	select {
+	case <-term.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("term whose election key was deleted: still live, want ended")
+	}
+	if err := b.Commit(ctxFor(t, 10*time.Second), term, topicOp("lost", 1, term.Epoch())); !errors.Is(err, coord.ErrFenced) {
+		t.Fatalf("Commit of a lost term: got %v, want ErrFenced", err)
+	}
+
+	b2 := open(t, "/fence", 2, nil)
+	s2, term2 := elect(t, b2, 2)
+	if term2.Epoch() <= term.Epoch() {
+		t.Fatalf("second term epoch: got %d, want > %d", term2.Epoch(), term.Epoch())
+	}
+	if err := term2.Resign(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("Resign: got %v, want nil", err)
+	}
+	if err := b2.Commit(ctxFor(t, 10*time.Second), term2, topicOp("resigned", 1, term2.Epoch())); !errors.Is(err, coord.ErrFenced) {
+		t.Fatalf("Commit of a resigned term: got %v, want ErrFenced", err)
+	}
+	md, err := b.Load(ctxFor(t, 10*time.Second))
+	if err != nil {
+		t.Fatalf("Load: got %v, want nil", err)
+	}
+	if names := md.TopicNames(); len(names) != 1 || names[0] != "kept" {
+		t.Fatalf("topics after fenced commits: got %v, want [kept]", names)
+	}
+	s2.Close()
+}
+
+// TestCommitFailuresToldApart: in one transaction the fence holds but a
+// compare fails: a missing partition is ErrNotFound, a stale epoch
+// ErrVersionMismatch, an existing topic ErrExists; nothing of the chunk is
+// applied.
+func TestCommitFailuresToldApart(t *testing.T) {
+	b := open(t, "/apart", 1, nil)
+	_, term := elect(t, b, 1)
+	ctx := ctxFor(t, 10*time.Second)
+	if err := b.Commit(ctx, term, topicOp("t", 2, term.Epoch())); err != nil {
+		t.Fatalf("Commit: got %v, want nil", err)
+	}
+	good := coord.SetPartition{State: coord.PartitionState{Topic: "t", Partition: 0, Leader: 1, LeaderEpoch: 1}, ExpectedEpoch: 0}
+	cases := []struct {
+		name string
+		bad  coord.Op
+		want error
+	}{
+		{"missing partition", coord.SetPartition{State: coord.PartitionState{Topic: "t", Partition: 7}, ExpectedEpoch: 0}, coord.ErrNotFound},
+		{"stale epoch", coord.SetPartition{State: coord.PartitionState{Topic: "t", Partition: 1}, ExpectedEpoch: 3}, coord.ErrVersionMismatch},
+		{"existing topic", topicOp("t", 1, term.Epoch()), coord.ErrExists},
+		{"missing topic", coord.SetTopic{Topic: coord.Topic{Name: "nope"}}, coord.ErrNotFound},
+	}
+	for _, c := range cases {
+		if err := b.Commit(ctx, term, good, c.bad); !errors.Is(err, c.want) {
+			t.Fatalf("%s: got %v, want %v", c.name, err, c.want)
+		}
+		md, err := b.Load(ctx)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		if got := md.Partitions[coord.TopicPartition{Topic: "t", Partition: 0}]; got.PartitionEpoch != 0 || got.LeaderEpoch != 0 {
+			t.Fatalf("%s: t-0 got %+v, want untouched at epoch 0", c.name, got)
+		}
+	}
+}
+
+// TestWatchMetadataAcrossCompaction: a watcher cut off while etcd compacts
+// the revisions it missed reloads the whole state when it is back: it
+// receives the newest state and never an older Version.
+func TestWatchMetadataAcrossCompaction(t *testing.T) {
+	ctl := open(t, "/compact", 1, nil)
+	fn := faultnet.New()
+	watching := open(t, "/compact", 2, fn)
+	_, term := elect(t, ctl, 1)
+	ctx := ctxFor(t, 30*time.Second)
+	ch, err := watching.WatchMetadata(ctx)
+	if err != nil {
+		t.Fatalf("WatchMetadata: got %v, want nil", err)
+	}
+	first := <-ch
+	fn.Cut()
+	for i := range 5 {
+		if err := ctl.Commit(ctx, term, topicOp(fmt.Sprintf("t%d", i), 1, term.Epoch())); err != nil {
+			t.Fatalf("Commit %d: %v", i, err)
+		}
+	}
+	resp, err := ctl.Client().Get(ctx, "/compact/topics/t4")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if _, err := ctl.Client().Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatalf("Compact at %d: %v", resp.Header.Revision, err)
+	}
+	fn.Heal()
+	last := first
+	for len(last.Topics) < 5 {
+		select {
+		case md, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed early after version %d", last.Version)
+			}
+			if md.Version < last.Version {
+				t.Fatalf("watch sent version %d after %d, want never decreasing", md.Version, last.Version)
+			}
+			last = md
+		case <-ctx.Done():
+			t.Fatalf("watch after compaction: got topics %v, want 5", last.TopicNames())
+		}
+	}
+}
+
+// TestSessionTimeoutRoundsUpToLeaseTTL: a 1.5 s session timeout is a 2 s
+// lease, etcd granting whole seconds.
+func TestSessionTimeoutRoundsUpToLeaseTTL(t *testing.T) {
+	cfg := coord.DefaultConfig()
+	cfg.Backend = "etcd"
+	cfg.SessionTimeout = 1500 * time.Millisecond
+	cfg.EtcdEndpoints = server.Endpoints()
+	cfg.EtcdPrefix = "/ttl"
+	b, err := coord.Open(cfg)
+	if err != nil {
+		t.Fatalf("coord.Open etcd: got %v, want nil", err)
+	}
+	defer b.Close()
+	eb := b.(*etcd.Backend)
+	s, err := b.Register(ctxFor(t, 10*time.Second), broker(1))
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	defer s.Close()
+	resp, err := eb.Client().Get(ctxFor(t, 10*time.Second), "/ttl/brokers/ids/1")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("Get registration: %v, %v", resp, err)
+	}
+	if resp.Kvs[0].CreateRevision != s.Broker().Epoch {
+		t.Fatalf("broker epoch: got %d, want the key's create revision %d", s.Broker().Epoch, resp.Kvs[0].CreateRevision)
+	}
+	ttl, err := eb.Client().TimeToLive(ctxFor(t, 10*time.Second), clientv3LeaseID(resp.Kvs[0].Lease))
+	if err != nil {
+		t.Fatalf("TimeToLive: %v", err)
+	}
+	if ttl.GrantedTTL != 2 {
+		t.Fatalf("granted TTL: got %d s, want 2 s", ttl.GrantedTTL)
+	}
+}

@@ -1,0 +1,426 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+const (
+	// maxTxnOps is etcd's default --max-txn-ops. A chunk keeps its
+	// compares plus its writes within it.
+	maxTxnOps = 128
+	// loadPageSize is how many keys one Get of Load reads.
+	loadPageSize = 2000
+)
+
+// partitionValue is a partition state's JSON, as Kafka writes
+// /brokers/topics/T/partitions/P/state. The partition epoch is not stored:
+// it is the key's etcd Version − 1.
+type partitionValue struct {
+	ControllerEpoch int64            `json:"controller_epoch"`
+	Leader          coord.BrokerID   `json:"leader"`
+	Version         int              `json:"version"`
+	LeaderEpoch     int32            `json:"leader_epoch"`
+	ISR             []coord.BrokerID `json:"isr"`
+}
+
+func encodePartition(p coord.PartitionState) (string, error) {
+	isr := p.ISR
+	if isr == nil {
+		isr = []coord.BrokerID{}
+	}
+	v, err := json.Marshal(partitionValue{
+		ControllerEpoch: p.ControllerEpoch,
+		Leader:          p.Leader,
+		Version:         1,
+		LeaderEpoch:     p.LeaderEpoch,
+		ISR:             isr,
+	})
+	if err != nil {
+		return "", fmt.Errorf("encode partition %s: %w", p.TopicPartition(), err)
+	}
+	return string(v), nil
+}
+
+// Load implements coord.MetadataStore.
+func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
+	if b.isClosed() {
+		return nil, fmt.Errorf("%w: load metadata", coord.ErrClosed)
+	}
+	return b.loadMetadata(ctx)
+}
+
+// loadMetadata reads every topic and partition state at one revision,
+// paging through large ranges; it starts again if etcd compacts that
+// revision meanwhile.
+func (b *Backend) loadMetadata(ctx context.Context) (*coord.Metadata, error) {
+	for {
+		md, err := b.loadMetadataOnce(ctx)
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			continue
+		}
+		return md, err
+	}
+}
+
+func (b *Backend) loadMetadataOnce(ctx context.Context) (*coord.Metadata, error) {
+	md := coord.NewMetadata()
+	var rev int64
+	for _, prefix := range []string{b.topicsPrefix(), b.partitionsPrefix()} {
+		key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+		for {
+			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(loadPageSize)}
+			if rev != 0 {
+				opts = append(opts, clientv3.WithRev(rev))
+			}
+			resp, err := b.client.Get(ctx, key, opts...)
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				return nil, err
+			}
+			if err != nil {
+				return nil, b.convertError(err, prefix)
+			}
+			if rev == 0 {
+				rev = resp.Header.Revision
+			}
+			for _, kv := range resp.Kvs {
+				b.applyMetadataKV(md, kv)
+			}
+			if !resp.More || len(resp.Kvs) == 0 {
+				break
+			}
+			key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		}
+	}
+	md.Version = rev
+	return md, nil
+}
+
+// applyMetadataKV stores one topic or partition key into md.
+func (b *Backend) applyMetadataKV(md *coord.Metadata, kv *mvccpb.KeyValue) {
+	key := string(kv.Key)
+	if name, ok := strings.CutPrefix(key, b.topicsPrefix()); ok {
+		var t coord.Topic
+		if err := json.Unmarshal(kv.Value, &t); err != nil {
+			b.log.Warn("skipping unreadable topic", "key", key, "error", err)
+			return
+		}
+		t.Name = name
+		md.Topics[name] = t
+		return
+	}
+	tp, ok := b.parsePartitionKey(key)
+	if !ok {
+		return
+	}
+	var v partitionValue
+	if err := json.Unmarshal(kv.Value, &v); err != nil {
+		b.log.Warn("skipping unreadable partition state", "key", key, "error", err)
+		return
+	}
+	md.Partitions[tp] = coord.PartitionState{
+		Topic:           tp.Topic,
+		Partition:       tp.Partition,
+		Leader:          v.Leader,
+		LeaderEpoch:     v.LeaderEpoch,
+		ISR:             v.ISR,
+		PartitionEpoch:  int32(kv.Version - 1),
+		ControllerEpoch: v.ControllerEpoch,
+	}
+}
+
+// removeMetadataKey removes a deleted topic or partition key from md.
+func (b *Backend) removeMetadataKey(md *coord.Metadata, key string) {
+	if name, ok := strings.CutPrefix(key, b.topicsPrefix()); ok {
+		delete(md.Topics, name)
+		return
+	}
+	if tp, ok := b.parsePartitionKey(key); ok {
+		delete(md.Partitions, tp)
+	}
+}
+
+func (b *Backend) parsePartitionKey(key string) (coord.TopicPartition, bool) {
+	rest, ok := strings.CutPrefix(key, b.partitionsPrefix())
+	if !ok {
+		return coord.TopicPartition{}, false
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return coord.TopicPartition{}, false
+	}
+	p, err := strconv.ParseInt(rest[i+1:], 10, 32)
+	if err != nil {
+		return coord.TopicPartition{}, false
+	}
+	return coord.TopicPartition{Topic: rest[:i], Partition: int32(p)}, true
+}
+
+// Commit implements coord.MetadataStore.
+//
+// Every chunk is one etcd transaction whose first compare is the fence:
+// the election key's create revision must still be term's epoch. When a
+// chunk's compares fail, its Else branch reads every compared key, so the
+// failure is told apart (fenced, missing topic, existing topic, partition
+// epoch) without a second round trip.
+func (b *Backend) Commit(ctx context.Context, ct coord.Term, ops ...coord.Op) error {
+	t, ok := ct.(*term)
+	if !ok || t.s.b != b {
+		return fmt.Errorf("etcd commit: term of epoch %d was not won through this backend", ct.Epoch())
+	}
+	if b.isClosed() {
+		return fmt.Errorf("%w: commit of controller epoch %d", coord.ErrClosed, t.epoch)
+	}
+	if t.ctx.Err() != nil {
+		return fmt.Errorf("%w: controller epoch %d has ended", coord.ErrFenced, t.epoch)
+	}
+	chunks, err := b.planCommit(t.epoch, ops)
+	if err != nil {
+		return err
+	}
+	for _, c := range chunks {
+		if err := b.commitChunk(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkKind is what one compare of a chunk asserts.
+type checkKind int
+
+const (
+	checkFence         checkKind = iota // election key created at the term's epoch
+	checkTopicAbsent                    // CreateTopic: no such topic
+	checkTopicPresent                   // the topic exists
+	checkPartitionNew                   // SetPartition(NewPartition): no state yet
+	checkPartitionSeen                  // SetPartition: state at the expected epoch
+)
+
+type check struct {
+	kind  checkKind
+	key   string
+	epoch int64 // checkFence: term epoch; checkPartitionSeen: expected partition epoch
+}
+
+func (c check) compare() clientv3.Cmp {
+	switch c.kind {
+	case checkFence:
+		return clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.epoch)
+	case checkTopicAbsent, checkPartitionNew:
+		return clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)
+	case checkTopicPresent:
+		return clientv3.Compare(clientv3.CreateRevision(c.key), ">", 0)
+	default:
+		return clientv3.Compare(clientv3.Version(c.key), "=", c.epoch+1)
+	}
+}
+
+// failure returns the error of c against the key as read (nil kv: absent),
+// or nil if c holds.
+func (c check) failure(kv *mvccpb.KeyValue) error {
+	exists := kv != nil
+	switch c.kind {
+	case checkFence:
+		if !exists || kv.CreateRevision != c.epoch {
+			return fmt.Errorf("%w: controller epoch %d no longer holds %s", coord.ErrFenced, c.epoch, c.key)
+		}
+	case checkTopicAbsent:
+		if exists {
+			return fmt.Errorf("%w: topic %s", coord.ErrExists, c.key)
+		}
+	case checkTopicPresent:
+		if !exists {
+			return fmt.Errorf("%w: topic %s", coord.ErrNotFound, c.key)
+		}
+	case checkPartitionNew:
+		if exists {
+			return fmt.Errorf("%w: partition %s exists at epoch %d, want none", coord.ErrVersionMismatch, c.key, kv.Version-1)
+		}
+	case checkPartitionSeen:
+		if !exists {
+			return fmt.Errorf("%w: partition %s", coord.ErrNotFound, c.key)
+		}
+		if kv.Version != c.epoch+1 {
+			return fmt.Errorf("%w: partition %s is at epoch %d, want %d", coord.ErrVersionMismatch, c.key, kv.Version-1, c.epoch)
+		}
+	}
+	return nil
+}
+
+// chunk is one fenced transaction of a Commit.
+type chunk struct {
+	checks  []check
+	writes  []clientv3.Op
+	written map[string]bool // keys put in this chunk
+	deleted map[string]bool // topics deleted in this chunk
+	known   map[string]bool // topics checked present or created in this chunk
+}
+
+func (c *chunk) size() int { return len(c.checks) + len(c.writes) }
+
+// planner splits a Commit's ops into chunks.
+type planner struct {
+	b      *Backend
+	epoch  int64
+	chunks []*chunk
+	cur    *chunk
+}
+
+func (p *planner) next() {
+	p.cur = &chunk{written: map[string]bool{}, deleted: map[string]bool{}, known: map[string]bool{}}
+	p.cur.checks = append(p.cur.checks, check{kind: checkFence, key: p.b.controllerKey(), epoch: p.epoch})
+	p.chunks = append(p.chunks, p.cur)
+}
+
+// room makes sure the current chunk can take n more compares and writes
+// and touches none of keys or topics already written or deleted in it.
+func (p *planner) room(n int, topic string, keys ...string) {
+	conflict := p.cur.deleted[topic]
+	for _, k := range keys {
+		conflict = conflict || p.cur.written[k]
+	}
+	if conflict || p.cur.size()+n > maxTxnOps {
+		p.next()
+	}
+}
+
+// requireTopic adds a presence compare for topic unless the chunk already
+// has one or creates the topic; it returns how many compares that takes.
+func (p *planner) topicCost(topic string) int {
+	if p.cur.known[topic] {
+		return 0
+	}
+	return 1
+}
+
+func (p *planner) requireTopic(topic string) {
+	if !p.cur.known[topic] {
+		p.cur.checks = append(p.cur.checks, check{kind: checkTopicPresent, key: p.b.topicKey(topic)})
+		p.cur.known[topic] = true
+	}
+}
+
+func (p *planner) put(key, value string) {
+	p.cur.writes = append(p.cur.writes, clientv3.OpPut(key, value))
+	p.cur.written[key] = true
+}
+
+func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
+	p := &planner{b: b, epoch: epoch}
+	p.next()
+	for _, op := range ops {
+		switch op := op.(type) {
+		case coord.CreateTopic:
+			name := op.Topic.Name
+			if len(op.States) != op.Topic.Partitions() {
+				return nil, fmt.Errorf("create topic %s: %d partition states for %d partitions", name, len(op.States), op.Topic.Partitions())
+			}
+			tkey := b.topicKey(name)
+			value, err := json.Marshal(op.Topic)
+			if err != nil {
+				return nil, fmt.Errorf("encode topic %s: %w", name, err)
+			}
+			// A presence compare of the same topic earlier in the chunk
+			// makes the whole chunk fail, as it should: that op needed
+			// the topic before it was created.
+			p.room(2, name, tkey)
+			p.cur.checks = append(p.cur.checks, check{kind: checkTopicAbsent, key: tkey})
+			p.cur.known[name] = true
+			p.put(tkey, string(value))
+			for _, st := range op.States {
+				st.Topic = name
+				pkey := b.partitionKey(st.TopicPartition())
+				v, err := encodePartition(st)
+				if err != nil {
+					return nil, err
+				}
+				p.room(1+p.topicCost(name), name, pkey)
+				p.requireTopic(name)
+				p.put(pkey, v)
+			}
+		case coord.SetTopic:
+			name := op.Topic.Name
+			tkey := b.topicKey(name)
+			value, err := json.Marshal(op.Topic)
+			if err != nil {
+				return nil, fmt.Errorf("encode topic %s: %w", name, err)
+			}
+			p.room(1+p.topicCost(name), name, tkey)
+			p.requireTopic(name)
+			p.put(tkey, string(value))
+		case coord.DeleteTopic:
+			tkey := b.topicKey(op.Name)
+			conflict := false
+			for k := range p.cur.written {
+				conflict = conflict || k == tkey || strings.HasPrefix(k, b.topicPartitionsPrefix(op.Name))
+			}
+			if conflict || p.cur.size()+3 > maxTxnOps {
+				p.next()
+			}
+			p.requireTopic(op.Name)
+			p.cur.writes = append(p.cur.writes,
+				clientv3.OpDelete(tkey),
+				clientv3.OpDelete(b.topicPartitionsPrefix(op.Name), clientv3.WithPrefix()))
+			p.cur.deleted[op.Name] = true
+		case coord.SetPartition:
+			st := op.State
+			pkey := b.partitionKey(st.TopicPartition())
+			v, err := encodePartition(st)
+			if err != nil {
+				return nil, err
+			}
+			p.room(2+p.topicCost(st.Topic), st.Topic, pkey)
+			p.requireTopic(st.Topic)
+			if op.ExpectedEpoch == coord.NewPartition {
+				p.cur.checks = append(p.cur.checks, check{kind: checkPartitionNew, key: pkey})
+			} else {
+				p.cur.checks = append(p.cur.checks, check{kind: checkPartitionSeen, key: pkey, epoch: int64(op.ExpectedEpoch)})
+			}
+			p.put(pkey, v)
+		default:
+			return nil, fmt.Errorf("etcd commit: unknown op %T", op)
+		}
+	}
+	return p.chunks, nil
+}
+
+// commitChunk applies one chunk atomically, or explains why not.
+func (b *Backend) commitChunk(ctx context.Context, c *chunk) error {
+	if len(c.writes) == 0 {
+		return nil
+	}
+	cmps := make([]clientv3.Cmp, len(c.checks))
+	reads := make([]clientv3.Op, len(c.checks))
+	for i, ch := range c.checks {
+		cmps[i] = ch.compare()
+		reads[i] = clientv3.OpGet(ch.key, clientv3.WithKeysOnly())
+	}
+	resp, err := b.client.Txn(ctx).If(cmps...).Then(c.writes...).Else(reads...).Commit()
+	if err != nil {
+		return b.convertError(err, fmt.Sprintf("commit of %d writes under %s", len(c.writes), b.prefix))
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	for i, ch := range c.checks {
+		var kv *mvccpb.KeyValue
+		if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			kv = kvs[0]
+		}
+		if err := ch.failure(kv); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("etcd commit under %s: transaction failed but every compare holds on re-read", b.prefix)
+}

@@ -1,0 +1,256 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// follower is one watch's view of a key range: it loads the range, applies
+// watch events to it and says what to send.
+type follower[S any] struct {
+	key, end string
+	// load replaces the view with the range as stored now and returns the
+	// revision it was read at.
+	load func(ctx context.Context) (int64, error)
+	// apply applies one event to the view.
+	apply func(ev *clientv3.Event)
+	// state returns the view to send (a copy the receiver may keep) and
+	// whether it differs from the last one sent.
+	state func() (S, bool)
+}
+
+// offer puts v on ch, replacing a value the receiver has not taken yet, so
+// a slow receiver sees only the latest. The caller is ch's only sender.
+func offer[S any](ch chan S, v S) {
+	for {
+		select {
+		case ch <- v:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
+}
+
+// startWatch loads f once (so the caller learns of an unreachable etcd),
+// sends its state, then follows the range in a goroutine owned by the
+// backend until ctx ends or the backend closes, reloading the whole range
+// when the watch breaks (compaction, cancellation).
+func startWatch[S any](ctx context.Context, b *Backend, what string, f *follower[S]) (<-chan S, error) {
+	if b.isClosed() {
+		return nil, fmt.Errorf("%w: watch %s", coord.ErrClosed, what)
+	}
+	rev, err := f.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan S, 1)
+	first, _ := f.state()
+	out <- first
+	wctx, cancel := b.withLife(ctx)
+	started := b.goOwned(func() {
+		defer close(out)
+		defer cancel()
+		follow(wctx, b, what, f, rev, out)
+	})
+	if !started {
+		cancel()
+		close(out)
+	}
+	return out, nil
+}
+
+// follow applies the range's events from revision rev+1 on and sends each
+// changed state, until ctx ends.
+func follow[S any](ctx context.Context, b *Backend, what string, f *follower[S], rev int64, out chan S) {
+	for ctx.Err() == nil {
+		wch := b.client.Watch(ctx, f.key, clientv3.WithRange(f.end), clientv3.WithRev(rev+1))
+		for resp := range wch {
+			if resp.Err() != nil || resp.Canceled {
+				b.log.Debug("watch broke, reloading", "watch", what, "error", resp.Err())
+				break
+			}
+			for _, ev := range resp.Events {
+				f.apply(ev)
+				rev = max(rev, ev.Kv.ModRevision)
+			}
+			if v, changed := f.state(); changed {
+				offer(out, v)
+			}
+		}
+		// Drain the channel in case the loop above broke early.
+		for range wch {
+		}
+		for ctx.Err() == nil {
+			lctx, cancel := context.WithTimeout(ctx, 5*retryDelay)
+			loaded, err := f.load(lctx)
+			cancel()
+			if err == nil {
+				rev = max(rev, loaded)
+				if v, changed := f.state(); changed {
+					offer(out, v)
+				}
+				break
+			}
+			timer := time.NewTimer(retryDelay)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+			case <-timer.C:
+			}
+		}
+	}
+}
+
+// WatchMembers implements coord.Registrar.
+func (b *Backend) WatchMembers(ctx context.Context) (<-chan []coord.Broker, error) {
+	members := map[coord.BrokerID]coord.Broker{}
+	var sent []coord.Broker
+	haveSent := false
+	f := &follower[[]coord.Broker]{
+		key: b.brokersPrefix(),
+		end: clientv3.GetPrefixRangeEnd(b.brokersPrefix()),
+		load: func(ctx context.Context) (int64, error) {
+			list, rev, err := b.loadMembers(ctx)
+			if err != nil {
+				return 0, err
+			}
+			clear(members)
+			for _, br := range list {
+				members[br.ID] = br
+			}
+			return rev, nil
+		},
+		apply: func(ev *clientv3.Event) {
+			if ev.Type == mvccpb.DELETE {
+				for id, br := range members {
+					if b.brokerKey(id) == string(ev.Kv.Key) && br.Epoch <= ev.Kv.ModRevision {
+						delete(members, id)
+					}
+				}
+				return
+			}
+			br, err := decodeBroker(ev.Kv)
+			if err != nil {
+				b.log.Warn("skipping unreadable registration", "key", string(ev.Kv.Key), "error", err)
+				return
+			}
+			members[br.ID] = br
+		},
+		state: func() ([]coord.Broker, bool) {
+			list := slices.Collect(maps.Values(members))
+			sortBrokers(list)
+			if haveSent && slices.Equal(list, sent) {
+				return list, false
+			}
+			sent, haveSent = list, true
+			return list, true
+		},
+	}
+	return startWatch(ctx, b, "members", f)
+}
+
+// WatchController implements coord.Elector.
+func (b *Backend) WatchController(ctx context.Context) (<-chan coord.ControllerInfo, error) {
+	key := b.controllerKey()
+	current := coord.ControllerInfo{ID: coord.NoBroker}
+	var sent *coord.ControllerInfo
+	// A deleted key leaves no controller; the epoch stays the last one
+	// seen so that it never decreases.
+	set := func(info coord.ControllerInfo) {
+		info.Epoch = max(info.Epoch, current.Epoch)
+		current = info
+	}
+	f := &follower[coord.ControllerInfo]{
+		key: key,
+		end: key + "\x00",
+		load: func(ctx context.Context) (int64, error) {
+			info, rev, err := b.loadController(ctx)
+			if err != nil {
+				return 0, err
+			}
+			set(info)
+			return rev, nil
+		},
+		apply: func(ev *clientv3.Event) {
+			if ev.Type == mvccpb.DELETE {
+				set(coord.ControllerInfo{ID: coord.NoBroker})
+				return
+			}
+			info, err := decodeController(ev.Kv)
+			if err != nil {
+				b.log.Warn("skipping unreadable controller key", "key", key, "error", err)
+				return
+			}
+			set(info)
+		},
+		state: func() (coord.ControllerInfo, bool) {
+			if sent != nil && *sent == current {
+				return current, false
+			}
+			v := current
+			sent = &v
+			return v, true
+		},
+	}
+	return startWatch(ctx, b, "controller", f)
+}
+
+// WatchMetadata implements coord.MetadataStore.
+func (b *Backend) WatchMetadata(ctx context.Context) (<-chan *coord.Metadata, error) {
+	md := coord.NewMetadata()
+	var sentVersion int64 = -1
+	f := &follower[*coord.Metadata]{
+		// One range holds <prefix>/partitions/ and <prefix>/topics/ and
+		// nothing else of ours between them.
+		key: b.partitionsPrefix(),
+		end: clientv3.GetPrefixRangeEnd(b.topicsPrefix()),
+		load: func(ctx context.Context) (int64, error) {
+			loaded, err := b.loadMetadata(ctx)
+			if err != nil {
+				return 0, err
+			}
+			if loaded.Version < md.Version {
+				return md.Version, nil // Never go back, even if etcd did.
+			}
+			md = loaded
+			return md.Version, nil
+		},
+		apply: func(ev *clientv3.Event) {
+			if ev.Type == mvccpb.DELETE {
+				b.removeMetadataKey(md, string(ev.Kv.Key))
+			} else {
+				b.applyMetadataKV(md, ev.Kv)
+			}
+			md.Version = max(md.Version, ev.Kv.ModRevision)
+		},
+		state: func() (*coord.Metadata, bool) {
+			if md.Version == sentVersion {
+				return nil, false
+			}
+			sentVersion = md.Version
+			return cloneMetadata(md), true
+		},
+	}
+	return startWatch(ctx, b, "metadata", f)
+}
+
+// cloneMetadata copies md so that the watcher can keep changing its own.
+func cloneMetadata(md *coord.Metadata) *coord.Metadata {
+	return &coord.Metadata{
+		Version:    md.Version,
+		Topics:     maps.Clone(md.Topics),
+		Partitions: maps.Clone(md.Partitions),
+	}
+}
