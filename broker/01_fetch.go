@@ -92,6 +92,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
+			// An empty record set is sent as zero bytes, not null:
+			// librdkafka refuses a null one.
+			sp.RecordBatches = []byte{}
 			p := b.partitionFor(rt.Topic, rp.Partition)
 			if p == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -124,7 +127,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool
 					b.logger.Error("read failed", "partition", p.name(), "offset", rp.FetchOffset, "error", err)
 					sp.ErrorCode = kerr.UnknownServerError.Code
 					hasError = true
-				default:
+				case data != nil:
 					sp.RecordBatches = data
 					total += len(data)
 					remaining -= len(data)

@@ -144,7 +144,7 @@ func (c Config) Validate() error {
 	if c.MessageMaxBytes < 0 {
 		return fmt.Errorf("message.max.bytes %d: must be between 0 and 2147483647", c.MessageMaxBytes)
 	}
-	return nil
+	return c.logConfig(nil).Validate()
 }
 
 // maxPartitions bounds a topic's partition count.

@@ -1,0 +1,432 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// issue sends req through cl and fails the test on a transport error.
+func issue[R kmsg.Response](t *testing.T, cl *kgo.Client, req kmsg.Request) R {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cl.Request(ctx, req)
+	if err != nil {
+		t.Fatalf("%s request: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp.(R)
+}
+
+// TestCreateTopicsChecksEveryField covers CreateTopics' answers: created
+// with the default partition count, validate-only creating nothing, and
+// TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+// INVALID_CONFIG and INVALID_TOPIC_EXCEPTION.
+func TestCreateTopicsChecksEveryField(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.NumPartitions = 3
+	b := startBroker(t, cfg)
+	cl := newClient(t, b)
+	createTopic(t, b, "taken", 1, nil)
+
+	str := func(s string) *string { return &s }
+	cases := []struct {
+		name         string
+		topic        string
+		partitions   int32
+		replication  int16
+		configs      map[string]*string
+		validateOnly bool
+		wantErr      *kerr.Error
+		wantCreated  int32 // partitions the topic ends with; 0: not created
+	}{
+		{name: "default partitions", topic: "defaults", partitions: -1, replication: -1, wantCreated: 3},
+		{name: "explicit with configs", topic: "configured", partitions: 2, replication: 1,
+			configs: map[string]*string{"retention.ms": str("60000"), "segment.bytes": str("1048576")}, wantCreated: 2},
+		{name: "validate only", topic: "validated", partitions: 2, replication: 1, validateOnly: true},
+		{name: "already exists", topic: "taken", partitions: 1, replication: 1, wantErr: kerr.TopicAlreadyExists, wantCreated: 1},
+		{name: "zero partitions", topic: "zero", partitions: 0, replication: 1, wantErr: kerr.InvalidPartitions},
+		{name: "replication three", topic: "rf3", partitions: 1, replication: 3, wantErr: kerr.InvalidReplicationFactor},
+		{name: "unknown config", topic: "badcfg", partitions: 1, replication: 1,
+			configs: map[string]*string{"no.such.config": str("1")}, wantErr: kerr.InvalidConfig},
+		{name: "bad config value", topic: "badval", partitions: 1, replication: 1,
+			configs: map[string]*string{"retention.ms": str("soon")}, wantErr: kerr.InvalidConfig},
+		{name: "invalid name", topic: "no/slashes", partitions: 1, replication: 1, wantErr: kerr.InvalidTopicException},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			req.TimeoutMillis = 10000
+			req.ValidateOnly = c.validateOnly
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic = c.topic
+			rt.NumPartitions = c.partitions
+			rt.ReplicationFactor = c.replication
+			for k, v := range c.configs {
+				rc := kmsg.NewCreateTopicsRequestTopicConfig()
+				rc.Name, rc.Value = k, v
+				rt.Configs = append(rt.Configs, rc)
+			}
+			req.Topics = append(req.Topics, rt)
+			resp := issue[*kmsg.CreateTopicsResponse](t, cl, req)
+			got := resp.Topics[0]
+			if err := kerr.ErrorForCode(got.ErrorCode); err != errOrNil(c.wantErr) {
+				t.Fatalf("got error %v, want %v", err, c.wantErr)
+			}
+			tp, ok := b.topic(c.topic)
+			if c.wantCreated == 0 && ok {
+				t.Fatalf("topic %s exists with %d partitions, want none", c.topic, tp.Partitions)
+			}
+			if c.wantCreated > 0 && (!ok || tp.Partitions != c.wantCreated) {
+				t.Fatalf("topic %s: got %d partitions (exists %v), want %d", c.topic, tp.Partitions, ok, c.wantCreated)
+			}
+			for k, v := range c.configs {
+				if c.wantErr == nil && !c.validateOnly && tp.Configs[k] != *v {
+					t.Fatalf("config %s: got %q, want %q", k, tp.Configs[k], *v)
+				}
+			}
+		})
+	}
+}
+
+// errOrNil turns a typed nil *kerr.Error into a nil error.
+func errOrNil(e *kerr.Error) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+// TestMetadataAutoCreatesValidTopicsOnly shows Metadata auto-creating a
+// named topic with num.partitions, refusing an invalid name with
+// INVALID_TOPIC_EXCEPTION, and answering UNKNOWN_TOPIC_OR_PARTITION when
+// auto-creation is off, with this broker as controller and every leader.
+func TestMetadataAutoCreatesValidTopicsOnly(t *testing.T) {
+	for _, autoCreate := range []bool{true, false} {
+		t.Run("auto.create.topics.enable="+strconv.FormatBool(autoCreate), func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.BrokerID = 7
+			cfg.NumPartitions = 2
+			cfg.AutoCreateTopics = autoCreate
+			b := startBroker(t, cfg)
+			cl := newClient(t, b)
+
+			req := kmsg.NewPtrMetadataRequest()
+			req.AllowAutoTopicCreation = true
+			for _, name := range []string{"fresh", "bad name!"} {
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(name)
+				req.Topics = append(req.Topics, rt)
+			}
+			resp := issue[*kmsg.MetadataResponse](t, cl, req)
+			if resp.ControllerID != 7 || len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != 7 {
+				t.Fatalf("got controller %d brokers %+v, want broker 7 alone", resp.ControllerID, resp.Brokers)
+			}
+			fresh, bad := resp.Topics[0], resp.Topics[1]
+			if bad.ErrorCode != kerr.InvalidTopicException.Code {
+				t.Fatalf("invalid name: got error %v, want INVALID_TOPIC_EXCEPTION", kerr.ErrorForCode(bad.ErrorCode))
+			}
+			if !autoCreate {
+				if fresh.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+					t.Fatalf("got error %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(fresh.ErrorCode))
+				}
+				return
+			}
+			if fresh.ErrorCode != 0 || len(fresh.Partitions) != 2 {
+				t.Fatalf("got error %v with %d partitions, want 2 partitions", kerr.ErrorForCode(fresh.ErrorCode), len(fresh.Partitions))
+			}
+			for _, p := range fresh.Partitions {
+				if p.Leader != 7 || !slices.Equal(p.ISR, []int32{7}) || !slices.Equal(p.Replicas, []int32{7}) {
+					t.Fatalf("partition %d: got leader %d replicas %v isr %v, want broker 7", p.Partition, p.Leader, p.Replicas, p.ISR)
+				}
+			}
+		})
+	}
+}
+
+// TestProduceErrorsAndAcksZero covers Produce's refusals
+// (UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE for a batch whose CRC does
+// not match) and acks=0, which is appended but never answered.
+func TestProduceErrorsAndAcksZero(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	createTopic(t, b, "target", 1, nil)
+	nc := dialBroker(t, b)
+
+	produce := func(topic string, partition int32, acks int16, records []byte) *kmsg.ProduceRequest {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(9)
+		req.Acks = acks
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = partition
+		rp.Records = records
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	corrupt := buildBatch(t, []byte("flipped"))
+	corrupt[len(corrupt)-2] ^= 0xff
+
+	cases := []struct {
+		name    string
+		req     *kmsg.ProduceRequest
+		wantErr error
+	}{
+		{"unknown topic", produce("missing", 0, 1, buildBatch(t, []byte("x"))), kerr.UnknownTopicOrPartition},
+		{"unknown partition", produce("target", 5, -1, buildBatch(t, []byte("x"))), kerr.UnknownTopicOrPartition},
+		{"corrupt batch", produce("target", 0, 1, corrupt), kerr.CorruptMessage},
+		{"acks all", produce("target", 0, -1, buildBatch(t, []byte("first"))), nil},
+	}
+	for i, c := range cases {
+		resp := roundTrip(t, nc, c.req, int32(i)).(*kmsg.ProduceResponse)
+		if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != c.wantErr {
+			t.Fatalf("%s: got error %v, want %v", c.name, err, c.wantErr)
+		}
+	}
+
+	// acks=0: no response; the next response on the connection is the
+	// following request's, and the record is in the log.
+	if _, err := nc.Write(encodeRequest(produce("target", 0, 0, buildBatch(t, []byte("second"))), 100)); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	list := kmsg.NewPtrListOffsetsRequest()
+	list.SetVersion(4)
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "target"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Timestamp = listLatest
+	lt.Partitions = append(lt.Partitions, lp)
+	list.Topics = append(list.Topics, lt)
+	lr := roundTrip(t, nc, list, 101).(*kmsg.ListOffsetsResponse)
+	if got := lr.Topics[0].Partitions[0].Offset; got != 2 {
+		t.Fatalf("after the acks=0 produce: got latest offset %d, want 2", got)
+	}
+}
+
+// TestFetchAndListOffsets covers Fetch's OFFSET_OUT_OF_RANGE and its high
+// watermark and log start offset, a long poll woken by an append on
+// another connection, and ListOffsets' earliest, latest and by-timestamp
+// answers.
+func TestFetchAndListOffsets(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	const topic = "offsets"
+	createTopic(t, b, topic, 1, nil)
+	cl := newClient(t, b, kgo.DefaultProduceTopic(topic))
+	ctx := testContext(t, time.Minute)
+
+	base := time.UnixMilli(1_800_000_000_000)
+	for i := range 10 {
+		r := &kgo.Record{Value: []byte(strconv.Itoa(i)), Timestamp: base.Add(time.Duration(i) * time.Second)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+
+	fetch := func(offset int64, wait time.Duration) kmsg.FetchResponseTopicPartition {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis = int32(wait.Milliseconds())
+		req.MinBytes = 1
+		req.MaxBytes = 1 << 20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = topic
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.FetchOffset = offset
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		return issue[*kmsg.FetchResponse](t, cl, req).Topics[0].Partitions[0]
+	}
+	if p := fetch(11, 0); p.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("fetch past the end: got error %v, want OFFSET_OUT_OF_RANGE", kerr.ErrorForCode(p.ErrorCode))
+	}
+	if p := fetch(3, 0); p.ErrorCode != 0 || p.HighWatermark != 10 || p.LastStableOffset != 10 || p.LogStartOffset != 0 || len(p.RecordBatches) == 0 {
+		t.Fatalf("fetch at 3: got error %v hw %d lso %d log start %d, %d bytes; want none, 10, 10, 0, >0",
+			kerr.ErrorForCode(p.ErrorCode), p.HighWatermark, p.LastStableOffset, p.LogStartOffset, len(p.RecordBatches))
+	}
+
+	// A fetch at the end waits far longer than the test allows; only the
+	// append from another client can answer it in time.
+	done := make(chan kmsg.FetchResponseTopicPartition, 1)
+	go func() { done <- fetch(10, 10*time.Minute) }()
+	other := newClient(t, b, kgo.DefaultProduceTopic(topic))
+	waitFor(t, ctx, "the fetch to wait on the partition", func() bool {
+		p := b.partitionFor(topic, 0)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.waiters) > 0
+	})
+	if err := other.ProduceSync(ctx, &kgo.Record{Value: []byte("wake"), Timestamp: base.Add(time.Hour)}).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	select {
+	case p := <-done:
+		if p.HighWatermark != 11 || len(p.RecordBatches) == 0 {
+			t.Fatalf("woken fetch: got hw %d and %d bytes, want 11 and >0", p.HighWatermark, len(p.RecordBatches))
+		}
+	case <-ctx.Done():
+		t.Fatalf("the long-poll fetch was not woken by the append")
+	}
+
+	adm := kadm.NewClient(cl)
+	start, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("list start offsets: %v", err)
+	}
+	end, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("list end offsets: %v", err)
+	}
+	if o, _ := start.Lookup(topic, 0); o.Offset != 0 {
+		t.Fatalf("earliest: got %d, want 0", o.Offset)
+	}
+	if o, _ := end.Lookup(topic, 0); o.Offset != 11 {
+		t.Fatalf("latest: got %d, want 11", o.Offset)
+	}
+	byTime, err := adm.ListOffsetsAfterMilli(ctx, base.Add(4*time.Second).UnixMilli(), topic)
+	if err != nil {
+		t.Fatalf("list offsets by time: %v", err)
+	}
+	if o, _ := byTime.Lookup(topic, 0); o.Offset != 4 {
+		t.Fatalf("by timestamp: got offset %d, want 4", o.Offset)
+	}
+}
+
+// waitFor polls cond until it holds or ctx ends.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestDeleteTopicsAndDescribeConfigs deletes a topic (a fetch waiting on
+// it is answered, a second delete gets UNKNOWN_TOPIC_OR_PARTITION) and
+// describes the broker's and a topic's configs.
+func TestDeleteTopicsAndDescribeConfigs(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.AutoCreateTopics = false
+	cfg.LogRetention = time.Hour
+	b := startBroker(t, cfg)
+	str := func(s string) *string { return &s }
+	createTopic(t, b, "described", 1, map[string]*string{"retention.bytes": str("123456")})
+	createTopic(t, b, "doomed", 2, nil)
+	cl := newClient(t, b)
+	adm := kadm.NewClient(cl)
+	ctx := testContext(t, time.Minute)
+
+	configs, err := adm.DescribeTopicConfigs(ctx, "described")
+	if err != nil {
+		t.Fatalf("describe topic configs: %v", err)
+	}
+	rc, err := configs.On("described", nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe topic configs: %v %v", err, rc.Err)
+	}
+	got := map[string]string{}
+	for _, c := range rc.Configs {
+		got[c.Key] = c.MaybeValue()
+	}
+	if got["retention.bytes"] != "123456" || got["retention.ms"] != "3600000" {
+		t.Fatalf("topic configs: got retention.bytes=%q retention.ms=%q, want 123456 and 3600000", got["retention.bytes"], got["retention.ms"])
+	}
+	bconfigs, err := adm.DescribeBrokerConfigs(ctx, 1)
+	if err != nil {
+		t.Fatalf("describe broker configs: %v", err)
+	}
+	got = map[string]string{}
+	for _, rc := range bconfigs {
+		for _, c := range rc.Configs {
+			got[c.Key] = c.MaybeValue()
+		}
+	}
+	if got["auto.create.topics.enable"] != "false" || got["socket.request.max.bytes"] != "104857600" {
+		t.Fatalf("broker configs: got %v", got)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis = 600_000
+		req.MinBytes = 1
+		req.MaxBytes = 1 << 20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "doomed"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		_, err := cl.Request(ctx, req)
+		done <- err
+	}()
+	waitFor(t, ctx, "the fetch to wait on doomed-0", func() bool {
+		p := b.partitionFor("doomed", 0)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.waiters) > 0
+	})
+	deleted, err := adm.DeleteTopics(ctx, "doomed")
+	if err != nil || deleted["doomed"].Err != nil {
+		t.Fatalf("delete topic: %v %v", err, deleted["doomed"].Err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("fetch on the deleted topic: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the fetch waiting on the deleted topic was not answered")
+	}
+	if _, ok := b.topic("doomed"); ok {
+		t.Fatalf("topic doomed still exists")
+	}
+	again, err := adm.DeleteTopics(ctx, "doomed")
+	if err != nil {
+		t.Fatalf("delete topic again: %v", err)
+	}
+	if err := again["doomed"].Err; err != kerr.UnknownTopicOrPartition {
+		t.Fatalf("second delete: got %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+}
+
+// TestInitProducerIDNeverReusesIDs hands out producer ids, restarts the
+// broker on the same data directory and checks that new ids are fresh.
+func TestInitProducerIDNeverReusesIDs(t *testing.T) {
+	cfg := testConfig(t)
+	seen := map[int64]bool{}
+	for round := range 2 {
+		b, err := New(cfg, nil)
+		if err != nil {
+			t.Fatalf("start broker: %v", err)
+		}
+		cl := newClient(t, b)
+		for range 3 {
+			resp := issue[*kmsg.InitProducerIDResponse](t, cl, kmsg.NewPtrInitProducerIDRequest())
+			if resp.ErrorCode != 0 || resp.ProducerEpoch != 0 {
+				t.Fatalf("round %d: got error %v epoch %d, want none and 0", round, kerr.ErrorForCode(resp.ErrorCode), resp.ProducerEpoch)
+			}
+			if seen[resp.ProducerID] {
+				t.Fatalf("round %d: producer id %d handed out twice", round, resp.ProducerID)
+			}
+			seen[resp.ProducerID] = true
+		}
+		cl.Close()
+		if err := b.Close(); err != nil {
+			t.Fatalf("close broker: %v", err)
+		}
+	}
+}

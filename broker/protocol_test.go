@@ -1,0 +1,330 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// encodeRequest frames req as a client would, with correlation id corr.
+func encodeRequest(req kmsg.Request, corr int32) []byte {
+	return kmsg.NewRequestFormatter(kmsg.FormatterClientID("raw-test")).AppendRequest(nil, req, corr)
+}
+
+// readFrame reads one response frame (without its size) from nc.
+func readFrame(t *testing.T, nc net.Conn) []byte {
+	t.Helper()
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(nc, size[:]); err != nil {
+		t.Fatalf("read response size: %v", err)
+	}
+	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(nc, frame); err != nil {
+		t.Fatalf("read response of %d bytes: %v", len(frame), err)
+	}
+	return frame
+}
+
+// roundTrip sends req on nc and decodes its response, checking the
+// correlation id and the response header's tagged fields.
+func roundTrip(t *testing.T, nc net.Conn, req kmsg.Request, corr int32) kmsg.Response {
+	t.Helper()
+	if _, err := nc.Write(encodeRequest(req, corr)); err != nil {
+		t.Fatalf("write %s request: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	frame := readFrame(t, nc)
+	return decodeResponse(t, req, frame, corr)
+}
+
+// decodeResponse decodes a response frame to req.
+func decodeResponse(t *testing.T, req kmsg.Request, frame []byte, corr int32) kmsg.Response {
+	t.Helper()
+	if got := int32(binary.BigEndian.Uint32(frame)); got != corr {
+		t.Fatalf("got correlation id %d, want %d", got, corr)
+	}
+	body := frame[4:]
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && req.Key() != apiVersionsKey {
+		if body[0] != 0 {
+			t.Fatalf("got %d response header tags, want 0", body[0])
+		}
+		body = body[1:]
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatalf("decode %s response: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp
+}
+
+// expectClosed fails unless the broker closes nc (a read returns EOF or a
+// reset) within the deadline.
+func expectClosed(t *testing.T, nc net.Conn) {
+	t.Helper()
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 4096)
+	for {
+		_, err := nc.Read(buf)
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("connection still open after the deadline")
+		}
+		return
+	}
+}
+
+// TestBadInputClosesOnlyThatConnection sends frames a broker must refuse:
+// larger than socket.request.max.bytes, a negative size, random garbage, a
+// request cut short inside its frame, a frame cut short by the peer, an
+// unknown API key and an unsupported version. Each closes that connection
+// without allocating the declared size, and a client on another connection
+// keeps producing and fetching.
+func TestBadInputClosesOnlyThatConnection(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	const topic = "bystander"
+	createTopic(t, b, topic, 1, nil)
+	bystander := newClient(t, b, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	ctx := testContext(t, 2*time.Minute)
+
+	frame := func(size int32, body []byte) []byte {
+		out := binary.BigEndian.AppendUint32(nil, uint32(size))
+		return append(out, body...)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	garbage := make([]byte, 4096)
+	for i := range garbage {
+		garbage[i] = byte(rng.IntN(256))
+	}
+	produce := kmsg.NewPtrProduceRequest()
+	produce.SetVersion(7)
+	produce.Acks = 1
+	produce.TimeoutMillis = 1000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = make([]byte, 200)
+	pt.Partitions = append(pt.Partitions, pp)
+	produce.Topics = append(produce.Topics, pt)
+	full := encodeRequest(produce, 7)
+	cut := full[4 : 4+40]
+	unknownKey := frame(10, []byte{0x7f, 0x00, 0, 0, 0, 1, 0xff, 0xff, 0, 0})
+	tooNewFetch := kmsg.NewPtrFetchRequest()
+	tooNewFetch.SetVersion(17)
+
+	cases := []struct {
+		name string
+		// send is written to the connection; closeWrite half-closes it
+		// afterwards.
+		send       []byte
+		closeWrite bool
+		// declared is the size the frame claims, for the memory check.
+		declared int64
+	}{
+		{name: "oversized frame", send: frame(200<<20, garbage[:100]), declared: 200 << 20},
+		{name: "negative size", send: frame(-1, garbage[:100])},
+		{name: "random garbage", send: garbage},
+		{name: "garbage in a well-sized frame", send: frame(int32(len(garbage)), garbage)},
+		{name: "request truncated inside its frame", send: frame(int32(len(cut)), cut)},
+		{name: "frame truncated by the peer", send: frame(60<<20, garbage), closeWrite: true, declared: 60 << 20},
+		{name: "unknown api key", send: unknownKey},
+		{name: "unsupported fetch version", send: encodeRequest(tooNewFetch, 3)},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			nc := dialBroker(t, b)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			if _, err := nc.Write(c.send); err != nil {
+				t.Fatalf("write: %v", err)
+			}
+			if c.closeWrite {
+				nc.(*net.TCPConn).CloseWrite()
+			}
+			expectClosed(t, nc)
+			runtime.ReadMemStats(&after)
+			if c.declared > 0 {
+				grown := int64(after.TotalAlloc - before.TotalAlloc)
+				if grown > c.declared/8 {
+					t.Fatalf("allocated %d bytes for a frame declaring %d", grown, c.declared)
+				}
+				t.Logf("allocated %d bytes for a frame declaring %d", grown, c.declared)
+			}
+
+			value := []byte("still serving " + c.name)
+			if err := bystander.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+				t.Fatalf("bystander produce: %v", err)
+			}
+			fetches := bystander.PollRecords(ctx, 1)
+			if err := fetches.Err(); err != nil {
+				t.Fatalf("bystander fetch: %v", err)
+			}
+			recs := fetches.Records()
+			if len(recs) != 1 || string(recs[0].Value) != string(value) || recs[0].Offset != int64(i) {
+				t.Fatalf("bystander fetched %d records (first %+v), want %q at offset %d", len(recs), recs, value, i)
+			}
+		})
+	}
+}
+
+// TestApiVersionsTooNewGetsUnsupportedVersion shows that a client asking
+// ApiVersions in a version newer than the broker's gets
+// UNSUPPORTED_VERSION with the supported ranges as a v0 response, and the
+// connection stays open so that it can downgrade.
+func TestApiVersionsTooNewGetsUnsupportedVersion(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	nc := dialBroker(t, b)
+
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(99)
+	if _, err := nc.Write(encodeRequest(req, 11)); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	v0 := kmsg.NewPtrApiVersionsRequest()
+	v0.SetVersion(0)
+	resp := decodeResponse(t, v0, readFrame(t, nc), 11).(*kmsg.ApiVersionsResponse)
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("got error code %d, want UNSUPPORTED_VERSION", resp.ErrorCode)
+	}
+	if len(resp.ApiKeys) != len(apis) {
+		t.Fatalf("got %d api keys, want %d", len(resp.ApiKeys), len(apis))
+	}
+
+	v3 := kmsg.NewPtrApiVersionsRequest()
+	v3.SetVersion(3)
+	v3.ClientSoftwareName = "raw-test"
+	v3.ClientSoftwareVersion = "1"
+	resp = roundTrip(t, nc, v3, 12).(*kmsg.ApiVersionsResponse)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("downgraded ApiVersions: got error code %d, want 0", resp.ErrorCode)
+	}
+	found := false
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey == 0 {
+			found = k.MinVersion <= 3 && k.MaxVersion >= 7
+		}
+	}
+	if !found {
+		t.Fatalf("ApiVersions lacks Produce v3..v7: %+v", resp.ApiKeys)
+	}
+}
+
+// TestPipelinedRequestsAnswerInOrderPastALongPoll pipelines, on one
+// connection, a fetch that long-polls an empty partition, then a
+// Metadata request, then a produce to the polled partition. The broker
+// reads and runs the later requests while the fetch waits (the produce
+// wakes it), and answers all three in request order. Another connection
+// is served meanwhile.
+func TestPipelinedRequestsAnswerInOrderPastALongPoll(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	const topic = "pipelined"
+	createTopic(t, b, topic, 1, nil)
+	nc := dialBroker(t, b)
+
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(11)
+	fetch.MaxWaitMillis = 60_000 // far beyond the test's deadline: only the produce can answer it
+	fetch.MinBytes = 1
+	fetch.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.SetVersion(9)
+
+	produce := kmsg.NewPtrProduceRequest()
+	produce.SetVersion(9)
+	produce.Acks = 1
+	produce.TimeoutMillis = 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = buildBatch(t, []byte("wake up"))
+	pt.Partitions = append(pt.Partitions, pp)
+	produce.Topics = append(produce.Topics, pt)
+
+	var pipeline []byte
+	pipeline = append(pipeline, encodeRequest(fetch, 1)...)
+	pipeline = append(pipeline, encodeRequest(meta, 2)...)
+	if _, err := nc.Write(pipeline); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+
+	// Another connection is answered while the fetch waits.
+	other := dialBroker(t, b)
+	api := kmsg.NewPtrApiVersionsRequest()
+	api.SetVersion(3)
+	roundTrip(t, other, api, 1)
+
+	if _, err := nc.Write(encodeRequest(produce, 3)); err != nil {
+		t.Fatalf("write produce: %v", err)
+	}
+	fr := decodeResponse(t, fetch, readFrame(t, nc), 1).(*kmsg.FetchResponse)
+	part := fr.Topics[0].Partitions[0]
+	if part.ErrorCode != 0 || part.HighWatermark != 1 || len(part.RecordBatches) == 0 {
+		t.Fatalf("fetch: got error %d, high watermark %d, %d record bytes; want 0, 1, >0",
+			part.ErrorCode, part.HighWatermark, len(part.RecordBatches))
+	}
+	mr := decodeResponse(t, meta, readFrame(t, nc), 2).(*kmsg.MetadataResponse)
+	if len(mr.Brokers) != 1 || mr.Brokers[0].NodeID != 1 {
+		t.Fatalf("metadata: got brokers %+v, want broker 1", mr.Brokers)
+	}
+	pr := decodeResponse(t, produce, readFrame(t, nc), 3).(*kmsg.ProduceResponse)
+	if p := pr.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("produce: got error %d base offset %d, want 0, 0", p.ErrorCode, p.BaseOffset)
+	}
+}
+
+// buildBatch returns a v2 record batch (no compression) holding one record
+// per value, with its CRC set.
+func buildBatch(t *testing.T, values ...[]byte) []byte {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	var records []byte
+	for i, v := range values {
+		rec := kmsg.NewRecord()
+		rec.OffsetDelta = int32(i)
+		rec.Value = v
+		// Length counts the bytes after itself: encode once with a
+		// one-byte zero length to learn it.
+		rec.Length = int32(len(rec.AppendTo(nil)) - 1)
+		records = rec.AppendTo(records)
+	}
+	batch := kmsg.NewRecordBatch()
+	batch.Magic = 2
+	batch.LastOffsetDelta = int32(len(values) - 1)
+	batch.FirstTimestamp = now
+	batch.MaxTimestamp = now
+	batch.ProducerID = -1
+	batch.ProducerEpoch = -1
+	batch.FirstSequence = -1
+	batch.NumRecords = int32(len(values))
+	batch.Records = records
+	raw := batch.AppendTo(nil)
+	// Length covers everything after the length field; CRC-32C covers
+	// attributes to the end.
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32c(raw[21:]))
+	return raw
+}
+
+// crc32c is the CRC-32C (Castagnoli) of a record batch.
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
