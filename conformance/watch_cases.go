@@ -37,10 +37,9 @@ func startWatch[V any](t T, what string, open func(ctx context.Context) (<-chan 
 // values in failures.
 func startWatchDescribed[V any](t T, what string, open func(ctx context.Context) (<-chan V, error), check func(prev *V, next V) string, describe func(V) string) *watcher[V] {
 	t.Helper()
+	// The watch lives as long as the ctx it is opened with.
 	ctx, cancel := context.WithCancel(context.Background())
-	openCtx, openCancel := context.WithTimeout(ctx, callBound)
-	defer openCancel()
-	ch, err := open(openCtx)
+	ch, err := open(ctx)
 	if err != nil {
 		cancel()
 		t.Fatalf("%s: got error %v, want a channel", what, err)
