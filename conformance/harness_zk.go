@@ -1,0 +1,177 @@
+package conformance
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/coord/zk"
+	"github.com/tripodmq/tripod/internal/faultnet"
+	"github.com/tripodmq/tripod/internal/zkserver"
+)
+
+// NewZKHarness returns the ZooKeeper backend's harness: every cluster
+// shares the ZooKeeper at connect ("host:port[,host:port]") under a fresh
+// chroot /tripod-conformance/<random>, and each of its backends dials
+// through its own faultnet.Net. When server is non-nil (the ZooKeeper
+// behind connect), clusters also implement ServiceRestarter by stopping
+// and starting it.
+func NewZKHarness(connect string, server *zkserver.Server, sessionTimeout time.Duration) Harness {
+	return &zkHarness{connect: strings.TrimRight(connect, "/"), server: server, sessionTimeout: sessionTimeout}
+}
+
+type zkHarness struct {
+	connect        string
+	server         *zkserver.Server
+	sessionTimeout time.Duration
+}
+
+func (h *zkHarness) Name() string                  { return "zk" }
+func (h *zkHarness) SessionTimeout() time.Duration { return h.sessionTimeout }
+
+func (h *zkHarness) NewCluster(t T, n int) Cluster {
+	t.Helper()
+	var raw [8]byte
+	rand.Read(raw[:])
+	c := &zkCluster{connect: h.connect, chroot: "/tripod-conformance/" + hex.EncodeToString(raw[:])}
+	for i := range n {
+		fn := faultnet.New()
+		cfg := coord.DefaultConfig()
+		cfg.Backend = "zk"
+		cfg.BrokerID = coord.BrokerID(i + 1)
+		cfg.SessionTimeout = h.sessionTimeout
+		cfg.ZKConnect = h.connect + c.chroot
+		cfg.Dialer = fn.Dial
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("zk-%d", i+1), Level: hclog.Warn})
+		b, err := zk.Open(cfg)
+		if err != nil {
+			c.close()
+			t.Fatalf("open zk backend %d under %s: %v", i+1, cfg.ZKConnect, err)
+		}
+		c.nets = append(c.nets, fn)
+		c.backends = append(c.backends, b)
+	}
+	t.Cleanup(c.close)
+	if h.server != nil {
+		return &zkRestartableCluster{zkCluster: c, server: h.server}
+	}
+	return c
+}
+
+type zkCluster struct {
+	connect   string
+	chroot    string
+	nets      []*faultnet.Net
+	backends  []*zk.Backend
+	closeOnce sync.Once
+}
+
+func (c *zkCluster) Backend(i int) coord.Backend { return c.backends[i] }
+func (c *zkCluster) Crash(i int)                 { c.nets[i].Cut() }
+func (c *zkCluster) Heal(i int)                  { c.nets[i].Heal() }
+
+// close closes every backend, then removes the cluster's chroot through a
+// connection of its own (best effort, bounded: ZooKeeper may be stopped).
+func (c *zkCluster) close() {
+	c.closeOnce.Do(func() {
+		for _, b := range c.backends {
+			b.Close()
+		}
+		conn, _, err := gozk.Connect(strings.Split(c.connect, ","), 10*time.Second,
+			gozk.WithLogInfo(false), gozk.WithLogger(discardZKLog{}))
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		deadline := time.Now().Add(10 * time.Second)
+		deleteTree(conn, c.chroot, deadline)
+	})
+}
+
+// deleteTree deletes path and everything below it, children before their
+// parents, each level's deletes pipelined.
+func deleteTree(conn *gozk.Conn, path string, deadline time.Time) {
+	levels := [][]string{{path}}
+	for len(levels[len(levels)-1]) > 0 && time.Now().Before(deadline) {
+		parents := levels[len(levels)-1]
+		children := make([][]string, len(parents))
+		forEach(len(parents), func(i int) {
+			names, _, err := conn.Children(parents[i])
+			if err != nil {
+				return
+			}
+			for _, n := range names {
+				children[i] = append(children[i], parents[i]+"/"+n)
+			}
+		})
+		var next []string
+		for _, cs := range children {
+			next = append(next, cs...)
+		}
+		levels = append(levels, next)
+	}
+	for l := len(levels) - 1; l >= 0 && time.Now().Before(deadline); l-- {
+		paths := levels[l]
+		forEach(len(paths), func(i int) {
+			if err := conn.Delete(paths[i], -1); err != nil && !errors.Is(err, gozk.ErrNoNode) {
+				return
+			}
+		})
+	}
+}
+
+// forEach runs f(0..n-1) on up to 64 goroutines and waits for them.
+func forEach(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(n, 64) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+type discardZKLog struct{}
+
+func (discardZKLog) Printf(string, ...any) {}
+
+type zkRestartableCluster struct {
+	*zkCluster
+	server *zkserver.Server
+}
+
+func (c *zkRestartableCluster) StopService(t T) {
+	t.Helper()
+	if err := c.server.Stop(); err != nil {
+		t.Fatalf("stop zookeeper: %v", err)
+	}
+}
+
+func (c *zkRestartableCluster) StartService(t T) {
+	t.Helper()
+	if err := c.server.Start(); err != nil {
+		t.Fatalf("start zookeeper: %v", err)
+	}
+}
+
+var (
+	_ ServiceRestarter = (*zkRestartableCluster)(nil)
+	_ Cluster          = (*zkCluster)(nil)
+)

@@ -1,0 +1,690 @@
+// Package zk is tripod's coordination Backend on Apache ZooKeeper, through
+// github.com/go-zookeeper/zk. It keeps Kafka's znode layout and JSON, so a
+// zkCli user recognises the cluster:
+//
+//	/brokers/ids/N                           ephemeral broker registration
+//	/controller                              ephemeral, the controller's id
+//	/controller_epoch                        the controller epoch, as text
+//	/brokers/topics/T                        a topic's id and assignment
+//	/brokers/topics/T/partitions/P/state     a partition's leader and ISR
+//	/config/topics/T                         a topic's config overrides
+//
+// all under the chroot of zookeeper.connect ("host:port,host:port/chroot").
+// One ZooKeeper session (one zk.Conn) serves a Backend; broker sessions and
+// controller terms are bound to it. When that session expires, or when the
+// backend has not heard from ZooKeeper for the session timeout, every
+// Session and Term bound to it ends and the backend opens a new ZooKeeper
+// session for later calls.
+//
+// The package owns its goroutines (a monitor, watches, term watchers, the
+// go-zookeeper connection) and Close waits for them. It must not import
+// broker or replication.
+package zk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+func init() {
+	coord.RegisterFactory("zk", func(cfg coord.Config) (coord.Backend, error) {
+		b, err := Open(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	})
+}
+
+// maxBackoff caps the pause between retries of a failed background read or
+// write; the pause starts at a tenth of it.
+const maxBackoff = time.Second
+
+// Backend is the ZooKeeper coord.Backend. Use Open; all methods are safe for
+// concurrent use.
+type Backend struct {
+	cfg     coord.Config
+	log     hclog.Logger
+	servers []string
+	root    string // chroot, "" or "/a/b"
+	timeout time.Duration
+
+	closing chan struct{} // closed by Close
+	wg      sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	cur       *zsession
+	sessions  map[*session]struct{}
+	terms     map[*term]struct{}
+	baseReady bool
+}
+
+var _ coord.Backend = (*Backend)(nil)
+
+// Open connects to the ZooKeeper ensemble of cfg.ZKConnect with
+// cfg.SessionTimeout. It does not wait for the connection: calls wait for it
+// as their contexts allow. The chroot and Kafka's top-level znodes are
+// created when first needed.
+func Open(cfg coord.Config) (*Backend, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	check := cfg
+	check.Backend = "zk"
+	if err := check.Validate(); err != nil {
+		return nil, err
+	}
+	servers, root, err := parseConnect(cfg.ZKConnect)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{
+		cfg:      cfg,
+		log:      cfg.Logger.Named("zk"),
+		servers:  servers,
+		root:     root,
+		timeout:  cfg.SessionTimeout,
+		closing:  make(chan struct{}),
+		sessions: map[*session]struct{}{},
+		terms:    map[*term]struct{}{},
+	}
+	b.mu.Lock()
+	b.cur, err = b.newZSessionLocked()
+	b.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.monitor()
+	}()
+	return b, nil
+}
+
+// parseConnect splits "host:port,host:port/chroot" into servers and chroot.
+func parseConnect(connect string) ([]string, string, error) {
+	hosts, root := connect, ""
+	if i := strings.IndexByte(connect, '/'); i >= 0 {
+		hosts, root = connect[:i], strings.TrimRight(connect[i:], "/")
+	}
+	var servers []string
+	for _, h := range strings.Split(hosts, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			return nil, "", fmt.Errorf("zookeeper.connect %q: server %q: want host:port", connect, h)
+		}
+		servers = append(servers, h)
+	}
+	if len(servers) == 0 {
+		return nil, "", fmt.Errorf("zookeeper.connect %q: no servers (want host:port[,host:port][/chroot])", connect)
+	}
+	if root != "" && strings.Contains(root, "//") {
+		return nil, "", fmt.Errorf("zookeeper.connect %q: chroot %q has an empty path element", connect, root)
+	}
+	return servers, root, nil
+}
+
+// Close implements coord.Backend. It ends every Session and Term with
+// ErrClosed and closes the ZooKeeper session, which removes their ephemeral
+// znodes at once, then waits for every goroutine of the backend.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	close(b.closing)
+	terms := make([]*term, 0, len(b.terms))
+	for t := range b.terms {
+		terms = append(terms, t)
+	}
+	sessions := make([]*session, 0, len(b.sessions))
+	for s := range b.sessions {
+		sessions = append(sessions, s)
+	}
+	b.terms, b.sessions = map[*term]struct{}{}, map[*session]struct{}{}
+	zs := b.cur
+	b.mu.Unlock()
+
+	for _, t := range terms {
+		t.end(false)
+	}
+	for _, s := range sessions {
+		s.end(coord.ErrClosed)
+	}
+	zs.end()
+	zs.close()
+	b.wg.Wait()
+	return nil
+}
+
+// goTracked runs f in a goroutine that Close waits for, unless the backend
+// is closed (then it returns false and f does not run).
+func (b *Backend) goTracked(f func()) bool {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return false
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// current returns the ZooKeeper session that new calls use, or nil once the
+// backend is closed.
+func (b *Backend) current() *zsession {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	return b.cur
+}
+
+// path returns p under the chroot.
+func (b *Backend) path(p string) string { return b.root + p }
+
+// do runs fn on the current ZooKeeper session, moving to the next one if
+// the current one ends before fn could be sent. Errors are go-zookeeper's
+// or coord's (ErrClosed, ErrUnavailable, ctx.Err()); callers convert them.
+func (b *Backend) do(ctx context.Context, key string, fn func(*zk.Conn) error) error {
+	for {
+		zs := b.current()
+		if zs == nil {
+			return fmt.Errorf("%w: %s", coord.ErrClosed, key)
+		}
+		err := zs.call(ctx, key, fn)
+		if errors.Is(err, errSessionEnded) {
+			continue
+		}
+		return err
+	}
+}
+
+// monitor applies the client-side rules of the coord contract on the
+// backend's ZooKeeper session: with no word from ZooKeeper for 2/3 of the
+// session timeout the controller terms end (the service may expire the
+// session soon after, and a new controller must not overlap), and after the
+// session timeout the session itself is given up, which ends every broker
+// Session, and replaced by a new one.
+func (b *Backend) monitor() {
+	tick := b.timeout / 20
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-b.closing:
+			return
+		case <-ticker.C:
+		}
+		zs := b.current()
+		if zs == nil {
+			return
+		}
+		if !zs.isEstablished() {
+			continue
+		}
+		idle := time.Since(zs.lastContact())
+		if idle > b.timeout*2/3 {
+			b.loseTerms(zs, idle)
+		}
+		if idle >= b.timeout-tick {
+			b.log.Warn("no contact with zookeeper for the session timeout: ending the session",
+				"idle", idle, "session_timeout", b.timeout)
+			b.endZSession(zs)
+		}
+	}
+}
+
+// loseTerms ends the terms bound to zs because zs cannot be confirmed; each
+// term's watcher gives /controller up once ZooKeeper is back.
+func (b *Backend) loseTerms(zs *zsession, idle time.Duration) {
+	b.mu.Lock()
+	var lost []*term
+	for t := range b.terms {
+		if t.zs == zs {
+			lost = append(lost, t)
+		}
+	}
+	b.mu.Unlock()
+	for _, t := range lost {
+		if t.end(true) {
+			b.log.Warn("controller term lost: no contact with zookeeper", "epoch", t.epoch, "idle", idle)
+		}
+	}
+}
+
+// endZSession ends zs: every Session and Term bound to it ends with
+// ErrSessionExpired, watches resynchronise on a new ZooKeeper session, and
+// zs's connection is closed in the background.
+func (b *Backend) endZSession(zs *zsession) {
+	b.mu.Lock()
+	if zs.ending {
+		b.mu.Unlock()
+		return
+	}
+	zs.ending = true
+	var sessions []*session
+	for s := range b.sessions {
+		if s.zs == zs {
+			sessions = append(sessions, s)
+			delete(b.sessions, s)
+		}
+	}
+	var terms []*term
+	for t := range b.terms {
+		if t.zs == zs {
+			terms = append(terms, t)
+			delete(b.terms, t)
+		}
+	}
+	if b.cur == zs && !b.closed {
+		nz, err := b.newZSessionLocked()
+		if err != nil {
+			// newZSessionLocked fails only on a bad server list, which Open
+			// has already accepted.
+			b.log.Error("cannot open a new zookeeper session", "error", err)
+		} else {
+			b.cur = nz
+		}
+	}
+	closed := b.closed
+	if !closed {
+		b.wg.Add(1)
+	}
+	b.mu.Unlock()
+	// The replacement is current before zs ends, so whoever sees zs end
+	// and asks for the current session gets the new one.
+	zs.end()
+
+	for _, t := range terms {
+		t.end(false)
+	}
+	for _, s := range sessions {
+		s.end(coord.ErrSessionExpired)
+	}
+	if !closed {
+		go func() {
+			defer b.wg.Done()
+			zs.close()
+		}()
+	}
+}
+
+// zsession is one ZooKeeper session: a go-zookeeper connection from its
+// first session until that session expires or is given up. go-zookeeper
+// would silently start a new session on the same connection after an
+// expiry; the backend opens a new zsession instead, so everything bound to
+// the old one ends.
+type zsession struct {
+	b        *Backend
+	conn     *zk.Conn
+	hosts    *hostProvider
+	drained  chan struct{} // closed when go-zookeeper's event channel closed
+	lastRecv atomic.Int64  // unix nanoseconds of the last bytes from ZooKeeper
+
+	established     chan struct{} // closed at the first StateHasSession
+	establishedOnce sync.Once
+	done            chan struct{} // closed when the session has ended
+	doneOnce        sync.Once
+	closeOnce       sync.Once
+	ending          bool // guarded by b.mu: endZSession has begun
+
+	mu      sync.Mutex
+	state   zk.State
+	stateCh chan struct{} // closed and replaced at every state change
+	subs    map[*subscriber]struct{}
+}
+
+// errSessionEnded says a call could not be sent because its zsession ended.
+var errSessionEnded = errors.New("zookeeper session ended")
+
+// newZSessionLocked opens a new ZooKeeper session. b.mu must be held and
+// the backend open.
+func (b *Backend) newZSessionLocked() (*zsession, error) {
+	zs := &zsession{
+		b:           b,
+		hosts:       newHostProvider(),
+		drained:     make(chan struct{}),
+		established: make(chan struct{}),
+		done:        make(chan struct{}),
+		state:       zk.StateDisconnected,
+		stateCh:     make(chan struct{}),
+		subs:        map[*subscriber]struct{}{},
+	}
+	zs.lastRecv.Store(time.Now().UnixNano())
+	conn, events, err := zk.Connect(b.servers, b.timeout,
+		zk.WithDialer(zs.dial),
+		zk.WithHostProvider(zs.hosts),
+		zk.WithLogger(zkLogger{b.log}),
+		zk.WithLogInfo(false),
+		zk.WithEventCallback(zs.onEvent),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper.connect %q: %w", b.cfg.ZKConnect, err)
+	}
+	zs.conn = conn
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		for range events {
+			// Events are handled by onEvent; the channel only tells when
+			// go-zookeeper's connection loop has ended.
+		}
+		close(zs.drained)
+	}()
+	return zs, nil
+}
+
+// dial makes a connection to a ZooKeeper server through cfg.Dialer when
+// set, recording every read as contact with the service.
+func (zs *zsession) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var c net.Conn
+	var err error
+	if d := zs.b.cfg.Dialer; d != nil {
+		c, err = d(ctx, network, addr)
+	} else {
+		var nd net.Dialer
+		c, err = nd.DialContext(ctx, network, addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &contactConn{Conn: c, zs: zs}, nil
+}
+
+// contactConn records the time of every read from ZooKeeper.
+type contactConn struct {
+	net.Conn
+	zs *zsession
+}
+
+func (c *contactConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.zs.lastRecv.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+func (zs *zsession) lastContact() time.Time { return time.Unix(0, zs.lastRecv.Load()) }
+
+func (zs *zsession) isEstablished() bool {
+	select {
+	case <-zs.established:
+		return true
+	default:
+		return false
+	}
+}
+
+// onEvent receives every go-zookeeper event, on its connection goroutine:
+// it must not block.
+func (zs *zsession) onEvent(ev zk.Event) {
+	if ev.Type == zk.EventSession {
+		zs.mu.Lock()
+		zs.state = ev.State
+		close(zs.stateCh)
+		zs.stateCh = make(chan struct{})
+		zs.mu.Unlock()
+		switch ev.State {
+		case zk.StateHasSession:
+			zs.lastRecv.Store(time.Now().UnixNano())
+			zs.establishedOnce.Do(func() { close(zs.established) })
+		case zk.StateExpired:
+			zs.b.log.Warn("zookeeper session expired")
+			zs.b.endZSession(zs)
+		case zk.StateDisconnected:
+			zs.b.log.Debug("disconnected from zookeeper", "server", ev.Server)
+		}
+		return
+	}
+	if ev.Type == zk.EventNotWatching || ev.Path == "" {
+		return
+	}
+	zs.mu.Lock()
+	for s := range zs.subs {
+		s.push(ev)
+	}
+	zs.mu.Unlock()
+}
+
+// stateNow returns the connection state and a channel closed at its next
+// change.
+func (zs *zsession) stateNow() (zk.State, <-chan struct{}) {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	return zs.state, zs.stateCh
+}
+
+// sessionID returns the ZooKeeper session id, the ephemeralOwner of the
+// znodes this session creates.
+func (zs *zsession) sessionID() int64 { return zs.conn.SessionID() }
+
+// end marks zs ended; it returns false if it already was.
+func (zs *zsession) end() bool {
+	ended := false
+	zs.doneOnce.Do(func() {
+		close(zs.done)
+		ended = true
+	})
+	if ended {
+		zs.mu.Lock()
+		for s := range zs.subs {
+			s.reset()
+		}
+		zs.mu.Unlock()
+	}
+	return ended
+}
+
+// close closes the connection (sending closeSession when connected, which
+// removes the session's ephemeral znodes at once) and waits for
+// go-zookeeper's goroutine.
+func (zs *zsession) close() {
+	zs.closeOnce.Do(func() {
+		zs.hosts.stop()
+		zs.conn.Close()
+		<-zs.drained
+	})
+}
+
+// call waits until zs has a live connection, then runs fn in a goroutine so
+// the caller can leave when ctx ends (go-zookeeper calls take no context).
+func (zs *zsession) call(ctx context.Context, key string, fn func(*zk.Conn) error) error {
+	b := zs.b
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		st, changed := zs.stateNow()
+		if st == zk.StateHasSession {
+			break
+		}
+		select {
+		case <-changed:
+		case <-zs.done:
+			return errSessionEnded
+		case <-b.closing:
+			return fmt.Errorf("%w: %s", coord.ErrClosed, key)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s: not connected to zookeeper: %w", coord.ErrUnavailable, key, ctx.Err())
+		}
+	}
+	result := make(chan error, 1)
+	if !b.goTracked(func() { result <- fn(zs.conn) }) {
+		return fmt.Errorf("%w: %s", coord.ErrClosed, key)
+	}
+	select {
+	case err := <-result:
+		return err
+	case <-b.closing:
+		return fmt.Errorf("%w: %s", coord.ErrClosed, key)
+	case <-ctx.Done():
+		if st, _ := zs.stateNow(); st != zk.StateHasSession {
+			return fmt.Errorf("%w: %s: lost connection to zookeeper: %w", coord.ErrUnavailable, key, ctx.Err())
+		}
+		return ctx.Err()
+	}
+}
+
+// hostProvider hands go-zookeeper the servers round robin. Unlike
+// go-zookeeper's own, it pauses only briefly after a round of failed dials
+// (so a restarted server is found within a tenth of a second, well inside
+// the session timeout) and tells go-zookeeper to give up once stopped.
+type hostProvider struct {
+	mu      sync.Mutex
+	servers []string
+	next    int
+	tried   int
+	quit    chan struct{}
+	once    sync.Once
+}
+
+func newHostProvider() *hostProvider { return &hostProvider{quit: make(chan struct{})} }
+
+// Init implements zk.HostProvider.
+func (h *hostProvider) Init(servers []string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.servers = append([]string(nil), servers...)
+	rand.Shuffle(len(h.servers), func(i, j int) { h.servers[i], h.servers[j] = h.servers[j], h.servers[i] })
+	return nil
+}
+
+// Len implements zk.HostProvider.
+func (h *hostProvider) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.servers)
+}
+
+// Next implements zk.HostProvider.
+func (h *hostProvider) Next() (string, bool) {
+	h.mu.Lock()
+	server := h.servers[h.next]
+	h.next = (h.next + 1) % len(h.servers)
+	h.tried++
+	pause := h.tried > len(h.servers)
+	if pause {
+		h.tried = 1
+	}
+	h.mu.Unlock()
+	select {
+	case <-h.quit:
+		return server, true // go-zookeeper checks for Close only on a retry start
+	default:
+	}
+	if pause {
+		timer := time.NewTimer(100 * time.Millisecond)
+		defer timer.Stop()
+		select {
+		case <-h.quit:
+			return server, true
+		case <-timer.C:
+		}
+	}
+	return server, false
+}
+
+// Connected implements zk.HostProvider.
+func (h *hostProvider) Connected() {
+	h.mu.Lock()
+	h.tried = 0
+	h.mu.Unlock()
+}
+
+func (h *hostProvider) stop() { h.once.Do(func() { close(h.quit) }) }
+
+// zkLogger routes go-zookeeper's chatty log to hclog at debug.
+type zkLogger struct{ log hclog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) { l.log.Debug(fmt.Sprintf(format, args...)) }
+
+// backoff returns the pause before retry n (0-based) of a background loop.
+func backoff(n int) time.Duration {
+	d := maxBackoff / 10
+	for i := 0; i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	if d > maxBackoff {
+		d = maxBackoff
+	}
+	return d
+}
+
+// ensureBase creates the chroot and Kafka's top-level znodes once.
+func (b *Backend) ensureBase(ctx context.Context) error {
+	b.mu.Lock()
+	ready := b.baseReady
+	b.mu.Unlock()
+	if ready {
+		return nil
+	}
+	var paths []string
+	if b.root != "" {
+		parts := strings.Split(strings.TrimPrefix(b.root, "/"), "/")
+		for i := range parts {
+			paths = append(paths, "/"+strings.Join(parts[:i+1], "/"))
+		}
+	}
+	for _, p := range []string{"/brokers", "/brokers/ids", "/brokers/topics", "/config", "/config/topics"} {
+		paths = append(paths, b.path(p))
+	}
+	for _, p := range paths {
+		err := b.do(ctx, p, func(c *zk.Conn) error {
+			_, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+			if errors.Is(err, zk.ErrNodeExists) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return convertError(err, "create "+p)
+		}
+	}
+	b.mu.Lock()
+	b.baseReady = true
+	b.mu.Unlock()
+	return nil
+}
+
+// wait pauses for d or until ctx or done ends; it reports whether the pause
+// ran its course.
+func wait(ctx context.Context, done <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-done:
+		return false
+	}
+}

@@ -1,0 +1,379 @@
+package zk_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/coord/zk"
+	"github.com/tripodmq/tripod/internal/faultnet"
+)
+
+// chroot returns a fresh chroot for one test.
+func chroot() string {
+	var raw [6]byte
+	rand.Read(raw[:])
+	return "/tripod-test/" + hex.EncodeToString(raw[:])
+}
+
+// open opens a backend on connect (with its chroot) and closes it when the
+// test ends.
+func open(t *testing.T, connect string, timeout time.Duration, net *faultnet.Net) *zk.Backend {
+	t.Helper()
+	cfg := coord.DefaultConfig()
+	cfg.Backend = "zk"
+	cfg.ZKConnect = connect
+	cfg.SessionTimeout = timeout
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn})
+	if net != nil {
+		cfg.Dialer = net.Dial
+	}
+	b, err := zk.Open(cfg)
+	if err != nil {
+		t.Fatalf("open %s: %v", connect, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// raw returns a plain go-zookeeper connection, as zkCli would look.
+func raw(t *testing.T, addr string) *gozk.Conn {
+	t.Helper()
+	conn, _, err := gozk.Connect([]string{addr}, 10*time.Second, gozk.WithLogInfo(false), gozk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatalf("connect %s: %v", addr, err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// getJSON reads path and decodes it into a map.
+func getJSON(t *testing.T, conn *gozk.Conn, path string) (map[string]any, *gozk.Stat) {
+	t.Helper()
+	data, stat, err := conn.Get(path)
+	if err != nil {
+		t.Fatalf("get %s: %v", path, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("decode %s %q: %v", path, data, err)
+	}
+	return m, stat
+}
+
+func TestKafkaLayoutUnderChroot(t *testing.T) {
+	s := server(t)
+	root := chroot()
+	b := open(t, s.Addr()+root, 6*time.Second, nil)
+	conn := raw(t, s.Addr())
+	ctx := ctxFor(t, 30*time.Second)
+
+	sess, err := b.Register(ctx, coord.Broker{ID: 7, Host: "127.0.0.1", Port: 9099, Rack: "r1"})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	term, err := b.Campaign(ctx, sess)
+	if err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	topic := coord.Topic{Name: "orders", ID: [16]byte{1, 2, 3}, Assignment: [][]coord.BrokerID{{7}, {7}},
+		Config: map[string]string{"retention.ms": "1000"}}
+	states := []coord.PartitionState{
+		{Topic: "orders", Partition: 0, Leader: 7, LeaderEpoch: 3, ISR: []coord.BrokerID{7}, ControllerEpoch: term.Epoch()},
+		{Topic: "orders", Partition: 1, Leader: coord.NoBroker, ISR: nil, ControllerEpoch: term.Epoch()},
+	}
+	if err := b.Commit(ctx, term, coord.CreateTopic{Topic: topic, States: states}); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+
+	broker, stat := getJSON(t, conn, root+"/brokers/ids/7")
+	if broker["version"] != 5.0 || broker["host"] != "127.0.0.1" || broker["port"] != 9099.0 || broker["rack"] != "r1" ||
+		broker["jmx_port"] != -1.0 || !slices.Equal(anySlice(broker["endpoints"]), []any{"PLAINTEXT://127.0.0.1:9099"}) {
+		t.Fatalf("/brokers/ids/7: got %v, want Kafka's version 5 registration", broker)
+	}
+	if stat.EphemeralOwner == 0 || stat.Czxid != sess.Broker().Epoch {
+		t.Fatalf("/brokers/ids/7: ephemeral owner %d, czxid %d; want ephemeral with czxid = broker epoch %d", stat.EphemeralOwner, stat.Czxid, sess.Broker().Epoch)
+	}
+	ctrl, stat := getJSON(t, conn, root+"/controller")
+	if ctrl["version"] != 2.0 || ctrl["brokerid"] != 7.0 || stat.EphemeralOwner == 0 {
+		t.Fatalf("/controller: got %v (owner %d), want ephemeral {version:2, brokerid:7}", ctrl, stat.EphemeralOwner)
+	}
+	data, _, err := conn.Get(root + "/controller_epoch")
+	if err != nil || string(data) != strconv.FormatInt(term.Epoch(), 10) {
+		t.Fatalf("/controller_epoch: got %q, %v; want %d", data, err, term.Epoch())
+	}
+	tz, _ := getJSON(t, conn, root+"/brokers/topics/orders")
+	parts, _ := tz["partitions"].(map[string]any)
+	if tz["version"] != 3.0 || tz["topic_id"] != "AQIDAAAAAAAAAAAAAAAAAA" || len(parts) != 2 || !slices.Equal(anySlice(parts["1"]), []any{7.0}) {
+		t.Fatalf("/brokers/topics/orders: got %v, want version 3 with topic_id and partitions", tz)
+	}
+	cz, _ := getJSON(t, conn, root+"/config/topics/orders")
+	if cfg, _ := cz["config"].(map[string]any); cz["version"] != 1.0 || cfg["retention.ms"] != "1000" {
+		t.Fatalf("/config/topics/orders: got %v, want {version:1, config:{retention.ms:1000}}", cz)
+	}
+	st, stat := getJSON(t, conn, root+"/brokers/topics/orders/partitions/0/state")
+	if st["leader"] != 7.0 || st["leader_epoch"] != 3.0 || st["controller_epoch"] != float64(term.Epoch()) ||
+		st["version"] != 1.0 || !slices.Equal(anySlice(st["isr"]), []any{7.0}) || stat.Version != 0 {
+		t.Fatalf("partition 0 state: got %v (znode version %d), want Kafka's state at version 0", st, stat.Version)
+	}
+	if names, _, _ := conn.Children("/"); slices.Contains(names, "brokers") || slices.Contains(names, "controller") {
+		t.Fatalf("root znodes %v: want nothing of tripod's outside the chroot", names)
+	}
+
+	// The partition epoch is the state znode's version.
+	moved := states[0]
+	moved.LeaderEpoch = 4
+	if err := b.Commit(ctx, term, coord.SetPartition{State: moved, ExpectedEpoch: 0}); err != nil {
+		t.Fatalf("set partition: %v", err)
+	}
+	if _, stat, _ := conn.Get(root + "/brokers/topics/orders/partitions/0/state"); stat.Version != 1 {
+		t.Fatalf("state znode version after one write: got %d, want 1", stat.Version)
+	}
+	md, err := b.Load(ctx)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if got := md.Partitions[coord.TopicPartition{Topic: "orders", Partition: 0}]; got.PartitionEpoch != 1 || got.LeaderEpoch != 4 {
+		t.Fatalf("loaded orders-0: got %+v, want partition epoch 1, leader epoch 4", got)
+	}
+
+	// Resign deletes /controller; Close deletes the registration.
+	if err := term.Resign(ctx); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+	if ok, _, _ := conn.Exists(root + "/controller"); ok {
+		t.Fatalf("/controller after Resign: exists, want deleted")
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatalf("close session: %v", err)
+	}
+	if ok, _, _ := conn.Exists(root + "/brokers/ids/7"); ok {
+		t.Fatalf("/brokers/ids/7 after Session.Close: exists, want deleted")
+	}
+}
+
+func anySlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+func TestServerRestartKeepsSession(t *testing.T) {
+	s := server(t)
+	b := open(t, s.Addr()+chroot(), 10*time.Second, nil)
+	ctx := ctxFor(t, 60*time.Second)
+	sess, err := b.Register(ctx, coord.Broker{ID: 1, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatalf("restart zookeeper: %v", err)
+	}
+	members, err := b.Members(ctx)
+	if err != nil {
+		t.Fatalf("members after restart: %v", err)
+	}
+	if len(members) != 1 || members[0] != sess.Broker() {
+		t.Fatalf("members after restart: got %+v, want the same registration %+v", members, sess.Broker())
+	}
+	if sess.Err() != nil {
+		t.Fatalf("session after a restart shorter than its timeout: got %v, want live", sess.Err())
+	}
+}
+
+func TestCutOffSessionExpiresAndBackendRecovers(t *testing.T) {
+	s := server(t)
+	const timeout = 2 * time.Second
+	root := chroot()
+	fn := faultnet.New()
+	b := open(t, s.Addr()+root, timeout, fn)
+	watcher := open(t, s.Addr()+root, timeout, nil)
+	ctx := ctxFor(t, 60*time.Second)
+	broker := coord.Broker{ID: 3, Host: "127.0.0.1", Port: 9095}
+	sess, err := b.Register(ctx, broker)
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	cut := time.Now()
+	fn.Cut()
+	select {
+	case <-sess.Done():
+	case <-time.After(timeout + time.Second):
+		t.Fatalf("session of a cut-off backend: still live %v after the cut, want ended within the session timeout", timeout+time.Second)
+	}
+	if ended := time.Since(cut); ended > timeout {
+		t.Fatalf("session of a cut-off backend ended %v after the cut, want within the session timeout %v", ended, timeout)
+	}
+	if !errors.Is(sess.Err(), coord.ErrSessionExpired) {
+		t.Fatalf("session Err: got %v, want ErrSessionExpired", sess.Err())
+	}
+	// The service expires the registration too.
+	deadline := time.Now().Add(timeout + 2*time.Second)
+	for {
+		members, err := watcher.Members(ctx)
+		if err == nil && len(members) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members after the cut: got %v, %v; want none within %v", members, err, timeout+2*time.Second)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+	fn.Heal()
+	again, err := b.Register(ctx, broker)
+	if err != nil {
+		t.Fatalf("register after heal, without reopening: %v", err)
+	}
+	if again.Broker().Epoch <= sess.Broker().Epoch {
+		t.Fatalf("epoch after re-registration: got %d, want > %d", again.Broker().Epoch, sess.Broker().Epoch)
+	}
+}
+
+func TestWatchesFollowChangesAndCloseWithContext(t *testing.T) {
+	s := server(t)
+	root := chroot()
+	b := open(t, s.Addr()+root, 6*time.Second, nil)
+	ctx := ctxFor(t, 60*time.Second)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	members, err := b.WatchMembers(wctx)
+	if err != nil {
+		t.Fatalf("watch members: %v", err)
+	}
+	controller, err := b.WatchController(wctx)
+	if err != nil {
+		t.Fatalf("watch controller: %v", err)
+	}
+	metadata, err := b.WatchMetadata(wctx)
+	if err != nil {
+		t.Fatalf("watch metadata: %v", err)
+	}
+	if got := <-members; len(got) != 0 {
+		t.Fatalf("first members: got %v, want none", got)
+	}
+	if got := <-controller; got.ID != coord.NoBroker {
+		t.Fatalf("first controller: got %+v, want none", got)
+	}
+	if got := <-metadata; len(got.Topics) != 0 {
+		t.Fatalf("first metadata: got %v, want empty", got.TopicNames())
+	}
+
+	sess, err := b.Register(ctx, coord.Broker{ID: 2, Host: "127.0.0.1", Port: 9094})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	waitFor(t, members, func(m []coord.Broker) bool { return len(m) == 1 && m[0] == sess.Broker() }, "members with broker 2")
+	term, err := b.Campaign(ctx, sess)
+	if err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	waitFor(t, controller, func(c coord.ControllerInfo) bool { return c.ID == 2 && c.Epoch == term.Epoch() }, "controller 2")
+
+	var last int64
+	for i := 0; i < 3; i++ {
+		name := "t" + strconv.Itoa(i)
+		op := coord.CreateTopic{Topic: coord.Topic{Name: name, Assignment: [][]coord.BrokerID{{2}}},
+			States: []coord.PartitionState{{Topic: name, Leader: 2, ISR: []coord.BrokerID{2}}}}
+		if err := b.Commit(ctx, term, op); err != nil {
+			t.Fatalf("commit %s: %v", name, err)
+		}
+	}
+	st := coord.PartitionState{Topic: "t1", Leader: coord.NoBroker, LeaderEpoch: 1}
+	if err := b.Commit(ctx, term, coord.SetPartition{State: st, ExpectedEpoch: 0}, coord.DeleteTopic{Name: "t0"}); err != nil {
+		t.Fatalf("commit set and delete: %v", err)
+	}
+	waitFor(t, metadata, func(md *coord.Metadata) bool {
+		if md.Version < last {
+			t.Fatalf("metadata version went back from %d to %d", last, md.Version)
+		}
+		last = md.Version
+		p := md.Partitions[coord.TopicPartition{Topic: "t1"}]
+		_, t0 := md.Topics["t0"]
+		return len(md.Topics) == 2 && !t0 && p.PartitionEpoch == 1 && p.Leader == coord.NoBroker
+	}, "metadata with t1 and t2, t1-0 leaderless")
+
+	if err := term.Resign(ctx); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+	waitFor(t, controller, func(c coord.ControllerInfo) bool { return c.ID == coord.NoBroker && c.Epoch == term.Epoch() }, "no controller")
+	sess.Close()
+	waitFor(t, members, func(m []coord.Broker) bool { return len(m) == 0 }, "no members")
+
+	cancel()
+	for name, closed := range map[string]func() bool{
+		"members":    func() bool { _, ok := <-members; return !ok },
+		"controller": func() bool { _, ok := <-controller; return !ok },
+		"metadata":   func() bool { _, ok := <-metadata; return !ok },
+	} {
+		done := make(chan bool, 1)
+		go func() { done <- drained(closed) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s watch: channel open 10s after its context ended, want closed", name)
+		}
+	}
+}
+
+// drained calls closed until it reports the channel closed.
+func drained(closed func() bool) bool {
+	for !closed() {
+	}
+	return true
+}
+
+// waitFor receives from ch until ok accepts a value, failing t after 10 s.
+func waitFor[V any](t *testing.T, ch <-chan V, ok func(V) bool, what string) {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	var last V
+	for {
+		select {
+		case v, open := <-ch:
+			if !open {
+				t.Fatalf("%s: channel closed, last value %+v", what, last)
+			}
+			if ok(v) {
+				return
+			}
+			last = v
+		case <-timer.C:
+			t.Fatalf("%s: not within 10s, last value %+v", what, last)
+		}
+	}
+}
+
+func TestOpenRejectsBadConnectStrings(t *testing.T) {
+	for _, connect := range []string{"/only-chroot", "nohostport", "127.0.0.1:2181/a//b"} {
+		cfg := coord.DefaultConfig()
+		cfg.Backend = "zk"
+		cfg.ZKConnect = connect
+		if b, err := zk.Open(cfg); err == nil {
+			b.Close()
+			t.Errorf("open %q: got nil error, want one naming zookeeper.connect", connect)
+		} else if !strings.Contains(err.Error(), "zookeeper.connect") {
+			t.Errorf("open %q: got %v, want an error naming zookeeper.connect", connect, err)
+		}
+	}
+}

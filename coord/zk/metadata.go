@@ -1,0 +1,571 @@
+package zk
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// Chunk limits of one Commit multi: ZooKeeper refuses requests above
+// jute.maxbuffer (1 MB by default), and very long multis hold its request
+// pipeline.
+const (
+	maxChunkOps   = 1000
+	maxChunkBytes = 900 * 1024
+	// opOverhead is a generous estimate of one multi op's bytes besides its
+	// path and data (headers, ACL, flags).
+	opOverhead = 64
+)
+
+// topicZNode is the JSON of /brokers/topics/T, Kafka's version 3.
+type topicZNode struct {
+	Version          int                `json:"version"`
+	TopicID          string             `json:"topic_id,omitempty"`
+	Partitions       map[string][]int32 `json:"partitions"`
+	AddingReplicas   map[string][]int32 `json:"adding_replicas"`
+	RemovingReplicas map[string][]int32 `json:"removing_replicas"`
+}
+
+// configZNode is the JSON of /config/topics/T.
+type configZNode struct {
+	Version int               `json:"version"`
+	Config  map[string]string `json:"config"`
+}
+
+// stateZNode is the JSON of /brokers/topics/T/partitions/P/state.
+type stateZNode struct {
+	ControllerEpoch int64   `json:"controller_epoch"`
+	Leader          int32   `json:"leader"`
+	Version         int     `json:"version"`
+	LeaderEpoch     int32   `json:"leader_epoch"`
+	ISR             []int32 `json:"isr"`
+}
+
+func encodeTopic(t coord.Topic) []byte {
+	z := topicZNode{
+		Version:          3,
+		Partitions:       make(map[string][]int32, len(t.Assignment)),
+		AddingReplicas:   map[string][]int32{},
+		RemovingReplicas: map[string][]int32{},
+	}
+	if t.ID != [16]byte{} {
+		// Kafka's Uuid.toString: URL-safe base64 without padding.
+		z.TopicID = base64.RawURLEncoding.EncodeToString(t.ID[:])
+	}
+	for p, replicas := range t.Assignment {
+		z.Partitions[strconv.Itoa(p)] = brokerIDsToInt32(replicas)
+	}
+	data, _ := json.Marshal(z)
+	return data
+}
+
+func decodeTopic(name string, data []byte) (coord.Topic, error) {
+	var z topicZNode
+	if err := json.Unmarshal(data, &z); err != nil {
+		return coord.Topic{}, fmt.Errorf("decode topic %s: %w", name, err)
+	}
+	t := coord.Topic{Name: name, Assignment: make([][]coord.BrokerID, len(z.Partitions))}
+	if z.TopicID != "" {
+		id, err := base64.RawURLEncoding.DecodeString(z.TopicID)
+		if err != nil || len(id) != 16 {
+			return coord.Topic{}, fmt.Errorf("decode topic %s: topic_id %q is not a base64 uuid", name, z.TopicID)
+		}
+		copy(t.ID[:], id)
+	}
+	for key, replicas := range z.Partitions {
+		p, err := strconv.Atoi(key)
+		if err != nil || p < 0 || p >= len(z.Partitions) {
+			return coord.Topic{}, fmt.Errorf("decode topic %s: partition %q out of 0..%d", name, key, len(z.Partitions)-1)
+		}
+		t.Assignment[p] = int32sToBrokerIDs(replicas)
+	}
+	return t, nil
+}
+
+func encodeConfig(config map[string]string) []byte {
+	if config == nil {
+		config = map[string]string{}
+	}
+	data, _ := json.Marshal(configZNode{Version: 1, Config: config})
+	return data
+}
+
+func decodeConfig(name string, data []byte) (map[string]string, error) {
+	var z configZNode
+	if len(data) == 0 {
+		return nil, nil
+	}
+	if err := json.Unmarshal(data, &z); err != nil {
+		return nil, fmt.Errorf("decode config of topic %s: %w", name, err)
+	}
+	if len(z.Config) == 0 {
+		return nil, nil
+	}
+	return z.Config, nil
+}
+
+func encodeState(s coord.PartitionState) []byte {
+	isr := brokerIDsToInt32(s.ISR)
+	if isr == nil {
+		isr = []int32{}
+	}
+	data, _ := json.Marshal(stateZNode{ControllerEpoch: s.ControllerEpoch, Leader: int32(s.Leader),
+		Version: 1, LeaderEpoch: s.LeaderEpoch, ISR: isr})
+	return data
+}
+
+// decodeState reads a partition state; its PartitionEpoch is the znode's
+// version, which every setData bumps.
+func decodeState(tp coord.TopicPartition, data []byte, stat *zk.Stat) (coord.PartitionState, error) {
+	var z stateZNode
+	if err := json.Unmarshal(data, &z); err != nil {
+		return coord.PartitionState{}, fmt.Errorf("decode state of partition %s: %w", tp, err)
+	}
+	return coord.PartitionState{
+		Topic:           tp.Topic,
+		Partition:       tp.Partition,
+		Leader:          coord.BrokerID(z.Leader),
+		LeaderEpoch:     z.LeaderEpoch,
+		ISR:             int32sToBrokerIDs(z.ISR),
+		PartitionEpoch:  stat.Version,
+		ControllerEpoch: z.ControllerEpoch,
+	}, nil
+}
+
+func brokerIDsToInt32(ids []coord.BrokerID) []int32 {
+	if ids == nil {
+		return nil
+	}
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+func int32sToBrokerIDs(ids []int32) []coord.BrokerID {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]coord.BrokerID, len(ids))
+	for i, id := range ids {
+		out[i] = coord.BrokerID(id)
+	}
+	return out
+}
+
+// Znode paths of the metadata, under the chroot.
+func (b *Backend) topicsPath() string         { return b.path("/brokers/topics") }
+func (b *Backend) topicPath(t string) string  { return b.path("/brokers/topics/" + t) }
+func (b *Backend) configPath(t string) string { return b.path("/config/topics/" + t) }
+func (b *Backend) partitionsPath(t string) string {
+	return b.path("/brokers/topics/" + t + "/partitions")
+}
+func (b *Backend) partitionPath(t string, p int32) string {
+	return b.partitionsPath(t) + "/" + strconv.Itoa(int(p))
+}
+func (b *Backend) statePath(t string, p int32) string { return b.partitionPath(t, p) + "/state" }
+
+// Load implements coord.MetadataStore. It reads every topic and partition
+// state with pipelined, concurrent gets; its Version is the greatest zxid
+// among the znodes it read (their mzxid, and the pzxid of the directories).
+func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
+	if err := b.ensureBase(ctx); err != nil {
+		return nil, err
+	}
+	var md *coord.Metadata
+	err := b.do(ctx, "load", func(c *zk.Conn) error {
+		var err error
+		md, err = b.readMetadata(c)
+		return err
+	})
+	if err != nil {
+		return nil, convertError(err, "load "+b.topicsPath())
+	}
+	return md, nil
+}
+
+func (b *Backend) readMetadata(c *zk.Conn) (*coord.Metadata, error) {
+	md := coord.NewMetadata()
+	names, stat, err := c.Children(b.topicsPath())
+	if err != nil {
+		return nil, err
+	}
+	md.Version = stat.Pzxid
+	type topicRead struct {
+		ok      bool
+		topic   coord.Topic
+		parts   []string
+		version int64
+	}
+	reads := make([]topicRead, len(names))
+	err = parallel(len(names), func(i int) error {
+		name := names[i]
+		data, stat, err := c.Get(b.topicPath(name))
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		t, err := decodeTopic(name, data)
+		if err != nil {
+			return err
+		}
+		version := stat.Mzxid
+		data, stat, err = c.Get(b.configPath(name))
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+		case err != nil:
+			return err
+		default:
+			if t.Config, err = decodeConfig(name, data); err != nil {
+				return err
+			}
+			version = max(version, stat.Mzxid)
+		}
+		parts, stat, err := c.Children(b.partitionsPath(name))
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+		case err != nil:
+			return err
+		default:
+			version = max(version, stat.Pzxid)
+		}
+		reads[i] = topicRead{ok: true, topic: t, parts: parts, version: version}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var tps []coord.TopicPartition
+	for _, r := range reads {
+		if !r.ok {
+			continue
+		}
+		md.Topics[r.topic.Name] = r.topic
+		md.Version = max(md.Version, r.version)
+		for _, p := range r.parts {
+			if n, err := strconv.ParseInt(p, 10, 32); err == nil {
+				tps = append(tps, coord.TopicPartition{Topic: r.topic.Name, Partition: int32(n)})
+			}
+		}
+	}
+	states := make([]coord.PartitionState, len(tps))
+	found := make([]bool, len(tps))
+	zxids := make([]int64, len(tps))
+	err = parallel(len(tps), func(i int) error {
+		tp := tps[i]
+		data, stat, err := c.Get(b.statePath(tp.Topic, tp.Partition))
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		st, err := decodeState(tp, data, stat)
+		if err != nil {
+			return err
+		}
+		states[i], found[i], zxids[i] = st, true, stat.Mzxid
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, st := range states {
+		if found[i] {
+			md.Partitions[tps[i]] = st
+			md.Version = max(md.Version, zxids[i])
+		}
+	}
+	return md, nil
+}
+
+// zop is one ZooKeeper operation of a Commit, with what its failure means
+// in coord's terms.
+type zop struct {
+	req  any // *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest
+	size int
+	what string // the coord key: "topic T", "partition T-3"
+	// Sentinels for the ZooKeeper errors this op may fail with; nil when
+	// the error is unexpected.
+	onExists, onNoNode, onBadVersion error
+}
+
+// unit is a group of ops that must land in the same chunk.
+type unit []zop
+
+func create(path string, data []byte, what string, onExists, onNoNode error) zop {
+	return zop{req: &zk.CreateRequest{Path: path, Data: data, Acl: zk.WorldACL(zk.PermAll)},
+		size: len(path) + len(data) + opOverhead, what: what, onExists: onExists, onNoNode: onNoNode}
+}
+
+func setData(path string, data []byte, version int32, what string, onNoNode, onBadVersion error) zop {
+	return zop{req: &zk.SetDataRequest{Path: path, Data: data, Version: version},
+		size: len(path) + len(data) + opOverhead, what: what, onNoNode: onNoNode, onBadVersion: onBadVersion}
+}
+
+func remove(path, what string, onNoNode error) zop {
+	return zop{req: &zk.DeleteRequest{Path: path, Version: -1}, size: len(path) + opOverhead, what: what, onNoNode: onNoNode}
+}
+
+// Commit implements coord.MetadataStore. Every chunk is one multi that
+// starts with Kafka's fence, a check of /controller_epoch's version (no
+// newer controller was elected), and a check that /controller still exists
+// (this term's session has not ended).
+func (b *Backend) Commit(ctx context.Context, ct coord.Term, ops ...coord.Op) error {
+	t, ok := ct.(*term)
+	if !ok || t.b != b {
+		return fmt.Errorf("%w: commit with term %T not of this zk backend", coord.ErrFenced, ct)
+	}
+	if t.ctx.Err() != nil {
+		return fmt.Errorf("%w: commit of controller epoch %d: term ended", coord.ErrFenced, t.epoch)
+	}
+	units, err := b.buildUnits(ctx, t, ops)
+	if err != nil {
+		return err
+	}
+	chunks := chunkUnits(units)
+	for i, chunk := range chunks {
+		if t.ctx.Err() != nil {
+			return fmt.Errorf("%w: commit of controller epoch %d: term ended before chunk %d of %d", coord.ErrFenced, t.epoch, i+1, len(chunks))
+		}
+		if err := b.commitChunk(ctx, t, chunk); err != nil {
+			if len(chunks) > 1 {
+				return fmt.Errorf("chunk %d of %d: %w", i+1, len(chunks), err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Backend) commitChunk(ctx context.Context, t *term, chunk []zop) error {
+	epochPath, ctrlPath := b.path("/controller_epoch"), b.path("/controller")
+	reqs := make([]any, 0, len(chunk)+2)
+	reqs = append(reqs,
+		&zk.CheckVersionRequest{Path: epochPath, Version: t.epochVersion},
+		&zk.CheckVersionRequest{Path: ctrlPath, Version: 0})
+	for _, op := range chunk {
+		reqs = append(reqs, op.req)
+	}
+	failed := -1
+	err := t.zs.call(ctx, "commit", func(c *zk.Conn) error {
+		if c.SessionID() != t.zs.sessionID() {
+			return errSessionEnded
+		}
+		res, err := c.Multi(reqs...)
+		if err != nil {
+			for i, r := range res {
+				if r.Error != nil {
+					failed = i
+					break
+				}
+			}
+		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errSessionEnded):
+		return fmt.Errorf("%w: commit of controller epoch %d: zookeeper session ended", coord.ErrFenced, t.epoch)
+	case failed == 0 || failed == 1:
+		return fmt.Errorf("%w: commit of controller epoch %d: a newer controller was elected or the term's session ended", coord.ErrFenced, t.epoch)
+	case failed >= 2:
+		op := chunk[failed-2]
+		var sentinel error
+		switch {
+		case errors.Is(err, zk.ErrNodeExists):
+			sentinel = op.onExists
+		case errors.Is(err, zk.ErrNoNode):
+			sentinel = op.onNoNode
+		case errors.Is(err, zk.ErrBadVersion):
+			sentinel = op.onBadVersion
+		}
+		if sentinel != nil {
+			return fmt.Errorf("%w: %s", sentinel, op.what)
+		}
+		return fmt.Errorf("commit %s: %w", op.what, convertError(err, opPath(op.req)))
+	default:
+		return convertError(err, "commit of controller epoch "+strconv.FormatInt(t.epoch, 10))
+	}
+}
+
+func opPath(req any) string {
+	switch r := req.(type) {
+	case *zk.CreateRequest:
+		return r.Path
+	case *zk.SetDataRequest:
+		return r.Path
+	case *zk.DeleteRequest:
+		return r.Path
+	}
+	return "?"
+}
+
+// chunkUnits packs units, in order, into chunks under the op and byte
+// limits (a unit bigger than a chunk gets a chunk of its own).
+func chunkUnits(units []unit) [][]zop {
+	var chunks [][]zop
+	var cur []zop
+	size := 0
+	for _, u := range units {
+		usize := 0
+		for _, op := range u {
+			usize += op.size
+		}
+		if len(cur) > 0 && (len(cur)+len(u)+2 > maxChunkOps || size+usize > maxChunkBytes) {
+			chunks = append(chunks, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, u...)
+		size += usize
+	}
+	if len(cur) > 0 {
+		chunks = append(chunks, cur)
+	}
+	return chunks
+}
+
+// buildUnits translates ops into ZooKeeper operations. DeleteTopic reads
+// the topic's partitions to delete them; any op that cannot be built fails
+// the Commit before anything is written.
+func (b *Backend) buildUnits(ctx context.Context, t *term, ops []coord.Op) ([]unit, error) {
+	var units []unit
+	for _, op := range ops {
+		switch op := op.(type) {
+		case coord.CreateTopic:
+			name := op.Topic.Name
+			if err := validTopicName(name); err != nil {
+				return nil, err
+			}
+			if len(op.States) != op.Topic.Partitions() {
+				return nil, fmt.Errorf("create topic %s: %d partition states for %d partitions", name, len(op.States), op.Topic.Partitions())
+			}
+			what := "topic " + name
+			units = append(units, unit{
+				create(b.topicPath(name), encodeTopic(op.Topic), what, coord.ErrExists, nil),
+				create(b.configPath(name), encodeConfig(op.Topic.Config), what+" config", coord.ErrExists, nil),
+				create(b.partitionsPath(name), nil, what, coord.ErrExists, nil),
+			})
+			for i, st := range op.States {
+				p := int32(i)
+				pwhat := coord.TopicPartition{Topic: name, Partition: p}.String()
+				units = append(units, unit{
+					create(b.partitionPath(name, p), nil, pwhat, coord.ErrExists, nil),
+					create(b.statePath(name, p), encodeState(st), pwhat, coord.ErrExists, nil),
+				})
+			}
+		case coord.SetTopic:
+			name := op.Topic.Name
+			what := "topic " + name
+			units = append(units, unit{
+				setData(b.topicPath(name), encodeTopic(op.Topic), -1, what, coord.ErrNotFound, nil),
+				setData(b.configPath(name), encodeConfig(op.Topic.Config), -1, what+" config", coord.ErrNotFound, nil),
+			})
+		case coord.DeleteTopic:
+			u, err := b.deleteTopicUnits(ctx, t, op.Name)
+			if err != nil {
+				return nil, err
+			}
+			units = append(units, u...)
+		case coord.SetPartition:
+			st := op.State
+			what := fmt.Sprintf("partition %s", st.TopicPartition())
+			if op.ExpectedEpoch == coord.NewPartition {
+				units = append(units, unit{
+					create(b.partitionPath(st.Topic, st.Partition), nil, what+" (new)", coord.ErrVersionMismatch, coord.ErrNotFound),
+					create(b.statePath(st.Topic, st.Partition), encodeState(st), what+" (new)", coord.ErrVersionMismatch, coord.ErrNotFound),
+				})
+				continue
+			}
+			if op.ExpectedEpoch < 0 {
+				return nil, fmt.Errorf("set %s: expected epoch %d: must be >= 0 or NewPartition", what, op.ExpectedEpoch)
+			}
+			units = append(units, unit{
+				setData(b.statePath(st.Topic, st.Partition), encodeState(st), op.ExpectedEpoch,
+					fmt.Sprintf("%s at epoch %d", what, op.ExpectedEpoch), coord.ErrNotFound, coord.ErrVersionMismatch),
+			})
+		default:
+			return nil, fmt.Errorf("commit: unknown op %T", op)
+		}
+	}
+	return units, nil
+}
+
+// deleteTopicUnits deletes the partition states and directories first and
+// the topic and its config last.
+func (b *Backend) deleteTopicUnits(ctx context.Context, t *term, name string) ([]unit, error) {
+	if err := validTopicName(name); err != nil {
+		return nil, err
+	}
+	var parts []string
+	var hasParts, hasConfig bool
+	err := t.zs.call(ctx, b.topicPath(name), func(c *zk.Conn) error {
+		exists, _, err := c.Exists(b.topicPath(name))
+		if err != nil {
+			return err
+		}
+		if !exists {
+			return zk.ErrNoNode
+		}
+		parts, _, err = c.Children(b.partitionsPath(name))
+		if errors.Is(err, zk.ErrNoNode) {
+			parts, err = nil, nil
+		} else if err == nil {
+			hasParts = true
+		}
+		if err != nil {
+			return err
+		}
+		hasConfig, _, err = c.Exists(b.configPath(name))
+		return err
+	})
+	if errors.Is(err, errSessionEnded) {
+		return nil, fmt.Errorf("%w: delete topic %s: zookeeper session ended", coord.ErrFenced, name)
+	}
+	if err != nil {
+		return nil, convertError(err, "delete topic "+name)
+	}
+	what := "topic " + name
+	sort.Slice(parts, func(i, j int) bool {
+		return len(parts[i]) < len(parts[j]) || len(parts[i]) == len(parts[j]) && parts[i] < parts[j]
+	})
+	var units []unit
+	for _, p := range parts {
+		dir := b.partitionsPath(name) + "/" + p
+		units = append(units, unit{remove(dir+"/state", what, coord.ErrNotFound), remove(dir, what, coord.ErrNotFound)})
+	}
+	last := unit{}
+	if hasParts {
+		last = append(last, remove(b.partitionsPath(name), what, coord.ErrNotFound))
+	}
+	last = append(last, remove(b.topicPath(name), what, coord.ErrNotFound))
+	if hasConfig {
+		last = append(last, remove(b.configPath(name), what, coord.ErrNotFound))
+	}
+	return append(units, last), nil
+}
+
+// validTopicName refuses names that would escape /brokers/topics.
+func validTopicName(name string) error {
+	if name == "" || name == "." || name == ".." {
+		return fmt.Errorf("topic name %q: invalid", name)
+	}
+	for _, r := range name {
+		if r == '/' || r == 0 {
+			return fmt.Errorf("topic name %q: must not contain '/' or NUL", name)
+		}
+	}
+	return nil
+}

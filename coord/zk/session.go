@@ -1,0 +1,364 @@
+package zk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// brokerZNode is the JSON of /brokers/ids/N, Kafka's version 5.
+type brokerZNode struct {
+	Version                     int               `json:"version"`
+	Host                        string            `json:"host"`
+	Port                        int32             `json:"port"`
+	Endpoints                   []string          `json:"endpoints"`
+	ListenerSecurityProtocolMap map[string]string `json:"listener_security_protocol_map"`
+	Rack                        string            `json:"rack,omitempty"`
+	JMXPort                     int               `json:"jmx_port"`
+	Timestamp                   string            `json:"timestamp"`
+}
+
+func encodeBroker(b coord.Broker) []byte {
+	data, _ := json.Marshal(brokerZNode{
+		Version:                     5,
+		Host:                        b.Host,
+		Port:                        b.Port,
+		Endpoints:                   []string{"PLAINTEXT://" + b.Addr()},
+		ListenerSecurityProtocolMap: map[string]string{"PLAINTEXT": "PLAINTEXT"},
+		Rack:                        b.Rack,
+		JMXPort:                     -1,
+		Timestamp:                   strconv.FormatInt(time.Now().UnixMilli(), 10),
+	})
+	return data
+}
+
+// decodeBroker reads /brokers/ids/N; its broker epoch is the znode's czxid,
+// as in Kafka.
+func decodeBroker(id coord.BrokerID, data []byte, stat *zk.Stat) (coord.Broker, error) {
+	var z brokerZNode
+	if err := json.Unmarshal(data, &z); err != nil {
+		return coord.Broker{}, fmt.Errorf("decode /brokers/ids/%d: %w", id, err)
+	}
+	return coord.Broker{ID: id, Host: z.Host, Port: z.Port, Rack: z.Rack, Epoch: stat.Czxid}, nil
+}
+
+// session is a broker registration: the ephemeral /brokers/ids/N of one
+// ZooKeeper session.
+type session struct {
+	b      *Backend
+	zs     *zsession
+	broker coord.Broker
+	path   string
+	done   chan struct{}
+
+	mu    sync.Mutex
+	err   error
+	terms map[*term]struct{}
+}
+
+// Register implements coord.Registrar.
+func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session, error) {
+	if br.ID < 0 {
+		return nil, fmt.Errorf("register broker %d: broker id must be >= 0", br.ID)
+	}
+	if err := b.ensureBase(ctx); err != nil {
+		return nil, err
+	}
+	path := b.path(fmt.Sprintf("/brokers/ids/%d", br.ID))
+	for {
+		zs := b.current()
+		if zs == nil {
+			return nil, fmt.Errorf("%w: register broker %d", coord.ErrClosed, br.ID)
+		}
+		var stat *zk.Stat
+		err := zs.call(ctx, path, func(c *zk.Conn) error {
+			_, err := c.Create(path, encodeBroker(br), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			if errors.Is(err, zk.ErrNodeExists) {
+				// A registration of this very ZooKeeper session that no
+				// live Session holds was left by a Register whose ctx ended
+				// mid-call: replace it rather than wait for an expiry that
+				// will not come.
+				_, old, gerr := c.Get(path)
+				if gerr == nil && old.EphemeralOwner == zs.sessionID() && !b.registered(path) {
+					if derr := c.Delete(path, old.Version); derr == nil {
+						_, err = c.Create(path, encodeBroker(br), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+			_, stat, err = c.Get(path)
+			return err
+		})
+		if errors.Is(err, errSessionEnded) {
+			continue
+		}
+		if err != nil {
+			return nil, convertError(err, "register "+path)
+		}
+		if stat.EphemeralOwner != zs.sessionID() {
+			// go-zookeeper moved to a new ZooKeeper session under us: the
+			// znode belongs to a session this backend is giving up.
+			continue
+		}
+		br.Epoch = stat.Czxid
+		s := &session{b: b, zs: zs, broker: br, path: path, done: make(chan struct{}), terms: map[*term]struct{}{}}
+		b.mu.Lock()
+		select {
+		case <-zs.done:
+			b.mu.Unlock()
+			continue
+		default:
+		}
+		if b.closed {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("%w: register broker %d", coord.ErrClosed, br.ID)
+		}
+		b.sessions[s] = struct{}{}
+		b.mu.Unlock()
+		b.log.Debug("broker registered", "broker", br.ID, "epoch", br.Epoch)
+		return s, nil
+	}
+}
+
+// registered reports whether a live Session of this backend holds path.
+func (b *Backend) registered(path string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.sessions {
+		if s.path == path && s.Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Members implements coord.Registrar.
+func (b *Backend) Members(ctx context.Context) ([]coord.Broker, error) {
+	if err := b.ensureBase(ctx); err != nil {
+		return nil, err
+	}
+	var members []coord.Broker
+	err := b.do(ctx, "members", func(c *zk.Conn) error {
+		var err error
+		members, err = b.readMembers(c, false)
+		return err
+	})
+	if err != nil {
+		return nil, convertError(err, b.path("/brokers/ids"))
+	}
+	return members, nil
+}
+
+// readMembers lists /brokers/ids (setting a child watch when watch is set)
+// and reads every registration, concurrently.
+func (b *Backend) readMembers(c *zk.Conn, watch bool) ([]coord.Broker, error) {
+	dir := b.path("/brokers/ids")
+	var names []string
+	var err error
+	if watch {
+		names, _, _, err = c.ChildrenW(dir)
+	} else {
+		names, _, err = c.Children(dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	brokers := make([]coord.Broker, len(names))
+	ok := make([]bool, len(names))
+	err = parallel(len(names), func(i int) error {
+		id, err := strconv.ParseInt(names[i], 10, 32)
+		if err != nil {
+			return nil // not a broker id: ignore, as Kafka does
+		}
+		data, stat, err := c.Get(dir + "/" + names[i])
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil // gone since the listing
+		}
+		if err != nil {
+			return err
+		}
+		br, err := decodeBroker(coord.BrokerID(id), data, stat)
+		if err != nil {
+			return err
+		}
+		brokers[i], ok[i] = br, true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	live := make([]coord.Broker, 0, len(brokers))
+	for i, br := range brokers {
+		if ok[i] {
+			live = append(live, br)
+		}
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].ID < live[j].ID })
+	return live, nil
+}
+
+// Broker implements coord.Session.
+func (s *session) Broker() coord.Broker { return s.broker }
+
+// Done implements coord.Session.
+func (s *session) Done() <-chan struct{} { return s.done }
+
+// Err implements coord.Session.
+func (s *session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// end ends the session with err and every term bound to it; it returns
+// false if the session had already ended.
+func (s *session) end(err error) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return false
+	}
+	s.err = err
+	close(s.done)
+	terms := s.terms
+	s.terms = nil
+	s.mu.Unlock()
+	for t := range terms {
+		t.end(false)
+	}
+	return true
+}
+
+// bindTerm binds t to s; it returns false if s has ended.
+func (s *session) bindTerm(t *term) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	s.terms[t] = struct{}{}
+	return true
+}
+
+// Close implements coord.Session. It gives up the session's terms and
+// deletes its registration at once; if ZooKeeper cannot be reached within
+// the session timeout, a background retry deletes it later (or the
+// ZooKeeper session ends and takes it along).
+func (s *session) Close() error {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	terms := make([]*term, 0, len(s.terms))
+	for t := range s.terms {
+		terms = append(terms, t)
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.timeout)
+	defer cancel()
+	for _, t := range terms {
+		t.Resign(ctx)
+	}
+	if !s.end(coord.ErrClosed) {
+		return nil
+	}
+	s.b.mu.Lock()
+	delete(s.b.sessions, s)
+	s.b.mu.Unlock()
+	err := s.deregister(ctx)
+	if err == nil {
+		return nil
+	}
+	s.b.log.Warn("cannot remove broker registration now: retrying in the background", "path", s.path, "error", err)
+	s.b.goTracked(func() {
+		for attempt := 0; ; attempt++ {
+			if !wait(context.Background(), s.zs.done, backoff(attempt)) {
+				return
+			}
+			select {
+			case <-s.b.closing:
+				return
+			default:
+			}
+			if s.deregister(context.Background()) == nil {
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// deregister deletes the registration if it is still this session's.
+func (s *session) deregister(ctx context.Context) error {
+	err := s.zs.call(ctx, s.path, func(c *zk.Conn) error {
+		_, stat, err := c.Get(s.path)
+		if err != nil {
+			return err
+		}
+		if stat.EphemeralOwner != s.zs.sessionID() || stat.Czxid != s.broker.Epoch {
+			return nil // not ours any more
+		}
+		return c.Delete(s.path, stat.Version)
+	})
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, errSessionEnded) || errors.Is(err, coord.ErrClosed) {
+		return nil // gone with the session
+	}
+	return convertError(err, "deregister "+s.path)
+}
+
+// parallel runs f(0..n-1) on a bounded pool of goroutines (go-zookeeper
+// pipelines their requests on the one connection) and returns the first
+// error. It waits for all of them.
+func parallel(n int, f func(i int) error) error {
+	const workers = 64
+	if n == 0 {
+		return nil
+	}
+	if n == 1 {
+		return f(0)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  int
+	)
+	w := min(workers, n)
+	wg.Add(w)
+	for range w {
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if first != nil || next >= n {
+					mu.Unlock()
+					return
+				}
+				i := next
+				next++
+				mu.Unlock()
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
