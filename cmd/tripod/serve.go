@@ -29,8 +29,10 @@ type serveOptions struct {
 // Settings come, by precedence, from flags given on the command line, then
 // --set key=value, then the --config properties file, then the defaults.
 // Coordination flags (--coord ...) join these when the controller lands.
-func newServeCmd() *cobra.Command {
-	var opts serveOptions
+func newServeCmd() *cobra.Command { return newServeCmdWith(&serveOptions{}) }
+
+// newServeCmdWith builds `tripod serve` parsing its flags into opts.
+func newServeCmdWith(opts *serveOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a broker serving the Kafka protocol",
