@@ -1,0 +1,167 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestConfigSetAndValidateNameTheKey sets each kind of bad value and
+// checks that the error names the key.
+func TestConfigSetAndValidateNameTheKey(t *testing.T) {
+	cases := []struct {
+		key, value string
+		// atSet: Set refuses it; otherwise Validate does.
+		atSet bool
+	}{
+		{"log.segment.bytes", "abc", true},
+		{"log.segment.bytes", "10", false},
+		{"socket.request.max.bytes", "-5", false},
+		{"socket.request.max.bytes", "99999999999", true},
+		{"num.partitions", "0", false},
+		{"auto.create.topics.enable", "yes", true},
+		{"log.retention.ms", "-2", false},
+		{"log.retention.check.interval.ms", "0", false},
+		{"listeners", "SSL://127.0.0.1:9093", false},
+		{"listeners", "127.0.0.1", false},
+		{"broker.id", "-1", false},
+		{"no.such.key", "1", true},
+	}
+	for _, c := range cases {
+		t.Run(c.key+"="+c.value, func(t *testing.T) {
+			cfg := DefaultConfig()
+			err := cfg.Set(c.key, c.value)
+			if c.atSet {
+				if err == nil || !strings.Contains(err.Error(), c.key) {
+					t.Fatalf("Set: got %v, want an error naming %s", err, c.key)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Set: %v", err)
+			}
+			if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.key) {
+				t.Fatalf("Validate: got %v, want an error naming %s", err, c.key)
+			}
+		})
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig().Validate(): %v", err)
+	}
+}
+
+// TestParsePropertiesReadsJavaSyntax reads separators, comments,
+// continuations and escapes as Java's Properties does.
+func TestParsePropertiesReadsJavaSyntax(t *testing.T) {
+	in := `# comment
+! another comment
+broker.id=3
+listeners : PLAINTEXT://127.0.0.1:9093
+log.dirs /a,\
+    /b
+  num.partitions   =   4   
+message.max.bytes=1\
+000
+escaped\=key=x\ty
+`
+	got, err := ParseProperties(strings.NewReader(in))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	want := map[string]string{
+		"broker.id":         "3",
+		"listeners":         "PLAINTEXT://127.0.0.1:9093",
+		"log.dirs":          "/a,/b",
+		"num.partitions":    "4",
+		"message.max.bytes": "1000",
+		"escaped=key":       "x\ty",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d keys %v, want %d", len(got), got, len(want))
+	}
+}
+
+// TestTopicsAndDataSurviveRestart closes a broker and opens another on the
+// same data directory: topics keep their partitions, configs and IDs, and
+// the records are still served.
+func TestTopicsAndDataSurviveRestart(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := testContext(t, time.Minute)
+	str := func(s string) *string { return &s }
+
+	b, err := New(cfg, nil)
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	createTopic(t, b, "kept", 3, map[string]*string{"retention.ms": str("86400000")})
+	cl := newClient(t, b, kgo.DefaultProduceTopic("kept"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range int32(3) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte{byte(p)}}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	before, _ := b.topic("kept")
+	cl.Close()
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	b = startBroker(t, cfg)
+	after, ok := b.topic("kept")
+	if !ok || after.ID != before.ID || after.Partitions != 3 || after.Configs["retention.ms"] != "86400000" {
+		t.Fatalf("after restart: got %+v (exists %v), want %+v", after, ok, before)
+	}
+	end, err := kadm.NewClient(newClient(t, b)).ListEndOffsets(ctx, "kept")
+	if err != nil {
+		t.Fatalf("list end offsets: %v", err)
+	}
+	end.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || o.Offset != 1 {
+			t.Errorf("partition %d: got end offset %d (%v), want 1", o.Partition, o.Offset, o.Err)
+		}
+	})
+}
+
+// TestRetentionLoopHonoursTopicConfigs gives a topic tiny segments and a
+// tiny retention.bytes; the broker's retention loop deletes old segments
+// and moves the log start offset, which ListOffsets earliest reports.
+func TestRetentionLoopHonoursTopicConfigs(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.LogRetentionCheckInterval = 10 * time.Millisecond
+	b := startBroker(t, cfg)
+	str := func(s string) *string { return &s }
+	createTopic(t, b, "retained", 1, map[string]*string{
+		"segment.bytes":   str("1024"),
+		"retention.bytes": str("2048"),
+	})
+	cl := newClient(t, b, kgo.DefaultProduceTopic("retained"), kgo.ProducerLinger(0))
+	ctx := testContext(t, time.Minute)
+	value := []byte(strings.Repeat("r", 300))
+	for range 40 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	adm := kadm.NewClient(cl)
+	waitFor(t, ctx, "retention to move the log start offset", func() bool {
+		start, err := adm.ListStartOffsets(ctx, "retained")
+		if err != nil {
+			return false
+		}
+		o, _ := start.Lookup("retained", 0)
+		return o.Offset > 0
+	})
+	p := b.partitionFor("retained", 0)
+	if p.log.EndOffset() != 40 {
+		t.Fatalf("got end offset %d, want 40", p.log.EndOffset())
+	}
+}
+
