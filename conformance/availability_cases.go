@@ -192,9 +192,10 @@ func testServiceRestartRecovers(t T, h Harness) {
 
 	start := time.Now()
 	restarter.StopService(t)
+	stopped := time.Since(start)
 	restarter.StartService(t)
 	outage := time.Since(start)
-	t.Logf("service stopped and started in %v (session timeout %v)", outage.Round(time.Millisecond), h.SessionTimeout())
+	t.Logf("service stopped in %v and serving again %v after the stop began (session timeout %v)", stopped.Round(time.Millisecond), outage.Round(time.Millisecond), h.SessionTimeout())
 
 	recovery := h.SessionTimeout() + callBound
 	for i := 0; i < 2; i++ {
@@ -214,7 +215,15 @@ func testServiceRestartRecovers(t T, h Harness) {
 		t.Logf("backend %d loads again %v after the restart", i, took.Round(time.Millisecond))
 	}
 
-	if h.Name() == "zk" && outage < h.SessionTimeout()/2 {
+	// A client's last contact may precede the stop by a third of the
+	// session timeout (its renewal interval), and it must give its session
+	// up a session timeout after that contact: so sessions can only be
+	// expected to survive an outage well under two thirds of the timeout.
+	keepable := outage < h.SessionTimeout()/2
+	if h.Name() == "zk" && !keepable {
+		t.Logf("ZooKeeper registrations are not required to survive: the restart took %v, not under half the %v session timeout", outage.Round(time.Millisecond), h.SessionTimeout())
+	}
+	if h.Name() == "zk" && keepable {
 		// ZooKeeper sessions outlive a short server restart: the same
 		// registrations, epochs and all.
 		for _, s := range sessions {
