@@ -95,8 +95,12 @@ func (b *Backend) Campaign(ctx context.Context, cs coord.Session) (coord.Term, e
 		}
 		holder := kvs[0]
 		if clientv3.LeaseID(holder.Lease) == s.lease {
-			if s.isOrphan(holder.CreateRevision) {
-				s.deleteElectionKey(cctx, holder.CreateRevision)
+			if s.hasEnded(holder.CreateRevision) {
+				if !s.deleteElectionKey(cctx, holder.CreateRevision) {
+					if err := waitRetry(ctx, s); err != nil {
+						return nil, err
+					}
+				}
 				continue
 			}
 			// An earlier campaign of this session created the key but did
@@ -189,6 +193,7 @@ func (s *session) loseTerms() {
 	s.terms = map[*term]struct{}{}
 	for t := range terms {
 		s.orphans[t.epoch] = struct{}{}
+		s.ended[t.epoch] = struct{}{}
 	}
 	s.mu.Unlock()
 	for t := range terms {
@@ -202,6 +207,7 @@ func (s *session) loseTerms() {
 func (s *session) forget(t *term, orphan bool) {
 	s.mu.Lock()
 	delete(s.terms, t)
+	s.ended[t.epoch] = struct{}{}
 	if orphan {
 		s.orphans[t.epoch] = struct{}{}
 	}
@@ -209,10 +215,12 @@ func (s *session) forget(t *term, orphan bool) {
 	t.cancel()
 }
 
-func (s *session) isOrphan(epoch int64) bool {
+// hasEnded reports whether the term of epoch was won by this session and
+// has ended.
+func (s *session) hasEnded(epoch int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.orphans[epoch]
+	_, ok := s.ended[epoch]
 	return ok
 }
 

@@ -331,3 +331,29 @@ func TestSessionTimeoutRoundsUpToLeaseTTL(t *testing.T) {
 		t.Fatalf("granted TTL: got %d s, want 2 s", ttl.GrantedTTL)
 	}
 }
+
+// TestCampaignRightAfterResignGetsNewEpoch: a broker that campaigns again
+// the moment its term's Done closes, while Resign is still deleting the
+// election key, never gets the resigned term back: each new term has a
+// greater epoch.
+func TestCampaignRightAfterResignGetsNewEpoch(t *testing.T) {
+	b := open(t, "/recampaign", 1, nil)
+	s, term := elect(t, b, 1)
+	defer s.Close()
+	for round := range 20 {
+		resigned := make(chan error, 1)
+		go func() { resigned <- term.Resign(context.Background()) }()
+		<-term.Done()
+		next, err := b.Campaign(ctxFor(t, 10*time.Second), s)
+		if err != nil {
+			t.Fatalf("round %d: Campaign after Resign: got %v, want a term", round, err)
+		}
+		if err := <-resigned; err != nil {
+			t.Fatalf("round %d: Resign: got %v, want nil", round, err)
+		}
+		if next.Epoch() <= term.Epoch() {
+			t.Fatalf("round %d: term after Resign has epoch %d, want > %d", round, next.Epoch(), term.Epoch())
+		}
+		term = next
+	}
+}

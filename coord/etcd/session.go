@@ -48,6 +48,10 @@ type session struct {
 	// orphans are create revisions of election keys of this lease whose
 	// terms ended here while the key may still exist; the loop deletes them.
 	orphans map[int64]struct{}
+	// ended holds the epochs of every term of this session that has
+	// ended, so that a campaign never adopts an election key of a term
+	// that is over (its deletion may still be on its way).
+	ended map[int64]struct{}
 	// orphanUnknown: a campaign ended with its create in doubt; the loop
 	// deletes an election key of this lease unless a live term holds it.
 	orphanUnknown bool
@@ -93,6 +97,7 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		lastRenew: start,
 		terms:     map[*term]struct{}{},
 		orphans:   map[int64]struct{}{},
+		ended:     map[int64]struct{}{},
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 
@@ -210,6 +215,9 @@ func (s *session) end(err error) {
 	}
 	terms := s.terms
 	s.terms = map[*term]struct{}{}
+	for t := range terms {
+		s.ended[t.epoch] = struct{}{}
+	}
 	s.mu.Unlock()
 	for t := range terms {
 		t.cancel()
