@@ -164,4 +164,3 @@ func TestRetentionLoopHonoursTopicConfigs(t *testing.T) {
 		t.Fatalf("got end offset %d, want 40", p.log.EndOffset())
 	}
 }
-
