@@ -74,7 +74,7 @@ func TestConcurrentReadersDuringAppends(t *testing.T) {
 	}
 
 	now := time.Now()
-	for i := range 600 {
+	for i := range 400 {
 		records := batches[i%len(batches)]
 		if i%3 == 0 {
 			records = append(append([]byte(nil), records...), batches[(i+1)%len(batches)]...)

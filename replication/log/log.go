@@ -4,6 +4,23 @@
 // retains segments, and recovers a torn tail on open. It knows nothing of
 // replication or the network; a Log is safe for concurrent use (one writer
 // at a time, readers concurrent with it).
+//
+// A log's directory holds, as Kafka lays them out:
+//
+//	00000000000000000000.log        batches, byte for byte as appended
+//	00000000000000000000.index      offset index: relative offset uint32,
+//	                                position uint32, every
+//	                                log.index.interval.bytes
+//	00000000000000000000.timeindex  time index: timestamp int64, relative
+//	                                offset uint32
+//	leader-epoch-checkpoint         first offset of each leader epoch
+//	log-start-offset                the log start offset, once retention
+//	                                or truncation moved it
+//	clean-shutdown                  present only while the log is closed
+//	                                cleanly
+//
+// Index fields are big-endian; their offsets are relative to the segment's
+// base offset, the 20-digit number in its file names.
 package log
 
 import (
@@ -14,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -44,7 +62,9 @@ type Config struct {
 	// it (log.segment.bytes). Default 1 GiB; 14 bytes .. 2^31-1.
 	SegmentBytes int64
 	// RollTime rolls a new segment when the active one's first batch is
-	// older than this (log.roll.ms). Default 7 days.
+	// older than this (log.roll.ms). Default 7 days. The age counts from
+	// when the log appended that batch or, for a segment found on Open,
+	// from the batch's maxTimestamp.
 	RollTime time.Duration
 	// RetentionBytes deletes oldest segments while the log is larger
 	// (log.retention.bytes). Default -1: no size limit.
@@ -195,14 +215,14 @@ func (l *Log) load(clean bool) error {
 		}
 	}
 	// Index files without a log (a deletion cut short) and temporary
-	// checkpoints are left-overs.
+	// checkpoint files are left-overs.
 	for _, e := range entries {
 		name := e.Name()
 		base, isIndex := parseSegmentName(name, indexSuffix)
 		if !isIndex {
 			base, isIndex = parseSegmentName(name, timeIndexSuffix)
 		}
-		if (isIndex && !logs[base]) || name == startOffsetFile+".tmp" {
+		if (isIndex && !logs[base]) || strings.HasSuffix(name, ".tmp") {
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
 				return fmt.Errorf("remove left-over %s: %w", name, err)
 			}
@@ -246,7 +266,7 @@ func (l *Log) load(clean bool) error {
 // log no longer holds (a recovered tail, retention).
 func (l *Log) loadEpochs() error {
 	entries, err := readEpochs(l.dir)
-	stale := err != nil
+	stale := err != nil // A missing checkpoint is an empty one.
 	if err != nil {
 		if entries, err = l.scanEpochs(); err != nil {
 			return err
@@ -254,7 +274,7 @@ func (l *Log) loadEpochs() error {
 	}
 	trimmed := trimEpochs(entries, l.startOffset, l.active().tail.nextOffset)
 	l.epochs = trimmed
-	if stale || !equalEpochs(trimmed, entries) {
+	if (stale && len(trimmed) > 0) || !equalEpochs(trimmed, entries) {
 		return writeEpochs(l.dir, trimmed)
 	}
 	return nil
