@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,8 +46,6 @@ type Broker struct {
 	// wg counts every goroutine the broker owns: the accept loop, the
 	// background loop, and every connection's goroutines.
 	wg sync.WaitGroup
-	// connCount is the number of open client connections.
-	connCount atomic.Int64
 }
 
 // topicState is a topic's catalogue entry and its open partitions.
@@ -329,12 +326,33 @@ func (b *Broker) removeStrayPartitionDirsLocked() {
 				continue
 			}
 			path := filepath.Join(dir, e.Name())
+			if !holdsSegments(path) {
+				continue
+			}
 			b.logger.Warn("removing partition directory of a deleted topic", "dir", path)
 			if err := os.RemoveAll(path); err != nil {
 				b.logger.Error("remove stray partition directory failed", "dir", path, "error", err)
 			}
 		}
 	}
+}
+
+// segmentFileName matches a log segment's file name.
+var segmentFileName = regexp.MustCompile(`^[0-9]{20}\.log$`)
+
+// holdsSegments reports whether dir holds log segment files, so that only
+// directories that are partition logs are ever removed.
+func holdsSegments(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if !e.IsDir() && segmentFileName.MatchString(e.Name()) {
+			return true
+		}
+	}
+	return false
 }
 
 // openTopicLocked opens (creating if needed) the logs of t's partitions.

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,7 +116,28 @@ func TestTopicsAndDataSurviveRestart(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 
+	// A partition log of a topic the catalogue no longer holds (a crash
+	// between the catalogue write and the log deletion) is removed; a
+	// directory that is not a partition log is left alone.
+	dir := cfg.LogDirs[0]
+	stray := filepath.Join(dir, "gone-0")
+	other := filepath.Join(dir, "not-a-log-1")
+	for _, d := range []string{stray, other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatalf("mkdir: %v", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(stray, "00000000000000000000.log"), nil, 0o644); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+
 	b = startBroker(t, cfg)
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Errorf("stray partition log %s: got %v, want it removed", stray, err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("unrelated directory %s: %v, want it kept", other, err)
+	}
 	after, ok := b.topic("kept")
 	if !ok || after.ID != before.ID || after.Partitions != 3 || after.Configs["retention.ms"] != "86400000" {
 		t.Fatalf("after restart: got %+v (exists %v), want %+v", after, ok, before)

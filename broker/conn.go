@@ -56,8 +56,6 @@ var errCloseConn = errors.New("close connection")
 // every goroutine it started has ended.
 func (b *Broker) serveConn(nc net.Conn) {
 	remote := nc.RemoteAddr().String()
-	b.connCount.Add(1)
-	defer b.connCount.Add(-1)
 	log := b.logger.With("remote", remote)
 	log.Debug("connection opened")
 
