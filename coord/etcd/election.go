@@ -320,18 +320,10 @@ func (t *term) watch() {
 	key := b.controllerKey()
 	rev := t.epoch
 	for t.ctx.Err() == nil {
-		for resp := range b.client.Watch(t.ctx, key, clientv3.WithRev(rev+1)) {
-			if resp.Err() != nil || resp.Canceled {
-				break
-			}
-			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != t.epoch {
-					b.log.Warn("controller term lost: election key gone", "broker", t.s.broker.ID, "epoch", t.epoch)
-					t.s.forget(t, false)
-					return
-				}
-				rev = ev.Kv.ModRevision
-			}
+		if t.watchOnce(key, &rev) {
+			b.log.Warn("controller term lost: election key gone", "broker", t.s.broker.ID, "epoch", t.epoch)
+			t.s.forget(t, false)
+			return
 		}
 		if t.ctx.Err() != nil {
 			return
@@ -356,6 +348,26 @@ func (t *term) watch() {
 		case <-timer.C:
 		}
 	}
+}
+
+// watchOnce watches key from *rev+1 until the term's key is deleted or
+// replaced (true), or the watch breaks or the term ends (false); *rev
+// advances past the events seen.
+func (t *term) watchOnce(key string, rev *int64) bool {
+	ctx, cancel := context.WithCancel(t.ctx)
+	defer cancel()
+	for resp := range t.s.b.client.Watch(ctx, key, clientv3.WithRev(*rev+1)) {
+		if resp.Err() != nil || resp.Canceled {
+			return false
+		}
+		for _, ev := range resp.Events {
+			if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != t.epoch {
+				return true
+			}
+			*rev = ev.Kv.ModRevision
+		}
+	}
+	return false
 }
 
 // Controller implements coord.Elector.

@@ -75,7 +75,8 @@ func startWatch[S any](ctx context.Context, b *Backend, what string, f *follower
 // changed state, until ctx ends.
 func follow[S any](ctx context.Context, b *Backend, what string, f *follower[S], rev int64, out chan S) {
 	for ctx.Err() == nil {
-		wch := b.client.Watch(ctx, f.key, clientv3.WithRange(f.end), clientv3.WithRev(rev+1))
+		wctx, cancelWatch := context.WithCancel(ctx)
+		wch := b.client.Watch(wctx, f.key, clientv3.WithRange(f.end), clientv3.WithRev(rev+1))
 		for resp := range wch {
 			if resp.Err() != nil || resp.Canceled {
 				b.log.Debug("watch broke, reloading", "watch", what, "error", resp.Err())
@@ -89,7 +90,9 @@ func follow[S any](ctx context.Context, b *Backend, what string, f *follower[S],
 				offer(out, v)
 			}
 		}
-		// Drain the channel in case the loop above broke early.
+		// Cancel the broken watch and drain its channel until the client
+		// closes it.
+		cancelWatch()
 		for range wch {
 		}
 		for ctx.Err() == nil {
