@@ -242,7 +242,7 @@ func (l *Log) load(clean bool) error {
 		l.dirDirty = true
 	}
 	for i, base := range bases {
-		s, err := openSegmentFiles(l.dir, base, os.O_RDWR)
+		s, err := openSegment(l.dir, base, os.O_RDWR)
 		if err != nil {
 			return err
 		}
@@ -295,13 +295,16 @@ func (l *Log) loadTrusted(s *segment, next int64) error {
 	}
 	if !ok || (size > 0 && len(s.times) == 0) {
 		s.offsets, s.times = nil, nil
-		if err := s.truncateIndexes(); err != nil {
-			return err
-		}
+		s.offsetsFile.cut(0)
+		s.timesFile.cut(0)
 		if err := s.rebuildTail(size, l.cfg.IndexIntervalBytes); err != nil {
 			return err
 		}
-		return nil
+		if t := s.tail; t.maxTimestamp > t.lastIndexedTimestamp {
+			s.times = append(s.times, timeEntry{timestamp: t.maxTimestamp, relOffset: uint32(t.maxTimestampOffset - s.baseOffset)})
+			s.tail.lastIndexedTimestamp = t.maxTimestamp
+		}
+		return s.persistIndexes(false)
 	}
 	s.tail.size = size
 	s.tail.nextOffset = next
@@ -341,6 +344,8 @@ func (l *Log) recover(s *segment, clean bool) error {
 	}
 	if !ok {
 		s.offsets, s.times = nil, nil
+		s.offsetsFile.cut(0)
+		s.timesFile.cut(0)
 	}
 	var buf []byte
 	for pos < size {
@@ -379,14 +384,11 @@ func (l *Log) recover(s *segment, clean bool) error {
 		}
 	}
 	s.cutIndexes(pos, expect)
-	if err := s.truncateIndexes(); err != nil {
-		return err
-	}
 	if err := s.rebuildTail(pos, l.cfg.IndexIntervalBytes); err != nil {
 		return err
 	}
 	s.dirty = true
-	return nil
+	return s.persistIndexes(false)
 }
 
 // cutIndexes drops the in-memory index entries of batches at or after
@@ -394,8 +396,10 @@ func (l *Log) recover(s *segment, clean bool) error {
 func (s *segment) cutIndexes(pos, next int64) {
 	i := sort.Search(len(s.offsets), func(i int) bool { return int64(s.offsets[i].position) >= pos })
 	s.offsets = s.offsets[:i]
+	s.offsetsFile.cut(i)
 	j := sort.Search(len(s.times), func(j int) bool { return s.baseOffset+int64(s.times[j].relOffset) >= next })
 	s.times = s.times[:j]
+	s.timesFile.cut(j)
 }
 
 // active is the last segment, the one appends go to. Callers hold mu or
@@ -580,9 +584,9 @@ func (l *Log) write(buf []byte, headers []batchHeader, now time.Time) error {
 	return l.publish(s, buf[groupStart:pos], tail, offsets, times)
 }
 
-// publish writes data at the end of segment s with its new index entries,
-// then makes them visible to readers with the new tail. On a failed write
-// it cuts the files back so nothing half-written stays behind.
+// publish writes data at the end of segment s, then makes it visible to
+// readers with the new tail and index entries. On a failed write it cuts
+// the file back so nothing half-written stays behind.
 func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offsetEntry, times []timeEntry) error {
 	if len(data) == 0 {
 		return nil
@@ -592,15 +596,6 @@ func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offse
 	if _, err := s.log.WriteAt(data, at); err != nil {
 		s.log.Truncate(at)
 		return fmt.Errorf("write segment %d at byte %d: %w", s.baseOffset, at, err)
-	}
-	err := s.writeOffsetEntries(len(s.offsets), offsets)
-	if err == nil {
-		err = s.writeTimeEntries(len(s.times), times)
-	}
-	if err != nil {
-		s.log.Truncate(at)
-		s.truncateIndexes()
-		return err
 	}
 	l.mu.Lock()
 	s.tail = tail
@@ -631,14 +626,13 @@ func (l *Log) roll() (*segment, error) {
 	old := l.active()
 	if t := old.tail; t.maxTimestamp > t.lastIndexedTimestamp {
 		te := timeEntry{timestamp: t.maxTimestamp, relOffset: uint32(t.maxTimestampOffset - old.baseOffset)}
-		if err := old.writeTimeEntries(len(old.times), []timeEntry{te}); err != nil {
-			return nil, err
-		}
-		old.dirty = true
 		l.mu.Lock()
 		old.times = append(old.times, te)
 		old.tail.lastIndexedTimestamp = t.maxTimestamp
 		l.mu.Unlock()
+	}
+	if err := old.persistIndexes(false); err != nil {
+		return nil, err
 	}
 	s, err := createSegment(l.dir, old.tail.nextOffset)
 	if err != nil {
@@ -836,7 +830,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 
 	// Work out the segment's new state before readers see it.
-	cut := &segment{baseOffset: s.baseOffset, log: s.log, offsetIndex: s.offsetIndex, timeIndex: s.timeIndex}
+	cut := &segment{dir: s.dir, baseOffset: s.baseOffset, log: s.log, offsetsFile: s.offsetsFile, timesFile: s.timesFile}
 	cut.offsets = append([]offsetEntry(nil), s.offsets...)
 	cut.times = append([]timeEntry(nil), s.times...)
 	cut.cutIndexes(pos, cutBase)
@@ -848,6 +842,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.segments = l.segments[: i+1 : i+1]
 	s.tail, s.offsets, s.times = cut.tail, cut.offsets, cut.times
 	l.mu.Unlock()
+	s.offsetsFile, s.timesFile = cut.offsetsFile, cut.timesFile
 
 	if s.tail.size == 0 {
 		s.rollTimestamp = -1
@@ -857,7 +852,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := s.log.Truncate(pos); err != nil && first == nil {
 		first = fmt.Errorf("truncate segment %d at byte %d: %w", s.baseOffset, pos, err)
 	}
-	if err := s.truncateIndexes(); err != nil && first == nil {
+	if err := s.persistIndexes(false); err != nil && first == nil {
 		first = err
 	}
 	for _, r := range removed {

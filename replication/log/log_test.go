@@ -445,6 +445,9 @@ func TestRecoverDamagedTail(t *testing.T) {
 		// a clean Close only the batches from the last index entry on are
 		// verified.
 		crashOnly bool
+		// closeOnly runs the case only after a clean Close: after a crash
+		// the index files are rebuilt anyway.
+		closeOnly bool
 	}{
 		{name: "cut inside the last header", damage: func(t *testing.T, p string) { truncateFile(t, p, 19*size+30) }, wantEnd: 95},
 		{name: "cut inside the last records", damage: func(t *testing.T, p string) { truncateFile(t, p, 20*size-1) }, wantEnd: 95},
@@ -455,15 +458,15 @@ func TestRecoverDamagedTail(t *testing.T) {
 		{name: "bad length in the last batch", damage: func(t *testing.T, p string) { writeAt(t, p, 19*size+fieldBatchLength, []byte{0x7f, 0, 0, 0}) }, wantEnd: 95},
 		{name: "zeros after the last batch", damage: func(t *testing.T, p string) { writeAt(t, p, 20*size, make([]byte, 4096)) }, wantEnd: 100},
 		{name: "offset gap in the last batch", damage: func(t *testing.T, p string) { writeAt(t, p, 19*size, []byte{0, 0, 0, 0, 0, 0, 0, 99}) }, wantEnd: 95},
-		{name: "offset index removed", damage: func(t *testing.T, p string) { removeFile(t, indexPath(p)) }, wantEnd: 100},
-		{name: "time index removed", damage: func(t *testing.T, p string) { removeFile(t, timeIndexPath(p)) }, wantEnd: 100},
-		{name: "offset index torn", damage: func(t *testing.T, p string) { truncateFile(t, indexPath(p), fileSize(t, indexPath(p))-3) }, wantEnd: 100},
-		{name: "offset index garbage", damage: func(t *testing.T, p string) { writeAt(t, indexPath(p), 0, bytes.Repeat([]byte{0xff}, 16)) }, wantEnd: 100},
+		{name: "offset index removed", damage: func(t *testing.T, p string) { removeFile(t, indexPath(p)) }, wantEnd: 100, closeOnly: true},
+		{name: "time index removed", damage: func(t *testing.T, p string) { removeFile(t, timeIndexPath(p)) }, wantEnd: 100, closeOnly: true},
+		{name: "offset index torn", damage: func(t *testing.T, p string) { truncateFile(t, indexPath(p), fileSize(t, indexPath(p))-3) }, wantEnd: 100, closeOnly: true},
+		{name: "offset index garbage", damage: func(t *testing.T, p string) { writeAt(t, indexPath(p), 0, bytes.Repeat([]byte{0xff}, 16)) }, wantEnd: 100, closeOnly: true},
 		{name: "index entries beyond a cut tail", damage: func(t *testing.T, p string) { truncateFile(t, p, 2*size+5) }, wantEnd: 10},
 	}
 	for _, tt := range tests {
 		for _, crash := range []bool{false, true} {
-			if tt.crashOnly && !crash {
+			if (tt.crashOnly && !crash) || (tt.closeOnly && crash) {
 				continue
 			}
 			name := tt.name + " after close"
@@ -1138,4 +1141,40 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func TestOneDescriptorPerSegment(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	batch := newBatch(t, 5, 100, 1000)
+	cfg.SegmentBytes = int64(len(batch))
+	l, err := Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		mustAppend(t, l, batch)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := openDescriptors(t)
+	l = openTestLog(t, dir, cfg)
+	if got := openDescriptors(t) - before; got != 10 {
+		t.Fatalf("a log of 10 segments holds %d file descriptors, want 10", got)
+	}
+	mustAppend(t, l, batch)
+	if got := openDescriptors(t) - before; got != 11 {
+		t.Fatalf("after a roll to 11 segments: %d file descriptors, want 11", got)
+	}
+}
+
+// openDescriptors counts the file descriptors the process holds.
+func openDescriptors(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("count file descriptors: %v", err)
+	}
+	return len(entries)
 }

@@ -97,11 +97,16 @@ func (t *segmentTail) add(h batchHeader, base, interval int64) (oe offsetEntry, 
 // Its published fields (tail, offsets, times) are read under Log.mu (read
 // lock) and changed under Log.appendMu and Log.mu (write lock); the writer
 // fields are used under Log.appendMu only.
+//
+// Only the .log file stays open (one descriptor per segment, so a broker
+// with many partitions stays within its file limit). The indexes live in
+// memory; their files are brought up to date by persistIndexes when the
+// segment is rolled, flushed, truncated or closed. Index entries lost to a
+// crash are rebuilt by Open, which scans the last segment.
 type segment struct {
-	baseOffset  int64
-	log         *os.File
-	offsetIndex *os.File
-	timeIndex   *os.File
+	dir        string
+	baseOffset int64
+	log        *os.File
 
 	// Published state.
 	tail    segmentTail
@@ -114,7 +119,25 @@ type segment struct {
 	rollTimestamp int64
 	// dirty is set when the files hold writes not yet fsynced.
 	dirty bool
+	// offsetsFile and timesFile track the index files against offsets
+	// and times.
+	offsetsFile, timesFile indexFileState
 }
+
+// indexFileState tracks an index file against the entries in memory.
+type indexFileState struct {
+	// entries is how many entries the file holds, -1 if it is malformed.
+	entries int
+	// valid is how many leading entries of the file equal those in
+	// memory.
+	valid int
+}
+
+// current reports whether the file holds exactly the n entries in memory.
+func (st indexFileState) current(n int) bool { return st.entries == n && st.valid == n }
+
+// cut records that the entries in memory were cut to n.
+func (st *indexFileState) cut(n int) { st.valid = min(st.valid, n) }
 
 // segmentPath is the path of a segment file: dir/<20-digit base><suffix>.
 func segmentPath(dir string, base int64, suffix string) string {
@@ -138,64 +161,97 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 // createSegment creates the empty files of a segment at base, replacing
 // any left over.
 func createSegment(dir string, base int64) (*segment, error) {
-	return openSegmentFiles(dir, base, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := writeIndexFile(segmentPath(dir, base, suffix), nil, 0, false); err != nil {
+			return nil, fmt.Errorf("create segment %d: %w", base, err)
+		}
+	}
+	return openSegment(dir, base, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
 }
 
-// openSegmentFiles opens the three files of a segment with flag (the
-// indexes are always created if missing).
-func openSegmentFiles(dir string, base int64, flag int) (*segment, error) {
-	s := &segment{baseOffset: base, rollTimestamp: -1}
+// openSegment opens the .log file of the segment at base with flag.
+func openSegment(dir string, base int64, flag int) (*segment, error) {
+	s := &segment{dir: dir, baseOffset: base, rollTimestamp: -1}
 	s.tail = segmentTail{nextOffset: base, maxTimestamp: -1, maxTimestampOffset: -1, lastIndexedTimestamp: -1}
 	var err error
 	if s.log, err = os.OpenFile(segmentPath(dir, base, logSuffix), flag, 0o644); err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", base, err)
 	}
-	if s.offsetIndex, err = os.OpenFile(segmentPath(dir, base, indexSuffix), flag|os.O_CREATE, 0o644); err != nil {
-		s.close()
-		return nil, fmt.Errorf("open offset index of segment %d: %w", base, err)
-	}
-	if s.timeIndex, err = os.OpenFile(segmentPath(dir, base, timeIndexSuffix), flag|os.O_CREATE, 0o644); err != nil {
-		s.close()
-		return nil, fmt.Errorf("open time index of segment %d: %w", base, err)
-	}
 	return s, nil
 }
 
-// close closes the segment's files and returns the first error.
-func (s *segment) close() error {
-	var first error
-	for _, f := range []*os.File{s.log, s.offsetIndex, s.timeIndex} {
-		if f != nil {
-			if err := f.Close(); err != nil && first == nil {
-				first = err
-			}
-		}
-	}
-	return first
-}
+// close closes the segment's log file.
+func (s *segment) close() error { return s.log.Close() }
 
 // remove closes and deletes the segment's files.
 func (s *segment) remove() error {
 	first := s.close()
-	for _, f := range []*os.File{s.log, s.offsetIndex, s.timeIndex} {
-		if f == nil {
-			continue
-		}
-		if err := os.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(segmentPath(s.dir, s.baseOffset, suffix)); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
 			first = err
 		}
 	}
 	return first
 }
 
-// sync fsyncs the segment's files.
+// sync brings the index files up to date and fsyncs the segment's files.
 func (s *segment) sync() error {
-	for _, f := range []*os.File{s.log, s.offsetIndex, s.timeIndex} {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("fsync segment %d: %w", s.baseOffset, err)
+	}
+	return s.persistIndexes(true)
+}
+
+// persistIndexes writes the index entries the files lack and cuts entries
+// the log no longer has; with sync it also fsyncs both index files.
+func (s *segment) persistIndexes(sync bool) error {
+	if sync || !s.offsetsFile.current(len(s.offsets)) {
+		n := s.offsetsFile.valid
+		buf := make([]byte, 0, (len(s.offsets)-n)*offsetEntrySize)
+		for _, e := range s.offsets[n:] {
+			buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
+			buf = binary.BigEndian.AppendUint32(buf, e.position)
 		}
+		if err := writeIndexFile(segmentPath(s.dir, s.baseOffset, indexSuffix), buf, int64(n)*offsetEntrySize, sync); err != nil {
+			return fmt.Errorf("write offset index of segment %d: %w", s.baseOffset, err)
+		}
+		s.offsetsFile = indexFileState{entries: len(s.offsets), valid: len(s.offsets)}
+	}
+	if sync || !s.timesFile.current(len(s.times)) {
+		n := s.timesFile.valid
+		buf := make([]byte, 0, (len(s.times)-n)*timeEntrySize)
+		for _, e := range s.times[n:] {
+			buf = binary.BigEndian.AppendUint64(buf, uint64(e.timestamp))
+			buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
+		}
+		if err := writeIndexFile(segmentPath(s.dir, s.baseOffset, timeIndexSuffix), buf, int64(n)*timeEntrySize, sync); err != nil {
+			return fmt.Errorf("write time index of segment %d: %w", s.baseOffset, err)
+		}
+		s.timesFile = indexFileState{entries: len(s.times), valid: len(s.times)}
 	}
 	return nil
+}
+
+// writeIndexFile writes data at position at of the index file path, cuts
+// the file right after it, and fsyncs it if sync is set.
+func writeIndexFile(path string, data []byte, at int64, sync bool) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if len(data) > 0 {
+		_, err = f.WriteAt(data, at)
+	}
+	if err == nil {
+		err = f.Truncate(at + int64(len(data)))
+	}
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // lastOffsetEntryPosition is the file position of the last offset-index
@@ -265,57 +321,25 @@ func (s *segment) firstBatchTimestamp() (int64, error) {
 	return h.maxTimestamp, nil
 }
 
-// writeOffsetEntries writes entries to the offset index after the first n
-// entries.
-func (s *segment) writeOffsetEntries(n int, entries []offsetEntry) error {
-	if len(entries) == 0 {
-		return nil
-	}
-	buf := make([]byte, 0, len(entries)*offsetEntrySize)
-	for _, e := range entries {
-		buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
-		buf = binary.BigEndian.AppendUint32(buf, e.position)
-	}
-	if _, err := s.offsetIndex.WriteAt(buf, int64(n)*offsetEntrySize); err != nil {
-		return fmt.Errorf("write offset index of segment %d: %w", s.baseOffset, err)
-	}
-	return nil
-}
-
-// writeTimeEntries writes entries to the time index after the first n
-// entries.
-func (s *segment) writeTimeEntries(n int, entries []timeEntry) error {
-	if len(entries) == 0 {
-		return nil
-	}
-	buf := make([]byte, 0, len(entries)*timeEntrySize)
-	for _, e := range entries {
-		buf = binary.BigEndian.AppendUint64(buf, uint64(e.timestamp))
-		buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
-	}
-	if _, err := s.timeIndex.WriteAt(buf, int64(n)*timeEntrySize); err != nil {
-		return fmt.Errorf("write time index of segment %d: %w", s.baseOffset, err)
-	}
-	return nil
-}
-
-// loadIndexes reads both index files. ok is false if either is malformed:
-// a size that is not a whole number of entries, offsets or positions that
-// do not increase, a position beyond the log file, or timestamps that do
-// not increase.
+// loadIndexes reads both index files. ok is false if either is missing or
+// malformed: a size that is not a whole number of entries, offsets or
+// positions that do not increase, a position beyond the log file,
+// timestamps that do not increase, or no time entry beside offset entries.
 func (s *segment) loadIndexes(logSize int64) (ok bool, err error) {
-	raw, err := readAll(s.offsetIndex)
+	raw, rawExists, err := readIndexFile(segmentPath(s.dir, s.baseOffset, indexSuffix))
 	if err != nil {
 		return false, fmt.Errorf("read offset index of segment %d: %w", s.baseOffset, err)
 	}
-	traw, err := readAll(s.timeIndex)
+	traw, trawExists, err := readIndexFile(segmentPath(s.dir, s.baseOffset, timeIndexSuffix))
 	if err != nil {
 		return false, fmt.Errorf("read time index of segment %d: %w", s.baseOffset, err)
 	}
 	s.offsets, s.times = nil, nil
-	if len(raw)%offsetEntrySize != 0 || len(traw)%timeEntrySize != 0 {
+	s.offsetsFile, s.timesFile = indexFileState{entries: -1}, indexFileState{entries: -1}
+	if !rawExists || !trawExists || len(raw)%offsetEntrySize != 0 || len(traw)%timeEntrySize != 0 {
 		return false, nil
 	}
+	s.offsetsFile.entries, s.timesFile.entries = len(raw)/offsetEntrySize, len(traw)/timeEntrySize
 	offsets := make([]offsetEntry, 0, len(raw)/offsetEntrySize)
 	for i := 0; i < len(raw); i += offsetEntrySize {
 		e := offsetEntry{relOffset: binary.BigEndian.Uint32(raw[i:]), position: binary.BigEndian.Uint32(raw[i+4:])}
@@ -339,38 +363,27 @@ func (s *segment) loadIndexes(logSize int64) (ok bool, err error) {
 		times = append(times, e)
 	}
 	s.offsets, s.times = offsets, times
-	return true, nil
+	s.offsetsFile.valid, s.timesFile.valid = len(offsets), len(times)
+	// The first offset entry comes with a time entry (unless records
+	// carry no timestamps): an empty time index beside a full offset
+	// index was lost.
+	return len(offsets) == 0 || len(times) > 0, nil
 }
 
-// readAll reads a whole file from position 0.
-func readAll(f *os.File) ([]byte, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+// readIndexFile reads a whole index file, and whether it exists.
+func readIndexFile(path string) ([]byte, bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
 	}
-	buf := make([]byte, fi.Size())
-	n, err := f.ReadAt(buf, 0)
-	if err == io.EOF {
-		err = nil
-	}
-	return buf[:n], err
-}
-
-// truncateIndexes cuts the index files to the entries held in memory.
-func (s *segment) truncateIndexes() error {
-	if err := s.offsetIndex.Truncate(int64(len(s.offsets)) * offsetEntrySize); err != nil {
-		return fmt.Errorf("truncate offset index of segment %d: %w", s.baseOffset, err)
-	}
-	if err := s.timeIndex.Truncate(int64(len(s.times)) * timeEntrySize); err != nil {
-		return fmt.Errorf("truncate time index of segment %d: %w", s.baseOffset, err)
-	}
-	return nil
+	return b, err == nil, err
 }
 
 // rebuildTail recomputes the tail by scanning the batch headers from the
-// last offset-index entry to end (trusted bytes), writing any index entry
-// the scan finds missing (after a crash that lost index writes). The index
-// entries in memory must already be cut to those below end.
+// last offset-index entry to end (trusted bytes), adding any index entry
+// the scan finds missing (after a crash that lost index writes; the caller
+// persists them). The index entries in memory must already be cut to
+// those below end.
 func (s *segment) rebuildTail(end, interval int64) error {
 	t := segmentTail{nextOffset: s.baseOffset, maxTimestamp: -1, maxTimestampOffset: -1, lastIndexedTimestamp: -1}
 	if n := len(s.times); n > 0 {
@@ -397,12 +410,6 @@ func (s *segment) rebuildTail(end, interval int64) error {
 		if hasTime {
 			newTimes = append(newTimes, te)
 		}
-	}
-	if err := s.writeOffsetEntries(len(s.offsets), newOffsets); err != nil {
-		return err
-	}
-	if err := s.writeTimeEntries(len(s.times), newTimes); err != nil {
-		return err
 	}
 	s.offsets = append(s.offsets, newOffsets...)
 	s.times = append(s.times, newTimes...)
