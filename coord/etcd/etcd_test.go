@@ -357,3 +357,19 @@ func TestCampaignRightAfterResignGetsNewEpoch(t *testing.T) {
 		term = next
 	}
 }
+
+// TestEmptyCommitChecksFence: a Commit without ops succeeds for the
+// current term and fails with ErrFenced once the term is gone.
+func TestEmptyCommitChecksFence(t *testing.T) {
+	b := open(t, "/empty", 1, nil)
+	_, term := elect(t, b, 1)
+	if err := b.Commit(ctxFor(t, 10*time.Second), term); err != nil {
+		t.Fatalf("empty Commit of the current term: got %v, want nil", err)
+	}
+	if _, err := b.Client().Delete(ctxFor(t, 10*time.Second), "/empty/controller"); err != nil {
+		t.Fatalf("delete the election key: %v", err)
+	}
+	if err := b.Commit(ctxFor(t, 10*time.Second), term); !errors.Is(err, coord.ErrFenced) {
+		t.Fatalf("empty Commit after the election key was deleted: got %v, want ErrFenced", err)
+	}
+}

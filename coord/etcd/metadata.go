@@ -397,9 +397,8 @@ func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
 
 // commitChunk applies one chunk atomically, or explains why not.
 func (b *Backend) commitChunk(ctx context.Context, c *chunk) error {
-	if len(c.writes) == 0 {
-		return nil
-	}
+	// A chunk without writes (an empty Commit) still checks the fence, so
+	// a controller can ask whether its term still holds.
 	cmps := make([]clientv3.Cmp, len(c.checks))
 	reads := make([]clientv3.Op, len(c.checks))
 	for i, ch := range c.checks {

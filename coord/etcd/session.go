@@ -68,6 +68,10 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 	if err != nil {
 		return nil, b.convertError(err, fmt.Sprintf("grant lease for broker %d", br.ID))
 	}
+	if grant.TTL > b.ttl {
+		b.log.Warn("etcd granted a longer lease than the session timeout: etcd expires a crashed broker later than configured (lower etcd's --election-timeout to grant shorter leases)",
+			"broker", br.ID, "requested_ttl_s", b.ttl, "granted_ttl_s", grant.TTL)
+	}
 	br.Epoch = 0
 	value, err := json.Marshal(br)
 	if err != nil {
