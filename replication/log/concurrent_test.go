@@ -11,7 +11,8 @@ import (
 )
 
 // TestConcurrentReadersDuringAppends runs readers against a log while one
-// writer appends (rolling segments) and retention deletes old segments:
+// writer appends (rolling segments), truncates, and retention deletes old
+// segments:
 // every read returns whole batches with valid CRCs and consecutive offsets,
 // starting with the batch holding the offset asked for. Run it with -race.
 func TestConcurrentReadersDuringAppends(t *testing.T) {
@@ -51,8 +52,8 @@ func TestConcurrentReadersDuringAppends(t *testing.T) {
 				} else {
 					b, err = l.ReadUpTo(offset, maxBytes, end-rng.Int64N(5))
 				}
-				if errors.Is(err, ErrOffsetOutOfRange) && offset < l.StartOffset() {
-					continue // Retention passed the offset meanwhile.
+				if errors.Is(err, ErrOffsetOutOfRange) && (offset < l.StartOffset() || offset > l.EndOffset()) {
+					continue // Retention or truncation passed the offset meanwhile.
 				}
 				if err != nil {
 					t.Errorf("reader %d: Read(%d): %v", r, offset, err)
@@ -85,6 +86,11 @@ func TestConcurrentReadersDuringAppends(t *testing.T) {
 		if i%20 == 0 {
 			if _, err := l.EnforceRetention(now); err != nil {
 				t.Fatalf("retention: %v", err)
+			}
+		}
+		if i%30 == 29 {
+			if err := l.TruncateTo(l.EndOffset() - 10); err != nil {
+				t.Fatalf("truncate: %v", err)
 			}
 		}
 	}

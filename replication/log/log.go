@@ -435,7 +435,11 @@ type AppendResult struct {
 // to the segment file (the write returned), not necessarily fsynced.
 //
 // Errors: ErrCorruptMessage or ErrUnsupportedMagic for a bad batch,
-// ErrRecordTooLarge for a batch larger than SegmentBytes, ErrClosed. The
+// ErrRecordTooLarge for a batch larger than SegmentBytes, ErrClosed; in
+// these cases nothing is written. A failed write (disk full) is cut back,
+// but batches an append already wrote to an earlier segment of the same
+// call stay. If the append triggered an fsync (FlushMessages,
+// FlushInterval) that failed, the result is returned with the error. The
 // caller's records are not modified (the log rewrites a copy).
 func (l *Log) Append(records []byte, leaderEpoch int32) (AppendResult, error) {
 	headers, err := splitBatches(records)
