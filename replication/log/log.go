@@ -726,6 +726,9 @@ func (s *segment) readBatches(out []byte, pos int64, maxBytes int, limit int64) 
 	var p int64
 	for p+batchHeaderSize <= n {
 		h := parseBatchHeader(chunk[p:])
+		if h.size < batchHeaderSize {
+			return out[:start], true, fmt.Errorf("segment %d at byte %d: batch of %d bytes", s.baseOffset, pos+p, h.size)
+		}
 		if h.lastOffset() >= limit {
 			return out[:start+int(p)], true, nil
 		}

@@ -1178,3 +1178,33 @@ func openDescriptors(t *testing.T) int {
 	}
 	return len(entries)
 }
+
+func TestDamagedEarlierSegmentFailsReads(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	batch := newBatch(t, 5, 100, 1000)
+	cfg.SegmentBytes = int64(3 * len(batch))
+	l, err := Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		mustAppend(t, l, batch) // Segments at 0 and 15.
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Earlier segments are trusted on Open; a damaged one makes reads of
+	// it fail rather than return garbage or loop.
+	writeAt(t, segmentPath(dir, 0, logSuffix), int64(len(batch))+fieldBatchLength, []byte{0xff, 0xff, 0xff, 0xf4})
+	l = openTestLog(t, dir, cfg)
+	if _, err := l.Read(5, 1<<20); err == nil {
+		t.Fatalf("Read of a damaged batch: got nil error")
+	}
+	if _, err := l.Read(0, 1<<20); err == nil {
+		t.Fatalf("Read through a damaged batch: got nil error")
+	}
+	if _, err := l.Read(15, 1<<20); err != nil {
+		t.Fatalf("Read of the intact segment: %v", err)
+	}
+}
