@@ -52,7 +52,7 @@ func TestConformance(t *testing.T) {
 
 // open opens a backend for broker id under prefix, dialing through fn
 // when it is not nil, and closes it when t ends.
-func open(t *testing.T, prefix string, id coord.BrokerID, fn *faultnet.Net) *etcd.Backend {
+func open(t testing.TB, prefix string, id coord.BrokerID, fn *faultnet.Net) *etcd.Backend {
 	t.Helper()
 	cfg := coord.DefaultConfig()
 	cfg.Backend = "etcd"
@@ -72,7 +72,7 @@ func open(t *testing.T, prefix string, id coord.BrokerID, fn *faultnet.Net) *etc
 	return b
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
@@ -92,7 +92,7 @@ func topicOp(name string, partitions int, epoch int64) coord.CreateTopic {
 }
 
 // elect registers broker id on b and campaigns until it is the controller.
-func elect(t *testing.T, b *etcd.Backend, id coord.BrokerID) (coord.Session, coord.Term) {
+func elect(t testing.TB, b *etcd.Backend, id coord.BrokerID) (coord.Session, coord.Term) {
 	t.Helper()
 	s, err := b.Register(ctxFor(t, 10*time.Second), broker(id))
 	if err != nil {
@@ -372,4 +372,41 @@ func TestEmptyCommitChecksFence(t *testing.T) {
 	if err := b.Commit(ctxFor(t, 10*time.Second), term); !errors.Is(err, coord.ErrFenced) {
 		t.Fatalf("empty Commit after the election key was deleted: got %v, want ErrFenced", err)
 	}
+}
+
+// BenchmarkCommit measures Commit of a CreateTopic of 1 000 partitions and
+// of 1 000 SetPartitions, each chunked into transactions of at most 128
+// operations: ns/op is one Commit of 1 000 partition writes.
+func BenchmarkCommit(b *testing.B) {
+	be := open(b, fmt.Sprintf("/bench-%d", time.Now().UnixNano()), 1, nil)
+	_, term := elect(b, be, 1)
+	const partitions = 1000
+	ctx := context.Background()
+	created := 0
+	b.Run("CreateTopic1000", func(b *testing.B) {
+		for range b.N {
+			created++
+			if err := be.Commit(ctx, term, topicOp(fmt.Sprintf("create-%d", created), partitions, term.Epoch())); err != nil {
+				b.Fatalf("Commit: %v", err)
+			}
+		}
+	})
+	create := topicOp("moving", partitions, term.Epoch())
+	if err := be.Commit(ctx, term, create); err != nil {
+		b.Fatalf("Commit: %v", err)
+	}
+	epoch := int32(0)
+	b.Run("SetPartition1000", func(b *testing.B) {
+		for range b.N {
+			ops := make([]coord.Op, partitions)
+			for p, st := range create.States {
+				st.LeaderEpoch = epoch + 1
+				ops[p] = coord.SetPartition{State: st, ExpectedEpoch: epoch}
+			}
+			if err := be.Commit(ctx, term, ops...); err != nil {
+				b.Fatalf("Commit: %v", err)
+			}
+			epoch++
+		}
+	})
 }
