@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -328,3 +329,87 @@ func buildBatch(t *testing.T, values ...[]byte) []byte {
 
 // crc32c is the CRC-32C (Castagnoli) of a record batch.
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
+
+// TestCloseEndsConnectionsAndGoroutines closes a broker while a client
+// waits in a long-poll fetch and another connection idles: Close returns,
+// both connections are closed, every goroutine the broker started has
+// ended, and the data is intact for the next broker on the directory.
+func TestCloseEndsConnectionsAndGoroutines(t *testing.T) {
+	cfg := testConfig(t)
+	before := runtime.NumGoroutine()
+	b, err := New(cfg, nil)
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	const topic = "closing"
+	ctx := testContext(t, time.Minute)
+	if err := b.createTopic(ctx, Topic{Name: topic, ID: newTopicID(), Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	polling, idle := dialBroker(t, b), dialBroker(t, b)
+
+	produce := kmsg.NewPtrProduceRequest()
+	produce.SetVersion(9)
+	produce.Acks = -1
+	produce.TimeoutMillis = 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = buildBatch(t, []byte("kept"), []byte("also kept"))
+	pt.Partitions = append(pt.Partitions, pp)
+	produce.Topics = append(produce.Topics, pt)
+	roundTrip(t, polling, produce, 1)
+
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(11)
+	fetch.MaxWaitMillis = 600_000
+	fetch.MinBytes = 1
+	fetch.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.FetchOffset = 2
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	if _, err := polling.Write(encodeRequest(fetch, 2)); err != nil {
+		t.Fatalf("write fetch: %v", err)
+	}
+	waitFor(t, ctx, "the fetch to wait", func() bool {
+		p := b.partitionFor(topic, 0)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.waiters) > 0
+	})
+
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	// The waiting fetch may be answered (empty) before its connection
+	// closes; either way the connection ends.
+	expectClosed(t, polling)
+	expectClosed(t, idle)
+	waitFor(t, ctx, "the broker's goroutines to end", func() bool {
+		if runtime.NumGoroutine() <= before {
+			return true
+		}
+		if ctx.Err() != nil || time.Now().Add(time.Second).After(deadline(ctx)) {
+			buf := make([]byte, 1<<20)
+			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+		}
+		return false
+	})
+
+	b = startBroker(t, cfg)
+	if end := b.partitionFor(topic, 0).log.EndOffset(); end != 2 {
+		t.Fatalf("after reopening: got end offset %d, want 2", end)
+	}
+}
+
+// deadline returns ctx's deadline, or far in the future.
+func deadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Hour)
+}
