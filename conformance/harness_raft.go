@@ -1,0 +1,218 @@
+package conformance
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tripodmq/tripod/coord"
+	_ "github.com/tripodmq/tripod/coord/raft" // registers the "raft" backend
+	"github.com/tripodmq/tripod/internal/faultnet"
+)
+
+// Raft timeouts of the harness: fast, so leader changes take well under a
+// second, with the lease shorter than the heartbeat timeout so a cut-off
+// leader steps down before the others can elect a new one.
+const (
+	harnessRaftHeartbeat = 300 * time.Millisecond
+	harnessRaftElection  = 300 * time.Millisecond
+	harnessRaftLease     = 150 * time.Millisecond
+)
+
+// NewRaftHarness returns the Harness of the embedded Raft backend: each
+// NewCluster starts n Raft nodes (voters 1..n) on free loopback ports in
+// the test's temporary directory. Its clusters implement QuorumLoser.
+func NewRaftHarness(sessionTimeout time.Duration) Harness {
+	return raftHarness{sessionTimeout: sessionTimeout}
+}
+
+type raftHarness struct {
+	sessionTimeout time.Duration
+}
+
+// Name implements Harness.
+func (h raftHarness) Name() string { return "raft" }
+
+// SessionTimeout implements Harness.
+func (h raftHarness) SessionTimeout() time.Duration { return h.sessionTimeout }
+
+// NewCluster implements Harness.
+func (h raftHarness) NewCluster(t T, n int) Cluster {
+	t.Helper()
+	c := &raftCluster{
+		h:        h,
+		dir:      t.TempDir(),
+		voters:   map[coord.BrokerID]string{},
+		nets:     make([]*faultnet.Net, n),
+		backends: make([]coord.Backend, n),
+		logger:   raftTestLogger(t),
+	}
+	listeners := make([]net.Listener, n)
+	for i := range n {
+		c.nets[i] = faultnet.New()
+		ln, err := c.nets[i].Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			for _, l := range listeners[:i] {
+				l.Close()
+			}
+			t.Fatalf("raft harness: listen for node %d: %v", i+1, err)
+		}
+		listeners[i] = ln
+		c.voters[coord.BrokerID(i+1)] = ln.Addr().String()
+	}
+	t.Cleanup(c.close)
+	for i := range n {
+		b, err := c.open(i, listeners[i])
+		if err != nil {
+			for _, l := range listeners[i+1:] {
+				l.Close()
+			}
+			t.Fatalf("raft harness: open node %d: %v", i+1, err)
+		}
+		c.backends[i] = b
+	}
+	return c
+}
+
+// raftCluster is n Raft nodes, one per broker, each behind its own
+// faultnet.Net.
+type raftCluster struct {
+	h      raftHarness
+	dir    string
+	voters map[coord.BrokerID]string
+	nets   []*faultnet.Net
+	logger hclog.Logger
+
+	mu       sync.Mutex
+	backends []coord.Backend
+}
+
+// open opens node i; ln, when non-nil, is its already open listener.
+func (c *raftCluster) open(i int, ln net.Listener) (coord.Backend, error) {
+	id := coord.BrokerID(i + 1)
+	cfg := coord.DefaultConfig()
+	cfg.Backend = "raft"
+	cfg.BrokerID = id
+	cfg.SessionTimeout = c.h.sessionTimeout
+	cfg.RaftListen = c.voters[id]
+	cfg.RaftVoters = c.voters
+	cfg.RaftDir = filepath.Join(c.dir, fmt.Sprintf("node-%d", id))
+	cfg.RaftHeartbeatTimeout = harnessRaftHeartbeat
+	cfg.RaftElectionTimeout = harnessRaftElection
+	cfg.RaftLeaderLeaseTimeout = harnessRaftLease
+	cfg.Logger = c.logger.With("broker", id)
+	fn := c.nets[i]
+	cfg.Dialer = fn.Dial
+	cfg.Listen = func(network, address string) (net.Listener, error) {
+		if ln != nil {
+			l := ln
+			ln = nil
+			return l, nil
+		}
+		return fn.Listen(network, address)
+	}
+	return coord.Open(cfg)
+}
+
+// Backend implements Cluster.
+func (c *raftCluster) Backend(i int) coord.Backend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.backends[i]
+}
+
+// Crash implements Cluster.
+func (c *raftCluster) Crash(i int) { c.nets[i].Cut() }
+
+// Heal implements Cluster.
+func (c *raftCluster) Heal(i int) { c.nets[i].Heal() }
+
+// StopNode implements QuorumLoser: it cuts node i off, then closes its
+// backend (which can say no goodbye through the cut network), keeping its
+// Raft directory.
+func (c *raftCluster) StopNode(t T, i int) {
+	t.Helper()
+	c.nets[i].Cut()
+	c.mu.Lock()
+	b := c.backends[i]
+	c.backends[i] = nil
+	c.mu.Unlock()
+	if b != nil {
+		if err := b.Close(); err != nil {
+			t.Errorf("raft harness: close node %d: %v", i+1, err)
+		}
+	}
+}
+
+// StartNode implements QuorumLoser: it reopens node i from its directory
+// on its address, with the network healed.
+func (c *raftCluster) StartNode(t T, i int) {
+	t.Helper()
+	c.nets[i].Heal()
+	b, err := c.open(i, nil)
+	if err != nil {
+		t.Fatalf("raft harness: restart node %d: %v", i+1, err)
+	}
+	c.mu.Lock()
+	c.backends[i] = b
+	c.mu.Unlock()
+}
+
+func (c *raftCluster) close() {
+	c.mu.Lock()
+	backends := append([]coord.Backend(nil), c.backends...)
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, b := range backends {
+		if b == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// raftTestLogger logs the backends' messages through t when
+// TRIPOD_RAFT_LOG names a level (e.g. "debug"), and nowhere otherwise:
+// Raft reports every refused connection of a fault test as an error.
+func raftTestLogger(t T) hclog.Logger {
+	level := hclog.LevelFromString(os.Getenv("TRIPOD_RAFT_LOG"))
+	if level == hclog.NoLevel {
+		return hclog.NewNullLogger()
+	}
+	w := &raftLogWriter{t: t}
+	t.Cleanup(w.stop)
+	return hclog.New(&hclog.LoggerOptions{Level: level, Output: w})
+}
+
+// raftLogWriter writes log lines to a test until stop.
+type raftLogWriter struct {
+	mu      sync.Mutex
+	t       T
+	stopped bool
+}
+
+func (w *raftLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *raftLogWriter) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}

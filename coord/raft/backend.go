@@ -1,0 +1,534 @@
+// Package raft is tripod's coordination backend on embedded Raft
+// (hashicorp/raft, raft-boltdb/v2): the brokers themselves are the
+// coordination service. The Raft leader is the controller; registrations,
+// controller claims and metadata are entries of the replicated log applied
+// to a state machine (fsm.go); a broker on a follower reaches the leader
+// through a forward RPC multiplexed on the Raft port (transport.go,
+// forward.go).
+//
+// Reads (Members, Controller, Load and the watches) serve the local state
+// machine: on a follower they may lag the leader by the entries not yet
+// replicated to it, never by more, and never go backwards.
+//
+// The package owns its Raft node, transport, stores and goroutines; it
+// must not import broker or replication.
+package raft
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	hraft "github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+func init() {
+	coord.RegisterFactory("raft", func(cfg coord.Config) (coord.Backend, error) {
+		return Open(cfg)
+	})
+}
+
+// Backend is a coord.Backend on an embedded Raft node. Open one per broker
+// process.
+type Backend struct {
+	cfg    coord.Config
+	log    hclog.Logger
+	id     coord.BrokerID
+	voters map[coord.BrokerID]string
+
+	fsm   *fsm
+	raft  *hraft.Raft
+	trans *hraft.NetworkTransport
+	mux   *mux
+	store *raftboltdb.BoltStore
+
+	// closing is closed by Close; every goroutine of the backend ends then.
+	closing   chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	// claimMu serialises controller claims of this node.
+	claimMu sync.Mutex
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[*session]struct{}
+	// lead is non-nil while this node is the Raft leader.
+	lead *leadership
+	// term is the live controller term of this node, if any.
+	term *term
+	// campaigners counts the Campaign calls waiting on this node.
+	campaigners int
+	// interest holds when each other node last asked for leadership.
+	interest map[coord.BrokerID]time.Time
+	// transferring is set while this node hands leadership over; it
+	// makes no claim meanwhile.
+	transferring bool
+	// stepDownContact is Raft's last-contact time when this node last
+	// stepped down: Raft stamps it then, though no leader was heard.
+	stepDownContact time.Time
+	// changed is closed and replaced when lead or term changes.
+	changed chan struct{}
+}
+
+// Open starts this broker's Raft node from cfg: it opens the log and
+// snapshot stores in cfg.RaftDir, listens on cfg.RaftListen (through
+// cfg.Listen when set), and bootstraps the static voters of cfg.RaftVoters
+// when the stores are empty. It does not wait for a leader.
+func Open(cfg coord.Config) (*Backend, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	voters := cfg.RaftVoters
+	listen := cfg.RaftListen
+	if len(voters) == 0 {
+		voters = map[coord.BrokerID]string{cfg.BrokerID: listen}
+	}
+	if listen == "" {
+		listen = voters[cfg.BrokerID]
+	}
+	b := &Backend{
+		cfg:      cfg,
+		log:      cfg.Logger.Named("coord-raft"),
+		id:       cfg.BrokerID,
+		voters:   voters,
+		fsm:      newFSM(),
+		closing:  make(chan struct{}),
+		sessions: map[*session]struct{}{},
+		interest: map[coord.BrokerID]time.Time{},
+		changed:  make(chan struct{}),
+	}
+	if err := os.MkdirAll(cfg.RaftDir, 0o755); err != nil {
+		return nil, fmt.Errorf("raft.dir %s: %w", cfg.RaftDir, err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.RaftDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("raft.dir %s: open log store: %w", cfg.RaftDir, err)
+	}
+	b.store = store
+	fail := func(err error) (*Backend, error) {
+		if b.raft != nil {
+			b.raft.Shutdown().Error()
+		}
+		if b.trans != nil {
+			b.trans.Close()
+		}
+		if b.mux != nil {
+			b.mux.close()
+		}
+		store.Close()
+		return nil, err
+	}
+	logs, err := hraft.NewLogCache(512, store)
+	if err != nil {
+		return fail(fmt.Errorf("raft log cache: %w", err))
+	}
+	snaps, err := hraft.NewFileSnapshotStoreWithLogger(cfg.RaftDir, 2, b.log.Named("snapshot"))
+	if err != nil {
+		return fail(fmt.Errorf("raft.dir %s: open snapshot store: %w", cfg.RaftDir, err))
+	}
+	listenFn := cfg.Listen
+	if listenFn == nil {
+		listenFn = net.Listen
+	}
+	ln, err := listenFn("tcp", listen)
+	if err != nil {
+		return fail(fmt.Errorf("raft.listen %s: %w", listen, err))
+	}
+	b.mux = newMux(ln, cfg.Dialer, b.serveForward)
+	b.trans = hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
+		Stream:  streamLayer{m: b.mux},
+		MaxPool: 3,
+		Timeout: 2 * time.Second,
+		Logger:  b.log.Named("transport"),
+	})
+
+	rc := hraft.DefaultConfig()
+	rc.LocalID = serverID(cfg.BrokerID)
+	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
+	rc.ElectionTimeout = cfg.RaftElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.RaftLeaderLeaseTimeout
+	if cfg.RaftSnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.RaftSnapshotThreshold
+		rc.TrailingLogs = min(rc.TrailingLogs, cfg.RaftSnapshotThreshold)
+	}
+	rc.Logger = b.log.Named("raft")
+	if err := hraft.ValidateConfig(rc); err != nil {
+		return fail(fmt.Errorf("raft timeouts: %w", err))
+	}
+	r, err := hraft.NewRaft(rc, b.fsm, logs, store, snaps, b.trans)
+	if err != nil {
+		return fail(fmt.Errorf("start raft node %d: %w", cfg.BrokerID, err))
+	}
+	b.raft = r
+	var servers []hraft.Server
+	for id, addr := range voters {
+		servers = append(servers, hraft.Server{Suffrage: hraft.Voter, ID: serverID(id), Address: hraft.ServerAddress(addr)})
+	}
+	if err := r.BootstrapCluster(hraft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, hraft.ErrCantBootstrap) {
+		return fail(fmt.Errorf("bootstrap raft voters %s: %w", coord.FormatRaftVoters(voters), err))
+	}
+	b.wg.Add(1)
+	go b.leaderLoop()
+	return b, nil
+}
+
+func serverID(id coord.BrokerID) hraft.ServerID {
+	return hraft.ServerID(strconv.Itoa(int(id)))
+}
+
+// Close implements coord.Backend.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		sessions := make([]*session, 0, len(b.sessions))
+		for s := range b.sessions {
+			sessions = append(sessions, s)
+		}
+		b.mu.Unlock()
+		for _, s := range sessions {
+			s.Close()
+		}
+		// A leader hands over before it stops, so the others need not
+		// wait for an election timeout.
+		if b.raft.State() == hraft.Leader && len(b.voters) > 1 {
+			b.raft.LeadershipTransfer().Error()
+		}
+		close(b.closing)
+		if err := b.raft.Shutdown().Error(); err != nil {
+			b.log.Warn("raft shutdown", "error", err)
+		}
+		b.trans.Close()
+		b.mux.close()
+		b.wg.Wait()
+		if err := b.store.Close(); err != nil {
+			b.log.Warn("close raft log store", "error", err)
+		}
+	})
+	return nil
+}
+
+// isClosed reports whether Close has begun.
+func (b *Backend) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// broadcast wakes everyone waiting on b.changed; b.mu must be held.
+func (b *Backend) broadcastLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// leaderLoop follows this node's Raft leadership until Close.
+func (b *Backend) leaderLoop() {
+	defer b.wg.Done()
+	for {
+		select {
+		case isLeader := <-b.raft.LeaderCh():
+			b.setLeader(isLeader)
+		case <-b.closing:
+			b.setLeader(false)
+			return
+		}
+	}
+}
+
+// leadership is one tenure of this node as Raft leader.
+type leadership struct {
+	// ctx is cancelled when the tenure ends (a context owned by the
+	// tenure, not stored for a call).
+	ctx    context.Context
+	cancel context.CancelFunc
+	// ready is closed once every entry of earlier terms is applied.
+	ready chan struct{}
+	// base is the renewal time this leader assumes for the registrations
+	// it finds on taking over (see setLeader).
+	base time.Time
+
+	mu sync.Mutex
+	// renewed holds each registration's last renewal seen by this leader.
+	renewed map[coord.Broker]time.Time
+}
+
+func (b *Backend) setLeader(isLeader bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lead != nil {
+		b.lead.cancel()
+		b.lead = nil
+		b.stepDownContact = b.raft.LastContact()
+		b.broadcastLocked()
+	}
+	if !isLeader || b.closed {
+		return
+	}
+	// A registration's last renewal, made at the previous leader, is
+	// unknown here; the previous leader accepted none after this node's
+	// last contact with it plus the lease, nor after the election. So the
+	// registrations found get that base, but never one more than a third
+	// of the session timeout in the past: expiry then comes no sooner than
+	// two thirds of the timeout after the last renewal.
+	now := time.Now()
+	base := now
+	if lc := b.raft.LastContact().Add(b.cfg.RaftLeaderLeaseTimeout); lc.Before(base) {
+		base = lc
+	}
+	if floor := now.Add(-b.cfg.SessionTimeout / 3); base.Before(floor) {
+		base = floor
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	lead := &leadership{ctx: ctx, cancel: cancel, ready: make(chan struct{}), base: base, renewed: map[coord.Broker]time.Time{}}
+	b.lead = lead
+	b.broadcastLocked()
+	b.wg.Add(1)
+	go b.leaderDuties(lead)
+}
+
+// currentLead returns this node's leadership, nil when it is not leader.
+func (b *Backend) currentLead() *leadership {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lead
+}
+
+// leaderDuties runs while this node leads: it catches the state machine
+// up, clears a controller that has no term here, and expires
+// registrations that stopped renewing.
+func (b *Backend) leaderDuties(lead *leadership) {
+	defer b.wg.Done()
+	for {
+		err := b.raft.Barrier(b.cfg.RaftElectionTimeout).Error()
+		if err == nil {
+			break
+		}
+		select {
+		case <-lead.ctx.Done():
+			return
+		case <-time.After(b.cfg.RaftHeartbeatTimeout / 10):
+		}
+	}
+	members, _ := b.fsm.members()
+	lead.mu.Lock()
+	for _, m := range members {
+		if _, ok := lead.renewed[m]; !ok {
+			lead.renewed[m] = lead.base
+		}
+	}
+	lead.mu.Unlock()
+	close(lead.ready)
+	b.releaseOrphanController(lead)
+	tick := time.NewTicker(b.expiryTick())
+	defer tick.Stop()
+	for {
+		select {
+		case <-lead.ctx.Done():
+			return
+		case <-tick.C:
+			b.expireStale(lead)
+		}
+	}
+}
+
+// expiryTick is how often the leader checks registrations.
+func (b *Backend) expiryTick() time.Duration {
+	return min(b.cfg.SessionTimeout/20, 100*time.Millisecond)
+}
+
+// releaseOrphanController clears the controller of the state machine when
+// this new leader has no term and no campaign: the controller is the Raft
+// leader, so a controller recorded by an earlier leader is gone.
+func (b *Backend) releaseOrphanController(lead *leadership) {
+	b.mu.Lock()
+	busy := b.term != nil || b.campaigners > 0
+	b.mu.Unlock()
+	info, _ := b.fsm.controller()
+	if busy || info.ID == coord.NoBroker {
+		return
+	}
+	ctx, cancel := context.WithTimeout(lead.ctx, b.cfg.SessionTimeout)
+	defer cancel()
+	if _, err := b.applyLocal(ctx, &command{Type: cmdRelease, Epoch: info.Epoch}); err != nil {
+		b.log.Debug("release orphan controller", "controller", info.ID, "epoch", info.Epoch, "error", err)
+	}
+}
+
+// expireStale expires every registration this leader has not seen renewed
+// for SessionTimeout. A registration it has not seen yet gets a full
+// timeout from now.
+func (b *Backend) expireStale(lead *leadership) {
+	members, _ := b.fsm.members()
+	now := time.Now()
+	var stale []coord.Broker
+	lead.mu.Lock()
+	live := make(map[coord.Broker]bool, len(members))
+	for _, m := range members {
+		live[m] = true
+		last, ok := lead.renewed[m]
+		if !ok {
+			lead.renewed[m] = now
+			continue
+		}
+		if now.Sub(last) > b.cfg.SessionTimeout {
+			stale = append(stale, m)
+		}
+	}
+	for m := range lead.renewed {
+		if !live[m] {
+			delete(lead.renewed, m)
+		}
+	}
+	lead.mu.Unlock()
+	for _, m := range stale {
+		ctx, cancel := context.WithTimeout(lead.ctx, b.cfg.SessionTimeout)
+		_, err := b.applyLocal(ctx, &command{Type: cmdExpire, Broker: m})
+		cancel()
+		if err != nil {
+			b.log.Debug("expire registration", "broker", m.ID, "epoch", m.Epoch, "error", err)
+			continue
+		}
+		b.log.Info("registration expired", "broker", m.ID, "epoch", m.Epoch)
+	}
+}
+
+// applyLocal applies cmd on this node, which must be the leader, and
+// waits for the result until ctx ends. errNotLeader means nothing was
+// applied.
+func (b *Backend) applyLocal(ctx context.Context, cmd *command) (applyResult, error) {
+	if b.raft.State() != hraft.Leader {
+		return applyResult{}, errNotLeader
+	}
+	data, err := json.Marshal(cmd)
+	if err != nil {
+		return applyResult{}, fmt.Errorf("encode %s command: %w", cmd.Type, err)
+	}
+	enqueue := b.cfg.RaftElectionTimeout
+	if d, ok := ctx.Deadline(); ok {
+		enqueue = min(enqueue, max(time.Until(d), time.Millisecond))
+	}
+	f := b.raft.Apply(data, enqueue)
+	done := make(chan error, 1)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		done <- f.Error()
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return applyResult{}, ctx.Err()
+	case <-b.closing:
+		return applyResult{}, coord.ErrClosed
+	}
+	if errors.Is(err, hraft.ErrNotLeader) || errors.Is(err, hraft.ErrLeadershipTransferInProgress) {
+		// Nothing was appended: the caller may retry with the next leader.
+		return applyResult{}, errNotLeader
+	}
+	if err != nil {
+		return applyResult{}, err
+	}
+	res, _ := f.Response().(applyResult)
+	res.Index = f.Index()
+	return res, res.Err
+}
+
+// apply applies cmd through the leader: locally when this node leads,
+// otherwise through the forward RPC. It retries while there is no leader
+// or the leader moves, until ctx ends. what names the command in errors.
+func (b *Backend) apply(ctx context.Context, what string, cmd *command) (applyResult, error) {
+	retry := max(b.cfg.RaftHeartbeatTimeout/10, 10*time.Millisecond)
+	var last error
+	for {
+		if b.isClosed() && cmd.Type != cmdDeregister {
+			return applyResult{}, fmt.Errorf("%w: %s", coord.ErrClosed, what)
+		}
+		var res applyResult
+		var err error
+		addr, id := b.raft.LeaderWithID()
+		switch {
+		case b.raft.State() == hraft.Leader:
+			res, err = b.applyLocal(ctx, cmd)
+		case addr == "":
+			err = errNotLeader
+		default:
+			var resp fwdResponse
+			resp, err = b.call(ctx, string(addr), fwdRequest{Op: fwdApply, Cmd: cmd})
+			res = applyResult{Broker: resp.Broker, Epoch: resp.Epoch, Index: resp.Index}
+			if err != nil && ctx.Err() == nil && isDialError(err) {
+				b.log.Debug("forward to leader", "leader", id, "error", err)
+				err = errNotLeader
+			}
+		}
+		if err == nil || res.Index > 0 {
+			// Reads on this node see the entry once Apply returns.
+			b.waitApplied(ctx, res.Index)
+		}
+		if err == nil {
+			return res, nil
+		}
+		if !errors.Is(err, errNotLeader) && !isNotLeader(err) {
+			return res, translate(what, err)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("%w: %s: no raft leader reachable (%v): %w", coord.ErrUnavailable, what, last, ctx.Err())
+		case <-b.closing:
+			return res, fmt.Errorf("%w: %s", coord.ErrClosed, what)
+		case <-time.After(retry):
+		}
+	}
+}
+
+// isNotLeader reports whether a forwarded request met a node that no
+// longer leads.
+func isNotLeader(err error) bool {
+	var re *remoteError
+	return errors.As(err, &re) && re.Code == "not_leader"
+}
+
+// isDialError reports whether err happened before a request was sent, so
+// retrying it cannot apply a command twice.
+func isDialError(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, errDial)
+}
+
+func raftAddr(addr string) hraft.ServerAddress { return hraft.ServerAddress(addr) }
+
+// waitApplied waits until the local state machine has applied index, or
+// ctx ends, or Close.
+func (b *Backend) waitApplied(ctx context.Context, index uint64) {
+	for {
+		changes := b.fsm.changes()
+		if b.fsm.applied() >= index {
+			return
+		}
+		select {
+		case <-changes:
+		case <-ctx.Done():
+			return
+		case <-b.closing:
+			return
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package raft
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// The forward RPC lets a broker on a follower reach the leader: it applies
+// log entries (register, deregister, commit chunks), renews registrations
+// and asks for leadership. Each message is a 4-byte big-endian length and a
+// JSON body; a connection carries requests and responses in turn.
+
+// Forward operations.
+const (
+	fwdApply    = "apply"
+	fwdRenew    = "renew"
+	fwdCampaign = "campaign"
+)
+
+// maxFrame bounds a forward message.
+const maxFrame = 64 << 20
+
+// defaultForwardTimeout bounds a forward request whose ctx has no deadline.
+const defaultForwardTimeout = 10 * time.Second
+
+// fwdRequest is a forward RPC request.
+type fwdRequest struct {
+	Op string `json:"op"`
+	// Cmd is the log entry of apply.
+	Cmd *command `json:"cmd,omitempty"`
+	// Broker is the registration of renew.
+	Broker coord.Broker `json:"broker,omitzero"`
+	// From is the node asking for leadership (campaign).
+	From coord.BrokerID `json:"from,omitempty"`
+	// TimeoutMs is how long the caller waits.
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+}
+
+// fwdResponse is a forward RPC response.
+type fwdResponse struct {
+	// Code and Msg describe the error, if any (see wireCodes).
+	Code   string       `json:"code,omitempty"`
+	Msg    string       `json:"msg,omitempty"`
+	Broker coord.Broker `json:"broker,omitzero"`
+	Epoch  int64        `json:"epoch,omitempty"`
+	// Index is the log index of an applied entry.
+	Index uint64 `json:"index,omitempty"`
+}
+
+func writeFrame(w io.Writer, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(buf, uint32(len(body)))
+	copy(buf[4:], body)
+	_, err = w.Write(buf)
+	return err
+}
+
+func readFrame(r io.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return fmt.Errorf("forward frame of %d bytes exceeds %d", n, maxFrame)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	return json.Unmarshal(body, v)
+}
+
+// call sends req to the node at addr and returns its response; an error
+// answer comes back as a *remoteError.
+func (b *Backend) call(ctx context.Context, addr string, req fwdRequest) (fwdResponse, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultForwardTimeout)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	req.TimeoutMs = time.Until(deadline).Milliseconds()
+	c, err := b.mux.dialProto(ctx, addr, protoForward)
+	if err != nil {
+		return fwdResponse{}, err
+	}
+	defer c.Close()
+	// Closing the connection when ctx ends unblocks the read below.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	c.SetDeadline(deadline)
+	if err := writeFrame(c, req); err != nil {
+		return fwdResponse{}, fmt.Errorf("forward %s to %s: %w", req.Op, addr, err)
+	}
+	var resp fwdResponse
+	if err := readFrame(bufio.NewReader(c), &resp); err != nil {
+		if ctx.Err() != nil {
+			return fwdResponse{}, ctx.Err()
+		}
+		return fwdResponse{}, fmt.Errorf("forward %s to %s: %w", req.Op, addr, err)
+	}
+	if resp.Code != "" || resp.Msg != "" {
+		return resp, &remoteError{Code: resp.Code, Msg: resp.Msg}
+	}
+	return resp, nil
+}
+
+// serveForward answers forward requests on c until it is closed or idle.
+func (b *Backend) serveForward(c net.Conn) {
+	r := bufio.NewReader(c)
+	for {
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		var req fwdRequest
+		if err := readFrame(r, &req); err != nil {
+			return
+		}
+		timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+		if timeout <= 0 || timeout > defaultForwardTimeout {
+			timeout = defaultForwardTimeout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		resp := b.handleForward(ctx, req)
+		cancel()
+		c.SetWriteDeadline(time.Now().Add(timeout))
+		if err := writeFrame(c, resp); err != nil {
+			return
+		}
+	}
+}
+
+// handleForward executes one forward request on this node.
+func (b *Backend) handleForward(ctx context.Context, req fwdRequest) fwdResponse {
+	var resp fwdResponse
+	var err error
+	switch req.Op {
+	case fwdApply:
+		if req.Cmd == nil {
+			err = fmt.Errorf("forward apply: no command")
+			break
+		}
+		var res applyResult
+		res, err = b.applyLocal(ctx, req.Cmd)
+		resp.Broker, resp.Epoch, resp.Index = res.Broker, res.Epoch, res.Index
+	case fwdRenew:
+		err = b.renewLocal(req.Broker)
+	case fwdCampaign:
+		err = b.campaignRequest(req.From)
+	default:
+		err = fmt.Errorf("forward: unknown op %q", req.Op)
+	}
+	if err != nil {
+		if errorCode(err) == "" {
+			err = translate("leader", err)
+		}
+		resp.Code, resp.Msg = errorCode(err), err.Error()
+	}
+	return resp
+}

@@ -1,0 +1,460 @@
+package raft
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+
+	hraft "github.com/hashicorp/raft"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// cmdType names the kind of a Raft log entry written by this backend.
+type cmdType string
+
+const (
+	cmdRegister   cmdType = "register"
+	cmdDeregister cmdType = "deregister"
+	cmdExpire     cmdType = "expire"
+	cmdClaim      cmdType = "claim"
+	cmdRelease    cmdType = "release"
+	cmdCommit     cmdType = "commit"
+)
+
+// command is one Raft log entry, JSON encoded.
+type command struct {
+	Type cmdType `json:"type"`
+	// Broker is the broker of register; ID and Epoch of deregister and
+	// expire (a stale entry for an older registration changes nothing).
+	Broker coord.Broker `json:"broker,omitzero"`
+	// Epoch is the controller epoch of commit and release.
+	Epoch int64 `json:"epoch,omitempty"`
+	// Ops are the metadata changes of one commit chunk.
+	Ops []wireOp `json:"ops,omitempty"`
+}
+
+// wireOp is a coord.Op in JSON: exactly one field is set.
+type wireOp struct {
+	CreateTopic  *coord.CreateTopic  `json:"create_topic,omitempty"`
+	SetTopic     *coord.SetTopic     `json:"set_topic,omitempty"`
+	DeleteTopic  *coord.DeleteTopic  `json:"delete_topic,omitempty"`
+	SetPartition *coord.SetPartition `json:"set_partition,omitempty"`
+	// Partial marks a CreateTopic holding only the first states of a
+	// topic too large for one entry; SetPartitions with NewPartition in
+	// the following entries create the rest.
+	Partial bool `json:"partial,omitempty"`
+}
+
+func toWireOp(op coord.Op) (wireOp, error) {
+	switch o := op.(type) {
+	case coord.CreateTopic:
+		return wireOp{CreateTopic: &o}, nil
+	case *coord.CreateTopic:
+		return wireOp{CreateTopic: o}, nil
+	case coord.SetTopic:
+		return wireOp{SetTopic: &o}, nil
+	case *coord.SetTopic:
+		return wireOp{SetTopic: o}, nil
+	case coord.DeleteTopic:
+		return wireOp{DeleteTopic: &o}, nil
+	case *coord.DeleteTopic:
+		return wireOp{DeleteTopic: o}, nil
+	case coord.SetPartition:
+		return wireOp{SetPartition: &o}, nil
+	case *coord.SetPartition:
+		return wireOp{SetPartition: o}, nil
+	}
+	return wireOp{}, fmt.Errorf("commit: unknown op type %T", op)
+}
+
+// weight is how much an op counts towards a chunk's size.
+func (o wireOp) weight() int {
+	if o.CreateTopic != nil {
+		return 1 + len(o.CreateTopic.States)
+	}
+	return 1
+}
+
+// applyResult is what fsm.Apply returns through ApplyFuture.Response.
+type applyResult struct {
+	// Err is nil or wraps a coord sentinel.
+	Err error
+	// Broker is the registered broker of register.
+	Broker coord.Broker
+	// Epoch is the controller epoch of claim.
+	Epoch int64
+	// Index is the entry's log index (set by the applier, not the FSM).
+	Index uint64
+}
+
+// topicState is one topic and its partition states. A topicState in
+// fsm.topics is never modified: a chunk clones what it changes, so readers
+// and snapshots may share it.
+type topicState struct {
+	Topic coord.Topic                    `json:"topic"`
+	Parts map[int32]coord.PartitionState `json:"parts"`
+}
+
+func (ts *topicState) clone() *topicState {
+	return &topicState{Topic: ts.Topic, Parts: maps.Clone(ts.Parts)}
+}
+
+// fsmData is the replicated state; it is also the snapshot format.
+type fsmData struct {
+	Topics  map[string]*topicState         `json:"topics"`
+	Brokers map[coord.BrokerID]coord.Broker `json:"brokers"`
+	// ControllerID is the broker holding the current controller term, or
+	// coord.NoBroker.
+	ControllerID coord.BrokerID `json:"controller_id"`
+	// ControllerEpoch is the epoch of the latest claim.
+	ControllerEpoch int64 `json:"controller_epoch"`
+	// ControllerBroker is the broker epoch of the controller's session.
+	ControllerBroker int64 `json:"controller_broker"`
+	// Applied is the index of the last applied entry; MembersVersion,
+	// ControllerVersion and MetaVersion the index of the last entry that
+	// changed the members, the controller and the metadata.
+	Applied           uint64 `json:"applied"`
+	MembersVersion    uint64 `json:"members_version"`
+	ControllerVersion uint64 `json:"controller_version"`
+	MetaVersion       uint64 `json:"meta_version"`
+}
+
+// fsm is the backend's Raft state machine: registrations, the controller
+// and the metadata, applied deterministically from the log. Readers get
+// copies; every change closes the changed channel so watches wake up.
+type fsm struct {
+	mu      sync.RWMutex
+	data    fsmData
+	changed chan struct{}
+}
+
+func newFSM() *fsm {
+	return &fsm{
+		data: fsmData{
+			Topics:       map[string]*topicState{},
+			Brokers:      map[coord.BrokerID]coord.Broker{},
+			ControllerID: coord.NoBroker,
+		},
+		changed: make(chan struct{}),
+	}
+}
+
+// Apply implements hraft.FSM.
+func (f *fsm) Apply(l *hraft.Log) any {
+	if l.Type != hraft.LogCommand {
+		return nil
+	}
+	var cmd command
+	if err := json.Unmarshal(l.Data, &cmd); err != nil {
+		return applyResult{Err: fmt.Errorf("decode raft log entry %d: %w", l.Index, err)}
+	}
+	f.mu.Lock()
+	res := f.applyLocked(l.Index, l.Term, &cmd)
+	f.data.Applied = l.Index
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	return res
+}
+
+func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
+	d := &f.data
+	switch cmd.Type {
+	case cmdRegister:
+		b := cmd.Broker
+		if old, ok := d.Brokers[b.ID]; ok {
+			return applyResult{Err: fmt.Errorf("%w: broker %d is registered with epoch %d", coord.ErrExists, b.ID, old.Epoch)}
+		}
+		b.Epoch = int64(index)
+		d.Brokers[b.ID] = b
+		d.MembersVersion = index
+		return applyResult{Broker: b}
+	case cmdDeregister, cmdExpire:
+		b := cmd.Broker
+		old, ok := d.Brokers[b.ID]
+		if !ok || old.Epoch != b.Epoch {
+			return applyResult{Err: fmt.Errorf("%w: broker %d epoch %d is not registered", coord.ErrSessionExpired, b.ID, b.Epoch)}
+		}
+		delete(d.Brokers, b.ID)
+		d.MembersVersion = index
+		if d.ControllerID == b.ID && d.ControllerBroker == b.Epoch {
+			d.ControllerID = coord.NoBroker
+			d.ControllerVersion = index
+		}
+		return applyResult{}
+	case cmdClaim:
+		b := cmd.Broker
+		if old, ok := d.Brokers[b.ID]; !ok || old.Epoch != b.Epoch {
+			return applyResult{Err: fmt.Errorf("%w: controller claim of broker %d epoch %d: not registered", coord.ErrSessionExpired, b.ID, b.Epoch)}
+		}
+		epoch := max(int64(term), d.ControllerEpoch+1)
+		d.ControllerID, d.ControllerEpoch, d.ControllerBroker = b.ID, epoch, b.Epoch
+		d.ControllerVersion = index
+		return applyResult{Epoch: epoch}
+	case cmdRelease:
+		if d.ControllerID != coord.NoBroker && (cmd.Epoch == 0 || cmd.Epoch == d.ControllerEpoch) {
+			d.ControllerID = coord.NoBroker
+			d.ControllerVersion = index
+		}
+		return applyResult{}
+	case cmdCommit:
+		if d.ControllerID == coord.NoBroker || cmd.Epoch != d.ControllerEpoch {
+			return applyResult{Err: fmt.Errorf("%w: commit with controller epoch %d, current %d (controller %d)",
+				coord.ErrFenced, cmd.Epoch, d.ControllerEpoch, d.ControllerID)}
+		}
+		if len(cmd.Ops) == 0 {
+			// An empty commit only checks the fence.
+			return applyResult{}
+		}
+		changed, err := applyOps(d.Topics, cmd.Ops)
+		if err != nil {
+			return applyResult{Err: err}
+		}
+		maps.Copy(d.Topics, changed)
+		for name, ts := range changed {
+			if ts == nil {
+				delete(d.Topics, name)
+			}
+		}
+		d.MetaVersion = index
+		return applyResult{}
+	}
+	return applyResult{Err: fmt.Errorf("raft log entry %d: unknown command type %q", index, cmd.Type)}
+}
+
+// applyOps validates ops against topics and returns the topics they change
+// (nil for a deleted topic), or the first op's error: all or nothing.
+func applyOps(topics map[string]*topicState, ops []wireOp) (map[string]*topicState, error) {
+	changed := map[string]*topicState{}
+	lookup := func(name string) *topicState {
+		if ts, ok := changed[name]; ok {
+			return ts
+		}
+		return topics[name]
+	}
+	// touch returns a private copy of the named topic, nil if missing.
+	touch := func(name string) *topicState {
+		if ts, ok := changed[name]; ok {
+			return ts
+		}
+		ts := topics[name]
+		if ts == nil {
+			return nil
+		}
+		ts = ts.clone()
+		changed[name] = ts
+		return ts
+	}
+	for _, op := range ops {
+		switch {
+		case op.CreateTopic != nil:
+			t := op.CreateTopic.Topic
+			if lookup(t.Name) != nil {
+				return nil, fmt.Errorf("%w: topic %q", coord.ErrExists, t.Name)
+			}
+			if n := len(op.CreateTopic.States); n != len(t.Assignment) && !(op.Partial && n < len(t.Assignment)) {
+				return nil, fmt.Errorf("create topic %q: %d partition states for %d partitions",
+					t.Name, len(op.CreateTopic.States), len(t.Assignment))
+			}
+			ts := &topicState{Topic: cloneTopic(t), Parts: make(map[int32]coord.PartitionState, len(t.Assignment))}
+			for i, st := range op.CreateTopic.States {
+				st = clonePartition(st)
+				st.Topic, st.Partition, st.PartitionEpoch = t.Name, int32(i), 0
+				ts.Parts[int32(i)] = st
+			}
+			changed[t.Name] = ts
+		case op.SetTopic != nil:
+			t := op.SetTopic.Topic
+			ts := touch(t.Name)
+			if ts == nil {
+				return nil, fmt.Errorf("%w: topic %q", coord.ErrNotFound, t.Name)
+			}
+			ts.Topic = cloneTopic(t)
+			for p := range ts.Parts {
+				if int(p) >= len(t.Assignment) {
+					delete(ts.Parts, p)
+				}
+			}
+		case op.DeleteTopic != nil:
+			name := op.DeleteTopic.Name
+			if lookup(name) == nil {
+				return nil, fmt.Errorf("%w: topic %q", coord.ErrNotFound, name)
+			}
+			changed[name] = nil
+		case op.SetPartition != nil:
+			st, want := clonePartition(op.SetPartition.State), op.SetPartition.ExpectedEpoch
+			ts := touch(st.Topic)
+			if ts == nil {
+				return nil, fmt.Errorf("%w: topic %q of partition %d", coord.ErrNotFound, st.Topic, st.Partition)
+			}
+			if st.Partition < 0 || int(st.Partition) >= len(ts.Topic.Assignment) {
+				return nil, fmt.Errorf("%w: partition %s", coord.ErrNotFound, st.TopicPartition())
+			}
+			old, ok := ts.Parts[st.Partition]
+			switch {
+			case want == coord.NewPartition && ok:
+				return nil, fmt.Errorf("%w: partition %s exists with epoch %d, want new", coord.ErrVersionMismatch, st.TopicPartition(), old.PartitionEpoch)
+			case want == coord.NewPartition:
+				st.PartitionEpoch = 0
+			case !ok:
+				return nil, fmt.Errorf("%w: partition %s has no state", coord.ErrNotFound, st.TopicPartition())
+			case old.PartitionEpoch != want:
+				return nil, fmt.Errorf("%w: partition %s has epoch %d, want %d", coord.ErrVersionMismatch, st.TopicPartition(), old.PartitionEpoch, want)
+			default:
+				st.PartitionEpoch = want + 1
+			}
+			ts.Parts[st.Partition] = st
+		default:
+			return nil, fmt.Errorf("commit: empty op")
+		}
+	}
+	return changed, nil
+}
+
+func cloneTopic(t coord.Topic) coord.Topic {
+	t.Assignment = slices.Clone(t.Assignment)
+	for i := range t.Assignment {
+		t.Assignment[i] = slices.Clone(t.Assignment[i])
+	}
+	t.Config = maps.Clone(t.Config)
+	return t
+}
+
+func clonePartition(p coord.PartitionState) coord.PartitionState {
+	p.ISR = slices.Clone(p.ISR)
+	return p
+}
+
+// changes returns a channel closed at the next applied entry or restore.
+func (f *fsm) changes() <-chan struct{} {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.changed
+}
+
+// applied returns the index of the last applied entry.
+func (f *fsm) applied() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.data.Applied
+}
+
+// members returns the registered brokers ordered by ID, and the index of
+// the last change to them.
+func (f *fsm) members() ([]coord.Broker, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]coord.Broker, 0, len(f.data.Brokers))
+	for _, b := range f.data.Brokers {
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b coord.Broker) int { return int(a.ID) - int(b.ID) })
+	return out, f.data.MembersVersion
+}
+
+// registration returns the registration of id, and the applied index.
+func (f *fsm) registration(id coord.BrokerID) (coord.Broker, bool, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, ok := f.data.Brokers[id]
+	return b, ok, f.data.Applied
+}
+
+// controller returns the controller and the index of its last change.
+func (f *fsm) controller() (coord.ControllerInfo, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return coord.ControllerInfo{ID: f.data.ControllerID, Epoch: f.data.ControllerEpoch}, f.data.ControllerVersion
+}
+
+// versions holds the indexes of the last change to each part of the state.
+type versions struct {
+	members, controller, meta uint64
+}
+
+// versions returns the indexes of the last changes.
+func (f *fsm) versions() versions {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return versions{members: f.data.MembersVersion, controller: f.data.ControllerVersion, meta: f.data.MetaVersion}
+}
+
+// metadata returns a deep copy of the metadata.
+func (f *fsm) metadata() *coord.Metadata {
+	f.mu.RLock()
+	topics, version := f.data.Topics, f.data.MetaVersion
+	// Topics are never modified in place, so copying outside the lock
+	// needs only the map's entries.
+	entries := make([]*topicState, 0, len(topics))
+	for _, ts := range topics {
+		entries = append(entries, ts)
+	}
+	f.mu.RUnlock()
+	md := coord.NewMetadata()
+	md.Version = int64(version)
+	for _, ts := range entries {
+		md.Topics[ts.Topic.Name] = cloneTopic(ts.Topic)
+		for _, p := range ts.Parts {
+			md.Partitions[p.TopicPartition()] = clonePartition(p)
+		}
+	}
+	return md
+}
+
+// Snapshot implements hraft.FSM.
+func (f *fsm) Snapshot() (hraft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	d := f.data
+	d.Topics = maps.Clone(d.Topics)
+	d.Brokers = maps.Clone(d.Brokers)
+	return &fsmSnapshot{data: d}, nil
+}
+
+// Restore implements hraft.FSM.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var d fsmData
+	if err := json.NewDecoder(rc).Decode(&d); err != nil {
+		return fmt.Errorf("restore raft snapshot: %w", err)
+	}
+	if d.Topics == nil {
+		d.Topics = map[string]*topicState{}
+	}
+	if d.Brokers == nil {
+		d.Brokers = map[coord.BrokerID]coord.Broker{}
+	}
+	for _, ts := range d.Topics {
+		if ts.Parts == nil {
+			ts.Parts = map[int32]coord.PartitionState{}
+		}
+	}
+	f.mu.Lock()
+	f.data = d
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	return nil
+}
+
+// fsmSnapshot is a point-in-time copy of the state; it shares the
+// immutable topic states with the fsm.
+type fsmSnapshot struct {
+	data fsmData
+}
+
+// Persist implements hraft.FSMSnapshot.
+func (s *fsmSnapshot) Persist(sink hraft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(&s.data); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist raft snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release implements hraft.FSMSnapshot.
+func (s *fsmSnapshot) Release() {}

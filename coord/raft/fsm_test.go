@@ -1,0 +1,223 @@
+package raft
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+
+	hraft "github.com/hashicorp/raft"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// fsmLog feeds one command to f as the log entry at index in term.
+func fsmLog(t *testing.T, f *fsm, index, term uint64, cmd command) applyResult {
+	t.Helper()
+	data, err := json.Marshal(cmd)
+	if err != nil {
+		t.Fatalf("encode %s: %v", cmd.Type, err)
+	}
+	res, ok := f.Apply(&hraft.Log{Index: index, Term: term, Type: hraft.LogCommand, Data: data}).(applyResult)
+	if !ok {
+		t.Fatalf("Apply of %s at %d: got no applyResult", cmd.Type, index)
+	}
+	return res
+}
+
+func topicOf(name string, partitions int) (coord.CreateTopic, []coord.PartitionState) {
+	topic := coord.Topic{Name: name, ID: [16]byte{1, 2, 3}, Config: map[string]string{"min.insync.replicas": "2"}}
+	var states []coord.PartitionState
+	for p := range partitions {
+		topic.Assignment = append(topic.Assignment, []coord.BrokerID{1, 2, 3})
+		states = append(states, coord.PartitionState{Topic: name, Partition: int32(p), Leader: 1, LeaderEpoch: 0, ISR: []coord.BrokerID{1, 2, 3}})
+	}
+	return coord.CreateTopic{Topic: topic, States: states}, states
+}
+
+func wireOps(t *testing.T, ops ...coord.Op) []wireOp {
+	t.Helper()
+	var out []wireOp
+	for _, op := range ops {
+		w, err := toWireOp(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// TestFSMApplySnapshotRestore drives a state machine through registrations,
+// a claim and commits, then checks that a snapshot restores an equal one.
+func TestFSMApplySnapshotRestore(t *testing.T) {
+	f := newFSM()
+	b1 := fsmLog(t, f, 3, 2, command{Type: cmdRegister, Broker: coord.Broker{ID: 1, Host: "h1", Port: 9092}})
+	if b1.Err != nil || b1.Broker.Epoch != 3 {
+		t.Fatalf("register broker 1: got %+v, want epoch 3 (the log index)", b1)
+	}
+	if res := fsmLog(t, f, 4, 2, command{Type: cmdRegister, Broker: coord.Broker{ID: 1}}); !errors.Is(res.Err, coord.ErrExists) {
+		t.Fatalf("second register of broker 1: got %v, want ErrExists", res.Err)
+	}
+	fsmLog(t, f, 5, 2, command{Type: cmdRegister, Broker: coord.Broker{ID: 2, Host: "h2", Port: 9093}})
+	claim := fsmLog(t, f, 6, 2, command{Type: cmdClaim, Broker: b1.Broker})
+	if claim.Err != nil || claim.Epoch != 2 {
+		t.Fatalf("claim in raft term 2: got %+v, want epoch 2", claim)
+	}
+	create, _ := topicOf("orders", 3)
+	if res := fsmLog(t, f, 7, 2, command{Type: cmdCommit, Epoch: 2, Ops: wireOps(t, create)}); res.Err != nil {
+		t.Fatalf("commit CreateTopic: %v", res.Err)
+	}
+	moved := create.States[1]
+	moved.Leader, moved.LeaderEpoch, moved.ISR = 2, 1, []coord.BrokerID{2, 3}
+	if res := fsmLog(t, f, 8, 2, command{Type: cmdCommit, Epoch: 2, Ops: wireOps(t, coord.SetPartition{State: moved, ExpectedEpoch: 0})}); res.Err != nil {
+		t.Fatalf("commit SetPartition: %v", res.Err)
+	}
+	if res := fsmLog(t, f, 9, 2, command{Type: cmdExpire, Broker: coord.Broker{ID: 2, Epoch: 5}}); res.Err != nil {
+		t.Fatalf("expire broker 2: %v", res.Err)
+	}
+
+	md := f.metadata()
+	if md.Version != 8 {
+		t.Errorf("metadata version: got %d, want 8 (the last commit's index)", md.Version)
+	}
+	got := md.Partitions[coord.TopicPartition{Topic: "orders", Partition: 1}]
+	moved.PartitionEpoch = 1
+	if !reflect.DeepEqual(got, moved) {
+		t.Errorf("orders-1: got %+v, want %+v", got, moved)
+	}
+	members, _ := f.members()
+	if len(members) != 1 || members[0] != b1.Broker {
+		t.Errorf("members: got %+v, want only %+v", members, b1.Broker)
+	}
+
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	sink := &memorySink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatalf("Persist: %v", err)
+	}
+	restored := newFSM()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if !reflect.DeepEqual(restored.metadata(), md) {
+		t.Errorf("restored metadata: got %+v, want %+v", restored.metadata(), md)
+	}
+	gotMembers, _ := restored.members()
+	if !reflect.DeepEqual(gotMembers, members) {
+		t.Errorf("restored members: got %+v, want %+v", gotMembers, members)
+	}
+	gotCtl, _ := restored.controller()
+	wantCtl, _ := f.controller()
+	if gotCtl != wantCtl || restored.applied() != 9 {
+		t.Errorf("restored controller %+v applied %d: want %+v applied 9", gotCtl, restored.applied(), wantCtl)
+	}
+}
+
+// TestFSMFencesStaleEpoch: a commit carrying an epoch below the current
+// claim's, or made after the controller was released, changes nothing.
+func TestFSMFencesStaleEpoch(t *testing.T) {
+	f := newFSM()
+	b1 := fsmLog(t, f, 1, 1, command{Type: cmdRegister, Broker: coord.Broker{ID: 1}}).Broker
+	b2 := fsmLog(t, f, 2, 1, command{Type: cmdRegister, Broker: coord.Broker{ID: 2}}).Broker
+	old := fsmLog(t, f, 3, 1, command{Type: cmdClaim, Broker: b1}).Epoch
+	// A claim in the same raft term still gets a greater epoch.
+	next := fsmLog(t, f, 4, 1, command{Type: cmdClaim, Broker: b2}).Epoch
+	if next <= old {
+		t.Fatalf("second claim: epoch %d, want > %d", next, old)
+	}
+	create, _ := topicOf("t", 1)
+	res := fsmLog(t, f, 5, 1, command{Type: cmdCommit, Epoch: old, Ops: wireOps(t, create)})
+	if !errors.Is(res.Err, coord.ErrFenced) {
+		t.Fatalf("commit with deposed epoch %d: got %v, want ErrFenced", old, res.Err)
+	}
+	fsmLog(t, f, 6, 1, command{Type: cmdRelease, Epoch: next})
+	res = fsmLog(t, f, 7, 1, command{Type: cmdCommit, Epoch: next, Ops: wireOps(t, create)})
+	if !errors.Is(res.Err, coord.ErrFenced) {
+		t.Fatalf("commit after release: got %v, want ErrFenced", res.Err)
+	}
+	if md := f.metadata(); len(md.Topics) != 0 || md.Version != 0 {
+		t.Fatalf("metadata after fenced commits: got %d topics at version %d, want none at 0", len(md.Topics), md.Version)
+	}
+}
+
+// TestFSMChunkAllOrNothing: a chunk whose last SetPartition has a stale
+// partition epoch applies none of its ops.
+func TestFSMChunkAllOrNothing(t *testing.T) {
+	f := newFSM()
+	b1 := fsmLog(t, f, 1, 1, command{Type: cmdRegister, Broker: coord.Broker{ID: 1}}).Broker
+	epoch := fsmLog(t, f, 2, 1, command{Type: cmdClaim, Broker: b1}).Epoch
+	create, states := topicOf("t", 2)
+	fsmLog(t, f, 3, 1, command{Type: cmdCommit, Epoch: epoch, Ops: wireOps(t, create)})
+	other, _ := topicOf("other", 1)
+	p0, p1 := states[0], states[1]
+	p0.Leader, p1.Leader = 2, 2
+	res := fsmLog(t, f, 4, 1, command{Type: cmdCommit, Epoch: epoch, Ops: wireOps(t,
+		other,
+		coord.SetPartition{State: p0, ExpectedEpoch: 0},
+		coord.SetPartition{State: p1, ExpectedEpoch: 7},
+	)})
+	if !errors.Is(res.Err, coord.ErrVersionMismatch) {
+		t.Fatalf("chunk with a stale partition epoch: got %v, want ErrVersionMismatch", res.Err)
+	}
+	md := f.metadata()
+	if _, ok := md.Topics["other"]; ok {
+		t.Errorf("topic other exists after the failed chunk, want none of it applied")
+	}
+	if got := md.Partitions[coord.TopicPartition{Topic: "t", Partition: 0}]; got.Leader != 1 || got.PartitionEpoch != 0 {
+		t.Errorf("t-0 after the failed chunk: got leader %d epoch %d, want leader 1 epoch 0", got.Leader, got.PartitionEpoch)
+	}
+	// Ops that depend on each other within a chunk: delete then recreate.
+	res = fsmLog(t, f, 5, 1, command{Type: cmdCommit, Epoch: epoch, Ops: wireOps(t, coord.DeleteTopic{Name: "t"}, create)})
+	if res.Err != nil {
+		t.Fatalf("delete and recreate in one chunk: %v", res.Err)
+	}
+	if res := fsmLog(t, f, 6, 1, command{Type: cmdCommit, Epoch: epoch, Ops: wireOps(t, coord.DeleteTopic{Name: "missing"})}); !errors.Is(res.Err, coord.ErrNotFound) {
+		t.Errorf("delete of a missing topic: got %v, want ErrNotFound", res.Err)
+	}
+}
+
+// TestChunkOpsSplitsLargeCreateTopic: a CreateTopic of 10 000 partitions
+// becomes a partial CreateTopic and SetPartitions in entries of at most
+// chunkWeight states, which applied in order give the whole topic.
+func TestChunkOpsSplitsLargeCreateTopic(t *testing.T) {
+	create, states := topicOf("wide", 10000)
+	chunks, err := chunkOps([]coord.Op{create})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 10000 / chunkWeight; len(chunks) != want {
+		t.Fatalf("chunks: got %d, want %d", len(chunks), want)
+	}
+	f := newFSM()
+	b1 := fsmLog(t, f, 1, 1, command{Type: cmdRegister, Broker: coord.Broker{ID: 1}}).Broker
+	epoch := fsmLog(t, f, 2, 1, command{Type: cmdClaim, Broker: b1}).Epoch
+	for i, chunk := range chunks {
+		if res := fsmLog(t, f, uint64(3+i), 1, command{Type: cmdCommit, Epoch: epoch, Ops: chunk}); res.Err != nil {
+			t.Fatalf("chunk %d: %v", i, res.Err)
+		}
+	}
+	md := f.metadata()
+	if len(md.Partitions) != len(states) {
+		t.Fatalf("partitions: got %d, want %d", len(md.Partitions), len(states))
+	}
+	for _, st := range states {
+		if got := md.Partitions[st.TopicPartition()]; !reflect.DeepEqual(got, st) {
+			t.Fatalf("%v: got %+v, want %+v", st.TopicPartition(), got, st)
+		}
+	}
+}
+
+// memorySink is a hraft.SnapshotSink in memory.
+type memorySink struct {
+	bytes.Buffer
+}
+
+func (s *memorySink) ID() string    { return "memory" }
+func (s *memorySink) Cancel() error { return nil }
+func (s *memorySink) Close() error  { return nil }

@@ -1,0 +1,89 @@
+package raft
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// chunkWeight is how many partition states one commit entry carries at
+// most (a CreateTopic larger than that goes alone in its entry).
+const chunkWeight = 2000
+
+// Load implements coord.MetadataStore. It reads the local state machine.
+func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
+	if err := b.readable(ctx, "load metadata"); err != nil {
+		return nil, err
+	}
+	return b.fsm.metadata(), nil
+}
+
+// Commit implements coord.MetadataStore. Each chunk is one log entry
+// carrying the term's epoch; the state machine rejects it unless that
+// epoch is the current controller's.
+func (b *Backend) Commit(ctx context.Context, t coord.Term, ops ...coord.Op) error {
+	tm, ok := t.(*term)
+	if !ok || tm.b != b {
+		return fmt.Errorf("%w: commit: term %T was not won on this raft backend", coord.ErrFenced, t)
+	}
+	chunks, err := chunkOps(ops)
+	if err != nil {
+		return err
+	}
+	if len(chunks) == 0 {
+		// An empty Commit still tells a deposed controller so.
+		chunks = [][]wireOp{nil}
+	}
+	for i, chunk := range chunks {
+		if tm.ctx.Err() != nil {
+			return fmt.Errorf("%w: commit chunk %d/%d: controller term %d ended", coord.ErrFenced, i+1, len(chunks), tm.epoch)
+		}
+		what := fmt.Sprintf("commit chunk %d/%d of controller epoch %d", i+1, len(chunks), tm.epoch)
+		if _, err := b.apply(ctx, what, &command{Type: cmdCommit, Epoch: tm.epoch, Ops: chunk}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunkOps splits ops into log entries of at most chunkWeight states.
+func chunkOps(ops []coord.Op) ([][]wireOp, error) {
+	var chunks [][]wireOp
+	var cur []wireOp
+	weight := 0
+	for _, op := range ops {
+		w, err := toWireOp(op)
+		if err != nil {
+			return nil, err
+		}
+		for _, part := range splitOp(w) {
+			if len(cur) > 0 && weight+part.weight() > chunkWeight {
+				chunks = append(chunks, cur)
+				cur, weight = nil, 0
+			}
+			cur = append(cur, part)
+			weight += part.weight()
+		}
+	}
+	if len(cur) > 0 {
+		chunks = append(chunks, cur)
+	}
+	return chunks, nil
+}
+
+// splitOp splits a CreateTopic of more than chunkWeight partitions into a
+// partial CreateTopic and SetPartitions creating the remaining states.
+func splitOp(w wireOp) []wireOp {
+	ct := w.CreateTopic
+	if ct == nil || len(ct.States) <= chunkWeight || len(ct.States) != len(ct.Topic.Assignment) {
+		return []wireOp{w}
+	}
+	parts := []wireOp{{CreateTopic: &coord.CreateTopic{Topic: ct.Topic, States: ct.States[:chunkWeight]}, Partial: true}}
+	for i := chunkWeight; i < len(ct.States); i++ {
+		st := ct.States[i]
+		st.Topic, st.Partition = ct.Topic.Name, int32(i)
+		parts = append(parts, wireOp{SetPartition: &coord.SetPartition{State: st, ExpectedEpoch: coord.NewPartition}})
+	}
+	return parts
+}

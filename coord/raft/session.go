@@ -1,0 +1,268 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// Register implements coord.Registrar. The registration is a log entry;
+// its index is the broker epoch.
+func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session, error) {
+	br.Epoch = 0
+	start := time.Now()
+	res, err := b.apply(ctx, fmt.Sprintf("register broker %d", br.ID), &command{Type: cmdRegister, Broker: br})
+	if err != nil {
+		return nil, err
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	s := &session{
+		b:      b,
+		broker: res.Broker,
+		done:   make(chan struct{}),
+		cancel: cancel,
+		ended:  make(chan struct{}),
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		cancel()
+		b.deregister(s.broker)
+		return nil, fmt.Errorf("%w: register broker %d: backend closed", coord.ErrClosed, br.ID)
+	}
+	b.sessions[s] = struct{}{}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go s.renewLoop(loopCtx, start)
+	return s, nil
+}
+
+// Members implements coord.Registrar. It reads the local state machine.
+func (b *Backend) Members(ctx context.Context) ([]coord.Broker, error) {
+	if err := b.readable(ctx, "members"); err != nil {
+		return nil, err
+	}
+	members, _ := b.fsm.members()
+	return members, nil
+}
+
+// readable waits until this node is in touch with the service, that is
+// leads or follows a known leader, so a read of the local state machine
+// is at most slightly behind. Without a leader it fails with
+// ErrUnavailable when ctx ends or after SessionTimeout.
+func (b *Backend) readable(ctx context.Context, what string) error {
+	var timeout <-chan time.Time
+	for {
+		if b.isClosed() {
+			return fmt.Errorf("%w: %s", coord.ErrClosed, what)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %s: %w", coord.ErrUnavailable, what, err)
+		}
+		if addr, _ := b.raft.LeaderWithID(); addr != "" {
+			return nil
+		}
+		if timeout == nil {
+			timer := time.NewTimer(b.cfg.SessionTimeout)
+			defer timer.Stop()
+			timeout = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-b.closing:
+		case <-timeout:
+			return fmt.Errorf("%w: %s: no raft leader for %v", coord.ErrUnavailable, what, b.cfg.SessionTimeout)
+		case <-time.After(readPoll):
+		}
+	}
+}
+
+// readPoll is how often a read waiting for a leader looks again.
+const readPoll = 20 * time.Millisecond
+
+// renew renews br's registration with the leader; ErrSessionExpired when
+// the leader no longer holds it. local reports that this node is the
+// leader and renewed it itself.
+func (b *Backend) renew(ctx context.Context, br coord.Broker) (local bool, err error) {
+	what := fmt.Sprintf("renew broker %d epoch %d", br.ID, br.Epoch)
+	if b.currentLead() != nil {
+		return true, translate(what, b.renewLocal(br))
+	}
+	addr, _ := b.raft.LeaderWithID()
+	if addr == "" {
+		return false, fmt.Errorf("%w: %s: no raft leader known", coord.ErrUnavailable, what)
+	}
+	_, err = b.call(ctx, string(addr), fwdRequest{Op: fwdRenew, Broker: br})
+	return false, translate(what, err)
+}
+
+// renewLocal records a renewal of br on this leader.
+func (b *Backend) renewLocal(br coord.Broker) error {
+	lead := b.currentLead()
+	if lead == nil {
+		return errNotLeader
+	}
+	reg, ok, applied := b.fsm.registration(br.ID)
+	if (!ok || reg.Epoch != br.Epoch) && applied >= uint64(br.Epoch) {
+		return fmt.Errorf("%w: broker %d epoch %d", coord.ErrSessionExpired, br.ID, br.Epoch)
+	}
+	// A registration this leader's state machine has not applied yet is
+	// renewed all the same: it is in the log.
+	lead.mu.Lock()
+	lead.renewed[br] = time.Now()
+	lead.mu.Unlock()
+	return nil
+}
+
+// deregister removes br's registration, trying for a bounded time: Close
+// must not hang on an unreachable leader (the registration then expires).
+func (b *Backend) deregister(br coord.Broker) {
+	ctx, cancel := context.WithTimeout(context.Background(), min(b.cfg.SessionTimeout/2, time.Second))
+	defer cancel()
+	_, err := b.apply(ctx, fmt.Sprintf("deregister broker %d", br.ID), &command{Type: cmdDeregister, Broker: br})
+	if err != nil && !errors.Is(err, coord.ErrSessionExpired) {
+		b.log.Warn("deregister failed; the registration will expire", "broker", br.ID, "epoch", br.Epoch, "error", err)
+	}
+}
+
+// session is a coord.Session: a registration renewed with the leader
+// every SessionTimeout/3 by its renew loop.
+type session struct {
+	b      *Backend
+	broker coord.Broker
+	// done is closed when the session ends; err says why.
+	done chan struct{}
+	// cancel stops the renew loop; ended is closed when it has returned.
+	cancel context.CancelFunc
+	ended  chan struct{}
+
+	mu        sync.Mutex
+	err       error
+	closeOnce sync.Once
+}
+
+// Broker implements coord.Session.
+func (s *session) Broker() coord.Broker { return s.broker }
+
+// Done implements coord.Session.
+func (s *session) Done() <-chan struct{} { return s.done }
+
+// Err implements coord.Session.
+func (s *session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// end ends the session with err unless it has ended already.
+func (s *session) end(err error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = err
+	close(s.done)
+	s.mu.Unlock()
+	s.b.mu.Lock()
+	delete(s.b.sessions, s)
+	s.b.mu.Unlock()
+}
+
+// Close implements coord.Session.
+func (s *session) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		<-s.ended
+		if s.Err() == nil {
+			s.b.deregister(s.broker)
+		}
+		s.end(fmt.Errorf("%w: session of broker %d", coord.ErrClosed, s.broker.ID))
+	})
+	return nil
+}
+
+// renewLoop renews the registration every SessionTimeout/3 (sooner after
+// a failure) and ends the session as expired when this node has had no
+// successful contact with the service for SessionTimeout, or when the
+// local state machine shows the registration removed. Contact is a
+// successful renewal (counted from its sending) or, on a follower, a
+// message from the Raft leader: a leader change makes renewals fail for
+// an election's time while the node is still in touch, and the new leader
+// gives every registration a fresh timeout.
+func (s *session) renewLoop(ctx context.Context, lastOK time.Time) {
+	b := s.b
+	defer b.wg.Done()
+	defer close(s.ended)
+	timeout := b.cfg.SessionTimeout
+	interval := timeout / 3
+	retry := min(timeout/10, 200*time.Millisecond)
+	expired := func(why string) {
+		s.end(fmt.Errorf("%w: broker %d epoch %d: %s", coord.ErrSessionExpired, s.broker.ID, s.broker.Epoch, why))
+	}
+	// deadline is when the session ends without further contact.
+	deadline := func() time.Time {
+		last := lastOK
+		b.mu.Lock()
+		following, stepDown := b.lead == nil, b.stepDownContact
+		b.mu.Unlock()
+		if c := b.raft.LastContact(); following && c.After(last) && c.After(stepDown) {
+			last = c
+		}
+		return last.Add(timeout)
+	}
+	expiry := time.NewTimer(time.Until(deadline()))
+	defer expiry.Stop()
+	next := time.NewTimer(interval)
+	defer next.Stop()
+	changes := b.fsm.changes()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-expiry.C:
+			if d := time.Until(deadline()); d > 0 {
+				expiry.Reset(d)
+				continue
+			}
+			expired("no contact with the service within the session timeout")
+			return
+		case <-changes:
+			changes = b.fsm.changes()
+			reg, ok, applied := b.fsm.registration(s.broker.ID)
+			if (!ok || reg.Epoch != s.broker.Epoch) && applied >= uint64(s.broker.Epoch) {
+				expired("registration removed")
+				return
+			}
+		case <-next.C:
+			sent := time.Now()
+			renewCtx, cancel := context.WithDeadline(ctx, deadline())
+			local, err := b.renew(renewCtx, s.broker)
+			cancel()
+			switch {
+			case err == nil && local:
+				// A leader renews by itself; it is in touch with the
+				// service only as far as its lease vouches: it heard
+				// from a quorum within the lease before now.
+				lastOK = sent.Add(-b.cfg.RaftLeaderLeaseTimeout)
+				next.Reset(interval)
+			case err == nil:
+				lastOK = sent
+				next.Reset(interval)
+			case errors.Is(err, coord.ErrSessionExpired):
+				expired("the leader no longer holds the registration")
+				return
+			case time.Until(deadline()) <= 0:
+				expired("no contact with the service within the session timeout")
+				return
+			default:
+				b.log.Debug("renew failed", "broker", s.broker.ID, "error", err)
+				next.Reset(retry)
+			}
+		}
+	}
+}

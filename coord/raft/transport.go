@@ -1,0 +1,227 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+)
+
+// The first byte of every connection to a node's Raft port says which
+// protocol follows, as Consul does: Raft RPCs or tripod forward RPCs.
+const (
+	protoRaft    byte = 'R'
+	protoForward byte = 'F'
+)
+
+// handshakeTimeout bounds how long an accepted connection may take to send
+// its protocol byte.
+const handshakeTimeout = 5 * time.Second
+
+// errDial marks a failure to connect: nothing was sent, so the request
+// may be retried elsewhere.
+var errDial = errors.New("dial")
+
+// dialFunc makes an outbound connection (coord.Config.Dialer's signature).
+type dialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+// mux owns the node's listener: it accepts connections, reads their
+// protocol byte and hands Raft connections to the raft stream layer and
+// forward connections to serveForward. Its goroutines end at close.
+type mux struct {
+	ln      net.Listener
+	dial    dialFunc
+	serve   func(net.Conn)
+	raftCh  chan net.Conn
+	closing chan struct{}
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+func newMux(ln net.Listener, dial dialFunc, serve func(net.Conn)) *mux {
+	m := &mux{
+		ln:      ln,
+		dial:    dial,
+		serve:   serve,
+		raftCh:  make(chan net.Conn),
+		closing: make(chan struct{}),
+		conns:   map[net.Conn]struct{}{},
+	}
+	m.wg.Add(1)
+	go m.acceptLoop()
+	return m
+}
+
+func (m *mux) acceptLoop() {
+	defer m.wg.Done()
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			select {
+			case <-m.closing:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// A transient accept error: back off a little and go on.
+			select {
+			case <-m.closing:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		if !m.track(c) {
+			c.Close()
+			return
+		}
+		m.wg.Add(1)
+		go m.handle(c)
+	}
+}
+
+// track remembers c so close can drop it; false once closing.
+func (m *mux) track(c net.Conn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.closing:
+		return false
+	default:
+	}
+	m.conns[c] = struct{}{}
+	return true
+}
+
+func (m *mux) forget(c net.Conn) {
+	m.mu.Lock()
+	delete(m.conns, c)
+	m.mu.Unlock()
+}
+
+func (m *mux) handle(c net.Conn) {
+	defer m.wg.Done()
+	var b [1]byte
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := c.Read(b[:]); err != nil {
+		m.forget(c)
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	switch b[0] {
+	case protoRaft:
+		// The Raft transport owns the connection from now on; it is still
+		// tracked so close drops it.
+		select {
+		case m.raftCh <- &muxConn{Conn: c, m: m}:
+		case <-m.closing:
+			m.forget(c)
+			c.Close()
+		}
+	case protoForward:
+		m.serve(c)
+		m.forget(c)
+		c.Close()
+	default:
+		m.forget(c)
+		c.Close()
+	}
+}
+
+// muxConn is an accepted Raft connection that the mux forgets when the
+// transport closes it.
+type muxConn struct {
+	net.Conn
+	m *mux
+}
+
+// Close implements net.Conn.
+func (c *muxConn) Close() error {
+	c.m.forget(c.Conn)
+	return c.Conn.Close()
+}
+
+// dialProto connects to address and sends the protocol byte.
+func (m *mux) dialProto(ctx context.Context, address string, proto byte) (net.Conn, error) {
+	var c net.Conn
+	var err error
+	if m.dial != nil {
+		c, err = m.dial(ctx, "tcp", address)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", address)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", errDial, address, err)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		c.SetWriteDeadline(deadline)
+	}
+	if _, err := c.Write([]byte{proto}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w %s: send protocol byte: %w", errDial, address, err)
+	}
+	c.SetWriteDeadline(time.Time{})
+	return c, nil
+}
+
+// close stops accepting, drops every accepted connection and waits for the
+// mux's goroutines.
+func (m *mux) close() {
+	m.once.Do(func() {
+		m.mu.Lock()
+		close(m.closing)
+		conns := m.conns
+		m.conns = map[net.Conn]struct{}{}
+		m.mu.Unlock()
+		m.ln.Close()
+		for c := range conns {
+			c.Close()
+		}
+	})
+	m.wg.Wait()
+}
+
+// streamLayer is the hraft.StreamLayer of the mux: Raft's side of the
+// shared port.
+type streamLayer struct {
+	m *mux
+}
+
+// Accept implements net.Listener.
+func (s streamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.m.raftCh:
+		return c, nil
+	case <-s.m.closing:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener. The mux is closed by the backend after
+// the transport, so this is a no-op.
+func (s streamLayer) Close() error { return nil }
+
+// Addr implements net.Listener.
+func (s streamLayer) Addr() net.Addr { return s.m.ln.Addr() }
+
+// Dial implements hraft.StreamLayer.
+func (s streamLayer) Dial(address hraft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.m.dialProto(ctx, string(address), protoRaft)
+}
