@@ -354,6 +354,9 @@ type zsession struct {
 	ending          bool // guarded by b.mu: endZSession has begun
 
 	mu      sync.Mutex
+	id      int64 // the ZooKeeper session id, once known
+	netConn net.Conn
+	closing bool // close has begun: no new connections
 	state   zk.State
 	stateCh chan struct{} // closed and replaced at every state change
 	subs    map[*subscriber]struct{}
@@ -415,13 +418,27 @@ func (zs *zsession) dial(network, addr string, timeout time.Duration) (net.Conn,
 	if err != nil {
 		return nil, err
 	}
-	return &contactConn{Conn: c, zs: zs}, nil
+	cc := &contactConn{Conn: c, zs: zs, maxWait: zs.b.timeout * 2 / 3}
+	zs.mu.Lock()
+	zs.netConn = cc
+	closing := zs.closing
+	zs.mu.Unlock()
+	if closing {
+		cc.Close()
+		return nil, net.ErrClosed
+	}
+	return cc, nil
 }
 
-// contactConn records the time of every read from ZooKeeper.
+// contactConn records the time of every read from ZooKeeper, and bounds
+// every read by maxWait: go-zookeeper waits up to ten times that for the
+// answer to its connect request, and a server that accepted the connection
+// while starting up may never answer it, which would hold the reconnection
+// past the session timeout.
 type contactConn struct {
 	net.Conn
-	zs *zsession
+	zs      *zsession
+	maxWait time.Duration
 }
 
 func (c *contactConn) Read(p []byte) (int, error) {
@@ -430,6 +447,15 @@ func (c *contactConn) Read(p []byte) (int, error) {
 		c.zs.lastRecv.Store(time.Now().UnixNano())
 	}
 	return n, err
+}
+
+// SetReadDeadline caps the deadline at maxWait from now, and sets one when
+// go-zookeeper clears it.
+func (c *contactConn) SetReadDeadline(t time.Time) error {
+	if limit := time.Now().Add(c.maxWait); t.IsZero() || t.After(limit) {
+		t = limit
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 func (zs *zsession) lastContact() time.Time { return time.Unix(0, zs.lastRecv.Load()) }
@@ -483,8 +509,29 @@ func (zs *zsession) stateNow() (zk.State, <-chan struct{}) {
 }
 
 // sessionID returns the ZooKeeper session id, the ephemeralOwner of the
-// znodes this session creates.
-func (zs *zsession) sessionID() int64 { return zs.conn.SessionID() }
+// znodes this session creates (0 before the first call).
+func (zs *zsession) sessionID() int64 {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	return zs.id
+}
+
+// noteSessionID records the ZooKeeper session id once connected. Until zs
+// ends, the connection's session is zs's own: go-zookeeper starts another
+// only after reporting the expiry that ends zs.
+func (zs *zsession) noteSessionID() {
+	id := zs.conn.SessionID()
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	if zs.id != 0 || id == 0 {
+		return
+	}
+	select {
+	case <-zs.done:
+	default:
+		zs.id = id
+	}
+}
 
 // end marks zs ended; it returns false if it already was.
 func (zs *zsession) end() bool {
@@ -509,9 +556,25 @@ func (zs *zsession) end() bool {
 func (zs *zsession) close() {
 	zs.closeOnce.Do(func() {
 		zs.hosts.stop()
+		zs.mu.Lock()
+		zs.closing = true
+		nc := zs.netConn
+		zs.mu.Unlock()
+		if nc != nil && !zs.isHealthy() {
+			// A connection that is not serving (mid-handshake, say) would
+			// hold go-zookeeper's Close until its read gives up.
+			nc.Close()
+		}
 		zs.conn.Close()
 		<-zs.drained
 	})
+}
+
+// isHealthy reports whether zs is connected with its session, so Close can
+// say goodbye (closeSession) over the connection.
+func (zs *zsession) isHealthy() bool {
+	st, _ := zs.stateNow()
+	return st == zk.StateHasSession
 }
 
 // call waits until zs has a live connection, then runs fn in a goroutine so
@@ -524,6 +587,7 @@ func (zs *zsession) call(ctx context.Context, key string, fn func(*zk.Conn) erro
 		}
 		st, changed := zs.stateNow()
 		if st == zk.StateHasSession {
+			zs.noteSessionID()
 			break
 		}
 		select {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +36,11 @@ func open(t *testing.T, connect string, timeout time.Duration, net *faultnet.Net
 	cfg.Backend = "zk"
 	cfg.ZKConnect = connect
 	cfg.SessionTimeout = timeout
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn})
+	level := hclog.Warn
+	if l := os.Getenv("TRIPOD_TEST_LOG"); l != "" {
+		level = hclog.LevelFromString(l)
+	}
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: level})
 	if net != nil {
 		cfg.Dialer = net.Dial
 	}

@@ -58,6 +58,19 @@ func (b *Backend) Campaign(ctx context.Context, cs coord.Session) (coord.Term, e
 	if !ok || s.b != b {
 		return nil, fmt.Errorf("campaign: session %T was not opened by this zk backend", cs)
 	}
+	// The attempts' context also ends with the session, so a campaign
+	// waiting for ZooKeeper to come back returns as soon as s ends.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-stop:
+		}
+	}()
 	for attempt := 0; ; {
 		if err := s.Err(); err != nil {
 			return nil, err
@@ -70,6 +83,9 @@ func (b *Backend) Campaign(ctx context.Context, cs coord.Session) (coord.Term, e
 			return t, nil
 		}
 		if err != nil {
+			if err := s.Err(); err != nil {
+				return nil, err
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
