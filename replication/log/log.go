@@ -185,10 +185,10 @@ func Open(dir string, cfg Config) (*Log, error) {
 	clean := statErr == nil
 	err := l.load(clean)
 	if err == nil && clean {
-		// Until the next Close, a crash must find no marker.
-		if err = os.Remove(marker); err == nil {
-			err = syncDir(dir)
-		}
+		// Until the next Close, a crash must find no marker. A removal
+		// lost to a power failure is not fsynced for: the next Open would
+		// still verify the tail from the last index entry.
+		err = os.Remove(marker)
 	}
 	if err != nil {
 		for _, s := range l.segments {
@@ -387,7 +387,8 @@ func (l *Log) recover(s *segment, clean bool) error {
 	if err := s.rebuildTail(pos, l.cfg.IndexIntervalBytes); err != nil {
 		return err
 	}
-	s.dirty = true
+	// After a crash, what the page cache held may not be on disk yet.
+	s.dirty = !clean || !s.offsetsFile.current(len(s.offsets)) || !s.timesFile.current(len(s.times))
 	return s.persistIndexes(false)
 }
 
