@@ -79,7 +79,8 @@ type Config struct {
 	// Default: never (rely on replication, as Kafka does).
 	FlushMessages int64
 	// FlushInterval fsyncs when the oldest unflushed record is older
-	// (log.flush.interval.ms). Default 0: never on time.
+	// (log.flush.interval.ms), checked on each append and by
+	// EnforceRetention. Default 0: never on time.
 	FlushInterval time.Duration
 }
 
