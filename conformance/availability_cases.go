@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -31,6 +30,148 @@ type outageCall struct {
 type outageResult struct {
 	err  error
 	took time.Duration
+}
+
+// outageCalls returns the calls made through be while it cannot reach the
+// service; w is a term held through be.
+func outageCalls(be coord.Backend, w *wonTerm) []outageCall {
+	return []outageCall{
+		{name: "Load", call: func(ctx context.Context) error { _, err := be.Load(ctx); return err }},
+		{name: "Members", call: func(ctx context.Context) error { _, err := be.Members(ctx); return err }},
+		{name: "Controller", call: func(ctx context.Context) error { _, err := be.Controller(ctx); return err }},
+		{name: "Commit", call: func(ctx context.Context) error {
+			return be.Commit(ctx, w.term, createTopicOp("during-outage", 1, 3, w.epoch))
+		}, allowed: []error{coord.ErrFenced}},
+		{name: "Register", call: func(ctx context.Context) error {
+			s, err := be.Register(ctx, brokerWithID(99))
+			if err == nil {
+				s.Close()
+			}
+			return err
+		}},
+	}
+}
+
+// checkOutageCalls makes calls at once, each with a ctx deadline of
+// outageCallDeadline, and fails t unless each returns an error wrapping
+// ErrUnavailable or context.DeadlineExceeded (or one it allows) within the
+// deadline plus outageSlack. It calls restore (which brings the service
+// back) once every call has returned or the bound has passed, before it
+// judges, so that calls blocked beyond the bound can end.
+func checkOutageCalls(t T, calls []outageCall, restore func(), during string) {
+	t.Helper()
+	results := make(chan outageResult, len(calls))
+	byCall := make([]outageResult, len(calls))
+	for i, oc := range calls {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+			defer cancel()
+			start := time.Now()
+			err := oc.call(ctx)
+			byCall[i] = outageResult{err: err, took: time.Since(start)}
+			results <- byCall[i]
+		}()
+	}
+	pending := len(calls)
+	timer := time.NewTimer(outageCallDeadline + outageSlack)
+	defer timer.Stop()
+	late := false
+	for pending > 0 && !late {
+		select {
+		case <-results:
+			pending--
+		case <-timer.C:
+			late = true
+		}
+	}
+	restore()
+	if late {
+		waitStragglers := time.NewTimer(callBound)
+		defer waitStragglers.Stop()
+		for pending > 0 {
+			select {
+			case <-results:
+				pending--
+			case <-waitStragglers.C:
+				t.Fatalf("%s: %d calls still blocked %v after the service came back", during, pending, callBound)
+			}
+		}
+	}
+	var failures []string
+	for i, oc := range calls {
+		r := byCall[i]
+		ok := r.err != nil && (errors.Is(r.err, coord.ErrUnavailable) || errors.Is(r.err, context.DeadlineExceeded))
+		for _, allowed := range oc.allowed {
+			ok = ok || errors.Is(r.err, allowed)
+		}
+		switch {
+		case r.took > outageCallDeadline+outageSlack:
+			failures = append(failures, fmt.Sprintf("%s returned after %v (error %v), want within %v", oc.name, r.took.Round(time.Millisecond), r.err, outageCallDeadline+outageSlack))
+		case !ok:
+			failures = append(failures, fmt.Sprintf("%s: got error %v, want one wrapping ErrUnavailable or context.DeadlineExceeded", oc.name, r.err))
+		default:
+			t.Logf("%s %s: %v after %v", oc.name, during, r.err, r.took.Round(time.Millisecond))
+		}
+	}
+	if len(failures) > 0 {
+		t.Fatalf("%s:\n%s", during, strings.Join(failures, "\n"))
+	}
+}
+
+// waitLoads waits until Load through be works again and holds topic.
+func waitLoads(t T, h Harness, be coord.Backend, topic, what string) time.Duration {
+	t.Helper()
+	return waitUntil(t, h.SessionTimeout()+callBound, what, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+		defer cancel()
+		md, err := be.Load(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		if _, ok := md.Topics[topic]; !ok {
+			return false, fmt.Sprintf("topic %s missing from %s", topic, describeMetadata(md))
+		}
+		return true, ""
+	})
+}
+
+// testCutOffCallsFailThenRecover: the controller's backend is cut off;
+// Load, Members, Controller, Commit and Register through it with a 2 s
+// deadline each return an error (wrapping ErrUnavailable, the ctx's, or
+// ErrFenced for the Commit) within the deadline plus one second. Healed,
+// the same backend serves again without being reopened, and its broker
+// registers again.
+func testCutOffCallsFailThenRecover(t T, h Harness) {
+	c := h.NewCluster(t, 3)
+	cs := startCampaigners(t, h, c, 0, 1, 2)
+	ctl := cs.waitTerm(t, nil, startupBound(h), "first election")
+	be := c.Backend(ctl.backend)
+	commit(t, be, ctl, "CreateTopic before the cut", createTopicOp("before-cut", 1, 3, ctl.epoch))
+
+	c.Crash(ctl.backend)
+	checkOutageCalls(t, outageCalls(be, ctl), func() {}, fmt.Sprintf("through the cut-off backend of %v", ctl))
+	c.Heal(ctl.backend)
+
+	took := waitLoads(t, h, be, "before-cut", "Load through the healed backend")
+	t.Logf("the healed backend loads again after %v", took.Round(time.Millisecond))
+	s := register(t, be, brokerWithID(99), h.SessionTimeout()+callBound)
+	waitUntil(t, detectionBound(h)+callBound, "Members listing brokers 1, 2, 3 and 99 once broker "+fmt.Sprint(ctl.id)+" registered again", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+		defer cancel()
+		got, err := be.Members(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		ids := make([]coord.BrokerID, len(got))
+		for i, m := range got {
+			ids[i] = m.ID
+		}
+		return fmt.Sprint(ids) == "[1 2 3 99]", fmt.Sprintf("got %s", memberIDs(got))
+	})
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close of broker 99's session: got %v, want nil", err)
+	}
+	cs.stop(t)
 }
 
 // testCallsFailWithinDeadline: with the service away (ZooKeeper or etcd
@@ -61,98 +202,18 @@ func testCallsFailWithinDeadline(t T, h Harness) {
 			}
 		}
 	}
-	calls := []outageCall{
-		{name: "Load", call: func(ctx context.Context) error { _, err := be.Load(ctx); return err }},
-		{name: "Members", call: func(ctx context.Context) error { _, err := be.Members(ctx); return err }},
-		{name: "Controller", call: func(ctx context.Context) error { _, err := be.Controller(ctx); return err }},
-		{name: "Commit", call: func(ctx context.Context) error {
-			return be.Commit(ctx, ctl.term, createTopicOp("during-outage", 1, 3, ctl.epoch))
-		}, allowed: []error{coord.ErrFenced}},
-		{name: "Register", call: func(ctx context.Context) error {
-			s, err := be.Register(ctx, brokerWithID(99))
-			if err == nil {
-				s.Close()
-			}
-			return err
-		}},
-	}
-	results := make(chan outageResult, len(calls))
-	byCall := make([]outageResult, len(calls))
-	pending := len(calls)
-	for i, oc := range calls {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
-			defer cancel()
-			start := time.Now()
-			err := oc.call(ctx)
-			byCall[i] = outageResult{err: err, took: time.Since(start)}
-			results <- byCall[i]
-		}()
-	}
-	timer := time.NewTimer(outageCallDeadline + outageSlack)
-	defer timer.Stop()
-	late := false
-	for pending > 0 && !late {
-		select {
-		case <-results:
-			pending--
-		case <-timer.C:
-			late = true
-		}
-	}
-	// Bring the service back before judging, so late calls can end.
-	if isRestarter {
-		restarter.StartService(t)
-	} else {
-		for _, i := range stopped {
-			quorumLoser.StartNode(t, i)
-		}
-	}
-	if late {
-		// Wait for the stragglers now that the service is back.
-		waitStragglers := time.NewTimer(callBound)
-		defer waitStragglers.Stop()
-		for pending > 0 {
-			select {
-			case <-results:
-				pending--
-			case <-waitStragglers.C:
-				t.Fatalf("%d calls still blocked %v after the service came back", pending, callBound)
+	checkOutageCalls(t, outageCalls(be, ctl), func() {
+		// Bring the service back before judging, so late calls can end.
+		if isRestarter {
+			restarter.StartService(t)
+		} else {
+			for _, i := range stopped {
+				quorumLoser.StartNode(t, i)
 			}
 		}
-	}
-	var failures []string
-	for i, oc := range calls {
-		r := byCall[i]
-		ok := r.err != nil && (errors.Is(r.err, coord.ErrUnavailable) || errors.Is(r.err, context.DeadlineExceeded))
-		for _, allowed := range oc.allowed {
-			ok = ok || errors.Is(r.err, allowed)
-		}
-		switch {
-		case r.took > outageCallDeadline+outageSlack:
-			failures = append(failures, fmt.Sprintf("%s returned after %v (error %v), want within %v", oc.name, r.took.Round(time.Millisecond), r.err, outageCallDeadline+outageSlack))
-		case !ok:
-			failures = append(failures, fmt.Sprintf("%s: got error %v, want one wrapping ErrUnavailable or context.DeadlineExceeded", oc.name, r.err))
-		default:
-			t.Logf("%s without the service: %v after %v", oc.name, r.err, r.took.Round(time.Millisecond))
-		}
-	}
-	if len(failures) > 0 {
-		t.Fatalf("with the service away (%s):\n%s", outageName(isRestarter), strings.Join(failures, "\n"))
-	}
-
-	waitUntil(t, h.SessionTimeout()+callBound, "Load on the controller's backend once the service is back", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
-		defer cancel()
-		md, err := be.Load(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		if _, ok := md.Topics["before-outage"]; !ok {
-			return false, fmt.Sprintf("topic before-outage missing from %s", describeMetadata(md))
-		}
-		return true, ""
-	})
+	}, "with the "+outageName(isRestarter))
+	took := waitLoads(t, h, be, "before-outage", "Load on the controller's backend once the service is back")
+	t.Logf("the backend loads again %v after the service came back", took.Round(time.Millisecond))
 	cs.stop(t)
 }
 
@@ -165,9 +226,10 @@ func outageName(restarter bool) string {
 
 // testServiceRestartRecovers: the service is stopped and started again
 // within the session timeout. The backends serve again without being
-// reopened: Load works, every broker is registered again (ZooKeeper keeps
-// the very registrations, with their epochs, when the outage was short), a
-// controller is elected and its Commit succeeds.
+// reopened: Load works; every registration either survived with its epoch
+// or expired and was made again with a greater one (ZooKeeper must keep
+// them when the restart took under half the session timeout); a controller
+// is elected and its Commit succeeds.
 func testServiceRestartRecovers(t T, h Harness) {
 	c := h.NewCluster(t, 2)
 	restarter, ok := c.(ServiceRestarter)
@@ -176,18 +238,16 @@ func testServiceRestartRecovers(t T, h Harness) {
 	}
 	cs := startCampaigners(t, h, c, 0, 1)
 	ctl := cs.waitTerm(t, nil, startupBound(h), "first election")
-	var registered []coord.Broker
+	var sessions []coord.Session
 	waitUntil(t, detectionBound(h), "both brokers registered", func() (bool, string) {
-		registered = registered[:0]
+		sessions = sessions[:0]
 		for i := 0; i < 2; i++ {
 			if s := cs.session(i); s != nil {
-				registered = append(registered, s.Broker())
+				sessions = append(sessions, s)
 			}
 		}
-		return len(registered) == 2, fmt.Sprintf("%d registered", len(registered))
+		return len(sessions) == 2, fmt.Sprintf("%d registered", len(sessions))
 	})
-	sort.Slice(registered, func(i, j int) bool { return registered[i].ID < registered[j].ID })
-	sessions := []coord.Session{cs.session(0), cs.session(1)}
 	commit(t, c.Backend(ctl.backend), ctl, "CreateTopic before the restart", createTopicOp("before-restart", 1, 2, ctl.epoch))
 
 	start := time.Now()
@@ -199,59 +259,55 @@ func testServiceRestartRecovers(t T, h Harness) {
 
 	recovery := h.SessionTimeout() + callBound
 	for i := 0; i < 2; i++ {
-		be := c.Backend(i)
-		took := waitUntil(t, recovery, fmt.Sprintf("Load on backend %d after the restart", i), func() (bool, string) {
-			ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
-			defer cancel()
-			md, err := be.Load(ctx)
-			if err != nil {
-				return false, err.Error()
-			}
-			if _, ok := md.Topics["before-restart"]; !ok {
-				return false, fmt.Sprintf("topic before-restart missing from %s", describeMetadata(md))
-			}
-			return true, ""
-		})
+		took := waitLoads(t, h, c.Backend(i), "before-restart", fmt.Sprintf("Load on backend %d after the restart", i))
 		t.Logf("backend %d loads again %v after the restart", i, took.Round(time.Millisecond))
 	}
+
+	// Every registration made before the restart either survived (its
+	// session is live and Members lists it with its epoch) or ended with
+	// ErrSessionExpired and was made again with a greater epoch.
+	waitUntil(t, recovery+detectionBound(h), "Members agreeing with the sessions after the restart", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
+		defer cancel()
+		got, err := c.Backend(0).Members(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(got) != 2 || got[0].ID != 1 || got[1].ID != 2 {
+			return false, fmt.Sprintf("got %s, want brokers 1 and 2", memberIDs(got))
+		}
+		for i, old := range sessions {
+			b := old.Broker()
+			if !isClosed(old.Done()) {
+				if got[i].Epoch != b.Epoch {
+					return false, fmt.Sprintf("broker %d: its session of epoch %d is live but Members lists epoch %d", b.ID, b.Epoch, got[i].Epoch)
+				}
+				continue
+			}
+			if err := old.Err(); !errors.Is(err, coord.ErrSessionExpired) {
+				t.Fatalf("broker %d's session across the restart: Err %v, want ErrSessionExpired (or still live)", b.ID, err)
+			}
+			if got[i].Epoch <= b.Epoch {
+				return false, fmt.Sprintf("broker %d: its session of epoch %d expired, Members lists epoch %d, want a new registration with a greater one", b.ID, b.Epoch, got[i].Epoch)
+			}
+		}
+		return true, ""
+	})
 
 	// A client's last contact may precede the stop by a third of the
 	// session timeout (its renewal interval), and it must give its session
 	// up a session timeout after that contact: so sessions can only be
-	// expected to survive an outage well under two thirds of the timeout.
-	keepable := outage < h.SessionTimeout()/2
-	if h.Name() == "zk" && !keepable {
-		t.Logf("ZooKeeper registrations are not required to survive: the restart took %v, not under half the %v session timeout", outage.Round(time.Millisecond), h.SessionTimeout())
-	}
-	if h.Name() == "zk" && keepable {
-		// ZooKeeper sessions outlive a short server restart: the same
-		// registrations, epochs and all.
-		for _, s := range sessions {
-			if isClosed(s.Done()) {
-				t.Fatalf("ZooKeeper session of broker %d ended (%v) across a %v restart, want kept", s.Broker().ID, s.Err(), outage.Round(time.Millisecond))
+	// required to survive an outage well under two thirds of the timeout.
+	if h.Name() == "zk" {
+		if outage >= h.SessionTimeout()/2 {
+			t.Logf("ZooKeeper registrations were not required to survive: the restart took %v, not under half the %v session timeout", outage.Round(time.Millisecond), h.SessionTimeout())
+		} else {
+			for _, s := range sessions {
+				if isClosed(s.Done()) {
+					t.Fatalf("ZooKeeper session of broker %d ended (%v) across a %v restart, want kept", s.Broker().ID, s.Err(), outage.Round(time.Millisecond))
+				}
 			}
 		}
-		waitUntil(t, recovery, "Members listing the registrations made before the restart", func() (bool, string) {
-			ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
-			defer cancel()
-			got, err := c.Backend(0).Members(ctx)
-			if err != nil {
-				return false, err.Error()
-			}
-			return sameMembers(got, registered), fmt.Sprintf("got %s, want %s", memberIDs(got), memberIDs(registered))
-		})
-	} else {
-		// Whatever became of the old sessions, both brokers are
-		// registered again.
-		waitUntil(t, recovery+detectionBound(h), "Members listing both brokers again", func() (bool, string) {
-			ctx, cancel := context.WithTimeout(context.Background(), outageCallDeadline)
-			defer cancel()
-			got, err := c.Backend(0).Members(ctx)
-			if err != nil {
-				return false, err.Error()
-			}
-			return len(got) == 2 && got[0].ID == 1 && got[1].ID == 2, fmt.Sprintf("got %s, want brokers 1 and 2", memberIDs(got))
-		})
 	}
 
 	// A controller is elected (or kept) and can commit.

@@ -311,6 +311,17 @@ func testOneControllerAcross20Changes(t T, h Harness) {
 			t.Fatalf("change %d: stopping after the violations above", change)
 		}
 	}
+	// Every crashed broker registered again once its old session was gone
+	// and campaigns again.
+	waitUntil(t, detectionBound(h)+callBound, "all five brokers registered again after the crashes", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		defer cancel()
+		got, err := c.Backend(0).Members(ctx)
+		if err != nil {
+			return false, fmt.Sprintf("Members: %v", err)
+		}
+		return len(got) == brokers, fmt.Sprintf("Members: got %s", memberIDs(got))
+	})
 	cs.stop(t)
 }
 

@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tripodmq/tripod/coord"
@@ -138,4 +140,95 @@ func testReRegistrationNewEpoch(t T, h Harness) {
 		sessions = append(sessions, s)
 	}
 	t.Logf("broker epochs in registration order: %v", epochs)
+}
+
+// testBackendCloseEndsAll: closing the controller's backend ends its
+// session (ErrClosed) and term at once, closes its watch channels, removes
+// its broker from other backends' watchers well within the session
+// timeout, lets another broker take over, and makes its further calls fail
+// with ErrClosed.
+func testBackendCloseEndsAll(t T, h Harness) {
+	c := h.NewCluster(t, 3)
+	cs := startCampaigners(t, h, c, 0, 1, 2)
+	ctl := cs.waitTerm(t, nil, startupBound(h), "first election")
+	other := (ctl.backend + 1) % 3
+	members := watchMembers(t, c.Backend(other))
+	waitMembersCount(t, members, 3, detectionBound(h))
+
+	be := c.Backend(ctl.backend)
+	watchCtx, cancelWatches := context.WithCancel(context.Background())
+	defer cancelWatches()
+	membersCh, err1 := be.WatchMembers(watchCtx)
+	controllerCh, err2 := be.WatchController(watchCtx)
+	metadataCh, err3 := be.WatchMetadata(watchCtx)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatalf("watches on the controller's backend: got %v, want nil", err)
+	}
+
+	from := members.count()
+	closedAt := time.Now()
+	if err := be.Close(); err != nil {
+		t.Fatalf("Close of the backend of %v: got %v, want nil", ctl, err)
+	}
+	if !isClosed(ctl.term.Done()) {
+		t.Fatalf("term %v after its backend's Close: live, want ended", ctl)
+	}
+	if !isClosed(ctl.session.Done()) {
+		t.Fatalf("session of broker %d after its backend's Close: live, want ended", ctl.id)
+	}
+	if err := ctl.session.Err(); !errors.Is(err, coord.ErrClosed) {
+		t.Fatalf("session of broker %d after its backend's Close: Err %v, want ErrClosed", ctl.id, err)
+	}
+	for name, drained := range map[string]<-chan struct{}{
+		"WatchMembers":    drain(membersCh),
+		"WatchController": drain(controllerCh),
+		"WatchMetadata":   drain(metadataCh),
+	} {
+		waitClosed(t, drained, closeBound, name+" channel after Close of its backend")
+	}
+	members.waitMatch(t, from, closeBound, fmt.Sprintf("WatchMembers on backend %d dropping broker %d after Close of its backend", other, ctl.id), func(set []coord.Broker) bool {
+		for _, b := range set {
+			if b.ID == ctl.id {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("broker %d left the watcher %v after Close of its backend", ctl.id, time.Since(closedAt).Round(time.Millisecond))
+	next := cs.waitTerm(t, ctl, detectionBound(h), fmt.Sprintf("Close of the backend of %v", ctl))
+	t.Logf("%v took over %v after the Close", next, next.wonAt.Sub(closedAt).Round(time.Millisecond))
+
+	ctx := withTimeout(t, callBound)
+	if _, err := be.Load(ctx); !errors.Is(err, coord.ErrClosed) {
+		t.Fatalf("Load on a closed backend: got %v, want ErrClosed", err)
+	}
+	if s, err := be.Register(ctx, brokerWithID(99)); !errors.Is(err, coord.ErrClosed) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("Register on a closed backend: got %v, want ErrClosed", err)
+	}
+	if _, err := be.WatchMembers(ctx); !errors.Is(err, coord.ErrClosed) {
+		t.Fatalf("WatchMembers on a closed backend: got %v, want ErrClosed", err)
+	}
+	cs.stop(t)
+	members.stop(t)
+}
+
+// drain reads ch until it is closed, in a goroutine that ends then, and
+// returns a channel closed at that moment.
+func drain[V any](ch <-chan V) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range ch {
+		}
+	}()
+	return done
+}
+
+// waitMembersCount waits until the watcher's latest set has n brokers.
+func waitMembersCount(t T, w membersWatch, n int, d time.Duration) {
+	t.Helper()
+	w.waitMatch(t, 0, d, fmt.Sprintf("WatchMembers listing %d brokers", n), func(set []coord.Broker) bool { return len(set) == n })
 }
