@@ -137,7 +137,11 @@ func (b *Backend) startWatch(ctx context.Context, key string, w watcher) error {
 // ZooKeeper session when one ends, until ctx ends or the backend closes.
 func (b *Backend) runWatch(ctx context.Context, key string, zs *zsession, sub *subscriber, w watcher) {
 	defer w.close()
-	defer func() { zs.unsubscribe(sub) }()
+	defer func() {
+		if zs != nil {
+			zs.unsubscribe(sub)
+		}
+	}()
 	attempt := 0
 	for {
 		evs, ended := sub.take()
