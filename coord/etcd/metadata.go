@@ -16,8 +16,11 @@ import (
 )
 
 const (
-	// maxTxnOps is etcd's default --max-txn-ops. A chunk keeps its
-	// compares plus its writes within it.
+	// maxTxnOps is etcd's default --max-txn-ops. etcd checks it against
+	// the compares, the writes and the reads of the Else branch of a
+	// transaction separately (the largest of the three counts:
+	// checkTxnRequest in etcdserver/api/v3rpc/key.go), so a chunk holds up
+	// to 128 compares and 128 writes.
 	maxTxnOps = 128
 	// loadPageSize is how many keys one Get of Load reads.
 	loadPageSize = 2000
@@ -267,7 +270,11 @@ type chunk struct {
 	known   map[string]bool // topics checked present or created in this chunk
 }
 
-func (c *chunk) size() int { return len(c.checks) + len(c.writes) }
+// fits reports whether the chunk can take checks more compares (each with
+// its Else read) and writes more writes.
+func (c *chunk) fits(checks, writes int) bool {
+	return len(c.checks)+checks <= maxTxnOps && len(c.writes)+writes <= maxTxnOps
+}
 
 // planner splits a Commit's ops into chunks.
 type planner struct {
@@ -283,14 +290,15 @@ func (p *planner) next() {
 	p.chunks = append(p.chunks, p.cur)
 }
 
-// room makes sure the current chunk can take n more compares and writes
-// and touches none of keys or topics already written or deleted in it.
-func (p *planner) room(n int, topic string, keys ...string) {
+// room makes sure the current chunk can take checks more compares and
+// writes more writes, and touches none of keys or topics already written
+// or deleted in it.
+func (p *planner) room(checks, writes int, topic string, keys ...string) {
 	conflict := p.cur.deleted[topic]
 	for _, k := range keys {
 		conflict = conflict || p.cur.written[k]
 	}
-	if conflict || p.cur.size()+n > maxTxnOps {
+	if conflict || !p.cur.fits(checks, writes) {
 		p.next()
 	}
 }
@@ -334,7 +342,7 @@ func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
 			// A presence compare of the same topic earlier in the chunk
 			// makes the whole chunk fail, as it should: that op needed
 			// the topic before it was created.
-			p.room(2, name, tkey)
+			p.room(1, 1, name, tkey)
 			p.cur.checks = append(p.cur.checks, check{kind: checkTopicAbsent, key: tkey})
 			p.cur.known[name] = true
 			p.put(tkey, string(value))
@@ -345,7 +353,7 @@ func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
 				if err != nil {
 					return nil, err
 				}
-				p.room(1+p.topicCost(name), name, pkey)
+				p.room(p.topicCost(name), 1, name, pkey)
 				p.requireTopic(name)
 				p.put(pkey, v)
 			}
@@ -356,7 +364,7 @@ func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
 			if err != nil {
 				return nil, fmt.Errorf("encode topic %s: %w", name, err)
 			}
-			p.room(1+p.topicCost(name), name, tkey)
+			p.room(p.topicCost(name), 1, name, tkey)
 			p.requireTopic(name)
 			p.put(tkey, string(value))
 		case coord.DeleteTopic:
@@ -365,7 +373,7 @@ func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
 			for k := range p.cur.written {
 				conflict = conflict || k == tkey || strings.HasPrefix(k, b.topicPartitionsPrefix(op.Name))
 			}
-			if conflict || p.cur.size()+3 > maxTxnOps {
+			if conflict || !p.cur.fits(1, 2) {
 				p.next()
 			}
 			p.requireTopic(op.Name)
@@ -380,7 +388,7 @@ func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
 			if err != nil {
 				return nil, err
 			}
-			p.room(2+p.topicCost(st.Topic), st.Topic, pkey)
+			p.room(1+p.topicCost(st.Topic), 1, st.Topic, pkey)
 			p.requireTopic(st.Topic)
 			if op.ExpectedEpoch == coord.NewPartition {
 				p.cur.checks = append(p.cur.checks, check{kind: checkPartitionNew, key: pkey})

@@ -267,7 +267,9 @@ func (s *session) loop() {
 		}
 		if !now.Before(nextRenew) {
 			nextRenew = now.Add(interval)
-			callTimeout := min(interval, sessionDeadline.Sub(now))
+			// A slow renewal still counts if it lands before a deadline:
+			// its send time is what extends them.
+			callTimeout := min(2*interval, sessionDeadline.Sub(now))
 			if liveTerms {
 				callTimeout = min(callTimeout, termDeadline.Sub(now))
 			}
