@@ -46,14 +46,12 @@ type pendingResponse struct {
 	frame chan []byte
 }
 
-// errCloseConn asks the connection to close without an answer.
-var errCloseConn = errors.New("close connection")
-
 // serveConn serves one client connection until it closes, the peer sends
 // bad input, or the broker closes. A reader (this goroutine) decodes
-// requests and starts a handler goroutine per request; a writer goroutine
-// writes the responses strictly in request order. serveConn returns after
-// every goroutine it started has ended.
+// requests and runs their handlers in request order; a handler that waits
+// (a long-poll fetch) continues on a goroutine of its own while the reader
+// goes on. A writer goroutine writes the responses strictly in request
+// order. serveConn returns after every goroutine it started has ended.
 func (b *Broker) serveConn(nc net.Conn) {
 	remote := nc.RemoteAddr().String()
 	log := b.logger.With("remote", remote)
@@ -98,8 +96,9 @@ func (b *Broker) serveConn(nc net.Conn) {
 	wg.Wait()
 }
 
-// readRequests reads frames until an error and dispatches each to a
-// handler goroutine, queueing its response slot in order.
+// readRequests reads frames until an error, dispatches each, and queues
+// its response slot in request order; delayed responses are produced by
+// goroutines counted in handlers.
 func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pendingResponse, handlers *sync.WaitGroup, remote string) error {
 	br := bufio.NewReaderSize(nc, 16<<10)
 	var sizeBuf [4]byte
