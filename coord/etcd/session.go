@@ -189,14 +189,20 @@ func (s *session) Err() error {
 // Close implements coord.Session.
 func (s *session) Close() error {
 	s.closeOnce.Do(func() {
+		expired := s.Err() != nil
 		s.end(coord.ErrClosed)
 		close(s.stop)
 		s.wg.Wait()
 		// The lease goes with its keys: the registration and any election
-		// key vanish at once. If etcd is unreachable they expire instead.
+		// key vanish at once. If etcd is unreachable they expire instead,
+		// as they are expected to for a session that expired already.
 		ctx, cancel := context.WithTimeout(context.Background(), s.revokeTimeout())
 		if _, err := s.b.client.Revoke(ctx, s.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			s.b.log.Warn("revoke lease on close", "broker", s.broker.ID, "error", s.b.convertError(err, s.key))
+			log := s.b.log.Warn
+			if expired {
+				log = s.b.log.Debug
+			}
+			log("revoke lease on close", "broker", s.broker.ID, "error", s.b.convertError(err, s.key))
 		}
 		cancel()
 		s.b.mu.Lock()
