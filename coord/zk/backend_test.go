@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/coord/zk"
 	"github.com/tripodmq/tripod/internal/faultnet"
+	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
 // chroot returns a fresh chroot for one test.
@@ -380,5 +382,97 @@ func TestOpenRejectsBadConnectStrings(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "zookeeper.connect") {
 			t.Errorf("open %q: got %v, want an error naming zookeeper.connect", connect, err)
 		}
+	}
+}
+
+func TestCloseWaitsForEveryGoroutine(t *testing.T) {
+	s := server(t)
+	cfg := coord.DefaultConfig()
+	cfg.Backend = "zk"
+	cfg.ZKConnect = s.Addr() + chroot()
+	cfg.SessionTimeout = 2 * time.Second
+	b, err := zk.Open(cfg)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	ctx := ctxFor(t, 30*time.Second)
+	sess, err := b.Register(ctx, coord.Broker{ID: 1, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	term, err := b.Campaign(ctx, sess)
+	if err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	for _, watch := range []func(context.Context) error{
+		func(ctx context.Context) error { _, err := b.WatchMembers(ctx); return err },
+		func(ctx context.Context) error { _, err := b.WatchController(ctx); return err },
+		func(ctx context.Context) error { _, err := b.WatchMetadata(ctx); return err },
+	} {
+		if err := watch(ctx); err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if !errors.Is(sess.Err(), coord.ErrClosed) || term.Context().Err() == nil {
+		t.Fatalf("after Close: session Err %v, term context %v; want ErrClosed and cancelled", sess.Err(), term.Context().Err())
+	}
+	if _, err := b.Members(ctx); !errors.Is(err, coord.ErrClosed) {
+		t.Fatalf("Members after Close: got %v, want ErrClosed", err)
+	}
+	// Close has returned: nothing of the backend may still run. Only
+	// go-zookeeper's goroutines of other tests' connections may linger
+	// briefly, and this test's are all waited for by Close.
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if strings.Contains(g, "tripod/coord/zk.") && !strings.Contains(g, "TestCloseWaitsForEveryGoroutine") {
+			t.Fatalf("goroutine of the backend still running after Close:\n%s", g)
+		}
+	}
+}
+
+func TestEnsembleSessionMovesBetweenServers(t *testing.T) {
+	server(t) // skips or fails like the rest when ZooKeeper is missing
+	ensemble := zkserver.StartForTest(t, 3)
+	b := open(t, ensemble.Connect()+chroot(), 10*time.Second, nil)
+	ctx := ctxFor(t, 90*time.Second)
+	sess, err := b.Register(ctx, coord.Broker{ID: 4, Host: "127.0.0.1", Port: 9096})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	term, err := b.Campaign(ctx, sess)
+	if err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	for i := 0; i < ensemble.Size(); i++ {
+		if err := ensemble.StopNode(i); err != nil {
+			t.Fatalf("stop server %d: %v", i+1, err)
+		}
+		members, err := b.Members(ctx)
+		if err != nil || len(members) != 1 || members[0] != sess.Broker() {
+			t.Fatalf("members with server %d stopped: got %v, %v; want the same registration %+v", i+1, members, err, sess.Broker())
+		}
+		if err := ensemble.StartNode(i); err != nil {
+			t.Fatalf("start server %d: %v", i+1, err)
+		}
+	}
+	if sess.Err() != nil {
+		t.Fatalf("session after each server of the ensemble stopped in turn: got %v, want live", sess.Err())
+	}
+	// The controller term may have ended while its connection moved (no
+	// word from ZooKeeper for 2/3 of the session timeout); a live one
+	// commits.
+	if term.Context().Err() != nil {
+		if term, err = b.Campaign(ctx, sess); err != nil {
+			t.Fatalf("campaign again: %v", err)
+		}
+	}
+	op := coord.CreateTopic{Topic: coord.Topic{Name: "ha", Assignment: [][]coord.BrokerID{{4}}},
+		States: []coord.PartitionState{{Topic: "ha", Leader: 4, ISR: []coord.BrokerID{4}}}}
+	if err := b.Commit(ctx, term, op); err != nil {
+		t.Fatalf("commit after the rolling restart: %v", err)
 	}
 }
