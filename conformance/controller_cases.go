@@ -101,7 +101,6 @@ func (n *controllerNode) loop(ctx context.Context) {
 		s, err := n.backend.Register(regCtx, coord.Broker{ID: n.id, Host: "127.0.0.1", Port: 9000 + int32(n.id)})
 		cancel()
 		if err != nil {
-			fmt.Println("DEBUG register", n.id, err)
 			if !waitOrDone(ctx, 50*time.Millisecond) {
 				return
 			}
@@ -112,7 +111,6 @@ func (n *controllerNode) loop(ctx context.Context) {
 		n.mu.Unlock()
 		for s.Err() == nil && ctx.Err() == nil {
 			term, err := n.backend.Campaign(ctx, s)
-			fmt.Println("DEBUG campaign", n.id, err)
 			if err != nil {
 				break
 			}
@@ -137,9 +135,7 @@ func (n *controllerNode) loop(ctx context.Context) {
 			n.controller = nil
 			n.mu.Unlock()
 		}
-		fmt.Println("DEBUG closing", n.id)
 		s.Close()
-		fmt.Println("DEBUG closed", n.id)
 	}
 }
 
@@ -177,7 +173,7 @@ func newControllerCluster(t T, h Harness, n int) *controllerCluster {
 	for i := 0; i < n; i++ {
 		cc.nodes = append(cc.nodes, startControllerNode(t, c, i))
 	}
-	cc.waitMembers(t, n, 10*time.Second)
+	cc.waitMembers(t, 0, n, 10*time.Second)
 	return cc
 }
 
@@ -201,12 +197,13 @@ func (cc *controllerCluster) controller(t T, within time.Duration, except ...int
 	return found
 }
 
-func (cc *controllerCluster) waitMembers(t T, want int, within time.Duration) {
+// waitMembers waits until backend observer lists want live brokers.
+func (cc *controllerCluster) waitMembers(t T, observer, want int, within time.Duration) {
 	t.Helper()
 	waitFor(t, within, fmt.Sprintf("%d live brokers", want), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		ms, err := cc.c.Backend(0).Members(ctx)
+		ms, err := cc.c.Backend(observer).Members(ctx)
 		return err == nil && len(ms) == want
 	})
 }
@@ -379,7 +376,7 @@ func testControllerAllReplicasDown(t T, h Harness) {
 	})
 	// The out-of-sync replica returns first: it may not lead.
 	cc.c.Heal(int(replicas[1]) - 1)
-	cc.waitMembers(t, 4, h.SessionTimeout()+5*time.Second)
+	cc.waitMembers(t, ctrl.index, 4, h.SessionTimeout()+5*time.Second)
 	if st, _ := cc.state(t, ctrl.index, p0); st.Leader != coord.NoBroker {
 		t.Errorf("out-of-sync replica returned: got leader %d, want -1 (unclean election is off)", st.Leader)
 	}
@@ -441,7 +438,7 @@ func testControllerPreferredRebalance(t T, h Harness) {
 		return true
 	})
 	cc.c.Heal(victim.index)
-	cc.waitMembers(t, 3, h.SessionTimeout()+5*time.Second)
+	cc.waitMembers(t, ctrl.index, 3, h.SessionTimeout()+5*time.Second)
 	// Followers rejoin the ISR through their leader's AlterPartition; act
 	// as those leaders.
 	var victimEpoch int64
