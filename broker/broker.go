@@ -35,7 +35,10 @@ type Broker struct {
 	advertisedHost string
 	advertisedPort int32
 
-	// topicsMu guards topics and serialises topic creation and deletion.
+	// adminMu serialises topic creation and deletion, which write the
+	// catalogue and open or delete logs without holding topicsMu.
+	adminMu sync.Mutex
+	// topicsMu guards topics.
 	topicsMu sync.RWMutex
 	topics   map[string]*topicState
 
@@ -295,7 +298,7 @@ func (b *Broker) openTopics(ctx context.Context) error {
 	b.topicsMu.Lock()
 	defer b.topicsMu.Unlock()
 	for _, t := range topics {
-		ts, err := b.openTopicLocked(t)
+		ts, err := b.openTopic(t)
 		if err != nil {
 			return err
 		}
@@ -355,8 +358,9 @@ func holdsSegments(dir string) bool {
 	return false
 }
 
-// openTopicLocked opens (creating if needed) the logs of t's partitions.
-func (b *Broker) openTopicLocked(t Topic) (*topicState, error) {
+// openTopic opens (creating if needed) the logs of t's partitions. It
+// touches no broker state.
+func (b *Broker) openTopic(t Topic) (*topicState, error) {
 	ts := &topicState{meta: t}
 	lc := b.cfg.logConfig(t.Configs)
 	for i := int32(0); i < t.Partitions; i++ {
@@ -402,10 +406,11 @@ func (b *Broker) partitionDir(topic string, index int32) string {
 }
 
 // createTopic records t in the catalogue and opens its partitions.
+// Produces and fetches on other topics go on meanwhile.
 func (b *Broker) createTopic(ctx context.Context, t Topic) error {
-	b.topicsMu.Lock()
-	defer b.topicsMu.Unlock()
-	if _, ok := b.topics[t.Name]; ok {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if _, ok := b.topic(t.Name); ok {
 		return fmt.Errorf("create topic %s: %w", t.Name, ErrTopicExists)
 	}
 	select {
@@ -416,35 +421,42 @@ func (b *Broker) createTopic(ctx context.Context, t Topic) error {
 	if err := b.catalog.CreateTopic(ctx, t); err != nil {
 		return err
 	}
-	ts, err := b.openTopicLocked(t)
+	ts, err := b.openTopic(t)
 	if err != nil {
 		if derr := b.catalog.DeleteTopic(context.WithoutCancel(ctx), t.Name); derr != nil {
 			b.logger.Error("undo catalog entry failed", "topic", t.Name, "error", derr)
 		}
 		return err
 	}
+	b.topicsMu.Lock()
 	b.topics[t.Name] = ts
+	b.topicsMu.Unlock()
 	b.logger.Info("created topic", "topic", t.Name, "partitions", t.Partitions, "configs", t.Configs)
 	return nil
 }
 
-// deleteTopic removes the topic from the catalogue and deletes its logs.
+// deleteTopic removes the topic from the catalogue and deletes its logs;
+// fetches waiting on its partitions are woken.
 func (b *Broker) deleteTopic(ctx context.Context, name string) error {
-	b.topicsMu.Lock()
-	defer b.topicsMu.Unlock()
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	b.topicsMu.RLock()
 	ts, ok := b.topics[name]
+	b.topicsMu.RUnlock()
 	if !ok {
 		return fmt.Errorf("delete topic %s: %w", name, ErrUnknownTopic)
 	}
 	if err := b.catalog.DeleteTopic(ctx, name); err != nil {
 		return err
 	}
+	b.topicsMu.Lock()
 	delete(b.topics, name)
+	b.topicsMu.Unlock()
 	for _, p := range ts.partitions {
-		p.wakeAll()
 		if err := p.log.Delete(); err != nil {
 			b.logger.Error("delete partition log failed", "partition", p.name(), "error", err)
 		}
+		p.wakeAll()
 	}
 	b.logger.Info("deleted topic", "topic", name)
 	return nil
