@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tripodmq/tripod/conformance"
+)
+
+// TestConformanceTableAndSummary checks what `tripod conformance` prints:
+// an aligned table of case, result and duration, the failures' messages,
+// and the summary line.
+func TestConformanceTableAndSummary(t *testing.T) {
+	results := []conformance.Result{
+		{Case: "Sessions/ExpiryWithinBounds", Outcome: conformance.OutcomePass, Duration: 2590 * time.Millisecond, Message: "expired after 2.077s"},
+		{Case: "Election/DeposedCommitFenced", Outcome: conformance.OutcomeFail, Duration: time.Second, Message: "FAIL: Commit by deposed broker 1 epoch 3: got <nil>, want ErrFenced"},
+		{Case: "Availability/ServiceRestartRecovers", Outcome: conformance.OutcomeNotApplicable, Message: "raft clusters are not a ServiceRestarter"},
+	}
+	var out bytes.Buffer
+	counts := writeResults(&out, results, false)
+	got := out.String()
+	for _, want := range []string{
+		"CASE                                 RESULT  DURATION\n",
+		"Sessions/ExpiryWithinBounds          pass    2.59s\n",
+		"Election/DeposedCommitFenced         fail    1s\n",
+		"Availability/ServiceRestartRecovers  n/a     0s\n",
+		"Election/DeposedCommitFenced (fail):\n    FAIL: Commit by deposed broker 1 epoch 3: got <nil>, want ErrFenced\n",
+		"\n1 passed, 1 failed, 1 n/a\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output:\n%s\nwant it to contain %q", got, want)
+		}
+	}
+	if strings.Contains(got, "expired after") {
+		t.Errorf("output:\n%s\nwant a passing case's log only with --verbose", got)
+	}
+	if counts[conformance.OutcomeFail] != 1 || counts[conformance.OutcomePass] != 1 || counts[conformance.OutcomeNotApplicable] != 1 {
+		t.Errorf("counts: got %v, want one of each outcome", counts)
+	}
+}
+
+// TestConformanceFlagsRefused checks that bad flags are refused before any
+// case runs, naming the flag.
+func TestConformanceFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--coord", "zk"}, "--zk-connect: required with --coord zk"},
+		{[]string{"--coord", "etcd"}, "--etcd-endpoints: required with --coord etcd"},
+		{[]string{"--coord", "consul"}, `--coord "consul": must be one of zk, etcd, raft`},
+		{[]string{"--coord", "raft", "--session-timeout", "100ms"}, "--session-timeout 100ms: must be between 1s and 5m"},
+	} {
+		cmd := newConformanceCmd()
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("tripod conformance %s: got error %v, want one containing %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
