@@ -76,6 +76,7 @@ func TestProduceConsumeRoundTripEveryCodec(t *testing.T) {
 	}
 	for _, c := range codecs {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			topic := "roundtrip-" + c.name
 			createTopic(t, b, topic, partitions, nil)
 			ctx := testContext(t, 2*time.Minute)
