@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -43,6 +44,8 @@ type Broker struct {
 	topics   map[string]*topicState
 
 	producerIDs *producerIDAllocator
+	// dirLocks hold each log dir's lock file while the broker runs.
+	dirLocks []*os.File
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -66,10 +69,8 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	for _, d := range cfg.LogDirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create log.dirs directory %s: %w", d, err)
-		}
+	if err := os.MkdirAll(cfg.LogDirs[0], 0o755); err != nil {
+		return nil, fmt.Errorf("create log.dirs directory %s: %w", cfg.LogDirs[0], err)
 	}
 	catalog, err := OpenLocalCatalog(cfg.LogDirs[0])
 	if err != nil {
@@ -93,19 +94,27 @@ func NewWithCatalog(cfg Config, catalog Catalog, logger hclog.Logger) (*Broker, 
 		topics:  make(map[string]*topicState),
 		closing: make(chan struct{}),
 	}
+	locks, err := lockLogDirs(cfg.LogDirs)
+	if err != nil {
+		return nil, err
+	}
+	b.dirLocks = locks
 	ids, err := openProducerIDAllocator(cfg.LogDirs[0])
 	if err != nil {
+		b.unlockLogDirs()
 		return nil, err
 	}
 	b.producerIDs = ids
 	if err := b.openTopics(context.Background()); err != nil {
 		b.closeLogs()
+		b.unlockLogDirs()
 		return nil, err
 	}
 	host, port, _ := splitListener("listeners", cfg.Listeners)
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		b.closeLogs()
+		b.unlockLogDirs()
 		return nil, fmt.Errorf("listen on listeners %s: %w", cfg.Listeners, err)
 	}
 	b.ln = ln
@@ -157,6 +166,7 @@ func (b *Broker) Close() error {
 		if cerr := b.closeLogs(); cerr != nil {
 			err = cerr
 		}
+		b.unlockLogDirs()
 		b.logger.Info("broker closed")
 	})
 	if errors.Is(err, net.ErrClosed) {
@@ -475,4 +485,47 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (Topic, error) {
 		return Topic{}, fmt.Errorf("auto-create topic %s: %w", name, ErrUnknownTopic)
 	}
 	return got, nil
+}
+
+// lockFileName is the lock file a broker holds in each of its log dirs.
+const lockFileName = ".lock"
+
+// lockLogDirs creates each log dir and takes an exclusive flock on its
+// lock file, so that two brokers never share a directory. The kernel drops
+// the locks when the process dies, so a crashed broker never blocks its
+// successor.
+func lockLogDirs(dirs []string) ([]*os.File, error) {
+	var locks []*os.File
+	release := func() {
+		for _, f := range locks {
+			f.Close()
+		}
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			release()
+			return nil, fmt.Errorf("create log.dirs directory %s: %w", d, err)
+		}
+		path := filepath.Join(d, lockFileName)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("open lock file %s: %w", path, err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			release()
+			return nil, fmt.Errorf("log.dirs %s is in use by another broker (lock %s): %w", d, path, err)
+		}
+		locks = append(locks, f)
+	}
+	return locks, nil
+}
+
+// unlockLogDirs releases the log dir locks.
+func (b *Broker) unlockLogDirs() {
+	for _, f := range b.dirLocks {
+		f.Close()
+	}
+	b.dirLocks = nil
 }

@@ -187,3 +187,16 @@ func TestRetentionLoopHonoursTopicConfigs(t *testing.T) {
 		t.Fatalf("got end offset %d, want 40", p.log.EndOffset())
 	}
 }
+
+// TestSecondBrokerOnSameDirectoryIsRefused starts a broker and then
+// another on the same log dir: the second is refused, naming the dir.
+func TestSecondBrokerOnSameDirectoryIsRefused(t *testing.T) {
+	cfg := testConfig(t)
+	startBroker(t, cfg)
+	if b, err := New(cfg, nil); err == nil {
+		b.Close()
+		t.Fatalf("second broker on %s started, want a refusal", cfg.LogDirs[0])
+	} else if !strings.Contains(err.Error(), cfg.LogDirs[0]) {
+		t.Fatalf("got %v, want an error naming %s", err, cfg.LogDirs[0])
+	}
+}
