@@ -66,6 +66,10 @@ type Config struct {
 	// and age-based rolls (log.retention.check.interval.ms). Default 5
 	// minutes; at least 1 ms.
 	LogRetentionCheckInterval time.Duration
+	// ConnectionsMaxIdle closes a connection on which no complete request
+	// has arrived for this long (connections.max.idle.ms), bounding what a
+	// silent or trickling peer holds. Default 10 minutes; at least 1 ms.
+	ConnectionsMaxIdle time.Duration
 	// MessageMaxBytes is the largest record batch set a produce may carry
 	// per partition (message.max.bytes, bytes). Default 1048588;
 	// 0 .. 2147483647.
@@ -89,6 +93,7 @@ func DefaultConfig() Config {
 		LogFlushIntervalMessages:  math.MaxInt64,
 		LogFlushInterval:          0,
 		LogRetentionCheckInterval: 5 * time.Minute,
+		ConnectionsMaxIdle:        10 * time.Minute,
 		MessageMaxBytes:           1048588,
 	}
 }
@@ -140,6 +145,9 @@ func (c Config) Validate() error {
 	}
 	if c.LogRetentionCheckInterval < time.Millisecond {
 		return fmt.Errorf("log.retention.check.interval.ms %d: must be at least 1", c.LogRetentionCheckInterval.Milliseconds())
+	}
+	if c.ConnectionsMaxIdle < time.Millisecond {
+		return fmt.Errorf("connections.max.idle.ms %d: must be at least 1", c.ConnectionsMaxIdle.Milliseconds())
 	}
 	if c.MessageMaxBytes < 0 {
 		return fmt.Errorf("message.max.bytes %d: must be between 0 and 2147483647", c.MessageMaxBytes)
@@ -220,6 +228,10 @@ var brokerKeys = map[string]configKey{
 	"log.retention.check.interval.ms": {
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogRetentionCheckInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRetentionCheckInterval.Milliseconds(), 10) },
+	},
+	"connections.max.idle.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.ConnectionsMaxIdle, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10) },
 	},
 	"message.max.bytes": {
 		set: func(c *Config, k, v string) error { return setInt32(&c.MessageMaxBytes, k, v) },

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -75,17 +78,21 @@ func (b *Broker) serveConn(nc net.Conn) {
 	}()
 
 	queue := make(chan *pendingResponse, maxInFlight)
+	// unanswered counts requests read whose response is not written yet.
+	var unanswered atomic.Int32
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		b.writeResponses(ctx, cancel, nc, queue)
+		b.writeResponses(ctx, cancel, nc, queue, &unanswered)
 	}()
 
 	var handlers sync.WaitGroup
-	err := b.readRequests(ctx, nc, queue, &handlers, remote)
+	err := b.readRequests(ctx, nc, queue, &unanswered, &handlers, remote)
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), ctx.Err() != nil:
 		log.Debug("connection closed")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		log.Info("closing idle connection", "connections.max.idle.ms", b.cfg.ConnectionsMaxIdle.Milliseconds())
 	default:
 		log.Warn("closing connection", "error", err)
 	}
@@ -99,11 +106,20 @@ func (b *Broker) serveConn(nc net.Conn) {
 // readRequests reads frames until an error, dispatches each, and queues
 // its response slot in request order; delayed responses are produced by
 // goroutines counted in handlers.
-func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pendingResponse, handlers *sync.WaitGroup, remote string) error {
+func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pendingResponse, unanswered *atomic.Int32, handlers *sync.WaitGroup, remote string) error {
 	br := bufio.NewReaderSize(nc, 16<<10)
 	var sizeBuf [4]byte
 	for {
-		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+		// A whole request must arrive within connections.max.idle.ms
+		// of the previous one, unless the client is waiting for an
+		// answer (a long poll), which is not idleness.
+		if err := nc.SetReadDeadline(time.Now().Add(b.cfg.ConnectionsMaxIdle)); err != nil {
+			return err
+		}
+		if n, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && unanswered.Load() > 0 {
+				continue
+			}
 			return err
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
@@ -126,6 +142,7 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 			return err
 		}
 		slot := &pendingResponse{frame: make(chan []byte, 1)}
+		unanswered.Add(1)
 		select {
 		case queue <- slot:
 		case <-ctx.Done():
@@ -293,7 +310,7 @@ func encodeResponse(key int16, correlationID int32, resp kmsg.Response) []byte {
 // writeResponses writes each queued response once its handler has
 // produced it, in queue order, until the queue closes. After a write
 // error it keeps draining without writing.
-func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, nc net.Conn, queue <-chan *pendingResponse) {
+func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, nc net.Conn, queue <-chan *pendingResponse, unanswered *atomic.Int32) {
 	bw := bufio.NewWriterSize(nc, 32<<10)
 	broken := false
 	for slot := range queue {
@@ -319,6 +336,7 @@ func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, 
 				broken = true
 			}
 		}
+		unanswered.Add(-1)
 		if broken {
 			continue
 		}

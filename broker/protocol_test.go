@@ -413,3 +413,57 @@ func deadline(ctx context.Context) time.Time {
 	}
 	return time.Now().Add(time.Hour)
 }
+
+// TestIdleConnectionIsClosed leaves one connection silent and another
+// stuck in the middle of a frame past connections.max.idle.ms: the broker
+// closes both. A third connection waiting in a long-poll fetch is not
+// idle: its fetch is answered by a later append.
+func TestIdleConnectionIsClosed(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ConnectionsMaxIdle = 100 * time.Millisecond
+	b := startBroker(t, cfg)
+	const topic = "idle"
+	ctx := testContext(t, time.Minute)
+	if err := b.createTopic(ctx, Topic{Name: topic, ID: newTopicID(), Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	silent, stuck, polling := dialBroker(t, b), dialBroker(t, b), dialBroker(t, b)
+
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(11)
+	fetch.MaxWaitMillis = 600_000
+	fetch.MinBytes = 1
+	fetch.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	if _, err := polling.Write(encodeRequest(fetch, 1)); err != nil {
+		t.Fatalf("write fetch: %v", err)
+	}
+	if _, err := stuck.Write([]byte{0, 0, 1, 0, 0, 18}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	expectClosed(t, silent)
+	expectClosed(t, stuck)
+
+	// A connection opened after the fetch was read is closed for
+	// idleness only after the polling connection's own idle deadline
+	// has passed; the poll must survive it.
+	waitFor(t, ctx, "the fetch to wait", func() bool {
+		p := b.partitionFor(topic, 0)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.waiters) > 0
+	})
+	expectClosed(t, dialBroker(t, b))
+	if _, err := b.partitionFor(topic, 0).append(buildBatch(t, []byte("late")), leaderEpoch); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	fr := decodeResponse(t, fetch, readFrame(t, polling), 1).(*kmsg.FetchResponse)
+	if p := fr.Topics[0].Partitions[0]; p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
+		t.Fatalf("long poll: got error %d and %d bytes, want records", p.ErrorCode, len(p.RecordBatches))
+	}
+}
