@@ -207,17 +207,27 @@ func (b *Backend) current() *zsession {
 // path returns p under the chroot.
 func (b *Backend) path(p string) string { return b.root + p }
 
-// do runs fn on the current ZooKeeper session, moving to the next one if
-// the current one ends before fn could be sent. Errors are go-zookeeper's
-// or coord's (ErrClosed, ErrUnavailable, ctx.Err()); callers convert them.
+// do runs fn, which must be idempotent (reads, creates of what may exist),
+// on the current ZooKeeper session, again when the connection drops under
+// it (go-zookeeper fails requests in flight; the session moves to another
+// server or reconnects) or the session ends, until ctx ends. Errors are
+// go-zookeeper's or coord's (ErrClosed, ErrUnavailable, ctx.Err()); callers
+// convert them.
 func (b *Backend) do(ctx context.Context, key string, fn func(*zk.Conn) error) error {
-	for {
+	for attempt := 0; ; attempt++ {
 		zs := b.current()
 		if zs == nil {
 			return fmt.Errorf("%w: %s", coord.ErrClosed, key)
 		}
 		err := zs.call(ctx, key, fn)
-		if errors.Is(err, errSessionEnded) {
+		switch {
+		case errors.Is(err, errSessionEnded):
+			continue
+		case err != nil && ctx.Err() == nil && !errors.Is(err, coord.ErrClosed) && isConnectionError(err):
+			b.log.Debug("retrying after a connection error", "key", key, "error", err)
+			if !wait(ctx, b.closing, backoff(attempt)/10) {
+				return err
+			}
 			continue
 		}
 		return err
