@@ -13,6 +13,11 @@ import (
 	"github.com/tripodmq/tripod/coord"
 )
 
+// reloadTimeout bounds one reload of a watched range after its watch
+// broke: generous, since the metadata of many thousand partitions takes
+// seconds to read on a loaded etcd.
+const reloadTimeout = 10 * time.Second
+
 // follower is one watch's view of a key range: it loads the range, applies
 // watch events to it and says what to send.
 type follower[S any] struct {
@@ -96,7 +101,7 @@ func follow[S any](ctx context.Context, b *Backend, what string, f *follower[S],
 		for range wch {
 		}
 		for ctx.Err() == nil {
-			lctx, cancel := context.WithTimeout(ctx, 5*retryDelay)
+			lctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 			loaded, err := f.load(lctx)
 			cancel()
 			if err == nil {
