@@ -103,6 +103,13 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); r.Version >= 9 && code != 0 {
+				sp.ErrorCode = code
+				sp.HighWatermark = -1
+				hasError = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			hw := p.highWatermark()
 			sp.HighWatermark = hw
 			sp.LastStableOffset = hw

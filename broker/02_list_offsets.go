@@ -35,6 +35,8 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			switch {
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case r.Version >= 4 && checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
+				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
 			case rp.Timestamp == listEarliest:
 				sp.Offset = p.log.StartOffset()
 				sp.LeaderEpoch = leaderEpoch

@@ -430,3 +430,55 @@ func TestInitProducerIDNeverReusesIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderEpochAnswers covers OffsetForLeaderEpoch (the current epoch
+// ends at the log end offset; an epoch above it is undefined) and the
+// current-leader-epoch checks of Fetch and ListOffsets: an epoch newer than
+// the broker's is UNKNOWN_LEADER_EPOCH.
+func TestLeaderEpochAnswers(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	const topic = "epochs"
+	createTopic(t, b, topic, 1, nil)
+	cl := newClient(t, b, kgo.DefaultProduceTopic(topic))
+	ctx := testContext(t, time.Minute)
+	for i := range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+
+	ask := func(current, epoch int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch = current
+		rp.LeaderEpoch = epoch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return issue[*kmsg.OffsetForLeaderEpochResponse](t, cl, req).Topics[0].Partitions[0]
+	}
+	if p := ask(0, 0); p.ErrorCode != 0 || p.LeaderEpoch != 0 || p.EndOffset != 3 {
+		t.Fatalf("epoch 0: got error %v epoch %d end %d, want none, 0, 3", kerr.ErrorForCode(p.ErrorCode), p.LeaderEpoch, p.EndOffset)
+	}
+	if p := ask(-1, 5); p.ErrorCode != 0 || p.LeaderEpoch != -1 || p.EndOffset != -1 {
+		t.Fatalf("epoch 5: got error %v epoch %d end %d, want none, -1, -1", kerr.ErrorForCode(p.ErrorCode), p.LeaderEpoch, p.EndOffset)
+	}
+	if p := ask(1, 0); p.ErrorCode != kerr.UnknownLeaderEpoch.Code {
+		t.Fatalf("current epoch 1: got error %v, want UNKNOWN_LEADER_EPOCH", kerr.ErrorForCode(p.ErrorCode))
+	}
+
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.CurrentLeaderEpoch = 1
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	if p := issue[*kmsg.FetchResponse](t, cl, fetch).Topics[0].Partitions[0]; p.ErrorCode != kerr.UnknownLeaderEpoch.Code {
+		t.Fatalf("fetch with current epoch 1: got error %v, want UNKNOWN_LEADER_EPOCH", kerr.ErrorForCode(p.ErrorCode))
+	}
+}
