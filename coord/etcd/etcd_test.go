@@ -410,3 +410,59 @@ func BenchmarkCommit(b *testing.B) {
 		}
 	})
 }
+
+// TestCutOffControllerGivesUpTermFirst: a controller cut off from etcd
+// ends its term on its own (it cannot confirm its lease for 2/3 of the
+// session timeout) before its session ends, and both before etcd lets
+// another broker win the election.
+func TestCutOffControllerGivesUpTermFirst(t *testing.T) {
+	fn := faultnet.New()
+	cut := open(t, "/giveup", 1, fn)
+	other := open(t, "/giveup", 2, nil)
+	s, term := elect(t, cut, 1)
+	s2, err := other.Register(ctxFor(t, 10*time.Second), broker(2))
+	if err != nil {
+		t.Fatalf("Register broker 2: %v", err)
+	}
+	type campaign struct {
+		term coord.Term
+		err  error
+	}
+	won := make(chan campaign, 1)
+	campaignCtx := ctxFor(t, 30*time.Second)
+	go func() {
+		next, err := other.Campaign(campaignCtx, s2)
+		won <- campaign{next, err}
+	}()
+
+	cutAt := time.Now()
+	fn.Cut()
+	defer fn.Heal()
+	<-term.Done()
+	termEnded := time.Since(cutAt)
+	select {
+	case <-s.Done():
+		t.Fatalf("session ended no later than its term (term after %v), want the term to end first", termEnded)
+	default:
+	}
+	select {
+	case c := <-won:
+		t.Fatalf("broker 2's campaign ended (%v, %v) before the cut-off controller's term did", c.term, c.err)
+	default:
+	}
+	<-s.Done()
+	sessionEnded := time.Since(cutAt)
+	c := <-won
+	if c.err != nil {
+		t.Fatalf("Campaign of broker 2: got %v, want a term", c.err)
+	}
+	next := c.term
+	if next.Epoch() <= term.Epoch() {
+		t.Fatalf("new term epoch: got %d, want > %d", next.Epoch(), term.Epoch())
+	}
+	if bound := sessionTimeout*2/3 + 300*time.Millisecond; termEnded > bound {
+		t.Errorf("cut-off term ended %v after the cut, want within %v (2/3 of the %v session timeout, plus 300 ms for timers)", termEnded, bound, sessionTimeout)
+	}
+	t.Logf("after the cut: term ended in %v, session in %v, broker 2 elected in %v",
+		termEnded.Round(time.Millisecond), sessionEnded.Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
+}
