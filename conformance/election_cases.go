@@ -32,8 +32,8 @@ func (w *wonTerm) String() string {
 // epoch greater than every earlier one's.
 type campaigners struct {
 	h      Harness
-	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelFunc            // ends every loop
+	start  func(i int, be coord.Backend) // starts a loop under the loops' ctx
 	wg     sync.WaitGroup
 	bad    violations
 
@@ -52,27 +52,27 @@ func startCampaigners(t T, h Harness, c Cluster, backends ...int) *campaigners {
 	ctx, cancel := context.WithCancel(context.Background())
 	cs := &campaigners{
 		h:        h,
-		ctx:      ctx,
 		cancel:   cancel,
 		live:     map[int]*wonTerm{},
 		sessions: map[int]coord.Session{},
 		changed:  make(chan struct{}),
 	}
+	cs.start = func(i int, be coord.Backend) {
+		cs.wg.Add(1)
+		go cs.loop(ctx, i, be)
+	}
 	for _, i := range backends {
 		cs.add(i, c.Backend(i))
 	}
 	cs.wg.Add(1)
-	go cs.check()
+	go cs.check(ctx)
 	t.Cleanup(func() { cs.stop(t) })
 	return cs
 }
 
 // add starts a campaign loop for backend i on be (a restarted node's new
 // backend, say).
-func (cs *campaigners) add(i int, be coord.Backend) {
-	cs.wg.Add(1)
-	go cs.loop(i, be)
-}
+func (cs *campaigners) add(i int, be coord.Backend) { cs.start(i, be) }
 
 // stop ends every campaign loop and the checker, waits for them, and
 // reports the violations they found. It is idempotent.
@@ -91,18 +91,18 @@ func (cs *campaigners) stop(t T) {
 	cs.bad.report(t)
 }
 
-// loop is backend i's campaign loop. It ends when cs.ctx ends or the
-// backend is closed.
-func (cs *campaigners) loop(i int, be coord.Backend) {
+// loop is backend i's campaign loop. It ends when ctx ends or the backend
+// is closed.
+func (cs *campaigners) loop(ctx context.Context, i int, be coord.Backend) {
 	defer cs.wg.Done()
 	b := brokerFor(i)
-	for cs.ctx.Err() == nil {
-		s, err := be.Register(cs.ctx, b)
+	for ctx.Err() == nil {
+		s, err := be.Register(ctx, b)
 		switch {
 		case err == nil:
 		case errors.Is(err, coord.ErrClosed):
 			return
-		case cs.ctx.Err() != nil:
+		case ctx.Err() != nil:
 			return
 		default:
 			// ErrExists until the previous incarnation expires,
@@ -110,7 +110,7 @@ func (cs *campaigners) loop(i int, be coord.Backend) {
 			if !errors.Is(err, coord.ErrExists) && !errors.Is(err, coord.ErrUnavailable) {
 				cs.bad.addf("campaigner of broker %d: Register: got %v, want nil, ErrExists or ErrUnavailable", b.ID, err)
 			}
-			if !cs.pause() {
+			if !pause(ctx) {
 				return
 			}
 			continue
@@ -118,20 +118,20 @@ func (cs *campaigners) loop(i int, be coord.Backend) {
 		cs.mu.Lock()
 		cs.sessions[i] = s
 		cs.mu.Unlock()
-		cs.campaignWhileLive(i, be, s)
+		cs.campaignWhileLive(ctx, i, be, s)
 		s.Close()
 	}
 }
 
 // campaignWhileLive campaigns on s and holds each term won until it ends,
 // as long as s lives.
-func (cs *campaigners) campaignWhileLive(i int, be coord.Backend, s coord.Session) {
-	for cs.ctx.Err() == nil && !isClosed(s.Done()) {
-		term, err := be.Campaign(cs.ctx, s)
+func (cs *campaigners) campaignWhileLive(ctx context.Context, i int, be coord.Backend, s coord.Session) {
+	for ctx.Err() == nil && !isClosed(s.Done()) {
+		term, err := be.Campaign(ctx, s)
 		if err != nil {
 			switch {
-			case cs.ctx.Err() != nil, isClosed(s.Done()):
-				if isClosed(s.Done()) && !errors.Is(err, coord.ErrSessionExpired) && !errors.Is(err, coord.ErrClosed) && cs.ctx.Err() == nil {
+			case ctx.Err() != nil, isClosed(s.Done()):
+				if isClosed(s.Done()) && !errors.Is(err, coord.ErrSessionExpired) && !errors.Is(err, coord.ErrClosed) && ctx.Err() == nil {
 					cs.bad.addf("campaigner of broker %d: Campaign after its session ended: got %v, want ErrSessionExpired or ErrClosed", s.Broker().ID, err)
 				}
 				return
@@ -139,7 +139,7 @@ func (cs *campaigners) campaignWhileLive(i int, be coord.Backend, s coord.Sessio
 				return
 			default:
 				cs.bad.addf("campaigner of broker %d: Campaign: got %v, want a term (it blocks while the service is away)", s.Broker().ID, err)
-				if !cs.pause() {
+				if !pause(ctx) {
 					return
 				}
 				continue
@@ -152,7 +152,7 @@ func (cs *campaigners) campaignWhileLive(i int, be coord.Backend, s coord.Sessio
 		cs.publish(w)
 		select {
 		case <-term.Done():
-		case <-cs.ctx.Done():
+		case <-ctx.Done():
 		}
 		cs.mu.Lock()
 		if cs.live[i] == w {
@@ -162,14 +162,14 @@ func (cs *campaigners) campaignWhileLive(i int, be coord.Backend, s coord.Sessio
 	}
 }
 
-// pause waits a little before a retry; false when cs is stopping.
-func (cs *campaigners) pause() bool {
+// pause waits a little before a retry; false when ctx ends first.
+func pause(ctx context.Context) bool {
 	timer := time.NewTimer(5 * pollInterval)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
 		return true
-	case <-cs.ctx.Done():
+	case <-ctx.Done():
 		return false
 	}
 }
@@ -198,13 +198,13 @@ func (cs *campaigners) publish(w *wonTerm) {
 }
 
 // check asserts, every few milliseconds, that at most one term is live.
-func (cs *campaigners) check() {
+func (cs *campaigners) check(ctx context.Context) {
 	defer cs.wg.Done()
 	ticker := time.NewTicker(2 * time.Millisecond)
 	defer ticker.Stop()
 	for {
 		select {
-		case <-cs.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		}
