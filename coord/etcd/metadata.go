@@ -284,6 +284,7 @@ type planner struct {
 	cur    *chunk
 }
 
+// next starts a new chunk, fenced on the term's epoch.
 func (p *planner) next() {
 	p.cur = &chunk{written: map[string]bool{}, deleted: map[string]bool{}, known: map[string]bool{}}
 	p.cur.checks = append(p.cur.checks, check{kind: checkFence, key: p.b.controllerKey(), epoch: p.epoch})
@@ -303,8 +304,8 @@ func (p *planner) room(checks, writes int, topic string, keys ...string) {
 	}
 }
 
-// requireTopic adds a presence compare for topic unless the chunk already
-// has one or creates the topic; it returns how many compares that takes.
+// topicCost is how many compares requireTopic would add for topic to the
+// current chunk.
 func (p *planner) topicCost(topic string) int {
 	if p.cur.known[topic] {
 		return 0
@@ -312,6 +313,8 @@ func (p *planner) topicCost(topic string) int {
 	return 1
 }
 
+// requireTopic adds a presence compare for topic unless the chunk already
+// has one or creates the topic.
 func (p *planner) requireTopic(topic string) {
 	if !p.cur.known[topic] {
 		p.cur.checks = append(p.cur.checks, check{kind: checkTopicPresent, key: p.b.topicKey(topic)})
@@ -319,6 +322,7 @@ func (p *planner) requireTopic(topic string) {
 	}
 }
 
+// put adds a write of key to the current chunk.
 func (p *planner) put(key, value string) {
 	p.cur.writes = append(p.cur.writes, clientv3.OpPut(key, value))
 	p.cur.written[key] = true
