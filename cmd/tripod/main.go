@@ -16,7 +16,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConformanceCmd())
+	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tripod:", err)
 		os.Exit(1)

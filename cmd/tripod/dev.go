@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tripodmq/tripod/internal/cluster"
+	"github.com/tripodmq/tripod/internal/etcdserver"
+	"github.com/tripodmq/tripod/internal/zkserver"
+)
+
+// devOptions are the flags of `tripod dev`.
+type devOptions struct {
+	brokers        int
+	coord          string
+	zkConnect      string
+	etcdEndpoints  string
+	etcdPrefix     string
+	dataDir        string
+	basePort       int
+	sessionTimeout time.Duration
+	sets           []string
+	logLevel       string
+}
+
+// newDevCmd builds `tripod dev`: a local cluster of broker processes for
+// trying tripod out, with the coordination service it needs.
+func newDevCmd() *cobra.Command {
+	opts := &devOptions{}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local cluster of N broker processes until Ctrl-C",
+		Long: `Run a local cluster of N broker processes, each a ` + "`tripod serve`" + ` of this
+binary, on 127.0.0.1 ports from --base-port (Kafka) and --base-port+100
+(Raft). With --coord zk and no --zk-connect a local ZooKeeper runs from
+Debian's zookeeper package; with --coord etcd and no --etcd-endpoints an
+embedded etcd runs in this process. It prints the bootstrap servers and,
+per broker, its PID and how to stop or crash it; Ctrl-C stops everything.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runDev(ctx, opts, &lockedWriter{w: cmd.OutOrStdout()})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&opts.brokers, "brokers", 3, "number of brokers (ids 1..N)")
+	f.StringVar(&opts.coord, "coord", "raft", "coordination backend: raft, zk or etcd")
+	f.StringVar(&opts.zkConnect, "zk-connect", "", "ZooKeeper connect string host:port[,host:port][/chroot]; empty: run a local ZooKeeper")
+	f.StringVar(&opts.etcdEndpoints, "etcd-endpoints", "", "etcd client URLs, comma separated; empty: run an embedded etcd")
+	f.StringVar(&opts.etcdPrefix, "etcd-prefix", "/tripod", "etcd key prefix of the cluster")
+	f.StringVar(&opts.dataDir, "data-dir", "", "directory for the brokers' data and logs (kept); empty: a temporary directory removed at exit")
+	f.IntVar(&opts.basePort, "base-port", 19092, "Kafka port of broker 1; broker N listens on base-port+N-1, its Raft on base-port+100+N-1")
+	f.DurationVar(&opts.sessionTimeout, "session-timeout", 6*time.Second, "every broker's session timeout (failure detection time)")
+	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
+	f.StringVar(&opts.logLevel, "log-level", "info", "brokers' log level: trace, debug, info, warn or error")
+	return cmd
+}
+
+// runDev runs the cluster until ctx is done, then stops the brokers (a
+// controlled shutdown each) and the servers it started.
+func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
+	if opts.brokers < 1 || opts.brokers > 100 {
+		return fmt.Errorf("--brokers %d: must be between 1 and 100", opts.brokers)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary to run brokers: %w", err)
+	}
+	dir := opts.dataDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "tripod-dev-"); err != nil {
+			return fmt.Errorf("temporary data dir: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+
+	cfg := cluster.DefaultConfig()
+	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, opts.coord, opts.brokers
+	cfg.BasePort, cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.basePort, opts.sessionTimeout, opts.sets, opts.logLevel
+	switch opts.coord {
+	case "zk":
+		cfg.ZKConnect = opts.zkConnect
+		if cfg.ZKConnect == "" {
+			zk, err := zkserver.Start(filepath.Join(dir, "zookeeper"), zkserver.DefaultConfig())
+			if err != nil {
+				return fmt.Errorf("start a local zookeeper (Debian package zookeeper): %w", err)
+			}
+			defer zk.Close()
+			cfg.ZKConnect = zk.Addr() + "/tripod"
+			fmt.Fprintf(out, "zookeeper: %s (log %s)\n", zk.Addr(), filepath.Join(dir, "zookeeper"))
+		}
+	case "etcd":
+		cfg.EtcdPrefix = opts.etcdPrefix
+		if opts.etcdEndpoints != "" {
+			cfg.EtcdEndpoints = strings.Split(opts.etcdEndpoints, ",")
+		} else {
+			etcd, err := etcdserver.Start(filepath.Join(dir, "etcd"))
+			if err != nil {
+				return fmt.Errorf("start an embedded etcd: %w", err)
+			}
+			defer etcd.Close()
+			cfg.EtcdEndpoints = etcd.Endpoints()
+			fmt.Fprintf(out, "etcd: %s (embedded in this process)\n", strings.Join(cfg.EtcdEndpoints, ","))
+		}
+	}
+	c, err := cluster.Start(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "stopping the brokers")
+		if serr := c.Stop(30 * time.Second); serr != nil {
+			fmt.Fprintf(out, "stop: %v\n", serr)
+		}
+		c.Close()
+	}()
+
+	fmt.Fprintf(out, "tripod dev: %d brokers on %s, data in %s\n", opts.brokers, opts.coord, dir)
+	fmt.Fprintf(out, "bootstrap servers: %s\n", strings.Join(c.Bootstrap(), ","))
+	for _, b := range c.Brokers() {
+		pid := b.PID()
+		fmt.Fprintf(out, "broker %d: %s pid %d log %s; stop: kill -TERM %d; crash: kill -KILL %d\n",
+			b.ID, b.Addr, pid, b.LogPath, pid, pid)
+	}
+	if err := c.WaitServing(ctx, time.Minute); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("cluster does not serve (see the brokers' logs): %w", err)
+	}
+	if md, err := cluster.MetadataFrom(ctx, c.Bootstrap()[0]); err == nil {
+		fmt.Fprintf(out, "cluster ready: controller is broker %d\n", md.ControllerID)
+	}
+	fmt.Fprintf(out, "try: %s topics create demo --partitions 6 --replication-factor %d --bootstrap %s\n",
+		self, min(3, opts.brokers), c.Bootstrap()[0])
+	fmt.Fprintln(out, "Ctrl-C stops everything.")
+
+	// One watcher per broker reports its exit; each ends when its broker
+	// exits or the cluster stops, and runDev waits for them.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, b := range c.Brokers() {
+		exited := b.Exited()
+		if exited == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-exited:
+				fmt.Fprintf(out, "broker %d exited (restart it with: %s %s)\n", b.ID, self, strings.Join(b.Args(), " "))
+			case <-watchCtx.Done():
+			}
+		}()
+	}
+	<-ctx.Done()
+	stopWatch()
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// lockedWriter serialises writes from the broker watchers and runDev.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// Write implements io.Writer.
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// topicsOptions are the flags every `tripod topics` subcommand shares.
+type topicsOptions struct {
+	bootstrap string
+	timeout   time.Duration
+}
+
+// newTopicsCmd builds `tripod topics create|list|describe|delete`, a small
+// kafka-topics for any Kafka-protocol cluster.
+func newTopicsCmd() *cobra.Command {
+	opts := &topicsOptions{}
+	cmd := &cobra.Command{
+		Use:   "topics",
+		Short: "Create, list, describe and delete topics (like kafka-topics)",
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&opts.bootstrap, "bootstrap", "127.0.0.1:9092", "HOST:PORT[,HOST:PORT] of brokers to ask (bootstrap servers)")
+	pf.DurationVar(&opts.timeout, "timeout", 30*time.Second, "how long a command may take")
+	cmd.AddCommand(newTopicsCreateCmd(opts), newTopicsListCmd(opts), newTopicsDescribeCmd(opts), newTopicsDeleteCmd(opts))
+	return cmd
+}
+
+// adminClient is a kadm client that keeps its kgo client for raw requests.
+type adminClient struct {
+	*kadm.Client
+	cl *kgo.Client
+}
+
+// admin returns a client on the bootstrap servers and a context bounded by
+// the timeout; the caller closes the client and cancels the context.
+func (o *topicsOptions) admin(cmd *cobra.Command) (adminClient, context.Context, context.CancelFunc, error) {
+	var seeds []string
+	for _, s := range strings.Split(o.bootstrap, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	if len(seeds) == 0 {
+		return adminClient{}, nil, nil, fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", o.bootstrap)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return adminClient{}, nil, nil, fmt.Errorf("client for --bootstrap %s: %w", o.bootstrap, err)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	return adminClient{Client: kadm.NewClient(cl), cl: cl}, ctx, cancel, nil
+}
+
+// newTopicsCreateCmd builds `tripod topics create NAME`.
+func newTopicsCreateCmd(opts *topicsOptions) *cobra.Command {
+	var (
+		partitions int32
+		rf         int16
+		configs    []string
+		assignment string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Long: `Create a topic with --partitions and --replication-factor (-1: the
+broker's defaults), or with a manual --replica-assignment in kafka-topics'
+form: partitions separated by commas, their replicas by colons, the
+preferred leader first ("1:2,2:3,3:1").`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := map[string]*string{}
+			for _, kv := range configs {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || strings.TrimSpace(k) == "" {
+					return fmt.Errorf("--config %q: must be key=value", kv)
+				}
+				cfg[strings.TrimSpace(k)] = kadm.StringPtr(v)
+			}
+			var manual [][]int32
+			if assignment != "" {
+				var err error
+				if manual, err = parseAssignment(assignment); err != nil {
+					return err
+				}
+				if cmd.Flags().Changed("partitions") || cmd.Flags().Changed("replication-factor") {
+					return fmt.Errorf("--replica-assignment: give it without --partitions and --replication-factor")
+				}
+			}
+			adm, ctx, cancel, err := opts.admin(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer adm.Close()
+			if err := createTopic(ctx, adm.cl, args[0], partitions, rf, manual, cfg); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Created topic %s.\n", args[0])
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Int32Var(&partitions, "partitions", -1, "number of partitions (-1: num.partitions of the broker)")
+	f.Int16Var(&rf, "replication-factor", -1, "replicas per partition (-1: default.replication.factor of the broker)")
+	f.StringArrayVar(&configs, "config", nil, "topic config key=value (repeatable)")
+	f.StringVar(&assignment, "replica-assignment", "", `manual assignment, "1:2,2:3": partitions by commas, replicas by colons`)
+	return cmd
+}
+
+// parseAssignment parses kafka-topics' --replica-assignment.
+func parseAssignment(s string) ([][]int32, error) {
+	var out [][]int32
+	for i, part := range strings.Split(s, ",") {
+		var replicas []int32
+		for _, r := range strings.Split(part, ":") {
+			id, err := strconv.ParseInt(strings.TrimSpace(r), 10, 32)
+			if err != nil || id < 0 {
+				return nil, fmt.Errorf("--replica-assignment %q: partition %d: %q is not a broker id", s, i, r)
+			}
+			replicas = append(replicas, int32(id))
+		}
+		out = append(out, replicas)
+	}
+	return out, nil
+}
+
+// createTopic sends one CreateTopics request and returns the topic's error.
+func createTopic(ctx context.Context, cl *kgo.Client, name string, partitions int32, rf int16, manual [][]int32, configs map[string]*string) error {
+	if manual == nil {
+		_, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, rf, configs, name)
+		if err != nil {
+			return fmt.Errorf("create topic %s: %w", name, err)
+		}
+		return nil
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 15000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+	for p, replicas := range manual {
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition, ra.Replicas = int32(p), replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	}
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, v
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", name, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			if t.ErrorMessage != nil {
+				return fmt.Errorf("create topic %s: %w: %s", name, err, *t.ErrorMessage)
+			}
+			return fmt.Errorf("create topic %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// newTopicsListCmd builds `tripod topics list`.
+func newTopicsListCmd(opts *topicsOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the topics, one name a line",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			adm, ctx, cancel, err := opts.admin(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer adm.Close()
+			topics, err := adm.ListTopics(ctx)
+			if err != nil {
+				return fmt.Errorf("list topics: %w", err)
+			}
+			for _, name := range topics.Names() {
+				fmt.Fprintln(cmd.OutOrStdout(), name)
+			}
+			return nil
+		},
+	}
+}
+
+// newTopicsDescribeCmd builds `tripod topics describe [NAME...]`.
+func newTopicsDescribeCmd(opts *topicsOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe [NAME...]",
+		Short: "Describe topics (every topic when none is named), one line per partition",
+		Long: `Describe topics as kafka-topics does: a line per topic with its partition
+count, replication factor and configs set on it, then a line per
+partition with its leader (none when it has none), replicas, ISR and,
+when any, offline replicas.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			adm, ctx, cancel, err := opts.admin(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer adm.Close()
+			topics, err := adm.ListTopics(ctx, args...)
+			if err != nil {
+				return fmt.Errorf("describe topics: %w", err)
+			}
+			configs := map[string][]string{}
+			if names := topics.Names(); len(names) > 0 {
+				// Configs are a nicety: a broker without DescribeConfigs
+				// still gets its partitions described.
+				if rcs, err := adm.DescribeTopicConfigs(ctx, names...); err == nil {
+					for _, rc := range rcs {
+						for _, c := range rc.Configs {
+							if c.Source == kmsg.ConfigSourceDynamicTopicConfig {
+								configs[rc.Name] = append(configs[rc.Name], c.Key+"="+c.MaybeValue())
+							}
+						}
+						sort.Strings(configs[rc.Name])
+					}
+				}
+			}
+			for _, name := range args {
+				if _, ok := topics[name]; !ok {
+					return fmt.Errorf("describe topic %s: %w", name, kerr.UnknownTopicOrPartition)
+				}
+			}
+			for _, td := range topics.Sorted() {
+				if td.Err != nil {
+					return fmt.Errorf("describe topic %s: %w", td.Topic, td.Err)
+				}
+				writeTopic(cmd.OutOrStdout(), td, configs[td.Topic])
+			}
+			return nil
+		},
+	}
+}
+
+// writeTopic prints a topic the way kafka-topics --describe does.
+func writeTopic(w io.Writer, td kadm.TopicDetail, configs []string) {
+	parts := td.Partitions.Sorted()
+	rf := 0
+	if len(parts) > 0 {
+		rf = len(parts[0].Replicas)
+	}
+	fmt.Fprintf(w, "Topic: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
+		td.Topic, len(parts), rf, strings.Join(configs, ","))
+	for _, p := range parts {
+		leader := "none"
+		if p.Leader >= 0 {
+			leader = strconv.Itoa(int(p.Leader))
+		}
+		fmt.Fprintf(w, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s",
+			td.Topic, p.Partition, leader, joinIDs(p.Replicas), joinIDs(p.ISR))
+		if len(p.OfflineReplicas) > 0 {
+			fmt.Fprintf(w, "\tOffline: %s", joinIDs(p.OfflineReplicas))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// joinIDs formats broker ids as kafka-topics does: "2,3,1".
+func joinIDs(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(s, ",")
+}
+
+// newTopicsDeleteCmd builds `tripod topics delete NAME...`.
+func newTopicsDeleteCmd(opts *topicsOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME...",
+		Short: "Delete topics",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			adm, ctx, cancel, err := opts.admin(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer adm.Close()
+			resps, err := adm.DeleteTopics(ctx, args...)
+			if err != nil {
+				return fmt.Errorf("delete topics: %w", err)
+			}
+			for _, name := range args {
+				r, ok := resps[name]
+				if !ok {
+					return fmt.Errorf("delete topic %s: not in the response", name)
+				}
+				if r.Err != nil {
+					return fmt.Errorf("delete topic %s: %w", name, r.Err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Deleted topic %s.\n", name)
+			}
+			return nil
+		},
+	}
+}

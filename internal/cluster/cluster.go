@@ -1,0 +1,283 @@
+// Package cluster runs a tripod cluster as real processes: N `tripod
+// serve` brokers on loopback ports, coordinated by ZooKeeper (a chroot per
+// cluster on a shared internal/zkserver), etcd (a prefix per cluster on a
+// shared internal/etcdserver) or embedded Raft (the brokers are the
+// voters). It owns the broker processes and the goroutines that wait for
+// them; Close kills them all. It gives tests and `tripod dev` process
+// control per broker (kill, stop, pause, resume, restart) and reads
+// Metadata from one chosen broker.
+//
+// It must not be imported by anything but tests, test harnesses and the
+// dev command.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Backends lists the coordination backends a cluster can run on.
+var Backends = []string{"zk", "etcd", "raft"}
+
+// Config describes a cluster. DefaultConfig gives working values; Validate
+// checks them.
+type Config struct {
+	// Binary is the tripod executable to run. Required.
+	Binary string
+	// Dir holds one directory per broker (data and log). Required.
+	Dir string
+	// Backend is "zk", "etcd" or "raft". Default "raft".
+	Backend string
+	// Brokers is the number of brokers, with ids 1..Brokers. Default 3;
+	// 1..100.
+	Brokers int
+	// SessionTimeout is every broker's --session-timeout, the failure
+	// detection time. Default 2s; 1s..5m.
+	SessionTimeout time.Duration
+	// ZKConnect is the ZooKeeper connect string with the cluster's own
+	// chroot ("host:port/chroot"). Required with Backend "zk".
+	ZKConnect string
+	// EtcdEndpoints are etcd's client URLs. Required with Backend "etcd".
+	EtcdEndpoints []string
+	// EtcdPrefix is the cluster's own key prefix in etcd. Default
+	// "/tripod".
+	EtcdPrefix string
+	// Sets are extra broker properties, "key=value", passed as --set.
+	Sets []string
+	// LogLevel is every broker's --log-level. Default "info".
+	LogLevel string
+	// BasePort, when not zero, gives broker i (1-based) the Kafka port
+	// BasePort+i-1 and the Raft port BasePort+100+i-1; zero picks free
+	// loopback ports.
+	BasePort int
+}
+
+// DefaultConfig returns a Config for a 3-broker Raft cluster with a 2 s
+// session timeout; Binary and Dir must still be set.
+func DefaultConfig() Config {
+	return Config{
+		Backend:        "raft",
+		Brokers:        3,
+		SessionTimeout: 2 * time.Second,
+		EtcdPrefix:     "/tripod",
+		LogLevel:       "info",
+	}
+}
+
+// Validate checks every field and names the first bad one.
+func (c *Config) Validate() error {
+	if c.Binary == "" {
+		return errors.New("cluster binary: required")
+	}
+	if c.Dir == "" {
+		return errors.New("cluster dir: required")
+	}
+	if c.Brokers < 1 || c.Brokers > 100 {
+		return fmt.Errorf("cluster brokers %d: must be between 1 and 100", c.Brokers)
+	}
+	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
+		return fmt.Errorf("cluster session timeout %v: must be between 1s and 5m", c.SessionTimeout)
+	}
+	if c.BasePort < 0 || c.BasePort+200 > 65535 {
+		return fmt.Errorf("cluster base port %d: must be 0 or between 1 and 65335", c.BasePort)
+	}
+	switch c.Backend {
+	case "zk":
+		if c.ZKConnect == "" {
+			return errors.New("cluster zk connect: required with backend zk")
+		}
+	case "etcd":
+		if len(c.EtcdEndpoints) == 0 {
+			return errors.New("cluster etcd endpoints: required with backend etcd")
+		}
+		if !strings.HasPrefix(c.EtcdPrefix, "/") {
+			return fmt.Errorf("cluster etcd prefix %q: must start with /", c.EtcdPrefix)
+		}
+	case "raft":
+	default:
+		return fmt.Errorf("cluster backend %q: must be one of zk, etcd, raft", c.Backend)
+	}
+	return nil
+}
+
+// Cluster is a set of running broker processes. Its methods are safe for
+// concurrent use.
+type Cluster struct {
+	cfg     Config
+	brokers []*Broker
+	closed  atomic.Bool
+}
+
+// Start starts every broker of cfg and returns without waiting for them
+// to serve (see WaitServing). On error the brokers started are killed.
+func Start(cfg Config) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg}
+	kafkaPorts, raftPorts, err := c.ports()
+	if err != nil {
+		return nil, err
+	}
+	var voters []string
+	for i := 0; i < cfg.Brokers; i++ {
+		voters = append(voters, fmt.Sprintf("%d@%s", i+1, raftPorts[i]))
+	}
+	for i := 0; i < cfg.Brokers; i++ {
+		id := int32(i + 1)
+		dir := filepath.Join(cfg.Dir, "broker-"+strconv.Itoa(i+1))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cluster dir of broker %d: %w", id, err)
+		}
+		b := &Broker{
+			ID:      id,
+			Addr:    kafkaPorts[i],
+			DataDir: filepath.Join(dir, "data"),
+			LogPath: filepath.Join(dir, "tripod.log"),
+			binary:  cfg.Binary,
+		}
+		b.args = []string{"serve",
+			"--broker-id", strconv.Itoa(int(id)),
+			"--listen", b.Addr,
+			"--data-dir", b.DataDir,
+			"--coord", cfg.Backend,
+			"--session-timeout", cfg.SessionTimeout.String(),
+			"--log-level", cfg.LogLevel,
+		}
+		switch cfg.Backend {
+		case "zk":
+			b.args = append(b.args, "--zk-connect", cfg.ZKConnect)
+		case "etcd":
+			b.args = append(b.args, "--etcd-endpoints", strings.Join(cfg.EtcdEndpoints, ","), "--etcd-prefix", cfg.EtcdPrefix)
+		case "raft":
+			b.RaftAddr = raftPorts[i]
+			b.args = append(b.args, "--raft-listen", b.RaftAddr, "--raft-voters", strings.Join(voters, ","))
+		}
+		for _, kv := range cfg.Sets {
+			b.args = append(b.args, "--set", kv)
+		}
+		c.brokers = append(c.brokers, b)
+	}
+	for _, b := range c.brokers {
+		if err := b.Start(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// ports returns the Kafka and Raft addresses of every broker.
+func (c *Cluster) ports() (kafka, raft []string, err error) {
+	n := c.cfg.Brokers
+	if c.cfg.BasePort != 0 {
+		for i := 0; i < n; i++ {
+			kafka = append(kafka, "127.0.0.1:"+strconv.Itoa(c.cfg.BasePort+i))
+			raft = append(raft, "127.0.0.1:"+strconv.Itoa(c.cfg.BasePort+100+i))
+		}
+		return kafka, raft, nil
+	}
+	addrs, err := FreeAddrs(2 * n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return addrs[:n], addrs[n:], nil
+}
+
+// FreeAddrs returns n distinct free loopback addresses, host:port. Each
+// is free when probed; another process may take it before it is used.
+func FreeAddrs(n int) ([]string, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	addrs := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free loopback port: %w", err)
+		}
+		ls = append(ls, l)
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
+// Config returns the cluster's configuration.
+func (c *Cluster) Config() Config { return c.cfg }
+
+// Brokers returns every broker, running or not, by id order.
+func (c *Cluster) Brokers() []*Broker { return append([]*Broker(nil), c.brokers...) }
+
+// Broker returns the broker with id, or nil.
+func (c *Cluster) Broker(id int32) *Broker {
+	if id < 1 || int(id) > len(c.brokers) {
+		return nil
+	}
+	return c.brokers[id-1]
+}
+
+// Running returns the brokers whose process runs (paused ones included).
+func (c *Cluster) Running() []*Broker {
+	var out []*Broker
+	for _, b := range c.brokers {
+		if b.Running() {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Bootstrap returns the Kafka addresses of every broker.
+func (c *Cluster) Bootstrap() []string {
+	out := make([]string, len(c.brokers))
+	for i, b := range c.brokers {
+		out[i] = b.Addr
+	}
+	return out
+}
+
+// Close kills every broker and waits for them to exit. Closing twice is a
+// no-op.
+func (c *Cluster) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.brokers))
+	for i, b := range c.brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.Kill()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Stop stops every running broker with SIGTERM, all at once, and waits up
+// to timeout for each.
+func (c *Cluster) Stop(timeout time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.brokers))
+	for i, b := range c.brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.Stop(timeout)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,219 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Metadata is one broker's answer to a Metadata request: what that broker
+// believes, not what the cluster agrees on.
+type Metadata struct {
+	// From is the broker that answered.
+	From int32
+	// ControllerID is the controller the broker names, -1 when none.
+	ControllerID int32
+	// Brokers are the live brokers it lists, by id.
+	Brokers []int32
+	// Partitions holds every partition of the topics asked for (all
+	// topics when none were named), by topic then partition.
+	Partitions map[string][]Partition
+	// TopicErrs holds the error of every topic that had one.
+	TopicErrs map[string]error
+}
+
+// Partition is one partition's state in a Metadata answer.
+type Partition struct {
+	Topic       string
+	Partition   int32
+	Leader      int32 // -1 when the partition has no leader
+	LeaderEpoch int32
+	Replicas    []int32
+	ISR         []int32
+	Offline     []int32
+	// Err is the partition's error (LEADER_NOT_AVAILABLE with no leader).
+	Err error
+}
+
+// Partition returns the state of topic/partition and whether it is there.
+func (m *Metadata) Partition(topic string, partition int32) (Partition, bool) {
+	for _, p := range m.Partitions[topic] {
+		if p.Partition == partition {
+			return p, true
+		}
+	}
+	return Partition{}, false
+}
+
+// LeaderCounts returns how many partitions of topic each broker leads.
+func (m *Metadata) LeaderCounts(topic string) map[int32]int {
+	counts := map[int32]int{}
+	for _, p := range m.Partitions[topic] {
+		counts[p.Leader]++
+	}
+	return counts
+}
+
+// LedBy returns the partitions of topic that broker id leads.
+func (m *Metadata) LedBy(topic string, id int32) []int32 {
+	var out []int32
+	for _, p := range m.Partitions[topic] {
+		if p.Leader == id {
+			out = append(out, p.Partition)
+		}
+	}
+	return out
+}
+
+// MetadataFrom asks one broker, at addr, for metadata of topics (every
+// topic when none is named). The request goes to that broker only, never
+// to another one it names.
+func MetadataFrom(ctx context.Context, addr string, topics ...string) (*Metadata, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", addr, err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	if len(topics) > 0 {
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+	} else {
+		req.Topics = nil // every topic
+	}
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("metadata from %s: no seed broker", addr)
+	}
+	kresp, err := seeds[0].Request(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("metadata from %s: %w", addr, err)
+	}
+	resp := kresp.(*kmsg.MetadataResponse)
+	md := &Metadata{
+		From:         -1,
+		ControllerID: resp.ControllerID,
+		Partitions:   map[string][]Partition{},
+		TopicErrs:    map[string]error{},
+	}
+	for _, b := range resp.Brokers {
+		md.Brokers = append(md.Brokers, b.NodeID)
+		if fmt.Sprintf("%s:%d", b.Host, b.Port) == addr {
+			md.From = b.NodeID
+		}
+	}
+	slices.Sort(md.Brokers)
+	for _, t := range resp.Topics {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			md.TopicErrs[name] = err
+		}
+		var parts []Partition
+		for _, p := range t.Partitions {
+			parts = append(parts, Partition{
+				Topic:       name,
+				Partition:   p.Partition,
+				Leader:      p.Leader,
+				LeaderEpoch: p.LeaderEpoch,
+				Replicas:    p.Replicas,
+				ISR:         p.ISR,
+				Offline:     p.OfflineReplicas,
+				Err:         kerr.ErrorForCode(p.ErrorCode),
+			})
+		}
+		sort.Slice(parts, func(i, j int) bool { return parts[i].Partition < parts[j].Partition })
+		md.Partitions[name] = parts
+	}
+	return md, nil
+}
+
+// Metadata asks broker id, and only it, for metadata of topics.
+func (c *Cluster) Metadata(ctx context.Context, id int32, topics ...string) (*Metadata, error) {
+	b := c.Broker(id)
+	if b == nil {
+		return nil, fmt.Errorf("metadata from broker %d: no such broker", id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	md, err := MetadataFrom(ctx, b.Addr, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("broker %d: %w", id, err)
+	}
+	md.From = id
+	return md, nil
+}
+
+// EveryRunning asks every running broker for metadata of topics and calls
+// check on each answer; it returns the first error, naming the broker.
+func (c *Cluster) EveryRunning(ctx context.Context, check func(*Metadata) error, topics ...string) error {
+	running := c.Running()
+	if len(running) == 0 {
+		return errors.New("no broker runs")
+	}
+	for _, b := range running {
+		md, err := c.Metadata(ctx, b.ID, topics...)
+		if err != nil {
+			return err
+		}
+		if err := check(md); err != nil {
+			return fmt.Errorf("metadata from broker %d: %w", b.ID, err)
+		}
+	}
+	return nil
+}
+
+// WaitServing waits until every running broker answers Metadata listing
+// every running broker and naming a controller that runs, or timeout
+// passes.
+func (c *Cluster) WaitServing(ctx context.Context, timeout time.Duration) error {
+	return WaitFor(ctx, timeout, func() error {
+		var want []int32
+		for _, b := range c.Running() {
+			want = append(want, b.ID)
+		}
+		return c.EveryRunning(ctx, func(md *Metadata) error {
+			if !slices.Equal(md.Brokers, want) {
+				return fmt.Errorf("brokers %v, want %v", md.Brokers, want)
+			}
+			if b := c.Broker(md.ControllerID); b == nil || !b.Running() {
+				return fmt.Errorf("controller %d, want a running broker", md.ControllerID)
+			}
+			return nil
+		})
+	})
+}
+
+// WaitFor calls cond every 100 ms until it returns nil, and returns nil;
+// or, when timeout passes or ctx ends first, the last error cond returned.
+func WaitFor(ctx context.Context, timeout time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
