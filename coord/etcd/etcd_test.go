@@ -466,3 +466,60 @@ func TestCutOffControllerGivesUpTermFirst(t *testing.T) {
 	t.Logf("after the cut: term ended in %v, session in %v, broker 2 elected in %v",
 		termEnded.Round(time.Millisecond), sessionEnded.Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
 }
+
+// TestCommitPlansAroundConflicts: ops of one Commit that touch the same
+// keys land in order (delete then re-create a topic; create a topic and
+// move its partitions), and SetPartitions spread over 300 topics, each
+// needing its own presence compare, are chunked within etcd's limits.
+func TestCommitPlansAroundConflicts(t *testing.T) {
+	b := open(t, "/plan", 1, nil)
+	_, term := elect(t, b, 1)
+	ctx := ctxFor(t, 30*time.Second)
+	if err := b.Commit(ctx, term, topicOp("re", 1, term.Epoch())); err != nil {
+		t.Fatalf("Commit create re: %v", err)
+	}
+	moved := coord.PartitionState{Topic: "fresh", Partition: 1, Leader: 1, LeaderEpoch: 1, ISR: []coord.BrokerID{1}}
+	if err := b.Commit(ctx, term,
+		coord.DeleteTopic{Name: "re"}, topicOp("re", 3, term.Epoch()),
+		topicOp("fresh", 2, term.Epoch()), coord.SetPartition{State: moved, ExpectedEpoch: 0},
+	); err != nil {
+		t.Fatalf("Commit delete+create re, create+move fresh: got %v, want nil", err)
+	}
+	var many []coord.Op
+	for i := range 300 {
+		many = append(many, topicOp(fmt.Sprintf("many-%d", i), 1, term.Epoch()))
+	}
+	if err := b.Commit(ctx, term, many...); err != nil {
+		t.Fatalf("Commit of 300 topics: got %v, want nil", err)
+	}
+	var moves []coord.Op
+	for i := range 300 {
+		st := coord.PartitionState{Topic: fmt.Sprintf("many-%d", i), Leader: 1, LeaderEpoch: 1, ISR: []coord.BrokerID{1}}
+		moves = append(moves, coord.SetPartition{State: st, ExpectedEpoch: 0})
+	}
+	if err := b.Commit(ctx, term, moves...); err != nil {
+		t.Fatalf("Commit of SetPartitions over 300 topics: got %v, want nil", err)
+	}
+
+	md, err := b.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if got := md.Topics["re"].Partitions(); got != 3 {
+		t.Fatalf("re: got %d partitions, want 3", got)
+	}
+	for p := range int32(3) {
+		if st, ok := md.Partitions[coord.TopicPartition{Topic: "re", Partition: p}]; !ok || st.PartitionEpoch != 0 {
+			t.Fatalf("re-%d: got %+v (present %v), want a fresh state at epoch 0", p, st, ok)
+		}
+	}
+	if st := md.Partitions[coord.TopicPartition{Topic: "fresh", Partition: 1}]; st.PartitionEpoch != 1 || st.LeaderEpoch != 1 {
+		t.Fatalf("fresh-1: got %+v, want leader epoch 1 at partition epoch 1", st)
+	}
+	for i := range 300 {
+		tp := coord.TopicPartition{Topic: fmt.Sprintf("many-%d", i)}
+		if st := md.Partitions[tp]; st.PartitionEpoch != 1 || st.LeaderEpoch != 1 {
+			t.Fatalf("%v: got %+v, want leader epoch 1 at partition epoch 1", tp, st)
+		}
+	}
+}
