@@ -82,7 +82,14 @@ func Open(cfg coord.Config) (*Backend, error) {
 	ccfg := clientv3.Config{
 		Endpoints:   cfg.EtcdEndpoints,
 		DialTimeout: dialTimeout,
-		Logger:      zap.NewNop(),
+		// gRPC keep-alive pings find a connection that a silent network
+		// partition left half open; without them a healed broker would
+		// wait for TCP to give up (minutes) before reconnecting. 10 s is
+		// the shortest interval gRPC clients may use, and etcd accepts
+		// pings every 5 s.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: max(cfg.SessionTimeout, dialTimeout),
+		Logger:               zap.NewNop(),
 		DialOptions: []grpc.DialOption{
 			// Reconnect quickly once etcd is back: gRPC's default backoff
 			// grows to two minutes.
