@@ -167,6 +167,14 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 	if reply != nil {
 		return reply, nil, nil
 	}
+	if b.logger.IsTrace() {
+		clientID := ""
+		if req.header.clientID != nil {
+			clientID = *req.header.clientID
+		}
+		b.logger.Trace("request", "api", kmsg.NameForKey(req.header.key), "version", req.header.version,
+			"correlation_id", req.header.correlationID, "client_id", clientID, "remote", req.remote)
+	}
 	api := apis[req.header.key]
 	resp, later, err := api.handle(ctx, b, req)
 	if err != nil {
