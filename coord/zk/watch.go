@@ -104,7 +104,7 @@ func (b *Backend) startWatch(ctx context.Context, key string, w watcher) error {
 	if err := b.ensureBase(ctx); err != nil {
 		return err
 	}
-	for {
+	for attempt := 0; ; attempt++ {
 		zs := b.current()
 		if zs == nil {
 			return fmt.Errorf("%w: %s", coord.ErrClosed, key)
@@ -121,6 +121,10 @@ func (b *Backend) startWatch(ctx context.Context, key string, w watcher) error {
 		}
 		if err != nil {
 			zs.unsubscribe(sub)
+			if ctx.Err() == nil && !errors.Is(err, coord.ErrClosed) && isConnectionError(err) &&
+				wait(ctx, b.closing, backoff(attempt)/10) {
+				continue // the connection dropped under the first read
+			}
 			return convertError(err, key)
 		}
 		w.publish()
