@@ -108,6 +108,13 @@ func (b *Broker) Running() bool {
 	}
 }
 
+// Paused reports whether the broker is paused (SIGSTOP, no SIGCONT yet).
+func (b *Broker) Paused() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.paused
+}
+
 // Exited returns a channel closed when the current incarnation exits, or
 // nil when none was started.
 func (b *Broker) Exited() <-chan struct{} {

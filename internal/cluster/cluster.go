@@ -238,6 +238,17 @@ func (c *Cluster) Running() []*Broker {
 	return out
 }
 
+// Live returns the brokers whose process runs and is not paused.
+func (c *Cluster) Live() []*Broker {
+	var out []*Broker
+	for _, b := range c.brokers {
+		if b.Running() && !b.Paused() {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Bootstrap returns the Kafka addresses of every broker.
 func (c *Cluster) Bootstrap() []string {
 	out := make([]string, len(c.brokers))

@@ -156,12 +156,13 @@ func (c *Cluster) Metadata(ctx context.Context, id int32, topics ...string) (*Me
 	return md, nil
 }
 
-// EveryRunning asks every running broker for metadata of topics and calls
-// check on each answer; it returns the first error, naming the broker.
-func (c *Cluster) EveryRunning(ctx context.Context, check func(*Metadata) error, topics ...string) error {
-	running := c.Running()
+// EveryLive asks every live broker (running, not paused) for metadata of
+// topics and calls check on each answer; it returns the first error,
+// naming the broker.
+func (c *Cluster) EveryLive(ctx context.Context, check func(*Metadata) error, topics ...string) error {
+	running := c.Live()
 	if len(running) == 0 {
-		return errors.New("no broker runs")
+		return errors.New("no broker is live")
 	}
 	for _, b := range running {
 		md, err := c.Metadata(ctx, b.ID, topics...)
@@ -175,21 +176,20 @@ func (c *Cluster) EveryRunning(ctx context.Context, check func(*Metadata) error,
 	return nil
 }
 
-// WaitServing waits until every running broker answers Metadata listing
-// every running broker and naming a controller that runs, or timeout
-// passes.
+// WaitServing waits until every live broker answers Metadata listing
+// every live broker and naming a live controller, or timeout passes.
 func (c *Cluster) WaitServing(ctx context.Context, timeout time.Duration) error {
 	return WaitFor(ctx, timeout, func() error {
 		var want []int32
-		for _, b := range c.Running() {
+		for _, b := range c.Live() {
 			want = append(want, b.ID)
 		}
-		return c.EveryRunning(ctx, func(md *Metadata) error {
+		return c.EveryLive(ctx, func(md *Metadata) error {
 			if !slices.Equal(md.Brokers, want) {
 				return fmt.Errorf("brokers %v, want %v", md.Brokers, want)
 			}
-			if b := c.Broker(md.ControllerID); b == nil || !b.Running() {
-				return fmt.Errorf("controller %d, want a running broker", md.ControllerID)
+			if b := c.Broker(md.ControllerID); b == nil || !b.Running() || b.Paused() {
+				return fmt.Errorf("controller %d, want a live broker", md.ControllerID)
 			}
 			return nil
 		})

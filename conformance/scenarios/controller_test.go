@@ -1,0 +1,247 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tripodmq/tripod/internal/cluster"
+)
+
+// TestZombieControllerChangesNothing: the controller is frozen (SIGSTOP)
+// past the session timeout; another controller is elected while it is
+// stopped and moves its leaderships. After SIGCONT the zombie's requests
+// are refused by epoch and its commits by the backend: every broker,
+// the zombie included, names the new controller and keeps the new
+// controller's leaders and ISRs.
+func TestZombieControllerChangesNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, backend string) {
+		c := startCluster(t, backend, 3)
+		createTopic(t, c, "orders", 6, 3)
+		zombie := controller(t, c)
+		led := metadata(t, c, zombie, "orders").LedBy("orders", zombie)
+
+		if err := c.Broker(zombie).Pause(); err != nil {
+			t.Fatal(err)
+		}
+		pausedAt := time.Now()
+		waitEvery(t, c, sessionTimeout+settle, "a new controller that moves the zombie's leaderships", func(md *cluster.Metadata) error {
+			if md.ControllerID == zombie || md.ControllerID < 0 {
+				return fmt.Errorf("controller %d, want another than the frozen %d", md.ControllerID, zombie)
+			}
+			for _, p := range md.Partitions["orders"] {
+				if p.Leader == zombie || p.Leader < 0 || slices.Contains(p.ISR, zombie) {
+					return fmt.Errorf("orders/%d: leader %d ISR %v, want neither to hold frozen broker %d", p.Partition, p.Leader, p.ISR, zombie)
+				}
+			}
+			return nil
+		}, "orders")
+		successor := controller(t, c)
+		t.Logf("%s: broker %d frozen; broker %d is controller and moved %v after %v",
+			backend, zombie, successor, led, time.Since(pausedAt).Round(time.Millisecond))
+		want := leadership(metadata(t, c, successor, "orders"))
+
+		if err := c.Broker(zombie).Resume(); err != nil {
+			t.Fatal(err)
+		}
+		waitZombie := func(md *cluster.Metadata) error {
+			if md.ControllerID != successor {
+				return fmt.Errorf("controller %d, want %d", md.ControllerID, successor)
+			}
+			if got := leadership(md); !maps.Equal(got, want) {
+				return fmt.Errorf("leaders and ISRs %v, want the new controller's %v", got, want)
+			}
+			return nil
+		}
+		// The zombie answers again once it has caught up with the new
+		// controller; until then it may serve its stale cache.
+		waitEvery(t, c, settle, "the zombie to follow the new controller", waitZombie, "orders")
+		// Then nothing the zombie tried while it thought itself controller
+		// may take effect: the state holds for a whole session timeout on
+		// every broker, checked every 100 ms.
+		holdUntil := time.Now().Add(sessionTimeout)
+		for time.Now().Before(holdUntil) {
+			if err := c.EveryLive(context.Background(), waitZombie, "orders"); err != nil {
+				t.Fatalf("after the zombie %d resumed: %v", zombie, err)
+			}
+		}
+		if fenced := grepLogs(c, "epoch"); len(fenced) > 0 {
+			t.Logf("fencing seen in the logs:\n%s", strings.Join(fenced, "\n"))
+		}
+	})
+}
+
+// leadership maps each partition of orders to "leader isr".
+func leadership(md *cluster.Metadata) map[int32]string {
+	out := map[int32]string{}
+	for _, p := range md.Partitions["orders"] {
+		out[p.Partition] = fmt.Sprintf("leader %d isr %v", p.Leader, p.ISR)
+	}
+	return out
+}
+
+// grepLogs returns the lines of every broker's log (its tail) holding s.
+func grepLogs(c *cluster.Cluster, s string) []string {
+	var out []string
+	for _, b := range c.Brokers() {
+		for _, line := range strings.Split(b.LogTail(64<<10), "\n") {
+			if strings.Contains(strings.ToLower(line), s) {
+				out = append(out, fmt.Sprintf("broker %d: %s", b.ID, line))
+			}
+		}
+	}
+	return out
+}
+
+// TestControlledShutdownMovesLeadership: a broker leading 1 000
+// partitions (replication factor 2, a manual assignment on two brokers,
+// neither the controller) gets SIGTERM: every leadership moves to the
+// other ISR member before it exits, and it exits 0. The time it took is
+// logged.
+func TestControlledShutdownMovesLeadership(t *testing.T) {
+	const partitions = 1000
+	eachBackend(t, func(t *testing.T, backend string) {
+		c := startCluster(t, backend, 3)
+		ctrl := controller(t, c)
+		pair := others(c, ctrl)
+		leaving, staying := pair[0], pair[1]
+		assignment := make([][]int32, partitions)
+		for i := range assignment {
+			assignment[i] = []int32{leaving, staying}
+		}
+		created := time.Now()
+		createAssigned(t, c, "bulk", assignment)
+		t.Logf("%s: topic bulk of %d partitions led on every broker after %v", backend, partitions, time.Since(created).Round(time.Millisecond))
+
+		// A watcher asks the staying broker, every 100 ms, whether it leads
+		// all of them yet, and records when it first does.
+		ctx, cancel := context.WithCancel(context.Background())
+		var (
+			wg      sync.WaitGroup
+			movedAt time.Time
+		)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cluster.WaitFor(ctx, time.Minute, func() error {
+				md, err := c.Metadata(ctx, staying, "bulk")
+				if err != nil {
+					return err
+				}
+				if n := len(md.LedBy("bulk", staying)); n != partitions {
+					return fmt.Errorf("broker %d leads %d", staying, n)
+				}
+				movedAt = time.Now()
+				return nil
+			})
+		}()
+		stoppedAt := time.Now()
+		err := c.Broker(leaving).Stop(time.Minute)
+		exitedAt := time.Now()
+		if err != nil {
+			cancel()
+			wg.Wait()
+			t.Fatalf("SIGTERM broker %d: %v", leaving, err)
+		}
+		waitEvery(t, c, settle, fmt.Sprintf("broker %d to lead all %d partitions with ISR [%d]", staying, partitions, staying), func(md *cluster.Metadata) error {
+			for _, p := range md.Partitions["bulk"] {
+				if p.Leader != staying || !slices.Equal(p.ISR, []int32{staying}) {
+					return fmt.Errorf("bulk/%d: leader %d ISR %v", p.Partition, p.Leader, p.ISR)
+				}
+			}
+			return nil
+		}, "bulk")
+		wg.Wait()
+		cancel()
+		t.Logf("%s: controlled shutdown of broker %d leading %d partitions: broker %d leads them all %v after SIGTERM; the broker exited %v after SIGTERM",
+			backend, leaving, partitions, staying, movedAt.Sub(stoppedAt).Round(time.Millisecond), exitedAt.Sub(stoppedAt).Round(time.Millisecond))
+		// The watcher polls every 100 ms and a 1 000-partition Metadata
+		// takes some, so allow it a second to see what happened before
+		// the exit.
+		if movedAt.After(exitedAt.Add(time.Second)) {
+			t.Fatalf("leaderships moved %v after broker %d exited: want them moved before it exits", movedAt.Sub(exitedAt), leaving)
+		}
+	})
+}
+
+// TestPreferredLeaderRebalance: with auto.leader.rebalance.enable and a
+// 1 s check interval, a broker that is killed loses its leaderships; once
+// it is back and in the ISR again, the controller gives its preferred
+// partitions back to it.
+func TestPreferredLeaderRebalance(t *testing.T) {
+	eachBackend(t, func(t *testing.T, backend string) {
+		c := startCluster(t, backend, 3,
+			"auto.leader.rebalance.enable=true", "leader.imbalance.check.interval.seconds=1")
+		createTopic(t, c, "orders", 6, 3)
+		ctrl := controller(t, c)
+		victim := others(c, ctrl)[0]
+		preferred := metadata(t, c, ctrl, "orders").LedBy("orders", victim)
+		if len(preferred) != 2 {
+			t.Fatalf("broker %d leads %v of orders, want 2 partitions", victim, preferred)
+		}
+
+		if err := c.Broker(victim).Kill(); err != nil {
+			t.Fatal(err)
+		}
+		waitEvery(t, c, sessionTimeout+settle, fmt.Sprintf("leaders of %v other than the killed broker %d", preferred, victim), func(md *cluster.Metadata) error {
+			for _, p := range preferred {
+				if now, _ := md.Partition("orders", p); now.Leader == victim || now.Leader < 0 {
+					return fmt.Errorf("orders/%d: leader %d", p, now.Leader)
+				}
+			}
+			return nil
+		}, "orders")
+
+		if err := c.Broker(victim).Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The returning broker is not in the ISR: a preferred election of
+		// its partitions is refused until replication brings it back.
+		waitEvery(t, c, settle, fmt.Sprintf("broker %d to be back", victim), func(md *cluster.Metadata) error {
+			if !slices.Contains(md.Brokers, victim) {
+				return fmt.Errorf("brokers %v, want %d among them", md.Brokers, victim)
+			}
+			return nil
+		})
+		returned := time.Now()
+		waitEvery(t, c, settle, fmt.Sprintf("broker %d to lead %v again", victim, preferred), func(md *cluster.Metadata) error {
+			for _, p := range preferred {
+				now, _ := md.Partition("orders", p)
+				if now.Leader != victim {
+					return fmt.Errorf("orders/%d: leader %d ISR %v, want preferred leader %d", p, now.Leader, now.ISR, victim)
+				}
+			}
+			return nil
+		}, "orders")
+		t.Logf("%s: broker %d leads %v again %v after it was back", backend, victim, preferred, time.Since(returned).Round(time.Millisecond))
+	})
+}
+
+// electPreferred runs a preferred election of topic's partitions through
+// kadm and returns each partition's error.
+func electPreferred(t *testing.T, c *cluster.Cluster, topic string, partitions ...int32) map[int32]error {
+	t.Helper()
+	set := kadm.TopicsSet{}
+	set.Add(topic, partitions...)
+	res, err := admin(t, c).ElectLeaders(context.Background(), kadm.ElectPreferredReplica, set)
+	if err != nil {
+		t.Fatalf("elect preferred leaders of %s %v: %v", topic, partitions, err)
+	}
+	out := map[int32]error{}
+	for p, r := range res[topic] {
+		out[p] = r.Err
+		if errors.Is(r.Err, kerr.ElectionNotNeeded) {
+			out[p] = nil
+		}
+	}
+	return out
+}
