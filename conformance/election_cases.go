@@ -509,3 +509,100 @@ func testEpochsIncrease(t T, h Harness) {
 	cs.stop(t)
 	watched.stop(t)
 }
+
+// campaignResult is how one direct Campaign call ended.
+type campaignResult struct {
+	term coord.Term
+	err  error
+	at   time.Time
+}
+
+// testCampaignEndsWithCtxOrSession: of three brokers campaigning, one
+// wins; a loser's Campaign returns ctx.Err() promptly when its ctx is
+// cancelled, and another loser's returns ErrClosed (or ErrSessionExpired)
+// promptly when its session is closed; neither becomes controller.
+func testCampaignEndsWithCtxOrSession(t T, h Harness) {
+	c := h.NewCluster(t, 3)
+	sessions := make([]coord.Session, 3)
+	for i := range sessions {
+		sessions[i] = register(t, c.Backend(i), brokerFor(i), startupBound(h))
+	}
+	ctxs := make([]context.Context, 3)
+	cancels := make([]context.CancelFunc, 3)
+	results := make([]chan campaignResult, 3)
+	for i := range sessions {
+		ctxs[i], cancels[i] = context.WithCancel(context.Background())
+		defer cancels[i]()
+		results[i] = make(chan campaignResult, 1)
+		go func() {
+			term, err := c.Backend(i).Campaign(ctxs[i], sessions[i])
+			results[i] <- campaignResult{term: term, err: err, at: time.Now()}
+		}()
+	}
+	// Whoever wins, the other two are the losers.
+	winner := -1
+	timer := time.NewTimer(startupBound(h))
+	defer timer.Stop()
+	var won campaignResult
+	for winner < 0 {
+		select {
+		case won = <-results[0]:
+			winner = 0
+		case won = <-results[1]:
+			winner = 1
+		case won = <-results[2]:
+			winner = 2
+		case <-timer.C:
+			t.Fatalf("no Campaign returned within %v", startupBound(h))
+		}
+	}
+	if won.err != nil {
+		t.Fatalf("Campaign of broker %d: got %v, want a term", winner+1, won.err)
+	}
+	byCtx, bySession := (winner+1)%3, (winner+2)%3
+
+	cancelledAt := time.Now()
+	cancels[byCtx]()
+	r := receiveWithin(t, results[byCtx], closeBound, fmt.Sprintf("Campaign of broker %d after its ctx was cancelled", byCtx+1))
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Campaign of broker %d after its ctx was cancelled: got %v, want context.Canceled", byCtx+1, r.err)
+	}
+	t.Logf("a cancelled Campaign returned after %v", r.at.Sub(cancelledAt).Round(time.Millisecond))
+
+	closedAt := time.Now()
+	if err := sessions[bySession].Close(); err != nil {
+		t.Fatalf("Close of broker %d's session: got %v, want nil", bySession+1, err)
+	}
+	r = receiveWithin(t, results[bySession], closeBound, fmt.Sprintf("Campaign of broker %d after its session was closed", bySession+1))
+	if !errors.Is(r.err, coord.ErrClosed) && !errors.Is(r.err, coord.ErrSessionExpired) {
+		t.Fatalf("Campaign of broker %d after its session was closed: got %v, want ErrClosed or ErrSessionExpired", bySession+1, r.err)
+	}
+	t.Logf("a Campaign whose session closed returned after %v", r.at.Sub(closedAt).Round(time.Millisecond))
+
+	ctx := withTimeout(t, callBound)
+	info, err := c.Backend(winner).Controller(ctx)
+	if err != nil || info.ID != won.term.Controller() || info.Epoch != won.term.Epoch() {
+		t.Fatalf("Controller(): got %+v, %v; want {ID:%d Epoch:%d}, nil", info, err, won.term.Controller(), won.term.Epoch())
+	}
+	if isClosed(won.term.Done()) {
+		t.Fatalf("the winner's term ended when losers withdrew, want it kept")
+	}
+	if err := won.term.Resign(ctx); err != nil {
+		t.Fatalf("Resign: got %v, want nil", err)
+	}
+}
+
+// receiveWithin receives from ch within d, failing t with what otherwise.
+func receiveWithin[V any](t T, ch <-chan V, d time.Duration, what string) V {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("%s: no return within %v", what, d)
+		var zero V
+		return zero
+	}
+}

@@ -80,6 +80,7 @@ func cases() []testCase {
 		{"Sessions", "ReRegistrationNewEpoch", needsNothing, testReRegistrationNewEpoch},
 		{"Sessions", "BackendCloseEndsAll", needsNothing, testBackendCloseEndsAll},
 		{"Election", "EpochsIncrease", needsNothing, testEpochsIncrease},
+		{"Election", "CampaignEndsWithCtxOrSession", needsNothing, testCampaignEndsWithCtxOrSession},
 		{"Election", "CrashedControllerReplaced", needsNothing, testCrashedControllerReplaced},
 		{"Election", "DeposedCommitFenced", needsNothing, testDeposedCommitFenced},
 		{"Election", "OneControllerAcross20Changes", needsNothing, testOneControllerAcross20Changes},
