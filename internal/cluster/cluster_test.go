@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeServe stands in for `tripod serve` in the process-control test: it
+// exits 0 on SIGTERM, as a broker's controlled shutdown does, and
+// otherwise runs until killed.
+const fakeServe = `#!/bin/sh
+trap 'exit 0' TERM
+while :; do sleep 0.05; done
+`
+
+// TestBrokerProcessControl checks Kill, Stop, Pause, Resume and Restart on
+// processes, and the flags each broker gets, without a real broker.
+func TestBrokerProcessControl(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "serve.sh")
+	if err := os.WriteFile(bin, []byte(fakeServe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Binary, cfg.Dir, cfg.Brokers = bin, dir, 2
+	cfg.Sets = []string{"auto.leader.rebalance.enable=true"}
+	c, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+
+	b1, b2 := c.Broker(1), c.Broker(2)
+	args := strings.Join(b2.Args(), " ")
+	for _, want := range []string{"serve", "--broker-id 2", "--listen " + b2.Addr, "--coord raft", "--session-timeout 2s",
+		"--raft-listen " + b2.RaftAddr, "--raft-voters 1@" + b1.RaftAddr + ",2@" + b2.RaftAddr, "--set auto.leader.rebalance.enable=true"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("broker 2 args %q: want %q in them", args, want)
+		}
+	}
+	if got := c.Running(); len(got) != 2 {
+		t.Fatalf("running brokers %v, want 2", got)
+	}
+
+	if err := b1.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if live := c.Live(); len(live) != 1 || live[0] != b2 {
+		t.Fatalf("live brokers %v with broker 1 paused, want [broker 2]", live)
+	}
+	if err := b1.Resume(); err != nil {
+		t.Fatal(err)
+	}
+
+	pid := b1.PID()
+	if err := b1.Kill(); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	if b1.Running() || b1.PID() != 0 {
+		t.Fatalf("broker 1 runs after Kill (pid %d)", b1.PID())
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("pid %d after Kill: kill 0 says %v, want ESRCH", pid, err)
+	}
+	if err := b1.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if b1.PID() == pid || !b1.Running() {
+		t.Fatalf("broker 1 after Restart: pid %d running %v, want a new running process", b1.PID(), b1.Running())
+	}
+	if n := strings.Count(b1.LogTail(1<<20), "=== tripod cluster: start"); n != 2 {
+		t.Fatalf("log of broker 1 has %d start headers, want 2", n)
+	}
+
+	// A paused broker still stops on SIGTERM.
+	if err := b2.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Stop(10 * time.Second); err != nil {
+		t.Fatalf("stop paused broker 2: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if running := c.Running(); len(running) != 0 {
+		t.Fatalf("running after Close: %v", running)
+	}
+	if !slices.Equal(c.Bootstrap(), []string{b1.Addr, b2.Addr}) {
+		t.Fatalf("bootstrap %v", c.Bootstrap())
+	}
+}
