@@ -94,14 +94,19 @@ func (c *zkCluster) close() {
 		if c.keepChroot {
 			return
 		}
-		conn, _, err := gozk.Connect(strings.Split(c.connect, ","), 10*time.Second,
+		// connect may carry a chroot of its own, under which ours lies.
+		hosts, base, _ := strings.Cut(c.connect, "/")
+		conn, _, err := gozk.Connect(strings.Split(hosts, ","), 10*time.Second,
 			gozk.WithLogInfo(false), gozk.WithLogger(discardZKLog{}))
 		if err != nil {
 			return
 		}
 		defer conn.Close()
 		deadline := time.Now().Add(10 * time.Second)
-		deleteTree(conn, c.chroot, deadline)
+		if base != "" {
+			base = "/" + base
+		}
+		deleteTree(conn, base+c.chroot, deadline)
 	})
 }
 
