@@ -38,8 +38,10 @@ func TestStopRestartKeepsDataAndPorts(t *testing.T) {
 	if err := s.Stop(); err != nil {
 		t.Fatalf("Stop: got %v, want nil", err)
 	}
-	if took := time.Since(stopped); took > 3*time.Second {
-		t.Errorf("Stop with an open watch took %v, want well under etcd's graceful 6 s", took)
+	// etcd's own graceful stop waits 6 s (5 s + 2 election timeouts)
+	// for an open watch; Stop drops client connections first.
+	if took := time.Since(stopped); took > 5*time.Second {
+		t.Errorf("Stop with an open watch took %v, want under the 6 s of etcd's graceful stop", took)
 	}
 	if s.Running() {
 		t.Fatalf("Running after Stop: got true, want false")
