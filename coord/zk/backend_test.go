@@ -30,6 +30,19 @@ func chroot() string {
 	return "/tripod-test/" + hex.EncodeToString(raw[:])
 }
 
+// openBench opens a backend for a benchmark, closed by the caller.
+func openBench(b *testing.B, connect string) *zk.Backend {
+	b.Helper()
+	cfg := coord.DefaultConfig()
+	cfg.Backend = "zk"
+	cfg.ZKConnect = connect
+	be, err := zk.Open(cfg)
+	if err != nil {
+		b.Fatalf("open %s: %v", connect, err)
+	}
+	return be
+}
+
 // open opens a backend on connect (with its chroot) and closes it when the
 // test ends.
 func open(t *testing.T, connect string, timeout time.Duration, net *faultnet.Net) *zk.Backend {
