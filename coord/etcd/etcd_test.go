@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tripodmq/tripod/conformance"
 	"github.com/tripodmq/tripod/coord"
@@ -323,7 +324,7 @@ func TestSessionTimeoutRoundsUpToLeaseTTL(t *testing.T) {
 	if resp.Kvs[0].CreateRevision != s.Broker().Epoch {
 		t.Fatalf("broker epoch: got %d, want the key's create revision %d", s.Broker().Epoch, resp.Kvs[0].CreateRevision)
 	}
-	ttl, err := eb.Client().TimeToLive(ctxFor(t, 10*time.Second), clientv3LeaseID(resp.Kvs[0].Lease))
+	ttl, err := eb.Client().TimeToLive(ctxFor(t, 10*time.Second), clientv3.LeaseID(resp.Kvs[0].Lease))
 	if err != nil {
 		t.Fatalf("TimeToLive: %v", err)
 	}
