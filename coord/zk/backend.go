@@ -258,6 +258,9 @@ func (b *Backend) monitor() {
 			continue
 		}
 		idle := time.Since(zs.lastContact())
+		if idle > b.timeout/6 {
+			zs.probe()
+		}
 		if idle > b.timeout*2/3 {
 			b.loseTerms(zs, idle)
 		}
@@ -266,6 +269,22 @@ func (b *Backend) monitor() {
 				"idle", idle, "session_timeout", b.timeout)
 			b.endZSession(zs)
 		}
+	}
+}
+
+// probe asks ZooKeeper something cheap when it has been quiet for a sixth
+// of the session timeout. go-zookeeper pings every third of it; answers
+// twice as often keep a busy machine's scheduling delays far from the
+// 2/3 at which terms end.
+func (zs *zsession) probe() {
+	if st, _ := zs.stateNow(); st != zk.StateHasSession || !zs.probing.CompareAndSwap(false, true) {
+		return
+	}
+	if !zs.b.goTracked(func() {
+		defer zs.probing.Store(false)
+		zs.conn.Exists("/")
+	}) {
+		zs.probing.Store(false)
 	}
 }
 
@@ -355,6 +374,7 @@ type zsession struct {
 	hosts    *hostProvider
 	drained  chan struct{} // closed when go-zookeeper's event channel closed
 	lastRecv atomic.Int64  // unix nanoseconds of the last bytes from ZooKeeper
+	probing  atomic.Bool   // a probe is in flight
 
 	established     chan struct{} // closed at the first StateHasSession
 	establishedOnce sync.Once
