@@ -20,9 +20,9 @@ import (
 // second, with the lease shorter than the heartbeat timeout so a cut-off
 // leader steps down before the others can elect a new one.
 const (
-	harnessRaftHeartbeat = 300 * time.Millisecond
-	harnessRaftElection  = 300 * time.Millisecond
-	harnessRaftLease     = 150 * time.Millisecond
+	harnessRaftHeartbeat = 500 * time.Millisecond
+	harnessRaftElection  = 500 * time.Millisecond
+	harnessRaftLease     = 300 * time.Millisecond
 )
 
 // NewRaftHarness returns the Harness of the embedded Raft backend: each

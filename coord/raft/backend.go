@@ -423,24 +423,9 @@ func (b *Backend) applyLocal(ctx context.Context, cmd *command) (applyResult, er
 		enqueue = min(enqueue, max(time.Until(d), time.Millisecond))
 	}
 	f := b.raft.Apply(data, enqueue)
-	done := make(chan error, 1)
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		done <- f.Error()
-	}()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		return applyResult{}, ctx.Err()
-	case <-b.closing:
-		return applyResult{}, coord.ErrClosed
-	}
-	if errors.Is(err, hraft.ErrNotLeader) || errors.Is(err, hraft.ErrLeadershipTransferInProgress) {
-		// Nothing was appended: the caller may retry with the next leader.
-		return applyResult{}, errNotLeader
-	}
-	if err != nil {
+	// errNotLeader from waitFuture means nothing was appended: the
+	// caller may retry with the next leader.
+	if err := b.waitFuture(ctx, f); err != nil {
 		return applyResult{}, err
 	}
 	res, _ := f.Response().(applyResult)
@@ -530,5 +515,28 @@ func (b *Backend) waitApplied(ctx context.Context, index uint64) {
 		case <-b.closing:
 			return
 		}
+	}
+}
+
+// waitFuture waits for f until ctx ends or Close. Raft resolves every
+// future at the latest when it shuts down, which ends the waiting
+// goroutine.
+func (b *Backend) waitFuture(ctx context.Context, f hraft.Future) error {
+	done := make(chan error, 1)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		done <- f.Error()
+	}()
+	select {
+	case err := <-done:
+		if errors.Is(err, hraft.ErrNotLeader) || errors.Is(err, hraft.ErrLeadershipTransferInProgress) {
+			return errNotLeader
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.closing:
+		return coord.ErrClosed
 	}
 }

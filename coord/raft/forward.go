@@ -23,6 +23,8 @@ const (
 	fwdApply    = "apply"
 	fwdRenew    = "renew"
 	fwdCampaign = "campaign"
+	// fwdReadIndex confirms leadership and returns the commit index.
+	fwdReadIndex = "read_index"
 )
 
 // maxFrame bounds a forward message.
@@ -158,6 +160,13 @@ func (b *Backend) handleForward(ctx context.Context, req fwdRequest) fwdResponse
 		err = b.renewLocal(req.Broker)
 	case fwdCampaign:
 		err = b.campaignRequest(req.From)
+	case fwdReadIndex:
+		lead := b.currentLead()
+		if lead == nil {
+			err = errNotLeader
+			break
+		}
+		resp.Index, err = b.readIndex(ctx, lead)
 	default:
 		err = fmt.Errorf("forward: unknown op %q", req.Op)
 	}

@@ -91,21 +91,16 @@ type applyResult struct {
 	Index uint64
 }
 
-// topicState is one topic and its partition states. A topicState in
-// fsm.topics is never modified: a chunk clones what it changes, so readers
-// and snapshots may share it.
+// topicState is one topic and its partition states. Apply changes it in
+// place (under the fsm's lock); snapshots copy it.
 type topicState struct {
 	Topic coord.Topic                    `json:"topic"`
 	Parts map[int32]coord.PartitionState `json:"parts"`
 }
 
-func (ts *topicState) clone() *topicState {
-	return &topicState{Topic: ts.Topic, Parts: maps.Clone(ts.Parts)}
-}
-
 // fsmData is the replicated state; it is also the snapshot format.
 type fsmData struct {
-	Topics  map[string]*topicState         `json:"topics"`
+	Topics  map[string]*topicState          `json:"topics"`
 	Brokers map[coord.BrokerID]coord.Broker `json:"brokers"`
 	// ControllerID is the broker holding the current controller term, or
 	// coord.NoBroker.
@@ -210,91 +205,156 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 			// An empty commit only checks the fence.
 			return applyResult{}
 		}
-		changed, err := applyOps(d.Topics, cmd.Ops)
+		view, err := applyOps(d.Topics, cmd.Ops)
 		if err != nil {
 			return applyResult{Err: err}
 		}
-		maps.Copy(d.Topics, changed)
-		for name, ts := range changed {
-			if ts == nil {
-				delete(d.Topics, name)
-			}
-		}
+		view.merge()
 		d.MetaVersion = index
 		return applyResult{}
 	}
 	return applyResult{Err: fmt.Errorf("raft log entry %d: unknown command type %q", index, cmd.Type)}
 }
 
-// applyOps validates ops against topics and returns the topics they change
-// (nil for a deleted topic), or the first op's error: all or nothing.
-func applyOps(topics map[string]*topicState, ops []wireOp) (map[string]*topicState, error) {
-	changed := map[string]*topicState{}
-	lookup := func(name string) *topicState {
-		if ts, ok := changed[name]; ok {
-			return ts
-		}
-		return topics[name]
+// chunkView is a chunk's pending changes over the stored topics, so that a
+// chunk is applied all or nothing without copying what it does not touch.
+type chunkView struct {
+	base map[string]*topicState
+	// topics holds the changed topics, nil for a deleted one.
+	topics map[string]*coord.Topic
+	// parts holds the changed partition states, nil for a deleted one.
+	parts map[coord.TopicPartition]*coord.PartitionState
+	// reset names the topics whose stored partition states are gone
+	// (deleted, perhaps created again).
+	reset map[string]bool
+}
+
+func (v *chunkView) topic(name string) *coord.Topic {
+	if t, ok := v.topics[name]; ok {
+		return t
 	}
-	// touch returns a private copy of the named topic, nil if missing.
-	touch := func(name string) *topicState {
-		if ts, ok := changed[name]; ok {
-			return ts
+	if ts := v.base[name]; ts != nil {
+		return &ts.Topic
+	}
+	return nil
+}
+
+func (v *chunkView) part(tp coord.TopicPartition) (coord.PartitionState, bool) {
+	if p, ok := v.parts[tp]; ok {
+		if p == nil {
+			return coord.PartitionState{}, false
 		}
-		ts := topics[name]
-		if ts == nil {
-			return nil
+		return *p, true
+	}
+	if v.reset[tp.Topic] {
+		return coord.PartitionState{}, false
+	}
+	if ts := v.base[tp.Topic]; ts != nil {
+		p, ok := ts.Parts[tp.Partition]
+		return p, ok
+	}
+	return coord.PartitionState{}, false
+}
+
+// dropParts deletes the partitions of topic name from index from on.
+func (v *chunkView) dropParts(name string, from int32) {
+	for tp := range v.parts {
+		if tp.Topic == name && tp.Partition >= from {
+			v.parts[tp] = nil
 		}
-		ts = ts.clone()
-		changed[name] = ts
-		return ts
+	}
+	if ts := v.base[name]; ts != nil && !v.reset[name] {
+		for p := range ts.Parts {
+			if p >= from {
+				v.parts[coord.TopicPartition{Topic: name, Partition: p}] = nil
+			}
+		}
+	}
+}
+
+// merge writes the view's changes into the stored topics.
+func (v *chunkView) merge() {
+	for name, t := range v.topics {
+		if t == nil {
+			delete(v.base, name)
+			continue
+		}
+		ts := v.base[name]
+		if ts == nil || v.reset[name] {
+			ts = &topicState{Parts: map[int32]coord.PartitionState{}}
+			v.base[name] = ts
+		}
+		ts.Topic = *t
+	}
+	for tp, p := range v.parts {
+		ts := v.base[tp.Topic]
+		switch {
+		case ts == nil:
+		case p == nil:
+			delete(ts.Parts, tp.Partition)
+		default:
+			ts.Parts[tp.Partition] = *p
+		}
+	}
+}
+
+// applyOps validates ops against topics and returns their changes as a
+// view to merge, or the first op's error: all or nothing.
+func applyOps(topics map[string]*topicState, ops []wireOp) (*chunkView, error) {
+	v := &chunkView{
+		base:   topics,
+		topics: map[string]*coord.Topic{},
+		parts:  map[coord.TopicPartition]*coord.PartitionState{},
+		reset:  map[string]bool{},
 	}
 	for _, op := range ops {
 		switch {
 		case op.CreateTopic != nil:
 			t := op.CreateTopic.Topic
-			if lookup(t.Name) != nil {
+			if v.topic(t.Name) != nil {
 				return nil, fmt.Errorf("%w: topic %q", coord.ErrExists, t.Name)
 			}
 			if n := len(op.CreateTopic.States); n != len(t.Assignment) && !(op.Partial && n < len(t.Assignment)) {
 				return nil, fmt.Errorf("create topic %q: %d partition states for %d partitions",
 					t.Name, len(op.CreateTopic.States), len(t.Assignment))
 			}
-			ts := &topicState{Topic: cloneTopic(t), Parts: make(map[int32]coord.PartitionState, len(t.Assignment))}
+			t = cloneTopic(t)
+			v.topics[t.Name] = &t
+			v.reset[t.Name] = true
 			for i, st := range op.CreateTopic.States {
 				st = clonePartition(st)
 				st.Topic, st.Partition, st.PartitionEpoch = t.Name, int32(i), 0
-				ts.Parts[int32(i)] = st
+				v.parts[st.TopicPartition()] = &st
 			}
-			changed[t.Name] = ts
 		case op.SetTopic != nil:
-			t := op.SetTopic.Topic
-			ts := touch(t.Name)
-			if ts == nil {
+			t := cloneTopic(op.SetTopic.Topic)
+			if v.topic(t.Name) == nil {
 				return nil, fmt.Errorf("%w: topic %q", coord.ErrNotFound, t.Name)
 			}
-			ts.Topic = cloneTopic(t)
-			for p := range ts.Parts {
-				if int(p) >= len(t.Assignment) {
-					delete(ts.Parts, p)
-				}
-			}
+			v.topics[t.Name] = &t
+			v.dropParts(t.Name, int32(len(t.Assignment)))
 		case op.DeleteTopic != nil:
 			name := op.DeleteTopic.Name
-			if lookup(name) == nil {
+			if v.topic(name) == nil {
 				return nil, fmt.Errorf("%w: topic %q", coord.ErrNotFound, name)
 			}
-			changed[name] = nil
+			v.topics[name] = nil
+			v.reset[name] = true
+			for tp := range v.parts {
+				if tp.Topic == name {
+					delete(v.parts, tp)
+				}
+			}
 		case op.SetPartition != nil:
 			st, want := clonePartition(op.SetPartition.State), op.SetPartition.ExpectedEpoch
-			ts := touch(st.Topic)
-			if ts == nil {
+			t := v.topic(st.Topic)
+			if t == nil {
 				return nil, fmt.Errorf("%w: topic %q of partition %d", coord.ErrNotFound, st.Topic, st.Partition)
 			}
-			if st.Partition < 0 || int(st.Partition) >= len(ts.Topic.Assignment) {
+			if st.Partition < 0 || int(st.Partition) >= len(t.Assignment) {
 				return nil, fmt.Errorf("%w: partition %s", coord.ErrNotFound, st.TopicPartition())
 			}
-			old, ok := ts.Parts[st.Partition]
+			old, ok := v.part(st.TopicPartition())
 			switch {
 			case want == coord.NewPartition && ok:
 				return nil, fmt.Errorf("%w: partition %s exists with epoch %d, want new", coord.ErrVersionMismatch, st.TopicPartition(), old.PartitionEpoch)
@@ -307,12 +367,12 @@ func applyOps(topics map[string]*topicState, ops []wireOp) (map[string]*topicSta
 			default:
 				st.PartitionEpoch = want + 1
 			}
-			ts.Parts[st.Partition] = st
+			v.parts[st.TopicPartition()] = &st
 		default:
 			return nil, fmt.Errorf("commit: empty op")
 		}
 	}
-	return changed, nil
+	return v, nil
 }
 
 func cloneTopic(t coord.Topic) coord.Topic {
@@ -386,17 +446,10 @@ func (f *fsm) versions() versions {
 // metadata returns a deep copy of the metadata.
 func (f *fsm) metadata() *coord.Metadata {
 	f.mu.RLock()
-	topics, version := f.data.Topics, f.data.MetaVersion
-	// Topics are never modified in place, so copying outside the lock
-	// needs only the map's entries.
-	entries := make([]*topicState, 0, len(topics))
-	for _, ts := range topics {
-		entries = append(entries, ts)
-	}
-	f.mu.RUnlock()
+	defer f.mu.RUnlock()
 	md := coord.NewMetadata()
-	md.Version = int64(version)
-	for _, ts := range entries {
+	md.Version = int64(f.data.MetaVersion)
+	for _, ts := range f.data.Topics {
 		md.Topics[ts.Topic.Name] = cloneTopic(ts.Topic)
 		for _, p := range ts.Parts {
 			md.Partitions[p.TopicPartition()] = clonePartition(p)
@@ -405,12 +458,16 @@ func (f *fsm) metadata() *coord.Metadata {
 	return md
 }
 
-// Snapshot implements hraft.FSM.
+// Snapshot implements hraft.FSM. Stored topics and states are replaced,
+// never changed inside, so copying the maps suffices.
 func (f *fsm) Snapshot() (hraft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	d := f.data
-	d.Topics = maps.Clone(d.Topics)
+	d.Topics = make(map[string]*topicState, len(f.data.Topics))
+	for name, ts := range f.data.Topics {
+		d.Topics[name] = &topicState{Topic: ts.Topic, Parts: maps.Clone(ts.Parts)}
+	}
 	d.Brokers = maps.Clone(d.Brokers)
 	return &fsmSnapshot{data: d}, nil
 }
@@ -441,8 +498,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// fsmSnapshot is a point-in-time copy of the state; it shares the
-// immutable topic states with the fsm.
+// fsmSnapshot is a point-in-time copy of the state.
 type fsmSnapshot struct {
 	data fsmData
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // chunkWeight is how many partition states one commit entry carries at
-// most (a CreateTopic larger than that goes alone in its entry).
-const chunkWeight = 2000
+// most: small entries keep each Raft append, and the garbage it makes,
+// short enough not to delay heartbeats.
+const chunkWeight = 500
 
 // Load implements coord.MetadataStore. It reads the local state machine.
 func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {

@@ -50,22 +50,41 @@ func (b *Backend) Members(ctx context.Context) ([]coord.Broker, error) {
 	return members, nil
 }
 
-// readable waits until this node is in touch with the service, that is
-// leads or follows a known leader, so a read of the local state machine
-// is at most slightly behind. Without a leader it fails with
-// ErrUnavailable when ctx ends or after SessionTimeout.
+// readable makes a read of the local state machine linearizable: it
+// confirms with a quorum that the leader still leads (on a follower
+// through the forward RPC), learns the leader's commit index and waits
+// until this node has applied it. Without a reachable leader it retries
+// until ctx ends or SessionTimeout has passed, then fails with
+// ErrUnavailable.
 func (b *Backend) readable(ctx context.Context, what string) error {
 	var timeout <-chan time.Time
+	var last error
 	for {
 		if b.isClosed() {
 			return fmt.Errorf("%w: %s", coord.ErrClosed, what)
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%w: %s: %w", coord.ErrUnavailable, what, err)
+			return fmt.Errorf("%w: %s: %v: %w", coord.ErrUnavailable, what, last, err)
 		}
-		if addr, _ := b.raft.LeaderWithID(); addr != "" {
-			return nil
+		var index uint64
+		var err error
+		if lead := b.currentLead(); lead != nil {
+			index, err = b.readIndex(ctx, lead)
+		} else if addr, _ := b.raft.LeaderWithID(); addr != "" {
+			var resp fwdResponse
+			resp, err = b.call(ctx, string(addr), fwdRequest{Op: fwdReadIndex})
+			index = resp.Index
+		} else {
+			err = errNotLeader
 		}
+		if err == nil {
+			b.waitApplied(ctx, index)
+			if b.fsm.applied() >= index {
+				return nil
+			}
+			continue
+		}
+		last = err
 		if timeout == nil {
 			timer := time.NewTimer(b.cfg.SessionTimeout)
 			defer timer.Stop()
@@ -75,10 +94,27 @@ func (b *Backend) readable(ctx context.Context, what string) error {
 		case <-ctx.Done():
 		case <-b.closing:
 		case <-timeout:
-			return fmt.Errorf("%w: %s: no raft leader for %v", coord.ErrUnavailable, what, b.cfg.SessionTimeout)
+			return fmt.Errorf("%w: %s: no raft leader reachable for %v: %v", coord.ErrUnavailable, what, b.cfg.SessionTimeout, last)
 		case <-time.After(readPoll):
 		}
 	}
+}
+
+// readIndex confirms that this node still leads and returns the index a
+// linearizable read must have applied.
+func (b *Backend) readIndex(ctx context.Context, lead *leadership) (uint64, error) {
+	select {
+	case <-lead.ready:
+	case <-lead.ctx.Done():
+		return 0, errNotLeader
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	index := b.raft.CommitIndex()
+	if err := b.waitFuture(ctx, b.raft.VerifyLeader()); err != nil {
+		return 0, err
+	}
+	return index, nil
 }
 
 // readPoll is how often a read waiting for a leader looks again.
