@@ -6,9 +6,15 @@
 // through a forward RPC multiplexed on the Raft port (transport.go,
 // forward.go).
 //
-// Reads (Members, Controller, Load and the watches) serve the local state
-// machine: on a follower they may lag the leader by the entries not yet
-// replicated to it, never by more, and never go backwards.
+// Members, Controller and Load are linearizable: they confirm with a
+// quorum that the leader still leads (a follower asks the leader for its
+// commit index over the forward RPC), wait until the local state machine
+// has applied that index, and read it; without a reachable leader they fail
+// with ErrUnavailable. The watches are driven by the local state machine
+// alone: on a follower they may lag the leader by the entries not yet
+// replicated to it, and never go backwards. Register and Commit return once
+// the local state machine has applied their entries, so a broker reads its
+// own writes.
 //
 // The package owns its Raft node, transport, stores and goroutines; it
 // must not import broker or replication.

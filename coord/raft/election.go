@@ -199,7 +199,7 @@ func (b *Backend) claim(ctx context.Context, lead *leadership, sess *session) (*
 	return t, nil
 }
 
-// Controller implements coord.Elector. It reads the local state machine.
+// Controller implements coord.Elector. It is linearizable (see readable).
 func (b *Backend) Controller(ctx context.Context) (coord.ControllerInfo, error) {
 	if err := b.readable(ctx, "controller"); err != nil {
 		return coord.ControllerInfo{ID: coord.NoBroker}, err

@@ -12,7 +12,7 @@ import (
 // short enough not to delay heartbeats.
 const chunkWeight = 500
 
-// Load implements coord.MetadataStore. It reads the local state machine.
+// Load implements coord.MetadataStore. It is linearizable (see readable).
 func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
 	if err := b.readable(ctx, "load metadata"); err != nil {
 		return nil, err

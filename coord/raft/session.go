@@ -41,7 +41,7 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 	return s, nil
 }
 
-// Members implements coord.Registrar. It reads the local state machine.
+// Members implements coord.Registrar. It is linearizable (see readable).
 func (b *Backend) Members(ctx context.Context) ([]coord.Broker, error) {
 	if err := b.readable(ctx, "members"); err != nil {
 		return nil, err
