@@ -448,7 +448,7 @@ func (zs *zsession) dial(network, addr string, timeout time.Duration) (net.Conn,
 	if err != nil {
 		return nil, err
 	}
-	cc := &contactConn{Conn: c, zs: zs, maxWait: zs.b.timeout * 2 / 3}
+	cc := &contactConn{Conn: c, zs: zs, handshakeWait: zs.b.timeout / 2, maxWait: zs.b.timeout}
 	zs.mu.Lock()
 	zs.netConn = cc
 	closing := zs.closing
@@ -460,15 +460,21 @@ func (zs *zsession) dial(network, addr string, timeout time.Duration) (net.Conn,
 	return cc, nil
 }
 
-// contactConn records the time of every read from ZooKeeper, and bounds
-// every read by maxWait: go-zookeeper waits up to ten times that for the
-// answer to its connect request, and a server that accepted the connection
-// while starting up may never answer it, which would hold the reconnection
-// past the session timeout.
+// contactConn records the time of every read from ZooKeeper and bounds the
+// reads' deadlines. go-zookeeper waits ten read timeouts for the answer to
+// its connect request, and a server that accepted the connection while
+// starting up may never answer it, which would hold the reconnection past
+// the session timeout: the first deadline of a connection (the connect
+// request's) is capped at half the session timeout, later ones at the
+// session timeout (go-zookeeper's own, 2/3 of the timeout the server
+// granted, stay as they are unless the server granted much more than
+// asked).
 type contactConn struct {
 	net.Conn
-	zs      *zsession
-	maxWait time.Duration
+	zs            *zsession
+	handshakeWait time.Duration
+	maxWait       time.Duration
+	deadlines     atomic.Int32 // SetReadDeadline calls so far
 }
 
 func (c *contactConn) Read(p []byte) (int, error) {
@@ -479,10 +485,14 @@ func (c *contactConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// SetReadDeadline caps the deadline at maxWait from now, and sets one when
+// SetReadDeadline caps t as contactConn says, and sets a deadline where
 // go-zookeeper clears it.
 func (c *contactConn) SetReadDeadline(t time.Time) error {
-	if limit := time.Now().Add(c.maxWait); t.IsZero() || t.After(limit) {
+	wait := c.maxWait
+	if c.deadlines.Add(1) == 1 {
+		wait = c.handshakeWait
+	}
+	if limit := time.Now().Add(wait); t.IsZero() || t.After(limit) {
 		t = limit
 	}
 	return c.Conn.SetReadDeadline(t)
