@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,26 +20,40 @@ import (
 // with fast timeouts; t.Cleanup closes them.
 func openTestCluster(t *testing.T, n int) []*Backend {
 	t.Helper()
-	dir := t.TempDir()
-	voters := map[coord.BrokerID]string{}
-	listeners := map[coord.BrokerID]net.Listener{}
-	for i := 1; i <= n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		voters[coord.BrokerID(i)] = ln.Addr().String()
-		listeners[coord.BrokerID(i)] = ln
-	}
+	cfgs := testConfigs(t, n)
 	var backends []*Backend
 	t.Cleanup(func() {
 		for _, b := range backends {
 			b.Close()
 		}
 	})
+	for _, cfg := range cfgs {
+		b, err := Open(cfg)
+		if err != nil {
+			t.Fatalf("open node %d: %v", cfg.BrokerID, err)
+		}
+		backends = append(backends, b)
+	}
+	return backends
+}
+
+// testConfigs returns the configs of n Raft nodes on free loopback ports,
+// each with its directory under t.TempDir().
+func testConfigs(t *testing.T, n int) []coord.Config {
+	t.Helper()
+	dir := t.TempDir()
+	voters := map[coord.BrokerID]string{}
+	for i := 1; i <= n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("listen: %v", err)
+		}
+		voters[coord.BrokerID(i)] = ln.Addr().String()
+		ln.Close()
+	}
+	var cfgs []coord.Config
 	for i := 1; i <= n; i++ {
 		id := coord.BrokerID(i)
-		ln := listeners[id]
 		cfg := coord.DefaultConfig()
 		cfg.BrokerID = id
 		cfg.SessionTimeout = 2 * time.Second
@@ -48,16 +63,10 @@ func openTestCluster(t *testing.T, n int) []*Backend {
 		cfg.RaftHeartbeatTimeout = 500 * time.Millisecond
 		cfg.RaftElectionTimeout = 500 * time.Millisecond
 		cfg.RaftLeaderLeaseTimeout = 300 * time.Millisecond
-		cfg.Logger = hclog.NewNullLogger()
-		cfg.Listen = func(string, string) (net.Listener, error) { return ln, nil }
-		b, err := Open(cfg)
-		if err != nil {
-			ln.Close()
-			t.Fatalf("open node %d: %v", id, err)
-		}
-		backends = append(backends, b)
+		cfg.Logger = testLogger(t, id)
+		cfgs = append(cfgs, cfg)
 	}
-	return backends
+	return cfgs
 }
 
 // waitFor polls cond until it holds or d passes, then fails t with what.
@@ -173,4 +182,14 @@ func TestForwardFromFollower(t *testing.T) {
 	default:
 		t.Fatalf("Term.Done after its session closed: open, want closed")
 	}
+}
+
+// testLogger logs node id's messages through t at the level named by
+// TRIPOD_RAFT_LOG, or nowhere when it is unset.
+func testLogger(t *testing.T, id coord.BrokerID) hclog.Logger {
+	level := hclog.LevelFromString(os.Getenv("TRIPOD_RAFT_LOG"))
+	if level == hclog.NoLevel {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Level: level, Output: os.Stderr}).With("broker", id)
 }

@@ -85,6 +85,7 @@ func (b *Backend) readable(ctx context.Context, what string) error {
 			continue
 		}
 		last = err
+		b.log.Trace("read waits for a leader", "what", what, "error", err)
 		if timeout == nil {
 			timer := time.NewTimer(b.cfg.SessionTimeout)
 			defer timer.Stop()
@@ -110,11 +111,15 @@ func (b *Backend) readIndex(ctx context.Context, lead *leadership) (uint64, erro
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	index := b.raft.CommitIndex()
 	if err := b.waitFuture(ctx, b.raft.VerifyLeader()); err != nil {
 		return 0, err
 	}
-	return index, nil
+	// Every write that completed before now was applied by this leader's
+	// state machine (a write completes once the leader applied it; a new
+	// leader is ready once it applied its predecessors' entries). The
+	// commit index would not do: no-op and barrier entries never reach
+	// the state machine's index.
+	return b.fsm.applied(), nil
 }
 
 // readPoll is how often a read waiting for a leader looks again.
