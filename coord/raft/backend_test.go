@@ -3,7 +3,9 @@ package raft
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -104,4 +106,51 @@ func TestRestartRestoresState(t *testing.T) {
 	if _, err := leader.apply(ctx, "zombie commit", &command{Type: cmdCommit, Epoch: oldEpoch, Ops: []wireOp{{CreateTopic: &create}}}); !errors.Is(err, coord.ErrFenced) {
 		t.Fatalf("commit with the pre-restart epoch %d: got %v, want ErrFenced", oldEpoch, err)
 	}
+}
+
+// TestCloseLeavesNoGoroutines: once every backend of a cluster that
+// registered, campaigned, committed and watched is closed, the goroutines
+// it started are gone.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	cfgs := testConfigs(t, 3)
+	var backends []*Backend
+	for _, cfg := range cfgs {
+		b, err := Open(cfg)
+		if err != nil {
+			t.Fatalf("open node %d: %v", cfg.BrokerID, err)
+		}
+		backends = append(backends, b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	follower := backends[(leaderOf(t, backends)+1)%3]
+	s, err := follower.Register(ctx, coord.Broker{ID: follower.id, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if _, err := follower.WatchMetadata(ctx); err != nil {
+		t.Fatalf("WatchMetadata: %v", err)
+	}
+	term, err := follower.Campaign(ctx, s)
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	create, _ := topicOf("t", 3)
+	if err := follower.Commit(ctx, term, create); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	for _, b := range backends {
+		if err := b.Close(); err != nil {
+			t.Fatalf("Close of node %d: %v", b.id, err)
+		}
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatalf("Session.Done after Close of its backend: open, want closed")
+	}
+	waitFor(t, 5*time.Second, fmt.Sprintf("goroutines back to the %d before the cluster", before), func() bool {
+		return runtime.NumGoroutine() <= before
+	})
 }
