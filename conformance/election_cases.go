@@ -520,7 +520,8 @@ type campaignResult struct {
 // testCampaignEndsWithCtxOrSession: of three brokers campaigning, one
 // wins; a loser's Campaign returns ctx.Err() promptly when its ctx is
 // cancelled, and another loser's returns ErrClosed (or ErrSessionExpired)
-// promptly when its session is closed; neither becomes controller.
+// promptly when its session is closed; neither becomes controller, and
+// once the winner resigns Controller() reports none.
 func testCampaignEndsWithCtxOrSession(t T, h Harness) {
 	c := h.NewCluster(t, 3)
 	sessions := make([]coord.Session, 3)
@@ -589,6 +590,19 @@ func testCampaignEndsWithCtxOrSession(t T, h Harness) {
 	}
 	if err := won.term.Resign(ctx); err != nil {
 		t.Fatalf("Resign: got %v, want nil", err)
+	}
+	// Nobody campaigns any more: there is no controller.
+	for i := range sessions {
+		be := c.Backend(i)
+		waitUntil(t, detectionBound(h), fmt.Sprintf("Controller() on backend %d reporting none after the only campaigner resigned", i), func() (bool, string) {
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			defer cancel()
+			info, err := be.Controller(ctx)
+			if err != nil {
+				return false, fmt.Sprintf("Controller: %v", err)
+			}
+			return info.ID == coord.NoBroker, fmt.Sprintf("got %+v, want ID %d", info, coord.NoBroker)
+		})
 	}
 }
 

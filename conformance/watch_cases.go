@@ -250,7 +250,8 @@ func removeBroker(brokers []coord.Broker, id coord.BrokerID) []coord.Broker {
 // receives states whose Version never decreases while 50 commits each
 // bump one partition's leader epoch; no partition's leader epoch goes
 // backwards, every state is one that was committed, and the last state
-// holds every change.
+// holds every change. A watcher that reads nothing during the commits
+// holds none of them up and then catches up with the latest state.
 func testMetadataInOrder(t T, h Harness) {
 	const partitions, commits = 4, 50
 	c := h.NewCluster(t, 2)
@@ -288,6 +289,15 @@ func testMetadataInOrder(t T, h Harness) {
 	}, describeMetadata)
 
 	be := c.Backend(ctl.backend)
+	// A second watcher, on the controller's backend, reads nothing until
+	// the commits are done: it must neither hold them up nor miss the end.
+	slowCtx, cancelSlow := context.WithCancel(context.Background())
+	defer cancelSlow()
+	slow, err := be.WatchMetadata(slowCtx)
+	if err != nil {
+		t.Fatalf("WatchMetadata on the controller's backend: got %v, want nil", err)
+	}
+
 	ctx := withTimeout(t, callBound)
 	if err := be.Commit(ctx, ctl.term, createTopicOp(topic, partitions, 2, ctl.epoch)); err != nil {
 		t.Fatalf("Commit of CreateTopic %s: got %v, want nil", topic, err)
@@ -325,6 +335,34 @@ func testMetadataInOrder(t T, h Harness) {
 		}
 	}
 	t.Logf("%d commits, %d states watched", commits, watched.count())
+
+	// The watcher that fell behind catches up with the latest state.
+	slowSeen := 0
+	var lastVersion int64 = -1
+	deadline := time.NewTimer(detectionBound(h) + callBound)
+	defer deadline.Stop()
+	for caughtUp := false; !caughtUp; {
+		select {
+		case md, ok := <-slow:
+			if !ok {
+				t.Fatalf("WatchMetadata that fell behind: channel closed after %d states, want the latest state", slowSeen)
+			}
+			slowSeen++
+			if md.Version < lastVersion {
+				t.Fatalf("WatchMetadata that fell behind: version %d after %d, want never decreasing", md.Version, lastVersion)
+			}
+			lastVersion = md.Version
+			caughtUp = true
+			for _, want := range states {
+				if got := md.Partitions[want.TopicPartition()]; !samePartitionState(got, want) {
+					caughtUp = false
+				}
+			}
+		case <-deadline.C:
+			t.Fatalf("WatchMetadata that fell behind: no state with the last commit within %v (%d states read)", detectionBound(h)+callBound, slowSeen)
+		}
+	}
+	t.Logf("the watcher that fell behind read %d states to catch up", slowSeen)
 	watched.stop(t)
 	cs.stop(t)
 }
