@@ -387,12 +387,17 @@ func testDeposedCommitFenced(t T, h Harness) {
 		t.Fatalf("Load on %v: topic before-crash missing, want it (committed by %v)", next, zombie)
 	}
 
+	// The zombie's write: a leader change of a partition it created.
+	zombieState := before.Partitions[coord.TopicPartition{Topic: "before-crash", Partition: 0}]
+	zombieState.Leader, zombieState.LeaderEpoch = coord.NoBroker, zombieState.LeaderEpoch+1
+	zombieWrite := coord.SetPartition{State: zombieState, ExpectedEpoch: zombieState.PartitionEpoch}
+
 	// The healed zombie may need a moment to reach the service again;
 	// until then ErrUnavailable is allowed, never success.
 	waitUntil(t, h.SessionTimeout()+callBound, fmt.Sprintf("Commit by deposed %v failing with ErrFenced", zombie), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), callBound)
 		defer cancel()
-		err := c.Backend(zombie.backend).Commit(ctx, zombie.term, createTopicOp("zombie", 1, 3, zombie.epoch))
+		err := c.Backend(zombie.backend).Commit(ctx, zombie.term, createTopicOp("zombie", 1, 3, zombie.epoch), zombieWrite)
 		switch {
 		case errors.Is(err, coord.ErrFenced):
 			return true, ""

@@ -214,9 +214,28 @@ func testTopicLifecycle(t T, h Harness) {
 	commitErr(t, be, ctl, coord.ErrNotFound, "DeleteTopic orders again", coord.DeleteTopic{Name: name})
 
 	// A deleted topic can be created again, from scratch.
-	again := createTopicOp(name, 1, 1, ctl.epoch)
-	commit(t, be, ctl, "CreateTopic orders after its deletion", again)
-	checkTopic(t, loadAt(t, be), again.Topic, again.States)
+	// A deleted topic can be created again, from scratch; the partition
+	// epochs a CreateTopic carries are ignored (stored as 0), and a
+	// SetPartition of the new topic may follow in the same Commit.
+	again := createTopicOp(name, 2, 1, ctl.epoch)
+	again.States[0].PartitionEpoch = 5
+	again.States[1].PartitionEpoch = 5
+	moved := again.States[1]
+	moved.Leader, moved.LeaderEpoch = coord.NoBroker, 1
+	commit(t, be, ctl, "CreateTopic orders after its deletion, with a SetPartition of it", again, coord.SetPartition{State: moved, ExpectedEpoch: 0})
+	want := slices.Clone(again.States)
+	want[0].PartitionEpoch = 0
+	moved.PartitionEpoch = 1
+	want[1] = moved
+	checkTopic(t, loadAt(t, be), again.Topic, want)
+
+	// A chunk fails as a whole: a valid SetPartition next to a SetTopic
+	// of a missing topic is not applied.
+	valid := want[0]
+	valid.LeaderEpoch = 9
+	commitErr(t, be, ctl, coord.ErrNotFound, "SetPartition orders-0 (valid) with SetTopic of a missing topic",
+		coord.SetPartition{State: valid, ExpectedEpoch: 0}, coord.SetTopic{Topic: newTopic("missing", 1, 1)})
+	checkTopic(t, loadAt(t, be), again.Topic, want)
 }
 
 // testStalePartitionEpochMismatch: a SetPartition whose ExpectedEpoch is
@@ -268,7 +287,8 @@ const bigCommitBound = time.Minute
 // testCommit10000Partitions: a CreateTopic of 10 000 partitions in one
 // Commit, then 10 000 SetPartitions in one Commit (the backend chunks
 // them); Load on the controller's backend and on another returns every
-// state intact.
+// state intact. 10 000 SetPartitions of which one is stale stop at the
+// chunk that holds it, having applied the chunks before it.
 func testCommit10000Partitions(t T, h Harness) {
 	const partitions, replicas = 10000, 3
 	c := h.NewCluster(t, 2)
@@ -299,6 +319,42 @@ func testCommit10000Partitions(t T, h Harness) {
 	checkTopic(t, loadAt(t, be), create.Topic, moved)
 	t.Logf("%d SetPartitions: Commit %v, Load %v", partitions, took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
+	// A commit whose op 7013 is stale stops there: what it applied is a
+	// prefix of its ops (whole chunks), without op 7013 or any later one.
+	const staleAt = 7013
+	again := make([]coord.Op, partitions)
+	for p, s := range moved {
+		s.LeaderEpoch++
+		expected := s.PartitionEpoch
+		if p == staleAt {
+			expected = 0
+		}
+		again[p] = coord.SetPartition{State: s, ExpectedEpoch: expected}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bigCommitBound)
+	defer cancel()
+	if err := be.Commit(ctx, ctl.term, again...); !errors.Is(err, coord.ErrVersionMismatch) {
+		t.Fatalf("Commit of 10 000 SetPartitions, op %d stale: got %v, want ErrVersionMismatch", staleAt, err)
+	}
+	md := loadAt(t, be)
+	applied := 0
+	for applied < partitions && md.Partitions[moved[applied].TopicPartition()].PartitionEpoch == 2 {
+		applied++
+	}
+	if applied > staleAt {
+		t.Fatalf("Commit with op %d stale: the first %d ops applied, want at most %d (the ops before the stale one)", staleAt, applied, staleAt)
+	}
+	for p := applied; p < partitions; p++ {
+		if got := md.Partitions[moved[p].TopicPartition()]; !samePartitionState(got, moved[p]) {
+			t.Fatalf("Commit with op %d stale: the first %d ops applied, and op %d too (%+v), want the applied ops a prefix", staleAt, applied, p, got)
+		}
+	}
+	t.Logf("a commit with op %d stale applied its first %d ops", staleAt, applied)
+	for p := 0; p < applied; p++ {
+		moved[p].LeaderEpoch++
+		moved[p].PartitionEpoch++
+	}
+
 	// Another backend sees the same, once the change has reached it.
 	var seen *coord.Metadata
 	waitUntil(t, detectionBound(h)+callBound, "Load on the other backend returning the 10 000 updates", func() (bool, string) {
@@ -308,9 +364,9 @@ func testCommit10000Partitions(t T, h Harness) {
 		if err != nil {
 			return false, fmt.Sprintf("Load: %v", err)
 		}
-		last := moved[partitions-1]
-		if got := md.Partitions[last.TopicPartition()]; got.PartitionEpoch != 1 {
-			return false, fmt.Sprintf("%v at partition epoch %d, want 1", last.TopicPartition(), got.PartitionEpoch)
+		first := moved[0]
+		if got := md.Partitions[first.TopicPartition()]; got.PartitionEpoch != first.PartitionEpoch {
+			return false, fmt.Sprintf("%v at partition epoch %d, want %d", first.TopicPartition(), got.PartitionEpoch, first.PartitionEpoch)
 		}
 		seen = md
 		return true, ""
