@@ -108,6 +108,22 @@ func (b *Broker) Running() bool {
 	}
 }
 
+// Exit reports whether the current incarnation has exited on its own
+// (not through Kill or Stop, which forget it) and with which error.
+func (b *Broker) Exit() (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil {
+		return false, nil
+	}
+	select {
+	case <-b.exited:
+		return true, b.waitErr
+	default:
+		return false, nil
+	}
+}
+
 // Paused reports whether the broker is paused (SIGSTOP, no SIGCONT yet).
 func (b *Broker) Paused() bool {
 	b.mu.Lock()

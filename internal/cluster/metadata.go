@@ -158,8 +158,12 @@ func (c *Cluster) Metadata(ctx context.Context, id int32, topics ...string) (*Me
 
 // EveryLive asks every live broker (running, not paused) for metadata of
 // topics and calls check on each answer; it returns the first error,
-// naming the broker.
+// naming the broker. A broker that exited on its own (not killed or
+// stopped) is a Permanent error.
 func (c *Cluster) EveryLive(ctx context.Context, check func(*Metadata) error, topics ...string) error {
+	if err := c.checkExits(); err != nil {
+		return err
+	}
 	running := c.Live()
 	if len(running) == 0 {
 		return errors.New("no broker is live")
@@ -171,6 +175,17 @@ func (c *Cluster) EveryLive(ctx context.Context, check func(*Metadata) error, to
 		}
 		if err := check(md); err != nil {
 			return fmt.Errorf("metadata from broker %d: %w", b.ID, err)
+		}
+	}
+	return nil
+}
+
+// checkExits returns a Permanent error naming the first broker that
+// exited on its own, with its log's tail.
+func (c *Cluster) checkExits() error {
+	for _, b := range c.brokers {
+		if exited, err := b.Exit(); exited {
+			return Permanent(fmt.Errorf("broker %d exited on its own (%v); the tail of its log %s:\n%s", b.ID, err, b.LogPath, b.LogTail(2048)))
 		}
 	}
 	return nil
@@ -196,8 +211,18 @@ func (c *Cluster) WaitServing(ctx context.Context, timeout time.Duration) error 
 	})
 }
 
+// permanentError is a condition's error that no wait can cure.
+type permanentError struct{ error }
+
+func (p permanentError) Unwrap() error { return p.error }
+
+// Permanent wraps err so that WaitFor returns it at once instead of
+// waiting on.
+func Permanent(err error) error { return permanentError{err} }
+
 // WaitFor calls cond every 100 ms until it returns nil, and returns nil;
-// or, when timeout passes or ctx ends first, the last error cond returned.
+// or, when timeout passes or ctx ends first, the last error cond returned;
+// or at once an error cond wrapped with Permanent.
 func WaitFor(ctx context.Context, timeout time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -206,6 +231,10 @@ func WaitFor(ctx context.Context, timeout time.Duration, cond func() error) erro
 		err := cond()
 		if err == nil {
 			return nil
+		}
+		var permanent permanentError
+		if errors.As(err, &permanent) {
+			return permanent.error
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not within %v: %w", timeout, err)
