@@ -236,6 +236,18 @@ func waitClosed(t T, ch <-chan struct{}, d time.Duration, what string) time.Dura
 	}
 }
 
+// closedAt returns a channel that receives the time ch closes at. Its
+// goroutine ends when ch closes (sessions and terms end at the latest when
+// the cluster is closed).
+func closedAt(ch <-chan struct{}) <-chan time.Time {
+	at := make(chan time.Time, 1)
+	go func() {
+		<-ch
+		at <- time.Now()
+	}()
+	return at
+}
+
 // Broker helpers.
 
 // brokerFor returns the broker that backend i runs (ID i+1) as it is
