@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -45,6 +48,9 @@ failed.`,
 			if err != nil {
 				return err
 			}
+			if err := f.reachable(cmd.Context()); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			return runConformance(ctx, h, cmd.OutOrStdout(), cmd.ErrOrStderr(), f.verbose)
@@ -78,6 +84,47 @@ func (f *conformanceFlags) harness() (conformance.Harness, error) {
 		return conformance.NewRaftHarness(f.sessionTimeout), nil
 	}
 	return nil, fmt.Errorf("--coord %q: must be one of zk, etcd, raft", f.backend)
+}
+
+// preflightTimeout bounds the dial of each server before the suite runs.
+const preflightTimeout = 3 * time.Second
+
+// reachable fails fast, naming the flag, when no server of the given
+// ZooKeeper or etcd accepts a TCP connection: every case would otherwise
+// fail slowly, one startup deadline after another.
+func (f *conformanceFlags) reachable(ctx context.Context) error {
+	var flag string
+	var addrs []string
+	switch f.backend {
+	case "zk":
+		flag = "--zk-connect " + f.zkConnect
+		hosts, _, _ := strings.Cut(f.zkConnect, "/")
+		addrs = strings.Split(hosts, ",")
+	case "etcd":
+		flag = "--etcd-endpoints " + strings.Join(f.etcdEndpoints, ",")
+		for _, endpoint := range f.etcdEndpoints {
+			u, err := url.Parse(endpoint)
+			if err != nil || u.Host == "" {
+				return fmt.Errorf("--etcd-endpoints: endpoint %q: want a URL such as http://127.0.0.1:2379", endpoint)
+			}
+			addrs = append(addrs, u.Host)
+		}
+	default:
+		return nil
+	}
+	var errs []error
+	for _, addr := range addrs {
+		dctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+		var d net.Dialer
+		conn, err := d.DialContext(dctx, "tcp", strings.TrimSpace(addr))
+		cancel()
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("%s: no server reachable: %w", flag, errors.Join(errs...))
 }
 
 // runConformance runs the suite against h, printing progress to progress

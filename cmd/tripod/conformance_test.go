@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -41,9 +42,10 @@ func TestConformanceTableAndSummary(t *testing.T) {
 	}
 }
 
-// TestConformanceFlagsRefused checks that bad flags are refused before any
-// case runs, naming the flag.
+// TestConformanceFlagsRefused checks that bad flags, and a service nobody
+// can reach, are refused before any case runs, naming the flag.
 func TestConformanceFlagsRefused(t *testing.T) {
+	closed := closedAddr(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -52,6 +54,9 @@ func TestConformanceFlagsRefused(t *testing.T) {
 		{[]string{"--coord", "etcd"}, "--etcd-endpoints: required with --coord etcd"},
 		{[]string{"--coord", "consul"}, `--coord "consul": must be one of zk, etcd, raft`},
 		{[]string{"--coord", "raft", "--session-timeout", "100ms"}, "--session-timeout 100ms: must be between 1s and 5m"},
+		{[]string{"--coord", "etcd", "--etcd-endpoints", "127.0.0.1:2379"}, `--etcd-endpoints: endpoint "127.0.0.1:2379": want a URL`},
+		{[]string{"--coord", "zk", "--zk-connect", closed + "/chroot"}, "--zk-connect " + closed + "/chroot: no server reachable"},
+		{[]string{"--coord", "etcd", "--etcd-endpoints", "http://" + closed}, "--etcd-endpoints http://" + closed + ": no server reachable"},
 	} {
 		cmd := newConformanceCmd()
 		cmd.SetArgs(tc.args)
@@ -63,4 +68,17 @@ func TestConformanceFlagsRefused(t *testing.T) {
 			t.Errorf("tripod conformance %s: got error %v, want one containing %q", strings.Join(tc.args, " "), err, tc.want)
 		}
 	}
+}
+
+// closedAddr returns a loopback address nothing listens on (a port just
+// freed).
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
