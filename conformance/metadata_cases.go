@@ -229,12 +229,12 @@ func testTopicLifecycle(t T, h Harness) {
 	want[1] = moved
 	checkTopic(t, loadAt(t, be), again.Topic, want)
 
-	// A chunk fails as a whole: a valid SetPartition next to a SetTopic
-	// of a missing topic is not applied.
+	// A chunk fails as a whole: a valid SetPartition next to one of a
+	// missing topic is not applied.
 	valid := want[0]
 	valid.LeaderEpoch = 9
-	commitErr(t, be, ctl, coord.ErrNotFound, "SetPartition orders-0 (valid) with SetTopic of a missing topic",
-		coord.SetPartition{State: valid, ExpectedEpoch: 0}, coord.SetTopic{Topic: newTopic("missing", 1, 1)})
+	commitErr(t, be, ctl, coord.ErrNotFound, "SetPartition orders-0 (valid) and SetPartition of a missing topic",
+		coord.SetPartition{State: valid, ExpectedEpoch: 0}, coord.SetPartition{State: initialState("missing", 0, 1, ctl.epoch), ExpectedEpoch: coord.NewPartition})
 	checkTopic(t, loadAt(t, be), again.Topic, want)
 }
 
