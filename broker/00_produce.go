@@ -15,12 +15,11 @@ import (
 // topics by ID.
 func init() { registerAPI(0, 3, 11, handleProduce) }
 
-// leaderEpoch is the epoch this single broker leads every partition in.
-const leaderEpoch = 0
-
-// handleProduce appends each partition's batches to its log. acks=0 gets
-// no response; acks=1 and acks=-1 are answered once the log has written
-// the batches (with one replica, all in-sync replicas have them then).
+// handleProduce appends each partition's batches to its log, stamped with
+// the partition's leader epoch; a partition this broker does not lead gets
+// NOT_LEADER_OR_FOLLOWER. acks=0 gets no response; acks=1 and acks=-1 are
+// answered once the leader's log has written the batches (followers do
+// not copy data yet).
 func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ProduceRequest)
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
@@ -56,17 +55,17 @@ func (b *Broker) producePartition(r *kmsg.ProduceRequest, topic string, rp kmsg.
 	if r.Acks != 0 && r.Acks != 1 && r.Acks != -1 {
 		return kerr.InvalidRequiredAcks.Code
 	}
-	p := b.partitionFor(topic, rp.Partition)
+	p, code := b.leaderFor(topic, rp.Partition)
 	if p == nil {
-		return kerr.UnknownTopicOrPartition.Code
+		return code
 	}
 	if len(rp.Records) == 0 {
 		return kerr.CorruptMessage.Code
 	}
-	if maxBytes := b.maxMessageBytes(topic); len(rp.Records) > maxBytes {
+	if maxBytes := b.maxMessageBytes(p); len(rp.Records) > maxBytes {
 		return kerr.MessageTooLarge.Code
 	}
-	res, err := p.append(rp.Records, leaderEpoch)
+	res, err := p.append(rp.Records, p.role().LeaderEpoch)
 	if err != nil {
 		code := produceErrorCode(err)
 		if code == kerr.UnknownServerError.Code {
@@ -96,12 +95,10 @@ func produceErrorCode(err error) int16 {
 
 // maxMessageBytes is the topic's max.message.bytes or the broker's
 // message.max.bytes.
-func (b *Broker) maxMessageBytes(topic string) int {
-	if t, ok := b.topic(topic); ok {
-		if v, ok := t.Configs["max.message.bytes"]; ok {
-			if n, err := parseInt(v); err == nil {
-				return int(n)
-			}
+func (b *Broker) maxMessageBytes(p *partition) int {
+	if v, ok := p.configs["max.message.bytes"]; ok {
+		if n, err := parseInt(v); err == nil {
+			return int(n)
 		}
 	}
 	return int(b.cfg.MessageMaxBytes)

@@ -95,15 +95,15 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool
 			// An empty record set is sent as zero bytes, not null:
 			// librdkafka refuses a null one.
 			sp.RecordBatches = []byte{}
-			p := b.partitionFor(rt.Topic, rp.Partition)
+			p, code := b.leaderFor(rt.Topic, rp.Partition)
 			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = code
 				sp.HighWatermark = -1
 				hasError = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); r.Version >= 9 && code != 0 {
+			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch); r.Version >= 9 && code != 0 {
 				sp.ErrorCode = code
 				sp.HighWatermark = -1
 				hasError = true

@@ -31,12 +31,16 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			sp.Partition = rp.Partition
 			sp.Offset = -1
 			sp.Timestamp = -1
-			p := b.partitionFor(rt.Topic, rp.Partition)
+			p, code := b.leaderFor(rt.Topic, rp.Partition)
+			var leaderEpoch int32
+			if p != nil {
+				leaderEpoch = p.role().LeaderEpoch
+			}
 			switch {
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case r.Version >= 4 && checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
+				sp.ErrorCode = code
+			case r.Version >= 4 && checkLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch) != 0:
+				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch)
 			case rp.Timestamp == listEarliest:
 				sp.Offset = p.log.StartOffset()
 				sp.LeaderEpoch = leaderEpoch

@@ -2,10 +2,13 @@ package broker
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // Metadata v0..v12 (v10+ carry topic IDs; v12 may ask by ID).
@@ -14,37 +17,65 @@ func init() { registerAPI(3, 0, 12, handleMetadata) }
 // clusterID is the cluster id Metadata reports.
 const clusterID = "tripod"
 
-// handleMetadata describes this broker (the leader of every partition and
-// the controller) and the requested topics, all of them when none are
-// named. With auto.create.topics.enable a named topic that does not exist
-// is created with num.partitions partitions.
-func handleMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
-	r := req.kreq.(*kmsg.MetadataRequest)
-	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+// autoCreateWait bounds how long Metadata waits for an auto-created
+// topic's leaders before answering LEADER_NOT_AVAILABLE.
+const autoCreateWait = 5 * time.Second
 
-	broker := kmsg.NewMetadataResponseBroker()
-	broker.NodeID = b.cfg.BrokerID
-	broker.Host = b.advertisedHost
-	broker.Port = b.advertisedPort
-	resp.Brokers = []kmsg.MetadataResponseBroker{broker}
+// handleMetadata answers from the metadata cache: the live brokers, the
+// controller, and the requested topics (all of them when none are named)
+// with each partition's leader, leader epoch, replicas, ISR and offline
+// replicas. With auto.create.topics.enable a named topic that does not
+// exist is created through the controller (forwarded over a client
+// connection when it is another broker).
+func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.MetadataRequest)
+	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
+	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
+	if !allTopics && autoCreate {
+		for _, rt := range r.Topics {
+			if rt.Topic != nil && checkTopicName(*rt.Topic) == nil {
+				if _, ok := b.cache.topic(*rt.Topic); !ok {
+					return nil, func(ctx context.Context) kmsg.Response { return b.metadata(ctx, r, true) }, nil
+				}
+			}
+		}
+	}
+	return b.metadata(context.Background(), r, false), nil, nil
+}
+
+// metadata builds the Metadata response, auto-creating missing topics
+// when autoCreate.
+func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCreate bool) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	controllerID, live, _ := b.cache.view()
+	if len(live) == 0 {
+		// Before the first UpdateMetadata the broker knows only itself.
+		live = []coord.Broker{{ID: coord.BrokerID(b.cfg.BrokerID), Host: b.advertisedHost, Port: b.advertisedPort}}
+	}
+	liveSet := map[coord.BrokerID]bool{}
+	for _, lb := range live {
+		broker := kmsg.NewMetadataResponseBroker()
+		broker.NodeID, broker.Host, broker.Port = int32(lb.ID), lb.Host, lb.Port
+		if lb.Rack != "" {
+			rack := lb.Rack
+			broker.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, broker)
+		liveSet[lb.ID] = true
+	}
 	id := clusterID
 	resp.ClusterID = &id
-	resp.ControllerID = b.cfg.BrokerID
+	resp.ControllerID = int32(controllerID)
 
-	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
-	if allTopics {
-		for _, t := range b.topicList() {
-			resp.Topics = append(resp.Topics, b.metadataTopic(t))
+	if r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0) {
+		for _, t := range b.cache.allTopics() {
+			resp.Topics = append(resp.Topics, metadataTopic(t, liveSet))
 		}
-		return resp, nil, nil
+		return resp
 	}
-
-	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
 	for _, rt := range r.Topics {
-		var t Topic
-		var ok bool
 		if rt.Topic == nil {
-			t, ok = b.topicByID(rt.TopicID)
+			t, ok := b.cache.topicByID(rt.TopicID)
 			if !ok {
 				st := kmsg.NewMetadataResponseTopic()
 				st.TopicID = rt.TopicID
@@ -52,68 +83,102 @@ func handleMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Response
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-		} else {
-			name := *rt.Topic
-			st := kmsg.NewMetadataResponseTopic()
-			st.Topic = rt.Topic
-			if err := checkTopicName(name); err != nil {
-				st.ErrorCode = kerr.InvalidTopicException.Code
+			resp.Topics = append(resp.Topics, metadataTopic(t, liveSet))
+			continue
+		}
+		name := *rt.Topic
+		st := kmsg.NewMetadataResponseTopic()
+		st.Topic = rt.Topic
+		if err := checkTopicName(name); err != nil {
+			st.ErrorCode = kerr.InvalidTopicException.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		t, ok := b.cache.topic(name)
+		if !ok && autoCreate {
+			if err := b.autoCreate(ctx, name, len(live)); err != nil {
+				b.logger.Warn("auto-create topic failed", "topic", name, "error", err)
+				st.ErrorCode = kerr.LeaderNotAvailable.Code
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-			t, ok = b.topic(name)
-			if !ok && autoCreate {
-				var err error
-				t, err = b.autoCreate(ctx, name)
-				if err != nil {
-					b.logger.Error("auto-create topic failed", "topic", name, "error", err)
-					st.ErrorCode = kerr.UnknownServerError.Code
-					if errors.Is(err, context.Canceled) {
-						st.ErrorCode = kerr.RequestTimedOut.Code
-					}
-					resp.Topics = append(resp.Topics, st)
-					continue
-				}
-				ok = true
-			}
+			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
+			b.waitForCache(wctx, func() bool { return b.topicReady(name, int(b.cfg.NumPartitions)) })
+			cancel()
+			t, ok = b.cache.topic(name)
 			if !ok {
-				st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.ErrorCode = kerr.LeaderNotAvailable.Code
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
 		}
-		resp.Topics = append(resp.Topics, b.metadataTopic(t))
+		if !ok {
+			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		resp.Topics = append(resp.Topics, metadataTopic(t, liveSet))
 	}
-	return resp, nil, nil
+	return resp
 }
 
-// metadataTopic describes t with this broker leading every partition.
-func (b *Broker) metadataTopic(t Topic) kmsg.MetadataResponseTopic {
+// metadataTopic describes a cached topic.
+func metadataTopic(t snapshotTopic, live map[coord.BrokerID]bool) kmsg.MetadataResponseTopic {
 	st := kmsg.NewMetadataResponseTopic()
-	name := t.Name
+	name := t.name
 	st.Topic = &name
-	st.TopicID = t.ID
-	for i := int32(0); i < t.Partitions; i++ {
+	st.TopicID = t.id
+	for _, p := range t.partitions {
 		sp := kmsg.NewMetadataResponseTopicPartition()
-		sp.Partition = i
-		sp.Leader = b.cfg.BrokerID
-		sp.LeaderEpoch = leaderEpoch
-		sp.Replicas = []int32{b.cfg.BrokerID}
-		sp.ISR = []int32{b.cfg.BrokerID}
+		sp.Partition = p.Partition
+		sp.Leader = int32(p.Leader)
+		sp.LeaderEpoch = p.LeaderEpoch
+		sp.Replicas = ids32(p.Replicas)
+		sp.ISR = ids32(p.ISR)
 		sp.OfflineReplicas = []int32{}
+		for _, r := range p.Replicas {
+			if !live[r] {
+				sp.OfflineReplicas = append(sp.OfflineReplicas, int32(r))
+			}
+		}
+		if p.Leader == coord.NoBroker {
+			sp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 		st.Partitions = append(st.Partitions, sp)
 	}
 	return st
 }
 
-// topicByID finds a topic by its UUID.
-func (b *Broker) topicByID(id [16]byte) (Topic, bool) {
-	b.topicsMu.RLock()
-	defer b.topicsMu.RUnlock()
-	for _, ts := range b.topics {
-		if ts.meta.ID == id {
-			return ts.meta, true
+// autoCreate creates topic with num.partitions partitions and
+// default.replication.factor capped at the live brokers, through the
+// controller: in process when this broker runs it, else by a CreateTopics
+// forwarded to it. A topic that exists already is no error.
+func (b *Broker) autoCreate(ctx context.Context, name string, liveBrokers int) error {
+	rf := min(int(b.cfg.DefaultReplicationFactor), max(liveBrokers, 1))
+	if ctrl := b.controller(); ctrl != nil {
+		_, err := ctrl.CreateTopic(ctx, coord.TopicSpec{Name: name, Partitions: int(b.cfg.NumPartitions), ReplicationFactor: rf})
+		if err != nil && coordError(err) != kerr.TopicAlreadyExists {
+			return err
 		}
+		return nil
 	}
-	return Topic{}, false
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = int32(autoCreateWait / time.Millisecond)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, b.cfg.NumPartitions, int16(rf)
+	req.Topics = append(req.Topics, rt)
+	fctx, cancel := context.WithTimeout(ctx, autoCreateWait)
+	defer cancel()
+	kresp, err := b.askController(fctx, req)
+	if err != nil {
+		return fmt.Errorf("forward auto-create of topic %s to the controller: %w", name, err)
+	}
+	resp := kresp.(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("forward auto-create of topic %s: %d topics in the answer", name, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil && err != kerr.TopicAlreadyExists {
+		return fmt.Errorf("forward auto-create of topic %s: %w", name, err)
+	}
+	return nil
 }

@@ -2,60 +2,81 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // CreateTopics v0..v7 (v5+ answer with the topic's configs, v7 with its
 // ID).
 func init() { registerAPI(19, 0, 7, handleCreateTopics) }
 
-// handleCreateTopics creates topics with replication factor 1 (the only
-// one a single broker can hold), the requested or default partition count
-// and validated topic configs. validate_only checks without creating.
-func handleCreateTopics(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+// handleCreateTopics creates topics through the controller this broker
+// runs (other brokers answer NOT_CONTROLLER, and clients retry at the
+// controller), with the requested or default partition count and
+// replication factor, Kafka's replica assignment or the one given, and
+// validated topic configs; it waits (up to the request's timeout) until
+// this broker's metadata cache has the new topics' leaders.
+// validate_only checks without creating.
+func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.CreateTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-	seen := make(map[string]int)
-	for _, rt := range r.Topics {
-		seen[rt.Topic]++
-	}
-	for _, rt := range r.Topics {
-		st := kmsg.NewCreateTopicsResponseTopic()
-		st.Topic = rt.Topic
-		st.NumPartitions = -1
-		st.ReplicationFactor = -1
-		if seen[rt.Topic] > 1 {
-			setCreateError(&st, kerr.InvalidRequest, fmt.Errorf("topic %s is named more than once in the request", rt.Topic))
-			resp.Topics = append(resp.Topics, st)
-			continue
+	ctrl := b.controller()
+	return nil, func(ctx context.Context) kmsg.Response {
+		seen := make(map[string]int)
+		for _, rt := range r.Topics {
+			seen[rt.Topic]++
 		}
-		t, kind, err := b.topicFromRequest(rt)
-		if err == nil && !r.ValidateOnly {
-			err = b.createTopic(ctx, t)
-			if errors.Is(err, ErrTopicExists) {
-				kind = kerr.TopicAlreadyExists
-			} else if err != nil {
-				kind = kerr.UnknownServerError
-				b.logger.Error("create topic failed", "topic", t.Name, "error", err)
+		for _, rt := range r.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic = rt.Topic
+			st.NumPartitions = -1
+			st.ReplicationFactor = -1
+			if seen[rt.Topic] > 1 {
+				setCreateError(&st, kerr.InvalidRequest, fmt.Errorf("topic %s is named more than once in the request", rt.Topic))
+				resp.Topics = append(resp.Topics, st)
+				continue
 			}
-		}
-		if err != nil {
-			setCreateError(&st, kind, err)
+			if ctrl == nil {
+				setCreateError(&st, kerr.NotController, fmt.Errorf("broker %d is not the controller", b.cfg.BrokerID))
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			spec, kind, err := b.topicFromRequest(rt)
+			spec.ValidateOnly = r.ValidateOnly
+			var created coord.Topic
+			if err == nil {
+				created, err = ctrl.CreateTopic(ctx, spec)
+				kind = coordError(err)
+				if kind == kerr.UnknownServerError {
+					b.logger.Error("create topic failed", "topic", rt.Topic, "error", err)
+				}
+			}
+			if err == nil && !r.ValidateOnly {
+				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
+				b.waitPropagated(wctx)
+				if !b.waitForCache(wctx, func() bool { return b.topicReady(rt.Topic, created.Partitions()) }) {
+					kind, err = kerr.RequestTimedOut, fmt.Errorf("topic %s created; its leaders are not known here yet", rt.Topic)
+				}
+				cancel()
+			}
+			if err != nil {
+				setCreateError(&st, kind, err)
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			st.TopicID = created.ID
+			st.NumPartitions = int32(created.Partitions())
+			st.ReplicationFactor = int16(len(created.Assignment[0]))
+			st.Configs = b.createTopicConfigs(created.Config)
 			resp.Topics = append(resp.Topics, st)
-			continue
 		}
-		st.TopicID = t.ID
-		st.NumPartitions = t.Partitions
-		st.ReplicationFactor = t.ReplicationFactor
-		st.Configs = b.createTopicConfigs(t)
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp, nil, nil
+		return resp
+	}, nil
 }
 
 // setCreateError sets a CreateTopics topic error with its message.
@@ -65,69 +86,64 @@ func setCreateError(st *kmsg.CreateTopicsResponseTopic, kind *kerr.Error, err er
 	st.ErrorMessage = &msg
 }
 
-// topicFromRequest validates a CreateTopics entry and turns it into a
-// catalogue entry, or returns the Kafka error kind and why.
-func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (Topic, *kerr.Error, error) {
+// topicFromRequest validates a CreateTopics entry and turns it into the
+// controller's TopicSpec, or returns the Kafka error kind and why.
+func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (coord.TopicSpec, *kerr.Error, error) {
+	spec := coord.TopicSpec{Name: rt.Topic, Partitions: int(rt.NumPartitions), ReplicationFactor: int(rt.ReplicationFactor)}
 	if err := checkTopicName(rt.Topic); err != nil {
-		return Topic{}, kerr.InvalidTopicException, err
+		return spec, kerr.InvalidTopicException, err
 	}
-	if _, ok := b.topic(rt.Topic); ok {
-		return Topic{}, kerr.TopicAlreadyExists, fmt.Errorf("topic %s already exists", rt.Topic)
-	}
-	t := Topic{Name: rt.Topic, ID: newTopicID(), Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor}
 	if len(rt.ReplicaAssignment) > 0 {
 		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
-			return Topic{}, kerr.InvalidRequest, fmt.Errorf("topic %s: a replica assignment excludes num partitions and replication factor", rt.Topic)
+			return spec, kerr.InvalidRequest, fmt.Errorf("topic %s: a replica assignment excludes num partitions and replication factor", rt.Topic)
 		}
 		sort.Slice(rt.ReplicaAssignment, func(i, j int) bool {
 			return rt.ReplicaAssignment[i].Partition < rt.ReplicaAssignment[j].Partition
 		})
 		for i, a := range rt.ReplicaAssignment {
 			if a.Partition != int32(i) {
-				return Topic{}, kerr.InvalidReplicaAssignment, fmt.Errorf("topic %s: replica assignment partitions must be 0..n-1", rt.Topic)
+				return spec, kerr.InvalidReplicaAssignment, fmt.Errorf("topic %s: replica assignment partitions must be 0..n-1", rt.Topic)
 			}
-			if len(a.Replicas) != 1 || a.Replicas[0] != b.cfg.BrokerID {
-				return Topic{}, kerr.InvalidReplicaAssignment, fmt.Errorf("topic %s partition %d: replicas %v: only broker %d exists", rt.Topic, a.Partition, a.Replicas, b.cfg.BrokerID)
-			}
+			spec.Assignment = append(spec.Assignment, brokerIDs(a.Replicas))
 		}
-		t.Partitions = int32(len(rt.ReplicaAssignment))
-		t.ReplicationFactor = 1
 	}
-	if t.Partitions == -1 {
-		t.Partitions = b.cfg.NumPartitions
-	}
-	if t.Partitions < 1 || t.Partitions > maxPartitions {
-		return Topic{}, kerr.InvalidPartitions, fmt.Errorf("topic %s: num partitions %d: must be between 1 and %d (or -1 for num.partitions)", rt.Topic, rt.NumPartitions, maxPartitions)
-	}
-	if t.ReplicationFactor == -1 {
-		t.ReplicationFactor = 1
-	}
-	if t.ReplicationFactor != 1 {
-		return Topic{}, kerr.InvalidReplicationFactor, fmt.Errorf("topic %s: replication factor %d: only 1 is possible on a single broker", rt.Topic, rt.ReplicationFactor)
+	if len(spec.Assignment) == 0 {
+		if spec.Partitions == -1 {
+			spec.Partitions = int(b.cfg.NumPartitions)
+		}
+		if spec.Partitions < 1 || spec.Partitions > maxPartitions {
+			return spec, kerr.InvalidPartitions, fmt.Errorf("topic %s: num partitions %d: must be between 1 and %d (or -1 for num.partitions)", rt.Topic, rt.NumPartitions, maxPartitions)
+		}
+		if spec.ReplicationFactor == -1 {
+			spec.ReplicationFactor = int(b.cfg.DefaultReplicationFactor)
+		}
+		if spec.ReplicationFactor < 1 {
+			return spec, kerr.InvalidReplicationFactor, fmt.Errorf("topic %s: replication factor %d: must be at least 1 (or -1 for default.replication.factor)", rt.Topic, rt.ReplicationFactor)
+		}
 	}
 	for _, c := range rt.Configs {
 		if c.Value == nil {
-			return Topic{}, kerr.InvalidConfig, fmt.Errorf("topic %s: config %s has a null value", rt.Topic, c.Name)
+			return spec, kerr.InvalidConfig, fmt.Errorf("topic %s: config %s has a null value", rt.Topic, c.Name)
 		}
 		if err := validateTopicConfig(c.Name, *c.Value); err != nil {
-			return Topic{}, kerr.InvalidConfig, fmt.Errorf("topic %s: %w", rt.Topic, err)
+			return spec, kerr.InvalidConfig, fmt.Errorf("topic %s: %w", rt.Topic, err)
 		}
-		if t.Configs == nil {
-			t.Configs = make(map[string]string)
+		if spec.Config == nil {
+			spec.Config = make(map[string]string)
 		}
-		t.Configs[c.Name] = *c.Value
+		spec.Config[c.Name] = *c.Value
 	}
-	return t, nil, nil
+	return spec, nil, nil
 }
 
 // createTopicConfigs lists a topic's effective configs for a CreateTopics
 // v5+ response.
-func (b *Broker) createTopicConfigs(t Topic) []kmsg.CreateTopicsResponseTopicConfig {
+func (b *Broker) createTopicConfigs(configs map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
 	for _, name := range topicKeyNames() {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = name
-		v, ok := t.Configs[name]
+		v, ok := configs[name]
 		c.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
 		if !ok {
 			v = b.cfg.topicDefault(name)

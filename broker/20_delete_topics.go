@@ -2,19 +2,22 @@ package broker
 
 import (
 	"context"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // DeleteTopics v0..v6 (v6 may name topics by ID).
 func init() { registerAPI(20, 0, 6, handleDeleteTopics) }
 
-// handleDeleteTopics removes topics from the catalogue and deletes their
-// logs; a fetch waiting on a deleted partition is woken and answered with
-// UNKNOWN_TOPIC_OR_PARTITION.
-func handleDeleteTopics(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+// handleDeleteTopics deletes topics through the controller this broker
+// runs (other brokers answer NOT_CONTROLLER) and waits (up to the
+// request's timeout) until this broker's metadata cache no longer has
+// them; the replicas' logs are deleted by StopReplica, which wakes fetches
+// waiting on them.
+func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DeleteTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {
@@ -31,38 +34,49 @@ func handleDeleteTopics(ctx context.Context, b *Broker, req *request) (kmsg.Resp
 			targets = append(targets, target{name: &name})
 		}
 	}
-	for _, tg := range targets {
-		st := kmsg.NewDeleteTopicsResponseTopic()
-		st.Topic = tg.name
-		st.TopicID = tg.id
-		var name string
-		switch {
-		case tg.name != nil:
-			name = *tg.name
-		default:
-			t, ok := b.topicByID(tg.id)
-			if !ok {
-				st.ErrorCode = kerr.UnknownTopicID.Code
-				resp.Topics = append(resp.Topics, st)
-				continue
+	ctrl := b.controller()
+	return nil, func(ctx context.Context) kmsg.Response {
+		for _, tg := range targets {
+			st := kmsg.NewDeleteTopicsResponseTopic()
+			st.Topic = tg.name
+			st.TopicID = tg.id
+			var name string
+			switch {
+			case tg.name != nil:
+				name = *tg.name
+			default:
+				t, ok := b.cache.topicByID(tg.id)
+				if !ok {
+					st.ErrorCode = kerr.UnknownTopicID.Code
+					resp.Topics = append(resp.Topics, st)
+					continue
+				}
+				name = t.name
+				st.Topic = &t.name
 			}
-			name = t.Name
-			st.Topic = &t.Name
-		}
-		if t, ok := b.topic(name); ok {
-			st.TopicID = t.ID
-		}
-		if err := b.deleteTopic(ctx, name); err != nil {
-			if errors.Is(err, ErrUnknownTopic) {
-				st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if t, ok := b.cache.topic(name); ok {
+				st.TopicID = t.id
+			}
+			err := coord.ErrNotController
+			if ctrl != nil {
+				err = ctrl.DeleteTopic(ctx, name)
+			}
+			if err == nil {
+				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
+				b.waitPropagated(wctx)
+				b.waitForCache(wctx, func() bool { _, ok := b.cache.topic(name); return !ok })
+				cancel()
 			} else {
-				b.logger.Error("delete topic failed", "topic", name, "error", err)
-				st.ErrorCode = kerr.UnknownServerError.Code
+				kind := coordError(err)
+				if kind == kerr.UnknownServerError {
+					b.logger.Error("delete topic failed", "topic", name, "error", err)
+				}
+				st.ErrorCode = kind.Code
+				msg := err.Error()
+				st.ErrorMessage = &msg
 			}
-			msg := err.Error()
-			st.ErrorMessage = &msg
+			resp.Topics = append(resp.Topics, st)
 		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp, nil, nil
+		return resp
+	}, nil
 }

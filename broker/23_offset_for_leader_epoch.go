@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,12 +25,12 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, req *request) (kms
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch = -1
 			sp.EndOffset = -1
-			p := b.partitionFor(rt.Topic, rp.Partition)
+			p, code := b.leaderFor(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case r.Version >= 2 && checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
+				sp.ErrorCode = code
+			case r.Version >= 2 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch) != 0:
+				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch)
 			default:
 				sp.LeaderEpoch, sp.EndOffset = p.log.EndOffsetForEpoch(rp.LeaderEpoch)
 			}
@@ -40,19 +39,4 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, req *request) (kms
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil, nil
-}
-
-// checkLeaderEpoch compares a client's idea of the current leader epoch
-// with this leader's: -1 skips the check, an older one is
-// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (the client knows
-// of an election this broker has not heard of yet).
-func checkLeaderEpoch(current int32) int16 {
-	switch {
-	case current < 0 || current == leaderEpoch:
-		return 0
-	case current < leaderEpoch:
-		return kerr.FencedLeaderEpoch.Code
-	default:
-		return kerr.UnknownLeaderEpoch.Code
-	}
 }

@@ -16,7 +16,7 @@ func init() { registerAPI(32, 0, 4, handleDescribeConfigs) }
 // handleDescribeConfigs lists the broker's properties (resource name: its
 // broker id, or empty) or a topic's configs (its overrides, else the
 // broker's defaults), filtered by the requested names.
-func handleDescribeConfigs(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DescribeConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range r.Resources {
@@ -39,7 +39,8 @@ func handleDescribeConfigs(_ context.Context, b *Broker, req *request) (kmsg.Res
 				sr.Configs = append(sr.Configs, describedConfig(r.Version, name, v, kmsg.ConfigSourceStaticBrokerConfig, true))
 			}
 		case kmsg.ConfigResourceTypeTopic:
-			t, ok := b.topic(rr.ResourceName)
+			_, ok := b.cache.topic(rr.ResourceName)
+			configs := b.topicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
 			if !ok {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				err = fmt.Errorf("topic %s does not exist", rr.ResourceName)
@@ -49,7 +50,7 @@ func handleDescribeConfigs(_ context.Context, b *Broker, req *request) (kmsg.Res
 				if !wanted(rr.ConfigNames, name) {
 					continue
 				}
-				v, ok := t.Configs[name]
+				v, ok := configs[name]
 				source := kmsg.ConfigSourceDynamicTopicConfig
 				if !ok {
 					v = b.cfg.topicDefault(name)

@@ -80,16 +80,17 @@ func TestCreateTopicsChecksEveryField(t *testing.T) {
 			if err := kerr.ErrorForCode(got.ErrorCode); err != errOrNil(c.wantErr) {
 				t.Fatalf("got error %v, want %v", err, c.wantErr)
 			}
-			tp, ok := b.topic(c.topic)
+			tp, ok := b.cache.topic(c.topic)
 			if c.wantCreated == 0 && ok {
-				t.Fatalf("topic %s exists with %d partitions, want none", c.topic, tp.Partitions)
+				t.Fatalf("topic %s exists with %d partitions, want none", c.topic, len(tp.partitions))
 			}
-			if c.wantCreated > 0 && (!ok || tp.Partitions != c.wantCreated) {
-				t.Fatalf("topic %s: got %d partitions (exists %v), want %d", c.topic, tp.Partitions, ok, c.wantCreated)
+			if c.wantCreated > 0 && (!ok || int32(len(tp.partitions)) != c.wantCreated) {
+				t.Fatalf("topic %s: got %d partitions (exists %v), want %d", c.topic, len(tp.partitions), ok, c.wantCreated)
 			}
+			configs := b.topicConfigs(context.Background(), []string{c.topic})[c.topic]
 			for k, v := range c.configs {
-				if c.wantErr == nil && !c.validateOnly && tp.Configs[k] != *v {
-					t.Fatalf("config %s: got %q, want %q", k, tp.Configs[k], *v)
+				if c.wantErr == nil && !c.validateOnly && configs[k] != *v {
+					t.Fatalf("config %s: got %q, want %q", k, configs[k], *v)
 				}
 			}
 		})
@@ -391,7 +392,7 @@ func TestDeleteTopicsAndDescribeConfigs(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the fetch waiting on the deleted topic was not answered")
 	}
-	if _, ok := b.topic("doomed"); ok {
+	if _, ok := b.cache.topic("doomed"); ok {
 		t.Fatalf("topic doomed still exists")
 	}
 	again, err := adm.DeleteTopics(ctx, "doomed")

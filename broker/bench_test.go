@@ -25,15 +25,15 @@ func BenchmarkProduce(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.Listeners = "PLAINTEXT://127.0.0.1:0"
 			cfg.LogDirs = []string{b.TempDir()}
+			fastRaft(&cfg)
 			br, err := New(cfg, nil)
 			if err != nil {
 				b.Fatalf("start broker: %v", err)
 			}
 			defer br.Close()
 			topic := "bench-" + strconv.Itoa(b.N)
-			if err := br.createTopic(context.Background(), Topic{Name: topic, ID: newTopicID(), Partitions: 4, ReplicationFactor: 1}); err != nil {
-				b.Fatalf("create topic: %v", err)
-			}
+			waitServing(b, br)
+			createLocalTopic(b, br, topic, 4)
 			opts := append([]kgo.Opt{
 				kgo.SeedBrokers(br.Addr().String()),
 				kgo.DefaultProduceTopic(topic),

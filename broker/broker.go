@@ -1,9 +1,11 @@
 // Package broker is tripod's Kafka-protocol server: the TCP listener, the
 // Kafka framing, one handler per API (00_produce.go, 01_fetch.go, ...), the
-// topic catalogue and the partitions' logs. It speaks the protocol through
-// franz-go's kmsg and stores records through replication/log; it owns no
-// replication decisions (those belong to replication/) and no coordination
-// (coord/). For now it is a single broker that leads every partition.
+// partitions' logs, and the broker's membership of a cluster: it registers
+// with the coordination backend, campaigns, runs the coord.Controller when
+// it wins, and applies the controller's LeaderAndIsr, UpdateMetadata and
+// StopReplica requests. It speaks the protocol through franz-go's kmsg and
+// stores records through replication/log; leadership decisions belong to
+// coord's controller and replication decisions to replication/.
 package broker
 
 import (
@@ -13,8 +15,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -22,26 +22,50 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/coord"
+	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
+	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
+	_ "github.com/tripodmq/tripod/coord/zk"   // coordination.backend=zk
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
-// Broker is a running Kafka-protocol server. New starts it; Close stops it.
+// Broker is a running Kafka-protocol server and cluster member. New starts
+// it; Close stops it.
 type Broker struct {
 	cfg     Config
 	logger  hclog.Logger
-	catalog Catalog
 	ln      net.Listener
+	backend coord.Backend
+	cache   *metadataCache
 
-	// advertisedHost and advertisedPort are what Metadata tells clients.
+	// advertisedHost and advertisedPort are what Metadata tells clients
+	// and what the broker registers.
 	advertisedHost string
 	advertisedPort int32
 
-	// adminMu serialises topic creation and deletion, which write the
-	// catalogue and open or delete logs without holding topicsMu.
-	adminMu sync.Mutex
-	// topicsMu guards topics.
-	topicsMu sync.RWMutex
-	topics   map[string]*topicState
+	// replicasMu guards replicas: the partitions this broker holds.
+	replicasMu sync.RWMutex
+	replicas   map[coord.TopicPartition]*partition
+
+	// stateMu serialises the controller's requests; it guards
+	// controllerEpoch, the highest controller epoch accepted.
+	stateMu         sync.Mutex
+	controllerEpoch int64
+
+	// epochMu guards the broker epoch state (see checkBrokerEpoch).
+	epochMu sync.Mutex
+	// brokerEpoch is the live session's broker epoch, -1 between
+	// sessions; epochFloor is the lowest epoch that may still be this
+	// process's; epochChanged is closed at every change.
+	brokerEpoch  int64
+	epochFloor   int64
+	epochChanged chan struct{}
+
+	// ctrlMu guards ctrl, the controller this broker runs, if any, and
+	// its sender.
+	ctrlMu sync.Mutex
+	ctrl   *coord.Controller
+	snd    *sender
 
 	producerIDs *producerIDAllocator
 	// dirLocks hold each log dir's lock file while the broker runs.
@@ -49,19 +73,19 @@ type Broker struct {
 
 	closeOnce sync.Once
 	closing   chan struct{}
-	// wg counts every goroutine the broker owns: the accept loop, the
-	// background loop, and every connection's goroutines.
+	// stopRun ends the membership loop; runWG waits for it.
+	stopRun context.CancelFunc
+	runWG   sync.WaitGroup
+	// wg counts the accept loop, the background loop and every
+	// connection's goroutines.
 	wg sync.WaitGroup
 }
 
-// topicState is a topic's catalogue entry and its open partitions.
-type topicState struct {
-	meta       Topic
-	partitions []*partition
-}
-
-// New opens the catalogue and every partition log under cfg.LogDirs, binds
-// the listener and starts serving. logger may be nil (no logging).
+// New opens the coordination backend (cfg.Coord), binds the listener and
+// starts serving; registration, the campaign and the controller run in the
+// background (see run), so New does not wait for the cluster to form.
+// Partition logs under cfg.LogDirs are opened when the controller assigns
+// them. logger may be nil (no logging).
 func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid broker config: %w", err)
@@ -69,30 +93,14 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	if err := os.MkdirAll(cfg.LogDirs[0], 0o755); err != nil {
-		return nil, fmt.Errorf("create log.dirs directory %s: %w", cfg.LogDirs[0], err)
-	}
-	catalog, err := OpenLocalCatalog(cfg.LogDirs[0])
-	if err != nil {
-		return nil, err
-	}
-	return NewWithCatalog(cfg, catalog, logger)
-}
-
-// NewWithCatalog is New with the topic catalogue supplied by the caller.
-func NewWithCatalog(cfg Config, catalog Catalog, logger hclog.Logger) (*Broker, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid broker config: %w", err)
-	}
-	if logger == nil {
-		logger = hclog.NewNullLogger()
-	}
 	b := &Broker{
-		cfg:     cfg,
-		logger:  logger,
-		catalog: catalog,
-		topics:  make(map[string]*topicState),
-		closing: make(chan struct{}),
+		cfg:          cfg,
+		logger:       logger,
+		cache:        newMetadataCache(),
+		replicas:     make(map[coord.TopicPartition]*partition),
+		brokerEpoch:  -1,
+		epochChanged: make(chan struct{}),
+		closing:      make(chan struct{}),
 	}
 	locks, err := lockLogDirs(cfg.LogDirs)
 	if err != nil {
@@ -105,23 +113,35 @@ func NewWithCatalog(cfg Config, catalog Catalog, logger hclog.Logger) (*Broker, 
 		return nil, err
 	}
 	b.producerIDs = ids
-	if err := b.openTopics(context.Background()); err != nil {
-		b.closeLogs()
-		b.unlockLogDirs()
-		return nil, err
-	}
 	host, port, _ := splitListener("listeners", cfg.Listeners)
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		b.closeLogs()
 		b.unlockLogDirs()
 		return nil, fmt.Errorf("listen on listeners %s: %w", cfg.Listeners, err)
 	}
 	b.ln = ln
 	b.advertisedHost, b.advertisedPort = advertised(cfg, ln.Addr().(*net.TCPAddr))
-	b.logger.Info("broker listening", "addr", ln.Addr().String(), "broker.id", cfg.BrokerID,
-		"advertised", net.JoinHostPort(b.advertisedHost, strconv.Itoa(int(b.advertisedPort))))
 
+	cc := cfg.CoordConfig()
+	cc.Logger = logger.Named("coord")
+	backend, err := coord.Open(cc)
+	if err != nil {
+		ln.Close()
+		b.unlockLogDirs()
+		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
+	}
+	b.backend = backend
+	b.logger.Info("broker listening", "addr", ln.Addr().String(), "broker.id", cfg.BrokerID,
+		"advertised", net.JoinHostPort(b.advertisedHost, strconv.Itoa(int(b.advertisedPort))),
+		"coordination.backend", cc.Backend)
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	b.stopRun = stopRun
+	b.runWG.Add(1)
+	go func() {
+		defer b.runWG.Done()
+		b.run(runCtx)
+	}()
 	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
@@ -155,11 +175,28 @@ func advertised(cfg Config, bound *net.TCPAddr) (string, int32) {
 // Addr is the address the broker listens on.
 func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
 
-// Close stops accepting, closes every connection, waits for every goroutine
-// the broker started, then flushes and closes the partition logs.
+// ID is the broker's id (broker.id).
+func (b *Broker) ID() int32 { return b.cfg.BrokerID }
+
+// Close leaves the cluster and stops: with controlled.shutdown.enable it
+// first asks the controller to move this broker's leaderships away (for at
+// most twice the session timeout), then ends its session (and its
+// controller term, if it holds one), closes the backend, stops accepting,
+// closes every connection, waits for every goroutine the broker started,
+// and flushes and closes the partition logs.
 func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
+		if b.cfg.ControlledShutdown {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*b.cfg.Coord.SessionTimeout)
+			b.controlledShutdown(ctx)
+			cancel()
+		}
+		b.stopRun()
+		b.runWG.Wait()
+		if cerr := b.backend.Close(); cerr != nil && !errors.Is(cerr, coord.ErrClosed) {
+			b.logger.Warn("close coordination backend failed", "error", cerr)
+		}
 		close(b.closing)
 		err = b.ln.Close()
 		b.wg.Wait()
@@ -177,17 +214,15 @@ func (b *Broker) Close() error {
 
 // closeLogs flushes and closes every open partition log.
 func (b *Broker) closeLogs() error {
-	b.topicsMu.Lock()
-	defer b.topicsMu.Unlock()
+	b.replicasMu.Lock()
+	defer b.replicasMu.Unlock()
 	var first error
-	for _, ts := range b.topics {
-		for _, p := range ts.partitions {
-			if err := p.log.Close(); err != nil && first == nil {
-				first = fmt.Errorf("close log of %s-%d: %w", p.topic, p.index, err)
-			}
+	for _, p := range b.replicas {
+		if err := p.log.Close(); err != nil && first == nil {
+			first = fmt.Errorf("close log of %s: %w", p.name(), err)
 		}
 	}
-	b.topics = make(map[string]*topicState)
+	b.replicas = make(map[coord.TopicPartition]*partition)
 	return first
 }
 
@@ -253,138 +288,31 @@ func (b *Broker) backgroundLoop() {
 
 // allPartitions returns every open partition.
 func (b *Broker) allPartitions() []*partition {
-	b.topicsMu.RLock()
-	defer b.topicsMu.RUnlock()
-	var out []*partition
-	for _, ts := range b.topics {
-		out = append(out, ts.partitions...)
+	b.replicasMu.RLock()
+	defer b.replicasMu.RUnlock()
+	out := make([]*partition, 0, len(b.replicas))
+	for _, p := range b.replicas {
+		out = append(out, p)
 	}
 	return out
 }
 
-// partitionFor returns the open partition, or nil if the topic or
-// partition does not exist.
+// partitionFor returns the replica this broker holds, or nil.
 func (b *Broker) partitionFor(topic string, index int32) *partition {
-	b.topicsMu.RLock()
-	defer b.topicsMu.RUnlock()
-	ts, ok := b.topics[topic]
-	if !ok || index < 0 || int(index) >= len(ts.partitions) {
-		return nil
-	}
-	return ts.partitions[index]
+	b.replicasMu.RLock()
+	defer b.replicasMu.RUnlock()
+	return b.replicas[coord.TopicPartition{Topic: topic, Partition: index}]
 }
 
-// topic returns a topic's catalogue entry.
-func (b *Broker) topic(name string) (Topic, bool) {
-	b.topicsMu.RLock()
-	defer b.topicsMu.RUnlock()
-	ts, ok := b.topics[name]
-	if !ok {
-		return Topic{}, false
-	}
-	return ts.meta, true
-}
-
-// topicList returns every topic's catalogue entry, sorted by name.
-func (b *Broker) topicList() []Topic {
-	b.topicsMu.RLock()
-	defer b.topicsMu.RUnlock()
-	out := make([]Topic, 0, len(b.topics))
-	for _, ts := range b.topics {
-		out = append(out, ts.meta)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// openTopics opens the logs of every topic in the catalogue and removes
-// partition directories that belong to no topic (left by a crash between
-// a catalogue deletion and the log deletion).
-func (b *Broker) openTopics(ctx context.Context) error {
-	topics, err := b.catalog.Topics(ctx)
+// openReplica opens (creating if needed) the log of a partition the
+// controller assigned to this broker. It touches no broker state.
+func (b *Broker) openReplica(info coord.PartitionInfo, configs map[string]string) (*partition, error) {
+	dir := b.partitionDir(info.Topic, info.Partition)
+	l, err := tlog.Open(dir, b.cfg.logConfig(configs))
 	if err != nil {
-		return fmt.Errorf("load topic catalog: %w", err)
+		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
 	}
-	b.topicsMu.Lock()
-	defer b.topicsMu.Unlock()
-	for _, t := range topics {
-		ts, err := b.openTopic(t)
-		if err != nil {
-			return err
-		}
-		b.topics[t.Name] = ts
-	}
-	b.removeStrayPartitionDirsLocked()
-	return nil
-}
-
-// partitionDirPattern matches a partition directory name: topic-partition.
-var partitionDirPattern = regexp.MustCompile(`^(.+)-([0-9]+)$`)
-
-// removeStrayPartitionDirsLocked deletes partition directories of topics
-// that the catalogue no longer holds.
-func (b *Broker) removeStrayPartitionDirsLocked() {
-	for _, dir := range b.cfg.LogDirs {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			m := partitionDirPattern.FindStringSubmatch(e.Name())
-			if !e.IsDir() || m == nil || checkTopicName(m[1]) != nil {
-				continue
-			}
-			n, _ := strconv.Atoi(m[2])
-			if ts, ok := b.topics[m[1]]; ok && n < len(ts.partitions) {
-				continue
-			}
-			path := filepath.Join(dir, e.Name())
-			if !holdsSegments(path) {
-				continue
-			}
-			b.logger.Warn("removing partition directory of a deleted topic", "dir", path)
-			if err := os.RemoveAll(path); err != nil {
-				b.logger.Error("remove stray partition directory failed", "dir", path, "error", err)
-			}
-		}
-	}
-}
-
-// segmentFileName matches a log segment's file name.
-var segmentFileName = regexp.MustCompile(`^[0-9]{20}\.log$`)
-
-// holdsSegments reports whether dir holds log segment files, so that only
-// directories that are partition logs are ever removed.
-func holdsSegments(dir string) bool {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		if !e.IsDir() && segmentFileName.MatchString(e.Name()) {
-			return true
-		}
-	}
-	return false
-}
-
-// openTopic opens (creating if needed) the logs of t's partitions. It
-// touches no broker state.
-func (b *Broker) openTopic(t Topic) (*topicState, error) {
-	ts := &topicState{meta: t}
-	lc := b.cfg.logConfig(t.Configs)
-	for i := int32(0); i < t.Partitions; i++ {
-		dir := b.partitionDir(t.Name, i)
-		l, err := tlog.Open(dir, lc)
-		if err != nil {
-			for _, p := range ts.partitions {
-				p.log.Close()
-			}
-			return nil, fmt.Errorf("open log of %s-%d in %s: %w", t.Name, i, dir, err)
-		}
-		ts.partitions = append(ts.partitions, newPartition(t.Name, i, l))
-	}
-	return ts, nil
+	return newPartition(info, l, configs), nil
 }
 
 // partitionDir returns the directory of a partition's log: the existing
@@ -413,78 +341,6 @@ func (b *Broker) partitionDir(topic string, index int32) string {
 		}
 	}
 	return filepath.Join(best, name)
-}
-
-// createTopic records t in the catalogue and opens its partitions.
-// Produces and fetches on other topics go on meanwhile.
-func (b *Broker) createTopic(ctx context.Context, t Topic) error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	if _, ok := b.topic(t.Name); ok {
-		return fmt.Errorf("create topic %s: %w", t.Name, ErrTopicExists)
-	}
-	select {
-	case <-b.closing:
-		return fmt.Errorf("create topic %s: broker closing", t.Name)
-	default:
-	}
-	if err := b.catalog.CreateTopic(ctx, t); err != nil {
-		return err
-	}
-	ts, err := b.openTopic(t)
-	if err != nil {
-		if derr := b.catalog.DeleteTopic(context.WithoutCancel(ctx), t.Name); derr != nil {
-			b.logger.Error("undo catalog entry failed", "topic", t.Name, "error", derr)
-		}
-		return err
-	}
-	b.topicsMu.Lock()
-	b.topics[t.Name] = ts
-	b.topicsMu.Unlock()
-	b.logger.Info("created topic", "topic", t.Name, "partitions", t.Partitions, "configs", t.Configs)
-	return nil
-}
-
-// deleteTopic removes the topic from the catalogue and deletes its logs;
-// fetches waiting on its partitions are woken.
-func (b *Broker) deleteTopic(ctx context.Context, name string) error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	b.topicsMu.RLock()
-	ts, ok := b.topics[name]
-	b.topicsMu.RUnlock()
-	if !ok {
-		return fmt.Errorf("delete topic %s: %w", name, ErrUnknownTopic)
-	}
-	if err := b.catalog.DeleteTopic(ctx, name); err != nil {
-		return err
-	}
-	b.topicsMu.Lock()
-	delete(b.topics, name)
-	b.topicsMu.Unlock()
-	for _, p := range ts.partitions {
-		if err := p.log.Delete(); err != nil {
-			b.logger.Error("delete partition log failed", "partition", p.name(), "error", err)
-		}
-		p.wakeAll()
-	}
-	b.logger.Info("deleted topic", "topic", name)
-	return nil
-}
-
-// autoCreate creates topic with the default partition count if it does
-// not exist yet. It returns the topic's entry.
-func (b *Broker) autoCreate(ctx context.Context, name string) (Topic, error) {
-	t := Topic{Name: name, ID: newTopicID(), Partitions: b.cfg.NumPartitions, ReplicationFactor: 1}
-	err := b.createTopic(ctx, t)
-	if err != nil && !errors.Is(err, ErrTopicExists) {
-		return Topic{}, err
-	}
-	got, ok := b.topic(name)
-	if !ok {
-		return Topic{}, fmt.Errorf("auto-create topic %s: %w", name, ErrUnknownTopic)
-	}
-	return got, nil
 }
 
 // lockFileName is the lock file a broker holds in each of its log dirs.

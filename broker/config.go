@@ -6,12 +6,14 @@ import (
 	"io"
 	"math"
 	"net"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/tripodmq/tripod/coord"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -74,6 +76,37 @@ type Config struct {
 	// per partition (message.max.bytes, bytes). Default 1048588;
 	// 0 .. 2147483647.
 	MessageMaxBytes int32
+
+	// Coord opens the coordination backend: coordination.backend,
+	// zookeeper.connect, etcd.endpoints, etcd.prefix, raft.listen,
+	// raft.voters and the session timeout (zookeeper.session.timeout.ms or
+	// etcd.lease.ttl.ms, both set Coord.SessionTimeout). Coord.BrokerID is
+	// broker.id; an empty Coord.RaftDir is <first log dir>/raft and an
+	// empty Coord.RaftListen is the listener's host with its port + 100
+	// (port 0 stays 0). Default: a one-broker cluster on embedded Raft.
+	Coord coord.Config
+	// UncleanLeaderElection lets a replica outside the ISR lead when no ISR
+	// member is live (unclean.leader.election.enable). Default false.
+	UncleanLeaderElection bool
+	// AutoLeaderRebalance gives leadership back to preferred replicas
+	// (auto.leader.rebalance.enable). Default true.
+	AutoLeaderRebalance bool
+	// LeaderImbalanceCheckInterval is how often the controller checks for
+	// the rebalance (leader.imbalance.check.interval.seconds). Default 300
+	// s; at least 1 s.
+	LeaderImbalanceCheckInterval time.Duration
+	// LeaderImbalancePerBrokerPercentage is the share of its preferred
+	// partitions a broker may fail to lead before the rebalance
+	// (leader.imbalance.per.broker.percentage). Default 10; 0 .. 100.
+	LeaderImbalancePerBrokerPercentage int32
+	// DefaultReplicationFactor is the replication factor of auto-created
+	// topics (capped at the live brokers) and of CreateTopics asking for
+	// the default (default.replication.factor). Default 1; 1 .. 32767.
+	DefaultReplicationFactor int32
+	// ControlledShutdown makes Close ask the controller to move this
+	// broker's leaderships away first (controlled.shutdown.enable).
+	// Default true.
+	ControlledShutdown bool
 }
 
 // DefaultConfig returns a working single-broker configuration: broker 1 on
@@ -95,7 +128,41 @@ func DefaultConfig() Config {
 		LogRetentionCheckInterval: 5 * time.Minute,
 		ConnectionsMaxIdle:        10 * time.Minute,
 		MessageMaxBytes:           1048588,
+
+		Coord:                              defaultCoordConfig(),
+		AutoLeaderRebalance:                true,
+		LeaderImbalanceCheckInterval:       300 * time.Second,
+		LeaderImbalancePerBrokerPercentage: 10,
+		DefaultReplicationFactor:           1,
+		ControlledShutdown:                 true,
 	}
+}
+
+// defaultCoordConfig is coord's default with the Raft address left to be
+// derived from the listener.
+func defaultCoordConfig() coord.Config {
+	c := coord.DefaultConfig()
+	c.RaftListen = ""
+	return c
+}
+
+// CoordConfig returns the coordination config with its derived fields
+// filled in: broker id, Raft directory and Raft listener.
+func (c Config) CoordConfig() coord.Config {
+	cc := c.Coord
+	cc.BrokerID = coord.BrokerID(c.BrokerID)
+	if cc.RaftDir == "" && len(c.LogDirs) > 0 {
+		cc.RaftDir = filepath.Join(c.LogDirs[0], "raft")
+	}
+	if cc.RaftListen == "" && cc.RaftVoters[cc.BrokerID] == "" {
+		if h, p, err := splitListener("listeners", c.Listeners); err == nil {
+			if p != 0 {
+				p += 100
+			}
+			cc.RaftListen = net.JoinHostPort(h, strconv.Itoa(p))
+		}
+	}
+	return cc
 }
 
 // Validate checks every field's range and names the bad key.
@@ -151,6 +218,19 @@ func (c Config) Validate() error {
 	}
 	if c.MessageMaxBytes < 0 {
 		return fmt.Errorf("message.max.bytes %d: must be between 0 and 2147483647", c.MessageMaxBytes)
+	}
+	if c.LeaderImbalanceCheckInterval < time.Second {
+		return fmt.Errorf("leader.imbalance.check.interval.seconds %d: must be at least 1", int64(c.LeaderImbalanceCheckInterval/time.Second))
+	}
+	if c.LeaderImbalancePerBrokerPercentage < 0 || c.LeaderImbalancePerBrokerPercentage > 100 {
+		return fmt.Errorf("leader.imbalance.per.broker.percentage %d: must be between 0 and 100", c.LeaderImbalancePerBrokerPercentage)
+	}
+	if c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > math.MaxInt16 {
+		return fmt.Errorf("default.replication.factor %d: must be between 1 and 32767", c.DefaultReplicationFactor)
+	}
+	cc := c.CoordConfig()
+	if err := cc.Validate(); err != nil {
+		return err
 	}
 	return c.logConfig(nil).Validate()
 }
@@ -236,6 +316,84 @@ var brokerKeys = map[string]configKey{
 	"message.max.bytes": {
 		set: func(c *Config, k, v string) error { return setInt32(&c.MessageMaxBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) },
+	},
+	"coordination.backend": {
+		set: func(c *Config, k, v string) error { c.Coord.Backend = v; return nil },
+		get: func(c Config) string { return c.Coord.Backend },
+	},
+	"zookeeper.connect": {
+		set: func(c *Config, k, v string) error { c.Coord.ZKConnect = v; return nil },
+		get: func(c Config) string { return c.Coord.ZKConnect },
+	},
+	"zookeeper.session.timeout.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.SessionTimeout, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.Coord.SessionTimeout.Milliseconds(), 10) },
+	},
+	"etcd.lease.ttl.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.SessionTimeout, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.Coord.SessionTimeout.Milliseconds(), 10) },
+	},
+	"etcd.endpoints": {
+		set: func(c *Config, k, v string) error {
+			c.Coord.EtcdEndpoints = nil
+			for _, e := range strings.Split(v, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					c.Coord.EtcdEndpoints = append(c.Coord.EtcdEndpoints, e)
+				}
+			}
+			return nil
+		},
+		get: func(c Config) string { return strings.Join(c.Coord.EtcdEndpoints, ",") },
+	},
+	"etcd.prefix": {
+		set: func(c *Config, k, v string) error { c.Coord.EtcdPrefix = v; return nil },
+		get: func(c Config) string { return c.Coord.EtcdPrefix },
+	},
+	"raft.listen": {
+		set: func(c *Config, k, v string) error { c.Coord.RaftListen = v; return nil },
+		get: func(c Config) string { return c.CoordConfig().RaftListen },
+	},
+	"raft.voters": {
+		set: func(c *Config, k, v string) error {
+			voters, err := coord.ParseRaftVoters(v)
+			if err != nil {
+				return err
+			}
+			c.Coord.RaftVoters = voters
+			return nil
+		},
+		get: func(c Config) string { return coord.FormatRaftVoters(c.Coord.RaftVoters) },
+	},
+	"unclean.leader.election.enable": {
+		set: func(c *Config, k, v string) error { return setBool(&c.UncleanLeaderElection, k, v) },
+		get: func(c Config) string { return strconv.FormatBool(c.UncleanLeaderElection) },
+	},
+	"auto.leader.rebalance.enable": {
+		set: func(c *Config, k, v string) error { return setBool(&c.AutoLeaderRebalance, k, v) },
+		get: func(c Config) string { return strconv.FormatBool(c.AutoLeaderRebalance) },
+	},
+	"leader.imbalance.check.interval.seconds": {
+		set: func(c *Config, k, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				return fmt.Errorf("%s %q: must be an integer number of seconds", k, v)
+			}
+			c.LeaderImbalanceCheckInterval = time.Duration(n) * time.Second
+			return nil
+		},
+		get: func(c Config) string { return strconv.FormatInt(int64(c.LeaderImbalanceCheckInterval/time.Second), 10) },
+	},
+	"leader.imbalance.per.broker.percentage": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.LeaderImbalancePerBrokerPercentage, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.LeaderImbalancePerBrokerPercentage)) },
+	},
+	"default.replication.factor": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.DefaultReplicationFactor, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) },
+	},
+	"controlled.shutdown.enable": {
+		set: func(c *Config, k, v string) error { return setBool(&c.ControlledShutdown, k, v) },
+		get: func(c Config) string { return strconv.FormatBool(c.ControlledShutdown) },
 	},
 }
 

@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // testConfig returns a configuration for an in-process broker on a free
@@ -19,7 +21,58 @@ func testConfig(t *testing.T) Config {
 	cfg := DefaultConfig()
 	cfg.Listeners = "PLAINTEXT://127.0.0.1:0"
 	cfg.LogDirs = []string{t.TempDir()}
+	fastRaft(&cfg)
 	return cfg
+}
+
+// fastRaft shortens the embedded Raft's timeouts and the session timeout
+// so test brokers elect themselves in a fraction of a second.
+func fastRaft(cfg *Config) {
+	cfg.Coord.RaftHeartbeatTimeout = 100 * time.Millisecond
+	cfg.Coord.RaftElectionTimeout = 100 * time.Millisecond
+	cfg.Coord.RaftLeaderLeaseTimeout = 50 * time.Millisecond
+	cfg.Coord.SessionTimeout = 2 * time.Second
+}
+
+// waitServing waits until b knows the cluster: a controller and itself
+// among the live brokers.
+func waitServing(t testing.TB, b *Broker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok := b.waitForCache(ctx, func() bool {
+		id, live, _ := b.cache.view()
+		if id == coord.NoBroker {
+			return false
+		}
+		for _, lb := range live {
+			if int32(lb.ID) == b.cfg.BrokerID {
+				return true
+			}
+		}
+		return false
+	})
+	if !ok {
+		t.Fatalf("broker %d: no controller and live set within 30s", b.cfg.BrokerID)
+	}
+}
+
+// createLocalTopic creates a topic through b's own controller (b must be
+// the controller) and waits until b holds its partitions.
+func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctrl := b.controller()
+	if ctrl == nil {
+		t.Fatalf("broker %d is not the controller", b.cfg.BrokerID)
+	}
+	if _, err := ctrl.CreateTopic(ctx, coord.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+	if !b.waitForCache(ctx, func() bool { return b.topicReady(name, partitions) && b.partitionFor(name, int32(partitions-1)) != nil }) {
+		t.Fatalf("topic %s: not ready on broker %d", name, b.cfg.BrokerID)
+	}
 }
 
 // startBroker starts a broker with cfg and closes it when the test ends.
@@ -39,6 +92,7 @@ func startBroker(t *testing.T, cfg Config) *Broker {
 			t.Errorf("close broker: %v", err)
 		}
 	})
+	waitServing(t, b)
 	return b
 }
 

@@ -2,17 +2,29 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
+	"github.com/tripodmq/tripod/coord"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
-// partition is one open partition: its log and the fetches waiting for it
-// to grow.
+// partition is one replica this broker holds: its log, its role as the
+// controller last set it (LeaderAndIsr), and the fetches waiting for it to
+// grow. Replication reads the role from here.
 type partition struct {
-	topic string
-	index int32
-	log   *tlog.Log
+	topic   string
+	index   int32
+	topicID [16]byte
+	log     *tlog.Log
+	// configs are the topic's config overrides when the log was opened.
+	configs map[string]string
+
+	// roleMu guards state.
+	roleMu sync.RWMutex
+	// state is the partition's leader, leader epoch, ISR and replicas from
+	// the latest LeaderAndIsr accepted for it.
+	state coord.PartitionInfo
 
 	// appendMu serialises appends so that offsets and the wake-ups that
 	// follow them happen in order.
@@ -22,8 +34,37 @@ type partition struct {
 	waiters map[chan struct{}]struct{}
 }
 
-func newPartition(topic string, index int32, l *tlog.Log) *partition {
-	return &partition{topic: topic, index: index, log: l, waiters: make(map[chan struct{}]struct{})}
+func newPartition(info coord.PartitionInfo, l *tlog.Log, configs map[string]string) *partition {
+	return &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l, configs: configs,
+		state: info, waiters: make(map[chan struct{}]struct{})}
+}
+
+// role returns the partition's current state.
+func (p *partition) role() coord.PartitionInfo {
+	p.roleMu.RLock()
+	defer p.roleMu.RUnlock()
+	return p.state
+}
+
+// setRole applies a LeaderAndIsr state unless its leader epoch is older
+// than the current one; it reports whether it applied.
+func (p *partition) setRole(info coord.PartitionInfo) bool {
+	p.roleMu.Lock()
+	defer p.roleMu.Unlock()
+	if info.LeaderEpoch < p.state.LeaderEpoch {
+		return false
+	}
+	info.ISR = slices.Clone(info.ISR)
+	info.Replicas = slices.Clone(info.Replicas)
+	p.state = info
+	return true
+}
+
+// leads reports whether broker id leads this partition, and at which
+// leader epoch.
+func (p *partition) leads(id coord.BrokerID) (bool, int32) {
+	st := p.role()
+	return st.Leader == id, st.LeaderEpoch
 }
 
 // name is the partition's "topic-index" name for logs and errors.

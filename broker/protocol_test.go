@@ -343,9 +343,8 @@ func TestCloseEndsConnectionsAndGoroutines(t *testing.T) {
 	}
 	const topic = "closing"
 	ctx := testContext(t, time.Minute)
-	if err := b.createTopic(ctx, Topic{Name: topic, ID: newTopicID(), Partitions: 1, ReplicationFactor: 1}); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
+	waitServing(t, b)
+	createLocalTopic(t, b, topic, 1)
 	polling, idle := dialBroker(t, b), dialBroker(t, b)
 
 	produce := kmsg.NewPtrProduceRequest()
@@ -401,6 +400,7 @@ func TestCloseEndsConnectionsAndGoroutines(t *testing.T) {
 	})
 
 	b = startBroker(t, cfg)
+	waitFor(t, testContext(t, 30*time.Second), "the reopened partition", func() bool { return b.partitionFor(topic, 0) != nil })
 	if end := b.partitionFor(topic, 0).log.EndOffset(); end != 2 {
 		t.Fatalf("after reopening: got end offset %d, want 2", end)
 	}
@@ -424,9 +424,7 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 	b := startBroker(t, cfg)
 	const topic = "idle"
 	ctx := testContext(t, time.Minute)
-	if err := b.createTopic(ctx, Topic{Name: topic, ID: newTopicID(), Partitions: 1, ReplicationFactor: 1}); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
+	createLocalTopic(t, b, topic, 1)
 	silent, stuck, polling := dialBroker(t, b), dialBroker(t, b), dialBroker(t, b)
 
 	fetch := kmsg.NewPtrFetchRequest()
@@ -459,7 +457,7 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 		return len(p.waiters) > 0
 	})
 	expectClosed(t, dialBroker(t, b))
-	if _, err := b.partitionFor(topic, 0).append(buildBatch(t, []byte("late")), leaderEpoch); err != nil {
+	if _, err := b.partitionFor(topic, 0).append(buildBatch(t, []byte("late")), b.partitionFor(topic, 0).role().LeaderEpoch); err != nil {
 		t.Fatalf("append: %v", err)
 	}
 	fr := decodeResponse(t, fetch, readFrame(t, polling), 1).(*kmsg.FetchResponse)

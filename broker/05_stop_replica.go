@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// StopReplica v3 (broker epoch, a delete flag per partition): the
+// controller stops a broker's replicas, deleting their logs on topic
+// deletion.
+func init() { registerAPI(5, stopReplicaVersion, stopReplicaVersion, handleStopReplica) }
+
+// handleStopReplica decodes the request and applies it (applyStopReplica).
+func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.StopReplicaRequest)
+	resp := r.ResponseKind().(*kmsg.StopReplicaResponse)
+	// A request mixing deleted and kept partitions is applied as two.
+	requests := map[bool]*coord.StopReplicaRequest{}
+	for _, t := range r.Topics {
+		for _, ps := range t.PartitionStates {
+			cr := requests[ps.Delete]
+			if cr == nil {
+				cr = &coord.StopReplicaRequest{ControllerID: coord.BrokerID(r.ControllerID),
+					ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch, Delete: ps.Delete}
+				requests[ps.Delete] = cr
+			}
+			cr.Partitions = append(cr.Partitions, coord.TopicPartition{Topic: t.Topic, Partition: ps.Partition})
+		}
+	}
+	if len(requests) == 0 {
+		requests[false] = &coord.StopReplicaRequest{ControllerID: coord.BrokerID(r.ControllerID),
+			ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch}
+	}
+	for _, cr := range requests {
+		if code := b.applyStopReplica(ctx, cr); code != 0 {
+			resp.ErrorCode = code
+		}
+	}
+	for _, t := range r.Topics {
+		for _, ps := range t.PartitionStates {
+			rp := kmsg.NewStopReplicaResponsePartition()
+			rp.Topic, rp.Partition, rp.ErrorCode = t.Topic, ps.Partition, resp.ErrorCode
+			resp.Partitions = append(resp.Partitions, rp)
+		}
+	}
+	return resp, nil, nil
+}

@@ -1,0 +1,51 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// UpdateMetadata v7 (broker epoch, topic IDs): the controller refreshes
+// every broker's metadata cache.
+func init() { registerAPI(6, updateMetadataVersion, updateMetadataVersion, handleUpdateMetadata) }
+
+// handleUpdateMetadata decodes the request and applies it
+// (applyUpdateMetadata). A topic whose one partition state has leader -2
+// was deleted.
+func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.UpdateMetadataRequest)
+	resp := r.ResponseKind().(*kmsg.UpdateMetadataResponse)
+	cr := &coord.UpdateMetadataRequest{
+		ControllerID: coord.BrokerID(r.ControllerID), ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch,
+	}
+	for _, lb := range r.LiveBrokers {
+		live := coord.Broker{ID: coord.BrokerID(lb.ID), Host: lb.Host, Port: lb.Port}
+		if len(lb.Endpoints) > 0 {
+			live.Host, live.Port = lb.Endpoints[0].Host, lb.Endpoints[0].Port
+		}
+		if lb.Rack != nil {
+			live.Rack = *lb.Rack
+		}
+		cr.Live = append(cr.Live, live)
+	}
+	for _, ts := range r.TopicStates {
+		if len(ts.PartitionStates) == 1 && ts.PartitionStates[0].Leader == deletedTopicLeader {
+			cr.Deleted = append(cr.Deleted, ts.Topic)
+			continue
+		}
+		for _, ps := range ts.PartitionStates {
+			cr.Partitions = append(cr.Partitions, coord.PartitionInfo{
+				PartitionState: coord.PartitionState{
+					Topic: ts.Topic, Partition: ps.Partition, Leader: coord.BrokerID(ps.Leader), LeaderEpoch: ps.LeaderEpoch,
+					ISR: brokerIDs(ps.ISR), PartitionEpoch: ps.ZKVersion, ControllerEpoch: int64(ps.ControllerEpoch),
+				},
+				TopicID: ts.TopicID, Replicas: brokerIDs(ps.Replicas),
+			})
+		}
+	}
+	resp.ErrorCode = b.applyUpdateMetadata(ctx, cr)
+	return resp, nil, nil
+}

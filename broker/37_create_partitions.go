@@ -1,0 +1,52 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// CreatePartitions v0..v3: add partitions to topics, on the controller.
+func init() { registerAPI(37, 0, 3, handleCreatePartitions) }
+
+// handleCreatePartitions grows each topic through the controller and
+// waits (up to the request's timeout) until this broker's metadata cache
+// shows the new partitions; other brokers answer NOT_CONTROLLER.
+func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.CreatePartitionsRequest)
+	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	ctrl := b.controller()
+	return nil, func(ctx context.Context) kmsg.Response {
+		for _, rt := range r.Topics {
+			st := kmsg.NewCreatePartitionsResponseTopic()
+			st.Topic = rt.Topic
+			var err error
+			if ctrl == nil {
+				err = coord.ErrNotController
+			} else {
+				var assignment [][]coord.BrokerID
+				for _, a := range rt.Assignment {
+					assignment = append(assignment, brokerIDs(a.Replicas))
+				}
+				err = ctrl.CreatePartitions(ctx, rt.Topic, int(rt.Count), assignment, r.ValidateOnly)
+			}
+			if err != nil {
+				st.ErrorCode = coordError(err).Code
+				msg := err.Error()
+				st.ErrorMessage = &msg
+			} else if !r.ValidateOnly {
+				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
+				b.waitPropagated(wctx)
+				if !b.waitForCache(wctx, func() bool { return b.topicReady(rt.Topic, int(rt.Count)) }) {
+					st.ErrorCode = kerr.RequestTimedOut.Code
+				}
+				cancel()
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	}, nil
+}

@@ -1,0 +1,337 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// propagationWait bounds how long an admin request waits for the other
+// brokers to learn of its change.
+const propagationWait = 5 * time.Second
+
+// retryBackoff is the wait between attempts to register, campaign or ask
+// the controller again.
+const retryBackoff = 250 * time.Millisecond
+
+// run is the broker's membership loop, owned by the Broker and ended by
+// Close (ctx): register, campaign and run the controller while this broker
+// wins, and register again when the session ends. It closes every session
+// it opened before it returns.
+func (b *Broker) run(ctx context.Context) {
+	for {
+		sess, err := b.register(ctx)
+		if err != nil {
+			return
+		}
+		b.setSession(sess)
+		b.campaign(ctx, sess)
+		b.endSession(sess)
+		if err := sess.Close(); err != nil && !errors.Is(err, coord.ErrClosed) && !errors.Is(err, coord.ErrSessionExpired) {
+			b.logger.Warn("close session failed", "error", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		b.logger.Warn("session ended; registering again", "broker_epoch", sess.Broker().Epoch, "error", sess.Err())
+	}
+}
+
+// register registers this broker, retrying while a previous incarnation's
+// session has not expired or the service is unreachable. It fails only
+// when ctx ends.
+func (b *Broker) register(ctx context.Context) (coord.Session, error) {
+	me := coord.Broker{ID: coord.BrokerID(b.cfg.BrokerID), Host: b.advertisedHost, Port: b.advertisedPort}
+	waiting := false
+	for {
+		sess, err := b.backend.Register(ctx, me)
+		if err == nil {
+			b.logger.Info("registered", "broker_epoch", sess.Broker().Epoch)
+			return sess, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, coord.ErrExists) {
+			if !waiting {
+				b.logger.Info("waiting for the previous registration of this broker to expire", "error", err)
+				waiting = true
+			}
+		} else {
+			b.logger.Warn("register failed; retrying", "error", err)
+		}
+		if !sleepCtx(ctx, retryBackoff) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// campaign runs for controller while sess lives: each won term runs the
+// controller until the term ends, then the broker campaigns again.
+func (b *Broker) campaign(ctx context.Context, sess coord.Session) {
+	for {
+		term, err := b.backend.Campaign(ctx, sess)
+		if err != nil {
+			if ctx.Err() != nil || sess.Err() != nil {
+				return
+			}
+			b.logger.Warn("campaign failed; retrying", "error", err)
+			if !sleepCtx(ctx, retryBackoff) {
+				return
+			}
+			continue
+		}
+		b.runController(ctx, term)
+		if ctx.Err() != nil || sess.Err() != nil {
+			return
+		}
+	}
+}
+
+// runController runs the controller for term until the term ends or ctx
+// does, then resigns the term and stops the controller's sender.
+func (b *Broker) runController(ctx context.Context, term coord.Term) {
+	log := b.logger.With("controller_epoch", term.Epoch())
+	log.Info("controller elected: this broker is the controller")
+	snd := newSender(b)
+	defer snd.Close()
+	cfg := coord.DefaultControllerConfig()
+	cfg.Backend, cfg.Term, cfg.Sender, cfg.Logger = b.backend, term, snd, b.logger
+	cfg.UncleanLeaderElection = b.cfg.UncleanLeaderElection
+	cfg.AutoLeaderRebalance = b.cfg.AutoLeaderRebalance
+	cfg.LeaderImbalanceCheckInterval = b.cfg.LeaderImbalanceCheckInterval
+	cfg.LeaderImbalancePerBrokerPercentage = int(b.cfg.LeaderImbalancePerBrokerPercentage)
+	ctrl, err := coord.StartController(term.Context(), cfg)
+	if err != nil {
+		log.Warn("start controller failed; resigning", "error", err)
+		b.resign(term)
+		return
+	}
+	b.setController(ctrl, snd)
+	b.cache.setController(coord.BrokerID(b.cfg.BrokerID))
+	select {
+	case <-ctrl.Done():
+	case <-ctx.Done():
+	}
+	b.setController(nil, nil)
+	b.resign(term)
+	<-ctrl.Done()
+	log.Info("controller stopped", "reason", ctrl.Err())
+}
+
+// resign gives up term, bounded by a second.
+func (b *Broker) resign(term coord.Term) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := term.Resign(ctx); err != nil && !errors.Is(err, coord.ErrClosed) {
+		b.logger.Debug("resign controller term failed", "error", err)
+	}
+}
+
+// controller returns the controller this broker runs, or nil.
+func (b *Broker) controller() *coord.Controller {
+	b.ctrlMu.Lock()
+	defer b.ctrlMu.Unlock()
+	return b.ctrl
+}
+
+func (b *Broker) setController(c *coord.Controller, snd *sender) {
+	b.ctrlMu.Lock()
+	b.ctrl, b.snd = c, snd
+	b.ctrlMu.Unlock()
+}
+
+// waitPropagated waits until every broker has answered the controller
+// requests queued so far (so each knows what was just committed), or ctx
+// ends, or propagationWait passes (a broker that stopped answering must
+// not hold up an admin request until its session expires); it reports
+// whether they have.
+func (b *Broker) waitPropagated(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, propagationWait)
+	defer cancel()
+	b.ctrlMu.Lock()
+	snd := b.snd
+	b.ctrlMu.Unlock()
+	if snd == nil {
+		return false
+	}
+	return snd.waitDelivered(ctx)
+}
+
+// setSession makes sess's broker epoch this incarnation's.
+func (b *Broker) setSession(sess coord.Session) {
+	b.epochMu.Lock()
+	defer b.epochMu.Unlock()
+	b.brokerEpoch = sess.Broker().Epoch
+	b.epochFloor = b.brokerEpoch
+	close(b.epochChanged)
+	b.epochChanged = make(chan struct{})
+}
+
+// endSession stops accepting anything addressed to sess's incarnation.
+func (b *Broker) endSession(sess coord.Session) {
+	b.epochMu.Lock()
+	defer b.epochMu.Unlock()
+	b.brokerEpoch = -1
+	b.epochFloor = sess.Broker().Epoch + 1
+	close(b.epochChanged)
+	b.epochChanged = make(chan struct{})
+}
+
+// currentEpoch returns the live session's broker epoch, or -1.
+func (b *Broker) currentEpoch() int64 {
+	b.epochMu.Lock()
+	defer b.epochMu.Unlock()
+	return b.brokerEpoch
+}
+
+// checkBrokerEpoch reports whether a controller request addressed to
+// broker epoch epoch is for this incarnation. While the broker registers,
+// a request may carry the new epoch before Register has returned it: such
+// a request waits (until ctx ends) for the registration, then is checked.
+func (b *Broker) checkBrokerEpoch(ctx context.Context, epoch int64) bool {
+	for {
+		b.epochMu.Lock()
+		current, floor, changed := b.brokerEpoch, b.epochFloor, b.epochChanged
+		b.epochMu.Unlock()
+		if epoch < floor {
+			return false
+		}
+		if current >= 0 {
+			return epoch == current
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// controlledShutdown asks the controller to move every leadership off this
+// broker, until it answers with none remaining, an answer moves nothing
+// more (the partitions left have no other live ISR member), or ctx ends.
+// A broker that is the only live one has nobody to hand over to.
+func (b *Broker) controlledShutdown(ctx context.Context) {
+	start := time.Now()
+	if _, live, _ := b.cache.view(); len(live) == 1 && int32(live[0].ID) == b.cfg.BrokerID {
+		b.logger.Info("controlled shutdown skipped: no other live broker")
+		return
+	}
+	previous := -1
+	for attempt := 1; ; attempt++ {
+		epoch := b.currentEpoch()
+		if epoch < 0 {
+			if !sleepCtx(ctx, retryBackoff) {
+				b.logger.Warn("controlled shutdown incomplete: not registered", "elapsed", time.Since(start))
+				return
+			}
+			continue
+		}
+		remaining, err := b.askControlledShutdown(ctx, epoch)
+		if err == nil && remaining == 0 {
+			b.logger.Info("controlled shutdown done", "elapsed", time.Since(start), "attempts", attempt)
+			return
+		}
+		if err == nil && remaining == previous {
+			b.logger.Warn("controlled shutdown incomplete: no other live ISR member for some partitions", "remaining", remaining, "elapsed", time.Since(start))
+			return
+		}
+		if err == nil {
+			previous = remaining
+		}
+		b.logger.Info("controlled shutdown not done yet", "remaining", remaining, "error", err)
+		if !sleepCtx(ctx, retryBackoff) {
+			b.logger.Warn("controlled shutdown incomplete: deadline passed", "elapsed", time.Since(start), "remaining", remaining)
+			return
+		}
+	}
+}
+
+// askControlledShutdown sends one ControlledShutdown to the controller (in
+// process when it is this broker) and returns how many partitions this
+// broker still leads.
+func (b *Broker) askControlledShutdown(ctx context.Context, epoch int64) (int, error) {
+	if ctrl := b.controller(); ctrl != nil {
+		remaining, err := ctrl.ControlledShutdown(ctx, coord.BrokerID(b.cfg.BrokerID), epoch)
+		return len(remaining), err
+	}
+	req := kmsg.NewPtrControlledShutdownRequest()
+	req.BrokerID = b.cfg.BrokerID
+	req.BrokerEpoch = epoch
+	kresp, err := b.askController(ctx, req)
+	if err != nil {
+		return -1, err
+	}
+	resp := kresp.(*kmsg.ControlledShutdownResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return -1, err
+	}
+	return len(resp.PartitionsRemaining), nil
+}
+
+// sleepCtx waits d; it returns false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// errNoController: the broker knows of no live controller to ask.
+var errNoController = errors.New("no live controller known")
+
+// controllerBroker returns the live controller from the metadata cache.
+func (b *Broker) controllerBroker() (coord.Broker, error) {
+	id, _, _ := b.cache.view()
+	if id == coord.NoBroker {
+		return coord.Broker{}, errNoController
+	}
+	cb, ok := b.cache.broker(id)
+	if !ok {
+		return coord.Broker{}, fmt.Errorf("controller %d: %w", id, errNoController)
+	}
+	return cb, nil
+}
+
+// askController sends req to the controller over a client connection.
+func (b *Broker) askController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	cb, err := b.controllerBroker()
+	if err != nil {
+		return nil, err
+	}
+	return b.requestTo(ctx, cb.Addr(), req)
+}
+
+// requestTo sends req to the broker at addr over a new client connection
+// and returns its answer.
+func (b *Broker) requestTo(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
+	cl, err := b.peerClient(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	return cl.SeedBrokers()[0].Request(ctx, req)
+}
+
+// peerClient returns a franz-go client of one other broker, for
+// broker-to-broker requests.
+func (b *Broker) peerClient(addr string) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("tripod-broker-%d", b.cfg.BrokerID)),
+		kgo.DialTimeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("client of broker %s: %w", addr, err)
+	}
+	return cl, nil
+}

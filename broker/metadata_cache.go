@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// metadataCache is what this broker knows of the cluster from the
+// controller's UpdateMetadata requests: the live brokers, the controller
+// and every partition's leader, leader epoch, replicas and ISR. Every
+// broker answers Metadata from it. It is safe for concurrent use.
+type metadataCache struct {
+	mu           sync.RWMutex
+	controllerID coord.BrokerID
+	live         []coord.Broker
+	topics       map[string]*cachedTopic
+	// changed is closed and replaced at every update, so waiters can wait
+	// for the cache to reach a state.
+	changed chan struct{}
+}
+
+// cachedTopic is one topic in the metadata cache.
+type cachedTopic struct {
+	id         [16]byte
+	partitions map[int32]coord.PartitionInfo
+}
+
+func newMetadataCache() *metadataCache {
+	return &metadataCache{controllerID: coord.NoBroker, topics: map[string]*cachedTopic{}, changed: make(chan struct{})}
+}
+
+// update applies an UpdateMetadata: the live set and controller are
+// replaced, deleted topics removed, and each partition state replaced
+// unless it carries a lower leader epoch than the cached one (a topic
+// recreated under a new ID starts afresh).
+func (c *metadataCache) update(req *coord.UpdateMetadataRequest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.controllerID = req.ControllerID
+	c.live = slices.Clone(req.Live)
+	sort.Slice(c.live, func(i, j int) bool { return c.live[i].ID < c.live[j].ID })
+	for _, name := range req.Deleted {
+		delete(c.topics, name)
+	}
+	for _, p := range req.Partitions {
+		t := c.topics[p.Topic]
+		if t == nil || t.id != p.TopicID {
+			t = &cachedTopic{id: p.TopicID, partitions: map[int32]coord.PartitionInfo{}}
+			c.topics[p.Topic] = t
+		}
+		if old, ok := t.partitions[p.Partition]; ok && p.LeaderEpoch < old.LeaderEpoch {
+			continue
+		}
+		t.partitions[p.Partition] = p
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// setController records the controller as this broker learnt it other
+// than by UpdateMetadata (its own election).
+func (c *metadataCache) setController(id coord.BrokerID) {
+	c.mu.Lock()
+	c.controllerID = id
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// snapshotTopic is a copy of one cached topic with its partitions in
+// partition order.
+type snapshotTopic struct {
+	name       string
+	id         [16]byte
+	partitions []coord.PartitionInfo
+}
+
+// view returns the controller, the live brokers and a wait channel that
+// is closed at the next change.
+func (c *metadataCache) view() (coord.BrokerID, []coord.Broker, <-chan struct{}) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.controllerID, c.live, c.changed
+}
+
+// topic returns the named topic, if cached.
+func (c *metadataCache) topic(name string) (snapshotTopic, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t, ok := c.topics[name]
+	if !ok {
+		return snapshotTopic{}, false
+	}
+	return c.snapshotLocked(name, t), true
+}
+
+// topicByID returns the topic with the given ID, if cached.
+func (c *metadataCache) topicByID(id [16]byte) (snapshotTopic, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for name, t := range c.topics {
+		if t.id == id {
+			return c.snapshotLocked(name, t), true
+		}
+	}
+	return snapshotTopic{}, false
+}
+
+// allTopics returns every cached topic, sorted by name.
+func (c *metadataCache) allTopics() []snapshotTopic {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]snapshotTopic, 0, len(c.topics))
+	for name, t := range c.topics {
+		out = append(out, c.snapshotLocked(name, t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (c *metadataCache) snapshotLocked(name string, t *cachedTopic) snapshotTopic {
+	s := snapshotTopic{name: name, id: t.id, partitions: make([]coord.PartitionInfo, 0, len(t.partitions))}
+	for _, p := range t.partitions {
+		s.partitions = append(s.partitions, p)
+	}
+	sort.Slice(s.partitions, func(i, j int) bool { return s.partitions[i].Partition < s.partitions[j].Partition })
+	return s
+}
+
+// broker returns a live broker by ID.
+func (c *metadataCache) broker(id coord.BrokerID) (coord.Broker, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, b := range c.live {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return coord.Broker{}, false
+}

@@ -1,0 +1,206 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// applyControllerRequest applies a LeaderAndIsr, UpdateMetadata or
+// StopReplica request and returns the request's Kafka error code: 0,
+// STALE_CONTROLLER_EPOCH or STALE_BROKER_EPOCH.
+func (b *Broker) applyControllerRequest(ctx context.Context, req any) int16 {
+	switch r := req.(type) {
+	case *coord.LeaderAndIsrRequest:
+		return b.applyLeaderAndIsr(ctx, r)
+	case *coord.UpdateMetadataRequest:
+		return b.applyUpdateMetadata(ctx, r)
+	case *coord.StopReplicaRequest:
+		return b.applyStopReplica(ctx, r)
+	}
+	return kerr.InvalidRequest.Code
+}
+
+// acceptControllerLocked checks a controller request's epochs, with
+// stateMu held: a controller epoch lower than the highest seen is
+// STALE_CONTROLLER_EPOCH, a broker epoch of another incarnation
+// STALE_BROKER_EPOCH. An accepted request raises the highest controller
+// epoch seen.
+func (b *Broker) acceptControllerLocked(ctx context.Context, controllerEpoch, brokerEpoch int64) int16 {
+	if controllerEpoch < b.controllerEpoch {
+		return kerr.StaleControllerEpoch.Code
+	}
+	wait, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
+	defer cancel()
+	if !b.checkBrokerEpoch(wait, brokerEpoch) {
+		return kerr.StaleBrokerEpoch.Code
+	}
+	b.controllerEpoch = controllerEpoch
+	return 0
+}
+
+// applyLeaderAndIsr makes this broker leader or follower of each listed
+// partition, opening (or creating) its log when it holds no replica yet;
+// a partition state with a lower leader epoch than the one held is
+// ignored. Followers keep their role, leader epoch and ISR for
+// replication; they do not copy data yet.
+func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrRequest) int16 {
+	b.stateMu.Lock()
+	defer b.stateMu.Unlock()
+	if code := b.acceptControllerLocked(ctx, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
+		b.logger.Warn("refused LeaderAndIsr", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
+			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
+		return code
+	}
+	var missing []string
+	for _, info := range r.Partitions {
+		if p := b.partitionFor(info.Topic, info.Partition); p == nil || p.topicID != info.TopicID {
+			missing = append(missing, info.Topic)
+		}
+	}
+	configs := b.topicConfigs(ctx, missing)
+	self := coord.BrokerID(b.cfg.BrokerID)
+	led, followed, ignored := 0, 0, 0
+	for _, info := range r.Partitions {
+		tp := info.TopicPartition()
+		p := b.partitionFor(info.Topic, info.Partition)
+		if p != nil && p.topicID != info.TopicID {
+			b.logger.Info("replacing the log of a recreated topic", "partition", tp)
+			b.removeReplica(tp, true)
+			p = nil
+		}
+		if p == nil {
+			opened, err := b.openReplica(info, configs[info.Topic])
+			if err != nil {
+				b.logger.Error("open replica failed", "partition", tp, "error", err)
+				continue
+			}
+			b.replicasMu.Lock()
+			b.replicas[tp] = opened
+			b.replicasMu.Unlock()
+			p = opened
+		} else if !p.setRole(info) {
+			ignored++
+			continue
+		}
+		if info.Leader == self {
+			led++
+		} else {
+			followed++
+		}
+		p.wakeAll()
+	}
+	b.logger.Debug("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed, "stale", ignored)
+	return 0
+}
+
+// topicConfigs reads the config overrides of the named topics from the
+// backend; on failure the topics get the broker's defaults.
+func (b *Broker) topicConfigs(ctx context.Context, names []string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	if len(names) == 0 {
+		return out
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	md, err := b.backend.Load(lctx)
+	if err != nil {
+		b.logger.Warn("load topic configs failed; using broker defaults", "topics", len(names), "error", err)
+		return out
+	}
+	for _, n := range names {
+		if t, ok := md.Topics[n]; ok {
+			out[n] = t.Config
+		}
+	}
+	return out
+}
+
+// applyUpdateMetadata refreshes the metadata cache.
+func (b *Broker) applyUpdateMetadata(ctx context.Context, r *coord.UpdateMetadataRequest) int16 {
+	b.stateMu.Lock()
+	defer b.stateMu.Unlock()
+	if code := b.acceptControllerLocked(ctx, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
+		b.logger.Warn("refused UpdateMetadata", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
+			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
+		return code
+	}
+	b.cache.update(r)
+	return 0
+}
+
+// applyStopReplica stops this broker's replicas of the listed partitions;
+// with Delete their logs are removed.
+func (b *Broker) applyStopReplica(ctx context.Context, r *coord.StopReplicaRequest) int16 {
+	b.stateMu.Lock()
+	defer b.stateMu.Unlock()
+	if code := b.acceptControllerLocked(ctx, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
+		b.logger.Warn("refused StopReplica", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
+			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
+		return code
+	}
+	if !r.Delete {
+		return 0
+	}
+	for _, tp := range r.Partitions {
+		b.removeReplica(tp, true)
+	}
+	return 0
+}
+
+// removeReplica forgets a replica, closing (or with deleteLog deleting)
+// its log and waking fetches waiting on it.
+func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
+	b.replicasMu.Lock()
+	p := b.replicas[tp]
+	delete(b.replicas, tp)
+	b.replicasMu.Unlock()
+	if p == nil {
+		return
+	}
+	var err error
+	if deleteLog {
+		err = p.log.Delete()
+	} else {
+		err = p.log.Close()
+	}
+	if err != nil {
+		b.logger.Error("remove partition log failed", "partition", p.name(), "error", err)
+	}
+	p.wakeAll()
+}
+
+// leaderFor returns the partition if this broker leads it, with the Kafka
+// error code otherwise: NOT_LEADER_OR_FOLLOWER for a partition the
+// cluster has, UNKNOWN_TOPIC_OR_PARTITION for one it does not.
+func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
+	if p := b.partitionFor(topic, index); p != nil {
+		if ok, _ := p.leads(coord.BrokerID(b.cfg.BrokerID)); ok {
+			return p, 0
+		}
+		return nil, kerr.NotLeaderForPartition.Code
+	}
+	if t, ok := b.cache.topic(topic); ok && slices.ContainsFunc(t.partitions, func(p coord.PartitionInfo) bool { return p.Partition == index }) {
+		return nil, kerr.NotLeaderForPartition.Code
+	}
+	return nil, kerr.UnknownTopicOrPartition.Code
+}
+
+// checkLeaderEpoch compares a client's idea of the current leader epoch
+// with this leader's: -1 skips the check, an older one is
+// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (the client knows
+// of an election this broker has not heard of yet).
+func checkLeaderEpoch(current, leaderEpoch int32) int16 {
+	switch {
+	case current < 0 || current == leaderEpoch:
+		return 0
+	case current < leaderEpoch:
+		return kerr.FencedLeaderEpoch.Code
+	default:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+}

@@ -1,0 +1,344 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// Versions of the controller's requests: LeaderAndIsr v5 and
+// UpdateMetadata v7 carry broker epochs and topic IDs, StopReplica v3 a
+// delete flag and leader epoch per partition.
+const (
+	leaderAndIsrVersion   = 5
+	updateMetadataVersion = 7
+	stopReplicaVersion    = 3
+)
+
+// deletedTopicLeader marks a deleted topic in UpdateMetadata (Kafka's
+// LeaderDuringDelete).
+const deletedTopicLeader = -2
+
+// sender implements coord.Sender for one controller term: one queue and
+// one goroutine per destination broker, each delivering its requests in
+// order over a Kafka client connection (or in process for this broker),
+// retrying with backoff until answered or dropped. Close stops them all.
+type sender struct {
+	b *Broker
+
+	mu     sync.Mutex
+	dests  map[coord.BrokerID]*destination
+	closed bool
+	// progress is closed and replaced whenever a request is delivered.
+	progress chan struct{}
+	wg       sync.WaitGroup
+}
+
+// destination is one broker's queue.
+type destination struct {
+	to     coord.Broker
+	cancel context.CancelFunc
+	wake   chan struct{}
+
+	mu    sync.Mutex
+	queue []any
+	// queued and delivered count the requests sent to and answered by
+	// this destination.
+	queued, delivered uint64
+}
+
+func newSender(b *Broker) *sender {
+	return &sender{b: b, dests: map[coord.BrokerID]*destination{}, progress: make(chan struct{})}
+}
+
+// waitDelivered waits until every request queued so far has been answered
+// by its destination (or the destination was dropped), or ctx ends; it
+// reports whether all were.
+func (s *sender) waitDelivered(ctx context.Context) bool {
+	s.mu.Lock()
+	want := map[*destination]uint64{}
+	for _, d := range s.dests {
+		d.mu.Lock()
+		want[d] = d.queued
+		d.mu.Unlock()
+	}
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		progress := s.progress
+		done := true
+		for d, n := range want {
+			if s.dests[d.to.ID] != d {
+				continue
+			}
+			d.mu.Lock()
+			if d.delivered < n {
+				done = false
+			}
+			d.mu.Unlock()
+		}
+		s.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// Send implements coord.Sender.
+func (s *sender) Send(to coord.Broker, req any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	d := s.dests[to.ID]
+	if d != nil && (d.to.Epoch != to.Epoch || d.to.Addr() != to.Addr()) {
+		d.cancel()
+		d = nil
+	}
+	if d == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		d = &destination{to: to, cancel: cancel, wake: make(chan struct{}, 1)}
+		s.dests[to.ID] = d
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.deliver(ctx, d)
+		}()
+	}
+	d.mu.Lock()
+	d.queue = append(d.queue, req)
+	d.queued++
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Drop implements coord.Sender.
+func (s *sender) Drop(id coord.BrokerID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.dests[id]; d != nil {
+		d.cancel()
+		delete(s.dests, id)
+	}
+}
+
+// Close discards every queue and waits for the delivery goroutines.
+func (s *sender) Close() {
+	s.mu.Lock()
+	s.closed = true
+	for id, d := range s.dests {
+		d.cancel()
+		delete(s.dests, id)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// deliver sends d's requests in order until ctx ends.
+func (s *sender) deliver(ctx context.Context, d *destination) {
+	var cl *kgo.Client
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
+	log := s.b.logger.With("to", d.to.ID)
+	for {
+		d.mu.Lock()
+		var req any
+		if len(d.queue) > 0 {
+			req = d.queue[0]
+		}
+		d.mu.Unlock()
+		if req == nil {
+			select {
+			case <-d.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		backoff := 50 * time.Millisecond
+		for {
+			err := s.deliverOne(ctx, d, &cl, req)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			log.Debug("controller request not delivered; retrying", "request", fmt.Sprintf("%T", req), "error", err, "backoff", backoff)
+			if cl != nil {
+				cl.Close()
+				cl = nil
+			}
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+		d.mu.Lock()
+		d.queue = d.queue[1:]
+		d.delivered++
+		d.mu.Unlock()
+		s.mu.Lock()
+		close(s.progress)
+		s.progress = make(chan struct{})
+		s.mu.Unlock()
+	}
+}
+
+// deliverOne delivers one request: in process to this broker, else over
+// the client connection cl (opened if nil).
+func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req any) error {
+	if int32(d.to.ID) == s.b.cfg.BrokerID {
+		s.b.applyControllerRequest(ctx, req)
+		return nil
+	}
+	kreq := encodeControllerRequest(req)
+	if *cl == nil {
+		c, err := s.b.peerClient(d.to.Addr())
+		if err != nil {
+			return err
+		}
+		*cl = c
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := (*cl).SeedBrokers()[0].Request(rctx, kreq)
+	return err
+}
+
+// encodeControllerRequest turns a coord request into its kmsg request.
+func encodeControllerRequest(req any) kmsg.Request {
+	switch r := req.(type) {
+	case *coord.LeaderAndIsrRequest:
+		k := kmsg.NewPtrLeaderAndISRRequest()
+		k.SetVersion(leaderAndIsrVersion)
+		k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
+		byTopic := map[string]int{}
+		for _, p := range r.Partitions {
+			i, ok := byTopic[p.Topic]
+			if !ok {
+				ts := kmsg.NewLeaderAndISRRequestTopicState()
+				ts.Topic, ts.TopicID = p.Topic, p.TopicID
+				k.TopicStates = append(k.TopicStates, ts)
+				i = len(k.TopicStates) - 1
+				byTopic[p.Topic] = i
+			}
+			ps := kmsg.NewLeaderAndISRRequestTopicPartition()
+			ps.Partition, ps.ControllerEpoch = p.Partition, int32(p.ControllerEpoch)
+			ps.Leader, ps.LeaderEpoch, ps.ZKVersion = int32(p.Leader), p.LeaderEpoch, p.PartitionEpoch
+			ps.ISR, ps.Replicas, ps.IsNew = ids32(p.ISR), ids32(p.Replicas), p.IsNew
+			k.TopicStates[i].PartitionStates = append(k.TopicStates[i].PartitionStates, ps)
+		}
+		for _, l := range r.Leaders {
+			ll := kmsg.NewLeaderAndISRRequestLiveLeader()
+			ll.BrokerID, ll.Host, ll.Port = int32(l.ID), l.Host, l.Port
+			k.LiveLeaders = append(k.LiveLeaders, ll)
+		}
+		return k
+	case *coord.UpdateMetadataRequest:
+		k := kmsg.NewPtrUpdateMetadataRequest()
+		k.SetVersion(updateMetadataVersion)
+		k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
+		live := map[coord.BrokerID]bool{}
+		for _, l := range r.Live {
+			live[l.ID] = true
+			lb := kmsg.NewUpdateMetadataRequestLiveBroker()
+			lb.ID = int32(l.ID)
+			ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
+			ep.Host, ep.Port, ep.ListenerName = l.Host, l.Port, "PLAINTEXT"
+			lb.Endpoints = []kmsg.UpdateMetadataRequestLiveBrokerEndpoint{ep}
+			if l.Rack != "" {
+				rack := l.Rack
+				lb.Rack = &rack
+			}
+			k.LiveBrokers = append(k.LiveBrokers, lb)
+		}
+		byTopic := map[string]int{}
+		for _, p := range r.Partitions {
+			i, ok := byTopic[p.Topic]
+			if !ok {
+				ts := kmsg.NewUpdateMetadataRequestTopicState()
+				ts.Topic, ts.TopicID = p.Topic, p.TopicID
+				k.TopicStates = append(k.TopicStates, ts)
+				i = len(k.TopicStates) - 1
+				byTopic[p.Topic] = i
+			}
+			ps := kmsg.NewUpdateMetadataRequestTopicPartition()
+			ps.Partition, ps.ControllerEpoch = p.Partition, int32(p.ControllerEpoch)
+			ps.Leader, ps.LeaderEpoch, ps.ZKVersion = int32(p.Leader), p.LeaderEpoch, p.PartitionEpoch
+			ps.ISR, ps.Replicas = ids32(p.ISR), ids32(p.Replicas)
+			ps.OfflineReplicas = []int32{}
+			for _, id := range p.Replicas {
+				if !live[id] {
+					ps.OfflineReplicas = append(ps.OfflineReplicas, int32(id))
+				}
+			}
+			k.TopicStates[i].PartitionStates = append(k.TopicStates[i].PartitionStates, ps)
+		}
+		for _, name := range r.Deleted {
+			ts := kmsg.NewUpdateMetadataRequestTopicState()
+			ts.Topic = name
+			ps := kmsg.NewUpdateMetadataRequestTopicPartition()
+			ps.Partition, ps.Leader = -1, deletedTopicLeader
+			ts.PartitionStates = []kmsg.UpdateMetadataRequestTopicPartition{ps}
+			k.TopicStates = append(k.TopicStates, ts)
+		}
+		return k
+	case *coord.StopReplicaRequest:
+		k := kmsg.NewPtrStopReplicaRequest()
+		k.SetVersion(stopReplicaVersion)
+		k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
+		byTopic := map[string]int{}
+		for _, tp := range r.Partitions {
+			i, ok := byTopic[tp.Topic]
+			if !ok {
+				t := kmsg.NewStopReplicaRequestTopic()
+				t.Topic = tp.Topic
+				k.Topics = append(k.Topics, t)
+				i = len(k.Topics) - 1
+				byTopic[tp.Topic] = i
+			}
+			ps := kmsg.NewStopReplicaRequestTopicPartitionState()
+			ps.Partition, ps.LeaderEpoch, ps.Delete = tp.Partition, -1, r.Delete
+			k.Topics[i].PartitionStates = append(k.Topics[i].PartitionStates, ps)
+		}
+		return k
+	}
+	panic(fmt.Sprintf("broker: sender asked to send %T", req))
+}
+
+// ids32 converts broker IDs to the wire's int32s.
+func ids32(ids []coord.BrokerID) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+// brokerIDs converts the wire's int32s to broker IDs.
+func brokerIDs(ids []int32) []coord.BrokerID {
+	out := make([]coord.BrokerID, len(ids))
+	for i, id := range ids {
+		out[i] = coord.BrokerID(id)
+	}
+	return out
+}
