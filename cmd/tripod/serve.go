@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -23,12 +24,24 @@ type serveOptions struct {
 	configFile string
 	sets       []string
 	logLevel   string
+
+	coord          string
+	zkConnect      string
+	etcdEndpoints  string
+	etcdPrefix     string
+	raftListen     string
+	raftVoters     string
+	sessionTimeout time.Duration
+	advertise      string
 }
 
 // newServeCmd builds `tripod serve`: one broker serving the Kafka protocol.
 // Settings come, by precedence, from flags given on the command line, then
 // --set key=value, then the --config properties file, then the defaults.
-// Coordination flags (--coord ...) join these when the controller lands.
+// Coordination flags (--coord, --zk-connect, --etcd-endpoints,
+// --raft-listen, --raft-voters, --session-timeout) choose the backend; with
+// none the broker is a one-broker cluster on embedded Raft in its data
+// directory.
 func newServeCmd() *cobra.Command { return newServeCmdWith(&serveOptions{}) }
 
 // newServeCmdWith builds `tripod serve` parsing its flags into opts.
@@ -42,7 +55,11 @@ Settings take Kafka's property names (broker.id, listeners, log.dirs,
 num.partitions, log.segment.bytes, log.retention.ms, ...). They come, by
 precedence, from the flags --broker-id, --listen and --data-dir when given,
 then --set key=value, then the --config properties file, then the defaults.
-SIGTERM or SIGINT closes the broker cleanly.`,
+The broker joins the cluster of its coordination backend (--coord raft,
+zk or etcd; default: a one-broker cluster on embedded Raft in
+<data-dir>/raft, listening on the Kafka port + 100). SIGTERM or SIGINT
+closes the broker cleanly: a controlled shutdown moves its partition
+leaderships to other brokers first (controlled.shutdown.enable).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := opts.config(cmd)
@@ -61,6 +78,14 @@ SIGTERM or SIGINT closes the broker cleanly.`,
 	f.StringVar(&opts.configFile, "config", "", "Java properties file with Kafka property names (server.properties)")
 	f.StringArrayVar(&opts.sets, "set", nil, "set a property, key=value (repeatable); overrides --config")
 	f.StringVar(&opts.logLevel, "log-level", "info", "log level: trace, debug, info, warn or error")
+	f.StringVar(&opts.coord, "coord", "raft", "coordination backend: raft, zk or etcd (coordination.backend)")
+	f.StringVar(&opts.zkConnect, "zk-connect", "", "ZooKeeper connect string host:port[,host:port][/chroot] (zookeeper.connect)")
+	f.StringVar(&opts.etcdEndpoints, "etcd-endpoints", "", "etcd client URLs, comma separated (etcd.endpoints)")
+	f.StringVar(&opts.etcdPrefix, "etcd-prefix", "/tripod", "etcd key prefix of the cluster (etcd.prefix)")
+	f.StringVar(&opts.raftListen, "raft-listen", "", "HOST:PORT of this broker's Raft transport (raft.listen); default: the Kafka host, port + 100")
+	f.StringVar(&opts.raftVoters, "raft-voters", "", "Raft voters id@host:port,... (raft.voters); default: this broker alone")
+	f.DurationVar(&opts.sessionTimeout, "session-timeout", 6*time.Second, "session timeout: the failure detection time (zookeeper.session.timeout.ms / etcd.lease.ttl.ms)")
+	f.StringVar(&opts.advertise, "advertise", "", "HOST:PORT other brokers and clients are told (advertised.listeners)")
 	return cmd
 }
 
@@ -104,6 +129,24 @@ func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
 	}
 	if flags.Changed("data-dir") {
 		cfg.LogDirs = []string{o.dataDir}
+	}
+	props := []struct{ flag, key, value string }{
+		{"coord", "coordination.backend", o.coord},
+		{"zk-connect", "zookeeper.connect", o.zkConnect},
+		{"etcd-endpoints", "etcd.endpoints", o.etcdEndpoints},
+		{"etcd-prefix", "etcd.prefix", o.etcdPrefix},
+		{"raft-listen", "raft.listen", o.raftListen},
+		{"raft-voters", "raft.voters", o.raftVoters},
+		{"session-timeout", "zookeeper.session.timeout.ms", strconv.FormatInt(o.sessionTimeout.Milliseconds(), 10)},
+		{"advertise", "advertised.listeners", o.advertise},
+	}
+	for _, p := range props {
+		if !flags.Changed(p.flag) {
+			continue
+		}
+		if err := cfg.Set(p.key, p.value); err != nil {
+			return cfg, fmt.Errorf("--%s: %w", p.flag, err)
+		}
 	}
 	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
 		return cfg, fmt.Errorf("--log-level %q: must be trace, debug, info, warn or error", o.logLevel)
