@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 
 	"github.com/go-zookeeper/zk"
 
@@ -30,8 +32,7 @@ func convertError(err error, key string) error {
 		return fmt.Errorf("%w: %s", coord.ErrVersionMismatch, key)
 	case errors.Is(err, zk.ErrSessionExpired):
 		return fmt.Errorf("%w: %s", coord.ErrSessionExpired, key)
-	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer),
-		errors.Is(err, zk.ErrClosing), errors.Is(err, zk.ErrSessionMoved):
+	case isConnectionError(err):
 		return fmt.Errorf("%w: %s: %v", coord.ErrUnavailable, key, err)
 	default:
 		return fmt.Errorf("zookeeper %s: %w", key, err)
@@ -40,8 +41,13 @@ func convertError(err error, key string) error {
 
 // isConnectionError reports whether err says the request may not have
 // reached the service, so retrying later can succeed.
+// go-zookeeper hands back the socket's own error (net.ErrClosed, an
+// *net.OpError, io.EOF) when a request is written as its connection drops.
 func isConnectionError(err error) bool {
+	var opErr *net.OpError
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
 		errors.Is(err, zk.ErrClosing) || errors.Is(err, zk.ErrSessionMoved) ||
-		errors.Is(err, coord.ErrUnavailable) || errors.Is(err, zk.ErrSessionExpired)
+		errors.Is(err, coord.ErrUnavailable) || errors.Is(err, zk.ErrSessionExpired) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &opErr)
 }
