@@ -210,12 +210,7 @@ func TestPreferredLeaderRebalance(t *testing.T) {
 		if err := c.Broker(victim).Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitEvery(t, c, settle, fmt.Sprintf("broker %d to be back", victim), func(md *cluster.Metadata) error {
-			if !slices.Contains(md.Brokers, victim) {
-				return fmt.Errorf("brokers %v, want %d among them", md.Brokers, victim)
-			}
-			return nil
-		})
+		waitRejoined(t, c, victim, "orders")
 		returned := time.Now()
 		inISR := func(md *cluster.Metadata) error {
 			for _, p := range preferred {

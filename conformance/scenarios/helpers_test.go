@@ -192,6 +192,29 @@ func controller(t *testing.T, c *cluster.Cluster) int32 {
 	return id
 }
 
+// waitRejoined waits until a restarted broker has been sent the cluster's
+// state by the controller: its own Metadata lists topic and names a live
+// controller.
+func waitRejoined(t *testing.T, c *cluster.Cluster, id int32, topic string) {
+	t.Helper()
+	err := cluster.WaitFor(context.Background(), settle, func() error {
+		md, err := c.Metadata(context.Background(), id, topic)
+		if err != nil {
+			return err
+		}
+		if b := c.Broker(md.ControllerID); b == nil || !b.Running() || b.Paused() {
+			return fmt.Errorf("broker %d names controller %d, want a live broker", id, md.ControllerID)
+		}
+		if len(md.Partitions[topic]) == 0 {
+			return fmt.Errorf("broker %d does not know topic %s yet (%v)", id, topic, md.TopicErrs[topic])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for broker %d to rejoin: %v", id, err)
+	}
+}
+
 // others returns the ids of c's brokers other than the excluded ones.
 func others(c *cluster.Cluster, excluded ...int32) []int32 {
 	var out []int32

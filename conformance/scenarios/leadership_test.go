@@ -167,12 +167,7 @@ func TestAllReplicasDown(t *testing.T) {
 		if err := c.Broker(first).Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitEvery(t, c, settle, fmt.Sprintf("broker %d to be back", first), func(md *cluster.Metadata) error {
-			if !slices.Contains(md.Brokers, first) {
-				return fmt.Errorf("brokers %v, want %d among them", md.Brokers, first)
-			}
-			return nil
-		})
+		waitRejoined(t, c, first, "ledger")
 		if p, _ := metadata(t, c, ctrl, "ledger").Partition("ledger", 0); p.Leader != -1 {
 			t.Fatalf("ledger/0: leader %d after broker %d, out of the ISR, came back; want -1 (unclean election is off)", p.Leader, first)
 		}
