@@ -66,9 +66,16 @@ type Backend struct {
 
 	// claimMu serialises controller claims of this node.
 	claimMu sync.Mutex
+	// raftOps is held (read) around Raft calls whose futures Raft may
+	// drop unresolved when it shuts down (VerifyLeader, leadership
+	// transfers); Close takes it before Shutdown, so none is pending then.
+	raftOps sync.RWMutex
 
-	mu       sync.Mutex
-	closed   bool
+	mu     sync.Mutex
+	closed bool
+	// stopped is set when Close starts waiting for the goroutines: no
+	// goroutine starts after it.
+	stopped  bool
 	sessions map[*session]struct{}
 	// lead is non-nil while this node is the Raft leader.
 	lead *leadership
@@ -216,11 +223,16 @@ func (b *Backend) Close() error {
 			b.raft.LeadershipTransfer().Error()
 		}
 		close(b.closing)
+		b.raftOps.Lock()
 		if err := b.raft.Shutdown().Error(); err != nil {
 			b.log.Warn("raft shutdown", "error", err)
 		}
+		b.raftOps.Unlock()
 		b.trans.Close()
 		b.mux.close()
+		b.mu.Lock()
+		b.stopped = true
+		b.mu.Unlock()
 		b.wg.Wait()
 		if err := b.store.Close(); err != nil {
 			b.log.Warn("close raft log store", "error", err)
@@ -529,7 +541,13 @@ func (b *Backend) waitApplied(ctx context.Context, index uint64) {
 // goroutine.
 func (b *Backend) waitFuture(ctx context.Context, f hraft.Future) error {
 	done := make(chan error, 1)
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return coord.ErrClosed
+	}
 	b.wg.Add(1)
+	b.mu.Unlock()
 	go func() {
 		defer b.wg.Done()
 		done <- f.Error()
@@ -545,4 +563,23 @@ func (b *Backend) waitFuture(ctx context.Context, f hraft.Future) error {
 	case <-b.closing:
 		return coord.ErrClosed
 	}
+}
+
+// verifyLeader confirms with a quorum that this node still leads. It
+// waits for Raft's answer, which comes within a heartbeat round or, cut
+// off, when the lease steps this node down; it does not return early when
+// ctx ends, so that Close never shuts Raft down under a pending check.
+func (b *Backend) verifyLeader() error {
+	b.raftOps.RLock()
+	defer b.raftOps.RUnlock()
+	select {
+	case <-b.closing:
+		return coord.ErrClosed
+	default:
+	}
+	err := b.raft.VerifyLeader().Error()
+	if errors.Is(err, hraft.ErrNotLeader) || errors.Is(err, hraft.ErrLeadershipLost) {
+		return errNotLeader
+	}
+	return err
 }

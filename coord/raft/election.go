@@ -121,12 +121,26 @@ func (b *Backend) campaignRequest(from coord.BrokerID) error {
 // waiting for this node's lease to run out. No claim is made here until
 // the transfer has ended.
 func (b *Backend) transfer(id coord.BrokerID, addr string) {
+	b.raftOps.RLock()
+	select {
+	case <-b.closing:
+		b.raftOps.RUnlock()
+		b.mu.Lock()
+		b.transferring = false
+		b.mu.Unlock()
+		return
+	default:
+	}
 	b.log.Debug("handing raft leadership to a campaigner", "to", id)
 	f := b.raft.LeadershipTransferToServer(serverID(id), raftAddr(addr))
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		if err := f.Error(); err != nil {
+		// Raft answers within two election timeouts; Close waits for it
+		// (raftOps) before shutting Raft down.
+		err := f.Error()
+		b.raftOps.RUnlock()
+		if err != nil {
 			b.log.Debug("leadership transfer", "to", id, "error", err)
 		}
 		b.mu.Lock()

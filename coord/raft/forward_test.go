@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,13 +44,14 @@ func testConfigs(t *testing.T, n int) []coord.Config {
 	t.Helper()
 	dir := t.TempDir()
 	voters := map[coord.BrokerID]string{}
+	listeners := map[coord.BrokerID]net.Listener{}
 	for i := 1; i <= n; i++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatalf("listen: %v", err)
 		}
 		voters[coord.BrokerID(i)] = ln.Addr().String()
-		ln.Close()
+		listeners[coord.BrokerID(i)] = ln
 	}
 	var cfgs []coord.Config
 	for i := 1; i <= n; i++ {
@@ -64,6 +66,26 @@ func testConfigs(t *testing.T, n int) []coord.Config {
 		cfg.RaftElectionTimeout = 500 * time.Millisecond
 		cfg.RaftLeaderLeaseTimeout = 300 * time.Millisecond
 		cfg.Logger = testLogger(t, id)
+		// The first Open takes the listener that reserved the port; a
+		// reopen listens on the same address again.
+		var once sync.Mutex
+		ln := listeners[id]
+		t.Cleanup(func() {
+			once.Lock()
+			defer once.Unlock()
+			if ln != nil {
+				ln.Close()
+			}
+		})
+		cfg.Listen = func(network, address string) (net.Listener, error) {
+			once.Lock()
+			defer once.Unlock()
+			if l := ln; l != nil {
+				ln = nil
+				return l, nil
+			}
+			return net.Listen(network, address)
+		}
 		cfgs = append(cfgs, cfg)
 	}
 	return cfgs

@@ -111,7 +111,7 @@ func (b *Backend) readIndex(ctx context.Context, lead *leadership) (uint64, erro
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	if err := b.waitFuture(ctx, b.raft.VerifyLeader()); err != nil {
+	if err := b.verifyLeader(); err != nil {
 		return 0, err
 	}
 	// Every write that completed before now was applied by this leader's
