@@ -19,7 +19,7 @@ import (
 
 // openTestCluster opens n Raft nodes (voters 1..n) on free loopback ports
 // with fast timeouts; t.Cleanup closes them.
-func openTestCluster(t *testing.T, n int) []*Backend {
+func openTestCluster(t testing.TB, n int) []*Backend {
 	t.Helper()
 	cfgs := testConfigs(t, n)
 	var backends []*Backend
@@ -40,7 +40,7 @@ func openTestCluster(t *testing.T, n int) []*Backend {
 
 // testConfigs returns the configs of n Raft nodes on free loopback ports,
 // each with its directory under t.TempDir().
-func testConfigs(t *testing.T, n int) []coord.Config {
+func testConfigs(t testing.TB, n int) []coord.Config {
 	t.Helper()
 	dir := t.TempDir()
 	voters := map[coord.BrokerID]string{}
@@ -92,7 +92,7 @@ func testConfigs(t *testing.T, n int) []coord.Config {
 }
 
 // waitFor polls cond until it holds or d passes, then fails t with what.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
@@ -108,7 +108,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // leaderOf waits for a Raft leader among backends and returns its index.
-func leaderOf(t *testing.T, backends []*Backend) int {
+func leaderOf(t testing.TB, backends []*Backend) int {
 	t.Helper()
 	leader := -1
 	waitFor(t, 15*time.Second, "a raft leader", func() bool {
@@ -208,7 +208,7 @@ func TestForwardFromFollower(t *testing.T) {
 
 // testLogger logs node id's messages through t at the level named by
 // TRIPOD_RAFT_LOG, or nowhere when it is unset.
-func testLogger(t *testing.T, id coord.BrokerID) hclog.Logger {
+func testLogger(t testing.TB, id coord.BrokerID) hclog.Logger {
 	level := hclog.LevelFromString(os.Getenv("TRIPOD_RAFT_LOG"))
 	if level == hclog.NoLevel {
 		return hclog.NewNullLogger()
