@@ -95,23 +95,30 @@ func failover(t *testing.T, c *cluster.Cluster, victim, produceTo int32) time.Ti
 		t.Fatalf("kill broker %d: %v", victim, err)
 	}
 	bound := sessionTimeout + 2*time.Second
-	waitEvery(t, c, bound-time.Since(killedAt), fmt.Sprintf("new leaders from the ISR for %v within %v of killing broker %d", led, bound, victim),
-		func(md *cluster.Metadata) error {
-			for _, p := range led {
-				now, _ := md.Partition("orders", p)
-				was, _ := before.Partition("orders", p)
-				if now.Leader == victim || now.Leader < 0 {
-					return fmt.Errorf("orders/%d: leader %d, want a live ISR member", p, now.Leader)
-				}
-				if !slices.Contains(was.ISR, now.Leader) {
-					return fmt.Errorf("orders/%d: leader %d not in the ISR %v it had", p, now.Leader, was.ISR)
-				}
-				if slices.Contains(now.ISR, victim) {
-					return fmt.Errorf("orders/%d: ISR %v still holds dead broker %d", p, now.ISR, victim)
-				}
+	moved := func(md *cluster.Metadata) error {
+		for _, p := range led {
+			now, _ := md.Partition("orders", p)
+			was, _ := before.Partition("orders", p)
+			if now.Leader == victim || now.Leader < 0 {
+				return fmt.Errorf("orders/%d: leader %d, want a live ISR member", p, now.Leader)
 			}
-			return nil
-		}, "orders")
+			if !slices.Contains(was.ISR, now.Leader) {
+				return fmt.Errorf("orders/%d: leader %d not in the ISR %v it had", p, now.Leader, was.ISR)
+			}
+			if slices.Contains(now.ISR, victim) {
+				return fmt.Errorf("orders/%d: ISR %v still holds dead broker %d", p, now.ISR, victim)
+			}
+		}
+		return nil
+	}
+	ctx := context.Background()
+	err := cluster.WaitFor(ctx, bound-time.Since(killedAt), func() error { return c.EveryLive(ctx, moved, "orders") })
+	if err != nil {
+		// Measure how long it does take, for the failure message.
+		late := cluster.WaitFor(ctx, settle, func() error { return c.EveryLive(ctx, moved, "orders") })
+		t.Fatalf("broker %d killed: new leaders from the ISR for %v not within %v (%v); every live broker named them after %v (still failing: %v)",
+			victim, led, bound, err, time.Since(killedAt).Round(time.Millisecond), late)
+	}
 	t.Logf("broker %d killed: every live broker names new leaders for %v after %v (bound %v)",
 		victim, led, time.Since(killedAt).Round(time.Millisecond), bound)
 
