@@ -93,6 +93,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	logger = logger.With("broker", cfg.BrokerID)
 	b := &Broker{
 		cfg:          cfg,
 		logger:       logger,
@@ -137,10 +138,14 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	b.stopRun = stopRun
-	b.runWG.Add(1)
+	b.runWG.Add(2)
 	go func() {
 		defer b.runWG.Done()
 		b.run(runCtx)
+	}()
+	go func() {
+		defer b.runWG.Done()
+		b.watchMembers(runCtx)
 	}()
 	b.wg.Add(2)
 	go func() {

@@ -44,6 +44,24 @@ func (b *Broker) run(ctx context.Context) {
 	}
 }
 
+// watchMembers keeps the metadata cache's live brokers equal to the
+// backend's until ctx ends.
+func (b *Broker) watchMembers(ctx context.Context) {
+	for {
+		members, err := b.backend.WatchMembers(ctx)
+		if err == nil {
+			for live := range members {
+				b.cache.setLive(live)
+			}
+		} else if ctx.Err() == nil {
+			b.logger.Warn("watch live brokers failed; retrying", "error", err)
+		}
+		if !sleepCtx(ctx, retryBackoff) {
+			return
+		}
+	}
+}
+
 // register registers this broker, retrying while a previous incarnation's
 // session has not expired or the service is unreachable. It fails only
 // when ctx ends.
@@ -114,16 +132,42 @@ func (b *Broker) runController(ctx context.Context, term coord.Term) {
 		b.resign(term)
 		return
 	}
-	b.setController(ctrl, snd)
-	b.cache.setController(coord.BrokerID(b.cfg.BrokerID))
-	select {
-	case <-ctrl.Done():
-	case <-ctx.Done():
+	// The controller answers admin requests only once it has taken in
+	// the live brokers: its first UpdateMetadata to this broker shows it.
+	if b.waitAccepted(ctx, ctrl, term.Epoch()) {
+		b.setController(ctrl, snd)
+		b.cache.setController(coord.BrokerID(b.cfg.BrokerID))
+		select {
+		case <-ctrl.Done():
+		case <-ctx.Done():
+		}
 	}
 	b.setController(nil, nil)
 	b.resign(term)
 	<-ctrl.Done()
 	log.Info("controller stopped", "reason", ctrl.Err())
+}
+
+// waitAccepted waits until this broker has accepted a request of
+// controller epoch epoch; it returns false if ctrl stops or ctx ends
+// first.
+func (b *Broker) waitAccepted(ctx context.Context, ctrl *coord.Controller, epoch int64) bool {
+	for {
+		_, _, changed := b.cache.view()
+		b.stateMu.Lock()
+		accepted := b.controllerEpoch >= epoch
+		b.stateMu.Unlock()
+		if accepted {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctrl.Done():
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // resign gives up term, bounded by a second.

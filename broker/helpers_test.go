@@ -63,10 +63,10 @@ func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ctrl := b.controller()
-	if ctrl == nil {
+	if !b.waitForCache(ctx, func() bool { return b.controller() != nil }) {
 		t.Fatalf("broker %d is not the controller", b.cfg.BrokerID)
 	}
+	ctrl := b.controller()
 	if _, err := ctrl.CreateTopic(ctx, coord.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
@@ -75,15 +75,20 @@ func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
 	}
 }
 
-// startBroker starts a broker with cfg and closes it when the test ends.
-func startBroker(t *testing.T, cfg Config) *Broker {
-	t.Helper()
+// testLogger logs warnings (everything with TRIPOD_TEST_LOG set) to
+// stderr, named after the test.
+func testLogger(t testing.TB) hclog.Logger {
 	level := hclog.Warn
 	if os.Getenv("TRIPOD_TEST_LOG") != "" {
 		level = hclog.Debug
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: level, Output: os.Stderr})
-	b, err := New(cfg, logger)
+	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: level, Output: os.Stderr})
+}
+
+// startBroker starts a broker with cfg and closes it when the test ends.
+func startBroker(t *testing.T, cfg Config) *Broker {
+	t.Helper()
+	b, err := New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatalf("start broker: %v", err)
 	}

@@ -16,7 +16,10 @@ type metadataCache struct {
 	mu           sync.RWMutex
 	controllerID coord.BrokerID
 	live         []coord.Broker
-	topics       map[string]*cachedTopic
+	// liveWatched is set once the live set comes from the backend's
+	// member watch, which then wins over UpdateMetadata's.
+	liveWatched bool
+	topics      map[string]*cachedTopic
 	// changed is closed and replaced at every update, so waiters can wait
 	// for the cache to reach a state.
 	changed chan struct{}
@@ -40,8 +43,10 @@ func (c *metadataCache) update(req *coord.UpdateMetadataRequest) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.controllerID = req.ControllerID
-	c.live = slices.Clone(req.Live)
-	sort.Slice(c.live, func(i, j int) bool { return c.live[i].ID < c.live[j].ID })
+	if !c.liveWatched {
+		c.live = slices.Clone(req.Live)
+		sort.Slice(c.live, func(i, j int) bool { return c.live[i].ID < c.live[j].ID })
+	}
 	for _, name := range req.Deleted {
 		delete(c.topics, name)
 	}
@@ -58,6 +63,20 @@ func (c *metadataCache) update(req *coord.UpdateMetadataRequest) {
 	}
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// setLive replaces the live brokers with the backend's member set.
+// coord's controller sends UpdateMetadata only to a broker that joins,
+// and none at all when a broker that holds no partition leaves, so the
+// other brokers learn membership from the backend directly.
+func (c *metadataCache) setLive(live []coord.Broker) {
+	c.mu.Lock()
+	c.live = slices.Clone(live)
+	sort.Slice(c.live, func(i, j int) bool { return c.live[i].ID < c.live[j].ID })
+	c.liveWatched = true
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
 }
 
 // setController records the controller as this broker learnt it other
