@@ -74,7 +74,7 @@ func TestZombieControllerChangesNothing(t *testing.T) {
 				t.Fatalf("after the zombie %d resumed: %v", zombie, err)
 			}
 		}
-		if fenced := grepLogs(c, "epoch"); len(fenced) > 0 {
+		if fenced := grepLogs(c, "stale", "fenced", "refused"); len(fenced) > 0 {
 			t.Logf("fencing seen in the logs:\n%s", strings.Join(fenced, "\n"))
 		}
 	})
@@ -89,13 +89,18 @@ func leadership(md *cluster.Metadata) map[int32]string {
 	return out
 }
 
-// grepLogs returns the lines of every broker's log (its tail) holding s.
-func grepLogs(c *cluster.Cluster, s string) []string {
+// grepLogs returns the lines of every broker's log (its tail) holding
+// any of words, compared in lower case.
+func grepLogs(c *cluster.Cluster, words ...string) []string {
 	var out []string
 	for _, b := range c.Brokers() {
 		for _, line := range strings.Split(b.LogTail(64<<10), "\n") {
-			if strings.Contains(strings.ToLower(line), s) {
-				out = append(out, fmt.Sprintf("broker %d: %s", b.ID, line))
+			lower := strings.ToLower(line)
+			for _, w := range words {
+				if strings.Contains(lower, w) {
+					out = append(out, fmt.Sprintf("broker %d: %s", b.ID, line))
+					break
+				}
 			}
 		}
 	}
