@@ -93,7 +93,6 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	logger = logger.With("broker", cfg.BrokerID)
 	b := &Broker{
 		cfg:          cfg,
 		logger:       logger,

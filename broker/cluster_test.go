@@ -42,7 +42,7 @@ func startRaftCluster(t *testing.T, n int) []*Broker {
 		cfg.Coord.RaftElectionTimeout = 500 * time.Millisecond
 		cfg.Coord.RaftLeaderLeaseTimeout = 250 * time.Millisecond
 		cfg.Coord.SessionTimeout = 4 * time.Second
-		b, err := New(cfg, testLogger(t))
+		b, err := New(cfg, testLogger(t).Named(fmt.Sprintf("broker-%d", id)))
 		if err != nil {
 			t.Fatalf("start broker %d: %v", id, err)
 		}
