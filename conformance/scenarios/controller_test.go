@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/cluster"
 )
@@ -65,6 +66,20 @@ func TestZombieControllerChangesNothing(t *testing.T) {
 		// The zombie answers again once it has caught up with the new
 		// controller; until then it may serve its stale cache.
 		waitEvery(t, c, settle, "the zombie to follow the new controller", waitZombie, "orders")
+		// A request from the zombie's term is refused by every broker: its
+		// epoch is older than the new controller's. (The zombie's own epoch
+		// is not visible from outside; 0 is older than any term.) This one
+		// would make the zombie leader of every partition.
+		for _, b := range c.Live() {
+			req := zombieUpdate(zombie, metadata(t, c, successor, "orders"))
+			resp, err := c.Request(context.Background(), b.ID, req)
+			if err != nil {
+				t.Fatalf("UpdateMetadata from the zombie to broker %d: %v", b.ID, err)
+			}
+			if got := kerr.ErrorForCode(resp.(*kmsg.UpdateMetadataResponse).ErrorCode); !errors.Is(got, kerr.StaleControllerEpoch) {
+				t.Fatalf("UpdateMetadata from the zombie's epoch to broker %d: got %v, want STALE_CONTROLLER_EPOCH", b.ID, got)
+			}
+		}
 		// Then nothing the zombie tried while it thought itself controller
 		// may take effect: the state holds for a whole session timeout on
 		// every broker, checked every 100 ms.
@@ -78,6 +93,24 @@ func TestZombieControllerChangesNothing(t *testing.T) {
 			t.Logf("fencing seen in the logs:\n%s", strings.Join(fenced, "\n"))
 		}
 	})
+}
+
+// zombieUpdate is an UpdateMetadata from controller zombie at controller
+// epoch 0 that names it leader of every partition of orders in md.
+func zombieUpdate(zombie int32, md *cluster.Metadata) *kmsg.UpdateMetadataRequest {
+	req := kmsg.NewPtrUpdateMetadataRequest()
+	req.Version = 7
+	req.ControllerID, req.ControllerEpoch, req.BrokerEpoch = zombie, 0, -1
+	ts := kmsg.NewUpdateMetadataRequestTopicState()
+	ts.Topic = "orders"
+	for _, p := range md.Partitions["orders"] {
+		ps := kmsg.NewUpdateMetadataRequestTopicPartition()
+		ps.Topic, ps.Partition, ps.Leader, ps.LeaderEpoch = "orders", p.Partition, zombie, p.LeaderEpoch+1
+		ps.ISR, ps.Replicas = []int32{zombie}, p.Replicas
+		ts.PartitionStates = append(ts.PartitionStates, ps)
+	}
+	req.TopicStates = append(req.TopicStates, ts)
+	return req
 }
 
 // leadership maps each partition of orders to "leader isr".

@@ -247,3 +247,24 @@ func WaitFor(ctx context.Context, timeout time.Duration, cond func() error) erro
 		}
 	}
 }
+
+// Request sends req to broker id, and only to it, and returns its
+// response; tests use it to speak for a controller or a client.
+func (c *Cluster) Request(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error) {
+	b := c.Broker(id)
+	if b == nil {
+		return nil, fmt.Errorf("request to broker %d: no such broker", id)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("client for broker %d: %w", id, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("request key %d to broker %d: %w", req.Key(), id, err)
+	}
+	return resp, nil
+}
