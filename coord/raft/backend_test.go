@@ -154,3 +154,46 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		return runtime.NumGoroutine() <= before
 	})
 }
+
+// TestSingleNode: with no voters configured (tripod serve's default) the
+// node is a cluster of one: it registers, campaigns, commits, resigns and
+// campaigns again with a greater epoch.
+func TestSingleNode(t *testing.T) {
+	cfg := testConfigs(t, 1)[0]
+	cfg.RaftVoters = nil
+	b, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := b.Register(ctx, coord.Broker{ID: cfg.BrokerID, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	term, err := b.Campaign(ctx, s)
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	create, _ := topicOf("solo", 4)
+	if err := b.Commit(ctx, term, create); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if md, err := b.Load(ctx); err != nil || len(md.Partitions) != 4 {
+		t.Fatalf("Load: got %v, %v, want 4 partitions", md, err)
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	if err := b.Commit(ctx, term, coord.DeleteTopic{Name: "solo"}); !errors.Is(err, coord.ErrFenced) {
+		t.Fatalf("Commit after Resign: got %v, want ErrFenced", err)
+	}
+	next, err := b.Campaign(ctx, s)
+	if err != nil {
+		t.Fatalf("second Campaign: %v", err)
+	}
+	if next.Epoch() <= term.Epoch() {
+		t.Fatalf("second term epoch: got %d, want > %d", next.Epoch(), term.Epoch())
+	}
+}
