@@ -302,7 +302,7 @@ func TestFetchAndListOffsets(t *testing.T) {
 }
 
 // waitFor polls cond until it holds or ctx ends.
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+func waitFor(t testing.TB, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()

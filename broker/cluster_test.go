@@ -20,7 +20,7 @@ import (
 // startRaftCluster starts n in-process brokers (ids 1..n) whose embedded
 // Raft voters listen on free loopback ports, and waits until every broker
 // knows all n and a controller.
-func startRaftCluster(t *testing.T, n int) []*Broker {
+func startRaftCluster(t testing.TB, n int) []*Broker {
 	t.Helper()
 	voters := map[coord.BrokerID]string{}
 	for id := 1; id <= n; id++ {
@@ -259,6 +259,19 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 		t.Fatalf("a refused UpdateMetadata changed the cache: %d partitions of orders, want 6", len(parts))
 	}
 
+	// Auto-creation asked of a broker that is not the controller is
+	// forwarded to the controller.
+	mreq := kmsg.NewPtrMetadataRequest()
+	mreq.AllowAutoTopicCreation = true
+	mt := kmsg.NewMetadataRequestTopic()
+	auto := "auto-created"
+	mt.Topic = &auto
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp := askBroker[*kmsg.MetadataResponse](t, other, mreq)
+	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != 0 || len(mresp.Topics[0].Partitions) != 1 || mresp.Topics[0].Partitions[0].Leader < 0 {
+		t.Fatalf("auto-create at non-controller broker %d: got %+v, want %s with 1 led partition", other.ID(), mresp.Topics, auto)
+	}
+
 	// The controller's controlled shutdown: its leaderships and the
 	// controllership move to the other two.
 	start := time.Now()
@@ -287,4 +300,69 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 		return true
 	})
 	t.Logf("controlled shutdown and close of controller broker %d took %v; new controller elected after %v", controller.ID(), closed, time.Since(start))
+}
+
+// BenchmarkControlledShutdown1000 measures the controlled shutdown of a
+// broker (not the controller) that leads 1 000 partitions of replication
+// factor 2 in a three-broker Raft cluster: from Close until every other
+// broker's Metadata shows none of them led by it.
+// Run: go test ./broker/ -run '^$' -bench ControlledShutdown1000 -benchtime 1x
+func BenchmarkControlledShutdown1000(bm *testing.B) {
+	const partitions = 1000
+	for range bm.N {
+		bm.StopTimer()
+		brokers := startRaftCluster(bm, 3)
+		controllerID, _, _ := brokers[0].cache.view()
+		var controller, victim, third *Broker
+		for _, b := range brokers {
+			switch {
+			case b.ID() == int32(controllerID):
+				controller = b
+			case victim == nil:
+				victim = b
+			default:
+				third = b
+			}
+		}
+		ctx := testContext(bm, 5*time.Minute)
+		waitFor(bm, ctx, "the controller to serve", func() bool { return controller.controller() != nil })
+		assignment := make([][]coord.BrokerID, partitions)
+		for p := range assignment {
+			follower := controller.ID()
+			if p%2 == 0 {
+				follower = third.ID()
+			}
+			assignment[p] = []coord.BrokerID{coord.BrokerID(victim.ID()), coord.BrokerID(follower)}
+		}
+		if _, err := controller.controller().CreateTopic(ctx, coord.TopicSpec{Name: "wide", Assignment: assignment}); err != nil {
+			bm.Fatalf("create topic wide: %v", err)
+		}
+		ledBy := func(b *Broker, id int32) int {
+			t, _ := b.cache.topic("wide")
+			n := 0
+			for _, p := range t.partitions {
+				if int32(p.Leader) == id {
+					n++
+				}
+			}
+			return n
+		}
+		waitFor(bm, ctx, "the victim to lead 1000 partitions everywhere", func() bool {
+			return ledBy(controller, victim.ID()) == partitions && ledBy(third, victim.ID()) == partitions
+		})
+		bm.StartTimer()
+		start := time.Now()
+		if err := victim.Close(); err != nil {
+			bm.Fatalf("close victim: %v", err)
+		}
+		closed := time.Since(start)
+		waitFor(bm, ctx, "every leadership to move off the victim", func() bool {
+			return ledBy(controller, victim.ID()) == 0 && ledBy(third, victim.ID()) == 0
+		})
+		bm.StopTimer()
+		bm.Logf("controlled shutdown of broker %d leading %d partitions: Close returned after %v, all moved after %v", victim.ID(), partitions, closed, time.Since(start))
+		for _, b := range brokers {
+			b.Close()
+		}
+	}
 }

@@ -16,7 +16,7 @@ import (
 
 // testConfig returns a configuration for an in-process broker on a free
 // loopback port with its data in a fresh temporary directory.
-func testConfig(t *testing.T) Config {
+func testConfig(t testing.TB) Config {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Listeners = "PLAINTEXT://127.0.0.1:0"
@@ -129,7 +129,7 @@ func createTopic(t *testing.T, b *Broker, topic string, partitions int32, config
 }
 
 // testContext returns a context that ends with the test or after d.
-func testContext(t *testing.T, d time.Duration) context.Context {
+func testContext(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
