@@ -43,6 +43,7 @@ func handleElectLeaders(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			resp.ErrorCode = coordError(err).Code
 			return resp
 		}
+		b.waitPropagated(ctx)
 		byTopic := map[string]int{}
 		for tp, perr := range results {
 			i, ok := byTopic[tp.Topic]

@@ -262,7 +262,8 @@ func (b *Broker) checkBrokerEpoch(ctx context.Context, epoch int64) bool {
 // controlledShutdown asks the controller to move every leadership off this
 // broker, until it answers with none remaining, an answer moves nothing
 // more (the partitions left have no other live ISR member), or ctx ends.
-// A broker that is the only live one has nobody to hand over to.
+// A broker that is the only live one has nobody to hand over to, and one
+// without a live session holds no leadership.
 func (b *Broker) controlledShutdown(ctx context.Context) {
 	start := time.Now()
 	if _, live, _ := b.cache.view(); len(live) == 1 && int32(live[0].ID) == b.cfg.BrokerID {
@@ -273,11 +274,10 @@ func (b *Broker) controlledShutdown(ctx context.Context) {
 	for attempt := 1; ; attempt++ {
 		epoch := b.currentEpoch()
 		if epoch < 0 {
-			if !sleepCtx(ctx, retryBackoff) {
-				b.logger.Warn("controlled shutdown incomplete: not registered", "elapsed", time.Since(start))
-				return
-			}
-			continue
+			// Between sessions the controller has already moved every
+			// leadership of the ended one.
+			b.logger.Info("controlled shutdown skipped: not registered")
+			return
 		}
 		remaining, err := b.askControlledShutdown(ctx, epoch)
 		if err == nil && remaining == 0 {

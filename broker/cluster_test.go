@@ -272,6 +272,26 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 		t.Fatalf("auto-create at non-controller broker %d: got %+v, want %s with 1 led partition", other.ID(), mresp.Topics, auto)
 	}
 
+	// CreatePartitions and ElectLeaders through kadm reach the controller.
+	grown, err := adm.CreateTopic(ctx, 1, 2, nil, "grown")
+	if err != nil || grown.Err != nil {
+		t.Fatalf("create topic grown: %v %v", err, grown.Err)
+	}
+	added, err := adm.CreatePartitions(ctx, 2, "grown")
+	if err != nil || added["grown"].Err != nil {
+		t.Fatalf("add 2 partitions to grown: %v %+v", err, added)
+	}
+	if _, _, parts := metadataOf(t, other, "grown"); len(parts) != 3 || parts[2].leader < 0 || len(parts[2].replicas) != 2 {
+		t.Fatalf("grown after adding 2 partitions: got %+v, want 3 led partitions of 2 replicas", parts)
+	}
+	elected, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"orders": {0: {}}})
+	if err != nil {
+		t.Fatalf("elect preferred leader of orders-0: %v", err)
+	}
+	if got := elected["orders"][0].Err; !errors.Is(got, kerr.ElectionNotNeeded) {
+		t.Fatalf("preferred election of orders-0, led by its preferred replica: got %v, want ELECTION_NOT_NEEDED", got)
+	}
+
 	// The controller's controlled shutdown: its leaderships and the
 	// controllership move to the other two.
 	start := time.Now()
