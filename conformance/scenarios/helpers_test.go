@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -93,7 +94,20 @@ func admin(t *testing.T, c *cluster.Cluster) *kadm.Client {
 func createTopic(t *testing.T, c *cluster.Cluster, name string, partitions int32, rf int16) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := admin(t, c).CreateTopic(ctx, partitions, rf, nil, name); err != nil {
+	adm := admin(t, c)
+	tries := 0
+	err := cluster.WaitFor(ctx, settle, func() error {
+		tries++
+		_, err := adm.CreateTopic(ctx, partitions, rf, nil, name)
+		if tries > 1 && errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil // An earlier try that timed out created it.
+		}
+		if err != nil && !kerr.IsRetriable(err) {
+			return cluster.Permanent(err)
+		}
+		return err
+	})
+	if err != nil {
 		t.Fatalf("create topic %s (%d partitions, rf %d): %v", name, partitions, rf, err)
 	}
 	waitLed(t, c, name, int(partitions))
@@ -116,14 +130,31 @@ func createAssigned(t *testing.T, c *cluster.Cluster, name string, assignment []
 		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
 	}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, client(t, c))
+	// A controller that loses its term under the request answers
+	// REQUEST_TIMED_OUT or NOT_CONTROLLER: try again, and then take
+	// TOPIC_ALREADY_EXISTS as the earlier try having done it.
+	cl := client(t, c)
+	tries := 0
+	err := cluster.WaitFor(ctx, settle, func() error {
+		tries++
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		for _, rt := range resp.Topics {
+			err := kerr.ErrorForCode(rt.ErrorCode)
+			if tries > 1 && errors.Is(err, kerr.TopicAlreadyExists) {
+				return nil
+			}
+			if err != nil && !kerr.IsRetriable(err) && !errors.Is(err, kerr.NotController) {
+				return cluster.Permanent(err)
+			}
+			return err
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatalf("create topic %s with assignment: %v", name, err)
-	}
-	for _, rt := range resp.Topics {
-		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
-			t.Fatalf("create topic %s with assignment: %v", name, err)
-		}
 	}
 	waitLed(t, c, name, len(assignment))
 }
