@@ -51,6 +51,10 @@ type Broker struct {
 	// controllerEpoch, the highest controller epoch accepted.
 	stateMu         sync.Mutex
 	controllerEpoch int64
+	// updateEpoch is the controller epoch of the latest UpdateMetadata
+	// accepted: the first one of a newer epoch is a new controller's full
+	// state.
+	updateEpoch int64
 
 	// epochMu guards the broker epoch state (see checkBrokerEpoch).
 	epochMu sync.Mutex

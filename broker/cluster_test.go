@@ -70,7 +70,11 @@ func startRaftCluster(t testing.TB, n int) []*Broker {
 // its answer.
 func askBroker[R kmsg.Response](t *testing.T, b *Broker, req kmsg.Request) R {
 	t.Helper()
-	cl := newClient(t, b)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
@@ -254,6 +258,20 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	}
 	if p := target.partitionFor("orders", 0); p != nil && p.role().LeaderEpoch == 99 {
 		t.Fatalf("a refused LeaderAndIsr changed orders-0's leader epoch to 99")
+	}
+	// A partition state with a lower leader epoch than the broker's is
+	// ignored, from a current controller too.
+	before := target.partitionFor("orders", 0).role()
+	stale := lair(int32(controllerEpoch), brokerEpoch)
+	stale.TopicStates[0].TopicID = before.TopicID
+	stale.TopicStates[0].PartitionStates[0].LeaderEpoch = before.LeaderEpoch - 1
+	stale.TopicStates[0].PartitionStates[0].Replicas = ids32(before.Replicas)
+	if got := askBroker[*kmsg.LeaderAndISRResponse](t, target, stale).ErrorCode; got != 0 {
+		t.Fatalf("LeaderAndIsr from the current controller: got %v, want no error", kerr.ErrorForCode(got))
+	}
+	if after := target.partitionFor("orders", 0).role(); after.Leader != before.Leader || after.LeaderEpoch != before.LeaderEpoch {
+		t.Fatalf("orders-0 after a LeaderAndIsr at leader epoch %d: leader %d epoch %d, want leader %d epoch %d kept",
+			before.LeaderEpoch-1, after.Leader, after.LeaderEpoch, before.Leader, before.LeaderEpoch)
 	}
 	if _, _, parts := metadataOf(t, target, "orders"); len(parts) != 6 {
 		t.Fatalf("a refused UpdateMetadata changed the cache: %d partitions of orders, want 6", len(parts))

@@ -38,10 +38,22 @@ func newMetadataCache() *metadataCache {
 // update applies an UpdateMetadata: the live set and controller are
 // replaced, deleted topics removed, and each partition state replaced
 // unless it carries a lower leader epoch than the cached one (a topic
-// recreated under a new ID starts afresh).
-func (c *metadataCache) update(req *coord.UpdateMetadataRequest) {
+// recreated under a new ID starts afresh). A full request (the whole
+// metadata) also drops every topic it does not name.
+func (c *metadataCache) update(req *coord.UpdateMetadataRequest, full bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if full {
+		named := map[string]bool{}
+		for _, p := range req.Partitions {
+			named[p.Topic] = true
+		}
+		for name := range c.topics {
+			if !named[name] {
+				delete(c.topics, name)
+			}
+		}
+	}
 	c.controllerID = req.ControllerID
 	if !c.liveWatched {
 		c.live = slices.Clone(req.Live)

@@ -58,7 +58,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 	}
 	var missing []string
 	for _, info := range r.Partitions {
-		if p := b.partitionFor(info.Topic, info.Partition); p == nil || p.topicID != info.TopicID {
+		if p := b.partitionFor(info.Topic, info.Partition); p == nil || recreated(p, info) {
 			missing = append(missing, info.Topic)
 		}
 	}
@@ -68,7 +68,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 	for _, info := range r.Partitions {
 		tp := info.TopicPartition()
 		p := b.partitionFor(info.Topic, info.Partition)
-		if p != nil && p.topicID != info.TopicID {
+		if p != nil && recreated(p, info) {
 			b.logger.Info("replacing the log of a recreated topic", "partition", tp)
 			b.removeReplica(tp, true)
 			p = nil
@@ -98,6 +98,13 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 	return 0
 }
 
+// recreated reports whether info is for a topic of the same name as p's
+// but another ID (deleted and created again); a request without an ID is
+// taken to mean p's topic.
+func recreated(p *partition, info coord.PartitionInfo) bool {
+	return info.TopicID != [16]byte{} && p.topicID != info.TopicID
+}
+
 // topicConfigs reads the config overrides of the named topics from the
 // backend; on failure the topics get the broker's defaults.
 func (b *Broker) topicConfigs(ctx context.Context, names []string) map[string]map[string]string {
@@ -120,7 +127,12 @@ func (b *Broker) topicConfigs(ctx context.Context, names []string) map[string]ma
 	return out
 }
 
-// applyUpdateMetadata refreshes the metadata cache.
+// applyUpdateMetadata refreshes the metadata cache. A controller that
+// starts sends every broker the whole metadata before anything else
+// (coord's sendFullState), so the first request of a newer controller
+// epoch replaces the cache: topics deleted while this broker was not told
+// go. (A broker that rejoins under the same controller also gets the
+// whole metadata, but possibly after a partial request, so it is merged.)
 func (b *Broker) applyUpdateMetadata(ctx context.Context, r *coord.UpdateMetadataRequest) int16 {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
@@ -129,7 +141,9 @@ func (b *Broker) applyUpdateMetadata(ctx context.Context, r *coord.UpdateMetadat
 			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
 		return code
 	}
-	b.cache.update(r)
+	full := r.ControllerEpoch > b.updateEpoch
+	b.updateEpoch = r.ControllerEpoch
+	b.cache.update(r, full)
 	return 0
 }
 
