@@ -179,3 +179,41 @@ func TestSecondBrokerOnSameDirectoryIsRefused(t *testing.T) {
 		t.Fatalf("got %v, want an error naming %s", err, cfg.LogDirs[0])
 	}
 }
+
+// TestCoordConfigIsDerivedFromBrokerSettings checks the coordination
+// settings a broker derives (Raft directory and listener, broker id) and
+// the properties that set the others.
+func TestCoordConfigIsDerivedFromBrokerSettings(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BrokerID = 3
+	cfg.Listeners = "PLAINTEXT://127.0.0.1:19092"
+	cfg.LogDirs = []string{"/var/lib/tripod"}
+	cc := cfg.CoordConfig()
+	if cc.Backend != "raft" || cc.BrokerID != 3 || cc.RaftListen != "127.0.0.1:19192" || cc.RaftDir != "/var/lib/tripod/raft" {
+		t.Fatalf("derived coord config: got backend %s broker %d raft.listen %s raft dir %s, want raft 3 127.0.0.1:19192 /var/lib/tripod/raft",
+			cc.Backend, cc.BrokerID, cc.RaftListen, cc.RaftDir)
+	}
+	for key, value := range map[string]string{
+		"coordination.backend": "etcd", "etcd.endpoints": "http://127.0.0.1:2379, http://127.0.0.1:2380",
+		"etcd.lease.ttl.ms": "3000", "unclean.leader.election.enable": "true", "auto.leader.rebalance.enable": "false",
+		"leader.imbalance.check.interval.seconds": "7", "default.replication.factor": "3", "controlled.shutdown.enable": "false",
+	} {
+		if err := cfg.Set(key, value); err != nil {
+			t.Fatalf("set %s=%s: %v", key, value, err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	cc = cfg.CoordConfig()
+	if cc.Backend != "etcd" || len(cc.EtcdEndpoints) != 2 || cc.SessionTimeout != 3*time.Second {
+		t.Fatalf("etcd settings: got %s %v %v, want etcd, 2 endpoints, 3s", cc.Backend, cc.EtcdEndpoints, cc.SessionTimeout)
+	}
+	if !cfg.UncleanLeaderElection || cfg.AutoLeaderRebalance || cfg.LeaderImbalanceCheckInterval != 7*time.Second ||
+		cfg.DefaultReplicationFactor != 3 || cfg.ControlledShutdown {
+		t.Fatalf("controller settings not applied: %+v", cfg)
+	}
+	if got, _ := cfg.Get("raft.listen"); got != "127.0.0.1:19192" {
+		t.Fatalf("raft.listen: got %q, want the derived 127.0.0.1:19192", got)
+	}
+}

@@ -218,6 +218,13 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{"not key=value", []string{"--set", "num.partitions"}, "num.partitions"},
 		{"bad value in the file", []string{"--config", propsFile}, "num.partitions"},
 		{"bad boolean", []string{"--set", "auto.create.topics.enable=maybe"}, "auto.create.topics.enable"},
+		{"unknown backend", []string{"--coord", "consul"}, "coordination.backend"},
+		{"zk without connect string", []string{"--coord", "zk"}, "zookeeper.connect"},
+		{"etcd without endpoints", []string{"--coord", "etcd"}, "etcd.endpoints"},
+		{"not among the raft voters", []string{"--raft-voters", "2@127.0.0.1:1,3@127.0.0.1:2"}, "raft.voters"},
+		{"bad raft voters", []string{"--raft-voters", "one@here"}, "raft.voters"},
+		{"session timeout too short", []string{"--session-timeout", "10ms"}, "session timeout"},
+		{"bad imbalance percentage", []string{"--set", "leader.imbalance.per.broker.percentage=101"}, "leader.imbalance.per.broker.percentage"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
