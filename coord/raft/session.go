@@ -245,14 +245,30 @@ func (s *session) renewLoop(ctx context.Context, lastOK time.Time) {
 	expired := func(why string) {
 		s.end(fmt.Errorf("%w: broker %d epoch %d: %s", coord.ErrSessionExpired, s.broker.ID, s.broker.Epoch, why))
 	}
+	// leaderContact is the last message from a Raft leader seen here.
+	// Raft's last-contact time also moves when this node grants a vote or
+	// steps down, neither of which is contact with the service: it counts
+	// only while a leader is known, and not the step-down stamp.
+	var leaderContact time.Time
 	// deadline is when the session ends without further contact.
 	deadline := func() time.Time {
-		last := lastOK
 		b.mu.Lock()
 		following, stepDown := b.lead == nil, b.stepDownContact
 		b.mu.Unlock()
-		if c := b.raft.LastContact(); following && c.After(last) && c.After(stepDown) {
-			last = c
+		addr, _ := b.raft.LeaderWithID()
+		if c := b.raft.LastContact(); following && addr != "" && c.After(leaderContact) && c.After(stepDown) {
+			leaderContact = c
+		}
+		if !following {
+			// A leader checks its lease at least every lease timeout, so
+			// while it leads it heard from a quorum within two of them.
+			if c := time.Now().Add(-2 * b.cfg.RaftLeaderLeaseTimeout); c.After(leaderContact) {
+				leaderContact = c
+			}
+		}
+		last := lastOK
+		if leaderContact.After(last) {
+			last = leaderContact
 		}
 		return last.Add(timeout)
 	}
@@ -260,11 +276,17 @@ func (s *session) renewLoop(ctx context.Context, lastOK time.Time) {
 	defer expiry.Stop()
 	next := time.NewTimer(interval)
 	defer next.Stop()
+	// sample records leader contact often enough that it lags by little
+	// once the leader is gone.
+	sample := time.NewTicker(max(timeout/20, 10*time.Millisecond))
+	defer sample.Stop()
 	changes := b.fsm.changes()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-sample.C:
+			deadline()
 		case <-expiry.C:
 			if d := time.Until(deadline()); d > 0 {
 				expiry.Reset(d)
