@@ -116,11 +116,11 @@ func failover(t *testing.T, c *cluster.Cluster, victim, produceTo int32) time.Ti
 	if err != nil {
 		// Measure how long it does take, for the failure message.
 		late := cluster.WaitFor(ctx, settle, func() error { return c.EveryLive(ctx, moved, "orders") })
-		t.Fatalf("broker %d killed: new leaders from the ISR for %v not within %v (%v); every live broker named them after %v (still failing: %v)",
-			victim, led, bound, err, time.Since(killedAt).Round(time.Millisecond), late)
+		t.Fatalf("broker %d (controller: %v) killed: new leaders from the ISR for %v not within %v (%v); every live broker named them after %v (still failing: %v)",
+			victim, before.ControllerID == victim, led, bound, err, time.Since(killedAt).Round(time.Millisecond), late)
 	}
-	t.Logf("broker %d killed: every live broker names new leaders for %v after %v (bound %v)",
-		victim, led, time.Since(killedAt).Round(time.Millisecond), bound)
+	t.Logf("broker %d (controller: %v) killed: every live broker names new leaders for %v after %v (bound %v)",
+		victim, before.ControllerID == victim, led, time.Since(killedAt).Round(time.Millisecond), bound)
 
 	got := prod.waitAcked(t, killedAt, settle)
 	t.Logf("producer to orders/%d: first record sent after the kill acknowledged %v after the kill (offset %d)",
