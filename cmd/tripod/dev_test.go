@@ -17,7 +17,8 @@ import (
 	"github.com/tripodmq/tripod/internal/cluster"
 )
 
-// devLine matches what `tripod dev` prints that the test reads.
+// bootstrapLine, brokerLine and partitionLine match what `tripod dev` and
+// `tripod topics describe` print that the test reads.
 var (
 	bootstrapLine = regexp.MustCompile(`^bootstrap servers: (\S+)$`)
 	brokerLine    = regexp.MustCompile(`^broker (\d+): \S+ pid (\d+) `)
