@@ -70,6 +70,24 @@ func (s *recordingSender) leaderAndIsrFor(id coord.BrokerID, tp coord.TopicParti
 	return coord.PartitionInfo{}, false
 }
 
+// liveInLastUpdateMetadata returns the live brokers of the last
+// UpdateMetadata sent to id, and false if none was sent.
+func (s *recordingSender) liveInLastUpdateMetadata(id coord.BrokerID) ([]coord.BrokerID, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reqs := s.sent[id]
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if r, ok := reqs[i].(*coord.UpdateMetadataRequest); ok {
+			var ids []coord.BrokerID
+			for _, b := range r.Live {
+				ids = append(ids, b.ID)
+			}
+			return ids, true
+		}
+	}
+	return nil, false
+}
+
 // controllerNode is broker i+1 as the controller sees it: registered, and
 // campaigning in a loop; when it wins it runs a coord.Controller.
 type controllerNode struct {
@@ -251,6 +269,14 @@ func tp(topic string, p int32) coord.TopicPartition {
 // leads 2, every ISR is full, and every replica was told its role.
 func testControllerSpreadsLeaders(t T, h Harness) {
 	cc := newControllerCluster(t, h, 3)
+	// Before any topic exists, every broker is told of all three.
+	ctrl := cc.controller(t, 5*time.Second)
+	for _, n := range cc.nodes {
+		waitFor(t, 5*time.Second, fmt.Sprintf("UpdateMetadata listing 3 live brokers sent to broker %d", n.id), func() bool {
+			live, ok := ctrl.sender.liveInLastUpdateMetadata(n.id)
+			return ok && slices.Equal(live, []coord.BrokerID{1, 2, 3})
+		})
+	}
 	cc.createTopic(t, coord.TopicSpec{Name: "spread", Partitions: 6, ReplicationFactor: 3})
 	led := map[coord.BrokerID]int{}
 	for p := int32(0); p < 6; p++ {
@@ -262,7 +288,6 @@ func testControllerSpreadsLeaders(t T, h Harness) {
 			t.Errorf("partition %d: got ISR %v, want 3 replicas", p, st.ISR)
 		}
 		led[st.Leader]++
-		ctrl := cc.controller(t, time.Second)
 		waitFor(t, 5*time.Second, fmt.Sprintf("LeaderAndIsr for partition %d at its leader", p), func() bool {
 			info, ok := ctrl.sender.leaderAndIsrFor(st.Leader, tp("spread", p))
 			return ok && info.Leader == st.Leader

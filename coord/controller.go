@@ -266,6 +266,7 @@ func (c *Controller) onMembers(ctx context.Context, brokers []Broker, first bool
 		}
 	}
 	sort.Slice(joined, func(i, j int) bool { return joined[i].ID < joined[j].ID })
+	membershipChanged := len(joined) > 0 || len(next) != len(c.live)
 	c.live = next
 	// A restarted broker first counts as failed, so leadership moves off
 	// the incarnation that lost its state, then as a newcomer.
@@ -281,6 +282,12 @@ func (c *Controller) onMembers(ctx context.Context, brokers []Broker, first bool
 		c.sendFullState(b)
 	}
 	c.reconcile(ctx, nil)
+	// Every broker learns the new live set, even when no partition
+	// changed (Kafka sends UpdateMetadata on every broker startup and
+	// failure), so Metadata lists the same brokers everywhere.
+	if membershipChanged {
+		c.propagate(nil, nil)
+	}
 }
 
 // reconcile brings every partition in line with the live set: a
