@@ -111,8 +111,10 @@ type Controller struct {
 // StartController loads the metadata and starts the controller for
 // cfg.Term: it elects leaders for partitions whose leader is not live,
 // drops dead brokers from ISRs, and sends every live broker its state.
-// It returns once the metadata is loaded; the controller then runs until
-// the term ends or Stop. Errors: those of Load.
+// It returns once the metadata and the first set of live brokers are
+// loaded; the controller then runs until the term ends. Errors: those of
+// Load and WatchMembers, ErrNotController if the term ends first,
+// ctx.Err().
 func StartController(ctx context.Context, cfg ControllerConfig) (*Controller, error) {
 	def := DefaultControllerConfig()
 	if cfg.Logger == nil {
@@ -133,6 +135,20 @@ func StartController(ctx context.Context, cfg ControllerConfig) (*Controller, er
 	if err != nil {
 		return nil, fmt.Errorf("controller: watch members: %w", err)
 	}
+	// The first member set is taken before the controller serves anything,
+	// so no request (a CreateTopics, say) is decided on an empty live set.
+	var first []Broker
+	select {
+	case brokers, ok := <-members:
+		if !ok {
+			return nil, fmt.Errorf("controller: watch members: %w", ErrNotController)
+		}
+		first = brokers
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-termCtx.Done():
+		return nil, fmt.Errorf("controller: %w", ErrNotController)
+	}
 	c := &Controller{
 		cfg:          cfg,
 		log:          cfg.Logger.Named("controller").With("epoch", cfg.Term.Epoch()),
@@ -142,7 +158,7 @@ func StartController(ctx context.Context, cfg ControllerConfig) (*Controller, er
 		live:         map[BrokerID]Broker{},
 		shuttingDown: map[BrokerID]bool{},
 	}
-	go c.run(termCtx, members)
+	go c.run(termCtx, first, members)
 	return c, nil
 }
 
@@ -194,7 +210,7 @@ func (c *Controller) do(ctx context.Context, f func(context.Context)) error {
 	}
 }
 
-func (c *Controller) run(ctx context.Context, members <-chan []Broker) {
+func (c *Controller) run(ctx context.Context, initial []Broker, members <-chan []Broker) {
 	defer close(c.done)
 	defer c.stop(ErrNotController)
 	c.retry = time.NewTimer(time.Hour)
@@ -202,8 +218,8 @@ func (c *Controller) run(ctx context.Context, members <-chan []Broker) {
 	defer c.retry.Stop()
 	rebalance := time.NewTicker(c.cfg.LeaderImbalanceCheckInterval)
 	defer rebalance.Stop()
-	c.log.Info("controller started", "topics", len(c.md.Topics), "partitions", len(c.md.Partitions))
-	first := true
+	c.log.Info("controller started", "topics", len(c.md.Topics), "partitions", len(c.md.Partitions), "brokers", len(initial))
+	c.onMembers(ctx, initial, true)
 	for {
 		select {
 		case <-ctx.Done():
@@ -213,8 +229,7 @@ func (c *Controller) run(ctx context.Context, members <-chan []Broker) {
 			if !ok {
 				return
 			}
-			c.onMembers(ctx, brokers, first)
-			first = false
+			c.onMembers(ctx, brokers, false)
 		case f := <-c.work:
 			f(ctx)
 		case <-c.retry.C:
