@@ -16,16 +16,18 @@ import (
 	"github.com/tripodmq/tripod/internal/faultnet"
 )
 
-// Raft timeouts of the harness: a crashed leader is replaced in about a
-// second (well within the suite's session timeout + 1 s), the lease is
-// shorter than the heartbeat timeout so a cut-off leader steps down before
-// the others can elect a new one, and both are long enough that a loaded
-// CI machine running -race does not depose a healthy leader (300/150 ms
-// did, in the middle of 10 000-partition commits).
+// Raft timeouts of the harness. A crashed leader is replaced in about a
+// second, well within the suite's session timeout + 1 s (5-node elections
+// with pre-vote take up to two heartbeat and two election timeouts, so
+// 600 ms was already tight). The lease is shorter than the heartbeat
+// timeout, so a cut-off leader steps down before the others can elect a
+// new one, yet long enough that a loaded CI machine running -race does not
+// depose a healthy leader of a 2-node cluster in the middle of a
+// 10 000-partition commit (a 300 ms lease did, about one run in seven).
 const (
 	harnessRaftHeartbeat = 500 * time.Millisecond
 	harnessRaftElection  = 500 * time.Millisecond
-	harnessRaftLease     = 300 * time.Millisecond
+	harnessRaftLease     = 400 * time.Millisecond
 )
 
 // NewRaftHarness returns the Harness of the embedded Raft backend: each
