@@ -141,3 +141,16 @@ func EndOffsetForEpoch(epochs []log.EpochEntry, logEnd int64, epoch int32) (int3
 		return epochs[higher-1].Epoch, epochs[higher].StartOffset
 	}
 }
+
+// FetchOutOfRange takes a leader's OFFSET_OUT_OF_RANGE answer to the
+// follower's fetch, with the leader's log end offset (from ListOffsets):
+// a follower ahead of its leader cuts its log to the leader's end, as
+// Kafka's handleOutOfRangeError does; the fetcher then fetches from the
+// returned Offset. A follower behind the leader's log start is the log's
+// business (TruncateFullyAndStartAt), not decided here.
+func (p *Partition) FetchOutOfRange(leaderLogEnd int64) (Truncation, error) {
+	if p.role != RoleFollower || p.truncating {
+		return Truncation{}, fmt.Errorf("replica %d got OFFSET_OUT_OF_RANGE as %s (truncating %t)", p.self, p.role, p.truncating)
+	}
+	return p.truncateTo(leaderLogEnd, true), nil
+}

@@ -95,8 +95,8 @@ type Ready struct {
 type AlterOutcome int
 
 const (
-	// AlterRetry clears the proposal so that the next event proposes
-	// again (controller unavailable, moved, request timed out, ineligible
+	// AlterRetry clears the proposal so that a later Tick or fetch
+	// proposes again (controller unavailable, moved, request timed out, ineligible
 	// replica).
 	AlterRetry AlterOutcome = iota
 	// AlterAwaitLeaderAndIsr keeps the proposal in flight, blocking ISR
@@ -299,7 +299,7 @@ func (p *Partition) BecomeLeader(st State, logEnd, checkpointHW int64, now time.
 		}
 		p.followers[id] = f
 	}
-	p.update(now)
+	p.update(now, NoReplica)
 	return nil
 }
 
@@ -346,7 +346,7 @@ func (p *Partition) Appended(logEnd int64, now time.Time) error {
 		return fmt.Errorf("%w: replica %d appended at %d", ErrNotLeader, p.self, logEnd)
 	}
 	p.logEnd = logEnd
-	p.update(now)
+	p.update(now, NoReplica)
 	return nil
 }
 
@@ -402,7 +402,7 @@ func (p *Partition) FollowerFetch(id ReplicaID, fetchOffset int64, now time.Time
 	f.lastFetchLeaderLogEnd = p.logEnd
 	f.lastFetch = now
 	f.logEnd = fetchOffset
-	p.update(now)
+	p.update(now, id)
 	return nil
 }
 
@@ -414,7 +414,7 @@ func (p *Partition) Tick(now time.Time) {
 	if p.role != RoleLeader {
 		return
 	}
-	p.update(now)
+	p.update(now, NoReplica)
 }
 
 // AlterPartitionCommitted applies the controller's answer to the in-flight
@@ -430,12 +430,13 @@ func (p *Partition) AlterPartitionCommitted(leaderEpoch, partitionEpoch int32, i
 	p.partitionEpoch = partitionEpoch
 	p.isr = slices.Clone(isr)
 	p.inFlight = nil
-	p.update(now)
+	p.update(now, NoReplica)
 	return nil
 }
 
 // AlterPartitionFailed applies an AlterPartition that did not commit:
-// AlterRetry clears the proposal and proposes again if still needed;
+// AlterRetry clears the proposal, and the next Tick (a shrink) or fetch
+// (an expansion by that follower) proposes again if still needed;
 // AlterAwaitLeaderAndIsr keeps it in flight until the next LeaderAndIsr.
 func (p *Partition) AlterPartitionFailed(outcome AlterOutcome, now time.Time) {
 	if p.role != RoleLeader || p.inFlight == nil {
@@ -445,20 +446,25 @@ func (p *Partition) AlterPartitionFailed(outcome AlterOutcome, now time.Time) {
 		return
 	}
 	p.inFlight = nil
-	p.update(now)
 }
 
 // update recomputes the leader's decisions: ISR changes, HW, acks.
-func (p *Partition) update(now time.Time) {
-	p.maybeChangeISR(now)
+// fetcher is the follower whose fetch caused it, the only one that may
+// be proposed into the ISR (as in Kafka), or NoReplica.
+func (p *Partition) update(now time.Time, fetcher ReplicaID) {
+	p.maybeIncrementHW()
+	p.maybeChangeISR(now, fetcher)
 	p.maybeIncrementHW()
 	p.settleAcks(now)
 }
 
 // maybeChangeISR proposes a shrink of the followers out of sync or, if
-// none, an expansion by the followers caught up, unless a proposal is in
-// flight.
-func (p *Partition) maybeChangeISR(now time.Time) {
+// none, an expansion by the fetching follower if its LEO reached the HW and the
+// leader epoch's start offset (Kafka's isFollowerInSync), unless a
+// proposal is in flight. Unlike Kafka, a follower rejoins only if it is
+// also caught up by the shrink rule, so that it is not proposed in and
+// out again on the next tick.
+func (p *Partition) maybeChangeISR(now time.Time, fetcher ReplicaID) {
 	if p.inFlight != nil {
 		return
 	}
@@ -470,11 +476,8 @@ func (p *Partition) maybeChangeISR(now time.Time) {
 	}
 	var in []ReplicaID
 	if len(out) == 0 {
-		for _, id := range p.replicas {
-			f, ok := p.followers[id]
-			if ok && !slices.Contains(p.isr, id) && f.logEnd >= p.highWatermark && f.logEnd >= p.epochStart {
-				in = append(in, id)
-			}
+		if f, ok := p.followers[fetcher]; ok && !slices.Contains(p.isr, fetcher) && f.logEnd >= p.highWatermark && f.logEnd >= p.epochStart && p.caughtUp(f, now) {
+			in = append(in, fetcher)
 		}
 	}
 	if len(out) == 0 && len(in) == 0 {
