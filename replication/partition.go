@@ -115,9 +115,11 @@ type follower struct {
 	// (Kafka's lastCaughtUpTimeMs).
 	lastCaughtUp time.Time
 	// lastFetchLeaderLogEnd is the leader's LEO at the follower's
-	// previous fetch.
+	// previous fetch, or when the leader took its epoch (Kafka's
+	// resetReplicaState).
 	lastFetchLeaderLogEnd int64
-	// lastFetch is the time of the follower's previous fetch.
+	// lastFetch is the time of the follower's previous fetch; zero before
+	// the first, which thus earns no catch-up time.
 	lastFetch time.Time
 }
 
@@ -293,7 +295,7 @@ func (p *Partition) BecomeLeader(st State, logEnd, checkpointHW int64, now time.
 		if _, ok := p.followers[id]; ok {
 			continue
 		}
-		f := &follower{logEnd: -1, lastFetchLeaderLogEnd: -1}
+		f := &follower{logEnd: -1, lastFetchLeaderLogEnd: p.logEnd}
 		if slices.Contains(p.isr, id) {
 			f.lastCaughtUp = now
 		}
@@ -396,7 +398,7 @@ func (p *Partition) FollowerFetch(id ReplicaID, fetchOffset int64, now time.Time
 	switch {
 	case fetchOffset >= p.logEnd:
 		f.lastCaughtUp = later(f.lastCaughtUp, now)
-	case fetchOffset >= f.lastFetchLeaderLogEnd && f.lastFetchLeaderLogEnd >= 0:
+	case fetchOffset >= f.lastFetchLeaderLogEnd:
 		f.lastCaughtUp = later(f.lastCaughtUp, f.lastFetch)
 	}
 	f.lastFetchLeaderLogEnd = p.logEnd
