@@ -35,15 +35,19 @@
 //   - Fetch response at a follower: after log.AppendAsFollower,
 //     FollowerFetched(log EndOffset, response HW); it returns the
 //     follower's HW.
-//   - A timer every ReplicaLagTimeMax/2 and at the earliest ack deadline:
+//   - A timer every ReplicaLagTimeMax/2 and at NextDeadline():
 //     Tick(now) (ISR shrink, ack timeouts).
 //   - Ready.Proposal: send coord.AlterPartitionRequest{LeaderEpoch,
-//     PartitionEpoch, ISR} (converting ReplicaID to coord.BrokerID) and
-//     feed the outcome to AlterPartitionDone: the committed
-//     coord.PartitionState's ISR and PartitionEpoch on success; on
-//     coord.ErrFencedLeaderEpoch, ErrInvalidUpdateVersion or ErrNotFound,
-//     AlterAwaitLeaderAndIsr (the proposal stays in flight until the next
-//     BecomeLeader or BecomeFollower); on any other error AlterRetry.
+//     PartitionEpoch, ISR} (converting ReplicaID to coord.BrokerID, with
+//     the broker's id and epoch) and feed the outcome back: on success
+//     AlterPartitionCommitted with the committed coord.PartitionState's
+//     LeaderEpoch, PartitionEpoch and ISR; on coord.ErrFencedLeaderEpoch,
+//     ErrInvalidUpdateVersion or ErrNotFound,
+//     AlterPartitionFailed(AlterAwaitLeaderAndIsr) (the proposal stays in
+//     flight until the next BecomeLeader or BecomeFollower); on any other
+//     error (ErrIneligibleReplica, ErrNotController, unavailable)
+//     AlterPartitionFailed(AlterRetry) and the next Tick or fetch proposes
+//     again.
 //   - Ready.HighWatermark with HighWatermarkChanged: store it for the HW
 //     checkpoint file (Kafka writes that file every
 //     replica.high.watermark.checkpoint.interval.ms; it need not be

@@ -231,6 +231,17 @@ func (p *Partition) FollowerLogEnd(id ReplicaID) (logEnd int64, ok bool) {
 	return f.logEnd, true
 }
 
+// NextDeadline returns the earliest deadline of the acks=all produces
+// waiting, for the broker's timer; ok is false when none waits.
+func (p *Partition) NextDeadline() (deadline time.Time, ok bool) {
+	for _, a := range p.acks {
+		if !ok || a.deadline.Before(deadline) {
+			deadline, ok = a.deadline, true
+		}
+	}
+	return deadline, ok
+}
+
 // PendingAcks returns the number of acks=all produces waiting.
 func (p *Partition) PendingAcks() int { return len(p.acks) }
 

@@ -198,10 +198,16 @@ func TestScenarioPendingAckTimesOut(t *testing.T) {
 	c := newCluster(t, lagConfig(TruncateEpoch), 2)
 	c.timeout = 5 * time.Second
 	slow, _ := c.produce("m0", -1)
+	if d, ok := c.leader().p.NextDeadline(); !ok || !d.Equal(c.now.Add(5*time.Second)) {
+		t.Fatalf("next deadline: got %v %t, want %v", d, ok, c.now.Add(5*time.Second))
+	}
 	c.advance(4999 * time.Millisecond)
 	c.mustPending(slow)
 	c.advance(time.Millisecond)
 	c.mustAck(slow, ErrRequestTimedOut)
+	if _, ok := c.leader().p.NextDeadline(); ok {
+		t.Fatal("next deadline with no produce waiting: got one, want none")
+	}
 
 	fast, _ := c.produce("m1", -1)
 	c.replicate()
