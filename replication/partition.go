@@ -523,15 +523,20 @@ func (p *Partition) caughtUp(f *follower, now time.Time) bool {
 // that is higher (Kafka's maybeIncrementLeaderHW); it never decreases.
 func (p *Partition) maybeIncrementHW() {
 	hw := p.logEnd
-	for _, id := range p.MaximalISR() {
-		if id == p.self {
-			continue
+	lower := func(id ReplicaID) {
+		if f, ok := p.followers[id]; ok && id != p.self { // a replica no longer assigned waits for the controller to drop it
+			hw = min(hw, f.logEnd)
 		}
-		f, ok := p.followers[id]
-		if !ok {
-			continue // not a replica any more: the controller drops it
+	}
+	for _, id := range p.isr {
+		lower(id)
+	}
+	if p.inFlight != nil {
+		for _, id := range p.inFlight.ISR {
+			if !slices.Contains(p.isr, id) {
+				lower(id)
+			}
 		}
-		hw = min(hw, f.logEnd)
 	}
 	if hw > p.highWatermark {
 		p.highWatermark = hw

@@ -361,3 +361,29 @@ func TestFollowerHWIsCappedByItsLEO(t *testing.T) {
 		t.Fatalf("out of range with leader LEO 8: got %+v (%v), want Done at 8", tr, err)
 	}
 }
+
+// TestEndOffsetForEpoch checks the OffsetForLeaderEpoch answer over an
+// epoch list, the rule log.Log.EndOffsetForEpoch implements.
+func TestEndOffsetForEpoch(t *testing.T) {
+	epochs := ep(1, 0, 3, 5, 6, 9)
+	for _, tc := range []struct {
+		asked     int32
+		wantEpoch int32
+		wantEnd   int64
+	}{
+		{6, 6, 12},   // latest: the LEO
+		{3, 3, 9},    // known: the next epoch's start
+		{4, 3, 9},    // unknown, between: the largest below and its end
+		{0, 0, 0},    // below every epoch: itself and the first start
+		{7, -1, -1},  // above the latest: undefined
+		{-1, -1, -1}, // no epoch asked
+	} {
+		e, end := EndOffsetForEpoch(epochs, 12, tc.asked)
+		if e != tc.wantEpoch || end != tc.wantEnd {
+			t.Errorf("epoch %d: got (%d, %d), want (%d, %d)", tc.asked, e, end, tc.wantEpoch, tc.wantEnd)
+		}
+	}
+	if e, end := EndOffsetForEpoch(nil, 12, 1); e != -1 || end != -1 {
+		t.Errorf("no epochs: got (%d, %d), want (-1, -1)", e, end)
+	}
+}
