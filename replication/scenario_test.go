@@ -376,3 +376,38 @@ func TestScenarioFollowersRejoinAcrossLeaderChanges(t *testing.T) {
 func errorsIs(err, target error) bool {
 	return err != nil && errorsStd.Is(err, target)
 }
+
+// TestScenarioLeaderFailureNewLeaderFromISR: "leader failure: the
+// controller picks a new leader from the ISR; the other followers truncate
+// above their HW and fetch from the new leader" (R8). Replica 3 has m1,
+// which replica 2 (the new leader) never fetched and nobody acknowledged:
+// in both modes it is cut, and the replicas agree again.
+func TestScenarioLeaderFailureNewLeaderFromISR(t *testing.T) {
+	for _, mode := range []TruncationMode{TruncateHW, TruncateEpoch} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := newCluster(t, lagConfig(mode), 3)
+			c.produce("m0", -1)
+			c.replicate()
+			id, _ := c.produce("m1", -1)
+			c.fetch(3, false)
+			c.mustValues(3, "m0", "m1")
+			c.mustHW(3, 1)
+
+			// The leader fails; the first live ISR member leads.
+			c.kill(1, 2)
+			if c.state.Leader != 2 {
+				t.Fatalf("new leader: got %d, want 2", c.state.Leader)
+			}
+			// Replica 3 truncates above the HW: m1 goes.
+			c.mustValues(3, "m0")
+			c.mustISR(2, 3)
+
+			// It fetches from the new leader.
+			c.produce("m2", -1)
+			c.replicate()
+			c.mustValues(2, "m0", "m2")
+			c.mustValues(3, "m0", "m2")
+			c.mustPending(id) // the old leader's produce got no ack: its client retries (R1)
+		})
+	}
+}
