@@ -96,8 +96,8 @@ func (p *Partition) truncateTo(offset int64, done bool) Truncation {
 
 // FollowerFetched records a fetch response at a follower: logEnd is its
 // LEO after appending the records, leaderHW the HW in the response. It
-// returns the follower's HW, min(leaderHW, logEnd). Errors: ErrNotLeader
-// (the replica is not a follower) or an error while still truncating.
+// returns the follower's HW, min(leaderHW, logEnd). It fails on a
+// replica that is not a follower or is still truncating.
 func (p *Partition) FollowerFetched(logEnd, leaderHW int64) (int64, error) {
 	if p.role != RoleFollower {
 		return 0, fmt.Errorf("replica %d got a fetch response as %s", p.self, p.role)

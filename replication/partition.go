@@ -322,7 +322,8 @@ func (p *Partition) BecomeLeader(st State, logEnd, checkpointHW int64, now time.
 // truncate: by the checkpointed HW in hw mode; in epoch mode the first
 // step of the OffsetForLeaderEpoch exchange (see Truncation). A replica
 // already following the same leader epoch is not truncated again: it gets
-// a Done truncation at its log end. Errors: ErrStaleEpoch, and an error
+// its log end, Done unless an OffsetForLeaderEpoch answer is still awaited
+// (then ask again for Epoch). Errors: ErrStaleEpoch, and an error
 // when st names this replica leader.
 func (p *Partition) BecomeFollower(st State, logEnd, checkpointHW int64, epochs []log.EpochEntry) (Truncation, error) {
 	if st.Leader == p.self {
