@@ -93,6 +93,12 @@ type Backend struct {
 	stepDownContact time.Time
 	// changed is closed and replaced when lead or term changes.
 	changed chan struct{}
+	// observations carries Raft's leader observations to leaderLoop.
+	observations chan hraft.Observation
+	// lastOtherLeader is the last leader other than this node that Raft
+	// reported, and lastOtherLeaderContact when this node last heard from
+	// a leader while following it (see setLeader).
+	lastOtherLeader coord.BrokerID
 }
 
 // Open starts this broker's Raft node from cfg: it opens the log and
@@ -115,15 +121,16 @@ func Open(cfg coord.Config) (*Backend, error) {
 		listen = voters[cfg.BrokerID]
 	}
 	b := &Backend{
-		cfg:      cfg,
-		log:      cfg.Logger.Named("coord-raft"),
-		id:       cfg.BrokerID,
-		voters:   voters,
-		fsm:      newFSM(),
-		closing:  make(chan struct{}),
-		sessions: map[*session]struct{}{},
-		interest: map[coord.BrokerID]time.Time{},
-		changed:  make(chan struct{}),
+		lastOtherLeader: coord.NoBroker,
+		cfg:             cfg,
+		log:             cfg.Logger.Named("coord-raft"),
+		id:              cfg.BrokerID,
+		voters:          voters,
+		fsm:             newFSM(),
+		closing:         make(chan struct{}),
+		sessions:        map[*session]struct{}{},
+		interest:        map[coord.BrokerID]time.Time{},
+		changed:         make(chan struct{}),
 	}
 	if err := os.MkdirAll(cfg.RaftDir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft.dir %s: %w", cfg.RaftDir, err)
@@ -195,6 +202,11 @@ func Open(cfg coord.Config) (*Backend, error) {
 	if err := r.BootstrapCluster(hraft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, hraft.ErrCantBootstrap) {
 		return fail(fmt.Errorf("bootstrap raft voters %s: %w", coord.FormatRaftVoters(voters), err))
 	}
+	b.observations = make(chan hraft.Observation, 16)
+	r.RegisterObserver(hraft.NewObserver(b.observations, false, func(o *hraft.Observation) bool {
+		_, ok := o.Data.(hraft.LeaderObservation)
+		return ok
+	}))
 	b.wg.Add(1)
 	go b.leaderLoop()
 	return b, nil
@@ -261,6 +273,13 @@ func (b *Backend) leaderLoop() {
 		select {
 		case isLeader := <-b.raft.LeaderCh():
 			b.setLeader(isLeader)
+		case o := <-b.observations:
+			lo := o.Data.(hraft.LeaderObservation)
+			if id, err := strconv.ParseInt(string(lo.LeaderID), 10, 32); err == nil && coord.BrokerID(id) != b.cfg.BrokerID {
+				b.mu.Lock()
+				b.lastOtherLeader = coord.BrokerID(id)
+				b.mu.Unlock()
+			}
 		case <-b.closing:
 			b.setLeader(false)
 			return
@@ -279,6 +298,16 @@ type leadership struct {
 	// base is the renewal time this leader assumes for the registrations
 	// it finds on taking over (see setLeader).
 	base time.Time
+
+	// previous is the broker of the leader before this one (NoBroker when
+	// unknown) and previousContact this node's last contact with it. That
+	// broker renewed its registration locally, on a node now deposed, so
+	// its last renewal is no later than that contact plus the lease: its
+	// registration gets that base, without the floor the others get, so a
+	// crashed controller is detected one session timeout after it stopped,
+	// not one session timeout after the election that followed.
+	previous        coord.BrokerID
+	previousContact time.Time
 
 	mu sync.Mutex
 	// renewed holds each registration's last renewal seen by this leader.
@@ -312,7 +341,11 @@ func (b *Backend) setLeader(isLeader bool) {
 		base = floor
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	lead := &leadership{ctx: ctx, cancel: cancel, ready: make(chan struct{}), base: base, renewed: map[coord.Broker]time.Time{}}
+	lead := &leadership{ctx: ctx, cancel: cancel, ready: make(chan struct{}), base: base, renewed: map[coord.Broker]time.Time{},
+		previous: b.lastOtherLeader, previousContact: b.raft.LastContact().Add(b.cfg.RaftLeaderLeaseTimeout)}
+	if b.raft.LastContact().IsZero() || lead.previousContact.After(now) {
+		lead.previous = coord.NoBroker
+	}
 	b.lead = lead
 	b.broadcastLocked()
 	b.wg.Add(1)
@@ -347,6 +380,9 @@ func (b *Backend) leaderDuties(lead *leadership) {
 	for _, m := range members {
 		if _, ok := lead.renewed[m]; !ok {
 			lead.renewed[m] = lead.base
+			if m.ID == lead.previous && lead.previousContact.Before(lead.base) {
+				lead.renewed[m] = lead.previousContact
+			}
 		}
 	}
 	lead.mu.Unlock()
