@@ -364,6 +364,18 @@ var brokerKeys = map[string]configKey{
 		},
 		get: func(c Config) string { return coord.FormatRaftVoters(c.Coord.RaftVoters) },
 	},
+	"raft.heartbeat.timeout.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.RaftHeartbeatTimeout, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.Coord.RaftHeartbeatTimeout.Milliseconds(), 10) },
+	},
+	"raft.election.timeout.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.RaftElectionTimeout, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.Coord.RaftElectionTimeout.Milliseconds(), 10) },
+	},
+	"raft.leader.lease.timeout.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.RaftLeaderLeaseTimeout, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.Coord.RaftLeaderLeaseTimeout.Milliseconds(), 10) },
+	},
 	"unclean.leader.election.enable": {
 		set: func(c *Config, k, v string) error { return setBool(&c.UncleanLeaderElection, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.UncleanLeaderElection) },

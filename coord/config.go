@@ -55,8 +55,13 @@ type Config struct {
 	// "<data-dir>/raft", set by the broker.
 	RaftDir string
 	// RaftHeartbeatTimeout, RaftElectionTimeout and RaftLeaderLeaseTimeout
-	// are hashicorp/raft's timeouts (raft.heartbeat.timeout.ms, ...).
-	// Defaults 1s, 1s, 500ms.
+	// are hashicorp/raft's timeouts (raft.heartbeat.timeout.ms,
+	// raft.election.timeout.ms, raft.leader.lease.timeout.ms). Defaults
+	// 500ms, 500ms, 400ms: half of hashicorp/raft's LAN defaults, so that a
+	// crashed controller (the Raft leader) is replaced within the session
+	// timeout plus about a second, as on ZooKeeper and etcd. The lease
+	// stays close to the heartbeat timeout: a shorter one deposes healthy
+	// leaders of a loaded machine in the middle of large commits.
 	RaftHeartbeatTimeout   time.Duration
 	RaftElectionTimeout    time.Duration
 	RaftLeaderLeaseTimeout time.Duration
@@ -84,9 +89,9 @@ func DefaultConfig() Config {
 		SessionTimeout:         6 * time.Second,
 		EtcdPrefix:             "/tripod",
 		RaftListen:             "127.0.0.1:9192",
-		RaftHeartbeatTimeout:   time.Second,
-		RaftElectionTimeout:    time.Second,
-		RaftLeaderLeaseTimeout: 500 * time.Millisecond,
+		RaftHeartbeatTimeout:   500 * time.Millisecond,
+		RaftElectionTimeout:    500 * time.Millisecond,
+		RaftLeaderLeaseTimeout: 400 * time.Millisecond,
 		RaftSnapshotThreshold:  8192,
 	}
 }
