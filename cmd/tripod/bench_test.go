@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchHeaderLine and benchResultLine match the lines `tripod bench
+// produce` prints per run.
+var (
+	benchHeaderLine = regexp.MustCompile(`^== acks=(\S+) replication-factor=(\d+) record-size=(\d+) B `)
+	benchResultLine = regexp.MustCompile(`^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th\.$`)
+)
+
+// TestBenchProduce runs `tripod bench produce` on a 3-broker Raft cluster
+// it starts itself, for acks 1 and all at replication factors 1 and 3, and
+// checks that it prints one header and one kafka-producer-perf-test line
+// per combination with plausible figures, and writes the same runs to
+// --json.
+func TestBenchProduce(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"bench", "produce", "--coord", "raft", "--brokers", "3", "--records", "2000",
+		"--record-size", "100", "--acks", "1,all", "--replication-factor", "1,3", "--json", jsonPath}
+	cmd := exec.CommandContext(ctx, tripodBin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	t.Logf("tripod %s:\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		t.Fatalf("tripod bench produce: %v; stderr:\n%s", err, stderr.String())
+	}
+
+	type combo struct {
+		acks string
+		rf   int
+	}
+	seen := map[combo]bool{}
+	var pending *combo
+	results := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if m := benchHeaderLine.FindStringSubmatch(line); m != nil {
+			rf, _ := strconv.Atoi(m[2])
+			pending = &combo{m[1], rf}
+			if m[3] != "100" {
+				t.Errorf("header %q: record size %s, want 100", line, m[3])
+			}
+			continue
+		}
+		m := benchResultLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		results++
+		if pending == nil {
+			t.Fatalf("result line %q without a header before it", line)
+		}
+		seen[*pending] = true
+		pending = nil
+		f := make([]float64, len(m))
+		for i := 1; i < len(m); i++ {
+			f[i], _ = strconv.ParseFloat(m[i], 64)
+		}
+		if f[1] != 2000 {
+			t.Errorf("%q: %v records sent, want 2000", line, f[1])
+		}
+		if f[2] <= 0 || f[3] <= 0 {
+			t.Errorf("%q: records/sec %v and MB/sec %v, want both above 0", line, f[2], f[3])
+		}
+		if f[4] <= 0 || f[4] > f[5] {
+			t.Errorf("%q: avg latency %v ms, want above 0 and at most the max %v ms", line, f[4], f[5])
+		}
+		if !(f[6] <= f[7] && f[7] <= f[8] && f[8] <= f[9] && f[9] <= f[5]) {
+			t.Errorf("%q: percentiles 50/95/99/99.9 = %v/%v/%v/%v ms, want rising and at most the max %v ms", line, f[6], f[7], f[8], f[9], f[5])
+		}
+	}
+	if results != 4 {
+		t.Errorf("%d result lines, want 4", results)
+	}
+	for _, c := range []combo{{"1", 1}, {"all", 1}, {"1", 3}, {"all", 3}} {
+		if !seen[c] {
+			t.Errorf("no result for acks=%s replication-factor=%d", c.acks, c.rf)
+		}
+	}
+	if !strings.Contains(string(out), "RECORDS/S") {
+		t.Errorf("no summary table in the output")
+	}
+
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatalf("read --json file: %v", err)
+	}
+	var runs []produceResult
+	if err := json.Unmarshal(b, &runs); err != nil {
+		t.Fatalf("decode --json file: %v\n%s", err, b)
+	}
+	if len(runs) != 4 {
+		t.Fatalf("--json holds %d runs, want 4", len(runs))
+	}
+	for _, r := range runs {
+		if r.Records != 2000 || r.RecordSize != 100 || r.RecordsPerSec <= 0 {
+			t.Errorf("--json run %+v: want 2000 records of 100 B at a rate above 0", r)
+		}
+	}
+}
