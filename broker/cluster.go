@@ -69,7 +69,12 @@ func (b *Broker) register(ctx context.Context) (coord.Session, error) {
 	me := coord.Broker{ID: coord.BrokerID(b.cfg.BrokerID), Host: b.advertisedHost, Port: b.advertisedPort}
 	waiting := false
 	for {
-		sess, err := b.backend.Register(ctx, me)
+		// Each attempt is bounded by the session timeout, so an attempt
+		// stuck on an unresponsive coordinator (a paused Raft leader the
+		// request was forwarded to) is retried against whoever leads now.
+		attemptCtx, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
+		sess, err := b.backend.Register(attemptCtx, me)
+		cancel()
 		if err == nil {
 			b.logger.Info("registered", "broker_epoch", sess.Broker().Epoch)
 			return sess, nil
