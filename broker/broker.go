@@ -72,6 +72,7 @@ type Broker struct {
 	snd    *sender
 
 	producerIDs *producerIDAllocator
+	metrics     *metrics
 	// dirLocks hold each log dir's lock file while the broker runs.
 	dirLocks []*os.File
 
@@ -106,6 +107,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		epochChanged: make(chan struct{}),
 		closing:      make(chan struct{}),
 	}
+	b.metrics = newMetrics(b)
 	locks, err := lockLogDirs(cfg.LogDirs)
 	if err != nil {
 		return nil, err
