@@ -24,6 +24,9 @@ type Broker struct {
 	RaftAddr string
 	// DataDir is the broker's --data-dir.
 	DataDir string
+	// Proxy is the proxy in front of Addr that the broker advertises, nil
+	// unless the cluster was started with Config.Proxies.
+	Proxy *Proxy
 	// LogPath is the file the process's stdout and stderr go to, appended
 	// to by every incarnation.
 	LogPath string
@@ -39,6 +42,15 @@ type Broker struct {
 	paused   bool
 	starts   int
 	stopWait time.Duration
+}
+
+// Advertised returns the address the broker advertises to clients and
+// other brokers: its proxy's, or Addr.
+func (b *Broker) Advertised() string {
+	if b.Proxy != nil {
+		return b.Proxy.Addr
+	}
+	return b.Addr
 }
 
 // Args returns the command line the broker runs with, without the binary.

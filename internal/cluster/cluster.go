@@ -54,6 +54,12 @@ type Config struct {
 	Sets []string
 	// LogLevel is every broker's --log-level. Default "info".
 	LogLevel string
+	// Proxies, when true, puts a Proxy in front of every broker's Kafka
+	// listener and makes the broker advertise the proxy's address
+	// (--advertise), so that a test can cut one broker off the Kafka
+	// network (Broker.Proxy.Cut) while its coordination session lives on.
+	// Default false.
+	Proxies bool
 	// BasePort, when not zero, gives broker i (1-based) the Kafka port
 	// BasePort+i-1 and the Raft port BasePort+100+i-1; zero picks free
 	// loopback ports.
@@ -165,6 +171,15 @@ func Start(cfg Config) (*Cluster, error) {
 			b.args = append(b.args, "--set", kv)
 		}
 		c.brokers = append(c.brokers, b)
+		if cfg.Proxies {
+			proxy, err := NewProxy(b.Addr)
+			if err != nil {
+				c.Close()
+				return nil, fmt.Errorf("proxy of broker %d: %w", id, err)
+			}
+			b.Proxy = proxy
+			b.args = append(b.args, "--advertise", proxy.Addr)
+		}
 	}
 	for _, b := range c.brokers {
 		if err := b.Start(); err != nil {
@@ -258,8 +273,8 @@ func (c *Cluster) Bootstrap() []string {
 	return out
 }
 
-// Close kills every broker and waits for them to exit. Closing twice is a
-// no-op.
+// Close kills every broker, waits for them to exit and closes their
+// proxies. Closing twice is a no-op.
 func (c *Cluster) Close() error {
 	if c.closed.Swap(true) {
 		return nil
@@ -274,6 +289,11 @@ func (c *Cluster) Close() error {
 		}()
 	}
 	wg.Wait()
+	for _, b := range c.brokers {
+		if b.Proxy != nil {
+			errs = append(errs, b.Proxy.Close())
+		}
+	}
 	return errors.Join(errs...)
 }
 
