@@ -137,6 +137,7 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 		if err != nil {
 			return err
 		}
+		start := time.Now()
 		resp, later, err := b.dispatch(ctx, req, reply)
 		if err != nil {
 			return err
@@ -149,13 +150,13 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 			return ctx.Err()
 		}
 		if later == nil {
-			slot.frame <- resp
+			slot.frame <- b.metrics.requestAnswered(req, start, int(size), resp)
 			continue
 		}
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
-			slot.frame <- b.encode(req, later(ctx))
+			slot.frame <- b.metrics.requestAnswered(req, start, int(size), b.encode(req, later(ctx)))
 		}()
 	}
 }

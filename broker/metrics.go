@@ -2,19 +2,267 @@ package broker
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
+// followerFetchLabel is the api label of a Fetch sent by a follower
+// replica (replica id set), so replication traffic is told apart from
+// consumers'.
+const followerFetchLabel = "FetchFollower"
+
+// requestDurationBuckets are the request latency histogram's upper bounds
+// in seconds, from sub-millisecond produces to long-poll fetches.
+var requestDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
 // metrics is the broker's Prometheus registry and the counters the rest of
-// the broker reports to. (Stub: filled in by the metrics work.)
-type metrics struct{}
+// the broker reports to. Gauges of broker state are computed when scraped
+// (stateCollector); counters are bumped by hooks: requestAnswered from the
+// connection, leaderAndIsrSent from the controller's sender, isrChanged
+// from replication. It is safe for concurrent use.
+type metrics struct {
+	b        *Broker
+	registry *prometheus.Registry
+	handler  http.Handler
+
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	bytesIn         prometheus.Counter
+	bytesOut        prometheus.Counter
+	isrShrinks      prometheus.Counter
+	isrExpands      prometheus.Counter
+	leaderElections prometheus.Counter
+
+	// electedMu guards elected: the highest leader epoch counted as an
+	// election, per partition of a topic ID, so a state sent to every
+	// replica counts once.
+	electedMu sync.Mutex
+	elected   map[electedPartition]int32
+}
+
+// electedPartition names a partition of one incarnation of a topic.
+type electedPartition struct {
+	topicID   [16]byte
+	partition int32
+}
 
 // newMetrics builds the broker's metrics; gauges read b when scraped.
-func newMetrics(b *Broker) *metrics { return &metrics{} }
+func newMetrics(b *Broker) *metrics {
+	m := &metrics{
+		b:        b,
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tripod_requests_total",
+			Help: "Kafka requests answered, by API; Fetch requests from follower replicas are api=\"FetchFollower\" (Kafka's RequestsPerSec, with request=FetchConsumer|FetchFollower).",
+		}, []string{"api"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tripod_request_duration_seconds",
+			Help:    "Time from a Kafka request's dispatch until its response is ready to send, long-poll and acks=all waits included, by API (Kafka's TotalTimeMs).",
+			Buckets: requestDurationBuckets,
+		}, []string{"api"}),
+		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_bytes_in_total",
+			Help: "Bytes of Kafka request frames received, every API, size prefix included (Kafka's socket-server incoming-byte-total; BytesInPerSec counts produced records only).",
+		}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_bytes_out_total",
+			Help: "Bytes of Kafka response frames sent, every API, size prefix included (Kafka's socket-server outgoing-byte-total; BytesOutPerSec counts fetched records only).",
+		}),
+		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_isr_shrinks_total",
+			Help: "ISR shrinks committed for partitions this broker leads (Kafka's IsrShrinksPerSec).",
+		}),
+		isrExpands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_isr_expands_total",
+			Help: "ISR expansions committed for partitions this broker leads (Kafka's IsrExpandsPerSec).",
+		}),
+		leaderElections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_leader_elections_total",
+			Help: "Partition leader changes (new leader epochs) decided by the controller running on this broker; a topic's first leaders are not counted (Kafka's LeaderElectionRateAndTimeMs count).",
+		}),
+		elected: map[electedPartition]int32{},
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.requestDuration, m.bytesIn, m.bytesOut,
+		m.isrShrinks, m.isrExpands, m.leaderElections,
+		newStateCollector(b),
+	)
+	// Every API the broker speaks is listed from the start, at zero, so
+	// rates over a broker's whole life need no special case.
+	for key := range apis {
+		m.requests.WithLabelValues(kmsg.NameForKey(key))
+	}
+	m.requests.WithLabelValues(followerFetchLabel)
+	for _, api := range []string{kmsg.NameForKey(0), kmsg.NameForKey(1), followerFetchLabel} {
+		m.requestDuration.WithLabelValues(api)
+	}
+	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+	return m
+}
+
+// requestAnswered counts a request of size bytes (its frame after the size
+// prefix) dispatched at start, whose response frame is ready; it returns
+// frame unchanged. A nil req (a reply made before decoding) counts only
+// bytes; a nil frame (acks=0) counts no bytes out.
+func (m *metrics) requestAnswered(req *request, start time.Time, size int, frame []byte) []byte {
+	m.bytesIn.Add(float64(size + 4))
+	m.bytesOut.Add(float64(len(frame)))
+	if req == nil {
+		return frame
+	}
+	api := requestLabel(req)
+	m.requests.WithLabelValues(api).Inc()
+	m.requestDuration.WithLabelValues(api).Observe(time.Since(start).Seconds())
+	return frame
+}
+
+// requestLabel is a request's api label: its Kafka API name, or
+// FetchFollower for a fetch by a replica.
+func requestLabel(req *request) string {
+	if f, ok := req.kreq.(*kmsg.FetchRequest); ok && (f.ReplicaID >= 0 || f.ReplicaState.ID >= 0) {
+		return followerFetchLabel
+	}
+	return kmsg.NameForKey(req.header.key)
+}
 
 // isrChanged counts ISR shrinks and expansions committed for partitions
 // this broker leads.
-func (m *metrics) isrChanged(shrinks, expands int) {}
+func (m *metrics) isrChanged(shrinks, expands int) {
+	m.isrShrinks.Add(float64(shrinks))
+	m.isrExpands.Add(float64(expands))
+}
+
+// leaderAndIsrSent counts the leader elections in a LeaderAndIsr the
+// controller on this broker sends: partition states with a leader whose leader
+// epoch is above both the one in the broker's metadata cache and any already
+// counted. A state sent to several replicas counts once; a new
+// controller's full state (epochs the cache already holds) counts
+// nothing; a partition's first leader (epoch 0) is not an election.
+func (m *metrics) leaderAndIsrSent(req any) {
+	r, ok := req.(*coord.LeaderAndIsrRequest)
+	if !ok {
+		return
+	}
+	m.electedMu.Lock()
+	defer m.electedMu.Unlock()
+	for _, p := range r.Partitions {
+		if p.Leader == coord.NoBroker || p.LeaderEpoch <= 0 {
+			continue
+		}
+		key := electedPartition{topicID: p.TopicID, partition: p.Partition}
+		if counted, ok := m.elected[key]; ok && p.LeaderEpoch <= counted {
+			continue
+		}
+		if cached, ok := m.b.cachedLeaderEpoch(p.TopicID, p.Topic, p.Partition); ok && p.LeaderEpoch <= cached {
+			continue
+		}
+		m.elected[key] = p.LeaderEpoch
+		m.leaderElections.Inc()
+	}
+}
+
+// cachedLeaderEpoch returns the leader epoch b's metadata cache holds for
+// a partition of the topic with the given ID.
+func (b *Broker) cachedLeaderEpoch(topicID [16]byte, topic string, partition int32) (int32, bool) {
+	b.cache.mu.RLock()
+	defer b.cache.mu.RUnlock()
+	t, ok := b.cache.topics[topic]
+	if !ok || t.id != topicID {
+		return 0, false
+	}
+	p, ok := t.partitions[partition]
+	return p.LeaderEpoch, ok
+}
 
 // MetricsHandler serves the broker's metrics in Prometheus text format,
 // for /metrics.
-func (b *Broker) MetricsHandler() http.Handler { return http.NotFoundHandler() }
+func (b *Broker) MetricsHandler() http.Handler { return b.metrics.handler }
+
+// stateCollector computes the broker's state gauges when scraped.
+type stateCollector struct {
+	b *Broker
+	// lastControllerEpoch is the controller epoch last read, reported
+	// while a controller request holds the broker's state lock.
+	lastControllerEpoch atomic.Int64
+
+	partitions, leaderPartitions, underReplicated, offline *prometheus.Desc
+	activeController, controllerEpoch                      *prometheus.Desc
+}
+
+func newStateCollector(b *Broker) *stateCollector {
+	return &stateCollector{
+		b: b,
+		partitions: prometheus.NewDesc("tripod_partitions",
+			"Partition replicas this broker holds, led or followed (Kafka's PartitionCount).", nil, nil),
+		leaderPartitions: prometheus.NewDesc("tripod_leader_partitions",
+			"Partitions this broker leads (Kafka's LeaderCount).", nil, nil),
+		underReplicated: prometheus.NewDesc("tripod_under_replicated_partitions",
+			"Partitions this broker leads whose ISR is smaller than their replica set (Kafka's UnderReplicatedPartitions).", nil, nil),
+		offline: prometheus.NewDesc("tripod_offline_partitions",
+			"Partitions without a leader in this broker's metadata cache; every broker reports the cluster-wide count (Kafka's OfflinePartitionsCount, which only the controller reports).", nil, nil),
+		activeController: prometheus.NewDesc("tripod_active_controller",
+			"1 if this broker runs the controller, else 0 (Kafka's ActiveControllerCount).", nil, nil),
+		controllerEpoch: prometheus.NewDesc("tripod_controller_epoch",
+			"Highest controller epoch this broker accepted a controller request from (Kafka's controller epoch).", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.partitions, c.leaderPartitions, c.underReplicated, c.offline, c.activeController, c.controllerEpoch} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	b := c.b
+	self := coord.BrokerID(b.cfg.BrokerID)
+	parts := b.allPartitions()
+	var leading, under int
+	for _, p := range parts {
+		st := p.role()
+		if st.Leader != self {
+			continue
+		}
+		leading++
+		if len(st.ISR) < len(st.Replicas) {
+			under++
+		}
+	}
+	var offline int
+	for _, t := range b.cache.allTopics() {
+		for _, p := range t.partitions {
+			if p.Leader < 0 {
+				offline++
+			}
+		}
+	}
+	active := 0.0
+	if b.controller() != nil {
+		active = 1
+	}
+	// A controller request may hold stateMu while it opens logs or
+	// truncates: a scrape then reports the epoch it read last rather than
+	// wait.
+	if b.stateMu.TryLock() {
+		c.lastControllerEpoch.Store(b.controllerEpoch)
+		b.stateMu.Unlock()
+	}
+	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(len(parts)))
+	ch <- prometheus.MustNewConstMetric(c.leaderPartitions, prometheus.GaugeValue, float64(leading))
+	ch <- prometheus.MustNewConstMetric(c.underReplicated, prometheus.GaugeValue, float64(under))
+	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
+	ch <- prometheus.MustNewConstMetric(c.activeController, prometheus.GaugeValue, active)
+	ch <- prometheus.MustNewConstMetric(c.controllerEpoch, prometheus.GaugeValue, float64(c.lastControllerEpoch.Load()))
+}

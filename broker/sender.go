@@ -97,6 +97,7 @@ func (s *sender) waitDelivered(ctx context.Context) bool {
 
 // Send implements coord.Sender.
 func (s *sender) Send(to coord.Broker, req any) {
+	s.b.metrics.leaderAndIsrSent(req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
