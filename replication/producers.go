@@ -1,0 +1,488 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+
+	"github.com/tripodmq/tripod/replication/log"
+)
+
+// Errors of the idempotent producer checks. Each maps to one Kafka error
+// code, which the broker puts on the wire.
+var (
+	// ErrProducerFenced refuses a batch whose producer epoch is older than
+	// the epoch the partition last saw for its producer id: a newer
+	// instance of the producer has taken the id over (Kafka answers
+	// INVALID_PRODUCER_EPOCH, as brokers since 2.7 do for produce).
+	ErrProducerFenced = errors.New("replication: producer epoch older than the partition's current epoch for the producer id")
+	// ErrOutOfOrderSequence refuses a batch whose base sequence is not the
+	// one after the producer's last appended batch (a gap or a reorder),
+	// or a batch of a new producer epoch that does not start at sequence 0
+	// (OUT_OF_ORDER_SEQUENCE_NUMBER).
+	ErrOutOfOrderSequence = errors.New("replication: out of order sequence number")
+)
+
+// Kafka's RecordBatch constants for a batch without a producer.
+const (
+	// NoProducerID is the producer id of a batch from a producer that is
+	// not idempotent.
+	NoProducerID = -1
+	// NoProducerEpoch is the producer epoch of such a batch, and the epoch
+	// of a producer id the partition knows nothing of.
+	NoProducerEpoch = -1
+	// NoSequence is the base sequence of such a batch.
+	NoSequence = -1
+)
+
+// ProducerBatchesRetained is how many of a producer's most recent batches
+// a partition remembers to recognise a retry (Kafka's
+// ProducerStateEntry.NUM_BATCHES_TO_RETAIN, which matches the client's
+// max.in.flight.requests.per.connection limit of 5 for idempotence).
+const ProducerBatchesRetained = 5
+
+// The v2 record batch header fields ParseBatchMeta reads (Kafka's
+// DefaultRecordBatch; replication/log keeps the same table).
+const (
+	batchFieldBaseOffset      = 0  // int64
+	batchFieldLength          = 8  // int32: bytes after this field
+	batchFieldMagic           = 16 // int8
+	batchFieldCRC             = 17 // uint32: CRC-32C of attributes..end
+	batchFieldAttributes      = 21 // int16
+	batchFieldLastOffsetDelta = 23 // int32
+	batchFieldMaxTimestamp    = 35 // int64
+	batchFieldProducerID      = 43 // int64
+	batchFieldProducerEpoch   = 51 // int16
+	batchFieldBaseSequence    = 53 // int32
+	batchFieldRecordCount     = 57 // int32
+
+	// batchHeaderLen is the size of a v2 batch without its records.
+	batchHeaderLen = 61
+	// batchLengthOverhead is the bytes before the records that the length
+	// field does not count.
+	batchLengthOverhead = 12
+	// batchMagicV2 is the only record batch format tripod stores.
+	batchMagicV2 = 2
+	// attrTransactional and attrControl are the attributes bits of a
+	// transactional batch and of a control (transaction marker) batch.
+	attrTransactional = 0x10
+	attrControl       = 0x20
+)
+
+// crcTable is the CRC-32C table of the v2 batch checksum.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// BatchMeta is what the idempotence checks need of one v2 record batch:
+// its producer, its sequence range and its offsets.
+type BatchMeta struct {
+	// ProducerID is the batch's producer id; NoProducerID (-1) for a
+	// producer that is not idempotent, whose batches are never checked.
+	ProducerID int64
+	// ProducerEpoch is the batch's producer epoch.
+	ProducerEpoch int16
+	// BaseSequence is the sequence number of the batch's first record.
+	BaseSequence int32
+	// LastSequence is the sequence number of its last record: BaseSequence
+	// plus the last offset delta, wrapping from math.MaxInt32 to 0 as
+	// Kafka's DefaultRecordBatch.incrementSequence does.
+	LastSequence int32
+	// FirstOffset and LastOffset are the offsets of the batch's first and
+	// last record as its header states them. In a produce request they
+	// are whatever the client sent (usually 0 and the last offset delta);
+	// Appended and Load record the offsets the log assigned, and a
+	// duplicate returned by Check carries those.
+	FirstOffset, LastOffset int64
+	// MaxTimestamp is the batch's max timestamp (ms), which Expire
+	// compares to decide that a producer has been idle.
+	MaxTimestamp int64
+	// Transactional says the batch belongs to a transaction.
+	Transactional bool
+	// Control says the batch is a control batch (a transaction marker);
+	// control batches carry no sequence and are neither checked nor
+	// recorded.
+	Control bool
+}
+
+// idempotent reports whether the checks apply to the batch.
+func (b BatchMeta) idempotent() bool { return b.ProducerID >= 0 && !b.Control }
+
+// incrementSequence returns sequence+increment, wrapping past
+// math.MaxInt32 to 0 (Kafka's DefaultRecordBatch.incrementSequence).
+func incrementSequence(sequence, increment int32) int32 {
+	if sequence > math.MaxInt32-increment {
+		return increment - (math.MaxInt32 - sequence) - 1
+	}
+	return sequence + increment
+}
+
+// inSequence reports whether next is the sequence after last.
+func inSequence(last, next int32) bool {
+	return int64(next) == int64(last)+1 || (next == 0 && last == math.MaxInt32)
+}
+
+// ParseBatchMeta parses the header of every v2 batch in records (a produce
+// request's or a fetch response's records field: one or more concatenated
+// batches) and checks each batch's framing and CRC-32C, as Kafka validates
+// a batch before its producer state: a corrupt retry is CORRUPT_MESSAGE,
+// never a duplicate. The records are not modified or retained.
+//
+// Errors wrap log.ErrCorruptMessage (empty records, a truncated or
+// malformed batch, a bad CRC) or log.ErrUnsupportedMagic, naming the batch
+// by index and byte position, so the broker maps them as it maps the
+// log's own.
+func ParseBatchMeta(records []byte) ([]BatchMeta, error) {
+	if len(records) == 0 {
+		return nil, fmt.Errorf("%w: no record batch", log.ErrCorruptMessage)
+	}
+	metas := make([]BatchMeta, 0, 1)
+	for pos := 0; pos < len(records); {
+		meta, size, err := parseBatch(records[pos:], true)
+		if err != nil {
+			return nil, fmt.Errorf("%w: batch %d at byte %d: %s", errors.Unwrap(err), len(metas), pos, err.Error())
+		}
+		metas = append(metas, meta)
+		pos += size
+	}
+	return metas, nil
+}
+
+// batchError is a malformed batch: kind is the log's sentinel, detail
+// says what is wrong. Its Error is the detail only; ParseBatchMeta and
+// Load prefix the kind and position.
+type batchError struct {
+	kind   error
+	detail string
+}
+
+// Error implements error.
+func (e *batchError) Error() string { return e.detail }
+
+// Unwrap returns the sentinel.
+func (e *batchError) Unwrap() error { return e.kind }
+
+// parseBatch parses the batch b starts with and returns it with its size
+// in bytes. It checks the framing, and the CRC-32C if checkCRC.
+func parseBatch(b []byte, checkCRC bool) (BatchMeta, int, error) {
+	corrupt := func(format string, args ...any) error {
+		return &batchError{kind: log.ErrCorruptMessage, detail: fmt.Sprintf(format, args...)}
+	}
+	if len(b) > batchFieldMagic && int8(b[batchFieldMagic]) != batchMagicV2 {
+		return BatchMeta{}, 0, &batchError{kind: log.ErrUnsupportedMagic, detail: fmt.Sprintf("magic %d, want %d", int8(b[batchFieldMagic]), batchMagicV2)}
+	}
+	if len(b) < batchHeaderLen {
+		return BatchMeta{}, 0, corrupt("%d bytes, shorter than a batch header (%d)", len(b), batchHeaderLen)
+	}
+	size := int64(int32(binary.BigEndian.Uint32(b[batchFieldLength:]))) + batchLengthOverhead
+	lastOffsetDelta := int32(binary.BigEndian.Uint32(b[batchFieldLastOffsetDelta:]))
+	recordCount := int32(binary.BigEndian.Uint32(b[batchFieldRecordCount:]))
+	switch {
+	case size < batchHeaderLen:
+		return BatchMeta{}, 0, corrupt("batchLength %d below the minimum %d", size-batchLengthOverhead, batchHeaderLen-batchLengthOverhead)
+	case size > int64(len(b)):
+		return BatchMeta{}, 0, corrupt("batchLength %d runs past the %d bytes given", size-batchLengthOverhead, len(b))
+	case lastOffsetDelta < 0:
+		return BatchMeta{}, 0, corrupt("lastOffsetDelta %d is negative", lastOffsetDelta)
+	case int64(recordCount) != int64(lastOffsetDelta)+1:
+		return BatchMeta{}, 0, corrupt("recordCount %d, want lastOffsetDelta+1 = %d", recordCount, int64(lastOffsetDelta)+1)
+	}
+	if checkCRC {
+		want := binary.BigEndian.Uint32(b[batchFieldCRC:])
+		if got := crc32.Checksum(b[batchFieldAttributes:size], crcTable); got != want {
+			return BatchMeta{}, 0, corrupt("crc %#08x, computed %#08x", want, got)
+		}
+	}
+	attributes := binary.BigEndian.Uint16(b[batchFieldAttributes:])
+	baseOffset := int64(binary.BigEndian.Uint64(b[batchFieldBaseOffset:]))
+	meta := BatchMeta{
+		ProducerID:    int64(binary.BigEndian.Uint64(b[batchFieldProducerID:])),
+		ProducerEpoch: int16(binary.BigEndian.Uint16(b[batchFieldProducerEpoch:])),
+		BaseSequence:  int32(binary.BigEndian.Uint32(b[batchFieldBaseSequence:])),
+		FirstOffset:   baseOffset,
+		LastOffset:    baseOffset + int64(lastOffsetDelta),
+		MaxTimestamp:  int64(binary.BigEndian.Uint64(b[batchFieldMaxTimestamp:])),
+		Transactional: attributes&attrTransactional != 0,
+		Control:       attributes&attrControl != 0,
+	}
+	meta.LastSequence = NoSequence
+	if meta.BaseSequence != NoSequence {
+		meta.LastSequence = incrementSequence(meta.BaseSequence, lastOffsetDelta)
+	}
+	return meta, int(size), nil
+}
+
+// producerEntry is what a partition remembers of one producer id: its
+// current epoch and up to ProducerBatchesRetained of its last batches of
+// that epoch, oldest first, with their log offsets.
+type producerEntry struct {
+	epoch   int16
+	batches []BatchMeta
+}
+
+// lastSequence is the sequence of the producer's last appended record.
+func (e *producerEntry) lastSequence() int32 {
+	if len(e.batches) == 0 {
+		return NoSequence
+	}
+	return e.batches[len(e.batches)-1].LastSequence
+}
+
+// add records an appended batch: a new epoch forgets the batches of the
+// old one, and only the last ProducerBatchesRetained batches are kept
+// (Kafka's ProducerStateEntry.addBatch).
+func (e *producerEntry) add(b BatchMeta) {
+	if b.ProducerEpoch != e.epoch {
+		e.epoch = b.ProducerEpoch
+		e.batches = e.batches[:0]
+	}
+	if len(e.batches) == ProducerBatchesRetained {
+		copy(e.batches, e.batches[1:])
+		e.batches = e.batches[:len(e.batches)-1]
+	}
+	e.batches = append(e.batches, b)
+}
+
+// duplicate returns the retained batch with b's epoch and exact sequence
+// range, if any (Kafka's ProducerStateEntry.findDuplicateBatch).
+func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
+	if b.ProducerEpoch != e.epoch {
+		return BatchMeta{}, false
+	}
+	for _, kept := range e.batches {
+		if kept.BaseSequence == b.BaseSequence && kept.LastSequence == b.LastSequence {
+			return kept, true
+		}
+	}
+	return BatchMeta{}, false
+}
+
+// Producers is one partition's idempotent producer state: for every
+// producer id seen in the partition's log, its epoch and its last
+// ProducerBatchesRetained batches. The leader checks each produce against
+// it before appending (Check) and every replica records what it appends
+// (Appended), so a follower that becomes leader already holds the state.
+// It is rebuilt from the log on open (Load), and after a truncation
+// (TruncateTo, then Reset and Load when TruncateTo says so).
+//
+// Producers is Kafka's ProducerStateManager without snapshots or
+// transactions. It does no I/O except reading a log in Load and is not
+// safe for concurrent use: the broker calls it under the partition's
+// append lock.
+type Producers struct {
+	entries map[int64]*producerEntry
+}
+
+// NewProducers returns an empty state.
+func NewProducers() *Producers {
+	return &Producers{entries: make(map[int64]*producerEntry)}
+}
+
+// Len is the number of producer ids the partition remembers.
+func (p *Producers) Len() int { return len(p.entries) }
+
+// Reset forgets every producer.
+func (p *Producers) Reset() { clear(p.entries) }
+
+// pendingProducer is a producer's state as the earlier batches of the
+// request under Check would leave it.
+type pendingProducer struct {
+	id           int64
+	epoch        int16
+	lastSequence int32
+}
+
+// Check decides, before a leader appends a produce's batches (as
+// ParseBatchMeta returned them, in order), whether they may be written.
+// Batches with ProducerID < 0 and control batches are not checked. For
+// each other batch, in order, as Kafka's UnifiedLog and
+// ProducerAppendInfo.checkSequence decide:
+//
+//   - A batch with the producer's current epoch and the exact sequence
+//     range of one of its last ProducerBatchesRetained appended batches is
+//     a retry: Check returns that batch, with the offsets it was appended
+//     at, and a nil error. The broker writes nothing and answers the
+//     partition with no error and the duplicate's FirstOffset as base
+//     offset (Kafka answers NONE; DUPLICATE_SEQUENCE_NUMBER is what older
+//     brokers sent). A request whose later batch is a duplicate is
+//     answered the same way, as Kafka does; produce v3+ carries one batch
+//     per partition, so real clients never send such a request.
+//   - An epoch older than the producer's current one: ErrProducerFenced.
+//   - A newer epoch must start at sequence 0, else ErrOutOfOrderSequence.
+//   - The current epoch must continue at the sequence after the last
+//     appended one (wrapping from math.MaxInt32 to 0), else
+//     ErrOutOfOrderSequence: a gap, a reorder, or a retry older than the
+//     retained batches.
+//   - A producer id the partition does not know is accepted at any
+//     sequence and epoch, as Kafka 2.5+ does (KIP-360): its earlier
+//     batches may have left the log through retention, or it may have
+//     been expired, and it must be able to go on. Kafka 1.0-2.4 answered
+//     UNKNOWN_PRODUCER_ID to a non-zero sequence instead.
+//
+// Earlier batches of the same request count as appended for the
+// sequence checks, but not for duplicates (they have no offsets yet).
+// Errors wrap the sentinels and name the producer, epoch and sequences.
+// Check changes nothing: call Appended after the append succeeds.
+func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
+	var pendingSpace [4]pendingProducer
+	pending := pendingSpace[:0]
+	for i, b := range batches {
+		if !b.idempotent() {
+			continue
+		}
+		committed := p.entries[b.ProducerID]
+		if committed != nil {
+			if kept, ok := committed.duplicate(b); ok {
+				return &kept, nil
+			}
+		}
+		// The producer's state as of this batch: the request's earlier
+		// batches if any, else what was appended.
+		current := pendingProducer{id: b.ProducerID, epoch: NoProducerEpoch, lastSequence: NoSequence}
+		if committed != nil {
+			current.epoch, current.lastSequence = committed.epoch, committed.lastSequence()
+		}
+		at := -1
+		for j := range pending {
+			if pending[j].id == b.ProducerID {
+				current, at = pending[j], j
+			}
+		}
+		known := committed != nil && committed.epoch != NoProducerEpoch
+		switch {
+		case b.ProducerEpoch < current.epoch:
+			return nil, fmt.Errorf("%w: batch %d of producer %d has epoch %d, current epoch %d",
+				ErrProducerFenced, i, b.ProducerID, b.ProducerEpoch, current.epoch)
+		case b.ProducerEpoch != current.epoch:
+			if b.BaseSequence != 0 && current.epoch != NoProducerEpoch {
+				return nil, fmt.Errorf("%w: batch %d of producer %d starts new epoch %d at sequence %d, want 0 (current epoch %d)",
+					ErrOutOfOrderSequence, i, b.ProducerID, b.ProducerEpoch, b.BaseSequence, current.epoch)
+			}
+		case known && !inSequence(current.lastSequence, b.BaseSequence):
+			return nil, fmt.Errorf("%w: batch %d of producer %d epoch %d has sequence %d, want %d",
+				ErrOutOfOrderSequence, i, b.ProducerID, b.ProducerEpoch, b.BaseSequence, incrementSequence(current.lastSequence, 1))
+		}
+		current.epoch, current.lastSequence = b.ProducerEpoch, b.LastSequence
+		if at >= 0 {
+			pending[at] = current
+		} else {
+			pending = append(pending, current)
+		}
+	}
+	return nil, nil
+}
+
+// Appended records batches a replica appended to its log, leader or
+// follower, with the offsets the log gave them: batches[0] starts at
+// baseOffset (log.AppendResult.BaseOffset) and each next batch follows
+// the previous one, whatever offsets their headers held. It validates
+// nothing (a follower takes its leader's word, as Kafka's REPLICATION
+// origin does): a new epoch replaces the producer's batches, and only the
+// last ProducerBatchesRetained are kept. Batches with ProducerID < 0 and
+// control batches are skipped. The caller's slice is not modified.
+func (p *Producers) Appended(batches []BatchMeta, baseOffset int64) {
+	next := baseOffset
+	for _, b := range batches {
+		records := b.LastOffset - b.FirstOffset
+		b.FirstOffset, b.LastOffset = next, next+records
+		next = b.LastOffset + 1
+		p.record(b)
+	}
+}
+
+// record adds one batch with its final offsets.
+func (p *Producers) record(b BatchMeta) {
+	if !b.idempotent() {
+		return
+	}
+	e := p.entries[b.ProducerID]
+	if e == nil {
+		e = &producerEntry{epoch: NoProducerEpoch, batches: make([]BatchMeta, 0, ProducerBatchesRetained)}
+		p.entries[b.ProducerID] = e
+	}
+	e.add(b)
+}
+
+// loadChunkBytes is how much of the log Load reads at a time.
+const loadChunkBytes = 1 << 20
+
+// Load forgets every producer and rebuilds the state from the whole log,
+// StartOffset to EndOffset, reading it in chunks of 1 MiB and parsing
+// batch headers only (the log verified their CRC when it appended them).
+// The result equals what Appended would have recorded for the same
+// batches. Producers whose batches retention removed are forgotten, so
+// their next batch is accepted at any sequence (see Check). The caller
+// holds the partition's append lock, so the log does not grow meanwhile.
+// Load reads every byte of the log: on open, and after a truncation only
+// when TruncateTo asks for it.
+//
+// Errors: the log's read errors (log.ErrClosed, log.ErrOffsetOutOfRange
+// if retention moved the start meanwhile) and log.ErrCorruptMessage for a
+// malformed header; the state is then partial and Load should be retried.
+func (p *Producers) Load(l *log.Log) error {
+	p.Reset()
+	offset, end := l.StartOffset(), l.EndOffset()
+	for offset < end {
+		data, err := l.Read(offset, loadChunkBytes)
+		if err != nil {
+			return fmt.Errorf("load producer state at offset %d: %w", offset, err)
+		}
+		if len(data) == 0 {
+			return fmt.Errorf("load producer state at offset %d: %w: empty read below the log end offset %d", offset, log.ErrCorruptMessage, end)
+		}
+		for pos := 0; pos < len(data); {
+			meta, size, err := parseBatch(data[pos:], false)
+			if err != nil {
+				return fmt.Errorf("load producer state at offset %d: %w: %s", offset, errors.Unwrap(err), err.Error())
+			}
+			p.record(meta)
+			offset = meta.LastOffset + 1
+			pos += size
+		}
+	}
+	return nil
+}
+
+// TruncateTo forgets the batches at and above offset, after the broker
+// cut the log there (log.TruncateTo). A producer that keeps some batches
+// keeps its epoch and last sequence exactly; only its window of
+// duplicates is shorter until it appends again. A producer that loses
+// all its retained batches is forgotten, and since its earlier batches
+// (below offset, older than the window) decide its sequence, TruncateTo
+// then returns reload: the caller must Reset and Load from the truncated
+// log to be exact. A follower's truncation usually cuts only the tail
+// written under the previous leader, so the log is rarely read again.
+func (p *Producers) TruncateTo(offset int64) (reload bool) {
+	for id, e := range p.entries {
+		keep := len(e.batches)
+		for keep > 0 && e.batches[keep-1].LastOffset >= offset {
+			keep--
+		}
+		if keep == len(e.batches) {
+			continue
+		}
+		if keep == 0 {
+			delete(p.entries, id)
+			reload = true
+			continue
+		}
+		e.batches = e.batches[:keep]
+	}
+	return reload
+}
+
+// Expire forgets the producers whose last batch's MaxTimestamp is below
+// before (ms), as Kafka does after producer.id.expiration.ms (default one
+// day) without a write, so a long-lived broker does not keep every
+// producer id it ever saw. An expired producer's next batch is accepted
+// at any sequence. Expire returns how many were forgotten.
+func (p *Producers) Expire(before int64) int {
+	n := 0
+	for id, e := range p.entries {
+		if len(e.batches) == 0 || e.batches[len(e.batches)-1].MaxTimestamp < before {
+			delete(p.entries, id)
+			n++
+		}
+	}
+	return n
+}
