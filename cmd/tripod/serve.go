@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -33,6 +36,10 @@ type serveOptions struct {
 	raftVoters     string
 	sessionTimeout time.Duration
 	advertise      string
+
+	// metricsListen is the HOST:PORT serving Prometheus metrics at
+	// /metrics; empty serves none.
+	metricsListen string
 }
 
 // newServeCmd builds `tripod serve`: one broker serving the Kafka protocol.
@@ -41,7 +48,7 @@ type serveOptions struct {
 // Coordination flags (--coord, --zk-connect, --etcd-endpoints,
 // --raft-listen, --raft-voters, --session-timeout) choose the backend; with
 // none the broker is a one-broker cluster on embedded Raft in its data
-// directory.
+// directory. --metrics-listen serves the broker's Prometheus metrics.
 func newServeCmd() *cobra.Command { return newServeCmdWith(&serveOptions{}) }
 
 // newServeCmdWith builds `tripod serve` parsing its flags into opts.
@@ -59,7 +66,11 @@ The broker joins the cluster of its coordination backend (--coord raft,
 zk or etcd; default: a one-broker cluster on embedded Raft in
 <data-dir>/raft, listening on the Kafka port + 100). SIGTERM or SIGINT
 closes the broker cleanly: a controlled shutdown moves its partition
-leaderships to other brokers first (controlled.shutdown.enable).`,
+leaderships to other brokers first (controlled.shutdown.enable).
+
+With --metrics-listen HOST:PORT the broker serves its metrics in
+Prometheus text format at http://HOST:PORT/metrics (port 0: a free port,
+logged as "metrics listening").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := opts.config(cmd)
@@ -68,7 +79,7 @@ leaderships to other brokers first (controlled.shutdown.enable).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runServe(ctx, cfg, opts.logLevel)
+			return runServe(ctx, cfg, opts.logLevel, opts.metricsListen)
 		},
 	}
 	f := cmd.Flags()
@@ -86,6 +97,7 @@ leaderships to other brokers first (controlled.shutdown.enable).`,
 	f.StringVar(&opts.raftVoters, "raft-voters", "", "Raft voters id@host:port,... (raft.voters); default: this broker alone")
 	f.DurationVar(&opts.sessionTimeout, "session-timeout", 6*time.Second, "session timeout: the failure detection time (zookeeper.session.timeout.ms / etcd.lease.ttl.ms)")
 	f.StringVar(&opts.advertise, "advertise", "", "HOST:PORT other brokers and clients are told (advertised.listeners)")
+	f.StringVar(&opts.metricsListen, "metrics-listen", "", "HOST:PORT serving Prometheus metrics at /metrics; empty: no metrics")
 	return cmd
 }
 
@@ -148,6 +160,11 @@ func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
 			return cfg, fmt.Errorf("--%s: %w", p.flag, err)
 		}
 	}
+	if o.metricsListen != "" {
+		if err := checkHostPort(o.metricsListen); err != nil {
+			return cfg, fmt.Errorf("--metrics-listen %q: %w", o.metricsListen, err)
+		}
+	}
 	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
 		return cfg, fmt.Errorf("--log-level %q: must be trace, debug, info, warn or error", o.logLevel)
 	}
@@ -157,18 +174,85 @@ func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
 	return cfg, nil
 }
 
-// runServe runs a broker until ctx is done, then closes it.
-func runServe(ctx context.Context, cfg broker.Config, level string) error {
+// checkHostPort checks that addr is HOST:PORT with a port in 0..65535.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be HOST:PORT: %w", err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q must be a number in 0..65535", port)
+	}
+	return nil
+}
+
+// runServe runs a broker until ctx is done, then closes it. With
+// metricsListen set it serves the broker's metrics at /metrics there
+// until the broker has closed.
+func runServe(ctx context.Context, cfg broker.Config, level, metricsListen string) error {
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:   "tripod",
 		Level:  hclog.LevelFromString(level),
 		Output: os.Stderr,
 	})
+	// The metrics listener is bound first, so a port in use fails before
+	// the broker joins its cluster.
+	var metricsLn net.Listener
+	if metricsListen != "" {
+		ln, err := net.Listen("tcp", metricsListen)
+		if err != nil {
+			return fmt.Errorf("listen on --metrics-listen %s: %w", metricsListen, err)
+		}
+		metricsLn = ln
+	}
 	b, err := broker.New(cfg, logger)
 	if err != nil {
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
 		return err
+	}
+	var stopMetrics func()
+	if metricsLn != nil {
+		stopMetrics = serveMetrics(metricsLn, b.MetricsHandler(), logger)
 	}
 	<-ctx.Done()
 	logger.Info("shutting down")
-	return b.Close()
+	err = b.Close()
+	if stopMetrics != nil {
+		stopMetrics()
+	}
+	return err
+}
+
+// metricsShutdownTimeout bounds how long stopping the metrics server waits
+// for scrapes in progress.
+const metricsShutdownTimeout = 5 * time.Second
+
+// serveMetrics serves handler at /metrics on ln until the returned stop
+// function is called; stop waits for the server to end.
+func serveMetrics(ln net.Listener, handler http.Handler, logger hclog.Logger) (stop func()) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", handler)
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          logger.Named("metrics").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	logger.Info("metrics listening", "addr", ln.Addr().String(), "path", "/metrics")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server failed", "addr", ln.Addr().String(), "error", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			srv.Close()
+		}
+		<-done
+	}
 }
