@@ -133,12 +133,24 @@ func inSequence(last, next int32) bool {
 // by index and byte position, so the broker maps them as it maps the
 // log's own.
 func ParseBatchMeta(records []byte) ([]BatchMeta, error) {
+	return parseBatches(records, true)
+}
+
+// ParseBatchHeaders is ParseBatchMeta without the CRC-32C check, for
+// batches the log has verified already: a follower's fetched records
+// after log.AppendAsFollower accepted them.
+func ParseBatchHeaders(records []byte) ([]BatchMeta, error) {
+	return parseBatches(records, false)
+}
+
+// parseBatches implements ParseBatchMeta and ParseBatchHeaders.
+func parseBatches(records []byte, checkCRC bool) ([]BatchMeta, error) {
 	if len(records) == 0 {
 		return nil, fmt.Errorf("%w: no record batch", log.ErrCorruptMessage)
 	}
 	metas := make([]BatchMeta, 0, 1)
 	for pos := 0; pos < len(records); {
-		meta, size, err := parseBatch(records[pos:], true)
+		meta, size, err := parseBatch(records[pos:], checkCRC)
 		if err != nil {
 			return nil, fmt.Errorf("%w: batch %d at byte %d: %s", errors.Unwrap(err), len(metas), pos, err.Error())
 		}
@@ -268,7 +280,35 @@ func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
 // Producers is Kafka's ProducerStateManager without snapshots or
 // transactions. It does no I/O except reading a log in Load and is not
 // safe for concurrent use: the broker calls it under the partition's
-// append lock.
+// append lock, the lock that orders the log's appends and truncations,
+// so the state always describes the log.
+//
+// # Wiring it into the broker
+//
+//   - Open: NewProducers, then Load(log).
+//   - Produce at the leader: ParseBatchMeta(records) (an error is the
+//     partition's error, mapped as the log's: CORRUPT_MESSAGE,
+//     UNSUPPORTED_FOR_MESSAGE_FORMAT); for acks=all,
+//     Partition.CheckAcksAll first, as Kafka checks min.insync.replicas
+//     before its producer state. Then, holding the append lock: Check.
+//     ErrProducerFenced is INVALID_PRODUCER_EPOCH, ErrOutOfOrderSequence
+//     is OUT_OF_ORDER_SEQUENCE_NUMBER; nothing is written. A duplicate is
+//     not written either: answer no error with base offset
+//     dup.FirstOffset, and for acks=all Await(id, dup.LastOffset, ...)
+//     as for a fresh append (the retry may reach a new leader before its
+//     high watermark passes the batch, and Kafka's acks=all waits for
+//     it too). Otherwise log.Append, then Appended(batches,
+//     result.BaseOffset) before releasing the lock (also when Append
+//     returned its result with an fsync error: the batches are written),
+//     then Partition.Appended and Await as before.
+//   - Follower: after log.AppendAsFollower(records), ParseBatchHeaders
+//     (records) and Appended(batches, result.BaseOffset), under the
+//     same lock. A follower that becomes leader then needs nothing.
+//   - Truncation (log.TruncateTo(offset)): if TruncateTo(offset) returns
+//     true, Load(log); after log.TruncateFullyAndStartAt, Reset.
+//   - An append that failed after writing some batches (a write error
+//     in a later segment), or any doubt: Load(log).
+//   - Every few minutes: Expire(now - producer.id.expiration.ms).
 type Producers struct {
 	entries map[int64]*producerEntry
 }
@@ -333,7 +373,10 @@ func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
 		committed := p.entries[b.ProducerID]
 		if committed != nil {
 			if kept, ok := committed.duplicate(b); ok {
-				return &kept, nil
+				// A copy declared here, so only a duplicate allocates.
+				dup = new(BatchMeta)
+				*dup = kept
+				return dup, nil
 			}
 		}
 		// The producer's state as of this batch: the request's earlier

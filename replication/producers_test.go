@@ -239,6 +239,9 @@ func TestParseBatchMeta(t *testing.T) {
 	count := slices.Clone(a)
 	binary.BigEndian.PutUint32(count[batchFieldRecordCount:], 3)
 	binary.BigEndian.PutUint32(count[batchFieldCRC:], crc32.Checksum(count[batchFieldAttributes:], crcTable))
+	if got, err := ParseBatchHeaders(badCRC); err != nil || got[0].BaseSequence != math.MaxInt32-1 {
+		t.Fatalf("ParseBatchHeaders of a batch with a bad crc: got (%+v, %v), want it parsed", got, err)
+	}
 	for _, tc := range []struct {
 		name    string
 		records []byte
@@ -382,7 +385,7 @@ func TestProducersFollowerMatchesLeader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		copied, err := ParseBatchMeta(fetched)
+		copied, err := ParseBatchHeaders(fetched)
 		if err != nil {
 			t.Fatal(err)
 		}
