@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,15 +18,26 @@ func init() { registerAPI(0, 3, 11, handleProduce) }
 
 // handleProduce appends each partition's batches to its log, stamped with
 // the partition's leader epoch; a partition this broker does not lead gets
-// NOT_LEADER_OR_FOLLOWER. acks=0 gets no response; acks=1 and acks=-1 are
-// answered once the leader's log has written the batches (followers do
-// not copy data yet).
+// NOT_LEADER_OR_FOLLOWER. acks=0 gets no response; acks=1 is answered once
+// the leader's log has the batches; acks=-1 (all) once the high watermark
+// has passed them, that is once every ISR member has them (R4), or with
+// REQUEST_TIMED_OUT at the request's timeout. With fewer in-sync replicas
+// than min.insync.replicas an acks=all produce writes nothing and gets
+// NOT_ENOUGH_REPLICAS.
 func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ProduceRequest)
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	if r.TransactionID != nil {
 		b.logger.Warn("transactional produce refused", "transactional.id", *r.TransactionID, "remote", req.remote)
 	}
+	deadline := time.Now().Add(time.Duration(max(r.TimeoutMillis, 0)) * time.Millisecond)
+	// waiting is an acks=all partition: its place in the response and
+	// the channel its outcome arrives on.
+	type waiting struct {
+		topic, partition int
+		done             <-chan error
+	}
+	var waits []waiting
 	for _, rt := range r.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -35,47 +47,74 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 			sp.BaseOffset = -1
 			sp.LogAppendTime = -1
 			sp.LogStartOffset = -1
-			sp.ErrorCode = b.producePartition(r, rt.Topic, rp, &sp)
+			var done <-chan error
+			sp.ErrorCode, done = b.producePartition(r, rt.Topic, rp, &sp, deadline)
 			st.Partitions = append(st.Partitions, sp)
+			if done != nil {
+				waits = append(waits, waiting{topic: len(resp.Topics), partition: len(st.Partitions) - 1, done: done})
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	if r.Acks == 0 {
 		return nil, nil, nil
 	}
-	return resp, nil, nil
+	if len(waits) == 0 {
+		return resp, nil, nil
+	}
+	return nil, func(ctx context.Context) kmsg.Response {
+		// The state machine fails a wait at its deadline; the timer is
+		// a backstop for a partition removed while waiting.
+		backstop := time.NewTimer(time.Until(deadline) + time.Second)
+		defer backstop.Stop()
+		for _, w := range waits {
+			sp := &resp.Topics[w.topic].Partitions[w.partition]
+			select {
+			case err := <-w.done:
+				sp.ErrorCode = replicationErrorCode(err)
+			case <-backstop.C:
+				sp.ErrorCode = kerr.RequestTimedOut.Code
+			case <-ctx.Done():
+				return resp
+			case <-b.closing:
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			}
+		}
+		return resp
+	}, nil
 }
 
 // producePartition appends one partition's batches and fills sp; it
-// returns the Kafka error code.
-func (b *Broker) producePartition(r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) int16 {
+// returns the Kafka error code and, for acks=all, the channel on which
+// the outcome of the wait for the high watermark arrives.
+func (b *Broker) producePartition(r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time) (int16, <-chan error) {
 	if r.TransactionID != nil {
-		return kerr.TransactionalIDAuthorizationFailed.Code
+		return kerr.TransactionalIDAuthorizationFailed.Code, nil
 	}
 	if r.Acks != 0 && r.Acks != 1 && r.Acks != -1 {
-		return kerr.InvalidRequiredAcks.Code
+		return kerr.InvalidRequiredAcks.Code, nil
 	}
 	p, code := b.leaderFor(topic, rp.Partition)
 	if p == nil {
-		return code
+		return code, nil
 	}
 	if len(rp.Records) == 0 {
-		return kerr.CorruptMessage.Code
+		return kerr.CorruptMessage.Code, nil
 	}
 	if maxBytes := b.maxMessageBytes(p); len(rp.Records) > maxBytes {
-		return kerr.MessageTooLarge.Code
+		return kerr.MessageTooLarge.Code, nil
 	}
-	res, err := p.append(rp.Records, p.role().LeaderEpoch)
+	res, done, err := b.appendAsLeader(p, rp.Records, r.Acks == -1, deadline)
 	if err != nil {
-		code := produceErrorCode(err)
+		code := replicationErrorCode(err)
 		if code == kerr.UnknownServerError.Code {
 			b.logger.Error("append failed", "partition", p.name(), "error", err)
 		}
-		return code
+		return code, nil
 	}
 	sp.BaseOffset = res.BaseOffset
 	sp.LogStartOffset = p.log.StartOffset()
-	return 0
+	return 0, done
 }
 
 // produceErrorCode maps a log error to a Kafka error code.

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/coord"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -53,9 +54,16 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 		}
 	}()
 
+	// A follower's fetch offset is its log end offset: record it once,
+	// on arrival, as Kafka's leader does.
+	var replicaCodes map[coord.TopicPartition]int16
+	if r.ReplicaID >= 0 {
+		replicaCodes = b.recordFollowerFetch(r)
+	}
+
 	var timer *time.Timer
 	for {
-		resp, bytes, hasError := b.readFetch(r)
+		resp, bytes, hasError := b.readFetch(r, replicaCodes)
 		if hasError || bytes >= int(r.MinBytes) || !time.Now().Before(deadline) {
 			return resp
 		}
@@ -74,10 +82,40 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 	}
 }
 
+// recordFollowerFetch tells the replication state machine of every
+// partition a follower fetches where the follower's log ends, and returns
+// the partitions' error codes: the leader's usual ones, and
+// OFFSET_OUT_OF_RANGE for a follower ahead of this log.
+func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]int16 {
+	codes := map[coord.TopicPartition]int16{}
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			p, code := b.leaderFor(rt.Topic, rp.Partition)
+			switch {
+			case p == nil:
+			case r.Version >= 9 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch) != 0:
+				code = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch)
+			case rp.FetchOffset < p.log.StartOffset():
+				code = kerr.OffsetOutOfRange.Code
+			default:
+				code = b.followerFetched(p, r.ReplicaID, rp.FetchOffset)
+			}
+			if code != 0 {
+				codes[tp] = code
+			}
+		}
+	}
+	return codes
+}
+
 // readFetch builds a fetch response from the logs as they are now. It
 // returns the response, the record bytes it holds, and whether any
-// partition carries an error (which answers the fetch at once).
-func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
+// partition carries an error (which answers the fetch at once). A
+// consumer reads below the high watermark; a follower (replicaCodes not
+// nil) reads up to the log end and gets the errors recordFollowerFetch
+// found.
+func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16) (*kmsg.FetchResponse, int, bool) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	resp.SetVersion(r.Version)
 	remaining := int(r.MaxBytes)
@@ -96,6 +134,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool
 			// librdkafka refuses a null one.
 			sp.RecordBatches = []byte{}
 			p, code := b.leaderFor(rt.Topic, rp.Partition)
+			if c, ok := replicaCodes[coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok && p != nil {
+				sp.ErrorCode = c
+				sp.HighWatermark = p.highWatermark()
+				sp.LogStartOffset = p.log.StartOffset()
+				hasError = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			if p == nil {
 				sp.ErrorCode = code
 				sp.HighWatermark = -1
@@ -122,7 +168,11 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool
 				limit = 0
 			}
 			if limit > 0 || total == 0 {
-				data, err := p.log.ReadUpTo(rp.FetchOffset, max(limit, 1), hw)
+				upTo := hw
+				if replicaCodes != nil {
+					upTo = p.log.EndOffset()
+				}
+				data, err := p.log.ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
 				switch {
 				case errors.Is(err, tlog.ErrOffsetOutOfRange):
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code

@@ -44,6 +44,10 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			case rp.Timestamp == listEarliest:
 				sp.Offset = p.log.StartOffset()
 				sp.LeaderEpoch = leaderEpoch
+			case rp.Timestamp == listLatest && r.ReplicaID >= 0:
+				// A follower asks for the log end (to truncate to it).
+				sp.Offset = p.log.EndOffset()
+				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listLatest:
 				sp.Offset = p.highWatermark()
 				sp.LeaderEpoch = leaderEpoch

@@ -73,6 +73,12 @@ type Broker struct {
 
 	producerIDs *producerIDAllocator
 	metrics     *metrics
+	// fetchers copy the partitions this broker follows from their
+	// leaders; isr sends the ISR changes of those it leads to the
+	// controller; hwCkpt holds the high watermarks read at start.
+	fetchers *fetcherManager
+	isr      *isrSender
+	hwCkpt   *hwCheckpoints
 	// dirLocks hold each log dir's lock file while the broker runs.
 	dirLocks []*os.File
 
@@ -108,6 +114,8 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		closing:      make(chan struct{}),
 	}
 	b.metrics = newMetrics(b)
+	b.fetchers = newFetcherManager(b)
+	b.isr = newISRSender(b)
 	locks, err := lockLogDirs(cfg.LogDirs)
 	if err != nil {
 		return nil, err
@@ -119,6 +127,12 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.producerIDs = ids
+	ckpt, err := readHWCheckpoints(cfg.LogDirs)
+	if err != nil {
+		b.unlockLogDirs()
+		return nil, err
+	}
+	b.hwCkpt = ckpt
 	host, port, _ := splitListener("listeners", cfg.Listeners)
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
@@ -152,7 +166,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		defer b.runWG.Done()
 		b.watchMembers(runCtx)
 	}()
-	b.wg.Add(2)
+	b.wg.Add(4)
 	go func() {
 		defer b.wg.Done()
 		b.acceptLoop()
@@ -160,6 +174,14 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	go func() {
 		defer b.wg.Done()
 		b.backgroundLoop()
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.tickLoop()
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.isr.run()
 	}()
 	return b, nil
 }
@@ -210,6 +232,10 @@ func (b *Broker) Close() error {
 		close(b.closing)
 		err = b.ln.Close()
 		b.wg.Wait()
+		b.fetchers.close()
+		if cerr := b.writeHWCheckpoints(); cerr != nil {
+			b.logger.Error("high watermark checkpoint failed", "error", cerr)
+		}
 		if cerr := b.closeLogs(); cerr != nil {
 			err = cerr
 		}
@@ -261,11 +287,15 @@ func (b *Broker) acceptLoop() {
 	}
 }
 
-// backgroundLoop enforces retention every log.retention.check.interval.ms
-// and, when log.flush.interval.ms is set, flushes the logs on that period.
+// backgroundLoop enforces retention every log.retention.check.interval.ms,
+// writes the high watermark checkpoint every
+// replica.high.watermark.checkpoint.interval.ms and, when
+// log.flush.interval.ms is set, flushes the logs on that period.
 func (b *Broker) backgroundLoop() {
 	retention := time.NewTicker(b.cfg.LogRetentionCheckInterval)
 	defer retention.Stop()
+	checkpoint := time.NewTicker(b.cfg.ReplicaHighWatermarkCheckpointInterval)
+	defer checkpoint.Stop()
 	var flushC <-chan time.Time
 	if b.cfg.LogFlushInterval > 0 {
 		flush := time.NewTicker(b.cfg.LogFlushInterval)
@@ -285,6 +315,10 @@ func (b *Broker) backgroundLoop() {
 				if n > 0 {
 					b.logger.Info("retention deleted segments", "partition", p.name(), "segments", n, "log_start_offset", p.log.StartOffset())
 				}
+			}
+		case <-checkpoint.C:
+			if err := b.writeHWCheckpoints(); err != nil {
+				b.logger.Error("high watermark checkpoint failed", "error", err)
 			}
 		case <-flushC:
 			for _, p := range b.allPartitions() {
@@ -318,11 +352,17 @@ func (b *Broker) partitionFor(topic string, index int32) *partition {
 // controller assigned to this broker. It touches no broker state.
 func (b *Broker) openReplica(info coord.PartitionInfo, configs map[string]string) (*partition, error) {
 	dir := b.partitionDir(info.Topic, info.Partition)
+	rep, err := b.newReplicationState(info.TopicPartition(), configs)
+	if err != nil {
+		return nil, err
+	}
 	l, err := tlog.Open(dir, b.cfg.logConfig(configs))
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
 	}
-	return newPartition(info, l, configs), nil
+	p := newPartition(info, l, configs, rep, b.hwCkpt.lookup(info.TopicPartition()))
+	p.dir = dir
+	return p, nil
 }
 
 // partitionDir returns the directory of a partition's log: the existing

@@ -22,6 +22,13 @@ import (
 // knows all n and a controller.
 func startRaftCluster(t testing.TB, n int) []*Broker {
 	t.Helper()
+	return startRaftClusterWith(t, n, nil)
+}
+
+// startRaftClusterWith is startRaftCluster with each broker's config
+// passed through configure (if not nil) before it starts.
+func startRaftClusterWith(t testing.TB, n int, configure func(*Config)) []*Broker {
+	t.Helper()
 	voters := map[coord.BrokerID]string{}
 	for id := 1; id <= n; id++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -42,6 +49,9 @@ func startRaftCluster(t testing.TB, n int) []*Broker {
 		cfg.Coord.RaftElectionTimeout = 500 * time.Millisecond
 		cfg.Coord.RaftLeaderLeaseTimeout = 250 * time.Millisecond
 		cfg.Coord.SessionTimeout = 4 * time.Second
+		if configure != nil {
+			configure(&cfg)
+		}
 		b, err := New(cfg, testLogger(t).Named(fmt.Sprintf("broker-%d", id)))
 		if err != nil {
 			t.Fatalf("start broker %d: %v", id, err)

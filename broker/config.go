@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -107,6 +108,44 @@ type Config struct {
 	// broker's leaderships away first (controlled.shutdown.enable).
 	// Default true.
 	ControlledShutdown bool
+
+	// ReplicaLagTimeMax is how long a follower may go without catching up
+	// to the leader's log end before the leader removes it from the ISR
+	// (replica.lag.time.max.ms). Default 30 s; at least 1 ms.
+	ReplicaLagTimeMax time.Duration
+	// MinInsyncReplicas is the smallest ISR with which an acks=all produce
+	// is accepted (min.insync.replicas; a topic may override it). Default
+	// 1; 1 .. 2147483647.
+	MinInsyncReplicas int32
+	// ReplicationTruncation is how a replica that becomes a follower cuts
+	// its log (replication.truncation): "epoch" asks the leader where its
+	// latest leader epoch ended (Kafka's KIP-101/KIP-279), "hw" cuts to
+	// its own high watermark (the rule of tripod's source documents,
+	// which loses acknowledged records in KIP-101's scenarios). Default
+	// "epoch".
+	ReplicationTruncation string
+	// ReplicaFetchWaitMax is how long a follower's fetch waits at the
+	// leader for new records (replica.fetch.wait.max.ms). Default 500 ms;
+	// at least 1 ms and below replica.lag.time.max.ms.
+	ReplicaFetchWaitMax time.Duration
+	// ReplicaFetchMinBytes is how many record bytes a follower's fetch
+	// waits for (replica.fetch.min.bytes). Default 1; at least 1.
+	ReplicaFetchMinBytes int32
+	// ReplicaFetchMaxBytes is how many record bytes a follower fetches per
+	// partition (replica.fetch.max.bytes; the first batch is returned
+	// whole even if larger). Default 1048576; at least 1.
+	ReplicaFetchMaxBytes int32
+	// ReplicaFetchBackoff is how long a follower waits after a failed
+	// fetch before trying again (replica.fetch.backoff.ms). Default 200
+	// ms (Kafka: 1000), so followers find a new leader quickly; at least
+	// 1 ms.
+	ReplicaFetchBackoff time.Duration
+	// ReplicaHighWatermarkCheckpointInterval is how often the broker
+	// writes every partition's high watermark to
+	// replication-offset-checkpoint in each log dir
+	// (replica.high.watermark.checkpoint.interval.ms). Default 5 s; at
+	// least 1 ms.
+	ReplicaHighWatermarkCheckpointInterval time.Duration
 }
 
 // DefaultConfig returns a working single-broker configuration: broker 1 on
@@ -135,6 +174,15 @@ func DefaultConfig() Config {
 		LeaderImbalancePerBrokerPercentage: 10,
 		DefaultReplicationFactor:           1,
 		ControlledShutdown:                 true,
+
+		ReplicaLagTimeMax:                      30 * time.Second,
+		MinInsyncReplicas:                      1,
+		ReplicationTruncation:                  "epoch",
+		ReplicaFetchWaitMax:                    500 * time.Millisecond,
+		ReplicaFetchMinBytes:                   1,
+		ReplicaFetchMaxBytes:                   1 << 20,
+		ReplicaFetchBackoff:                    200 * time.Millisecond,
+		ReplicaHighWatermarkCheckpointInterval: 5 * time.Second,
 	}
 }
 
@@ -227,6 +275,25 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > math.MaxInt16 {
 		return fmt.Errorf("default.replication.factor %d: must be between 1 and 32767", c.DefaultReplicationFactor)
+	}
+	if err := c.replicationConfig(nil).Validate(); err != nil {
+		return err
+	}
+	if c.ReplicaFetchWaitMax < time.Millisecond || c.ReplicaFetchWaitMax >= c.ReplicaLagTimeMax {
+		return fmt.Errorf("replica.fetch.wait.max.ms %d: must be at least 1 and below replica.lag.time.max.ms (%d)",
+			c.ReplicaFetchWaitMax.Milliseconds(), c.ReplicaLagTimeMax.Milliseconds())
+	}
+	if c.ReplicaFetchMinBytes < 1 {
+		return fmt.Errorf("replica.fetch.min.bytes %d: must be between 1 and 2147483647", c.ReplicaFetchMinBytes)
+	}
+	if c.ReplicaFetchMaxBytes < 1 {
+		return fmt.Errorf("replica.fetch.max.bytes %d: must be between 1 and 2147483647", c.ReplicaFetchMaxBytes)
+	}
+	if c.ReplicaFetchBackoff < time.Millisecond {
+		return fmt.Errorf("replica.fetch.backoff.ms %d: must be at least 1", c.ReplicaFetchBackoff.Milliseconds())
+	}
+	if c.ReplicaHighWatermarkCheckpointInterval < time.Millisecond {
+		return fmt.Errorf("replica.high.watermark.checkpoint.interval.ms %d: must be at least 1", c.ReplicaHighWatermarkCheckpointInterval.Milliseconds())
 	}
 	cc := c.CoordConfig()
 	if err := cc.Validate(); err != nil {
@@ -403,6 +470,40 @@ var brokerKeys = map[string]configKey{
 		set: func(c *Config, k, v string) error { return setInt32(&c.DefaultReplicationFactor, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) },
 	},
+	"replica.lag.time.max.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaLagTimeMax, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.ReplicaLagTimeMax.Milliseconds(), 10) },
+	},
+	"min.insync.replicas": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.MinInsyncReplicas, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.MinInsyncReplicas)) },
+	},
+	"replication.truncation": {
+		set: func(c *Config, k, v string) error { c.ReplicationTruncation = v; return nil },
+		get: func(c Config) string { return c.ReplicationTruncation },
+	},
+	"replica.fetch.wait.max.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaFetchWaitMax, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.ReplicaFetchWaitMax.Milliseconds(), 10) },
+	},
+	"replica.fetch.min.bytes": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.ReplicaFetchMinBytes, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.ReplicaFetchMinBytes)) },
+	},
+	"replica.fetch.max.bytes": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.ReplicaFetchMaxBytes, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.ReplicaFetchMaxBytes)) },
+	},
+	"replica.fetch.backoff.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaFetchBackoff, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.ReplicaFetchBackoff.Milliseconds(), 10) },
+	},
+	"replica.high.watermark.checkpoint.interval.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaHighWatermarkCheckpointInterval, k, v) },
+		get: func(c Config) string {
+			return strconv.FormatInt(c.ReplicaHighWatermarkCheckpointInterval.Milliseconds(), 10)
+		},
+	},
 	"controlled.shutdown.enable": {
 		set: func(c *Config, k, v string) error { return setBool(&c.ControlledShutdown, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.ControlledShutdown) },
@@ -534,6 +635,21 @@ func (c Config) logConfig(topicConfigs map[string]string) tlog.Config {
 		}
 	}
 	return lc
+}
+
+// replicationConfig is the replication configuration of a topic: the
+// broker's defaults overridden by the topic's min.insync.replicas.
+func (c Config) replicationConfig(topicConfigs map[string]string) replication.Config {
+	rc := replication.DefaultConfig()
+	rc.ReplicaLagTimeMax = c.ReplicaLagTimeMax
+	rc.MinInsyncReplicas = int(c.MinInsyncReplicas)
+	rc.Truncation = replication.TruncationMode(c.ReplicationTruncation)
+	if v, ok := topicConfigs["min.insync.replicas"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil && n >= 1 {
+			rc.MinInsyncReplicas = int(n)
+		}
+	}
+	return rc
 }
 
 // ParseProperties reads a Java properties file (Kafka's server.properties

@@ -35,6 +35,12 @@ type metrics struct {
 
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
+	// byKey holds each API's request series, resolved at its first
+	// request so later ones skip the label lookup; follower is Fetch's
+	// from replicas.
+	byKey    [kmsg.MaxKey + 1]atomic.Pointer[apiMetrics]
+	follower apiMetrics
+
 	bytesIn         prometheus.Counter
 	bytesOut        prometheus.Counter
 	isrShrinks      prometheus.Counter
@@ -46,6 +52,12 @@ type metrics struct {
 	// replica counts once.
 	electedMu sync.Mutex
 	elected   map[electedPartition]int32
+}
+
+// apiMetrics are one api label's request series.
+type apiMetrics struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 // electedPartition names a partition of one incarnation of a topic.
@@ -102,9 +114,11 @@ func newMetrics(b *Broker) *metrics {
 	for key := range apis {
 		m.requests.WithLabelValues(kmsg.NameForKey(key))
 	}
-	m.requests.WithLabelValues(followerFetchLabel)
-	for _, api := range []string{kmsg.NameForKey(0), kmsg.NameForKey(1), followerFetchLabel} {
-		m.requestDuration.WithLabelValues(api)
+	m.follower = m.apiMetricsFor(followerFetchLabel)
+	// Produce and Fetch latencies are listed from the start too; other
+	// APIs' appear with their first request.
+	for _, key := range []int16{0, 1} {
+		m.byKey[key].Store(new(m.apiMetricsFor(kmsg.NameForKey(key))))
 	}
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 	return m
@@ -120,10 +134,25 @@ func (m *metrics) requestAnswered(req *request, start time.Time, size int, frame
 	if req == nil {
 		return frame
 	}
-	api := requestLabel(req)
-	m.requests.WithLabelValues(api).Inc()
-	m.requestDuration.WithLabelValues(api).Observe(time.Since(start).Seconds())
+	var api *apiMetrics
+	if requestLabel(req) == followerFetchLabel {
+		api = &m.follower
+	} else if key := req.header.key; key >= 0 && int(key) < len(m.byKey) {
+		if api = m.byKey[key].Load(); api == nil {
+			api = new(m.apiMetricsFor(kmsg.NameForKey(key)))
+			m.byKey[key].Store(api)
+		}
+	} else {
+		api = new(m.apiMetricsFor(kmsg.NameForKey(key)))
+	}
+	api.requests.Inc()
+	api.duration.Observe(time.Since(start).Seconds())
 	return frame
+}
+
+// apiMetricsFor resolves an api label's request series.
+func (m *metrics) apiMetricsFor(label string) apiMetrics {
+	return apiMetrics{requests: m.requests.WithLabelValues(label), duration: m.requestDuration.WithLabelValues(label)}
 }
 
 // requestLabel is a request's api label: its Kafka API name, or

@@ -263,3 +263,38 @@ func TestMetricsFollowAControlledShutdown(t *testing.T) {
 		t.Fatalf("controller: got tripod_leader_elections_total %v, want 1 (one partition changed leader)", v)
 	}
 }
+
+// BenchmarkRequestAnswered measures what the metrics add to every request
+// the broker answers: a counter, a histogram and the byte counters.
+func BenchmarkRequestAnswered(bm *testing.B) {
+	m := newMetrics(&Broker{cache: newMetadataCache()})
+	req := &request{header: requestHeader{key: 0}, kreq: kmsg.NewPtrProduceRequest()}
+	frame := make([]byte, 128)
+	start := time.Now()
+	bm.ReportAllocs()
+	for bm.Loop() {
+		m.requestAnswered(req, start, 1024, frame)
+	}
+}
+
+// BenchmarkMetricsScrape1000 measures one /metrics scrape of a broker
+// holding and leading 1 000 partitions.
+func BenchmarkMetricsScrape1000(bm *testing.B) {
+	cfg := testConfig(bm)
+	b, err := New(cfg, nil)
+	if err != nil {
+		bm.Fatalf("start broker: %v", err)
+	}
+	defer b.Close()
+	waitServing(bm, b)
+	createLocalTopic(bm, b, "scraped", 1000)
+	handler := b.MetricsHandler()
+	bm.ReportAllocs()
+	for bm.Loop() {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if rec.Code != 200 {
+			bm.Fatalf("GET /metrics: got status %d, want 200", rec.Code)
+		}
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -16,7 +18,9 @@ type partition struct {
 	topic   string
 	index   int32
 	topicID [16]byte
-	log     *tlog.Log
+	// dir is the log's directory.
+	dir string
+	log *tlog.Log
 	// configs are the topic's config overrides when the log was opened.
 	configs map[string]string
 
@@ -26,17 +30,37 @@ type partition struct {
 	// the latest LeaderAndIsr accepted for it.
 	state coord.PartitionInfo
 
-	// appendMu serialises appends so that offsets and the wake-ups that
-	// follow them happen in order.
+	// appendMu serialises appends, truncations and role changes of the
+	// log, so that offsets and the wake-ups that follow them happen in
+	// order and a fetcher never appends across a role change. It is
+	// taken before repMu.
 	appendMu sync.Mutex
+	// followGen counts role changes (guarded by appendMu): a fetcher's
+	// response for an older generation is dropped.
+	followGen uint64
+
+	// repMu guards rep and acks.
+	repMu sync.Mutex
+	// rep is the partition's replication state machine.
+	rep *replication.Partition
+	// acks are the acks=all produces waiting for the high watermark, by
+	// the id given to rep.Await.
+	acks   map[replication.AckID]chan error
+	nextID replication.AckID
+
+	// hw is the high watermark as of the latest Ready: consumers read
+	// below it, fetch responses carry it and the checkpoint stores it.
+	hw atomic.Int64
 
 	mu      sync.Mutex
 	waiters map[chan struct{}]struct{}
 }
 
-func newPartition(info coord.PartitionInfo, l *tlog.Log, configs map[string]string) *partition {
-	return &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l, configs: configs,
-		state: info, waiters: make(map[chan struct{}]struct{})}
+func newPartition(info coord.PartitionInfo, l *tlog.Log, configs map[string]string, rep *replication.Partition, hw int64) *partition {
+	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l, configs: configs,
+		state: info, waiters: make(map[chan struct{}]struct{}), rep: rep, acks: make(map[replication.AckID]chan error)}
+	p.hw.Store(min(hw, l.EndOffset()))
+	return p
 }
 
 // role returns the partition's current state.
@@ -46,12 +70,14 @@ func (p *partition) role() coord.PartitionInfo {
 	return p.state
 }
 
-// setRole applies a LeaderAndIsr state unless its leader epoch is older
-// than the current one; it reports whether it applied.
+// setRole applies a LeaderAndIsr state unless it is older than the
+// current one (a lower leader epoch, or the same with a lower partition
+// epoch); it reports whether it applied.
 func (p *partition) setRole(info coord.PartitionInfo) bool {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
-	if info.LeaderEpoch < p.state.LeaderEpoch {
+	if info.LeaderEpoch < p.state.LeaderEpoch ||
+		(info.LeaderEpoch == p.state.LeaderEpoch && info.PartitionEpoch < p.state.PartitionEpoch) {
 		return false
 	}
 	info.ISR = slices.Clone(info.ISR)
@@ -70,21 +96,10 @@ func (p *partition) leads(id coord.BrokerID) (bool, int32) {
 // name is the partition's "topic-index" name for logs and errors.
 func (p *partition) name() string { return fmt.Sprintf("%s-%d", p.topic, p.index) }
 
-// append appends records as the leader and wakes the fetches waiting on
-// this partition.
-func (p *partition) append(records []byte, leaderEpoch int32) (tlog.AppendResult, error) {
-	p.appendMu.Lock()
-	res, err := p.log.Append(records, leaderEpoch)
-	p.appendMu.Unlock()
-	if err == nil {
-		p.wakeAll()
-	}
-	return res, err
-}
-
-// highWatermark is the offset below which consumers may read. With one
-// replica it is the log end offset.
-func (p *partition) highWatermark() int64 { return p.log.EndOffset() }
+// highWatermark is the offset below which consumers may read: the
+// minimum log end offset over the ISR, as the replication state machine
+// last decided.
+func (p *partition) highWatermark() int64 { return p.hw.Load() }
 
 // watch registers wake to be signalled (non-blocking send on a buffered
 // channel) whenever the partition grows, until unwatch.

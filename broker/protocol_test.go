@@ -457,7 +457,7 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 		return len(p.waiters) > 0
 	})
 	expectClosed(t, dialBroker(t, b))
-	if _, err := b.partitionFor(topic, 0).append(buildBatch(t, []byte("late")), b.partitionFor(topic, 0).role().LeaderEpoch); err != nil {
+	if _, _, err := b.appendAsLeader(b.partitionFor(topic, 0), buildBatch(t, []byte("late")), false, time.Time{}); err != nil {
 		t.Fatalf("append: %v", err)
 	}
 	fr := decodeResponse(t, fetch, readFrame(t, polling), 1).(*kmsg.FetchResponse)

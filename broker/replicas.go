@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/replication"
 )
 
 // applyControllerRequest applies a LeaderAndIsr, UpdateMetadata or
@@ -45,9 +46,9 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerEpoch, br
 
 // applyLeaderAndIsr makes this broker leader or follower of each listed
 // partition, opening (or creating) its log when it holds no replica yet;
-// a partition state with a lower leader epoch than the one held is
-// ignored. Followers keep their role, leader epoch and ISR for
-// replication; they do not copy data yet.
+// a partition state older than the one held is ignored. A leader starts
+// tracking its followers; a follower truncates its log as
+// replication.truncation says and fetches from its leader (applyRole).
 func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrRequest) int16 {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
@@ -63,6 +64,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 		}
 	}
 	configs := b.topicConfigs(ctx, missing)
+	b.fetchers.setLeaders(r.Leaders)
 	self := coord.BrokerID(b.cfg.BrokerID)
 	led, followed, ignored := 0, 0, 0
 	for _, info := range r.Partitions {
@@ -87,12 +89,12 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 			ignored++
 			continue
 		}
+		b.applyRole(p, info)
 		if info.Leader == self {
 			led++
 		} else {
 			followed++
 		}
-		p.wakeAll()
 	}
 	b.logger.Debug("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed, "stale", ignored)
 	return 0
@@ -158,6 +160,12 @@ func (b *Broker) applyStopReplica(ctx context.Context, r *coord.StopReplicaReque
 		return code
 	}
 	if !r.Delete {
+		// The replica stays on disk; it no longer follows anyone.
+		for _, tp := range r.Partitions {
+			if p := b.partitionFor(tp.Topic, tp.Partition); p != nil {
+				b.fetchers.remove(p)
+			}
+		}
 		return 0
 	}
 	for _, tp := range r.Partitions {
@@ -175,6 +183,14 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 	b.replicasMu.Unlock()
 	if p == nil {
 		return
+	}
+	b.fetchers.remove(p)
+	p.appendMu.Lock()
+	p.followGen++
+	p.appendMu.Unlock()
+	p.failAcks(replication.ErrNotLeader)
+	if deleteLog {
+		b.hwCkpt.forget(tp)
 	}
 	var err error
 	if deleteLog {

@@ -22,15 +22,17 @@ type topicKey struct {
 
 // topicKeys are the topic configs tripod honours, by Kafka name.
 var topicKeys = map[string]topicKey{
-	"segment.bytes":        {brokerKey: "log.segment.bytes", min: 14, max: math.MaxInt32},
-	"segment.ms":           {brokerKey: "log.roll.ms", min: 1, max: math.MaxInt64 / 1000000},
-	"retention.bytes":      {brokerKey: "log.retention.bytes", min: -1, max: math.MaxInt64},
-	"retention.ms":         {brokerKey: "log.retention.ms", min: -1, max: math.MaxInt64 / 1000000},
-	"flush.messages":       {brokerKey: "log.flush.interval.messages", min: 1, max: math.MaxInt64},
-	"flush.ms":             {brokerKey: "log.flush.interval.ms", min: 0, max: math.MaxInt64 / 1000000},
-	"max.message.bytes":    {brokerKey: "message.max.bytes", min: 0, max: math.MaxInt32},
-	"index.interval.bytes": {min: 0, max: math.MaxInt32},
-	"cleanup.policy":       {allowed: []string{"delete"}},
+	"segment.bytes":                  {brokerKey: "log.segment.bytes", min: 14, max: math.MaxInt32},
+	"segment.ms":                     {brokerKey: "log.roll.ms", min: 1, max: math.MaxInt64 / 1000000},
+	"retention.bytes":                {brokerKey: "log.retention.bytes", min: -1, max: math.MaxInt64},
+	"retention.ms":                   {brokerKey: "log.retention.ms", min: -1, max: math.MaxInt64 / 1000000},
+	"flush.messages":                 {brokerKey: "log.flush.interval.messages", min: 1, max: math.MaxInt64},
+	"flush.ms":                       {brokerKey: "log.flush.interval.ms", min: 0, max: math.MaxInt64 / 1000000},
+	"max.message.bytes":              {brokerKey: "message.max.bytes", min: 0, max: math.MaxInt32},
+	"index.interval.bytes":           {min: 0, max: math.MaxInt32},
+	"cleanup.policy":                 {allowed: []string{"delete"}},
+	"min.insync.replicas":            {brokerKey: "min.insync.replicas", min: 1, max: math.MaxInt32},
+	"unclean.leader.election.enable": {brokerKey: "unclean.leader.election.enable", allowed: []string{"true", "false"}},
 }
 
 // topicKeyNames lists the topic config names, sorted.
@@ -73,6 +75,9 @@ func (c Config) topicDefault(name string) string {
 		return "4096"
 	case "cleanup.policy":
 		return "delete"
+	}
+	if topicKeys[name].brokerKey == "" {
+		return ""
 	}
 	v, _ := c.Get(topicKeys[name].brokerKey)
 	return v

@@ -1,0 +1,66 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// AlterPartition v0..v1 (topics by name): a partition leader asks the
+// controller to change its ISR.
+func init() { registerAPI(56, 0, alterPartitionVersion, handleAlterPartition) }
+
+// handleAlterPartition passes each partition's ISR change to the
+// controller this broker runs; a broker that is not the controller
+// answers NOT_CONTROLLER.
+func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.AlterPartitionRequest)
+	resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
+	ctrl := b.controller()
+	if ctrl == nil {
+		resp.ErrorCode = kerr.NotController.Code
+		return resp, nil, nil
+	}
+	return nil, func(ctx context.Context) kmsg.Response {
+		for _, t := range r.Topics {
+			rt := kmsg.NewAlterPartitionResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAlterPartitionResponseTopicPartition()
+				rp.Partition = p.Partition
+				st, err := ctrl.AlterPartition(ctx, coord.AlterPartitionRequest{
+					BrokerID: coord.BrokerID(r.BrokerID), BrokerEpoch: r.BrokerEpoch,
+					Partition:   coord.TopicPartition{Topic: t.Topic, Partition: p.Partition},
+					LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: brokerIDs(p.NewISR),
+				})
+				if err != nil {
+					rp.ErrorCode = alterPartitionError(err).Code
+				} else {
+					rp.LeaderID, rp.LeaderEpoch = int32(st.Leader), st.LeaderEpoch
+					rp.ISR, rp.PartitionEpoch = ids32(st.ISR), st.PartitionEpoch
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}, nil
+}
+
+// alterPartitionError maps the controller's AlterPartition errors to
+// Kafka's.
+func alterPartitionError(err error) *kerr.Error {
+	switch {
+	case errors.Is(err, coord.ErrFencedLeaderEpoch):
+		return kerr.FencedLeaderEpoch
+	case errors.Is(err, coord.ErrInvalidUpdateVersion):
+		return kerr.InvalidUpdateVersion
+	case errors.Is(err, coord.ErrIneligibleReplica):
+		return kerr.IneligibleReplica
+	}
+	return coordError(err)
+}

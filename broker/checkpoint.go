@@ -1,0 +1,149 @@
+package broker
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// hwCheckpointFile is the file in each log dir holding the high watermark
+// of every partition in it (Kafka's replication-offset-checkpoint: a
+// version line "0", a count line, then "topic partition offset" lines).
+const hwCheckpointFile = "replication-offset-checkpoint"
+
+// hwCheckpoints keeps the high watermarks read at start for partitions
+// not opened yet, so that a checkpoint written before the controller
+// assigns them does not forget them.
+type hwCheckpoints struct {
+	mu      sync.Mutex
+	initial map[coord.TopicPartition]hwEntry
+}
+
+// hwEntry is one checkpointed high watermark and the log dir holding it.
+type hwEntry struct {
+	dir string
+	hw  int64
+}
+
+// readHWCheckpoints reads the checkpoint file of every log dir; a missing
+// file is empty.
+func readHWCheckpoints(dirs []string) (*hwCheckpoints, error) {
+	c := &hwCheckpoints{initial: map[coord.TopicPartition]hwEntry{}}
+	for _, d := range dirs {
+		path := filepath.Join(d, hwCheckpointFile)
+		f, err := os.Open(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read high watermark checkpoint %s: %w", path, err)
+		}
+		entries, err := parseHWCheckpoint(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("parse high watermark checkpoint %s: %w", path, err)
+		}
+		for tp, hw := range entries {
+			c.initial[tp] = hwEntry{dir: d, hw: hw}
+		}
+	}
+	return c, nil
+}
+
+// parseHWCheckpoint parses one checkpoint file.
+func parseHWCheckpoint(f *os.File) (map[coord.TopicPartition]int64, error) {
+	sc := bufio.NewScanner(f)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(lines) < 2 || lines[0] != "0" {
+		return nil, fmt.Errorf("want version 0 and a count, got %d lines", len(lines))
+	}
+	n, err := strconv.Atoi(lines[1])
+	if err != nil || n != len(lines)-2 {
+		return nil, fmt.Errorf("count %q does not match %d entries", lines[1], len(lines)-2)
+	}
+	out := make(map[coord.TopicPartition]int64, n)
+	for i, l := range lines[2:] {
+		fields := strings.Fields(l)
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("entry %d %q: want \"topic partition offset\"", i, l)
+		}
+		part, err1 := strconv.ParseInt(fields[1], 10, 32)
+		hw, err2 := strconv.ParseInt(fields[2], 10, 64)
+		if err1 != nil || err2 != nil || part < 0 || hw < 0 {
+			return nil, fmt.Errorf("entry %d %q: bad partition or offset", i, l)
+		}
+		out[coord.TopicPartition{Topic: fields[0], Partition: int32(part)}] = hw
+	}
+	return out, nil
+}
+
+// lookup returns the checkpointed high watermark of tp, or 0.
+func (c *hwCheckpoints) lookup(tp coord.TopicPartition) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.initial[tp].hw
+}
+
+// forget drops tp's entry (its log was deleted).
+func (c *hwCheckpoints) forget(tp coord.TopicPartition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.initial, tp)
+}
+
+// writeHWCheckpoints writes every log dir's checkpoint: the open
+// partitions' high watermarks, and the entries read at start for
+// partitions not opened since.
+func (b *Broker) writeHWCheckpoints() error {
+	byDir := map[string]map[coord.TopicPartition]int64{}
+	for _, d := range b.cfg.LogDirs {
+		byDir[d] = map[coord.TopicPartition]int64{}
+	}
+	open := map[coord.TopicPartition]bool{}
+	for _, p := range b.allPartitions() {
+		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
+		open[tp] = true
+		if m, ok := byDir[filepath.Dir(p.dir)]; ok {
+			m[tp] = p.hw.Load()
+		}
+	}
+	b.hwCkpt.mu.Lock()
+	for tp, e := range b.hwCkpt.initial {
+		if !open[tp] {
+			if m, ok := byDir[e.dir]; ok {
+				m[tp] = e.hw
+			}
+		}
+	}
+	b.hwCkpt.mu.Unlock()
+	var first error
+	for d, entries := range byDir {
+		lines := make([]string, 0, len(entries))
+		for tp, hw := range entries {
+			lines = append(lines, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, hw))
+		}
+		sort.Strings(lines)
+		content := fmt.Sprintf("0\n%d\n", len(lines))
+		if len(lines) > 0 {
+			content += strings.Join(lines, "\n") + "\n"
+		}
+		if err := writeFileAtomic(filepath.Join(d, hwCheckpointFile), []byte(content)); err != nil && first == nil {
+			first = fmt.Errorf("write high watermark checkpoint in %s: %w", d, err)
+		}
+	}
+	return first
+}

@@ -1,0 +1,506 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/replication"
+	tlog "github.com/tripodmq/tripod/replication/log"
+)
+
+// fetcherManager runs one fetcher per leader this broker follows: each is
+// one goroutine with one connection that fetches every partition it
+// follows from that leader in one long-polling Fetch request (replica id
+// set), as Kafka's replica fetcher threads do with
+// num.replica.fetchers=1.
+type fetcherManager struct {
+	b *Broker
+
+	mu          sync.Mutex
+	fetchers    map[coord.BrokerID]*fetcher
+	byPartition map[*partition]*fetcher
+	// addrs are the leaders' addresses from the latest LeaderAndIsr
+	// (its live leaders), fresher than the metadata cache.
+	addrs  map[coord.BrokerID]string
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newFetcherManager(b *Broker) *fetcherManager {
+	return &fetcherManager{b: b, fetchers: map[coord.BrokerID]*fetcher{}, byPartition: map[*partition]*fetcher{},
+		addrs: map[coord.BrokerID]string{}}
+}
+
+// fetcher fetches from one leader.
+type fetcher struct {
+	m      *fetcherManager
+	leader coord.BrokerID
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	parts map[*partition]*fetchPartition
+	// changed is signalled when parts changes; inflight cancels the
+	// request in flight so that the change applies at once.
+	changed  chan struct{}
+	inflight context.CancelFunc
+}
+
+// fetchPartition is one followed partition as its fetcher sees it. It is
+// created by assign and then read and written by the fetcher's goroutine
+// only.
+type fetchPartition struct {
+	p           *partition
+	leaderEpoch int32
+	// gen is p.followGen when the role was applied; appends for another
+	// generation are dropped.
+	gen uint64
+	// truncating says an OffsetForLeaderEpoch exchange about askEpoch is
+	// still to be done before fetching (replication.truncation=epoch).
+	truncating bool
+	askEpoch   int32
+	// retryAt delays the partition after an error.
+	retryAt time.Time
+}
+
+// setLeaders records the live leaders' addresses a LeaderAndIsr carries.
+func (m *fetcherManager) setLeaders(leaders []coord.Broker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range leaders {
+		m.addrs[l.ID] = l.Addr()
+	}
+}
+
+// leaderAddr returns a leader's address, from the latest LeaderAndIsr or
+// the metadata cache.
+func (m *fetcherManager) leaderAddr(id coord.BrokerID) (string, bool) {
+	m.mu.Lock()
+	addr, ok := m.addrs[id]
+	m.mu.Unlock()
+	if ok {
+		return addr, true
+	}
+	if cb, ok := m.b.cache.broker(id); ok {
+		return cb.Addr(), true
+	}
+	return "", false
+}
+
+// assign makes p fetched from leader at leaderEpoch, starting with the
+// truncation tr decided; it leaves any other fetcher.
+func (m *fetcherManager) assign(p *partition, leader coord.BrokerID, leaderEpoch int32, gen uint64, tr replication.Truncation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.detachLocked(p)
+	f := m.fetchers[leader]
+	if f == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		f = &fetcher{m: m, leader: leader, ctx: ctx, cancel: cancel, parts: map[*partition]*fetchPartition{}, changed: make(chan struct{}, 1)}
+		m.fetchers[leader] = f
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			f.run()
+		}()
+	}
+	f.mu.Lock()
+	f.parts[p] = &fetchPartition{p: p, leaderEpoch: leaderEpoch, gen: gen, truncating: !tr.Done, askEpoch: tr.Epoch}
+	f.mu.Unlock()
+	m.byPartition[p] = f
+	f.poke()
+}
+
+// remove stops fetching p.
+func (m *fetcherManager) remove(p *partition) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.detachLocked(p)
+}
+
+// detachLocked removes p from its fetcher, stopping a fetcher left with
+// nothing to fetch.
+func (m *fetcherManager) detachLocked(p *partition) {
+	f := m.byPartition[p]
+	if f == nil {
+		return
+	}
+	delete(m.byPartition, p)
+	f.mu.Lock()
+	delete(f.parts, p)
+	empty := len(f.parts) == 0
+	f.mu.Unlock()
+	if empty {
+		delete(m.fetchers, f.leader)
+		f.cancel()
+		return
+	}
+	f.poke()
+}
+
+// close stops every fetcher and waits for them.
+func (m *fetcherManager) close() {
+	m.mu.Lock()
+	m.closed = true
+	for _, f := range m.fetchers {
+		f.cancel()
+	}
+	m.fetchers = map[coord.BrokerID]*fetcher{}
+	m.byPartition = map[*partition]*fetcher{}
+	m.mu.Unlock()
+	m.wg.Wait()
+}
+
+// followers returns how many partitions the fetchers follow.
+func (m *fetcherManager) followers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byPartition)
+}
+
+// poke wakes the fetcher and cancels its request in flight.
+func (f *fetcher) poke() {
+	f.mu.Lock()
+	if f.inflight != nil {
+		f.inflight()
+	}
+	f.mu.Unlock()
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+// run fetches until the fetcher is stopped.
+func (f *fetcher) run() {
+	b := f.m.b
+	log := b.logger.With("leader", f.leader)
+	var cl *kgo.Client
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
+	for f.ctx.Err() == nil {
+		now := time.Now()
+		var truncating, fetching []*fetchPartition
+		next := time.Time{}
+		f.mu.Lock()
+		for _, fp := range f.parts {
+			switch {
+			case now.Before(fp.retryAt):
+				if next.IsZero() || fp.retryAt.Before(next) {
+					next = fp.retryAt
+				}
+			case fp.truncating:
+				truncating = append(truncating, fp)
+			default:
+				fetching = append(fetching, fp)
+			}
+		}
+		f.mu.Unlock()
+		if len(truncating) == 0 && len(fetching) == 0 {
+			f.wait(next)
+			continue
+		}
+		if cl == nil {
+			addr, ok := f.m.leaderAddr(f.leader)
+			var err error
+			if ok {
+				cl, err = b.peerClient(addr)
+			}
+			if !ok || err != nil {
+				log.Debug("no connection to leader yet", "known", ok, "error", err)
+				f.wait(time.Now().Add(b.cfg.ReplicaFetchBackoff))
+				continue
+			}
+		}
+		reqCtx, cancel := context.WithCancel(f.ctx)
+		f.mu.Lock()
+		f.inflight = cancel
+		f.mu.Unlock()
+		var err error
+		if len(truncating) > 0 {
+			err = f.truncateByEpoch(reqCtx, cl, truncating)
+		} else {
+			err = f.fetch(reqCtx, cl, fetching)
+		}
+		f.mu.Lock()
+		f.inflight = nil
+		f.mu.Unlock()
+		canceled := reqCtx.Err() != nil
+		cancel()
+		if err != nil && !canceled {
+			log.Debug("replica fetch failed; retrying", "error", err, "backoff", b.cfg.ReplicaFetchBackoff)
+			cl.Close()
+			cl = nil
+			f.wait(time.Now().Add(b.cfg.ReplicaFetchBackoff))
+		}
+	}
+}
+
+// wait blocks until the fetcher changes, stops, or until (when set).
+func (f *fetcher) wait(until time.Time) {
+	var timeout <-chan time.Time
+	if !until.IsZero() {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-f.changed:
+	case <-f.ctx.Done():
+	case <-timeout:
+	}
+}
+
+// delay puts a partition aside for a backoff after an error.
+func (f *fetcher) delay(fp *fetchPartition) {
+	fp.retryAt = time.Now().Add(f.m.b.cfg.ReplicaFetchBackoff)
+}
+
+// truncateByEpoch asks the leader where each partition's latest epoch
+// ended (OffsetForLeaderEpoch, KIP-101/KIP-279) and truncates as the state
+// machine decides; a partition is done when its Truncation is.
+func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*fetchPartition) error {
+	b := f.m.b
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = b.cfg.BrokerID
+	index := map[coord.TopicPartition]*fetchPartition{}
+	topics := map[string]int{}
+	for _, fp := range parts {
+		p := fp.p
+		index[coord.TopicPartition{Topic: p.topic, Partition: p.index}] = fp
+		i, ok := topics[p.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[p.topic] = i
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = p.topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition = p.index
+		rp.CurrentLeaderEpoch = fp.leaderEpoch
+		rp.LeaderEpoch = fp.askEpoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		return fmt.Errorf("offset for leader epoch from broker %d: %w", f.leader, err)
+	}
+	resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
+	for _, t := range resp.Topics {
+		for _, sp := range t.Partitions {
+			fp := index[coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}]
+			if fp == nil {
+				continue
+			}
+			delete(index, coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition})
+			if sp.ErrorCode != 0 {
+				b.logger.Debug("offset for leader epoch refused", "partition", fp.p.name(), "leader", f.leader,
+					"error", kerr.ErrorForCode(sp.ErrorCode))
+				f.delay(fp)
+				continue
+			}
+			p := fp.p
+			p.appendMu.Lock()
+			if p.followGen != fp.gen {
+				p.appendMu.Unlock()
+				continue
+			}
+			p.repMu.Lock()
+			tr, err := p.rep.EpochEndOffset(sp.LeaderEpoch, sp.EndOffset)
+			p.repMu.Unlock()
+			if err != nil {
+				b.logger.Error("epoch truncation failed", "partition", p.name(), "error", err)
+				fp.truncating = false
+			} else {
+				b.truncate(p, tr.Offset, fmt.Sprintf("leader %d: epoch %d ends at %d", f.leader, sp.LeaderEpoch, sp.EndOffset))
+				fp.truncating = !tr.Done
+				fp.askEpoch = tr.Epoch
+			}
+			p.appendMu.Unlock()
+		}
+	}
+	for _, fp := range index {
+		f.delay(fp)
+	}
+	return nil
+}
+
+// fetch sends one Fetch for parts and appends what comes back.
+func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchPartition) error {
+	b := f.m.b
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = b.cfg.BrokerID
+	req.MaxWaitMillis = int32(b.cfg.ReplicaFetchWaitMax.Milliseconds())
+	req.MinBytes = b.cfg.ReplicaFetchMinBytes
+	req.MaxBytes = max(b.cfg.ReplicaFetchMaxBytes, 10<<20)
+	req.SessionEpoch = -1
+	index := map[coord.TopicPartition]*fetchPartition{}
+	topics := map[string]int{}
+	for _, fp := range parts {
+		p := fp.p
+		index[coord.TopicPartition{Topic: p.topic, Partition: p.index}] = fp
+		i, ok := topics[p.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[p.topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = p.topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p.index
+		rp.CurrentLeaderEpoch = fp.leaderEpoch
+		rp.FetchOffset = p.log.EndOffset()
+		rp.LogStartOffset = p.log.StartOffset()
+		rp.PartitionMaxBytes = b.cfg.ReplicaFetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		return fmt.Errorf("fetch from broker %d: %w", f.leader, err)
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("fetch from broker %d: %w", f.leader, err)
+	}
+	for _, t := range resp.Topics {
+		for _, sp := range t.Partitions {
+			if fp := index[coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}]; fp != nil {
+				f.fetched(ctx, cl, fp, &sp)
+			}
+		}
+	}
+	return nil
+}
+
+// fetched applies one partition's fetch response.
+func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartition, sp *kmsg.FetchResponseTopicPartition) {
+	b := f.m.b
+	p := fp.p
+	switch sp.ErrorCode {
+	case 0:
+	case kerr.OffsetOutOfRange.Code:
+		f.outOfRange(ctx, cl, fp, sp.LogStartOffset)
+		return
+	default:
+		b.logger.Debug("replica fetch refused", "partition", p.name(), "leader", f.leader, "error", kerr.ErrorForCode(sp.ErrorCode))
+		f.delay(fp)
+		return
+	}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.followGen != fp.gen {
+		return
+	}
+	if len(sp.RecordBatches) > 0 {
+		if err := b.appendAsFollower(p, sp.RecordBatches); err != nil {
+			b.logger.Error("follower append failed", "partition", p.name(), "leader", f.leader, "error", err)
+			f.delay(fp)
+			return
+		}
+	}
+	p.repMu.Lock()
+	hw, err := p.rep.FollowerFetched(p.log.EndOffset(), sp.HighWatermark)
+	p.repMu.Unlock()
+	if err != nil {
+		b.logger.Debug("fetch response not applied", "partition", p.name(), "error", err)
+		return
+	}
+	if hw != p.hw.Load() {
+		p.hw.Store(hw)
+	}
+	if len(sp.RecordBatches) > 0 {
+		p.wakeAll()
+	}
+}
+
+// appendAsFollower appends the leader's batches. A first batch that
+// starts below this log's end (the leader's batches are cut elsewhere
+// than this log's, after a truncation to a high watermark inside a batch)
+// replaces this log's tail from its base offset. The caller holds
+// p.appendMu.
+func (b *Broker) appendAsFollower(p *partition, records []byte) error {
+	_, err := p.log.AppendAsFollower(records)
+	if errors.Is(err, tlog.ErrUnexpectedOffset) && len(records) >= 8 {
+		base := int64(binary.BigEndian.Uint64(records))
+		if base < p.log.EndOffset() {
+			b.truncate(p, base, "the leader's batch starts below the log end")
+			_, err = p.log.AppendAsFollower(records)
+		}
+	}
+	return err
+}
+
+// outOfRange handles OFFSET_OUT_OF_RANGE: a follower behind the leader's
+// log start restarts its log there; one ahead of the leader's log end
+// truncates to it (asking the leader's end with ListOffsets).
+func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchPartition, leaderStart int64) {
+	b := f.m.b
+	p := fp.p
+	if leaderStart >= 0 && p.log.EndOffset() < leaderStart {
+		p.appendMu.Lock()
+		if p.followGen == fp.gen {
+			end := p.log.EndOffset()
+			if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
+				b.logger.Error("restart follower log failed", "partition", p.name(), "offset", leaderStart, "error", err)
+			} else {
+				p.hw.Store(min(p.hw.Load(), leaderStart))
+				b.logger.Info("truncated follower log", "partition", p.name(), "mode", "log-start", "offset", leaderStart,
+					"log_end", end, "reason", "behind the leader's log start")
+			}
+		}
+		p.appendMu.Unlock()
+		return
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = b.cfg.BrokerID
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = p.topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition = p.index
+	rp.CurrentLeaderEpoch = fp.leaderEpoch
+	rp.Timestamp = listLatest
+	t.Partitions = append(t.Partitions, rp)
+	req.Topics = append(req.Topics, t)
+	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		f.delay(fp)
+		return
+	}
+	resp := kresp.(*kmsg.ListOffsetsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		f.delay(fp)
+		return
+	}
+	leaderEnd := resp.Topics[0].Partitions[0].Offset
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.followGen != fp.gen {
+		return
+	}
+	p.repMu.Lock()
+	tr, err := p.rep.FetchOutOfRange(leaderEnd)
+	p.repMu.Unlock()
+	if err != nil {
+		b.logger.Warn("out of range fetch not handled", "partition", p.name(), "error", err)
+		f.delay(fp)
+		return
+	}
+	b.truncate(p, tr.Offset, fmt.Sprintf("ahead of leader %d's log end %d", f.leader, leaderEnd))
+}

@@ -1,0 +1,211 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/replication"
+)
+
+// alterPartitionVersion is the AlterPartition version brokers send: v1
+// names topics (v2+ uses topic IDs).
+const alterPartitionVersion = 1
+
+// alterPartitionTimeout bounds one AlterPartition round trip.
+const alterPartitionTimeout = 10 * time.Second
+
+// isrSender sends the ISR changes the partitions this broker leads
+// propose to the controller (in process when this broker is the
+// controller, else one AlterPartition request for all pending ones) and
+// feeds each outcome back to the partition's state machine. One
+// goroutine, run, owned by the broker's wait group.
+type isrSender struct {
+	b *Broker
+
+	mu      sync.Mutex
+	pending map[*partition]replication.Proposal
+	wake    chan struct{}
+}
+
+func newISRSender(b *Broker) *isrSender {
+	return &isrSender{b: b, pending: map[*partition]replication.Proposal{}, wake: make(chan struct{}, 1)}
+}
+
+// propose queues p's proposal; a newer one for the same partition
+// replaces it.
+func (s *isrSender) propose(p *partition, prop replication.Proposal) {
+	s.mu.Lock()
+	s.pending[p] = prop
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run sends the queued proposals until the broker closes.
+func (s *isrSender) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.b.closing
+		cancel()
+	}()
+	for {
+		select {
+		case <-s.b.closing:
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		batch := s.pending
+		s.pending = map[*partition]replication.Proposal{}
+		s.mu.Unlock()
+		if len(batch) > 0 {
+			s.send(ctx, batch)
+		}
+	}
+}
+
+// alterOutcome is the controller's answer for one partition.
+type alterOutcome struct {
+	state coord.PartitionState
+	err   error
+}
+
+// send delivers one batch of proposals and applies the outcomes.
+func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.Proposal) {
+	b := s.b
+	epoch := b.currentEpoch()
+	outcomes := make(map[*partition]alterOutcome, len(batch))
+	rctx, cancel := context.WithTimeout(ctx, alterPartitionTimeout)
+	defer cancel()
+	if ctrl := b.controller(); ctrl != nil {
+		for p, prop := range batch {
+			st, err := ctrl.AlterPartition(rctx, coord.AlterPartitionRequest{
+				BrokerID: coord.BrokerID(b.cfg.BrokerID), BrokerEpoch: epoch,
+				Partition:   coord.TopicPartition{Topic: p.topic, Partition: p.index},
+				LeaderEpoch: prop.LeaderEpoch, PartitionEpoch: prop.PartitionEpoch, ISR: fromReplicaIDs(prop.ISR),
+			})
+			outcomes[p] = alterOutcome{state: st, err: err}
+		}
+	} else {
+		outcomes = s.sendRemote(rctx, epoch, batch)
+	}
+	now := time.Now()
+	for p, prop := range batch {
+		o := outcomes[p]
+		p.repMu.Lock()
+		before := p.rep.ISR()
+		if o.err == nil {
+			if err := p.rep.AlterPartitionCommitted(o.state.LeaderEpoch, o.state.PartitionEpoch, replicaIDs(o.state.ISR), now); err != nil {
+				b.logger.Debug("AlterPartition answer ignored", "partition", p.name(), "error", err)
+			}
+		} else {
+			p.rep.AlterPartitionFailed(alterFailure(o.err), now)
+		}
+		rd := p.rep.Ready()
+		p.repMu.Unlock()
+		if o.err == nil {
+			shrinks, expands := 0, 0
+			if len(o.state.ISR) < len(before) {
+				shrinks = 1
+			} else if len(o.state.ISR) > len(before) {
+				expands = 1
+			}
+			b.metrics.isrChanged(shrinks, expands)
+			b.logger.Info("ISR changed", "partition", p.name(), "from", before, "to", o.state.ISR,
+				"partition_epoch", o.state.PartitionEpoch)
+		} else {
+			b.logger.Info("AlterPartition failed", "partition", p.name(), "proposed_isr", prop.ISR, "error", o.err)
+		}
+		b.handleReady(p, rd)
+	}
+}
+
+// alterFailure says how a failed AlterPartition leaves the proposal: the
+// controller's newer state (fenced leader epoch, another partition epoch,
+// an unknown partition) arrives in a LeaderAndIsr, so the leader waits for
+// it; anything else is tried again.
+func alterFailure(err error) replication.AlterOutcome {
+	switch {
+	case errors.Is(err, coord.ErrFencedLeaderEpoch), errors.Is(err, coord.ErrInvalidUpdateVersion), errors.Is(err, coord.ErrNotFound),
+		errors.Is(err, kerr.FencedLeaderEpoch), errors.Is(err, kerr.InvalidUpdateVersion), errors.Is(err, kerr.UnknownTopicOrPartition):
+		return replication.AlterAwaitLeaderAndIsr
+	}
+	return replication.AlterRetry
+}
+
+// sendRemote sends the batch as one AlterPartition request to the
+// controller.
+func (s *isrSender) sendRemote(ctx context.Context, epoch int64, batch map[*partition]replication.Proposal) map[*partition]alterOutcome {
+	b := s.b
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.SetVersion(alterPartitionVersion)
+	req.BrokerID = b.cfg.BrokerID
+	req.BrokerEpoch = epoch
+	topics := map[string]int{}
+	for p, prop := range batch {
+		i, ok := topics[p.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[p.topic] = i
+			t := kmsg.NewAlterPartitionRequestTopic()
+			t.Topic = p.topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewAlterPartitionRequestTopicPartition()
+		rp.Partition = p.index
+		rp.LeaderEpoch = prop.LeaderEpoch
+		rp.PartitionEpoch = prop.PartitionEpoch
+		rp.NewISR = ids32(fromReplicaIDs(prop.ISR))
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	out := make(map[*partition]alterOutcome, len(batch))
+	fail := func(err error) map[*partition]alterOutcome {
+		for p := range batch {
+			out[p] = alterOutcome{err: err}
+		}
+		return out
+	}
+	kresp, err := b.askController(ctx, req)
+	if err != nil {
+		return fail(err)
+	}
+	resp := kresp.(*kmsg.AlterPartitionResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fail(err)
+	}
+	byName := map[coord.TopicPartition]*partition{}
+	for p := range batch {
+		byName[coord.TopicPartition{Topic: p.topic, Partition: p.index}] = p
+	}
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			p := byName[coord.TopicPartition{Topic: t.Topic, Partition: rp.Partition}]
+			if p == nil {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				out[p] = alterOutcome{err: err}
+				continue
+			}
+			out[p] = alterOutcome{state: coord.PartitionState{
+				Topic: t.Topic, Partition: rp.Partition, Leader: coord.BrokerID(rp.LeaderID),
+				LeaderEpoch: rp.LeaderEpoch, ISR: brokerIDs(rp.ISR), PartitionEpoch: rp.PartitionEpoch,
+			}}
+		}
+	}
+	for p := range batch {
+		if _, ok := out[p]; !ok {
+			out[p] = alterOutcome{err: kerr.UnknownServerError}
+		}
+	}
+	return out
+}

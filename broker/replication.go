@@ -1,0 +1,291 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/replication"
+	tlog "github.com/tripodmq/tripod/replication/log"
+)
+
+// This file is the glue between the controller's LeaderAndIsr requests,
+// the partitions' logs and their replication state machines
+// (replication.Partition): it applies roles, appends as leader and as
+// follower, and acts on every Ready (acks, high watermarks, AlterPartition
+// proposals). The fetchers are in fetcher.go, the AlterPartition sender in
+// isr.go, the high watermark checkpoint in checkpoint.go.
+
+// applyRole makes p leader or follower as info says, feeding the state
+// machine and, for a follower, truncating its log and handing it to the
+// fetcher of its leader. The caller holds stateMu and has applied info
+// with p.setRole.
+func (b *Broker) applyRole(p *partition, info coord.PartitionInfo) {
+	self := coord.BrokerID(b.cfg.BrokerID)
+	st := replication.State{
+		Leader:         replication.ReplicaID(info.Leader),
+		LeaderEpoch:    info.LeaderEpoch,
+		PartitionEpoch: info.PartitionEpoch,
+		Replicas:       replicaIDs(info.Replicas),
+		ISR:            replicaIDs(info.ISR),
+	}
+	now := time.Now()
+	p.appendMu.Lock()
+	p.repMu.Lock()
+	wasLeader := p.rep.Role() == replication.RoleLeader
+	prevLeader, prevEpoch := p.rep.Leader(), p.rep.LeaderEpoch()
+	var (
+		err       error
+		tr        replication.Truncation
+		following bool
+	)
+	if info.Leader == self {
+		err = p.rep.BecomeLeader(st, p.log.EndOffset(), p.hw.Load(), now)
+	} else {
+		tr, err = p.rep.BecomeFollower(st, p.log.EndOffset(), p.hw.Load(), p.log.Epochs())
+		following = true
+	}
+	rd := p.rep.Ready()
+	p.repMu.Unlock()
+	if err != nil {
+		p.appendMu.Unlock()
+		b.handleReady(p, rd)
+		if errors.Is(err, replication.ErrStaleEpoch) {
+			b.logger.Debug("stale partition state ignored", "partition", p.name(), "error", err)
+			return
+		}
+		b.logger.Error("apply partition role failed", "partition", p.name(), "error", err)
+		return
+	}
+	newEpoch := prevLeader != st.Leader || prevEpoch != st.LeaderEpoch
+	if newEpoch {
+		p.followGen++
+	}
+	if following && newEpoch && info.Leader != coord.NoBroker && tr.Offset < p.log.EndOffset() {
+		b.truncate(p, tr.Offset, "become follower")
+	}
+	gen := p.followGen
+	p.appendMu.Unlock()
+	b.handleReady(p, rd)
+
+	switch {
+	case !following:
+		b.fetchers.remove(p)
+		if !wasLeader || newEpoch {
+			b.logger.Debug("leading partition", "partition", p.name(), "leader_epoch", st.LeaderEpoch,
+				"log_end", p.log.EndOffset(), "high_watermark", p.hw.Load())
+		}
+	case info.Leader == coord.NoBroker:
+		b.fetchers.remove(p)
+	case newEpoch:
+		b.fetchers.assign(p, info.Leader, info.LeaderEpoch, gen, tr)
+	}
+	p.wakeAll()
+}
+
+// truncate cuts p's log at offset as a follower and logs it. The caller
+// holds p.appendMu.
+func (b *Broker) truncate(p *partition, offset int64, why string) {
+	end := p.log.EndOffset()
+	if offset >= end {
+		return
+	}
+	if err := p.log.TruncateTo(offset); err != nil {
+		b.logger.Error("truncate follower log failed", "partition", p.name(), "offset", offset, "error", err)
+		return
+	}
+	if hw := p.hw.Load(); hw > p.log.EndOffset() {
+		p.hw.Store(p.log.EndOffset())
+	}
+	b.logger.Info("truncated follower log", "partition", p.name(), "mode", b.cfg.ReplicationTruncation,
+		"offset", p.log.EndOffset(), "log_end", end, "reason", why)
+}
+
+// handleReady acts on what p's state machine decided: it answers the
+// acks=all produces that completed or failed, publishes a new high
+// watermark (waking the fetches waiting for it) and sends an
+// AlterPartition proposal to the controller.
+func (b *Broker) handleReady(p *partition, rd replication.Ready) {
+	if len(rd.Acks) > 0 {
+		p.repMu.Lock()
+		for _, a := range rd.Acks {
+			if ch, ok := p.acks[a.ID]; ok {
+				delete(p.acks, a.ID)
+				ch <- a.Err
+			}
+		}
+		p.repMu.Unlock()
+	}
+	if rd.HighWatermarkChanged {
+		p.hw.Store(rd.HighWatermark)
+		p.wakeAll()
+	}
+	if rd.Proposal != nil {
+		b.isr.propose(p, *rd.Proposal)
+	}
+}
+
+// appendAsLeader appends a produce's records to p, stamped with the leader
+// epoch, and tells the state machine. With acks=all it first checks
+// min.insync.replicas and then registers a wait for the high watermark to
+// pass the batch, whose outcome arrives on the returned channel; deadline
+// is the produce's timeout.
+func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, deadline time.Time) (tlog.AppendResult, <-chan error, error) {
+	p.appendMu.Lock()
+	p.repMu.Lock()
+	if p.rep.Role() != replication.RoleLeader {
+		p.repMu.Unlock()
+		p.appendMu.Unlock()
+		return tlog.AppendResult{}, nil, replication.ErrNotLeader
+	}
+	if acksAll {
+		if err := p.rep.CheckAcksAll(); err != nil {
+			p.repMu.Unlock()
+			p.appendMu.Unlock()
+			return tlog.AppendResult{}, nil, err
+		}
+	}
+	epoch := p.rep.LeaderEpoch()
+	p.repMu.Unlock()
+	res, err := p.log.Append(records, epoch)
+	if err != nil {
+		p.appendMu.Unlock()
+		return res, nil, err
+	}
+	now := time.Now()
+	var done chan error
+	p.repMu.Lock()
+	if err := p.rep.Appended(p.log.EndOffset(), now); err != nil {
+		b.logger.Error("record append in state machine failed", "partition", p.name(), "error", err)
+	}
+	if acksAll {
+		p.nextID++
+		id := p.nextID
+		done = make(chan error, 1)
+		p.acks[id] = done
+		if err := p.rep.Await(id, res.LastOffset, deadline, now); err != nil {
+			delete(p.acks, id)
+			done <- err
+		}
+	}
+	rd := p.rep.Ready()
+	p.repMu.Unlock()
+	p.appendMu.Unlock()
+	p.wakeAll()
+	b.handleReady(p, rd)
+	return res, done, nil
+}
+
+// followerFetched records a fetch by follower replica at fetchOffset on
+// p, which this broker leads. It returns the Kafka error code for the
+// partition: OFFSET_OUT_OF_RANGE when the follower is ahead of this log,
+// NOT_LEADER_OR_FOLLOWER when this broker stopped leading or the replica
+// is not assigned the partition.
+func (b *Broker) followerFetched(p *partition, replica int32, fetchOffset int64) int16 {
+	p.repMu.Lock()
+	err := p.rep.FollowerFetch(replication.ReplicaID(replica), fetchOffset, time.Now())
+	rd := p.rep.Ready()
+	p.repMu.Unlock()
+	b.handleReady(p, rd)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, replication.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, replication.ErrUnknownReplica):
+		b.logger.Warn("fetch from a replica the partition does not have", "partition", p.name(), "replica", replica)
+		return kerr.NotLeaderForPartition.Code
+	default:
+		return kerr.NotLeaderForPartition.Code
+	}
+}
+
+// tickLoop advances every partition's state machine: followers that fell
+// behind for replica.lag.time.max.ms are proposed out of the ISR, and
+// acks=all produces past their timeout fail. It runs until the broker
+// closes.
+func (b *Broker) tickLoop() {
+	interval := min(b.cfg.ReplicaLagTimeMax/4, 100*time.Millisecond)
+	t := time.NewTicker(max(interval, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-b.closing:
+			return
+		case now := <-t.C:
+			for _, p := range b.allPartitions() {
+				p.repMu.Lock()
+				if p.rep.Role() != replication.RoleLeader {
+					p.repMu.Unlock()
+					continue
+				}
+				p.rep.Tick(now)
+				var rd replication.Ready
+				if p.rep.HasReady() {
+					rd = p.rep.Ready()
+				}
+				p.repMu.Unlock()
+				b.handleReady(p, rd)
+			}
+		}
+	}
+}
+
+// failAcks answers every acks=all produce waiting on p with err (the
+// partition is going away).
+func (p *partition) failAcks(err error) {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	for id, ch := range p.acks {
+		delete(p.acks, id)
+		ch <- err
+	}
+}
+
+// replicationErrorCode maps a replication error to its Kafka error code.
+func replicationErrorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, replication.ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, replication.ErrNotEnoughReplicasAfterAppend):
+		return kerr.NotEnoughReplicasAfterAppend.Code
+	case errors.Is(err, replication.ErrRequestTimedOut):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, replication.ErrNotLeader):
+		return kerr.NotLeaderForPartition.Code
+	}
+	return produceErrorCode(err)
+}
+
+// newReplicationState returns the state machine of a replica this broker
+// opens.
+func (b *Broker) newReplicationState(tp coord.TopicPartition, configs map[string]string) (*replication.Partition, error) {
+	rep, err := replication.New(b.cfg.replicationConfig(configs), replication.ReplicaID(b.cfg.BrokerID))
+	if err != nil {
+		return nil, fmt.Errorf("replication state of %s: %w", tp, err)
+	}
+	return rep, nil
+}
+
+// replicaIDs converts broker ids to replica ids.
+func replicaIDs(ids []coord.BrokerID) []replication.ReplicaID {
+	out := make([]replication.ReplicaID, len(ids))
+	for i, id := range ids {
+		out[i] = replication.ReplicaID(id)
+	}
+	return out
+}
+
+// fromReplicaIDs converts replica ids to broker ids.
+func fromReplicaIDs(ids []replication.ReplicaID) []coord.BrokerID {
+	out := make([]coord.BrokerID, len(ids))
+	for i, id := range ids {
+		out[i] = coord.BrokerID(id)
+	}
+	return out
+}
