@@ -362,6 +362,10 @@ func (b *Broker) openReplica(info coord.PartitionInfo, configs map[string]string
 	}
 	p := newPartition(info, l, configs, rep, b.hwCkpt.lookup(info.TopicPartition()))
 	p.dir = dir
+	if err := p.producers.Load(l); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("rebuild producer state of %s: %w", info.TopicPartition(), err)
+	}
 	return p, nil
 }
 

@@ -436,15 +436,23 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 // replaces this log's tail from its base offset. The caller holds
 // p.appendMu.
 func (b *Broker) appendAsFollower(p *partition, records []byte) error {
-	_, err := p.log.AppendAsFollower(records)
+	res, err := p.log.AppendAsFollower(records)
 	if errors.Is(err, tlog.ErrUnexpectedOffset) && len(records) >= 8 {
 		base := int64(binary.BigEndian.Uint64(records))
 		if base < p.log.EndOffset() {
 			b.truncate(p, base, "the leader's batch starts below the log end")
-			_, err = p.log.AppendAsFollower(records)
+			res, err = p.log.AppendAsFollower(records)
 		}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	metas, err := replication.ParseBatchHeaders(records)
+	if err != nil {
+		return fmt.Errorf("producer state of appended batches: %w", err)
+	}
+	p.producers.Appended(metas, res.BaseOffset)
+	return nil
 }
 
 // outOfRange handles OFFSET_OUT_OF_RANGE: a follower behind the leader's
@@ -460,6 +468,7 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 			if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
 				b.logger.Error("restart follower log failed", "partition", p.name(), "offset", leaderStart, "error", err)
 			} else {
+				p.producers.Reset()
 				p.hw.Store(min(p.hw.Load(), leaderStart))
 				b.logger.Info("truncated follower log", "partition", p.name(), "mode", "log-start", "offset", leaderStart,
 					"log_end", end, "reason", "behind the leader's log start")

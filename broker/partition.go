@@ -38,6 +38,10 @@ type partition struct {
 	// followGen counts role changes (guarded by appendMu): a fetcher's
 	// response for an older generation is dropped.
 	followGen uint64
+	// producers is the idempotent producers' state (guarded by
+	// appendMu), kept by leader and followers alike so that a new leader
+	// recognises a retried batch.
+	producers *replication.Producers
 
 	// repMu guards rep and acks.
 	repMu sync.Mutex
@@ -58,7 +62,8 @@ type partition struct {
 
 func newPartition(info coord.PartitionInfo, l *tlog.Log, configs map[string]string, rep *replication.Partition, hw int64) *partition {
 	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l, configs: configs,
-		state: info, waiters: make(map[chan struct{}]struct{}), rep: rep, acks: make(map[replication.AckID]chan error)}
+		state: info, waiters: make(map[chan struct{}]struct{}), rep: rep, acks: make(map[replication.AckID]chan error),
+		producers: replication.NewProducers()}
 	p.hw.Store(min(hw, l.EndOffset()))
 	return p
 }

@@ -97,11 +97,25 @@ func (b *Broker) truncate(p *partition, offset int64, why string) {
 		b.logger.Error("truncate follower log failed", "partition", p.name(), "offset", offset, "error", err)
 		return
 	}
+	b.truncateProducers(p, offset)
 	if hw := p.hw.Load(); hw > p.log.EndOffset() {
 		p.hw.Store(p.log.EndOffset())
 	}
 	b.logger.Info("truncated follower log", "partition", p.name(), "mode", b.cfg.ReplicationTruncation,
 		"offset", p.log.EndOffset(), "log_end", end, "reason", why)
+}
+
+// truncateProducers drops the producer state of the records a truncation
+// removed, reading the log again when a producer lost all it had. The
+// caller holds p.appendMu.
+func (b *Broker) truncateProducers(p *partition, offset int64) {
+	if !p.producers.TruncateTo(offset) {
+		return
+	}
+	p.producers.Reset()
+	if err := p.producers.Load(p.log); err != nil {
+		b.logger.Error("rebuild producer state failed", "partition", p.name(), "error", err)
+	}
 }
 
 // handleReady acts on what p's state machine decided: it answers the
@@ -132,8 +146,16 @@ func (b *Broker) handleReady(p *partition, rd replication.Ready) {
 // epoch, and tells the state machine. With acks=all it first checks
 // min.insync.replicas and then registers a wait for the high watermark to
 // pass the batch, whose outcome arrives on the returned channel; deadline
-// is the produce's timeout.
+// is the produce's timeout. An idempotent producer's batch is checked
+// against the producer's sequence first: a retry of one of its last five
+// batches is answered with the original offsets and not written again
+// (acks=all still waits for the high watermark to pass it), a gap is
+// ErrOutOfOrderSequence, an older producer epoch ErrProducerFenced.
 func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, deadline time.Time) (tlog.AppendResult, <-chan error, error) {
+	metas, err := replication.ParseBatchMeta(records)
+	if err != nil {
+		return tlog.AppendResult{}, nil, err
+	}
 	p.appendMu.Lock()
 	p.repMu.Lock()
 	if p.rep.Role() != replication.RoleLeader {
@@ -150,16 +172,31 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 	}
 	epoch := p.rep.LeaderEpoch()
 	p.repMu.Unlock()
-	res, err := p.log.Append(records, epoch)
+	dup, err := p.producers.Check(metas)
 	if err != nil {
 		p.appendMu.Unlock()
-		return res, nil, err
+		return tlog.AppendResult{}, nil, err
+	}
+	var res tlog.AppendResult
+	if dup != nil {
+		res = tlog.AppendResult{BaseOffset: dup.FirstOffset, LastOffset: dup.LastOffset}
+		b.logger.Debug("duplicate batch answered with its original offsets", "partition", p.name(),
+			"producer_id", dup.ProducerID, "sequence", dup.BaseSequence, "offset", dup.FirstOffset)
+	} else {
+		res, err = p.log.Append(records, epoch)
+		if err != nil {
+			p.appendMu.Unlock()
+			return res, nil, err
+		}
+		p.producers.Appended(metas, res.BaseOffset)
 	}
 	now := time.Now()
 	var done chan error
 	p.repMu.Lock()
-	if err := p.rep.Appended(p.log.EndOffset(), now); err != nil {
-		b.logger.Error("record append in state machine failed", "partition", p.name(), "error", err)
+	if dup == nil {
+		if err := p.rep.Appended(p.log.EndOffset(), now); err != nil {
+			b.logger.Error("record append in state machine failed", "partition", p.name(), "error", err)
+		}
 	}
 	if acksAll {
 		p.nextID++
@@ -174,7 +211,9 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 	rd := p.rep.Ready()
 	p.repMu.Unlock()
 	p.appendMu.Unlock()
-	p.wakeAll()
+	if dup == nil {
+		p.wakeAll()
+	}
 	b.handleReady(p, rd)
 	return res, done, nil
 }
@@ -258,6 +297,10 @@ func replicationErrorCode(err error) int16 {
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, replication.ErrNotLeader):
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, replication.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, replication.ErrProducerFenced):
+		return kerr.InvalidProducerEpoch.Code
 	}
 	return produceErrorCode(err)
 }
