@@ -196,10 +196,11 @@ func leaderElections(m *metrics) float64 {
 }
 
 // TestMetricsFollowAControlledShutdown runs three brokers, one topic of
-// three partitions on all three, and shuts down a broker that leads one:
-// the controller counts the leader election, the two left lead all three
-// partitions, which are under-replicated (the ISR lost a member) and none
-// offline.
+// three partitions on all three, so every broker leads one and its
+// followers' fetches count as FetchFollower; then it shuts down a broker
+// that leads one: the controller counts the leader election, the two left
+// lead all three partitions, which are under-replicated (the ISR lost a
+// member) and none offline.
 func TestMetricsFollowAControlledShutdown(t *testing.T) {
 	const topic = "moved"
 	brokers := startRaftCluster(t, 3)
@@ -221,6 +222,12 @@ func TestMetricsFollowAControlledShutdown(t *testing.T) {
 		waitFor(t, ctx, fmt.Sprintf("broker %d to hold every partition of %s", b.ID(), topic), func() bool {
 			v, _ := metricValue(scrape(t, b), "tripod_partitions")
 			return v == 3
+		})
+	}
+	for _, b := range brokers {
+		waitFor(t, ctx, fmt.Sprintf("followers to fetch from broker %d", b.ID()), func() bool {
+			v, _ := metricValue(scrape(t, b), `tripod_requests_total{api="FetchFollower"}`)
+			return v >= 1
 		})
 	}
 	var victim *Broker
