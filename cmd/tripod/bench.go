@@ -9,6 +9,6 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark a tripod cluster (produce throughput and latency)",
 	}
-	cmd.AddCommand(newBenchProduceCmd())
+	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd())
 	return cmd
 }

@@ -1,0 +1,959 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/internal/cluster"
+	"github.com/tripodmq/tripod/internal/etcdserver"
+	"github.com/tripodmq/tripod/internal/zkserver"
+)
+
+// failoverBrokers is the size of every benchmark cluster, and the
+// replication factor of its topic.
+const failoverBrokers = 3
+
+// failoverCases are the kinds of crash `tripod bench failover` measures.
+var failoverCases = []string{"leader", "controller"}
+
+// benchFailoverOptions are the flags of `tripod bench failover`.
+type benchFailoverOptions struct {
+	coords         []string
+	partitions     []int
+	runs           int
+	cases          []string
+	out            string
+	sessionTimeout time.Duration
+	etcdEndpoints  string
+	zkConnect      string
+	rate           float64
+	sets           []string
+	clientBackoff  time.Duration
+	pollInterval   time.Duration
+	recoverTimeout time.Duration
+	isrTimeout     time.Duration
+	keep           bool
+}
+
+// newBenchFailoverCmd builds `tripod bench failover`.
+func newBenchFailoverCmd() *cobra.Command {
+	opts := &benchFailoverOptions{}
+	cmd := &cobra.Command{
+		Use:   "failover",
+		Short: "Measure how fast each coordination backend recovers from a crashed broker",
+		Long: `Measure failover per coordination backend. For every --coord and --partitions
+it starts a cluster of 3 brokers of this binary (separate processes, all with
+the same --session-timeout; a local ZooKeeper from Debian's zookeeper package
+or --zk-connect, an embedded etcd or --etcd-endpoints), creates a topic with
+that many partitions, replication factor 3 and min.insync.replicas=2, and runs
+an acks=all producer writing --rate records/s to every partition, each record
+carrying its own sequence number. Then, --runs times per --case, it SIGKILLs
+a broker and measures, for every partition the broker led:
+
+  detection       kill -> a live broker's Metadata first shows a partition
+                  whose leader, leader epoch or ISR changed (the controller
+                  acted), polled every --poll-interval
+  election        kill -> the partition's first acknowledgement from a new
+                  leader (elected, propagated, and accepting writes)
+  unavailability  last acknowledgement from the old leader -> first from
+                  the new one, as the client saw it
+
+Case leader kills the broker leading the most partitions, preferring one that
+is not the controller; case controller kills the controller (the partitions it
+led count too). Between runs it restarts the killed broker and waits until
+every ISR is full. At the end it reads every partition back and counts the
+acknowledged records that are missing; any loss makes the command fail.
+
+It prints a table (p50/p99/max of each phase in ms), writes every measurement
+to DIR/failover.json and a chart to DIR/failover.svg; a progress line goes to
+stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runBenchFailover(ctx, opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&opts.coords, "coord", []string{"raft", "zk", "etcd"}, "coordination backends to compare: raft, zk, etcd (comma list)")
+	f.IntSliceVar(&opts.partitions, "partitions", []int{1, 100}, "partition counts of the topic (comma list), one cluster each")
+	f.IntVar(&opts.runs, "runs", 3, "kills per case, backend and partition count")
+	f.StringSliceVar(&opts.cases, "case", failoverCases, "what to kill: leader (the broker leading the most partitions), controller (comma list)")
+	f.StringVar(&opts.out, "out", "failover-results", "directory for failover.json and failover.svg")
+	f.DurationVar(&opts.sessionTimeout, "session-timeout", 2*time.Second, "every broker's session timeout (the failure detection time), the same on every backend")
+	f.StringVar(&opts.etcdEndpoints, "etcd-endpoints", "", "etcd client URLs, comma separated; empty: an embedded etcd")
+	f.StringVar(&opts.zkConnect, "zk-connect", "", "ZooKeeper HOST:PORT[,HOST:PORT]; empty: a local ZooKeeper from Debian's zookeeper package (its tickTime must allow --session-timeout)")
+	f.Float64Var(&opts.rate, "rate", 20, "records/s the producer writes to each partition (the resolution of the ack times is 1/rate)")
+	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
+	f.DurationVar(&opts.clientBackoff, "client-backoff", 100*time.Millisecond, "the producer's retry backoff and metadata min age (Kafka's retry.backoff.ms)")
+	f.DurationVar(&opts.pollInterval, "poll-interval", 10*time.Millisecond, "how often each live broker's Metadata is read after a kill")
+	f.DurationVar(&opts.recoverTimeout, "recover-timeout", time.Minute, "how long after a kill every affected partition may take to acknowledge a write again")
+	f.DurationVar(&opts.isrTimeout, "isr-timeout", 3*time.Minute, "how long a restarted broker may take until every ISR is full again")
+	f.BoolVar(&opts.keep, "keep", false, "keep the brokers' data and logs (they are always kept when a run fails or loses records)")
+	return cmd
+}
+
+// validate checks the flags and names the first bad one.
+func (o *benchFailoverOptions) validate() error {
+	if len(o.coords) == 0 {
+		return errors.New("--coord: give at least one of raft, zk, etcd")
+	}
+	for i, c := range o.coords {
+		o.coords[i] = strings.TrimSpace(c)
+		if !slices.Contains(cluster.Backends, o.coords[i]) {
+			return fmt.Errorf("--coord %q: must be one of raft, zk, etcd", c)
+		}
+	}
+	if len(o.partitions) == 0 {
+		return errors.New("--partitions: give at least one count")
+	}
+	for _, p := range o.partitions {
+		if p < 1 || p > 100000 {
+			return fmt.Errorf("--partitions %d: must be between 1 and 100000", p)
+		}
+	}
+	if o.runs < 1 || o.runs > 1000 {
+		return fmt.Errorf("--runs %d: must be between 1 and 1000", o.runs)
+	}
+	if len(o.cases) == 0 {
+		return errors.New("--case: give at least one of leader, controller")
+	}
+	for i, c := range o.cases {
+		o.cases[i] = strings.TrimSpace(c)
+		if !slices.Contains(failoverCases, o.cases[i]) {
+			return fmt.Errorf("--case %q: must be leader or controller", c)
+		}
+	}
+	if o.out == "" {
+		return errors.New("--out: required")
+	}
+	if o.sessionTimeout < time.Second || o.sessionTimeout > 5*time.Minute {
+		return fmt.Errorf("--session-timeout %v: must be between 1s and 5m", o.sessionTimeout)
+	}
+	if o.rate <= 0 || o.rate > 1000 {
+		return fmt.Errorf("--rate %v: must be above 0 and at most 1000 records/s per partition", o.rate)
+	}
+	if o.clientBackoff < time.Millisecond || o.clientBackoff > time.Minute {
+		return fmt.Errorf("--client-backoff %v: must be between 1ms and 1m", o.clientBackoff)
+	}
+	if o.pollInterval < time.Millisecond || o.pollInterval > 10*time.Second {
+		return fmt.Errorf("--poll-interval %v: must be between 1ms and 10s", o.pollInterval)
+	}
+	if o.recoverTimeout < o.sessionTimeout {
+		return fmt.Errorf("--recover-timeout %v: must be at least --session-timeout %v", o.recoverTimeout, o.sessionTimeout)
+	}
+	if o.isrTimeout < time.Second {
+		return fmt.Errorf("--isr-timeout %v: must be at least 1s", o.isrTimeout)
+	}
+	for _, kv := range o.sets {
+		if !strings.Contains(kv, "=") {
+			return fmt.Errorf("--set %q: want key=value", kv)
+		}
+	}
+	return nil
+}
+
+// runBenchFailover runs every backend × partition count, prints the table
+// and writes the JSON and the chart. It fails when a series could not be
+// measured or an acknowledged record was lost, after writing them.
+func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errOut io.Writer) error {
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary to run brokers: %w", err)
+	}
+	if err := os.MkdirAll(opts.out, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", opts.out, err)
+	}
+	root, err := os.MkdirTemp("", "tripod-failover-")
+	if err != nil {
+		return fmt.Errorf("temporary data dir: %w", err)
+	}
+	keep := opts.keep
+	defer func() {
+		if keep {
+			fmt.Fprintf(errOut, "brokers' data and logs kept in %s\n", root)
+		} else {
+			os.RemoveAll(root)
+		}
+	}()
+	servers := &coordServers{dir: root}
+	defer servers.Close()
+
+	report := &failoverReport{
+		Command:          strings.Join(os.Args, " "),
+		Started:          time.Now(),
+		SessionTimeoutMs: float64(opts.sessionTimeout.Milliseconds()),
+		RatePerPartition: opts.rate,
+		ClientBackoffMs:  float64(opts.clientBackoff.Milliseconds()),
+		Sets:             opts.sets,
+	}
+	prog := &progressLine{w: errOut, total: len(opts.coords) * len(opts.partitions) * len(opts.cases) * opts.runs}
+	var failures []string
+	for _, backend := range opts.coords {
+		for _, partitions := range opts.partitions {
+			if ctx.Err() != nil {
+				break
+			}
+			s := &failoverSeries{Backend: backend, Partitions: partitions}
+			report.Series = append(report.Series, s)
+			dir := filepath.Join(root, fmt.Sprintf("%s-p%d", backend, partitions))
+			doneBefore := prog.done
+			err := runFailoverSeries(ctx, opts, self, dir, servers, s, prog)
+			// A series that stopped early counts its runs as done, so the bar
+			// still reaches its end.
+			prog.done = doneBefore + len(opts.cases)*opts.runs
+			if err != nil {
+				s.Error = err.Error()
+				failures = append(failures, fmt.Sprintf("%s with %d partitions: %v", backend, partitions, err))
+				prog.note(fmt.Sprintf("%s, %d partitions: %v (broker logs in %s)", backend, partitions, err, dir))
+			}
+			if s.Lost > 0 {
+				failures = append(failures, fmt.Sprintf("%s with %d partitions: %d acknowledged records lost (e.g. %s)",
+					backend, partitions, s.Lost, strings.Join(s.LostSample, " ")))
+			}
+			if err != nil || s.Lost > 0 {
+				keep = true
+				s.DataDir = dir
+			}
+			report.Lost += s.Lost
+		}
+	}
+	prog.end()
+	report.WallSeconds = time.Since(report.Started).Seconds()
+	report.Rows = buildRows(report.Series, opts.cases)
+
+	if err := writeFailoverTable(out, report.Rows); err != nil {
+		return err
+	}
+	minISR := "min.insync.replicas 2"
+	for _, s := range report.Series {
+		if s.MinInsyncReplicas != 2 {
+			minISR = "min.insync.replicas not set (the brokers rejected it)"
+		}
+	}
+	fmt.Fprintf(out, "session timeout %v, %g records/s per partition, acks=all, RF %d, %s; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
+		opts.sessionTimeout, opts.rate, failoverBrokers, minISR, report.WallSeconds)
+	b, err := json.MarshalIndent(report, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode failover results: %w", err)
+	}
+	jsonPath := filepath.Join(opts.out, "failover.json")
+	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", jsonPath, err)
+	}
+	svgPath := filepath.Join(opts.out, "failover.svg")
+	if err := os.WriteFile(svgPath, failoverChart(report), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", svgPath, err)
+	}
+	fmt.Fprintf(out, "wrote %s and %s\n", jsonPath, svgPath)
+	if ctx.Err() != nil {
+		return fmt.Errorf("failover benchmark interrupted: %w", ctx.Err())
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("failover benchmark: %s", strings.Join(failures, "; "))
+	}
+	return nil
+}
+
+// coordServers starts, on first use, the ZooKeeper and etcd the clusters
+// of one benchmark share; every cluster gets its own chroot or prefix.
+type coordServers struct {
+	dir  string
+	zk   *zkserver.Server
+	etcd *etcdserver.Server
+}
+
+// configure fills cfg's coordination fields for a new cluster named name,
+// with the user's servers or ones it starts.
+func (s *coordServers) configure(cfg *cluster.Config, opts *benchFailoverOptions, name string) error {
+	switch cfg.Backend {
+	case "zk":
+		connect := opts.zkConnect
+		if connect == "" {
+			if s.zk == nil {
+				zcfg := zkserver.DefaultConfig()
+				// A 100 ms tick lets ZooKeeper grant session timeouts from 1 s,
+				// so every backend runs with the same --session-timeout.
+				zcfg.TickTime, zcfg.MinSessionTimeout = 100*time.Millisecond, time.Second
+				zk, err := zkserver.Start(filepath.Join(s.dir, "zookeeper"), zcfg)
+				if err != nil {
+					return fmt.Errorf("start a local zookeeper (Debian package zookeeper): %w", err)
+				}
+				s.zk = zk
+			}
+			connect = s.zk.Addr()
+		}
+		cfg.ZKConnect = strings.TrimSuffix(connect, "/") + "/" + name
+	case "etcd":
+		if opts.etcdEndpoints != "" {
+			cfg.EtcdEndpoints = strings.Split(opts.etcdEndpoints, ",")
+		} else {
+			if s.etcd == nil {
+				etcd, err := etcdserver.Start(filepath.Join(s.dir, "etcd"))
+				if err != nil {
+					return fmt.Errorf("start an embedded etcd: %w", err)
+				}
+				s.etcd = etcd
+			}
+			cfg.EtcdEndpoints = s.etcd.Endpoints()
+		}
+		cfg.EtcdPrefix = "/" + name
+	}
+	return nil
+}
+
+// Close stops the servers it started.
+func (s *coordServers) Close() {
+	if s.zk != nil {
+		s.zk.Close()
+	}
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+}
+
+// failoverSession is one series' running state: its cluster, producer,
+// acknowledgement tracker and per-broker Metadata clients.
+type failoverSession struct {
+	opts    *benchFailoverOptions
+	series  *failoverSeries
+	c       *cluster.Cluster
+	topic   string
+	tracker *ackTracker
+	// mdClients holds one client per broker, seeded with that broker only.
+	mdClients map[int32]*kgo.Client
+}
+
+// runFailoverSeries measures one backend and partition count into s.
+func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, dir string, servers *coordServers, s *failoverSeries, prog *progressLine) error {
+	name := fmt.Sprintf("tripod-failover-%d-%s-p%d", time.Now().UnixNano(), s.Backend, s.Partitions)
+	prog.show(s, "", 0, "starting the cluster")
+	cfg := cluster.DefaultConfig()
+	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, failoverBrokers
+	cfg.SessionTimeout, cfg.Sets = opts.sessionTimeout, opts.sets
+	if err := servers.configure(&cfg, opts, name); err != nil {
+		return err
+	}
+	c, err := cluster.Start(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.WaitServing(ctx, time.Minute); err != nil {
+		return fmt.Errorf("cluster does not serve: %w", err)
+	}
+
+	sess := &failoverSession{opts: opts, series: s, c: c, topic: "failover-" + s.Backend, mdClients: map[int32]*kgo.Client{}}
+	s.Topic = sess.topic
+	defer func() {
+		for _, cl := range sess.mdClients {
+			cl.Close()
+		}
+	}()
+	for _, b := range c.Brokers() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+		if err != nil {
+			return fmt.Errorf("metadata client for broker %d: %w", b.ID, err)
+		}
+		sess.mdClients[b.ID] = cl
+	}
+
+	prog.show(s, "", 0, "creating the topic")
+	admin, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+	if err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	defer admin.Close()
+	minISR, err := createFailoverTopic(ctx, admin, sess.topic, s.Partitions)
+	if err != nil {
+		return err
+	}
+	s.MinInsyncReplicas = minISR
+	if minISR == 0 {
+		prog.note(fmt.Sprintf("%s: the brokers reject topic config min.insync.replicas; topic %s was created without it", s.Backend, sess.topic))
+	}
+	if err := waitTopicLeaders(ctx, c.Bootstrap()[0], sess.topic, s.Partitions); err != nil {
+		return err
+	}
+
+	sess.tracker = newAckTracker(s.Partitions)
+	producer, err := kgo.NewClient(
+		kgo.SeedBrokers(c.Bootstrap()...),
+		kgo.DefaultProduceTopic(sess.topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.MaxBufferedRecords(1<<20),
+		// Kafka's Java producer retries after retry.backoff.ms (100 ms) and
+		// refreshes metadata as soon as a send fails; franz-go's defaults
+		// (250 ms to 5 s backoff, 5 s metadata min age) would measure the
+		// client rather than the cluster.
+		kgo.RetryBackoffFn(func(int) time.Duration { return opts.clientBackoff }),
+		kgo.MetadataMinAge(opts.clientBackoff),
+		kgo.WithHooks(sess.tracker),
+	)
+	if err != nil {
+		return fmt.Errorf("producer client: %w", err)
+	}
+	defer producer.Close()
+	stopProducing := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	// The produce loop is owned by the series: it ends when stopProducing
+	// is closed, or ctx ends, and the series waits for it.
+	go func() {
+		defer wg.Done()
+		sess.produce(ctx, producer, stopProducing)
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			close(stopProducing)
+			wg.Wait()
+		}
+	}
+	defer stop()
+
+	var runErr error
+	total := len(opts.cases) * opts.runs
+	i := 0
+cases:
+	for _, kase := range opts.cases {
+		for run := 1; run <= opts.runs; run++ {
+			i++
+			if err := ctx.Err(); err != nil {
+				runErr = err
+				break cases
+			}
+			r, err := sess.measureRun(ctx, kase, run, i < total, prog)
+			if r != nil {
+				s.Runs = append(s.Runs, r)
+			}
+			prog.runDone()
+			if err != nil {
+				runErr = fmt.Errorf("%s run %d: %w", kase, run, err)
+				break cases
+			}
+		}
+	}
+
+	// Every record sent is acknowledged or failed before the read back, so
+	// the comparison covers them all.
+	stop()
+	prog.show(s, "", 0, "waiting for the last acknowledgements")
+	flushCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ferr := producer.Flush(flushCtx)
+	cancel()
+	if ferr != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("flush the producer: %w", ferr))
+	}
+	prog.show(s, "", 0, "reading every partition back")
+	if err := sess.verify(ctx); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	sess.tracker.fill(s)
+	if s.Failed > 0 {
+		prog.note(fmt.Sprintf("%s, %d partitions: %d records failed for good (first: %v)", s.Backend, s.Partitions, s.Failed, sess.tracker.firstError()))
+	}
+	return runErr
+}
+
+// createFailoverTopic creates topic with partitions partitions, replication
+// factor 3 and min.insync.replicas=2, and returns the min.insync.replicas
+// it has: 0 when the brokers reject that config and the topic was created
+// without it.
+func createFailoverTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int) (int, error) {
+	create := func(configs map[string]string) error {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 60000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), failoverBrokers
+		for k, v := range configs {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = k, kmsg.StringPtr(v)
+			rt.Configs = append(rt.Configs, c)
+		}
+		req.Topics = append(req.Topics, rt)
+		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return fmt.Errorf("create topic %s: %w", topic, err)
+		}
+		for _, t := range resp.Topics {
+			if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+				if t.ErrorMessage != nil {
+					return fmt.Errorf("create topic %s: %w: %s", topic, err, *t.ErrorMessage)
+				}
+				return fmt.Errorf("create topic %s: %w", topic, err)
+			}
+		}
+		return nil
+	}
+	err := create(map[string]string{"min.insync.replicas": "2"})
+	if err == nil {
+		return 2, nil
+	}
+	if errors.Is(err, kerr.InvalidConfig) && strings.Contains(err.Error(), "min.insync.replicas") {
+		return 0, create(nil)
+	}
+	return 0, err
+}
+
+// produce writes one record to every partition each 1/rate seconds until
+// stop is closed or ctx ends. Record values are the partition's next
+// sequence number (8 bytes) and the partition (4 bytes).
+func (s *failoverSession) produce(ctx context.Context, cl *kgo.Client, stop <-chan struct{}) {
+	tick := time.NewTicker(time.Duration(float64(time.Second) / s.opts.rate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for p := range s.series.Partitions {
+			seq := s.tracker.next(p)
+			cl.Produce(ctx, &kgo.Record{Partition: int32(p), Value: encodeFailoverValue(int32(p), seq)}, s.tracker.done)
+		}
+	}
+}
+
+// waitSteady waits until every broker runs and every live broker agrees
+// on the controller and on each partition's leader, leader epoch and ISR,
+// with every ISR full; it returns one broker's view, the baseline a kill
+// is measured against.
+func (s *failoverSession) waitSteady(ctx context.Context, timeout time.Duration) (*cluster.Metadata, error) {
+	var base *cluster.Metadata
+	err := cluster.WaitFor(ctx, timeout, func() error {
+		base = nil
+		if len(s.c.Live()) != failoverBrokers {
+			return fmt.Errorf("%d of %d brokers live", len(s.c.Live()), failoverBrokers)
+		}
+		return s.c.EveryLive(ctx, func(md *cluster.Metadata) error {
+			if len(md.Brokers) != failoverBrokers {
+				return fmt.Errorf("lists brokers %v, want %d", md.Brokers, failoverBrokers)
+			}
+			if b := s.c.Broker(md.ControllerID); b == nil || !b.Running() {
+				return fmt.Errorf("names controller %d, want a live broker", md.ControllerID)
+			}
+			if err := md.TopicErrs[s.topic]; err != nil {
+				return err
+			}
+			parts := md.Partitions[s.topic]
+			if len(parts) != s.series.Partitions {
+				return fmt.Errorf("%d partitions of %s, want %d", len(parts), s.topic, s.series.Partitions)
+			}
+			for i, p := range parts {
+				if p.Leader < 0 || len(p.ISR) != failoverBrokers {
+					return fmt.Errorf("partition %d: leader %d, ISR %v, want a leader and %d in the ISR", p.Partition, p.Leader, p.ISR, failoverBrokers)
+				}
+				if base != nil {
+					if bp := base.Partitions[s.topic][i]; !samePartitionState(bp, p) {
+						return fmt.Errorf("partition %d: leader %d epoch %d ISR %v, broker %d says leader %d epoch %d ISR %v",
+							p.Partition, p.Leader, p.LeaderEpoch, p.ISR, base.From, bp.Leader, bp.LeaderEpoch, bp.ISR)
+					}
+				}
+			}
+			if base != nil && base.ControllerID != md.ControllerID {
+				return fmt.Errorf("names controller %d, broker %d names %d", md.ControllerID, base.From, base.ControllerID)
+			}
+			if base == nil {
+				base = md
+			}
+			return nil
+		}, s.topic)
+	})
+	return base, err
+}
+
+// samePartitionState reports whether a and b agree on leader, leader epoch
+// and ISR (in any order).
+func samePartitionState(a, b cluster.Partition) bool {
+	if a.Leader != b.Leader || a.LeaderEpoch != b.LeaderEpoch || len(a.ISR) != len(b.ISR) {
+		return false
+	}
+	x, y := slices.Clone(a.ISR), slices.Clone(b.ISR)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// pickVictim returns the broker to kill in kase: the controller, or the
+// broker leading the most partitions, preferring one that is not the
+// controller so that the two cases measure different things.
+func pickVictim(base *cluster.Metadata, topic, kase string) int32 {
+	if kase == "controller" {
+		return base.ControllerID
+	}
+	counts := base.LeaderCounts(topic)
+	best, bestCount := int32(-1), -1
+	for _, id := range base.Brokers {
+		if id != base.ControllerID && counts[id] > bestCount {
+			best, bestCount = id, counts[id]
+		}
+	}
+	if bestCount <= 0 {
+		return base.ControllerID // Only the controller leads anything.
+	}
+	return best
+}
+
+// measureRun waits for a steady cluster, kills one broker per kase and
+// measures the failover; when more follows, it restarts the broker and
+// waits until every ISR is full again.
+func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, more bool, prog *progressLine) (*failoverRun, error) {
+	prog.show(s.series, kase, run, "waiting for a steady cluster")
+	base, err := s.waitSteady(ctx, s.opts.isrTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("cluster not steady before the kill (every broker live, every ISR full, all agreeing): %w", err)
+	}
+	// Every partition acknowledges a write after the cluster is steady, so
+	// each has a last acknowledgement before the kill.
+	steadyAt := time.Now()
+	err = cluster.WaitFor(ctx, 30*time.Second, func() error {
+		if p := s.tracker.staleSince(steadyAt); p >= 0 {
+			return fmt.Errorf("partition %d has acknowledged nothing since the cluster was steady (producer failures: %d, first: %v)", p, s.tracker.failedCount(), s.tracker.firstError())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	victim := pickVictim(base, s.topic, kase)
+	affected := base.LedBy(s.topic, victim)
+	r := &failoverRun{Case: kase, Run: run, Killed: victim, Controller: base.ControllerID, KilledWasController: victim == base.ControllerID}
+	prog.show(s.series, kase, run, fmt.Sprintf("killed broker %d (leads %d partitions)", victim, len(affected)))
+	b := s.c.Broker(victim)
+	killAt := s.tracker.arm(victim, affected)
+	r.KilledAt = killAt
+	if err := b.Kill(); err != nil {
+		s.tracker.disarm()
+		return r, err
+	}
+
+	// Poll every live broker's Metadata until the controller has acted
+	// and every affected partition names a new leader and acknowledged a
+	// write from it, or the deadline passes.
+	var detectedAt, membershipAt, controllerAt time.Time
+	visible := make(map[int32]time.Time, len(affected))
+	deadline := killAt.Add(s.opts.recoverTimeout)
+	tick := time.NewTicker(s.opts.pollInterval)
+	defer tick.Stop()
+	for {
+		for _, id := range base.Brokers {
+			if id == victim {
+				continue
+			}
+			md, err := fastMetadata(ctx, s.mdClients[id], s.topic)
+			if err != nil {
+				continue // Counted as no news; the deadline bounds the wait.
+			}
+			seen := time.Now()
+			if detectedAt.IsZero() {
+				if signal := metadataChange(base, md, s.topic); signal != "" {
+					detectedAt, r.DetectionSignal = seen, fmt.Sprintf("broker %d: %s", id, signal)
+				}
+			}
+			if membershipAt.IsZero() && !slices.Contains(md.Brokers, victim) {
+				membershipAt = seen
+			}
+			if controllerAt.IsZero() && md.ControllerID >= 0 && md.ControllerID != base.ControllerID && md.ControllerID != victim {
+				controllerAt = seen
+			}
+			for _, p := range md.Partitions[s.topic] {
+				if _, ok := visible[p.Partition]; !ok && p.Leader >= 0 && p.Leader != victim && slices.Contains(affected, p.Partition) {
+					visible[p.Partition] = seen
+				}
+			}
+		}
+		if !detectedAt.IsZero() && len(visible) == len(affected) && s.tracker.pending() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			s.tracker.disarm()
+			return r, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	acks := s.tracker.disarm()
+
+	r.DetectionMs = msSince(detectedAt, killAt)
+	r.MembershipMs = msSince(membershipAt, killAt)
+	r.NewControllerMs = msSince(controllerAt, killAt)
+	var electionMax time.Time
+	for _, p := range affected {
+		a := acks[p]
+		pf := partitionFailover{
+			Partition:        p,
+			OldLeader:        victim,
+			NewLeader:        -1,
+			LeaderVisibleMs:  msSince(visible[p], killAt),
+			LastAckBeforeMs:  msSince(a.lastBefore, killAt),
+			ElectionMs:       msSince(a.firstAfter, killAt),
+			UnavailabilityMs: nil,
+		}
+		if !a.firstAfter.IsZero() {
+			pf.NewLeader = a.firstAfterNode
+			if !a.lastBefore.IsZero() {
+				pf.UnavailabilityMs = msSince(a.firstAfter, a.lastBefore)
+			}
+			if a.firstAfter.After(electionMax) {
+				electionMax = a.firstAfter
+			}
+		} else {
+			r.Unrecovered = append(r.Unrecovered, p)
+		}
+		r.Partitions = append(r.Partitions, pf)
+	}
+	if len(r.Unrecovered) == 0 {
+		r.ElectionMaxMs = msSince(electionMax, killAt)
+	}
+
+	var errs []error
+	if detectedAt.IsZero() {
+		errs = append(errs, fmt.Errorf("no live broker showed a changed leader, leader epoch or ISR within %v of killing broker %d", s.opts.recoverTimeout, victim))
+	}
+	if len(r.Unrecovered) > 0 {
+		errs = append(errs, fmt.Errorf("%d of the %d partitions broker %d led acknowledged no write from a new leader within %v (e.g. partition %d)",
+			len(r.Unrecovered), len(affected), victim, s.opts.recoverTimeout, r.Unrecovered[0]))
+	}
+	if len(errs) > 0 || !more {
+		return r, errors.Join(errs...)
+	}
+
+	prog.show(s.series, kase, run, fmt.Sprintf("restarted broker %d, waiting for full ISRs", victim))
+	restartAt := time.Now()
+	if err := b.Start(); err != nil {
+		return r, err
+	}
+	if _, err := s.waitSteady(ctx, s.opts.isrTimeout); err != nil {
+		return r, fmt.Errorf("broker %d restarted, but the ISRs are not full again: %w", victim, err)
+	}
+	r.RejoinMs = *msSince(time.Now(), restartAt)
+	return r, nil
+}
+
+// metadataChange describes the first partition of topic whose leader,
+// leader epoch or ISR differs between base and md, or returns "".
+func metadataChange(base, md *cluster.Metadata, topic string) string {
+	before := base.Partitions[topic]
+	for _, p := range md.Partitions[topic] {
+		if int(p.Partition) >= len(before) {
+			continue
+		}
+		if b := before[p.Partition]; !samePartitionState(b, p) {
+			return fmt.Sprintf("partition %d leader %d epoch %d ISR %v, was leader %d epoch %d ISR %v",
+				p.Partition, p.Leader, p.LeaderEpoch, p.ISR, b.Leader, b.LeaderEpoch, b.ISR)
+		}
+	}
+	return ""
+}
+
+// fastMetadata asks the seed broker of cl, and only it, for the metadata of
+// topic. cl stays connected, so polling it costs one round trip.
+func fastMetadata(ctx context.Context, cl *kgo.Client, topic string) (*cluster.Metadata, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return nil, errors.New("metadata: client has no seed broker")
+	}
+	kresp, err := seeds[0].Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.MetadataResponse)
+	md := &cluster.Metadata{From: -1, ControllerID: resp.ControllerID, Partitions: map[string][]cluster.Partition{}, TopicErrs: map[string]error{}}
+	for _, b := range resp.Brokers {
+		md.Brokers = append(md.Brokers, b.NodeID)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			md.TopicErrs[*t.Topic] = err
+		}
+		parts := make([]cluster.Partition, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			parts = append(parts, cluster.Partition{Topic: *t.Topic, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR})
+		}
+		slices.SortFunc(parts, func(a, b cluster.Partition) int { return int(a.Partition - b.Partition) })
+		md.Partitions[*t.Topic] = parts
+	}
+	return md, nil
+}
+
+// verify reads every partition from its start to its end offset and marks
+// the records read, so that fill can count the acknowledged ones missing.
+func (s *failoverSession) verify(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	seeds := s.c.Bootstrap()
+	var ends map[int32]int64
+	err := cluster.WaitFor(ctx, time.Minute, func() error {
+		var err error
+		ends, err = listEndOffsets(ctx, seeds, s.topic, s.series.Partitions)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("end offsets of %s: %w", s.topic, err)
+	}
+	offsets := map[int32]kgo.Offset{}
+	remaining := 0
+	for p, end := range ends {
+		offsets[p] = kgo.NewOffset().AtStart()
+		if end > 0 {
+			remaining++
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: offsets}),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("consumer client: %w", err)
+	}
+	defer cl.Close()
+	done := map[int32]bool{}
+	for remaining > 0 {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("read %s back: %d partitions not read to their end offset: %w", s.topic, remaining, ctx.Err())
+		}
+		fetches.EachError(func(_ string, p int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return
+			}
+			// Retriable errors (a leader moving) are retried by the client.
+		})
+		fetches.EachRecord(func(r *kgo.Record) {
+			s.tracker.seen(r.Partition, r.Value)
+			if !done[r.Partition] && r.Offset+1 >= ends[r.Partition] {
+				done[r.Partition] = true
+				remaining--
+			}
+		})
+	}
+	return nil
+}
+
+// listEndOffsets returns each partition's end offset (its high watermark)
+// as the partition's leader answers ListOffsets.
+func listEndOffsets(ctx context.Context, seeds []string, topic string, partitions int) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for p := range partitions {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = int32(p), -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// The client splits the request by partition leader.
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int32]int64{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("partition %d: %w", p.Partition, err)
+			}
+			ends[p.Partition] = p.Offset
+		}
+	}
+	if len(ends) != partitions {
+		return nil, fmt.Errorf("%d end offsets, want %d", len(ends), partitions)
+	}
+	return ends, nil
+}
+
+// progressLine is the one-line progress bar on stderr: runs done of all,
+// and what the benchmark does now. Only the benchmark's goroutine uses it.
+type progressLine struct {
+	w     io.Writer
+	total int
+	done  int
+	last  int
+	line  string
+}
+
+// show redraws the line for series s, case kase, run (0: none) and stage.
+func (p *progressLine) show(s *failoverSeries, kase string, run int, stage string) {
+	const width = 24
+	filled := 0
+	if p.total > 0 {
+		filled = p.done * width / p.total
+	}
+	where := fmt.Sprintf("%s P=%d", s.Backend, s.Partitions)
+	if kase != "" {
+		where += " " + kase + " run " + strconv.Itoa(run)
+	}
+	p.line = fmt.Sprintf("[%s%s] %d/%d runs  %s: %s", strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.done, p.total, where, stage)
+	p.draw()
+}
+
+func (p *progressLine) draw() {
+	pad := max(0, p.last-len(p.line))
+	fmt.Fprintf(p.w, "\r%s%s", p.line, strings.Repeat(" ", pad))
+	p.last = len(p.line)
+}
+
+// runDone counts one run as done.
+func (p *progressLine) runDone() { p.done++ }
+
+// note prints msg on a line of its own above the progress line.
+func (p *progressLine) note(msg string) {
+	fmt.Fprintf(p.w, "\r%s\r%s\n", strings.Repeat(" ", p.last), msg)
+	p.last = 0
+	if p.line != "" {
+		p.draw()
+	}
+}
+
+// end finishes the progress line.
+func (p *progressLine) end() {
+	fmt.Fprintf(p.w, "\r[%s] %d/%d runs  done%s\n", strings.Repeat("#", 24), p.done, p.total, strings.Repeat(" ", max(0, p.last-40)))
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// failoverValueSize is the size of a benchmark record's value: its
+// sequence number (8 bytes) and its partition (4 bytes).
+const failoverValueSize = 12
+
+// encodeFailoverValue returns the value of partition's record seq.
+func encodeFailoverValue(partition int32, seq uint64) []byte {
+	v := make([]byte, failoverValueSize)
+	binary.BigEndian.PutUint64(v, seq)
+	binary.BigEndian.PutUint32(v[8:], uint32(partition))
+	return v
+}
+
+// decodeFailoverValue returns the partition and sequence number a value
+// carries, and false when it is not a benchmark record.
+func decodeFailoverValue(v []byte) (partition int32, seq uint64, ok bool) {
+	if len(v) != failoverValueSize {
+		return 0, 0, false
+	}
+	return int32(binary.BigEndian.Uint32(v[8:])), binary.BigEndian.Uint64(v), true
+}
+
+// Record states, one byte per record sent.
+const (
+	recordAcked  uint8 = 1 << iota // acknowledged
+	recordFailed                   // failed for good
+	recordSeen                     // read back
+	recordDup                      // read back more than once
+)
+
+// ackTracker follows every record of a series: its acknowledgement or
+// failure and whether it was read back, and per partition the time and
+// broker of the acknowledgements around a kill. It is the producer's hook
+// (OnProduceBatchWritten) and record callback; its methods are safe for
+// concurrent use.
+type ackTracker struct {
+	mu       sync.Mutex
+	parts    []ackPartition
+	failed   int64
+	firstErr error
+	foreign  int64
+
+	// armed, victim and killAt describe the run being measured.
+	armed   bool
+	victim  int32
+	killAt  time.Time
+	waiting int // affected partitions without an acknowledgement from a new leader
+}
+
+// ackPartition is one partition's records and acknowledgement times.
+type ackPartition struct {
+	states  []uint8 // by sequence number
+	lastAck time.Time
+
+	affected       bool
+	lastBefore     time.Time // last acknowledgement from the killed leader
+	firstAfter     time.Time // first acknowledgement from another broker after the kill
+	firstAfterNode int32
+}
+
+// newAckTracker returns a tracker of partitions partitions.
+func newAckTracker(partitions int) *ackTracker {
+	return &ackTracker{parts: make([]ackPartition, partitions)}
+}
+
+// next returns partition's next sequence number and counts it as sent.
+func (t *ackTracker) next(partition int) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := &t.parts[partition]
+	p.states = append(p.states, 0)
+	return uint64(len(p.states) - 1)
+}
+
+// done is the record callback: it marks the record acknowledged or failed.
+func (t *ackTracker) done(r *kgo.Record, err error) {
+	partition, seq, ok := decodeFailoverValue(r.Value)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !ok || int(partition) >= len(t.parts) || seq >= uint64(len(t.parts[partition].states)) {
+		return
+	}
+	if err != nil {
+		t.parts[partition].states[seq] |= recordFailed
+		t.failed++
+		if t.firstErr == nil {
+			t.firstErr = fmt.Errorf("partition %d sequence %d: %w", partition, seq, err)
+		}
+		return
+	}
+	t.parts[partition].states[seq] |= recordAcked
+}
+
+// OnProduceBatchWritten implements kgo.HookProduceBatchWritten: it notes
+// when and from which broker a partition's batch was acknowledged.
+func (t *ackTracker) OnProduceBatchWritten(meta kgo.BrokerMetadata, _ string, partition int32, _ kgo.ProduceBatchMetrics) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if int(partition) >= len(t.parts) {
+		return
+	}
+	p := &t.parts[partition]
+	p.lastAck = now
+	if !t.armed || !p.affected || !p.firstAfter.IsZero() {
+		return
+	}
+	if meta.NodeID == t.victim {
+		// An answer the killed leader sent before it died.
+		p.lastBefore = now
+		return
+	}
+	p.firstAfter, p.firstAfterNode = now, meta.NodeID
+	t.waiting--
+}
+
+// staleSince returns a partition with no acknowledgement since since, or
+// -1 when every partition has one.
+func (t *ackTracker) staleSince(since time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.parts {
+		if !t.parts[i].lastAck.After(since) {
+			return i
+		}
+	}
+	return -1
+}
+
+// arm starts measuring a kill of victim, which leads affected, and returns
+// the kill time: every acknowledgement noted after arm returns comes later.
+func (t *ackTracker) arm(victim int32, affected []int32) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.armed, t.victim, t.killAt, t.waiting = true, victim, time.Now(), len(affected)
+	for _, p := range affected {
+		ap := &t.parts[p]
+		ap.affected, ap.lastBefore, ap.firstAfter, ap.firstAfterNode = true, ap.lastAck, time.Time{}, -1
+	}
+	return t.killAt
+}
+
+// pending returns how many affected partitions have had no
+// acknowledgement from a new leader yet.
+func (t *ackTracker) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.waiting
+}
+
+// partitionAcks is one affected partition's acknowledgements around a
+// kill.
+type partitionAcks struct {
+	lastBefore, firstAfter time.Time
+	firstAfterNode         int32
+}
+
+// disarm ends the measurement and returns each affected partition's
+// acknowledgements.
+func (t *ackTracker) disarm() map[int32]partitionAcks {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[int32]partitionAcks{}
+	for i := range t.parts {
+		ap := &t.parts[i]
+		if ap.affected {
+			out[int32(i)] = partitionAcks{lastBefore: ap.lastBefore, firstAfter: ap.firstAfter, firstAfterNode: ap.firstAfterNode}
+			ap.affected = false
+		}
+	}
+	t.armed = false
+	return out
+}
+
+// seen marks the record a consumed value names as read back.
+func (t *ackTracker) seen(partition int32, value []byte) {
+	p, seq, ok := decodeFailoverValue(value)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !ok || p != partition || int(p) >= len(t.parts) || seq >= uint64(len(t.parts[p].states)) {
+		t.foreign++
+		return
+	}
+	st := &t.parts[p].states[seq]
+	if *st&recordSeen != 0 {
+		*st |= recordDup
+	}
+	*st |= recordSeen
+}
+
+// failedCount returns how many records failed for good.
+func (t *ackTracker) failedCount() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+
+// firstError returns the first record failure, or nil.
+func (t *ackTracker) firstError() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.firstErr
+}
+
+// fill counts the series' records: produced, acknowledged, failed, read
+// back, read twice, and acknowledged but not read back (lost).
+func (t *ackTracker) fill(s *failoverSeries) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.Produced, s.Acked, s.Consumed, s.Duplicates, s.Lost, s.LostSample = 0, 0, 0, 0, 0, nil
+	s.Failed = t.failed
+	for p := range t.parts {
+		for seq, st := range t.parts[p].states {
+			s.Produced++
+			if st&recordAcked != 0 {
+				s.Acked++
+			}
+			if st&recordSeen != 0 {
+				s.Consumed++
+			}
+			if st&recordDup != 0 {
+				s.Duplicates++
+			}
+			if st&recordAcked != 0 && st&recordSeen == 0 {
+				s.Lost++
+				if len(s.LostSample) < 20 {
+					s.LostSample = append(s.LostSample, fmt.Sprintf("%d/%d", p, seq))
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tripodmq/tripod/internal/zkserver"
+)
+
+// TestBenchFailover runs `tripod bench failover` for one leader kill on a
+// 4-partition topic on each backend, and checks that the table has a row
+// per backend with no acknowledged record lost, that failover.json holds
+// that run's measurements for every partition the killed broker led, and
+// that failover.svg is an SVG document.
+func TestBenchFailover(t *testing.T) {
+	zkserver.Require(t)
+	backends := []string{"raft", "zk", "etcd"}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	args := []string{"bench", "failover", "--coord", strings.Join(backends, ","), "--partitions", "4",
+		"--runs", "1", "--case", "leader", "--out", out}
+	cmd := exec.CommandContext(ctx, tripodBin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	t.Logf("tripod %s:\n%s", strings.Join(args, " "), stdout)
+	if err != nil {
+		t.Fatalf("tripod bench failover: %v; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "1/3 runs") || !strings.Contains(stderr.String(), "3/3 runs") {
+		t.Errorf("stderr has no progress from 1/3 to 3/3 runs:\n%q", stderr.String())
+	}
+
+	// A row: backend, case, partitions, runs, 9 phase figures, acked, lost.
+	for _, backend := range backends {
+		row := regexp.MustCompile(`(?m)^\s*` + backend + `\s+leader\s+4\s+1(\s+\d+){9}\s+[1-9]\d*\s+0\s*$`)
+		if !row.Match(stdout) {
+			t.Errorf("no table row for %s, leader, 4 partitions, 1 run, with every phase measured, records acknowledged and 0 lost", backend)
+		}
+	}
+
+	b, err := os.ReadFile(filepath.Join(out, "failover.json"))
+	if err != nil {
+		t.Fatalf("read failover.json: %v", err)
+	}
+	var report failoverReport
+	if err := json.Unmarshal(b, &report); err != nil {
+		t.Fatalf("decode failover.json: %v\n%s", err, b)
+	}
+	if report.Lost != 0 {
+		t.Errorf("failover.json: %d acknowledged records lost, want 0", report.Lost)
+	}
+	if len(report.Series) != len(backends) {
+		t.Fatalf("failover.json holds %d series, want %d (one per backend)", len(report.Series), len(backends))
+	}
+	for i, s := range report.Series {
+		if s.Backend != backends[i] || s.Partitions != 4 {
+			t.Errorf("series %d: backend %s with %d partitions, want %s with 4", i, s.Backend, s.Partitions, backends[i])
+		}
+		if s.Error != "" {
+			t.Errorf("%s: series error %q", s.Backend, s.Error)
+		}
+		if s.MinInsyncReplicas != 2 {
+			t.Errorf("%s: topic min.insync.replicas %d, want 2", s.Backend, s.MinInsyncReplicas)
+		}
+		if s.Acked == 0 || s.Lost != 0 || s.Consumed < s.Acked {
+			t.Errorf("%s: %d acknowledged, %d read back, %d lost; want some acknowledged, all read back, 0 lost (e.g. %v)",
+				s.Backend, s.Acked, s.Consumed, s.Lost, s.LostSample)
+		}
+		if len(s.Runs) != 1 {
+			t.Errorf("%s: %d runs, want 1", s.Backend, len(s.Runs))
+			continue
+		}
+		r := s.Runs[0]
+		if r.Case != "leader" || r.Killed < 1 || r.Killed > 3 {
+			t.Errorf("%s: run case %q killed broker %d, want case leader and a broker 1..3", s.Backend, r.Case, r.Killed)
+		}
+		if r.DetectionMs == nil || *r.DetectionMs <= 0 {
+			t.Errorf("%s: detection %v, want a time after the kill", s.Backend, r.DetectionMs)
+		}
+		if len(r.Partitions) == 0 || len(r.Unrecovered) != 0 {
+			t.Errorf("%s: %d affected partitions, %v unrecovered; want at least one, all recovered", s.Backend, len(r.Partitions), r.Unrecovered)
+		}
+		for _, p := range r.Partitions {
+			if p.OldLeader != r.Killed || p.NewLeader == r.Killed || p.NewLeader < 1 || p.NewLeader > 3 {
+				t.Errorf("%s partition %d: leader %d -> %d, want from the killed broker %d to another", s.Backend, p.Partition, p.OldLeader, p.NewLeader, r.Killed)
+			}
+			if p.ElectionMs == nil || *p.ElectionMs <= 0 || p.UnavailabilityMs == nil || *p.UnavailabilityMs <= 0 || p.LeaderVisibleMs == nil {
+				t.Errorf("%s partition %d: election %v, unavailability %v, leader visible %v; want all measured",
+					s.Backend, p.Partition, p.ElectionMs, p.UnavailabilityMs, p.LeaderVisibleMs)
+			}
+		}
+	}
+	if len(report.Rows) != len(backends) {
+		t.Errorf("failover.json holds %d table rows, want %d", len(report.Rows), len(backends))
+	}
+
+	svg, err := os.ReadFile(filepath.Join(out, "failover.svg"))
+	if err != nil {
+		t.Fatalf("read failover.svg: %v", err)
+	}
+	root, bars, err := svgRootAndBars(svg)
+	if err != nil {
+		t.Fatalf("failover.svg does not parse as XML: %v", err)
+	}
+	if root != "svg" {
+		t.Errorf("failover.svg root element <%s>, want <svg>", root)
+	}
+	// One bar per backend and phase: detection, election, unavailability.
+	if want := 3 * len(backends); bars != want {
+		t.Errorf("failover.svg has %d bars, want %d", bars, want)
+	}
+}
+
+// svgRootAndBars parses an SVG document and returns its root element's
+// name and the number of bars (rect elements with a title).
+func svgRootAndBars(doc []byte) (root string, bars int, err error) {
+	dec := xml.NewDecoder(bytes.NewReader(doc))
+	var stack []string
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return root, bars, nil
+		}
+		if err != nil {
+			return root, bars, err
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = el.Name.Local
+			}
+			if el.Name.Local == "title" && len(stack) > 0 && stack[len(stack)-1] == "rect" {
+				bars++
+			}
+			stack = append(stack, el.Name.Local)
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		}
+	}
+}
