@@ -68,8 +68,10 @@ type fetchPartition struct {
 	// still to be done before fetching (replication.truncation=epoch).
 	truncating bool
 	askEpoch   int32
-	// retryAt delays the partition after an error.
-	retryAt time.Time
+	// retryAt delays the partition after an error; failures counts the
+	// errors in a row, which double the delay.
+	retryAt  time.Time
+	failures int
 }
 
 // setLeaders records the live leaders' addresses a LeaderAndIsr carries.
@@ -266,9 +268,18 @@ func (f *fetcher) wait(until time.Time) {
 	}
 }
 
-// delay puts a partition aside for a backoff after an error.
+// firstRetry is the delay after a partition's first error in a row: a
+// leader that has not yet applied its LeaderAndIsr answers
+// UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER for a few
+// milliseconds, and acks=all produces wait for the follower meanwhile.
+const firstRetry = 10 * time.Millisecond
+
+// delay puts a partition aside after an error: 10 ms, doubling with each
+// error in a row up to replica.fetch.backoff.ms.
 func (f *fetcher) delay(fp *fetchPartition) {
-	fp.retryAt = time.Now().Add(f.m.b.cfg.ReplicaFetchBackoff)
+	d := min(firstRetry<<min(fp.failures, 16), f.m.b.cfg.ReplicaFetchBackoff)
+	fp.failures++
+	fp.retryAt = time.Now().Add(d)
 }
 
 // truncateByEpoch asks the leader where each partition's latest epoch
@@ -403,6 +414,7 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 		f.delay(fp)
 		return
 	}
+	fp.failures = 0
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	if p.followGen != fp.gen {
