@@ -48,21 +48,29 @@ func failoverChart(report *failoverReport) []byte {
 		}
 	}
 	groupWidth := max(1, len(backends))*chartBarWidth + chartGroupGap
-	width := chartLeft + chartRight + max(1, len(groups))*groupWidth
-	height := chartTop + max(1, len(partitionCounts))*chartPanelHeight + 20
+	width := max(760, chartLeft+chartRight+max(1, len(groups))*groupWidth)
+	// A narrow chart is widened to fit its title; its groups spread out.
+	groupWidth = (width - chartLeft - chartRight) / max(1, len(groups))
+	height := chartTop + max(1, len(partitionCounts))*chartPanelHeight + 30
 
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="15" font-weight="bold">%s</text>`+"\n", chartLeft,
-		esc(fmt.Sprintf("tripod failover by backend: p50 (bar) and p99 (whisker), ms; session timeout %.0f ms", report.SessionTimeoutMs)))
+		esc("tripod failover by coordination backend: p50 (bar) and p99 (whisker), ms"))
 	x := chartLeft
 	for _, be := range backends {
 		fmt.Fprintf(&b, `<rect x="%d" y="32" width="12" height="12" fill="%s"/><text x="%d" y="43">%s</text>`+"\n", x, color(be), x+16, esc(be))
 		x += 80
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#555">%s</text>`+"\n", chartLeft, height-8,
-		esc("detection: SIGKILL to the controller acting; election: SIGKILL to the first ack from the new leader; unavailability: last ack before to first after"))
+	fmt.Fprintf(&b, `<text x="%d" y="43" fill="#555">%s</text>`+"\n", x+10,
+		esc(fmt.Sprintf("session timeout %.0f ms, acks=all, RF 3, %g records/s per partition", report.SessionTimeoutMs, report.RatePerPartition)))
+	for i, line := range []string{
+		"detection: SIGKILL → a live broker shows the controller's change (leader, leader epoch or ISR of a partition)",
+		"election: SIGKILL → first ack from the new leader; unavailability: last ack before the kill → first ack after",
+	} {
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#555">%s</text>`+"\n", chartLeft, height-22+i*14, esc(line))
+	}
 
 	for pi, pc := range partitionCounts {
 		top := chartTop + pi*chartPanelHeight
@@ -85,7 +93,7 @@ func failoverChart(report *failoverReport) []byte {
 		}
 		fmt.Fprintf(&b, `<text transform="translate(16,%d) rotate(-90)" text-anchor="middle" fill="#555">ms</text>`+"\n", base-chartPlotHeight/2)
 		for gi, g := range groups {
-			gx := chartLeft + gi*groupWidth + chartGroupGap/2
+			gx := chartLeft + gi*groupWidth + (groupWidth-len(backends)*chartBarWidth)/2
 			for bi, be := range backends {
 				row, ok := findRow(report.Rows, be, g.kase, pc)
 				if !ok {
