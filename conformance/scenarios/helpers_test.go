@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -60,6 +63,14 @@ func eachBackend(t *testing.T, scenario func(t *testing.T, backend string)) {
 // timeout and extra properties, and waits until they serve.
 func startCluster(t *testing.T, backend string, n int, sets ...string) *cluster.Cluster {
 	t.Helper()
+	return startClusterWith(t, backend, n, nil, sets...)
+}
+
+// startClusterWith is startCluster with the cluster's Config changed by
+// edit (when not nil) before the brokers start: a longer session
+// timeout, proxies.
+func startClusterWith(t *testing.T, backend string, n int, edit func(*cluster.Config), sets ...string) *cluster.Cluster {
+	t.Helper()
 	if backend == "zk" {
 		zkserver.Require(t)
 	}
@@ -69,6 +80,9 @@ func startCluster(t *testing.T, backend string, n int, sets ...string) *cluster.
 	}
 	cfg.SessionTimeout = sessionTimeout
 	cfg.Sets = sets
+	if edit != nil {
+		edit(&cfg)
+	}
 	return env.StartForTest(t, cfg)
 }
 
@@ -118,6 +132,13 @@ func createTopic(t *testing.T, c *cluster.Cluster, name string, partitions int32
 // partitions led.
 func createAssigned(t *testing.T, c *cluster.Cluster, name string, assignment [][]int32) {
 	t.Helper()
+	createAssignedWith(t, c, name, assignment, nil)
+}
+
+// createAssignedWith is createAssigned with topic configs (e.g.
+// min.insync.replicas, unclean.leader.election.enable).
+func createAssignedWith(t *testing.T, c *cluster.Cluster, name string, assignment [][]int32, configs map[string]string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
 	req := kmsg.NewPtrCreateTopicsRequest()
@@ -128,6 +149,11 @@ func createAssigned(t *testing.T, c *cluster.Cluster, name string, assignment []
 		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
 		ra.Partition, ra.Replicas = int32(p), replicas
 		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	}
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
+		rc := kmsg.NewCreateTopicsRequestTopicConfig()
+		rc.Name, rc.Value = k, kmsg.StringPtr(configs[k])
+		rt.Configs = append(rt.Configs, rc)
 	}
 	req.Topics = append(req.Topics, rt)
 	// A controller that loses its term under the request answers
@@ -355,4 +381,291 @@ func (p *producer) waitAcked(t *testing.T, t0 time.Time, timeout time.Duration) 
 		t.Fatalf("producer: %v", err)
 	}
 	return got
+}
+
+// brokersFor returns the size of a replication scenario's cluster on
+// backend: 3 brokers, or 5 on Raft when the scenario takes two brokers
+// down at once, since the brokers are the Raft voters and a majority must
+// survive.
+func brokersFor(backend string, twoDown bool) int {
+	if backend == "raft" && twoDown {
+		return 5
+	}
+	return 3
+}
+
+// kafkaClient returns a kgo client on every broker of c for the
+// replication scenarios, closed with the test: records go uncompressed
+// (so ReadLog can find them on a replica's disk) to the partition they
+// name, one request per record, with quick retries. opts come after
+// these defaults and may override them.
+func kafkaClient(t *testing.T, c *cluster.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := newKafkaClient(c, opts...)
+	if err != nil {
+		t.Fatalf("kafka client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// newKafkaClient is kafkaClient for a client its caller closes.
+func newKafkaClient(c *cluster.Cluster, opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append([]kgo.Opt{
+		kgo.SeedBrokers(c.Bootstrap()...),
+		kgo.MetadataMinAge(100 * time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+		kgo.RecordDeliveryTimeout(settle),
+		kgo.ProduceRequestTimeout(5 * time.Second),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+	}, opts...)
+	return kgo.NewClient(all...)
+}
+
+// acksAll, acksLeader and acksNone are the producer settings of R4:
+// acks=all, acks=1 and acks=0, the last two without idempotence (which
+// needs acks=all).
+var (
+	acksAll    = []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}
+	acksLeader = []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}
+	acksNone   = []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}
+)
+
+// produceValues produces values to topic/partition through cl, one at a
+// time, each waiting for its ack, and returns their offsets. It fails the
+// test on the first error.
+func produceValues(t *testing.T, cl *kgo.Client, topic string, partition int32, values ...string) []int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), settle)
+	defer cancel()
+	offsets := make([]int64, 0, len(values))
+	for _, v := range values {
+		rec := &kgo.Record{Topic: topic, Partition: partition, Value: []byte(v)}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatalf("produce %q to %s/%d: %v", v, topic, partition, err)
+		}
+		offsets = append(offsets, rec.Offset)
+	}
+	return offsets
+}
+
+// values returns prefix-0 .. prefix-(n-1).
+func values(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + "-" + strconv.Itoa(i)
+	}
+	return out
+}
+
+// record is a record's offset and value, as a consumer read it or a
+// replica stores it.
+type record struct {
+	offset int64
+	value  string
+}
+
+func (r record) String() string { return strconv.FormatInt(r.offset, 10) + ":" + r.value }
+
+// readPartition reads topic/partition as a consumer does, from the
+// leader and below its high watermark: from the start up to the end
+// offset that ListOffsets gives (the HW). It fails the test when the
+// records do not arrive within settle.
+func readPartition(t *testing.T, c *cluster.Cluster, topic string, partition int32) []record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), settle)
+	defer cancel()
+	adm := admin(t, c)
+	var end int64
+	err := cluster.WaitFor(ctx, settle, func() error {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		o, ok := ends.Lookup(topic, partition)
+		if !ok {
+			return fmt.Errorf("no end offset for %s/%d", topic, partition)
+		}
+		if o.Err != nil {
+			return o.Err
+		}
+		end = o.Offset
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("end offset of %s/%d: %v", topic, partition, err)
+	}
+	if end == 0 {
+		return nil
+	}
+	cl, err := newKafkaClient(c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		topic: {partition: kgo.NewOffset().AtStart()},
+	}))
+	if err != nil {
+		t.Fatalf("consumer of %s/%d: %v", topic, partition, err)
+	}
+	defer cl.Close()
+	var out []record
+	for len(out) == 0 || out[len(out)-1].offset < end-1 {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %s/%d up to its end offset %d: got %v before %v", topic, partition, end, out, ctx.Err())
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			t.Logf("reading %s/%d: %v (retrying)", topic, p, err)
+		})
+		fetches.EachRecord(func(r *kgo.Record) {
+			out = append(out, record{r.Offset, string(r.Value)})
+		})
+	}
+	return out
+}
+
+// stored returns the records of topic/partition on broker id's disk.
+func stored(t *testing.T, c *cluster.Cluster, id int32, topic string, partition int32) []record {
+	t.Helper()
+	recs, err := c.Broker(id).ReadLog(topic, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]record, len(recs))
+	for i, r := range recs {
+		out[i] = record{r.Offset, string(r.Value)}
+	}
+	return out
+}
+
+// offsetsOf returns the offsets at which value appears in recs.
+func offsetsOf(recs []record, value string) []int64 {
+	var out []int64
+	for _, r := range recs {
+		if r.value == value {
+			out = append(out, r.offset)
+		}
+	}
+	return out
+}
+
+// holds reports whether recs hold value at offset.
+func holds(recs []record, offset int64, value string) bool {
+	for _, r := range recs {
+		if r.offset == offset {
+			return r.value == value
+		}
+	}
+	return false
+}
+
+// waitStored waits until broker id's disk holds every one of want at
+// its offset.
+func waitStored(t *testing.T, c *cluster.Cluster, id int32, topic string, partition int32, want []record) {
+	t.Helper()
+	err := cluster.WaitFor(context.Background(), settle, func() error {
+		recs, err := c.Broker(id).ReadLog(topic, partition)
+		if err != nil {
+			return err
+		}
+		got := make([]record, len(recs))
+		for i, r := range recs {
+			got[i] = record{r.Offset, string(r.Value)}
+		}
+		for _, w := range want {
+			if !holds(got, w.offset, w.value) {
+				return fmt.Errorf("broker %d holds %v, want %v among them", id, got, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for broker %d to store %d records of %s/%d: %v", id, len(want), topic, partition, err)
+	}
+}
+
+// truncation is one "truncated follower log" line of a broker's log:
+// the follower cut topic-partition to offset (its new end) from logEnd.
+type truncation struct {
+	mode           string
+	offset, logEnd int64
+}
+
+var (
+	truncationLine = regexp.MustCompile(`truncated follower log:.*\bpartition=(\S+)`)
+	truncationMode = regexp.MustCompile(`\bmode=(\w+)`)
+	truncationTo   = regexp.MustCompile(`\boffset=(-?\d+)`)
+	truncationFrom = regexp.MustCompile(`\blog_end=(-?\d+)`)
+)
+
+// truncations returns broker b's truncations of topic-partition, oldest
+// first, from its log (every incarnation's).
+func truncations(b *cluster.Broker, topic string, partition int32) []truncation {
+	want := topic + "-" + strconv.Itoa(int(partition))
+	var out []truncation
+	for _, line := range strings.Split(b.LogTail(4<<20), "\n") {
+		m := truncationLine.FindStringSubmatch(line)
+		if m == nil || m[1] != want {
+			continue
+		}
+		var tr truncation
+		if m := truncationMode.FindStringSubmatch(line); m != nil {
+			tr.mode = m[1]
+		}
+		if m := truncationTo.FindStringSubmatch(line); m != nil {
+			tr.offset, _ = strconv.ParseInt(m[1], 10, 64)
+		}
+		if m := truncationFrom.FindStringSubmatch(line); m != nil {
+			tr.logEnd, _ = strconv.ParseInt(m[1], 10, 64)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// waitTruncation waits until broker b has logged more than since
+// truncations of topic-partition and returns the first new one.
+func waitTruncation(t *testing.T, b *cluster.Broker, topic string, partition int32, since int) truncation {
+	t.Helper()
+	var got truncation
+	err := cluster.WaitFor(context.Background(), settle, func() error {
+		trs := truncations(b, topic, partition)
+		if len(trs) <= since {
+			return fmt.Errorf("%v has logged %d truncations of %s-%d, want more than %d", b, len(trs), topic, partition, since)
+		}
+		got = trs[since]
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for a truncation: %v", err)
+	}
+	return got
+}
+
+// partitionState returns topic/partition as broker id's Metadata has it.
+func partitionState(t *testing.T, c *cluster.Cluster, id int32, topic string, partition int32) cluster.Partition {
+	t.Helper()
+	p, ok := metadata(t, c, id, topic).Partition(topic, partition)
+	if !ok {
+		t.Fatalf("broker %d: %s/%d missing from its Metadata", id, topic, partition)
+	}
+	return p
+}
+
+// waitLeader waits until every live broker names a leader of
+// topic/partition for which ok returns nil, and returns the partition as
+// the first live broker has it.
+func waitLeader(t *testing.T, c *cluster.Cluster, topic string, partition int32, what string, ok func(cluster.Partition) error) cluster.Partition {
+	t.Helper()
+	waitEvery(t, c, sessionTimeout+settle, what, func(md *cluster.Metadata) error {
+		p, found := md.Partition(topic, partition)
+		if !found {
+			return fmt.Errorf("%s/%d missing", topic, partition)
+		}
+		if err := ok(p); err != nil {
+			return fmt.Errorf("%s/%d: leader %d epoch %d ISR %v: %w", topic, partition, p.Leader, p.LeaderEpoch, p.ISR, err)
+		}
+		return nil
+	}, topic)
+	return partitionState(t, c, c.Live()[0].ID, topic, partition)
 }
