@@ -632,11 +632,18 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		return nil, fmt.Errorf("cluster not steady before the kill (every broker live, every ISR full, all agreeing): %w", err)
 	}
 	// Every partition acknowledges a write after the cluster is steady, so
-	// each has a last acknowledgement before the kill.
+	// each has a last acknowledgement before the kill, and the producer has
+	// no backlog: no more than half a second of records waits for its
+	// acknowledgement (a new cluster's followers take a while to start
+	// replicating every partition, and a kill then would measure that).
 	steadyAt := time.Now()
-	err = cluster.WaitFor(ctx, 30*time.Second, func() error {
+	backlog := 1 + int(s.opts.rate/2)
+	err = cluster.WaitFor(ctx, s.opts.isrTimeout, func() error {
 		if p := s.tracker.staleSince(steadyAt); p >= 0 {
 			return fmt.Errorf("partition %d has acknowledged nothing since the cluster was steady (producer failures: %d, first: %v)", p, s.tracker.failedCount(), s.tracker.firstError())
+		}
+		if p := s.tracker.backlogged(backlog); p >= 0 {
+			return fmt.Errorf("partition %d has more than %d records waiting for their acknowledgement", p, backlog)
 		}
 		return nil
 	})

@@ -59,8 +59,9 @@ type ackTracker struct {
 
 // ackPartition is one partition's records and acknowledgement times.
 type ackPartition struct {
-	states  []uint8 // by sequence number
-	lastAck time.Time
+	states   []uint8 // by sequence number
+	resolved int     // records acknowledged or failed
+	lastAck  time.Time
 
 	affected       bool
 	lastBefore     time.Time // last acknowledgement from the killed leader
@@ -90,6 +91,7 @@ func (t *ackTracker) done(r *kgo.Record, err error) {
 	if !ok || int(partition) >= len(t.parts) || seq >= uint64(len(t.parts[partition].states)) {
 		return
 	}
+	t.parts[partition].resolved++
 	if err != nil {
 		t.parts[partition].states[seq] |= recordFailed
 		t.failed++
@@ -131,6 +133,19 @@ func (t *ackTracker) staleSince(since time.Time) int {
 	defer t.mu.Unlock()
 	for i := range t.parts {
 		if !t.parts[i].lastAck.After(since) {
+			return i
+		}
+	}
+	return -1
+}
+
+// backlogged returns a partition with more than limit records sent and
+// neither acknowledged nor failed, or -1 when there is none.
+func (t *ackTracker) backlogged(limit int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.parts {
+		if len(t.parts[i].states)-t.parts[i].resolved > limit {
 			return i
 		}
 	}

@@ -210,13 +210,15 @@ func buildRows(series []*failoverSeries, cases []string) []failoverRow {
 	return rows
 }
 
-// writeFailoverTable prints rows as an aligned table: p50/p99/max of each
-// phase in milliseconds, "-" for a phase with no sample.
+// writeFailoverTable prints rows as an aligned table: the partitions the
+// killed brokers led over all runs (AFFECTED), p50/p99/max of each phase in
+// milliseconds ("-" for a phase with no sample), and the records
+// acknowledged and lost.
 func writeFailoverTable(w io.Writer, rows []failoverRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "BACKEND\tCASE\tPARTITIONS\tRUNS\tDETECT_P50\tDETECT_P99\tDETECT_MAX\tELECT_P50\tELECT_P99\tELECT_MAX\tUNAVAIL_P50\tUNAVAIL_P99\tUNAVAIL_MAX\tACKED\tLOST\t")
+	fmt.Fprintln(tw, "BACKEND\tCASE\tPARTITIONS\tRUNS\tAFFECTED\tDETECT_P50\tDETECT_P99\tDETECT_MAX\tELECT_P50\tELECT_P99\tELECT_MAX\tUNAVAIL_P50\tUNAVAIL_P99\tUNAVAIL_MAX\tACKED\tLOST\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t", r.Backend, r.Case, r.Partitions, r.Runs)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t", r.Backend, r.Case, r.Partitions, r.Runs, r.Election.N)
 		for _, ph := range failoverPhases {
 			st := r.phase(ph)
 			if st.N == 0 {

@@ -43,9 +43,10 @@ func TestBenchFailover(t *testing.T) {
 		t.Errorf("stderr has no progress from 1/3 to 3/3 runs:\n%q", stderr.String())
 	}
 
-	// A row: backend, case, partitions, runs, 9 phase figures, acked, lost.
+	// A row: backend, case, partitions, runs, affected partitions, 9 phase
+	// figures, acked, lost.
 	for _, backend := range backends {
-		row := regexp.MustCompile(`(?m)^\s*` + backend + `\s+leader\s+4\s+1(\s+\d+){9}\s+[1-9]\d*\s+0\s*$`)
+		row := regexp.MustCompile(`(?m)^\s*` + backend + `\s+leader\s+4\s+1\s+[1-4](\s+\d+){9}\s+[1-9]\d*\s+0\s*$`)
 		if !row.Match(stdout) {
 			t.Errorf("no table row for %s, leader, 4 partitions, 1 run, with every phase measured, records acknowledged and 0 lost", backend)
 		}
