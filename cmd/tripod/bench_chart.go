@@ -86,7 +86,7 @@ func failoverChart(report *failoverReport) []byte {
 		}
 		step, ceiling := niceScale(ceiling)
 		y := func(v float64) float64 { return float64(base) - v/ceiling*chartPlotHeight }
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", chartLeft, top+14, esc(fmt.Sprintf("%d partitions", pc)))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", chartLeft, top+14, esc(plural(pc, "partition")))
 		for v := 0.0; v <= ceiling+step/2; v += step {
 			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`, chartLeft, y(v), width-chartRight, y(v))
 			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%s</text>`+"\n", chartLeft-6, y(v)+4, esc(fmt.Sprintf("%.0f", v)))
@@ -102,7 +102,8 @@ func failoverChart(report *failoverReport) []byte {
 				st := row.phase(g.phase)
 				bx := gx + bi*chartBarWidth
 				if st.N == 0 {
-					fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="#999">-</text>`+"\n", bx+chartBarWidth/2, base-3)
+					// No sample: in case controller, the controller led no partition.
+					fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="9" fill="#777">n/a</text>`+"\n", bx+chartBarWidth/2, base-4)
 					continue
 				}
 				tip := fmt.Sprintf("%s, %s, %s, %d partitions: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d samples)",
@@ -162,4 +163,12 @@ func esc(s string) string {
 	var b strings.Builder
 	xml.EscapeText(&b, []byte(s))
 	return b.String()
+}
+
+// plural returns "n noun" or "n nouns".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
