@@ -50,6 +50,7 @@ type benchFailoverOptions struct {
 	recoverTimeout time.Duration
 	isrTimeout     time.Duration
 	keep           bool
+	logLevel       string
 }
 
 // newBenchFailoverCmd builds `tripod bench failover`.
@@ -106,6 +107,7 @@ stderr.`,
 	f.DurationVar(&opts.pollInterval, "poll-interval", 10*time.Millisecond, "how often each live broker's Metadata is read after a kill")
 	f.DurationVar(&opts.recoverTimeout, "recover-timeout", time.Minute, "how long after a kill every affected partition may take to acknowledge a write again")
 	f.DurationVar(&opts.isrTimeout, "isr-timeout", 3*time.Minute, "how long a restarted broker may take until every ISR is full again")
+	f.StringVar(&opts.logLevel, "broker-log-level", "info", "brokers' log level: trace, debug, info, warn or error (with --keep, to see what a slow failover waited for)")
 	f.BoolVar(&opts.keep, "keep", false, "keep the brokers' data and logs (they are always kept when a run fails or loses records)")
 	return cmd
 }
@@ -161,6 +163,9 @@ func (o *benchFailoverOptions) validate() error {
 	}
 	if o.isrTimeout < time.Second {
 		return fmt.Errorf("--isr-timeout %v: must be at least 1s", o.isrTimeout)
+	}
+	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, o.logLevel) {
+		return fmt.Errorf("--broker-log-level %q: must be trace, debug, info, warn or error", o.logLevel)
 	}
 	for _, kv := range o.sets {
 		if !strings.Contains(kv, "=") {
@@ -350,7 +355,7 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 	prog.show(s, "", 0, "starting the cluster")
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, failoverBrokers
-	cfg.SessionTimeout, cfg.Sets = opts.sessionTimeout, opts.sets
+	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.sessionTimeout, opts.sets, opts.logLevel
 	if err := servers.configure(&cfg, opts, name); err != nil {
 		return err
 	}
