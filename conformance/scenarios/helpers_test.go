@@ -59,20 +59,6 @@ func eachBackend(t *testing.T, scenario func(t *testing.T, backend string)) {
 	}
 }
 
-// eachBackendParallel is eachBackend with the backends' subtests run in
-// parallel (up to go test's -parallel, GOMAXPROCS by default): for
-// scenarios whose clusters share nothing but the ZooKeeper and etcd
-// servers, each in its own chroot or prefix, and whose bounds leave room
-// for a busy machine.
-func eachBackendParallel(t *testing.T, scenario func(t *testing.T, backend string)) {
-	for _, backend := range cluster.Backends {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			scenario(t, backend)
-		})
-	}
-}
-
 // startCluster runs n brokers on backend with the scenario's session
 // timeout and extra properties, and waits until they serve.
 func startCluster(t *testing.T, backend string, n int, sets ...string) *cluster.Cluster {

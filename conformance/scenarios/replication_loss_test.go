@@ -71,7 +71,7 @@ func killAllReplicas(t *testing.T, backend, topic string, configs map[string]str
 // back and leads, and every record acknowledged before the outage is
 // there.
 func TestS6AllReplicasDownCleanElection(t *testing.T) {
-	eachBackendParallel(t, func(t *testing.T, backend string) {
+	eachBackend(t, func(t *testing.T, backend string) {
 		d := killAllReplicas(t, backend, "s6", nil)
 		c := d.c
 
@@ -119,7 +119,7 @@ func TestS6AllReplicasDownCleanElection(t *testing.T) {
 // read, and, once the old ISR member returns and follows it, from every
 // replica.
 func TestS7UncleanElectionLosesAckedRecords(t *testing.T) {
-	eachBackendParallel(t, func(t *testing.T, backend string) {
+	eachBackend(t, func(t *testing.T, backend string) {
 		d := killAllReplicas(t, backend, "s7", map[string]string{"unclean.leader.election.enable": "true"})
 		c := d.c
 
@@ -173,7 +173,7 @@ func TestS7UncleanElectionLosesAckedRecords(t *testing.T) {
 func TestS8KIP101HWTruncationLosesAckedRecord(t *testing.T) {
 	for _, mode := range []string{"hw", "epoch"} {
 		t.Run(mode, func(t *testing.T) {
-			eachBackendParallel(t, func(t *testing.T, backend string) {
+			eachBackend(t, func(t *testing.T, backend string) {
 				testS8(t, backend, mode)
 			})
 		})
@@ -294,7 +294,7 @@ func waitNamed(t *testing.T, c *cluster.Cluster, id int32, topic string, leader,
 // partitions with the same leader; their clients' connections hold back
 // the brokers' answers while the test kills the leader.
 func TestS9RetryAfterLostAckDuplicates(t *testing.T) {
-	eachBackendParallel(t, func(t *testing.T, backend string) {
+	eachBackend(t, func(t *testing.T, backend string) {
 		c := startCluster(t, backend, 3)
 		ctrl := controller(t, c)
 		leader := others(c, ctrl)[0]
@@ -395,7 +395,7 @@ func TestS9RetryAfterLostAckDuplicates(t *testing.T) {
 // on SIGCONT, so the first records may survive.)
 func TestS10AcksZeroAndOneLossWindows(t *testing.T) {
 	const k = 5
-	eachBackendParallel(t, func(t *testing.T, backend string) {
+	eachBackend(t, func(t *testing.T, backend string) {
 		c := startClusterWith(t, backend, 3, func(cfg *cluster.Config) { cfg.Proxies = true })
 		ctrl := controller(t, c)
 		leader, f1, f2 := others(c, ctrl)[0], others(c, ctrl)[1], ctrl

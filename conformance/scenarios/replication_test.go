@@ -30,7 +30,7 @@ import (
 // HW passes the batch, and the HW is the least LEO over the ISR.
 func TestS1AcksAllEveryReplicaHasTheBatch(t *testing.T) {
 	const batches = 10
-	eachBackendParallel(t, func(t *testing.T, backend string) {
+	eachBackend(t, func(t *testing.T, backend string) {
 		c := startCluster(t, backend, 3)
 		createTopic(t, c, "s1", 1, 3)
 		p := partitionState(t, c, 1, "s1", 0)
@@ -60,7 +60,7 @@ func TestS1AcksAllEveryReplicaHasTheBatch(t *testing.T) {
 func TestS2PausedFollowerLeavesAndRejoinsISR(t *testing.T) {
 	const lagMax = 2 * time.Second
 	const session = 10 * time.Second
-	eachBackendParallel(t, func(t *testing.T, backend string) {
+	eachBackend(t, func(t *testing.T, backend string) {
 		c := startClusterWith(t, backend, 3, func(cfg *cluster.Config) { cfg.SessionTimeout = session },
 			fmt.Sprintf("replica.lag.time.max.ms=%d", lagMax.Milliseconds()))
 		// The frozen follower is not the controller, which must stay up to
@@ -139,7 +139,7 @@ func TestS2PausedFollowerLeavesAndRejoinsISR(t *testing.T) {
 func TestS3KilledFollowerTruncatesAndRejoins(t *testing.T) {
 	for _, mode := range []string{"hw", "epoch"} {
 		t.Run(mode, func(t *testing.T) {
-			eachBackendParallel(t, func(t *testing.T, backend string) {
+			eachBackend(t, func(t *testing.T, backend string) {
 				testS3(t, backend, mode)
 			})
 		})
@@ -235,7 +235,7 @@ func testS3(t *testing.T, backend, mode string) {
 // offset it read it from (a consumer sees only what is below the HW,
 // which every ISR member holds).
 func TestS4LeaderKilledUnderLoad(t *testing.T) {
-	eachBackendParallel(t, func(t *testing.T, backend string) {
+	eachBackend(t, func(t *testing.T, backend string) {
 		c := startCluster(t, backend, 3)
 		ctrl := controller(t, c)
 		leader := others(c, ctrl)[0]
@@ -296,7 +296,7 @@ func TestS4LeaderKilledUnderLoad(t *testing.T) {
 // front with NOT_ENOUGH_REPLICAS (nothing appended), while acks=1 still
 // works.
 func TestS5MinInsyncReplicas(t *testing.T) {
-	eachBackendParallel(t, func(t *testing.T, backend string) {
+	eachBackend(t, func(t *testing.T, backend string) {
 		c := startCluster(t, backend, brokersFor(backend, true))
 		// The leader is the controller, so the two killed followers take
 		// neither the controller nor (on Raft, with 5 voters) the majority.
