@@ -14,9 +14,9 @@ import (
 // controller to change its ISR.
 func init() { registerAPI(56, 0, alterPartitionVersion, handleAlterPartition) }
 
-// handleAlterPartition passes each partition's ISR change to the
-// controller this broker runs; a broker that is not the controller
-// answers NOT_CONTROLLER.
+// handleAlterPartition passes the partitions' ISR changes to the
+// controller this broker runs, which commits them together; a broker that
+// is not the controller answers NOT_CONTROLLER.
 func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.AlterPartitionRequest)
 	resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
@@ -26,23 +26,36 @@ func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Re
 		return resp, nil, nil
 	}
 	return nil, func(ctx context.Context) kmsg.Response {
+		var reqs []coord.AlterPartitionRequest
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				reqs = append(reqs, coord.AlterPartitionRequest{
+					BrokerID: coord.BrokerID(r.BrokerID), BrokerEpoch: r.BrokerEpoch,
+					Partition:   coord.TopicPartition{Topic: t.Topic, Partition: p.Partition},
+					LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: brokerIDs(p.NewISR),
+				})
+			}
+		}
+		res, err := ctrl.AlterPartitions(ctx, reqs)
+		if err != nil {
+			resp.ErrorCode = alterPartitionError(err).Code
+			return resp
+		}
+		i := 0
 		for _, t := range r.Topics {
 			rt := kmsg.NewAlterPartitionResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
 				rp := kmsg.NewAlterPartitionResponseTopicPartition()
 				rp.Partition = p.Partition
-				st, err := ctrl.AlterPartition(ctx, coord.AlterPartitionRequest{
-					BrokerID: coord.BrokerID(r.BrokerID), BrokerEpoch: r.BrokerEpoch,
-					Partition:   coord.TopicPartition{Topic: t.Topic, Partition: p.Partition},
-					LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: brokerIDs(p.NewISR),
-				})
-				if err != nil {
-					rp.ErrorCode = alterPartitionError(err).Code
+				if res[i].Err != nil {
+					rp.ErrorCode = alterPartitionError(res[i].Err).Code
 				} else {
+					st := res[i].State
 					rp.LeaderID, rp.LeaderEpoch = int32(st.Leader), st.LeaderEpoch
 					rp.ISR, rp.PartitionEpoch = ids32(st.ISR), st.PartitionEpoch
 				}
+				i++
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)

@@ -33,11 +33,43 @@ type fetcherManager struct {
 	addrs  map[coord.BrokerID]string
 	closed bool
 	wg     sync.WaitGroup
+	// held defers pokes while a LeaderAndIsr is applied, so that a
+	// request moving many partitions restarts each fetcher once; touched
+	// are the fetchers to poke at release.
+	held    bool
+	touched map[*fetcher]bool
 }
 
 func newFetcherManager(b *Broker) *fetcherManager {
 	return &fetcherManager{b: b, fetchers: map[coord.BrokerID]*fetcher{}, byPartition: map[*partition]*fetcher{},
-		addrs: map[coord.BrokerID]string{}}
+		addrs: map[coord.BrokerID]string{}, touched: map[*fetcher]bool{}}
+}
+
+// hold defers the fetchers' restarts until release.
+func (m *fetcherManager) hold() {
+	m.mu.Lock()
+	m.held = true
+	m.mu.Unlock()
+}
+
+// release restarts every fetcher changed since hold.
+func (m *fetcherManager) release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.held = false
+	for f := range m.touched {
+		f.poke()
+	}
+	clear(m.touched)
+}
+
+// pokeLocked restarts f now, or at release while held.
+func (m *fetcherManager) pokeLocked(f *fetcher) {
+	if m.held {
+		m.touched[f] = true
+		return
+	}
+	f.poke()
 }
 
 // fetcher fetches from one leader.
@@ -122,7 +154,7 @@ func (m *fetcherManager) assign(p *partition, leader coord.BrokerID, leaderEpoch
 	f.parts[p] = &fetchPartition{p: p, leaderEpoch: leaderEpoch, gen: gen, truncating: !tr.Done, askEpoch: tr.Epoch}
 	f.mu.Unlock()
 	m.byPartition[p] = f
-	f.poke()
+	m.pokeLocked(f)
 }
 
 // remove stops fetching p.
@@ -146,10 +178,11 @@ func (m *fetcherManager) detachLocked(p *partition) {
 	f.mu.Unlock()
 	if empty {
 		delete(m.fetchers, f.leader)
+		delete(m.touched, f)
 		f.cancel()
 		return
 	}
-	f.poke()
+	m.pokeLocked(f)
 }
 
 // close stops every fetcher and waits for them.
@@ -244,7 +277,15 @@ func (f *fetcher) run() {
 		f.mu.Unlock()
 		canceled := reqCtx.Err() != nil
 		cancel()
-		if err != nil && !canceled {
+		switch {
+		case canceled:
+			// The partitions changed under a long poll. franz-go gives up
+			// waiting but the connection still owes the poll's answer,
+			// which would hold the next fetch back for up to
+			// replica.fetch.wait.max.ms: start on a fresh connection.
+			cl.Close()
+			cl = nil
+		case err != nil:
 			log.Debug("replica fetch failed; retrying", "error", err, "backoff", b.cfg.ReplicaFetchBackoff)
 			cl.Close()
 			cl = nil

@@ -87,13 +87,23 @@ func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.P
 	rctx, cancel := context.WithTimeout(ctx, alterPartitionTimeout)
 	defer cancel()
 	if ctrl := b.controller(); ctrl != nil {
+		parts := make([]*partition, 0, len(batch))
+		reqs := make([]coord.AlterPartitionRequest, 0, len(batch))
 		for p, prop := range batch {
-			st, err := ctrl.AlterPartition(rctx, coord.AlterPartitionRequest{
+			parts = append(parts, p)
+			reqs = append(reqs, coord.AlterPartitionRequest{
 				BrokerID: coord.BrokerID(b.cfg.BrokerID), BrokerEpoch: epoch,
 				Partition:   coord.TopicPartition{Topic: p.topic, Partition: p.index},
 				LeaderEpoch: prop.LeaderEpoch, PartitionEpoch: prop.PartitionEpoch, ISR: fromReplicaIDs(prop.ISR),
 			})
-			outcomes[p] = alterOutcome{state: st, err: err}
+		}
+		res, err := ctrl.AlterPartitions(rctx, reqs)
+		for i, p := range parts {
+			if err != nil {
+				outcomes[p] = alterOutcome{err: err}
+			} else {
+				outcomes[p] = alterOutcome{state: res[i].State, err: res[i].Err}
+			}
 		}
 	} else {
 		outcomes = s.sendRemote(rctx, epoch, batch)

@@ -65,6 +65,8 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 	}
 	configs := b.topicConfigs(ctx, missing)
 	b.fetchers.setLeaders(r.Leaders)
+	b.fetchers.hold()
+	defer b.fetchers.release()
 	self := coord.BrokerID(b.cfg.BrokerID)
 	led, followed, ignored := 0, 0, 0
 	for _, info := range r.Partitions {

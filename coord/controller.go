@@ -732,15 +732,85 @@ type AlterPartitionRequest struct {
 // committed state. Other errors: ErrStaleBrokerEpoch, ErrNotFound,
 // ErrNotController, backend errors.
 func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (PartitionState, error) {
-	var st PartitionState
-	var err error
-	if doErr := c.do(ctx, func(runCtx context.Context) { st, err = c.alterPartition(runCtx, req) }); doErr != nil {
-		return PartitionState{}, doErr
+	res, err := c.AlterPartitions(ctx, []AlterPartitionRequest{req})
+	if err != nil {
+		return PartitionState{}, err
 	}
-	return st, err
+	return res[0].State, res[0].Err
 }
 
-func (c *Controller) alterPartition(ctx context.Context, req AlterPartitionRequest) (PartitionState, error) {
+// AlterPartitionResult is the outcome of one AlterPartitionRequest: the
+// committed state, or why the change was refused (with the current state
+// when there is one).
+type AlterPartitionResult struct {
+	State PartitionState
+	Err   error
+}
+
+// AlterPartitions is AlterPartition for many partitions at once, as a
+// leader sends them after a broker returns: every valid change is
+// committed in one backend Commit and propagated once. The results are in
+// the order of reqs; the error is for the whole call (ErrNotController,
+// the controller stopping).
+func (c *Controller) AlterPartitions(ctx context.Context, reqs []AlterPartitionRequest) ([]AlterPartitionResult, error) {
+	var res []AlterPartitionResult
+	if doErr := c.do(ctx, func(runCtx context.Context) { res = c.alterPartitions(runCtx, reqs) }); doErr != nil {
+		return nil, doErr
+	}
+	return res, nil
+}
+
+func (c *Controller) alterPartitions(ctx context.Context, reqs []AlterPartitionRequest) []AlterPartitionResult {
+	res := make([]AlterPartitionResult, len(reqs))
+	var ops []Op
+	var valid []int
+	seen := map[TopicPartition]bool{}
+	for i, req := range reqs {
+		if seen[req.Partition] {
+			res[i].Err = fmt.Errorf("%w: partition %s named twice in one request", ErrInvalidUpdateVersion, req.Partition)
+			continue
+		}
+		seen[req.Partition] = true
+		next, err := c.checkAlterPartition(req)
+		if err != nil {
+			res[i] = AlterPartitionResult{State: next, Err: err}
+			continue
+		}
+		ops = append(ops, SetPartition{State: next, ExpectedEpoch: next.PartitionEpoch})
+		valid = append(valid, i)
+	}
+	if len(ops) == 0 {
+		return res
+	}
+	if !c.commit(ctx, ops) {
+		err := c.commitErr()
+		for _, i := range valid {
+			res[i] = AlterPartitionResult{State: c.md.Partitions[reqs[i].Partition],
+				Err: fmt.Errorf("partition %s: commit of ISR %v failed: %w", reqs[i].Partition, reqs[i].ISR, err)}
+		}
+		return res
+	}
+	changed := make([]TopicPartition, 0, len(valid))
+	for k, i := range valid {
+		tp := reqs[i].Partition
+		st := c.md.Partitions[tp]
+		next := ops[k].(SetPartition).State
+		next.PartitionEpoch = st.PartitionEpoch + 1
+		next.ControllerEpoch = c.Epoch()
+		c.md.Partitions[tp] = next
+		c.log.Info("ISR changed", "partition", tp, "from", st.ISR, "to", next.ISR)
+		res[i] = AlterPartitionResult{State: next}
+		changed = append(changed, tp)
+	}
+	c.propagate(changed, nil)
+	return res
+}
+
+// checkAlterPartition validates one ISR change against the current state
+// and returns the state to commit (with the current partition epoch, which
+// the commit expects), or the current state and why the change is
+// refused.
+func (c *Controller) checkAlterPartition(req AlterPartitionRequest) (PartitionState, error) {
 	if b, ok := c.live[req.BrokerID]; !ok || (req.BrokerEpoch >= 0 && b.Epoch != req.BrokerEpoch) {
 		return PartitionState{}, fmt.Errorf("%w: broker %d epoch %d", ErrStaleBrokerEpoch, req.BrokerID, req.BrokerEpoch)
 	}
@@ -774,14 +844,6 @@ func (c *Controller) alterPartition(ctx context.Context, req AlterPartitionReque
 	}
 	next := st
 	next.ISR = isr
-	if !c.commit(ctx, []Op{SetPartition{State: next, ExpectedEpoch: st.PartitionEpoch}}) {
-		return st, fmt.Errorf("partition %s: commit of ISR %v failed: %w", req.Partition, isr, c.commitErr())
-	}
-	next.PartitionEpoch = st.PartitionEpoch + 1
-	next.ControllerEpoch = c.Epoch()
-	c.md.Partitions[req.Partition] = next
-	c.log.Info("ISR changed", "partition", req.Partition, "from", st.ISR, "to", isr)
-	c.propagate([]TopicPartition{req.Partition}, nil)
 	return next, nil
 }
 
