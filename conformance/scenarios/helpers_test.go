@@ -478,9 +478,14 @@ func readPartition(t *testing.T, c *cluster.Cluster, topic string, partition int
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
-	adm := admin(t, c)
+	admCl, err := newKafkaClient(c)
+	if err != nil {
+		t.Fatalf("admin client: %v", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
 	var end int64
-	err := cluster.WaitFor(ctx, settle, func() error {
+	err = cluster.WaitFor(ctx, settle, func() error {
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil {
 			return err

@@ -128,6 +128,11 @@ func TestS7UncleanElectionLosesAckedRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitPartition(t, c, "s7", 0, d.first, nil)
+		// On Raft a restarted broker's first registration can expire
+		// before its first renewal (see waitSteadyLeader); then, with last
+		// back in step 5, the controller would elect last instead. Wait
+		// until first has led for a whole session timeout.
+		waitSteadyLeader(t, c, "s7", d.first)
 		final := readPartition(t, c, "s7", 0)
 		if !slices.Equal(final, d.both) {
 			t.Fatalf("log under the unclean leader %d: %v, want exactly the records acked before it died %v", d.first, final, d.both)
@@ -502,5 +507,42 @@ func directDialer(c *cluster.Cluster) func(ctx context.Context, network, host st
 		}
 		var d net.Dialer
 		return d.DialContext(ctx, network, host)
+	}
+}
+
+// waitSteadyLeader waits until every live broker has named leader as the
+// leader of topic/0 without a break for a session timeout and a second.
+//
+// It works around a coord/raft behaviour seen on this machine: a
+// restarted Raft voter's Register returns only once its node has caught
+// up (up to 2 s later), while the Raft leader counts the session from the
+// commit, so the registration can expire before the first renewal; the
+// broker registers again at once, but its partitions were re-elected in
+// between.
+func waitSteadyLeader(t *testing.T, c *cluster.Cluster, topic string, leader int32) {
+	t.Helper()
+	steadyFor := sessionTimeout + time.Second
+	var since time.Time
+	err := cluster.WaitFor(context.Background(), settle, func() error {
+		err := c.EveryLive(context.Background(), func(md *cluster.Metadata) error {
+			if p, _ := md.Partition(topic, 0); p.Leader != leader {
+				return fmt.Errorf("%s/0: leader %d, want %d", topic, p.Leader, leader)
+			}
+			return nil
+		}, topic)
+		switch {
+		case err != nil:
+			since = time.Time{}
+			return err
+		case since.IsZero():
+			since = time.Now()
+		}
+		if led := time.Since(since); led < steadyFor {
+			return fmt.Errorf("broker %d has led %s/0 for %v, want %v", leader, topic, led, steadyFor)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for broker %d to lead %s/0 steadily: %v", leader, topic, err)
 	}
 }
