@@ -4,8 +4,10 @@
 // shared internal/etcdserver) or embedded Raft (the brokers are the
 // voters). It owns the broker processes and the goroutines that wait for
 // them; Close kills them all. It gives tests and `tripod dev` process
-// control per broker (kill, stop, pause, resume, restart) and reads
-// Metadata from one chosen broker.
+// control per broker (kill, stop, pause, resume, restart), reads Metadata
+// from one chosen broker, can put a cuttable Proxy in front of every
+// broker's Kafka listener (Config.Proxies), and reads what a broker holds
+// on disk (Broker.ReadLog, Broker.CheckpointedHW).
 //
 // It must not be imported by anything but tests, test harnesses and the
 // dev command.
