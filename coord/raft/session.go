@@ -274,7 +274,11 @@ func (s *session) renewLoop(ctx context.Context, lastOK time.Time) {
 	}
 	expiry := time.NewTimer(time.Until(deadline()))
 	defer expiry.Stop()
-	next := time.NewTimer(interval)
+	// The leader's clock for a new registration started at its commit,
+	// after lastOK: a Register that returned late (a restarting node still
+	// catching up with the log) renews at once rather than a whole
+	// interval later, when the registration may already have expired.
+	next := time.NewTimer(max(interval-time.Since(lastOK), 0))
 	defer next.Stop()
 	// sample records leader contact often enough that it lags by little
 	// once the leader is gone.
