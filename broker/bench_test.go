@@ -84,7 +84,8 @@ func BenchmarkProduceReplicated(b *testing.B) {
 		seeds[i] = br.Addr().String()
 	}
 	topic := "bench-replicated-" + strconv.Itoa(b.N)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		b.Fatalf("new client: %v", err)
 	}
