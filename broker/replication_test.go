@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestAcksAllReplicatesToEveryISRMember runs three in-process brokers: a
@@ -100,5 +102,93 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 		if want := fmt.Sprintf("record-%d", i); v != want {
 			t.Fatalf("record %d is %q, want %q", i, v, want)
 		}
+	}
+}
+
+// TestAcksAllWaitsForEveryISRMember stops one follower's fetcher while it
+// stays in the ISR (replica.lag.time.max.ms is long): an acks=all produce
+// is written by the leader but answered REQUEST_TIMED_OUT at the
+// request's timeout, because the high watermark cannot pass it; acks=1
+// is answered at once; with min.insync.replicas above the ISR size,
+// acks=all is refused with NOT_ENOUGH_REPLICAS and nothing is written.
+func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
+	brokers := startRaftClusterWith(t, 3, func(c *Config) {
+		c.ReplicaLagTimeMax = time.Minute
+	})
+	ctx := testContext(t, 2*time.Minute)
+	const topic = "waits"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers[0].Addr().String()))
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	waitFor(t, ctx, "topic created", func() bool {
+		resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("3")}, topic)
+		return err == nil && resp.Err == nil
+	})
+	var leader, lagging *Broker
+	waitFor(t, ctx, "a leader with a full ISR", func() bool {
+		_, _, parts := metadataOf(t, brokers[0], topic)
+		if len(parts) != 1 || len(parts[0].isr) != 3 {
+			return false
+		}
+		for _, b := range brokers {
+			if p := b.partitionFor(topic, 0); p == nil {
+				return false
+			}
+			switch {
+			case b.ID() == parts[0].leader:
+				leader = b
+			case lagging == nil:
+				lagging = b
+			}
+		}
+		return leader != nil
+	})
+	lagging.fetchers.close()
+
+	produce := func(acks int16, timeout time.Duration, value string) int16 {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = 9
+		req.Acks = acks
+		req.TimeoutMillis = int32(timeout.Milliseconds())
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = buildBatch(t, []byte(value))
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := roundTrip(t, dialBroker(t, leader), req, 1).(*kmsg.ProduceResponse)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	end := leader.partitionFor(topic, 0).log.EndOffset()
+	start := time.Now()
+	if code := produce(-1, 300*time.Millisecond, "waits"); code != kerr.RequestTimedOut.Code {
+		t.Fatalf("acks=all with a follower not fetching: error %v, want REQUEST_TIMED_OUT", kerr.ErrorForCode(code))
+	}
+	t.Logf("acks=all answered REQUEST_TIMED_OUT after %v (request timeout 300ms)", time.Since(start).Round(time.Millisecond))
+	if got := leader.partitionFor(topic, 0).log.EndOffset(); got != end+1 {
+		t.Fatalf("leader log end %d after the timed-out produce, want %d: the leader writes before it waits", got, end+1)
+	}
+	if code := produce(1, 300*time.Millisecond, "leader only"); code != 0 {
+		t.Fatalf("acks=1: error %v, want none", kerr.ErrorForCode(code))
+	}
+
+	// The ISR shrinks by the controller (the lagging broker's session
+	// ends), below min.insync.replicas=3: acks=all writes nothing.
+	if err := lagging.Close(); err != nil {
+		t.Fatalf("close broker %d: %v", lagging.ID(), err)
+	}
+	waitFor(t, ctx, "the ISR to lose the closed broker", func() bool {
+		_, _, parts := metadataOf(t, leader, topic)
+		return len(parts) == 1 && len(parts[0].isr) == 2
+	})
+	end = leader.partitionFor(topic, 0).log.EndOffset()
+	if code := produce(-1, time.Second, "refused"); code != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("acks=all with ISR 2 < min.insync.replicas 3: error %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(code))
+	}
+	if got := leader.partitionFor(topic, 0).log.EndOffset(); got != end {
+		t.Fatalf("leader log end %d after a refused acks=all produce, want %d", got, end)
 	}
 }
