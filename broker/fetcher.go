@@ -323,6 +323,25 @@ func (f *fetcher) delay(fp *fetchPartition) {
 	fp.retryAt = time.Now().Add(d)
 }
 
+// groupByTopic indexes parts by partition and groups them by topic, in
+// first-seen order, as Kafka requests list partitions under their topic.
+func groupByTopic(parts []*fetchPartition) (map[coord.TopicPartition]*fetchPartition, [][]*fetchPartition) {
+	index := make(map[coord.TopicPartition]*fetchPartition, len(parts))
+	at := map[string]int{}
+	var groups [][]*fetchPartition
+	for _, fp := range parts {
+		index[coord.TopicPartition{Topic: fp.p.topic, Partition: fp.p.index}] = fp
+		i, ok := at[fp.p.topic]
+		if !ok {
+			i = len(groups)
+			at[fp.p.topic] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], fp)
+	}
+	return index, groups
+}
+
 // truncateByEpoch asks the leader where each partition's latest epoch
 // ended (OffsetForLeaderEpoch, KIP-101/KIP-279) and truncates as the state
 // machine decides; a partition is done when its Truncation is.
@@ -330,24 +349,18 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 	b := f.m.b
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = b.cfg.BrokerID
-	index := map[coord.TopicPartition]*fetchPartition{}
-	topics := map[string]int{}
-	for _, fp := range parts {
-		p := fp.p
-		index[coord.TopicPartition{Topic: p.topic, Partition: p.index}] = fp
-		i, ok := topics[p.topic]
-		if !ok {
-			i = len(req.Topics)
-			topics[p.topic] = i
-			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			t.Topic = p.topic
-			req.Topics = append(req.Topics, t)
+	index, groups := groupByTopic(parts)
+	for _, g := range groups {
+		t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		t.Topic = g[0].p.topic
+		for _, fp := range g {
+			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			rp.Partition = fp.p.index
+			rp.CurrentLeaderEpoch = fp.leaderEpoch
+			rp.LeaderEpoch = fp.askEpoch
+			t.Partitions = append(t.Partitions, rp)
 		}
-		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-		rp.Partition = p.index
-		rp.CurrentLeaderEpoch = fp.leaderEpoch
-		rp.LeaderEpoch = fp.askEpoch
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		req.Topics = append(req.Topics, t)
 	}
 	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
 	if err != nil {
@@ -402,26 +415,20 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchParti
 	req.MinBytes = b.cfg.ReplicaFetchMinBytes
 	req.MaxBytes = max(b.cfg.ReplicaFetchMaxBytes, 10<<20)
 	req.SessionEpoch = -1
-	index := map[coord.TopicPartition]*fetchPartition{}
-	topics := map[string]int{}
-	for _, fp := range parts {
-		p := fp.p
-		index[coord.TopicPartition{Topic: p.topic, Partition: p.index}] = fp
-		i, ok := topics[p.topic]
-		if !ok {
-			i = len(req.Topics)
-			topics[p.topic] = i
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic = p.topic
-			req.Topics = append(req.Topics, t)
+	index, groups := groupByTopic(parts)
+	for _, g := range groups {
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic = g[0].p.topic
+		for _, fp := range g {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition = fp.p.index
+			rp.CurrentLeaderEpoch = fp.leaderEpoch
+			rp.FetchOffset = fp.p.log.EndOffset()
+			rp.LogStartOffset = fp.p.log.StartOffset()
+			rp.PartitionMaxBytes = b.cfg.ReplicaFetchMaxBytes
+			t.Partitions = append(t.Partitions, rp)
 		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p.index
-		rp.CurrentLeaderEpoch = fp.leaderEpoch
-		rp.FetchOffset = p.log.EndOffset()
-		rp.LogStartOffset = p.log.StartOffset()
-		rp.PartitionMaxBytes = b.cfg.ReplicaFetchMaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		req.Topics = append(req.Topics, t)
 	}
 	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
 	if err != nil {
