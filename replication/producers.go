@@ -1,10 +1,8 @@
 package replication
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 
 	"github.com/tripodmq/tripod/replication/log"
@@ -43,36 +41,12 @@ const (
 // max.in.flight.requests.per.connection limit of 5 for idempotence).
 const ProducerBatchesRetained = 5
 
-// The v2 record batch header fields ParseBatchMeta reads (Kafka's
-// DefaultRecordBatch; replication/log keeps the same table).
+// attrTransactional and attrControl are the attributes bits of a
+// transactional batch and of a control (transaction marker) batch.
 const (
-	batchFieldBaseOffset      = 0  // int64
-	batchFieldLength          = 8  // int32: bytes after this field
-	batchFieldMagic           = 16 // int8
-	batchFieldCRC             = 17 // uint32: CRC-32C of attributes..end
-	batchFieldAttributes      = 21 // int16
-	batchFieldLastOffsetDelta = 23 // int32
-	batchFieldMaxTimestamp    = 35 // int64
-	batchFieldProducerID      = 43 // int64
-	batchFieldProducerEpoch   = 51 // int16
-	batchFieldBaseSequence    = 53 // int32
-	batchFieldRecordCount     = 57 // int32
-
-	// batchHeaderLen is the size of a v2 batch without its records.
-	batchHeaderLen = 61
-	// batchLengthOverhead is the bytes before the records that the length
-	// field does not count.
-	batchLengthOverhead = 12
-	// batchMagicV2 is the only record batch format tripod stores.
-	batchMagicV2 = 2
-	// attrTransactional and attrControl are the attributes bits of a
-	// transactional batch and of a control (transaction marker) batch.
 	attrTransactional = 0x10
 	attrControl       = 0x20
 )
-
-// crcTable is the CRC-32C table of the v2 batch checksum.
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // BatchMeta is what the idempotence checks need of one v2 record batch:
 // its producer, its sequence range and its offsets.
@@ -143,85 +117,34 @@ func ParseBatchHeaders(records []byte) ([]BatchMeta, error) {
 	return parseBatches(records, false)
 }
 
-// parseBatches implements ParseBatchMeta and ParseBatchHeaders.
+// parseBatches implements ParseBatchMeta and ParseBatchHeaders: the
+// log checks the batches as its Append does.
 func parseBatches(records []byte, checkCRC bool) ([]BatchMeta, error) {
-	if len(records) == 0 {
-		return nil, fmt.Errorf("%w: no record batch", log.ErrCorruptMessage)
-	}
 	metas := make([]BatchMeta, 0, 1)
-	for pos := 0; pos < len(records); {
-		meta, size, err := parseBatch(records[pos:], checkCRC)
-		if err != nil {
-			return nil, fmt.Errorf("%w: batch %d at byte %d: %s", errors.Unwrap(err), len(metas), pos, err.Error())
-		}
-		metas = append(metas, meta)
-		pos += size
+	err := log.EachBatch(records, checkCRC, func(h log.BatchInfo) { metas = append(metas, batchMeta(h)) })
+	if err != nil {
+		return nil, err
 	}
 	return metas, nil
 }
 
-// batchError is a malformed batch: kind is the log's sentinel, detail
-// says what is wrong. Its Error is the detail only; ParseBatchMeta and
-// Load prefix the kind and position.
-type batchError struct {
-	kind   error
-	detail string
-}
-
-// Error implements error.
-func (e *batchError) Error() string { return e.detail }
-
-// Unwrap returns the sentinel.
-func (e *batchError) Unwrap() error { return e.kind }
-
-// parseBatch parses the batch b starts with and returns it with its size
-// in bytes. It checks the framing, and the CRC-32C if checkCRC.
-func parseBatch(b []byte, checkCRC bool) (BatchMeta, int, error) {
-	corrupt := func(format string, args ...any) error {
-		return &batchError{kind: log.ErrCorruptMessage, detail: fmt.Sprintf(format, args...)}
-	}
-	if len(b) > batchFieldMagic && int8(b[batchFieldMagic]) != batchMagicV2 {
-		return BatchMeta{}, 0, &batchError{kind: log.ErrUnsupportedMagic, detail: fmt.Sprintf("magic %d, want %d", int8(b[batchFieldMagic]), batchMagicV2)}
-	}
-	if len(b) < batchHeaderLen {
-		return BatchMeta{}, 0, corrupt("%d bytes, shorter than a batch header (%d)", len(b), batchHeaderLen)
-	}
-	size := int64(int32(binary.BigEndian.Uint32(b[batchFieldLength:]))) + batchLengthOverhead
-	lastOffsetDelta := int32(binary.BigEndian.Uint32(b[batchFieldLastOffsetDelta:]))
-	recordCount := int32(binary.BigEndian.Uint32(b[batchFieldRecordCount:]))
-	switch {
-	case size < batchHeaderLen:
-		return BatchMeta{}, 0, corrupt("batchLength %d below the minimum %d", size-batchLengthOverhead, batchHeaderLen-batchLengthOverhead)
-	case size > int64(len(b)):
-		return BatchMeta{}, 0, corrupt("batchLength %d runs past the %d bytes given", size-batchLengthOverhead, len(b))
-	case lastOffsetDelta < 0:
-		return BatchMeta{}, 0, corrupt("lastOffsetDelta %d is negative", lastOffsetDelta)
-	case int64(recordCount) != int64(lastOffsetDelta)+1:
-		return BatchMeta{}, 0, corrupt("recordCount %d, want lastOffsetDelta+1 = %d", recordCount, int64(lastOffsetDelta)+1)
-	}
-	if checkCRC {
-		want := binary.BigEndian.Uint32(b[batchFieldCRC:])
-		if got := crc32.Checksum(b[batchFieldAttributes:size], crcTable); got != want {
-			return BatchMeta{}, 0, corrupt("crc %#08x, computed %#08x", want, got)
-		}
-	}
-	attributes := binary.BigEndian.Uint16(b[batchFieldAttributes:])
-	baseOffset := int64(binary.BigEndian.Uint64(b[batchFieldBaseOffset:]))
+// batchMeta is the idempotence view of a batch header.
+func batchMeta(h log.BatchInfo) BatchMeta {
 	meta := BatchMeta{
-		ProducerID:    int64(binary.BigEndian.Uint64(b[batchFieldProducerID:])),
-		ProducerEpoch: int16(binary.BigEndian.Uint16(b[batchFieldProducerEpoch:])),
-		BaseSequence:  int32(binary.BigEndian.Uint32(b[batchFieldBaseSequence:])),
-		FirstOffset:   baseOffset,
-		LastOffset:    baseOffset + int64(lastOffsetDelta),
-		MaxTimestamp:  int64(binary.BigEndian.Uint64(b[batchFieldMaxTimestamp:])),
-		Transactional: attributes&attrTransactional != 0,
-		Control:       attributes&attrControl != 0,
+		ProducerID:    h.ProducerID,
+		ProducerEpoch: h.ProducerEpoch,
+		BaseSequence:  h.BaseSequence,
+		LastSequence:  NoSequence,
+		FirstOffset:   h.BaseOffset,
+		LastOffset:    h.LastOffset,
+		MaxTimestamp:  h.MaxTimestamp,
+		Transactional: h.Attributes&attrTransactional != 0,
+		Control:       h.Attributes&attrControl != 0,
 	}
-	meta.LastSequence = NoSequence
 	if meta.BaseSequence != NoSequence {
-		meta.LastSequence = incrementSequence(meta.BaseSequence, lastOffsetDelta)
+		meta.LastSequence = incrementSequence(meta.BaseSequence, int32(h.LastOffset-h.BaseOffset))
 	}
-	return meta, int(size), nil
+	return meta
 }
 
 // producerEntry is what a partition remembers of one producer id: its
@@ -473,14 +396,12 @@ func (p *Producers) Load(l *log.Log) error {
 		if len(data) == 0 {
 			return fmt.Errorf("load producer state at offset %d: %w: empty read below the log end offset %d", offset, log.ErrCorruptMessage, end)
 		}
-		for pos := 0; pos < len(data); {
-			meta, size, err := parseBatch(data[pos:], false)
-			if err != nil {
-				return fmt.Errorf("load producer state at offset %d: %w: %s", offset, errors.Unwrap(err), err.Error())
-			}
-			p.record(meta)
-			offset = meta.LastOffset + 1
-			pos += size
+		err = log.EachBatch(data, false, func(h log.BatchInfo) {
+			p.record(batchMeta(h))
+			offset = h.LastOffset + 1
+		})
+		if err != nil {
+			return fmt.Errorf("load producer state at offset %d: %w", offset, err)
 		}
 	}
 	return nil

@@ -17,6 +17,25 @@ import (
 	"github.com/tripodmq/tripod/replication/log"
 )
 
+// The v2 record batch header fields the tests write (Kafka's
+// DefaultRecordBatch), to build and damage raw batches.
+const (
+	batchFieldLength      = 8  // int32: bytes after this field
+	batchFieldMagic       = 16 // int8
+	batchFieldCRC         = 17 // uint32: CRC-32C of attributes..end
+	batchFieldAttributes  = 21 // int16
+	batchFieldRecordCount = 57 // int32
+
+	// batchHeaderLen is the size of a v2 batch without its records.
+	batchHeaderLen = 61
+	// batchLengthOverhead is the bytes before the records that the length
+	// field does not count.
+	batchLengthOverhead = 12
+)
+
+// crcTable is the CRC-32C table of the v2 batch checksum.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
 // spec describes a batch of n records from producer id at epoch, starting
 // at sequence seq.
 type spec struct {

@@ -43,8 +43,12 @@ type batchHeader struct {
 	leaderEpoch     int32
 	magic           int8
 	crc             uint32
+	attributes      int16
 	lastOffsetDelta int32
 	maxTimestamp    int64
+	producerID      int64
+	producerEpoch   int16
+	baseSequence    int32
 	recordCount     int32
 }
 
@@ -64,8 +68,12 @@ func parseBatchHeader(b []byte) batchHeader {
 		leaderEpoch:     int32(binary.BigEndian.Uint32(b[fieldLeaderEpoch:])),
 		magic:           int8(b[fieldMagic]),
 		crc:             binary.BigEndian.Uint32(b[fieldCRC:]),
+		attributes:      int16(binary.BigEndian.Uint16(b[fieldAttributes:])),
 		lastOffsetDelta: int32(binary.BigEndian.Uint32(b[fieldLastOffsetDelta:])),
 		maxTimestamp:    int64(binary.BigEndian.Uint64(b[fieldMaxTimestamp:])),
+		producerID:      int64(binary.BigEndian.Uint64(b[fieldProducerID:])),
+		producerEpoch:   int16(binary.BigEndian.Uint16(b[fieldProducerEpoch:])),
+		baseSequence:    int32(binary.BigEndian.Uint32(b[fieldBaseSequence:])),
 		recordCount:     int32(binary.BigEndian.Uint32(b[fieldRecordCount:])),
 	}
 }
@@ -121,14 +129,27 @@ func checkCRC(h batchHeader, b []byte) *batchError {
 }
 
 // splitBatches validates every batch of records (one or more concatenated
-// v2 batches) and returns their headers, in order. Errors name the batch by
-// index and byte position.
+// v2 batches), CRC included, and returns their headers, in order. Errors
+// name the batch by index and byte position.
 func splitBatches(records []byte) ([]batchHeader, error) {
-	if len(records) == 0 {
-		return nil, corrupt("no record batch")
-	}
 	var headers []batchHeader
-	for pos := 0; pos < len(records); {
+	err := walkBatches(records, true, func(h batchHeader) { headers = append(headers, h) })
+	if err != nil {
+		return nil, err
+	}
+	return headers, nil
+}
+
+// walkBatches validates every batch of records in order, the CRC-32C only
+// if withCRC, and calls fn with each header. It stops at the first bad
+// batch and returns its error, naming the batch by index and byte
+// position.
+func walkBatches(records []byte, withCRC bool, fn func(batchHeader)) error {
+	if len(records) == 0 {
+		return corrupt("no record batch")
+	}
+	n := 0
+	for pos := 0; pos < len(records); n++ {
 		rest := records[pos:]
 		var err *batchError
 		switch {
@@ -145,17 +166,50 @@ func splitBatches(records []byte) ([]batchHeader, error) {
 		if err == nil && h.size > int64(len(rest)) {
 			err = corrupt("batchLength %d runs past the %d bytes given", h.size-batchLengthOverhead, len(rest))
 		}
-		if err == nil {
+		if err == nil && withCRC {
 			err = checkCRC(h, rest)
 		}
 		if err != nil {
-			err.where = fmt.Sprintf("batch %d at byte %d", len(headers), pos)
-			return nil, err
+			err.where = fmt.Sprintf("batch %d at byte %d", n, pos)
+			return err
 		}
-		headers = append(headers, h)
+		fn(h)
 		pos += int(h.size)
 	}
-	return headers, nil
+	return nil
+}
+
+// BatchInfo is what a v2 batch header says of its batch, for code outside
+// the log that reasons about batches (the idempotent producers' state).
+type BatchInfo struct {
+	// BaseOffset and LastOffset are the offsets of the first and last
+	// record as the header states them.
+	BaseOffset, LastOffset int64
+	// MaxTimestamp is the batch's max timestamp (ms).
+	MaxTimestamp int64
+	// Attributes are the batch's attribute bits (compression, timestamp
+	// type, transactional 0x10, control 0x20).
+	Attributes int16
+	// ProducerID, ProducerEpoch and BaseSequence identify an idempotent
+	// producer's batch; -1 for a producer that is not idempotent.
+	ProducerID    int64
+	ProducerEpoch int16
+	BaseSequence  int32
+}
+
+// EachBatch checks every batch of records (one or more concatenated v2
+// batches) as Append does, the CRC-32C only if checkCRC (batches the log
+// has verified already need not pay for it again), and calls fn with each
+// batch's header, in order. Errors wrap ErrCorruptMessage or
+// ErrUnsupportedMagic and name the batch by index and byte position; fn
+// has then seen the batches before it.
+func EachBatch(records []byte, checkCRC bool, fn func(BatchInfo)) error {
+	return walkBatches(records, checkCRC, func(h batchHeader) {
+		fn(BatchInfo{
+			BaseOffset: h.baseOffset, LastOffset: h.lastOffset(), MaxTimestamp: h.maxTimestamp,
+			Attributes: h.attributes, ProducerID: h.producerID, ProducerEpoch: h.producerEpoch, BaseSequence: h.baseSequence,
+		})
+	})
 }
 
 // setBaseOffset rewrites the baseOffset field of the batch b starts with.
