@@ -152,7 +152,9 @@ func (b *Broker) handleReady(p *partition, rd replication.Ready) {
 // (acks=all still waits for the high watermark to pass it), a gap is
 // ErrOutOfOrderSequence, an older producer epoch ErrProducerFenced.
 func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, deadline time.Time) (tlog.AppendResult, <-chan error, error) {
-	metas, err := replication.ParseBatchMeta(records)
+	// Framing only: log.Append checks the CRC-32C of what it writes, and
+	// a duplicate's is checked below, so no batch pays for it twice.
+	metas, err := replication.ParseBatchHeaders(records)
 	if err != nil {
 		return tlog.AppendResult{}, nil, err
 	}
@@ -179,6 +181,11 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 	}
 	var res tlog.AppendResult
 	if dup != nil {
+		// A corrupt retry is CORRUPT_MESSAGE, never a duplicate.
+		if _, err := replication.ParseBatchMeta(records); err != nil {
+			p.appendMu.Unlock()
+			return tlog.AppendResult{}, nil, err
+		}
 		res = tlog.AppendResult{BaseOffset: dup.FirstOffset, LastOffset: dup.LastOffset}
 		b.logger.Debug("duplicate batch answered with its original offsets", "partition", p.name(),
 			"producer_id", dup.ProducerID, "sequence", dup.BaseSequence, "offset", dup.FirstOffset)
