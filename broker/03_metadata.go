@@ -21,16 +21,33 @@ const clusterID = "tripod"
 // topic's leaders before answering LEADER_NOT_AVAILABLE.
 const autoCreateWait = 5 * time.Second
 
+// syncWait bounds how long a Metadata request to a broker that has not
+// had the controller's metadata yet waits for it before it is answered
+// with what the broker knows (topics it cannot vouch for get the
+// retriable LEADER_NOT_AVAILABLE).
+const syncWait = 3 * time.Second
+
 // handleMetadata answers from the metadata cache: the live brokers, the
 // controller, and the requested topics (all of them when none are named)
 // with each partition's leader, leader epoch, replicas, ISR and offline
 // replicas. With auto.create.topics.enable a named topic that does not
 // exist is created through the controller (forwarded over a client
-// connection when it is another broker).
+// connection when it is another broker). A broker that has not had the
+// controller's metadata yet (just started or restarted) first waits for
+// it, up to syncWait, so that it never answers UNKNOWN_TOPIC_OR_PARTITION
+// for a topic that exists.
 func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.MetadataRequest)
 	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
 	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
+	if !b.cache.isSynced() {
+		return nil, func(ctx context.Context) kmsg.Response {
+			wctx, cancel := context.WithTimeout(ctx, syncWait)
+			synced := b.waitForCache(wctx, b.cache.isSynced)
+			cancel()
+			return b.metadata(ctx, r, autoCreate && !allTopics && synced)
+		}, nil
+	}
 	if !allTopics && autoCreate {
 		for _, rt := range r.Topics {
 			if rt.Topic != nil && checkTopicName(*rt.Topic) == nil {
@@ -114,6 +131,9 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 		}
 		if !ok {
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if !b.cache.isSynced() {
+				st.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}

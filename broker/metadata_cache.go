@@ -20,6 +20,11 @@ type metadataCache struct {
 	// member watch, which then wins over UpdateMetadata's.
 	liveWatched bool
 	topics      map[string]*cachedTopic
+	// synced is set by the first UpdateMetadata this process applies: the
+	// controller sends a broker that joins the whole metadata first, so
+	// from then on a topic missing from the cache is missing from the
+	// cluster.
+	synced bool
 	// changed is closed and replaced at every update, so waiters can wait
 	// for the cache to reach a state.
 	changed chan struct{}
@@ -54,6 +59,7 @@ func (c *metadataCache) update(req *coord.UpdateMetadataRequest, full bool) {
 			}
 		}
 	}
+	c.synced = true
 	c.controllerID = req.ControllerID
 	if !c.liveWatched {
 		c.live = slices.Clone(req.Live)
@@ -115,6 +121,14 @@ func (c *metadataCache) view() (coord.BrokerID, []coord.Broker, <-chan struct{})
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.controllerID, c.live, c.changed
+}
+
+// isSynced reports whether the cache holds the cluster's metadata: until
+// the first UpdateMetadata, a topic that is not cached may still exist.
+func (c *metadataCache) isSynced() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.synced
 }
 
 // topic returns the named topic, if cached.

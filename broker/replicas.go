@@ -208,7 +208,9 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 
 // leaderFor returns the partition if this broker leads it, with the Kafka
 // error code otherwise: NOT_LEADER_OR_FOLLOWER for a partition the
-// cluster has, UNKNOWN_TOPIC_OR_PARTITION for one it does not.
+// cluster has, or may have as far as a broker knows that has not had the
+// controller's metadata yet (a restarted broker), and
+// UNKNOWN_TOPIC_OR_PARTITION for one it does not.
 func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
 	if p := b.partitionFor(topic, index); p != nil {
 		if ok, _ := p.leads(coord.BrokerID(b.cfg.BrokerID)); ok {
@@ -217,6 +219,9 @@ func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
 	if t, ok := b.cache.topic(topic); ok && slices.ContainsFunc(t.partitions, func(p coord.PartitionInfo) bool { return p.Partition == index }) {
+		return nil, kerr.NotLeaderForPartition.Code
+	}
+	if !b.cache.isSynced() {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
 	return nil, kerr.UnknownTopicOrPartition.Code
