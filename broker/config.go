@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -515,9 +516,61 @@ var brokerKeys = map[string]configKey{
 func (c *Config) Set(key, value string) error {
 	k, ok := brokerKeys[key]
 	if !ok {
+		if kafkaOnlyKeys[key] {
+			return fmt.Errorf("%w: %s", ErrNoEffect, key)
+		}
 		return fmt.Errorf("unknown broker property %q (known: %s)", key, strings.Join(BrokerKeys(), ", "))
 	}
 	return k.set(c, key, strings.TrimSpace(value))
+}
+
+// ErrNoEffect is what Set returns for a Kafka broker property that tripod
+// accepts but does not act on (a stock server.properties sets several:
+// num.network.threads, num.io.threads, ...). The Config is unchanged;
+// callers warn and go on.
+var ErrNoEffect = errors.New("kafka broker property has no effect in tripod")
+
+// kafkaOnlyKeys are Kafka broker properties that tripod accepts with a
+// warning: thread pools, socket buffers and the settings of subsystems
+// tripod does not have (yet), among them every key of Kafka's stock
+// config/server.properties.
+var kafkaOnlyKeys = map[string]bool{
+	"num.network.threads":                              true,
+	"num.io.threads":                                   true,
+	"num.replica.fetchers":                             true,
+	"num.recovery.threads.per.data.dir":                true,
+	"background.threads":                               true,
+	"queued.max.requests":                              true,
+	"socket.send.buffer.bytes":                         true,
+	"socket.receive.buffer.bytes":                      true,
+	"replica.socket.timeout.ms":                        true,
+	"replica.socket.receive.buffer.bytes":              true,
+	"zookeeper.connection.timeout.ms":                  true,
+	"zookeeper.max.in.flight.requests":                 true,
+	"offsets.topic.replication.factor":                 true,
+	"offsets.topic.num.partitions":                     true,
+	"offsets.retention.minutes":                        true,
+	"transaction.state.log.replication.factor":         true,
+	"transaction.state.log.min.isr":                    true,
+	"transaction.state.log.num.partitions":             true,
+	"group.initial.rebalance.delay.ms":                 true,
+	"group.min.session.timeout.ms":                     true,
+	"group.max.session.timeout.ms":                     true,
+	"log.retention.check.interval.ms":                  true,
+	"log.cleaner.enable":                               true,
+	"log.cleaner.threads":                              true,
+	"log.cleanup.policy":                               true,
+	"log.message.format.version":                       true,
+	"inter.broker.protocol.version":                    true,
+	"compression.type":                                 true,
+	"delete.topic.enable":                              true,
+	"process.roles":                                    true,
+	"node.id":                                          true,
+	"controller.quorum.voters":                         true,
+	"controller.quorum.bootstrap.servers":              true,
+	"metadata.log.dir":                                 true,
+	"share.coordinator.state.topic.replication.factor": true,
+	"share.coordinator.state.topic.min.isr":            true,
 }
 
 // Get returns one property's current value by its Kafka name.
@@ -652,15 +705,33 @@ func (c Config) replicationConfig(topicConfigs map[string]string) replication.Co
 	return rc
 }
 
+// Property is one "key=value" of a properties file, with the line it
+// ends on.
+type Property struct {
+	Key, Value string
+	Line       int
+}
+
 // ParseProperties reads a Java properties file (Kafka's server.properties
 // format): "key=value", "key:value" or "key value" lines, '#' and '!'
-// comments, backslash line continuations and escapes. Later keys win.
-func ParseProperties(r io.Reader) (map[string]string, error) {
-	props := make(map[string]string)
+// comments, backslash line continuations and escapes. The properties come
+// in file order, a key repeated as often as it is written, so that
+// applying them in order gives what Java gives: the later line wins.
+func ParseProperties(r io.Reader) ([]Property, error) {
+	var props []Property
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	lineNo := 0
 	var logical strings.Builder
+	add := func() error {
+		key, value, err := splitProperty(logical.String())
+		logical.Reset()
+		if err != nil {
+			return fmt.Errorf("properties line %d: %w", lineNo, err)
+		}
+		props = append(props, Property{Key: key, Value: value, Line: lineNo})
+		return nil
+	}
 	for sc.Scan() {
 		lineNo++
 		line := strings.TrimLeftFunc(sc.Text(), unicode.IsSpace)
@@ -674,22 +745,17 @@ func ParseProperties(r io.Reader) (map[string]string, error) {
 			continue
 		}
 		logical.WriteString(line)
-		key, value, err := splitProperty(logical.String())
-		logical.Reset()
-		if err != nil {
-			return nil, fmt.Errorf("properties line %d: %w", lineNo, err)
+		if err := add(); err != nil {
+			return nil, err
 		}
-		props[key] = value
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read properties: %w", err)
 	}
 	if logical.Len() > 0 {
-		key, value, err := splitProperty(logical.String())
-		if err != nil {
-			return nil, fmt.Errorf("properties line %d: %w", lineNo, err)
+		if err := add(); err != nil {
+			return nil, err
 		}
-		props[key] = value
 	}
 	return props, nil
 }

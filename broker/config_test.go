@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -67,9 +68,13 @@ message.max.bytes=1\
 000
 escaped\=key=x\ty
 `
-	got, err := ParseProperties(strings.NewReader(in))
+	props, err := ParseProperties(strings.NewReader(in))
 	if err != nil {
 		t.Fatalf("parse: %v", err)
+	}
+	got := map[string]string{}
+	for _, p := range props {
+		got[p.Key] = p.Value
 	}
 	want := map[string]string{
 		"broker.id":         "3",
@@ -86,6 +91,40 @@ escaped\=key=x\ty
 	}
 	if len(got) != len(want) {
 		t.Errorf("got %d keys %v, want %d", len(got), got, len(want))
+	}
+}
+
+// TestPropertiesApplyInFileOrder applies a file that sets the session
+// timeout twice, under two names, a hundred times over: the last line
+// wins every time, as Java's Properties would have it, and a Kafka key
+// tripod does not act on is accepted with ErrNoEffect while an unknown
+// key is refused by name.
+func TestPropertiesApplyInFileOrder(t *testing.T) {
+	in := "zookeeper.session.timeout.ms=9000\netcd.lease.ttl.ms=4000\nnum.network.threads=3\n"
+	for range 100 {
+		props, err := ParseProperties(strings.NewReader(in))
+		if err != nil {
+			t.Fatalf("parse: %v", err)
+		}
+		cfg := DefaultConfig()
+		var noEffect []string
+		for _, p := range props {
+			if err := cfg.Set(p.Key, p.Value); errors.Is(err, ErrNoEffect) {
+				noEffect = append(noEffect, p.Key)
+			} else if err != nil {
+				t.Fatalf("line %d %s: %v", p.Line, p.Key, err)
+			}
+		}
+		if cfg.Coord.SessionTimeout != 4*time.Second {
+			t.Fatalf("session timeout: got %v, want 4s (the file's last line)", cfg.Coord.SessionTimeout)
+		}
+		if len(noEffect) != 1 || noEffect[0] != "num.network.threads" {
+			t.Fatalf("keys without effect: got %v, want [num.network.threads]", noEffect)
+		}
+	}
+	cfg := DefaultConfig()
+	if err := cfg.Set("num.netwrok.threads", "3"); err == nil || errors.Is(err, ErrNoEffect) || !strings.Contains(err.Error(), "num.netwrok.threads") {
+		t.Fatalf("misspelt key: got %v, want an unknown-property error naming it", err)
 	}
 }
 

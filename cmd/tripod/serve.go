@@ -40,6 +40,10 @@ type serveOptions struct {
 	// metricsListen is the HOST:PORT serving Prometheus metrics at
 	// /metrics; empty serves none.
 	metricsListen string
+
+	// warnings are the Kafka properties given that have no effect in
+	// tripod, logged once the logger exists.
+	warnings []string
 }
 
 // newServeCmd builds `tripod serve`: one broker serving the Kafka protocol.
@@ -79,7 +83,7 @@ logged as "metrics listening").`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runServe(ctx, cfg, opts.logLevel, opts.metricsListen)
+			return runServe(ctx, cfg, opts.logLevel, opts.metricsListen, opts.warnings)
 		},
 	}
 	f := cmd.Flags()
@@ -115,9 +119,11 @@ func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("--config %s: %w", o.configFile, err)
 		}
-		for k, v := range props {
-			if err := cfg.Set(k, v); err != nil {
-				return cfg, fmt.Errorf("--config %s: %w", o.configFile, err)
+		for _, p := range props {
+			if err := cfg.Set(p.Key, p.Value); errors.Is(err, broker.ErrNoEffect) {
+				o.warnings = append(o.warnings, fmt.Sprintf("--config %s line %d: %v", o.configFile, p.Line, err))
+			} else if err != nil {
+				return cfg, fmt.Errorf("--config %s line %d: %w", o.configFile, p.Line, err)
 			}
 		}
 	}
@@ -126,7 +132,9 @@ func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
 		if !ok || strings.TrimSpace(k) == "" {
 			return cfg, fmt.Errorf("--set %q: must be key=value", kv)
 		}
-		if err := cfg.Set(strings.TrimSpace(k), v); err != nil {
+		if err := cfg.Set(strings.TrimSpace(k), v); errors.Is(err, broker.ErrNoEffect) {
+			o.warnings = append(o.warnings, fmt.Sprintf("--set: %v", err))
+		} else if err != nil {
 			return cfg, fmt.Errorf("--set: %w", err)
 		}
 	}
@@ -189,12 +197,15 @@ func checkHostPort(addr string) error {
 // runServe runs a broker until ctx is done, then closes it. With
 // metricsListen set it serves the broker's metrics at /metrics there
 // until the broker has closed.
-func runServe(ctx context.Context, cfg broker.Config, level, metricsListen string) error {
+func runServe(ctx context.Context, cfg broker.Config, level, metricsListen string, warnings []string) error {
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:   "tripod",
 		Level:  hclog.LevelFromString(level),
 		Output: os.Stderr,
 	})
+	for _, w := range warnings {
+		logger.Warn("property ignored", "reason", w)
+	}
 	// The metrics listener is bound first, so a port in use fails before
 	// the broker joins its cluster.
 	var metricsLn net.Listener
