@@ -153,7 +153,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	b.backend = backend
 	b.logger.Info("broker listening", "addr", ln.Addr().String(), "broker.id", cfg.BrokerID,
 		"advertised", net.JoinHostPort(b.advertisedHost, strconv.Itoa(int(b.advertisedPort))),
-		"coordination.backend", cc.Backend)
+		"coordination.backend", cc.Backend, "open_files_limit", openFilesLimit())
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	b.stopRun = stopRun
@@ -264,6 +264,7 @@ func (b *Broker) closeLogs() error {
 
 // acceptLoop accepts connections until the listener closes.
 func (b *Broker) acceptLoop() {
+	var backoff time.Duration
 	for {
 		nc, err := b.ln.Accept()
 		if err != nil {
@@ -272,13 +273,29 @@ func (b *Broker) acceptLoop() {
 				return
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				b.logger.Error("listener closed while the broker runs", "error", err)
+				return
 			}
-			b.logger.Error("accept failed", "error", err)
-			return
+			// Out of file descriptors (EMFILE, ENFILE) or memory, or a
+			// connection that was reset before it was accepted: the
+			// listener itself is fine, so wait and accept again rather
+			// than stop serving while leading partitions.
+			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+			b.metrics.acceptErrors.Inc()
+			if backoff == acceptBackoffMax || backoff == acceptBackoffMin {
+				b.logger.Warn("accept failed, retrying", "error", err, "backoff", backoff)
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-b.closing:
+				t.Stop()
+				return
+			}
+			continue
 		}
+		backoff = 0
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
@@ -286,6 +303,23 @@ func (b *Broker) acceptLoop() {
 		}()
 	}
 }
+
+// openFilesLimit returns the process's RLIMIT_NOFILE soft limit, which
+// the Go runtime raises to the hard limit at start; 0 if unknown.
+func openFilesLimit() uint64 {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return lim.Cur
+}
+
+// acceptBackoffMin and acceptBackoffMax bound the wait after a failed
+// Accept, doubling from the one to the other while Accept keeps failing.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
 
 // backgroundLoop enforces retention every log.retention.check.interval.ms,
 // writes the high watermark checkpoint every

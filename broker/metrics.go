@@ -46,6 +46,7 @@ type metrics struct {
 	isrShrinks      prometheus.Counter
 	isrExpands      prometheus.Counter
 	leaderElections prometheus.Counter
+	acceptErrors    prometheus.Counter
 
 	// electedMu guards elected: the highest leader epoch counted as an
 	// election, per partition of a topic ID, so a state sent to every
@@ -100,13 +101,17 @@ func newMetrics(b *Broker) *metrics {
 			Name: "tripod_leader_elections_total",
 			Help: "Partition leader changes (new leader epochs) decided by the controller running on this broker; a topic's first leaders are not counted (Kafka's LeaderElectionRateAndTimeMs count).",
 		}),
+		acceptErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_accept_errors_total",
+			Help: "Failed accepts on the Kafka listener (out of file descriptors, most often), each followed by a retry (Kafka's socket-server accept errors).",
+		}),
 		elected: map[electedPartition]int32{},
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.bytesIn, m.bytesOut,
-		m.isrShrinks, m.isrExpands, m.leaderElections,
+		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors,
 		newStateCollector(b),
 	)
 	// Every API the broker speaks is listed from the start, at zero, so
