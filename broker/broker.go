@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -457,9 +458,16 @@ func lockLogDirs(dirs []string) ([]*os.File, error) {
 			return nil, fmt.Errorf("open lock file %s: %w", path, err)
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			holder, _ := os.ReadFile(path)
 			f.Close()
 			release()
-			return nil, fmt.Errorf("log.dirs %s is in use by another broker (lock %s): %w", d, path, err)
+			return nil, fmt.Errorf("log.dirs %s is in use by another broker process (pid %s, lock %s): %w",
+				d, strings.TrimSpace(string(holder)), path, err)
+		}
+		// The lock file names its holder, so that a second broker on the
+		// same directory can say which process holds it.
+		if err := f.Truncate(0); err == nil {
+			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		}
 		locks = append(locks, f)
 	}

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +256,24 @@ func TestCoordConfigIsDerivedFromBrokerSettings(t *testing.T) {
 	}
 	if got, _ := cfg.Get("raft.listen"); got != "127.0.0.1:19192" {
 		t.Fatalf("raft.listen: got %q, want the derived 127.0.0.1:19192", got)
+	}
+}
+
+// TestSecondBrokerOnDataDirRefused starts a second broker on a data dir
+// that a live broker holds: it is refused at once, with an error naming
+// the directory and the process that holds it.
+func TestSecondBrokerOnDataDirRefused(t *testing.T) {
+	cfg := testConfig(t)
+	startBroker(t, cfg)
+	second := cfg
+	second.Listeners = "PLAINTEXT://127.0.0.1:0"
+	b, err := New(second, testLogger(t))
+	if err == nil {
+		b.Close()
+		t.Fatalf("second broker on %s: got no error, want the directory in use", cfg.LogDirs[0])
+	}
+	want := "pid " + strconv.Itoa(os.Getpid())
+	if !strings.Contains(err.Error(), cfg.LogDirs[0]) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("second broker on %s: got %v, want an error naming the dir and %q", cfg.LogDirs[0], err, want)
 	}
 }
