@@ -2,24 +2,34 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sync"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // InitProducerID v0..v4 (v3+ may ask to bump an existing producer's epoch).
 func init() { registerAPI(22, 0, 4, handleInitProducerID) }
 
+// producerIDWait bounds how long an InitProducerID waits for a block of
+// producer ids when the broker has none left; then it is answered
+// COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
+const producerIDWait = 5 * time.Second
+
 // handleInitProducerID hands an idempotent producer a fresh producer id
-// (epoch 0), or bumps the epoch of the id it already holds. Transactional
-// producers are refused: tripod has no transaction coordinator yet.
+// (epoch 0), or bumps the epoch of the id it already holds (KIP-360; at
+// epoch exhaustion it gets a fresh id). Ids come from blocks the
+// coordination backend reserves for this broker; a request that finds no
+// id ready waits for the next block off the connection's reader, at most
+// producerIDWait. Transactional producers are refused: tripod has no
+// transaction coordinator yet.
 func handleInitProducerID(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
@@ -34,70 +44,172 @@ func handleInitProducerID(_ context.Context, b *Broker, req *request) (kmsg.Resp
 		resp.ProducerEpoch = r.ProducerEpoch + 1
 		return resp, nil, nil
 	}
-	id, err := b.producerIDs.next()
-	if err != nil {
-		b.logger.Error("allocate producer id failed", "error", err)
-		resp.ErrorCode = kerr.UnknownServerError.Code
+	if id, ok := b.producerIDs.take(); ok {
+		resp.ProducerID, resp.ProducerEpoch = id, 0
 		return resp, nil, nil
 	}
-	resp.ProducerID = id
-	resp.ProducerEpoch = 0
-	return resp, nil, nil
+	return nil, func(ctx context.Context) kmsg.Response {
+		ctx, cancel := context.WithTimeout(ctx, producerIDWait)
+		defer cancel()
+		id, err := b.producerIDs.generate(ctx)
+		if err != nil {
+			b.logger.Warn("InitProducerID answered COORDINATOR_LOAD_IN_PROGRESS: no producer id block", "error", err)
+			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+			return resp
+		}
+		resp.ProducerID, resp.ProducerEpoch = id, 0
+		return resp
+	}, nil
 }
 
-// producerIDBlockSize is how many producer ids are reserved per write of
-// the allocator's file.
-const producerIDBlockSize = 1000
+// producerIDFetchTimeout bounds one reservation of a block through the
+// coordination backend.
+const producerIDFetchTimeout = 10 * time.Second
 
-// producerIDFile holds the first producer id not yet reserved.
-const producerIDFile = "producer_ids.json"
+// producerIDPrefetch is the share of a block handed out after which the
+// next block is reserved in the background (Kafka's
+// PRODUCER_ID_BLOCK_PREFETCH_THRESHOLD, 90 %), in tenths.
+const producerIDPrefetch = 9
 
-// producerIDAllocator hands out producer ids that are never reused, also
-// across restarts: it reserves blocks by persisting the end of the current
-// block before handing out ids from it.
-type producerIDAllocator struct {
-	path string
+// producerIDManager hands out this broker's producer ids from blocks that
+// the coordination backend reserves for it (Kafka's RPCProducerIdManager):
+// unique across the cluster and its restarts, since a block is reserved in
+// the coordination service and nothing is kept on disk. The first block is
+// reserved when the first id is asked for; the next one in the background
+// once 90 % of the current one is handed out. At most one reservation is in
+// flight; its goroutine is the manager's, and close waits for it.
+type producerIDManager struct {
+	backend coord.ProducerIDAllocator
+	broker  coord.BrokerID
+	logger  hclog.Logger
+	// life ends when close begins; reservations run under it.
+	life context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 
-	mu       sync.Mutex
-	nextID   int64
-	blockEnd int64
+	mu     sync.Mutex
+	closed bool
+	// current is the block ids are handed out from (Size 0 before the
+	// first) and nextID its next id to hand out.
+	current coord.ProducerIDBlock
+	nextID  int64
+	// prefetched is the block that follows current, once reserved.
+	prefetched *coord.ProducerIDBlock
+	// fetching is closed when the reservation in flight ends; nil while
+	// none is.
+	fetching chan struct{}
+	// fetchErr is why the last reservation failed; nil after a success.
+	fetchErr error
 }
 
-// openProducerIDAllocator reads the allocator's state in dir.
-func openProducerIDAllocator(dir string) (*producerIDAllocator, error) {
-	a := &producerIDAllocator{path: filepath.Join(dir, producerIDFile)}
-	data, err := os.ReadFile(a.path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read producer id state %s: %w", a.path, err)
-	default:
-		var st struct {
-			NextBlock int64 `json:"next_block"`
-		}
-		if err := json.Unmarshal(data, &st); err != nil {
-			return nil, fmt.Errorf("parse producer id state %s: %w", a.path, err)
-		}
-		a.nextID, a.blockEnd = st.NextBlock, st.NextBlock
+func newProducerIDManager(backend coord.ProducerIDAllocator, broker coord.BrokerID, logger hclog.Logger) *producerIDManager {
+	life, stop := context.WithCancel(context.Background())
+	return &producerIDManager{backend: backend, broker: broker, logger: logger, life: life, stop: stop}
+}
+
+// take returns the next producer id if one is ready, without waiting; when
+// none is, it starts reserving a block (if no reservation is in flight) and
+// reports false.
+func (m *producerIDManager) take() (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.takeLocked()
+	if !ok && m.fetching == nil {
+		m.fetchLocked()
 	}
-	return a, nil
+	return id, ok
 }
 
-// next returns an unused producer id.
-func (a *producerIDAllocator) next() (int64, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.nextID >= a.blockEnd {
-		end := a.nextID + producerIDBlockSize
-		data, _ := json.Marshal(struct {
-			NextBlock int64 `json:"next_block"`
-		}{end})
-		if err := writeFileAtomic(a.path, data); err != nil {
-			return 0, err
+// generate returns the next producer id, waiting for a block to be
+// reserved when none is ready, until ctx ends. It fails with the
+// reservation's error when the reservation it waited for failed, with
+// ctx's error when ctx ends first, and with coord.ErrClosed after close.
+func (m *producerIDManager) generate(ctx context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for {
+		if id, ok := m.takeLocked(); ok {
+			return id, nil
 		}
-		a.blockEnd = end
+		if m.closed {
+			return 0, fmt.Errorf("%w: producer ids of broker %d", coord.ErrClosed, m.broker)
+		}
+		if m.fetching == nil {
+			m.fetchLocked()
+		}
+		done := m.fetching
+		m.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			m.mu.Lock()
+			return 0, ctx.Err()
+		}
+		m.mu.Lock()
+		if m.prefetched == nil && m.fetchErr != nil {
+			return 0, m.fetchErr
+		}
 	}
-	id := a.nextID
-	a.nextID++
-	return id, nil
+}
+
+// takeLocked hands out the next id of the current block, moving to the
+// prefetched block when the current one is used up, and starts the
+// prefetch of the next block when 90 % of the current one is handed out.
+func (m *producerIDManager) takeLocked() (int64, bool) {
+	if m.current.Size == 0 || m.nextID > m.current.Last() {
+		if m.prefetched == nil {
+			return 0, false
+		}
+		m.current, m.nextID, m.prefetched = *m.prefetched, m.prefetched.First, nil
+	}
+	id := m.nextID
+	m.nextID++
+	used := m.nextID - m.current.First
+	if used*10 >= m.current.Size*producerIDPrefetch && m.prefetched == nil && m.fetching == nil {
+		m.fetchLocked()
+	}
+	return id, true
+}
+
+// fetchLocked starts reserving a block in the background, unless the
+// manager is closed.
+func (m *producerIDManager) fetchLocked() {
+	if m.closed {
+		return
+	}
+	done := make(chan struct{})
+	m.fetching = done
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(m.life, producerIDFetchTimeout)
+		block, err := m.backend.AllocateProducerIDs(ctx, m.broker)
+		cancel()
+		if err == nil && block.Size <= 0 {
+			err = fmt.Errorf("producer id block of broker %d: got %v, want %d ids", m.broker, block, coord.ProducerIDBlockSize)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if err != nil {
+			if !errors.Is(err, coord.ErrClosed) && m.life.Err() == nil {
+				m.logger.Warn("reserving a block of producer ids failed", "error", err)
+			}
+			m.fetchErr = err
+		} else {
+			m.logger.Debug("reserved a block of producer ids", "first", block.First, "last", block.Last())
+			m.prefetched, m.fetchErr = &block, nil
+		}
+		m.fetching = nil
+		close(done)
+	}()
+}
+
+// close stops reserving blocks and waits for the reservation in flight,
+// whose block, if the service granted it, is skipped.
+func (m *producerIDManager) close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.stop()
+	m.wg.Wait()
 }

@@ -404,34 +404,6 @@ func TestDeleteTopicsAndDescribeConfigs(t *testing.T) {
 	}
 }
 
-// TestInitProducerIDNeverReusesIDs hands out producer ids, restarts the
-// broker on the same data directory and checks that new ids are fresh.
-func TestInitProducerIDNeverReusesIDs(t *testing.T) {
-	cfg := testConfig(t)
-	seen := map[int64]bool{}
-	for round := range 2 {
-		b, err := New(cfg, nil)
-		if err != nil {
-			t.Fatalf("start broker: %v", err)
-		}
-		cl := newClient(t, b)
-		for range 3 {
-			resp := issue[*kmsg.InitProducerIDResponse](t, cl, kmsg.NewPtrInitProducerIDRequest())
-			if resp.ErrorCode != 0 || resp.ProducerEpoch != 0 {
-				t.Fatalf("round %d: got error %v epoch %d, want none and 0", round, kerr.ErrorForCode(resp.ErrorCode), resp.ProducerEpoch)
-			}
-			if seen[resp.ProducerID] {
-				t.Fatalf("round %d: producer id %d handed out twice", round, resp.ProducerID)
-			}
-			seen[resp.ProducerID] = true
-		}
-		cl.Close()
-		if err := b.Close(); err != nil {
-			t.Fatalf("close broker: %v", err)
-		}
-	}
-}
-
 // TestLeaderEpochAnswers covers OffsetForLeaderEpoch (the current epoch
 // ends at the log end offset; an epoch above it is undefined) and the
 // current-leader-epoch checks of Fetch and ListOffsets: an epoch newer than

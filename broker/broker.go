@@ -72,7 +72,9 @@ type Broker struct {
 	ctrl   *coord.Controller
 	snd    *sender
 
-	producerIDs *producerIDAllocator
+	// producerIDs hands out producer ids from blocks the backend
+	// reserves for this broker.
+	producerIDs *producerIDManager
 	metrics     *metrics
 	// fetchers copy the partitions this broker follows from their
 	// leaders; isr sends the ISR changes of those it leads to the
@@ -122,12 +124,6 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.dirLocks = locks
-	ids, err := openProducerIDAllocator(cfg.LogDirs[0])
-	if err != nil {
-		b.unlockLogDirs()
-		return nil, err
-	}
-	b.producerIDs = ids
 	ckpt, err := readHWCheckpoints(cfg.LogDirs)
 	if err != nil {
 		b.unlockLogDirs()
@@ -152,6 +148,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
+	b.producerIDs = newProducerIDManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
 	b.logger.Info("broker listening", "addr", ln.Addr().String(), "broker.id", cfg.BrokerID,
 		"advertised", net.JoinHostPort(b.advertisedHost, strconv.Itoa(int(b.advertisedPort))),
 		"coordination.backend", cc.Backend, "open_files_limit", openFilesLimit())
@@ -227,6 +224,7 @@ func (b *Broker) Close() error {
 		}
 		b.stopRun()
 		b.runWG.Wait()
+		b.producerIDs.close()
 		if cerr := b.backend.Close(); cerr != nil && !errors.Is(cerr, coord.ErrClosed) {
 			b.logger.Warn("close coordination backend failed", "error", cerr)
 		}

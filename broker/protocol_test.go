@@ -298,6 +298,14 @@ func TestPipelinedRequestsAnswerInOrderPastALongPoll(t *testing.T) {
 // per value, with its CRC set.
 func buildBatch(t *testing.T, values ...[]byte) []byte {
 	t.Helper()
+	return buildProducerBatch(t, -1, -1, -1, values...)
+}
+
+// buildProducerBatch is buildBatch for an idempotent producer: the batch
+// carries producerID, producerEpoch and the base sequence firstSequence
+// (-1, -1, -1: no producer).
+func buildProducerBatch(t *testing.T, producerID int64, producerEpoch int16, firstSequence int32, values ...[]byte) []byte {
+	t.Helper()
 	now := time.Now().UnixMilli()
 	var records []byte
 	for i, v := range values {
@@ -314,9 +322,9 @@ func buildBatch(t *testing.T, values ...[]byte) []byte {
 	batch.LastOffsetDelta = int32(len(values) - 1)
 	batch.FirstTimestamp = now
 	batch.MaxTimestamp = now
-	batch.ProducerID = -1
-	batch.ProducerEpoch = -1
-	batch.FirstSequence = -1
+	batch.ProducerID = producerID
+	batch.ProducerEpoch = producerEpoch
+	batch.FirstSequence = firstSequence
 	batch.NumRecords = int32(len(values))
 	batch.Records = records
 	raw := batch.AppendTo(nil)

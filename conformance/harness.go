@@ -55,6 +55,13 @@ type Cluster interface {
 	// Heal undoes Crash: backend i may reach the service again. Sessions
 	// the service expired meanwhile stay expired.
 	Heal(i int)
+
+	// Restart closes backend i as a stopping broker does and opens it again
+	// with the same configuration (the same namespace; on Raft the same
+	// directory and address), as the broker's next run would. Backend(i)
+	// returns the new backend afterwards. It fails t when the backend
+	// cannot be opened again.
+	Restart(t T, i int)
 }
 
 // ServiceRestarter is a Cluster whose coordination service runs apart from

@@ -57,6 +57,7 @@ func (h *etcdHarness) NewCluster(t T, n int) Cluster {
 			t.Fatalf("open etcd backend %d under %s: %v", i+1, c.prefix, err)
 		}
 		c.nets = append(c.nets, fn)
+		c.cfgs = append(c.cfgs, cfg)
 		c.backends = append(c.backends, b)
 	}
 	t.Cleanup(c.close)
@@ -69,20 +70,49 @@ func (h *etcdHarness) NewCluster(t T, n int) Cluster {
 type etcdCluster struct {
 	prefix    string
 	nets      []*faultnet.Net
-	backends  []*etcd.Backend
+	cfgs      []coord.Config
 	closeOnce sync.Once
+
+	mu       sync.Mutex
+	backends []*etcd.Backend
 }
 
-func (c *etcdCluster) Backend(i int) coord.Backend { return c.backends[i] }
-func (c *etcdCluster) Crash(i int)                 { c.nets[i].Cut() }
-func (c *etcdCluster) Heal(i int)                  { c.nets[i].Heal() }
+func (c *etcdCluster) Backend(i int) coord.Backend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.backends[i]
+}
+
+func (c *etcdCluster) Crash(i int) { c.nets[i].Cut() }
+func (c *etcdCluster) Heal(i int)  { c.nets[i].Heal() }
+
+// Restart implements Cluster.
+func (c *etcdCluster) Restart(t T, i int) {
+	t.Helper()
+	c.mu.Lock()
+	old := c.backends[i]
+	c.mu.Unlock()
+	if err := old.Close(); err != nil {
+		t.Errorf("close etcd backend %d: %v", i+1, err)
+	}
+	b, err := etcd.Open(c.cfgs[i])
+	if err != nil {
+		t.Fatalf("reopen etcd backend %d under %s: %v", i+1, c.prefix, err)
+	}
+	c.mu.Lock()
+	c.backends[i] = b
+	c.mu.Unlock()
+}
 
 // close closes every backend, then removes the cluster's prefix through a
 // client of its own (best effort: etcd may be stopped).
 func (c *etcdCluster) close() {
 	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		backends := append([]*etcd.Backend(nil), c.backends...)
+		c.mu.Unlock()
 		var endpoints []string
-		for _, b := range c.backends {
+		for _, b := range backends {
 			endpoints = b.Client().Endpoints()
 			b.Close()
 		}

@@ -138,6 +138,29 @@ func (c *raftCluster) Crash(i int) { c.nets[i].Cut() }
 // Heal implements Cluster.
 func (c *raftCluster) Heal(i int) { c.nets[i].Heal() }
 
+// Restart implements Cluster: it closes node i's backend, which leaves the
+// cluster as a stopping broker does, and reopens it from its directory on
+// its address.
+func (c *raftCluster) Restart(t T, i int) {
+	t.Helper()
+	c.mu.Lock()
+	b := c.backends[i]
+	c.backends[i] = nil
+	c.mu.Unlock()
+	if b != nil {
+		if err := b.Close(); err != nil {
+			t.Errorf("raft harness: close node %d: %v", i+1, err)
+		}
+	}
+	nb, err := c.open(i, nil)
+	if err != nil {
+		t.Fatalf("raft harness: reopen node %d: %v", i+1, err)
+	}
+	c.mu.Lock()
+	c.backends[i] = nb
+	c.mu.Unlock()
+}
+
 // StopNode implements QuorumLoser: it cuts node i off, then closes its
 // backend (which can say no goodbye through the cut network), keeping its
 // Raft directory.

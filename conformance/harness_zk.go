@@ -57,6 +57,7 @@ func (h *zkHarness) NewCluster(t T, n int) Cluster {
 			t.Fatalf("open zk backend %d under %s: %v", i+1, cfg.ZKConnect, err)
 		}
 		c.nets = append(c.nets, fn)
+		c.cfgs = append(c.cfgs, cfg)
 		c.backends = append(c.backends, b)
 	}
 	t.Cleanup(c.close)
@@ -71,24 +72,53 @@ func (h *zkHarness) NewCluster(t T, n int) Cluster {
 }
 
 type zkCluster struct {
-	connect  string
-	chroot   string
-	nets     []*faultnet.Net
-	backends []*zk.Backend
+	connect string
+	chroot  string
+	nets    []*faultnet.Net
+	cfgs    []coord.Config
 	// keepChroot skips deleting the chroot on close.
 	keepChroot bool
 	closeOnce  sync.Once
+
+	mu       sync.Mutex
+	backends []*zk.Backend
 }
 
-func (c *zkCluster) Backend(i int) coord.Backend { return c.backends[i] }
-func (c *zkCluster) Crash(i int)                 { c.nets[i].Cut() }
-func (c *zkCluster) Heal(i int)                  { c.nets[i].Heal() }
+func (c *zkCluster) Backend(i int) coord.Backend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.backends[i]
+}
+
+func (c *zkCluster) Crash(i int) { c.nets[i].Cut() }
+func (c *zkCluster) Heal(i int)  { c.nets[i].Heal() }
+
+// Restart implements Cluster.
+func (c *zkCluster) Restart(t T, i int) {
+	t.Helper()
+	c.mu.Lock()
+	old := c.backends[i]
+	c.mu.Unlock()
+	if err := old.Close(); err != nil {
+		t.Errorf("close zk backend %d: %v", i+1, err)
+	}
+	b, err := zk.Open(c.cfgs[i])
+	if err != nil {
+		t.Fatalf("reopen zk backend %d under %s: %v", i+1, c.cfgs[i].ZKConnect, err)
+	}
+	c.mu.Lock()
+	c.backends[i] = b
+	c.mu.Unlock()
+}
 
 // close closes every backend, then removes the cluster's chroot through a
 // connection of its own (best effort, bounded: ZooKeeper may be stopped).
 func (c *zkCluster) close() {
 	c.closeOnce.Do(func() {
-		for _, b := range c.backends {
+		c.mu.Lock()
+		backends := append([]*zk.Backend(nil), c.backends...)
+		c.mu.Unlock()
+		for _, b := range backends {
 			b.Close()
 		}
 		if c.keepChroot {

@@ -2,9 +2,10 @@
 // ZooKeeper, etcd and embedded Raft implement, the types and sentinel errors
 // they share, and (later) the one Controller written against that contract.
 //
-// coord owns who is alive (sessions), who is the controller (election) and the
-// cluster metadata (topics and partition states). It must not import broker or
-// replication, and it performs no Kafka protocol I/O.
+// coord owns who is alive (sessions), who is the controller (election), the
+// cluster metadata (topics and partition states) and the cluster's producer id
+// counter. It must not import broker or replication, and it performs no Kafka
+// protocol I/O.
 //
 // This file is the spec. Every method says what it returns, whether it blocks
 // and what its context does. All methods are safe for concurrent use.
@@ -105,12 +106,39 @@ type MetadataStore interface {
 	WatchMetadata(ctx context.Context) (<-chan *Metadata, error)
 }
 
+// ProducerIDAllocator hands out blocks of Kafka producer ids, unique across
+// the cluster and its restarts. It is Kafka's ZooKeeper-mode
+// /latest_producer_id_block: a compare-and-set on one counter, which needs no
+// session and no controller Term.
+type ProducerIDAllocator interface {
+	// AllocateProducerIDs reserves the next block of ProducerIDBlockSize ids
+	// for broker and returns it. The block's First is above the Last of
+	// every block reserved before it, by any broker of the cluster, in this
+	// run or an earlier one. It blocks until the reservation is durable in
+	// the coordination service (concurrent reservations are retried on
+	// conflict) or ctx ends.
+	//
+	// A block is never handed out twice, even when the caller or the
+	// service fails mid-allocation: a block whose allocation outcome is
+	// unknown (ctx ended or the connection dropped after the write was
+	// sent) is skipped, never reused, so ids may be lost but never repeat.
+	//
+	// Errors: ErrUnavailable when the service cannot be reached before ctx
+	// ends (on Raft: no leader), or when conflicting reservations keep
+	// winning; ctx.Err() when ctx ends first (some backends wrap it together
+	// with ErrUnavailable: test with errors.Is); ErrClosed once the backend
+	// is closed; an error naming the key when the stored block cannot be
+	// read or the ids are exhausted.
+	AllocateProducerIDs(ctx context.Context, broker BrokerID) (ProducerIDBlock, error)
+}
+
 // Backend is everything the controller and the brokers need from a
 // coordination service. One Backend is opened per broker process.
 type Backend interface {
 	Registrar
 	Elector
 	MetadataStore
+	ProducerIDAllocator
 
 	// Close ends every session and term opened through this backend (as
 	// Session.Close does: at once, not by expiry), stops its watches, and

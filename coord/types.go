@@ -2,6 +2,7 @@ package coord
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -152,3 +153,44 @@ func (CreateTopic) isOp()  {}
 func (SetTopic) isOp()     {}
 func (DeleteTopic) isOp()  {}
 func (SetPartition) isOp() {}
+
+// ProducerIDBlockSize is how many producer ids one AllocateProducerIDs
+// reserves (Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
+const ProducerIDBlockSize = 1000
+
+// ProducerIDBlock is a range of Kafka producer ids reserved for one broker
+// (Kafka's ProducerIdsBlock): First, First+1, ..., Last().
+type ProducerIDBlock struct {
+	// Broker is the broker the block was reserved for.
+	Broker BrokerID `json:"broker"`
+	// First is the block's first producer id.
+	First int64 `json:"first"`
+	// Size is how many ids the block holds: ProducerIDBlockSize.
+	Size int64 `json:"size"`
+}
+
+// Last returns the block's last producer id (Kafka's lastProducerId).
+func (b ProducerIDBlock) Last() int64 { return b.First + b.Size - 1 }
+
+// Overlaps reports whether b and o share a producer id.
+func (b ProducerIDBlock) Overlaps(o ProducerIDBlock) bool {
+	return b.First <= o.Last() && o.First <= b.Last()
+}
+
+func (b ProducerIDBlock) String() string {
+	return fmt.Sprintf("producer ids %d..%d of broker %d", b.First, b.Last(), b.Broker)
+}
+
+// NewProducerIDBlock returns the block of ProducerIDBlockSize ids from first
+// on for broker, which backends reserve when first is the lowest id not yet
+// reserved. It fails, as Kafka does, when fewer than a block of ids remain
+// below math.MaxInt64, or when first is negative (a corrupt counter).
+func NewProducerIDBlock(broker BrokerID, first int64) (ProducerIDBlock, error) {
+	if first < 0 {
+		return ProducerIDBlock{}, fmt.Errorf("producer id block start %d: negative", first)
+	}
+	if first > math.MaxInt64-ProducerIDBlockSize {
+		return ProducerIDBlock{}, fmt.Errorf("producer id block start %d: exhausted all producer ids", first)
+	}
+	return ProducerIDBlock{Broker: broker, First: first, Size: ProducerIDBlockSize}, nil
+}

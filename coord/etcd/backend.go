@@ -9,6 +9,7 @@
 //	<prefix>/controller              {"version":1,"brokerid":N}, bound to the lease
 //	<prefix>/topics/<topic>          coord.Topic JSON
 //	<prefix>/partitions/<topic>/<p>  partition state JSON (Kafka's znode layout)
+//	<prefix>/latest_producer_id_block the last producer id block reserved (Kafka's JSON)
 //
 // Broker epochs and controller epochs are the create revisions of their keys
 // (strictly increasing in one etcd), a partition epoch is its key's etcd
@@ -188,6 +189,9 @@ func (b *Backend) brokersPrefix() string    { return b.prefix + "/brokers/ids/" 
 func (b *Backend) controllerKey() string    { return b.prefix + "/controller" }
 func (b *Backend) topicsPrefix() string     { return b.prefix + "/topics/" }
 func (b *Backend) partitionsPrefix() string { return b.prefix + "/partitions/" }
+func (b *Backend) producerIDBlockKey() string {
+	return b.prefix + "/latest_producer_id_block"
+}
 
 func (b *Backend) brokerKey(id coord.BrokerID) string {
 	return b.brokersPrefix() + strconv.Itoa(int(id))

@@ -55,6 +55,8 @@ type fwdResponse struct {
 	Epoch  int64        `json:"epoch,omitempty"`
 	// Index is the log index of an applied entry.
 	Index uint64 `json:"index,omitempty"`
+	// ProducerIDs is the block reserved by an allocate_producer_ids entry.
+	ProducerIDs coord.ProducerIDBlock `json:"producer_ids,omitzero"`
 }
 
 func writeFrame(w io.Writer, v any) error {
@@ -155,7 +157,7 @@ func (b *Backend) handleForward(ctx context.Context, req fwdRequest) fwdResponse
 		}
 		var res applyResult
 		res, err = b.applyLocal(ctx, req.Cmd)
-		resp.Broker, resp.Epoch, resp.Index = res.Broker, res.Epoch, res.Index
+		resp.Broker, resp.Epoch, resp.Index, resp.ProducerIDs = res.Broker, res.Epoch, res.Index, res.ProducerIDs
 	case fwdRenew:
 		err = b.renewLocal(req.Broker)
 	case fwdCampaign:

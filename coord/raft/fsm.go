@@ -23,13 +23,16 @@ const (
 	cmdClaim      cmdType = "claim"
 	cmdRelease    cmdType = "release"
 	cmdCommit     cmdType = "commit"
+	// cmdAllocateProducerIDs reserves the next block of producer ids.
+	cmdAllocateProducerIDs cmdType = "allocate_producer_ids"
 )
 
 // command is one Raft log entry, JSON encoded.
 type command struct {
 	Type cmdType `json:"type"`
 	// Broker is the broker of register; ID and Epoch of deregister and
-	// expire (a stale entry for an older registration changes nothing).
+	// expire (a stale entry for an older registration changes nothing);
+	// ID of allocate_producer_ids (the broker the block is for).
 	Broker coord.Broker `json:"broker,omitzero"`
 	// Epoch is the controller epoch of commit and release.
 	Epoch int64 `json:"epoch,omitempty"`
@@ -87,6 +90,8 @@ type applyResult struct {
 	Broker coord.Broker
 	// Epoch is the controller epoch of claim.
 	Epoch int64
+	// ProducerIDs is the block reserved by allocate_producer_ids.
+	ProducerIDs coord.ProducerIDBlock
 	// Index is the entry's log index (set by the applier, not the FSM).
 	Index uint64
 }
@@ -116,6 +121,10 @@ type fsmData struct {
 	MembersVersion    uint64 `json:"members_version"`
 	ControllerVersion uint64 `json:"controller_version"`
 	MetaVersion       uint64 `json:"meta_version"`
+	// NextProducerID is the first producer id not yet reserved by
+	// allocate_producer_ids; snapshots written before it existed restore
+	// it as 0, when no block had been reserved.
+	NextProducerID int64 `json:"next_producer_id,omitempty"`
 }
 
 // fsm is the backend's Raft state machine: registrations, the controller
@@ -212,6 +221,13 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		view.merge()
 		d.MetaVersion = index
 		return applyResult{}
+	case cmdAllocateProducerIDs:
+		block, err := coord.NewProducerIDBlock(cmd.Broker.ID, d.NextProducerID)
+		if err != nil {
+			return applyResult{Err: fmt.Errorf("allocate producer ids for broker %d: %w", cmd.Broker.ID, err)}
+		}
+		d.NextProducerID = block.Last() + 1
+		return applyResult{ProducerIDs: block}
 	}
 	return applyResult{Err: fmt.Errorf("raft log entry %d: unknown command type %q", index, cmd.Type)}
 }

@@ -8,6 +8,7 @@
 //	/brokers/topics/T                        a topic's id and assignment
 //	/brokers/topics/T/partitions/P/state     a partition's leader and ISR
 //	/config/topics/T                         a topic's config overrides
+//	/latest_producer_id_block                the last producer id block reserved
 //
 // all under the chroot of zookeeper.connect ("host:port,host:port/chroot").
 // One ZooKeeper session (one zk.Conn) serves a Backend; broker sessions and

@@ -1,0 +1,123 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// maxProducerIDConflicts bounds how many conflicting reservations one
+// AllocateProducerIDs outlasts: each conflict is another broker's
+// reservation succeeding, so the cluster progresses, but one caller gives
+// up rather than loop without end.
+const maxProducerIDConflicts = 1000
+
+// producerIDBlockValue is the JSON of <prefix>/latest_producer_id_block,
+// Kafka's /latest_producer_id_block (ProducerIdBlockZNode, version 1): the
+// last block reserved, its ends inclusive and written as decimal strings.
+type producerIDBlockValue struct {
+	Version    int    `json:"version"`
+	Broker     int32  `json:"broker"`
+	BlockStart string `json:"block_start"`
+	BlockEnd   string `json:"block_end"`
+}
+
+func encodeProducerIDBlock(b coord.ProducerIDBlock) string {
+	data, _ := json.Marshal(producerIDBlockValue{
+		Version:    1,
+		Broker:     int32(b.Broker),
+		BlockStart: strconv.FormatInt(b.First, 10),
+		BlockEnd:   strconv.FormatInt(b.Last(), 10),
+	})
+	return string(data)
+}
+
+// nextProducerIDBlock returns the block after the one stored in kv (nil:
+// none yet, the first block starts at 0).
+func nextProducerIDBlock(kv *mvccpb.KeyValue, broker coord.BrokerID) (coord.ProducerIDBlock, error) {
+	if kv == nil {
+		return coord.NewProducerIDBlock(broker, 0)
+	}
+	var v producerIDBlockValue
+	if err := json.Unmarshal(kv.Value, &v); err != nil {
+		return coord.ProducerIDBlock{}, fmt.Errorf("decode %s: %w", kv.Key, err)
+	}
+	if v.Version != 1 {
+		return coord.ProducerIDBlock{}, fmt.Errorf("decode %s: version %d, want 1", kv.Key, v.Version)
+	}
+	end, err := strconv.ParseInt(v.BlockEnd, 10, 64)
+	if err != nil {
+		return coord.ProducerIDBlock{}, fmt.Errorf("decode %s: block_end %q is not a decimal int64", kv.Key, v.BlockEnd)
+	}
+	block, err := coord.NewProducerIDBlock(broker, end+1)
+	if err != nil {
+		return coord.ProducerIDBlock{}, fmt.Errorf("%s: %w", kv.Key, err)
+	}
+	return block, nil
+}
+
+// AllocateProducerIDs implements coord.ProducerIDAllocator. One transaction
+// writes the next block if the key's ModRevision is still the one read
+// (CreateRevision 0 while it is absent); when another reservation came
+// first, its Else branch reads the key, and the next attempt builds on it.
+// A transaction whose answer was lost is not repeated blindly: the retry's
+// compare fails and the block is skipped.
+func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID) (coord.ProducerIDBlock, error) {
+	key := b.producerIDBlockKey()
+	what := "allocate producer ids at " + key
+	if b.isClosed() {
+		return coord.ProducerIDBlock{}, fmt.Errorf("%w: %s", coord.ErrClosed, what)
+	}
+	ctx, cancel := b.withLife(ctx)
+	defer cancel()
+	resp, err := b.client.Get(ctx, key)
+	if err != nil {
+		return coord.ProducerIDBlock{}, b.convertError(err, what)
+	}
+	var kv *mvccpb.KeyValue
+	if len(resp.Kvs) > 0 {
+		kv = resp.Kvs[0]
+	}
+	for attempt := 0; attempt < maxProducerIDConflicts; attempt++ {
+		if attempt > 0 {
+			pause := time.NewTimer(rand.N(time.Duration(min(attempt, 10)) * time.Millisecond))
+			select {
+			case <-pause.C:
+			case <-ctx.Done():
+				pause.Stop()
+				return coord.ProducerIDBlock{}, b.convertError(ctx.Err(), what)
+			}
+		}
+		block, err := nextProducerIDBlock(kv, broker)
+		if err != nil {
+			return coord.ProducerIDBlock{}, err
+		}
+		cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		if kv != nil {
+			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+		}
+		tr, err := b.client.Txn(ctx).If(cmp).
+			Then(clientv3.OpPut(key, encodeProducerIDBlock(block))).
+			Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return coord.ProducerIDBlock{}, b.convertError(err, what)
+		}
+		if tr.Succeeded {
+			return block, nil
+		}
+		kv = nil
+		if kvs := tr.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			kv = kvs[0]
+		}
+	}
+	return coord.ProducerIDBlock{}, fmt.Errorf("%w: %s: %d conflicting reservations in a row",
+		coord.ErrUnavailable, what, maxProducerIDConflicts)
+}
