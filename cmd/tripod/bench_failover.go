@@ -289,11 +289,12 @@ type coordServers struct {
 }
 
 // configure fills cfg's coordination fields for a new cluster named name,
-// with the user's servers or ones it starts.
-func (s *coordServers) configure(cfg *cluster.Config, opts *benchFailoverOptions, name string) error {
+// with the user's servers (zkConnect, etcdEndpoints: comma lists, empty
+// for none) or ones it starts.
+func (s *coordServers) configure(cfg *cluster.Config, zkConnect, etcdEndpoints, name string) error {
 	switch cfg.Backend {
 	case "zk":
-		connect := opts.zkConnect
+		connect := zkConnect
 		if connect == "" {
 			if s.zk == nil {
 				zcfg := zkserver.DefaultConfig()
@@ -310,8 +311,8 @@ func (s *coordServers) configure(cfg *cluster.Config, opts *benchFailoverOptions
 		}
 		cfg.ZKConnect = strings.TrimSuffix(connect, "/") + "/" + name
 	case "etcd":
-		if opts.etcdEndpoints != "" {
-			cfg.EtcdEndpoints = strings.Split(opts.etcdEndpoints, ",")
+		if etcdEndpoints != "" {
+			cfg.EtcdEndpoints = strings.Split(etcdEndpoints, ",")
 		} else {
 			if s.etcd == nil {
 				etcd, err := etcdserver.Start(filepath.Join(s.dir, "etcd"))
@@ -356,7 +357,7 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, failoverBrokers
 	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.sessionTimeout, opts.sets, opts.logLevel
-	if err := servers.configure(&cfg, opts, name); err != nil {
+	if err := servers.configure(&cfg, opts.zkConnect, opts.etcdEndpoints, name); err != nil {
 		return err
 	}
 	c, err := cluster.Start(cfg)
@@ -552,32 +553,40 @@ func (s *failoverSession) produce(ctx context.Context, cl *kgo.Client, stop <-ch
 // with every ISR full; it returns one broker's view, the baseline a kill
 // is measured against.
 func (s *failoverSession) waitSteady(ctx context.Context, timeout time.Duration) (*cluster.Metadata, error) {
+	return waitSteadyCluster(ctx, s.c, s.topic, s.series.Partitions, timeout)
+}
+
+// waitSteadyCluster waits until every broker of c runs and every live
+// broker agrees on the controller and on each of topic's partitions'
+// leader, leader epoch and ISR, with every ISR full; it returns one
+// broker's view.
+func waitSteadyCluster(ctx context.Context, c *cluster.Cluster, topic string, partitions int, timeout time.Duration) (*cluster.Metadata, error) {
 	var base *cluster.Metadata
 	err := cluster.WaitFor(ctx, timeout, func() error {
 		base = nil
-		if len(s.c.Live()) != failoverBrokers {
-			return fmt.Errorf("%d of %d brokers live", len(s.c.Live()), failoverBrokers)
+		if len(c.Live()) != failoverBrokers {
+			return fmt.Errorf("%d of %d brokers live", len(c.Live()), failoverBrokers)
 		}
-		return s.c.EveryLive(ctx, func(md *cluster.Metadata) error {
+		return c.EveryLive(ctx, func(md *cluster.Metadata) error {
 			if len(md.Brokers) != failoverBrokers {
 				return fmt.Errorf("lists brokers %v, want %d", md.Brokers, failoverBrokers)
 			}
-			if b := s.c.Broker(md.ControllerID); b == nil || !b.Running() {
+			if b := c.Broker(md.ControllerID); b == nil || !b.Running() {
 				return fmt.Errorf("names controller %d, want a live broker", md.ControllerID)
 			}
-			if err := md.TopicErrs[s.topic]; err != nil {
+			if err := md.TopicErrs[topic]; err != nil {
 				return err
 			}
-			parts := md.Partitions[s.topic]
-			if len(parts) != s.series.Partitions {
-				return fmt.Errorf("%d partitions of %s, want %d", len(parts), s.topic, s.series.Partitions)
+			parts := md.Partitions[topic]
+			if len(parts) != partitions {
+				return fmt.Errorf("%d partitions of %s, want %d", len(parts), topic, partitions)
 			}
 			for i, p := range parts {
 				if p.Leader < 0 || len(p.ISR) != failoverBrokers {
 					return fmt.Errorf("partition %d: leader %d, ISR %v, want a leader and %d in the ISR", p.Partition, p.Leader, p.ISR, failoverBrokers)
 				}
 				if base != nil {
-					if bp := base.Partitions[s.topic][i]; !samePartitionState(bp, p) {
+					if bp := base.Partitions[topic][i]; !samePartitionState(bp, p) {
 						return fmt.Errorf("partition %d: leader %d epoch %d ISR %v, broker %d says leader %d epoch %d ISR %v",
 							p.Partition, p.Leader, p.LeaderEpoch, p.ISR, base.From, bp.Leader, bp.LeaderEpoch, bp.ISR)
 					}
@@ -590,7 +599,7 @@ func (s *failoverSession) waitSteady(ctx context.Context, timeout time.Duration)
 				base = md
 			}
 			return nil
-		}, s.topic)
+		}, topic)
 	})
 	return base, err
 }

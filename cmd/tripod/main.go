@@ -1,8 +1,9 @@
-// Command tripod is the one tripod binary: serve, dev, topics, conformance
-// and bench.
+// Command tripod is the one tripod binary: serve, dev, topics, conformance,
+// bench and verify.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -16,9 +17,27 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newBenchCmd())
+	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newBenchCmd(), newVerifyCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tripod:", err)
-		os.Exit(1)
+		code := 1
+		var coded *exitCodeError
+		if errors.As(err, &coded) {
+			code = coded.code
+		}
+		os.Exit(code)
 	}
 }
+
+// exitCodeError is an error that ends the process with its own exit code
+// rather than 1 (`tripod verify`: 1 for an anomaly, 2 for a failed run).
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+// Error implements error.
+func (e *exitCodeError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error it carries.
+func (e *exitCodeError) Unwrap() error { return e.err }

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tripodmq/tripod/internal/verify"
+	"github.com/tripodmq/tripod/internal/zkserver"
+)
+
+// TestVerifyUnderFaults runs `tripod verify` on each backend with every
+// fault kind that applies to it, one backend after the other, and checks
+// that it exits 0 (no anomaly), and that its JSON shows a fault of each
+// kind injected and healed, writes acknowledged and records read.
+func TestVerifyUnderFaults(t *testing.T) {
+	cases := []struct {
+		backend  string
+		duration string
+		faults   []string
+	}{
+		// Raft has no coordination server apart from the brokers.
+		{"raft", "20s", []string{"kill", "pause", "cut", "restart"}},
+		{"zk", "25s", verifyFaultKinds},
+		{"etcd", "25s", verifyFaultKinds},
+	}
+	for _, tc := range cases {
+		t.Run(tc.backend, func(t *testing.T) {
+			if tc.backend == "zk" {
+				zkserver.Require(t)
+			}
+			out := filepath.Join(t.TempDir(), "verify.json")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			args := []string{"verify", "--coord", tc.backend, "--duration", tc.duration, "--seed", "7",
+				"--faults", strings.Join(tc.faults, ","), "--out", out}
+			cmd := exec.CommandContext(ctx, tripodBin, args...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			start := time.Now()
+			stdout, err := cmd.Output()
+			t.Logf("tripod %s (%.0fs):\n%s", strings.Join(args, " "), time.Since(start).Seconds(), stdout)
+			var exitErr *exec.ExitError
+			if errors.As(err, &exitErr) {
+				t.Errorf("tripod verify: exit status %d, want 0; stderr:\n%s", exitErr.ExitCode(), stderr.String())
+			} else if err != nil {
+				t.Fatalf("tripod verify: %v; stderr:\n%s", err, stderr.String())
+			}
+
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatalf("read %s: %v", out, err)
+			}
+			var rep verifyReport
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatalf("decode %s: %v\n%s", out, err, b)
+			}
+			if rep.Seed != 7 || rep.Coord != tc.backend {
+				t.Errorf("report: seed %d, coord %q; want 7 and %q", rep.Seed, rep.Coord, tc.backend)
+			}
+			if rep.Error != "" || !rep.Valid {
+				t.Errorf("report: valid %v, error %q; want valid and no error", rep.Valid, rep.Error)
+			}
+			if !reflect.DeepEqual(rep.FaultKinds, tc.faults) {
+				t.Errorf("report: fault kinds %v, want %v", rep.FaultKinds, tc.faults)
+			}
+			for _, kind := range tc.faults {
+				if rep.FaultCounts[kind] == 0 {
+					t.Errorf("no %s fault injected; faults: %+v", kind, rep.Faults)
+				}
+			}
+			for _, f := range rep.Faults {
+				if f.HealedAtS == nil || *f.HealedAtS < f.AtS || f.Error != "" {
+					t.Errorf("fault %s of %s at %.1fs: healed at %v, error %q; want healed after it, no error", f.Kind, f.Target, f.AtS, f.HealedAtS, f.Error)
+				}
+			}
+			res := rep.Result
+			if res == nil {
+				t.Fatal("report has no result")
+			}
+			for _, k := range verify.Kinds {
+				if res.Acked.Of(k) == 0 || res.Read.Of(k) == 0 {
+					t.Errorf("%s: %d acknowledged, %d read; want some of each", k, res.Acked.Of(k), res.Read.Of(k))
+				}
+			}
+			if len(res.Checks) != len(verify.Checks) {
+				t.Errorf("result has %d checks, want %d", len(res.Checks), len(verify.Checks))
+			}
+			if n := len(rep.Consumers); n < 3 || rep.Consumers[n-1].Name != "final" || rep.Consumers[n-1].Reads == 0 {
+				t.Errorf("consumers %+v, want 2 and the final read, each with records", rep.Consumers)
+			}
+		})
+	}
+}
+
+// TestFaultScheduleIsDeterministic checks that one seed gives one fault
+// schedule, another seed another, and that every kind comes within the
+// first round.
+func TestFaultScheduleIsDeterministic(t *testing.T) {
+	draw := func(seed uint64) []plannedFault {
+		plan := newFaultPlan(seed, verifyFaultKinds, 2*time.Second)
+		var out []plannedFault
+		for range 20 {
+			out = append(out, plan.next())
+		}
+		return out
+	}
+	a, b := draw(42), draw(42)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 42 gave two schedules:\n%+v\n%+v", a, b)
+	}
+	if reflect.DeepEqual(a, draw(43)) {
+		t.Errorf("seeds 42 and 43 gave the same schedule")
+	}
+	var first []string
+	for _, f := range a[:len(verifyFaultKinds)] {
+		first = append(first, f.Kind)
+	}
+	slices.Sort(first)
+	want := slices.Sorted(slices.Values(verifyFaultKinds))
+	if !slices.Equal(first, want) {
+		t.Errorf("first round has kinds %v, want each of %v once", first, want)
+	}
+	for _, f := range a {
+		if (f.Kind == "pause" || f.Kind == "cut") && f.Hold <= 2*time.Second {
+			t.Errorf("%s held %v, want longer than the 2s session timeout", f.Kind, f.Hold)
+		}
+		if !slices.Contains(verifyFaultTargets, f.Target) || f.Wait <= 0 || f.Hold <= 0 {
+			t.Errorf("fault %+v: want a known target and positive wait and hold", f)
+		}
+	}
+}
+
+// TestVerifyFlags checks that bad flags fail with exit code 2 and an error
+// naming the flag.
+func TestVerifyFlags(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--coord", "consul"}, "--coord"},
+		{[]string{"--faults", "kill,flood"}, "--faults"},
+		{[]string{"--duration", "10ms"}, "--duration"},
+		{[]string{"--producers", "idempotent=2,exactly-once=1"}, "--producers"},
+		{[]string{"--producers", "idempotent=0"}, "--producers"},
+		{[]string{"--bootstrap", "127.0.0.1:9092", "--faults", "kill"}, "--faults"},
+		{[]string{"--coord", "raft", "--zk-connect", "127.0.0.1:2181"}, "--zk-connect"},
+		{[]string{"--partitions", "0"}, "--partitions"},
+		{[]string{"--session-timeout", "100ms"}, "--session-timeout"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+	}
+	for _, tc := range cases {
+		cmd := newVerifyCmd()
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		err := cmd.Execute()
+		var coded *exitCodeError
+		if !errors.As(err, &coded) || coded.code != verifyExitFailed || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("verify %v: got %v, want exit code 2 and an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/internal/cluster"
+	"github.com/tripodmq/tripod/internal/verify"
+)
+
+// verifyClientOpts are the options every client of `tripod verify` shares:
+// quick dials, so that a cut broker is given up on fast, and Kafka's Java
+// client's 100 ms retry backoff.
+func verifyClientOpts(name string, seeds []string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ClientID(name),
+		kgo.SeedBrokers(seeds...),
+		kgo.DialTimeout(time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+		kgo.MetadataMinAge(250 * time.Millisecond),
+	}
+}
+
+// verifyProducer is one producer of the workload. It writes the values
+// "NAME-SEQUENCE" round robin to every partition at a bounded rate and
+// records every write: sent, then acknowledged at an offset or failed. Its
+// produce loop is owned by the command (run ends when stop is closed); the
+// client's promises update writes under mu.
+type verifyProducer struct {
+	name   string
+	kind   verify.Kind
+	seeds  []string
+	client *kgo.Client
+
+	mu       sync.Mutex
+	writes   []verify.Write
+	failed   int
+	firstErr error
+}
+
+// newVerifyProducer returns a producer of kind to topic through seeds.
+func newVerifyProducer(name string, kind verify.Kind, topic string, seeds []string) (*verifyProducer, error) {
+	opts := append(verifyClientOpts(name, seeds),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MaxBufferedRecords(2000),
+		kgo.ProduceRequestTimeout(5*time.Second),
+		kgo.RecordDeliveryTimeout(20*time.Second),
+	)
+	switch kind {
+	case verify.Idempotent:
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case verify.Plain:
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
+	case verify.AcksOne:
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("producer %s: %w", name, err)
+	}
+	return &verifyProducer{name: name, kind: kind, seeds: seeds, client: cl}, nil
+}
+
+// run writes rate records/s in total, round robin over partitions, until
+// stop is closed. Records live on ctx (the run's), not on stop, so that
+// those sent keep their chance to be acknowledged. A full buffer fails a
+// write at once rather than blocking the loop.
+func (p *verifyProducer) run(ctx context.Context, stop <-chan struct{}, partitions int, rate float64) {
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		w := verify.Write{Producer: p.name, Value: fmt.Sprintf("%s-%06d", p.name, seq), Partition: int32(seq % partitions)}
+		p.mu.Lock()
+		i := len(p.writes)
+		p.writes = append(p.writes, w)
+		p.mu.Unlock()
+		p.client.TryProduce(ctx, &kgo.Record{Partition: w.Partition, Value: []byte(w.Value)}, func(r *kgo.Record, err error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if err != nil {
+				p.failed++
+				if p.firstErr == nil {
+					p.firstErr = fmt.Errorf("%s: %w", w.Value, err)
+				}
+				return
+			}
+			p.writes[i].Acked, p.writes[i].Offset = true, r.Offset
+		})
+	}
+}
+
+// finish waits up to timeout for every write sent to be acknowledged or
+// failed, then closes the client, which fails what is left.
+func (p *verifyProducer) finish(ctx context.Context, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	p.client.Flush(ctx)
+	p.client.Close()
+}
+
+// report returns the producer's writes and its figures for the report.
+func (p *verifyProducer) report() ([]verify.Write, verifyProducerReport) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := verifyProducerReport{Name: p.name, Kind: p.kind, Seeds: p.seeds, Attempted: len(p.writes), Failed: p.failed}
+	for _, w := range p.writes {
+		if w.Acked {
+			r.Acked++
+		}
+	}
+	if p.firstErr != nil {
+		r.FirstError = p.firstErr.Error()
+	}
+	return append([]verify.Write(nil), p.writes...), r
+}
+
+// verifyConsumer reads every partition from its start by assignment and
+// records every record in the order polled. Only its run goroutine touches
+// reads until run returns.
+type verifyConsumer struct {
+	name   string
+	client *kgo.Client
+	reads  []verify.Read
+	errs   int
+}
+
+// newVerifyConsumer returns a consumer of every partition of topic.
+func newVerifyConsumer(name, topic string, partitions int, seeds []string) (*verifyConsumer, error) {
+	offsets := map[int32]kgo.Offset{}
+	for p := range partitions {
+		offsets[int32(p)] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(append(verifyClientOpts(name, seeds),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", name, err)
+	}
+	return &verifyConsumer{name: name, client: cl}, nil
+}
+
+// run polls until ctx ends, then closes the client.
+func (c *verifyConsumer) run(ctx context.Context) {
+	defer c.client.Close()
+	for ctx.Err() == nil {
+		c.poll(ctx, nil)
+	}
+}
+
+// poll polls once and records what it got; it calls each, when not nil,
+// for every record.
+func (c *verifyConsumer) poll(ctx context.Context, each func(*kgo.Record)) {
+	fetches := c.client.PollFetches(ctx)
+	fetches.EachError(func(_ string, _ int32, err error) {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			c.errs++ // Retriable; the client retries.
+		}
+	})
+	fetches.EachRecord(func(r *kgo.Record) {
+		c.reads = append(c.reads, verify.Read{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+		if each != nil {
+			each(r)
+		}
+	})
+}
+
+// readAll is the final read: a fresh consumer reads every partition of
+// topic from its start to its end offset (ListOffsets latest), within
+// timeout.
+func readAll(ctx context.Context, topic string, partitions int, seeds []string, timeout time.Duration) (*verifyConsumer, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var ends map[int32]int64
+	err := cluster.WaitFor(ctx, timeout, func() error {
+		var err error
+		ends, err = listEndOffsets(ctx, seeds, topic, partitions)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	c, err := newVerifyConsumer("final", topic, partitions, seeds)
+	if err != nil {
+		return nil, err
+	}
+	defer c.client.Close()
+	remaining := map[int32]bool{}
+	for p, end := range ends {
+		if end > 0 {
+			remaining[p] = true
+		}
+	}
+	for len(remaining) > 0 {
+		c.poll(ctx, func(r *kgo.Record) {
+			if r.Offset+1 >= ends[r.Partition] {
+				delete(remaining, r.Partition)
+			}
+		})
+		if ctx.Err() != nil {
+			return c, fmt.Errorf("final read of %s: %d partitions not read to their end offset within %v", topic, len(remaining), timeout)
+		}
+	}
+	return c, nil
+}
