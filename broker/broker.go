@@ -84,6 +84,11 @@ type Broker struct {
 	hwCkpt   *hwCheckpoints
 	// dirLocks hold each log dir's lock file while the broker runs.
 	dirLocks []*os.File
+	// lastEpoch is the broker epoch of this broker's latest registration
+	// on its log dirs (registrationFile), 0 if unknown. Holding the dir
+	// locks proves that its process is dead, so Register may replace it.
+	// Read by New, then owned by the membership loop (run).
+	lastEpoch int64
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -124,6 +129,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.dirLocks = locks
+	b.lastEpoch = readRegistrationEpoch(cfg.LogDirs[0])
 	ckpt, err := readHWCheckpoints(cfg.LogDirs)
 	if err != nil {
 		b.unlockLogDirs()

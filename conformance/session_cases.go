@@ -141,6 +141,88 @@ func testReRegistrationNewEpoch(t T, h Harness) {
 	t.Logf("broker epochs in registration order: %v", epochs)
 }
 
+// testReplaceDeadIncarnation: a broker restarted on the data dir of a
+// crashed incarnation registers at once with Replaces set to that
+// incarnation's epoch (KRaft's incarnation rule): Register replaces the
+// live registration with a greater epoch, Members and watchers on every
+// backend show the new epoch, and Session.Replaced names the old one. A
+// Replaces that is not the live registration's epoch (the same broker.id
+// on another data dir) still gives ErrExists. Register trusts the caller's
+// proof of death, so the old incarnation's backend is left running: the
+// case checks what the service holds.
+func testReplaceDeadIncarnation(t T, h Harness) {
+	c := h.NewCluster(t, 3)
+	members := watchMembers(t, c.Backend(2))
+	b1 := brokerFor(0)
+	first := register(t, c.Backend(0), b1, startupBound(h))
+	old := first.Broker()
+	if got := first.Replaced(); got != 0 {
+		t.Fatalf("Session.Replaced of a registration without Replaces: got %d, want 0", got)
+	}
+	from := members.waitFor(t, 0, []coord.Broker{old}, detectionBound(h), "WatchMembers on backend 2 after Register on backend 0")
+
+	for _, wrong := range []int64{old.Epoch + 1000, old.Epoch - 1} {
+		stale := b1
+		stale.Replaces = wrong
+		ctx := withTimeout(t, callBound)
+		if s, err := c.Backend(1).Register(ctx, stale); !errors.Is(err, coord.ErrExists) {
+			if err == nil {
+				s.Close()
+			}
+			t.Fatalf("Register of live broker %d (epoch %d) with Replaces %d: got %v, want ErrExists", b1.ID, old.Epoch, wrong, err)
+		}
+	}
+
+	next := b1
+	next.Replaces = old.Epoch
+	start := time.Now()
+	ctx := withTimeout(t, callBound)
+	s, err := c.Backend(1).Register(ctx, next)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Register of broker %d with Replaces %d (its live epoch): got %v, want nil", b1.ID, old.Epoch, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	checkRegistered(t, s, b1)
+	if bound := h.SessionTimeout() / 2; took > bound {
+		t.Fatalf("Register with Replaces took %v, want at once (under %v, half the session timeout)", took, bound)
+	}
+	b := s.Broker()
+	if b.Epoch <= old.Epoch {
+		t.Fatalf("epoch of the replacing registration: got %d, want > %d", b.Epoch, old.Epoch)
+	}
+	if b.Replaces != 0 {
+		t.Fatalf("Session.Broker().Replaces: got %d, want 0 (an input of Register only)", b.Replaces)
+	}
+	if got := s.Replaced(); got != old.Epoch {
+		t.Fatalf("Session.Replaced: got %d, want %d", got, old.Epoch)
+	}
+	for i := 0; i < 3; i++ {
+		be := c.Backend(i)
+		waitUntil(t, closeBound, fmt.Sprintf("Members on backend %d listing %s", i, memberIDs([]coord.Broker{b})), func() (bool, string) {
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			defer cancel()
+			got, err := be.Members(ctx)
+			if err != nil {
+				t.Fatalf("Members on backend %d: got %v, want nil", i, err)
+			}
+			return sameMembers(got, []coord.Broker{b}), "got " + memberIDs(got)
+		})
+	}
+	members.waitFor(t, from, []coord.Broker{b}, closeBound, "WatchMembers on backend 2 after the replacement")
+
+	// The replaced epoch is no longer live: replacing it again is refused.
+	ctx = withTimeout(t, callBound)
+	if s2, err := c.Backend(0).Register(ctx, next); !errors.Is(err, coord.ErrExists) {
+		if err == nil {
+			s2.Close()
+		}
+		t.Fatalf("Register of broker %d with Replaces %d after epoch %d replaced it: got %v, want ErrExists", b1.ID, old.Epoch, b.Epoch, err)
+	}
+	t.Logf("broker %d epoch %d replaced epoch %d in %v", b1.ID, b.Epoch, old.Epoch, took.Round(time.Millisecond))
+	members.stop(t)
+}
+
 // testBackendCloseEndsAll: closing the controller's backend ends its
 // session (ErrClosed) and term at once, closes its watch channels, removes
 // its broker from other backends' watchers well within the session

@@ -78,6 +78,7 @@ func cases() []testCase {
 		{"Sessions", "RegisterAppearsCloseRemovesAtOnce", needsNothing, testRegisterAppearsCloseRemovesAtOnce},
 		{"Sessions", "ExpiryWithinBounds", needsNothing, testExpiryWithinBounds},
 		{"Sessions", "ReRegistrationNewEpoch", needsNothing, testReRegistrationNewEpoch},
+		{"Sessions", "ReplaceDeadIncarnation", needsNothing, testReplaceDeadIncarnation},
 		{"Sessions", "BackendCloseEndsAll", needsNothing, testBackendCloseEndsAll},
 		{"Election", "EpochsIncrease", needsNothing, testEpochsIncrease},
 		{"Election", "CampaignEndsWithCtxOrSession", needsNothing, testCampaignEndsWithCtxOrSession},

@@ -24,10 +24,22 @@ type Registrar interface {
 	// from its old self. Register blocks until the registration is durable
 	// in the coordination service or ctx ends.
 	//
-	// Errors: ErrExists if a live session already holds b.ID (a broker still
-	// registered by another process, or a previous incarnation that has not
-	// expired yet: callers retry until it expires); ErrUnavailable when the
-	// service cannot be reached before ctx ends; ctx.Err() when ctx ends first.
+	// Replacing a dead incarnation (KRaft's incarnation rule): when a live
+	// registration of b.ID exists and its broker epoch is b.Replaces (not
+	// 0), Register removes it, conditionally on its still being that very
+	// registration, together with whatever else of its session lingers
+	// (its election key or lease), and makes the new one at once, with a
+	// new, greater epoch, instead of waiting for the old one to expire.
+	// Watchers see the old registration leave and the new one arrive, or
+	// directly the new epoch. The caller vouches that the old incarnation
+	// is dead; Session.Replaced reports the epoch that was replaced.
+	//
+	// Errors: ErrExists if a live session already holds b.ID and its epoch
+	// is not b.Replaces (a broker still registered by another process, the
+	// same broker.id on another data dir, or a previous incarnation that
+	// has not expired yet: callers retry until it expires); ErrUnavailable
+	// when the service cannot be reached before ctx ends; ctx.Err() when
+	// ctx ends first.
 	Register(ctx context.Context, b Broker) (Session, error)
 
 	// Members returns the live brokers, ordered by ID. It does not block
@@ -151,8 +163,15 @@ type Backend interface {
 // coordination service expires it because the process stopped renewing it
 // (crashed, paused, or cut off for longer than the session timeout).
 type Session interface {
-	// Broker returns the registered broker with its broker epoch.
+	// Broker returns the registered broker with its broker epoch (and a
+	// zero Replaces).
 	Broker() Broker
+
+	// Replaced returns the broker epoch of the live registration that
+	// Register removed to make this one (see Broker.Replaces), or 0 when
+	// there was none: Register then registered as it does without
+	// Replaces.
+	Replaced() int64
 
 	// Done is closed when the session has ended.
 	Done() <-chan struct{}

@@ -26,6 +26,13 @@ type Broker struct {
 	// etcd: the create revision of the registration key; Raft: the log
 	// index of the registration.
 	Epoch int64 `json:"epoch"`
+	// Replaces is the broker epoch of this broker's previous registration,
+	// which the caller knows to be dead because it holds that
+	// registration's data directory (the data dir lock of a crashed
+	// process is released by the kernel, that of a paused one is not); 0
+	// replaces nothing. It is an input of Register only: it is never
+	// stored, and it is zero in every Broker a backend returns.
+	Replaces int64 `json:"-"`
 }
 
 // Addr returns host:port.

@@ -27,8 +27,10 @@ import (
 type session struct {
 	b      *Backend
 	broker coord.Broker
-	lease  clientv3.LeaseID
-	key    string
+	// replaced is the epoch of the registration Register replaced, or 0.
+	replaced int64
+	lease    clientv3.LeaseID
+	key      string
 
 	// life is cancelled when the session ends; terms derive from it.
 	life    context.Context
@@ -72,16 +74,27 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		b.log.Warn("etcd granted a longer lease than the session timeout: etcd expires a crashed broker later than configured (lower etcd's --election-timeout to grant shorter leases)",
 			"broker", br.ID, "requested_ttl_s", b.ttl, "granted_ttl_s", grant.TTL)
 	}
-	br.Epoch = 0
+	replaces := br.Replaces
+	br.Epoch, br.Replaces = 0, 0
 	value, err := json.Marshal(br)
 	if err != nil {
 		b.revokeLater(grant.ID)
 		return nil, fmt.Errorf("encode broker %d: %w", br.ID, err)
 	}
-	resp, err := b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(value), clientv3.WithLease(grant.ID))).
-		Commit()
+	create := func() (*clientv3.TxnResponse, error) {
+		return b.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(value), clientv3.WithLease(grant.ID))).
+			Commit()
+	}
+	resp, err := create()
+	var replaced int64
+	if err == nil && !resp.Succeeded && replaces != 0 {
+		replaced, err = b.replaceDead(ctx, key, replaces)
+		if err == nil && replaced != 0 {
+			resp, err = create()
+		}
+	}
 	if err != nil {
 		b.revokeLater(grant.ID)
 		return nil, b.convertError(err, key)
@@ -94,6 +107,7 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 	s := &session{
 		b:         b,
 		broker:    br,
+		replaced:  replaced,
 		lease:     grant.ID,
 		key:       key,
 		campaign:  make(chan struct{}, 1),
@@ -116,8 +130,30 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 	s.wg.Add(1)
 	b.mu.Unlock()
 	go s.loop()
-	b.log.Debug("registered", "broker", br.ID, "epoch", br.Epoch, "lease", int64(grant.ID))
+	b.log.Debug("registered", "broker", br.ID, "epoch", br.Epoch, "lease", int64(grant.ID), "replaced", replaced)
 	return s, nil
+}
+
+// replaceDead deletes the registration at key if its create revision is
+// epoch, the registration of a dead incarnation, and revokes its lease so
+// that its election key goes too. It returns epoch if it deleted the key,
+// 0 if the key holds another registration (or none).
+func (b *Backend) replaceDead(ctx context.Context, key string, epoch int64) (int64, error) {
+	resp, err := b.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)).
+		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
+		Commit()
+	if err != nil || !resp.Succeeded {
+		return 0, err
+	}
+	if del := resp.Responses[0].GetResponseDeleteRange(); del != nil && len(del.PrevKvs) == 1 && del.PrevKvs[0].Lease != 0 {
+		lease := clientv3.LeaseID(del.PrevKvs[0].Lease)
+		if _, err := b.client.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The lease expires by itself; the registration is gone.
+			b.log.Warn("cannot revoke the lease of a replaced registration", "key", key, "lease", int64(lease), "error", b.convertError(err, key))
+		}
+	}
+	return epoch, nil
 }
 
 // revokeLater revokes a lease that no session owns, in a goroutine owned by
@@ -175,6 +211,9 @@ func sortBrokers(brokers []coord.Broker) {
 
 // Broker implements coord.Session.
 func (s *session) Broker() coord.Broker { return s.broker }
+
+// Replaced implements coord.Session.
+func (s *session) Replaced() int64 { return s.replaced }
 
 // Done implements coord.Session.
 func (s *session) Done() <-chan struct{} { return s.life.Done() }

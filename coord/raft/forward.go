@@ -57,6 +57,8 @@ type fwdResponse struct {
 	Index uint64 `json:"index,omitempty"`
 	// ProducerIDs is the block reserved by an allocate_producer_ids entry.
 	ProducerIDs coord.ProducerIDBlock `json:"producer_ids,omitzero"`
+	// Replaced is the broker epoch a register entry replaced.
+	Replaced int64 `json:"replaced,omitempty"`
 }
 
 func writeFrame(w io.Writer, v any) error {
@@ -157,7 +159,7 @@ func (b *Backend) handleForward(ctx context.Context, req fwdRequest) fwdResponse
 		}
 		var res applyResult
 		res, err = b.applyLocal(ctx, req.Cmd)
-		resp.Broker, resp.Epoch, resp.Index, resp.ProducerIDs = res.Broker, res.Epoch, res.Index, res.ProducerIDs
+		resp.Broker, resp.Epoch, resp.Index, resp.ProducerIDs, resp.Replaced = res.Broker, res.Epoch, res.Index, res.ProducerIDs, res.Replaced
 	case fwdRenew:
 		err = b.renewLocal(req.Broker)
 	case fwdCampaign:

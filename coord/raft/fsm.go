@@ -36,6 +36,10 @@ type command struct {
 	Broker coord.Broker `json:"broker,omitzero"`
 	// Epoch is the controller epoch of commit and release.
 	Epoch int64 `json:"epoch,omitempty"`
+	// Replaces is the broker epoch of the dead registration a register
+	// replaces (coord.Broker.Replaces, which Broker does not encode); 0
+	// in entries written before it existed.
+	Replaces int64 `json:"replaces,omitempty"`
 	// Ops are the metadata changes of one commit chunk.
 	Ops []wireOp `json:"ops,omitempty"`
 }
@@ -88,6 +92,9 @@ type applyResult struct {
 	Err error
 	// Broker is the registered broker of register.
 	Broker coord.Broker
+	// Replaced is the broker epoch of the registration a register
+	// replaced, or 0.
+	Replaced int64
 	// Epoch is the controller epoch of claim.
 	Epoch int64
 	// ProducerIDs is the block reserved by allocate_producer_ids.
@@ -170,13 +177,24 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 	switch cmd.Type {
 	case cmdRegister:
 		b := cmd.Broker
+		var replaced int64
 		if old, ok := d.Brokers[b.ID]; ok {
-			return applyResult{Err: fmt.Errorf("%w: broker %d is registered with epoch %d", coord.ErrExists, b.ID, old.Epoch)}
+			if cmd.Replaces == 0 || old.Epoch != cmd.Replaces {
+				return applyResult{Err: fmt.Errorf("%w: broker %d is registered with epoch %d", coord.ErrExists, b.ID, old.Epoch)}
+			}
+			// The caller's previous incarnation, dead: its registration
+			// and its controller claim go, as its expiry would remove
+			// them.
+			replaced = old.Epoch
+			if d.ControllerID == old.ID && d.ControllerBroker == old.Epoch {
+				d.ControllerID = coord.NoBroker
+				d.ControllerVersion = index
+			}
 		}
-		b.Epoch = int64(index)
+		b.Epoch, b.Replaces = int64(index), 0
 		d.Brokers[b.ID] = b
 		d.MembersVersion = index
-		return applyResult{Broker: b}
+		return applyResult{Broker: b, Replaced: replaced}
 	case cmdDeregister, cmdExpire:
 		b := cmd.Broker
 		old, ok := d.Brokers[b.ID]

@@ -260,3 +260,41 @@ func TestFSMProducerIDBlocksSurviveSnapshots(t *testing.T) {
 		t.Fatalf("allocation after an old snapshot: got %+v, %v, want first 0", res.ProducerIDs, res.Err)
 	}
 }
+
+// TestFSMRegisterReplacesDeadIncarnation: a register entry whose Replaces
+// is the stored registration's epoch replaces it (the new epoch is its
+// index) and takes its controller claim along; one with another epoch, or
+// an entry written before Replaces existed, is refused with ErrExists.
+func TestFSMRegisterReplacesDeadIncarnation(t *testing.T) {
+	f := newFSM()
+	b := coord.Broker{ID: 1, Host: "h1", Port: 9092}
+	if res := fsmLog(t, f, 3, 1, command{Type: cmdRegister, Broker: b}); res.Err != nil || res.Replaced != 0 {
+		t.Fatalf("register broker 1: got %+v, want epoch 3, nothing replaced", res)
+	}
+	if res := fsmLog(t, f, 4, 1, command{Type: cmdClaim, Broker: coord.Broker{ID: 1, Epoch: 3}}); res.Err != nil {
+		t.Fatalf("claim of broker 1 epoch 3: got %v, want nil", res.Err)
+	}
+
+	old := []byte(`{"type":"register","broker":{"id":1,"host":"h1","port":9092,"epoch":0}}`)
+	if res, _ := f.Apply(&hraft.Log{Index: 5, Term: 1, Type: hraft.LogCommand, Data: old}).(applyResult); !errors.Is(res.Err, coord.ErrExists) {
+		t.Fatalf("register entry without replaces of live broker 1: got %v, want ErrExists", res.Err)
+	}
+	if res := fsmLog(t, f, 6, 1, command{Type: cmdRegister, Broker: b, Replaces: 2}); !errors.Is(res.Err, coord.ErrExists) {
+		t.Fatalf("register replacing epoch 2 while epoch 3 is live: got %v, want ErrExists", res.Err)
+	}
+
+	res := fsmLog(t, f, 7, 1, command{Type: cmdRegister, Broker: b, Replaces: 3})
+	if res.Err != nil || res.Broker.Epoch != 7 || res.Replaced != 3 || res.Broker.Replaces != 0 {
+		t.Fatalf("register replacing epoch 3: got %+v, want epoch 7, Replaced 3, Broker.Replaces 0", res)
+	}
+	members, version := f.members()
+	if len(members) != 1 || members[0].Epoch != 7 || version != 7 {
+		t.Fatalf("members after the replacement: got %+v at version %d, want broker 1 epoch 7 at 7", members, version)
+	}
+	f.mu.RLock()
+	ctl := f.data.ControllerID
+	f.mu.RUnlock()
+	if ctl != coord.NoBroker {
+		t.Fatalf("controller after its registration was replaced: got %d, want none (%d)", ctl, coord.NoBroker)
+	}
+}

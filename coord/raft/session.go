@@ -13,19 +13,21 @@ import (
 // Register implements coord.Registrar. The registration is a log entry;
 // its index is the broker epoch.
 func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session, error) {
-	br.Epoch = 0
+	replaces := br.Replaces
+	br.Epoch, br.Replaces = 0, 0
 	start := time.Now()
-	res, err := b.apply(ctx, fmt.Sprintf("register broker %d", br.ID), &command{Type: cmdRegister, Broker: br})
+	res, err := b.apply(ctx, fmt.Sprintf("register broker %d", br.ID), &command{Type: cmdRegister, Broker: br, Replaces: replaces})
 	if err != nil {
 		return nil, err
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s := &session{
-		b:      b,
-		broker: res.Broker,
-		done:   make(chan struct{}),
-		cancel: cancel,
-		ended:  make(chan struct{}),
+		b:        b,
+		broker:   res.Broker,
+		replaced: res.Replaced,
+		done:     make(chan struct{}),
+		cancel:   cancel,
+		ended:    make(chan struct{}),
 	}
 	b.mu.Lock()
 	if b.closed {
@@ -175,6 +177,8 @@ func (b *Backend) deregister(br coord.Broker) {
 type session struct {
 	b      *Backend
 	broker coord.Broker
+	// replaced is the epoch of the registration Register replaced, or 0.
+	replaced int64
 	// done is closed when the session ends; err says why.
 	done chan struct{}
 	// cancel stops the renew loop; ended is closed when it has returned.
@@ -188,6 +192,9 @@ type session struct {
 
 // Broker implements coord.Session.
 func (s *session) Broker() coord.Broker { return s.broker }
+
+// Replaced implements coord.Session.
+func (s *session) Replaced() int64 { return s.replaced }
 
 // Done implements coord.Session.
 func (s *session) Done() <-chan struct{} { return s.done }

@@ -57,8 +57,10 @@ type session struct {
 	b      *Backend
 	zs     *zsession
 	broker coord.Broker
-	path   string
-	done   chan struct{}
+	// replaced is the epoch of the registration Register replaced, or 0.
+	replaced int64
+	path     string
+	done     chan struct{}
 
 	mu    sync.Mutex
 	err   error
@@ -80,16 +82,30 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 			return nil, fmt.Errorf("%w: register broker %d", coord.ErrClosed, br.ID)
 		}
 		var stat *zk.Stat
+		var replaced int64
 		err := zs.call(ctx, path, func(c *zk.Conn) error {
+			replaced = 0
 			_, err := c.Create(path, encodeBroker(br), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
 			if errors.Is(err, zk.ErrNodeExists) {
-				// A registration of this very ZooKeeper session that no
-				// live Session holds was left by a Register whose ctx ended
-				// mid-call: replace it rather than wait for an expiry that
-				// will not come.
 				_, old, gerr := c.Get(path)
-				if gerr == nil && old.EphemeralOwner == zs.sessionID() && !b.registered(path) {
+				switch {
+				case gerr != nil:
+				case old.EphemeralOwner == zs.sessionID() && !b.registered(path):
+					// A registration of this very ZooKeeper session that
+					// no live Session holds was left by a Register whose
+					// ctx ended mid-call: replace it rather than wait for
+					// an expiry that will not come.
 					if derr := c.Delete(path, old.Version); derr == nil {
+						_, err = c.Create(path, encodeBroker(br), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+					}
+				case br.Replaces != 0 && old.Czxid == br.Replaces:
+					// The caller's previous incarnation, dead: any client
+					// may delete another session's ephemeral, and the
+					// version makes the delete conditional on its still
+					// being that registration.
+					if derr := c.Delete(path, old.Version); derr == nil {
+						b.releaseDeadController(c, old.EphemeralOwner)
+						replaced = old.Czxid
 						_, err = c.Create(path, encodeBroker(br), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
 					}
 				}
@@ -111,8 +127,8 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 			// znode belongs to a session this backend is giving up.
 			continue
 		}
-		br.Epoch = stat.Czxid
-		s := &session{b: b, zs: zs, broker: br, path: path, done: make(chan struct{}), terms: map[*term]struct{}{}}
+		br.Epoch, br.Replaces = stat.Czxid, 0
+		s := &session{b: b, zs: zs, broker: br, replaced: replaced, path: path, done: make(chan struct{}), terms: map[*term]struct{}{}}
 		b.mu.Lock()
 		select {
 		case <-zs.done:
@@ -126,8 +142,23 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		}
 		b.sessions[s] = struct{}{}
 		b.mu.Unlock()
-		b.log.Debug("broker registered", "broker", br.ID, "epoch", br.Epoch)
+		b.log.Debug("broker registered", "broker", br.ID, "epoch", br.Epoch, "replaced", replaced)
 		return s, nil
+	}
+}
+
+// releaseDeadController deletes /controller if the ZooKeeper session owner,
+// whose process the caller knows to be dead, holds it, so that the next
+// controller is elected without waiting for that session to expire. A
+// failure leaves it to expire.
+func (b *Backend) releaseDeadController(c *zk.Conn, owner int64) {
+	path := b.path("/controller")
+	_, stat, err := c.Get(path)
+	if err != nil || stat.EphemeralOwner != owner {
+		return
+	}
+	if err := c.Delete(path, stat.Version); err == nil {
+		b.log.Info("removed the controller registration of a replaced broker session", "path", path, "session", owner)
 	}
 }
 
@@ -210,6 +241,9 @@ func (b *Backend) readMembers(c *zk.Conn, watch bool) ([]coord.Broker, error) {
 
 // Broker implements coord.Session.
 func (s *session) Broker() coord.Broker { return s.broker }
+
+// Replaced implements coord.Session.
+func (s *session) Replaced() int64 { return s.replaced }
 
 // Done implements coord.Session.
 func (s *session) Done() <-chan struct{} { return s.done }
