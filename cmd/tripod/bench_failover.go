@@ -442,17 +442,14 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 	defer stop()
 
 	var runErr error
-	total := len(opts.cases) * opts.runs
-	i := 0
 cases:
 	for _, kase := range opts.cases {
 		for run := 1; run <= opts.runs; run++ {
-			i++
 			if err := ctx.Err(); err != nil {
 				runErr = err
 				break cases
 			}
-			r, err := sess.measureRun(ctx, kase, run, i < total, prog)
+			r, err := sess.measureRun(ctx, kase, run, prog)
 			if r != nil {
 				s.Runs = append(s.Runs, r)
 			}
@@ -637,9 +634,9 @@ func pickVictim(base *cluster.Metadata, topic, kase string) int32 {
 }
 
 // measureRun waits for a steady cluster, kills one broker per kase and
-// measures the failover; when more follows, it restarts the broker and
-// waits until every ISR is full again.
-func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, more bool, prog *progressLine) (*failoverRun, error) {
+// measures the failover, then restarts the broker and measures how long
+// until every ISR is full again (its rejoin).
+func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, prog *progressLine) (*failoverRun, error) {
 	prog.show(s.series, kase, run, "waiting for a steady cluster")
 	base, err := s.waitSteady(ctx, s.opts.isrTimeout)
 	if err != nil {
@@ -767,7 +764,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		errs = append(errs, fmt.Errorf("%d of the %d partitions broker %d led acknowledged no write from a new leader within %v (e.g. partition %d)",
 			len(r.Unrecovered), len(affected), victim, s.opts.recoverTimeout, r.Unrecovered[0]))
 	}
-	if len(errs) > 0 || !more {
+	if len(errs) > 0 {
 		return r, errors.Join(errs...)
 	}
 

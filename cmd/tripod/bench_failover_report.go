@@ -142,6 +142,9 @@ type failoverRow struct {
 	Detection      phaseStats `json:"detection"`
 	Election       phaseStats `json:"election"`
 	Unavailability phaseStats `json:"unavailability"`
+	// Rejoin is the time from restarting the killed broker until every
+	// ISR was full again, one sample per run.
+	Rejoin phaseStats `json:"rejoin"`
 	// Acked and Lost are the series' (backend and partition count), shared
 	// by its cases.
 	Acked int64 `json:"acked"`
@@ -183,7 +186,7 @@ func buildRows(series []*failoverSeries, cases []string) []failoverRow {
 	for _, s := range series {
 		for _, c := range cases {
 			row := failoverRow{Backend: s.Backend, Case: c, Partitions: s.Partitions, Acked: s.Acked, Lost: s.Lost}
-			var detection, election, unavailability []float64
+			var detection, election, unavailability, rejoin []float64
 			for _, r := range s.Runs {
 				if r.Case != c {
 					continue
@@ -191,6 +194,9 @@ func buildRows(series []*failoverSeries, cases []string) []failoverRow {
 				row.Runs++
 				if r.DetectionMs != nil {
 					detection = append(detection, *r.DetectionMs)
+				}
+				if r.RejoinMs > 0 {
+					rejoin = append(rejoin, r.RejoinMs)
 				}
 				for _, p := range r.Partitions {
 					if p.ElectionMs != nil {
@@ -204,6 +210,7 @@ func buildRows(series []*failoverSeries, cases []string) []failoverRow {
 			row.Detection = summarise(detection)
 			row.Election = summarise(election)
 			row.Unavailability = summarise(unavailability)
+			row.Rejoin = summarise(rejoin)
 			rows = append(rows, row)
 		}
 	}
@@ -212,11 +219,12 @@ func buildRows(series []*failoverSeries, cases []string) []failoverRow {
 
 // writeFailoverTable prints rows as an aligned table: the partitions the
 // killed brokers led over all runs (AFFECTED), p50/p99/max of each phase in
-// milliseconds ("-" for a phase with no sample), and the records
+// milliseconds ("-" for a phase with no sample), the killed broker's rejoin
+// time (restart to every ISR full again, p50 and max) and the records
 // acknowledged and lost.
 func writeFailoverTable(w io.Writer, rows []failoverRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "BACKEND\tCASE\tPARTITIONS\tRUNS\tAFFECTED\tDETECT_P50\tDETECT_P99\tDETECT_MAX\tELECT_P50\tELECT_P99\tELECT_MAX\tUNAVAIL_P50\tUNAVAIL_P99\tUNAVAIL_MAX\tACKED\tLOST\t")
+	fmt.Fprintln(tw, "BACKEND\tCASE\tPARTITIONS\tRUNS\tAFFECTED\tDETECT_P50\tDETECT_P99\tDETECT_MAX\tELECT_P50\tELECT_P99\tELECT_MAX\tUNAVAIL_P50\tUNAVAIL_P99\tUNAVAIL_MAX\tREJOIN_P50\tREJOIN_MAX\tACKED\tLOST\t")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t", r.Backend, r.Case, r.Partitions, r.Runs, r.Election.N)
 		for _, ph := range failoverPhases {
@@ -226,6 +234,11 @@ func writeFailoverTable(w io.Writer, rows []failoverRow) error {
 				continue
 			}
 			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f\t", st.P50, st.P99, st.Max)
+		}
+		if r.Rejoin.N == 0 {
+			fmt.Fprint(tw, "-\t-\t")
+		} else {
+			fmt.Fprintf(tw, "%.0f\t%.0f\t", r.Rejoin.P50, r.Rejoin.Max)
 		}
 		fmt.Fprintf(tw, "%d\t%d\t\n", r.Acked, r.Lost)
 	}

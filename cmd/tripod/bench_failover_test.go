@@ -44,9 +44,9 @@ func TestBenchFailover(t *testing.T) {
 	}
 
 	// A row: backend, case, partitions, runs, affected partitions, 9 phase
-	// figures, acked, lost.
+	// figures, 2 rejoin figures, acked, lost.
 	for _, backend := range backends {
-		row := regexp.MustCompile(`(?m)^\s*` + backend + `\s+leader\s+4\s+1\s+[1-4](\s+\d+){9}\s+[1-9]\d*\s+0\s*$`)
+		row := regexp.MustCompile(`(?m)^\s*` + backend + `\s+leader\s+4\s+1\s+[1-4](\s+\d+){11}\s+[1-9]\d*\s+0\s*$`)
 		if !row.Match(stdout) {
 			t.Errorf("no table row for %s, leader, 4 partitions, 1 run, with every phase measured, records acknowledged and 0 lost", backend)
 		}
@@ -87,6 +87,9 @@ func TestBenchFailover(t *testing.T) {
 		r := s.Runs[0]
 		if r.Case != "leader" || r.Killed < 1 || r.Killed > 3 {
 			t.Errorf("%s: run case %q killed broker %d, want case leader and a broker 1..3", s.Backend, r.Case, r.Killed)
+		}
+		if r.RejoinMs <= 0 {
+			t.Errorf("%s: rejoin %v ms, want the restarted broker's time back into every ISR", s.Backend, r.RejoinMs)
 		}
 		if r.DetectionMs == nil || *r.DetectionMs <= 0 {
 			t.Errorf("%s: detection %v, want a time after the kill", s.Backend, r.DetectionMs)
