@@ -3,7 +3,9 @@ package coord
 import (
 	"fmt"
 	"math"
+	"net"
 	"sort"
+	"strconv"
 )
 
 // BrokerID identifies a broker in the cluster (Kafka's broker.id).
@@ -35,8 +37,8 @@ type Broker struct {
 	Replaces int64 `json:"-"`
 }
 
-// Addr returns host:port.
-func (b Broker) Addr() string { return fmt.Sprintf("%s:%d", b.Host, b.Port) }
+// Addr returns host:port, with an IPv6 host in brackets ([::1]:9092).
+func (b Broker) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) }
 
 // ControllerInfo names the current controller.
 type ControllerInfo struct {
