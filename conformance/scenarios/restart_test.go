@@ -3,6 +3,7 @@ package scenarios
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -129,4 +131,110 @@ func probeMetadata(addr, topic string) (int16, int, error) {
 		}
 	}
 	return kerr.UnknownTopicOrPartition.Code, 0, nil
+}
+
+// BenchmarkRestartToFirstFetch measures what a crash costs a lone broker
+// holding 100 partitions, per backend: from starting the killed process
+// until one Fetch of every partition from offset 0 is answered without
+// error. Run it with
+//
+//	go test ./conformance/scenarios/ -run '^$' -bench RestartToFirstFetch -benchtime 5x
+func BenchmarkRestartToFirstFetch(bm *testing.B) {
+	for _, backend := range cluster.Backends {
+		bm.Run(backend, func(bm *testing.B) {
+			cfg, err := env.Configure(backend, 1)
+			if err != nil {
+				bm.Fatalf("configure a %s cluster: %v", backend, err)
+			}
+			cfg.SessionTimeout = 6 * time.Second
+			c := env.StartForTest(bm, cfg)
+			const topic, partitions = "restart-fetch", 100
+			cl, err := newKafkaClient(c, acksAll...)
+			if err != nil {
+				bm.Fatalf("client: %v", err)
+			}
+			adm := kadm.NewClient(cl)
+			ctx := context.Background()
+			if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+				bm.Fatalf("create topic %s: %v", topic, err)
+			}
+			for p := range int32(partitions) {
+				rec := &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}
+				if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+					bm.Fatalf("produce to %s/%d: %v", topic, p, err)
+				}
+			}
+			cl.Close()
+			b := c.Broker(1)
+			bm.ResetTimer()
+			for range bm.N {
+				bm.StopTimer()
+				if err := b.Kill(); err != nil {
+					bm.Fatalf("kill %s: %v", b, err)
+				}
+				bm.StartTimer()
+				start := time.Now()
+				if err := b.Start(); err != nil {
+					bm.Fatalf("start %s: %v", b, err)
+				}
+				// Polled every 5 ms: cluster.WaitFor's 100 ms would be the
+				// resolution of the figure.
+				for err := fetchEvery(b.Addr, topic, partitions); err != nil; err = fetchEvery(b.Addr, topic, partitions) {
+					if time.Since(start) > settle {
+						bm.Fatalf("%s: no complete fetch within %v of its start: %v", b, settle, err)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				bm.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/restart")
+			}
+		})
+	}
+}
+
+// fetchEvery sends one Fetch of every partition of topic from offset 0 to
+// the broker at addr, on a new connection, and returns an error unless
+// every partition answers with records and no error.
+func fetchEvery(addr, topic string, partitions int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = -1, 0, 50<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	for p := range partitions {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, 0, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	req.Version = 12
+	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		return err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 {
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	answered := 0
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return fmt.Errorf("partition %d: %w", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+			}
+			if len(p.RecordBatches) == 0 {
+				return fmt.Errorf("partition %d: no records", p.Partition)
+			}
+			answered++
+		}
+	}
+	if answered != int(partitions) {
+		return fmt.Errorf("%d of %d partitions answered", answered, partitions)
+	}
+	return nil
 }

@@ -182,6 +182,14 @@ func Open(cfg coord.Config) (*Backend, error) {
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
 	rc.ElectionTimeout = cfg.RaftElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.RaftLeaderLeaseTimeout
+	if _, self := voters[cfg.BrokerID]; self && len(voters) == 1 {
+		// A lone voter has no peer to split a vote with or to hear from:
+		// waiting a heartbeat timeout before electing itself only delays
+		// a restarted `tripod serve` (by up to twice that timeout).
+		rc.HeartbeatTimeout = min(rc.HeartbeatTimeout, loneVoterTimeout)
+		rc.ElectionTimeout = min(rc.ElectionTimeout, loneVoterTimeout)
+		rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, rc.HeartbeatTimeout)
+	}
 	if cfg.RaftSnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.RaftSnapshotThreshold
 		rc.TrailingLogs = min(rc.TrailingLogs, cfg.RaftSnapshotThreshold)
@@ -211,6 +219,10 @@ func Open(cfg coord.Config) (*Backend, error) {
 	go b.leaderLoop()
 	return b, nil
 }
+
+// loneVoterTimeout caps the Raft heartbeat and election timeouts of a
+// cluster whose only voter is this broker.
+const loneVoterTimeout = 20 * time.Millisecond
 
 func serverID(id coord.BrokerID) hraft.ServerID {
 	return hraft.ServerID(strconv.Itoa(int(id)))
