@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -53,7 +54,7 @@ func listenerSurvivesEMFILE(t *testing.T) {
 	}
 	var conns []net.Conn
 	deadline := time.Now().Add(30 * time.Second)
-	for acceptErrors(b) == 0 {
+	for counterValue(b.metrics.acceptErrors) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no accept error after %d connections with RLIMIT_NOFILE %d", len(conns), low.Cur)
 		}
@@ -80,14 +81,14 @@ func listenerSurvivesEMFILE(t *testing.T) {
 	defer cancel()
 	if _, err := cl.SeedBrokers()[0].Request(ctx, kmsg.NewPtrApiVersionsRequest()); err != nil {
 		t.Fatalf("ApiVersions after the accept errors (%v of them): got %v, want an answer",
-			acceptErrors(b), err)
+			counterValue(b.metrics.acceptErrors), err)
 	}
 }
 
-// acceptErrors reads b's tripod_accept_errors_total.
-func acceptErrors(b *Broker) float64 {
+// counterValue reads a counter of the broker's metrics.
+func counterValue(c prometheus.Counter) float64 {
 	var m dto.Metric
-	if err := b.metrics.acceptErrors.Write(&m); err != nil {
+	if err := c.Write(&m); err != nil {
 		return 0
 	}
 	return m.GetCounter().GetValue()

@@ -267,10 +267,23 @@ func (b *Broker) closeLogs() error {
 	return first
 }
 
-// acceptLoop accepts connections until the listener closes.
+// acceptLoop accepts connections until the listener closes, within
+// max.connections and max.connections.per.ip.
 func (b *Broker) acceptLoop() {
 	var backoff time.Duration
+	limits := newConnLimiter(b.cfg)
 	for {
+		if full, freed := limits.full(); full {
+			b.logger.Warn("not accepting connections: max.connections reached", "max.connections", b.cfg.MaxConnections)
+			for full {
+				select {
+				case <-freed:
+				case <-b.closing:
+					return
+				}
+				full, freed = limits.full()
+			}
+		}
 		nc, err := b.ln.Accept()
 		if err != nil {
 			select {
@@ -301,9 +314,16 @@ func (b *Broker) acceptLoop() {
 			continue
 		}
 		backoff = 0
+		if ok, limit := limits.admit(nc.RemoteAddr()); !ok {
+			b.logger.Info("connection refused: max.connections.per.ip reached", "remote", nc.RemoteAddr().String(), "limit", limit)
+			b.metrics.connectionsRefused.Inc()
+			nc.Close()
+			continue
+		}
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
+			defer limits.release(nc.RemoteAddr())
 			b.serveConn(nc)
 		}()
 	}

@@ -47,6 +47,18 @@ type Config struct {
 	// one closes the connection (socket.request.max.bytes, bytes). Default
 	// 104857600; 1 .. 2147483647.
 	SocketRequestMaxBytes int32
+	// MaxConnections bounds the connections open at once on the Kafka
+	// listener; at the limit the broker stops accepting until one closes
+	// (max.connections). Default 2147483647; 1 .. 2147483647.
+	MaxConnections int32
+	// MaxConnectionsPerIP bounds the connections open at once from one
+	// client address; one more is closed at once (max.connections.per.ip).
+	// Default 2147483647; 1 .. 2147483647.
+	MaxConnectionsPerIP int32
+	// MaxConnectionsPerIPOverrides are per-address limits that replace
+	// MaxConnectionsPerIP, "host:N,host:N" (max.connections.per.ip.overrides,
+	// hosts as IP addresses). Default none; each N 0 .. 2147483647.
+	MaxConnectionsPerIPOverrides map[string]int32
 	// LogSegmentBytes rolls a segment when it would exceed this size
 	// (log.segment.bytes, bytes). Default 1073741824; 14 .. 2147483647.
 	LogSegmentBytes int64
@@ -147,6 +159,19 @@ type Config struct {
 	// (replica.high.watermark.checkpoint.interval.ms). Default 5 s; at
 	// least 1 ms.
 	ReplicaHighWatermarkCheckpointInterval time.Duration
+
+	// ProducerIDExpiration is how long a partition remembers an
+	// idempotent producer after the max timestamp of its last batch
+	// (producer.id.expiration.ms): an expired producer's next batch is
+	// accepted at any sequence, as that of a producer the partition never
+	// saw (KIP-360). Default 1 day; at least 1 ms.
+	ProducerIDExpiration time.Duration
+	// ProducerIDExpirationCheckInterval is how often the broker expires
+	// producers in every partition, and writes the producer snapshot of
+	// each partition whose log rolled a segment since its latest one
+	// (producer.id.expiration.check.interval.ms). Default 10 minutes; at
+	// least 1 ms.
+	ProducerIDExpirationCheckInterval time.Duration
 }
 
 // DefaultConfig returns a working single-broker configuration: broker 1 on
@@ -159,6 +184,8 @@ func DefaultConfig() Config {
 		NumPartitions:             1,
 		AutoCreateTopics:          true,
 		SocketRequestMaxBytes:     104857600,
+		MaxConnections:            math.MaxInt32,
+		MaxConnectionsPerIP:       math.MaxInt32,
 		LogSegmentBytes:           1 << 30,
 		LogRoll:                   7 * 24 * time.Hour,
 		LogRetentionBytes:         -1,
@@ -184,6 +211,9 @@ func DefaultConfig() Config {
 		ReplicaFetchMaxBytes:                   1 << 20,
 		ReplicaFetchBackoff:                    200 * time.Millisecond,
 		ReplicaHighWatermarkCheckpointInterval: 5 * time.Second,
+
+		ProducerIDExpiration:              24 * time.Hour,
+		ProducerIDExpirationCheckInterval: 10 * time.Minute,
 	}
 }
 
@@ -241,6 +271,12 @@ func (c Config) Validate() error {
 	if c.SocketRequestMaxBytes < 1 {
 		return fmt.Errorf("socket.request.max.bytes %d: must be between 1 and 2147483647", c.SocketRequestMaxBytes)
 	}
+	if c.MaxConnections < 1 {
+		return fmt.Errorf("max.connections %d: must be between 1 and 2147483647", c.MaxConnections)
+	}
+	if c.MaxConnectionsPerIP < 1 {
+		return fmt.Errorf("max.connections.per.ip %d: must be between 1 and 2147483647", c.MaxConnectionsPerIP)
+	}
 	if c.LogSegmentBytes < 14 || c.LogSegmentBytes > math.MaxInt32 {
 		return fmt.Errorf("log.segment.bytes %d: must be between 14 and 2147483647", c.LogSegmentBytes)
 	}
@@ -296,6 +332,12 @@ func (c Config) Validate() error {
 	if c.ReplicaHighWatermarkCheckpointInterval < time.Millisecond {
 		return fmt.Errorf("replica.high.watermark.checkpoint.interval.ms %d: must be at least 1", c.ReplicaHighWatermarkCheckpointInterval.Milliseconds())
 	}
+	if c.ProducerIDExpiration < time.Millisecond {
+		return fmt.Errorf("producer.id.expiration.ms %d: must be at least 1", c.ProducerIDExpiration.Milliseconds())
+	}
+	if c.ProducerIDExpirationCheckInterval < time.Millisecond {
+		return fmt.Errorf("producer.id.expiration.check.interval.ms %d: must be at least 1", c.ProducerIDExpirationCheckInterval.Milliseconds())
+	}
 	cc := c.CoordConfig()
 	if err := cc.Validate(); err != nil {
 		return err
@@ -344,6 +386,20 @@ var brokerKeys = map[string]configKey{
 	"auto.create.topics.enable": {
 		set: func(c *Config, k, v string) error { return setBool(&c.AutoCreateTopics, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
+	},
+	"max.connections": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnections, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnections)) },
+	},
+	"max.connections.per.ip": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnectionsPerIP, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnectionsPerIP)) },
+	},
+	"max.connections.per.ip.overrides": {
+		set: func(c *Config, k, v string) error {
+			return setConnectionOverrides(&c.MaxConnectionsPerIPOverrides, k, v)
+		},
+		get: func(c Config) string { return formatConnectionOverrides(c.MaxConnectionsPerIPOverrides) },
 	},
 	"socket.request.max.bytes": {
 		set: func(c *Config, k, v string) error { return setInt32(&c.SocketRequestMaxBytes, k, v) },
@@ -505,6 +561,16 @@ var brokerKeys = map[string]configKey{
 			return strconv.FormatInt(c.ReplicaHighWatermarkCheckpointInterval.Milliseconds(), 10)
 		},
 	},
+	"producer.id.expiration.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.ProducerIDExpiration, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.ProducerIDExpiration.Milliseconds(), 10) },
+	},
+	"producer.id.expiration.check.interval.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.ProducerIDExpirationCheckInterval, k, v) },
+		get: func(c Config) string {
+			return strconv.FormatInt(c.ProducerIDExpirationCheckInterval.Milliseconds(), 10)
+		},
+	},
 	"controlled.shutdown.enable": {
 		set: func(c *Config, k, v string) error { return setBool(&c.ControlledShutdown, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.ControlledShutdown) },
@@ -590,6 +656,46 @@ func BrokerKeys() []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// setConnectionOverrides parses max.connections.per.ip.overrides:
+// "host:N,host:N", each host an IP address (IPv6 ones may be written in
+// brackets) and each N 0 .. 2147483647.
+func setConnectionOverrides(dst *map[string]int32, key, value string) error {
+	out := map[string]int32{}
+	for _, item := range strings.Split(value, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndexByte(item, ':')
+		if i <= 0 {
+			return fmt.Errorf("%s %q: %q must be host:N", key, value, item)
+		}
+		host := strings.Trim(item[:i], "[]")
+		ip := net.ParseIP(host)
+		if ip == nil {
+			return fmt.Errorf("%s %q: host %q must be an IP address", key, value, host)
+		}
+		n, err := strconv.ParseInt(item[i+1:], 10, 32)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%s %q: limit %q of %s must be an integer between 0 and 2147483647", key, value, item[i+1:], host)
+		}
+		out[ip.String()] = int32(n)
+	}
+	*dst = out
+	return nil
+}
+
+// formatConnectionOverrides is the inverse of setConnectionOverrides,
+// sorted by host.
+func formatConnectionOverrides(m map[string]int32) string {
+	items := make([]string, 0, len(m))
+	for host, n := range m {
+		items = append(items, net.JoinHostPort(host, strconv.Itoa(int(n))))
+	}
+	sort.Strings(items)
+	return strings.Join(items, ",")
 }
 
 func setInt32(dst *int32, key, value string) error {

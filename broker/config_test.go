@@ -21,6 +21,10 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 		atSet bool
 	}{
 		{"log.segment.bytes", "abc", true},
+		{"max.connections", "0", false},
+		{"max.connections.per.ip", "-1", false},
+		{"max.connections.per.ip.overrides", "localhost:3", true},
+		{"max.connections.per.ip.overrides", "127.0.0.1:many", true},
 		{"log.segment.bytes", "10", false},
 		{"socket.request.max.bytes", "-5", false},
 		{"socket.request.max.bytes", "99999999999", true},
@@ -28,6 +32,9 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 		{"auto.create.topics.enable", "yes", true},
 		{"log.retention.ms", "-2", false},
 		{"log.retention.check.interval.ms", "0", false},
+		{"producer.id.expiration.ms", "0", false},
+		{"producer.id.expiration.ms", "1d", true},
+		{"producer.id.expiration.check.interval.ms", "-1", false},
 		{"listeners", "SSL://127.0.0.1:9093", false},
 		{"listeners", "127.0.0.1", false},
 		{"broker.id", "-1", false},

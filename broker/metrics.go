@@ -47,6 +47,9 @@ type metrics struct {
 	isrExpands      prometheus.Counter
 	leaderElections prometheus.Counter
 	acceptErrors    prometheus.Counter
+	// connectionsRefused counts connections closed at once for
+	// max.connections.per.ip.
+	connectionsRefused prometheus.Counter
 
 	// electedMu guards elected: the highest leader epoch counted as an
 	// election, per partition of a topic ID, so a state sent to every
@@ -105,13 +108,17 @@ func newMetrics(b *Broker) *metrics {
 			Name: "tripod_accept_errors_total",
 			Help: "Failed accepts on the Kafka listener (out of file descriptors, most often), each followed by a retry (Kafka's socket-server accept errors).",
 		}),
+		connectionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_connections_refused_total",
+			Help: "Connections closed at once because their address had max.connections.per.ip open (Kafka's connection quota rejections).",
+		}),
 		elected: map[electedPartition]int32{},
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.bytesIn, m.bytesOut,
-		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors,
+		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors, m.connectionsRefused,
 		newStateCollector(b),
 	)
 	// Every API the broker speaks is listed from the start, at zero, so
