@@ -14,8 +14,12 @@ build:
 deps:
 	./scripts/deps.sh
 
+# vet runs go vet and staticcheck (pinned as a tool in go.mod), and checks
+# that go.mod says what the code imports.
 vet:
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	$(GO) mod tidy -diff
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 14m ./...

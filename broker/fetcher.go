@@ -198,13 +198,6 @@ func (m *fetcherManager) close() {
 	m.wg.Wait()
 }
 
-// followers returns how many partitions the fetchers follow.
-func (m *fetcherManager) followers() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.byPartition)
-}
-
 // poke wakes the fetcher and cancels its request in flight.
 func (f *fetcher) poke() {
 	f.mu.Lock()

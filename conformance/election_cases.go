@@ -282,9 +282,9 @@ func testOneControllerAcross20Changes(t T, h Harness) {
 	c := h.NewCluster(t, brokers)
 	cs := startCampaigners(t, h, c, 0, 1, 2, 3, 4)
 	bound := detectionBound(h)
-	prev := cs.waitTerm(t, nil, startupBound(h), "first election")
+	cs.waitTerm(t, nil, startupBound(h), "first election")
 	for change := 1; change <= changes; change++ {
-		prev = cs.waitTerm(t, nil, bound, fmt.Sprintf("change %d", change))
+		prev := cs.waitTerm(t, nil, bound, fmt.Sprintf("change %d", change))
 		start := time.Now()
 		var how string
 		if change%2 == 1 {

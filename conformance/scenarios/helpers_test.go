@@ -167,17 +167,17 @@ func createAssignedWith(t *testing.T, c *cluster.Cluster, name string, assignmen
 		if err != nil {
 			return err
 		}
-		for _, rt := range resp.Topics {
-			err := kerr.ErrorForCode(rt.ErrorCode)
-			if tries > 1 && errors.Is(err, kerr.TopicAlreadyExists) {
-				return nil
-			}
-			if err != nil && !kerr.IsRetriable(err) && !errors.Is(err, kerr.NotController) {
-				return cluster.Permanent(err)
-			}
-			return err
+		if len(resp.Topics) != 1 {
+			return fmt.Errorf("CreateTopics answered %d topics, want 1", len(resp.Topics))
 		}
-		return nil
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+		if tries > 1 && errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil
+		}
+		if err != nil && !kerr.IsRetriable(err) && !errors.Is(err, kerr.NotController) {
+			return cluster.Permanent(err)
+		}
+		return err
 	})
 	if err != nil {
 		t.Fatalf("create topic %s with assignment: %v", name, err)

@@ -34,14 +34,13 @@ type Broker struct {
 	binary string
 	args   []string
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed once cmd has been waited for
-	waitErr  error
-	logFile  *os.File
-	paused   bool
-	starts   int
-	stopWait time.Duration
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once cmd has been waited for
+	waitErr error
+	logFile *os.File
+	paused  bool
+	starts  int
 }
 
 // Advertised returns the address the broker advertises to clients and
