@@ -40,6 +40,12 @@ type benchProduceOptions struct {
 	throughput  float64
 	jsonPath    string
 	timeout     time.Duration
+	// linger, batchBytes and maxInFlight shape the producer's batching,
+	// and so its latency: kafka-producer-perf-test's linger.ms (0),
+	// batch.size and max.in.flight.requests.per.connection.
+	linger      time.Duration
+	batchBytes  int
+	maxInFlight int
 }
 
 // produceResult is one run of `tripod bench produce`: the figures
@@ -61,6 +67,11 @@ type produceResult struct {
 	P95Ms             float64 `json:"p95_latency_ms"`
 	P99Ms             float64 `json:"p99_latency_ms"`
 	P999Ms            float64 `json:"p999_latency_ms"`
+	// LingerMs, BatchBytes and MaxInFlight are the producer settings the
+	// run used.
+	LingerMs    float64 `json:"linger_ms"`
+	BatchBytes  int     `json:"batch_size"`
+	MaxInFlight int     `json:"max_in_flight"`
 }
 
 // newBenchProduceCmd builds `tripod bench produce`.
@@ -94,6 +105,9 @@ embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
 	f.Float64Var(&opts.throughput, "throughput", -1, "records/s cap per run; -1: unlimited")
 	f.StringVar(&opts.jsonPath, "json", "", "file to write every run's figures to as JSON")
 	f.DurationVar(&opts.timeout, "timeout", 10*time.Minute, "how long one run (topic creation and produce) may take")
+	f.DurationVar(&opts.linger, "linger", 0, "how long the producer waits to fill a batch (linger.ms); 0, kafka-producer-perf-test's default, sends at once")
+	f.IntVar(&opts.batchBytes, "batch-size", 1000012, "largest record batch in bytes (batch.size)")
+	f.IntVar(&opts.maxInFlight, "max-in-flight", 5, "produce requests in flight per broker (max.in.flight.requests.per.connection) of acks=1 runs; acks=all runs are idempotent, with 5")
 	return cmd
 }
 
@@ -136,6 +150,15 @@ func (o *benchProduceOptions) validate() error {
 		if o.bootstrap == "" && rf > o.brokers {
 			return fmt.Errorf("--replication-factor %d: more than the %d brokers of --brokers", rf, o.brokers)
 		}
+	}
+	if o.linger < 0 || o.linger > time.Minute {
+		return fmt.Errorf("--linger %v: must be between 0 and 1m", o.linger)
+	}
+	if o.batchBytes < 1 || o.batchBytes > 1<<30 {
+		return fmt.Errorf("--batch-size %d: must be between 1 and 1073741824", o.batchBytes)
+	}
+	if o.maxInFlight < 1 || o.maxInFlight > 1000 {
+		return fmt.Errorf("--max-in-flight %d: must be between 1 and 1000", o.maxInFlight)
 	}
 	if o.partitions < 1 || o.partitions > 100000 {
 		return fmt.Errorf("--partitions %d: must be between 1 and 100000", o.partitions)
@@ -201,8 +224,8 @@ func runBenchProduce(ctx context.Context, opts *benchProduceOptions, out io.Writ
 					acks = "all"
 				}
 				topic := fmt.Sprintf("bench-%d-acks%s-rf%d-%db", runID, acks, rf, size)
-				fmt.Fprintf(out, "== acks=%s replication-factor=%d record-size=%d B partitions=%d topic=%s\n",
-					acks, rf, size, opts.partitions, topic)
+				fmt.Fprintf(out, "== acks=%s replication-factor=%d record-size=%d B partitions=%d linger=%v batch-size=%d max-in-flight=%d topic=%s\n",
+					acks, rf, size, opts.partitions, opts.linger, opts.batchBytes, inFlight(acks, opts), topic)
 				runCtx, cancel := context.WithTimeout(ctx, opts.timeout)
 				res, err := benchProduceRun(runCtx, seeds, topic, acks, rf, payloads[size], opts)
 				cancel()
@@ -219,7 +242,7 @@ func runBenchProduce(ctx context.Context, opts *benchProduceOptions, out io.Writ
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "ACKS\tRF\tSIZE(B)\tRECORDS\tRECORDS/S\tMB/S\tAVG(ms)\tP50\tP95\tP99\tP99.9\tMAX(ms)\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.2f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.2f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t\n",
 			r.Acks, r.ReplicationFactor, r.RecordSize, r.Records, r.RecordsPerSec, r.MBPerSec,
 			r.AvgMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P999Ms, r.MaxMs)
 	}
@@ -238,9 +261,19 @@ func runBenchProduce(ctx context.Context, opts *benchProduceOptions, out io.Writ
 	return nil
 }
 
+// inFlight is the produce requests a run of acks keeps in flight per
+// broker: --max-in-flight, or 5 for acks=all, whose idempotent producer
+// takes no other number.
+func inFlight(acks string, opts *benchProduceOptions) int {
+	if acks == "all" {
+		return 5
+	}
+	return opts.maxInFlight
+}
+
 // line formats r as kafka-producer-perf-test's final line.
 func (r produceResult) line() string {
-	return fmt.Sprintf("%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency, %.0f ms 50th, %.0f ms 95th, %.0f ms 99th, %.0f ms 99.9th.",
+	return fmt.Sprintf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.",
 		r.Records, r.RecordsPerSec, r.MBPerSec, r.AvgMs, r.MaxMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P999Ms)
 }
 
@@ -316,11 +349,16 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 	// compression.type=none: every record carries the same payload, which
 	// franz-go's default snappy would shrink to almost nothing and turn
 	// MB/s into a compression figure.
+	// franz-go lingers 10 ms by default, which every latency would carry;
+	// the perf tool's Java producer lingers 0 ms.
 	clOpts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kacks),
-		kgo.ProducerBatchCompression(kgo.NoCompression())}
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(opts.linger),
+		kgo.ProducerBatchMaxBytes(int32(opts.batchBytes))}
 	if acks != "all" {
-		// franz-go's idempotent producer requires acks=all.
-		clOpts = append(clOpts, kgo.DisableIdempotentWrite())
+		// franz-go's idempotent producer requires acks=all; it keeps 5
+		// requests in flight per broker, as Kafka's idempotent producer
+		// may, and takes no other number.
+		clOpts = append(clOpts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(opts.maxInFlight))
 	}
 	cl, err := kgo.NewClient(clOpts...)
 	if err != nil {
@@ -383,10 +421,11 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		sum += l
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	// pct is the p-quantile in whole milliseconds, as kafka-producer-perf-test
-	// prints it.
+	// pct is the p-quantile in milliseconds, to the microsecond: whole
+	// milliseconds, as kafka-producer-perf-test prints them, would show a
+	// sub-millisecond p99 as 0.
 	pct := func(p float64) float64 {
-		return float64(latencies[min(int(p*float64(n)), n-1)].Milliseconds())
+		return ms(latencies[min(int(p*float64(n)), n-1)])
 	}
 	secs := elapsed.Seconds()
 	return produceResult{
@@ -405,6 +444,9 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		P95Ms:             pct(0.95),
 		P99Ms:             pct(0.99),
 		P999Ms:            pct(0.999),
+		LingerMs:          ms(opts.linger),
+		BatchBytes:        opts.batchBytes,
+		MaxInFlight:       inFlight(acks, opts),
 	}, nil
 }
 

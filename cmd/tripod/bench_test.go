@@ -17,7 +17,7 @@ import (
 // produce` prints per run.
 var (
 	benchHeaderLine = regexp.MustCompile(`^== acks=(\S+) replication-factor=(\d+) record-size=(\d+) B `)
-	benchResultLine = regexp.MustCompile(`^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th\.$`)
+	benchResultLine = regexp.MustCompile(`^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency, ([\d.]+) ms 50th, ([\d.]+) ms 95th, ([\d.]+) ms 99th, ([\d.]+) ms 99.9th\.$`)
 )
 
 // TestBenchProduce runs `tripod bench produce` on a 3-broker Raft cluster
@@ -53,6 +53,9 @@ func TestBenchProduce(t *testing.T) {
 			pending = &combo{m[1], rf}
 			if m[3] != "100" {
 				t.Errorf("header %q: record size %s, want 100", line, m[3])
+			}
+			if !strings.Contains(line, " linger=0s batch-size=1000012 max-in-flight=5 ") {
+				t.Errorf("header %q: want the producer settings linger=0s batch-size=1000012 max-in-flight=5", line)
 			}
 			continue
 		}
