@@ -128,6 +128,9 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (coord.Topic
 		if err := validateTopicConfig(c.Name, *c.Value); err != nil {
 			return spec, kerr.InvalidConfig, fmt.Errorf("topic %s: %w", rt.Topic, err)
 		}
+		if !topicConfigHasEffect(c.Name, *c.Value) {
+			b.logger.Warn("topic config accepted without effect: tripod does not act on it", "topic", rt.Topic, "config", c.Name, "value", *c.Value)
+		}
 		if spec.Config == nil {
 			spec.Config = make(map[string]string)
 		}

@@ -36,6 +36,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 					continue
 				}
 				v, _ := b.cfg.Get(name)
+				v = kafkaMeaning(name, v)
 				sr.Configs = append(sr.Configs, describedConfig(r.Version, name, v, kmsg.ConfigSourceStaticBrokerConfig, true))
 			}
 		case kmsg.ConfigResourceTypeTopic:

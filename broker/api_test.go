@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -453,5 +454,64 @@ func TestLeaderEpochAnswers(t *testing.T) {
 	fetch.Topics = append(fetch.Topics, ft)
 	if p := issue[*kmsg.FetchResponse](t, cl, fetch).Topics[0].Partitions[0]; p.ErrorCode != kerr.UnknownLeaderEpoch.Code {
 		t.Fatalf("fetch with current epoch 1: got error %v, want UNKNOWN_LEADER_EPOCH", kerr.ErrorForCode(p.ErrorCode))
+	}
+}
+
+// TestKafkaTopicConfigsAccepted creates a topic the way Kafka tools and
+// frameworks do, with Kafka topic configs tripod does not act on and
+// Kafka's Long.MAX_VALUE for "never": it is created, DescribeConfigs
+// shows every config as set and Kafka's defaults for the rest (flush.ms
+// Long.MAX_VALUE, not 0); a bad value of such a config and compaction
+// are refused with INVALID_CONFIG.
+func TestKafkaTopicConfigsAccepted(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	adm := kadm.NewClient(newClient(t, b))
+	ctx := testContext(t, time.Minute)
+	set := map[string]*string{
+		"compression.type":          kmsg.StringPtr("gzip"),
+		"message.timestamp.type":    kmsg.StringPtr("LogAppendTime"),
+		"min.cleanable.dirty.ratio": kmsg.StringPtr("0.25"),
+		"retention.ms":              kmsg.StringPtr("9223372036854775807"),
+		"segment.ms":                kmsg.StringPtr("9223372036854775807"),
+		"preallocate":               kmsg.StringPtr("true"),
+	}
+	resp, err := adm.CreateTopic(ctx, 1, 1, set, "kafka-configs")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic with Kafka configs: got %v / %v, want it created", err, resp.Err)
+	}
+	described, err := adm.DescribeTopicConfigs(ctx, "kafka-configs")
+	if err != nil {
+		t.Fatalf("describe configs: %v", err)
+	}
+	rc, err := described.On("kafka-configs", nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe configs of kafka-configs: %v / %v", err, rc.Err)
+	}
+	got := map[string]string{}
+	for _, c := range rc.Configs {
+		got[c.Key] = c.MaybeValue()
+	}
+	for k, v := range set {
+		if got[k] != *v {
+			t.Errorf("DescribeConfigs %s: got %q, want %q as set", k, got[k], *v)
+		}
+	}
+	for k, want := range map[string]string{"flush.ms": "9223372036854775807", "max.compaction.lag.ms": "9223372036854775807", "cleanup.policy": "delete"} {
+		if got[k] != want {
+			t.Errorf("DescribeConfigs %s: got %q, want Kafka's default %q", k, got[k], want)
+		}
+	}
+	for _, bad := range []map[string]*string{
+		{"message.timestamp.type": kmsg.StringPtr("WallClock")},
+		{"min.cleanable.dirty.ratio": kmsg.StringPtr("2")},
+		{"cleanup.policy": kmsg.StringPtr("compact")},
+	} {
+		resp, err := adm.CreateTopic(ctx, 1, 1, bad, "refused")
+		if err == nil {
+			err = resp.Err
+		}
+		if !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("create topic with %v: got %v, want INVALID_CONFIG", bad, err)
+		}
 	}
 }

@@ -771,6 +771,14 @@ func (c Config) logConfig(topicConfigs map[string]string) tlog.Config {
 	lc.RetentionTime = c.LogRetention
 	lc.FlushMessages = c.LogFlushIntervalMessages
 	lc.FlushInterval = c.LogFlushInterval
+	// millis is a topic's time in milliseconds, Kafka's Long.MAX_VALUE
+	// ("never") and anything past time.Duration's range capped at it.
+	millis := func(n int64) time.Duration {
+		if n > math.MaxInt64/int64(time.Millisecond) {
+			return math.MaxInt64
+		}
+		return time.Duration(n) * time.Millisecond
+	}
 	for k, v := range topicConfigs {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -780,15 +788,26 @@ func (c Config) logConfig(topicConfigs map[string]string) tlog.Config {
 		case "segment.bytes":
 			lc.SegmentBytes = n
 		case "segment.ms":
-			lc.RollTime = time.Duration(n) * time.Millisecond
+			lc.RollTime = millis(n)
 		case "retention.bytes":
 			lc.RetentionBytes = n
 		case "retention.ms":
-			lc.RetentionTime = time.Duration(n) * time.Millisecond
+			lc.RetentionTime = millis(n)
+			if n < 0 {
+				lc.RetentionTime = time.Duration(n) * time.Millisecond
+			}
 		case "flush.messages":
 			lc.FlushMessages = n
 		case "flush.ms":
-			lc.FlushInterval = time.Duration(n) * time.Millisecond
+			// Kafka's meanings: 0 syncs every batch, Long.MAX_VALUE never.
+			switch {
+			case n == 0:
+				lc.FlushMessages, lc.FlushInterval = 1, 0
+			case millis(n) == math.MaxInt64:
+				lc.FlushInterval = 0
+			default:
+				lc.FlushInterval = millis(n)
+			}
 		case "index.interval.bytes":
 			lc.IndexIntervalBytes = n
 		}

@@ -23,11 +23,11 @@ type topicKey struct {
 // topicKeys are the topic configs tripod honours, by Kafka name.
 var topicKeys = map[string]topicKey{
 	"segment.bytes":                  {brokerKey: "log.segment.bytes", min: 14, max: math.MaxInt32},
-	"segment.ms":                     {brokerKey: "log.roll.ms", min: 1, max: math.MaxInt64 / 1000000},
+	"segment.ms":                     {brokerKey: "log.roll.ms", min: 1, max: math.MaxInt64},
 	"retention.bytes":                {brokerKey: "log.retention.bytes", min: -1, max: math.MaxInt64},
-	"retention.ms":                   {brokerKey: "log.retention.ms", min: -1, max: math.MaxInt64 / 1000000},
+	"retention.ms":                   {brokerKey: "log.retention.ms", min: -1, max: math.MaxInt64},
 	"flush.messages":                 {brokerKey: "log.flush.interval.messages", min: 1, max: math.MaxInt64},
-	"flush.ms":                       {brokerKey: "log.flush.interval.ms", min: 0, max: math.MaxInt64 / 1000000},
+	"flush.ms":                       {brokerKey: "log.flush.interval.ms", min: 0, max: math.MaxInt64},
 	"max.message.bytes":              {brokerKey: "message.max.bytes", min: 0, max: math.MaxInt32},
 	"index.interval.bytes":           {min: 0, max: math.MaxInt32},
 	"cleanup.policy":                 {allowed: []string{"delete"}},
@@ -35,14 +35,103 @@ var topicKeys = map[string]topicKey{
 	"unclean.leader.election.enable": {brokerKey: "unclean.leader.election.enable", allowed: []string{"true", "false"}},
 }
 
-// topicKeyNames lists the topic config names, sorted.
+// kafkaOnlyTopicKey is a Kafka topic config that tripod accepts and shows
+// as set, but does not act on: its Kafka default and how a value is
+// checked.
+type kafkaOnlyTopicKey struct {
+	// kafkaDefault is Kafka's default, what DescribeConfigs shows when the
+	// topic does not set it.
+	kafkaDefault string
+	// kind is "long" (min..max), "bool", "ratio" (0..1), "enum"
+	// (allowed) or "string" (anything).
+	kind     string
+	min, max int64
+	allowed  []string
+}
+
+// kafkaOnlyTopicKeys are the topic configs of Kafka that tripod takes
+// without acting on them (compaction, throttles, tiered storage,
+// timestamps, recompression, ...), so that a tool or an application that
+// creates its topics with them still runs; the broker logs a warning when
+// a topic sets one.
+var kafkaOnlyTopicKeys = map[string]kafkaOnlyTopicKey{
+	"compression.type":                        {kafkaDefault: "producer", kind: "enum", allowed: []string{"producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"}},
+	"compression.gzip.level":                  {kafkaDefault: "-1", kind: "long", min: -1, max: 9},
+	"compression.lz4.level":                   {kafkaDefault: "9", kind: "long", min: 1, max: 17},
+	"compression.zstd.level":                  {kafkaDefault: "3", kind: "long", min: -131072, max: 22},
+	"delete.retention.ms":                     {kafkaDefault: "86400000", kind: "long", min: 0, max: math.MaxInt64},
+	"file.delete.delay.ms":                    {kafkaDefault: "60000", kind: "long", min: 0, max: math.MaxInt64},
+	"follower.replication.throttled.replicas": {kafkaDefault: "", kind: "string"},
+	"leader.replication.throttled.replicas":   {kafkaDefault: "", kind: "string"},
+	"local.retention.bytes":                   {kafkaDefault: "-2", kind: "long", min: -2, max: math.MaxInt64},
+	"local.retention.ms":                      {kafkaDefault: "-2", kind: "long", min: -2, max: math.MaxInt64},
+	"max.compaction.lag.ms":                   {kafkaDefault: "9223372036854775807", kind: "long", min: 1, max: math.MaxInt64},
+	"message.downconversion.enable":           {kafkaDefault: "true", kind: "bool"},
+	"message.format.version":                  {kafkaDefault: "3.0-IV1", kind: "string"},
+	"message.timestamp.after.max.ms":          {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
+	"message.timestamp.before.max.ms":         {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
+	"message.timestamp.difference.max.ms":     {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
+	"message.timestamp.type":                  {kafkaDefault: "CreateTime", kind: "enum", allowed: []string{"CreateTime", "LogAppendTime"}},
+	"min.cleanable.dirty.ratio":               {kafkaDefault: "0.5", kind: "ratio"},
+	"min.compaction.lag.ms":                   {kafkaDefault: "0", kind: "long", min: 0, max: math.MaxInt64},
+	"preallocate":                             {kafkaDefault: "false", kind: "bool"},
+	"remote.storage.enable":                   {kafkaDefault: "false", kind: "bool"},
+	"remote.log.copy.disable":                 {kafkaDefault: "false", kind: "bool"},
+	"remote.log.delete.on.disable":            {kafkaDefault: "false", kind: "bool"},
+	"segment.index.bytes":                     {kafkaDefault: "10485760", kind: "long", min: 4, max: math.MaxInt32},
+	"segment.jitter.ms":                       {kafkaDefault: "0", kind: "long", min: 0, max: math.MaxInt64},
+}
+
+// topicKeyNames lists the topic config names, those tripod honours and
+// those it only accepts, sorted.
 func topicKeyNames() []string {
-	names := make([]string, 0, len(topicKeys))
+	names := make([]string, 0, len(topicKeys)+len(kafkaOnlyTopicKeys))
 	for k := range topicKeys {
+		names = append(names, k)
+	}
+	for k := range kafkaOnlyTopicKeys {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	return names
+}
+
+// topicConfigHasEffect reports whether tripod acts on a topic config set
+// to value: false for the Kafka configs it only accepts, except a value
+// that asks for what tripod does anyway (compression.type=producer:
+// batches are stored as produced).
+func topicConfigHasEffect(name, value string) bool {
+	if _, ok := kafkaOnlyTopicKeys[name]; !ok {
+		return true
+	}
+	return name == "compression.type" && value == "producer"
+}
+
+// validateKafkaOnlyTopicConfig checks the value of one of
+// kafkaOnlyTopicKeys.
+func validateKafkaOnlyTopicConfig(name, value string, k kafkaOnlyTopicKey) error {
+	switch k.kind {
+	case "bool":
+		if value != "true" && value != "false" {
+			return fmt.Errorf("topic config %s %q: must be true or false", name, value)
+		}
+	case "ratio":
+		if f, err := strconv.ParseFloat(value, 64); err != nil || f < 0 || f > 1 {
+			return fmt.Errorf("topic config %s %q: must be a number between 0 and 1", name, value)
+		}
+	case "enum":
+		for _, a := range k.allowed {
+			if value == a {
+				return nil
+			}
+		}
+		return fmt.Errorf("topic config %s %q: must be one of %s", name, value, strings.Join(k.allowed, ", "))
+	case "long":
+		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < k.min || n > k.max {
+			return fmt.Errorf("topic config %s %q: must be an integer between %d and %d", name, value, k.min, k.max)
+		}
+	}
+	return nil
 }
 
 // validateTopicConfig checks one topic config and names the key, the value
@@ -50,7 +139,13 @@ func topicKeyNames() []string {
 func validateTopicConfig(name, value string) error {
 	k, ok := topicKeys[name]
 	if !ok {
+		if ko, ok := kafkaOnlyTopicKeys[name]; ok {
+			return validateKafkaOnlyTopicConfig(name, value, ko)
+		}
 		return fmt.Errorf("unknown topic config %q (known: %s)", name, strings.Join(topicKeyNames(), ", "))
+	}
+	if name == "cleanup.policy" && value != "delete" {
+		return fmt.Errorf("topic config cleanup.policy %q: must be delete (tripod has no log compaction yet)", value)
 	}
 	if k.allowed != nil {
 		for _, a := range k.allowed {
@@ -76,11 +171,27 @@ func (c Config) topicDefault(name string) string {
 	case "cleanup.policy":
 		return "delete"
 	}
+	if k, ok := kafkaOnlyTopicKeys[name]; ok {
+		return k.kafkaDefault
+	}
 	if topicKeys[name].brokerKey == "" {
 		return ""
 	}
 	v, _ := c.Get(topicKeys[name].brokerKey)
-	return v
+	return kafkaMeaning(topicKeys[name].brokerKey, v)
+}
+
+// neverMs is Kafka's "never" for a time in milliseconds: Long.MAX_VALUE.
+const neverMs = "9223372036854775807"
+
+// kafkaMeaning returns a broker property's value as Kafka tools read it:
+// log.flush.interval.ms 0, tripod's "never on time", is Kafka's
+// Long.MAX_VALUE (a tool reads flush.ms=0 as "fsync every batch").
+func kafkaMeaning(key, value string) string {
+	if key == "log.flush.interval.ms" && value == "0" {
+		return neverMs
+	}
+	return value
 }
 
 // validTopicName matches Kafka's legal topic names.
