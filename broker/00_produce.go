@@ -23,7 +23,9 @@ func init() { registerAPI(0, 3, 11, handleProduce) }
 // has passed them, that is once every ISR member has them (R4), or with
 // REQUEST_TIMED_OUT at the request's timeout. With fewer in-sync replicas
 // than min.insync.replicas an acks=all produce writes nothing and gets
-// NOT_ENOUGH_REPLICAS.
+// NOT_ENOUGH_REPLICAS. An append that fails on the disk (ENOSPC, EIO)
+// takes the partition's log dir offline and gets KAFKA_STORAGE_ERROR, as
+// does every later produce to a replica there.
 func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ProduceRequest)
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
@@ -104,8 +106,14 @@ func (b *Broker) producePartition(r *kmsg.ProduceRequest, topic string, rp kmsg.
 	if maxBytes := b.maxMessageBytes(p); len(rp.Records) > maxBytes {
 		return kerr.MessageTooLarge.Code, nil
 	}
+	if code := checkCompactedKeys(p, rp.Records, sp); code != 0 {
+		return code, nil
+	}
 	res, done, err := b.appendAsLeader(p, rp.Records, r.Acks == -1, deadline)
 	if err != nil {
+		if b.checkStorage(p, err) {
+			return kerr.KafkaStorageError.Code, nil
+		}
 		code := replicationErrorCode(err)
 		if code == kerr.UnknownServerError.Code {
 			b.logger.Error("append failed", "partition", p.name(), "error", err)
@@ -115,6 +123,28 @@ func (b *Broker) producePartition(r *kmsg.ProduceRequest, topic string, rp kmsg.
 	sp.BaseOffset = res.BaseOffset
 	sp.LogStartOffset = p.log.StartOffset()
 	return 0, done
+}
+
+// checkCompactedKeys refuses, on a topic whose cleanup.policy holds
+// compact, records without a key, as Kafka 2.5+ (KIP-467) does: the error
+// INVALID_RECORD, with the record's index and the message Kafka writes
+// in sp. It returns 0 when the records may be appended, and
+// CORRUPT_MESSAGE for records that do not parse.
+func checkCompactedKeys(p *partition, records []byte, sp *kmsg.ProduceResponseTopicPartition) int16 {
+	if compact, _ := cleanupPolicy(p.configs); !compact {
+		return 0
+	}
+	index, found, err := tlog.NullKeyRecord(records)
+	switch {
+	case err != nil:
+		return produceErrorCode(err)
+	case !found:
+		return 0
+	}
+	msg := "Compacted topic cannot accept message without key in topic partition " + p.name() + "."
+	sp.ErrorMessage = &msg
+	sp.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: int32(index), ErrorMessage: &msg}}
+	return kerr.InvalidRecord.Code
 }
 
 // produceErrorCode maps a log error to a Kafka error code.

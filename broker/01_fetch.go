@@ -180,6 +180,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				case errors.Is(err, tlog.ErrClosed):
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					hasError = true
+				case b.checkStorage(p, err):
+					sp.ErrorCode = kerr.KafkaStorageError.Code
+					hasError = true
 				case err != nil:
 					b.logger.Error("read failed", "partition", p.name(), "offset", rp.FetchOffset, "error", err)
 					sp.ErrorCode = kerr.UnknownServerError.Code

@@ -7,19 +7,29 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListOffsets v1..v6: v0's list of old-style offsets is not spoken; v7
-// adds the max-timestamp query.
-func init() { registerAPI(2, 1, 6, handleListOffsets) }
+// ListOffsets v1..v9: v0's list of old-style offsets is not spoken; v7
+// adds the max-timestamp query (KIP-734), v8 and v9 the tiered-storage
+// ones (KIP-1005).
+func init() { registerAPI(2, 1, 9, handleListOffsets) }
 
 // Special timestamps of a ListOffsets query.
 const (
-	listLatest   = -1
-	listEarliest = -2
+	listLatest       = -1
+	listEarliest     = -2
+	listMaxTimestamp = -3
+	// listEarliestLocal is the start of the log on the broker's own disk:
+	// the log start, since tripod keeps no tiered storage.
+	listEarliestLocal = -4
+	// listLatestTiered is the last offset in tiered storage: none.
+	listLatestTiered = -5
 )
 
-// handleListOffsets answers earliest (-2: the log start offset), latest
-// (-1: the high watermark) and by-timestamp queries (the first offset whose
-// timestamp is at or after it, or -1 if none).
+// handleListOffsets answers earliest (-2, and -4 earliest-local: the log
+// start offset), latest (-1: the high watermark), max-timestamp (-3: the
+// last offset of the batch below the high watermark with the largest
+// timestamp), latest-tiered (-5: -1, nothing is tiered) and by-timestamp
+// queries (the first offset whose timestamp is at or after it, or -1 if
+// none).
 func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ListOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -41,9 +51,20 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 				sp.ErrorCode = code
 			case r.Version >= 4 && checkLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch) != 0:
 				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch)
-			case rp.Timestamp == listEarliest:
+			case rp.Timestamp == listEarliest || (rp.Timestamp == listEarliestLocal && r.Version >= 8):
 				sp.Offset = p.log.StartOffset()
 				sp.LeaderEpoch = leaderEpoch
+			case rp.Timestamp == listLatestTiered && r.Version >= 9:
+				sp.LeaderEpoch = leaderEpoch
+			case rp.Timestamp == listMaxTimestamp && r.Version >= 7:
+				offset, ts, ok, err := p.log.MaxTimestamp(p.highWatermark())
+				switch {
+				case err != nil:
+					b.logger.Error("max timestamp failed", "partition", p.name(), "error", err)
+					sp.ErrorCode = kerr.UnknownServerError.Code
+				case ok:
+					sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, leaderEpoch
+				}
 			case rp.Timestamp == listLatest && r.ReplicaID >= 0:
 				// A follower asks for the log end (to truncate to it).
 				sp.Offset = p.log.EndOffset()

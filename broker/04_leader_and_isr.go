@@ -12,7 +12,9 @@ import (
 // replica whether it leads or follows.
 func init() { registerAPI(4, leaderAndIsrVersion, leaderAndIsrVersion, handleLeaderAndIsr) }
 
-// handleLeaderAndIsr decodes the request and applies it (applyLeaderAndIsr).
+// handleLeaderAndIsr decodes the request, applies it (applyLeaderAndIsr)
+// and answers each partition's outcome: 0, KAFKA_STORAGE_ERROR for an
+// offline replica, or the request's refusal.
 func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.LeaderAndISRRequest)
 	resp := r.ResponseKind().(*kmsg.LeaderAndISRResponse)
@@ -33,13 +35,16 @@ func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Resp
 	for _, l := range r.LiveLeaders {
 		cr.Leaders = append(cr.Leaders, coord.Broker{ID: coord.BrokerID(l.BrokerID), Host: l.Host, Port: l.Port})
 	}
-	resp.ErrorCode = b.applyLeaderAndIsr(ctx, cr)
+	var codes []int16
+	resp.ErrorCode, codes = b.applyLeaderAndIsr(ctx, cr)
+	i := 0
 	for _, ts := range r.TopicStates {
 		rt := kmsg.NewLeaderAndISRResponseTopic()
 		rt.TopicID = ts.TopicID
 		for _, ps := range ts.PartitionStates {
 			rp := kmsg.NewLeaderAndISRResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = ps.Partition, resp.ErrorCode
+			rp.Partition, rp.ErrorCode = ps.Partition, codes[i]
+			i++
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -300,6 +300,39 @@ func TestFetchAndListOffsets(t *testing.T) {
 	if o, _ := byTime.Lookup(topic, 0); o.Offset != 4 {
 		t.Fatalf("by timestamp: got offset %d, want 4", o.Offset)
 	}
+
+	// The special timestamps of v7 and later: max timestamp (the "wake"
+	// record, an hour ahead), earliest local (the log start) and latest
+	// tiered (nothing tiered); before v7, -3 is not a query. The raw
+	// connection keeps each request at its version.
+	nc := dialBroker(t, b)
+	for i, tc := range []struct {
+		version         int16
+		timestamp       int64
+		wantErr         int16
+		wantOffset, wTs int64
+	}{
+		{7, listMaxTimestamp, 0, 10, base.Add(time.Hour).UnixMilli()},
+		{9, listMaxTimestamp, 0, 10, base.Add(time.Hour).UnixMilli()},
+		{8, listEarliestLocal, 0, 0, -1},
+		{9, listLatestTiered, 0, -1, -1},
+		{6, listMaxTimestamp, kerr.InvalidRequest.Code, -1, -1},
+	} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(tc.version)
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = tc.timestamp, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		got := roundTrip(t, nc, req, int32(200+i)).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		if got.ErrorCode != tc.wantErr || got.Offset != tc.wantOffset || got.Timestamp != tc.wTs {
+			t.Errorf("ListOffsets v%d timestamp %d: got error %d, offset %d, timestamp %d; want %d, %d, %d",
+				tc.version, tc.timestamp, got.ErrorCode, got.Offset, got.Timestamp, tc.wantErr, tc.wantOffset, tc.wTs)
+		}
+	}
 }
 
 // waitFor polls cond until it holds or ctx ends.
@@ -461,8 +494,8 @@ func TestLeaderEpochAnswers(t *testing.T) {
 // frameworks do, with Kafka topic configs tripod does not act on and
 // Kafka's Long.MAX_VALUE for "never": it is created, DescribeConfigs
 // shows every config as set and Kafka's defaults for the rest (flush.ms
-// Long.MAX_VALUE, not 0); a bad value of such a config and compaction
-// are refused with INVALID_CONFIG.
+// Long.MAX_VALUE, not 0); a bad value of such a config or of
+// cleanup.policy is refused with INVALID_CONFIG.
 func TestKafkaTopicConfigsAccepted(t *testing.T) {
 	b := startBroker(t, testConfig(t))
 	adm := kadm.NewClient(newClient(t, b))
@@ -504,7 +537,7 @@ func TestKafkaTopicConfigsAccepted(t *testing.T) {
 	for _, bad := range []map[string]*string{
 		{"message.timestamp.type": kmsg.StringPtr("WallClock")},
 		{"min.cleanable.dirty.ratio": kmsg.StringPtr("2")},
-		{"cleanup.policy": kmsg.StringPtr("compact")},
+		{"cleanup.policy": kmsg.StringPtr("compact,archive")},
 	} {
 		resp, err := adm.CreateTopic(ctx, 1, 1, bad, "refused")
 		if err == nil {

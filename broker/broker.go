@@ -84,6 +84,14 @@ type Broker struct {
 	hwCkpt   *hwCheckpoints
 	// dirLocks hold each log dir's lock file while the broker runs.
 	dirLocks []*os.File
+	// dirsMu guards offlineDirs, the log dirs gone offline with the error
+	// that took each (logdirs.go), and offlineReplicas, the replicas
+	// offline until restart: in an offline dir, or whose log could not be
+	// opened. dirFailed wakes logDirLoop.
+	dirsMu          sync.Mutex
+	offlineDirs     map[string]error
+	offlineReplicas map[coord.TopicPartition]bool
+	dirFailed       chan struct{}
 	// lastEpoch is the broker epoch of this broker's latest registration
 	// on its log dirs (registrationFile), 0 if unknown. Holding the dir
 	// locks proves that its process is dead, so Register may replace it.
@@ -120,6 +128,10 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		brokerEpoch:  -1,
 		epochChanged: make(chan struct{}),
 		closing:      make(chan struct{}),
+
+		offlineDirs:     map[string]error{},
+		offlineReplicas: map[coord.TopicPartition]bool{},
+		dirFailed:       make(chan struct{}, 1),
 	}
 	b.metrics = newMetrics(b)
 	b.fetchers = newFetcherManager(b)
@@ -170,10 +182,14 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		defer b.runWG.Done()
 		b.watchMembers(runCtx)
 	}()
-	b.wg.Add(4)
+	b.wg.Add(5)
 	go func() {
 		defer b.wg.Done()
 		b.acceptLoop()
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.logDirLoop()
 	}()
 	go func() {
 		defer b.wg.Done()
@@ -187,6 +203,13 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		defer b.wg.Done()
 		b.isr.run()
 	}()
+	if cfg.LogCleanerEnable {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.cleanerLoop()
+		}()
+	}
 	return b, nil
 }
 
@@ -253,12 +276,18 @@ func (b *Broker) Close() error {
 	return err
 }
 
-// closeLogs flushes and closes every open partition log.
+// closeLogs writes every open partition's producer snapshot, then
+// flushes and closes its log.
 func (b *Broker) closeLogs() error {
 	b.replicasMu.Lock()
 	defer b.replicasMu.Unlock()
 	var first error
 	for _, p := range b.replicas {
+		p.appendMu.Lock()
+		if err := b.snapshotProducers(p, false); err != nil {
+			b.logger.Warn("producer snapshot at close failed; the next open reads the log from an older one", "partition", p.name(), "error", err)
+		}
+		p.appendMu.Unlock()
 		if err := p.log.Close(); err != nil && first == nil {
 			first = fmt.Errorf("close log of %s: %w", p.name(), err)
 		}
@@ -348,13 +377,17 @@ const (
 
 // backgroundLoop enforces retention every log.retention.check.interval.ms,
 // writes the high watermark checkpoint every
-// replica.high.watermark.checkpoint.interval.ms and, when
+// replica.high.watermark.checkpoint.interval.ms, expires idle producers
+// and writes producer snapshots every
+// producer.id.expiration.check.interval.ms (maintainProducers) and, when
 // log.flush.interval.ms is set, flushes the logs on that period.
 func (b *Broker) backgroundLoop() {
 	retention := time.NewTicker(b.cfg.LogRetentionCheckInterval)
 	defer retention.Stop()
 	checkpoint := time.NewTicker(b.cfg.ReplicaHighWatermarkCheckpointInterval)
 	defer checkpoint.Stop()
+	producers := time.NewTicker(b.cfg.ProducerIDExpirationCheckInterval)
+	defer producers.Stop()
 	var flushC <-chan time.Time
 	if b.cfg.LogFlushInterval > 0 {
 		flush := time.NewTicker(b.cfg.LogFlushInterval)
@@ -370,6 +403,7 @@ func (b *Broker) backgroundLoop() {
 				n, err := p.log.EnforceRetention(now)
 				if err != nil && !errors.Is(err, tlog.ErrClosed) {
 					b.logger.Error("enforce retention failed", "partition", p.name(), "error", err)
+					b.checkStorage(p, err)
 				}
 				if n > 0 {
 					b.logger.Info("retention deleted segments", "partition", p.name(), "segments", n, "log_start_offset", p.log.StartOffset())
@@ -379,10 +413,13 @@ func (b *Broker) backgroundLoop() {
 			if err := b.writeHWCheckpoints(); err != nil {
 				b.logger.Error("high watermark checkpoint failed", "error", err)
 			}
+		case now := <-producers.C:
+			b.maintainProducers(now)
 		case <-flushC:
 			for _, p := range b.allPartitions() {
 				if err := p.log.Flush(); err != nil && !errors.Is(err, tlog.ErrClosed) {
 					b.logger.Error("flush failed", "partition", p.name(), "error", err)
+					b.checkStorage(p, err)
 				}
 			}
 		}
@@ -410,7 +447,10 @@ func (b *Broker) partitionFor(topic string, index int32) *partition {
 // openReplica opens (creating if needed) the log of a partition the
 // controller assigned to this broker. It touches no broker state.
 func (b *Broker) openReplica(info coord.PartitionInfo, configs map[string]string) (*partition, error) {
-	dir := b.partitionDir(info.Topic, info.Partition)
+	dir, err := b.placeDir(info.Topic, info.Partition)
+	if err != nil {
+		return nil, err
+	}
 	rep, err := b.newReplicationState(info.TopicPartition(), configs)
 	if err != nil {
 		return nil, err
@@ -421,17 +461,84 @@ func (b *Broker) openReplica(info coord.PartitionInfo, configs map[string]string
 	}
 	p := newPartition(info, l, configs, rep, b.hwCkpt.lookup(info.TopicPartition()))
 	p.dir = dir
-	if err := p.producers.Load(l); err != nil {
+	if err := b.recoverProducers(p, time.Now()); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("rebuild producer state of %s: %w", info.TopicPartition(), err)
 	}
 	return p, nil
 }
 
+// recoverProducers rebuilds p's producer state from its latest producer
+// snapshot and the log after it (replication.Producers.Recover), warning
+// of the snapshots it could not use and of a read of the whole log, then
+// forgets the producers idle for producer.id.expiration.ms at now, as
+// Kafka skips expired producers when it loads a snapshot. The caller
+// holds p.appendMu or is the only one to know p.
+func (b *Broker) recoverProducers(p *partition, now time.Time) error {
+	load, err := p.producers.Recover(p.log)
+	p.producersLoad = load
+	for _, skipped := range load.Skipped {
+		b.logger.Warn("producer snapshot unusable, deleted", "partition", p.name(), "error", skipped)
+	}
+	if err != nil {
+		return err
+	}
+	expired := p.producers.Expire(now.UnixMilli() - b.cfg.ProducerIDExpiration.Milliseconds())
+	if load.SnapshotOffset < 0 && load.To > load.From {
+		b.logger.Warn("no usable producer snapshot, producer state read from the whole log", "partition", p.name(),
+			"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
+		return nil
+	}
+	b.logger.Debug("producer state loaded", "partition", p.name(), "snapshot_offset", load.SnapshotOffset,
+		"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
+	return nil
+}
+
+// maintainProducers forgets, in every partition, the producers whose
+// last batch is older than producer.id.expiration.ms at now, and writes
+// the producer snapshot of each partition whose log rolled a segment
+// since its latest snapshot.
+func (b *Broker) maintainProducers(now time.Time) {
+	before := now.UnixMilli() - b.cfg.ProducerIDExpiration.Milliseconds()
+	for _, p := range b.allPartitions() {
+		p.appendMu.Lock()
+		expired := p.producers.Expire(before)
+		err := b.snapshotProducers(p, true)
+		p.appendMu.Unlock()
+		if expired > 0 {
+			b.logger.Debug("expired idle producers", "partition", p.name(), "producers", expired)
+		}
+		if err != nil && !errors.Is(err, tlog.ErrClosed) {
+			b.logger.Error("producer snapshot failed", "partition", p.name(), "error", err)
+		}
+	}
+}
+
+// snapshotProducers writes p's producer state as its snapshot at the log
+// end offset unless the latest snapshot is there already or, with
+// afterRoll, is at or above the active segment's base offset (no roll
+// since): so a restart replays about one segment, as Kafka's snapshot at
+// each roll bounds it. The caller holds p.appendMu.
+func (b *Broker) snapshotProducers(p *partition, afterRoll bool) error {
+	offsets, err := p.log.ProducerSnapshots()
+	if err != nil {
+		return err
+	}
+	latest := int64(-1)
+	if len(offsets) > 0 {
+		latest = offsets[len(offsets)-1]
+	}
+	if latest == p.log.EndOffset() || (afterRoll && latest >= p.log.ActiveSegmentBaseOffset()) {
+		return nil
+	}
+	_, err = p.producers.WriteSnapshot(p.log)
+	return err
+}
+
 // partitionDir returns the directory of a partition's log: the existing
 // one if any log dir holds it, else the log dir holding the fewest
-// partitions.
-func (b *Broker) partitionDir(topic string, index int32) string {
+// partitions among those usable reports true for; "" if there is none.
+func (b *Broker) partitionDir(topic string, index int32, usable func(dir string) bool) string {
 	name := fmt.Sprintf("%s-%d", topic, index)
 	if len(b.cfg.LogDirs) == 1 {
 		return filepath.Join(b.cfg.LogDirs[0], name)
@@ -441,6 +548,9 @@ func (b *Broker) partitionDir(topic string, index int32) string {
 		path := filepath.Join(d, name)
 		if _, err := os.Stat(path); err == nil {
 			return path
+		}
+		if !usable(d) {
+			continue
 		}
 		entries, _ := os.ReadDir(d)
 		count := 0
@@ -452,6 +562,9 @@ func (b *Broker) partitionDir(topic string, index int32) string {
 		if bestCount < 0 || count < bestCount {
 			best, bestCount = d, count
 		}
+	}
+	if best == "" {
+		return ""
 	}
 	return filepath.Join(best, name)
 }

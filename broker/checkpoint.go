@@ -105,12 +105,13 @@ func (c *hwCheckpoints) forget(tp coord.TopicPartition) {
 	delete(c.initial, tp)
 }
 
-// writeHWCheckpoints writes every log dir's checkpoint: the open
+// writeHWCheckpoints writes every online log dir's checkpoint: the open
 // partitions' high watermarks, and the entries read at start for
-// partitions not opened since.
+// partitions not opened since. A write that fails on the disk takes its
+// dir offline.
 func (b *Broker) writeHWCheckpoints() error {
 	byDir := map[string]map[coord.TopicPartition]int64{}
-	for _, d := range b.cfg.LogDirs {
+	for _, d := range b.onlineLogDirs() {
 		byDir[d] = map[coord.TopicPartition]int64{}
 	}
 	open := map[coord.TopicPartition]bool{}
@@ -141,7 +142,11 @@ func (b *Broker) writeHWCheckpoints() error {
 		if len(lines) > 0 {
 			content += strings.Join(lines, "\n") + "\n"
 		}
-		if err := writeFileAtomic(filepath.Join(d, hwCheckpointFile), []byte(content)); err != nil && first == nil {
+		err := writeFileAtomic(filepath.Join(d, hwCheckpointFile), []byte(content))
+		if err != nil && isStorageError(err) {
+			b.failLogDir(d, err)
+		}
+		if err != nil && first == nil {
 			first = fmt.Errorf("write high watermark checkpoint in %s: %w", d, err)
 		}
 	}

@@ -154,6 +154,7 @@ func (b *Broker) runController(ctx context.Context, term coord.Term) {
 		b.resign(term)
 		return
 	}
+	snd.bind(ctrl)
 	// The controller answers admin requests only once it has taken in
 	// the live brokers: its first UpdateMetadata to this broker shows it.
 	if b.waitAccepted(ctx, ctrl, term.Epoch()) {

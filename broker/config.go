@@ -82,6 +82,18 @@ type Config struct {
 	// and age-based rolls (log.retention.check.interval.ms). Default 5
 	// minutes; at least 1 ms.
 	LogRetentionCheckInterval time.Duration
+	// LogCleanerEnable runs the log cleaner, which compacts the
+	// partitions of topics with cleanup.policy compact
+	// (log.cleaner.enable). Default true.
+	LogCleanerEnable bool
+	// LogCleanerDedupeBufferSize bounds the memory of a compaction pass's
+	// offset map (log.cleaner.dedupe.buffer.size, bytes). Default
+	// 134217728; at least 24.
+	LogCleanerDedupeBufferSize int64
+	// LogCleanerBackoff is how long the cleaner waits between passes over
+	// the compacted partitions (log.cleaner.backoff.ms). Default 15 s; at
+	// least 1 ms.
+	LogCleanerBackoff time.Duration
 	// ConnectionsMaxIdle closes a connection on which no complete request
 	// has arrived for this long (connections.max.idle.ms), bounding what a
 	// silent or trickling peer holds. Default 10 minutes; at least 1 ms.
@@ -178,23 +190,26 @@ type Config struct {
 // 127.0.0.1:9092 with its data in ./data, and Kafka's defaults for the rest.
 func DefaultConfig() Config {
 	return Config{
-		BrokerID:                  1,
-		Listeners:                 "PLAINTEXT://127.0.0.1:9092",
-		LogDirs:                   []string{"./data"},
-		NumPartitions:             1,
-		AutoCreateTopics:          true,
-		SocketRequestMaxBytes:     104857600,
-		MaxConnections:            math.MaxInt32,
-		MaxConnectionsPerIP:       math.MaxInt32,
-		LogSegmentBytes:           1 << 30,
-		LogRoll:                   7 * 24 * time.Hour,
-		LogRetentionBytes:         -1,
-		LogRetention:              7 * 24 * time.Hour,
-		LogFlushIntervalMessages:  math.MaxInt64,
-		LogFlushInterval:          0,
-		LogRetentionCheckInterval: 5 * time.Minute,
-		ConnectionsMaxIdle:        10 * time.Minute,
-		MessageMaxBytes:           1048588,
+		BrokerID:                   1,
+		Listeners:                  "PLAINTEXT://127.0.0.1:9092",
+		LogDirs:                    []string{"./data"},
+		NumPartitions:              1,
+		AutoCreateTopics:           true,
+		SocketRequestMaxBytes:      104857600,
+		MaxConnections:             math.MaxInt32,
+		MaxConnectionsPerIP:        math.MaxInt32,
+		LogSegmentBytes:            1 << 30,
+		LogRoll:                    7 * 24 * time.Hour,
+		LogRetentionBytes:          -1,
+		LogRetention:               7 * 24 * time.Hour,
+		LogFlushIntervalMessages:   math.MaxInt64,
+		LogFlushInterval:           0,
+		LogRetentionCheckInterval:  5 * time.Minute,
+		LogCleanerEnable:           true,
+		LogCleanerDedupeBufferSize: tlog.DefaultCleanConfig().DedupeBufferSize,
+		LogCleanerBackoff:          15 * time.Second,
+		ConnectionsMaxIdle:         10 * time.Minute,
+		MessageMaxBytes:            1048588,
 
 		Coord:                              defaultCoordConfig(),
 		AutoLeaderRebalance:                true,
@@ -297,6 +312,12 @@ func (c Config) Validate() error {
 	}
 	if c.LogRetentionCheckInterval < time.Millisecond {
 		return fmt.Errorf("log.retention.check.interval.ms %d: must be at least 1", c.LogRetentionCheckInterval.Milliseconds())
+	}
+	if err := c.cleanConfig(nil).Validate(); err != nil {
+		return err
+	}
+	if c.LogCleanerBackoff < time.Millisecond {
+		return fmt.Errorf("log.cleaner.backoff.ms %d: must be at least 1", c.LogCleanerBackoff.Milliseconds())
 	}
 	if c.ConnectionsMaxIdle < time.Millisecond {
 		return fmt.Errorf("connections.max.idle.ms %d: must be at least 1", c.ConnectionsMaxIdle.Milliseconds())
@@ -432,6 +453,18 @@ var brokerKeys = map[string]configKey{
 	"log.retention.check.interval.ms": {
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogRetentionCheckInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRetentionCheckInterval.Milliseconds(), 10) },
+	},
+	"log.cleaner.enable": {
+		set: func(c *Config, k, v string) error { return setBool(&c.LogCleanerEnable, k, v) },
+		get: func(c Config) string { return strconv.FormatBool(c.LogCleanerEnable) },
+	},
+	"log.cleaner.dedupe.buffer.size": {
+		set: func(c *Config, k, v string) error { return setInt64(&c.LogCleanerDedupeBufferSize, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogCleanerDedupeBufferSize, 10) },
+	},
+	"log.cleaner.backoff.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.LogCleanerBackoff, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogCleanerBackoff.Milliseconds(), 10) },
 	},
 	"connections.max.idle.ms": {
 		set: func(c *Config, k, v string) error { return setMillis(&c.ConnectionsMaxIdle, k, v) },
@@ -623,7 +656,6 @@ var kafkaOnlyKeys = map[string]bool{
 	"group.min.session.timeout.ms":                     true,
 	"group.max.session.timeout.ms":                     true,
 	"log.retention.check.interval.ms":                  true,
-	"log.cleaner.enable":                               true,
 	"log.cleaner.threads":                              true,
 	"log.cleanup.policy":                               true,
 	"log.message.format.version":                       true,
@@ -812,7 +844,66 @@ func (c Config) logConfig(topicConfigs map[string]string) tlog.Config {
 			lc.IndexIntervalBytes = n
 		}
 	}
+	// Only "delete" in cleanup.policy deletes segments by age and size;
+	// a topic that is only compacted keeps them.
+	if compact, del := cleanupPolicy(topicConfigs); compact && !del {
+		lc.RetentionTime, lc.RetentionBytes = -1, -1
+	}
 	return lc
+}
+
+// cleanupPolicy reports which of compact and delete a topic's
+// cleanup.policy (already validated; default delete) holds.
+func cleanupPolicy(topicConfigs map[string]string) (compact, del bool) {
+	v, ok := topicConfigs["cleanup.policy"]
+	if !ok {
+		return false, true
+	}
+	for _, p := range strings.Split(v, ",") {
+		switch strings.TrimSpace(p) {
+		case "compact":
+			compact = true
+		case "delete":
+			del = true
+		}
+	}
+	return compact, del
+}
+
+// cleanConfig is the compaction configuration of a topic: Kafka's
+// defaults (declared by replication/log), the broker's dedupe buffer and
+// the topic's delete.retention.ms, min.cleanable.dirty.ratio,
+// min.compaction.lag.ms and max.compaction.lag.ms (already validated).
+func (c Config) cleanConfig(topicConfigs map[string]string) tlog.CleanConfig {
+	cc := tlog.DefaultCleanConfig()
+	cc.DedupeBufferSize = c.LogCleanerDedupeBufferSize
+	millis := func(n int64) time.Duration {
+		if n > math.MaxInt64/int64(time.Millisecond) {
+			return math.MaxInt64
+		}
+		return time.Duration(n) * time.Millisecond
+	}
+	for k, v := range topicConfigs {
+		if k == "min.cleanable.dirty.ratio" {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				cc.MinCleanableDirtyRatio = f
+			}
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "delete.retention.ms":
+			cc.DeleteRetention = millis(n)
+		case "min.compaction.lag.ms":
+			cc.MinCompactionLag = millis(n)
+		case "max.compaction.lag.ms":
+			cc.MaxCompactionLag = millis(n)
+		}
+	}
+	return cc
 }
 
 // replicationConfig is the replication configuration of a topic: the

@@ -464,6 +464,7 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 	if len(sp.RecordBatches) > 0 {
 		if err := b.appendAsFollower(p, sp.RecordBatches); err != nil {
 			b.logger.Error("follower append failed", "partition", p.name(), "leader", f.leader, "error", err)
+			b.checkStorage(p, err)
 			f.delay(fp)
 			return
 		}
@@ -520,6 +521,7 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 			end := p.log.EndOffset()
 			if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
 				b.logger.Error("restart follower log failed", "partition", p.name(), "offset", leaderStart, "error", err)
+				b.checkStorage(p, err)
 			} else {
 				p.producers.Reset()
 				p.hw.Store(min(p.hw.Load(), leaderStart))

@@ -237,7 +237,7 @@ type stateCollector struct {
 	lastControllerEpoch atomic.Int64
 
 	partitions, leaderPartitions, underReplicated, offline *prometheus.Desc
-	activeController, controllerEpoch                      *prometheus.Desc
+	activeController, controllerEpoch, offlineLogDirs      *prometheus.Desc
 }
 
 func newStateCollector(b *Broker) *stateCollector {
@@ -255,12 +255,14 @@ func newStateCollector(b *Broker) *stateCollector {
 			"1 if this broker runs the controller, else 0 (Kafka's ActiveControllerCount).", nil, nil),
 		controllerEpoch: prometheus.NewDesc("tripod_controller_epoch",
 			"Highest controller epoch this broker accepted a controller request from (Kafka's controller epoch).", nil, nil),
+		offlineLogDirs: prometheus.NewDesc("tripod_offline_log_dirs",
+			"Log dirs of this broker offline after a disk error, until it restarts (Kafka's OfflineLogDirectoryCount).", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.partitions, c.leaderPartitions, c.underReplicated, c.offline, c.activeController, c.controllerEpoch} {
+	for _, d := range []*prometheus.Desc{c.partitions, c.leaderPartitions, c.underReplicated, c.offline, c.activeController, c.controllerEpoch, c.offlineLogDirs} {
 		ch <- d
 	}
 }
@@ -306,4 +308,5 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
 	ch <- prometheus.MustNewConstMetric(c.activeController, prometheus.GaugeValue, active)
 	ch <- prometheus.MustNewConstMetric(c.controllerEpoch, prometheus.GaugeValue, float64(c.lastControllerEpoch.Load()))
+	ch <- prometheus.MustNewConstMetric(c.offlineLogDirs, prometheus.GaugeValue, float64(b.offlineDirCount()))
 }

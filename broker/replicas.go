@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -11,19 +12,34 @@ import (
 	"github.com/tripodmq/tripod/replication"
 )
 
+// controllerAnswer is what a broker answered a controller request, as
+// the controller must know it: the request's Kafka error code (0,
+// STALE_CONTROLLER_EPOCH or STALE_BROKER_EPOCH) and the partitions whose
+// replicas answered KAFKA_STORAGE_ERROR (LeaderAndIsr only).
+type controllerAnswer struct {
+	code    int16
+	offline []coord.TopicPartition
+}
+
 // applyControllerRequest applies a LeaderAndIsr, UpdateMetadata or
-// StopReplica request and returns the request's Kafka error code: 0,
-// STALE_CONTROLLER_EPOCH or STALE_BROKER_EPOCH.
-func (b *Broker) applyControllerRequest(ctx context.Context, req any) int16 {
+// StopReplica request and returns the answer.
+func (b *Broker) applyControllerRequest(ctx context.Context, req any) controllerAnswer {
 	switch r := req.(type) {
 	case *coord.LeaderAndIsrRequest:
-		return b.applyLeaderAndIsr(ctx, r)
+		code, codes := b.applyLeaderAndIsr(ctx, r)
+		ans := controllerAnswer{code: code}
+		for i, c := range codes {
+			if c == kerr.KafkaStorageError.Code {
+				ans.offline = append(ans.offline, r.Partitions[i].TopicPartition())
+			}
+		}
+		return ans
 	case *coord.UpdateMetadataRequest:
-		return b.applyUpdateMetadata(ctx, r)
+		return controllerAnswer{code: b.applyUpdateMetadata(ctx, r)}
 	case *coord.StopReplicaRequest:
-		return b.applyStopReplica(ctx, r)
+		return controllerAnswer{code: b.applyStopReplica(ctx, r)}
 	}
-	return kerr.InvalidRequest.Code
+	return controllerAnswer{code: kerr.InvalidRequest.Code}
 }
 
 // acceptControllerLocked checks a controller request's epochs, with
@@ -49,13 +65,24 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerEpoch, br
 // a partition state older than the one held is ignored. A leader starts
 // tracking its followers; a follower truncates its log as
 // replication.truncation says and fetches from its leader (applyRole).
-func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrRequest) int16 {
+//
+// It returns the request's error code and one per partition, in the
+// order of r.Partitions: the request's refusal (STALE_CONTROLLER_EPOCH,
+// STALE_BROKER_EPOCH) for all, else 0, or KAFKA_STORAGE_ERROR for a
+// replica that is offline (its log dir failed) or whose log cannot be
+// opened or created; such a replica stays offline until restart, and a
+// storage error (a full or failing disk) takes its whole log dir offline.
+func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrRequest) (int16, []int16) {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
+	codes := make([]int16, len(r.Partitions))
 	if code := b.acceptControllerLocked(ctx, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
 		b.logger.Warn("refused LeaderAndIsr", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
 			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
-		return code
+		for i := range codes {
+			codes[i] = code
+		}
+		return code, codes
 	}
 	var missing []string
 	for _, info := range r.Partitions {
@@ -68,10 +95,15 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 	b.fetchers.hold()
 	defer b.fetchers.release()
 	self := coord.BrokerID(b.cfg.BrokerID)
-	led, followed, ignored := 0, 0, 0
-	for _, info := range r.Partitions {
+	led, followed, ignored, offline := 0, 0, 0, 0
+	for i, info := range r.Partitions {
 		tp := info.TopicPartition()
 		p := b.partitionFor(info.Topic, info.Partition)
+		if b.replicaOffline(tp) || (p != nil && b.dirOffline(p.logDir())) {
+			codes[i] = kerr.KafkaStorageError.Code
+			offline++
+			continue
+		}
 		if p != nil && recreated(p, info) {
 			b.logger.Info("replacing the log of a recreated topic", "partition", tp)
 			b.removeReplica(tp, true)
@@ -80,7 +112,13 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 		if p == nil {
 			opened, err := b.openReplica(info, configs[info.Topic])
 			if err != nil {
-				b.logger.Error("open replica failed", "partition", tp, "error", err)
+				b.logger.Error("open replica failed: the replica is offline until restart", "partition", tp, "error", err)
+				b.markReplicaOffline(tp)
+				if dir, derr := b.placeDir(info.Topic, info.Partition); derr == nil && isStorageError(err) {
+					b.failLogDir(filepath.Dir(dir), err)
+				}
+				codes[i] = kerr.KafkaStorageError.Code
+				offline++
 				continue
 			}
 			b.replicasMu.Lock()
@@ -98,8 +136,8 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 			followed++
 		}
 	}
-	b.logger.Debug("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed, "stale", ignored)
-	return 0
+	b.logger.Debug("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed, "stale", ignored, "offline", offline)
+	return 0, codes
 }
 
 // recreated reports whether info is for a topic of the same name as p's
@@ -207,12 +245,19 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 }
 
 // leaderFor returns the partition if this broker leads it, with the Kafka
-// error code otherwise: NOT_LEADER_OR_FOLLOWER for a partition the
+// error code otherwise: KAFKA_STORAGE_ERROR for a replica that is offline
+// here (its log dir failed), NOT_LEADER_OR_FOLLOWER for a partition the
 // cluster has, or may have as far as a broker knows that has not had the
 // controller's metadata yet (a restarted broker), and
 // UNKNOWN_TOPIC_OR_PARTITION for one it does not.
 func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
+	if b.replicaOffline(coord.TopicPartition{Topic: topic, Partition: index}) {
+		return nil, kerr.KafkaStorageError.Code
+	}
 	if p := b.partitionFor(topic, index); p != nil {
+		if b.dirOffline(p.logDir()) {
+			return nil, kerr.KafkaStorageError.Code
+		}
 		if ok, _ := p.leads(coord.BrokerID(b.cfg.BrokerID)); ok {
 			return p, 0
 		}

@@ -95,6 +95,7 @@ func (b *Broker) truncate(p *partition, offset int64, why string) {
 	}
 	if err := p.log.TruncateTo(offset); err != nil {
 		b.logger.Error("truncate follower log failed", "partition", p.name(), "offset", offset, "error", err)
+		b.checkStorage(p, err)
 		return
 	}
 	b.truncateProducers(p, offset)
@@ -106,14 +107,15 @@ func (b *Broker) truncate(p *partition, offset int64, why string) {
 }
 
 // truncateProducers drops the producer state of the records a truncation
-// removed, reading the log again when a producer lost all it had. The
-// caller holds p.appendMu.
+// removed, rebuilding it from the latest producer snapshot below the cut
+// (the log deleted those above) and the log after it when a producer
+// lost all it had. The caller holds p.appendMu.
 func (b *Broker) truncateProducers(p *partition, offset int64) {
 	if !p.producers.TruncateTo(offset) {
 		return
 	}
 	p.producers.Reset()
-	if err := p.producers.Load(p.log); err != nil {
+	if err := b.recoverProducers(p, time.Now()); err != nil {
 		b.logger.Error("rebuild producer state failed", "partition", p.name(), "error", err)
 	}
 }
@@ -308,6 +310,8 @@ func replicationErrorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, replication.ErrProducerFenced):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, errLogDirOffline):
+		return kerr.KafkaStorageError.Code
 	}
 	return produceErrorCode(err)
 }

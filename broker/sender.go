@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -28,9 +29,15 @@ const deletedTopicLeader = -2
 // sender implements coord.Sender for one controller term: one queue and
 // one goroutine per destination broker, each delivering its requests in
 // order over a Kafka client connection (or in process for this broker),
-// retrying with backoff until answered or dropped. Close stops them all.
+// retrying with backoff until answered or dropped. Each answer the
+// controller must act on goes to its coord.Results (bind): a
+// STALE_CONTROLLER_EPOCH (Deposed) and the partitions answered
+// KAFKA_STORAGE_ERROR (ReplicasOffline). Close stops them all.
 type sender struct {
 	b *Broker
+	// results receives the answers once bound is closed (bind).
+	results coord.Results
+	bound   chan struct{}
 
 	mu     sync.Mutex
 	dests  map[coord.BrokerID]*destination
@@ -54,7 +61,51 @@ type destination struct {
 }
 
 func newSender(b *Broker) *sender {
-	return &sender{b: b, dests: map[coord.BrokerID]*destination{}, progress: make(chan struct{})}
+	return &sender{b: b, dests: map[coord.BrokerID]*destination{}, progress: make(chan struct{}), bound: make(chan struct{})}
+}
+
+// bind makes r (the controller the sender delivers for, which exists only
+// after the sender) receive the answers. Answers arriving before wait.
+func (s *sender) bind(r coord.Results) {
+	s.results = r
+	close(s.bound)
+}
+
+// report hands the controller what a broker's answer to req tells it.
+// It returns once the controller took it in, or the controller or ctx
+// ended.
+func (s *sender) report(ctx context.Context, to coord.Broker, req any, ans controllerAnswer) {
+	if ans.code != kerr.StaleControllerEpoch.Code && len(ans.offline) == 0 {
+		return
+	}
+	select {
+	case <-s.bound:
+	case <-ctx.Done():
+		return
+	}
+	if ans.code == kerr.StaleControllerEpoch.Code {
+		s.b.logger.Warn("a broker refused this controller's epoch as stale: a newer controller exists", "to", to.ID, "request", fmt.Sprintf("%T", req))
+		if err := s.results.Deposed(ctx, to.ID, requestControllerEpoch(req)); err != nil {
+			s.b.logger.Debug("deposed controller not told", "error", err)
+		}
+		return
+	}
+	if err := s.results.ReplicasOffline(ctx, to, ans.offline); err != nil {
+		s.b.logger.Debug("offline replicas not reported to the controller", "to", to.ID, "error", err)
+	}
+}
+
+// requestControllerEpoch is the controller epoch a request carries.
+func requestControllerEpoch(req any) int64 {
+	switch r := req.(type) {
+	case *coord.LeaderAndIsrRequest:
+		return r.ControllerEpoch
+	case *coord.UpdateMetadataRequest:
+		return r.ControllerEpoch
+	case *coord.StopReplicaRequest:
+		return r.ControllerEpoch
+	}
+	return -1
 }
 
 // waitDelivered waits until every request queued so far has been answered
@@ -176,8 +227,9 @@ func (s *sender) deliver(ctx context.Context, d *destination) {
 		}
 		backoff := 50 * time.Millisecond
 		for {
-			err := s.deliverOne(ctx, d, &cl, req)
+			ans, err := s.deliverOne(ctx, d, &cl, req)
 			if err == nil {
+				s.report(ctx, d.to, req, ans)
 				break
 			}
 			if ctx.Err() != nil {
@@ -204,25 +256,69 @@ func (s *sender) deliver(ctx context.Context, d *destination) {
 	}
 }
 
-// deliverOne delivers one request: in process to this broker, else over
-// the client connection cl (opened if nil).
-func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req any) error {
+// deliverOne delivers one request, in process to this broker, else over
+// the client connection cl (opened if nil), and returns the answer.
+func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req any) (controllerAnswer, error) {
 	if int32(d.to.ID) == s.b.cfg.BrokerID {
-		s.b.applyControllerRequest(ctx, req)
-		return nil
+		return s.b.applyControllerRequest(ctx, req), nil
 	}
 	kreq := encodeControllerRequest(req)
 	if *cl == nil {
 		c, err := s.b.peerClient(d.to.Addr())
 		if err != nil {
-			return err
+			return controllerAnswer{}, err
 		}
 		*cl = c
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := (*cl).SeedBrokers()[0].Request(rctx, kreq)
-	return err
+	kresp, err := (*cl).SeedBrokers()[0].Request(rctx, kreq)
+	if err != nil {
+		return controllerAnswer{}, err
+	}
+	return decodeControllerResponse(req, kresp), nil
+}
+
+// decodeControllerResponse turns a broker's kmsg answer to req into a
+// controllerAnswer: the top-level error code and, for LeaderAndIsr, the
+// partitions answered KAFKA_STORAGE_ERROR (named by topic ID in v5, by
+// topic name before).
+func decodeControllerResponse(req any, kresp kmsg.Response) controllerAnswer {
+	switch resp := kresp.(type) {
+	case *kmsg.LeaderAndISRResponse:
+		ans := controllerAnswer{code: resp.ErrorCode}
+		if resp.ErrorCode != 0 {
+			return ans
+		}
+		names := map[[16]byte]string{}
+		if r, ok := req.(*coord.LeaderAndIsrRequest); ok {
+			for _, p := range r.Partitions {
+				names[p.TopicID] = p.Topic
+			}
+		}
+		for _, p := range resp.Partitions { // v0..v4
+			if p.ErrorCode == kerr.KafkaStorageError.Code {
+				ans.offline = append(ans.offline, coord.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+			}
+		}
+		for _, t := range resp.Topics {
+			name, ok := names[t.TopicID]
+			if !ok {
+				continue
+			}
+			for _, p := range t.Partitions {
+				if p.ErrorCode == kerr.KafkaStorageError.Code {
+					ans.offline = append(ans.offline, coord.TopicPartition{Topic: name, Partition: p.Partition})
+				}
+			}
+		}
+		return ans
+	case *kmsg.UpdateMetadataResponse:
+		return controllerAnswer{code: resp.ErrorCode}
+	case *kmsg.StopReplicaResponse:
+		return controllerAnswer{code: resp.ErrorCode}
+	}
+	return controllerAnswer{code: kerr.UnknownServerError.Code}
 }
 
 // encodeControllerRequest turns a coord request into its kmsg request.

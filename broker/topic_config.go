@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
 // topicKey describes one topic-level config: its range and the broker
@@ -18,6 +20,8 @@ type topicKey struct {
 	min, max int64
 	// allowed, when set, lists the only accepted string values.
 	allowed []string
+	// ratio marks a number between 0 and 1.
+	ratio bool
 }
 
 // topicKeys are the topic configs tripod honours, by Kafka name.
@@ -30,7 +34,11 @@ var topicKeys = map[string]topicKey{
 	"flush.ms":                       {brokerKey: "log.flush.interval.ms", min: 0, max: math.MaxInt64},
 	"max.message.bytes":              {brokerKey: "message.max.bytes", min: 0, max: math.MaxInt32},
 	"index.interval.bytes":           {min: 0, max: math.MaxInt32},
-	"cleanup.policy":                 {allowed: []string{"delete"}},
+	"cleanup.policy":                 {allowed: []string{"delete", "compact", "compact,delete"}},
+	"delete.retention.ms":            {min: 0, max: math.MaxInt64},
+	"min.cleanable.dirty.ratio":      {ratio: true},
+	"min.compaction.lag.ms":          {min: 0, max: math.MaxInt64},
+	"max.compaction.lag.ms":          {min: 1, max: math.MaxInt64},
 	"min.insync.replicas":            {brokerKey: "min.insync.replicas", min: 1, max: math.MaxInt32},
 	"unclean.leader.election.enable": {brokerKey: "unclean.leader.election.enable", allowed: []string{"true", "false"}},
 }
@@ -50,7 +58,7 @@ type kafkaOnlyTopicKey struct {
 }
 
 // kafkaOnlyTopicKeys are the topic configs of Kafka that tripod takes
-// without acting on them (compaction, throttles, tiered storage,
+// without acting on them (throttles, tiered storage,
 // timestamps, recompression, ...), so that a tool or an application that
 // creates its topics with them still runs; the broker logs a warning when
 // a topic sets one.
@@ -59,21 +67,17 @@ var kafkaOnlyTopicKeys = map[string]kafkaOnlyTopicKey{
 	"compression.gzip.level":                  {kafkaDefault: "-1", kind: "long", min: -1, max: 9},
 	"compression.lz4.level":                   {kafkaDefault: "9", kind: "long", min: 1, max: 17},
 	"compression.zstd.level":                  {kafkaDefault: "3", kind: "long", min: -131072, max: 22},
-	"delete.retention.ms":                     {kafkaDefault: "86400000", kind: "long", min: 0, max: math.MaxInt64},
 	"file.delete.delay.ms":                    {kafkaDefault: "60000", kind: "long", min: 0, max: math.MaxInt64},
 	"follower.replication.throttled.replicas": {kafkaDefault: "", kind: "string"},
 	"leader.replication.throttled.replicas":   {kafkaDefault: "", kind: "string"},
 	"local.retention.bytes":                   {kafkaDefault: "-2", kind: "long", min: -2, max: math.MaxInt64},
 	"local.retention.ms":                      {kafkaDefault: "-2", kind: "long", min: -2, max: math.MaxInt64},
-	"max.compaction.lag.ms":                   {kafkaDefault: "9223372036854775807", kind: "long", min: 1, max: math.MaxInt64},
 	"message.downconversion.enable":           {kafkaDefault: "true", kind: "bool"},
 	"message.format.version":                  {kafkaDefault: "3.0-IV1", kind: "string"},
 	"message.timestamp.after.max.ms":          {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
 	"message.timestamp.before.max.ms":         {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
 	"message.timestamp.difference.max.ms":     {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
 	"message.timestamp.type":                  {kafkaDefault: "CreateTime", kind: "enum", allowed: []string{"CreateTime", "LogAppendTime"}},
-	"min.cleanable.dirty.ratio":               {kafkaDefault: "0.5", kind: "ratio"},
-	"min.compaction.lag.ms":                   {kafkaDefault: "0", kind: "long", min: 0, max: math.MaxInt64},
 	"preallocate":                             {kafkaDefault: "false", kind: "bool"},
 	"remote.storage.enable":                   {kafkaDefault: "false", kind: "bool"},
 	"remote.log.copy.disable":                 {kafkaDefault: "false", kind: "bool"},
@@ -144,8 +148,23 @@ func validateTopicConfig(name, value string) error {
 		}
 		return fmt.Errorf("unknown topic config %q (known: %s)", name, strings.Join(topicKeyNames(), ", "))
 	}
-	if name == "cleanup.policy" && value != "delete" {
-		return fmt.Errorf("topic config cleanup.policy %q: must be delete (tripod has no log compaction yet)", value)
+	if name == "cleanup.policy" {
+		// Kafka takes a list: compact, delete or both, in any order.
+		seen := map[string]bool{}
+		for _, p := range strings.Split(value, ",") {
+			p = strings.TrimSpace(p)
+			if (p != "compact" && p != "delete") || seen[p] {
+				return fmt.Errorf("topic config cleanup.policy %q: must be one of %s", value, strings.Join(k.allowed, ", "))
+			}
+			seen[p] = true
+		}
+		return nil
+	}
+	if k.ratio {
+		if f, err := strconv.ParseFloat(value, 64); err != nil || !(f >= 0 && f <= 1) {
+			return fmt.Errorf("topic config %s %q: must be a number between 0 and 1", name, value)
+		}
+		return nil
 	}
 	if k.allowed != nil {
 		for _, a := range k.allowed {
@@ -170,6 +189,14 @@ func (c Config) topicDefault(name string) string {
 		return "4096"
 	case "cleanup.policy":
 		return "delete"
+	case "delete.retention.ms":
+		return strconv.FormatInt(tlog.DefaultCleanConfig().DeleteRetention.Milliseconds(), 10)
+	case "min.cleanable.dirty.ratio":
+		return strconv.FormatFloat(tlog.DefaultCleanConfig().MinCleanableDirtyRatio, 'f', -1, 64)
+	case "min.compaction.lag.ms":
+		return strconv.FormatInt(tlog.DefaultCleanConfig().MinCompactionLag.Milliseconds(), 10)
+	case "max.compaction.lag.ms":
+		return neverMs // Kafka's Long.MAX_VALUE, beyond time.Duration in ms.
 	}
 	if k, ok := kafkaOnlyTopicKeys[name]; ok {
 		return k.kafkaDefault

@@ -33,6 +33,8 @@ func controllerCases() []testCase {
 		{"Controller", "AllReplicasDownThenISRMemberReturns", needsNothing, testControllerAllReplicasDown},
 		{"Controller", "ControlledShutdownMovesLeadership", needsNothing, testControllerControlledShutdown},
 		{"Controller", "PreferredLeaderRebalance", needsNothing, testControllerPreferredRebalance},
+		{"Controller", "OfflineReplicaLosesLeadershipAndISR", needsNothing, testControllerOfflineReplica},
+		{"Controller", "DeposedControllerStops", needsNothing, testControllerDeposed},
 	}
 }
 
@@ -160,6 +162,23 @@ func (n *controllerNode) loop(ctx context.Context) {
 func (n *controllerNode) stop() {
 	n.cancel()
 	<-n.done
+}
+
+// registration waits for the node's session and returns its broker: the
+// backend may list the node live before Register has returned to it.
+func (n *controllerNode) registration(t T) coord.Broker {
+	t.Helper()
+	var b coord.Broker
+	waitFor(t, 10*time.Second, fmt.Sprintf("broker %d's session", n.id), func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.session == nil {
+			return false
+		}
+		b = n.session.Broker()
+		return true
+	})
+	return b
 }
 
 func (n *controllerNode) currentController() *coord.Controller {
@@ -421,9 +440,7 @@ func testControllerControlledShutdown(t T, h Harness) {
 	cc.createTopic(t, coord.TopicSpec{Name: "shut", Partitions: 30, ReplicationFactor: 3})
 	ctrl := cc.controller(t, 5*time.Second)
 	leaving := cc.nodes[(ctrl.index+1)%3]
-	leaving.mu.Lock()
-	epoch := leaving.session.Broker().Epoch
-	leaving.mu.Unlock()
+	epoch := leaving.registration(t).Epoch
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -506,4 +523,113 @@ func testControllerPreferredRebalance(t T, h Harness) {
 		}
 		return true
 	})
+}
+
+// testControllerOfflineReplica: a broker answers KAFKA_STORAGE_ERROR for
+// some of its replicas (ReplicasOffline): those leave their ISRs, their
+// leaderships move to other ISR members, the broker's other replicas keep
+// theirs, and a report from another incarnation of the broker changes
+// nothing.
+func testControllerOfflineReplica(t T, h Harness) {
+	cc := newControllerCluster(t, h, 3)
+	cc.createTopic(t, coord.TopicSpec{Name: "disk", Partitions: 6, ReplicationFactor: 3})
+	ctrl := cc.controller(t, 5*time.Second)
+	failing := cc.nodes[(ctrl.index+1)%3]
+	broker := failing.registration(t)
+	var offline, kept []coord.TopicPartition
+	for p := int32(0); p < 6; p++ {
+		st, _ := cc.state(t, ctrl.index, tp("disk", p))
+		switch {
+		case st.Leader == failing.id && len(offline) == 0:
+			offline = append(offline, st.TopicPartition())
+		case st.Leader == failing.id:
+			kept = append(kept, st.TopicPartition())
+		case len(offline) < 2 && st.Leader != failing.id && len(kept) > 0:
+			offline = append(offline, st.TopicPartition()) // a followed replica
+		}
+	}
+	if len(offline) == 0 || len(kept) == 0 {
+		t.Fatalf("got broker %d leading %d partitions, want at least 2", failing.id, len(offline)+len(kept))
+	}
+	before := map[coord.TopicPartition]coord.PartitionState{}
+	for _, p := range append(slices.Clone(offline), kept...) {
+		before[p], _ = cc.state(t, ctrl.index, p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ctrl.currentController().ReplicasOffline(ctx, broker, offline); err != nil {
+		t.Fatalf("ReplicasOffline: got %v, want nil", err)
+	}
+	waitFor(t, 5*time.Second, fmt.Sprintf("broker %d out of the ISRs of %v", failing.id, offline), func() bool {
+		for _, p := range offline {
+			st, _ := cc.state(t, ctrl.index, p)
+			if st.Leader == failing.id || slices.Contains(st.ISR, failing.id) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range offline {
+		st, _ := cc.state(t, ctrl.index, p)
+		if st.Leader == coord.NoBroker || !slices.Contains(before[p].ISR, st.Leader) {
+			t.Errorf("partition %s: got leader %d, want one of the old ISR %v", p, st.Leader, before[p].ISR)
+		}
+		if before[p].Leader == failing.id && st.LeaderEpoch <= before[p].LeaderEpoch {
+			t.Errorf("partition %s: got leader epoch %d, want above %d", p, st.LeaderEpoch, before[p].LeaderEpoch)
+		}
+	}
+	for _, p := range kept {
+		st, _ := cc.state(t, ctrl.index, p)
+		if st.Leader != failing.id || st.LeaderEpoch != before[p].LeaderEpoch {
+			t.Errorf("partition %s: got leader %d epoch %d, want broker %d's leadership kept at epoch %d",
+				p, st.Leader, st.LeaderEpoch, failing.id, before[p].LeaderEpoch)
+		}
+	}
+	// The new leader is online, so an unclean election has nothing to do.
+	results, err := ctrl.currentController().ElectLeaders(ctx, false, offline[:1])
+	if err != nil {
+		t.Fatalf("ElectLeaders: got %v, want nil", err)
+	}
+	if err := results[offline[0]]; !errors.Is(err, coord.ErrElectionNotNeeded) {
+		t.Errorf("unclean election of %s: got %v, want %v", offline[0], err, coord.ErrElectionNotNeeded)
+	}
+	// A report from another incarnation changes nothing.
+	stale := broker
+	stale.Epoch--
+	if err := ctrl.currentController().ReplicasOffline(ctx, stale, kept); err != nil {
+		t.Fatalf("ReplicasOffline of a stale incarnation: got %v, want nil", err)
+	}
+	for _, p := range kept {
+		if st, _ := cc.state(t, ctrl.index, p); st.Leader != failing.id {
+			t.Errorf("partition %s after a stale report: got leader %d, want %d", p, st.Leader, failing.id)
+		}
+	}
+}
+
+// testControllerDeposed: a broker refuses the controller's epoch as stale
+// (Deposed): the controller stops with ErrFenced, as a fenced commit stops
+// it.
+func testControllerDeposed(t T, h Harness) {
+	cc := newControllerCluster(t, h, 3)
+	ctrl := cc.controller(t, 5*time.Second)
+	c := ctrl.currentController()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Deposed(ctx, cc.nodes[(ctrl.index+1)%3].id, c.Epoch()+1); err != nil {
+		t.Fatalf("Deposed for another epoch: got %v, want nil", err)
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("after Deposed for another epoch: got controller error %v, want it running", err)
+	}
+	if err := c.Deposed(ctx, cc.nodes[(ctrl.index+1)%3].id, c.Epoch()); err != nil && !errors.Is(err, coord.ErrNotController) {
+		t.Fatalf("Deposed: got %v, want nil or %v", err, coord.ErrNotController)
+	}
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatalf("controller still running 10 s after Deposed, want it stopped")
+	}
+	if err := c.Err(); !errors.Is(err, coord.ErrFenced) {
+		t.Errorf("got controller error %v, want %v", err, coord.ErrFenced)
+	}
 }

@@ -105,7 +105,11 @@ type Controller struct {
 	md           *Metadata
 	live         map[BrokerID]Broker
 	shuttingDown map[BrokerID]bool
-	retry        *time.Timer
+	// offline are the replicas each live broker reported offline
+	// (KAFKA_STORAGE_ERROR: a failed log dir); they neither lead nor stay
+	// in an ISR until the broker restarts (a new broker epoch).
+	offline map[BrokerID]map[TopicPartition]bool
+	retry   *time.Timer
 }
 
 // StartController loads the metadata and starts the controller for
@@ -157,6 +161,7 @@ func StartController(ctx context.Context, cfg ControllerConfig) (*Controller, er
 		md:           md,
 		live:         map[BrokerID]Broker{},
 		shuttingDown: map[BrokerID]bool{},
+		offline:      map[BrokerID]map[TopicPartition]bool{},
 	}
 	go c.run(termCtx, first, members)
 	return c, nil
@@ -252,6 +257,13 @@ func (c *Controller) isLive(id BrokerID) bool {
 	return ok && !c.shuttingDown[id]
 }
 
+// online returns whether a broker's replica of tp may hold leadership or
+// ISR membership now: the broker is live and has not reported the replica
+// offline.
+func (c *Controller) online(tp TopicPartition) func(BrokerID) bool {
+	return func(id BrokerID) bool { return c.isLive(id) && !c.offline[id][tp] }
+}
+
 // onMembers handles a new set of live brokers: brokers gone (or restarted
 // with a new broker epoch) lose their leaderships and ISR places; brokers
 // new (or restarted) get their full state.
@@ -268,10 +280,14 @@ func (c *Controller) onMembers(ctx context.Context, brokers []Broker, first bool
 			c.log.Info("broker left", "broker", id, "broker_epoch", old.Epoch)
 			c.cfg.Sender.Drop(id)
 			delete(c.shuttingDown, id)
+			delete(c.offline, id)
 		} else if b.Epoch != old.Epoch {
 			c.log.Info("broker restarted", "broker", id, "old_epoch", old.Epoch, "broker_epoch", b.Epoch)
 			c.cfg.Sender.Drop(id)
 			delete(c.shuttingDown, id)
+			// A restart opens the broker's log dirs again: its offline
+			// replicas are online again once it rejoins.
+			delete(c.offline, id)
 			bounced[id] = true
 		}
 	}
@@ -306,13 +322,15 @@ func (c *Controller) onMembers(ctx context.Context, brokers []Broker, first bool
 }
 
 // reconcile brings every partition in line with the live set: a
-// partition whose leader is not live gets one elected by R11, and dead
-// brokers leave ISRs. excluded brokers count as dead for this pass. All
-// changes go to the backend in one Commit (chunked by the backend).
+// partition whose leader is not live (or whose replica there is offline)
+// gets one elected by R11, and dead brokers and offline replicas leave
+// ISRs. excluded brokers count as dead for this pass. All changes go to
+// the backend in one Commit (chunked by the backend).
 func (c *Controller) reconcile(ctx context.Context, excluded map[BrokerID]bool) {
-	live := func(id BrokerID) bool { return c.isLive(id) && !excluded[id] }
 	var ops []Op
 	for _, tp := range c.sortedPartitions() {
+		online := c.online(tp)
+		live := func(id BrokerID) bool { return online(id) && !excluded[id] }
 		st := c.md.Partitions[tp]
 		topic := c.md.Topics[tp.Topic]
 		if int(tp.Partition) >= len(topic.Assignment) {
@@ -482,7 +500,9 @@ func (c *Controller) propagate(changed []TopicPartition, deleted []string) {
 		info := c.info(tp)
 		infos = append(infos, info)
 		for _, r := range info.Replicas {
-			if _, ok := c.live[r]; ok {
+			// An offline replica is not told: its broker cannot act on
+			// it until it restarts and gets its full state.
+			if _, ok := c.live[r]; ok && !c.offline[r][tp] {
 				perBroker[r] = append(perBroker[r], info)
 			}
 		}
@@ -834,8 +854,8 @@ func (c *Controller) checkAlterPartition(req AlterPartitionRequest) (PartitionSt
 		if !slices.Contains(req.ISR, id) {
 			continue
 		}
-		if !slices.Contains(st.ISR, id) && !c.isLive(id) {
-			return st, fmt.Errorf("%w: partition %s: broker %d is not live", ErrIneligibleReplica, req.Partition, id)
+		if !slices.Contains(st.ISR, id) && !c.online(req.Partition)(id) {
+			return st, fmt.Errorf("%w: partition %s: broker %d is not live or its replica is offline", ErrIneligibleReplica, req.Partition, id)
 		}
 		isr = append(isr, id)
 	}
@@ -882,7 +902,7 @@ func (c *Controller) controlledShutdown(ctx context.Context, id BrokerID, broker
 		}
 		next := st
 		if st.Leader == id {
-			e, ok := ElectForShutdown(assignment, st.ISR, c.isLive, id)
+			e, ok := ElectForShutdown(assignment, st.ISR, c.online(tp), id)
 			if !ok {
 				continue
 			}
@@ -940,18 +960,18 @@ func (c *Controller) electLeaders(ctx context.Context, preferred bool, partition
 				results[tp] = ErrElectionNotNeeded
 				continue
 			}
-			leader, ok := ElectPreferred(assignment, st.ISR, c.isLive)
+			leader, ok := ElectPreferred(assignment, st.ISR, c.online(tp))
 			if !ok {
 				results[tp] = ErrPreferredLeaderNotAvailable
 				continue
 			}
 			next.Leader = leader
 		} else {
-			if st.Leader != NoBroker && c.isLive(st.Leader) {
+			if st.Leader != NoBroker && c.online(tp)(st.Leader) {
 				results[tp] = ErrElectionNotNeeded
 				continue
 			}
-			e := ElectLeader(assignment, st.ISR, c.isLive, true)
+			e := ElectLeader(assignment, st.ISR, c.online(tp), true)
 			if e.Leader == NoBroker {
 				results[tp] = ErrEligibleLeadersNotAvailable
 				continue
@@ -1024,4 +1044,87 @@ func (c *Controller) Snapshot(ctx context.Context) (*Metadata, []Broker, error) 
 		live = c.liveBrokers()
 	})
 	return md, live, err
+}
+
+// ReplicasOffline implements Results: the replicas of partitions on
+// broker are offline (it answered KAFKA_STORAGE_ERROR). They leave their
+// ISRs and lose their leaderships to other live ISR members (R11 without
+// them), and are not elected again until the broker restarts. A report
+// from another incarnation of the broker than the live one is ignored.
+func (c *Controller) ReplicasOffline(ctx context.Context, broker Broker, partitions []TopicPartition) error {
+	return c.do(ctx, func(runCtx context.Context) { c.replicasOffline(runCtx, broker, partitions) })
+}
+
+func (c *Controller) replicasOffline(ctx context.Context, broker Broker, partitions []TopicPartition) {
+	if b, ok := c.live[broker.ID]; !ok || b.Epoch != broker.Epoch {
+		c.log.Debug("offline replicas of a broker not live ignored", "broker", broker.ID, "broker_epoch", broker.Epoch)
+		return
+	}
+	var added []TopicPartition
+	for _, tp := range partitions {
+		if _, ok := c.md.Partitions[tp]; !ok || c.offline[broker.ID][tp] {
+			continue
+		}
+		if c.offline[broker.ID] == nil {
+			c.offline[broker.ID] = map[TopicPartition]bool{}
+		}
+		c.offline[broker.ID][tp] = true
+		added = append(added, tp)
+	}
+	if len(added) == 0 {
+		return
+	}
+	c.log.Warn("replicas offline: moving their leaderships and leaving them out of ISRs", "broker", broker.ID, "partitions", added)
+	c.reconcile(ctx, nil)
+}
+
+// Deposed implements Results: broker refused this controller's epoch as
+// stale, so a newer controller exists and this one stops as a fenced
+// commit stops it (its owner then resigns the term). A report for another
+// epoch than this controller's is ignored.
+func (c *Controller) Deposed(ctx context.Context, broker BrokerID, epoch int64) error {
+	return c.do(ctx, func(context.Context) {
+		if epoch != c.Epoch() {
+			return
+		}
+		c.log.Warn("controller deposed: a broker has accepted a newer controller epoch", "broker", broker)
+		c.stop(fmt.Errorf("%w: broker %d refused controller epoch %d as stale", ErrFenced, broker, epoch))
+	})
+}
+
+// LogDirFailure handles a broker's report that one of its log dirs went
+// offline (Kafka's log dir event notification): the controller sends that
+// broker a LeaderAndIsr for every replica it holds that is not known to
+// be offline, and learns which are offline from the answers
+// (KAFKA_STORAGE_ERROR, reported through ReplicasOffline). Errors:
+// ErrStaleBrokerEpoch for a report from another incarnation than the live
+// one, ErrNotController, ctx.Err().
+func (c *Controller) LogDirFailure(ctx context.Context, id BrokerID, brokerEpoch int64) error {
+	var err error
+	if doErr := c.do(ctx, func(context.Context) { err = c.logDirFailure(id, brokerEpoch) }); doErr != nil {
+		return doErr
+	}
+	return err
+}
+
+func (c *Controller) logDirFailure(id BrokerID, brokerEpoch int64) error {
+	b, ok := c.live[id]
+	if !ok || (brokerEpoch >= 0 && b.Epoch != brokerEpoch) {
+		return fmt.Errorf("%w: broker %d epoch %d", ErrStaleBrokerEpoch, id, brokerEpoch)
+	}
+	var mine []PartitionInfo
+	for _, tp := range c.sortedPartitions() {
+		info := c.info(tp)
+		if slices.Contains(info.Replicas, id) && !c.offline[id][tp] {
+			mine = append(mine, info)
+		}
+	}
+	c.log.Warn("log dir failure reported: asking the broker for its replicas' state", "broker", id, "partitions", len(mine))
+	if len(mine) > 0 {
+		c.cfg.Sender.Send(b, &LeaderAndIsrRequest{
+			ControllerID: c.cfg.Term.Controller(), ControllerEpoch: c.Epoch(), BrokerEpoch: b.Epoch,
+			Partitions: mine, Leaders: c.liveBrokers(),
+		})
+	}
+	return nil
 }

@@ -1,5 +1,7 @@
 package coord
 
+import "context"
+
 // The controller's requests to brokers, free of any wire encoding: the
 // broker's Sender turns them into Kafka's LeaderAndIsr, UpdateMetadata and
 // StopReplica (kmsg) and delivers them. Every request carries the
@@ -62,4 +64,20 @@ type Sender interface {
 	// Drop discards what is queued for broker id and stops retrying to it
 	// (it left the cluster).
 	Drop(id BrokerID)
+}
+
+// Results is how a Sender reports what brokers answered that the
+// controller must act on; the Controller implements it. Each method hands
+// its event to the controller's goroutine, in order with every other
+// event, and returns once it is taken in; it returns ErrNotController if
+// the controller has stopped and ctx.Err() if ctx ends first.
+type Results interface {
+	// ReplicasOffline reports that broker (at its broker epoch) answered
+	// KAFKA_STORAGE_ERROR for these partitions: their replicas there are
+	// offline (a failed log dir, or a log that cannot be opened) until
+	// the broker restarts.
+	ReplicasOffline(ctx context.Context, broker Broker, partitions []TopicPartition) error
+	// Deposed reports that broker refused a request of controller epoch
+	// epoch as STALE_CONTROLLER_EPOCH: a newer controller exists.
+	Deposed(ctx context.Context, broker BrokerID, epoch int64) error
 }

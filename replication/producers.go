@@ -1,9 +1,13 @@
 package replication
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/tripodmq/tripod/replication/log"
 )
@@ -103,7 +107,8 @@ func inSequence(last, next int32) bool {
 // never a duplicate. The records are not modified or retained.
 //
 // Errors wrap log.ErrCorruptMessage (empty records, a truncated or
-// malformed batch, a bad CRC) or log.ErrUnsupportedMagic, naming the batch
+// malformed batch, a bad CRC, fewer records than offsets, which only a
+// compacted log's batches have) or log.ErrUnsupportedMagic, naming the batch
 // by index and byte position, so the broker maps them as it maps the
 // log's own.
 func ParseBatchMeta(records []byte) ([]BatchMeta, error) {
@@ -121,7 +126,14 @@ func ParseBatchHeaders(records []byte) ([]BatchMeta, error) {
 // log checks the batches as its Append does.
 func parseBatches(records []byte, checkCRC bool) ([]BatchMeta, error) {
 	metas := make([]BatchMeta, 0, 1)
-	err := log.EachBatch(records, checkCRC, func(h log.BatchInfo) { metas = append(metas, batchMeta(h)) })
+	collect := func(h log.BatchInfo) { metas = append(metas, batchMeta(h)) }
+	var err error
+	if checkCRC {
+		// A producer's batches: compacted ones are refused.
+		err = log.EachProducedBatch(records, collect)
+	} else {
+		err = log.EachBatch(records, false, collect)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -197,18 +209,23 @@ func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
 // ProducerBatchesRetained batches. The leader checks each produce against
 // it before appending (Check) and every replica records what it appends
 // (Appended), so a follower that becomes leader already holds the state.
-// It is rebuilt from the log on open (Load), and after a truncation
-// (TruncateTo, then Reset and Load when TruncateTo says so).
+// It is written to the log's producer snapshots (WriteSnapshot) and
+// rebuilt on open from the latest one and the log after it (Recover), and
+// after a truncation (TruncateTo, then Reset and Recover when TruncateTo
+// says so).
 //
-// Producers is Kafka's ProducerStateManager without snapshots or
-// transactions. It does no I/O except reading a log in Load and is not
-// safe for concurrent use: the broker calls it under the partition's
-// append lock, the lock that orders the log's appends and truncations,
-// so the state always describes the log.
+// Producers is Kafka's ProducerStateManager without transactions. It does
+// no I/O except reading a log and its snapshot files through the log's
+// API (Load, LoadFrom, Recover, WriteSnapshot) and is not safe for
+// concurrent use: the broker calls it under the partition's append lock,
+// the lock that orders the log's appends and truncations, so the state
+// always describes the log.
 //
 // # Wiring it into the broker
 //
-//   - Open: NewProducers, then Load(log).
+//   - Open: NewProducers, then Recover(log) (log the ProducerLoad's
+//     Skipped snapshots as warnings), then Expire as below, as Kafka
+//     skips expired producers when it loads a snapshot.
 //   - Produce at the leader: ParseBatchMeta(records) (an error is the
 //     partition's error, mapped as the log's: CORRUPT_MESSAGE,
 //     UNSUPPORTED_FOR_MESSAGE_FORMAT); for acks=all,
@@ -227,11 +244,19 @@ func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
 //   - Follower: after log.AppendAsFollower(records), ParseBatchHeaders
 //     (records) and Appended(batches, result.BaseOffset), under the
 //     same lock. A follower that becomes leader then needs nothing.
-//   - Truncation (log.TruncateTo(offset)): if TruncateTo(offset) returns
-//     true, Load(log); after log.TruncateFullyAndStartAt, Reset.
+//   - Truncation (log.TruncateTo(offset), which deletes the snapshots
+//     above the new log end): if TruncateTo(offset) returns true, Reset
+//     and Recover(log); after log.TruncateFullyAndStartAt (which deletes
+//     every snapshot), Reset.
 //   - An append that failed after writing some batches (a write error
 //     in a later segment), or any doubt: Load(log).
-//   - Every few minutes: Expire(now - producer.id.expiration.ms).
+//   - Every producer.id.expiration.check.interval.ms: Expire(now -
+//     producer.id.expiration.ms), and WriteSnapshot(log) if the log
+//     rolled a segment since the latest snapshot, so that a restart after
+//     a crash replays about one segment, as Kafka's snapshot at each roll
+//     bounds it.
+//   - Clean shutdown (before log.Close): WriteSnapshot(log), so that the
+//     next open reads nothing but the snapshot.
 type Producers struct {
 	entries map[int64]*producerEntry
 }
@@ -373,21 +398,36 @@ func (p *Producers) record(b BatchMeta) {
 const loadChunkBytes = 1 << 20
 
 // Load forgets every producer and rebuilds the state from the whole log,
-// StartOffset to EndOffset, reading it in chunks of 1 MiB and parsing
-// batch headers only (the log verified their CRC when it appended them).
-// The result equals what Appended would have recorded for the same
-// batches. Producers whose batches retention removed are forgotten, so
-// their next batch is accepted at any sequence (see Check). The caller
-// holds the partition's append lock, so the log does not grow meanwhile.
-// Load reads every byte of the log: on open, and after a truncation only
-// when TruncateTo asks for it.
-//
-// Errors: the log's read errors (log.ErrClosed, log.ErrOffsetOutOfRange
-// if retention moved the start meanwhile) and log.ErrCorruptMessage for a
-// malformed header; the state is then partial and Load should be retried.
+// StartOffset to EndOffset: Reset, then LoadFrom(l, l.StartOffset()).
+// It reads every byte of the log; Recover reads only what follows the
+// latest producer snapshot.
 func (p *Producers) Load(l *log.Log) error {
 	p.Reset()
-	offset, end := l.StartOffset(), l.EndOffset()
+	return p.LoadFrom(l, l.StartOffset())
+}
+
+// LoadFrom records the batches of l from offset from to EndOffset on top
+// of the current state, which must describe the log below from (empty
+// for from = StartOffset, or restored from the snapshot at from). It
+// first forgets the batches below StartOffset, which retention removed,
+// and the producers left with none, so that the result equals a Load of
+// the whole log. It reads the log in chunks of 1 MiB and parses batch
+// headers only (the log verified their CRC when it appended them); a
+// batch that ends below from (a read starts at the batch holding from)
+// is skipped. The caller holds the partition's append lock, so the log
+// does not grow meanwhile.
+//
+// Errors: the log's read errors (log.ErrClosed, log.ErrOffsetOutOfRange
+// for from outside the log, or if retention moved the start meanwhile)
+// and log.ErrCorruptMessage for a malformed header; the state is then
+// partial and a Load should follow.
+func (p *Producers) LoadFrom(l *log.Log, from int64) error {
+	start, end := l.StartOffset(), l.EndOffset()
+	if from < start || from > end {
+		return fmt.Errorf("load producer state from offset %d: %w: log holds %d..%d", from, log.ErrOffsetOutOfRange, start, end)
+	}
+	p.forgetBelow(start)
+	offset := from
 	for offset < end {
 		data, err := l.Read(offset, loadChunkBytes)
 		if err != nil {
@@ -397,7 +437,9 @@ func (p *Producers) Load(l *log.Log) error {
 			return fmt.Errorf("load producer state at offset %d: %w: empty read below the log end offset %d", offset, log.ErrCorruptMessage, end)
 		}
 		err = log.EachBatch(data, false, func(h log.BatchInfo) {
-			p.record(batchMeta(h))
+			if h.LastOffset >= from {
+				p.record(batchMeta(h))
+			}
 			offset = h.LastOffset + 1
 		})
 		if err != nil {
@@ -405,6 +447,98 @@ func (p *Producers) Load(l *log.Log) error {
 		}
 	}
 	return nil
+}
+
+// forgetBelow drops the retained batches that end below offset, and the
+// producers left with none.
+func (p *Producers) forgetBelow(offset int64) {
+	for id, e := range p.entries {
+		drop := 0
+		for drop < len(e.batches) && e.batches[drop].LastOffset < offset {
+			drop++
+		}
+		switch {
+		case drop == len(e.batches):
+			delete(p.entries, id)
+		case drop > 0:
+			e.batches = append(e.batches[:0], e.batches[drop:]...)
+		}
+	}
+}
+
+// ProducerLoad says how Recover rebuilt a partition's producer state.
+type ProducerLoad struct {
+	// SnapshotOffset is the offset of the producer snapshot the state was
+	// restored from, -1 if none was usable.
+	SnapshotOffset int64
+	// From and To are the offsets the log was read from and to (the log
+	// end offset); From is SnapshotOffset, or the log start offset.
+	From, To int64
+	// Skipped are the snapshots Recover could not use and deleted (an
+	// unreadable or corrupt file), each error naming its offset; the
+	// broker logs them as warnings.
+	Skipped []error
+}
+
+// Recover rebuilds the state from the latest usable producer snapshot of
+// l and the log after it, as Kafka's ProducerStateManager loads its
+// latest snapshot and replays the segments above it. Snapshots are tried
+// newest first; one below the log start offset is not used (retention
+// removed what follows it), and one that cannot be read or decoded is
+// deleted and reported in ProducerLoad.Skipped. Without a usable
+// snapshot Recover reads the whole log (Load). The log itself deletes the
+// snapshots above its end (on open and on truncation), so every snapshot
+// describes a prefix of the log. The result equals Load's, except that a
+// producer Expire forgot before the snapshot was written stays
+// forgotten. The caller holds the partition's append lock.
+//
+// Errors: those of LoadFrom, and log.ErrClosed from the snapshot files;
+// the state is then partial.
+func (p *Producers) Recover(l *log.Log) (ProducerLoad, error) {
+	start, end := l.StartOffset(), l.EndOffset()
+	load := ProducerLoad{SnapshotOffset: -1, From: start, To: end}
+	offsets, err := l.ProducerSnapshots()
+	if err != nil {
+		return load, err
+	}
+	for i := len(offsets) - 1; i >= 0; i-- {
+		offset := offsets[i]
+		if offset < start || offset > end {
+			continue
+		}
+		data, err := l.ReadProducerSnapshot(offset)
+		if err == nil {
+			err = p.RestoreSnapshot(data, offset)
+		}
+		if err != nil {
+			load.Skipped = append(load.Skipped, err)
+			if derr := l.DeleteProducerSnapshot(offset); derr != nil {
+				return load, derr
+			}
+			continue
+		}
+		load.SnapshotOffset, load.From = offset, offset
+		if err := p.LoadFrom(l, offset); err != nil {
+			return load, err
+		}
+		return load, nil
+	}
+	return load, p.Load(l)
+}
+
+// WriteSnapshot writes the state to l as its producer snapshot at the
+// log end offset (log.WriteProducerSnapshot, which keeps the newest
+// log.ProducerSnapshotsRetained) and returns that offset. The caller
+// holds the partition's append lock, so the state describes exactly the
+// log below that offset.
+//
+// Errors: log.ErrClosed and the file system's.
+func (p *Producers) WriteSnapshot(l *log.Log) (int64, error) {
+	offset := l.EndOffset()
+	if err := l.WriteProducerSnapshot(offset, p.Snapshot(offset)); err != nil {
+		return offset, err
+	}
+	return offset, nil
 }
 
 // TruncateTo forgets the batches at and above offset, after the broker
@@ -449,4 +583,156 @@ func (p *Producers) Expire(before int64) int {
 		}
 	}
 	return n
+}
+
+// ErrCorruptSnapshot is RestoreSnapshot's error for a producer snapshot
+// that is not one: a bad CRC, version, length or field. Recover deletes
+// such a snapshot and reads the log instead.
+var ErrCorruptSnapshot = errors.New("replication: corrupt producer snapshot")
+
+// Producer snapshot layout, version 1, every field big-endian (tripod's
+// own format: Kafka's snapshots keep one batch per producer and cannot be
+// read here):
+//
+//	version        int16   1
+//	crc            uint32  CRC-32C (Castagnoli) of everything after it
+//	offset         int64   the log offset the snapshot describes
+//	producerCount  int32
+//	producers, by ascending producer id:
+//	  producerID     int64
+//	  epoch          int16
+//	  batchCount     int8    1..ProducerBatchesRetained, oldest first
+//	  batches:
+//	    baseSequence int32
+//	    lastSequence int32
+//	    firstOffset  int64
+//	    lastOffset   int64
+//	    maxTimestamp int64
+//	    flags        int8    bit 0: transactional
+const (
+	snapshotVersion       = 1
+	snapshotHeaderSize    = 2 + 4 + 8 + 4
+	snapshotProducerSize  = 8 + 2 + 1
+	snapshotBatchSize     = 4 + 4 + 8 + 8 + 8 + 1
+	snapshotTransactional = 1
+)
+
+// snapshotCRC is the CRC-32C table of producer snapshots.
+var snapshotCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// Snapshot encodes the state as the producer snapshot at log offset
+// offset (the log end offset the state describes). Equal states give
+// equal bytes.
+func (p *Producers) Snapshot(offset int64) []byte {
+	ids := slices.Sorted(maps.Keys(p.entries))
+	size := snapshotHeaderSize
+	for _, id := range ids {
+		size += snapshotProducerSize + len(p.entries[id].batches)*snapshotBatchSize
+	}
+	b := make([]byte, 6, size)
+	binary.BigEndian.PutUint16(b, snapshotVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(offset))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ids)))
+	for _, id := range ids {
+		e := p.entries[id]
+		b = binary.BigEndian.AppendUint64(b, uint64(id))
+		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
+		b = append(b, byte(len(e.batches)))
+		for _, batch := range e.batches {
+			b = binary.BigEndian.AppendUint32(b, uint32(batch.BaseSequence))
+			b = binary.BigEndian.AppendUint32(b, uint32(batch.LastSequence))
+			b = binary.BigEndian.AppendUint64(b, uint64(batch.FirstOffset))
+			b = binary.BigEndian.AppendUint64(b, uint64(batch.LastOffset))
+			b = binary.BigEndian.AppendUint64(b, uint64(batch.MaxTimestamp))
+			var flags byte
+			if batch.Transactional {
+				flags |= snapshotTransactional
+			}
+			b = append(b, flags)
+		}
+	}
+	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], snapshotCRC))
+	return b
+}
+
+// RestoreSnapshot replaces the state with the one data encodes (as
+// Snapshot wrote it), which must be the snapshot at log offset offset.
+// Every field is checked: the CRC, the version, the offset, ascending
+// producer ids, batch counts, and batch offsets ascending below offset.
+//
+// Errors wrap ErrCorruptSnapshot and say what is wrong; the state is then
+// unchanged.
+func (p *Producers) RestoreSnapshot(data []byte, offset int64) error {
+	entries, err := decodeSnapshot(data, offset)
+	if err != nil {
+		return fmt.Errorf("%w at offset %d: %s", ErrCorruptSnapshot, offset, err)
+	}
+	p.entries = entries
+	return nil
+}
+
+// decodeSnapshot implements RestoreSnapshot; its errors say what is
+// wrong, without the sentinel.
+func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, error) {
+	if len(data) < snapshotHeaderSize {
+		return nil, fmt.Errorf("got %d bytes, want at least %d", len(data), snapshotHeaderSize)
+	}
+	if v := int16(binary.BigEndian.Uint16(data)); v != snapshotVersion {
+		return nil, fmt.Errorf("got version %d, want %d", v, snapshotVersion)
+	}
+	if got, want := crc32.Checksum(data[6:], snapshotCRC), binary.BigEndian.Uint32(data[2:]); got != want {
+		return nil, fmt.Errorf("got CRC-32C %#08x, want %#08x", got, want)
+	}
+	if got := int64(binary.BigEndian.Uint64(data[6:])); got != offset {
+		return nil, fmt.Errorf("got snapshot of offset %d, want %d", got, offset)
+	}
+	count := int64(binary.BigEndian.Uint32(data[14:]))
+	rest := data[snapshotHeaderSize:]
+	if count < 0 || count > int64(len(rest)/snapshotProducerSize) {
+		return nil, fmt.Errorf("got %d producers in %d bytes", count, len(rest))
+	}
+	entries := make(map[int64]*producerEntry, count)
+	prevID := int64(-1)
+	for i := range count {
+		if len(rest) < snapshotProducerSize {
+			return nil, fmt.Errorf("producer %d: cut short", i)
+		}
+		id := int64(binary.BigEndian.Uint64(rest))
+		epoch := int16(binary.BigEndian.Uint16(rest[8:]))
+		n := int(rest[10])
+		rest = rest[snapshotProducerSize:]
+		if id <= prevID {
+			return nil, fmt.Errorf("producer %d: got id %d after %d, want ascending ids from 0", i, id, prevID)
+		}
+		if n < 1 || n > ProducerBatchesRetained || len(rest) < n*snapshotBatchSize {
+			return nil, fmt.Errorf("producer %d: got %d batches in %d bytes, want 1..%d", id, n, len(rest), ProducerBatchesRetained)
+		}
+		e := &producerEntry{epoch: epoch, batches: make([]BatchMeta, n, ProducerBatchesRetained)}
+		next := int64(0)
+		for j := range e.batches {
+			b := BatchMeta{
+				ProducerID:    id,
+				ProducerEpoch: epoch,
+				BaseSequence:  int32(binary.BigEndian.Uint32(rest)),
+				LastSequence:  int32(binary.BigEndian.Uint32(rest[4:])),
+				FirstOffset:   int64(binary.BigEndian.Uint64(rest[8:])),
+				LastOffset:    int64(binary.BigEndian.Uint64(rest[16:])),
+				MaxTimestamp:  int64(binary.BigEndian.Uint64(rest[24:])),
+				Transactional: rest[32]&snapshotTransactional != 0,
+			}
+			rest = rest[snapshotBatchSize:]
+			if b.FirstOffset < next || b.LastOffset < b.FirstOffset || b.LastOffset >= offset {
+				return nil, fmt.Errorf("producer %d batch %d: got offsets %d..%d, want ascending from %d and below %d",
+					id, j, b.FirstOffset, b.LastOffset, next, offset)
+			}
+			next = b.LastOffset + 1
+			e.batches[j] = b
+		}
+		entries[id] = e
+		prevID = id
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("got %d bytes after the last producer", len(rest))
+	}
+	return entries, nil
 }

@@ -465,6 +465,8 @@ func TestProducersTruncateTo(t *testing.T) {
 	}
 }
 
+// TestProducersExpire forgets the producers whose last batch is older
+// than the cut and keeps the others, however old their earlier batches.
 func TestProducersExpire(t *testing.T) {
 	p := NewProducers()
 	for _, b := range []struct {

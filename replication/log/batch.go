@@ -104,8 +104,9 @@ func corrupt(format string, args ...any) *batchError {
 }
 
 // checkHeader checks the framing of a batch header: its magic, length,
-// offset delta and record count (lastOffsetDelta+1: tripod does not
-// compact, so no batch has lost records).
+// offset delta and record count (at most lastOffsetDelta+1: a compacted
+// batch may have lost records, or all of them; Append checks that a
+// producer's batch has them all).
 func checkHeader(h batchHeader) *batchError {
 	switch {
 	case h.magic != magicV2:
@@ -114,8 +115,8 @@ func checkHeader(h batchHeader) *batchError {
 		return corrupt("batchLength %d below the minimum %d", h.size-batchLengthOverhead, minBatchLength)
 	case h.lastOffsetDelta < 0:
 		return corrupt("lastOffsetDelta %d is negative", h.lastOffsetDelta)
-	case int64(h.recordCount) != int64(h.lastOffsetDelta)+1:
-		return corrupt("recordCount %d, want lastOffsetDelta+1 = %d", h.recordCount, int64(h.lastOffsetDelta)+1)
+	case h.recordCount < 0 || int64(h.recordCount) > int64(h.lastOffsetDelta)+1:
+		return corrupt("recordCount %d, want 0..lastOffsetDelta+1 = %d", h.recordCount, int64(h.lastOffsetDelta)+1)
 	}
 	return nil
 }
@@ -210,6 +211,27 @@ func EachBatch(records []byte, checkCRC bool, fn func(BatchInfo)) error {
 			Attributes: h.attributes, ProducerID: h.producerID, ProducerEpoch: h.producerEpoch, BaseSequence: h.baseSequence,
 		})
 	})
+}
+
+// EachProducedBatch is EachBatch, CRC-32C included, for a producer's
+// batches: it also refuses, as Append does, a batch whose record count is
+// not lastOffsetDelta+1 (only compaction leaves batches with fewer
+// records, so only a follower or a reader of the log sees those).
+func EachProducedBatch(records []byte, fn func(BatchInfo)) error {
+	headers, err := splitBatches(records)
+	if err == nil {
+		err = checkProduced(headers)
+	}
+	if err != nil {
+		return err
+	}
+	for _, h := range headers {
+		fn(BatchInfo{
+			BaseOffset: h.baseOffset, LastOffset: h.lastOffset(), MaxTimestamp: h.maxTimestamp,
+			Attributes: h.attributes, ProducerID: h.producerID, ProducerEpoch: h.producerEpoch, BaseSequence: h.baseSequence,
+		})
+	}
+	return nil
 }
 
 // setBaseOffset rewrites the baseOffset field of the batch b starts with.

@@ -18,6 +18,15 @@
 //	                                or truncation moved it
 //	clean-shutdown                  present only while the log is closed
 //	                                cleanly
+//	cleaner-offset-checkpoint       where the next compaction pass's dirty
+//	                                range starts (compacted topics)
+//	*.cleaned, *.swap               a compaction pass's segment files
+//	                                being written or swapped in; Open
+//	                                finishes or undoes the swap
+//	00000000000000000000.snapshot   the partition's producer state as of
+//	                                the offset in its name (written and
+//	                                read by replication.Producers; the
+//	                                newest ProducerSnapshotsRetained kept)
 //
 // Index fields are big-endian; their offsets are relative to the segment's
 // base offset, the 20-digit number in its file names.
@@ -33,6 +42,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -163,6 +173,13 @@ type Log struct {
 	// epochs is the leader-epoch cache (see Epochs).
 	epochs []EpochEntry
 	closed bool
+
+	// cleanMu serializes compaction passes (Clean).
+	cleanMu sync.Mutex
+	// truncations counts the truncations, so that a compaction pass
+	// gives up when the log was truncated under it. Changed under
+	// appendMu.
+	truncations atomic.Uint64
 }
 
 // Open opens or creates the log in dir, recovering the tail of the last
@@ -203,6 +220,9 @@ func Open(dir string, cfg Config) (*Log, error) {
 // load opens the segments found in l.dir, recovers the last one (wholly
 // unless the log was closed cleanly) and sets the log start offset.
 func (l *Log) load(clean bool) error {
+	if err := recoverSwaps(l.dir); err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("list log directory %s: %w", l.dir, err)
@@ -259,6 +279,9 @@ func (l *Log) load(clean bool) error {
 	}
 	end := l.segments[len(l.segments)-1].tail.nextOffset
 	l.startOffset = min(max(checkpoint, l.segments[0].baseOffset), end)
+	if err := l.dropSnapshotsAbove(end); err != nil {
+		return err
+	}
 	return l.loadEpochs()
 }
 
@@ -360,7 +383,9 @@ func (l *Log) recover(s *segment, clean bool) error {
 			return fmt.Errorf("read segment %d at byte %d: %w", s.baseOffset, pos, err)
 		}
 		h := parseBatchHeader(buf[:batchHeaderSize])
-		if checkHeader(h) != nil || pos+h.size > size || h.baseOffset != expect {
+		// Offsets may jump forward (a compacted segment's dropped
+		// batches) but never go back.
+		if checkHeader(h) != nil || pos+h.size > size || h.baseOffset < expect {
 			break
 		}
 		if int64(cap(buf)) < h.size {
@@ -448,6 +473,9 @@ func (l *Log) Append(records []byte, leaderEpoch int32) (AppendResult, error) {
 	if err != nil {
 		return AppendResult{}, err
 	}
+	if err := checkProduced(headers); err != nil {
+		return AppendResult{}, err
+	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
@@ -479,11 +507,14 @@ func (l *Log) Append(records []byte, leaderEpoch int32) (AppendResult, error) {
 
 // AppendAsFollower appends batches that already carry their offsets and
 // leader epochs (a follower copying from its leader). The first batch's
-// base offset must equal EndOffset and each next batch must follow the
-// previous one. Batches are checked as in Append.
+// base offset must be at least EndOffset and each next batch must start
+// after the previous one: offsets may jump forward, as they do over a
+// compacted leader's dropped batches (Kafka allows the same). Batches are
+// checked as in Append, except that a batch may hold fewer records than
+// its offset range (compacted).
 //
-// Errors: those of Append, and ErrUnexpectedOffset when the offsets do not
-// follow on.
+// Errors: those of Append, and ErrUnexpectedOffset when a batch starts
+// below the log end or the previous batch's end.
 func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
 	headers, err := splitBatches(records)
 	if err != nil {
@@ -496,8 +527,8 @@ func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
 	}
 	next := l.active().tail.nextOffset
 	for i, h := range headers {
-		if h.baseOffset != next {
-			return AppendResult{}, fmt.Errorf("%w: batch %d has base offset %d, want %d", ErrUnexpectedOffset, i, h.baseOffset, next)
+		if h.baseOffset < next {
+			return AppendResult{}, fmt.Errorf("%w: batch %d has base offset %d, want at least %d", ErrUnexpectedOffset, i, h.baseOffset, next)
 		}
 		next = h.nextOffset()
 	}
@@ -505,6 +536,18 @@ func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
 		return AppendResult{}, err
 	}
 	return l.appendLocked(records, headers)
+}
+
+// checkProduced refuses a producer's batch whose record count does not
+// match its offset range, as Kafka's LogValidator does: only compaction
+// leaves batches with fewer records.
+func checkProduced(headers []batchHeader) error {
+	for i, h := range headers {
+		if int64(h.recordCount) != int64(h.lastOffsetDelta)+1 {
+			return &batchError{kind: ErrCorruptMessage, where: fmt.Sprintf("batch %d", i), detail: fmt.Sprintf("recordCount %d, want lastOffsetDelta+1 = %d", h.recordCount, int64(h.lastOffsetDelta)+1)}
+		}
+	}
+	return nil
 }
 
 // checkSizes refuses a batch larger than a segment.
@@ -806,12 +849,56 @@ func (l *Log) OffsetForTime(ts int64) (offset int64, timestamp int64, ok bool, e
 	return 0, 0, false, nil
 }
 
+// MaxTimestamp returns the batch with the largest maxTimestamp among the
+// batches that end below the offset upTo (a consumer's high watermark),
+// as its last offset and that timestamp (ListOffsets' max-timestamp
+// query, KIP-734); ok is false when no such batch is. Its granularity is
+// the batch, as OffsetForTime's; of equal timestamps the first wins.
+func (l *Log) MaxTimestamp(upTo int64) (offset int64, timestamp int64, ok bool, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0, 0, false, ErrClosed
+	}
+	timestamp = -1
+	for _, s := range l.segments {
+		if s.tail.size == 0 || s.tail.nextOffset <= l.startOffset || s.baseOffset >= upTo {
+			continue
+		}
+		if s.tail.nextOffset <= upTo {
+			// The whole segment is below upTo: its tail knows.
+			if s.tail.maxTimestamp > timestamp {
+				offset, timestamp, ok = s.tail.maxTimestampOffset, s.tail.maxTimestamp, true
+			}
+			continue
+		}
+		sc := newHeaderScanner(s.log, 0, s.tail.size)
+		for {
+			_, h, err := sc.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return 0, 0, false, fmt.Errorf("find the max timestamp in segment %d: %w", s.baseOffset, err)
+			}
+			if h.lastOffset() >= upTo {
+				break
+			}
+			if h.maxTimestamp > timestamp && h.lastOffset() >= l.startOffset {
+				offset, timestamp, ok = h.lastOffset(), h.maxTimestamp, true
+			}
+		}
+	}
+	return offset, timestamp, ok, nil
+}
+
 // TruncateTo removes every record at or above offset (a follower
 // truncating after a leader change). Truncating at or above EndOffset is a
 // no-op. Batches are whole: if offset falls inside a batch, that batch is
 // removed from its start, so EndOffset becomes its base offset, below
 // offset. Truncating below StartOffset empties the log and restarts it at
-// offset (TruncateFullyAndStartAt).
+// offset (TruncateFullyAndStartAt). The producer snapshots above the new
+// EndOffset are deleted.
 func (l *Log) TruncateTo(offset int64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -846,6 +933,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := cut.rebuildTail(pos, l.cfg.IndexIntervalBytes); err != nil {
 		return fmt.Errorf("truncate to offset %d: %w", offset, err)
 	}
+	if err := l.lowerCleanerCheckpoint(cut.tail.nextOffset); err != nil {
+		return fmt.Errorf("truncate to offset %d: %w", offset, err)
+	}
 	removed := l.segments[i+1:]
 	l.mu.Lock()
 	l.segments = l.segments[: i+1 : i+1]
@@ -858,6 +948,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	s.dirty = true
 	first := l.setEpochs(trimEpochs(l.epochs, l.startOffset, s.tail.nextOffset))
+	if err := l.dropSnapshotsAbove(s.tail.nextOffset); err != nil && first == nil {
+		first = err
+	}
 	if err := s.log.Truncate(pos); err != nil && first == nil {
 		first = fmt.Errorf("truncate segment %d at byte %d: %w", s.baseOffset, pos, err)
 	}
@@ -873,9 +966,10 @@ func (l *Log) TruncateTo(offset int64) error {
 	return first
 }
 
-// TruncateFullyAndStartAt removes every segment and restarts the log,
-// empty, at offset: StartOffset and EndOffset become offset (a follower
-// whose leader's log starts above this log's end).
+// TruncateFullyAndStartAt removes every segment and every producer
+// snapshot and restarts the log, empty, at offset: StartOffset and
+// EndOffset become offset (a follower whose leader's log starts above
+// this log's end).
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -890,6 +984,9 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 func (l *Log) truncateFullyLocked(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: restart the log at offset %d", ErrOffsetOutOfRange, offset)
+	}
+	if err := l.lowerCleanerCheckpoint(offset); err != nil {
+		return err
 	}
 	var first error
 	removed := l.segments
@@ -912,6 +1009,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		first = err
 	}
 	if err := l.setEpochs(nil); err != nil && first == nil {
+		first = err
+	}
+	if err := l.dropSnapshotsAbove(-1); err != nil && first == nil {
 		first = err
 	}
 	return first

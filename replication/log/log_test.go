@@ -457,7 +457,8 @@ func TestRecoverDamagedTail(t *testing.T) {
 		{name: "flipped byte in the tenth batch", damage: func(t *testing.T, p string) { flipByte(t, p, 9*size+100) }, wantEnd: 45, crashOnly: true},
 		{name: "bad length in the last batch", damage: func(t *testing.T, p string) { writeAt(t, p, 19*size+fieldBatchLength, []byte{0x7f, 0, 0, 0}) }, wantEnd: 95},
 		{name: "zeros after the last batch", damage: func(t *testing.T, p string) { writeAt(t, p, 20*size, make([]byte, 4096)) }, wantEnd: 100},
-		{name: "offset gap in the last batch", damage: func(t *testing.T, p string) { writeAt(t, p, 19*size, []byte{0, 0, 0, 0, 0, 0, 0, 99}) }, wantEnd: 95},
+		// Offsets may jump forward (compacted batches), never back.
+		{name: "offset going back in the last batch", damage: func(t *testing.T, p string) { writeAt(t, p, 19*size, []byte{0, 0, 0, 0, 0, 0, 0, 91}) }, wantEnd: 95},
 		{name: "offset index removed", damage: func(t *testing.T, p string) { removeFile(t, indexPath(p)) }, wantEnd: 100, closeOnly: true},
 		{name: "time index removed", damage: func(t *testing.T, p string) { removeFile(t, timeIndexPath(p)) }, wantEnd: 100, closeOnly: true},
 		{name: "offset index torn", damage: func(t *testing.T, p string) { truncateFile(t, indexPath(p), fileSize(t, indexPath(p))-3) }, wantEnd: 100, closeOnly: true},
@@ -660,6 +661,10 @@ func TestAppendRefusesBadBatches(t *testing.T) {
 		{"second batch corrupt", append(append([]byte(nil), good...), mutate(func(b []byte) []byte { b[70] ^= 0x10; return b })...), ErrCorruptMessage},
 		{"trailing bytes after a good batch", append(append([]byte(nil), good...), 0, 0, 0), ErrCorruptMessage},
 	}
+	// followerOK holds the batches only a producer may not send: a
+	// follower copies compacted batches, which have fewer records than
+	// offsets.
+	followerOK := map[string]bool{"record count below last offset delta": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -675,6 +680,12 @@ func TestAppendRefusesBadBatches(t *testing.T) {
 				t.Fatalf("segment file after a refused append: %d bytes, want %d", got, sizeBefore)
 			}
 			_, err = l.AppendAsFollower(withBaseOffset(tt.records, 3))
+			if followerOK[tt.name] {
+				if err != nil {
+					t.Fatalf("AppendAsFollower: got error %v, want none", err)
+				}
+				return
+			}
 			wantErr(t, "AppendAsFollower", err, tt.want)
 			if got := l.EndOffset(); got != 3 {
 				t.Fatalf("EndOffset after a refused follower append: got %d, want 3", got)
@@ -731,11 +742,18 @@ func TestAppendAsFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = follower.AppendAsFollower(gap)
-	wantErr(t, "AppendAsFollower after a gap", err, ErrUnexpectedOffset)
-	// Batches out of order within one call are refused.
-	_, err = follower.AppendAsFollower(append(append([]byte(nil), rest[:len(first)]...), gap[len(first):]...))
-	wantErr(t, "AppendAsFollower with a gap inside", err, ErrUnexpectedOffset)
+	// Batches going back within one call are refused.
+	_, err = follower.AppendAsFollower(append(append([]byte(nil), rest[:len(first)]...), first...))
+	wantErr(t, "AppendAsFollower with batches going back", err, ErrUnexpectedOffset)
+	// Offsets may jump forward, as over a compacted leader's dropped
+	// batches.
+	skipping := openTestLog(t, t.TempDir(), testConfig())
+	if res, err := skipping.AppendAsFollower(gap); err != nil || res.BaseOffset != 6 {
+		t.Fatalf("AppendAsFollower after a gap: got %+v, %v, want base offset 6", res, err)
+	}
+	if got, want := skipping.EndOffset(), leader.EndOffset(); got != want {
+		t.Fatalf("EndOffset after a gap: got %d, want %d", got, want)
+	}
 
 	if _, err := follower.AppendAsFollower(rest); err != nil {
 		t.Fatal(err)
@@ -1206,5 +1224,41 @@ func TestDamagedEarlierSegmentFailsReads(t *testing.T) {
 	}
 	if _, err := l.Read(15, 1<<20); err != nil {
 		t.Fatalf("Read of the intact segment: %v", err)
+	}
+}
+
+// TestMaxTimestamp finds the batch with the largest timestamp below a
+// high watermark, over whole segments (from their tails) and the one the
+// watermark falls in (scanned), with a producer clock that goes back.
+func TestMaxTimestamp(t *testing.T) {
+	cfg := testConfig()
+	batch := newBatch(t, 5, 200, 0)
+	cfg.SegmentBytes = int64(3*len(batch) + 1)
+	l := openTestLog(t, t.TempDir(), cfg)
+	// Batch i holds offsets 5i..5i+4 with timestamps first..first+4, in
+	// two segments of 3 and 2 batches.
+	for _, first := range []int64{1000, 4000, 2500, 3000, 2000} {
+		mustAppend(t, l, newBatch(t, 5, 200, first))
+	}
+	for _, tt := range []struct {
+		upTo, wantOffset, wantTime int64
+		wantOK                     bool
+	}{
+		{0, 0, 0, false},
+		{4, 0, 0, false},
+		{5, 4, 1004, true},
+		{7, 4, 1004, true},
+		{10, 9, 4004, true},
+		{20, 9, 4004, true},
+		{25, 9, 4004, true},
+		{100, 9, 4004, true},
+	} {
+		offset, ts, ok, err := l.MaxTimestamp(tt.upTo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != tt.wantOK || (ok && (offset != tt.wantOffset || ts != tt.wantTime)) {
+			t.Errorf("MaxTimestamp(%d): got %d, %d, %v, want %d, %d, %v", tt.upTo, offset, ts, ok, tt.wantOffset, tt.wantTime, tt.wantOK)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,11 +208,7 @@ func (s *segment) sync() error {
 func (s *segment) persistIndexes(sync bool) error {
 	if sync || !s.offsetsFile.current(len(s.offsets)) {
 		n := s.offsetsFile.valid
-		buf := make([]byte, 0, (len(s.offsets)-n)*offsetEntrySize)
-		for _, e := range s.offsets[n:] {
-			buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
-			buf = binary.BigEndian.AppendUint32(buf, e.position)
-		}
+		buf := appendOffsetEntries(nil, s.offsets[n:])
 		if err := writeIndexFile(segmentPath(s.dir, s.baseOffset, indexSuffix), buf, int64(n)*offsetEntrySize, sync); err != nil {
 			return fmt.Errorf("write offset index of segment %d: %w", s.baseOffset, err)
 		}
@@ -219,17 +216,35 @@ func (s *segment) persistIndexes(sync bool) error {
 	}
 	if sync || !s.timesFile.current(len(s.times)) {
 		n := s.timesFile.valid
-		buf := make([]byte, 0, (len(s.times)-n)*timeEntrySize)
-		for _, e := range s.times[n:] {
-			buf = binary.BigEndian.AppendUint64(buf, uint64(e.timestamp))
-			buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
-		}
+		buf := appendTimeEntries(nil, s.times[n:])
 		if err := writeIndexFile(segmentPath(s.dir, s.baseOffset, timeIndexSuffix), buf, int64(n)*timeEntrySize, sync); err != nil {
 			return fmt.Errorf("write time index of segment %d: %w", s.baseOffset, err)
 		}
 		s.timesFile = indexFileState{entries: len(s.times), valid: len(s.times)}
 	}
 	return nil
+}
+
+// appendOffsetEntries appends the file encoding of offset-index entries
+// to buf.
+func appendOffsetEntries(buf []byte, entries []offsetEntry) []byte {
+	buf = slices.Grow(buf, len(entries)*offsetEntrySize)
+	for _, e := range entries {
+		buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
+		buf = binary.BigEndian.AppendUint32(buf, e.position)
+	}
+	return buf
+}
+
+// appendTimeEntries appends the file encoding of time-index entries to
+// buf.
+func appendTimeEntries(buf []byte, entries []timeEntry) []byte {
+	buf = slices.Grow(buf, len(entries)*timeEntrySize)
+	for _, e := range entries {
+		buf = binary.BigEndian.AppendUint64(buf, uint64(e.timestamp))
+		buf = binary.BigEndian.AppendUint32(buf, e.relOffset)
+	}
+	return buf
 }
 
 // writeIndexFile writes data at position at of the index file path, cuts

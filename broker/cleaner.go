@@ -1,0 +1,68 @@
+package broker
+
+import (
+	"errors"
+	"time"
+
+	tlog "github.com/tripodmq/tripod/replication/log"
+)
+
+// maxCleanPassesPerRound bounds the passes over one log in a cleaner
+// round: a log whose offset map filled is cleaned again at once, up to
+// this many times, then waits for the next round like the others.
+const maxCleanPassesPerRound = 8
+
+// cleanerLoop is the log cleaner: every log.cleaner.backoff.ms it runs a
+// compaction pass over each replica of a topic whose cleanup.policy holds
+// compact (leaders and followers alike, each cleaning its own log, as
+// Kafka's replicas do). It ends when the broker closes; a pass under way
+// then finishes first.
+func (b *Broker) cleanerLoop() {
+	backoff := time.NewTicker(b.cfg.LogCleanerBackoff)
+	defer backoff.Stop()
+	for {
+		select {
+		case <-b.closing:
+			return
+		case now := <-backoff.C:
+			b.cleanLogs(now)
+		}
+	}
+}
+
+// cleanLogs runs one cleaner round at now over every compacted replica
+// and returns how many passes cleaned something.
+func (b *Broker) cleanLogs(now time.Time) int {
+	cleaned := 0
+	for _, p := range b.allPartitions() {
+		if compact, _ := cleanupPolicy(p.configs); !compact {
+			continue
+		}
+		cfg := b.cfg.cleanConfig(p.configs)
+		for range maxCleanPassesPerRound {
+			select {
+			case <-b.closing:
+				return cleaned
+			default:
+			}
+			res, err := p.log.Clean(cfg, now)
+			if err != nil {
+				if !errors.Is(err, tlog.ErrClosed) {
+					b.logger.Error("log cleaning failed", "partition", p.name(), "error", err)
+					b.checkStorage(p, err)
+				}
+				break
+			}
+			if res.Cleaned {
+				cleaned++
+				b.logger.Debug("log cleaned", "partition", p.name(), "from", res.FirstDirty, "to", res.CleanedTo,
+					"segments", res.SegmentsRewritten, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter,
+					"records_removed", res.RecordsRemoved)
+			}
+			if !res.More || res.Abandoned {
+				break
+			}
+		}
+	}
+	return cleaned
+}
