@@ -2,9 +2,11 @@
 # fresh machine needs: it installs the Debian packages the tests use
 # (zookeeper, kcat), then runs every test against real servers.
 GO ?= go
+# FUZZTIME is how long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 30s
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build test deps vet
+.PHONY: all build test deps vet fuzz
 
 all: build
 
@@ -23,3 +25,12 @@ vet:
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 14m ./...
+
+# fuzz runs every fuzz target of the broker for FUZZTIME each, one after
+# the other (a fuzz run uses every core; two at once would halve both).
+# The seed corpora alone run with `make test`.
+fuzz:
+	@set -e; for target in $$($(GO) test -list '^Fuzz' ./broker/ | grep '^Fuzz'); do \
+		echo "== $$target ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./broker/; \
+	done
