@@ -306,7 +306,13 @@ func buildBatch(t *testing.T, values ...[]byte) []byte {
 // (-1, -1, -1: no producer).
 func buildProducerBatch(t *testing.T, producerID int64, producerEpoch int16, firstSequence int32, values ...[]byte) []byte {
 	t.Helper()
-	now := time.Now().UnixMilli()
+	return encodeBatch(time.Now().UnixMilli(), producerID, producerEpoch, firstSequence, values...)
+}
+
+// encodeBatch returns a v2 record batch (no compression) with timestamp
+// ts (ms), producer id, epoch and base sequence, holding one record per
+// value, with its length and CRC set.
+func encodeBatch(ts int64, producerID int64, producerEpoch int16, firstSequence int32, values ...[]byte) []byte {
 	var records []byte
 	for i, v := range values {
 		rec := kmsg.NewRecord()
@@ -320,8 +326,8 @@ func buildProducerBatch(t *testing.T, producerID int64, producerEpoch int16, fir
 	batch := kmsg.NewRecordBatch()
 	batch.Magic = 2
 	batch.LastOffsetDelta = int32(len(values) - 1)
-	batch.FirstTimestamp = now
-	batch.MaxTimestamp = now
+	batch.FirstTimestamp = ts
+	batch.MaxTimestamp = ts
 	batch.ProducerID = producerID
 	batch.ProducerEpoch = producerEpoch
 	batch.FirstSequence = firstSequence

@@ -752,29 +752,10 @@ func controllerRequests(tb testing.TB, b *Broker) []kmsg.Request {
 	return []kmsg.Request{lai, um, sr, cs, ap}
 }
 
-// fuzzRecordBatch returns a v2 record batch (no compression, no producer)
-// holding one record per value, with its length and CRC set. It is
-// buildBatch for callers without a *testing.T.
-func fuzzRecordBatch(values ...[]byte) []byte {
-	var records []byte
-	for i, v := range values {
-		rec := kmsg.NewRecord()
-		rec.OffsetDelta = int32(i)
-		rec.Value = v
-		rec.Length = int32(len(rec.AppendTo(nil)) - 1)
-		records = rec.AppendTo(records)
-	}
-	batch := kmsg.NewRecordBatch()
-	batch.Magic = 2
-	batch.LastOffsetDelta = int32(len(values) - 1)
-	batch.ProducerID, batch.ProducerEpoch, batch.FirstSequence = -1, -1, -1
-	batch.NumRecords = int32(len(values))
-	batch.Records = records
-	raw := batch.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32c(raw[21:]))
-	return raw
-}
+// fuzzRecordBatch returns a v2 record batch (no compression, no producer,
+// timestamp 0 so that the corpus is the same at every write) holding one
+// record per value: buildBatch for callers without a *testing.T.
+func fuzzRecordBatch(values ...[]byte) []byte { return encodeBatch(0, -1, -1, -1, values...) }
 
 // TestWriteFuzzCorpus writes the seed corpora under testdata/fuzz (the
 // client requests of FuzzRequest, the responses of FuzzPeerResponse) when
