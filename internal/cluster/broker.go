@@ -53,7 +53,21 @@ func (b *Broker) Advertised() string {
 }
 
 // Args returns the command line the broker runs with, without the binary.
-func (b *Broker) Args() []string { return append([]string(nil), b.args...) }
+func (b *Broker) Args() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.args...)
+}
+
+// SetArgs replaces the command line (without the binary) that the broker
+// runs with from its next Start on: a test gives one broker flags of its
+// own with it, e.g. a second log dir. The running incarnation, if any, is
+// not affected.
+func (b *Broker) SetArgs(args []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.args = append([]string(nil), args...)
+}
 
 // Start starts the broker process with its flags, unless it runs. It does
 // not wait for the broker to serve; see Cluster.WaitServing.
