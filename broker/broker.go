@@ -106,6 +106,11 @@ type Broker struct {
 	// wg counts the accept loop, the background loop and every
 	// connection's goroutines.
 	wg sync.WaitGroup
+
+	// openReplicaHook, if not nil, is called at the start of each
+	// openReplica: tests block it to hold a LeaderAndIsr in its log
+	// opens. It is nil in production; a test sets it with stateMu held.
+	openReplicaHook func(coord.TopicPartition)
 }
 
 // New opens the coordination backend (cfg.Coord), binds the listener and
@@ -447,6 +452,9 @@ func (b *Broker) partitionFor(topic string, index int32) *partition {
 // openReplica opens (creating if needed) the log of a partition the
 // controller assigned to this broker. It touches no broker state.
 func (b *Broker) openReplica(info coord.PartitionInfo, configs map[string]string) (*partition, error) {
+	if b.openReplicaHook != nil {
+		b.openReplicaHook(info.TopicPartition())
+	}
 	dir, err := b.placeDir(info.Topic, info.Partition)
 	if err != nil {
 		return nil, err

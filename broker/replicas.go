@@ -2,8 +2,11 @@ package broker
 
 import (
 	"context"
+	"maps"
+	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -72,6 +75,14 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerEpoch, br
 // replica that is offline (its log dir failed) or whose log cannot be
 // opened or created; such a replica stays offline until restart, and a
 // storage error (a full or failing disk) takes its whole log dir offline.
+//
+// The slow part comes first: the topic configs the new replicas need
+// are loaded once and their logs opened (with producer state recovery)
+// in parallel (openReplicas). It holds stateMu throughout, so that a
+// later controller request cannot overtake this one, but holds the
+// fetchers (deferring their restarts) only while the roles are applied,
+// in memory and in the order of r.Partitions: the fetchers keep
+// replicating the other partitions during the opens.
 func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrRequest) (int16, []int16) {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
@@ -84,13 +95,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 		}
 		return code, codes
 	}
-	var missing []string
-	for _, info := range r.Partitions {
-		if p := b.partitionFor(info.Topic, info.Partition); p == nil || recreated(p, info) {
-			missing = append(missing, info.Topic)
-		}
-	}
-	configs := b.topicConfigs(ctx, missing)
+	opened := b.openReplicas(ctx, r.Partitions)
 	b.fetchers.setLeaders(r.Leaders)
 	b.fetchers.hold()
 	defer b.fetchers.release()
@@ -99,32 +104,27 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 	for i, info := range r.Partitions {
 		tp := info.TopicPartition()
 		p := b.partitionFor(info.Topic, info.Partition)
+		o, isNew := opened[i]
 		if b.replicaOffline(tp) || (p != nil && b.dirOffline(p.logDir())) {
 			codes[i] = kerr.KafkaStorageError.Code
 			offline++
 			continue
 		}
-		if p != nil && recreated(p, info) {
-			b.logger.Info("replacing the log of a recreated topic", "partition", tp)
-			b.removeReplica(tp, true)
-			p = nil
-		}
-		if p == nil {
-			opened, err := b.openReplica(info, configs[info.Topic])
-			if err != nil {
-				b.logger.Error("open replica failed: the replica is offline until restart", "partition", tp, "error", err)
+		if isNew {
+			if o.err != nil {
+				b.logger.Error("open replica failed: the replica is offline until restart", "partition", tp, "error", o.err)
 				b.markReplicaOffline(tp)
-				if dir, derr := b.placeDir(info.Topic, info.Partition); derr == nil && isStorageError(err) {
-					b.failLogDir(filepath.Dir(dir), err)
+				if dir, derr := b.placeDir(info.Topic, info.Partition); derr == nil && isStorageError(o.err) {
+					b.failLogDir(filepath.Dir(dir), o.err)
 				}
 				codes[i] = kerr.KafkaStorageError.Code
 				offline++
 				continue
 			}
 			b.replicasMu.Lock()
-			b.replicas[tp] = opened
+			b.replicas[tp] = o.p
 			b.replicasMu.Unlock()
-			p = opened
+			p = o.p
 		} else if !p.setRole(info) {
 			ignored++
 			continue
@@ -138,6 +138,87 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 	}
 	b.logger.Debug("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed, "stale", ignored, "offline", offline)
 	return 0, codes
+}
+
+// openedReplica is the outcome of one openReplica: the replica or the
+// error.
+type openedReplica struct {
+	p   *partition
+	err error
+}
+
+// maxOpeners bounds the goroutines that open the logs of one
+// LeaderAndIsr's new replicas.
+const maxOpeners = 8
+
+// openReplicas opens the replicas that parts need and this broker does
+// not hold yet (or holds for a recreated topic, whose old replica it
+// removes first), skipping the offline ones, with up to maxOpeners
+// goroutines that it waits for. It returns each open's outcome by index
+// in parts; a partition listed twice (there should be none) is opened
+// for its first state only. The caller holds stateMu.
+func (b *Broker) openReplicas(ctx context.Context, parts []coord.PartitionInfo) map[int]openedReplica {
+	var todo []int
+	seen := map[coord.TopicPartition]bool{}
+	var topics []string
+	for i, info := range parts {
+		tp := info.TopicPartition()
+		if seen[tp] || b.replicaOffline(tp) {
+			continue
+		}
+		p := b.partitionFor(info.Topic, info.Partition)
+		if p != nil && (b.dirOffline(p.logDir()) || !recreated(p, info)) {
+			continue
+		}
+		if p != nil {
+			// The old log goes first: the new one takes its directory.
+			b.logger.Info("replacing the log of a recreated topic", "partition", tp)
+			b.removeReplica(tp, true)
+		}
+		seen[tp] = true
+		todo = append(todo, i)
+		if !slices.Contains(topics, info.Topic) {
+			topics = append(topics, info.Topic)
+		}
+	}
+	out := make(map[int]openedReplica, len(todo))
+	if len(todo) == 0 {
+		return out
+	}
+	configs := b.heldTopicConfigs(parts)
+	topics = slices.DeleteFunc(topics, func(n string) bool { _, ok := configs[n]; return ok })
+	maps.Copy(configs, b.topicConfigs(ctx, topics))
+	// Dirs are chosen here, one after the other, as the opens did when
+	// sequential: placeDir counts each log dir's partitions, so each
+	// chosen dir is created at once (an error is the open's to report).
+	for _, i := range todo {
+		if dir, err := b.placeDir(parts[i].Topic, parts[i].Partition); err == nil {
+			_ = os.MkdirAll(dir, 0o755)
+		}
+	}
+	results := make([]openedReplica, len(todo))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(maxOpeners, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				info := parts[todo[j]]
+				p, err := b.openReplica(info, configs[info.Topic])
+				results[j] = openedReplica{p: p, err: err}
+			}
+		}()
+	}
+	for j := range todo {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	for j, i := range todo {
+		out[i] = results[j]
+	}
+	return out
 }
 
 // recreated reports whether info is for a topic of the same name as p's
@@ -164,6 +245,25 @@ func (b *Broker) topicConfigs(ctx context.Context, names []string) map[string]ma
 	for _, n := range names {
 		if t, ok := md.Topics[n]; ok {
 			out[n] = t.Config
+		}
+	}
+	return out
+}
+
+// heldTopicConfigs returns the config overrides of the topics of parts
+// from a replica this broker holds of the same topic ID (a topic's
+// partitions share its configs, which do not change), for openReplicas
+// to read from the backend only those of the others.
+func (b *Broker) heldTopicConfigs(parts []coord.PartitionInfo) map[string]map[string]string {
+	ids := map[string][16]byte{}
+	for _, info := range parts {
+		ids[info.Topic] = info.TopicID
+	}
+	out := map[string]map[string]string{}
+	for _, p := range b.allPartitions() {
+		id, ok := ids[p.topic]
+		if ok && (id == [16]byte{} || id == p.topicID) {
+			out[p.topic] = p.configs
 		}
 	}
 	return out
