@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/cluster"
 )
 
 // TestDecodeControllerResponse decodes the brokers' answers the
@@ -221,56 +220,6 @@ func produceTo(t *testing.T, b *Broker, topic string, partition int32) int16 {
 	return resp.Topics[0].Partitions[0].ErrorCode
 }
 
-// mountTmpfs mounts a tmpfs of size at dir for the test and unmounts it
-// at cleanup. Where mounting is not allowed the test is skipped, except
-// under CI=true, where it fails.
-func mountTmpfs(t *testing.T, dir, size string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("create %s: %v", dir, err)
-	}
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		msg := fmt.Sprintf("mount a %s tmpfs at %s: %v: %s", size, dir, err, strings.TrimSpace(string(out)))
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-}
-
-// fillFileSystem writes path until its file system is full (ENOSPC).
-func fillFileSystem(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatalf("create %s: %v", path, err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill %s: got %v, want ENOSPC at the end", path, err)
-			}
-			break
-		}
-	}
-	// The last pages: tmpfs may still take writes smaller than a chunk.
-	for _, n := range []int{4096, 512, 1} {
-		for {
-			if _, err := f.Write(chunk[:n]); err != nil {
-				break
-			}
-		}
-	}
-}
-
 // TestFullDiskTakesLogDirOffline fills broker 2's second log dir (a real
 // 2 MiB tmpfs): its next append there fails with ENOSPC and takes that
 // dir offline, not the broker. Broker 2 keeps its session and its
@@ -283,7 +232,7 @@ func fillFileSystem(t *testing.T, path string) {
 func TestFullDiskTakesLogDirOffline(t *testing.T) {
 	root := t.TempDir()
 	okDir, fullDir := filepath.Join(root, "ok"), filepath.Join(root, "tmpfs")
-	mountTmpfs(t, fullDir, "2m")
+	cluster.MountTmpfs(t, fullDir, "2m")
 	brokers := startRaftClusterWith(t, 3, func(c *Config) {
 		c.ReplicaLagTimeMax = 10 * time.Second
 		if c.BrokerID == 2 {
@@ -350,7 +299,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		}
 	}
 
-	fillFileSystem(t, filepath.Join(fullDir, "filler"))
+	cluster.FillFileSystem(t, filepath.Join(fullDir, "filler"))
 	value := make([]byte, 8<<10)
 	for i := 0; !b2.dirOffline(fullDir); i++ {
 		if ctx.Err() != nil {

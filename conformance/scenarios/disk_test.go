@@ -2,16 +2,13 @@ package scenarios
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +32,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		// Mounted before the cluster starts, so that it is unmounted after
 		// the cluster's processes (which hold files in it) are gone.
 		fullDir := filepath.Join(t.TempDir(), "tmpfs")
-		mountTmpfs(t, fullDir, "2m")
+		cluster.MountTmpfs(t, fullDir, "2m")
 		c := startCluster(t, backend, 3)
 
 		// X: broker 2, or 3 when 2 is the controller. It restarts with its
@@ -140,7 +137,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 			}
 		}
 
-		fillFileSystem(t, filepath.Join(fullDir, "filler"))
+		cluster.FillFileSystem(t, filepath.Join(fullDir, "filler"))
 		offline := regexp.MustCompile(`log dir offline.*\bdir=` + regexp.QuoteMeta(fullDir) + `\b`)
 		rounds, unacked := 0, 0
 		err = cluster.WaitFor(context.Background(), settle, func() error {
@@ -262,53 +259,4 @@ func withLogDirs(args []string, dirs ...string) []string {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// mountTmpfs mounts a tmpfs of size at dir until the test ends. Without
-// the right to mount the test is skipped, or fails when CI is "true".
-func mountTmpfs(t *testing.T, dir, size string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("create %s: %v", dir, err)
-	}
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		msg := fmt.Sprintf("mount a %s tmpfs at %s: %v: %s", size, dir, err, strings.TrimSpace(string(out)))
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-}
-
-// fillFileSystem writes path until its file system is full (ENOSPC).
-func fillFileSystem(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatalf("create %s: %v", path, err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill %s: got %v, want ENOSPC at the end", path, err)
-			}
-			break
-		}
-	}
-	// The last pages: tmpfs may still take writes smaller than a chunk.
-	for _, n := range []int{4096, 512, 1} {
-		for {
-			if _, err := f.Write(chunk[:n]); err != nil {
-				break
-			}
-		}
-	}
 }
