@@ -50,18 +50,7 @@ func history(t *testing.T, l *log.Log, leader *Producers, first, last int) {
 			s.seq = incrementSequence(e.lastSequence(), 1)
 		}
 		records := producerBatch(t, s, 6<<10, int64(1000+i))
-		batch, err := ParseBatchMeta(records)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if dup, err := leader.Check(batch); dup != nil || err != nil {
-			t.Fatalf("batch %d %+v: got (%v, %v), want it accepted", i, s, dup, err)
-		}
-		res, err := l.Append(records, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leader.Appended(batch, res.BaseOffset)
+		appendAccepted(t, leader, l, records, fmt.Sprintf("batch %d %+v", i, s))
 	}
 }
 

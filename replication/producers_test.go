@@ -320,18 +320,7 @@ func TestProducersLoad(t *testing.T) {
 			s.epoch, s.seq = NoProducerEpoch, NoSequence
 		}
 		records := producerBatch(t, s, 24<<10/int(n), int64(1000+i))
-		batch, err := ParseBatchMeta(records)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if dup, err := leader.Check(batch); dup != nil || err != nil {
-			t.Fatalf("batch %d %+v: got (%v, %v), want it accepted", i, s, dup, err)
-		}
-		res, err := l.Append(records, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leader.Appended(batch, res.BaseOffset)
+		appendAccepted(t, leader, l, records, fmt.Sprintf("batch %d %+v", i, s))
 		seq[id] += n
 	}
 	if l.EndOffset() <= 0 {
@@ -547,4 +536,23 @@ func BenchmarkProducersLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// appendAccepted checks records as a leader does (what must be a new
+// batch of its producer), appends them to l and records them in p,
+// failing the test, named by what, if p refuses them.
+func appendAccepted(t *testing.T, p *Producers, l *log.Log, records []byte, what string) {
+	t.Helper()
+	batch, err := ParseBatchMeta(records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dup, err := p.Check(batch); dup != nil || err != nil {
+		t.Fatalf("%s: got (%v, %v), want it accepted", what, dup, err)
+	}
+	res, err := l.Append(records, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Appended(batch, res.BaseOffset)
 }
