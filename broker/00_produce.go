@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/group"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -95,6 +96,10 @@ func (b *Broker) producePartition(r *kmsg.ProduceRequest, topic string, rp kmsg.
 	}
 	if r.Acks != 0 && r.Acks != 1 && r.Acks != -1 {
 		return kerr.InvalidRequiredAcks.Code, nil
+	}
+	if topic == group.OffsetsTopic {
+		// Only the group coordinator writes it, in its own schemas.
+		return kerr.InvalidTopicException.Code, nil
 	}
 	p, code := b.leaderFor(topic, rp.Partition)
 	if p == nil {

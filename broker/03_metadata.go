@@ -2,13 +2,13 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/group"
 )
 
 // Metadata v0..v12 (v10+ carry topic IDs; v12 may ask by ID).
@@ -112,7 +112,7 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 			continue
 		}
 		t, ok := b.cache.topic(name)
-		if !ok && autoCreate {
+		if !ok && autoCreate && name != group.OffsetsTopic {
 			if err := b.autoCreate(ctx, name, len(live)); err != nil {
 				b.logger.Warn("auto-create topic failed", "topic", name, "error", err)
 				st.ErrorCode = kerr.LeaderNotAvailable.Code
@@ -148,6 +148,7 @@ func metadataTopic(t snapshotTopic, live map[coord.BrokerID]bool) kmsg.MetadataR
 	name := t.name
 	st.Topic = &name
 	st.TopicID = t.id
+	st.IsInternal = name == group.OffsetsTopic
 	for _, p := range t.partitions {
 		sp := kmsg.NewMetadataResponseTopicPartition()
 		sp.Partition = p.Partition
@@ -171,34 +172,8 @@ func metadataTopic(t snapshotTopic, live map[coord.BrokerID]bool) kmsg.MetadataR
 
 // autoCreate creates topic with num.partitions partitions and
 // default.replication.factor capped at the live brokers, through the
-// controller: in process when this broker runs it, else by a CreateTopics
-// forwarded to it. A topic that exists already is no error.
+// controller. A topic that exists already is no error.
 func (b *Broker) autoCreate(ctx context.Context, name string, liveBrokers int) error {
 	rf := min(int(b.cfg.DefaultReplicationFactor), max(liveBrokers, 1))
-	if ctrl := b.controller(); ctrl != nil {
-		_, err := ctrl.CreateTopic(ctx, coord.TopicSpec{Name: name, Partitions: int(b.cfg.NumPartitions), ReplicationFactor: rf})
-		if err != nil && coordError(err) != kerr.TopicAlreadyExists {
-			return err
-		}
-		return nil
-	}
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = int32(autoCreateWait / time.Millisecond)
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, b.cfg.NumPartitions, int16(rf)
-	req.Topics = append(req.Topics, rt)
-	fctx, cancel := context.WithTimeout(ctx, autoCreateWait)
-	defer cancel()
-	kresp, err := b.askController(fctx, req)
-	if err != nil {
-		return fmt.Errorf("forward auto-create of topic %s to the controller: %w", name, err)
-	}
-	resp := kresp.(*kmsg.CreateTopicsResponse)
-	if len(resp.Topics) != 1 {
-		return fmt.Errorf("forward auto-create of topic %s: %d topics in the answer", name, len(resp.Topics))
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil && err != kerr.TopicAlreadyExists {
-		return fmt.Errorf("forward auto-create of topic %s: %w", name, err)
-	}
-	return nil
+	return b.createTopicViaController(ctx, coord.TopicSpec{Name: name, Partitions: int(b.cfg.NumPartitions), ReplicationFactor: rf})
 }

@@ -75,7 +75,10 @@ type Broker struct {
 	// producerIDs hands out producer ids from blocks the backend
 	// reserves for this broker.
 	producerIDs *producerIDManager
-	metrics     *metrics
+	// groups coordinates the consumer groups of the __consumer_offsets
+	// partitions this broker leads.
+	groups  *groupCoordinator
+	metrics *metrics
 	// fetchers copy the partitions this broker follows from their
 	// leaders; isr sends the ISR changes of those it leads to the
 	// controller; hwCkpt holds the high watermarks read at start.
@@ -139,6 +142,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		dirFailed:       make(chan struct{}, 1),
 	}
 	b.metrics = newMetrics(b)
+	b.groups = newGroupCoordinator(b)
 	b.fetchers = newFetcherManager(b)
 	b.isr = newISRSender(b)
 	locks, err := lockLogDirs(cfg.LogDirs)
@@ -215,6 +219,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 			b.cleanerLoop()
 		}()
 	}
+	b.groups.start()
 	return b, nil
 }
 
@@ -265,6 +270,7 @@ func (b *Broker) Close() error {
 		close(b.closing)
 		err = b.ln.Close()
 		b.wg.Wait()
+		b.groups.close()
 		b.fetchers.close()
 		if cerr := b.writeHWCheckpoints(); cerr != nil {
 			b.logger.Error("high watermark checkpoint failed", "error", cerr)

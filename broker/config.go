@@ -184,6 +184,55 @@ type Config struct {
 	// (producer.id.expiration.check.interval.ms). Default 10 minutes; at
 	// least 1 ms.
 	ProducerIDExpirationCheckInterval time.Duration
+
+	// GroupMinSessionTimeout and GroupMaxSessionTimeout bound the session
+	// timeout a group member may ask for (group.min.session.timeout.ms,
+	// default 6 s; group.max.session.timeout.ms, default 30 minutes); at
+	// least 1 ms, min <= max.
+	GroupMinSessionTimeout time.Duration
+	GroupMaxSessionTimeout time.Duration
+	// GroupInitialRebalanceDelay is how long an empty group's first
+	// rebalance waits for more members to join
+	// (group.initial.rebalance.delay.ms). Default 3 s; at least 0.
+	GroupInitialRebalanceDelay time.Duration
+	// GroupMaxSize bounds a group's members (group.max.size). Default
+	// 2147483647; at least 1.
+	GroupMaxSize int32
+	// OffsetsTopicNumPartitions is the partition count of
+	// __consumer_offsets when the broker creates it
+	// (offsets.topic.num.partitions). Default 50; 1 .. 1000000.
+	OffsetsTopicNumPartitions int32
+	// OffsetsTopicReplicationFactor is the replication factor of
+	// __consumer_offsets (offsets.topic.replication.factor): with fewer
+	// live brokers the topic is not created and FindCoordinator answers
+	// COORDINATOR_NOT_AVAILABLE, except on a broker that is its cluster's
+	// only Raft voter, where it is 1. Default 3; 1 .. 32767.
+	OffsetsTopicReplicationFactor int32
+	// OffsetsTopicSegmentBytes is __consumer_offsets' segment.bytes
+	// (offsets.topic.segment.bytes). Default 104857600; at least 14.
+	OffsetsTopicSegmentBytes int32
+	// OffsetsRetention is how long committed offsets are kept: after a
+	// group with members left it became empty, or after the commit for a
+	// group not managed by the coordinator (offsets.retention.minutes).
+	// Default 7 days; at least 1 minute.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is how often expired offsets are
+	// removed (offsets.retention.check.interval.ms). Default 10 minutes;
+	// at least 1 ms.
+	OffsetsRetentionCheckInterval time.Duration
+	// OffsetsCommitTimeout is how long an offset commit (and a group's
+	// metadata write) waits for every in-sync replica of its
+	// __consumer_offsets partition (offsets.commit.timeout.ms). Default 5
+	// s; at least 1 ms.
+	OffsetsCommitTimeout time.Duration
+	// OffsetMetadataMaxBytes bounds a committed offset's metadata string
+	// (offset.metadata.max.bytes); longer is OFFSET_METADATA_TOO_LARGE.
+	// Default 4096; at least 0.
+	OffsetMetadataMaxBytes int32
+	// OffsetsLoadBufferSize is how many bytes a coordinator reads at a
+	// time while loading a __consumer_offsets partition
+	// (offsets.load.buffer.size). Default 5242880; at least 1.
+	OffsetsLoadBufferSize int32
 }
 
 // DefaultConfig returns a working single-broker configuration: broker 1 on
@@ -229,6 +278,19 @@ func DefaultConfig() Config {
 
 		ProducerIDExpiration:              24 * time.Hour,
 		ProducerIDExpirationCheckInterval: 10 * time.Minute,
+
+		GroupMinSessionTimeout:        6 * time.Second,
+		GroupMaxSessionTimeout:        30 * time.Minute,
+		GroupInitialRebalanceDelay:    3 * time.Second,
+		GroupMaxSize:                  math.MaxInt32,
+		OffsetsTopicNumPartitions:     50,
+		OffsetsTopicReplicationFactor: 3,
+		OffsetsTopicSegmentBytes:      104857600,
+		OffsetsRetention:              7 * 24 * time.Hour,
+		OffsetsRetentionCheckInterval: 10 * time.Minute,
+		OffsetsCommitTimeout:          5 * time.Second,
+		OffsetMetadataMaxBytes:        4096,
+		OffsetsLoadBufferSize:         5242880,
 	}
 }
 
@@ -359,11 +421,46 @@ func (c Config) Validate() error {
 	if c.ProducerIDExpirationCheckInterval < time.Millisecond {
 		return fmt.Errorf("producer.id.expiration.check.interval.ms %d: must be at least 1", c.ProducerIDExpirationCheckInterval.Milliseconds())
 	}
+	if err := c.validateGroups(); err != nil {
+		return err
+	}
 	cc := c.CoordConfig()
 	if err := cc.Validate(); err != nil {
 		return err
 	}
 	return c.logConfig(nil).Validate()
+}
+
+// validateGroups checks the group coordinator's properties.
+func (c Config) validateGroups() error {
+	switch {
+	case c.GroupMinSessionTimeout < time.Millisecond:
+		return fmt.Errorf("group.min.session.timeout.ms %d: must be at least 1", c.GroupMinSessionTimeout.Milliseconds())
+	case c.GroupMaxSessionTimeout < c.GroupMinSessionTimeout:
+		return fmt.Errorf("group.max.session.timeout.ms %d: must be at least group.min.session.timeout.ms (%d)",
+			c.GroupMaxSessionTimeout.Milliseconds(), c.GroupMinSessionTimeout.Milliseconds())
+	case c.GroupInitialRebalanceDelay < 0:
+		return fmt.Errorf("group.initial.rebalance.delay.ms %d: must be at least 0", c.GroupInitialRebalanceDelay.Milliseconds())
+	case c.GroupMaxSize < 1:
+		return fmt.Errorf("group.max.size %d: must be between 1 and 2147483647", c.GroupMaxSize)
+	case c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > maxPartitions:
+		return fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicNumPartitions, maxPartitions)
+	case c.OffsetsTopicReplicationFactor < 1 || c.OffsetsTopicReplicationFactor > math.MaxInt16:
+		return fmt.Errorf("offsets.topic.replication.factor %d: must be between 1 and 32767", c.OffsetsTopicReplicationFactor)
+	case c.OffsetsTopicSegmentBytes < 14:
+		return fmt.Errorf("offsets.topic.segment.bytes %d: must be between 14 and 2147483647", c.OffsetsTopicSegmentBytes)
+	case c.OffsetsRetention < time.Minute:
+		return fmt.Errorf("offsets.retention.minutes %d: must be at least 1", int64(c.OffsetsRetention/time.Minute))
+	case c.OffsetsRetentionCheckInterval < time.Millisecond:
+		return fmt.Errorf("offsets.retention.check.interval.ms %d: must be at least 1", c.OffsetsRetentionCheckInterval.Milliseconds())
+	case c.OffsetsCommitTimeout < time.Millisecond:
+		return fmt.Errorf("offsets.commit.timeout.ms %d: must be at least 1", c.OffsetsCommitTimeout.Milliseconds())
+	case c.OffsetMetadataMaxBytes < 0:
+		return fmt.Errorf("offset.metadata.max.bytes %d: must be between 0 and 2147483647", c.OffsetMetadataMaxBytes)
+	case c.OffsetsLoadBufferSize < 1:
+		return fmt.Errorf("offsets.load.buffer.size %d: must be between 1 and 2147483647", c.OffsetsLoadBufferSize)
+	}
+	return nil
 }
 
 // maxPartitions bounds a topic's partition count.
@@ -399,6 +496,28 @@ var brokerKeys = map[string]configKey{
 			return nil
 		},
 		get: func(c Config) string { return strings.Join(c.LogDirs, ",") },
+	},
+	"group.min.session.timeout.ms":        millisKey(func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }),
+	"group.max.session.timeout.ms":        millisKey(func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }),
+	"group.initial.rebalance.delay.ms":    millisKey(func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }),
+	"group.max.size":                      int32Key(func(c *Config) *int32 { return &c.GroupMaxSize }),
+	"offsets.topic.num.partitions":        int32Key(func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }),
+	"offsets.topic.replication.factor":    int32Key(func(c *Config) *int32 { return &c.OffsetsTopicReplicationFactor }),
+	"offsets.topic.segment.bytes":         int32Key(func(c *Config) *int32 { return &c.OffsetsTopicSegmentBytes }),
+	"offsets.retention.check.interval.ms": millisKey(func(c *Config) *time.Duration { return &c.OffsetsRetentionCheckInterval }),
+	"offsets.commit.timeout.ms":           millisKey(func(c *Config) *time.Duration { return &c.OffsetsCommitTimeout }),
+	"offset.metadata.max.bytes":           int32Key(func(c *Config) *int32 { return &c.OffsetMetadataMaxBytes }),
+	"offsets.load.buffer.size":            int32Key(func(c *Config) *int32 { return &c.OffsetsLoadBufferSize }),
+	"offsets.retention.minutes": {
+		set: func(c *Config, k, v string) error {
+			var n int32
+			if err := setInt32(&n, k, v); err != nil {
+				return err
+			}
+			c.OffsetsRetention = time.Duration(n) * time.Minute
+			return nil
+		},
+		get: func(c Config) string { return strconv.FormatInt(int64(c.OffsetsRetention/time.Minute), 10) },
 	},
 	"num.partitions": {
 		set: func(c *Config, k, v string) error { return setInt32(&c.NumPartitions, k, v) },
@@ -646,15 +765,9 @@ var kafkaOnlyKeys = map[string]bool{
 	"replica.socket.receive.buffer.bytes":              true,
 	"zookeeper.connection.timeout.ms":                  true,
 	"zookeeper.max.in.flight.requests":                 true,
-	"offsets.topic.replication.factor":                 true,
-	"offsets.topic.num.partitions":                     true,
-	"offsets.retention.minutes":                        true,
 	"transaction.state.log.replication.factor":         true,
 	"transaction.state.log.min.isr":                    true,
 	"transaction.state.log.num.partitions":             true,
-	"group.initial.rebalance.delay.ms":                 true,
-	"group.min.session.timeout.ms":                     true,
-	"group.max.session.timeout.ms":                     true,
 	"log.retention.check.interval.ms":                  true,
 	"log.cleaner.threads":                              true,
 	"log.cleanup.policy":                               true,
@@ -728,6 +841,22 @@ func formatConnectionOverrides(m map[string]int32) string {
 	}
 	sort.Strings(items)
 	return strings.Join(items, ",")
+}
+
+// int32Key is the configKey of an int32 property.
+func int32Key(field func(*Config) *int32) configKey {
+	return configKey{
+		set: func(c *Config, k, v string) error { return setInt32(field(c), k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(*field(&c))) },
+	}
+}
+
+// millisKey is the configKey of a property in milliseconds.
+func millisKey(field func(*Config) *time.Duration) configKey {
+	return configKey{
+		set: func(c *Config, k, v string) error { return setMillis(field(c), k, v) },
+		get: func(c Config) string { return strconv.FormatInt(field(&c).Milliseconds(), 10) },
+	}
 }
 
 func setInt32(dst *int32, key, value string) error {

@@ -3,8 +3,10 @@ package broker
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -69,4 +71,47 @@ func TestKcatProducesConsumesAndLists(t *testing.T) {
 	if !strings.Contains(list, `topic "`+topic+`" with 1 partitions`) {
 		t.Fatalf("kcat -L output lacks topic %s with 1 partition:\n%s", topic, list)
 	}
+}
+
+// TestKcatGroupConsumer proves librdkafka's balanced consumer works: kcat
+// -G joins a group, consumes every record, and commits where it stopped,
+// so a second run of the same group consumes only what came after.
+func TestKcatGroupConsumer(t *testing.T) {
+	kcat := kcatPath(t)
+	b := startBroker(t, groupTestConfig(t))
+	addr := b.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const topic = "kcat-group"
+	createTopic(t, b, topic, 3, nil)
+
+	var first []string
+	for i := range 90 {
+		first = append(first, fmt.Sprintf("first-%d", i))
+	}
+	runKcat(t, ctx, kcat, strings.Join(first, "\n")+"\n", "-P", "-b", addr, "-t", topic)
+	groupArgs := []string{"-b", addr, "-G", "kcat-readers", "-q", "-X", "auto.offset.reset=earliest",
+		"-X", "session.timeout.ms=3000", "-X", "heartbeat.interval.ms=200", "-X", "topic.metadata.refresh.interval.ms=1000"}
+	out := runKcat(t, ctx, kcat, "", append(groupArgs, "-c", "90", topic)...)
+	if got := sortedLines(out); strings.Join(got, ",") != strings.Join(sortedLines(strings.Join(first, "\n")), ",") {
+		t.Fatalf("kcat -G consumed %d lines: %v; want the 90 produced", len(got), got)
+	}
+
+	runKcat(t, ctx, kcat, "second-0\nsecond-1\nsecond-2\n", "-P", "-b", addr, "-t", topic)
+	out = runKcat(t, ctx, kcat, "", append(groupArgs, "-c", "3", topic)...)
+	if got := sortedLines(out); strings.Join(got, ",") != "second-0,second-1,second-2" {
+		t.Fatalf("second kcat -G run consumed %v; want only the 3 records after the first run's commits", got)
+	}
+}
+
+// sortedLines returns the non-empty lines of s, sorted.
+func sortedLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
 )
 
@@ -130,6 +131,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrReq
 			continue
 		}
 		b.applyRole(p, info)
+		b.groups.roleChanged(p)
 		if info.Leader == self {
 			led++
 		} else {
@@ -323,6 +325,9 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 	b.replicasMu.Unlock()
 	if p == nil {
 		return
+	}
+	if tp.Topic == group.OffsetsTopic {
+		b.groups.resign(tp.Partition)
 	}
 	b.fetchers.remove(p)
 	p.appendMu.Lock()

@@ -1,0 +1,131 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/group"
+)
+
+// OffsetCommit v0..v8 (v1: commit timestamps, v2..v4: retention, v6:
+// leader epochs, v7: static members).
+func init() { registerAPI(8, 0, 8, handleOffsetCommit) }
+
+// pendingCommit is one partition of a commit being written.
+type pendingCommit struct {
+	key group.OffsetKey
+	val group.Offset
+	// sp is the partition's slot in the response.
+	sp *kmsg.OffsetCommitResponseTopicPartition
+}
+
+// handleOffsetCommit checks the member and generation, appends the
+// offsets to the group's __consumer_offsets partition and answers once
+// every in-sync replica has them (offsets.commit.timeout.ms at most).
+func handleOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.OffsetCommitRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	setAll := func(code int16) {
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+	}
+	if r.Group == "" {
+		setAll(kerr.InvalidGroupID.Code)
+		return resp, nil, nil
+	}
+	sh, code := b.groups.shard(r.Group)
+	if code != 0 {
+		setAll(code)
+		return resp, nil, nil
+	}
+	defer sh.mu.Unlock()
+	now := time.Now()
+	g := sh.groups[r.Group]
+	switch {
+	case g == nil && r.Generation >= 0:
+		setAll(kerr.IllegalGeneration.Code)
+		return resp, nil, nil
+	case g == nil:
+		g = sh.getOrCreate(b.groups, r.Group)
+		defer sh.dropIfUnused(g)
+	}
+	code, out := g.ValidateCommit(now, r.Generation, r.MemberID, r.InstanceID)
+	sh.apply(b.groups, g, out)
+	if code != 0 {
+		setAll(code)
+		return resp, nil, nil
+	}
+	var pending []pendingCommit
+	var kvs []group.KV
+	for i, rt := range r.Topics {
+		t, known := b.cache.topic(rt.Topic)
+		for j, rp := range rt.Partitions {
+			sp := &resp.Topics[i].Partitions[j]
+			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.partitions) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			var meta string
+			if rp.Metadata != nil {
+				meta = *rp.Metadata
+			}
+			if len(meta) > int(b.cfg.OffsetMetadataMaxBytes) {
+				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+				continue
+			}
+			v := group.Offset{Offset: rp.Offset, LeaderEpoch: -1, Metadata: meta, CommitTimestamp: now.UnixMilli(), ExpireTimestamp: -1}
+			if r.Version >= 6 {
+				v.LeaderEpoch = rp.LeaderEpoch
+			}
+			if r.Version == 1 && rp.Timestamp >= 0 {
+				v.CommitTimestamp = rp.Timestamp
+			}
+			if r.Version >= 2 && r.Version <= 4 && r.RetentionTimeMillis >= 0 {
+				v.ExpireTimestamp = now.UnixMilli() + r.RetentionTimeMillis
+			}
+			k := group.OffsetKey{Group: r.Group, Topic: rt.Topic, Partition: rp.Partition}
+			pending = append(pending, pendingCommit{key: k, val: v, sp: sp})
+			kvs = append(kvs, group.KV{Key: group.OffsetRecordKey(k), Value: group.OffsetRecordValue(v)})
+		}
+	}
+	if len(pending) == 0 {
+		return resp, nil, nil
+	}
+	base, done, err := b.groups.appendOffsets(sh, kvs, true)
+	if err != nil {
+		code := b.groups.storeErrorCode(err)
+		for _, pc := range pending {
+			pc.sp.ErrorCode = code
+		}
+		return resp, nil, nil
+	}
+	return nil, func(context.Context) kmsg.Response {
+		code := b.groups.storeErrorCode(b.groups.awaitReplicated(done))
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		for i, pc := range pending {
+			pc.sp.ErrorCode = code
+			if code == 0 && sh.state == shardActive {
+				v := pc.val
+				sh.applyOffset(pc.key, &v, base+int64(i))
+			}
+		}
+		return resp
+	}, nil
+}

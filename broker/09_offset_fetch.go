@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetFetch v0..v8 (v2+: every topic when none is named; v8: several
+// groups at once).
+func init() { registerAPI(9, 0, 8, handleOffsetFetch) }
+
+// handleOffsetFetch answers the committed offsets of groups this broker
+// coordinates; a partition without one gets offset -1. tripod has no
+// transactions, so no offset is ever pending and require_stable changes
+// nothing.
+func handleOffsetFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.OffsetFetchRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if r.Version >= 8 {
+		for _, rg := range r.Groups {
+			topics := make([]offsetFetchTopic, 0, len(rg.Topics))
+			for _, t := range rg.Topics {
+				topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
+			}
+			if rg.Topics == nil {
+				topics = nil
+			}
+			sg := kmsg.NewOffsetFetchResponseGroup()
+			sg.Group = rg.Group
+			code, got := b.fetchOffsets(rg.Group, topics)
+			sg.ErrorCode = code
+			for _, t := range got {
+				st := kmsg.NewOffsetFetchResponseGroupTopic()
+				st.Topic = t.topic
+				for _, p := range t.partitions {
+					sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata, sp.ErrorCode = p.partition, p.offset, p.leaderEpoch, p.metadata, p.code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				sg.Topics = append(sg.Topics, st)
+			}
+			resp.Groups = append(resp.Groups, sg)
+		}
+		return resp, nil, nil
+	}
+	topics := make([]offsetFetchTopic, 0, len(r.Topics))
+	for _, t := range r.Topics {
+		topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
+	}
+	if r.Topics == nil && r.Version >= 2 {
+		topics = nil
+	}
+	code, got := b.fetchOffsets(r.Group, topics)
+	if r.Version >= 2 {
+		resp.ErrorCode = code
+	}
+	for _, t := range got {
+		st := kmsg.NewOffsetFetchResponseTopic()
+		st.Topic = t.topic
+		for _, p := range t.partitions {
+			sp := kmsg.NewOffsetFetchResponseTopicPartition()
+			sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata, sp.ErrorCode = p.partition, p.offset, p.leaderEpoch, p.metadata, p.code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil, nil
+}
+
+// offsetFetchTopic is one topic an OffsetFetch names.
+type offsetFetchTopic struct {
+	topic      string
+	partitions []int32
+}
+
+// fetchedTopic is one topic's answer.
+type fetchedTopic struct {
+	topic      string
+	partitions []fetchedOffset
+}
+
+// fetchedOffset is one partition's committed offset, -1 for none.
+type fetchedOffset struct {
+	partition   int32
+	offset      int64
+	leaderEpoch int32
+	metadata    *string
+	code        int16
+}
+
+// fetchOffsets returns a group's committed offsets of topics (nil: every
+// topic it has committed), or the group's error code; with an error every
+// named partition carries it too, as Kafka's v0 and v1 answers need.
+func (b *Broker) fetchOffsets(groupID string, topics []offsetFetchTopic) (int16, []fetchedTopic) {
+	code := int16(0)
+	var sh *groupShard
+	if groupID == "" {
+		code = kerr.InvalidGroupID.Code
+	} else {
+		sh, code = b.groups.shard(groupID)
+	}
+	if code != 0 {
+		out := make([]fetchedTopic, 0, len(topics))
+		for _, t := range topics {
+			ft := fetchedTopic{topic: t.topic}
+			for _, p := range t.partitions {
+				ft.partitions = append(ft.partitions, fetchedOffset{partition: p, offset: -1, leaderEpoch: -1, code: code})
+			}
+			out = append(out, ft)
+		}
+		return code, out
+	}
+	defer sh.mu.Unlock()
+	committed := sh.offsets.Group(groupID)
+	if topics == nil {
+		for topic, parts := range committed {
+			t := offsetFetchTopic{topic: topic}
+			for p := range parts {
+				t.partitions = append(t.partitions, p)
+			}
+			sort.Slice(t.partitions, func(i, j int) bool { return t.partitions[i] < t.partitions[j] })
+			topics = append(topics, t)
+		}
+		sort.Slice(topics, func(i, j int) bool { return topics[i].topic < topics[j].topic })
+	}
+	out := make([]fetchedTopic, 0, len(topics))
+	for _, t := range topics {
+		ft := fetchedTopic{topic: t.topic}
+		for _, p := range t.partitions {
+			fo := fetchedOffset{partition: p, offset: -1, leaderEpoch: -1}
+			empty := ""
+			fo.metadata = &empty
+			if o, ok := committed[t.topic][p]; ok {
+				meta := o.Metadata
+				fo.offset, fo.leaderEpoch, fo.metadata = o.Offset, o.LeaderEpoch, &meta
+			}
+			ft.partitions = append(ft.partitions, fo)
+		}
+		out = append(out, ft)
+	}
+	return 0, out
+}

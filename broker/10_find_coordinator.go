@@ -1,0 +1,92 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/group"
+)
+
+// FindCoordinator v0..v4 (v4: several keys at once).
+func init() { registerAPI(10, 0, 4, handleFindCoordinator) }
+
+// coordinatorWait bounds how long FindCoordinator waits for
+// __consumer_offsets to be created and its leaders known.
+const coordinatorWait = 5 * time.Second
+
+// handleFindCoordinator names each group's coordinator: the leader of
+// partition abs(hashCode(group)) % partitions of __consumer_offsets,
+// creating the topic on first use. Transaction coordinators do not exist
+// in tripod: COORDINATOR_NOT_AVAILABLE.
+func handleFindCoordinator(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.FindCoordinatorRequest)
+	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := r.CoordinatorKeys
+	if r.Version < 4 {
+		keys = []string{r.CoordinatorKey}
+	}
+	return nil, func(ctx context.Context) kmsg.Response {
+		for _, key := range keys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID = key, -1
+			node, code, msg := b.findCoordinator(ctx, r.CoordinatorType, key)
+			c.ErrorCode = code
+			if code == 0 {
+				c.NodeID, c.Host, c.Port = int32(node.ID), node.Host, node.Port
+			} else if msg != "" {
+				c.ErrorMessage = &msg
+			}
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		if r.Version < 4 {
+			c := resp.Coordinators[0]
+			resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+			resp.Coordinators = nil
+		}
+		return resp
+	}, nil
+}
+
+// findCoordinator returns the broker coordinating key, or the error code
+// and why.
+func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) (coord.Broker, int16, string) {
+	switch keyType {
+	case 0:
+	case 1:
+		return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, "tripod has no transaction coordinator"
+	default:
+		return coord.Broker{}, kerr.InvalidRequest.Code, fmt.Sprintf("unknown coordinator type %d", keyType)
+	}
+	if key == "" {
+		return coord.Broker{}, kerr.InvalidGroupID.Code, "the group id is empty"
+	}
+	if _, ok := b.cache.topic(group.OffsetsTopic); !ok {
+		wctx, cancel := context.WithTimeout(ctx, coordinatorWait)
+		err := b.ensureOffsetsTopic(wctx)
+		cancel()
+		if err != nil {
+			b.logger.Warn("no group coordinator yet", "group", key, "error", err)
+			return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, err.Error()
+		}
+	}
+	t, ok := b.cache.topic(group.OffsetsTopic)
+	if !ok || len(t.partitions) == 0 {
+		return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, group.OffsetsTopic + " is being created"
+	}
+	index := group.PartitionFor(key, len(t.partitions))
+	for _, p := range t.partitions {
+		if p.Partition != index {
+			continue
+		}
+		if node, ok := b.cache.broker(p.Leader); ok && p.Leader != coord.NoBroker {
+			return node, 0, ""
+		}
+	}
+	return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, fmt.Sprintf("%s-%d has no live leader", group.OffsetsTopic, index)
+}

@@ -1,0 +1,45 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/group"
+)
+
+// SyncGroup v0..v5.
+func init() { registerAPI(14, 0, 5, handleSyncGroup) }
+
+// handleSyncGroup hands a member its assignment once the leader's has
+// arrived and the group's metadata is replicated.
+func handleSyncGroup(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.SyncGroupRequest)
+	failed := func(code int16) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = code
+		return resp
+	}
+	if r.Group == "" {
+		return failed(kerr.InvalidGroupID.Code), nil, nil
+	}
+	sh, code := b.groups.shard(r.Group)
+	if code != 0 {
+		return failed(code), nil, nil
+	}
+	defer sh.mu.Unlock()
+	g := sh.groups[r.Group]
+	if g == nil {
+		return failed(kerr.UnknownMemberID.Code), nil, nil
+	}
+	w, ch := b.groups.newWaiter(sh)
+	sh.apply(b.groups, g, g.Sync(time.Now(), w, r))
+	return nil, awaitReply(sh, w, ch, func(rep group.Reply) kmsg.Response {
+		if rep.Sync == nil {
+			return failed(kerr.NotCoordinator.Code)
+		}
+		return rep.Sync
+	}), nil
+}

@@ -1,0 +1,72 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/group"
+)
+
+// DeleteGroups v0..v2.
+func init() { registerAPI(42, 0, 2, handleDeleteGroups) }
+
+// handleDeleteGroups deletes empty groups with their committed offsets:
+// it writes the tombstones of the group's metadata and every offset, and
+// answers once they are replicated. A group with members is
+// NON_EMPTY_GROUP, one the coordinator does not have GROUP_ID_NOT_FOUND.
+func handleDeleteGroups(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.DeleteGroupsRequest)
+	resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	waits := make([]<-chan error, len(r.Groups))
+	for i, id := range r.Groups {
+		dg := kmsg.NewDeleteGroupsResponseGroup()
+		dg.Group = id
+		dg.ErrorCode, waits[i] = b.deleteGroup(id)
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return nil, func(context.Context) kmsg.Response {
+		for i, done := range waits {
+			if done != nil {
+				resp.Groups[i].ErrorCode = b.groups.storeErrorCode(b.groups.awaitReplicated(done))
+			}
+		}
+		return resp
+	}, nil
+}
+
+// deleteGroup removes one group and starts the write of its tombstones,
+// returning the error code or the channel of the write's replication.
+func (b *Broker) deleteGroup(id string) (int16, <-chan error) {
+	if id == "" {
+		return kerr.InvalidGroupID.Code, nil
+	}
+	sh, code := b.groups.shard(id)
+	if code != 0 {
+		return code, nil
+	}
+	defer sh.mu.Unlock()
+	g := sh.groups[id]
+	if g == nil {
+		return kerr.GroupIDNotFound.Code, nil
+	}
+	if code := g.Deletable(); code != 0 {
+		return code, nil
+	}
+	keys := sh.offsets.Keys(id)
+	kvs := []group.KV{{Key: group.GroupRecordKey(id)}}
+	for _, k := range keys {
+		kvs = append(kvs, group.KV{Key: group.OffsetRecordKey(k)})
+	}
+	base, done, err := b.groups.appendOffsets(sh, kvs, true)
+	if err != nil {
+		return b.groups.storeErrorCode(err), nil
+	}
+	for i, k := range keys {
+		sh.applyOffset(k, nil, base+1+int64(i))
+	}
+	delete(sh.groups, id)
+	delete(sh.deadlines, id)
+	return 0, done
+}

@@ -1,0 +1,693 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/group"
+	"github.com/tripodmq/tripod/replication"
+	tlog "github.com/tripodmq/tripod/replication/log"
+)
+
+// The group coordinator: this broker coordinates the groups that map to the
+// partitions of __consumer_offsets it leads. group/ decides (members,
+// generations, offsets expiry); this file does the I/O around it: it loads
+// a partition's records when the broker becomes its leader, appends group
+// metadata and offset commits to it and answers only once they are
+// replicated as acks=all would be, holds the JoinGroup and SyncGroup
+// requests that wait, and fires the groups' timers.
+
+// groupCoordinator is the broker's group coordinator: one shard per
+// __consumer_offsets partition this broker leads.
+type groupCoordinator struct {
+	b   *Broker
+	cfg group.Config
+
+	// mu guards shards and nextWaiter.
+	mu         sync.Mutex
+	shards     map[int32]*groupShard
+	nextWaiter group.Waiter
+
+	// wake tells timerLoop that a deadline moved.
+	wake    chan struct{}
+	closing chan struct{}
+	// wg counts timerLoop, the loads and the stores waiting for their
+	// replication.
+	wg sync.WaitGroup
+}
+
+// shardState is where a shard is in its life.
+type shardState int
+
+const (
+	// shardLoading: the partition's records are being read; requests get
+	// COORDINATOR_LOAD_IN_PROGRESS.
+	shardLoading shardState = iota
+	// shardActive: the shard coordinates its groups.
+	shardActive
+	// shardUnloaded: the broker stopped leading the partition; requests
+	// get NOT_COORDINATOR.
+	shardUnloaded
+)
+
+// groupShard is the coordinator of the groups of one __consumer_offsets
+// partition, for one leader epoch of it.
+type groupShard struct {
+	index int32
+	epoch int32
+	p     *partition
+
+	// mu guards everything below; it is taken before the partition's
+	// locks (appends happen under it).
+	mu    sync.Mutex
+	state shardState
+	// groups are the groups this shard coordinates, with the time each
+	// must next be ticked (absent: no timer).
+	groups    map[string]*group.Group
+	deadlines map[string]time.Time
+	// offsets are the committed offsets, and offsetAt the log offset of
+	// the record each came from: a commit whose replication completes
+	// after a later one's does not overwrite it.
+	offsets  *group.Offsets
+	offsetAt map[group.OffsetKey]int64
+	// waiters are the held JoinGroup and SyncGroup requests.
+	waiters map[group.Waiter]chan group.Reply
+	// lastStore is, per group, closed when the outcome of its latest
+	// metadata store has been given to the group: a group hears of its
+	// stores in the order they were made.
+	lastStore map[string]chan struct{}
+}
+
+// newGroupCoordinator returns the coordinator of b; start runs its timer.
+func newGroupCoordinator(b *Broker) *groupCoordinator {
+	cfg := group.DefaultConfig()
+	cfg.MinSessionTimeout = b.cfg.GroupMinSessionTimeout
+	cfg.MaxSessionTimeout = b.cfg.GroupMaxSessionTimeout
+	cfg.InitialRebalanceDelay = b.cfg.GroupInitialRebalanceDelay
+	cfg.MaxSize = int(b.cfg.GroupMaxSize)
+	return &groupCoordinator{
+		b: b, cfg: cfg,
+		shards:  map[int32]*groupShard{},
+		wake:    make(chan struct{}, 1),
+		closing: make(chan struct{}),
+	}
+}
+
+// start runs the timer loop until close.
+func (c *groupCoordinator) start() {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.timerLoop()
+	}()
+}
+
+// close unloads every shard and waits for the coordinator's goroutines.
+func (c *groupCoordinator) close() {
+	close(c.closing)
+	c.mu.Lock()
+	shards := c.shards
+	c.shards = map[int32]*groupShard{}
+	c.mu.Unlock()
+	for _, sh := range shards {
+		sh.unload()
+	}
+	c.wg.Wait()
+}
+
+// poke wakes the timer loop.
+func (c *groupCoordinator) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// roleChanged is told of every role a __consumer_offsets replica takes:
+// leading it (at a new leader epoch) loads its groups, anything else
+// unloads them.
+func (c *groupCoordinator) roleChanged(p *partition) {
+	if p.topic != group.OffsetsTopic {
+		return
+	}
+	leads, epoch := p.leads(coord.BrokerID(c.b.cfg.BrokerID))
+	if !leads {
+		c.resign(p.index)
+		return
+	}
+	c.mu.Lock()
+	old := c.shards[p.index]
+	if old != nil && old.p == p && old.epoch == epoch {
+		c.mu.Unlock()
+		return
+	}
+	select {
+	case <-c.closing:
+		c.mu.Unlock()
+		return
+	default:
+	}
+	sh := &groupShard{index: p.index, epoch: epoch, p: p, state: shardLoading,
+		groups: map[string]*group.Group{}, deadlines: map[string]time.Time{},
+		offsets: group.NewOffsets(), offsetAt: map[group.OffsetKey]int64{},
+		waiters: map[group.Waiter]chan group.Reply{}, lastStore: map[string]chan struct{}{}}
+	c.shards[p.index] = sh
+	c.wg.Add(1)
+	c.mu.Unlock()
+	if old != nil {
+		old.unload()
+	}
+	go func() {
+		defer c.wg.Done()
+		c.load(sh)
+	}()
+}
+
+// resign unloads the shard of __consumer_offsets partition index, if
+// this broker coordinates it.
+func (c *groupCoordinator) resign(index int32) {
+	c.mu.Lock()
+	sh := c.shards[index]
+	delete(c.shards, index)
+	c.mu.Unlock()
+	if sh != nil {
+		sh.unload()
+	}
+}
+
+// unload ends the shard: every held request is answered NOT_COORDINATOR.
+func (sh *groupShard) unload() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.state == shardUnloaded {
+		return
+	}
+	sh.state = shardUnloaded
+	for _, g := range sh.groups {
+		sh.deliver(g.Unload().Replies)
+	}
+	for w, ch := range sh.waiters {
+		delete(sh.waiters, w)
+		close(ch)
+	}
+}
+
+// load reads the shard's partition from its start to its end as of now
+// (only the coordinator writes it, and it waits for the load) and
+// rebuilds its groups and offsets.
+func (c *groupCoordinator) load(sh *groupShard) {
+	start := time.Now()
+	l := sh.p.log
+	end := l.EndOffset()
+	values := map[string]*kmsg.GroupMetadataValue{}
+	offsets := group.NewOffsets()
+	offsetAt := map[group.OffsetKey]int64{}
+	records, skipped := 0, 0
+	off := l.StartOffset()
+	for off < end {
+		sh.mu.Lock()
+		state := sh.state
+		sh.mu.Unlock()
+		if state != shardLoading {
+			return
+		}
+		data, err := l.Read(off, int(c.b.cfg.OffsetsLoadBufferSize))
+		if errors.Is(err, tlog.ErrOffsetOutOfRange) && off < l.StartOffset() {
+			off = l.StartOffset()
+			continue
+		}
+		if err != nil {
+			c.b.logger.Error("load of group coordinator partition failed; its groups are unavailable here",
+				"partition", sh.p.name(), "offset", off, "error", err)
+			return
+		}
+		next := off
+		if err := tlog.EachBatch(data, false, func(bi tlog.BatchInfo) { next = bi.LastOffset + 1 }); err != nil || next <= off {
+			c.b.logger.Error("load of group coordinator partition stopped at a batch it cannot read",
+				"partition", sh.p.name(), "offset", off, "error", err)
+			return
+		}
+		err = group.EachRecord(data, func(o int64, key, value []byte) error {
+			if o >= end {
+				return nil
+			}
+			rec, err := group.DecodeRecord(key, value)
+			if err != nil {
+				skipped++
+				return nil
+			}
+			records++
+			switch {
+			case rec.OffsetKey != nil:
+				offsets.Apply(*rec.OffsetKey, rec.OffsetValue)
+				if rec.OffsetValue == nil {
+					delete(offsetAt, *rec.OffsetKey)
+				} else {
+					offsetAt[*rec.OffsetKey] = o
+				}
+			case rec.Group != "":
+				values[rec.Group] = rec.GroupValue
+			}
+			return nil
+		})
+		if err != nil {
+			c.b.logger.Error("load of group coordinator partition failed", "partition", sh.p.name(), "offset", off, "error", err)
+			return
+		}
+		off = next
+	}
+	now := time.Now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.state != shardLoading {
+		return
+	}
+	for id, v := range values {
+		if v == nil {
+			continue
+		}
+		g, out := group.Restore(id, c.cfg, v, now)
+		sh.groups[id] = g
+		sh.apply(c, g, out)
+	}
+	for _, id := range offsets.Groups() {
+		if sh.groups[id] == nil {
+			sh.groups[id] = group.New(id, c.cfg)
+		}
+	}
+	sh.offsets, sh.offsetAt = offsets, offsetAt
+	sh.state = shardActive
+	c.b.logger.Info("loaded group coordinator partition", "partition", sh.p.name(), "leader_epoch", sh.epoch,
+		"groups", len(sh.groups), "records", records, "skipped", skipped, "log_end", end, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// offsetsPartitions is the partition count of __consumer_offsets: the
+// topic's, or offsets.topic.num.partitions before it exists.
+func (b *Broker) offsetsPartitions() int {
+	if t, ok := b.cache.topic(group.OffsetsTopic); ok && len(t.partitions) > 0 {
+		return len(t.partitions)
+	}
+	return int(b.cfg.OffsetsTopicNumPartitions)
+}
+
+// shard returns the locked shard coordinating groupID, or the error code
+// to answer: NOT_COORDINATOR when this broker does not lead its partition,
+// COORDINATOR_LOAD_IN_PROGRESS while it loads it. The caller unlocks
+// sh.mu.
+func (c *groupCoordinator) shard(groupID string) (*groupShard, int16) {
+	index := group.PartitionFor(groupID, c.b.offsetsPartitions())
+	c.mu.Lock()
+	sh := c.shards[index]
+	c.mu.Unlock()
+	if sh == nil {
+		return nil, kerr.NotCoordinator.Code
+	}
+	sh.mu.Lock()
+	switch sh.state {
+	case shardLoading:
+		sh.mu.Unlock()
+		return nil, kerr.CoordinatorLoadInProgress.Code
+	case shardUnloaded:
+		sh.mu.Unlock()
+		return nil, kerr.NotCoordinator.Code
+	}
+	return sh, 0
+}
+
+// activeShards returns the shards, and whether any is still loading.
+func (c *groupCoordinator) activeShards() ([]*groupShard, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*groupShard
+	loading := false
+	for _, sh := range c.shards {
+		out = append(out, sh)
+	}
+	slices.SortFunc(out, func(a, b *groupShard) int { return int(a.index - b.index) })
+	for _, sh := range out {
+		sh.mu.Lock()
+		loading = loading || sh.state == shardLoading
+		sh.mu.Unlock()
+	}
+	return out, loading
+}
+
+// newWaiter registers a held request on sh and returns its id and the
+// channel its answer arrives on (closed if the shard unloads first). The
+// caller holds sh.mu.
+func (c *groupCoordinator) newWaiter(sh *groupShard) (group.Waiter, chan group.Reply) {
+	c.mu.Lock()
+	c.nextWaiter++
+	w := c.nextWaiter
+	c.mu.Unlock()
+	ch := make(chan group.Reply, 1)
+	sh.waiters[w] = ch
+	return w, ch
+}
+
+// forget drops a held request whose client went away.
+func (sh *groupShard) forget(w group.Waiter) {
+	sh.mu.Lock()
+	delete(sh.waiters, w)
+	sh.mu.Unlock()
+}
+
+// getOrCreate returns the group, created Empty if it does not exist.
+// The caller holds sh.mu.
+func (sh *groupShard) getOrCreate(c *groupCoordinator, id string) *group.Group {
+	g := sh.groups[id]
+	if g == nil {
+		g = group.New(id, c.cfg)
+		sh.groups[id] = g
+	}
+	return g
+}
+
+// dropIfUnused forgets a group that holds nothing: no members, no timer,
+// no generation and no offsets (a join that failed before it began). The
+// caller holds sh.mu.
+func (sh *groupShard) dropIfUnused(g *group.Group) {
+	if g.State() == group.Empty && g.NumMembers() == 0 && g.Generation() == 0 &&
+		sh.deadlines[g.ID()].IsZero() && len(sh.offsets.Keys(g.ID())) == 0 {
+		delete(sh.groups, g.ID())
+		delete(sh.deadlines, g.ID())
+	}
+}
+
+// deliver hands replies to their held requests. The caller holds sh.mu.
+func (sh *groupShard) deliver(replies []group.Reply) {
+	for _, r := range replies {
+		if ch, ok := sh.waiters[r.To]; ok {
+			delete(sh.waiters, r.To)
+			ch <- r
+		}
+	}
+}
+
+// apply acts on what a group decided: it answers held requests, sets the
+// group's timer and starts the store of its metadata. The caller holds
+// sh.mu.
+func (sh *groupShard) apply(c *groupCoordinator, g *group.Group, out group.Output) {
+	sh.deliver(out.Replies)
+	if out.Deadline.IsZero() {
+		delete(sh.deadlines, g.ID())
+	} else {
+		sh.deadlines[g.ID()] = out.Deadline
+		c.poke()
+	}
+	if out.Store != nil {
+		c.store(sh, g, out.Store)
+	}
+}
+
+// store appends a group's metadata to the shard's partition and tells the
+// group once it is replicated (or failed). The caller holds sh.mu.
+func (c *groupCoordinator) store(sh *groupShard, g *group.Group, v *kmsg.GroupMetadataValue) {
+	gen := v.Generation
+	now := time.Now()
+	batch := group.EncodeBatch([]group.KV{{Key: group.GroupRecordKey(g.ID()), Value: group.GroupRecordValue(v)}}, now)
+	_, done, err := c.b.appendAsLeader(sh.p, batch, true, now.Add(c.b.cfg.OffsetsCommitTimeout))
+	if err != nil {
+		c.b.checkStorage(sh.p, err)
+		sh.apply(c, g, g.Stored(now, gen, group.StoreError(replicationErrorCode(err))))
+		return
+	}
+	prev, told := sh.lastStore[g.ID()], make(chan struct{})
+	sh.lastStore[g.ID()] = told
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(told)
+		err := c.awaitReplicated(done)
+		if prev != nil {
+			<-prev
+		}
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if sh.lastStore[g.ID()] == told {
+			delete(sh.lastStore, g.ID())
+		}
+		if sh.state == shardActive && sh.groups[g.ID()] == g {
+			sh.apply(c, g, g.Stored(time.Now(), gen, group.StoreError(replicationErrorCode(err))))
+		}
+	}()
+}
+
+// awaitReplicated waits for an acks=all append's outcome, or the
+// coordinator's close.
+func (c *groupCoordinator) awaitReplicated(done <-chan error) error {
+	select {
+	case err := <-done:
+		return err
+	case <-c.closing:
+		return replication.ErrNotLeader
+	}
+}
+
+// storeErrorCode maps the outcome of a write of offsets to
+// __consumer_offsets to the code the committer is given, as Kafka's
+// coordinator does (group metadata writes map theirs with
+// group.StoreError).
+func (c *groupCoordinator) storeErrorCode(err error) int16 {
+	switch code := replicationErrorCode(err); code {
+	case 0:
+		return 0
+	case kerr.NotLeaderForPartition.Code, kerr.KafkaStorageError.Code:
+		return kerr.NotCoordinator.Code
+	case kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code, kerr.RequestTimedOut.Code:
+		return kerr.CoordinatorNotAvailable.Code
+	case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code:
+		return kerr.InvalidCommitOffsetSize.Code
+	default:
+		c.b.logger.Error("write to __consumer_offsets failed", "error", err)
+		return kerr.UnknownServerError.Code
+	}
+}
+
+// appendOffsets appends offset records (nil values: tombstones) to the
+// shard's partition. With wait, it returns the channel of the replication
+// outcome; the records' log offsets start at the returned base. The
+// caller holds sh.mu.
+func (c *groupCoordinator) appendOffsets(sh *groupShard, kvs []group.KV, wait bool) (int64, <-chan error, error) {
+	now := time.Now()
+	res, done, err := c.b.appendAsLeader(sh.p, group.EncodeBatch(kvs, now), wait, now.Add(c.b.cfg.OffsetsCommitTimeout))
+	if err != nil {
+		c.b.checkStorage(sh.p, err)
+		return 0, nil, err
+	}
+	return res.BaseOffset, done, nil
+}
+
+// applyOffset records a committed offset that the log holds at logOffset,
+// unless a later record of the same key is applied already. The caller
+// holds sh.mu.
+func (sh *groupShard) applyOffset(k group.OffsetKey, v *group.Offset, logOffset int64) {
+	if at, ok := sh.offsetAt[k]; ok && at > logOffset {
+		return
+	}
+	sh.offsets.Apply(k, v)
+	if v == nil {
+		delete(sh.offsetAt, k)
+		return
+	}
+	sh.offsetAt[k] = logOffset
+}
+
+// timerLoop ticks the groups whose timers are due, and expires offsets
+// every offsets.retention.check.interval.ms.
+func (c *groupCoordinator) timerLoop() {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	nextExpiry := time.Now().Add(c.b.cfg.OffsetsRetentionCheckInterval)
+	for {
+		now := time.Now()
+		if !now.Before(nextExpiry) {
+			c.expireOffsets(now)
+			nextExpiry = now.Add(c.b.cfg.OffsetsRetentionCheckInterval)
+		}
+		next := c.tick(now)
+		if next.IsZero() || next.After(nextExpiry) {
+			next = nextExpiry
+		}
+		t.Reset(time.Until(next))
+		select {
+		case <-c.closing:
+			return
+		case <-c.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// tick fires the due timers of every active shard's groups and returns
+// the earliest timer left (zero if none).
+func (c *groupCoordinator) tick(now time.Time) time.Time {
+	shards, _ := c.activeShards()
+	var next time.Time
+	for _, sh := range shards {
+		sh.mu.Lock()
+		if sh.state == shardActive {
+			for id, dl := range sh.deadlines {
+				if g := sh.groups[id]; g != nil && !dl.After(now) {
+					sh.apply(c, g, g.Tick(now))
+				}
+			}
+			for _, dl := range sh.deadlines {
+				if next.IsZero() || dl.Before(next) {
+					next = dl
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return next
+}
+
+// expireOffsets removes, in every active shard, the offsets whose
+// retention passed (offsets.retention.minutes), writing their tombstones,
+// and forgets the empty groups left with no offsets, writing the group's
+// tombstone, as Kafka's coordinator does.
+func (c *groupCoordinator) expireOffsets(now time.Time) {
+	shards, _ := c.activeShards()
+	for _, sh := range shards {
+		sh.mu.Lock()
+		if sh.state == shardActive {
+			c.expireShard(sh, now)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// expireShard is expireOffsets for one shard. The caller holds sh.mu.
+func (c *groupCoordinator) expireShard(sh *groupShard, now time.Time) {
+	expired := sh.offsets.Expired(now, c.b.cfg.OffsetsRetention, func(id string) group.Activity {
+		g := sh.groups[id]
+		if g == nil {
+			return group.Activity{}
+		}
+		return group.Activity{Known: true, HasMembers: g.NumMembers() > 0, ProtocolType: g.ProtocolType(), EmptySince: g.StateSince()}
+	})
+	var kvs []group.KV
+	for _, k := range expired {
+		kvs = append(kvs, group.KV{Key: group.OffsetRecordKey(k)})
+	}
+	var dead []string
+	for id, g := range sh.groups {
+		if g.State() == group.Empty && g.NumMembers() == 0 && sh.deadlines[id].IsZero() &&
+			len(sh.offsets.Keys(id)) == len(keysOf(expired, id)) {
+			dead = append(dead, id)
+			kvs = append(kvs, group.KV{Key: group.GroupRecordKey(id)})
+		}
+	}
+	if len(kvs) == 0 {
+		return
+	}
+	base, _, err := c.appendOffsets(sh, kvs, false)
+	if err != nil {
+		c.b.logger.Warn("write of expired offsets' tombstones failed; retried at the next check", "partition", sh.p.name(), "error", err)
+		return
+	}
+	for i, k := range expired {
+		sh.applyOffset(k, nil, base+int64(i))
+	}
+	for _, id := range dead {
+		delete(sh.groups, id)
+		delete(sh.deadlines, id)
+	}
+	c.b.logger.Info("expired committed offsets", "partition", sh.p.name(), "offsets", len(expired), "groups_removed", len(dead))
+}
+
+// keysOf returns the keys of one group.
+func keysOf(keys []group.OffsetKey, id string) []group.OffsetKey {
+	var out []group.OffsetKey
+	for _, k := range keys {
+		if k.Group == id {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// offsetsReplicationFactor is the replication factor __consumer_offsets
+// is created with: offsets.topic.replication.factor, or 1 on a broker
+// that is its cluster's only Raft voter (a lone `tripod serve`), which
+// can never have more.
+func (b *Broker) offsetsReplicationFactor() int {
+	cc := b.cfg.CoordConfig()
+	if cc.Backend == "raft" && len(cc.RaftVoters) <= 1 {
+		return 1
+	}
+	return int(b.cfg.OffsetsTopicReplicationFactor)
+}
+
+// ensureOffsetsTopic creates __consumer_offsets if the cluster has enough
+// live brokers for offsets.topic.replication.factor, through the
+// controller, and waits (bounded by ctx) until this broker knows its
+// leaders. Otherwise it says why the topic cannot exist yet.
+func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
+	if _, ok := b.cache.topic(group.OffsetsTopic); ok {
+		return nil
+	}
+	_, live, _ := b.cache.view()
+	rf := b.offsetsReplicationFactor()
+	if len(live) < rf {
+		return fmt.Errorf("%s needs offsets.topic.replication.factor=%d live brokers and %d are live", group.OffsetsTopic, rf, len(live))
+	}
+	spec := coord.TopicSpec{Name: group.OffsetsTopic, Partitions: int(b.cfg.OffsetsTopicNumPartitions), ReplicationFactor: rf,
+		Config: map[string]string{
+			"cleanup.policy":   "compact",
+			"compression.type": "producer",
+			"segment.bytes":    fmt.Sprint(b.cfg.OffsetsTopicSegmentBytes),
+		}}
+	if err := b.createTopicViaController(ctx, spec); err != nil {
+		return err
+	}
+	b.waitForCache(ctx, func() bool { return b.topicReady(group.OffsetsTopic, spec.Partitions) })
+	return nil
+}
+
+// createTopicViaController creates a topic through the controller: in process
+// when this broker runs it, else by a CreateTopics forwarded to it. A
+// topic that exists already is no error.
+func (b *Broker) createTopicViaController(ctx context.Context, spec coord.TopicSpec) error {
+	if ctrl := b.controller(); ctrl != nil {
+		_, err := ctrl.CreateTopic(ctx, spec)
+		if err != nil && coordError(err) != kerr.TopicAlreadyExists {
+			return err
+		}
+		return nil
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = int32(autoCreateWait / time.Millisecond)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = spec.Name, int32(spec.Partitions), int16(spec.ReplicationFactor)
+	for k, v := range spec.Config {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		k, v := k, v
+		c.Name, c.Value = k, &v
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	fctx, cancel := context.WithTimeout(ctx, autoCreateWait)
+	defer cancel()
+	kresp, err := b.askController(fctx, req)
+	if err != nil {
+		return fmt.Errorf("forward creation of topic %s to the controller: %w", spec.Name, err)
+	}
+	resp := kresp.(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("forward creation of topic %s: %d topics in the answer", spec.Name, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil && err != kerr.TopicAlreadyExists {
+		return fmt.Errorf("create topic %s: %w", spec.Name, err)
+	}
+	return nil
+}
