@@ -91,6 +91,12 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, opts.coord, opts.brokers
 	cfg.BasePort, cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.basePort, opts.sessionTimeout, opts.sets, opts.logLevel
+	if opts.brokers < 3 {
+		// A dev cluster never has more brokers than it starts with:
+		// __consumer_offsets gets one replica per broker, as Kafka's
+		// single-node configs set it. A --set of its own still wins.
+		cfg.Sets = append([]string{fmt.Sprintf("offsets.topic.replication.factor=%d", opts.brokers)}, cfg.Sets...)
+	}
 	switch opts.coord {
 	case "zk":
 		cfg.ZKConnect = opts.zkConnect

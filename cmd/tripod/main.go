@@ -1,5 +1,5 @@
-// Command tripod is the one tripod binary: serve, dev, topics, conformance,
-// bench and verify.
+// Command tripod is the one tripod binary: serve, dev, topics, groups,
+// conformance, bench and verify.
 package main
 
 import (
@@ -17,7 +17,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newBenchCmd(), newVerifyCmd())
+	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newGroupsCmd(), newBenchCmd(), newVerifyCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tripod:", err)
 		code := 1
