@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
 )
@@ -175,5 +176,5 @@ func metadataTopic(t snapshotTopic, live map[coord.BrokerID]bool) kmsg.MetadataR
 // controller. A topic that exists already is no error.
 func (b *Broker) autoCreate(ctx context.Context, name string, liveBrokers int) error {
 	rf := min(int(b.cfg.DefaultReplicationFactor), max(liveBrokers, 1))
-	return b.createTopicViaController(ctx, coord.TopicSpec{Name: name, Partitions: int(b.cfg.NumPartitions), ReplicationFactor: rf})
+	return b.createTopicViaController(ctx, controller.TopicSpec{Name: name, Partitions: int(b.cfg.NumPartitions), ReplicationFactor: rf})
 }

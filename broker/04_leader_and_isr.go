@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -18,12 +19,12 @@ func init() { registerAPI(4, leaderAndIsrVersion, leaderAndIsrVersion, handleLea
 func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.LeaderAndISRRequest)
 	resp := r.ResponseKind().(*kmsg.LeaderAndISRResponse)
-	cr := &coord.LeaderAndIsrRequest{
+	cr := &controller.LeaderAndIsrRequest{
 		ControllerID: coord.BrokerID(r.ControllerID), ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch,
 	}
 	for _, ts := range r.TopicStates {
 		for _, ps := range ts.PartitionStates {
-			cr.Partitions = append(cr.Partitions, coord.PartitionInfo{
+			cr.Partitions = append(cr.Partitions, controller.PartitionInfo{
 				PartitionState: coord.PartitionState{
 					Topic: ts.Topic, Partition: ps.Partition, Leader: coord.BrokerID(ps.Leader), LeaderEpoch: ps.LeaderEpoch,
 					ISR: brokerIDs(ps.ISR), PartitionEpoch: ps.ZKVersion, ControllerEpoch: int64(ps.ControllerEpoch),

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -18,12 +19,12 @@ func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Respo
 	r := req.kreq.(*kmsg.StopReplicaRequest)
 	resp := r.ResponseKind().(*kmsg.StopReplicaResponse)
 	// A request mixing deleted and kept partitions is applied as two.
-	requests := map[bool]*coord.StopReplicaRequest{}
+	requests := map[bool]*controller.StopReplicaRequest{}
 	for _, t := range r.Topics {
 		for _, ps := range t.PartitionStates {
 			cr := requests[ps.Delete]
 			if cr == nil {
-				cr = &coord.StopReplicaRequest{ControllerID: coord.BrokerID(r.ControllerID),
+				cr = &controller.StopReplicaRequest{ControllerID: coord.BrokerID(r.ControllerID),
 					ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch, Delete: ps.Delete}
 				requests[ps.Delete] = cr
 			}
@@ -31,7 +32,7 @@ func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Respo
 		}
 	}
 	if len(requests) == 0 {
-		requests[false] = &coord.StopReplicaRequest{ControllerID: coord.BrokerID(r.ControllerID),
+		requests[false] = &controller.StopReplicaRequest{ControllerID: coord.BrokerID(r.ControllerID),
 			ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch}
 	}
 	for _, cr := range requests {

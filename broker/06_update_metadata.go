@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -18,7 +19,7 @@ func init() { registerAPI(6, updateMetadataVersion, updateMetadataVersion, handl
 func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.UpdateMetadataRequest)
 	resp := r.ResponseKind().(*kmsg.UpdateMetadataResponse)
-	cr := &coord.UpdateMetadataRequest{
+	cr := &controller.UpdateMetadataRequest{
 		ControllerID: coord.BrokerID(r.ControllerID), ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch,
 	}
 	for _, lb := range r.LiveBrokers {
@@ -37,7 +38,7 @@ func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Re
 			continue
 		}
 		for _, ps := range ts.PartitionStates {
-			cr.Partitions = append(cr.Partitions, coord.PartitionInfo{
+			cr.Partitions = append(cr.Partitions, controller.PartitionInfo{
 				PartitionState: coord.PartitionState{
 					Topic: ts.Topic, Partition: ps.Partition, Leader: coord.BrokerID(ps.Leader), LeaderEpoch: ps.LeaderEpoch,
 					ISR: brokerIDs(ps.ISR), PartitionEpoch: ps.ZKVersion, ControllerEpoch: int64(ps.ControllerEpoch),

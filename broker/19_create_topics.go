@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -88,8 +89,8 @@ func setCreateError(st *kmsg.CreateTopicsResponseTopic, kind *kerr.Error, err er
 
 // topicFromRequest validates a CreateTopics entry and turns it into the
 // controller's TopicSpec, or returns the Kafka error kind and why.
-func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (coord.TopicSpec, *kerr.Error, error) {
-	spec := coord.TopicSpec{Name: rt.Topic, Partitions: int(rt.NumPartitions), ReplicationFactor: int(rt.ReplicationFactor)}
+func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.TopicSpec, *kerr.Error, error) {
+	spec := controller.TopicSpec{Name: rt.Topic, Partitions: int(rt.NumPartitions), ReplicationFactor: int(rt.ReplicationFactor)}
 	if err := checkTopicName(rt.Topic); err != nil {
 		return spec, kerr.InvalidTopicException, err
 	}

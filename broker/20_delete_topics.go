@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/controller"
 )
 
 // DeleteTopics v0..v6 (v6 may name topics by ID).
@@ -57,7 +57,7 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			if t, ok := b.cache.topic(name); ok {
 				st.TopicID = t.id
 			}
-			err := coord.ErrNotController
+			err := controller.ErrNotController
 			if ctrl != nil {
 				err = ctrl.DeleteTopic(ctx, name)
 			}

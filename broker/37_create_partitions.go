@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -25,7 +26,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 			st.Topic = rt.Topic
 			var err error
 			if ctrl == nil {
-				err = coord.ErrNotController
+				err = controller.ErrNotController
 			} else {
 				var assignment [][]coord.BrokerID
 				for _, a := range rt.Assignment {

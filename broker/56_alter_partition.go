@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -26,10 +27,10 @@ func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Re
 		return resp, nil, nil
 	}
 	return nil, func(ctx context.Context) kmsg.Response {
-		var reqs []coord.AlterPartitionRequest
+		var reqs []controller.AlterPartitionRequest
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
-				reqs = append(reqs, coord.AlterPartitionRequest{
+				reqs = append(reqs, controller.AlterPartitionRequest{
 					BrokerID: coord.BrokerID(r.BrokerID), BrokerEpoch: r.BrokerEpoch,
 					Partition:   coord.TopicPartition{Topic: t.Topic, Partition: p.Partition},
 					LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: brokerIDs(p.NewISR),
@@ -68,11 +69,11 @@ func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Re
 // Kafka's.
 func alterPartitionError(err error) *kerr.Error {
 	switch {
-	case errors.Is(err, coord.ErrFencedLeaderEpoch):
+	case errors.Is(err, controller.ErrFencedLeaderEpoch):
 		return kerr.FencedLeaderEpoch
-	case errors.Is(err, coord.ErrInvalidUpdateVersion):
+	case errors.Is(err, controller.ErrInvalidUpdateVersion):
 		return kerr.InvalidUpdateVersion
-	case errors.Is(err, coord.ErrIneligibleReplica):
+	case errors.Is(err, controller.ErrIneligibleReplica):
 		return kerr.IneligibleReplica
 	}
 	return coordError(err)

@@ -1,7 +1,7 @@
 // Package broker is tripod's Kafka-protocol server: the TCP listener, the
 // Kafka framing, one handler per API (00_produce.go, 01_fetch.go, ...), the
 // partitions' logs, and the broker's membership of a cluster: it registers
-// with the coordination backend, campaigns, runs the coord.Controller when
+// with the coordination backend, campaigns, runs the controller.Controller when
 // it wins, and applies the controller's LeaderAndIsr, UpdateMetadata and
 // StopReplica requests. It speaks the protocol through franz-go's kmsg and
 // stores records through replication/log; leadership decisions belong to
@@ -23,6 +23,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
 	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
@@ -69,7 +70,7 @@ type Broker struct {
 	// ctrlMu guards ctrl, the controller this broker runs, if any, and
 	// its sender.
 	ctrlMu sync.Mutex
-	ctrl   *coord.Controller
+	ctrl   *controller.Controller
 	snd    *sender
 
 	// producerIDs hands out producer ids from blocks the backend
@@ -457,7 +458,7 @@ func (b *Broker) partitionFor(topic string, index int32) *partition {
 
 // openReplica opens (creating if needed) the log of a partition the
 // controller assigned to this broker. It touches no broker state.
-func (b *Broker) openReplica(info coord.PartitionInfo, configs map[string]string) (*partition, error) {
+func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]string) (*partition, error) {
 	if b.openReplicaHook != nil {
 		b.openReplicaHook(info.TopicPartition())
 	}

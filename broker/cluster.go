@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -142,13 +143,7 @@ func (b *Broker) runController(ctx context.Context, term coord.Term) {
 	log.Info("controller elected: this broker is the controller")
 	snd := newSender(b)
 	defer snd.Close()
-	cfg := coord.DefaultControllerConfig()
-	cfg.Backend, cfg.Term, cfg.Sender, cfg.Logger = b.backend, term, snd, b.logger
-	cfg.UncleanLeaderElection = b.cfg.UncleanLeaderElection
-	cfg.AutoLeaderRebalance = b.cfg.AutoLeaderRebalance
-	cfg.LeaderImbalanceCheckInterval = b.cfg.LeaderImbalanceCheckInterval
-	cfg.LeaderImbalancePerBrokerPercentage = int(b.cfg.LeaderImbalancePerBrokerPercentage)
-	ctrl, err := coord.StartController(term.Context(), cfg)
+	ctrl, err := controller.Start(term.Context(), b.cfg.controllerConfig(b.logger), b.backend, term, snd)
 	if err != nil {
 		log.Warn("start controller failed; resigning", "error", err)
 		b.resign(term)
@@ -174,7 +169,7 @@ func (b *Broker) runController(ctx context.Context, term coord.Term) {
 // waitAccepted waits until this broker has accepted a request of
 // controller epoch epoch; it returns false if ctrl stops or ctx ends
 // first.
-func (b *Broker) waitAccepted(ctx context.Context, ctrl *coord.Controller, epoch int64) bool {
+func (b *Broker) waitAccepted(ctx context.Context, ctrl *controller.Controller, epoch int64) bool {
 	for {
 		_, _, changed := b.cache.view()
 		b.stateMu.Lock()
@@ -203,13 +198,13 @@ func (b *Broker) resign(term coord.Term) {
 }
 
 // controller returns the controller this broker runs, or nil.
-func (b *Broker) controller() *coord.Controller {
+func (b *Broker) controller() *controller.Controller {
 	b.ctrlMu.Lock()
 	defer b.ctrlMu.Unlock()
 	return b.ctrl
 }
 
-func (b *Broker) setController(c *coord.Controller, snd *sender) {
+func (b *Broker) setController(c *controller.Controller, snd *sender) {
 	b.ctrlMu.Lock()
 	b.ctrl, b.snd = c, snd
 	b.ctrlMu.Unlock()

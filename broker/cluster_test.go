@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -361,11 +362,11 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 		bm.StopTimer()
 		brokers := startRaftCluster(bm, 3)
 		controllerID, _, _ := brokers[0].cache.view()
-		var controller, victim, third *Broker
+		var ctrlBroker, victim, third *Broker
 		for _, b := range brokers {
 			switch {
 			case b.ID() == int32(controllerID):
-				controller = b
+				ctrlBroker = b
 			case victim == nil:
 				victim = b
 			default:
@@ -373,16 +374,16 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 			}
 		}
 		ctx := testContext(bm, 5*time.Minute)
-		waitFor(bm, ctx, "the controller to serve", func() bool { return controller.controller() != nil })
+		waitFor(bm, ctx, "the controller to serve", func() bool { return ctrlBroker.controller() != nil })
 		assignment := make([][]coord.BrokerID, partitions)
 		for p := range assignment {
-			follower := controller.ID()
+			follower := ctrlBroker.ID()
 			if p%2 == 0 {
 				follower = third.ID()
 			}
 			assignment[p] = []coord.BrokerID{coord.BrokerID(victim.ID()), coord.BrokerID(follower)}
 		}
-		if _, err := controller.controller().CreateTopic(ctx, coord.TopicSpec{Name: "wide", Assignment: assignment}); err != nil {
+		if _, err := ctrlBroker.controller().CreateTopic(ctx, controller.TopicSpec{Name: "wide", Assignment: assignment}); err != nil {
 			bm.Fatalf("create topic wide: %v", err)
 		}
 		ledBy := func(b *Broker, id int32) int {
@@ -396,7 +397,7 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 			return n
 		}
 		waitFor(bm, ctx, "the victim to lead 1000 partitions everywhere", func() bool {
-			return ledBy(controller, victim.ID()) == partitions && ledBy(third, victim.ID()) == partitions
+			return ledBy(ctrlBroker, victim.ID()) == partitions && ledBy(third, victim.ID()) == partitions
 		})
 		bm.StartTimer()
 		start := time.Now()
@@ -405,7 +406,7 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 		}
 		closed := time.Since(start)
 		waitFor(bm, ctx, "every leadership to move off the victim", func() bool {
-			return ledBy(controller, victim.ID()) == 0 && ledBy(third, victim.ID()) == 0
+			return ledBy(ctrlBroker, victim.ID()) == 0 && ledBy(third, victim.ID()) == 0
 		})
 		bm.StopTimer()
 		bm.Logf("controlled shutdown of broker %d leading %d partitions: Close returned after %v, all moved after %v", victim.ID(), partitions, closed, time.Since(start))

@@ -14,6 +14,9 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -238,6 +241,7 @@ type Config struct {
 // DefaultConfig returns a working single-broker configuration: broker 1 on
 // 127.0.0.1:9092 with its data in ./data, and Kafka's defaults for the rest.
 func DefaultConfig() Config {
+	defaultController := controller.DefaultConfig()
 	return Config{
 		BrokerID:                   1,
 		Listeners:                  "PLAINTEXT://127.0.0.1:9092",
@@ -261,9 +265,10 @@ func DefaultConfig() Config {
 		MessageMaxBytes:            1048588,
 
 		Coord:                              defaultCoordConfig(),
-		AutoLeaderRebalance:                true,
-		LeaderImbalanceCheckInterval:       300 * time.Second,
-		LeaderImbalancePerBrokerPercentage: 10,
+		UncleanLeaderElection:              defaultController.UncleanLeaderElection,
+		AutoLeaderRebalance:                defaultController.AutoLeaderRebalance,
+		LeaderImbalanceCheckInterval:       defaultController.LeaderImbalanceCheckInterval,
+		LeaderImbalancePerBrokerPercentage: int32(defaultController.LeaderImbalancePerBrokerPercentage),
 		DefaultReplicationFactor:           1,
 		ControlledShutdown:                 true,
 
@@ -388,10 +393,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("message.max.bytes %d: must be between 0 and 2147483647", c.MessageMaxBytes)
 	}
 	if c.LeaderImbalanceCheckInterval < time.Second {
+		// The property counts whole seconds; the controller takes any
+		// positive interval.
 		return fmt.Errorf("leader.imbalance.check.interval.seconds %d: must be at least 1", int64(c.LeaderImbalanceCheckInterval/time.Second))
 	}
-	if c.LeaderImbalancePerBrokerPercentage < 0 || c.LeaderImbalancePerBrokerPercentage > 100 {
-		return fmt.Errorf("leader.imbalance.per.broker.percentage %d: must be between 0 and 100", c.LeaderImbalancePerBrokerPercentage)
+	if err := c.controllerConfig(nil).Validate(); err != nil {
+		return err
 	}
 	if c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > math.MaxInt16 {
 		return fmt.Errorf("default.replication.factor %d: must be between 1 and 32767", c.DefaultReplicationFactor)
@@ -1032,6 +1039,18 @@ func (c Config) cleanConfig(topicConfigs map[string]string) tlog.CleanConfig {
 			cc.MaxCompactionLag = millis(n)
 		}
 	}
+	return cc
+}
+
+// controllerConfig is the configuration of the controller this broker
+// runs when it wins the election, logging to logger.
+func (c Config) controllerConfig(logger hclog.Logger) controller.Config {
+	cc := controller.DefaultConfig()
+	cc.UncleanLeaderElection = c.UncleanLeaderElection
+	cc.AutoLeaderRebalance = c.AutoLeaderRebalance
+	cc.LeaderImbalanceCheckInterval = c.LeaderImbalanceCheckInterval
+	cc.LeaderImbalancePerBrokerPercentage = int(c.LeaderImbalancePerBrokerPercentage)
+	cc.Logger = logger
 	return cc
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -17,23 +18,23 @@ func coordError(err error) *kerr.Error {
 		return nil
 	case errors.Is(err, coord.ErrExists):
 		return kerr.TopicAlreadyExists
-	case errors.Is(err, coord.ErrInvalidReplicationFactor):
+	case errors.Is(err, controller.ErrInvalidReplicationFactor):
 		return kerr.InvalidReplicationFactor
 	case errors.Is(err, coord.ErrNotFound):
 		return kerr.UnknownTopicOrPartition
-	case errors.Is(err, coord.ErrElectionNotNeeded):
+	case errors.Is(err, controller.ErrElectionNotNeeded):
 		return kerr.ElectionNotNeeded
-	case errors.Is(err, coord.ErrInvalidPartitions):
+	case errors.Is(err, controller.ErrInvalidPartitions):
 		return kerr.InvalidPartitions
-	case errors.Is(err, coord.ErrInvalidReplicaAssignment):
+	case errors.Is(err, controller.ErrInvalidReplicaAssignment):
 		return kerr.InvalidReplicaAssignment
-	case errors.Is(err, coord.ErrNotController), errors.Is(err, coord.ErrFenced):
+	case errors.Is(err, controller.ErrNotController), errors.Is(err, coord.ErrFenced):
 		return kerr.NotController
-	case errors.Is(err, coord.ErrStaleBrokerEpoch):
+	case errors.Is(err, controller.ErrStaleBrokerEpoch):
 		return kerr.StaleBrokerEpoch
-	case errors.Is(err, coord.ErrPreferredLeaderNotAvailable):
+	case errors.Is(err, controller.ErrPreferredLeaderNotAvailable):
 		return kerr.PreferredLeaderNotAvailable
-	case errors.Is(err, coord.ErrEligibleLeadersNotAvailable):
+	case errors.Is(err, controller.ErrEligibleLeadersNotAvailable):
 		return kerr.EligibleLeadersNotAvailable
 	case errors.Is(err, coord.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut

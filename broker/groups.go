@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
@@ -641,7 +642,7 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 	if len(live) < rf {
 		return fmt.Errorf("%s needs offsets.topic.replication.factor=%d live brokers and %d are live", group.OffsetsTopic, rf, len(live))
 	}
-	spec := coord.TopicSpec{Name: group.OffsetsTopic, Partitions: int(b.cfg.OffsetsTopicNumPartitions), ReplicationFactor: rf,
+	spec := controller.TopicSpec{Name: group.OffsetsTopic, Partitions: int(b.cfg.OffsetsTopicNumPartitions), ReplicationFactor: rf,
 		Config: map[string]string{
 			"cleanup.policy":   "compact",
 			"compression.type": "producer",
@@ -657,7 +658,7 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 // createTopicViaController creates a topic through the controller: in process
 // when this broker runs it, else by a CreateTopics forwarded to it. A
 // topic that exists already is no error.
-func (b *Broker) createTopicViaController(ctx context.Context, spec coord.TopicSpec) error {
+func (b *Broker) createTopicViaController(ctx context.Context, spec controller.TopicSpec) error {
 	if ctrl := b.controller(); ctrl != nil {
 		_, err := ctrl.CreateTopic(ctx, spec)
 		if err != nil && coordError(err) != kerr.TopicAlreadyExists {

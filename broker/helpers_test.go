@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -67,7 +68,7 @@ func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
 		t.Fatalf("broker %d is not the controller", b.cfg.BrokerID)
 	}
 	ctrl := b.controller()
-	if _, err := ctrl.CreateTopic(ctx, coord.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
+	if _, err := ctrl.CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
 	if !b.waitForCache(ctx, func() bool { return b.topicReady(name, partitions) && b.partitionFor(name, int32(partitions-1)) != nil }) {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 )
@@ -88,10 +89,10 @@ func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.P
 	defer cancel()
 	if ctrl := b.controller(); ctrl != nil {
 		parts := make([]*partition, 0, len(batch))
-		reqs := make([]coord.AlterPartitionRequest, 0, len(batch))
+		reqs := make([]controller.AlterPartitionRequest, 0, len(batch))
 		for p, prop := range batch {
 			parts = append(parts, p)
-			reqs = append(reqs, coord.AlterPartitionRequest{
+			reqs = append(reqs, controller.AlterPartitionRequest{
 				BrokerID: coord.BrokerID(b.cfg.BrokerID), BrokerEpoch: epoch,
 				Partition:   coord.TopicPartition{Topic: p.topic, Partition: p.index},
 				LeaderEpoch: prop.LeaderEpoch, PartitionEpoch: prop.PartitionEpoch, ISR: fromReplicaIDs(prop.ISR),
@@ -145,7 +146,7 @@ func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.P
 // it; anything else is tried again.
 func alterFailure(err error) replication.AlterOutcome {
 	switch {
-	case errors.Is(err, coord.ErrFencedLeaderEpoch), errors.Is(err, coord.ErrInvalidUpdateVersion), errors.Is(err, coord.ErrNotFound),
+	case errors.Is(err, controller.ErrFencedLeaderEpoch), errors.Is(err, controller.ErrInvalidUpdateVersion), errors.Is(err, coord.ErrNotFound),
 		errors.Is(err, kerr.FencedLeaderEpoch), errors.Is(err, kerr.InvalidUpdateVersion), errors.Is(err, kerr.UnknownTopicOrPartition):
 		return replication.AlterAwaitLeaderAndIsr
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/cluster"
 )
@@ -24,7 +25,7 @@ import (
 // partitions answered KAFKA_STORAGE_ERROR, named by topic ID.
 func TestDecodeControllerResponse(t *testing.T) {
 	idA, idB := [16]byte{1}, [16]byte{2}
-	lair := &coord.LeaderAndIsrRequest{Partitions: []coord.PartitionInfo{
+	lair := &controller.LeaderAndIsrRequest{Partitions: []controller.PartitionInfo{
 		{PartitionState: coord.PartitionState{Topic: "a", Partition: 0}, TopicID: idA},
 		{PartitionState: coord.PartitionState{Topic: "a", Partition: 1}, TopicID: idA},
 		{PartitionState: coord.PartitionState{Topic: "b", Partition: 0}, TopicID: idB},
@@ -51,7 +52,7 @@ func TestDecodeControllerResponse(t *testing.T) {
 	um.ErrorCode = stale
 	for _, tc := range []struct {
 		name string
-		req  any
+		req  controller.Request
 		resp kmsg.Response
 		want controllerAnswer
 	}{
@@ -62,7 +63,7 @@ func TestDecodeControllerResponse(t *testing.T) {
 			controllerAnswer{offline: []coord.TopicPartition{{Topic: "a", Partition: 0}, {Topic: "b", Partition: 0}}}},
 		{"stale controller epoch", lair, leaderAndIsr(stale, map[[16]byte][]int16{idA: {stale, stale}, idB: {stale}}),
 			controllerAnswer{code: stale}},
-		{"stale UpdateMetadata", &coord.UpdateMetadataRequest{}, um, controllerAnswer{code: stale}},
+		{"stale UpdateMetadata", &controller.UpdateMetadataRequest{}, um, controllerAnswer{code: stale}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := decodeControllerResponse(tc.req, tc.resp)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -33,7 +34,7 @@ type metadataCache struct {
 // cachedTopic is one topic in the metadata cache.
 type cachedTopic struct {
 	id         [16]byte
-	partitions map[int32]coord.PartitionInfo
+	partitions map[int32]controller.PartitionInfo
 }
 
 func newMetadataCache() *metadataCache {
@@ -45,7 +46,7 @@ func newMetadataCache() *metadataCache {
 // unless it carries a lower leader epoch than the cached one (a topic
 // recreated under a new ID starts afresh). A full request (the whole
 // metadata) also drops every topic it does not name.
-func (c *metadataCache) update(req *coord.UpdateMetadataRequest, full bool) {
+func (c *metadataCache) update(req *controller.UpdateMetadataRequest, full bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if full {
@@ -71,7 +72,7 @@ func (c *metadataCache) update(req *coord.UpdateMetadataRequest, full bool) {
 	for _, p := range req.Partitions {
 		t := c.topics[p.Topic]
 		if t == nil || t.id != p.TopicID {
-			t = &cachedTopic{id: p.TopicID, partitions: map[int32]coord.PartitionInfo{}}
+			t = &cachedTopic{id: p.TopicID, partitions: map[int32]controller.PartitionInfo{}}
 			c.topics[p.Topic] = t
 		}
 		if old, ok := t.partitions[p.Partition]; ok && p.LeaderEpoch < old.LeaderEpoch {
@@ -112,7 +113,7 @@ func (c *metadataCache) setController(id coord.BrokerID) {
 type snapshotTopic struct {
 	name       string
 	id         [16]byte
-	partitions []coord.PartitionInfo
+	partitions []controller.PartitionInfo
 }
 
 // view returns the controller, the live brokers and a wait channel that
@@ -167,7 +168,7 @@ func (c *metadataCache) allTopics() []snapshotTopic {
 }
 
 func (c *metadataCache) snapshotLocked(name string, t *cachedTopic) snapshotTopic {
-	s := snapshotTopic{name: name, id: t.id, partitions: make([]coord.PartitionInfo, 0, len(t.partitions))}
+	s := snapshotTopic{name: name, id: t.id, partitions: make([]controller.PartitionInfo, 0, len(t.partitions))}
 	for _, p := range t.partitions {
 		s.partitions = append(s.partitions, p)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -189,8 +190,8 @@ func (m *metrics) isrChanged(shrinks, expands int) {
 // counted. A state sent to several replicas counts once; a new
 // controller's full state (epochs the cache already holds) counts
 // nothing; a partition's first leader (epoch 0) is not an election.
-func (m *metrics) leaderAndIsrSent(req any) {
-	r, ok := req.(*coord.LeaderAndIsrRequest)
+func (m *metrics) leaderAndIsrSent(req controller.Request) {
+	r, ok := req.(*controller.LeaderAndIsrRequest)
 	if !ok {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -142,8 +143,8 @@ func TestLeaderElectionsCountNewLeaderEpochsOnce(t *testing.T) {
 	b := &Broker{cache: newMetadataCache()}
 	m := newMetrics(b)
 	topicID := [16]byte{1}
-	state := func(leader coord.BrokerID, epoch int32) coord.PartitionInfo {
-		return coord.PartitionInfo{
+	state := func(leader coord.BrokerID, epoch int32) controller.PartitionInfo {
+		return controller.PartitionInfo{
 			PartitionState: coord.PartitionState{Topic: "t", Partition: 0, Leader: leader, LeaderEpoch: epoch, ISR: []coord.BrokerID{1, 2, 3}},
 			TopicID:        topicID,
 			Replicas:       []coord.BrokerID{1, 2, 3},
@@ -151,15 +152,15 @@ func TestLeaderElectionsCountNewLeaderEpochsOnce(t *testing.T) {
 	}
 	// sendToReplicas sends p to the three replicas, as the controller does,
 	// and records it in the cache as the UpdateMetadata that follows does.
-	sendToReplicas := func(p coord.PartitionInfo) {
+	sendToReplicas := func(p controller.PartitionInfo) {
 		for range 3 {
-			m.leaderAndIsrSent(&coord.LeaderAndIsrRequest{Partitions: []coord.PartitionInfo{p}})
+			m.leaderAndIsrSent(&controller.LeaderAndIsrRequest{Partitions: []controller.PartitionInfo{p}})
 		}
-		b.cache.update(&coord.UpdateMetadataRequest{Partitions: []coord.PartitionInfo{p}}, false)
+		b.cache.update(&controller.UpdateMetadataRequest{Partitions: []controller.PartitionInfo{p}}, false)
 	}
 	steps := []struct {
 		what  string
-		state coord.PartitionInfo
+		state controller.PartitionInfo
 		want  float64
 	}{
 		{"the topic's first leader", state(1, 0), 0},
@@ -175,7 +176,7 @@ func TestLeaderElectionsCountNewLeaderEpochsOnce(t *testing.T) {
 		}
 	}
 	// An UpdateMetadata or StopReplica is no election.
-	m.leaderAndIsrSent(&coord.UpdateMetadataRequest{Partitions: []coord.PartitionInfo{state(1, 9)}})
+	m.leaderAndIsrSent(&controller.UpdateMetadataRequest{Partitions: []controller.PartitionInfo{state(1, 9)}})
 	if got := leaderElections(m); got != 2 {
 		t.Fatalf("after an UpdateMetadata: got tripod_leader_elections_total %v, want 2", got)
 	}
@@ -215,7 +216,7 @@ func TestMetricsFollowAControlledShutdown(t *testing.T) {
 		}
 		return false
 	})
-	if _, err := ctrl.controller().CreateTopic(ctx, coord.TopicSpec{Name: topic, Partitions: 3, ReplicationFactor: 3}); err != nil {
+	if _, err := ctrl.controller().CreateTopic(ctx, controller.TopicSpec{Name: topic, Partitions: 3, ReplicationFactor: 3}); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
 	for _, b := range brokers {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -28,7 +29,7 @@ type partition struct {
 	roleMu sync.RWMutex
 	// state is the partition's leader, leader epoch, ISR and replicas from
 	// the latest LeaderAndIsr accepted for it.
-	state coord.PartitionInfo
+	state controller.PartitionInfo
 
 	// appendMu serialises appends, truncations and role changes of the
 	// log, so that offsets and the wake-ups that follow them happen in
@@ -63,7 +64,7 @@ type partition struct {
 	waiters map[chan struct{}]struct{}
 }
 
-func newPartition(info coord.PartitionInfo, l *tlog.Log, configs map[string]string, rep *replication.Partition, hw int64) *partition {
+func newPartition(info controller.PartitionInfo, l *tlog.Log, configs map[string]string, rep *replication.Partition, hw int64) *partition {
 	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l, configs: configs,
 		state: info, waiters: make(map[chan struct{}]struct{}), rep: rep, acks: make(map[replication.AckID]chan error),
 		producers: replication.NewProducers()}
@@ -72,7 +73,7 @@ func newPartition(info coord.PartitionInfo, l *tlog.Log, configs map[string]stri
 }
 
 // role returns the partition's current state.
-func (p *partition) role() coord.PartitionInfo {
+func (p *partition) role() controller.PartitionInfo {
 	p.roleMu.RLock()
 	defer p.roleMu.RUnlock()
 	return p.state
@@ -81,7 +82,7 @@ func (p *partition) role() coord.PartitionInfo {
 // setRole applies a LeaderAndIsr state unless it is older than the
 // current one (a lower leader epoch, or the same with a lower partition
 // epoch); it reports whether it applied.
-func (p *partition) setRole(info coord.PartitionInfo) bool {
+func (p *partition) setRole(info controller.PartitionInfo) bool {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
 	if info.LeaderEpoch < p.state.LeaderEpoch ||

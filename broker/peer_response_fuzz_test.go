@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -114,7 +115,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		parts: map[*partition]*fetchPartition{}, changed: make(chan struct{}, 1)}
 	self := coord.BrokerID(cfg.BrokerID)
 	for i := int32(0); i < 2; i++ {
-		info := coord.PartitionInfo{
+		info := controller.PartitionInfo{
 			PartitionState: coord.PartitionState{Topic: "peer", Partition: i, Leader: fakePeerID, LeaderEpoch: 1,
 				ISR: []coord.BrokerID{fakePeerID, self}},
 			Replicas: []coord.BrokerID{fakePeerID, self},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
@@ -26,10 +27,11 @@ type controllerAnswer struct {
 }
 
 // applyControllerRequest applies a LeaderAndIsr, UpdateMetadata or
-// StopReplica request and returns the answer.
-func (b *Broker) applyControllerRequest(ctx context.Context, req any) controllerAnswer {
+// StopReplica request (controller.Request is sealed: these are all its
+// types) and returns the answer; anything else (nil) is INVALID_REQUEST.
+func (b *Broker) applyControllerRequest(ctx context.Context, req controller.Request) controllerAnswer {
 	switch r := req.(type) {
-	case *coord.LeaderAndIsrRequest:
+	case *controller.LeaderAndIsrRequest:
 		code, codes := b.applyLeaderAndIsr(ctx, r)
 		ans := controllerAnswer{code: code}
 		for i, c := range codes {
@@ -38,9 +40,9 @@ func (b *Broker) applyControllerRequest(ctx context.Context, req any) controller
 			}
 		}
 		return ans
-	case *coord.UpdateMetadataRequest:
+	case *controller.UpdateMetadataRequest:
 		return controllerAnswer{code: b.applyUpdateMetadata(ctx, r)}
-	case *coord.StopReplicaRequest:
+	case *controller.StopReplicaRequest:
 		return controllerAnswer{code: b.applyStopReplica(ctx, r)}
 	}
 	return controllerAnswer{code: kerr.InvalidRequest.Code}
@@ -84,7 +86,7 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerEpoch, br
 // fetchers (deferring their restarts) only while the roles are applied,
 // in memory and in the order of r.Partitions: the fetchers keep
 // replicating the other partitions during the opens.
-func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *coord.LeaderAndIsrRequest) (int16, []int16) {
+func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndIsrRequest) (int16, []int16) {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
 	codes := make([]int16, len(r.Partitions))
@@ -159,7 +161,7 @@ const maxOpeners = 8
 // goroutines that it waits for. It returns each open's outcome by index
 // in parts; a partition listed twice (there should be none) is opened
 // for its first state only. The caller holds stateMu.
-func (b *Broker) openReplicas(ctx context.Context, parts []coord.PartitionInfo) map[int]openedReplica {
+func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionInfo) map[int]openedReplica {
 	var todo []int
 	seen := map[coord.TopicPartition]bool{}
 	var topics []string
@@ -226,7 +228,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []coord.PartitionInfo) 
 // recreated reports whether info is for a topic of the same name as p's
 // but another ID (deleted and created again); a request without an ID is
 // taken to mean p's topic.
-func recreated(p *partition, info coord.PartitionInfo) bool {
+func recreated(p *partition, info controller.PartitionInfo) bool {
 	return info.TopicID != [16]byte{} && p.topicID != info.TopicID
 }
 
@@ -256,7 +258,7 @@ func (b *Broker) topicConfigs(ctx context.Context, names []string) map[string]ma
 // from a replica this broker holds of the same topic ID (a topic's
 // partitions share its configs, which do not change), for openReplicas
 // to read from the backend only those of the others.
-func (b *Broker) heldTopicConfigs(parts []coord.PartitionInfo) map[string]map[string]string {
+func (b *Broker) heldTopicConfigs(parts []controller.PartitionInfo) map[string]map[string]string {
 	ids := map[string][16]byte{}
 	for _, info := range parts {
 		ids[info.Topic] = info.TopicID
@@ -277,7 +279,7 @@ func (b *Broker) heldTopicConfigs(parts []coord.PartitionInfo) map[string]map[st
 // epoch replaces the cache: topics deleted while this broker was not told
 // go. (A broker that rejoins under the same controller also gets the
 // whole metadata, but possibly after a partial request, so it is merged.)
-func (b *Broker) applyUpdateMetadata(ctx context.Context, r *coord.UpdateMetadataRequest) int16 {
+func (b *Broker) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMetadataRequest) int16 {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
 	if code := b.acceptControllerLocked(ctx, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
@@ -293,7 +295,7 @@ func (b *Broker) applyUpdateMetadata(ctx context.Context, r *coord.UpdateMetadat
 
 // applyStopReplica stops this broker's replicas of the listed partitions;
 // with Delete their logs are removed.
-func (b *Broker) applyStopReplica(ctx context.Context, r *coord.StopReplicaRequest) int16 {
+func (b *Broker) applyStopReplica(ctx context.Context, r *controller.StopReplicaRequest) int16 {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
 	if code := b.acceptControllerLocked(ctx, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
@@ -368,7 +370,7 @@ func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
 		}
 		return nil, kerr.NotLeaderForPartition.Code
 	}
-	if t, ok := b.cache.topic(topic); ok && slices.ContainsFunc(t.partitions, func(p coord.PartitionInfo) bool { return p.Partition == index }) {
+	if t, ok := b.cache.topic(topic); ok && slices.ContainsFunc(t.partitions, func(p controller.PartitionInfo) bool { return p.Partition == index }) {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
 	if !b.cache.isSynced() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -23,7 +24,7 @@ import (
 // machine and, for a follower, truncating its log and handing it to the
 // fetcher of its leader. The caller holds stateMu and has applied info
 // with p.setRole.
-func (b *Broker) applyRole(p *partition, info coord.PartitionInfo) {
+func (b *Broker) applyRole(p *partition, info controller.PartitionInfo) {
 	self := coord.BrokerID(b.cfg.BrokerID)
 	st := replication.State{
 		Leader:         replication.ReplicaID(info.Leader),

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -26,17 +27,17 @@ const (
 // LeaderDuringDelete).
 const deletedTopicLeader = -2
 
-// sender implements coord.Sender for one controller term: one queue and
+// sender implements controller.Sender for one controller term: one queue and
 // one goroutine per destination broker, each delivering its requests in
 // order over a Kafka client connection (or in process for this broker),
 // retrying with backoff until answered or dropped. Each answer the
-// controller must act on goes to its coord.Results (bind): a
+// controller must act on goes to its controller.Results (bind): a
 // STALE_CONTROLLER_EPOCH (Deposed) and the partitions answered
 // KAFKA_STORAGE_ERROR (ReplicasOffline). Close stops them all.
 type sender struct {
 	b *Broker
 	// results receives the answers once bound is closed (bind).
-	results coord.Results
+	results controller.Results
 	bound   chan struct{}
 
 	mu     sync.Mutex
@@ -54,7 +55,7 @@ type destination struct {
 	wake   chan struct{}
 
 	mu    sync.Mutex
-	queue []any
+	queue []controller.Request
 	// queued and delivered count the requests sent to and answered by
 	// this destination.
 	queued, delivered uint64
@@ -66,7 +67,7 @@ func newSender(b *Broker) *sender {
 
 // bind makes r (the controller the sender delivers for, which exists only
 // after the sender) receive the answers. Answers arriving before wait.
-func (s *sender) bind(r coord.Results) {
+func (s *sender) bind(r controller.Results) {
 	s.results = r
 	close(s.bound)
 }
@@ -74,7 +75,7 @@ func (s *sender) bind(r coord.Results) {
 // report hands the controller what a broker's answer to req tells it.
 // It returns once the controller took it in, or the controller or ctx
 // ended.
-func (s *sender) report(ctx context.Context, to coord.Broker, req any, ans controllerAnswer) {
+func (s *sender) report(ctx context.Context, to coord.Broker, req controller.Request, ans controllerAnswer) {
 	if ans.code != kerr.StaleControllerEpoch.Code && len(ans.offline) == 0 {
 		return
 	}
@@ -96,13 +97,14 @@ func (s *sender) report(ctx context.Context, to coord.Broker, req any, ans contr
 }
 
 // requestControllerEpoch is the controller epoch a request carries.
-func requestControllerEpoch(req any) int64 {
+// controller.Request is sealed: these are all its types.
+func requestControllerEpoch(req controller.Request) int64 {
 	switch r := req.(type) {
-	case *coord.LeaderAndIsrRequest:
+	case *controller.LeaderAndIsrRequest:
 		return r.ControllerEpoch
-	case *coord.UpdateMetadataRequest:
+	case *controller.UpdateMetadataRequest:
 		return r.ControllerEpoch
-	case *coord.StopReplicaRequest:
+	case *controller.StopReplicaRequest:
 		return r.ControllerEpoch
 	}
 	return -1
@@ -146,8 +148,8 @@ func (s *sender) waitDelivered(ctx context.Context) bool {
 	}
 }
 
-// Send implements coord.Sender.
-func (s *sender) Send(to coord.Broker, req any) {
+// Send implements controller.Sender.
+func (s *sender) Send(to coord.Broker, req controller.Request) {
 	s.b.metrics.leaderAndIsrSent(req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -179,7 +181,7 @@ func (s *sender) Send(to coord.Broker, req any) {
 	}
 }
 
-// Drop implements coord.Sender.
+// Drop implements controller.Sender.
 func (s *sender) Drop(id coord.BrokerID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -212,7 +214,7 @@ func (s *sender) deliver(ctx context.Context, d *destination) {
 	log := s.b.logger.With("to", d.to.ID)
 	for {
 		d.mu.Lock()
-		var req any
+		var req controller.Request
 		if len(d.queue) > 0 {
 			req = d.queue[0]
 		}
@@ -258,11 +260,14 @@ func (s *sender) deliver(ctx context.Context, d *destination) {
 
 // deliverOne delivers one request, in process to this broker, else over
 // the client connection cl (opened if nil), and returns the answer.
-func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req any) (controllerAnswer, error) {
+func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req controller.Request) (controllerAnswer, error) {
 	if int32(d.to.ID) == s.b.cfg.BrokerID {
 		return s.b.applyControllerRequest(ctx, req), nil
 	}
 	kreq := encodeControllerRequest(req)
+	if kreq == nil {
+		return controllerAnswer{code: kerr.InvalidRequest.Code}, nil
+	}
 	if *cl == nil {
 		c, err := s.b.peerClient(d.to.Addr())
 		if err != nil {
@@ -283,7 +288,7 @@ func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client
 // controllerAnswer: the top-level error code and, for LeaderAndIsr, the
 // partitions answered KAFKA_STORAGE_ERROR (named by topic ID in v5, by
 // topic name before).
-func decodeControllerResponse(req any, kresp kmsg.Response) controllerAnswer {
+func decodeControllerResponse(req controller.Request, kresp kmsg.Response) controllerAnswer {
 	switch resp := kresp.(type) {
 	case *kmsg.LeaderAndISRResponse:
 		ans := controllerAnswer{code: resp.ErrorCode}
@@ -291,7 +296,7 @@ func decodeControllerResponse(req any, kresp kmsg.Response) controllerAnswer {
 			return ans
 		}
 		names := map[[16]byte]string{}
-		if r, ok := req.(*coord.LeaderAndIsrRequest); ok {
+		if r, ok := req.(*controller.LeaderAndIsrRequest); ok {
 			for _, p := range r.Partitions {
 				names[p.TopicID] = p.Topic
 			}
@@ -321,10 +326,14 @@ func decodeControllerResponse(req any, kresp kmsg.Response) controllerAnswer {
 	return controllerAnswer{code: kerr.UnknownServerError.Code}
 }
 
-// encodeControllerRequest turns a coord request into its kmsg request.
-func encodeControllerRequest(req any) kmsg.Request {
+// encodeControllerRequest turns a controller request into its kmsg
+// request. controller.Request is sealed, so the three cases are all its
+// types; a nil request (or a type added to controller but not here) gives
+// nil, which deliverOne answers INVALID_REQUEST, as applyControllerRequest
+// does in process.
+func encodeControllerRequest(req controller.Request) kmsg.Request {
 	switch r := req.(type) {
-	case *coord.LeaderAndIsrRequest:
+	case *controller.LeaderAndIsrRequest:
 		k := kmsg.NewPtrLeaderAndISRRequest()
 		k.SetVersion(leaderAndIsrVersion)
 		k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
@@ -350,7 +359,7 @@ func encodeControllerRequest(req any) kmsg.Request {
 			k.LiveLeaders = append(k.LiveLeaders, ll)
 		}
 		return k
-	case *coord.UpdateMetadataRequest:
+	case *controller.UpdateMetadataRequest:
 		k := kmsg.NewPtrUpdateMetadataRequest()
 		k.SetVersion(updateMetadataVersion)
 		k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
@@ -399,7 +408,7 @@ func encodeControllerRequest(req any) kmsg.Request {
 			k.TopicStates = append(k.TopicStates, ts)
 		}
 		return k
-	case *coord.StopReplicaRequest:
+	case *controller.StopReplicaRequest:
 		k := kmsg.NewPtrStopReplicaRequest()
 		k.SetVersion(stopReplicaVersion)
 		k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
@@ -419,7 +428,7 @@ func encodeControllerRequest(req any) kmsg.Request {
 		}
 		return k
 	}
-	panic(fmt.Sprintf("broker: sender asked to send %T", req))
+	return nil
 }
 
 // ids32 converts broker IDs to the wire's int32s.

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
-// The controller cases run the one coord.Controller on a backend, with
+// The controller cases run the one controller.Controller on a backend, with
 // brokers reduced to what the controller sees of them: a registration and
 // a campaign loop. They prove that leadership decisions are the same on
 // every backend; the broker processes themselves are tested in broker/.
@@ -41,14 +42,14 @@ func controllerCases() []testCase {
 // recordingSender keeps the last request of each kind sent to each broker.
 type recordingSender struct {
 	mu   sync.Mutex
-	sent map[coord.BrokerID][]any
+	sent map[coord.BrokerID][]controller.Request
 }
 
-func (s *recordingSender) Send(to coord.Broker, req any) {
+func (s *recordingSender) Send(to coord.Broker, req controller.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sent == nil {
-		s.sent = map[coord.BrokerID][]any{}
+		s.sent = map[coord.BrokerID][]controller.Request{}
 	}
 	s.sent[to.ID] = append(s.sent[to.ID], req)
 }
@@ -56,12 +57,12 @@ func (s *recordingSender) Send(to coord.Broker, req any) {
 func (s *recordingSender) Drop(id coord.BrokerID) {}
 
 // leaderAndIsrFor returns the last LeaderAndIsr state of tp sent to id.
-func (s *recordingSender) leaderAndIsrFor(id coord.BrokerID, tp coord.TopicPartition) (coord.PartitionInfo, bool) {
+func (s *recordingSender) leaderAndIsrFor(id coord.BrokerID, tp coord.TopicPartition) (controller.PartitionInfo, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	reqs := s.sent[id]
 	for i := len(reqs) - 1; i >= 0; i-- {
-		if r, ok := reqs[i].(*coord.LeaderAndIsrRequest); ok {
+		if r, ok := reqs[i].(*controller.LeaderAndIsrRequest); ok {
 			for _, p := range r.Partitions {
 				if p.TopicPartition() == tp {
 					return p, true
@@ -69,7 +70,7 @@ func (s *recordingSender) leaderAndIsrFor(id coord.BrokerID, tp coord.TopicParti
 			}
 		}
 	}
-	return coord.PartitionInfo{}, false
+	return controller.PartitionInfo{}, false
 }
 
 // liveInLastUpdateMetadata returns the live brokers of the last
@@ -79,7 +80,7 @@ func (s *recordingSender) liveInLastUpdateMetadata(id coord.BrokerID) ([]coord.B
 	defer s.mu.Unlock()
 	reqs := s.sent[id]
 	for i := len(reqs) - 1; i >= 0; i-- {
-		if r, ok := reqs[i].(*coord.UpdateMetadataRequest); ok {
+		if r, ok := reqs[i].(*controller.UpdateMetadataRequest); ok {
 			var ids []coord.BrokerID
 			for _, b := range r.Live {
 				ids = append(ids, b.ID)
@@ -91,7 +92,7 @@ func (s *recordingSender) liveInLastUpdateMetadata(id coord.BrokerID) ([]coord.B
 }
 
 // controllerNode is broker i+1 as the controller sees it: registered, and
-// campaigning in a loop; when it wins it runs a coord.Controller.
+// campaigning in a loop; when it wins it runs a controller.Controller.
 type controllerNode struct {
 	index   int
 	id      coord.BrokerID
@@ -102,7 +103,7 @@ type controllerNode struct {
 
 	mu         sync.Mutex
 	session    coord.Session
-	controller *coord.Controller
+	controller *controller.Controller
 }
 
 func startControllerNode(t T, c Cluster, i int) *controllerNode {
@@ -134,10 +135,9 @@ func (n *controllerNode) loop(ctx context.Context) {
 			if err != nil {
 				break
 			}
-			cfg := coord.DefaultControllerConfig()
-			cfg.Backend, cfg.Term, cfg.Sender = n.backend, term, n.sender
+			cfg := controller.DefaultConfig()
 			cfg.LeaderImbalanceCheckInterval = 200 * time.Millisecond
-			ctrl, err := coord.StartController(ctx, cfg)
+			ctrl, err := controller.Start(ctx, cfg, n.backend, term, n.sender)
 			if err != nil {
 				term.Resign(context.Background())
 				continue
@@ -181,7 +181,7 @@ func (n *controllerNode) registration(t T) coord.Broker {
 	return b
 }
 
-func (n *controllerNode) currentController() *coord.Controller {
+func (n *controllerNode) currentController() *controller.Controller {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.controller
@@ -246,7 +246,7 @@ func (cc *controllerCluster) waitMembers(t T, observer, want int, within time.Du
 }
 
 // createTopic creates a topic through whichever node is the controller.
-func (cc *controllerCluster) createTopic(t T, spec coord.TopicSpec) {
+func (cc *controllerCluster) createTopic(t T, spec controller.TopicSpec) {
 	t.Helper()
 	waitFor(t, 15*time.Second, "topic "+spec.Name+" created", func() bool {
 		n := cc.controller(t, 10*time.Second)
@@ -296,7 +296,7 @@ func testControllerSpreadsLeaders(t T, h Harness) {
 			return ok && slices.Equal(live, []coord.BrokerID{1, 2, 3})
 		})
 	}
-	cc.createTopic(t, coord.TopicSpec{Name: "spread", Partitions: 6, ReplicationFactor: 3})
+	cc.createTopic(t, controller.TopicSpec{Name: "spread", Partitions: 6, ReplicationFactor: 3})
 	led := map[coord.BrokerID]int{}
 	for p := int32(0); p < 6; p++ {
 		st, ok := cc.state(t, 1, tp("spread", p))
@@ -324,7 +324,7 @@ func testControllerSpreadsLeaders(t T, h Harness) {
 // it led has a new leader from its ISR, and it has left every ISR.
 func testControllerBrokerCrash(t T, h Harness) {
 	cc := newControllerCluster(t, h, 3)
-	cc.createTopic(t, coord.TopicSpec{Name: "crash", Partitions: 6, ReplicationFactor: 3})
+	cc.createTopic(t, controller.TopicSpec{Name: "crash", Partitions: 6, ReplicationFactor: 3})
 	ctrl := cc.controller(t, 5*time.Second)
 	// Pick a victim that leads something and is not the controller.
 	victim := coord.NoBroker
@@ -371,7 +371,7 @@ func testControllerBrokerCrash(t T, h Harness) {
 // and moves the partitions the crashed broker led.
 func testControllerCrash(t T, h Harness) {
 	cc := newControllerCluster(t, h, 3)
-	cc.createTopic(t, coord.TopicSpec{Name: "ctrl", Partitions: 6, ReplicationFactor: 3})
+	cc.createTopic(t, controller.TopicSpec{Name: "ctrl", Partitions: 6, ReplicationFactor: 3})
 	old := cc.controller(t, 5*time.Second)
 	cc.c.Crash(old.index)
 	next := cc.controller(t, h.SessionTimeout()+2*time.Second, old.index)
@@ -404,7 +404,7 @@ func testControllerAllReplicasDown(t T, h Harness) {
 			replicas = append(replicas, n.id)
 		}
 	}
-	cc.createTopic(t, coord.TopicSpec{Name: "down", Assignment: [][]coord.BrokerID{replicas}})
+	cc.createTopic(t, controller.TopicSpec{Name: "down", Assignment: [][]coord.BrokerID{replicas}})
 	p0 := tp("down", 0)
 	// The second replica crashes first: it leaves the ISR, the first stays
 	// the leader and the last in-sync replica.
@@ -437,7 +437,7 @@ func testControllerAllReplicasDown(t T, h Harness) {
 // for its session to end.
 func testControllerControlledShutdown(t T, h Harness) {
 	cc := newControllerCluster(t, h, 3)
-	cc.createTopic(t, coord.TopicSpec{Name: "shut", Partitions: 30, ReplicationFactor: 3})
+	cc.createTopic(t, controller.TopicSpec{Name: "shut", Partitions: 30, ReplicationFactor: 3})
 	ctrl := cc.controller(t, 5*time.Second)
 	leaving := cc.nodes[(ctrl.index+1)%3]
 	epoch := leaving.registration(t).Epoch
@@ -466,7 +466,7 @@ func testControllerControlledShutdown(t T, h Harness) {
 // the leader's AlterPartition has put it back in the ISR).
 func testControllerPreferredRebalance(t T, h Harness) {
 	cc := newControllerCluster(t, h, 3)
-	cc.createTopic(t, coord.TopicSpec{Name: "pref", Partitions: 6, ReplicationFactor: 3})
+	cc.createTopic(t, controller.TopicSpec{Name: "pref", Partitions: 6, ReplicationFactor: 3})
 	ctrl := cc.controller(t, 5*time.Second)
 	victim := cc.nodes[(ctrl.index+1)%3]
 	cc.c.Crash(victim.index)
@@ -501,7 +501,7 @@ func testControllerPreferredRebalance(t T, h Harness) {
 		leaderEpoch := leader.session.Broker().Epoch
 		leader.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := ctrl.currentController().AlterPartition(ctx, coord.AlterPartitionRequest{
+		_, err := ctrl.currentController().AlterPartition(ctx, controller.AlterPartitionRequest{
 			BrokerID: st.Leader, BrokerEpoch: leaderEpoch, Partition: tp("pref", p),
 			LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch, ISR: append(slices.Clone(st.ISR), victim.id),
 		})
@@ -532,7 +532,7 @@ func testControllerPreferredRebalance(t T, h Harness) {
 // nothing.
 func testControllerOfflineReplica(t T, h Harness) {
 	cc := newControllerCluster(t, h, 3)
-	cc.createTopic(t, coord.TopicSpec{Name: "disk", Partitions: 6, ReplicationFactor: 3})
+	cc.createTopic(t, controller.TopicSpec{Name: "disk", Partitions: 6, ReplicationFactor: 3})
 	ctrl := cc.controller(t, 5*time.Second)
 	failing := cc.nodes[(ctrl.index+1)%3]
 	broker := failing.registration(t)
@@ -590,8 +590,8 @@ func testControllerOfflineReplica(t T, h Harness) {
 	if err != nil {
 		t.Fatalf("ElectLeaders: got %v, want nil", err)
 	}
-	if err := results[offline[0]]; !errors.Is(err, coord.ErrElectionNotNeeded) {
-		t.Errorf("unclean election of %s: got %v, want %v", offline[0], err, coord.ErrElectionNotNeeded)
+	if err := results[offline[0]]; !errors.Is(err, controller.ErrElectionNotNeeded) {
+		t.Errorf("unclean election of %s: got %v, want %v", offline[0], err, controller.ErrElectionNotNeeded)
 	}
 	// A report from another incarnation changes nothing.
 	stale := broker
@@ -621,8 +621,8 @@ func testControllerDeposed(t T, h Harness) {
 	if err := c.Err(); err != nil {
 		t.Fatalf("after Deposed for another epoch: got controller error %v, want it running", err)
 	}
-	if err := c.Deposed(ctx, cc.nodes[(ctrl.index+1)%3].id, c.Epoch()); err != nil && !errors.Is(err, coord.ErrNotController) {
-		t.Fatalf("Deposed: got %v, want nil or %v", err, coord.ErrNotController)
+	if err := c.Deposed(ctx, cc.nodes[(ctrl.index+1)%3].id, c.Epoch()); err != nil && !errors.Is(err, controller.ErrNotController) {
+		t.Fatalf("Deposed: got %v, want nil or %v", err, controller.ErrNotController)
 	}
 	select {
 	case <-c.Done():

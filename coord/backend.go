@@ -1,11 +1,14 @@
-// Package coord is tripod's coordination core: the Backend contract that
-// ZooKeeper, etcd and embedded Raft implement, the types and sentinel errors
-// they share, and (later) the one Controller written against that contract.
+// Package coord is the coordination contract of tripod: the Backend
+// interfaces that ZooKeeper (coord/zk), etcd (coord/etcd) and embedded Raft
+// (coord/raft) implement, the types they share, and the sentinel errors
+// they return. It is a spec and nothing else: the controller that uses it
+// lives in package controller.
 //
 // coord owns who is alive (sessions), who is the controller (election), the
 // cluster metadata (topics and partition states) and the cluster's producer id
-// counter. It must not import broker or replication, and it performs no Kafka
-// protocol I/O.
+// counter. It imports nothing of tripod (the backends and the controller
+// import it), takes no leadership decision and performs no Kafka protocol
+// I/O.
 //
 // This file is the spec. Every method says what it returns, whether it blocks
 // and what its context does. All methods are safe for concurrent use.

@@ -37,12 +37,12 @@
 //     follower's HW.
 //   - A timer every ReplicaLagTimeMax/2 and at NextDeadline():
 //     Tick(now) (ISR shrink, ack timeouts).
-//   - Ready.Proposal: send coord.AlterPartitionRequest{LeaderEpoch,
+//   - Ready.Proposal: send controller.AlterPartitionRequest{LeaderEpoch,
 //     PartitionEpoch, ISR} (converting ReplicaID to coord.BrokerID, with
 //     the broker's id and epoch) and feed the outcome back: on success
 //     AlterPartitionCommitted with the committed coord.PartitionState's
-//     LeaderEpoch, PartitionEpoch and ISR; on coord.ErrFencedLeaderEpoch,
-//     ErrInvalidUpdateVersion or ErrNotFound,
+//     LeaderEpoch, PartitionEpoch and ISR; on controller.ErrFencedLeaderEpoch,
+//     ErrInvalidUpdateVersion or coord.ErrNotFound,
 //     AlterPartitionFailed(AlterAwaitLeaderAndIsr) (the proposal stays in
 //     flight until the next BecomeLeader or BecomeFollower); on any other
 //     error (ErrIneligibleReplica, ErrNotController, unavailable)

@@ -13,7 +13,7 @@ import (
 // The harness runs a partition's replicas as state machines over
 // in-memory logs, doing the broker's I/O by hand: appends, fetches,
 // OffsetForLeaderEpoch, AlterPartition to a model of the controller (which
-// checks epochs and elects as coord.ElectLeader does), and the HW
+// checks epochs and elects as controller.ElectLeader does), and the HW
 // checkpoint. Time moves only when a test says so.
 
 // record is one record of an in-memory log, stamped with its leader epoch.
@@ -287,7 +287,7 @@ func (c *cluster) advance(d time.Duration) {
 
 // kill stops a node as a crash does (its session ends); keep records of
 // its log survive (the rest was not flushed). The controller elects as
-// coord.ElectLeader and tells the live nodes.
+// controller.ElectLeader and tells the live nodes.
 func (c *cluster) kill(id ReplicaID, keep int) {
 	c.t.Helper()
 	n := c.node(id)
@@ -345,7 +345,7 @@ func (c *cluster) bounce(id ReplicaID) {
 	c.tell(n)
 }
 
-// elect is coord.ElectLeader after a change of the live set; a changed
+// elect is controller.ElectLeader after a change of the live set; a changed
 // leader or ISR is sent to every live node.
 func (c *cluster) elect() {
 	c.t.Helper()

@@ -54,7 +54,7 @@ type State struct {
 }
 
 // Proposal is an ISR change the leader asks the controller for
-// (coord.AlterPartitionRequest).
+// (controller.AlterPartitionRequest).
 type Proposal struct {
 	// LeaderEpoch is the leader's epoch, which the controller checks.
 	LeaderEpoch int32

@@ -206,7 +206,7 @@ func (b *Backend) untrack(t *term) {
 	b.mu.Unlock()
 }
 
-// Controller implements coord.Controller.
+// Controller implements coord.Elector.
 func (b *Backend) Controller(ctx context.Context) (coord.ControllerInfo, error) {
 	var info coord.ControllerInfo
 	err := b.do(ctx, "controller", func(c *zk.Conn) error {

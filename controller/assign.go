@@ -1,8 +1,10 @@
-package coord
+package controller
 
 import (
 	"fmt"
 	"sort"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // AssignReplicas spreads nPartitions partitions of replicationFactor
@@ -17,7 +19,7 @@ import (
 //
 // It fails when replicationFactor is below 1 or above the number of
 // brokers, or nPartitions is below 1.
-func AssignReplicas(brokers []BrokerID, nPartitions, replicationFactor, firstPartition, start, shift int) ([][]BrokerID, error) {
+func AssignReplicas(brokers []coord.BrokerID, nPartitions, replicationFactor, firstPartition, start, shift int) ([][]coord.BrokerID, error) {
 	n := len(brokers)
 	if nPartitions < 1 {
 		return nil, fmt.Errorf("number of partitions %d: must be at least 1", nPartitions)
@@ -28,17 +30,17 @@ func AssignReplicas(brokers []BrokerID, nPartitions, replicationFactor, firstPar
 	if replicationFactor > n {
 		return nil, fmt.Errorf("replication factor %d: larger than the %d available brokers", replicationFactor, n)
 	}
-	sorted := append([]BrokerID(nil), brokers...)
+	sorted := append([]coord.BrokerID(nil), brokers...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 	start, shift = mod(start, n), mod(shift, n)
 
-	assignment := make([][]BrokerID, 0, nPartitions)
+	assignment := make([][]coord.BrokerID, 0, nPartitions)
 	for p := firstPartition; p < firstPartition+nPartitions; p++ {
 		if p > 0 && p%n == 0 {
 			shift++
 		}
 		first := (p + start) % n
-		replicas := make([]BrokerID, 0, replicationFactor)
+		replicas := make([]coord.BrokerID, 0, replicationFactor)
 		replicas = append(replicas, sorted[first])
 		for j := 0; j < replicationFactor-1; j++ {
 			replicas = append(replicas, sorted[followerIndex(first, shift, j, n)])

@@ -1,12 +1,16 @@
-package coord
+package controller
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/tripodmq/tripod/coord"
+)
 
 // Election is the outcome of a partition leader election: the new leader
-// (NoBroker when no replica is eligible) and the new ISR.
+// (coord.NoBroker when no replica is eligible) and the new ISR.
 type Election struct {
-	Leader BrokerID
-	ISR    []BrokerID
+	Leader coord.BrokerID
+	ISR    []coord.BrokerID
 	// Unclean is true when the leader was not in the ISR (possible loss).
 	Unclean bool
 }
@@ -21,8 +25,8 @@ type Election struct {
 // never shrunk to empty: when no ISR member is live the last ISR is kept,
 // so that the first of them to return may lead again without an unclean
 // election (as Kafka keeps the last in-sync replica).
-func ElectLeader(assignment, isr []BrokerID, live func(BrokerID) bool, unclean bool) Election {
-	liveISR := make([]BrokerID, 0, len(isr))
+func ElectLeader(assignment, isr []coord.BrokerID, live func(coord.BrokerID) bool, unclean bool) Election {
+	liveISR := make([]coord.BrokerID, 0, len(isr))
 	for _, id := range assignment {
 		if slices.Contains(isr, id) && live(id) {
 			liveISR = append(liveISR, id)
@@ -34,33 +38,33 @@ func ElectLeader(assignment, isr []BrokerID, live func(BrokerID) bool, unclean b
 	if unclean {
 		for _, id := range assignment {
 			if live(id) {
-				return Election{Leader: id, ISR: []BrokerID{id}, Unclean: true}
+				return Election{Leader: id, ISR: []coord.BrokerID{id}, Unclean: true}
 			}
 		}
 	}
-	return Election{Leader: NoBroker, ISR: append([]BrokerID(nil), isr...)}
+	return Election{Leader: coord.NoBroker, ISR: append([]coord.BrokerID(nil), isr...)}
 }
 
 // ElectPreferred returns the preferred leader (the first assigned replica)
 // when it is live and in the ISR, and ok false otherwise.
-func ElectPreferred(assignment, isr []BrokerID, live func(BrokerID) bool) (BrokerID, bool) {
+func ElectPreferred(assignment, isr []coord.BrokerID, live func(coord.BrokerID) bool) (coord.BrokerID, bool) {
 	if len(assignment) == 0 {
-		return NoBroker, false
+		return coord.NoBroker, false
 	}
 	preferred := assignment[0]
 	if live(preferred) && slices.Contains(isr, preferred) {
 		return preferred, true
 	}
-	return NoBroker, false
+	return coord.NoBroker, false
 }
 
 // ElectForShutdown chooses a leader other than the broker shutting down:
 // the first live ISR member, in assignment order, that is not leaving. The
 // leaving broker is dropped from the ISR. ok is false when no other ISR
 // member is live; the leadership then stays where it is.
-func ElectForShutdown(assignment, isr []BrokerID, live func(BrokerID) bool, leaving BrokerID) (Election, bool) {
-	e := ElectLeader(assignment, isr, func(id BrokerID) bool { return id != leaving && live(id) }, false)
-	if e.Leader == NoBroker {
+func ElectForShutdown(assignment, isr []coord.BrokerID, live func(coord.BrokerID) bool, leaving coord.BrokerID) (Election, bool) {
+	e := ElectLeader(assignment, isr, func(id coord.BrokerID) bool { return id != leaving && live(id) }, false)
+	if e.Leader == coord.NoBroker {
 		return Election{}, false
 	}
 	return e, true

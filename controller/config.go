@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Config holds the controller's settings. DefaultConfig gives Kafka's
+// defaults, in this one place; Validate checks them. What the controller
+// acts through (the backend, the term, the sender) is passed to Start
+// beside it.
+type Config struct {
+	// UncleanLeaderElection lets a live replica outside the ISR lead when
+	// no ISR member is live, at the risk of losing acknowledged records
+	// (unclean.leader.election.enable). A topic's config overrides it.
+	// Default false.
+	UncleanLeaderElection bool
+
+	// AutoLeaderRebalance moves leadership back to preferred replicas (the
+	// first assigned) once they are in the ISR again
+	// (auto.leader.rebalance.enable). Default true.
+	AutoLeaderRebalance bool
+
+	// LeaderImbalanceCheckInterval is how often the preferred-leader
+	// rebalance runs (leader.imbalance.check.interval.seconds). Default
+	// 300 s; above 0.
+	LeaderImbalanceCheckInterval time.Duration
+
+	// LeaderImbalancePerBrokerPercentage is the share, in percent, of the
+	// partitions a broker is preferred for that it may fail to lead before
+	// the rebalance moves them back to it
+	// (leader.imbalance.per.broker.percentage). Default 10; 0..100.
+	LeaderImbalancePerBrokerPercentage int
+
+	// RetryBackoff is how long after a failed commit the controller
+	// reloads the metadata (if the reload right after the failure failed
+	// too) and reconciles again. tripod has no property for it. Default
+	// 500 ms; 1 ms..1 min.
+	RetryBackoff time.Duration
+
+	// Logger receives the controller's logs. Default (nil): discarded.
+	Logger hclog.Logger
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		UncleanLeaderElection:              false,
+		AutoLeaderRebalance:                true,
+		LeaderImbalanceCheckInterval:       300 * time.Second,
+		LeaderImbalancePerBrokerPercentage: 10,
+		RetryBackoff:                       500 * time.Millisecond,
+	}
+}
+
+// Validate checks every setting's range and names the key of the first
+// bad one.
+func (c Config) Validate() error {
+	if c.LeaderImbalanceCheckInterval <= 0 {
+		return fmt.Errorf("leader.imbalance.check.interval.seconds %v: must be above 0", c.LeaderImbalanceCheckInterval)
+	}
+	if c.LeaderImbalancePerBrokerPercentage < 0 || c.LeaderImbalancePerBrokerPercentage > 100 {
+		return fmt.Errorf("leader.imbalance.per.broker.percentage %d: must be between 0 and 100", c.LeaderImbalancePerBrokerPercentage)
+	}
+	if c.RetryBackoff < time.Millisecond || c.RetryBackoff > time.Minute {
+		return fmt.Errorf("controller RetryBackoff %v: must be between 1ms and 1m", c.RetryBackoff)
+	}
+	return nil
+}
+
+// policy is what of the settings the decisions follow.
+func (c Config) policy() Policy {
+	return Policy{
+		UncleanLeaderElection:              c.UncleanLeaderElection,
+		LeaderImbalancePerBrokerPercentage: c.LeaderImbalancePerBrokerPercentage,
+	}
+}
