@@ -160,7 +160,14 @@ func (c *Controller) do(ctx context.Context, f func(context.Context)) error {
 	case <-finished:
 		return nil
 	case <-c.done:
-		return ErrNotController
+		// f may have finished just before the controller stopped (a
+		// fenced commit stops it): its outcome is the answer.
+		select {
+		case <-finished:
+			return nil
+		default:
+			return ErrNotController
+		}
 	}
 }
 
