@@ -13,10 +13,14 @@ import (
 	"github.com/tripodmq/tripod/coord"
 )
 
-// The controller cases run the one controller.Controller on a backend, with
-// brokers reduced to what the controller sees of them: a registration and
-// a campaign loop. They prove that leadership decisions are the same on
-// every backend; the broker processes themselves are tested in broker/.
+// The controller cases run the one controller.Controller on a backend,
+// with brokers reduced to what the controller sees of them: a
+// registration and a campaign loop. They prove that leadership decisions
+// are the same on every backend (the decisions themselves are table
+// tested in controller/); the broker processes are tested in broker/.
+// `go test ./conformance/` runs them on all three backends
+// (controller_test.go), and `tripod conformance` runs them after the
+// backend's own cases (RunAll).
 
 // RunController runs the controller cases against h, each on a fresh
 // cluster of 3.

@@ -1,8 +1,9 @@
 // Package conformance is the one suite that every coordination backend
 // must pass: the same cases, grouped by capability, run against ZooKeeper,
 // etcd and embedded Raft from `go test` (each backend's _test.go) and from
-// `tripod conformance`. It depends on coord and on the backends' harnesses;
-// it never mocks a backend.
+// `tripod conformance`, and the controller's cases, which run the one
+// controller (package controller) on each backend. It depends on coord,
+// controller and the backends' harnesses; it never mocks a backend.
 package conformance
 
 import (

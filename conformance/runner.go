@@ -37,7 +37,10 @@ type Result struct {
 const caseBound = 5 * time.Minute
 
 // RunAll runs every case of the suite against h outside `go test`, one
-// after another, and returns their results in order. Cases needing a
+// after another, and returns their results in order: the backend's cases
+// (those Run runs) and the controller's (those RunController runs), so
+// that a user's ZooKeeper or etcd is checked with tripod's controller
+// standing on it too. Cases needing a
 // capability h's clusters lack are reported n/a. When ctx ends, the case
 // running is abandoned (reported failed) and the rest are not run. Progress
 // (one line per case as it ends) goes to progress when it is not nil.
@@ -47,7 +50,7 @@ func RunAll(ctx context.Context, h Harness, progress io.Writer) []Result {
 	}
 	ph := &probingHarness{Harness: h}
 	var results []Result
-	for _, tc := range cases() {
+	for _, tc := range runAllCases() {
 		if ctx.Err() != nil {
 			results = append(results, Result{Case: tc.fullName(), Outcome: OutcomeFail, Message: "not run: " + ctx.Err().Error()})
 			continue
@@ -69,6 +72,24 @@ func RunAll(ctx context.Context, h Harness, progress io.Writer) []Result {
 		fmt.Fprintf(progress, "%-4s %-48s %v\n", r.Outcome, r.Case, r.Duration.Round(10*time.Millisecond))
 	}
 	return results
+}
+
+// runAllCases is every case RunAll runs, in order: the backend's cases
+// with the controller's before the Availability group, which stays last.
+func runAllCases() []testCase {
+	var all []testCase
+	inserted := false
+	for _, tc := range cases() {
+		if tc.group == "Availability" && !inserted {
+			all = append(all, controllerCases()...)
+			inserted = true
+		}
+		all = append(all, tc)
+	}
+	if !inserted {
+		all = append(all, controllerCases()...)
+	}
+	return all
 }
 
 // probeCapabilities returns the capabilities of ph's clusters, making a

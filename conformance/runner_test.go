@@ -83,3 +83,30 @@ func TestCasesNamedAndGrouped(t *testing.T) {
 		t.Errorf("got %d cases, want at least 15", len(seen))
 	}
 }
+
+// TestRunAllRunsControllerCases checks that `tripod conformance` (RunAll)
+// runs the controller's cases as well as the backend's, each once, with
+// the Availability group still last.
+func TestRunAllRunsControllerCases(t *testing.T) {
+	all := runAllCases()
+	seen := map[string]int{}
+	for _, tc := range all {
+		seen[tc.fullName()]++
+	}
+	for _, tc := range append(cases(), controllerCases()...) {
+		if seen[tc.fullName()] != 1 {
+			t.Errorf("case %s: run %d times by RunAll, want once", tc.fullName(), seen[tc.fullName()])
+		}
+	}
+	if len(all) != len(cases())+len(controllerCases()) {
+		t.Errorf("got %d cases, want %d", len(all), len(cases())+len(controllerCases()))
+	}
+	availability := false
+	for _, tc := range all {
+		if tc.group == "Availability" {
+			availability = true
+		} else if availability {
+			t.Errorf("case %s after the Availability group, want Availability last", tc.fullName())
+		}
+	}
+}

@@ -35,6 +35,10 @@ func newConformanceCmd() *cobra.Command {
 		Long: `Run the conformance suite that every tripod coordination backend passes
 against your own service: --coord zk with --zk-connect, --coord etcd with
 --etcd-endpoints, or --coord raft (which starts its own 3-node clusters).
+Beside the backend's own cases (sessions, election, metadata, watches,
+producer ids, availability) it runs the controller's: tripod's controller
+standing on your service (leaders spread, a broker or the controller
+crashing, controlled shutdown, the preferred-leader rebalance, ...).
 With zk and etcd every case works in a fresh namespace (a ZooKeeper chroot
 or an etcd prefix under /tripod-conformance) and your service is never
 stopped, so the cases that need to stop it report n/a. With raft the cases
