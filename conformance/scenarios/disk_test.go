@@ -203,7 +203,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 
 		// The report went over the network: the controller's process took
 		// X's BrokerHeartbeat (63_broker_heartbeat.go) and its controller
-		// handled the failure (coord/controller.go LogDirFailure).
+		// handled the failure (controller.State.LogDirFailure).
 		id := strconv.Itoa(int(x))
 		reported := []*regexp.Regexp{
 			regexp.MustCompile(`tripod: log dir failure reported: broker=` + id + `\b`),
