@@ -362,11 +362,11 @@ func (sh *groupShard) forget(w group.Waiter) {
 	sh.mu.Unlock()
 }
 
-// getOrCreate returns the group, created Empty if it does not exist.
-// The caller holds sh.mu.
+// getOrCreate returns the group, created Empty if it does not exist (or
+// is Dead). The caller holds sh.mu.
 func (sh *groupShard) getOrCreate(c *groupCoordinator, id string) *group.Group {
 	g := sh.groups[id]
-	if g == nil {
+	if g == nil || g.State() == group.Dead {
 		g = group.New(id, c.cfg)
 		sh.groups[id] = g
 	}
