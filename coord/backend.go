@@ -3,8 +3,9 @@
 // they share, and (later) the one Controller written against that contract.
 //
 // coord owns who is alive (sessions), who is the controller (election), the
-// cluster metadata (topics and partition states) and the cluster's producer id
-// counter. It must not import broker or replication, and it performs no Kafka
+// cluster metadata (topics and partition states), the cluster's producer id
+// counter and its security store (SCRAM credentials and ACLs, security.go).
+// It must not import broker or replication, and it performs no Kafka
 // protocol I/O.
 //
 // This file is the spec. Every method says what it returns, whether it blocks
@@ -151,6 +152,7 @@ type Backend interface {
 	Elector
 	MetadataStore
 	ProducerIDAllocator
+	SecurityStore
 
 	// Close ends every session and term opened through this backend (as
 	// Session.Close does: at once, not by expiry), stops its watches, and
