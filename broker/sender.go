@@ -155,7 +155,7 @@ func (s *sender) Send(to coord.Broker, req any) {
 		return
 	}
 	d := s.dests[to.ID]
-	if d != nil && (d.to.Epoch != to.Epoch || d.to.Addr() != to.Addr()) {
+	if d != nil && (d.to.Epoch != to.Epoch || s.b.peerAddr(d.to) != s.b.peerAddr(to)) {
 		d.cancel()
 		d = nil
 	}
@@ -264,7 +264,7 @@ func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client
 	}
 	kreq := encodeControllerRequest(req)
 	if *cl == nil {
-		c, err := s.b.peerClient(d.to.Addr())
+		c, err := s.b.peerClient(s.b.peerAddr(d.to))
 		if err != nil {
 			return controllerAnswer{}, err
 		}
@@ -359,9 +359,17 @@ func encodeControllerRequest(req any) kmsg.Request {
 			live[l.ID] = true
 			lb := kmsg.NewUpdateMetadataRequestLiveBroker()
 			lb.ID = int32(l.ID)
-			ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
-			ep.Host, ep.Port, ep.ListenerName = l.Host, l.Port, "PLAINTEXT"
-			lb.Endpoints = []kmsg.UpdateMetadataRequestLiveBrokerEndpoint{ep}
+			endpoints := l.Endpoints
+			if len(endpoints) == 0 {
+				implied, _ := l.ListenerEndpoint(protocolPlaintext)
+				endpoints = []coord.Endpoint{implied}
+			}
+			for _, e := range endpoints {
+				ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
+				ep.Host, ep.Port, ep.ListenerName = e.Host, e.Port, e.Listener
+				ep.SecurityProtocol = securityProtocolIDs[e.SecurityProtocol]
+				lb.Endpoints = append(lb.Endpoints, ep)
+			}
 			if l.Rack != "" {
 				rack := l.Rack
 				lb.Rack = &rack
