@@ -31,7 +31,7 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 	r := req.kreq.(*kmsg.ProduceRequest)
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	if r.TransactionID != nil {
-		b.logger.Warn("transactional produce refused", "transactional.id", *r.TransactionID, "remote", req.remote)
+		b.logger.Warn("transactional produce refused", "transactional.id", *r.TransactionID, "remote", req.conn.remote)
 	}
 	deadline := time.Now().Add(time.Duration(max(r.TimeoutMillis, 0)) * time.Millisecond)
 	// waiting is an acks=all partition: its place in the response and

@@ -28,8 +28,9 @@ const autoCreateWait = 5 * time.Second
 // retriable LEADER_NOT_AVAILABLE).
 const syncWait = 3 * time.Second
 
-// handleMetadata answers from the metadata cache: the live brokers, the
-// controller, and the requested topics (all of them when none are named)
+// handleMetadata answers from the metadata cache: the live brokers (each
+// at its endpoint on the listener the request came on, as Kafka does; a
+// broker without that listener is left out), the controller, and the requested topics (all of them when none are named)
 // with each partition's leader, leader epoch, replicas, ISR and offline
 // replicas. With auto.create.topics.enable a named topic that does not
 // exist is created through the controller (forwarded over a client
@@ -46,40 +47,44 @@ func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, 
 			wctx, cancel := context.WithTimeout(ctx, syncWait)
 			synced := b.waitForCache(wctx, b.cache.isSynced)
 			cancel()
-			return b.metadata(ctx, r, autoCreate && !allTopics && synced)
+			return b.metadata(ctx, r, autoCreate && !allTopics && synced, req.conn.listener.name)
 		}, nil
 	}
 	if !allTopics && autoCreate {
 		for _, rt := range r.Topics {
 			if rt.Topic != nil && checkTopicName(*rt.Topic) == nil {
 				if _, ok := b.cache.topic(*rt.Topic); !ok {
-					return nil, func(ctx context.Context) kmsg.Response { return b.metadata(ctx, r, true) }, nil
+					return nil, func(ctx context.Context) kmsg.Response { return b.metadata(ctx, r, true, req.conn.listener.name) }, nil
 				}
 			}
 		}
 	}
-	return b.metadata(context.Background(), r, false), nil, nil
+	return b.metadata(context.Background(), r, false, req.conn.listener.name), nil, nil
 }
 
-// metadata builds the Metadata response, auto-creating missing topics
-// when autoCreate.
-func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCreate bool) kmsg.Response {
+// metadata builds the Metadata response for a client of the named
+// listener, auto-creating missing topics when autoCreate.
+func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCreate bool, listener string) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	controllerID, live, _ := b.cache.view()
 	if len(live) == 0 {
 		// Before the first UpdateMetadata the broker knows only itself.
-		live = []coord.Broker{{ID: coord.BrokerID(b.cfg.BrokerID), Host: b.advertisedHost, Port: b.advertisedPort}}
+		live = []coord.Broker{b.self()}
 	}
 	liveSet := map[coord.BrokerID]bool{}
 	for _, lb := range live {
+		liveSet[lb.ID] = true
+		ep, ok := lb.ListenerEndpoint(listener)
+		if !ok {
+			continue
+		}
 		broker := kmsg.NewMetadataResponseBroker()
-		broker.NodeID, broker.Host, broker.Port = int32(lb.ID), lb.Host, lb.Port
+		broker.NodeID, broker.Host, broker.Port = int32(lb.ID), ep.Host, ep.Port
 		if lb.Rack != "" {
 			rack := lb.Rack
 			broker.Rack = &rack
 		}
 		resp.Brokers = append(resp.Brokers, broker)
-		liveSet[lb.ID] = true
 	}
 	id := clusterID
 	resp.ClusterID = &id

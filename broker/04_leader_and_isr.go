@@ -15,7 +15,10 @@ func init() { registerAPI(4, leaderAndIsrVersion, leaderAndIsrVersion, handleLea
 
 // handleLeaderAndIsr decodes the request, applies it (applyLeaderAndIsr)
 // and answers each partition's outcome: 0, KAFKA_STORAGE_ERROR for an
-// offline replica, or the request's refusal.
+// offline replica, or the request's refusal. A controller epoch newer
+// than the accepted one is first looked up in the coordination backend
+// (awaitBackendController); when the backend cannot be read, the
+// connection closes and the controller's sender retries.
 func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.LeaderAndISRRequest)
 	resp := r.ResponseKind().(*kmsg.LeaderAndISRResponse)
@@ -35,6 +38,9 @@ func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Resp
 	}
 	for _, l := range r.LiveLeaders {
 		cr.Leaders = append(cr.Leaders, coord.Broker{ID: coord.BrokerID(l.BrokerID), Host: l.Host, Port: l.Port})
+	}
+	if err := b.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
+		return nil, nil, err
 	}
 	var codes []int16
 	resp.ErrorCode, codes = b.applyLeaderAndIsr(ctx, cr)

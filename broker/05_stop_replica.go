@@ -14,7 +14,9 @@ import (
 // deletion.
 func init() { registerAPI(5, stopReplicaVersion, stopReplicaVersion, handleStopReplica) }
 
-// handleStopReplica decodes the request and applies it (applyStopReplica).
+// handleStopReplica decodes the request and applies it (applyStopReplica),
+// a newer controller epoch looked up in the backend first, as for
+// LeaderAndIsr.
 func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.StopReplicaRequest)
 	resp := r.ResponseKind().(*kmsg.StopReplicaResponse)
@@ -34,6 +36,9 @@ func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Respo
 	if len(requests) == 0 {
 		requests[false] = &controller.StopReplicaRequest{ControllerID: coord.BrokerID(r.ControllerID),
 			ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch}
+	}
+	if err := b.awaitBackendController(ctx, int64(r.ControllerEpoch)); err != nil {
+		return nil, nil, err
 	}
 	for _, cr := range requests {
 		if code := b.applyStopReplica(ctx, cr); code != 0 {

@@ -14,8 +14,10 @@ import (
 func init() { registerAPI(6, updateMetadataVersion, updateMetadataVersion, handleUpdateMetadata) }
 
 // handleUpdateMetadata decodes the request and applies it
-// (applyUpdateMetadata). A topic whose one partition state has leader -2
-// was deleted.
+// (applyUpdateMetadata). A live broker's endpoints are its listeners; its
+// address is its endpoint on this broker's inter-broker listener. A topic
+// whose one partition state has leader -2 was deleted. A newer controller
+// epoch is looked up in the backend first, as for LeaderAndIsr.
 func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.UpdateMetadataRequest)
 	resp := r.ResponseKind().(*kmsg.UpdateMetadataResponse)
@@ -24,8 +26,16 @@ func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Re
 	}
 	for _, lb := range r.LiveBrokers {
 		live := coord.Broker{ID: coord.BrokerID(lb.ID), Host: lb.Host, Port: lb.Port}
-		if len(lb.Endpoints) > 0 {
-			live.Host, live.Port = lb.Endpoints[0].Host, lb.Endpoints[0].Port
+		for _, ep := range lb.Endpoints {
+			live.Endpoints = append(live.Endpoints, coord.Endpoint{Listener: ep.ListenerName, Host: ep.Host, Port: ep.Port,
+				SecurityProtocol: securityProtocolName(ep.SecurityProtocol)})
+		}
+		// A broker's registered address is its inter-broker
+		// listener's, which every broker of the cluster shares.
+		if ep, ok := live.ListenerEndpoint(b.interBroker.name); ok && len(live.Endpoints) > 0 {
+			live.Host, live.Port = ep.Host, ep.Port
+		} else if len(live.Endpoints) > 0 {
+			live.Host, live.Port = live.Endpoints[0].Host, live.Endpoints[0].Port
 		}
 		if lb.Rack != nil {
 			live.Rack = *lb.Rack
@@ -46,6 +56,9 @@ func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Re
 				TopicID: ts.TopicID, Replicas: brokerIDs(ps.Replicas),
 			})
 		}
+	}
+	if err := b.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
+		return nil, nil, err
 	}
 	resp.ErrorCode = b.applyUpdateMetadata(ctx, cr)
 	return resp, nil, nil

@@ -21,8 +21,10 @@ const coordinatorWait = 5 * time.Second
 
 // handleFindCoordinator names each group's coordinator: the leader of
 // partition abs(hashCode(group)) % partitions of __consumer_offsets,
-// creating the topic on first use. Transaction coordinators do not exist
-// in tripod: COORDINATOR_NOT_AVAILABLE.
+// creating the topic on first use, at its endpoint on the request's
+// listener (COORDINATOR_NOT_AVAILABLE when it has none, as in Kafka).
+// Transaction coordinators do not exist in tripod:
+// COORDINATOR_NOT_AVAILABLE.
 func handleFindCoordinator(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.FindCoordinatorRequest)
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
@@ -35,9 +37,13 @@ func handleFindCoordinator(_ context.Context, b *Broker, req *request) (kmsg.Res
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key, c.NodeID = key, -1
 			node, code, msg := b.findCoordinator(ctx, r.CoordinatorType, key)
+			ep, ok := node.ListenerEndpoint(req.conn.listener.name)
+			if code == 0 && !ok {
+				code, msg = kerr.CoordinatorNotAvailable.Code, fmt.Sprintf("the coordinator, broker %d, has no listener %s", node.ID, req.conn.listener.name)
+			}
 			c.ErrorCode = code
 			if code == 0 {
-				c.NodeID, c.Host, c.Port = int32(node.ID), node.Host, node.Port
+				c.NodeID, c.Host, c.Port = int32(node.ID), ep.Host, ep.Port
 			} else if msg != "" {
 				c.ErrorMessage = &msg
 			}

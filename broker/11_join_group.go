@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -68,9 +67,5 @@ func clientID(req *request) string {
 
 // clientHost is the client's address as Kafka shows it: "/" and the IP.
 func clientHost(req *request) string {
-	host, _, err := net.SplitHostPort(req.remote)
-	if err != nil {
-		host = req.remote
-	}
-	return "/" + host
+	return "/" + req.conn.clientHost
 }

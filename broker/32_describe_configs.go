@@ -37,7 +37,12 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 				}
 				v, _ := b.cfg.Get(name)
 				v = kafkaMeaning(name, v)
-				sr.Configs = append(sr.Configs, describedConfig(r.Version, name, v, kmsg.ConfigSourceStaticBrokerConfig, true))
+				c := describedConfig(r.Version, name, v, kmsg.ConfigSourceStaticBrokerConfig, true)
+				if sslKeys[name].sensitive {
+					// As Kafka: a key or password is never shown.
+					c.Value, c.IsSensitive = nil, true
+				}
+				sr.Configs = append(sr.Configs, c)
 			}
 		case kmsg.ConfigResourceTypeTopic:
 			_, ok := b.cache.topic(rr.ResourceName)
@@ -94,8 +99,18 @@ func describedConfig(version int16, name, value string, source kmsg.ConfigSource
 
 // configType is the declared type of a config, for DescribeConfigs v3+.
 func configType(name string) kmsg.ConfigType {
+	if k, ok := sslKeys[name]; ok {
+		switch {
+		case k.sensitive:
+			return kmsg.ConfigTypePassword
+		case name == "ssl.enabled.protocols" || name == "ssl.cipher.suites":
+			return kmsg.ConfigTypeList
+		}
+		return kmsg.ConfigTypeString
+	}
 	switch name {
-	case "listeners", "advertised.listeners", "log.dirs", "cleanup.policy":
+	case "listeners", "advertised.listeners", "log.dirs", "cleanup.policy", "listener.security.protocol.map",
+		"inter.broker.listener.name", "security.inter.broker.protocol":
 		return kmsg.ConfigTypeString
 	case "auto.create.topics.enable":
 		return kmsg.ConfigTypeBoolean

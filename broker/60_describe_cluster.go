@@ -15,7 +15,8 @@ func init() { registerAPI(60, 0, 2, handleDescribeCluster) }
 const describeClusterBrokers = 1
 
 // handleDescribeCluster answers from the metadata cache, as Metadata does:
-// the cluster id, the controller and the live brokers. Every live broker
+// the cluster id, the controller and the live brokers at their endpoints
+// on the request's listener. Every live broker
 // is registered, so none is fenced. Authorized operations are not
 // computed (tripod has no authorizer): they are Kafka's "not requested".
 func handleDescribeCluster(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
@@ -32,7 +33,7 @@ func handleDescribeCluster(_ context.Context, b *Broker, req *request) (kmsg.Res
 	mreq := kmsg.NewPtrMetadataRequest()
 	mreq.SetVersion(12)
 	mreq.Topics = []kmsg.MetadataRequestTopic{}
-	md := b.metadata(context.Background(), mreq, false).(*kmsg.MetadataResponse)
+	md := b.metadata(context.Background(), mreq, false, req.conn.listener.name).(*kmsg.MetadataResponse)
 	resp.ClusterID = clusterID
 	resp.ControllerID = md.ControllerID
 	for _, mb := range md.Brokers {

@@ -34,25 +34,27 @@ import (
 // Broker is a running Kafka-protocol server and cluster member. New starts
 // it; Close stops it.
 type Broker struct {
-	cfg     Config
-	logger  hclog.Logger
-	ln      net.Listener
-	backend coord.Backend
-	cache   *metadataCache
-
-	// advertisedHost and advertisedPort are what Metadata tells clients
-	// and what the broker registers.
-	advertisedHost string
-	advertisedPort int32
+	cfg    Config
+	logger hclog.Logger
+	// listeners are the bound listeners, in listeners' order;
+	// interBroker is the one brokers reach each other on
+	// (inter.broker.listener.name).
+	listeners   []*listener
+	interBroker *listener
+	backend     coord.Backend
+	cache       *metadataCache
 
 	// replicasMu guards replicas: the partitions this broker holds.
 	replicasMu sync.RWMutex
 	replicas   map[coord.TopicPartition]*partition
 
 	// stateMu serialises the controller's requests; it guards
-	// controllerEpoch, the highest controller epoch accepted.
+	// controllerEpoch, the highest controller epoch accepted, and
+	// controllerID, the controller of that epoch (NoBroker before the
+	// first).
 	stateMu         sync.Mutex
 	controllerEpoch int64
+	controllerID    coord.BrokerID
 	// updateEpoch is the controller epoch of the latest UpdateMetadata
 	// accepted: the first one of a newer epoch is a new controller's full
 	// state.
@@ -66,6 +68,15 @@ type Broker struct {
 	brokerEpoch  int64
 	epochFloor   int64
 	epochChanged chan struct{}
+
+	// backendCtrlMu guards backendCtrl, the controller the coordination
+	// backend names as this broker last learnt it (watchController, a
+	// read, or its own election), and backendCtrlChanged, closed at
+	// every change: a controller epoch above the accepted one is taken
+	// only if the backend names it (acceptControllerLocked).
+	backendCtrlMu      sync.Mutex
+	backendCtrl        coord.ControllerInfo
+	backendCtrlChanged chan struct{}
 
 	// ctrlMu guards ctrl, the controller this broker runs, if any, and
 	// its sender.
@@ -107,7 +118,7 @@ type Broker struct {
 	// stopRun ends the membership loop; runWG waits for it.
 	stopRun context.CancelFunc
 	runWG   sync.WaitGroup
-	// wg counts the accept loop, the background loop and every
+	// wg counts the accept loops, the background loop and every
 	// connection's goroutines.
 	wg sync.WaitGroup
 
@@ -117,8 +128,9 @@ type Broker struct {
 	openReplicaHook func(coord.TopicPartition)
 }
 
-// New opens the coordination backend (cfg.Coord), binds the listener and
-// starts serving; registration, the campaign and the controller run in the
+// New opens the coordination backend (cfg.Coord), binds the listeners
+// (loading the SSL listeners' keys and certificates) and starts serving
+// on each; registration, the campaign and the controller run in the
 // background (see run), so New does not wait for the cluster to form.
 // Partition logs under cfg.LogDirs are opened when the controller assigns
 // them. logger may be nil (no logging).
@@ -137,6 +149,10 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		brokerEpoch:  -1,
 		epochChanged: make(chan struct{}),
 		closing:      make(chan struct{}),
+
+		controllerID:       coord.NoBroker,
+		backendCtrl:        coord.ControllerInfo{ID: coord.NoBroker},
+		backendCtrlChanged: make(chan struct{}),
 
 		offlineDirs:     map[string]error{},
 		offlineReplicas: map[coord.TopicPartition]bool{},
@@ -158,32 +174,41 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.hwCkpt = ckpt
-	host, port, _ := splitListener("listeners", cfg.Listeners)
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	b.listeners, b.interBroker, err = bindListeners(cfg, logger)
 	if err != nil {
 		b.unlockLogDirs()
-		return nil, fmt.Errorf("listen on listeners %s: %w", cfg.Listeners, err)
+		return nil, err
 	}
-	b.ln = ln
-	b.advertisedHost, b.advertisedPort = advertised(cfg, ln.Addr().(*net.TCPAddr))
+	closeListeners := func() {
+		for _, l := range b.listeners {
+			l.ln.Close()
+		}
+	}
 
 	cc := cfg.CoordConfig()
 	cc.Logger = logger.Named("coord")
 	backend, err := coord.Open(cc)
 	if err != nil {
-		ln.Close()
+		closeListeners()
 		b.unlockLogDirs()
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
 	b.producerIDs = newProducerIDManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
-	b.logger.Info("broker listening", "addr", ln.Addr().String(), "broker.id", cfg.BrokerID,
-		"advertised", net.JoinHostPort(b.advertisedHost, strconv.Itoa(int(b.advertisedPort))),
-		"coordination.backend", cc.Backend, "open_files_limit", openFilesLimit())
+	for _, l := range b.listeners {
+		advertised := "(not advertised)"
+		if l.advertised != nil {
+			advertised = l.endpoint().Addr()
+		}
+		b.logger.Info("broker listening", "addr", l.ln.Addr().String(), "listener", l.name, "security_protocol", l.protocol,
+			"advertised", advertised, "inter_broker", l == b.interBroker, "broker.id", cfg.BrokerID)
+	}
+	b.logger.Info("broker starting", "broker.id", cfg.BrokerID, "coordination.backend", cc.Backend, "open_files_limit", openFilesLimit())
+	b.warnUnauthenticatedListeners()
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	b.stopRun = stopRun
-	b.runWG.Add(2)
+	b.runWG.Add(3)
 	go func() {
 		defer b.runWG.Done()
 		b.run(runCtx)
@@ -192,11 +217,19 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		defer b.runWG.Done()
 		b.watchMembers(runCtx)
 	}()
-	b.wg.Add(5)
 	go func() {
-		defer b.wg.Done()
-		b.acceptLoop()
+		defer b.runWG.Done()
+		b.watchController(runCtx)
 	}()
+	limits := newConnLimiter(cfg)
+	b.wg.Add(len(b.listeners))
+	for _, l := range b.listeners {
+		go func() {
+			defer b.wg.Done()
+			b.acceptLoop(l, limits)
+		}()
+	}
+	b.wg.Add(4)
 	go func() {
 		defer b.wg.Done()
 		b.logDirLoop()
@@ -224,26 +257,17 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	return b, nil
 }
 
-// advertised returns the host and port clients should use.
-func advertised(cfg Config, bound *net.TCPAddr) (string, int32) {
-	if cfg.AdvertisedListeners != "" {
-		h, p, _ := splitListener("advertised.listeners", cfg.AdvertisedListeners)
-		if p == 0 {
-			p = bound.Port
-		}
-		return h, int32(p)
-	}
-	host := bound.IP.String()
-	if bound.IP.IsUnspecified() {
-		if name, err := os.Hostname(); err == nil {
-			host = name
-		}
-	}
-	return host, int32(bound.Port)
-}
+// Addr is the address the broker's first listener listens on.
+func (b *Broker) Addr() net.Addr { return b.listeners[0].ln.Addr() }
 
-// Addr is the address the broker listens on.
-func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
+// ListenerAddr is the address the named listener listens on, or nil
+// when the broker has no listener of that name.
+func (b *Broker) ListenerAddr(name string) net.Addr {
+	if l := b.listenerNamed(name); l != nil {
+		return l.ln.Addr()
+	}
+	return nil
+}
 
 // ID is the broker's id (broker.id).
 func (b *Broker) ID() int32 { return b.cfg.BrokerID }
@@ -269,7 +293,11 @@ func (b *Broker) Close() error {
 			b.logger.Warn("close coordination backend failed", "error", cerr)
 		}
 		close(b.closing)
-		err = b.ln.Close()
+		for _, l := range b.listeners {
+			if cerr := l.ln.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
 		b.wg.Wait()
 		b.groups.close()
 		b.fetchers.close()
@@ -306,68 +334,6 @@ func (b *Broker) closeLogs() error {
 	}
 	b.replicas = make(map[coord.TopicPartition]*partition)
 	return first
-}
-
-// acceptLoop accepts connections until the listener closes, within
-// max.connections and max.connections.per.ip.
-func (b *Broker) acceptLoop() {
-	var backoff time.Duration
-	limits := newConnLimiter(b.cfg)
-	for {
-		if full, freed := limits.full(); full {
-			b.logger.Warn("not accepting connections: max.connections reached", "max.connections", b.cfg.MaxConnections)
-			for full {
-				select {
-				case <-freed:
-				case <-b.closing:
-					return
-				}
-				full, freed = limits.full()
-			}
-		}
-		nc, err := b.ln.Accept()
-		if err != nil {
-			select {
-			case <-b.closing:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				b.logger.Error("listener closed while the broker runs", "error", err)
-				return
-			}
-			// Out of file descriptors (EMFILE, ENFILE) or memory, or a
-			// connection that was reset before it was accepted: the
-			// listener itself is fine, so wait and accept again rather
-			// than stop serving while leading partitions.
-			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
-			b.metrics.acceptErrors.Inc()
-			if backoff == acceptBackoffMax || backoff == acceptBackoffMin {
-				b.logger.Warn("accept failed, retrying", "error", err, "backoff", backoff)
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-b.closing:
-				t.Stop()
-				return
-			}
-			continue
-		}
-		backoff = 0
-		if ok, limit := limits.admit(nc.RemoteAddr()); !ok {
-			b.logger.Info("connection refused: max.connections.per.ip reached", "remote", nc.RemoteAddr().String(), "limit", limit)
-			b.metrics.connectionsRefused.Inc()
-			nc.Close()
-			continue
-		}
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			defer limits.release(nc.RemoteAddr())
-			b.serveConn(nc)
-		}()
-	}
 }
 
 // openFilesLimit returns the process's RLIMIT_NOFILE soft limit, which

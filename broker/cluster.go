@@ -67,6 +67,85 @@ func (b *Broker) watchMembers(ctx context.Context) {
 	}
 }
 
+// watchController keeps backendCtrl up with the controller the backend
+// names, until ctx ends.
+func (b *Broker) watchController(ctx context.Context) {
+	for {
+		infos, err := b.backend.WatchController(ctx)
+		if err == nil {
+			for info := range infos {
+				b.noteBackendController(info)
+			}
+		} else if ctx.Err() == nil {
+			b.logger.Warn("watch controller failed; retrying", "error", err)
+		}
+		if !sleepCtx(ctx, retryBackoff) {
+			return
+		}
+	}
+}
+
+// noteBackendController records info as the controller the backend
+// names, unless a newer epoch is known already.
+func (b *Broker) noteBackendController(info coord.ControllerInfo) {
+	b.backendCtrlMu.Lock()
+	defer b.backendCtrlMu.Unlock()
+	if info.Epoch < b.backendCtrl.Epoch || info == b.backendCtrl {
+		return
+	}
+	b.backendCtrl = info
+	close(b.backendCtrlChanged)
+	b.backendCtrlChanged = make(chan struct{})
+}
+
+// backendController returns the controller the backend names, as this
+// broker last learnt it.
+func (b *Broker) backendController() coord.ControllerInfo {
+	b.backendCtrlMu.Lock()
+	defer b.backendCtrlMu.Unlock()
+	return b.backendCtrl
+}
+
+// awaitBackendController lets this broker's view of the backend's
+// controller catch up with a controller request of epoch before the
+// request is checked (acceptControllerLocked): if the watch has not shown
+// that epoch yet, it reads the backend's controller, then waits for the
+// watch, for at most the session timeout in all (a ZooKeeper server may
+// answer a read from behind). It holds no lock, so a request claiming an
+// epoch the backend never names delays only its own connection. It fails
+// only when the backend cannot be read: the request is then neither
+// accepted nor refused, and the handler closes its connection so that the
+// controller's sender retries it.
+func (b *Broker) awaitBackendController(ctx context.Context, epoch int64) error {
+	// caughtUp: the view names a controller of epoch, or a later epoch.
+	caughtUp := func(known coord.ControllerInfo) bool {
+		return known.Epoch > epoch || (known.Epoch == epoch && known.ID != coord.NoBroker)
+	}
+	if caughtUp(b.backendController()) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
+	defer cancel()
+	info, err := b.backend.Controller(ctx)
+	if err != nil {
+		return fmt.Errorf("ask the coordination backend for the controller of epoch %d: %w", epoch, err)
+	}
+	b.noteBackendController(info)
+	for {
+		b.backendCtrlMu.Lock()
+		known, changed := b.backendCtrl, b.backendCtrlChanged
+		b.backendCtrlMu.Unlock()
+		if caughtUp(known) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
 // register registers this broker, retrying while a previous incarnation's
 // session has not expired or the service is unreachable. It fails only
 // when ctx ends.
@@ -76,7 +155,8 @@ func (b *Broker) watchMembers(ctx context.Context) {
 // crashed rejoins at once instead of after a session timeout; after every
 // registration it records the new epoch on disk for the next incarnation.
 func (b *Broker) register(ctx context.Context) (coord.Session, error) {
-	me := coord.Broker{ID: coord.BrokerID(b.cfg.BrokerID), Host: b.advertisedHost, Port: b.advertisedPort, Replaces: b.lastEpoch}
+	me := b.self()
+	me.Replaces = b.lastEpoch
 	waiting := false
 	for {
 		// Each attempt is bounded by the session timeout, so an attempt
@@ -141,6 +221,9 @@ func (b *Broker) campaign(ctx context.Context, sess coord.Session) {
 func (b *Broker) runController(ctx context.Context, term coord.Term) {
 	log := b.logger.With("controller_epoch", term.Epoch())
 	log.Info("controller elected: this broker is the controller")
+	// The term is the backend's word: this broker's own requests, sent
+	// in process, need no read to be confirmed.
+	b.noteBackendController(coord.ControllerInfo{ID: term.Controller(), Epoch: term.Epoch()})
 	snd := newSender(b)
 	defer snd.Close()
 	ctrl, err := controller.Start(term.Context(), b.cfg.controllerConfig(b.logger), b.backend, term, snd)
@@ -373,7 +456,7 @@ func (b *Broker) askController(ctx context.Context, req kmsg.Request) (kmsg.Resp
 	if err != nil {
 		return nil, err
 	}
-	return b.requestTo(ctx, cb.Addr(), req)
+	return b.requestTo(ctx, b.peerAddr(cb), req)
 }
 
 // requestTo sends req to the broker at addr over a new client connection
@@ -387,11 +470,18 @@ func (b *Broker) requestTo(ctx context.Context, addr string, req kmsg.Request) (
 	return cl.SeedBrokers()[0].Request(ctx, req)
 }
 
-// peerClient returns a franz-go client of one other broker, for
-// broker-to-broker requests.
+// peerClient returns a franz-go client of one other broker at addr, its
+// inter-broker listener's endpoint (peerAddr), for broker-to-broker
+// requests: over TLS with that listener's ssl.* settings when it is SSL
+// (the truststore as it is now, this broker's certificate as it is at
+// each handshake).
 func (b *Broker) peerClient(addr string) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("tripod-broker-%d", b.cfg.BrokerID)),
-		kgo.DialTimeout(5*time.Second))
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("tripod-broker-%d", b.cfg.BrokerID)),
+		kgo.DialTimeout(5 * time.Second)}
+	if b.interBroker.tls != nil {
+		opts = append(opts, kgo.DialTLSConfig(b.interBroker.tls.clientConfig()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client of broker %s: %w", addr, err)
 	}

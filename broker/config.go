@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,13 +31,49 @@ type Config struct {
 	// BrokerID identifies this broker in metadata (broker.id). Default 1;
 	// 0 .. 2147483647.
 	BrokerID int32
-	// Listeners is the address the broker listens on (listeners), one
-	// PLAINTEXT listener "PLAINTEXT://HOST:PORT". Port 0 picks a free port.
-	// Default "PLAINTEXT://127.0.0.1:9092".
+	// Listeners are the addresses the broker listens on (listeners),
+	// comma-separated NAME://HOST:PORT entries with unique names, such
+	// as "CLIENT://0.0.0.0:9093,BROKER://10.0.0.7:9094"; an entry
+	// without a name (HOST:PORT) is PLAINTEXT's. An empty host binds
+	// every interface; port 0 picks a free port. Default
+	// "PLAINTEXT://127.0.0.1:9092".
 	Listeners string
-	// AdvertisedListeners is the address clients are told to connect to
-	// (advertised.listeners). Default empty: the bound listener address.
+	// AdvertisedListeners are the addresses registered for the
+	// listeners, which Metadata tells clients and brokers use to reach
+	// each other (advertised.listeners), NAME://HOST:PORT for listeners
+	// of Listeners; with one listener a HOST:PORT is that listener's. An
+	// empty host is the bound address, port 0 the bound port. A listener
+	// it leaves out is not registered (as in Kafka), except that the
+	// inter-broker listener must be in it. Default empty: every listener
+	// at its bound address.
 	AdvertisedListeners string
+	// ListenerSecurityProtocolMap maps each listener name to its
+	// security protocol (listener.security.protocol.map,
+	// "NAME:PROTOCOL,..."): PLAINTEXT or SSL (SASL_PLAINTEXT and SASL_SSL
+	// are refused until tripod has a SASL mechanism). Default Kafka's
+	// "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL".
+	ListenerSecurityProtocolMap map[string]string
+	// InterBrokerListenerName is the listener the brokers reach each
+	// other on: the controller's requests, followers' fetches and
+	// requests forwarded to the controller go to each broker's endpoint
+	// of that name, over TLS with that listener's ssl.* settings when it
+	// is SSL (inter.broker.listener.name). Every broker of a cluster must
+	// have it. Default empty: the listener named PLAINTEXT, or else the
+	// first listener.
+	InterBrokerListenerName string
+	// SecurityInterBrokerProtocol names the inter-broker listener the
+	// older way, by security protocol: the listener of that name
+	// (security.inter.broker.protocol: PLAINTEXT or SSL). Not with
+	// InterBrokerListenerName. Default empty.
+	SecurityInterBrokerProtocol string
+	// SSL is the TLS configuration of the SSL listeners (the ssl.*
+	// properties; see SSLConfig). Default defaultSSLConfig's.
+	SSL SSLConfig
+	// ListenerOverrides are per-listener ssl.* properties,
+	// listener.name.<lower-cased listener name>.<ssl key>=value, which
+	// win over SSL for that listener: by lower-cased listener name, then
+	// by ssl key. Default none.
+	ListenerOverrides map[string]map[string]string
 	// LogDirs are the directories holding the partition logs and the topic
 	// catalogue (log.dirs, comma separated). Default "./data".
 	LogDirs []string
@@ -111,8 +149,9 @@ type Config struct {
 	// raft.voters and the session timeout (zookeeper.session.timeout.ms or
 	// etcd.lease.ttl.ms, both set Coord.SessionTimeout). Coord.BrokerID is
 	// broker.id; an empty Coord.RaftDir is <first log dir>/raft and an
-	// empty Coord.RaftListen is the listener's host with its port + 100
-	// (port 0 stays 0). Default: a one-broker cluster on embedded Raft.
+	// empty Coord.RaftListen is the inter-broker listener's host with its
+	// port + 100 (port 0 stays 0). Default: a one-broker cluster on
+	// embedded Raft.
 	Coord coord.Config
 	// UncleanLeaderElection lets a replica outside the ISR lead when no ISR
 	// member is live (unclean.leader.election.enable). Default false.
@@ -236,6 +275,9 @@ type Config struct {
 	// time while loading a __consumer_offsets partition
 	// (offsets.load.buffer.size). Default 5242880; at least 1.
 	OffsetsLoadBufferSize int32
+
+	// SASL holds the SASL properties (sasl_config.go).
+	SASL SASLConfig
 }
 
 // DefaultConfig returns a working single-broker configuration: broker 1 on
@@ -263,6 +305,9 @@ func DefaultConfig() Config {
 		LogCleanerBackoff:          15 * time.Second,
 		ConnectionsMaxIdle:         10 * time.Minute,
 		MessageMaxBytes:            1048588,
+
+		ListenerSecurityProtocolMap: defaultSecurityProtocolMap(),
+		SSL:                         defaultSSLConfig(),
 
 		Coord:                              defaultCoordConfig(),
 		UncleanLeaderElection:              defaultController.UncleanLeaderElection,
@@ -308,7 +353,8 @@ func defaultCoordConfig() coord.Config {
 }
 
 // CoordConfig returns the coordination config with its derived fields
-// filled in: broker id, Raft directory and Raft listener.
+// filled in: broker id, Raft directory and Raft listener (the
+// inter-broker listener's host, its port + 100).
 func (c Config) CoordConfig() coord.Config {
 	cc := c.Coord
 	cc.BrokerID = coord.BrokerID(c.BrokerID)
@@ -316,11 +362,12 @@ func (c Config) CoordConfig() coord.Config {
 		cc.RaftDir = filepath.Join(c.LogDirs[0], "raft")
 	}
 	if cc.RaftListen == "" && cc.RaftVoters[cc.BrokerID] == "" {
-		if h, p, err := splitListener("listeners", c.Listeners); err == nil {
+		if specs, inter, err := c.listenerSpecs(); err == nil {
+			p := specs[inter].port
 			if p != 0 {
 				p += 100
 			}
-			cc.RaftListen = net.JoinHostPort(h, strconv.Itoa(p))
+			cc.RaftListen = net.JoinHostPort(specs[inter].host, strconv.Itoa(p))
 		}
 	}
 	return cc
@@ -331,13 +378,8 @@ func (c Config) Validate() error {
 	if c.BrokerID < 0 {
 		return fmt.Errorf("broker.id %d: must be between 0 and 2147483647", c.BrokerID)
 	}
-	if _, _, err := splitListener("listeners", c.Listeners); err != nil {
+	if _, _, err := c.listenerSpecs(); err != nil {
 		return err
-	}
-	if c.AdvertisedListeners != "" {
-		if _, _, err := splitListener("advertised.listeners", c.AdvertisedListeners); err != nil {
-			return err
-		}
 	}
 	if len(c.LogDirs) == 0 {
 		return fmt.Errorf("log.dirs: must name at least one directory")
@@ -428,6 +470,9 @@ func (c Config) Validate() error {
 	if c.ProducerIDExpirationCheckInterval < time.Millisecond {
 		return fmt.Errorf("producer.id.expiration.check.interval.ms %d: must be at least 1", c.ProducerIDExpirationCheckInterval.Milliseconds())
 	}
+	if err := c.SASL.validate(); err != nil {
+		return err
+	}
 	if err := c.validateGroups(); err != nil {
 		return err
 	}
@@ -493,6 +538,27 @@ var brokerKeys = map[string]configKey{
 	"advertised.listeners": {
 		set: func(c *Config, k, v string) error { c.AdvertisedListeners = v; return nil },
 		get: func(c Config) string { return c.AdvertisedListeners },
+	},
+	"listener.security.protocol.map": {
+		set: func(c *Config, k, v string) error {
+			return setSecurityProtocolMap(&c.ListenerSecurityProtocolMap, k, v)
+		},
+		get: func(c Config) string { return formatSecurityProtocolMap(c.ListenerSecurityProtocolMap) },
+	},
+	"inter.broker.listener.name": {
+		set: func(c *Config, k, v string) error { c.InterBrokerListenerName = strings.TrimSpace(v); return nil },
+		get: func(c Config) string { return c.InterBrokerListenerName },
+	},
+	"security.inter.broker.protocol": {
+		set: func(c *Config, k, v string) error {
+			v = strings.ToUpper(strings.TrimSpace(v))
+			if _, ok := securityProtocolIDs[v]; !ok && v != "" {
+				return fmt.Errorf("%s %q: must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", k, v)
+			}
+			c.SecurityInterBrokerProtocol = v
+			return nil
+		},
+		get: func(c Config) string { return c.SecurityInterBrokerProtocol },
 	},
 	"log.dirs": {
 		set: func(c *Config, k, v string) error {
@@ -736,17 +802,76 @@ var brokerKeys = map[string]configKey{
 	},
 }
 
-// Set sets one property by its Kafka name. An unknown key or a value that
-// does not parse is an error naming the key; ranges are checked by Validate.
+func init() {
+	for name, k := range sslKeys {
+		brokerKeys[name] = configKey{
+			set: func(c *Config, key, v string) error { return k.set(&c.SSL, key, v) },
+			get: func(c Config) string { return k.get(c.SSL) },
+		}
+	}
+}
+
+// listenerPrefix starts a per-listener property,
+// listener.name.<listener>.<key>.
+const listenerPrefix = "listener.name."
+
+// Set sets one property by its Kafka name, or a listener's ssl.* property
+// by listener.name.<lower-cased listener name>.<key>. An unknown key or a
+// value that does not parse is an error naming the key; ranges and
+// relations are checked by Validate.
 func (c *Config) Set(key, value string) error {
+	if strings.HasPrefix(key, listenerPrefix) {
+		return c.setListenerOverride(key, strings.TrimSpace(value))
+	}
 	k, ok := brokerKeys[key]
 	if !ok {
 		if kafkaOnlyKeys[key] {
 			return fmt.Errorf("%w: %s", ErrNoEffect, key)
 		}
-		return fmt.Errorf("unknown broker property %q (known: %s)", key, strings.Join(BrokerKeys(), ", "))
+		return fmt.Errorf("unknown broker property %q (known: %s, and %s<listener>.<ssl key>)", key, strings.Join(BrokerKeys(), ", "), listenerPrefix)
 	}
 	return k.set(c, key, strings.TrimSpace(value))
+}
+
+// splitListenerKey splits listener.name.<listener>.<key>.
+func splitListenerKey(key string) (listener, sub string, err error) {
+	listener, sub, ok := strings.Cut(strings.TrimPrefix(key, listenerPrefix), ".")
+	if !ok || listener == "" || !listenerNamePattern.MatchString(listener) {
+		return "", "", fmt.Errorf("%s: must be %s<listener>.<key>", key, listenerPrefix)
+	}
+	if _, ok := sslKeys[sub]; !ok {
+		known := slices.Sorted(maps.Keys(sslKeys))
+		return "", "", fmt.Errorf("%s: %q cannot be set per listener (allowed: %s)", key, sub, strings.Join(known, ", "))
+	}
+	if listener != strings.ToLower(listener) {
+		return "", "", fmt.Errorf("%s: the listener name must be lower case, listener.name.%s.%s", key, strings.ToLower(listener), sub)
+	}
+	return listener, sub, nil
+}
+
+// setListenerOverride records one listener.name.<listener>.<key>. The
+// maps are copied, not changed, as copies of a Config share them.
+func (c *Config) setListenerOverride(key, value string) error {
+	listener, sub, err := splitListenerKey(key)
+	if err != nil {
+		return err
+	}
+	var probe SSLConfig
+	if err := sslKeys[sub].set(&probe, key, value); err != nil {
+		return err
+	}
+	overrides := maps.Clone(c.ListenerOverrides)
+	if overrides == nil {
+		overrides = map[string]map[string]string{}
+	}
+	inner := maps.Clone(overrides[listener])
+	if inner == nil {
+		inner = map[string]string{}
+	}
+	inner[sub] = value
+	overrides[listener] = inner
+	c.ListenerOverrides = overrides
+	return nil
 }
 
 // ErrNoEffect is what Set returns for a Kafka broker property that tripod
@@ -760,39 +885,60 @@ var ErrNoEffect = errors.New("kafka broker property has no effect in tripod")
 // tripod does not have (yet), among them every key of Kafka's stock
 // config/server.properties.
 var kafkaOnlyKeys = map[string]bool{
-	"num.network.threads":                              true,
-	"num.io.threads":                                   true,
-	"num.replica.fetchers":                             true,
-	"num.recovery.threads.per.data.dir":                true,
-	"background.threads":                               true,
-	"queued.max.requests":                              true,
-	"socket.send.buffer.bytes":                         true,
-	"socket.receive.buffer.bytes":                      true,
-	"replica.socket.timeout.ms":                        true,
-	"replica.socket.receive.buffer.bytes":              true,
-	"zookeeper.connection.timeout.ms":                  true,
-	"zookeeper.max.in.flight.requests":                 true,
-	"transaction.state.log.replication.factor":         true,
-	"transaction.state.log.min.isr":                    true,
-	"transaction.state.log.num.partitions":             true,
-	"log.retention.check.interval.ms":                  true,
-	"log.cleaner.threads":                              true,
-	"log.cleanup.policy":                               true,
-	"log.message.format.version":                       true,
-	"inter.broker.protocol.version":                    true,
-	"compression.type":                                 true,
-	"delete.topic.enable":                              true,
-	"process.roles":                                    true,
-	"node.id":                                          true,
-	"controller.quorum.voters":                         true,
-	"controller.quorum.bootstrap.servers":              true,
+	"num.network.threads":                      true,
+	"num.io.threads":                           true,
+	"num.replica.fetchers":                     true,
+	"num.recovery.threads.per.data.dir":        true,
+	"background.threads":                       true,
+	"queued.max.requests":                      true,
+	"socket.send.buffer.bytes":                 true,
+	"socket.receive.buffer.bytes":              true,
+	"replica.socket.timeout.ms":                true,
+	"replica.socket.receive.buffer.bytes":      true,
+	"zookeeper.connection.timeout.ms":          true,
+	"zookeeper.max.in.flight.requests":         true,
+	"transaction.state.log.replication.factor": true,
+	"transaction.state.log.min.isr":            true,
+	"transaction.state.log.num.partitions":     true,
+	"log.retention.check.interval.ms":          true,
+	"log.cleaner.threads":                      true,
+	"log.cleanup.policy":                       true,
+	"log.message.format.version":               true,
+	"inter.broker.protocol.version":            true,
+	"compression.type":                         true,
+	"delete.topic.enable":                      true,
+	"process.roles":                            true,
+	"node.id":                                  true,
+	"controller.quorum.voters":                 true,
+	"controller.quorum.bootstrap.servers":      true,
+	// Settings of Java's TLS that PEM keystores and Go's crypto/tls do
+	// without.
+	"ssl.keystore.password":                            true,
+	"ssl.truststore.password":                          true,
+	"ssl.protocol":                                     true,
+	"ssl.provider":                                     true,
+	"ssl.keymanager.algorithm":                         true,
+	"ssl.trustmanager.algorithm":                       true,
+	"ssl.secure.random.implementation":                 true,
+	"ssl.engine.factory.class":                         true,
+	"ssl.allow.dn.changes":                             true,
+	"ssl.allow.san.changes":                            true,
 	"metadata.log.dir":                                 true,
 	"share.coordinator.state.topic.replication.factor": true,
 	"share.coordinator.state.topic.min.isr":            true,
 }
 
-// Get returns one property's current value by its Kafka name.
+// Get returns one property's current value by its Kafka name (a
+// listener.name.<listener>.<key> only if set).
 func (c Config) Get(key string) (string, bool) {
+	if strings.HasPrefix(key, listenerPrefix) {
+		listener, sub, err := splitListenerKey(key)
+		if err != nil {
+			return "", false
+		}
+		v, ok := c.ListenerOverrides[listener][sub]
+		return v, ok
+	}
 	k, ok := brokerKeys[key]
 	if !ok {
 		return "", false
@@ -903,30 +1049,6 @@ func setBool(dst *bool, key, value string) error {
 		return fmt.Errorf("%s %q: must be true or false", key, value)
 	}
 	return nil
-}
-
-// splitListener parses "PLAINTEXT://HOST:PORT" (or "HOST:PORT") for the
-// property key.
-func splitListener(key, value string) (host string, port int, err error) {
-	if strings.Contains(value, ",") {
-		return "", 0, fmt.Errorf("%s %q: only one PLAINTEXT listener is supported", key, value)
-	}
-	addr := value
-	if i := strings.Index(value, "://"); i >= 0 {
-		if !strings.EqualFold(value[:i], "PLAINTEXT") {
-			return "", 0, fmt.Errorf("%s %q: only the PLAINTEXT protocol is supported", key, value)
-		}
-		addr = value[i+3:]
-	}
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, fmt.Errorf("%s %q: must be PLAINTEXT://HOST:PORT", key, value)
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil || n < 0 || n > 65535 {
-		return "", 0, fmt.Errorf("%s %q: port must be between 0 and 65535", key, value)
-	}
-	return h, n, nil
 }
 
 // logConfig is the replication/log configuration of a topic: the broker's

@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -39,8 +41,9 @@ type request struct {
 	header requestHeader
 	// kreq is the decoded body; its version is set.
 	kreq kmsg.Request
-	// remote is the client's address, for logs.
-	remote string
+	// conn is the security state of the connection the request came on:
+	// listener, client host, principal (see connState).
+	conn *connState
 }
 
 // pendingResponse is one request's slot in a connection's response queue:
@@ -49,23 +52,25 @@ type pendingResponse struct {
 	frame chan []byte
 }
 
-// serveConn serves one client connection until it closes, the peer sends
-// bad input, or the broker closes. A reader (this goroutine) decodes
-// requests and runs their handlers in request order; a handler that waits
-// (a long-poll fetch) continues on a goroutine of its own while the reader
-// goes on. A writer goroutine writes the responses strictly in request
-// order. serveConn returns after every goroutine it started has ended.
-func (b *Broker) serveConn(nc net.Conn) {
-	remote := nc.RemoteAddr().String()
-	log := b.logger.With("remote", remote)
-	log.Debug("connection opened")
+// serveConn serves one client connection accepted on l until it closes,
+// the peer sends bad input, or the broker closes. On an SSL listener the
+// TLS handshake comes first, and gives the connection its principal
+// (connState). A reader (this goroutine) decodes requests and runs their
+// handlers in request order; a handler that waits (a long-poll fetch)
+// continues on a goroutine of its own while the reader goes on. A writer
+// goroutine writes the responses strictly in request order. serveConn
+// returns after every goroutine it started has ended.
+func (b *Broker) serveConn(nc net.Conn, l *listener) {
+	log := b.logger.With("remote", nc.RemoteAddr().String(), "listener", l.name)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
 	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	// The watcher closes the socket when the broker closes, which ends
-	// the reader's blocking read.
+	// the handshake or the reader's blocking read.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -77,17 +82,23 @@ func (b *Broker) serveConn(nc net.Conn) {
 		nc.Close()
 	}()
 
+	conn, cs := b.establish(ctx, nc, l, log)
+	if cs == nil {
+		return
+	}
+	log.Debug("connection opened", "security_protocol", l.protocol, "principal", cs.principal().String())
+
 	queue := make(chan *pendingResponse, maxInFlight)
 	// unanswered counts requests read whose response is not written yet.
 	var unanswered atomic.Int32
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		b.writeResponses(ctx, cancel, nc, queue, &unanswered)
+		b.writeResponses(ctx, cancel, conn, queue, &unanswered)
 	}()
 
 	var handlers sync.WaitGroup
-	err := b.readRequests(ctx, nc, queue, &unanswered, &handlers, remote)
+	err := b.readRequests(ctx, conn, queue, &unanswered, &handlers, cs)
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), ctx.Err() != nil:
 		log.Debug("connection closed")
@@ -100,13 +111,41 @@ func (b *Broker) serveConn(nc net.Conn) {
 	nc.Close()
 	handlers.Wait()
 	close(queue)
-	wg.Wait()
+}
+
+// establish makes a connection accepted on l ready for requests: on an
+// SSL listener it runs the TLS handshake and returns the TLS connection
+// (whose Close closes nc at once); it returns the connection's security
+// state, or nil (having closed nc) when the handshake fails or the
+// client's certificate maps to no principal.
+func (b *Broker) establish(ctx context.Context, nc net.Conn, l *listener, log hclog.Logger) (net.Conn, *connState) {
+	conn := nc
+	var ts *tls.ConnectionState
+	if l.tls != nil {
+		tc := tls.Server(nc, l.tls.serverConfig())
+		st, err := b.handshake(ctx, tc)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Info("TLS handshake failed", "error", err)
+			}
+			nc.Close()
+			return nil, nil
+		}
+		conn, ts = closeRaw{Conn: tc, raw: nc}, st
+	}
+	cs, err := newConnState(l, nc.RemoteAddr(), ts)
+	if err != nil {
+		log.Info("client certificate refused", "error", err)
+		nc.Close()
+		return nil, nil
+	}
+	return conn, cs
 }
 
 // readRequests reads frames until an error, dispatches each, and queues
 // its response slot in request order; delayed responses are produced by
 // goroutines counted in handlers.
-func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pendingResponse, unanswered *atomic.Int32, handlers *sync.WaitGroup, remote string) error {
+func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pendingResponse, unanswered *atomic.Int32, handlers *sync.WaitGroup, cs *connState) error {
 	br := bufio.NewReaderSize(nc, 16<<10)
 	var sizeBuf [4]byte
 	for {
@@ -133,7 +172,7 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 		if err != nil {
 			return fmt.Errorf("read request frame of %d bytes: %w", size, err)
 		}
-		req, reply, err := b.decodeRequest(body, remote)
+		req, reply, err := b.decodeRequest(body, cs)
 		if err != nil {
 			return err
 		}
@@ -168,13 +207,16 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 	if reply != nil {
 		return reply, nil, nil
 	}
+	if err := req.conn.admit(req.header.key); err != nil {
+		return nil, nil, err
+	}
 	if b.logger.IsTrace() {
 		clientID := ""
 		if req.header.clientID != nil {
 			clientID = *req.header.clientID
 		}
 		b.logger.Trace("request", "api", kmsg.NameForKey(req.header.key), "version", req.header.version,
-			"correlation_id", req.header.correlationID, "client_id", clientID, "remote", req.remote)
+			"correlation_id", req.header.correlationID, "client_id", clientID, "remote", req.conn.remote, "principal", req.conn.principal().String())
 	}
 	api := apis[req.header.key]
 	resp, later, err := api.handle(ctx, b, req)
@@ -214,7 +256,7 @@ func readFrameBody(r io.Reader, size int) ([]byte, error) {
 // request to handle, or a ready reply frame (ApiVersions with a version too
 // new), or an error that closes the connection (unknown key, unsupported
 // version, unparseable header or body).
-func (b *Broker) decodeRequest(frame []byte, remote string) (*request, []byte, error) {
+func (b *Broker) decodeRequest(frame []byte, cs *connState) (*request, []byte, error) {
 	if len(frame) < 8 {
 		return nil, nil, fmt.Errorf("request frame of %d bytes is shorter than a request header", len(frame))
 	}
@@ -259,7 +301,7 @@ func (b *Broker) decodeRequest(frame []byte, remote string) (*request, []byte, e
 	if err := kreq.ReadFrom(rest); err != nil {
 		return nil, nil, fmt.Errorf("parse %s v%d request: %w", kmsg.NameForKey(h.key), h.version, err)
 	}
-	return &request{header: h, kreq: kreq, remote: remote}, nil, nil
+	return &request{header: h, kreq: kreq, conn: cs}, nil, nil
 }
 
 // skipTags skips a tagged-field section.

@@ -5,11 +5,12 @@ import (
 	"sync"
 )
 
-// connLimiter keeps the Kafka listener within max.connections and
+// connLimiter keeps the Kafka listeners within max.connections and
 // max.connections.per.ip, as Kafka's ConnectionQuotas: at the broker-wide
-// limit the accept loop waits until a connection closes; a connection
-// over its address's limit is closed at once. The accept loop is its only
-// admitter; connections release themselves when they end. It is safe for
+// limit the accept loops wait until a connection closes (but a protected
+// listener's, see listener.protected); a connection over its address's
+// limit is closed at once. The accept loops are its only admitters;
+// connections release themselves when they end. It is safe for
 // concurrent use.
 type connLimiter struct {
 	max       int

@@ -111,7 +111,7 @@ func (m *fetcherManager) setLeaders(leaders []coord.Broker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, l := range leaders {
-		m.addrs[l.ID] = l.Addr()
+		m.addrs[l.ID] = m.b.peerAddr(l)
 	}
 }
 
@@ -125,7 +125,7 @@ func (m *fetcherManager) leaderAddr(id coord.BrokerID) (string, bool) {
 		return addr, true
 	}
 	if cb, ok := m.b.cache.broker(id); ok {
-		return cb.Addr(), true
+		return m.b.peerAddr(cb), true
 	}
 	return "", false
 }

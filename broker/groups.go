@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,10 +33,12 @@ type groupCoordinator struct {
 	b   *Broker
 	cfg group.Config
 
-	// mu guards shards and nextWaiter.
-	mu         sync.Mutex
-	shards     map[int32]*groupShard
-	nextWaiter group.Waiter
+	// mu guards shards. It is never held while a shard's mu is taken,
+	// nor taken while one is held.
+	mu     sync.Mutex
+	shards map[int32]*groupShard
+	// nextWaiter numbers the held requests.
+	nextWaiter atomic.Uint64
 
 	// wake tells timerLoop that a deadline moved.
 	wake    chan struct{}
@@ -323,16 +326,18 @@ func (c *groupCoordinator) shard(groupID string) (*groupShard, int16) {
 	return sh, 0
 }
 
-// activeShards returns the shards, and whether any is still loading.
+// activeShards returns the shards, and whether any is still loading. It
+// takes c.mu and each sh.mu in turn, never together: request handlers
+// hold a sh.mu and then ask for waiter ids.
 func (c *groupCoordinator) activeShards() ([]*groupShard, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*groupShard
-	loading := false
+	out := make([]*groupShard, 0, len(c.shards))
 	for _, sh := range c.shards {
 		out = append(out, sh)
 	}
+	c.mu.Unlock()
 	slices.SortFunc(out, func(a, b *groupShard) int { return int(a.index - b.index) })
+	loading := false
 	for _, sh := range out {
 		sh.mu.Lock()
 		loading = loading || sh.state == shardLoading
@@ -345,10 +350,7 @@ func (c *groupCoordinator) activeShards() ([]*groupShard, bool) {
 // channel its answer arrives on (closed if the shard unloads first). The
 // caller holds sh.mu.
 func (c *groupCoordinator) newWaiter(sh *groupShard) (group.Waiter, chan group.Reply) {
-	c.mu.Lock()
-	c.nextWaiter++
-	w := c.nextWaiter
-	c.mu.Unlock()
+	w := group.Waiter(c.nextWaiter.Add(1))
 	ch := make(chan group.Reply, 1)
 	sh.waiters[w] = ch
 	return w, ch
@@ -361,11 +363,11 @@ func (sh *groupShard) forget(w group.Waiter) {
 	sh.mu.Unlock()
 }
 
-// getOrCreate returns the group, created Empty if it does not exist.
-// The caller holds sh.mu.
+// getOrCreate returns the group, created Empty if it does not exist (or
+// is Dead). The caller holds sh.mu.
 func (sh *groupShard) getOrCreate(c *groupCoordinator, id string) *group.Group {
 	g := sh.groups[id]
-	if g == nil {
+	if g == nil || g.State() == group.Dead {
 		g = group.New(id, c.cfg)
 		sh.groups[id] = g
 	}

@@ -48,21 +48,39 @@ func (b *Broker) applyControllerRequest(ctx context.Context, req controller.Requ
 	return controllerAnswer{code: kerr.InvalidRequest.Code}
 }
 
-// acceptControllerLocked checks a controller request's epochs, with
-// stateMu held: a controller epoch lower than the highest seen is
-// STALE_CONTROLLER_EPOCH, a broker epoch of another incarnation
-// STALE_BROKER_EPOCH. An accepted request raises the highest controller
-// epoch seen.
-func (b *Broker) acceptControllerLocked(ctx context.Context, controllerEpoch, brokerEpoch int64) int16 {
-	if controllerEpoch < b.controllerEpoch {
+// acceptControllerLocked checks who sent a controller request, with
+// stateMu held. STALE_CONTROLLER_EPOCH refuses a controller epoch lower
+// than the accepted one, the accepted epoch with another controller id,
+// and a newer epoch unless the coordination backend names that very
+// controller and epoch (backendController: a request that merely claims
+// a high epoch is not taken on trust; handlers first give the backend's
+// view the chance to catch up, awaitBackendController). A broker epoch
+// of another incarnation is STALE_BROKER_EPOCH. An accepted request
+// makes its controller and epoch the accepted ones.
+func (b *Broker) acceptControllerLocked(ctx context.Context, controllerID coord.BrokerID, controllerEpoch, brokerEpoch int64) int16 {
+	switch {
+	case controllerEpoch < b.controllerEpoch:
 		return kerr.StaleControllerEpoch.Code
+	case controllerEpoch == b.controllerEpoch && b.controllerID != coord.NoBroker:
+		if controllerID != b.controllerID {
+			b.logger.Warn("refused a controller request naming another controller for the current controller epoch",
+				"controller", controllerID, "controller_epoch", controllerEpoch, "accepted_controller", b.controllerID)
+			return kerr.StaleControllerEpoch.Code
+		}
+	default:
+		if named := b.backendController(); named.ID != controllerID || named.Epoch != controllerEpoch {
+			b.logger.Warn("refused a controller request whose controller and epoch the coordination backend does not name",
+				"controller", controllerID, "controller_epoch", controllerEpoch,
+				"backend_controller", named.ID, "backend_controller_epoch", named.Epoch)
+			return kerr.StaleControllerEpoch.Code
+		}
 	}
 	wait, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
 	defer cancel()
 	if !b.checkBrokerEpoch(wait, brokerEpoch) {
 		return kerr.StaleBrokerEpoch.Code
 	}
-	b.controllerEpoch = controllerEpoch
+	b.controllerEpoch, b.controllerID = controllerEpoch, controllerID
 	return 0
 }
 
@@ -90,7 +108,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
 	codes := make([]int16, len(r.Partitions))
-	if code := b.acceptControllerLocked(ctx, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
+	if code := b.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
 		b.logger.Warn("refused LeaderAndIsr", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
 			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
 		for i := range codes {
@@ -282,7 +300,7 @@ func (b *Broker) heldTopicConfigs(parts []controller.PartitionInfo) map[string]m
 func (b *Broker) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMetadataRequest) int16 {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
-	if code := b.acceptControllerLocked(ctx, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
+	if code := b.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
 		b.logger.Warn("refused UpdateMetadata", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
 			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
 		return code
@@ -298,7 +316,7 @@ func (b *Broker) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMe
 func (b *Broker) applyStopReplica(ctx context.Context, r *controller.StopReplicaRequest) int16 {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
-	if code := b.acceptControllerLocked(ctx, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
+	if code := b.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
 		b.logger.Warn("refused StopReplica", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
 			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
 		return code

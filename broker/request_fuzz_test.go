@@ -705,7 +705,7 @@ func controllerRequests(tb testing.TB, b *Broker) []kmsg.Request {
 	ts.PartitionStates = append(ts.PartitionStates, ps)
 	lai.TopicStates = append(lai.TopicStates, ts)
 	ll := kmsg.NewLeaderAndISRRequestLiveLeader()
-	ll.BrokerID, ll.Host, ll.Port = self, b.advertisedHost, b.advertisedPort
+	ll.BrokerID, ll.Host, ll.Port = self, b.self().Host, b.self().Port
 	lai.LiveLeaders = append(lai.LiveLeaders, ll)
 
 	um := kmsg.NewPtrUpdateMetadataRequest()
@@ -714,7 +714,7 @@ func controllerRequests(tb testing.TB, b *Broker) []kmsg.Request {
 	lb := kmsg.NewUpdateMetadataRequestLiveBroker()
 	lb.ID = self
 	ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
-	ep.Host, ep.Port, ep.ListenerName = b.advertisedHost, b.advertisedPort, "PLAINTEXT"
+	ep.Host, ep.Port, ep.ListenerName = b.self().Host, b.self().Port, "PLAINTEXT"
 	lb.Endpoints = append(lb.Endpoints, ep)
 	um.LiveBrokers = append(um.LiveBrokers, lb)
 	uts := kmsg.NewUpdateMetadataRequestTopicState()

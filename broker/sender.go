@@ -157,7 +157,7 @@ func (s *sender) Send(to coord.Broker, req controller.Request) {
 		return
 	}
 	d := s.dests[to.ID]
-	if d != nil && (d.to.Epoch != to.Epoch || d.to.Addr() != to.Addr()) {
+	if d != nil && (d.to.Epoch != to.Epoch || s.b.peerAddr(d.to) != s.b.peerAddr(to)) {
 		d.cancel()
 		d = nil
 	}
@@ -269,7 +269,7 @@ func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client
 		return controllerAnswer{code: kerr.InvalidRequest.Code}, nil
 	}
 	if *cl == nil {
-		c, err := s.b.peerClient(d.to.Addr())
+		c, err := s.b.peerClient(s.b.peerAddr(d.to))
 		if err != nil {
 			return controllerAnswer{}, err
 		}
@@ -368,9 +368,17 @@ func encodeControllerRequest(req controller.Request) kmsg.Request {
 			live[l.ID] = true
 			lb := kmsg.NewUpdateMetadataRequestLiveBroker()
 			lb.ID = int32(l.ID)
-			ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
-			ep.Host, ep.Port, ep.ListenerName = l.Host, l.Port, "PLAINTEXT"
-			lb.Endpoints = []kmsg.UpdateMetadataRequestLiveBrokerEndpoint{ep}
+			endpoints := l.Endpoints
+			if len(endpoints) == 0 {
+				implied, _ := l.ListenerEndpoint(protocolPlaintext)
+				endpoints = []coord.Endpoint{implied}
+			}
+			for _, e := range endpoints {
+				ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
+				ep.Host, ep.Port, ep.ListenerName = e.Host, e.Port, e.Listener
+				ep.SecurityProtocol = securityProtocolIDs[e.SecurityProtocol]
+				lb.Endpoints = append(lb.Endpoints, ep)
+			}
 			if l.Rack != "" {
 				rack := l.Rack
 				lb.Rack = &rack

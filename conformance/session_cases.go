@@ -34,7 +34,7 @@ func testRegisterAppearsCloseRemovesAtOnce(t T, h Harness) {
 			if err != nil {
 				t.Fatalf("Members on backend %d: got %v, want nil", i, err)
 			}
-			return len(got) == 1 && got[0] == b, fmt.Sprintf("got %+v", got)
+			return len(got) == 1 && got[0].Equal(b), fmt.Sprintf("got %+v", got)
 		})
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -93,6 +94,12 @@ func cases() []testCase {
 		{"ProducerIDs", "ConcurrentBlocksNeverOverlap", needsNothing, testConcurrentBlocksNeverOverlap},
 		{"ProducerIDs", "RestartedBrokerContinuesAbove", needsNothing, testRestartedBrokerContinuesAbove},
 		{"ProducerIDs", "CancelledAllocationNeverReused", needsNothing, testCancelledAllocationNeverReused},
+		{"Security", "ScramCredentialLifecycle", needsNothing, testScramCredentialLifecycle},
+		{"Security", "ACLCreateIdempotentAndFilter", needsNothing, testACLCreateIdempotentAndFilter},
+		{"Security", "DeleteACLsReturnsWhatItRemoved", needsNothing, testDeleteACLsReturnsWhatItRemoved},
+		{"Security", "ConcurrentWritersBothLand", needsNothing, testConcurrentSecurityWriters},
+		{"Security", "WatchSeesEveryChange", needsNothing, testSecurityWatchSeesEveryChange},
+		{"Security", "SurvivesRestart", needsNothing, testSecuritySurvivesRestart},
 		{"Availability", "CutOffCallsFailThenRecover", needsNothing, testCutOffCallsFailThenRecover},
 		{"Availability", "CallsFailWithinDeadline", needsOutage, testCallsFailWithinDeadline},
 		{"Availability", "ServiceRestartRecovers", needsRestarter, testServiceRestartRecovers},
@@ -262,7 +269,12 @@ func brokerFor(i int) coord.Broker {
 
 // brokerWithID returns a broker to register under id.
 func brokerWithID(id coord.BrokerID) coord.Broker {
-	return coord.Broker{ID: id, Host: "127.0.0.1", Port: 9092 + int32(id), Rack: fmt.Sprintf("rack-%d", id%3)}
+	port := 9092 + int32(id)
+	return coord.Broker{ID: id, Host: "127.0.0.1", Port: port, Rack: fmt.Sprintf("rack-%d", id%3),
+		Endpoints: []coord.Endpoint{
+			{Listener: "CLIENT", Host: "127.0.0.1", Port: port + 1000, SecurityProtocol: "SSL"},
+			{Listener: "BROKER", Host: "127.0.0.1", Port: port, SecurityProtocol: "PLAINTEXT"},
+		}}
 }
 
 // register registers b through be, retrying while the service is not
@@ -294,7 +306,7 @@ func register(t T, be coord.Backend, b coord.Broker, d time.Duration) coord.Sess
 func checkRegistered(t T, s coord.Session, b coord.Broker) {
 	t.Helper()
 	got := s.Broker()
-	if got.ID != b.ID || got.Host != b.Host || got.Port != b.Port || got.Rack != b.Rack {
+	if got.ID != b.ID || got.Host != b.Host || got.Port != b.Port || got.Rack != b.Rack || !slices.Equal(got.Endpoints, b.Endpoints) {
 		t.Fatalf("session broker: got %+v, want %+v with an epoch", got, b)
 	}
 	if got.Epoch <= 0 {

@@ -5,10 +5,10 @@
 // lives in package controller.
 //
 // coord owns who is alive (sessions), who is the controller (election), the
-// cluster metadata (topics and partition states) and the cluster's producer id
-// counter. It imports nothing of tripod (the backends and the controller
-// import it), takes no leadership decision and performs no Kafka protocol
-// I/O.
+// cluster metadata (topics and partition states), the cluster's producer id
+// counter and its security store (SCRAM credentials and ACLs, security.go).
+// It imports nothing of tripod (the backends and the controller import it),
+// takes no leadership decision and performs no Kafka protocol I/O.
 //
 // This file is the spec. Every method says what it returns, whether it blocks
 // and what its context does. All methods are safe for concurrent use.
@@ -154,6 +154,7 @@ type Backend interface {
 	Elector
 	MetadataStore
 	ProducerIDAllocator
+	SecurityStore
 
 	// Close ends every session and term opened through this backend (as
 	// Session.Close does: at once, not by expiry), stops its watches, and

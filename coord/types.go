@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // BrokerID identifies a broker in the cluster (Kafka's broker.id).
@@ -18,9 +20,20 @@ const NoBroker BrokerID = -1
 // Broker is a live broker as registered.
 type Broker struct {
 	ID BrokerID `json:"id"`
-	// Host and Port are the advertised Kafka listener.
+	// Host and Port are the advertised address of the broker's
+	// inter-broker listener (inter.broker.listener.name): where the
+	// controller and the other brokers reach it.
 	Host string `json:"host"`
 	Port int32  `json:"port"`
+	// Endpoints are the advertised addresses of all the broker's
+	// listeners (advertised.listeners), in its listeners' order; the
+	// inter-broker listener's is among them. Every backend stores them
+	// (ZooKeeper as Kafka's "endpoints" and
+	// "listener_security_protocol_map"). Empty means one PLAINTEXT
+	// listener at Host:Port (see ListenerEndpoint): a broker that
+	// predates named listeners; ZooKeeper reads that one endpoint back as
+	// none.
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// Rack is the broker's rack (broker.rack); empty when unset.
 	Rack string `json:"rack,omitempty"`
 	// Epoch is the broker epoch assigned by Register; it is zero in the
@@ -37,8 +50,52 @@ type Broker struct {
 	Replaces int64 `json:"-"`
 }
 
-// Addr returns host:port, with an IPv6 host in brackets ([::1]:9092).
+// Equal reports whether b and o are equal in every field, their
+// endpoints included (Broker holds a slice, so == does not compile).
+func (b Broker) Equal(o Broker) bool {
+	return b.ID == o.ID && b.Host == o.Host && b.Port == o.Port && b.Rack == o.Rack &&
+		b.Epoch == o.Epoch && b.Replaces == o.Replaces && slices.Equal(b.Endpoints, o.Endpoints)
+}
+
+// Addr returns the inter-broker listener's host:port, with an IPv6 host
+// in brackets ([::1]:9092).
 func (b Broker) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) }
+
+// ListenerEndpoint returns the broker's endpoint on the named listener
+// (names compare as Kafka's, case-insensitively), or false when the broker
+// has no such listener. A broker registered without Endpoints has one
+// PLAINTEXT listener at Host:Port.
+func (b Broker) ListenerEndpoint(listener string) (Endpoint, bool) {
+	if len(b.Endpoints) == 0 {
+		ep := Endpoint{Listener: "PLAINTEXT", Host: b.Host, Port: b.Port, SecurityProtocol: "PLAINTEXT"}
+		return ep, strings.EqualFold(listener, ep.Listener)
+	}
+	for _, ep := range b.Endpoints {
+		if strings.EqualFold(ep.Listener, listener) {
+			return ep, true
+		}
+	}
+	return Endpoint{}, false
+}
+
+// Endpoint is one advertised listener of a broker, as Kafka's
+// EndPoint: "CLIENT://host:9093" with CLIENT's security protocol.
+type Endpoint struct {
+	// Listener is the listener's name (CLIENT, PLAINTEXT, ...), upper case.
+	Listener string `json:"listener"`
+	// Host and Port are the advertised address.
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	// SecurityProtocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+	// (listener.security.protocol.map).
+	SecurityProtocol string `json:"security_protocol"`
+}
+
+// Addr returns host:port, with an IPv6 host in brackets.
+func (e Endpoint) Addr() string { return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))) }
+
+// String is Kafka's form of the endpoint, LISTENER://host:port.
+func (e Endpoint) String() string { return e.Listener + "://" + e.Addr() }
 
 // ControllerInfo names the current controller.
 type ControllerInfo struct {

@@ -12,8 +12,8 @@
 // A Group is a deterministic state machine in the style of etcd-io/raft's
 // Ready pattern: events go in through methods, every method returns what it
 // decided as an Output. It does no I/O, starts no goroutines, holds no locks
-// and reads no clock (time is an argument); it must not import broker,
-// coord or replication. Member ids come from Config.NewMemberID (by default
+// and reads no clock (time is an argument); it imports neither broker nor coord,
+// and of replication only the log's batch framing (to read records). Member ids come from Config.NewMemberID (by default
 // crypto/rand UUIDs, Kafka's format).
 //
 // # Wiring it into the broker

@@ -54,9 +54,8 @@ func TestGroupsDescribeResetDelete(t *testing.T) {
 	}
 
 	// A topic of 3 partitions with 10 records each; record i of each
-	// partition is stamped base + i seconds. Each record is a batch of
-	// its own: the broker finds an offset for a time to the batch (its
-	// log's OffsetForTime), where Kafka finds the record.
+	// partition is stamped base + i seconds, all in one batch, so
+	// --to-datetime needs the broker to find the record, not the batch.
 	runTripod(t, "topics", "create", topic, "--partitions", "3", "--replication-factor", "1", "--bootstrap", addr)
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	producer, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
@@ -67,11 +66,12 @@ func TestGroupsDescribeResetDelete(t *testing.T) {
 	defer producer.Close()
 	produce := func(partition int32, from, to int) {
 		t.Helper()
+		var records []*kgo.Record
 		for i := from; i < to; i++ {
-			record := &kgo.Record{Partition: partition, Value: []byte(strconv.Itoa(i)), Timestamp: base.Add(time.Duration(i) * time.Second)}
-			if err := producer.ProduceSync(ctx, record).FirstErr(); err != nil {
-				t.Fatalf("produce to %s[%d]: %v", topic, partition, err)
-			}
+			records = append(records, &kgo.Record{Partition: partition, Value: []byte(strconv.Itoa(i)), Timestamp: base.Add(time.Duration(i) * time.Second)})
+		}
+		if err := producer.ProduceSync(ctx, records...).FirstErr(); err != nil {
+			t.Fatalf("produce to %s[%d]: %v", topic, partition, err)
 		}
 	}
 	for p := range int32(3) {

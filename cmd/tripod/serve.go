@@ -63,7 +63,9 @@ func newServeCmdWith(opts *serveOptions) *cobra.Command {
 		Long: `Run a broker serving the Kafka protocol.
 
 Settings take Kafka's property names (broker.id, listeners, log.dirs,
-num.partitions, log.segment.bytes, log.retention.ms, ...). They come, by
+num.partitions, log.segment.bytes, log.retention.ms, ...; named listeners
+with listener.security.protocol.map, inter.broker.listener.name and the
+ssl.* properties for TLS). They come, by
 precedence, from the flags --broker-id, --listen and --data-dir when given,
 then --set key=value, then the --config properties file, then the defaults.
 The broker joins the cluster of its coordination backend (--coord raft,
@@ -88,7 +90,7 @@ logged as "metrics listening").`,
 	}
 	f := cmd.Flags()
 	f.Int32Var(&opts.brokerID, "broker-id", 1, "broker id (broker.id)")
-	f.StringVar(&opts.listen, "listen", "127.0.0.1:9092", "HOST:PORT to listen on (listeners=PLAINTEXT://HOST:PORT)")
+	f.StringVar(&opts.listen, "listen", "127.0.0.1:9092", "HOST:PORT of the one PLAINTEXT listener (listeners=PLAINTEXT://HOST:PORT); named listeners: --set listeners=...")
 	f.StringVar(&opts.dataDir, "data-dir", "./data", "directory holding the logs and the topic catalogue (log.dirs)")
 	f.StringVar(&opts.configFile, "config", "", "Java properties file with Kafka property names (server.properties)")
 	f.StringArrayVar(&opts.sets, "set", nil, "set a property, key=value (repeatable); overrides --config")
@@ -100,7 +102,7 @@ logged as "metrics listening").`,
 	f.StringVar(&opts.raftListen, "raft-listen", "", "HOST:PORT of this broker's Raft transport (raft.listen); default: the Kafka host, port + 100")
 	f.StringVar(&opts.raftVoters, "raft-voters", "", "Raft voters id@host:port,... (raft.voters); default: this broker alone")
 	f.DurationVar(&opts.sessionTimeout, "session-timeout", 6*time.Second, "session timeout: the failure detection time (zookeeper.session.timeout.ms / etcd.lease.ttl.ms)")
-	f.StringVar(&opts.advertise, "advertise", "", "HOST:PORT other brokers and clients are told (advertised.listeners)")
+	f.StringVar(&opts.advertise, "advertise", "", "HOST:PORT other brokers and clients are told, with one listener (advertised.listeners)")
 	f.StringVar(&opts.metricsListen, "metrics-listen", "", "HOST:PORT serving Prometheus metrics at /metrics; empty: no metrics")
 	return cmd
 }

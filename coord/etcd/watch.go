@@ -159,7 +159,7 @@ func (b *Backend) WatchMembers(ctx context.Context) (<-chan []coord.Broker, erro
 		state: func() ([]coord.Broker, bool) {
 			list := slices.Collect(maps.Values(members))
 			sortBrokers(list)
-			if haveSent && slices.Equal(list, sent) {
+			if haveSent && slices.EqualFunc(list, sent, coord.Broker.Equal) {
 				return list, false
 			}
 			sent, haveSent = list, true

@@ -323,8 +323,18 @@ type leadership struct {
 
 	mu sync.Mutex
 	// renewed holds each registration's last renewal seen by this leader.
-	renewed map[coord.Broker]time.Time
+	renewed map[registrationKey]time.Time
 }
+
+// registrationKey identifies one registration: a broker and its broker
+// epoch.
+type registrationKey struct {
+	id    coord.BrokerID
+	epoch int64
+}
+
+// keyOf returns br's registrationKey.
+func keyOf(br coord.Broker) registrationKey { return registrationKey{id: br.ID, epoch: br.Epoch} }
 
 func (b *Backend) setLeader(isLeader bool) {
 	b.mu.Lock()
@@ -353,7 +363,7 @@ func (b *Backend) setLeader(isLeader bool) {
 		base = floor
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	lead := &leadership{ctx: ctx, cancel: cancel, ready: make(chan struct{}), base: base, renewed: map[coord.Broker]time.Time{},
+	lead := &leadership{ctx: ctx, cancel: cancel, ready: make(chan struct{}), base: base, renewed: map[registrationKey]time.Time{},
 		previous: b.lastOtherLeader, previousContact: b.raft.LastContact().Add(b.cfg.RaftLeaderLeaseTimeout)}
 	if b.raft.LastContact().IsZero() || lead.previousContact.After(now) {
 		lead.previous = coord.NoBroker
@@ -390,10 +400,10 @@ func (b *Backend) leaderDuties(lead *leadership) {
 	members, _ := b.fsm.members()
 	lead.mu.Lock()
 	for _, m := range members {
-		if _, ok := lead.renewed[m]; !ok {
-			lead.renewed[m] = lead.base
+		if _, ok := lead.renewed[keyOf(m)]; !ok {
+			lead.renewed[keyOf(m)] = lead.base
 			if m.ID == lead.previous && lead.previousContact.Before(lead.base) {
-				lead.renewed[m] = lead.previousContact
+				lead.renewed[keyOf(m)] = lead.previousContact
 			}
 		}
 	}
@@ -443,12 +453,12 @@ func (b *Backend) expireStale(lead *leadership) {
 	now := time.Now()
 	var stale []coord.Broker
 	lead.mu.Lock()
-	live := make(map[coord.Broker]bool, len(members))
+	live := make(map[registrationKey]bool, len(members))
 	for _, m := range members {
-		live[m] = true
-		last, ok := lead.renewed[m]
+		live[keyOf(m)] = true
+		last, ok := lead.renewed[keyOf(m)]
 		if !ok {
-			lead.renewed[m] = now
+			lead.renewed[keyOf(m)] = now
 			continue
 		}
 		if now.Sub(last) > b.cfg.SessionTimeout {
@@ -520,7 +530,7 @@ func (b *Backend) apply(ctx context.Context, what string, cmd *command) (applyRe
 		default:
 			var resp fwdResponse
 			resp, err = b.call(ctx, string(addr), fwdRequest{Op: fwdApply, Cmd: cmd})
-			res = applyResult{Broker: resp.Broker, Epoch: resp.Epoch, Index: resp.Index, ProducerIDs: resp.ProducerIDs, Replaced: resp.Replaced}
+			res = applyResult{Broker: resp.Broker, Epoch: resp.Epoch, Index: resp.Index, ProducerIDs: resp.ProducerIDs, Replaced: resp.Replaced, ACLs: resp.ACLs}
 			if err != nil && ctx.Err() == nil && isDialError(err) {
 				b.log.Debug("forward to leader", "leader", id, "error", err)
 				err = errNotLeader

@@ -59,6 +59,8 @@ type fwdResponse struct {
 	ProducerIDs coord.ProducerIDBlock `json:"producer_ids,omitzero"`
 	// Replaced is the broker epoch a register entry replaced.
 	Replaced int64 `json:"replaced,omitempty"`
+	// ACLs are the ACLs a delete_acls entry removed.
+	ACLs []coord.ACL `json:"acls,omitempty"`
 }
 
 func writeFrame(w io.Writer, v any) error {
@@ -160,6 +162,7 @@ func (b *Backend) handleForward(ctx context.Context, req fwdRequest) fwdResponse
 		var res applyResult
 		res, err = b.applyLocal(ctx, req.Cmd)
 		resp.Broker, resp.Epoch, resp.Index, resp.ProducerIDs, resp.Replaced = res.Broker, res.Epoch, res.Index, res.ProducerIDs, res.Replaced
+		resp.ACLs = res.ACLs
 	case fwdRenew:
 		err = b.renewLocal(req.Broker)
 	case fwdCampaign:

@@ -141,7 +141,7 @@ func TestForwardFromFollower(t *testing.T) {
 	defer s.Close()
 	registered := s.Broker()
 	members, err := leader.Members(ctx)
-	if err != nil || len(members) != 1 || members[0] != registered {
+	if err != nil || len(members) != 1 || !members[0].Equal(registered) {
 		t.Fatalf("Members on the leader: got %+v, %v, want [%+v]", members, err, registered)
 	}
 
@@ -154,7 +154,7 @@ func TestForwardFromFollower(t *testing.T) {
 		}
 		lead.mu.Lock()
 		defer lead.mu.Unlock()
-		return lead.renewed[registered].After(since)
+		return lead.renewed[keyOf(registered)].After(since)
 	})
 
 	// Campaign on the follower: the leader has no campaign of its own and

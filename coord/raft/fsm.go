@@ -42,6 +42,8 @@ type command struct {
 	Replaces int64 `json:"replaces,omitempty"`
 	// Ops are the metadata changes of one commit chunk.
 	Ops []wireOp `json:"ops,omitempty"`
+	// Security holds the fields of the security commands (security.go).
+	Security *securityCommand `json:"security,omitempty"`
 }
 
 // wireOp is a coord.Op in JSON: exactly one field is set.
@@ -99,6 +101,8 @@ type applyResult struct {
 	Epoch int64
 	// ProducerIDs is the block reserved by allocate_producer_ids.
 	ProducerIDs coord.ProducerIDBlock
+	// ACLs are the ACLs removed by delete_acls.
+	ACLs []coord.ACL
 	// Index is the entry's log index (set by the applier, not the FSM).
 	Index uint64
 }
@@ -132,6 +136,8 @@ type fsmData struct {
 	// allocate_producer_ids; snapshots written before it existed restore
 	// it as 0, when no block had been reserved.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`
+	// Security is the security store (security.go).
+	Security securityData `json:"security,omitzero"`
 }
 
 // fsm is the backend's Raft state machine: registrations, the controller
@@ -246,6 +252,8 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		}
 		d.NextProducerID = block.Last() + 1
 		return applyResult{ProducerIDs: block}
+	case cmdSetScramCredential, cmdDeleteScramCredential, cmdCreateACLs, cmdDeleteACLs:
+		return f.applySecurityLocked(index, cmd)
 	}
 	return applyResult{Err: fmt.Errorf("raft log entry %d: unknown command type %q", index, cmd.Type)}
 }

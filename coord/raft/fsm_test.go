@@ -89,7 +89,7 @@ func TestFSMApplySnapshotRestore(t *testing.T) {
 		t.Errorf("orders-1: got %+v, want %+v", got, moved)
 	}
 	members, _ := f.members()
-	if len(members) != 1 || members[0] != b1.Broker {
+	if len(members) != 1 || !members[0].Equal(b1.Broker) {
 		t.Errorf("members: got %+v, want only %+v", members, b1.Broker)
 	}
 

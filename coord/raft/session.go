@@ -156,7 +156,7 @@ func (b *Backend) renewLocal(br coord.Broker) error {
 	// A registration this leader's state machine has not applied yet is
 	// renewed all the same: it is in the log.
 	lead.mu.Lock()
-	lead.renewed[br] = time.Now()
+	lead.renewed[keyOf(br)] = time.Now()
 	lead.mu.Unlock()
 	return nil
 }

@@ -68,7 +68,7 @@ func watch[V any](ctx context.Context, b *Backend, what string, version func() u
 // WatchMembers implements coord.Registrar.
 func (b *Backend) WatchMembers(ctx context.Context) (<-chan []coord.Broker, error) {
 	return watch(ctx, b, "watch members", func() uint64 { return b.fsm.versions().members }, b.fsm.members,
-		func(x, y []coord.Broker) bool { return slices.Equal(x, y) })
+		func(x, y []coord.Broker) bool { return slices.EqualFunc(x, y, coord.Broker.Equal) })
 }
 
 // WatchController implements coord.Elector.

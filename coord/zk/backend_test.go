@@ -213,7 +213,7 @@ func TestServerRestartKeepsSession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("members after restart: %v", err)
 	}
-	if len(members) != 1 || members[0] != sess.Broker() {
+	if len(members) != 1 || !members[0].Equal(sess.Broker()) {
 		t.Fatalf("members after restart: got %+v, want the same registration %+v", members, sess.Broker())
 	}
 	if sess.Err() != nil {
@@ -300,7 +300,7 @@ func TestWatchesFollowChangesAndCloseWithContext(t *testing.T) {
 	if err != nil {
 		t.Fatalf("register: %v", err)
 	}
-	waitFor(t, members, func(m []coord.Broker) bool { return len(m) == 1 && m[0] == sess.Broker() }, "members with broker 2")
+	waitFor(t, members, func(m []coord.Broker) bool { return len(m) == 1 && m[0].Equal(sess.Broker()) }, "members with broker 2")
 	term, err := b.Campaign(ctx, sess)
 	if err != nil {
 		t.Fatalf("campaign: %v", err)
@@ -463,7 +463,7 @@ func TestEnsembleSessionMovesBetweenServers(t *testing.T) {
 			t.Fatalf("stop server %d: %v", i+1, err)
 		}
 		members, err := b.Members(ctx)
-		if err != nil || len(members) != 1 || members[0] != sess.Broker() {
+		if err != nil || len(members) != 1 || !members[0].Equal(sess.Broker()) {
 			t.Fatalf("members with server %d stopped: got %v, %v; want the same registration %+v", i+1, members, err, sess.Broker())
 		}
 		if err := ensemble.StartNode(i); err != nil {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,28 +29,79 @@ type brokerZNode struct {
 	Timestamp                   string            `json:"timestamp"`
 }
 
+// encodeBroker writes b as Kafka's /brokers/ids/N: every endpoint as
+// "LISTENER://host:port" with the listeners' security protocols in
+// listener_security_protocol_map, host and port the inter-broker
+// listener's. A broker without Endpoints has one PLAINTEXT listener at
+// Host:Port (coord.Broker.ListenerEndpoint).
 func encodeBroker(b coord.Broker) []byte {
-	data, _ := json.Marshal(brokerZNode{
+	endpoints := b.Endpoints
+	if len(endpoints) == 0 {
+		endpoints = []coord.Endpoint{{Listener: "PLAINTEXT", Host: b.Host, Port: b.Port, SecurityProtocol: "PLAINTEXT"}}
+	}
+	z := brokerZNode{
 		Version:                     5,
 		Host:                        b.Host,
 		Port:                        b.Port,
-		Endpoints:                   []string{"PLAINTEXT://" + b.Addr()},
-		ListenerSecurityProtocolMap: map[string]string{"PLAINTEXT": "PLAINTEXT"},
+		ListenerSecurityProtocolMap: map[string]string{},
 		Rack:                        b.Rack,
 		JMXPort:                     -1,
 		Timestamp:                   strconv.FormatInt(time.Now().UnixMilli(), 10),
-	})
+	}
+	for _, ep := range endpoints {
+		z.Endpoints = append(z.Endpoints, ep.String())
+		z.ListenerSecurityProtocolMap[ep.Listener] = ep.SecurityProtocol
+	}
+	data, _ := json.Marshal(z)
 	return data
 }
 
 // decodeBroker reads /brokers/ids/N; its broker epoch is the znode's czxid,
-// as in Kafka.
+// as in Kafka. The one PLAINTEXT endpoint at host:port that encodeBroker
+// writes for a broker without Endpoints is read back as none.
 func decodeBroker(id coord.BrokerID, data []byte, stat *zk.Stat) (coord.Broker, error) {
 	var z brokerZNode
 	if err := json.Unmarshal(data, &z); err != nil {
 		return coord.Broker{}, fmt.Errorf("decode /brokers/ids/%d: %w", id, err)
 	}
-	return coord.Broker{ID: id, Host: z.Host, Port: z.Port, Rack: z.Rack, Epoch: stat.Czxid}, nil
+	br := coord.Broker{ID: id, Host: z.Host, Port: z.Port, Rack: z.Rack, Epoch: stat.Czxid}
+	for _, s := range z.Endpoints {
+		ep, err := parseEndpoint(s, z.ListenerSecurityProtocolMap)
+		if err != nil {
+			return coord.Broker{}, fmt.Errorf("decode /brokers/ids/%d: %w", id, err)
+		}
+		br.Endpoints = append(br.Endpoints, ep)
+	}
+	if len(br.Endpoints) == 1 {
+		implied := coord.Endpoint{Listener: "PLAINTEXT", Host: br.Host, Port: br.Port, SecurityProtocol: "PLAINTEXT"}
+		if br.Endpoints[0] == implied {
+			br.Endpoints = nil
+		}
+	}
+	return br, nil
+}
+
+// parseEndpoint reads one of Kafka's "LISTENER://host:port" endpoints; its
+// security protocol is the listener's in protocols, or the listener's name
+// when the map lacks it (Kafka's brokers before listener names).
+func parseEndpoint(s string, protocols map[string]string) (coord.Endpoint, error) {
+	name, addr, ok := strings.Cut(s, "://")
+	if !ok || name == "" {
+		return coord.Endpoint{}, fmt.Errorf("endpoint %q: want LISTENER://host:port", s)
+	}
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return coord.Endpoint{}, fmt.Errorf("endpoint %q: %w", s, err)
+	}
+	port, err := strconv.ParseInt(portStr, 10, 32)
+	if err != nil {
+		return coord.Endpoint{}, fmt.Errorf("endpoint %q: port: %w", s, err)
+	}
+	protocol, ok := protocols[name]
+	if !ok {
+		protocol = name
+	}
+	return coord.Endpoint{Listener: name, Host: host, Port: int32(port), SecurityProtocol: protocol}, nil
 }
 
 // session is a broker registration: the ephemeral /brokers/ids/N of one

@@ -33,6 +33,7 @@
 package log
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -817,43 +818,96 @@ func (l *Log) EndOffset() int64 {
 	return l.active().tail.nextOffset
 }
 
-// OffsetForTime returns the first offset whose record timestamp is at or
-// after ts (ms), with that record's timestamp; ok is false if none is.
-// Its granularity is the batch: it returns the base offset (or the log
-// start offset, if later) of the first batch whose maxTimestamp is at
-// least ts, and that maxTimestamp.
+// attrLogAppendTime is the attribute bit of a v2 batch whose timestamp
+// type is LogAppendTime: every record's timestamp is the batch's
+// maxTimestamp, whatever its timestampDelta.
+const attrLogAppendTime = 0x08
+
+// OffsetForTime returns the offset and timestamp of the first record at or
+// above the log start offset whose timestamp is at least ts (ms), as
+// Kafka's LogSegment.findOffsetByTimestamp does; ok is false if no record
+// is. The time index finds the first batch whose maxTimestamp is at least
+// ts; that batch's records are read (decompressed if need be) in offset
+// order, and if compaction left none of them at or after ts, the next
+// batches are. The search goes in offset order: where producer clocks
+// went backwards, the first match in offset order wins, not the record
+// whose timestamp is closest to ts. A record of a LogAppendTime batch has
+// the batch's maxTimestamp. Control batches are skipped.
 func (l *Log) OffsetForTime(ts int64) (offset int64, timestamp int64, ok bool, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return 0, 0, false, ErrClosed
 	}
+	var raw []byte
 	for _, s := range l.segments {
 		if s.tail.size == 0 || s.tail.maxTimestamp < ts || s.tail.nextOffset <= l.startOffset {
 			continue
 		}
 		sc := newHeaderScanner(s.log, s.timeLookup(ts), s.tail.size)
 		for {
-			_, h, err := sc.next()
+			pos, h, err := sc.next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				return 0, 0, false, fmt.Errorf("find timestamp %d in segment %d: %w", ts, s.baseOffset, err)
 			}
-			if h.maxTimestamp >= ts && h.lastOffset() >= l.startOffset {
-				return max(h.baseOffset, l.startOffset), h.maxTimestamp, true, nil
+			if h.maxTimestamp < ts || h.lastOffset() < l.startOffset || h.recordCount == 0 || h.attributes&attrControl != 0 {
+				continue
+			}
+			raw = grow(raw[:0], int(h.size))
+			if _, err := s.log.ReadAt(raw, pos); err != nil {
+				return 0, 0, false, fmt.Errorf("find timestamp %d: read segment %d at byte %d: %w", ts, s.baseOffset, pos, err)
+			}
+			offset, timestamp, ok, err = firstRecordAtOrAfter(raw, h, ts, l.startOffset)
+			if err != nil {
+				return 0, 0, false, fmt.Errorf("find timestamp %d in segment %d: %w", ts, s.baseOffset, err)
+			}
+			if ok {
+				return offset, timestamp, true, nil
 			}
 		}
 	}
 	return 0, 0, false, nil
 }
 
+// firstRecordAtOrAfter returns the offset and timestamp of the first
+// record of the batch raw (header h) at or above the offset from whose
+// timestamp is at least ts; ok is false if none is.
+func firstRecordAtOrAfter(raw []byte, h batchHeader, ts, from int64) (offset, timestamp int64, ok bool, err error) {
+	baseTimestamp := int64(binary.BigEndian.Uint64(raw[fieldBaseTimestamp:]))
+	err = eachRecord(raw, h, func(o int64, r cleanRecord) {
+		if ok || o < from {
+			return
+		}
+		t := h.maxTimestamp
+		if h.attributes&attrLogAppendTime == 0 {
+			t = baseTimestamp + recordTimestampDelta(r.raw)
+		}
+		if t >= ts {
+			offset, timestamp, ok = o, t, true
+		}
+	})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return offset, timestamp, ok, nil
+}
+
+// recordTimestampDelta is the timestampDelta of the record raw, one
+// parseRecord accepted: after its length varint and attributes int8.
+func recordTimestampDelta(raw []byte) int64 {
+	_, n := binary.Varint(raw)
+	delta, _ := binary.Varint(raw[n+1:])
+	return delta
+}
+
 // MaxTimestamp returns the batch with the largest maxTimestamp among the
 // batches that end below the offset upTo (a consumer's high watermark),
 // as its last offset and that timestamp (ListOffsets' max-timestamp
 // query, KIP-734); ok is false when no such batch is. Its granularity is
-// the batch, as OffsetForTime's; of equal timestamps the first wins.
+// the batch; of equal timestamps the first wins.
 func (l *Log) MaxTimestamp(upTo int64) (offset int64, timestamp int64, ok bool, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

@@ -897,15 +897,20 @@ func TestOffsetForTime(t *testing.T) {
 		wantTime   int64
 		wantOK     bool
 	}{
-		{0, 0, 1004, true},
-		{1004, 0, 1004, true},
-		{1005, 5, 2004, true},
-		{2004, 5, 2004, true},
-		{2504, 10, 3004, true},
-		{3500, 15, 4004, true},
-		{4005, 25, 5004, true},
-		{6500, 35, 7004, true},
-		{7004, 35, 7004, true},
+		{0, 0, 1000, true},
+		{1002, 2, 1002, true},
+		{1004, 4, 1004, true},
+		{1005, 5, 2000, true},
+		{2004, 9, 2004, true},
+		// Batch 2 is the first whose maxTimestamp is at least 2502:
+		// batch 4's record 22 (2502) is not looked for, as in Kafka.
+		{2502, 10, 3000, true},
+		{2504, 10, 3000, true},
+		{3500, 15, 4000, true},
+		{4005, 25, 5000, true},
+		{6500, 35, 7000, true},
+		{7003, 38, 7003, true},
+		{7004, 39, 7004, true},
 		{7005, 0, 0, false},
 	}
 	check := func(when string) {

@@ -1,0 +1,71 @@
+package broker
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestListOffsetsByTimestampWithinABatch: ten records produced in one
+// batch, a second apart; a by-timestamp query finds the first record at or
+// after the time and its timestamp, as Kafka does, not the batch.
+func TestListOffsetsByTimestampWithinABatch(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	const topic = "by-time"
+	createTopic(t, b, topic, 1, nil)
+	cl := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ManualFlushing())
+	ctx := testContext(t, time.Minute)
+
+	base := time.UnixMilli(1_800_000_000_000)
+	results := make(chan error, 10)
+	for i := range 10 {
+		r := &kgo.Record{Value: []byte(strconv.Itoa(i)), Timestamp: base.Add(time.Duration(i) * time.Second)}
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) { results <- err })
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	for range 10 {
+		if err := <-results; err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	data, err := b.partitionFor(topic, 0).log.Read(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(data); err != nil || rb.NumRecords != 10 || len(data) != int(rb.Length)+12 {
+		t.Fatalf("the log holds %d bytes, first batch %d records (error %v); want one batch of 10", len(data), rb.NumRecords, err)
+	}
+
+	nc := dialBroker(t, b)
+	for i, tc := range []struct {
+		timestamp              int64
+		wantOffset, wantMillis int64
+	}{
+		{base.UnixMilli(), 0, base.UnixMilli()},
+		{base.Add(3 * time.Second).UnixMilli(), 3, base.Add(3 * time.Second).UnixMilli()},
+		{base.Add(2500 * time.Millisecond).UnixMilli(), 3, base.Add(3 * time.Second).UnixMilli()},
+		{base.Add(9 * time.Second).UnixMilli(), 9, base.Add(9 * time.Second).UnixMilli()},
+		{base.Add(9*time.Second + time.Millisecond).UnixMilli(), -1, -1},
+	} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(9)
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = tc.timestamp, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		got := roundTrip(t, nc, req, int32(100+i)).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		if got.ErrorCode != 0 || got.Offset != tc.wantOffset || got.Timestamp != tc.wantMillis {
+			t.Errorf("ListOffsets v9 timestamp %d: got error %d, offset %d, timestamp %d; want 0, %d, %d",
+				tc.timestamp, got.ErrorCode, got.Offset, got.Timestamp, tc.wantOffset, tc.wantMillis)
+		}
+	}
+}

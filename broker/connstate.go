@@ -1,0 +1,133 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// connState is the security state of one client connection: the
+// listener it arrived on, the client's address, the TLS handshake's
+// outcome and who the client is. serveConn makes it once the connection
+// is established (after the TLS handshake on an SSL listener) and every
+// request of the connection carries it (request.conn), so a handler, the
+// admission check before dispatch (admit) and an authorizer see:
+//
+//   - the listener's name and security protocol (listener.name,
+//     listener.protocol);
+//   - the client's host, an IP address as ACLs name hosts (clientHost),
+//     and its address for logs (remote);
+//   - the principal (principal()): User:ANONYMOUS on PLAINTEXT, on SSL
+//     "User:" and the client certificate's subject in RFC 2253 form
+//     mapped by ssl.principal.mapping.rules (User:ANONYMOUS without a
+//     certificate);
+//   - whether the client has authenticated (isAuthenticated): always on
+//     PLAINTEXT and SSL, whose principal is fixed by the handshake; on a
+//     SASL listener not until SaslAuthenticate succeeds.
+//
+// SASL authentication changes the principal and the authenticated flag
+// on the connection's reader goroutine while delayed handlers of the same
+// connection read them, hence mu.
+type connState struct {
+	// listener is the listener the connection was accepted on.
+	listener *listener
+	// remote is the client's address, host:port; clientHost is its IP
+	// address.
+	remote     string
+	clientHost string
+	// tls is the TLS connection state after the handshake; nil unless the
+	// listener is SSL or SASL_SSL.
+	tls *tls.ConnectionState
+
+	mu            sync.Mutex
+	principalID   kafkaPrincipal
+	authenticated bool
+}
+
+// newConnState makes the state of a connection from remote accepted on
+// l, with the TLS handshake's state (nil without TLS): its principal is
+// the client certificate's (anonymousPrincipal without one).
+func newConnState(l *listener, remote net.Addr, ts *tls.ConnectionState) (*connState, error) {
+	c := &connState{listener: l, remote: remote.String(), clientHost: hostOf(remote), tls: ts, principalID: anonymousPrincipal}
+	switch l.protocol {
+	case protocolPlaintext, protocolSSL:
+		c.authenticated = true
+	}
+	if ts != nil && len(ts.PeerCertificates) > 0 {
+		p, err := principalOf(l.mapper, ts.PeerCertificates[0].RawSubject)
+		if err != nil {
+			return nil, err
+		}
+		c.principalID = p
+	}
+	return c, nil
+}
+
+// principal returns who the client is.
+func (c *connState) principal() kafkaPrincipal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.principalID
+}
+
+// isAuthenticated reports whether the client has authenticated (see
+// connState).
+func (c *connState) isAuthenticated() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.authenticated
+}
+
+// saslHandshakeKey and saslAuthenticateKey are the SASL APIs' keys.
+const (
+	saslHandshakeKey    = 17
+	saslAuthenticateKey = 36
+)
+
+// admit is the check every request of the connection passes before its
+// handler runs (dispatch): a connection that has not authenticated (a
+// SASL one before SaslAuthenticate) may send only ApiVersions,
+// SaslHandshake and SaslAuthenticate, as in Kafka; any other request is
+// an error that closes it. An authorizer checks ACLs after admit, with
+// the connection's principal, listener and clientHost.
+func (c *connState) admit(key int16) error {
+	if c.isAuthenticated() {
+		return nil
+	}
+	switch key {
+	case apiVersionsKey, saslHandshakeKey, saslAuthenticateKey:
+		return nil
+	}
+	return fmt.Errorf("%s request before SASL authentication on listener %s", kmsg.NameForKey(key), c.listener.name)
+}
+
+// tlsHandshakeTimeout bounds a TLS handshake (and connections.max.idle.ms
+// does too, when shorter).
+const tlsHandshakeTimeout = 10 * time.Second
+
+// handshake runs the TLS handshake of a connection accepted on an SSL
+// listener, bounded by tlsHandshakeTimeout and ended by ctx.
+func (b *Broker) handshake(ctx context.Context, tc *tls.Conn) (*tls.ConnectionState, error) {
+	hctx, cancel := context.WithTimeout(ctx, min(tlsHandshakeTimeout, b.cfg.ConnectionsMaxIdle))
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		return nil, err
+	}
+	cs := tc.ConnectionState()
+	return &cs, nil
+}
+
+// closeRaw is a connection whose Close closes the socket under it at
+// once: closing a tls.Conn first sends close_notify, which waits for a
+// write in progress to a peer that may not be reading.
+type closeRaw struct {
+	net.Conn
+	raw net.Conn
+}
+
+func (c closeRaw) Close() error { return c.raw.Close() }
