@@ -38,7 +38,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 				v, _ := b.cfg.Get(name)
 				v = kafkaMeaning(name, v)
 				c := describedConfig(r.Version, name, v, kmsg.ConfigSourceStaticBrokerConfig, true)
-				if sslKeys[name].sensitive {
+				if sslKeys[name].sensitive || saslKeys[name].sensitive {
 					// As Kafka: a key or password is never shown.
 					c.Value, c.IsSensitive = nil, true
 				}
@@ -107,6 +107,9 @@ func configType(name string) kmsg.ConfigType {
 			return kmsg.ConfigTypeList
 		}
 		return kmsg.ConfigTypeString
+	}
+	if k, ok := saslKeys[name]; ok {
+		return k.configType
 	}
 	switch name {
 	case "listeners", "advertised.listeners", "log.dirs", "cleanup.policy", "listener.security.protocol.map",

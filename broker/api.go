@@ -21,7 +21,9 @@ type apiHandler struct {
 // goroutine of its own to produce the response, for requests that wait
 // (a long-poll fetch); later requests are read and answered meanwhile and
 // responses still leave in request order. A nil response without later
-// means no answer at all (acks=0 produce); an error closes the connection.
+// means no answer at all (acks=0 produce); an error closes the connection,
+// after sending resp when it wraps errAnswerThenClose (a failed SASL
+// exchange).
 type handleFunc func(ctx context.Context, b *Broker, req *request) (resp kmsg.Response, later laterFunc, err error)
 
 // laterFunc produces a delayed response; ctx ends when the connection or

@@ -43,6 +43,8 @@ type Broker struct {
 	interBroker *listener
 	backend     coord.Backend
 	cache       *metadataCache
+	// sasl answers SaslHandshake and SaslAuthenticate (sasl.go).
+	sasl *saslServer
 
 	// replicasMu guards replicas: the partitions this broker holds.
 	replicasMu sync.RWMutex
@@ -194,6 +196,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
+	b.sasl = newSASLServer(b.listeners, cfg.SASL, backend, logger.Named("sasl"))
 	b.producerIDs = newProducerIDManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
 	for _, l := range b.listeners {
 		advertised := "(not advertised)"
@@ -208,10 +211,14 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	b.stopRun = stopRun
-	b.runWG.Add(3)
+	b.runWG.Add(4)
 	go func() {
 		defer b.runWG.Done()
 		b.run(runCtx)
+	}()
+	go func() {
+		defer b.runWG.Done()
+		b.sasl.watchCredentials(runCtx)
 	}()
 	go func() {
 		defer b.runWG.Done()

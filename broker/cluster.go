@@ -474,12 +474,16 @@ func (b *Broker) requestTo(ctx context.Context, addr string, req kmsg.Request) (
 // inter-broker listener's endpoint (peerAddr), for broker-to-broker
 // requests: over TLS with that listener's ssl.* settings when it is SSL
 // (the truststore as it is now, this broker's certificate as it is at
-// each handshake).
+// each handshake), authenticated by sasl.mechanism.inter.broker.protocol
+// when it is SASL.
 func (b *Broker) peerClient(addr string) (*kgo.Client, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("tripod-broker-%d", b.cfg.BrokerID)),
 		kgo.DialTimeout(5 * time.Second)}
 	if b.interBroker.tls != nil {
 		opts = append(opts, kgo.DialTLSConfig(b.interBroker.tls.clientConfig()))
+	}
+	if s := b.interBroker.sasl; s != nil {
+		opts = append(opts, kgo.SASL(s.client))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -49,8 +49,8 @@ type Config struct {
 	AdvertisedListeners string
 	// ListenerSecurityProtocolMap maps each listener name to its
 	// security protocol (listener.security.protocol.map,
-	// "NAME:PROTOCOL,..."): PLAINTEXT or SSL (SASL_PLAINTEXT and SASL_SSL
-	// are refused until tripod has a SASL mechanism). Default Kafka's
+	// "NAME:PROTOCOL,..."): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+	// (a SASL listener needs its mechanisms, SASLConfig). Default Kafka's
 	// "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL".
 	ListenerSecurityProtocolMap map[string]string
 	// InterBrokerListenerName is the listener the brokers reach each
@@ -69,10 +69,11 @@ type Config struct {
 	// SSL is the TLS configuration of the SSL listeners (the ssl.*
 	// properties; see SSLConfig). Default defaultSSLConfig's.
 	SSL SSLConfig
-	// ListenerOverrides are per-listener ssl.* properties,
-	// listener.name.<lower-cased listener name>.<ssl key>=value, which
-	// win over SSL for that listener: by lower-cased listener name, then
-	// by ssl key. Default none.
+	// ListenerOverrides are per-listener ssl.* and SASL properties,
+	// listener.name.<lower-cased listener name>.<key>=value, which win
+	// over SSL and SASL for that listener: by lower-cased listener name,
+	// then by key (an ssl.* key, or one of saslListenerKeys). Default
+	// none.
 	ListenerOverrides map[string]map[string]string
 	// LogDirs are the directories holding the partition logs and the topic
 	// catalogue (log.dirs, comma separated). Default "./data".
@@ -308,6 +309,7 @@ func DefaultConfig() Config {
 
 		ListenerSecurityProtocolMap: defaultSecurityProtocolMap(),
 		SSL:                         defaultSSLConfig(),
+		SASL:                        defaultSASLConfig(),
 
 		Coord:                              defaultCoordConfig(),
 		UncleanLeaderElection:              defaultController.UncleanLeaderElection,
@@ -815,10 +817,10 @@ func init() {
 // listener.name.<listener>.<key>.
 const listenerPrefix = "listener.name."
 
-// Set sets one property by its Kafka name, or a listener's ssl.* property
-// by listener.name.<lower-cased listener name>.<key>. An unknown key or a
-// value that does not parse is an error naming the key; ranges and
-// relations are checked by Validate.
+// Set sets one property by its Kafka name, or a listener's ssl.* or SASL
+// property by listener.name.<lower-cased listener name>.<key>. An unknown
+// key or a value that does not parse is an error naming the key; ranges
+// and relations are checked by Validate.
 func (c *Config) Set(key, value string) error {
 	if strings.HasPrefix(key, listenerPrefix) {
 		return c.setListenerOverride(key, strings.TrimSpace(value))
@@ -828,7 +830,7 @@ func (c *Config) Set(key, value string) error {
 		if kafkaOnlyKeys[key] {
 			return fmt.Errorf("%w: %s", ErrNoEffect, key)
 		}
-		return fmt.Errorf("unknown broker property %q (known: %s, and %s<listener>.<ssl key>)", key, strings.Join(BrokerKeys(), ", "), listenerPrefix)
+		return fmt.Errorf("unknown broker property %q (known: %s, and %s<listener>.<ssl or sasl key>)", key, strings.Join(BrokerKeys(), ", "), listenerPrefix)
 	}
 	return k.set(c, key, strings.TrimSpace(value))
 }
@@ -839,8 +841,9 @@ func splitListenerKey(key string) (listener, sub string, err error) {
 	if !ok || listener == "" || !listenerNamePattern.MatchString(listener) {
 		return "", "", fmt.Errorf("%s: must be %s<listener>.<key>", key, listenerPrefix)
 	}
-	if _, ok := sslKeys[sub]; !ok {
-		known := slices.Sorted(maps.Keys(sslKeys))
+	if _, ok := sslKeys[sub]; !ok && saslListenerKeys[sub] == nil {
+		known := slices.Concat(slices.Collect(maps.Keys(sslKeys)), slices.Collect(maps.Keys(saslListenerKeys)))
+		slices.Sort(known)
 		return "", "", fmt.Errorf("%s: %q cannot be set per listener (allowed: %s)", key, sub, strings.Join(known, ", "))
 	}
 	if listener != strings.ToLower(listener) {
@@ -856,9 +859,15 @@ func (c *Config) setListenerOverride(key, value string) error {
 	if err != nil {
 		return err
 	}
-	var probe SSLConfig
-	if err := sslKeys[sub].set(&probe, key, value); err != nil {
-		return err
+	if check, ok := saslListenerKeys[sub]; ok {
+		if err := check(key, value); err != nil {
+			return err
+		}
+	} else {
+		var probe SSLConfig
+		if err := sslKeys[sub].set(&probe, key, value); err != nil {
+			return err
+		}
 	}
 	overrides := maps.Clone(c.ListenerOverrides)
 	if overrides == nil {

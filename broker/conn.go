@@ -91,15 +91,26 @@ func (b *Broker) serveConn(nc net.Conn, l *listener) {
 	queue := make(chan *pendingResponse, maxInFlight)
 	// unanswered counts requests read whose response is not written yet.
 	var unanswered atomic.Int32
+	writerDone := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer close(writerDone)
 		b.writeResponses(ctx, cancel, conn, queue, &unanswered)
 	}()
 
 	var handlers sync.WaitGroup
 	err := b.readRequests(ctx, conn, queue, &unanswered, &handlers, cs)
 	switch {
+	case errors.Is(err, errAnswerThenClose):
+		// Every queued response, the last one saying why, is written
+		// before the connection closes (the watcher closes it when the
+		// deferred cancel runs).
+		log.Debug("closing connection after its answer", "error", err)
+		handlers.Wait()
+		close(queue)
+		<-writerDone
+		return
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), ctx.Err() != nil:
 		log.Debug("connection closed")
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -168,9 +179,29 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 		if size > b.cfg.SocketRequestMaxBytes {
 			return fmt.Errorf("request frame of %d bytes exceeds socket.request.max.bytes %d", size, b.cfg.SocketRequestMaxBytes)
 		}
+		if !cs.isAuthenticated() && size > b.cfg.SASL.ServerMaxReceiveSize {
+			return fmt.Errorf("request frame of %d bytes before SASL authentication exceeds sasl.server.max.receive.size %d", size, b.cfg.SASL.ServerMaxReceiveSize)
+		}
 		body, err := readFrameBody(br, int(size))
 		if err != nil {
 			return fmt.Errorf("read request frame of %d bytes: %w", size, err)
+		}
+		if cs.rawSASL() {
+			// After a SaslHandshake v0 the client sends bare SASL
+			// tokens and gets bare answers (sasl.go).
+			answer, err := b.sasl.rawToken(ctx, cs, body)
+			if err != nil {
+				return err
+			}
+			slot := &pendingResponse{frame: make(chan []byte, 1)}
+			slot.frame <- answer
+			unanswered.Add(1)
+			select {
+			case queue <- slot:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
 		}
 		req, reply, err := b.decodeRequest(body, cs)
 		if err != nil {
@@ -178,7 +209,7 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 		}
 		start := time.Now()
 		resp, later, err := b.dispatch(ctx, req, reply)
-		if err != nil {
+		if err != nil && resp == nil {
 			return err
 		}
 		slot := &pendingResponse{frame: make(chan []byte, 1)}
@@ -190,6 +221,9 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 		}
 		if later == nil {
 			slot.frame <- b.metrics.requestAnswered(req, start, int(size), resp)
+			if err != nil {
+				return err // errAnswerThenClose, with the answer queued
+			}
 			continue
 		}
 		handlers.Add(1)
@@ -200,9 +234,16 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 	}
 }
 
+// errAnswerThenClose, wrapped in a handler's error, asks for the
+// handler's response to be sent before the connection closes, as Kafka
+// answers a failed SASL exchange before closing.
+var errAnswerThenClose = errors.New("closing the connection after the answer")
+
 // dispatch runs the request's handler. It returns the encoded response
 // (nil: none), or a function producing it later, or an error that closes
-// the connection. A ready reply (from decodeRequest) is passed through.
+// the connection, with the encoded response to send first when it wraps
+// errAnswerThenClose. A ready reply (from decodeRequest) is passed
+// through.
 func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]byte, laterFunc, error) {
 	if reply != nil {
 		return reply, nil, nil
@@ -221,7 +262,11 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 	api := apis[req.header.key]
 	resp, later, err := api.handle(ctx, b, req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s request failed: %w", kmsg.NameForKey(req.header.key), err)
+		err = fmt.Errorf("%s request failed: %w", kmsg.NameForKey(req.header.key), err)
+		if errors.Is(err, errAnswerThenClose) && resp != nil {
+			return b.encode(req, resp), nil, err
+		}
+		return nil, nil, err
 	}
 	if later != nil {
 		return nil, later, nil

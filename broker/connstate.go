@@ -47,6 +47,10 @@ type connState struct {
 	mu            sync.Mutex
 	principalID   kafkaPrincipal
 	authenticated bool
+
+	// sasl is the connection's SASL exchange (sasl.go); only the
+	// connection's reader goroutine touches it.
+	sasl saslSession
 }
 
 // newConnState makes the state of a connection from remote accepted on
@@ -93,11 +97,13 @@ const (
 // handler runs (dispatch): a connection that has not authenticated (a
 // SASL one before SaslAuthenticate) may send only ApiVersions,
 // SaslHandshake and SaslAuthenticate, as in Kafka; any other request is
-// an error that closes it. An authorizer checks ACLs after admit, with
-// the connection's principal, listener and clientHost.
+// an error that closes it. So is any but those two once an authenticated
+// SASL session has expired (connections.max.reauth.ms, checkSession). An
+// authorizer checks ACLs after admit, with the connection's principal,
+// listener and clientHost.
 func (c *connState) admit(key int16) error {
 	if c.isAuthenticated() {
-		return nil
+		return c.checkSession(key)
 	}
 	switch key {
 	case apiVersionsKey, saslHandshakeKey, saslAuthenticateKey:

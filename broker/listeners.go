@@ -44,12 +44,6 @@ func securityProtocolName(id int16) string {
 	return ""
 }
 
-// saslImplemented says whether a SASL mechanism exists: until one does, a
-// SASL_PLAINTEXT or SASL_SSL listener could admit nobody, and Validate
-// refuses it. The SASL work sets it (and registers SaslHandshake and
-// SaslAuthenticate, which connState.admit already lets through).
-const saslImplemented = false
-
 // defaultSecurityProtocolMap returns Kafka's default
 // listener.security.protocol.map: each protocol's name is a listener name
 // of that protocol.
@@ -165,6 +159,10 @@ type listenerSpec struct {
 	// setting came from, for errors.
 	ssl    SSLConfig
 	sslKey func(key string) string
+	// sasl is a SASL_PLAINTEXT or SASL_SSL listener's mechanisms and
+	// PLAIN users (SASLConfig, each property overridden by the listener's
+	// listener.name.<name>.<key> if set); nil on PLAINTEXT and SSL.
+	sasl *saslListener
 }
 
 // usesTLS reports whether the listener's connections are TLS.
@@ -199,9 +197,6 @@ func (c Config) listenerSpecs() ([]listenerSpec, int, error) {
 		if !ok {
 			return nil, 0, fmt.Errorf("listener.security.protocol.map %q: no security protocol for listener %s of listeners",
 				formatSecurityProtocolMap(c.ListenerSecurityProtocolMap), a.name)
-		}
-		if !saslImplemented && (protocol == protocolSASLPlaintext || protocol == protocolSASLSSL) {
-			return nil, 0, fmt.Errorf("listener.security.protocol.map: listener %s is %s, but tripod has no SASL mechanism yet (allowed: PLAINTEXT, SSL)", a.name, protocol)
 		}
 		if a.port != 0 {
 			hp := net.JoinHostPort(a.host, strconv.Itoa(a.port))
@@ -250,7 +245,12 @@ func (c Config) listenerSpecs() ([]listenerSpec, int, error) {
 			}
 			return key
 		}
+		var sslOverrides []string
 		for _, key := range slices.Sorted(maps.Keys(overrides)) {
+			if _, ok := sslKeys[key]; !ok {
+				continue // a SASL key, resolved below
+			}
+			sslOverrides = append(sslOverrides, key)
 			if err := sslKeys[key].set(&s.ssl, s.sslKey(key), overrides[key]); err != nil {
 				return nil, 0, err
 			}
@@ -259,14 +259,18 @@ func (c Config) listenerSpecs() ([]listenerSpec, int, error) {
 			if err := s.ssl.validate(s.name, s.sslKey); err != nil {
 				return nil, 0, err
 			}
-		} else if len(overrides) > 0 {
-			key := slices.Sorted(maps.Keys(overrides))[0]
-			return nil, 0, fmt.Errorf("%s: listener %s is %s, which has no TLS settings", s.sslKey(key), s.name, s.protocol)
+		} else if len(sslOverrides) > 0 {
+			return nil, 0, fmt.Errorf("%s: listener %s is %s, which has no TLS settings", s.sslKey(sslOverrides[0]), s.name, s.protocol)
 		}
 	}
 	inter, err := c.interBrokerIndex(specs)
 	if err != nil {
 		return nil, 0, err
+	}
+	for i := range specs {
+		if specs[i].sasl, err = c.SASL.listener(specs[i], c.ListenerOverrides[strings.ToLower(specs[i].name)], i == inter); err != nil {
+			return nil, 0, err
+		}
 	}
 	return specs, inter, nil
 }
@@ -420,7 +424,8 @@ func (b *Broker) peerAddr(cb coord.Broker) string {
 // controller and epoch the coordination backend names, and a follower's
 // fetch only against the partition's replicas. A listener that does not
 // authenticate its clients (PLAINTEXT, SSL without
-// ssl.client.auth=required) should be reachable by the brokers only.
+// ssl.client.auth=required; SASL ones do) should be reachable by the
+// brokers only.
 func (b *Broker) warnUnauthenticatedListeners() {
 	for _, l := range b.listeners {
 		if l.authenticates() {
@@ -434,7 +439,7 @@ func (b *Broker) warnUnauthenticatedListeners() {
 		}
 		b.logger.Warn("listener does not authenticate its clients and is not reserved for brokers: without an authorizer, "+
 			"any client that reaches it may send controller requests (LeaderAndIsr, UpdateMetadata, StopReplica) and follower fetches; "+
-			"use SSL with ssl.client.auth=required, or a separate inter-broker listener that only the brokers can reach",
+			"use SASL, SSL with ssl.client.auth=required, or a separate inter-broker listener that only the brokers can reach",
 			"listener", l.name, "security_protocol", l.protocol, "addr", l.ln.Addr().String())
 	}
 }

@@ -1,0 +1,476 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/xdg-go/scram"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// saslServer is the broker's side of SASL (SaslHandshake,
+// SaslAuthenticate): PLAIN checks the listener's JAAS users, SCRAM the
+// credentials of the coordination backend's security store, which it
+// watches so that credentials altered through AlterUserScramCredentials
+// (on any broker) take effect without a restart.
+type saslServer struct {
+	store  coord.SecurityStore
+	logger hclog.Logger
+	// reauth is connections.max.reauth.ms: how long an authentication
+	// lasts, 0 for ever.
+	reauth time.Duration
+	// scram is set when some listener enables a SCRAM mechanism: only
+	// then are the credentials watched.
+	scram bool
+	// decoyKey makes the salts of decoy credentials (decoyCredential).
+	decoyKey []byte
+
+	// mu guards credentials, the latest security state the watch
+	// delivered: nil until the first.
+	mu          sync.Mutex
+	credentials *coord.SecurityState
+}
+
+// newSASLServer makes the SASL server of a broker with these listeners.
+func newSASLServer(listeners []*listener, cfg SASLConfig, store coord.SecurityStore, logger hclog.Logger) *saslServer {
+	s := &saslServer{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32)}
+	rand.Read(s.decoyKey)
+	for _, l := range listeners {
+		if l.sasl != nil && (l.sasl.enables(coord.ScramSHA256) || l.sasl.enables(coord.ScramSHA512)) {
+			s.scram = true
+		}
+	}
+	return s
+}
+
+// watchCredentials keeps the SCRAM credentials up to date from the
+// security store until ctx ends or the backend closes; it returns at once
+// when no listener enables SCRAM. A failed watch is retried with backoff.
+func (s *saslServer) watchCredentials(ctx context.Context) {
+	if !s.scram {
+		return
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		states, err := s.store.WatchSecurity(ctx)
+		if err == nil {
+			for st := range states {
+				s.setCredentials(st)
+				backoff = 100 * time.Millisecond
+			}
+			// The channel closes when ctx ends or the backend closes
+			// (the next watch says ErrClosed).
+			err = errors.New("the watch ended")
+		}
+		if ctx.Err() != nil || errors.Is(err, coord.ErrClosed) {
+			return
+		}
+		s.logger.Warn("watching SCRAM credentials failed, retrying", "error", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// setCredentials records st unless a newer state is recorded.
+func (s *saslServer) setCredentials(st *coord.SecurityState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.credentials == nil || st.Version >= s.credentials.Version {
+		s.credentials = st
+	}
+}
+
+// credential returns user's credential of mechanism. Before the watch has
+// delivered a state it reads the store itself.
+func (s *saslServer) credential(ctx context.Context, user, mechanism string) (coord.ScramCredential, bool, error) {
+	s.mu.Lock()
+	st := s.credentials
+	s.mu.Unlock()
+	if st == nil {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		loaded, err := s.store.LoadSecurity(lctx)
+		if err != nil {
+			return coord.ScramCredential{}, false, err
+		}
+		s.setCredentials(loaded)
+		st = loaded
+	}
+	c, ok := st.Credential(user, mechanism)
+	return c, ok, nil
+}
+
+// decoyCredential is the credential an unknown user is challenged with,
+// so that the exchange fails at its last step, as a wrong password does,
+// and does not tell who exists (RFC 5802 section 5.1): its salt is the
+// same at every attempt (an HMAC of the name under a key of this
+// process) and its keys match no proof.
+func (s *saslServer) decoyCredential(user, mechanism string) scram.StoredCredentials {
+	mac := hmac.New(sha256.New, s.decoyKey)
+	mac.Write([]byte(mechanism + "\x00" + user))
+	sum := mac.Sum(nil)
+	key := make([]byte, scramHashes[mechanism]().Size())
+	rand.Read(key)
+	return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(sum[:24]), Iters: scramMinIterations}, StoredKey: key, ServerKey: key}
+}
+
+// saslStep is where a connection is in a SASL exchange.
+type saslStep int
+
+const (
+	// saslIdle: no exchange in progress: before SaslHandshake, or after
+	// an authentication.
+	saslIdle saslStep = iota
+	// saslExchanging: after a successful SaslHandshake; the exchange's
+	// tokens come in SaslAuthenticate requests (handshake v1) or bare
+	// (v0, raw).
+	saslExchanging
+	// saslFailed: the exchange failed; the connection is closing.
+	saslFailed
+)
+
+// saslSession is one connection's SASL state. Only the connection's
+// reader goroutine touches it: SaslHandshake, SaslAuthenticate and bare
+// tokens are handled there (they return no later function), and admit
+// runs there.
+type saslSession struct {
+	step saslStep
+	// raw is set by a SaslHandshake v0: the exchange's tokens are bare
+	// size-prefixed frames, not SaslAuthenticate requests.
+	raw bool
+	// mechanism is the handshake's and exchange the exchange in
+	// progress.
+	mechanism string
+	exchange  saslExchange
+	// authMechanism is the mechanism the connection authenticated with,
+	// empty before; a later exchange re-authenticates (KIP-368) and must
+	// use it again. expires is when the authentication ends (zero:
+	// never).
+	authMechanism string
+	expires       time.Time
+}
+
+// what names the exchange in messages, as Kafka does.
+func (s *saslSession) what() string {
+	if s.authMechanism != "" {
+		return "re-authentication"
+	}
+	return "authentication"
+}
+
+// authenticate records that the connection's client is p.
+func (c *connState) authenticate(p kafkaPrincipal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.principalID, c.authenticated = p, true
+}
+
+// checkSession is admit's check of an authenticated connection
+// (KIP-368): once its SASL session has expired, only SaslHandshake and
+// SaslAuthenticate, which re-authenticate it, are admitted; any other
+// request closes the connection.
+func (c *connState) checkSession(key int16) error {
+	s := &c.sasl
+	if s.expires.IsZero() || time.Now().Before(s.expires) {
+		return nil
+	}
+	switch key {
+	case saslHandshakeKey, saslAuthenticateKey:
+		return nil
+	}
+	return fmt.Errorf("%s request after the SASL session expired (connections.max.reauth.ms) on listener %s", kmsg.NameForKey(key), c.listener.name)
+}
+
+// rawSASL reports whether the connection's next frame is a bare SASL
+// token (after a SaslHandshake v0) rather than a request.
+func (c *connState) rawSASL() bool {
+	return c.sasl.step == saslExchanging && c.sasl.raw
+}
+
+// saslExchange is one mechanism's server side of an exchange.
+type saslExchange interface {
+	// step takes the client's next token and returns the answer and
+	// whether the exchange is done, with the client's principal when it
+	// succeeded. An *authError's message may be told to the client;
+	// other errors are logged only.
+	step(ctx context.Context, token []byte) (answer []byte, done bool, principal kafkaPrincipal, err error)
+}
+
+// authError is a failed exchange whose reason may be told to the client.
+type authError struct{ msg string }
+
+func (e *authError) Error() string { return e.msg }
+
+// newExchange starts an exchange of mechanism for a client of l.
+func (s *saslServer) newExchange(l *saslListener, mechanism string) saslExchange {
+	if mechanism == mechanismPlain {
+		return &plainExchange{users: l.plainUsers}
+	}
+	return &scramExchange{server: s, mechanism: mechanism}
+}
+
+// plainExchange is PLAIN's one-step exchange (RFC 4616), checked as
+// Kafka's PlainSaslServer does: "[authzid] NUL authcid NUL passwd", the
+// authorization id empty or the user's, the password the user's in the
+// listener's JAAS config.
+type plainExchange struct {
+	users map[string]string
+}
+
+func (e *plainExchange) step(_ context.Context, token []byte) ([]byte, bool, kafkaPrincipal, error) {
+	parts := bytes.Split(token, []byte{0})
+	if len(parts) != 3 {
+		return nil, true, kafkaPrincipal{}, &authError{fmt.Sprintf("Invalid SASL/PLAIN response: expected 3 tokens, got %d", len(parts))}
+	}
+	authzID, user, password := string(parts[0]), string(parts[1]), parts[2]
+	switch {
+	case user == "":
+		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: username not specified"}
+	case len(password) == 0:
+		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: password not specified"}
+	case authzID != "" && authzID != user:
+		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: Client requested an authorization id that is different from username"}
+	}
+	// Hashes of one size compare in constant time whatever the
+	// passwords' lengths, and an unknown user costs the same comparison.
+	want, known := e.users[user]
+	wantSum, gotSum := sha256.Sum256([]byte(want)), sha256.Sum256(password)
+	if subtle.ConstantTimeCompare(wantSum[:], gotSum[:]) != 1 || !known {
+		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: Invalid username or password"}
+	}
+	return []byte{}, true, kafkaPrincipal{Type: "User", Name: user}, nil
+}
+
+// scramExchange is a SCRAM exchange (RFC 5802) run by xdg-go/scram in two
+// steps: client-first to server-first, client-final to server-final.
+type scramExchange struct {
+	server    *saslServer
+	mechanism string
+	conv      *scram.ServerConversation
+	// clientFirst and serverFirst are the first step's messages and
+	// credential the credential it challenged with, for
+	// repeatedNonceFinal.
+	clientFirst, serverFirst string
+	credential               scram.StoredCredentials
+}
+
+func (e *scramExchange) step(ctx context.Context, token []byte) ([]byte, bool, kafkaPrincipal, error) {
+	if e.conv != nil {
+		final := string(token)
+		answer, ok := e.repeatedNonceFinal(final)
+		if !ok {
+			var err error
+			if answer, err = e.conv.Step(final); err != nil || !e.conv.Valid() {
+				return nil, true, kafkaPrincipal{}, fmt.Errorf("%s client-final message of %q: %v", e.mechanism, e.conv.Username(), err)
+			}
+		} else if answer == "" {
+			return nil, true, kafkaPrincipal{}, fmt.Errorf("%s client-final message of %q: invalid proof", e.mechanism, e.conv.Username())
+		}
+		return []byte(answer), true, kafkaPrincipal{Type: "User", Name: e.conv.Username()}, nil
+	}
+	// The lookup runs within Step; it keeps a store failure apart from
+	// an unknown user, who gets a decoy and fails at the last step.
+	var lookupErr error
+	srv, err := scramHashes[e.mechanism].NewServer(func(user string) (scram.StoredCredentials, error) {
+		c, ok, err := e.server.credential(ctx, user, e.mechanism)
+		switch {
+		case err != nil:
+			lookupErr = fmt.Errorf("look up the %s credential of %q: %w", e.mechanism, user, err)
+			return scram.StoredCredentials{}, lookupErr
+		case !ok || c.Iterations < scramMinIterations:
+			// As Kafka, a credential of too few iterations is refused.
+			e.credential = e.server.decoyCredential(user, e.mechanism)
+		default:
+			e.credential = scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations}, StoredKey: c.StoredKey, ServerKey: c.ServerKey}
+		}
+		return e.credential, nil
+	})
+	if err != nil {
+		return nil, true, kafkaPrincipal{}, err
+	}
+	e.conv = srv.NewConversation()
+	answer, err := e.conv.Step(string(token))
+	switch {
+	case lookupErr != nil:
+		return nil, true, kafkaPrincipal{}, lookupErr
+	case err != nil:
+		return nil, true, kafkaPrincipal{}, fmt.Errorf("%s client-first message: %v", e.mechanism, err)
+	case e.conv.AuthzID() != "" && e.conv.AuthzID() != e.conv.Username():
+		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: Client requested an authorization id that is different from username"}
+	}
+	e.clientFirst, e.serverFirst = string(token), answer
+	return []byte(answer), false, kafkaPrincipal{}, nil
+}
+
+// repeatedNonceFinal checks a client-final message written as librdkafka
+// (and so kcat and the Confluent clients) writes it: its nonce is the
+// client's nonce followed by the whole nonce of the server-first message,
+// which repeats the client's. Kafka accepts that, as it only checks that
+// the nonce ends with the server-first one; xdg-go/scram, as RFC 5802,
+// wants the nonce itself. ok is false for a message whose nonce is not of
+// that form, which the conversation checks. Otherwise the proof is
+// verified here as the conversation does (RFC 5802 section 3, the auth
+// message made of the messages as sent) and answer is the server-final
+// message, or "" for a proof that does not verify.
+func (e *scramExchange) repeatedNonceFinal(final string) (answer string, ok bool) {
+	gs2, firstBare, cut := cutGS2Header(e.clientFirst)
+	clientNonce, serverNonce := scramField(firstBare, "r"), scramField(e.serverFirst, "r")
+	fields := strings.Split(final, ",")
+	if !cut || len(fields) < 3 || clientNonce == "" || fields[1] != "r="+clientNonce+serverNonce {
+		return "", false
+	}
+	cbind, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(fields[0], "c="))
+	if err != nil || !strings.HasPrefix(fields[0], "c=") || string(cbind) != gs2 {
+		return "", true
+	}
+	last := fields[len(fields)-1]
+	proof, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(last, "p="))
+	if err != nil || !strings.HasPrefix(last, "p=") {
+		return "", true
+	}
+	h := scramHashes[e.mechanism]
+	authMessage := firstBare + "," + e.serverFirst + "," + final[:len(final)-len(last)-1]
+	clientSignature := hmacOf(h, e.credential.StoredKey, authMessage)
+	if len(proof) != len(clientSignature) {
+		return "", true
+	}
+	clientKey := make([]byte, len(proof))
+	for i := range proof {
+		clientKey[i] = proof[i] ^ clientSignature[i]
+	}
+	storedKey := h()
+	storedKey.Write(clientKey)
+	if !hmac.Equal(storedKey.Sum(nil), e.credential.StoredKey) {
+		return "", true
+	}
+	return "v=" + base64.StdEncoding.EncodeToString(hmacOf(h, e.credential.ServerKey, authMessage)), true
+}
+
+// cutGS2Header splits a client-first message into its GS2 header (flag,
+// authorization id and the two commas) and the bare message after it.
+func cutGS2Header(clientFirst string) (header, bare string, ok bool) {
+	flag, rest, ok1 := strings.Cut(clientFirst, ",")
+	authz, bare, ok2 := strings.Cut(rest, ",")
+	return flag + "," + authz + ",", bare, ok1 && ok2
+}
+
+// scramField returns the value of the attribute key ("r", "s", ...) of a
+// SCRAM message, or "".
+func scramField(msg, key string) string {
+	for field := range strings.SplitSeq(msg, ",") {
+		if v, ok := strings.CutPrefix(field, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// handshake begins an exchange of mechanism on cs for a SaslHandshake of
+// version v. It returns the answer's error (nil: the exchange begins) and
+// whether the connection closes after the answer, as Kafka's
+// SaslServerAuthenticator and KafkaApis answer:
+//   - on a PLAINTEXT or SSL listener, or after an authentication when
+//     sessions do not expire, ILLEGAL_SASL_STATE, and the connection
+//     stays;
+//   - during an exchange, ILLEGAL_SASL_STATE, and it closes;
+//   - for a mechanism the listener does not enable,
+//     UNSUPPORTED_SASL_MECHANISM, and it closes.
+//
+// After an authentication whose session expires, a handshake begins a
+// re-authentication, which must use the same mechanism.
+func (s *saslServer) handshake(cs *connState, v int16, mechanism string) (*kerr.Error, bool) {
+	l, ss := cs.listener.sasl, &cs.sasl
+	switch {
+	case l == nil:
+		return kerr.IllegalSaslState, false
+	case ss.step != saslIdle:
+		ss.step = saslFailed
+		return kerr.IllegalSaslState, true
+	case ss.authMechanism != "" && s.reauth == 0:
+		return kerr.IllegalSaslState, false
+	case !l.enables(mechanism):
+		ss.step = saslFailed
+		return kerr.UnsupportedSaslMechanism, true
+	}
+	ss.step, ss.raw, ss.mechanism, ss.exchange = saslExchanging, v == 0, mechanism, s.newExchange(l, mechanism)
+	return nil, false
+}
+
+// authenticate takes the exchange's next token on cs. It returns the
+// answer and, once the exchange succeeded, the session's lifetime (0:
+// no limit). An error fails the exchange; its message for the client is
+// the error's when it is an *authError, else Kafka's generic one.
+func (s *saslServer) authenticate(ctx context.Context, cs *connState, token []byte) (answer []byte, lifetime time.Duration, err error) {
+	ss := &cs.sasl
+	what := ss.what()
+	if ss.authMechanism != "" && ss.mechanism != ss.authMechanism {
+		ss.step = saslFailed
+		return nil, 0, &authError{fmt.Sprintf("SASL mechanism '%s' requested by client is not supported for re-authentication of mechanism '%s'", ss.mechanism, ss.authMechanism)}
+	}
+	answer, done, p, err := ss.exchange.step(ctx, token)
+	if err == nil && done && ss.authMechanism != "" && p != cs.principal() {
+		was := cs.principal()
+		err = &authError{fmt.Sprintf("Cannot change principals during re-authentication from %s.%s: %s.%s", was.Type, was.Name, p.Type, p.Name)}
+	}
+	if err != nil {
+		ss.step, ss.exchange = saslFailed, nil
+		s.logger.Info("SASL "+what+" failed", "remote", cs.remote, "listener", cs.listener.name, "mechanism", ss.mechanism, "error", err)
+		return nil, 0, err
+	}
+	if !done {
+		return answer, 0, nil
+	}
+	ss.step, ss.raw, ss.exchange, ss.authMechanism = saslIdle, false, nil, ss.mechanism
+	ss.expires = time.Time{}
+	if s.reauth > 0 {
+		ss.expires = time.Now().Add(s.reauth)
+	}
+	cs.authenticate(p)
+	s.logger.Debug("SASL "+what+" succeeded", "remote", cs.remote, "listener", cs.listener.name, "mechanism", ss.mechanism, "principal", p.String())
+	return answer, s.reauth, nil
+}
+
+// clientMessage is what a failed exchange tells the client.
+func clientMessage(ss *saslSession, err error) string {
+	var ae *authError
+	if errors.As(err, &ae) {
+		return ae.msg
+	}
+	// As Kafka: a SCRAM failure's own message could tell whether the
+	// user exists, so the client hears only this.
+	return fmt.Sprintf("Authentication failed during %s due to invalid credentials with SASL mechanism %s", ss.what(), ss.mechanism)
+}
+
+// rawToken answers a bare token of a SaslHandshake v0 exchange (the
+// connection reads one when cs.rawSASL()): the size-prefixed answer, or
+// an error that closes the connection once the answers before are
+// written, with none of its own, as Kafka does.
+func (s *saslServer) rawToken(ctx context.Context, cs *connState, token []byte) ([]byte, error) {
+	answer, _, err := s.authenticate(ctx, cs, token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: SASL %s failed: %s", errAnswerThenClose, cs.sasl.what(), clientMessage(&cs.sasl, err))
+	}
+	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(answer)), uint32(len(answer)))
+	return append(frame, answer...), nil
+}
