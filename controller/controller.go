@@ -333,13 +333,13 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (coord.Top
 	err := c.decide(ctx, func() (Plan, error) {
 		plan, t, err := c.state.CreateTopic(spec, seed())
 		topic = t
-		if err == nil && !plan.Empty() {
-			c.log.Info("creating topic", "topic", t.Name, "partitions", t.Partitions())
-		}
 		return plan, err
 	})
 	if err != nil {
 		return coord.Topic{}, err
+	}
+	if !spec.ValidateOnly {
+		c.log.Info("topic created", "topic", topic.Name, "partitions", topic.Partitions())
 	}
 	return topic, nil
 }
