@@ -799,9 +799,9 @@ func (br *batchReader) next() ([]byte, batchHeader, error) {
 type cleanRecord struct {
 	// raw is the whole record, its length varint included.
 	raw []byte
-	// key is the record's key, if hasKey; hasValue is clear for a
-	// tombstone.
-	key              []byte
+	// key is the record's key, if hasKey; value is its value, if
+	// hasValue (clear for a tombstone).
+	key, value       []byte
 	hasKey, hasValue bool
 }
 
@@ -870,7 +870,12 @@ func parseRecord(b []byte) (r cleanRecord, offsetDelta int32, rest []byte, err e
 	if err != nil {
 		return r, 0, nil, err
 	}
-	r.hasValue = valueLen >= 0
+	if valueLen > int64(len(body)) {
+		return r, 0, nil, errRecordCutShort
+	}
+	if valueLen >= 0 {
+		r.value, r.hasValue = body[:valueLen], true
+	}
 	return r, offsetDelta, rest, nil
 }
 
