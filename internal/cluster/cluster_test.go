@@ -13,11 +13,26 @@ import (
 
 // fakeServe stands in for `tripod serve` in the process-control test: it
 // exits 0 on SIGTERM, as a broker's controlled shutdown does, and
-// otherwise runs until killed.
+// otherwise runs until killed. It says when its trap is set: a SIGTERM
+// before that kills the shell instead.
 const fakeServe = `#!/bin/sh
 trap 'exit 0' TERM
+echo "fake serve ready"
 while :; do sleep 0.05; done
 `
+
+// waitReady waits until b's fake serve has printed that its trap is set,
+// count times in its log (once per start).
+func waitReady(t *testing.T, b *Broker, count int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(b.LogTail(1<<20), "fake serve ready") < count {
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d: fake serve not ready %d times within 10s; log:\n%s", b.ID, count, b.LogTail(4096))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // TestBrokerProcessControl checks Kill, Stop, Pause, Resume and Restart on
 // processes, and the flags each broker gets, without a real broker.
@@ -37,6 +52,8 @@ func TestBrokerProcessControl(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 
 	b1, b2 := c.Broker(1), c.Broker(2)
+	waitReady(t, b1, 1)
+	waitReady(t, b2, 1)
 	args := strings.Join(b2.Args(), " ")
 	for _, want := range []string{"serve", "--broker-id 2", "--listen " + b2.Addr, "--coord raft", "--session-timeout 2s",
 		"--raft-listen " + b2.RaftAddr, "--raft-voters 1@" + b1.RaftAddr + ",2@" + b2.RaftAddr, "--set auto.leader.rebalance.enable=true"} {
