@@ -549,7 +549,7 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 			runErr = fmt.Errorf("cluster not steady after the faults were healed: %w", err)
 		} else {
 			var err error
-			final, err = readAll(ctx, r.topic, opts.partitions, r.allSeeds, 2*time.Minute)
+			final, err = readAll(ctx, r.topic, opts.partitions, r.allSeeds, ackedEnds(producers), 2*time.Minute)
 			if err != nil {
 				runErr = err
 			}

@@ -179,10 +179,37 @@ func (c *verifyConsumer) poll(ctx context.Context, each func(*kgo.Record)) {
 	})
 }
 
+// ackedEnds returns, per partition, the offset after the last record an
+// acks=all producer (idempotent or plain) had acknowledged: the least end
+// offset the final read must reach.
+func ackedEnds(producers []*verifyProducer) map[int32]int64 {
+	ends := map[int32]int64{}
+	for _, p := range producers {
+		if p.kind == verify.AcksOne {
+			continue
+		}
+		writes, _ := p.report()
+		for _, w := range writes {
+			if w.Acked && w.Offset+1 > ends[w.Partition] {
+				ends[w.Partition] = w.Offset + 1
+			}
+		}
+	}
+	return ends
+}
+
+// endsWait bounds how long the final read waits for the end offsets to
+// reach what acks=all producers were acknowledged.
+const endsWait = 30 * time.Second
+
 // readAll is the final read: a fresh consumer reads every partition of
 // topic from its start to its end offset (ListOffsets latest), within
-// timeout.
-func readAll(ctx context.Context, topic string, partitions int, seeds []string, timeout time.Duration) (*verifyConsumer, error) {
+// timeout. The end offset is the high watermark, which a leader elected
+// moments before still raises to what its followers have: the read waits
+// (up to endsWait) until every end offset reaches minEnds, the
+// acknowledged acks=all writes, and then reads to the ends it last saw,
+// so a write that is really gone still shows as lost.
+func readAll(ctx context.Context, topic string, partitions int, seeds []string, minEnds map[int32]int64, timeout time.Duration) (*verifyConsumer, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var ends map[int32]int64
@@ -194,6 +221,19 @@ func readAll(ctx context.Context, topic string, partitions int, seeds []string, 
 	if err != nil {
 		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
+	_ = cluster.WaitFor(ctx, endsWait, func() error {
+		latest, err := listEndOffsets(ctx, seeds, topic, partitions)
+		if err != nil {
+			return err
+		}
+		ends = latest
+		for p, min := range minEnds {
+			if ends[p] < min {
+				return fmt.Errorf("partition %d: end offset %d below the acknowledged %d", p, ends[p], min)
+			}
+		}
+		return nil
+	})
 	c, err := newVerifyConsumer("final", topic, partitions, seeds)
 	if err != nil {
 		return nil, err
