@@ -319,21 +319,10 @@ func offsetRows(group string, l kadm.DescribedGroupLag) [][]string {
 // writeGroupMembers prints describe --members per group, in the order
 // named; listErr is the error of groups DescribeGroups could not reach.
 func writeGroupMembers(out, notes io.Writer, names []string, described kadm.DescribedGroups, verbose bool, listErr error) error {
-	var errs []error
 	blocks := &blockWriter{out: out}
-	for _, name := range names {
-		g, ok := described[name]
-		if !ok {
-			errs = append(errs, missingGroupError(name, listErr))
-			continue
-		}
-		if err := describeError(name, g.State, g.Err); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		noteState(notes, name, g.State)
+	return eachDescribed(notes, names, described, listErr, func(name string, g kadm.DescribedGroup) {
 		if len(g.Members) == 0 {
-			continue
+			return
 		}
 		tw := blocks.table()
 		header := "GROUP\tCONSUMER-ID\tHOST\tCLIENT-ID\t#PARTITIONS"
@@ -354,6 +343,26 @@ func writeGroupMembers(out, notes io.Writer, names []string, described kadm.Desc
 			fmt.Fprintln(tw)
 		}
 		tw.Flush()
+	})
+}
+
+// eachDescribed calls fn with each named group of described, in order,
+// after the group's notice; a group missing from the answer or described
+// with an error is skipped, and the errors are returned joined.
+func eachDescribed(notes io.Writer, names []string, described kadm.DescribedGroups, listErr error, fn func(name string, g kadm.DescribedGroup)) error {
+	var errs []error
+	for _, name := range names {
+		g, ok := described[name]
+		if !ok {
+			errs = append(errs, missingGroupError(name, listErr))
+			continue
+		}
+		if err := describeError(name, g.State, g.Err); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		noteState(notes, name, g.State)
+		fn(name, g)
 	}
 	return errors.Join(errs...)
 }
@@ -391,29 +400,18 @@ func formatAssignment(assigned kadm.TopicsList) string {
 
 // writeGroupStates prints describe --state per group, in one table.
 func writeGroupStates(out, notes io.Writer, names []string, described kadm.DescribedGroups, listErr error) error {
-	var errs []error
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	header := false
-	for _, name := range names {
-		g, ok := described[name]
-		if !ok {
-			errs = append(errs, missingGroupError(name, listErr))
-			continue
-		}
-		if err := describeError(name, g.State, g.Err); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		noteState(notes, name, g.State)
+	err := eachDescribed(notes, names, described, listErr, func(name string, g kadm.DescribedGroup) {
 		if !header {
 			fmt.Fprintln(tw, "GROUP\tCOORDINATOR (ID)\tASSIGNMENT-STRATEGY\tSTATE\t#MEMBERS")
 			header = true
 		}
 		coordinator := fmt.Sprintf("%s:%d (%d)", g.Coordinator.Host, g.Coordinator.Port, g.Coordinator.NodeID)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", name, coordinator, orDash(g.Protocol), orDash(g.State), len(g.Members))
-	}
+	})
 	tw.Flush()
-	return errors.Join(errs...)
+	return err
 }
 
 // missingGroupError is the error of a group missing from a describe
