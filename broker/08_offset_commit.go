@@ -45,10 +45,6 @@ func handleOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			}
 		}
 	}
-	if r.Group == "" {
-		setAll(kerr.InvalidGroupID.Code)
-		return resp, nil, nil
-	}
 	sh, code := b.groups.shard(r.Group)
 	if code != 0 {
 		setAll(code)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -95,13 +94,7 @@ type fetchedOffset struct {
 // topic it has committed), or the group's error code; with an error every
 // named partition carries it too, as Kafka's v0 and v1 answers need.
 func (b *Broker) fetchOffsets(groupID string, topics []offsetFetchTopic) (int16, []fetchedTopic) {
-	code := int16(0)
-	var sh *groupShard
-	if groupID == "" {
-		code = kerr.InvalidGroupID.Code
-	} else {
-		sh, code = b.groups.shard(groupID)
-	}
+	sh, code := b.groups.shard(groupID)
 	if code != 0 {
 		out := make([]fetchedTopic, 0, len(topics))
 		for _, t := range topics {

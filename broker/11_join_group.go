@@ -23,9 +23,6 @@ func handleJoinGroup(_ context.Context, b *Broker, req *request) (kmsg.Response,
 		resp.ErrorCode, resp.Generation = code, -1
 		return resp
 	}
-	if r.Group == "" {
-		return failed(kerr.InvalidGroupID.Code), nil, nil
-	}
 	sh, code := b.groups.shard(r.Group)
 	if code != 0 {
 		return failed(code), nil, nil

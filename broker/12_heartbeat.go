@@ -16,10 +16,6 @@ func init() { registerAPI(12, 0, 4, handleHeartbeat) }
 func handleHeartbeat(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.HeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-	if r.Group == "" {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp, nil, nil
-	}
 	sh, code := b.groups.shard(r.Group)
 	if code != 0 {
 		resp.ErrorCode = code

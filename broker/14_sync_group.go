@@ -22,9 +22,6 @@ func handleSyncGroup(_ context.Context, b *Broker, req *request) (kmsg.Response,
 		resp.ErrorCode = code
 		return resp
 	}
-	if r.Group == "" {
-		return failed(kerr.InvalidGroupID.Code), nil, nil
-	}
 	sh, code := b.groups.shard(r.Group)
 	if code != 0 {
 		return failed(code), nil, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -19,11 +18,6 @@ func handleDescribeGroups(_ context.Context, b *Broker, req *request) (kmsg.Resp
 	for _, id := range r.Groups {
 		dg := kmsg.NewDescribeGroupsResponseGroup()
 		dg.Group = id
-		if id == "" {
-			dg.ErrorCode = kerr.InvalidGroupID.Code
-			resp.Groups = append(resp.Groups, dg)
-			continue
-		}
 		sh, code := b.groups.shard(id)
 		if code != 0 {
 			dg.ErrorCode = code

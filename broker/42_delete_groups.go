@@ -39,9 +39,6 @@ func handleDeleteGroups(_ context.Context, b *Broker, req *request) (kmsg.Respon
 // deleteGroup removes one group and starts the write of its tombstones,
 // returning the error code or the channel of the write's replication.
 func (b *Broker) deleteGroup(id string) (int16, <-chan error) {
-	if id == "" {
-		return kerr.InvalidGroupID.Code, nil
-	}
 	sh, code := b.groups.shard(id)
 	if code != 0 {
 		return code, nil

@@ -19,10 +19,6 @@ func init() { registerAPI(47, 0, 0, handleOffsetDelete) }
 func handleOffsetDelete(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.OffsetDeleteRequest)
 	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	if r.Group == "" {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp, nil, nil
-	}
 	sh, code := b.groups.shard(r.Group)
 	if code != 0 {
 		resp.ErrorCode = code

@@ -303,10 +303,13 @@ func (b *Broker) offsetsPartitions() int {
 }
 
 // shard returns the locked shard coordinating groupID, or the error code
-// to answer: NOT_COORDINATOR when this broker does not lead its partition,
-// COORDINATOR_LOAD_IN_PROGRESS while it loads it. The caller unlocks
-// sh.mu.
+// to answer: INVALID_GROUP_ID for an empty id, NOT_COORDINATOR when this
+// broker does not lead its partition, COORDINATOR_LOAD_IN_PROGRESS while
+// it loads it. The caller unlocks sh.mu.
 func (c *groupCoordinator) shard(groupID string) (*groupShard, int16) {
+	if groupID == "" {
+		return nil, kerr.InvalidGroupID.Code
+	}
 	index := group.PartitionFor(groupID, c.b.offsetsPartitions())
 	c.mu.Lock()
 	sh := c.shards[index]
