@@ -87,7 +87,9 @@ func sameTopic(a, b coord.Topic) bool {
 			return false
 		}
 	}
-	return maps.Equal(a.Config, b.Config)
+	sameReplicas := func(x, y []coord.BrokerID) bool { return slices.Equal(x, y) }
+	return maps.Equal(a.Config, b.Config) && maps.EqualFunc(a.Adding, b.Adding, sameReplicas) &&
+		maps.EqualFunc(a.Removing, b.Removing, sameReplicas)
 }
 
 // describeMetadata summarises md for failures.
@@ -195,6 +197,24 @@ func testTopicLifecycle(t T, h Harness) {
 	grown.Config["cleanup.policy"] = "compact"
 	added := initialState(name, 2, 1, ctl.epoch)
 	commit(t, be, ctl, "SetTopic orders to 3 partitions", coord.SetTopic{Topic: grown}, coord.SetPartition{State: added, ExpectedEpoch: coord.NewPartition})
+	checkTopic(t, loadAt(t, be), grown, append(slices.Clone(create.States), added))
+
+	// A reassignment in progress (KIP-455) is stored with the topic: the
+	// assignment holds target and original replicas, Adding and Removing
+	// say which is which; ending it clears them.
+	moving := grown
+	moving.Assignment = slices.Clone(grown.Assignment)
+	moving.Assignment[1] = []coord.BrokerID{4, 5, 2}
+	moving.Adding = map[int32][]coord.BrokerID{1: {4, 5}}
+	moving.Removing = map[int32][]coord.BrokerID{1: {2}}
+	commit(t, be, ctl, "SetTopic orders with partition 1 being reassigned", coord.SetTopic{Topic: moving})
+	checkTopic(t, loadAt(t, be), moving, append(slices.Clone(create.States), added))
+	if got := loadAt(t, be).Topics[name]; !got.Reassigning(1) || got.Reassigning(0) ||
+		!slices.Equal(got.TargetReplicas(1), []coord.BrokerID{4, 5}) || !slices.Equal(got.OriginalReplicas(1), []coord.BrokerID{2}) {
+		t.Fatalf("Load: topic %s: reassigning 1 %t 0 %t, target %v original %v; want true false [4 5] [2]",
+			name, got.Reassigning(1), got.Reassigning(0), got.TargetReplicas(1), got.OriginalReplicas(1))
+	}
+	commit(t, be, ctl, "SetTopic orders with the reassignment ended", coord.SetTopic{Topic: grown})
 	checkTopic(t, loadAt(t, be), grown, append(slices.Clone(create.States), added))
 
 	commitErr(t, be, ctl, coord.ErrNotFound, "SetTopic of missing topic", coord.SetTopic{Topic: newTopic("missing", 1, 1)})

@@ -64,7 +64,21 @@ func (s *State) AlterPartitions(reqs []AlterPartitionRequest) (Plan, []AlterPart
 		s.log.Debug("ISR change accepted", "partition", req.Partition, "from", s.md.Partitions[req.Partition].ISR, "to", next.ISR)
 	}
 	var plan Plan
-	plan.add(s.statesStep(ops))
+	step := s.statesStep(ops)
+	plan.add(step)
+	// An ISR that now holds every target replica of a partition being
+	// reassigned completes the reassignment.
+	var moving []coord.TopicPartition
+	for i, req := range reqs {
+		if res[i].Err == nil && s.md.Topics[req.Partition.Topic].Reassigning(req.Partition.Partition) {
+			moving = append(moving, req.Partition)
+		}
+	}
+	if len(moving) > 0 {
+		view := s.clone()
+		view.Committed(step)
+		plan.add(view.completeStep(moving))
+	}
 	return plan, res
 }
 

@@ -457,6 +457,45 @@ func (c *Controller) ElectLeaders(ctx context.Context, preferred bool, partition
 	return results, nil
 }
 
+// AlterReassignments starts, replaces or cancels partition
+// reassignments (State.AlterReassignments) and returns one error per
+// request, in order, once the accepted ones are committed. When the
+// commit fails, every accepted request's error is the commit's. The error
+// is for the call as a whole (ErrNotController, coord.ErrUnavailable
+// while the metadata cannot be reloaded).
+func (c *Controller) AlterReassignments(ctx context.Context, reqs []Reassignment) ([]error, error) {
+	var errs []error
+	var err error
+	if doErr := c.do(ctx, func(runCtx context.Context) {
+		if err = c.freshen(runCtx); err != nil {
+			return
+		}
+		var plan Plan
+		plan, errs = c.state.AlterReassignments(reqs)
+		if cerr := c.execute(runCtx, plan); cerr != nil {
+			for i := range errs {
+				if errs[i] == nil {
+					errs[i] = fmt.Errorf("partition %s: reassignment not committed: %w", reqs[i].Partition, cerr)
+				}
+			}
+		}
+	}); doErr != nil {
+		return nil, doErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// Reassignments returns the partition reassignments in progress among
+// tps, all when nil (State.Reassignments).
+func (c *Controller) Reassignments(ctx context.Context, tps []coord.TopicPartition) ([]OngoingReassignment, error) {
+	var out []OngoingReassignment
+	err := c.do(ctx, func(context.Context) { out = c.state.Reassignments(tps) })
+	return out, err
+}
+
 // LogDirFailure handles a broker's report that one of its log dirs went
 // offline (State.LogDirFailure). Errors: ErrStaleBrokerEpoch for a report
 // from another incarnation than the live one, ErrNotController,

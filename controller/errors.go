@@ -34,6 +34,9 @@ var (
 	ErrPreferredLeaderNotAvailable = errors.New("controller: preferred leader not available")
 	// ErrEligibleLeadersNotAvailable: no replica may lead.
 	ErrEligibleLeadersNotAvailable = errors.New("controller: eligible leaders not available")
+	// ErrNoReassignmentInProgress: a cancel of a partition that is not
+	// being reassigned.
+	ErrNoReassignmentInProgress = errors.New("controller: no reassignment in progress")
 	// ErrElectionNotNeeded: the partition already has the leader asked for.
 	ErrElectionNotNeeded = errors.New("controller: election not needed")
 )

@@ -122,7 +122,11 @@ func renderOp(t *testing.T, op coord.Op) []string {
 		}
 		return lines
 	case coord.SetTopic:
-		return []string{fmt.Sprintf("set topic %s %v", op.Topic.Name, op.Topic.Assignment)}
+		line := fmt.Sprintf("set topic %s %v", op.Topic.Name, op.Topic.Assignment)
+		if len(op.Topic.Adding) > 0 || len(op.Topic.Removing) > 0 {
+			line += fmt.Sprintf(" adding %v removing %v", op.Topic.Adding, op.Topic.Removing)
+		}
+		return []string{line}
 	case coord.DeleteTopic:
 		return []string{"delete topic " + op.Name}
 	case coord.SetPartition:

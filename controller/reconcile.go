@@ -106,7 +106,19 @@ func (s *State) Reconcile() Plan {
 		}
 		plan.add(step)
 	}
-	plan.add(view.reconcileStep(nil))
+	step := view.reconcileStep(nil)
+	plan.add(step)
+	if view.anyReassigning() {
+		// Reassignments a new controller loads, or that a leader
+		// change let through, complete once their targets are in sync.
+		if len(step.Ops) > 0 {
+			if view == s {
+				view = s.clone()
+			}
+			view.Committed(step)
+		}
+		plan.add(view.completeStep(nil))
+	}
 	if s.liveChanged {
 		step := Step{settles: settlement{live: true}}
 		step.Messages = view.propagate(nil, nil)

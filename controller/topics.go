@@ -200,7 +200,7 @@ func (s *State) CreatePartitions(name string, total int, manual [][]coord.Broker
 	if len(added) == 0 {
 		rf := 0
 		if have > 0 {
-			rf = len(topic.Assignment[0])
+			rf = len(topic.TargetReplicas(0))
 		}
 		ids := s.eligible()
 		if rf < 1 || rf > len(ids) {

@@ -114,10 +114,48 @@ type Topic struct {
 	// Config holds per-topic overrides of broker properties
 	// (min.insync.replicas, unclean.leader.election.enable, ...).
 	Config map[string]string `json:"config,omitempty"`
+	// Adding and Removing hold, by partition index, the reassignments in
+	// progress (Kafka's KIP-455, and its adding_replicas and
+	// removing_replicas in ZooKeeper): while partition p moves from its
+	// original replicas to its target ones, Assignment[p] holds both (the
+	// target first, then the original replicas that are leaving),
+	// Adding[p] the target replicas that are not original and Removing[p]
+	// the original replicas that are not in the target. A partition with
+	// no entry in either is not being reassigned. Stored with the topic,
+	// so a new controller resumes what the old one started.
+	Adding   map[int32][]BrokerID `json:"adding,omitempty"`
+	Removing map[int32][]BrokerID `json:"removing,omitempty"`
 }
 
 // Partitions returns the number of partitions.
 func (t Topic) Partitions() int { return len(t.Assignment) }
+
+// Reassigning reports whether partition p is being reassigned.
+func (t Topic) Reassigning(p int32) bool { return len(t.Adding[p]) > 0 || len(t.Removing[p]) > 0 }
+
+// TargetReplicas returns the replicas partition p is being reassigned
+// to: its assignment without the replicas being removed (its assignment
+// when it is not being reassigned).
+func (t Topic) TargetReplicas(p int32) []BrokerID {
+	return without(t.Assignment[p], t.Removing[p])
+}
+
+// OriginalReplicas returns the replicas partition p had before its
+// reassignment began: its assignment without the replicas being added.
+func (t Topic) OriginalReplicas(p int32) []BrokerID {
+	return without(t.Assignment[p], t.Adding[p])
+}
+
+// without returns the ids of all that are not in drop, in order.
+func without(all, drop []BrokerID) []BrokerID {
+	out := make([]BrokerID, 0, len(all))
+	for _, id := range all {
+		if !slices.Contains(drop, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
 
 // TopicPartition names one partition.
 type TopicPartition struct {

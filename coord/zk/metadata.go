@@ -63,6 +63,12 @@ func encodeTopic(t coord.Topic) []byte {
 	for p, replicas := range t.Assignment {
 		z.Partitions[strconv.Itoa(p)] = brokerIDsToInt32(replicas)
 	}
+	for p, replicas := range t.Adding {
+		z.AddingReplicas[strconv.Itoa(int(p))] = brokerIDsToInt32(replicas)
+	}
+	for p, replicas := range t.Removing {
+		z.RemovingReplicas[strconv.Itoa(int(p))] = brokerIDsToInt32(replicas)
+	}
 	data, _ := json.Marshal(z)
 	return data
 }
@@ -87,7 +93,34 @@ func decodeTopic(name string, data []byte) (coord.Topic, error) {
 		}
 		t.Assignment[p] = int32sToBrokerIDs(replicas)
 	}
+	var err error
+	if t.Adding, err = decodeReassigning(name, "adding_replicas", z.AddingReplicas, len(z.Partitions)); err != nil {
+		return coord.Topic{}, err
+	}
+	if t.Removing, err = decodeReassigning(name, "removing_replicas", z.RemovingReplicas, len(z.Partitions)); err != nil {
+		return coord.Topic{}, err
+	}
 	return t, nil
+}
+
+// decodeReassigning decodes a topic znode's adding_replicas or
+// removing_replicas, nil when it holds none.
+func decodeReassigning(name, field string, m map[string][]int32, partitions int) (map[int32][]coord.BrokerID, error) {
+	var out map[int32][]coord.BrokerID
+	for key, replicas := range m {
+		p, err := strconv.Atoi(key)
+		if err != nil || p < 0 || p >= partitions {
+			return nil, fmt.Errorf("decode topic %s: %s partition %q out of 0..%d", name, field, key, partitions-1)
+		}
+		if len(replicas) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[int32][]coord.BrokerID{}
+		}
+		out[int32(p)] = int32sToBrokerIDs(replicas)
+	}
+	return out, nil
 }
 
 func encodeConfig(config map[string]string) []byte {
