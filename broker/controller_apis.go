@@ -28,6 +28,8 @@ func coordError(err error) *kerr.Error {
 		return kerr.InvalidPartitions
 	case errors.Is(err, controller.ErrInvalidReplicaAssignment):
 		return kerr.InvalidReplicaAssignment
+	case errors.Is(err, controller.ErrNoReassignmentInProgress):
+		return kerr.NoReassignmentInProgress
 	case errors.Is(err, controller.ErrNotController), errors.Is(err, coord.ErrFenced):
 		return kerr.NotController
 	case errors.Is(err, controller.ErrStaleBrokerEpoch):

@@ -38,6 +38,10 @@ import (
 type Reassignment struct {
 	Partition coord.TopicPartition
 	Target    []coord.BrokerID
+	// KeepReplicationFactor refuses a Target with another number of
+	// replicas than the partition's original replicas (KIP-860's
+	// allow_replication_factor_change false).
+	KeepReplicationFactor bool
 }
 
 // OngoingReassignment is a partition being reassigned, as
@@ -61,7 +65,9 @@ type OngoingReassignment struct {
 // was cut off midway), when it names the partition twice, when its target
 // is empty or names a broker twice or one that is not live
 // (ErrInvalidReplicaAssignment), or when it cancels a partition that is
-// not being reassigned (ErrNoReassignmentInProgress).
+// not being reassigned (ErrNoReassignmentInProgress), or when it keeps
+// the replication factor and its target does not
+// (ErrInvalidReplicationFactor).
 func (s *State) AlterReassignments(reqs []Reassignment) (Plan, []error) {
 	errs := make([]error, len(reqs))
 	topics := map[string]coord.Topic{}
@@ -84,6 +90,11 @@ func (s *State) AlterReassignments(reqs []Reassignment) (Plan, []error) {
 		st, hasState := s.md.Partitions[tp]
 		if !ok || !hasState || len(s.missingStates(t)) > 0 {
 			errs[i] = fmt.Errorf("%w: partition %s", coord.ErrNotFound, tp)
+			continue
+		}
+		if rf := len(t.OriginalReplicas(tp.Partition)); req.KeepReplicationFactor && req.Target != nil && len(req.Target) != rf {
+			errs[i] = fmt.Errorf("%w: partition %s: %d target replicas, the replication factor is %d and may not change",
+				ErrInvalidReplicationFactor, tp, len(req.Target), rf)
 			continue
 		}
 		next, dropped, err := s.reassign(t, st, req.Target)
