@@ -116,13 +116,16 @@ func (l *load) stop(t *testing.T) (acked, read []record) {
 }
 
 // holdDialer dials a kgo client's connections so that the test can hold
-// back what brokers send it: while held, data read from any connection
-// waits instead of reaching the client; on release it is thrown away and
-// the connection fails, as if the broker had died before its answer left.
-// A produce request sent while held reaches the broker and is handled;
-// only its answer is lost. Its methods are safe for concurrent use.
+// back what one broker sends it: while held, data read from a connection
+// to that broker waits instead of reaching the client; on release it is
+// thrown away and the connection fails, as if the broker had died before
+// its answer left. A produce request sent while held reaches the broker
+// and is handled; only its answer is lost. Connections to other brokers
+// are never held, so a retry to a new leader is answered. Its methods
+// are safe for concurrent use.
 type holdDialer struct {
 	mu      sync.Mutex
+	addr    string        // the held broker's host:port
 	release chan struct{} // closed by Release; nil when not holding
 }
 
@@ -137,13 +140,14 @@ func (d *holdDialer) Dial(ctx context.Context, network, host string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	return &heldConn{Conn: conn, dialer: d}, nil
+	return &heldConn{Conn: conn, dialer: d, addr: host}, nil
 }
 
-// Hold starts holding back what every connection reads.
-func (d *holdDialer) Hold() {
+// Hold starts holding back what connections to the broker at addr read.
+func (d *holdDialer) Hold(addr string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.addr = addr
 	if d.release == nil {
 		d.release = make(chan struct{})
 	}
@@ -159,9 +163,14 @@ func (d *holdDialer) Release() {
 	}
 }
 
-func (d *holdDialer) gate() chan struct{} {
+// gate returns the channel a read from a connection to addr waits on,
+// nil when such reads are not held.
+func (d *holdDialer) gate(addr string) chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if addr != d.addr {
+		return nil
+	}
 	return d.release
 }
 
@@ -169,6 +178,7 @@ func (d *holdDialer) gate() chan struct{} {
 type heldConn struct {
 	net.Conn
 	dialer *holdDialer
+	addr   string // the host:port dialed
 }
 
 // Read reads from the connection; data that arrives while the dialer
@@ -176,7 +186,7 @@ type heldConn struct {
 func (c *heldConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		if release := c.dialer.gate(); release != nil {
+		if release := c.dialer.gate(c.addr); release != nil {
 			<-release
 			c.Conn.Close()
 			return 0, errHeldBack

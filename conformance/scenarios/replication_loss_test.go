@@ -296,8 +296,9 @@ func waitNamed(t *testing.T, c *cluster.Cluster, id int32, topic string, leader,
 // retry writes the record a second time; an idempotent producer's retry
 // (same producer id, epoch and sequence) is answered with the original
 // offset and writes nothing. Both producers run at once, on two
-// partitions with the same leader; their clients' connections hold back
-// the brokers' answers while the test kills the leader.
+// partitions with the same leader; their clients' connections to the
+// leader hold back its answers while the test kills it, and nothing
+// holds back the new leader's answers to the retries.
 func TestS9RetryAfterLostAckDuplicates(t *testing.T) {
 	eachBackend(t, func(t *testing.T, backend string) {
 		c := startCluster(t, backend, 3)
@@ -317,9 +318,9 @@ func TestS9RetryAfterLostAckDuplicates(t *testing.T) {
 		produceValues(t, plain, "s9", plainPart, "s9-warm-plain")
 		produceValues(t, idem, "s9", idemPart, "s9-warm-idempotent")
 
-		t.Log("step 1: hold back every answer to the producers; each produces r with acks=all")
-		plainDialer.Hold()
-		idemDialer.Hold()
+		t.Log("step 1: hold back the leader's answers to the producers; each produces r with acks=all")
+		plainDialer.Hold(c.Broker(leader).Addr)
+		idemDialer.Hold(c.Broker(leader).Addr)
 		plainDone := produceAsync(plain, "s9", plainPart, "s9-r-plain")
 		idemDone := produceAsync(idem, "s9", idemPart, "s9-r-idempotent")
 
