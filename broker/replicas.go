@@ -308,7 +308,26 @@ func (b *Broker) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMe
 	full := r.ControllerEpoch > b.updateEpoch
 	b.updateEpoch = r.ControllerEpoch
 	b.cache.update(r, full)
+	b.removeStrays(r.Partitions)
 	return 0
+}
+
+// removeStrays deletes this broker's replicas of partitions whose
+// replicas, as the controller now tells them, leave this broker out: a
+// reassignment moved them away and the StopReplica that should have
+// followed was lost with a controller that failed between its commit and
+// its requests (a new controller sends every broker the full state, so
+// such a replica is found then).
+func (b *Broker) removeStrays(parts []controller.PartitionInfo) {
+	self := coord.BrokerID(b.cfg.BrokerID)
+	for _, info := range parts {
+		tp := info.TopicPartition()
+		if len(info.Replicas) == 0 || slices.Contains(info.Replicas, self) || b.partitionFor(tp.Topic, tp.Partition) == nil {
+			continue
+		}
+		b.logger.Info("stray replica deleted: the partition's replicas no longer include this broker", "partition", tp, "replicas", info.Replicas)
+		b.removeReplica(tp, true)
+	}
 }
 
 // applyStopReplica stops this broker's replicas of the listed partitions;
