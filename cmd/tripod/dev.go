@@ -32,6 +32,7 @@ type devOptions struct {
 	sessionTimeout time.Duration
 	sets           []string
 	logLevel       string
+	tls            bool
 }
 
 // newDevCmd builds `tripod dev`: a local cluster of broker processes for
@@ -46,7 +47,13 @@ binary, on 127.0.0.1 ports from --base-port (Kafka) and --base-port+100
 (Raft). With --coord zk and no --zk-connect a local ZooKeeper runs from
 Debian's zookeeper package; with --coord etcd and no --etcd-endpoints an
 embedded etcd runs in this process. It prints the bootstrap servers and,
-per broker, its PID and how to stop or crash it; Ctrl-C stops everything.`,
+per broker, its PID and how to stop or crash it; Ctrl-C stops everything.
+
+With --tls it makes a throwaway CA, a certificate the brokers present and
+a client certificate (PEM files in the data dir's tls/), serves every
+listener as SSL (the brokers reach each other over it too), and prints
+the settings with which kcat, franz-go, Java clients and tripod's own
+commands connect.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -65,6 +72,7 @@ per broker, its PID and how to stop or crash it; Ctrl-C stops everything.`,
 	f.DurationVar(&opts.sessionTimeout, "session-timeout", 6*time.Second, "every broker's session timeout (failure detection time)")
 	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
 	f.StringVar(&opts.logLevel, "log-level", "info", "brokers' log level: trace, debug, info, warn or error")
+	f.BoolVar(&opts.tls, "tls", false, "serve SSL listeners with a throwaway CA and certificates, and print the clients' settings")
 	return cmd
 }
 
@@ -96,6 +104,14 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 		// __consumer_offsets gets one replica per broker, as Kafka's
 		// single-node configs set it. A --set of its own still wins.
 		cfg.Sets = append([]string{fmt.Sprintf("offsets.topic.replication.factor=%d", opts.brokers)}, cfg.Sets...)
+	}
+	var pki *devTLS
+	if opts.tls {
+		if pki, err = makeDevTLS(filepath.Join(dir, "tls")); err != nil {
+			return fmt.Errorf("--tls: %w", err)
+		}
+		cfg.Sets = append(pki.brokerSets(), cfg.Sets...)
+		cfg.ClientTLS = pki.ClientConfig
 	}
 	switch opts.coord {
 	case "zk":
@@ -137,6 +153,9 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 
 	fmt.Fprintf(out, "tripod dev: %d brokers on %s, data in %s\n", opts.brokers, opts.coord, dir)
 	fmt.Fprintf(out, "bootstrap servers: %s\n", strings.Join(c.Bootstrap(), ","))
+	if pki != nil {
+		pki.printClientSettings(out, self, c.Bootstrap()[0])
+	}
 	for _, b := range c.Brokers() {
 		pid := b.PID()
 		fmt.Fprintf(out, "broker %d: %s pid %d log %s; stop: kill -TERM %d; crash: kill -KILL %d\n",
@@ -148,11 +167,15 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 		}
 		return fmt.Errorf("cluster does not serve (see the brokers' logs): %w", err)
 	}
-	if md, err := cluster.MetadataFrom(ctx, c.Bootstrap()[0]); err == nil {
+	if md, err := c.Metadata(ctx, c.Brokers()[0].ID); err == nil {
 		fmt.Fprintf(out, "cluster ready: controller is broker %d\n", md.ControllerID)
 	}
-	fmt.Fprintf(out, "try: %s topics create demo --partitions 6 --replication-factor %d --bootstrap %s\n",
+	try := fmt.Sprintf("try: %s topics create demo --partitions 6 --replication-factor %d --bootstrap %s",
 		self, min(3, opts.brokers), c.Bootstrap()[0])
+	if pki != nil {
+		try += " --tls-ca " + pki.CA
+	}
+	fmt.Fprintln(out, try)
 	fmt.Fprintln(out, "Ctrl-C stops everything.")
 
 	// One watcher per broker reports its exit; each ends when its broker

@@ -3,16 +3,22 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tripodmq/tripod/internal/cluster"
 )
@@ -32,57 +38,19 @@ var (
 // Ctrl-C (SIGINT) then stops the brokers and dev exits 0.
 func TestDevAndTopics(t *testing.T) {
 	base := freeBasePort(t)
-	dev := exec.Command(tripodBin, "dev", "--brokers", "3", "--coord", "raft",
+	dev := startDev(t, "--brokers", "3", "--coord", "raft",
 		"--base-port", strconv.Itoa(base), "--session-timeout", "2s", "--data-dir", t.TempDir())
-	stdout, err := dev.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	dev.Stderr = &stderr
-	if err := dev.Start(); err != nil {
-		t.Fatalf("start tripod dev: %v", err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 64)
-	go func() {
-		// The reader ends when dev exits and its stdout closes.
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			t.Log("tripod dev: " + sc.Text())
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- dev.Wait()
-	}()
-	t.Cleanup(func() {
-		dev.Process.Kill()
-		for range lines {
-		}
-		<-exited
-	})
-
 	var bootstrap string
 	pids := map[int]int{}
-	deadline := time.After(90 * time.Second)
-	for ready := false; !ready; {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("tripod dev exited before the cluster was ready; stderr:\n%s", stderr.String())
-			}
-			if m := bootstrapLine.FindStringSubmatch(line); m != nil {
-				bootstrap = m[1]
-			}
-			if m := brokerLine.FindStringSubmatch(line); m != nil {
-				id, _ := strconv.Atoi(m[1])
-				pids[id], _ = strconv.Atoi(m[2])
-			}
-			ready = strings.HasPrefix(line, "cluster ready")
-		case <-deadline:
-			t.Fatalf("tripod dev: no \"cluster ready\" within 90s; stderr:\n%s", stderr.String())
+	dev.waitReady(t, func(line string) {
+		if m := bootstrapLine.FindStringSubmatch(line); m != nil {
+			bootstrap = m[1]
 		}
-	}
+		if m := brokerLine.FindStringSubmatch(line); m != nil {
+			id, _ := strconv.Atoi(m[1])
+			pids[id], _ = strconv.Atoi(m[2])
+		}
+	})
 	if want := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", base, base+1, base+2); bootstrap != want {
 		t.Fatalf("bootstrap servers %q, want %q", bootstrap, want)
 	}
@@ -101,7 +69,7 @@ func TestDevAndTopics(t *testing.T) {
 	// Leaders are elected as the topic is created; describe until every
 	// partition line shows one.
 	var described string
-	err = cluster.WaitFor(context.Background(), 30*time.Second, func() error {
+	err := cluster.WaitFor(context.Background(), 30*time.Second, func() error {
 		described = runTripod(t, "topics", "describe", "demo", "--bootstrap", addr)
 		return checkDescribe(described)
 	})
@@ -109,24 +77,93 @@ func TestDevAndTopics(t *testing.T) {
 		t.Fatalf("topics describe demo:\n%s\n%v", described, err)
 	}
 
-	if err := dev.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	for range lines {
-	}
-	select {
-	case err := <-exited:
-		exited <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("tripod dev after Ctrl-C: %v; stderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("tripod dev did not exit within 60s of Ctrl-C")
-	}
+	dev.interrupt(t)
 	for id, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("broker %d (pid %d) still runs after dev exited: kill 0 says %v", id, pid, err)
 		}
+	}
+}
+
+// devProcess is a `tripod dev` process the test started; it is killed
+// when the test ends.
+type devProcess struct {
+	cmd    *exec.Cmd
+	lines  chan string // what it prints, closed when it exits
+	exited chan error  // its exit, once lines is closed
+	stderr *strings.Builder
+}
+
+// startDev starts `tripod dev` with args.
+func startDev(t *testing.T, args ...string) *devProcess {
+	t.Helper()
+	d := &devProcess{cmd: exec.Command(tripodBin, append([]string{"dev"}, args...)...),
+		lines: make(chan string, 64), exited: make(chan error, 1), stderr: &strings.Builder{}}
+	stdout, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("start tripod dev: %v", err)
+	}
+	go func() {
+		// The reader ends when dev exits and its stdout closes.
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			t.Log("tripod dev: " + sc.Text())
+			d.lines <- sc.Text()
+		}
+		close(d.lines)
+		d.exited <- d.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		d.cmd.Process.Kill()
+		for range d.lines {
+		}
+		<-d.exited
+	})
+	return d
+}
+
+// waitReady passes every line dev prints to each until it prints
+// "cluster ready", within 90 s.
+func (d *devProcess) waitReady(t *testing.T, each func(line string)) {
+	t.Helper()
+	deadline := time.After(90 * time.Second)
+	for {
+		select {
+		case line, ok := <-d.lines:
+			if !ok {
+				t.Fatalf("tripod dev exited before the cluster was ready; stderr:\n%s", d.stderr.String())
+			}
+			each(line)
+			if strings.HasPrefix(line, "cluster ready") {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("tripod dev: no \"cluster ready\" within 90s; stderr:\n%s", d.stderr.String())
+		}
+	}
+}
+
+// interrupt sends dev Ctrl-C (SIGINT) and checks that it exits 0 within
+// 60 s.
+func (d *devProcess) interrupt(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for range d.lines {
+	}
+	select {
+	case err := <-d.exited:
+		d.exited <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("tripod dev after Ctrl-C: %v; stderr:\n%s", err, d.stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("tripod dev did not exit within 60s of Ctrl-C")
 	}
 }
 
@@ -209,4 +246,85 @@ func freeBasePort(t *testing.T) int {
 	}
 	t.Fatal("no free run of ports for tripod dev")
 	return 0
+}
+
+// TestDevTLS runs `tripod dev --tls` with one broker: the kcat command it
+// prints (TLS with the CA and the client certificate it made) lists the
+// broker and produces and reads a record, the franz-go settings it names
+// (the same files) connect, and a plaintext client gets no answer.
+func TestDevTLS(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("kcat is not installed (CI=true): %v", err)
+		}
+		t.Skipf("kcat is not installed: %v", err)
+	}
+	base := freeBasePort(t)
+	dev := startDev(t, "--tls", "--brokers", "1", "--coord", "raft",
+		"--base-port", strconv.Itoa(base), "--session-timeout", "2s", "--data-dir", t.TempDir())
+	kcatLine := regexp.MustCompile(`^tls: kcat (.*) -L$`)
+	var kcatArgs []string
+	dev.waitReady(t, func(line string) {
+		if m := kcatLine.FindStringSubmatch(line); m != nil {
+			kcatArgs = strings.Fields(m[1])
+		}
+	})
+	if kcatArgs == nil {
+		t.Fatal("tripod dev --tls printed no kcat settings")
+	}
+	// The topic is auto-created by the produce.
+	run := func(stdin string, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, kcat, append(slices.Clone(kcatArgs), args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kcat %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, out)
+		}
+		return string(out)
+	}
+	if out := run("", "-L"); !strings.Contains(out, "1 brokers:") {
+		t.Fatalf("kcat -L over TLS printed:\n%s\nwant 1 broker", out)
+	}
+	run("secret\n", "-P", "-t", "tls-demo")
+	if out := run("", "-C", "-t", "tls-demo", "-o", "beginning", "-c", "1", "-e"); strings.TrimSpace(out) != "secret" {
+		t.Fatalf("kcat -C over TLS printed %q, want \"secret\"", out)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(base)
+	setting := func(key string) string {
+		for i, a := range kcatArgs {
+			if v, ok := strings.CutPrefix(a, key+"="); ok && i > 0 && kcatArgs[i-1] == "-X" {
+				return v
+			}
+		}
+		t.Fatalf("kcat settings %v lack %s", kcatArgs, key)
+		return ""
+	}
+	pair, err := tls.LoadX509KeyPair(setting("ssl.certificate.location"), setting("ssl.key.location"))
+	if err != nil {
+		t.Fatalf("load the client certificate dev printed: %v", err)
+	}
+	caPEM, err := os.ReadFile(setting("ssl.ca.location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		t.Fatalf("franz-go with dev's TLS settings: %v", err)
+	}
+	if md, err := cluster.MetadataFrom(context.Background(), addr); err == nil {
+		t.Fatalf("a plaintext client got metadata %+v from an SSL listener, want no answer", md)
+	}
+	dev.interrupt(t)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Broker is one `tripod serve` process of a Cluster. It keeps its flags,
@@ -33,6 +35,9 @@ type Broker struct {
 
 	binary string
 	args   []string
+	// clientOpts are the options of the cluster's own clients of this
+	// broker (TLS).
+	clientOpts []kgo.Opt
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd

@@ -14,6 +14,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +25,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Backends lists the coordination backends a cluster can run on.
@@ -66,6 +69,12 @@ type Config struct {
 	// BasePort+i-1 and the Raft port BasePort+100+i-1; zero picks free
 	// loopback ports.
 	BasePort int
+	// ClientTLS, when set, makes every broker's one listener an SSL
+	// listener (listeners=SSL://..., also the inter-broker listener)
+	// instead of PLAINTEXT, and is the TLS configuration with which the
+	// cluster's own clients (Metadata, Request, WaitServing) reach them.
+	// The brokers' keystore and truststore come in Sets. Default nil.
+	ClientTLS *tls.Config
 }
 
 // DefaultConfig returns a Config for a 3-broker Raft cluster with a 2 s
@@ -152,14 +161,20 @@ func Start(cfg Config) (*Cluster, error) {
 			LogPath: filepath.Join(dir, "tripod.log"),
 			binary:  cfg.Binary,
 		}
-		b.args = []string{"serve",
-			"--broker-id", strconv.Itoa(int(id)),
-			"--listen", b.Addr,
+		listen := []string{"--listen", b.Addr}
+		if cfg.ClientTLS != nil {
+			b.clientOpts = []kgo.Opt{kgo.DialTLSConfig(cfg.ClientTLS.Clone())}
+			listen = []string{"--set", "listeners=SSL://" + b.Addr, "--set", "inter.broker.listener.name=SSL"}
+		}
+		b.args = append([]string{"serve",
+			"--broker-id", strconv.Itoa(int(id))},
+			listen...)
+		b.args = append(b.args,
 			"--data-dir", b.DataDir,
 			"--coord", cfg.Backend,
 			"--session-timeout", cfg.SessionTimeout.String(),
 			"--log-level", cfg.LogLevel,
-		}
+		)
 		switch cfg.Backend {
 		case "zk":
 			b.args = append(b.args, "--zk-connect", cfg.ZKConnect)

@@ -76,7 +76,12 @@ func (m *Metadata) LedBy(topic string, id int32) []int32 {
 // topic when none is named). The request goes to that broker only, never
 // to another one it names.
 func MetadataFrom(ctx context.Context, addr string, topics ...string) (*Metadata, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+	return metadataFrom(ctx, addr, nil, topics...)
+}
+
+// metadataFrom is MetadataFrom with the client's extra options opts.
+func metadataFrom(ctx context.Context, addr string, opts []kgo.Opt, topics ...string) (*Metadata, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("client for %s: %w", addr, err)
 	}
@@ -148,7 +153,7 @@ func (c *Cluster) Metadata(ctx context.Context, id int32, topics ...string) (*Me
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	md, err := MetadataFrom(ctx, b.Addr, topics...)
+	md, err := metadataFrom(ctx, b.Addr, b.clientOpts, topics...)
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: %w", id, err)
 	}
@@ -255,7 +260,7 @@ func (c *Cluster) Request(ctx context.Context, id int32, req kmsg.Request) (kmsg
 	if b == nil {
 		return nil, fmt.Errorf("request to broker %d: no such broker", id)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second)}, b.clientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("client for broker %d: %w", id, err)
 	}
