@@ -496,6 +496,25 @@ func (c *Controller) Reassignments(ctx context.Context, tps []coord.TopicPartiti
 	return out, err
 }
 
+// BrokerUnreachable handles a refused connection to broker's listener
+// (State.Unreachable). A failure to commit what follows is logged and
+// retried, not returned.
+func (c *Controller) BrokerUnreachable(ctx context.Context, broker coord.Broker) error {
+	return c.do(ctx, func(runCtx context.Context) {
+		_ = c.freshen(runCtx)
+		c.executeLogged(runCtx, "unreachable broker", c.state.Unreachable(broker))
+	})
+}
+
+// BrokerReachable handles an unreachable broker answering again
+// (State.Reachable).
+func (c *Controller) BrokerReachable(ctx context.Context, broker coord.Broker) error {
+	return c.do(ctx, func(runCtx context.Context) {
+		_ = c.freshen(runCtx)
+		c.executeLogged(runCtx, "reachable broker", c.state.Reachable(broker))
+	})
+}
+
 // LogDirFailure handles a broker's report that one of its log dirs went
 // offline (State.LogDirFailure). Errors: ErrStaleBrokerEpoch for a report
 // from another incarnation than the live one, ErrNotController,

@@ -21,7 +21,7 @@ func (s *State) propagate(changed []PartitionInfo, deleted []string) []Message {
 		for _, r := range info.Replicas {
 			// An offline replica is not told: its broker cannot act on
 			// it until it restarts and gets its full state.
-			if _, ok := s.live[r]; ok && !s.offline[r][tp] {
+			if s.reachable(r) && !s.offline[r][tp] {
 				perBroker[r] = append(perBroker[r], info)
 			}
 		}

@@ -214,7 +214,7 @@ func (s *State) checkTarget(tp coord.TopicPartition, target []coord.BrokerID) er
 		if slices.Contains(target[:i], id) {
 			return fmt.Errorf("%w: partition %s: broker %d twice", ErrInvalidReplicaAssignment, tp, id)
 		}
-		if _, ok := s.live[id]; !ok {
+		if !s.reachable(id) {
 			return fmt.Errorf("%w: partition %s: broker %d is not live", ErrInvalidReplicaAssignment, tp, id)
 		}
 	}

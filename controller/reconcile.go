@@ -33,6 +33,7 @@ func (s *State) Members(brokers []coord.Broker) Plan {
 			delete(s.offline, id)
 			delete(s.restarted, id)
 			delete(s.unsynced, id)
+			delete(s.unreachable, id)
 		case b.Epoch != old.Epoch:
 			s.log.Info("broker restarted", "broker", id, "old_epoch", old.Epoch, "broker_epoch", b.Epoch)
 			drops = append(drops, id)
@@ -40,6 +41,7 @@ func (s *State) Members(brokers []coord.Broker) Plan {
 			// A restart opens the broker's log dirs again: its offline
 			// replicas are online again once it rejoins.
 			delete(s.offline, id)
+			delete(s.unreachable, id)
 			s.restarted[id] = true
 		}
 	}

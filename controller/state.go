@@ -55,6 +55,12 @@ type State struct {
 	// in an ISR until the broker restarts (a new broker epoch).
 	offline map[coord.BrokerID]map[coord.TopicPartition]bool
 
+	// unreachable are live brokers whose listener refused a connection:
+	// their process is gone although their session lives on (Unreachable).
+	// They count as not live until they answer again (Reachable), leave,
+	// or come back as a new incarnation.
+	unreachable map[coord.BrokerID]bool
+
 	// membersSeen is false until the first member set is recorded.
 	membersSeen bool
 	// restarted are brokers whose new incarnation replaced one that may
@@ -87,6 +93,7 @@ func NewState(controller coord.BrokerID, epoch int64, md *coord.Metadata, policy
 		live:         map[coord.BrokerID]coord.Broker{},
 		shuttingDown: map[coord.BrokerID]bool{},
 		offline:      map[coord.BrokerID]map[coord.TopicPartition]bool{},
+		unreachable:  map[coord.BrokerID]bool{},
 		restarted:    map[coord.BrokerID]bool{},
 		unsynced:     map[coord.BrokerID]bool{},
 	}
@@ -287,8 +294,14 @@ func cloneSet(m map[coord.BrokerID]bool) map[coord.BrokerID]bool {
 // isLive reports whether id may hold leadership or ISR membership, or get
 // new replicas: it is live and not in controlled shutdown.
 func (s *State) isLive(id coord.BrokerID) bool {
+	return s.reachable(id) && !s.shuttingDown[id]
+}
+
+// reachable reports whether id is live and not known unreachable: it may
+// be sent requests and named in the live set.
+func (s *State) reachable(id coord.BrokerID) bool {
 	_, ok := s.live[id]
-	return ok && !s.shuttingDown[id]
+	return ok && !s.unreachable[id]
 }
 
 // online returns whether a broker's replica of tp may hold leadership or
@@ -375,11 +388,14 @@ func partitionInfo(t coord.Topic, st coord.PartitionState) PartitionInfo {
 	return PartitionInfo{PartitionState: st, TopicID: t.ID, Replicas: replicas}
 }
 
-// liveBrokers returns the live brokers, by ID.
+// liveBrokers returns the live brokers that are not known unreachable,
+// by ID.
 func (s *State) liveBrokers() []coord.Broker {
 	bs := make([]coord.Broker, 0, len(s.live))
 	for _, b := range s.live {
-		bs = append(bs, b)
+		if !s.unreachable[b.ID] {
+			bs = append(bs, b)
+		}
 	}
 	sort.Slice(bs, func(i, j int) bool { return bs[i].ID < bs[j].ID })
 	return bs

@@ -159,7 +159,7 @@ func (s *State) checkAssignment(topic string, first int, assignment [][]coord.Br
 				return fmt.Errorf("%w: topic %q partition %d: broker %d twice", ErrInvalidReplicaAssignment, topic, p, r)
 			}
 			seen[r] = true
-			if _, ok := s.live[r]; !ok {
+			if !s.reachable(r) {
 				return fmt.Errorf("%w: topic %q partition %d: broker %d is not live", ErrInvalidReplicaAssignment, topic, p, r)
 			}
 		}
