@@ -224,6 +224,13 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		defer b.runWG.Done()
 		b.watchMembers(runCtx)
 	}()
+	if cfg.BrokerProbeInterval > 0 {
+		b.runWG.Add(1)
+		go func() {
+			defer b.runWG.Done()
+			b.probeController(runCtx, cfg.BrokerProbeInterval)
+		}()
+	}
 	go func() {
 		defer b.runWG.Done()
 		b.watchController(runCtx)

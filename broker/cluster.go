@@ -233,6 +233,18 @@ func (b *Broker) runController(ctx context.Context, term coord.Term) {
 		return
 	}
 	snd.bind(ctrl)
+	if interval := b.cfg.BrokerProbeInterval; interval > 0 {
+		probeCtx, stopProbes := context.WithCancel(term.Context())
+		probesDone := make(chan struct{})
+		go func() {
+			defer close(probesDone)
+			b.probeBrokers(probeCtx, ctrl, interval)
+		}()
+		defer func() {
+			stopProbes()
+			<-probesDone
+		}()
+	}
 	// The controller answers admin requests only once it has taken in
 	// the live brokers: its first UpdateMetadata to this broker shows it.
 	if b.waitAccepted(ctx, ctrl, term.Epoch()) {

@@ -177,6 +177,14 @@ type Config struct {
 	// Default true.
 	ControlledShutdown bool
 
+	// BrokerProbeInterval is how often the controller's broker connects to
+	// every live broker's listener, and every broker to the controller's,
+	// to tell a crashed process (its host refuses the connection) from a
+	// slow one long before its session expires
+	// (broker.crash.probe.interval.ms, tripod's own). Default 200 ms; 0
+	// turns the probes off (failures are then detected by session expiry
+	// alone); at most 60 s.
+	BrokerProbeInterval time.Duration
 	// ReplicaLagTimeMax is how long a follower may go without catching up
 	// to the leader's log end before the leader removes it from the ISR
 	// (replica.lag.time.max.ms). Default 30 s; at least 1 ms.
@@ -319,6 +327,7 @@ func DefaultConfig() Config {
 		DefaultReplicationFactor:           1,
 		ControlledShutdown:                 true,
 
+		BrokerProbeInterval:                    200 * time.Millisecond,
 		ReplicaLagTimeMax:                      30 * time.Second,
 		MinInsyncReplicas:                      1,
 		ReplicationTruncation:                  "epoch",
@@ -449,6 +458,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.replicationConfig(nil).Validate(); err != nil {
 		return err
+	}
+	if c.BrokerProbeInterval < 0 || c.BrokerProbeInterval > time.Minute {
+		return fmt.Errorf("broker.crash.probe.interval.ms %d: must be between 0 (off) and 60000", c.BrokerProbeInterval.Milliseconds())
 	}
 	if c.ReplicaFetchWaitMax < time.Millisecond || c.ReplicaFetchWaitMax >= c.ReplicaLagTimeMax {
 		return fmt.Errorf("replica.fetch.wait.max.ms %d: must be at least 1 and below replica.lag.time.max.ms (%d)",
@@ -753,6 +765,10 @@ var brokerKeys = map[string]configKey{
 	"default.replication.factor": {
 		set: func(c *Config, k, v string) error { return setInt32(&c.DefaultReplicationFactor, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) },
+	},
+	"broker.crash.probe.interval.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.BrokerProbeInterval, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.BrokerProbeInterval.Milliseconds(), 10) },
 	},
 	"replica.lag.time.max.ms": {
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaLagTimeMax, k, v) },

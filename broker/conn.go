@@ -136,7 +136,13 @@ func (b *Broker) establish(ctx context.Context, nc net.Conn, l *listener, log hc
 		tc := tls.Server(nc, l.tls.serverConfig())
 		st, err := b.handshake(ctx, tc)
 		if err != nil {
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() != nil:
+			case errors.Is(err, io.EOF):
+				// Closed before its hello: a crash probe
+				// (broker.crash.probe.interval.ms) or a port check.
+				log.Debug("connection closed before the TLS handshake")
+			default:
 				log.Info("TLS handshake failed", "error", err)
 			}
 			nc.Close()

@@ -18,8 +18,14 @@ type metadataCache struct {
 	controllerID coord.BrokerID
 	live         []coord.Broker
 	// liveWatched is set once the live set comes from the backend's
-	// member watch, which then wins over UpdateMetadata's.
+	// member watch (watched): from then on the live set is the brokers
+	// registered there that the controller's last UpdateMetadata also
+	// names (announced, nil before the first), so a broker that leaves
+	// disappears at once, and one the controller fenced before its
+	// session expired (a crashed process) is not listed either.
 	liveWatched bool
+	watched     []coord.Broker
+	announced   map[coord.BrokerID]bool
 	topics      map[string]*cachedTopic
 	// synced is set by the first UpdateMetadata this process applies: the
 	// controller sends a broker that joins the whole metadata first, so
@@ -62,7 +68,13 @@ func (c *metadataCache) update(req *controller.UpdateMetadataRequest, full bool)
 	}
 	c.synced = true
 	c.controllerID = req.ControllerID
-	if !c.liveWatched {
+	c.announced = make(map[coord.BrokerID]bool, len(req.Live))
+	for _, b := range req.Live {
+		c.announced[b.ID] = true
+	}
+	if c.liveWatched {
+		c.filterLiveLocked()
+	} else {
 		c.live = slices.Clone(req.Live)
 		sort.Slice(c.live, func(i, j int) bool { return c.live[i].ID < c.live[j].ID })
 	}
@@ -90,12 +102,24 @@ func (c *metadataCache) update(req *controller.UpdateMetadataRequest, full bool)
 // other brokers learn membership from the backend directly.
 func (c *metadataCache) setLive(live []coord.Broker) {
 	c.mu.Lock()
-	c.live = slices.Clone(live)
-	sort.Slice(c.live, func(i, j int) bool { return c.live[i].ID < c.live[j].ID })
+	c.watched = slices.Clone(live)
+	sort.Slice(c.watched, func(i, j int) bool { return c.watched[i].ID < c.watched[j].ID })
 	c.liveWatched = true
+	c.filterLiveLocked()
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
+}
+
+// filterLiveLocked sets the live set to the watched brokers that the
+// controller announced (all of them before its first UpdateMetadata).
+func (c *metadataCache) filterLiveLocked() {
+	c.live = c.live[:0:0]
+	for _, b := range c.watched {
+		if c.announced == nil || c.announced[b.ID] {
+			c.live = append(c.live, b)
+		}
+	}
 }
 
 // setController records the controller as this broker learnt it other

@@ -43,6 +43,11 @@ type campaigners struct {
 	sessions map[int]coord.Session
 	maxEpoch int64
 	changed  chan struct{} // closed and replaced at every new term
+	// evicted are terms whose election node another broker removed
+	// (ControllerEvictor): such a term learns of it only by its own
+	// watch, so it may still be live, fenced by its epoch, when the next
+	// term is won, as a controller cut off from the service would be.
+	evicted map[*wonTerm]bool
 }
 
 // startCampaigners starts a campaign loop on backend i of c for each i in
@@ -181,7 +186,7 @@ func (cs *campaigners) publish(w *wonTerm) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	for j, other := range cs.live {
-		if j != w.backend && !isClosed(other.term.Done()) {
+		if j != w.backend && !isClosed(other.term.Done()) && !cs.evicted[other] {
 			cs.bad.addf("two live terms: %v won while %v (won %v earlier) was still live", w, other, w.wonAt.Sub(other.wonAt).Round(time.Millisecond))
 		}
 	}
@@ -211,7 +216,7 @@ func (cs *campaigners) check(ctx context.Context) {
 		cs.mu.Lock()
 		var liveTerms []*wonTerm
 		for _, w := range cs.live {
-			if !isClosed(w.term.Done()) {
+			if !isClosed(w.term.Done()) && !cs.evicted[w] {
 				liveTerms = append(liveTerms, w)
 			}
 		}
@@ -623,4 +628,47 @@ func receiveWithin[V any](t T, ch <-chan V, d time.Duration, what string) V {
 		var zero V
 		return zero
 	}
+}
+
+// testEvictedControllerReplaced: another broker evicts the controller
+// (ControllerEvictor, as a broker does whose probe finds the controller's
+// process gone). An eviction naming an older epoch changes nothing; one
+// naming the controller's term ends that term, although its session
+// lives on, and a new controller is elected at a higher epoch within the
+// startup bound, without waiting for any session to expire. Evicting the
+// term again then changes nothing.
+func testEvictedControllerReplaced(t T, h Harness) {
+	c := h.NewCluster(t, 3)
+	cs := startCampaigners(t, h, c, 0, 1, 2)
+	old := cs.waitTerm(t, nil, startupBound(h), "first election")
+	evictor := c.Backend((old.backend + 1) % 3).(coord.ControllerEvictor)
+	evict := func(info coord.ControllerInfo) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		defer cancel()
+		if err := evictor.EvictController(ctx, info); err != nil {
+			t.Fatalf("EvictController(%+v): got %v, want nil", info, err)
+		}
+	}
+	evict(coord.ControllerInfo{ID: old.id, Epoch: old.epoch - 1})
+	evict(coord.ControllerInfo{ID: old.id + 10, Epoch: old.epoch})
+	if isClosed(old.term.Done()) {
+		t.Fatalf("evictions naming another epoch or controller ended the term of %v, want it kept", old)
+	}
+	evictedAt := time.Now()
+	cs.mu.Lock()
+	cs.evicted = map[*wonTerm]bool{old: true}
+	cs.mu.Unlock()
+	evict(coord.ControllerInfo{ID: old.id, Epoch: old.epoch})
+	receiveWithin(t, closedAt(old.term.Done()), startupBound(h), fmt.Sprintf("Done of the evicted term (%v)", old))
+	next := cs.waitTerm(t, old, startupBound(h), fmt.Sprintf("eviction of %v", old))
+	t.Logf("eviction of %v: %v elected after %v", old, next, next.wonAt.Sub(evictedAt).Round(time.Millisecond))
+	if err := old.session.Err(); err != nil {
+		t.Fatalf("the evicted controller's session: got %v, want it alive", err)
+	}
+	evict(coord.ControllerInfo{ID: old.id, Epoch: old.epoch})
+	if isClosed(next.term.Done()) {
+		t.Fatalf("evicting the old term again ended the new one (%v)", next)
+	}
+	cs.stop(t)
 }

@@ -27,12 +27,16 @@ const (
 	// needsOutage: a ServiceRestarter or a QuorumLoser, anything whose
 	// service the case can take away.
 	needsOutage
+	// needsEvictor: backends that are a coord.ControllerEvictor
+	// (ZooKeeper, etcd).
+	needsEvictor
 )
 
 // capabilities records which optional interfaces a harness's clusters have.
 type capabilities struct {
 	restarter   bool
 	quorumLoser bool
+	evictor     bool
 }
 
 // allows reports whether clusters with caps can run a case that needs c.
@@ -44,6 +48,8 @@ func (caps capabilities) allows(c capability) bool {
 		return caps.quorumLoser
 	case needsOutage:
 		return caps.restarter || caps.quorumLoser
+	case needsEvictor:
+		return caps.evictor
 	}
 	return true
 }
@@ -56,6 +62,8 @@ func (c capability) String() string {
 		return "QuorumLoser"
 	case needsOutage:
 		return "ServiceRestarter or QuorumLoser"
+	case needsEvictor:
+		return "coord.ControllerEvictor"
 	}
 	return "nothing"
 }
@@ -85,6 +93,7 @@ func cases() []testCase {
 		{"Election", "CampaignEndsWithCtxOrSession", needsNothing, testCampaignEndsWithCtxOrSession},
 		{"Election", "CrashedControllerReplaced", needsNothing, testCrashedControllerReplaced},
 		{"Election", "DeposedCommitFenced", needsNothing, testDeposedCommitFenced},
+		{"Election", "EvictedControllerReplaced", needsEvictor, testEvictedControllerReplaced},
 		{"Election", "OneControllerAcross20Changes", needsNothing, testOneControllerAcross20Changes},
 		{"Metadata", "TopicLifecycle", needsNothing, testTopicLifecycle},
 		{"Metadata", "StalePartitionEpochMismatch", needsNothing, testStalePartitionEpochMismatch},
@@ -127,10 +136,11 @@ func (p *probingHarness) NewCluster(t T, n int) Cluster {
 func (p *probingHarness) record(c Cluster) {
 	_, restarter := c.(ServiceRestarter)
 	_, quorumLoser := c.(QuorumLoser)
+	_, evictor := c.Backend(0).(coord.ControllerEvictor)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.known = true
-	p.caps = capabilities{restarter: restarter, quorumLoser: quorumLoser}
+	p.caps = capabilities{restarter: restarter, quorumLoser: quorumLoser, evictor: evictor}
 }
 
 // capabilities returns the recorded capabilities, making a one-backend

@@ -147,6 +147,22 @@ type ProducerIDAllocator interface {
 	AllocateProducerIDs(ctx context.Context, broker BrokerID) (ProducerIDBlock, error)
 }
 
+// ControllerEvictor is implemented by the backends whose election node
+// outlives a crashed controller's process until its session expires
+// (ZooKeeper's /controller, etcd's election key); on Raft the Raft
+// election follows the crash at once and there is nothing to evict. A
+// broker that finds the controller's listener refusing connections (its
+// process is gone) evicts it so that the next election starts at once;
+// the controller epoch fences anything an evicted controller that is in
+// fact alive may still write, and it loses its term.
+type ControllerEvictor interface {
+	// EvictController removes the election node if it still names info's
+	// controller at info's epoch, atomically (a newer term is never
+	// touched); when it names another, or none, it does nothing and
+	// returns nil. Errors: ErrUnavailable, ctx.Err(), ErrClosed.
+	EvictController(ctx context.Context, info ControllerInfo) error
+}
+
 // Backend is everything the controller and the brokers need from a
 // coordination service. One Backend is opened per broker process.
 type Backend interface {

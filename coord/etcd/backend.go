@@ -62,7 +62,10 @@ type Backend struct {
 	sessions map[*session]struct{}
 }
 
-var _ coord.Backend = (*Backend)(nil)
+var (
+	_ coord.Backend           = (*Backend)(nil)
+	_ coord.ControllerEvictor = (*Backend)(nil)
+)
 
 // Open connects to cfg.EtcdEndpoints (lazily: Open does not wait for etcd)
 // and returns a Backend keeping every key under cfg.EtcdPrefix. The lease

@@ -400,3 +400,27 @@ func decodeController(kv *mvccpb.KeyValue) (coord.ControllerInfo, error) {
 	}
 	return coord.ControllerInfo{ID: v.BrokerID, Epoch: kv.CreateRevision}, nil
 }
+
+// EvictController implements coord.ControllerEvictor: it deletes the
+// election key if its create revision (the epoch) is still info's.
+func (b *Backend) EvictController(ctx context.Context, info coord.ControllerInfo) error {
+	if b.isClosed() {
+		return fmt.Errorf("%w: evict controller", coord.ErrClosed)
+	}
+	key := b.controllerKey()
+	current, _, err := b.loadController(ctx)
+	if err != nil {
+		return err
+	}
+	if current != info {
+		return nil
+	}
+	_, err = b.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", info.Epoch)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		return b.convertError(err, key)
+	}
+	return nil
+}

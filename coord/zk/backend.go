@@ -73,7 +73,10 @@ type Backend struct {
 	baseReady bool
 }
 
-var _ coord.Backend = (*Backend)(nil)
+var (
+	_ coord.Backend           = (*Backend)(nil)
+	_ coord.ControllerEvictor = (*Backend)(nil)
+)
 
 // Open connects to the ZooKeeper ensemble of cfg.ZKConnect with
 // cfg.SessionTimeout. It does not wait for the connection: calls wait for it

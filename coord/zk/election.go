@@ -419,3 +419,32 @@ func (t *term) watch() {
 		}
 	}
 }
+
+// EvictController implements coord.ControllerEvictor: it deletes
+// /controller in one multi with a check of /controller_epoch's version,
+// so that a newer term's znode is never touched.
+func (b *Backend) EvictController(ctx context.Context, info coord.ControllerInfo) error {
+	ctrlPath, epochPath := b.path("/controller"), b.path("/controller_epoch")
+	err := b.do(ctx, "evict controller", func(c *zk.Conn) error {
+		current, _, err := b.readController(c, false)
+		if err != nil {
+			return err
+		}
+		if current != info {
+			return nil
+		}
+		_, estat, err := c.Get(epochPath)
+		if err != nil {
+			return err
+		}
+		_, err = c.Multi(
+			&zk.CheckVersionRequest{Path: epochPath, Version: estat.Version},
+			&zk.DeleteRequest{Path: ctrlPath, Version: -1},
+		)
+		return err
+	})
+	if err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+		return nil
+	}
+	return convertError(err, ctrlPath)
+}

@@ -1,0 +1,174 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tripodmq/tripod/controller"
+	"github.com/tripodmq/tripod/coord"
+)
+
+// Crash probes (broker.crash.probe.interval.ms). A broker's session
+// expires only after the session timeout, whatever the failure. But when
+// a broker's process is gone, the kernel of its host refuses a connection
+// to its listener at once (a TCP reset), which it does not for a process
+// that is paused, overloaded or cut off (the connection is accepted, or
+// times out). So the broker that runs the controller connects to every
+// registered broker's listener each interval, and a refusal fences that
+// incarnation at once (controller.State.Unreachable); a broker that
+// answers again is live again. Only ECONNREFUSED counts: a timeout or an
+// unreachable network proves nothing, and a whole host lost (no kernel
+// left to answer) still waits for its session to expire. The probes only
+// connect and close: they send nothing, so the brokers log them at debug
+// level at most.
+
+// probeOutcome is what one probe of a listener found.
+type probeOutcome int
+
+const (
+	probeAnswered probeOutcome = iota // the connection was accepted
+	probeRefused                      // the host refused it: no process listens
+	probeUnknown                      // anything else (timeout, network)
+)
+
+// probeListener connects to addr within timeout and closes the
+// connection at once.
+func probeListener(ctx context.Context, addr string, timeout time.Duration) probeOutcome {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	switch {
+	case err == nil:
+		conn.Close()
+		return probeAnswered
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return probeRefused
+	}
+	return probeUnknown
+}
+
+// probeBrokers runs on the controller's broker for one controller term,
+// until ctx ends: every interval it probes the listener of every
+// registered broker but this one, in parallel, and reports a refusal to
+// ctrl (BrokerUnreachable) once per incarnation, and an answer from an
+// incarnation it reported (BrokerReachable).
+func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, interval time.Duration) {
+	members, err := b.backend.WatchMembers(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			b.logger.Warn("crash probes off for this controller term: watch members failed", "error", err)
+		}
+		return
+	}
+	self := coord.BrokerID(b.cfg.BrokerID)
+	var registered []coord.Broker
+	// fenced holds the broker epoch of each broker reported unreachable.
+	fenced := map[coord.BrokerID]int64{}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case bs, ok := <-members:
+			if !ok {
+				return
+			}
+			registered = bs
+			epochs := map[coord.BrokerID]int64{}
+			for _, br := range bs {
+				epochs[br.ID] = br.Epoch
+			}
+			for id, epoch := range fenced {
+				if epochs[id] != epoch {
+					delete(fenced, id)
+				}
+			}
+		case <-tick.C:
+			outcomes := make([]probeOutcome, len(registered))
+			var wg sync.WaitGroup
+			for i, br := range registered {
+				if br.ID == self {
+					outcomes[i] = probeAnswered
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					outcomes[i] = probeListener(ctx, br.Addr(), interval)
+				}()
+			}
+			wg.Wait()
+			for i, br := range registered {
+				epoch, wasFenced := fenced[br.ID]
+				switch {
+				case outcomes[i] == probeRefused && (!wasFenced || epoch != br.Epoch):
+					b.logger.Warn("broker's listener refuses connections: its process is gone", "broker", br.ID, "addr", br.Addr())
+					if err := ctrl.BrokerUnreachable(ctx, br); err != nil {
+						return
+					}
+					fenced[br.ID] = br.Epoch
+				case outcomes[i] == probeAnswered && wasFenced && epoch == br.Epoch:
+					if err := ctrl.BrokerReachable(ctx, br); err != nil {
+						return
+					}
+					delete(fenced, br.ID)
+				}
+			}
+		}
+	}
+}
+
+// probeController runs on every broker until ctx ends, when the backend
+// can evict a controller (coord.ControllerEvictor: ZooKeeper, etcd):
+// every interval it probes the listener of the controller the backend
+// names, and when the controller's host refuses the connection (its
+// process is gone, its session not yet expired) it evicts that
+// controller's term, once, so that the next election starts at once
+// rather than at the session's expiry. Every broker does so; the first
+// eviction wins and the others find a newer term or none. On Raft the
+// Raft election already follows a crashed leader.
+func (b *Broker) probeController(ctx context.Context, interval time.Duration) {
+	evictor, ok := b.backend.(coord.ControllerEvictor)
+	if !ok {
+		return
+	}
+	self := coord.BrokerID(b.cfg.BrokerID)
+	var evicted coord.ControllerInfo
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		info := b.backendController()
+		if info.ID == coord.NoBroker || info.ID == self || info == evicted {
+			continue
+		}
+		_, live, _ := b.cache.view()
+		var addr string
+		for _, br := range live {
+			if br.ID == info.ID {
+				addr = br.Addr()
+			}
+		}
+		if addr == "" || probeListener(ctx, addr, interval) != probeRefused {
+			continue
+		}
+		b.logger.Warn("the controller's listener refuses connections: its process is gone; evicting its term",
+			"controller", info.ID, "controller_epoch", info.Epoch, "addr", addr)
+		ectx, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
+		err := evictor.EvictController(ectx, info)
+		cancel()
+		if err != nil {
+			b.logger.Warn("evict the crashed controller failed; its session's expiry will", "error", err)
+			continue
+		}
+		evicted = info
+	}
+}
