@@ -71,7 +71,7 @@ type partition struct {
 func newPartition(info controller.PartitionInfo, l *tlog.Log, configs map[string]string, rep *replication.Partition, hw int64) *partition {
 	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l, configs: configs,
 		state: info, waiters: make(map[chan struct{}]struct{}), rep: rep, acks: make(map[replication.AckID]chan error),
-		deletes: make(map[replication.DeleteID]chan replication.DeleteResult),
+		deletes:   make(map[replication.DeleteID]chan replication.DeleteResult),
 		producers: replication.NewProducers()}
 	p.hw.Store(min(hw, l.EndOffset()))
 	return p
