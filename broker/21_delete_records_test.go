@@ -230,8 +230,8 @@ func TestDeleteRecordsOnThreeReplicas(t *testing.T) {
 
 // deleteRecordsErr sends a DeleteRecords through adm and returns the
 // partition's error.
-func deleteRecordsErr(ctx context.Context, adm *kadm.Client, os kadm.Offsets, topic string, partition int32) error {
-	resps, err := adm.DeleteRecords(ctx, os)
+func deleteRecordsErr(ctx context.Context, adm *kadm.Client, offsets kadm.Offsets, topic string, partition int32) error {
+	resps, err := adm.DeleteRecords(ctx, offsets)
 	if err != nil {
 		return err
 	}
