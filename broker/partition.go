@@ -73,7 +73,10 @@ func newPartition(info controller.PartitionInfo, l *tlog.Log, configs map[string
 		state: info, waiters: make(map[chan struct{}]struct{}), rep: rep, acks: make(map[replication.AckID]chan error),
 		deletes:   make(map[replication.DeleteID]chan replication.DeleteResult),
 		producers: replication.NewProducers()}
-	p.hw.Store(min(hw, l.EndOffset()))
+	// A checkpointed high watermark older than a DeleteRecords that moved
+	// the log start is raised to it, as Kafka's updateHighWatermark
+	// does: the records below the log start were committed.
+	p.hw.Store(min(max(hw, l.StartOffset()), l.EndOffset()))
 	return p
 }
 
