@@ -105,10 +105,12 @@ func TestDeleteRecordsOnThreeReplicas(t *testing.T) {
 	sizesBefore := replicaSizes(t, ctx, adm, topic)
 	del := kadm.Offsets{}
 	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 40})
+	start := time.Now()
 	resps, err := adm.DeleteRecords(ctx, del)
 	if err != nil {
 		t.Fatalf("delete records: %v", err)
 	}
+	t.Logf("delete records to 40 answered in %v", time.Since(start).Round(time.Millisecond))
 	if r, ok := resps.Lookup(topic, 0); !ok || r.Err != nil || r.LowWatermark != 40 {
 		t.Fatalf("delete records to 40: got %+v, want low watermark 40 and no error", r)
 	}
