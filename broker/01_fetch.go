@@ -99,7 +99,11 @@ func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartit
 			case rp.FetchOffset < p.log.StartOffset():
 				code = kerr.OffsetOutOfRange.Code
 			default:
-				code = b.followerFetched(p, r.ReplicaID, rp.FetchOffset)
+				logStart := int64(-1)
+				if r.Version >= 5 {
+					logStart = rp.LogStartOffset
+				}
+				code = b.followerFetched(p, r.ReplicaID, rp.FetchOffset, logStart)
 			}
 			if code != 0 {
 				codes[tp] = code

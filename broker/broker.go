@@ -398,6 +398,7 @@ func (b *Broker) backgroundLoop() {
 					b.checkStorage(p, err)
 				}
 				if n > 0 {
+					b.logStartMoved(p)
 					b.logger.Info("retention deleted segments", "partition", p.name(), "segments", n, "log_start_offset", p.log.StartOffset())
 				}
 			}

@@ -479,9 +479,28 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 	if hw != p.hw.Load() {
 		p.hw.Store(hw)
 	}
+	b.followLogStart(p, sp.LogStartOffset)
 	if len(sp.RecordBatches) > 0 {
 		p.wakeAll()
 	}
+}
+
+// followLogStart raises p's log start towards its leader's, leaderStart
+// from a fetch response, as far as the state machine decides (a
+// DeleteRecords on the leader, or its retention, moved it). The caller
+// holds p.appendMu.
+func (b *Broker) followLogStart(p *partition, leaderStart int64) {
+	p.repMu.Lock()
+	target, advance := p.rep.LeaderLogStart(leaderStart)
+	p.repMu.Unlock()
+	if !advance {
+		return
+	}
+	if _, err := p.log.AdvanceStartOffset(target); err != nil {
+		b.logger.Error("follow the leader's log start failed", "partition", p.name(), "offset", target, "error", err)
+		b.checkStorage(p, err)
+	}
+	b.logStartMoved(p)
 }
 
 // appendAsFollower appends the leader's batches. A first batch that
@@ -525,6 +544,7 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 			} else {
 				p.producers.Reset()
 				p.hw.Store(min(p.hw.Load(), leaderStart))
+				b.logStartMoved(p)
 				b.logger.Info("truncated follower log", "partition", p.name(), "mode", "log-start", "offset", leaderStart,
 					"log_end", end, "reason", "behind the leader's log start")
 			}

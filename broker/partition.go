@@ -55,6 +55,10 @@ type partition struct {
 	// the id given to rep.Await.
 	acks   map[replication.AckID]chan error
 	nextID replication.AckID
+	// deletes are the DeleteRecords waiting for the low watermark, by the
+	// id given to rep.AwaitLowWatermark.
+	deletes      map[replication.DeleteID]chan replication.DeleteResult
+	nextDeleteID replication.DeleteID
 
 	// hw is the high watermark as of the latest Ready: consumers read
 	// below it, fetch responses carry it and the checkpoint stores it.
@@ -67,8 +71,12 @@ type partition struct {
 func newPartition(info controller.PartitionInfo, l *tlog.Log, configs map[string]string, rep *replication.Partition, hw int64) *partition {
 	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l, configs: configs,
 		state: info, waiters: make(map[chan struct{}]struct{}), rep: rep, acks: make(map[replication.AckID]chan error),
+		deletes:   make(map[replication.DeleteID]chan replication.DeleteResult),
 		producers: replication.NewProducers()}
-	p.hw.Store(min(hw, l.EndOffset()))
+	// A checkpointed high watermark older than a DeleteRecords that moved
+	// the log start is raised to it, as Kafka's updateHighWatermark
+	// does: the records below the log start were committed.
+	p.hw.Store(min(max(hw, l.StartOffset()), l.EndOffset()))
 	return p
 }
 

@@ -49,6 +49,7 @@ func (b *Broker) applyRole(p *partition, info controller.PartitionInfo) {
 		tr, err = p.rep.BecomeFollower(st, p.log.EndOffset(), p.hw.Load(), p.log.Epochs())
 		following = true
 	}
+	p.rep.SetLogStart(p.log.StartOffset(), now)
 	rd := p.rep.Ready()
 	p.repMu.Unlock()
 	if err != nil {
@@ -103,6 +104,7 @@ func (b *Broker) truncate(p *partition, offset int64, why string) {
 	if hw := p.hw.Load(); hw > p.log.EndOffset() {
 		p.hw.Store(p.log.EndOffset())
 	}
+	b.logStartMoved(p)
 	b.logger.Info("truncated follower log", "partition", p.name(), "mode", b.cfg.ReplicationTruncation,
 		"offset", p.log.EndOffset(), "log_end", end, "reason", why)
 }
@@ -122,16 +124,22 @@ func (b *Broker) truncateProducers(p *partition, offset int64) {
 }
 
 // handleReady acts on what p's state machine decided: it answers the
-// acks=all produces that completed or failed, publishes a new high
-// watermark (waking the fetches waiting for it) and sends an
-// AlterPartition proposal to the controller.
+// acks=all produces and DeleteRecords that completed or failed,
+// publishes a new high watermark (waking the fetches waiting for it) and
+// sends an AlterPartition proposal to the controller.
 func (b *Broker) handleReady(p *partition, rd replication.Ready) {
-	if len(rd.Acks) > 0 {
+	if len(rd.Acks) > 0 || len(rd.Deletes) > 0 {
 		p.repMu.Lock()
 		for _, a := range rd.Acks {
 			if ch, ok := p.acks[a.ID]; ok {
 				delete(p.acks, a.ID)
 				ch <- a.Err
+			}
+		}
+		for _, d := range rd.Deletes {
+			if ch, ok := p.deletes[d.ID]; ok {
+				delete(p.deletes, d.ID)
+				ch <- d
 			}
 		}
 		p.repMu.Unlock()
@@ -228,14 +236,15 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 	return res, done, nil
 }
 
-// followerFetched records a fetch by follower replica at fetchOffset on
-// p, which this broker leads. It returns the Kafka error code for the
+// followerFetched records a fetch by follower replica at fetchOffset,
+// with log start offset logStart (-1 if the fetch carries none), on p,
+// which this broker leads. It returns the Kafka error code for the
 // partition: OFFSET_OUT_OF_RANGE when the follower is ahead of this log,
 // NOT_LEADER_OR_FOLLOWER when this broker stopped leading or the replica
 // is not assigned the partition.
-func (b *Broker) followerFetched(p *partition, replica int32, fetchOffset int64) int16 {
+func (b *Broker) followerFetched(p *partition, replica int32, fetchOffset, logStart int64) int16 {
 	p.repMu.Lock()
-	err := p.rep.FollowerFetch(replication.ReplicaID(replica), fetchOffset, time.Now())
+	err := p.rep.FollowerFetch(replication.ReplicaID(replica), fetchOffset, logStart, time.Now())
 	rd := p.rep.Ready()
 	p.repMu.Unlock()
 	b.handleReady(p, rd)
@@ -283,8 +292,8 @@ func (b *Broker) tickLoop() {
 	}
 }
 
-// failAcks answers every acks=all produce waiting on p with err (the
-// partition is going away).
+// failAcks answers every acks=all produce and DeleteRecords waiting on p
+// with err (the partition is going away).
 func (p *partition) failAcks(err error) {
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
@@ -292,6 +301,25 @@ func (p *partition) failAcks(err error) {
 		delete(p.acks, id)
 		ch <- err
 	}
+	for id, ch := range p.deletes {
+		delete(p.deletes, id)
+		ch <- replication.DeleteResult{ID: id, LowWatermark: -1, Err: err}
+	}
+}
+
+// logStartMoved tells p's state machine where p's log starts now, after
+// retention, a truncation or a DeleteRecords moved it; on a leader that
+// may complete DeleteRecords waits. A follower's Ready is left alone:
+// its high watermark is the fetcher's to publish.
+func (b *Broker) logStartMoved(p *partition) {
+	p.repMu.Lock()
+	p.rep.SetLogStart(p.log.StartOffset(), time.Now())
+	var rd replication.Ready
+	if p.rep.Role() == replication.RoleLeader && p.rep.HasReady() {
+		rd = p.rep.Ready()
+	}
+	p.repMu.Unlock()
+	b.handleReady(p, rd)
 }
 
 // replicationErrorCode maps a replication error to its Kafka error code.
@@ -307,6 +335,8 @@ func replicationErrorCode(err error) int16 {
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, replication.ErrNotLeader):
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, replication.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, replication.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, replication.ErrProducerFenced):

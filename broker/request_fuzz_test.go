@@ -657,6 +657,34 @@ func clientRequests() []kmsg.Request {
 	dt5.TimeoutMillis, dt5.TopicNames = 1000, []string{"fuzz-missing"}
 	out = append(out, dt, dt5)
 
+	// DeleteRecords to offset 0 moves nothing and one far above the high
+	// watermark is refused, so the seeds leave the fuzz topic's records
+	// readable for the others.
+	for _, offset := range []int64{0, 1 << 40} {
+		dr := kmsg.NewPtrDeleteRecordsRequest()
+		dr.SetVersion(2)
+		dr.TimeoutMillis = 1000
+		drt := kmsg.NewDeleteRecordsRequestTopic()
+		drt.Topic = fuzzTopic
+		drp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		drp.Offset = offset
+		drt.Partitions = append(drt.Partitions, drp)
+		dr.Topics = append(dr.Topics, drt)
+		out = append(out, dr)
+	}
+	allDirs := kmsg.NewPtrDescribeLogDirsRequest()
+	allDirs.SetVersion(4)
+	someDirs := kmsg.NewPtrDescribeLogDirsRequest()
+	someDirs.SetVersion(1)
+	sdt := kmsg.NewDescribeLogDirsRequestTopic()
+	sdt.Topic, sdt.Partitions = fuzzTopic, []int32{0, 1, 7}
+	someDirs.Topics = append(someDirs.Topics, sdt)
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dpt := kmsg.NewDescribeProducersRequestTopic()
+	dpt.Topic, dpt.Partitions = fuzzTopic, []int32{0, 1, 7}
+	dp.Topics = append(dp.Topics, dpt)
+	out = append(out, allDirs, someDirs, dp)
+
 	el := kmsg.NewPtrElectLeadersRequest()
 	el.SetVersion(2)
 	el.TimeoutMillis = 1000

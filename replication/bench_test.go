@@ -29,10 +29,10 @@ func BenchmarkAcksAllRound(b *testing.B) {
 		if err := p.Await(AckID(i), end-1, now.Add(time.Second), now); err != nil {
 			b.Fatal(err)
 		}
-		if err := p.FollowerFetch(2, end, now); err != nil {
+		if err := p.FollowerFetch(2, end, -1, now); err != nil {
 			b.Fatal(err)
 		}
-		if err := p.FollowerFetch(3, end, now); err != nil {
+		if err := p.FollowerFetch(3, end, -1, now); err != nil {
 			b.Fatal(err)
 		}
 		if rd := p.Ready(); len(rd.Acks) != 1 || rd.Acks[0].Err != nil {

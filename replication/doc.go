@@ -1,12 +1,14 @@
 // Package replication owns the replication decisions of a partition: the
 // leader's view of each follower's log end offset (LEO) and when it last
 // caught up, the high watermark (HW = min LEO over the ISR), when the ISR
-// shrinks and grows, which acks=all produces complete or fail, and where a
-// new follower truncates its log. It is a deterministic state machine in
-// the style of etcd-io/raft's Ready/Advance: events go in through methods,
-// decisions come out as return values and as a Ready. It does no I/O,
-// starts no goroutines and reads no clock (time is an argument); it must
-// not import coord or broker. replication/log stores the records.
+// shrinks and grows, which acks=all produces complete or fail, where a
+// new follower truncates its log, and where DeleteRecords moves the log
+// start offset and when every ISR member has followed it. It is a
+// deterministic state machine in the style of etcd-io/raft's
+// Ready/Advance: events go in through methods, decisions come out as
+// return values and as a Ready. It does no I/O, starts no goroutines and
+// reads no clock (time is an argument); it must not import coord or
+// broker. replication/log stores the records.
 //
 // # Wiring it into the broker
 //
@@ -30,11 +32,21 @@
 //     now); the ack arrives in a later Ready.Acks with the same id.
 //     acks=0 and acks=1 call Appended only.
 //   - Fetch from a follower (replica id set): FollowerFetch(id, fetch
-//     offset, now) before reading; answer with HighWatermark().
+//     offset, the fetch's log start offset, now) before reading; answer
+//     with HighWatermark().
 //   - Fetch from a consumer: read below HighWatermark() only.
 //   - Fetch response at a follower: after log.AppendAsFollower,
 //     FollowerFetched(log EndOffset, response HW); it returns the
-//     follower's HW.
+//     follower's HW. Then LeaderLogStart(response log start offset): if
+//     it advances, log.AdvanceStartOffset to it and SetLogStart.
+//   - The local log's start offset moved (retention, DeleteRecords, a
+//     follower following its leader's), and after BecomeLeader:
+//     SetLogStart(log StartOffset, now).
+//   - DeleteRecords: DeleteRecordsOffset(offset) (an error is the
+//     partition's error code, nothing moves), log.AdvanceStartOffset to
+//     the answer, SetLogStart, then AwaitLowWatermark(id, answer,
+//     deadline, now); the low watermark arrives in a later
+//     Ready.Deletes with the same id.
 //   - A timer every ReplicaLagTimeMax/2 and at NextDeadline():
 //     Tick(now) (ISR shrink, ack timeouts).
 //   - Ready.Proposal: send controller.AlterPartitionRequest{LeaderEpoch,
@@ -53,6 +65,8 @@
 //     replica.high.watermark.checkpoint.interval.ms; it need not be
 //     synchronous) and wake long-polling fetches.
 //   - Ready.Acks: answer each produce with its error (nil is success).
+//   - Ready.Deletes: answer each DeleteRecords with its low watermark
+//     and error.
 //
 // The broker persists the HW checkpoint and the log (with its
 // leader-epoch checkpoint, which replication/log keeps); the state machine

@@ -25,8 +25,9 @@ var (
 	// broker may log it as UNKNOWN_REPLICA).
 	ErrUnknownReplica = errors.New("replication: the fetching broker is not a replica of the partition")
 	// ErrOffsetOutOfRange rejects a follower fetch above the leader's log
-	// end offset (OFFSET_OUT_OF_RANGE).
-	ErrOffsetOutOfRange = errors.New("replication: fetch offset above the leader's log end offset")
+	// end offset, and a DeleteRecords offset above the high watermark
+	// (OFFSET_OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("replication: offset out of range")
 	// ErrStaleEpoch rejects a LeaderAndIsr older than the state the
 	// replica holds (Kafka ignores it with STALE_CONTROLLER_EPOCH or
 	// FENCED_LEADER_EPOCH).

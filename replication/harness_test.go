@@ -237,7 +237,7 @@ func (c *cluster) fetch(id ReplicaID, lose bool) {
 		c.t.Fatalf("fetch by replica %d (live %t) from %d (live %t)", id, f.live, l.id, l.live)
 	}
 	offset := int64(len(f.log))
-	err := l.p.FollowerFetch(id, offset, c.now)
+	err := l.p.FollowerFetch(id, offset, -1, c.now)
 	if errors.Is(err, ErrOffsetOutOfRange) {
 		tr, err := f.p.FetchOutOfRange(int64(len(l.log)))
 		if err != nil {

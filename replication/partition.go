@@ -89,6 +89,8 @@ type Ready struct {
 	Proposal *Proposal
 	// Acks are the acks=all produces that completed or failed.
 	Acks []AckResult
+	// Deletes are the DeleteRecords waits that completed or failed.
+	Deletes []DeleteResult
 }
 
 // AlterOutcome is how an AlterPartition that did not commit failed.
@@ -121,6 +123,9 @@ type follower struct {
 	// lastFetch is the time of the follower's previous fetch; zero before
 	// the first, which thus earns no catch-up time.
 	lastFetch time.Time
+	// logStart is the follower's log start offset as its last fetch
+	// reported it; -1 until it reports one.
+	logStart int64
 }
 
 // pendingAck is an acks=all produce waiting for the HW.
@@ -145,12 +150,15 @@ type Partition struct {
 
 	logEnd        int64
 	highWatermark int64
+	// logStart is the replica's own log start offset (SetLogStart).
+	logStart int64
 
 	// Leader only.
 	epochStart int64
 	followers  map[ReplicaID]*follower
 	inFlight   *Proposal
 	acks       []pendingAck
+	deletes    []pendingDelete
 
 	// Follower only: the local epochs and whether an OffsetForLeaderEpoch
 	// answer is awaited.
@@ -232,11 +240,16 @@ func (p *Partition) FollowerLogEnd(id ReplicaID) (logEnd int64, ok bool) {
 }
 
 // NextDeadline returns the earliest deadline of the acks=all produces
-// waiting, for the broker's timer; ok is false when none waits.
+// and DeleteRecords waiting, for the broker's timer; ok is false when none waits.
 func (p *Partition) NextDeadline() (deadline time.Time, ok bool) {
 	for _, a := range p.acks {
 		if !ok || a.deadline.Before(deadline) {
 			deadline, ok = a.deadline, true
+		}
+	}
+	for _, d := range p.deletes {
+		if !ok || d.deadline.Before(deadline) {
+			deadline, ok = d.deadline, true
 		}
 	}
 	return deadline, ok
@@ -259,7 +272,7 @@ func (p *Partition) Ready() Ready {
 
 // HasReady reports whether Ready has something to act on.
 func (p *Partition) HasReady() bool {
-	return p.ready.Proposal != nil || len(p.ready.Acks) > 0 || p.highWatermark != p.reportedHW
+	return p.ready.Proposal != nil || len(p.ready.Acks) > 0 || len(p.ready.Deletes) > 0 || p.highWatermark != p.reportedHW
 }
 
 // BecomeLeader applies a LeaderAndIsr that names this replica leader.
@@ -306,7 +319,7 @@ func (p *Partition) BecomeLeader(st State, logEnd, checkpointHW int64, now time.
 		if _, ok := p.followers[id]; ok {
 			continue
 		}
-		f := &follower{logEnd: -1, lastFetchLeaderLogEnd: p.logEnd}
+		f := &follower{logEnd: -1, lastFetchLeaderLogEnd: p.logEnd, logStart: -1}
 		if slices.Contains(p.isr, id) {
 			f.lastCaughtUp = now
 		}
@@ -335,6 +348,7 @@ func (p *Partition) BecomeFollower(st State, logEnd, checkpointHW int64, epochs 
 	}
 	sameEpoch := p.role == RoleFollower && st.LeaderEpoch == p.leaderEpoch && st.Leader == p.leader
 	p.failAcks(ErrNotLeader)
+	p.failDeletes(ErrNotLeader)
 	p.role = RoleFollower
 	p.leader = st.Leader
 	p.leaderEpoch = st.LeaderEpoch
@@ -391,12 +405,14 @@ func (p *Partition) Await(id AckID, lastOffset int64, deadline, now time.Time) e
 }
 
 // FollowerFetch records a fetch by follower id at fetchOffset (the
-// follower's LEO), as Kafka's Replica.updateFetchState: the follower is
+// follower's LEO) reporting its log start offset logStart (-1 if the
+// fetch carries none), as Kafka's Replica.updateFetchState: the follower is
 // caught up at now if fetchOffset reaches the leader's LEO, or at its
 // previous fetch if fetchOffset reaches the leader's LEO of that fetch.
-// It may advance the HW and propose an ISR expansion. Errors:
+// It may advance the HW, propose an ISR expansion and complete
+// DeleteRecords waits. Errors:
 // ErrNotLeader, ErrUnknownReplica, ErrOffsetOutOfRange.
-func (p *Partition) FollowerFetch(id ReplicaID, fetchOffset int64, now time.Time) error {
+func (p *Partition) FollowerFetch(id ReplicaID, fetchOffset, logStart int64, now time.Time) error {
 	if p.role != RoleLeader {
 		return fmt.Errorf("%w: replica %d got a fetch from %d", ErrNotLeader, p.self, id)
 	}
@@ -416,14 +432,17 @@ func (p *Partition) FollowerFetch(id ReplicaID, fetchOffset int64, now time.Time
 	f.lastFetchLeaderLogEnd = p.logEnd
 	f.lastFetch = now
 	f.logEnd = fetchOffset
+	if logStart >= 0 {
+		f.logStart = logStart
+	}
 	p.update(now, id)
 	return nil
 }
 
-// Tick advances time: acks=all produces past their deadline fail, and
-// followers not caught up for replica.lag.time.max.ms are proposed out of
-// the ISR. The broker calls it every ReplicaLagTimeMax/2 and at ack
-// deadlines. It does nothing on a follower.
+// Tick advances time: acks=all produces and DeleteRecords waits past
+// their deadline fail, and followers not caught up for
+// replica.lag.time.max.ms are proposed out of the ISR. The broker calls
+// it every ReplicaLagTimeMax/2 and at NextDeadline. It does nothing on a follower.
 func (p *Partition) Tick(now time.Time) {
 	if p.role != RoleLeader {
 		return
@@ -462,7 +481,8 @@ func (p *Partition) AlterPartitionFailed(outcome AlterOutcome, now time.Time) {
 	p.inFlight = nil
 }
 
-// update recomputes the leader's decisions: ISR changes, HW, acks.
+// update recomputes the leader's decisions: ISR changes, HW, acks,
+// DeleteRecords waits.
 // fetcher is the follower whose fetch caused it, the only one that may
 // be proposed into the ISR (as in Kafka), or NoReplica.
 func (p *Partition) update(now time.Time, fetcher ReplicaID) {
@@ -470,6 +490,7 @@ func (p *Partition) update(now time.Time, fetcher ReplicaID) {
 	p.maybeChangeISR(now, fetcher)
 	p.maybeIncrementHW()
 	p.settleAcks(now)
+	p.settleDeletes(now)
 }
 
 // maybeChangeISR proposes a shrink of the followers out of sync or, if

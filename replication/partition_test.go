@@ -85,7 +85,7 @@ func TestFollowerFetchCaughtUpTime(t *testing.T) {
 				if err := p.Appended(f[2], t0.Add(time.Duration(f[1])*time.Second)); err != nil {
 					t.Fatal(err)
 				}
-				if err := p.FollowerFetch(2, f[0], t0.Add(time.Duration(f[1])*time.Second)); err != nil {
+				if err := p.FollowerFetch(2, f[0], -1, t0.Add(time.Duration(f[1])*time.Second)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -110,7 +110,7 @@ func TestInFlightAlterPartition(t *testing.T) {
 	p := newLeader(t, cfg, []ReplicaID{1, 2}, 10, 10)
 
 	// Replica 3 fetches at the HW: an expansion to {1, 2, 3} is proposed.
-	if err := p.FollowerFetch(3, 10, t0); err != nil {
+	if err := p.FollowerFetch(3, 10, -1, t0); err != nil {
 		t.Fatal(err)
 	}
 	rd := p.Ready()
@@ -125,7 +125,7 @@ func TestInFlightAlterPartition(t *testing.T) {
 	if err := p.Appended(20, t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.FollowerFetch(2, 20, t0); err != nil {
+	if err := p.FollowerFetch(2, 20, -1, t0); err != nil {
 		t.Fatal(err)
 	}
 	if hw := p.HighWatermark(); hw != 10 {
@@ -201,13 +201,13 @@ func TestInFlightAlterPartition(t *testing.T) {
 // (Kafka's isFollowerInSync).
 func TestExpansionNeedsLeaderEpochStartOffset(t *testing.T) {
 	p := newLeader(t, DefaultConfig(), []ReplicaID{1}, 10, 4)
-	if err := p.FollowerFetch(3, 6, t0); err != nil {
+	if err := p.FollowerFetch(3, 6, -1, t0); err != nil {
 		t.Fatal(err)
 	}
 	if rd := p.Ready(); rd.Proposal != nil {
 		t.Fatalf("follower at 6 below epoch start 10: got proposal %+v, want none", rd.Proposal)
 	}
-	if err := p.FollowerFetch(3, 10, t0); err != nil {
+	if err := p.FollowerFetch(3, 10, -1, t0); err != nil {
 		t.Fatal(err)
 	}
 	if rd := p.Ready(); rd.Proposal == nil || !slices.Equal(rd.Proposal.ISR, []ReplicaID{1, 3}) {
@@ -223,8 +223,8 @@ func TestLeaderErrors(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"fetch from a non-replica", p.FollowerFetch(9, 0, t0), ErrUnknownReplica},
-		{"fetch above the LEO", p.FollowerFetch(2, 11, t0), ErrOffsetOutOfRange},
+		{"fetch from a non-replica", p.FollowerFetch(9, 0, -1, t0), ErrUnknownReplica},
+		{"fetch above the LEO", p.FollowerFetch(2, 11, -1, t0), ErrOffsetOutOfRange},
 		{"older leader epoch", p.BecomeLeader(State{Leader: 1, LeaderEpoch: 4, Replicas: []ReplicaID{1}}, 0, 0, t0), ErrStaleEpoch},
 		{"older partition epoch", p.BecomeLeader(State{Leader: 1, LeaderEpoch: 5, PartitionEpoch: 6, Replicas: []ReplicaID{1}}, 0, 0, t0), ErrStaleEpoch},
 		{"epoch answer at a leader", func() error { _, err := p.EpochEndOffset(5, 10); return err }(), ErrNotTruncating},
@@ -258,7 +258,7 @@ func TestLeaderChangeFailsPendingAcks(t *testing.T) {
 		"Appended":      p.Appended(11, t0),
 		"CheckAcksAll":  p.CheckAcksAll(),
 		"Await":         p.Await(8, 10, t0, t0),
-		"FollowerFetch": p.FollowerFetch(3, 0, t0),
+		"FollowerFetch": p.FollowerFetch(3, 0, -1, t0),
 	} {
 		if !errors.Is(err, ErrNotLeader) {
 			t.Errorf("%s on a follower: got %v, want ErrNotLeader", name, err)

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -268,6 +269,36 @@ func NewProducers() *Producers {
 
 // Len is the number of producer ids the partition remembers.
 func (p *Producers) Len() int { return len(p.entries) }
+
+// ProducerState is what DescribeProducers reports of one producer id a
+// partition remembers.
+type ProducerState struct {
+	// ProducerID is the producer id.
+	ProducerID int64
+	// ProducerEpoch is its current epoch.
+	ProducerEpoch int16
+	// LastSequence is the sequence of its last appended record, NoSequence
+	// if none is remembered.
+	LastSequence int32
+	// LastTimestamp is the max timestamp (ms) of its last appended batch,
+	// -1 if none is remembered.
+	LastTimestamp int64
+}
+
+// Active returns the producers the partition remembers, by producer id
+// (Kafka's ProducerStateManager.activeProducers).
+func (p *Producers) Active() []ProducerState {
+	out := make([]ProducerState, 0, len(p.entries))
+	for id, e := range p.entries {
+		st := ProducerState{ProducerID: id, ProducerEpoch: e.epoch, LastSequence: e.lastSequence(), LastTimestamp: -1}
+		if n := len(e.batches); n > 0 {
+			st.LastTimestamp = e.batches[n-1].MaxTimestamp
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b ProducerState) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	return out
+}
 
 // Reset forgets every producer.
 func (p *Producers) Reset() { clear(p.entries) }

@@ -481,6 +481,33 @@ func TestProducersExpire(t *testing.T) {
 	}
 }
 
+// TestProducersActive lists the producers a partition remembers, by id,
+// with the epoch, last sequence and last timestamp of each one's latest
+// batch; a new epoch restarts the sequence.
+func TestProducersActive(t *testing.T) {
+	p := NewProducers()
+	if got := p.Active(); len(got) != 0 {
+		t.Fatalf("Active of an empty state: got %v, want none", got)
+	}
+	for _, b := range []struct {
+		s  spec
+		ts int64
+	}{{spec{9, 0, 0, 3}, 100}, {spec{4, 2, 0, 1}, 150}, {spec{9, 0, 3, 2}, 200}, {spec{4, 3, 0, 2}, 250}} {
+		batch, err := ParseBatchMeta(producerBatch(t, b.s, 1, b.ts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Appended(batch, 0)
+	}
+	want := []ProducerState{
+		{ProducerID: 4, ProducerEpoch: 3, LastSequence: 1, LastTimestamp: 250},
+		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 4, LastTimestamp: 200},
+	}
+	if got := p.Active(); !slices.Equal(got, want) {
+		t.Fatalf("Active: got %+v, want %+v", got, want)
+	}
+}
+
 func BenchmarkProducersCheck(b *testing.B) {
 	p := NewProducers()
 	for id := range int64(1000) {

@@ -34,7 +34,8 @@ var (
 // TestDevAndTopics runs `tripod dev --brokers 3` as a process, creates a
 // topic of 6 partitions with replication factor 3 with `tripod topics
 // create` and checks `tripod topics describe`: one line per partition in
-// kafka-topics' form, each broker leading 2, every replica in the ISR.
+// kafka-topics' form, each broker leading 2, every replica in the ISR;
+// `tripod topics delete-records` answers the empty partition's log start.
 // Ctrl-C (SIGINT) then stops the brokers and dev exits 0.
 func TestDevAndTopics(t *testing.T) {
 	base := freeBasePort(t)
@@ -75,6 +76,9 @@ func TestDevAndTopics(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("topics describe demo:\n%s\n%v", described, err)
+	}
+	if out := runTripod(t, "topics", "delete-records", "demo", "--partition", "2", "--offset", "-1", "--bootstrap", addr); out != "Deleted records of demo-2: the partition now starts at offset 0.\n" {
+		t.Fatalf("topics delete-records printed %q, want the new log start 0 of the empty partition", out)
 	}
 
 	dev.interrupt(t)

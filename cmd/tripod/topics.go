@@ -22,18 +22,20 @@ type topicsOptions struct {
 	timeout   time.Duration
 }
 
-// newTopicsCmd builds `tripod topics create|list|describe|delete`, a small
-// kafka-topics for any Kafka-protocol cluster.
+// newTopicsCmd builds `tripod topics create|list|describe|delete|
+// delete-records`, a small kafka-topics (and kafka-delete-records) for any
+// Kafka-protocol cluster.
 func newTopicsCmd() *cobra.Command {
 	opts := &topicsOptions{}
 	cmd := &cobra.Command{
 		Use:   "topics",
-		Short: "Create, list, describe and delete topics (like kafka-topics)",
+		Short: "Create, list, describe and delete topics, and delete their oldest records (like kafka-topics)",
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&opts.bootstrap, "bootstrap", "127.0.0.1:9092", "HOST:PORT[,HOST:PORT] of brokers to ask (bootstrap servers)")
 	pf.DurationVar(&opts.timeout, "timeout", 30*time.Second, "how long a command may take")
-	cmd.AddCommand(newTopicsCreateCmd(opts), newTopicsListCmd(opts), newTopicsDescribeCmd(opts), newTopicsDeleteCmd(opts))
+	cmd.AddCommand(newTopicsCreateCmd(opts), newTopicsListCmd(opts), newTopicsDescribeCmd(opts), newTopicsDeleteCmd(opts),
+		newTopicsDeleteRecordsCmd(opts))
 	return cmd
 }
 
@@ -313,4 +315,54 @@ func newTopicsDeleteCmd(opts *topicsOptions) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// newTopicsDeleteRecordsCmd builds `tripod topics delete-records NAME
+// --partition P --offset O`: Kafka's DeleteRecords, as
+// kafka-delete-records does it for one partition.
+func newTopicsDeleteRecordsCmd(opts *topicsOptions) *cobra.Command {
+	var (
+		partition int32
+		offset    int64
+	)
+	cmd := &cobra.Command{
+		Use:   "delete-records NAME --partition P --offset O",
+		Short: "Delete a partition's records below an offset (-1: the high watermark)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if partition < 0 {
+				return fmt.Errorf("--partition %d: want a partition index, at least 0", partition)
+			}
+			if offset < -1 {
+				return fmt.Errorf("--offset %d: want an offset, or -1 for the high watermark", offset)
+			}
+			adm, ctx, cancel, err := opts.admin(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer adm.Close()
+			name := args[0]
+			offsets := kadm.Offsets{}
+			offsets.Add(kadm.Offset{Topic: name, Partition: partition, At: offset})
+			resps, err := adm.DeleteRecords(ctx, offsets)
+			if err != nil {
+				return fmt.Errorf("delete records of %s-%d: %w", name, partition, err)
+			}
+			r, ok := resps.Lookup(name, partition)
+			if !ok {
+				return fmt.Errorf("delete records of %s-%d: not in the response", name, partition)
+			}
+			if r.Err != nil {
+				return fmt.Errorf("delete records of %s-%d below offset %d: %w", name, partition, offset, r.Err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Deleted records of %s-%d: the partition now starts at offset %d.\n", name, partition, r.LowWatermark)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Int32Var(&partition, "partition", 0, "the partition whose records to delete")
+	f.Int64Var(&offset, "offset", 0, "delete the records below this offset; -1 is the high watermark (every committed record)")
+	cmd.MarkFlagRequired("offset")
+	return cmd
 }

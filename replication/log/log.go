@@ -14,8 +14,9 @@
 //	00000000000000000000.timeindex  time index: timestamp int64, relative
 //	                                offset uint32
 //	leader-epoch-checkpoint         first offset of each leader epoch
-//	log-start-offset                the log start offset, once retention
-//	                                or truncation moved it
+//	log-start-offset                the log start offset, once retention,
+//	                                truncation or AdvanceStartOffset
+//	                                moved it
 //	clean-shutdown                  present only while the log is closed
 //	                                cleanly
 //	cleaner-offset-checkpoint       where the next compaction pass's dirty
@@ -1069,6 +1070,51 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		first = err
 	}
 	return first
+}
+
+// AdvanceStartOffset raises the log start offset to offset (Kafka's
+// maybeIncrementLogStartOffset, for DeleteRecords and for a follower
+// learning its leader's log start) and checkpoints it before returning,
+// so that it survives a crash. Records below it can no longer be read;
+// the segments wholly below it are deleted by the next EnforceRetention,
+// as Kafka's retention check deletes them. An offset at or below the
+// current log start changes nothing; advanced says whether it moved.
+// Errors: ErrOffsetOutOfRange for an offset above EndOffset (nothing
+// changes), ErrClosed, and a failed checkpoint write (the new log start
+// holds in memory).
+func (l *Log) AdvanceStartOffset(offset int64) (advanced bool, err error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return false, ErrClosed
+	}
+	end := l.active().tail.nextOffset
+	if offset > end {
+		return false, fmt.Errorf("%w: log start offset %d above the log end offset %d", ErrOffsetOutOfRange, offset, end)
+	}
+	if offset <= l.startOffset {
+		return false, nil
+	}
+	l.mu.Lock()
+	l.startOffset = offset
+	l.mu.Unlock()
+	first := writeStartOffset(l.dir, offset)
+	if err := l.setEpochs(trimEpochs(l.epochs, offset, end)); err != nil && first == nil {
+		first = err
+	}
+	return true, first
+}
+
+// Size is the bytes of the log's segment files (their batches; indexes
+// and checkpoints not counted), as Kafka's DescribeLogDirs reports it.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var total int64
+	for _, s := range l.segments {
+		total += s.tail.size
+	}
+	return total
 }
 
 // EnforceRetention deletes whole segments beyond RetentionBytes or older

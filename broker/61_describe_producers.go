@@ -1,0 +1,52 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeProducers v0 (KIP-664).
+func init() { registerAPI(61, 0, 0, handleDescribeProducers) }
+
+// handleDescribeProducers lists, for each requested partition this broker
+// leads, the idempotent producers its producer state remembers: producer
+// id, epoch, last sequence and the max timestamp of the last batch.
+// tripod has no transactions, so every coordinator epoch and current
+// transaction start offset is -1. A partition led elsewhere is
+// NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION, as
+// Kafka answers.
+func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
+	r := req.kreq.(*kmsg.DescribeProducersRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewDescribeProducersResponseTopic()
+		st.Topic = rt.Topic
+		for _, index := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = index
+			p, code := b.leaderFor(rt.Topic, index)
+			if p == nil {
+				sp.ErrorCode = code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			p.appendMu.Lock()
+			active := p.producers.Active()
+			p.appendMu.Unlock()
+			for _, ps := range active {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID = ps.ProducerID
+				ap.ProducerEpoch = int32(ps.ProducerEpoch)
+				ap.LastSequence = ps.LastSequence
+				ap.LastTimestamp = ps.LastTimestamp
+				ap.CoordinatorEpoch = -1
+				ap.CurrentTxnStartOffset = -1
+				sp.ActiveProducers = append(sp.ActiveProducers, ap)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil, nil
+}
