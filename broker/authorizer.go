@@ -135,18 +135,33 @@ func init() {
 type aclAuthorizer struct {
 	superUsers   map[string]bool
 	allowIfNoACL bool
-	// byType holds the ACLs by resource type.
-	byType map[coord.ACLResourceType][]coord.ACL
+	// byType holds the ACLs by resource type; literal the LITERAL ones
+	// by resource type and name, prefixed the PREFIXED ones by resource
+	// type, so a decision reads the ACLs of its resource only.
+	byType   map[coord.ACLResourceType][]coord.ACL
+	literal  map[coord.ACLResourceType]map[string][]coord.ACL
+	prefixed map[coord.ACLResourceType][]coord.ACL
 }
 
 // newACLAuthorizer makes the authorizer of cfg over acls.
 func newACLAuthorizer(cfg AuthorizerConfig, acls []coord.ACL) *aclAuthorizer {
-	a := &aclAuthorizer{superUsers: map[string]bool{}, allowIfNoACL: cfg.AllowEveryoneIfNoACLFound, byType: map[coord.ACLResourceType][]coord.ACL{}}
+	a := &aclAuthorizer{superUsers: map[string]bool{}, allowIfNoACL: cfg.AllowEveryoneIfNoACLFound, byType: map[coord.ACLResourceType][]coord.ACL{},
+		literal: map[coord.ACLResourceType]map[string][]coord.ACL{}, prefixed: map[coord.ACLResourceType][]coord.ACL{}}
 	for _, p := range cfg.SuperUsers {
 		a.superUsers[p] = true
 	}
 	for _, acl := range acls {
-		a.byType[acl.ResourceType] = append(a.byType[acl.ResourceType], acl)
+		rt := acl.ResourceType
+		a.byType[rt] = append(a.byType[rt], acl)
+		switch acl.PatternType {
+		case coord.ACLPatternLiteral:
+			if a.literal[rt] == nil {
+				a.literal[rt] = map[string][]coord.ACL{}
+			}
+			a.literal[rt][acl.ResourceName] = append(a.literal[rt][acl.ResourceName], acl)
+		case coord.ACLPatternPrefixed:
+			a.prefixed[rt] = append(a.prefixed[rt], acl)
+		}
 	}
 	return a
 }
@@ -177,9 +192,12 @@ func (a *aclAuthorizer) authorize(principal, host string, op coord.ACLOperation,
 	if a.superUsers[principal] {
 		return true
 	}
-	var applying []coord.ACL
-	for _, acl := range a.byType[rt] {
-		if appliesTo(acl, name) {
+	applying := slices.Concat(a.literal[rt][name], a.literal[rt][wildcardResource])
+	if name == wildcardResource {
+		applying = a.literal[rt][name]
+	}
+	for _, acl := range a.prefixed[rt] {
+		if strings.HasPrefix(name, acl.ResourceName) {
 			applying = append(applying, acl)
 		}
 	}
@@ -200,18 +218,6 @@ func (a *aclAuthorizer) authorize(principal, host string, op coord.ACLOperation,
 			(acl.Operation == op || acl.Operation == coord.ACLOperationAll || slices.Contains(impliedBy[op], acl.Operation)) {
 			return true
 		}
-	}
-	return false
-}
-
-// appliesTo reports whether acl's resource pattern covers the resource
-// named name.
-func appliesTo(acl coord.ACL, name string) bool {
-	switch acl.PatternType {
-	case coord.ACLPatternLiteral:
-		return acl.ResourceName == name || acl.ResourceName == wildcardResource
-	case coord.ACLPatternPrefixed:
-		return strings.HasPrefix(name, acl.ResourceName)
 	}
 	return false
 }

@@ -22,8 +22,10 @@ import (
 // hides what the principal may not see) in the handler's response; so a
 // denied topic of a multi-topic request fails that topic only.
 //
-// Every registered API has a rule (TestEveryAPIHasAnAuthzRule). An API
-// added later is one line here; the ones other work adds:
+// Every registered API has a rule (TestEveryAPIHasAnAuthzRule; a key
+// without one is denied CLUSTER_AUTHORIZATION_FAILED). An API added later
+// is one line here; the ones other work adds, whose requests these rules
+// fit (TestFutureAPIRules):
 //
 //	21: topics(coord.ACLOperationDelete),   // DeleteRecords
 //	33: configResources(coord.ACLOperationAlterConfigs), // AlterConfigs
@@ -766,7 +768,7 @@ func filterTopics(req kmsg.Request, allowed func(string) bool, code *kerr.Error)
 
 // unknownOffsetFields are the offsets and times of a partition's answer
 // that Kafka gives as -1 when the partition failed.
-var unknownOffsetFields = []string{"BaseOffset", "LogAppendTime", "LogStartOffset", "HighWatermark", "LastStableOffset", "Offset", "EndOffset", "Timestamp"}
+var unknownOffsetFields = []string{"BaseOffset", "LogAppendTime", "LogStartOffset", "HighWatermark", "LastStableOffset", "LowWatermark", "Offset", "EndOffset", "Timestamp"}
 
 // newDefault returns a new value of the kmsg struct type t with its
 // defaults (its Default method).
