@@ -70,7 +70,7 @@ var authzRules = map[int16]authzRule{
 	50: clusterOp(coord.ACLOperationDescribe),                             // DescribeUserScramCredentials
 	51: authorizeAlterUserScramCredentials,                                // CLUSTER ALTER
 	56: clusterOp(coord.ACLOperationClusterAction),                        // AlterPartition
-	60: clusterOp(coord.ACLOperationDescribe),                             // DescribeCluster
+	60: authorizeDescribeCluster,                                          // CLUSTER DESCRIBE
 	63: clusterOp(coord.ACLOperationClusterAction),                        // BrokerHeartbeat
 }
 
@@ -252,12 +252,83 @@ func authorizeFetch(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Respo
 	return nil, amend
 }
 
-// authorizeMetadata: a topic the principal may not DESCRIBE is left out
-// of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when
-// named (by name or ID); a named topic that does not exist, when the
+// supportedOperations are the operations Kafka reports in a resource
+// type's authorized operations (KIP-430), by resource type.
+var supportedOperations = map[coord.ACLResourceType][]coord.ACLOperation{
+	coord.ACLResourceTopic: {coord.ACLOperationRead, coord.ACLOperationWrite, coord.ACLOperationCreate, coord.ACLOperationDelete,
+		coord.ACLOperationAlter, coord.ACLOperationDescribe, coord.ACLOperationDescribeConfigs, coord.ACLOperationAlterConfigs},
+	coord.ACLResourceGroup: {coord.ACLOperationRead, coord.ACLOperationDescribe, coord.ACLOperationDelete},
+	coord.ACLResourceCluster: {coord.ACLOperationCreate, coord.ACLOperationClusterAction, coord.ACLOperationDescribeConfigs,
+		coord.ACLOperationAlterConfigs, coord.ACLOperationIdempotentWrite, coord.ACLOperationAlter, coord.ACLOperationDescribe},
+}
+
+// authorizedOperations is the bit field (1 << operation) of the
+// operations of supportedOperations the request may perform on the
+// resource, as Metadata, DescribeCluster and DescribeGroups report them
+// when asked.
+func (a *access) authorizedOperations(rt coord.ACLResourceType, name string) int32 {
+	var bits int32
+	for _, op := range supportedOperations[rt] {
+		if a.allowed(op, rt, name) {
+			bits |= 1 << op
+		}
+	}
+	return bits
+}
+
+// then returns an amend doing first, when not nil, then second.
+func then(first, second func(kmsg.Response)) func(kmsg.Response) {
+	if first == nil {
+		return second
+	}
+	return func(resp kmsg.Response) {
+		first(resp)
+		second(resp)
+	}
+}
+
+// authorizeMetadata is authorizeMetadataTopics, and reports the cluster's
+// and the topics' authorized operations when the request asks (v8+).
+func authorizeMetadata(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	r := req.(*kmsg.MetadataRequest)
+	cluster, topics := r.IncludeClusterAuthorizedOperations && r.Version <= 10, r.IncludeTopicAuthorizedOperations && r.Version >= 8
+	deny, amend := authorizeMetadataTopics(a, req)
+	if deny != nil || (!cluster && !topics) {
+		return deny, amend
+	}
+	return nil, then(amend, func(resp kmsg.Response) {
+		mr := resp.(*kmsg.MetadataResponse)
+		if cluster {
+			mr.AuthorizedOperations = a.authorizedOperations(coord.ACLResourceCluster, clusterResource)
+		}
+		for i := range mr.Topics {
+			if t := &mr.Topics[i]; topics && t.Topic != nil && t.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+				t.AuthorizedOperations = a.authorizedOperations(coord.ACLResourceTopic, *t.Topic)
+			}
+		}
+	})
+}
+
+// authorizeDescribeCluster: DESCRIBE on the cluster, reporting the
+// cluster's authorized operations when asked.
+func authorizeDescribeCluster(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if deny, _ := clusterOp(coord.ACLOperationDescribe)(a, req); deny != nil {
+		return deny, nil
+	}
+	if !req.(*kmsg.DescribeClusterRequest).IncludeClusterAuthorizedOperations {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		resp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = a.authorizedOperations(coord.ACLResourceCluster, clusterResource)
+	}
+}
+
+// authorizeMetadataTopics: a topic the principal may not DESCRIBE is left
+// out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED
+// when named (by name or ID); a named topic that does not exist, when the
 // request may auto-create it, needs CREATE on the cluster or the topic,
 // else it is answered TOPIC_AUTHORIZATION_FAILED, as in Kafka.
-func authorizeMetadata(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+func authorizeMetadataTopics(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	r := req.(*kmsg.MetadataRequest)
 	describe := a.topic(coord.ACLOperationDescribe)
 	if r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0) {
@@ -430,7 +501,8 @@ func authorizeFindCoordinator(a *access, req kmsg.Request) (kmsg.Response, func(
 }
 
 // authorizeDescribeGroups: each group needs DESCRIBE, else
-// GROUP_AUTHORIZATION_FAILED for it.
+// GROUP_AUTHORIZATION_FAILED for it; the groups' authorized operations
+// are reported when asked (v3+).
 func authorizeDescribeGroups(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	r := req.(*kmsg.DescribeGroupsRequest)
 	var denied []string
@@ -441,11 +513,16 @@ func authorizeDescribeGroups(a *access, req kmsg.Request) (kmsg.Response, func(k
 		denied = append(denied, g)
 		return true
 	})
-	if len(denied) == 0 {
+	if len(denied) == 0 && !r.IncludeAuthorizedOperations {
 		return nil, nil
 	}
 	return nil, func(resp kmsg.Response) {
 		dr := resp.(*kmsg.DescribeGroupsResponse)
+		if r.IncludeAuthorizedOperations {
+			for i := range dr.Groups {
+				dr.Groups[i].AuthorizedOperations = a.authorizedOperations(coord.ACLResourceGroup, dr.Groups[i].Group)
+			}
+		}
 		for _, name := range denied {
 			g := kmsg.NewDescribeGroupsResponseGroup()
 			g.Group, g.ErrorCode = name, kerr.GroupAuthorizationFailed.Code

@@ -70,7 +70,8 @@ var (
 //     (CLUSTER_AUTHORIZATION_FAILED);
 //  3. admin grants bob WRITE and READ on the topic and READ on a group
 //     with kadm, and describes them; bob then produces idempotently and
-//     consumes in the group, on both brokers, without a restart;
+//     consumes in the group, on both brokers, without a restart, and
+//     Metadata reports his authorized operations on the topic;
 //  4. a LeaderAndIsr and a follower fetch forged by bob are refused;
 //  5. admin deletes bob's topic ACLs and bob's produce is refused again.
 func TestAuthorizerEndToEnd(t *testing.T) {
@@ -169,6 +170,15 @@ func TestAuthorizerEndToEnd(t *testing.T) {
 	// A fresh client: bob's first one caches the denied metadata.
 	if topics, err := kadm.NewClient(clientOf(t, brokers[0], bobLogin)).ListTopics(ctx); err != nil || !slices.Equal(topics.Names(), []string{topic}) {
 		t.Fatalf("bob lists topics with READ and WRITE: got %v %v, want [%s]", topics.Names(), err, topic)
+	}
+	withOps := metadataRequest(topic)
+	withOps.IncludeTopicAuthorizedOperations = true
+	md = bobRequest[*kmsg.MetadataResponse](t, ctx, bob, withOps)
+	if len(md.Topics) != 1 || md.Topics[0].ErrorCode != 0 {
+		t.Fatalf("bob's metadata of %s with READ and WRITE: got %+v", topic, md.Topics)
+	}
+	if got, want := kadm.DecodeACLOperations(md.Topics[0].AuthorizedOperations), []kadm.ACLOperation{kadm.OpRead, kadm.OpWrite, kadm.OpDescribe}; !slices.Equal(got, want) {
+		t.Fatalf("bob's authorized operations on %s: got %v, want %v", topic, got, want)
 	}
 	consumer := clientOf(t, brokers[0], bobLogin, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(groupID), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	var got []string
