@@ -111,6 +111,9 @@ func configType(name string) kmsg.ConfigType {
 	if k, ok := saslKeys[name]; ok {
 		return k.configType
 	}
+	if k, ok := authorizerKeys[name]; ok {
+		return k.configType
+	}
 	switch name {
 	case "listeners", "advertised.listeners", "log.dirs", "cleanup.policy", "listener.security.protocol.map",
 		"inter.broker.listener.name", "security.inter.broker.protocol":

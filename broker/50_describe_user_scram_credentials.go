@@ -39,9 +39,9 @@ const securityTimeout = 30 * time.Second
 // as Kafka does: with no users named, every user that has a credential,
 // sorted by name; else each named user in turn, RESOURCE_NOT_FOUND for
 // one without credentials (or with an empty name) and DUPLICATE_RESOURCE,
-// once, for one named twice. Salts and keys are never shown. There is no
-// authorizer yet: anyone who can reach a listener may describe, as in
-// Kafka without an authorizer (which asks for DESCRIBE on CLUSTER).
+// once, for one named twice. Salts and keys are never shown. With an
+// authorizer the request needs DESCRIBE on the cluster (authz.go);
+// without one anyone who can reach a listener may describe, as in Kafka.
 func handleDescribeUserScramCredentials(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)

@@ -40,9 +40,9 @@ const (
 // (RFC 5802), never the salted password. A user's changes are written one
 // credential at a time: a store failure part way reports that user's
 // error with some of its changes made. Credentials take effect on every
-// broker without a restart (saslServer watches them). There is no
-// authorizer yet: anyone who can reach a listener may alter credentials,
-// as in Kafka without an authorizer (which asks for ALTER on CLUSTER).
+// broker without a restart (saslServer watches them). With an
+// authorizer the request needs ALTER on the cluster (authz.go); without
+// one anyone who can reach a listener may alter credentials, as in Kafka.
 func handleAlterUserScramCredentials(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)

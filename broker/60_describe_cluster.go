@@ -18,7 +18,8 @@ const describeClusterBrokers = 1
 // the cluster id, the controller and the live brokers at their endpoints
 // on the request's listener. Every live broker
 // is registered, so none is fenced. Authorized operations are not
-// computed (tripod has no authorizer): they are Kafka's "not requested".
+// computed: they are Kafka's "not requested". With an authorizer the
+// request needs DESCRIBE on the cluster (authz.go).
 func handleDescribeCluster(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DescribeClusterRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)

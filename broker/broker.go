@@ -45,6 +45,9 @@ type Broker struct {
 	cache       *metadataCache
 	// sasl answers SaslHandshake and SaslAuthenticate (sasl.go).
 	sasl *saslServer
+	// authz checks every request against the ACLs (authz.go); nil
+	// without authorizer.class.name.
+	authz *brokerAuthorizer
 
 	// replicasMu guards replicas: the partitions this broker holds.
 	replicasMu sync.RWMutex
@@ -196,7 +199,8 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
-	b.sasl = newSASLServer(b.listeners, cfg.SASL, backend, logger.Named("sasl"))
+	b.sasl = newSASLServer(b.listeners, cfg.SASL, cfg.Authorizer.enabled(), backend, logger.Named("sasl"))
+	b.authz = newBrokerAuthorizer(cfg.Authorizer, b.sasl)
 	b.producerIDs = newProducerIDManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
 	for _, l := range b.listeners {
 		advertised := "(not advertised)"

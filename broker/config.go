@@ -287,6 +287,8 @@ type Config struct {
 
 	// SASL holds the SASL properties (sasl_config.go).
 	SASL SASLConfig
+	// Authorizer holds the ACL authorizer's properties (authorizer.go).
+	Authorizer AuthorizerConfig
 }
 
 // DefaultConfig returns a working single-broker configuration: broker 1 on
@@ -485,6 +487,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("producer.id.expiration.check.interval.ms %d: must be at least 1", c.ProducerIDExpirationCheckInterval.Milliseconds())
 	}
 	if err := c.SASL.validate(); err != nil {
+		return err
+	}
+	if err := c.Authorizer.validate(); err != nil {
 		return err
 	}
 	if err := c.validateGroups(); err != nil {

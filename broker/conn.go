@@ -245,7 +245,9 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 // answers a failed SASL exchange before closing.
 var errAnswerThenClose = errors.New("closing the connection after the answer")
 
-// dispatch runs the request's handler. It returns the encoded response
+// dispatch runs the request's handler, once the connection admits it
+// and, with an authorizer, its authorization rule (authz.go) lets it. It
+// returns the encoded response
 // (nil: none), or a function producing it later, or an error that closes
 // the connection, with the encoded response to send first when it wraps
 // errAnswerThenClose. A ready reply (from decodeRequest) is passed
@@ -265,6 +267,17 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 		b.logger.Trace("request", "api", kmsg.NameForKey(req.header.key), "version", req.header.version,
 			"correlation_id", req.header.correlationID, "client_id", clientID, "remote", req.conn.remote, "principal", req.conn.principal().String())
 	}
+	var amend func(kmsg.Response)
+	if b.authz != nil {
+		deny, am, err := b.authorize(ctx, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		if deny != nil {
+			return b.encode(req, deny), nil, nil
+		}
+		amend = am
+	}
 	api := apis[req.header.key]
 	resp, later, err := api.handle(ctx, b, req)
 	if err != nil {
@@ -275,7 +288,20 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 		return nil, nil, err
 	}
 	if later != nil {
+		if amend != nil {
+			handle := later
+			later = func(ctx context.Context) kmsg.Response {
+				resp := handle(ctx)
+				if resp != nil {
+					amend(resp)
+				}
+				return resp
+			}
+		}
 		return nil, later, nil
+	}
+	if amend != nil && resp != nil {
+		amend(resp)
 	}
 	return b.encode(req, resp), nil, nil
 }

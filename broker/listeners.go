@@ -419,10 +419,12 @@ func (b *Broker) peerAddr(cb coord.Broker) string {
 
 // warnUnauthenticatedListeners warns, as Kafka's documentation does, of
 // the listeners on which anyone who connects may act as the controller
-// or as a follower: tripod has no authorizer yet, so a controller request
+// or as a follower: without an authorizer a controller request
 // (LeaderAndIsr, UpdateMetadata, StopReplica) is checked only against the
 // controller and epoch the coordination backend names, and a follower's
-// fetch only against the partition's replicas. A listener that does not
+// fetch only against the partition's replicas; with one, its clients'
+// principal (User:ANONYMOUS) needs CLUSTER_ACTION too, which it has when
+// it is a super user. A listener that does not
 // authenticate its clients (PLAINTEXT, SSL without
 // ssl.client.auth=required; SASL ones do) should be reachable by the
 // brokers only.

@@ -27,42 +27,47 @@ import (
 // SaslAuthenticate): PLAIN checks the listener's JAAS users, SCRAM the
 // credentials of the coordination backend's security store, which it
 // watches so that credentials altered through AlterUserScramCredentials
-// (on any broker) take effect without a restart.
+// (on any broker) take effect without a restart. The same watch feeds the
+// authorizer its ACLs (securityState).
 type saslServer struct {
 	store  coord.SecurityStore
 	logger hclog.Logger
 	// reauth is connections.max.reauth.ms: how long an authentication
 	// lasts, 0 for ever.
 	reauth time.Duration
-	// scram is set when some listener enables a SCRAM mechanism: only
-	// then are the credentials watched.
-	scram bool
+	// watch is set when some listener enables a SCRAM mechanism or an
+	// authorizer is configured: only then is the security state watched.
+	watch bool
 	// decoyKey makes the salts of decoy credentials (decoyCredential).
 	decoyKey []byte
 
 	// mu guards credentials, the latest security state the watch
-	// delivered: nil until the first.
+	// delivered (nil until the first), and changed, closed and replaced
+	// at every new state.
 	mu          sync.Mutex
 	credentials *coord.SecurityState
+	changed     chan struct{}
 }
 
-// newSASLServer makes the SASL server of a broker with these listeners.
-func newSASLServer(listeners []*listener, cfg SASLConfig, store coord.SecurityStore, logger hclog.Logger) *saslServer {
-	s := &saslServer{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32)}
+// newSASLServer makes the SASL server of a broker with these listeners;
+// authorizer says whether an authorizer wants the ACLs watched.
+func newSASLServer(listeners []*listener, cfg SASLConfig, authorizer bool, store coord.SecurityStore, logger hclog.Logger) *saslServer {
+	s := &saslServer{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32), watch: authorizer, changed: make(chan struct{})}
 	rand.Read(s.decoyKey)
 	for _, l := range listeners {
 		if l.sasl != nil && (l.sasl.enables(coord.ScramSHA256) || l.sasl.enables(coord.ScramSHA512)) {
-			s.scram = true
+			s.watch = true
 		}
 	}
 	return s
 }
 
-// watchCredentials keeps the SCRAM credentials up to date from the
-// security store until ctx ends or the backend closes; it returns at once
-// when no listener enables SCRAM. A failed watch is retried with backoff.
+// watchCredentials keeps the security state (SCRAM credentials and ACLs)
+// up to date from the security store until ctx ends or the backend
+// closes; it returns at once when neither SCRAM nor an authorizer needs
+// it. A failed watch is retried with backoff.
 func (s *saslServer) watchCredentials(ctx context.Context) {
-	if !s.scram {
+	if !s.watch {
 		return
 	}
 	backoff := 100 * time.Millisecond
@@ -80,7 +85,7 @@ func (s *saslServer) watchCredentials(ctx context.Context) {
 		if ctx.Err() != nil || errors.Is(err, coord.ErrClosed) {
 			return
 		}
-		s.logger.Warn("watching SCRAM credentials failed, retrying", "error", err, "backoff", backoff)
+		s.logger.Warn("watching the security state failed, retrying", "error", err, "backoff", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -98,24 +103,38 @@ func (s *saslServer) setCredentials(st *coord.SecurityState) {
 	defer s.mu.Unlock()
 	if s.credentials == nil || st.Version >= s.credentials.Version {
 		s.credentials = st
+		close(s.changed)
+		s.changed = make(chan struct{})
 	}
 }
 
-// credential returns user's credential of mechanism. Before the watch has
-// delivered a state it reads the store itself.
-func (s *saslServer) credential(ctx context.Context, user, mechanism string) (coord.ScramCredential, bool, error) {
+// securityState returns the latest security state and a channel closed
+// when a newer one is recorded. Before the watch has delivered a state it
+// reads the store itself.
+func (s *saslServer) securityState(ctx context.Context) (*coord.SecurityState, <-chan struct{}, error) {
 	s.mu.Lock()
-	st := s.credentials
+	st, changed := s.credentials, s.changed
 	s.mu.Unlock()
-	if st == nil {
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		loaded, err := s.store.LoadSecurity(lctx)
-		if err != nil {
-			return coord.ScramCredential{}, false, err
-		}
-		s.setCredentials(loaded)
-		st = loaded
+	if st != nil {
+		return st, changed, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	loaded, err := s.store.LoadSecurity(lctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.setCredentials(loaded)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.credentials, s.changed, nil
+}
+
+// credential returns user's credential of mechanism (see securityState).
+func (s *saslServer) credential(ctx context.Context, user, mechanism string) (coord.ScramCredential, bool, error) {
+	st, _, err := s.securityState(ctx)
+	if err != nil {
+		return coord.ScramCredential{}, false, err
 	}
 	c, ok := st.Credential(user, mechanism)
 	return c, ok, nil

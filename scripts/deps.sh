@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # deps.sh installs what tripod's tests need and a fresh Debian machine lacks:
 # a ZooKeeper server (Debian's `zookeeper`, run from its jars by the test
-# harness) and kcat (a librdkafka client for the command-line checks).
+# harness), kcat (a librdkafka client for the command-line checks) and
+# kafka-python (Debian's python3-kafka, whose admin client the ACL tests run).
 set -euo pipefail
 
 missing=()
 [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+/usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 sudo=""

@@ -30,8 +30,33 @@ import (
 // replication factor of its topic.
 const failoverBrokers = 3
 
-// failoverCases are the kinds of crash `tripod bench failover` measures.
+// failoverCases are the brokers `tripod bench failover` fails.
 var failoverCases = []string{"leader", "controller"}
+
+// failoverKinds are the ways it fails them: crash (SIGKILL: the kernel
+// refuses connections to the broker's port at once), pause (SIGSTOP for
+// longer than the session: the kernel still accepts connections) and cut
+// (the broker's Kafka and coordination proxies dropped: nothing answers,
+// on ZooKeeper and etcd only, since Raft's transport is not proxied).
+var failoverKinds = []string{"crash", "pause", "cut"}
+
+// failoverCaseName is the case of a run, as failover.json and the table
+// name it: the broker failed, then the failure unless it is a crash
+// ("leader", "controller-pause", "leader-cut").
+func failoverCaseName(broker, kind string) string {
+	if kind == "crash" {
+		return broker
+	}
+	return broker + "-" + kind
+}
+
+// splitFailoverCase is failoverCaseName's inverse.
+func splitFailoverCase(kase string) (broker, kind string) {
+	if b, k, ok := strings.Cut(kase, "-"); ok {
+		return b, k
+	}
+	return kase, "crash"
+}
 
 // benchFailoverOptions are the flags of `tripod bench failover`.
 type benchFailoverOptions struct {
@@ -39,6 +64,8 @@ type benchFailoverOptions struct {
 	partitions     []int
 	runs           int
 	cases          []string
+	kinds          []string
+	runCases       []string // every case × kind, as failoverCaseName names them
 	out            string
 	sessionTimeout time.Duration
 	etcdEndpoints  string
@@ -65,8 +92,9 @@ the same --session-timeout; a local ZooKeeper from Debian's zookeeper package
 or --zk-connect, an embedded etcd or --etcd-endpoints), creates a topic with
 that many partitions, replication factor 3 and min.insync.replicas=2, and runs
 an acks=all producer writing --rate records/s to every partition, each record
-carrying its own sequence number. Then, --runs times per --case, it SIGKILLs
-a broker and measures, for every partition the broker led:
+carrying its own sequence number. Then, --runs times per --case and
+--failure, it fails a broker and measures, for every partition the broker
+led:
 
   detection       kill -> a live broker's Metadata first shows a partition
                   whose leader, leader epoch or ISR changed (the controller
@@ -78,8 +106,13 @@ a broker and measures, for every partition the broker led:
 
 Case leader kills the broker leading the most partitions, preferring one that
 is not the controller; case controller kills the controller (the partitions it
-led count too). Between runs it restarts the killed broker and waits until
-every ISR is full. At the end it reads every partition back and counts the
+led count too). Failure crash SIGKILLs it (its port then refuses
+connections, which the controller's crash probes see at once), pause
+SIGSTOPs it until every partition recovered (its session must expire),
+cut drops its Kafka and coordination proxies (zk and etcd only). Cases
+other than a crash are named with the failure: leader-pause,
+controller-cut. Between runs it restarts, resumes or reconnects the broker
+and waits until every ISR is full. At the end it reads every partition back and counts the
 acknowledged records that are missing; any loss makes the command fail.
 
 It prints a table (p50/p99/max of each phase in ms), writes every measurement
@@ -96,7 +129,8 @@ stderr.`,
 	f.StringSliceVar(&opts.coords, "coord", []string{"raft", "zk", "etcd"}, "coordination backends to compare: raft, zk, etcd (comma list)")
 	f.IntSliceVar(&opts.partitions, "partitions", []int{1, 100}, "partition counts of the topic (comma list), one cluster each")
 	f.IntVar(&opts.runs, "runs", 3, "kills per case, backend and partition count")
-	f.StringSliceVar(&opts.cases, "case", failoverCases, "what to kill: leader (the broker leading the most partitions), controller (comma list)")
+	f.StringSliceVar(&opts.cases, "case", failoverCases, "what to fail: leader (the broker leading the most partitions), controller (comma list)")
+	f.StringSliceVar(&opts.kinds, "failure", []string{"crash"}, "how to fail it: crash (SIGKILL), pause (SIGSTOP past the session timeout), cut (its Kafka and coordination proxies dropped; zk and etcd) (comma list)")
 	f.StringVar(&opts.out, "out", "failover-results", "directory for failover.json and failover.svg")
 	f.DurationVar(&opts.sessionTimeout, "session-timeout", 2*time.Second, "every broker's session timeout (the failure detection time), the same on every backend")
 	f.StringVar(&opts.etcdEndpoints, "etcd-endpoints", "", "etcd client URLs, comma separated; empty: an embedded etcd")
@@ -141,6 +175,21 @@ func (o *benchFailoverOptions) validate() error {
 		o.cases[i] = strings.TrimSpace(c)
 		if !slices.Contains(failoverCases, o.cases[i]) {
 			return fmt.Errorf("--case %q: must be leader or controller", c)
+		}
+	}
+	if len(o.kinds) == 0 {
+		return errors.New("--failure: give at least one of crash, pause, cut")
+	}
+	o.runCases = nil
+	for i, k := range o.kinds {
+		o.kinds[i] = strings.TrimSpace(k)
+		if !slices.Contains(failoverKinds, o.kinds[i]) {
+			return fmt.Errorf("--failure %q: must be crash, pause or cut", k)
+		}
+	}
+	for _, k := range o.kinds {
+		for _, c := range o.cases {
+			o.runCases = append(o.runCases, failoverCaseName(c, k))
 		}
 	}
 	if o.out == "" {
@@ -212,7 +261,7 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 		ClientBackoffMs:  float64(opts.clientBackoff.Milliseconds()),
 		Sets:             opts.sets,
 	}
-	prog := &progressLine{w: errOut, total: len(opts.coords) * len(opts.partitions) * len(opts.cases) * opts.runs}
+	prog := &progressLine{w: errOut, total: len(opts.coords) * len(opts.partitions) * len(opts.runCases) * opts.runs}
 	var failures []string
 	for _, backend := range opts.coords {
 		for _, partitions := range opts.partitions {
@@ -226,7 +275,7 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 			err := runFailoverSeries(ctx, opts, self, dir, servers, s, prog)
 			// A series that stopped early counts its runs as done, so the bar
 			// still reaches its end.
-			prog.done = doneBefore + len(opts.cases)*opts.runs
+			prog.done = doneBefore + len(opts.runCases)*opts.runs
 			if err != nil {
 				s.Error = err.Error()
 				failures = append(failures, fmt.Sprintf("%s with %d partitions: %v", backend, partitions, err))
@@ -245,7 +294,7 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 	}
 	prog.end()
 	report.WallSeconds = time.Since(report.Started).Seconds()
-	report.Rows = buildRows(report.Series, opts.cases)
+	report.Rows = buildRows(report.Series, opts.runCases)
 
 	if err := writeFailoverTable(out, report.Rows); err != nil {
 		return err
@@ -357,6 +406,9 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, failoverBrokers
 	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.sessionTimeout, opts.sets, opts.logLevel
+	if slices.Contains(opts.kinds, "cut") && s.Backend != "raft" {
+		cfg.Proxies, cfg.CoordProxies = true, true
+	}
 	if err := servers.configure(&cfg, opts.zkConnect, opts.etcdEndpoints, name); err != nil {
 		return err
 	}
@@ -443,7 +495,12 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 
 	var runErr error
 cases:
-	for _, kase := range opts.cases {
+	for _, kase := range opts.runCases {
+		if _, kind := splitFailoverCase(kase); kind == "cut" && s.Backend == "raft" {
+			prog.note(fmt.Sprintf("raft: case %s not run: the Raft transport is not proxied, so a cut broker keeps its session", kase))
+			prog.done += opts.runs
+			continue
+		}
 		for run := 1; run <= opts.runs; run++ {
 			if err := ctx.Err(); err != nil {
 				runErr = err
@@ -662,14 +719,19 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		return nil, err
 	}
 
-	victim := pickVictim(base, s.topic, kase)
+	broker, kind := splitFailoverCase(kase)
+	victim := pickVictim(base, s.topic, broker)
 	affected := base.LedBy(s.topic, victim)
 	r := &failoverRun{Case: kase, Run: run, Killed: victim, Controller: base.ControllerID, KilledWasController: victim == base.ControllerID}
-	prog.show(s.series, kase, run, fmt.Sprintf("killed broker %d (leads %d partitions)", victim, len(affected)))
+	prog.show(s.series, kase, run, fmt.Sprintf("%s broker %d (leads %d partitions)", kind, victim, len(affected)))
 	b := s.c.Broker(victim)
+	fail, recover := failoverActions(b, kind)
+	if fail == nil {
+		return nil, fmt.Errorf("failure %s: broker %d has no proxies", kind, victim)
+	}
 	killAt := s.tracker.arm(victim, affected)
 	r.KilledAt = killAt
-	if err := b.Kill(); err != nil {
+	if err := fail(); err != nil {
 		s.tracker.disarm()
 		return r, err
 	}
@@ -768,9 +830,9 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		return r, errors.Join(errs...)
 	}
 
-	prog.show(s.series, kase, run, fmt.Sprintf("restarted broker %d, waiting for full ISRs", victim))
+	prog.show(s.series, kase, run, fmt.Sprintf("broker %d back (%s), waiting for full ISRs", victim, kind))
 	restartAt := time.Now()
-	if err := b.Start(); err != nil {
+	if err := recover(); err != nil {
 		return r, err
 	}
 	if _, err := s.waitSteady(ctx, s.opts.isrTimeout); err != nil {
@@ -778,6 +840,24 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	}
 	r.RejoinMs = *msSince(time.Now(), restartAt)
 	return r, nil
+}
+
+// failoverActions returns how a run fails broker b in the way kind
+// names, and how it brings it back: crash is SIGKILL then a restart,
+// pause SIGSTOP then SIGCONT, cut drops its Kafka and coordination
+// proxies then heals them. fail is nil when kind needs proxies b lacks.
+func failoverActions(b *cluster.Broker, kind string) (fail, recover func() error) {
+	switch kind {
+	case "pause":
+		return b.Pause, b.Resume
+	case "cut":
+		if b.Proxy == nil || b.CoordProxy == nil {
+			return nil, nil
+		}
+		return func() error { b.Proxy.Cut(); b.CoordProxy.Cut(); return nil },
+			func() error { b.Proxy.Heal(); b.CoordProxy.Heal(); return nil }
+	}
+	return b.Kill, b.Start
 }
 
 // metadataChange describes the first partition of topic whose leader,

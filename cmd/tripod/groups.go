@@ -35,6 +35,7 @@ column names. --bootstrap-server is accepted as another name of
 	pf.StringVar(&opts.bootstrap, "bootstrap-server", "127.0.0.1:9092", "the same as --bootstrap (kafka-consumer-groups' name)")
 	pf.Lookup("bootstrap-server").Hidden = true
 	pf.DurationVar(&opts.timeout, "timeout", 30*time.Second, "how long a command may take")
+	opts.security.addFlags(cmd)
 	cmd.AddCommand(newGroupsListCmd(opts), newGroupsDescribeCmd(opts), newGroupsDeleteCmd(opts),
 		newGroupsResetOffsetsCmd(opts), newGroupsDeleteOffsetsCmd(opts))
 	return cmd

@@ -17,7 +17,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newGroupsCmd(), newUsersCmd(), newBenchCmd(), newVerifyCmd())
+	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newGroupsCmd(), newUsersCmd(), newACLsCmd(), newBenchCmd(), newVerifyCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tripod:", err)
 		code := 1

@@ -16,10 +16,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// topicsOptions are the flags every `tripod topics` subcommand shares.
+// topicsOptions are the flags every `tripod topics` subcommand shares,
+// and `tripod groups`, `users` and `acls` too: the brokers to ask, how
+// long to wait, and how to authenticate to them.
 type topicsOptions struct {
 	bootstrap string
 	timeout   time.Duration
+	security  clientSecurity
 }
 
 // newTopicsCmd builds `tripod topics create|list|describe|delete|
@@ -34,6 +37,7 @@ func newTopicsCmd() *cobra.Command {
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&opts.bootstrap, "bootstrap", "127.0.0.1:9092", "HOST:PORT[,HOST:PORT] of brokers to ask (bootstrap servers)")
 	pf.DurationVar(&opts.timeout, "timeout", 30*time.Second, "how long a command may take")
+	opts.security.addFlags(cmd)
 	cmd.AddCommand(newTopicsCreateCmd(opts), newTopicsListCmd(opts), newTopicsDescribeCmd(opts), newTopicsDeleteCmd(opts),
 		newTopicsDeleteRecordsCmd(opts))
 	return cmd
@@ -45,8 +49,9 @@ type adminClient struct {
 	cl *kgo.Client
 }
 
-// admin returns a client on the bootstrap servers and a context bounded by
-// the timeout; the caller closes the client and cancels the context.
+// admin returns a client on the bootstrap servers, authenticated as the
+// security flags say, and a context bounded by the timeout; the caller
+// closes the client and cancels the context.
 func (o *topicsOptions) admin(cmd *cobra.Command) (adminClient, context.Context, context.CancelFunc, error) {
 	var seeds []string
 	for _, s := range strings.Split(o.bootstrap, ",") {
@@ -57,7 +62,11 @@ func (o *topicsOptions) admin(cmd *cobra.Command) (adminClient, context.Context,
 	if len(seeds) == 0 {
 		return adminClient{}, nil, nil, fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", o.bootstrap)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	security, err := o.security.clientOpts()
+	if err != nil {
+		return adminClient{}, nil, nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, security...)...)
 	if err != nil {
 		return adminClient{}, nil, nil, fmt.Errorf("client for --bootstrap %s: %w", o.bootstrap, err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -22,19 +21,12 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// usersOptions are the flags every `tripod users` subcommand shares: the
-// brokers to ask and how to authenticate to them.
-type usersOptions struct {
-	topicsOptions
-	security clientSecurity
-}
-
 // newUsersCmd builds `tripod users list|set|delete`, which manages SCRAM
 // credentials through DescribeUserScramCredentials and
 // AlterUserScramCredentials (KIP-554), as kafka-configs --entity-type
 // users does, on any Kafka-protocol cluster.
 func newUsersCmd() *cobra.Command {
-	opts := &usersOptions{}
+	opts := &topicsOptions{}
 	cmd := &cobra.Command{
 		Use:   "users",
 		Short: "List, set and delete users' SCRAM credentials (like kafka-configs --entity-type users)",
@@ -45,7 +37,9 @@ only what SCRAM needs. A broker takes a new credential without a restart.
 
 Without an authorizer, a broker lets anyone who reaches a listener alter
 credentials, as Kafka does: give the brokers an authenticating listener
-and use --sasl-* (and --tls-ca on SASL_SSL) to reach it.`,
+and use --sasl-* (and --tls-ca on SASL_SSL) to reach it. With one
+(authorizer.class.name), listing needs DESCRIBE and changes need ALTER
+on the cluster, which a super user has.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&opts.bootstrap, "bootstrap", "127.0.0.1:9092", "HOST:PORT[,HOST:PORT] of brokers to ask (bootstrap servers)")
@@ -55,31 +49,6 @@ and use --sasl-* (and --tls-ca on SASL_SSL) to reach it.`,
 	opts.security.addFlags(cmd)
 	cmd.AddCommand(newUsersListCmd(opts), newUsersSetCmd(opts), newUsersDeleteCmd(opts))
 	return cmd
-}
-
-// admin returns a client on the bootstrap servers, authenticated as the
-// security flags say, and a context bounded by the timeout; the caller
-// closes the client and cancels the context.
-func (o *usersOptions) admin(cmd *cobra.Command) (*kadm.Client, context.Context, context.CancelFunc, error) {
-	var seeds []string
-	for _, s := range strings.Split(o.bootstrap, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
-		}
-	}
-	if len(seeds) == 0 {
-		return nil, nil, nil, fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", o.bootstrap)
-	}
-	security, err := o.security.clientOpts()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, security...)...)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("client for --bootstrap %s: %w", o.bootstrap, err)
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
-	return kadm.NewClient(cl), ctx, cancel, nil
 }
 
 // clientSecurity holds the flags with which a command authenticates to
@@ -198,7 +167,7 @@ func resultError(err error, msg string) error {
 }
 
 // newUsersListCmd builds `tripod users list [NAME...]`.
-func newUsersListCmd(opts *usersOptions) *cobra.Command {
+func newUsersListCmd(opts *topicsOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list [NAME...]",
 		Short: "List the users' SCRAM credentials",
@@ -244,7 +213,7 @@ named user without credentials is an error.`,
 }
 
 // newUsersSetCmd builds `tripod users set NAME`.
-func newUsersSetCmd(opts *usersOptions) *cobra.Command {
+func newUsersSetCmd(opts *topicsOptions) *cobra.Command {
 	var (
 		mechanism, password, passwordFile string
 		iterations                        int32
@@ -296,7 +265,7 @@ input). --iterations is the PBKDF2 iteration count, 4096 to 16384.`,
 }
 
 // newUsersDeleteCmd builds `tripod users delete NAME`.
-func newUsersDeleteCmd(opts *usersOptions) *cobra.Command {
+func newUsersDeleteCmd(opts *topicsOptions) *cobra.Command {
 	var mechanism string
 	cmd := &cobra.Command{
 		Use:   "delete NAME [--mechanism M]",

@@ -61,6 +61,9 @@ func TestZombieControllerChangesNothing(t *testing.T) {
 			if got := leadership(md, zombie); !maps.Equal(got, want) {
 				return fmt.Errorf("leaders and ISRs %v, want the new controller's %v", got, want)
 			}
+			if len(md.Brokers) != 3 {
+				return fmt.Errorf("live brokers %v, want all 3", md.Brokers)
+			}
 			return nil
 		}
 		// The zombie answers again once it has caught up with the new

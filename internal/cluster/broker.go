@@ -29,6 +29,10 @@ type Broker struct {
 	// Proxy is the proxy in front of Addr that the broker advertises, nil
 	// unless the cluster was started with Config.Proxies.
 	Proxy *Proxy
+	// CoordProxy is the proxy through which the broker reaches ZooKeeper
+	// or etcd, nil unless the cluster was started with
+	// Config.CoordProxies.
+	CoordProxy *Proxy
 	// LogPath is the file the process's stdout and stderr go to, appended
 	// to by every incarnation.
 	LogPath string

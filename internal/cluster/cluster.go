@@ -65,6 +65,12 @@ type Config struct {
 	// network (Broker.Proxy.Cut) while its coordination session lives on.
 	// Default false.
 	Proxies bool
+	// CoordProxies, when true (ZooKeeper and etcd only), gives every
+	// broker its own Proxy to the coordination service
+	// (Broker.CoordProxy), so that a test can cut a broker off the
+	// network entirely (with Proxies) and its session expires. Raft's
+	// transport is not proxied. Default false.
+	CoordProxies bool
 	// BasePort, when not zero, gives broker i (1-based) the Kafka port
 	// BasePort+i-1 and the Raft port BasePort+100+i-1; zero picks free
 	// loopback ports.
@@ -175,11 +181,19 @@ func Start(cfg Config) (*Cluster, error) {
 			"--session-timeout", cfg.SessionTimeout.String(),
 			"--log-level", cfg.LogLevel,
 		)
+		zkConnect, etcdEndpoints := cfg.ZKConnect, cfg.EtcdEndpoints
+		if cfg.CoordProxies && cfg.Backend != "raft" {
+			var err error
+			if zkConnect, etcdEndpoints, err = b.proxyCoord(cfg); err != nil {
+				c.Close()
+				return nil, err
+			}
+		}
 		switch cfg.Backend {
 		case "zk":
-			b.args = append(b.args, "--zk-connect", cfg.ZKConnect)
+			b.args = append(b.args, "--zk-connect", zkConnect)
 		case "etcd":
-			b.args = append(b.args, "--etcd-endpoints", strings.Join(cfg.EtcdEndpoints, ","), "--etcd-prefix", cfg.EtcdPrefix)
+			b.args = append(b.args, "--etcd-endpoints", strings.Join(etcdEndpoints, ","), "--etcd-prefix", cfg.EtcdPrefix)
 		case "raft":
 			b.RaftAddr = raftPorts[i]
 			b.args = append(b.args, "--raft-listen", b.RaftAddr, "--raft-voters", strings.Join(voters, ","))
@@ -307,6 +321,9 @@ func (c *Cluster) Close() error {
 	}
 	wg.Wait()
 	for _, b := range c.brokers {
+		if b.CoordProxy != nil {
+			errs = append(errs, b.CoordProxy.Close())
+		}
 		if b.Proxy != nil {
 			errs = append(errs, b.Proxy.Close())
 		}
@@ -328,4 +345,39 @@ func (c *Cluster) Stop(timeout time.Duration) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// proxyCoord starts b's CoordProxy to the coordination service's one
+// server and returns the connect string and endpoints that reach it
+// through the proxy.
+func (b *Broker) proxyCoord(cfg Config) (zkConnect string, etcdEndpoints []string, err error) {
+	var target, scheme, chroot string
+	switch cfg.Backend {
+	case "zk":
+		hosts := cfg.ZKConnect
+		if i := strings.Index(hosts, "/"); i >= 0 {
+			hosts, chroot = hosts[:i], hosts[i:]
+		}
+		if strings.Contains(hosts, ",") {
+			return "", nil, fmt.Errorf("coordination proxy of broker %d: ZooKeeper %q has several servers, want one", b.ID, cfg.ZKConnect)
+		}
+		target = hosts
+	case "etcd":
+		if len(cfg.EtcdEndpoints) != 1 {
+			return "", nil, fmt.Errorf("coordination proxy of broker %d: %d etcd endpoints, want one", b.ID, len(cfg.EtcdEndpoints))
+		}
+		var ok bool
+		if scheme, target, ok = strings.Cut(cfg.EtcdEndpoints[0], "://"); !ok {
+			return "", nil, fmt.Errorf("coordination proxy of broker %d: etcd endpoint %q is not a URL", b.ID, cfg.EtcdEndpoints[0])
+		}
+	}
+	proxy, err := NewProxy(target)
+	if err != nil {
+		return "", nil, fmt.Errorf("coordination proxy of broker %d: %w", b.ID, err)
+	}
+	b.CoordProxy = proxy
+	if cfg.Backend == "zk" {
+		return proxy.Addr + chroot, nil, nil
+	}
+	return "", []string{scheme + "://" + proxy.Addr}, nil
 }
