@@ -63,4 +63,3 @@ func handleListPartitionReassignments(_ context.Context, b *Broker, req *request
 		return resp
 	}, nil
 }
-
