@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -80,6 +81,13 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 			return resp
 		}
 	}
+}
+
+// leaderThrottles reports whether the leader's throttle applies to
+// follower's fetch of p: the topic's leader.replication.throttled.replicas
+// names this replica and the follower is not in the ISR.
+func (b *Broker) leaderThrottles(p *partition, follower int32) bool {
+	return p.leaderThrottled.Load() && !slices.Contains(p.role().ISR, coord.BrokerID(follower))
 }
 
 // recordFollowerFetch tells the replication state machine of every
@@ -160,6 +168,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			sp.HighWatermark = hw
 			sp.LastStableOffset = hw
 			sp.LogStartOffset = p.log.StartOffset()
+			// The leader's throttle: a throttled replica out of the ISR
+			// gets nothing while the leader's rate is exceeded.
+			throttled := replicaCodes != nil && b.leaderThrottles(p, r.ReplicaID)
+			if throttled && b.leaderQuota.exceeded() {
+				b.metrics.throttled("leader", 0, 1)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			// The first partition with data may exceed the response
 			// limit by one batch so a large batch is never stuck;
 			// later ones are skipped once the limit is spent.
@@ -191,6 +207,10 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					sp.RecordBatches = data
 					total += len(data)
 					remaining -= len(data)
+					if throttled {
+						b.leaderQuota.record(len(data))
+						b.metrics.throttled("leader", len(data), 0)
+					}
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -22,8 +22,8 @@ import (
 // unthrottled is Kafka's default rate, Long.MAX_VALUE: no bound.
 const unthrottled = math.MaxInt64
 
-// Kafka's quota sampling: quota.window.num samples of
-// quota.window.size.seconds each.
+// Kafka's default quota sampling (replication.quota.window.num samples of
+// replication.quota.window.size.seconds each).
 const (
 	quotaSamples = 11
 	quotaWindow  = time.Second
@@ -107,8 +107,8 @@ type replicationQuota struct {
 	rate  *byteRate
 }
 
-func newReplicationQuota(now func() time.Time) *replicationQuota {
-	return &replicationQuota{bound: unthrottled, rate: newByteRate(quotaSamples, quotaWindow, now)}
+func newReplicationQuota(samples int, window time.Duration, now func() time.Time) *replicationQuota {
+	return &replicationQuota{bound: unthrottled, rate: newByteRate(samples, window, now)}
 }
 
 // setBound sets the bound in bytes per second (unthrottled: none).

@@ -98,7 +98,7 @@ func TestByteRate(t *testing.T) {
 // the next check.
 func TestReplicationQuota(t *testing.T) {
 	clock := newFakeClock()
-	q := newReplicationQuota(clock.now)
+	q := newReplicationQuota(quotaSamples, quotaWindow, clock.now)
 	q.record(1 << 30)
 	if q.exceeded() {
 		t.Fatalf("unthrottled: exceeded, want not")
@@ -107,7 +107,7 @@ func TestReplicationQuota(t *testing.T) {
 	if !q.exceeded() {
 		t.Fatalf("bound 200 with %v B/s: not exceeded, want exceeded", q.rate.Rate())
 	}
-	q = newReplicationQuota(clock.now)
+	q = newReplicationQuota(quotaSamples, quotaWindow, clock.now)
 	q.setBound(100)
 	q.record(1000) // 100 B/s over the least span
 	if q.exceeded() {
