@@ -13,7 +13,9 @@ import (
 // over the configs held, the validation, one SetTopic keeping the
 // assignment, and every refusal planning nothing.
 func TestAlterTopicConfigs(t *testing.T) {
-	set := func(k, v string) coord.ConfigAlteration { return coord.ConfigAlteration{Op: coord.ConfigSet, Key: k, Value: v} }
+	set := func(k, v string) coord.ConfigAlteration {
+		return coord.ConfigAlteration{Op: coord.ConfigSet, Key: k, Value: v}
+	}
 	del := func(k string) coord.ConfigAlteration { return coord.ConfigAlteration{Op: coord.ConfigDelete, Key: k} }
 	noRetention := func(configs map[string]string) error {
 		if v, ok := configs["retention.ms"]; ok && v == "-5" {
