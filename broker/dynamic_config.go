@@ -266,16 +266,22 @@ func (b *Broker) applyConfigs(st *coord.ConfigState) {
 	b.configsChanged = make(chan struct{})
 	b.leaderQuota.setBound(d.leaderRate)
 	b.followerQuota.setBound(d.followerRate)
+	applied := 0
 	for _, p := range b.allPartitions() {
-		b.applyConfigsTo(p, &d)
+		if b.applyConfigsTo(p, &d) {
+			applied++
+		}
+	}
+	if applied > 0 {
+		b.logger.Info("dynamic configs applied", "replicas", applied, "version", st.Version)
 	}
 }
 
 // applyConfigsTo applies d to p: the topic's configs as stored (kept as
 // they are when the state does not hold the topic, deleted meanwhile or
-// not seen yet), over the broker's live config. The caller holds
-// configsMu.
-func (b *Broker) applyConfigsTo(p *partition, d *dynamicState) {
+// not seen yet), over the broker's live config. It reports whether p's
+// configs changed. The caller holds configsMu.
+func (b *Broker) applyConfigsTo(p *partition, d *dynamicState) bool {
 	configs := p.topicConfigs()
 	if d.configs != nil {
 		if stored, ok := d.configs.Topics[p.topic]; ok {
@@ -283,13 +289,14 @@ func (b *Broker) applyConfigsTo(p *partition, d *dynamicState) {
 		}
 	}
 	if maps.Equal(configs, p.topicConfigs()) && d.cfg.sameTopicDefaults(p.brokerCfg()) {
-		return
+		return false
 	}
 	if err := p.setConfigs(d.cfg, configs, b.cfg.BrokerID); err != nil {
 		b.logger.Warn("topic configs not applied", "partition", p.name(), "configs", configs, "error", err)
-		return
+		return false
 	}
-	b.logger.Info("topic configs applied", "partition", p.name(), "configs", configs)
+	b.logger.Debug("topic configs applied", "partition", p.name(), "configs", configs)
+	return true
 }
 
 // sameTopicDefaults reports whether c and o give topics the same defaults
