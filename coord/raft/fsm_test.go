@@ -309,7 +309,9 @@ func TestFSMBrokerConfigsSurviveSnapshots(t *testing.T) {
 		return fsmLog(t, f, index, 2, command{Type: cmdAlterBrokerConfigs,
 			Configs: &configsCommand{Entity: entity, Replace: replace, Alterations: alts}})
 	}
-	set := func(k, v string) coord.ConfigAlteration { return coord.ConfigAlteration{Op: coord.ConfigSet, Key: k, Value: v} }
+	set := func(k, v string) coord.ConfigAlteration {
+		return coord.ConfigAlteration{Op: coord.ConfigSet, Key: k, Value: v}
+	}
 	if res := alter(3, coord.DefaultBrokerEntity, false, set("a", "1"), set("b", "2")); res.Err != nil || len(res.Configs) != 2 {
 		t.Fatalf("alter the default: got %v, %v", res.Configs, res.Err)
 	}
