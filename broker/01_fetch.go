@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -85,9 +86,16 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 
 // leaderThrottles reports whether the leader's throttle applies to
 // follower's fetch of p: the topic's leader.replication.throttled.replicas
-// names this replica and the follower is not in the ISR.
+// names this replica and the follower is not in the ISR (as the
+// replication state has it: an expansion counts once committed).
 func (b *Broker) leaderThrottles(p *partition, follower int32) bool {
-	return p.leaderThrottled.Load() && !slices.Contains(p.role().ISR, coord.BrokerID(follower))
+	if !p.leaderThrottled.Load() {
+		return false
+	}
+	p.repMu.Lock()
+	isr := p.rep.ISR()
+	p.repMu.Unlock()
+	return !slices.Contains(isr, replication.ReplicaID(follower))
 }
 
 // recordFollowerFetch tells the replication state machine of every

@@ -359,7 +359,11 @@ func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
 	waitFor(t, ctx, fmt.Sprintf("broker %d to catch up and rejoin the ISR", back.ID()), func() bool {
 		_, _, parts := metadataOf(t, leader, "throttled")
 		p := back.partitionFor("throttled", 0)
-		return len(parts) == 1 && len(parts[0].isr) == 3 && p != nil && p.log.EndOffset() >= end
+		lp := leader.partitionFor("throttled", 0)
+		lp.repMu.Lock()
+		isr := lp.rep.ISR()
+		lp.repMu.Unlock()
+		return len(parts) == 1 && len(parts[0].isr) == 3 && len(isr) == 3 && p != nil && p.log.EndOffset() >= end
 	})
 	page := scrape(t, leader)
 	leaderBytes, _ := metricValue(page, `tripod_replication_throttled_bytes_total{side="leader"}`)
@@ -386,5 +390,73 @@ func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
 	}
 	if after, _ := metricValue(scrape(t, leader), `tripod_replication_throttled_bytes_total{side="leader"}`); after != leaderBytes {
 		t.Fatalf("leader throttled bytes after the replica rejoined: got %v, want %v (in-sync replicas are not throttled)", after, leaderBytes)
+	}
+}
+
+// TestTopicConfigsForwardedToTheController: a topic's IncrementalAlterConfigs
+// and AlterConfigs sent to a broker that is not the controller are
+// forwarded to it and land; one that a broker forwarded itself, reaching
+// a broker that is not the controller, is answered NOT_CONTROLLER and
+// not forwarded again.
+func TestTopicConfigsForwardedToTheController(t *testing.T) {
+	brokers := startRaftCluster(t, 3)
+	ctx := testContext(t, time.Minute)
+	adm := adminOf(t, brokers)
+	waitFor(t, ctx, "topic fwd created", func() bool {
+		resp, err := adm.CreateTopic(ctx, 1, 3, nil, "fwd")
+		return err == nil && (resp.Err == nil || errors.Is(resp.Err, kerr.TopicAlreadyExists))
+	})
+	var other *Broker
+	for _, b := range brokers {
+		if id, _, _ := b.cache.view(); id != coord.BrokerID(b.ID()) && b.controller() == nil {
+			other = b
+		}
+	}
+	incremental := func(key, value string) *kmsg.IncrementalAlterConfigsRequest {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "fwd"
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = key, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(value)
+		res.Configs = append(res.Configs, c)
+		req.Resources = append(req.Resources, res)
+		return req
+	}
+	resp := askBroker[*kmsg.IncrementalAlterConfigsResponse](t, other, incremental("retention.ms", "1000"))
+	if code := resp.Resources[0].ErrorCode; code != 0 {
+		t.Fatalf("IncrementalAlterConfigs at broker %d, not the controller: got %v (%v), want success", other.ID(), kerr.ErrorForCode(code), deref(resp.Resources[0].ErrorMessage))
+	}
+	if got := other.partitionFor("fwd", 0).topicConfigs()["retention.ms"]; got != "1000" {
+		t.Fatalf("broker %d after its answer: retention.ms %q, want 1000 applied", other.ID(), got)
+	}
+	legacy := kmsg.NewPtrAlterConfigsRequest()
+	res := kmsg.NewAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "fwd"
+	c := kmsg.NewAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "cleanup.policy", kmsg.StringPtr("compact")
+	res.Configs = append(res.Configs, c)
+	legacy.Resources = append(legacy.Resources, res)
+	lresp := askBroker[*kmsg.AlterConfigsResponse](t, other, legacy)
+	if code := lresp.Resources[0].ErrorCode; code != 0 {
+		t.Fatalf("AlterConfigs at broker %d: got %v, want success", other.ID(), kerr.ErrorForCode(code))
+	}
+	if got := other.partitionFor("fwd", 0).topicConfigs(); len(got) != 1 || got["cleanup.policy"] != "compact" {
+		t.Fatalf("broker %d after AlterConfigs: %v, want only cleanup.policy=compact", other.ID(), got)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(other.Addr().String()), kgo.ClientID(forwardedClientPrefix+"9"))
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	defer cl.Close()
+	kresp, err := cl.SeedBrokers()[0].Request(ctx, incremental("retention.ms", "2000"))
+	if err != nil {
+		t.Fatalf("a forwarded request to broker %d: %v", other.ID(), err)
+	}
+	if code := kresp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != kerr.NotController.Code {
+		t.Fatalf("a forwarded request at a broker that is not the controller: got %v, want NOT_CONTROLLER", kerr.ErrorForCode(code))
+	}
+	if got := other.partitionFor("fwd", 0).topicConfigs()["cleanup.policy"]; got != "compact" {
+		t.Fatalf("after the refused request: cleanup.policy %q, want compact kept", got)
 	}
 }
