@@ -175,5 +175,5 @@ func (b *Broker) maxMessageBytes(p *partition) int {
 			return int(n)
 		}
 	}
-	return int(p.brokerCfg().MessageMaxBytes)
+	return int(p.cfg.Load().MessageMaxBytes)
 }
