@@ -136,7 +136,7 @@ func (b *Broker) producePartition(r *kmsg.ProduceRequest, topic string, rp kmsg.
 // in sp. It returns 0 when the records may be appended, and
 // CORRUPT_MESSAGE for records that do not parse.
 func checkCompactedKeys(p *partition, records []byte, sp *kmsg.ProduceResponseTopicPartition) int16 {
-	if compact, _ := cleanupPolicy(p.configs); !compact {
+	if compact, _ := cleanupPolicy(p.topicConfigs()); !compact {
 		return 0
 	}
 	index, found, err := tlog.NullKeyRecord(records)
@@ -170,10 +170,10 @@ func produceErrorCode(err error) int16 {
 // maxMessageBytes is the topic's max.message.bytes or the broker's
 // message.max.bytes.
 func (b *Broker) maxMessageBytes(p *partition) int {
-	if v, ok := p.configs["max.message.bytes"]; ok {
+	if v, ok := p.topicConfigs()["max.message.bytes"]; ok {
 		if n, err := parseInt(v); err == nil {
 			return int(n)
 		}
 	}
-	return int(b.cfg.MessageMaxBytes)
+	return int(p.cfg.Load().MessageMaxBytes)
 }

@@ -3,12 +3,14 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -80,6 +82,20 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 			return resp
 		}
 	}
+}
+
+// leaderThrottles reports whether the leader's throttle applies to
+// follower's fetch of p: the topic's leader.replication.throttled.replicas
+// names this replica and the follower is not in the ISR (as the
+// replication state has it: an expansion counts once committed).
+func (b *Broker) leaderThrottles(p *partition, follower int32) bool {
+	if !p.leaderThrottled.Load() {
+		return false
+	}
+	p.repMu.Lock()
+	isr := p.rep.ISR()
+	p.repMu.Unlock()
+	return !slices.Contains(isr, replication.ReplicaID(follower))
 }
 
 // recordFollowerFetch tells the replication state machine of every
@@ -164,6 +180,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			sp.HighWatermark = hw
 			sp.LastStableOffset = hw
 			sp.LogStartOffset = p.log.StartOffset()
+			// The leader's throttle: a throttled replica out of the ISR
+			// gets nothing while the leader's rate is exceeded.
+			throttled := replicaCodes != nil && b.leaderThrottles(p, r.ReplicaID)
+			if throttled && b.leaderQuota.exceeded() {
+				b.metrics.throttled("leader", 0, 1)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			// The first partition with data may exceed the response
 			// limit by one batch so a large batch is never stuck;
 			// later ones are skipped once the limit is spent.
@@ -195,6 +219,10 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					sp.RecordBatches = data
 					total += len(data)
 					remaining -= len(data)
+					if throttled {
+						b.leaderQuota.record(len(data))
+						b.metrics.throttled("leader", len(data), 0)
+					}
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -144,14 +144,15 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 // v5+ response.
 func (b *Broker) createTopicConfigs(configs map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
+	st := b.dynamic().configs
 	for _, name := range topicKeyNames() {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = name
 		v, ok := configs[name]
 		c.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
 		if !ok {
-			v = b.cfg.topicDefault(name)
-			c.Source = int8(kmsg.ConfigSourceDefaultConfig)
+			def := b.topicDefaultSynonyms(st, name)[0]
+			v, c.Source = def.value, int8(def.source)
 		}
 		c.Value = &v
 		out = append(out, c)

@@ -95,7 +95,7 @@ func (b *Broker) deleteRecords(topic string, index int32, offset int64, deadline
 	if p == nil {
 		return code, nil
 	}
-	if _, del := cleanupPolicy(p.configs); !del {
+	if _, del := cleanupPolicy(p.topicConfigs()); !del {
 		return kerr.PolicyViolation.Code, nil
 	}
 	p.appendMu.Lock()

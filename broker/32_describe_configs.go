@@ -3,22 +3,32 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // DescribeConfigs v0..v4, for broker and topic resources.
 func init() { registerAPI(32, 0, 4, handleDescribeConfigs) }
 
-// handleDescribeConfigs lists the broker's properties (resource name: its
-// broker id, or empty) or a topic's configs (its overrides, else the
-// broker's defaults), filtered by the requested names.
+// handleDescribeConfigs lists the broker's configs (resource name: its
+// broker id) or the cluster's dynamic default broker configs (resource
+// name empty), or a topic's configs (its overrides, else the broker's
+// defaults), filtered by the requested names. Each value carries its
+// source, Kafka's precedence: a topic override (DYNAMIC_TOPIC_CONFIG),
+// this broker's dynamic config (DYNAMIC_BROKER_CONFIG), the cluster's
+// (DYNAMIC_DEFAULT_BROKER_CONFIG), the static properties
+// (STATIC_BROKER_CONFIG), the default (DEFAULT_CONFIG); with
+// include_synonyms, every one of those that has a value, in that order.
 func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DescribeConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	st := b.dynamic().configs
 	for _, rr := range r.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType = rr.ResourceType
@@ -26,43 +36,60 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 		var err error
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeBroker:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.cfg.BrokerID)) {
+			switch rr.ResourceName {
+			case "":
+				if st == nil {
+					break
+				}
+				defaults := st.Brokers[coord.DefaultBrokerEntity]
+				for _, name := range slices.Sorted(maps.Keys(defaults)) {
+					if wanted(rr.ConfigNames, name) {
+						syn := []configSynonym{{name, defaults[name], kmsg.ConfigSourceDynamicDefaultBrokerConfig}}
+						sr.Configs = append(sr.Configs, describedConfig(r, name, syn, false))
+					}
+				}
+			case b.entity():
+				names := append(BrokerKeys(), leaderThrottleRateKey, followerThrottleRateKey)
+				slices.Sort(names)
+				for _, name := range names {
+					if !wanted(rr.ConfigNames, name) {
+						continue
+					}
+					c := describedConfig(r, name, b.brokerSynonyms(st, name), !isDynamicBrokerKey(name))
+					if sslKeys[name].sensitive || saslKeys[name].sensitive {
+						// As Kafka: a key or password is never shown.
+						c.Value, c.IsSensitive = nil, true
+						for i := range c.ConfigSynonyms {
+							c.ConfigSynonyms[i].Value = nil
+						}
+					}
+					sr.Configs = append(sr.Configs, c)
+				}
+			default:
 				sr.ErrorCode = kerr.InvalidRequest.Code
 				err = fmt.Errorf("broker %s: this is broker %d", rr.ResourceName, b.cfg.BrokerID)
-				break
-			}
-			for _, name := range BrokerKeys() {
-				if !wanted(rr.ConfigNames, name) {
-					continue
-				}
-				v, _ := b.cfg.Get(name)
-				v = kafkaMeaning(name, v)
-				c := describedConfig(r.Version, name, v, kmsg.ConfigSourceStaticBrokerConfig, true)
-				if sslKeys[name].sensitive || saslKeys[name].sensitive {
-					// As Kafka: a key or password is never shown.
-					c.Value, c.IsSensitive = nil, true
-				}
-				sr.Configs = append(sr.Configs, c)
 			}
 		case kmsg.ConfigResourceTypeTopic:
 			_, ok := b.cache.topic(rr.ResourceName)
-			configs := b.topicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
 			if !ok {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				err = fmt.Errorf("topic %s does not exist", rr.ResourceName)
 				break
 			}
+			configs, watched := b.watchedTopicConfigs([]string{rr.ResourceName})[rr.ResourceName]
+			if !watched {
+				configs = b.topicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
+			}
 			for _, name := range topicKeyNames() {
 				if !wanted(rr.ConfigNames, name) {
 					continue
 				}
-				v, ok := configs[name]
-				source := kmsg.ConfigSourceDynamicTopicConfig
-				if !ok {
-					v = b.cfg.topicDefault(name)
-					source = kmsg.ConfigSourceDefaultConfig
+				var syn []configSynonym
+				if v, ok := configs[name]; ok {
+					syn = append(syn, configSynonym{name, v, kmsg.ConfigSourceDynamicTopicConfig})
 				}
-				sr.Configs = append(sr.Configs, describedConfig(r.Version, name, v, source, false))
+				syn = append(syn, b.topicDefaultSynonyms(st, name)...)
+				sr.Configs = append(sr.Configs, describedConfig(r, name, syn, false))
 			}
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
@@ -77,22 +104,78 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 	return resp, nil, nil
 }
 
+// configSynonym is one source of a config's value.
+type configSynonym struct {
+	name, value string
+	source      kmsg.ConfigSource
+}
+
+// brokerSynonyms returns the sources of broker config name for this
+// broker, in precedence order.
+func (b *Broker) brokerSynonyms(st *coord.ConfigState, name string) []configSynonym {
+	var syn []configSynonym
+	for _, v := range b.dynamicBrokerValues(st, name) {
+		syn = append(syn, configSynonym{name, v.value, dynamicSource(v.entity)})
+	}
+	if isRateKey(name) {
+		return append(syn, configSynonym{name, strconv.FormatInt(unthrottled, 10), kmsg.ConfigSourceDefaultConfig})
+	}
+	v, _ := b.cfg.Get(name)
+	return append(syn, configSynonym{name, kafkaMeaning(name, v), kmsg.ConfigSourceStaticBrokerConfig})
+}
+
+// topicDefaultSynonyms returns the sources of topic config name's default
+// for this broker, in precedence order: the dynamic broker configs of its
+// broker key, then the static default.
+func (b *Broker) topicDefaultSynonyms(st *coord.ConfigState, name string) []configSynonym {
+	var syn []configSynonym
+	if key := topicKeys[name].brokerKey; key != "" && isDynamicBrokerKey(key) {
+		for _, v := range b.dynamicBrokerValues(st, key) {
+			syn = append(syn, configSynonym{key, kafkaMeaning(key, v.value), dynamicSource(v.entity)})
+		}
+	}
+	name2 := name
+	if key := topicKeys[name].brokerKey; key != "" {
+		name2 = key
+	}
+	return append(syn, configSynonym{name2, b.cfg.topicDefault(name), kmsg.ConfigSourceDefaultConfig})
+}
+
+// dynamicSource is the source of a dynamic broker config of entity.
+func dynamicSource(entity string) kmsg.ConfigSource {
+	if entity == coord.DefaultBrokerEntity {
+		return kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	}
+	return kmsg.ConfigSourceDynamicBrokerConfig
+}
+
 // wanted reports whether name is among names (nil: all names).
 func wanted(names []string, name string) bool {
 	return names == nil || slices.Contains(names, name)
 }
 
-// describedConfig builds one DescribeConfigs entry.
-func describedConfig(version int16, name, value string, source kmsg.ConfigSource, readOnly bool) kmsg.DescribeConfigsResponseResourceConfig {
+// describedConfig builds one DescribeConfigs entry from its sources in
+// precedence order: the first gives the value; the synonyms are listed
+// when the request asks for them.
+func describedConfig(r *kmsg.DescribeConfigsRequest, name string, syn []configSynonym, readOnly bool) kmsg.DescribeConfigsResponseResourceConfig {
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
 	c.Name = name
+	value := syn[0].value
 	c.Value = &value
 	c.ReadOnly = readOnly
-	c.Source = source
-	c.IsDefault = source == kmsg.ConfigSourceDefaultConfig
+	c.Source = syn[0].source
+	c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
 	c.ConfigType = configType(name)
-	if version == 0 {
+	if r.Version == 0 {
 		c.Source = -1
+	}
+	if r.IncludeSynonyms && r.Version >= 1 {
+		for _, s := range syn {
+			cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			v := s.value
+			cs.Name, cs.Value, cs.Source = s.name, &v, s.source
+			c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
+		}
 	}
 	return c
 }
@@ -115,7 +198,9 @@ func configType(name string) kmsg.ConfigType {
 		return k.configType
 	}
 	switch name {
-	case "listeners", "advertised.listeners", "log.dirs", "cleanup.policy", "listener.security.protocol.map",
+	case "cleanup.policy", leaderThrottledKey, followerThrottledKey:
+		return kmsg.ConfigTypeList
+	case "listeners", "advertised.listeners", "log.dirs", "listener.security.protocol.map",
 		"inter.broker.listener.name", "security.inter.broker.protocol":
 		return kmsg.ConfigTypeString
 	case "auto.create.topics.enable":

@@ -283,6 +283,10 @@ func fillNames(req kmsg.Request) {
 		r.Creations = []kmsg.CreateACLsRequestCreation{kmsg.NewCreateACLsRequestCreation()}
 	case *kmsg.DeleteACLsRequest:
 		r.Filters = []kmsg.DeleteACLsRequestFilter{kmsg.NewDeleteACLsRequestFilter()}
+	case *kmsg.AlterConfigsRequest:
+		r.Resources = []kmsg.AlterConfigsRequestResource{{ResourceType: configResourceTopic, ResourceName: "t"}}
+	case *kmsg.IncrementalAlterConfigsRequest:
+		r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: configResourceBroker, ResourceName: "1"}}
 	case *kmsg.DeleteRecordsRequest:
 		r.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: "t", Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0}}}}
 	case *kmsg.DescribeProducersRequest:

@@ -24,11 +24,7 @@ import (
 //
 // Every registered API has a rule (TestEveryAPIHasAnAuthzRule; a key
 // without one is denied CLUSTER_AUTHORIZATION_FAILED). An API added later
-// is one line here; the ones other work adds, whose requests these rules
-// fit (TestFutureAPIRules):
-//
-//	33: configResources(coord.ACLOperationAlterConfigs), // AlterConfigs
-//	44: configResources(coord.ACLOperationAlterConfigs), // IncrementalAlterConfigs
+// is one line here.
 var authzRules = map[int16]authzRule{
 	0:  authorizeProduce,                                                  // TOPIC WRITE (TRANSACTIONAL_ID WRITE)
 	1:  authorizeFetch,                                                    // TOPIC READ; CLUSTER CLUSTER_ACTION from a replica
@@ -72,6 +68,8 @@ var authzRules = map[int16]authzRule{
 	45: clusterOp(coord.ACLOperationAlter),                                // AlterPartitionReassignments
 	46: clusterOp(coord.ACLOperationDescribe),                             // ListPartitionReassignments
 	61: topics(coord.ACLOperationRead),                                    // DescribeProducers
+	33: configResources(coord.ACLOperationAlterConfigs),                   // AlterConfigs
+	44: configResources(coord.ACLOperationAlterConfigs),                   // IncrementalAlterConfigs
 }
 
 // authzRule checks one request (see authzRules). deny, when not nil, is

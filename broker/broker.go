@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -127,6 +128,16 @@ type Broker struct {
 	// connection's goroutines.
 	wg sync.WaitGroup
 
+	// configsMu orders the application of dynamic configs (applyConfigs)
+	// with the registration of new replicas (addReplica); dyn is the
+	// dynamic state last applied, nil before the first; configsChanged
+	// (guarded by configsMu) is closed at every state applied.
+	configsMu      sync.Mutex
+	dyn            atomic.Pointer[dynamicState]
+	configsChanged chan struct{}
+	// leaderQuota and followerQuota are the replication throttles.
+	leaderQuota, followerQuota *replicationQuota
+
 	// openReplicaHook, if not nil, is called at the start of each
 	// openReplica: tests block it to hold a LeaderAndIsr in its log
 	// opens. It is nil in production; a test sets it with stateMu held.
@@ -147,13 +158,14 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		logger = hclog.NewNullLogger()
 	}
 	b := &Broker{
-		cfg:          cfg,
-		logger:       logger,
-		cache:        newMetadataCache(),
-		replicas:     make(map[coord.TopicPartition]*partition),
-		brokerEpoch:  -1,
-		epochChanged: make(chan struct{}),
-		closing:      make(chan struct{}),
+		cfg:            cfg,
+		logger:         logger,
+		cache:          newMetadataCache(),
+		replicas:       make(map[coord.TopicPartition]*partition),
+		brokerEpoch:    -1,
+		epochChanged:   make(chan struct{}),
+		closing:        make(chan struct{}),
+		configsChanged: make(chan struct{}),
 
 		controllerID:       coord.NoBroker,
 		backendCtrl:        coord.ControllerInfo{ID: coord.NoBroker},
@@ -163,6 +175,8 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		offlineReplicas: map[coord.TopicPartition]bool{},
 		dirFailed:       make(chan struct{}, 1),
 	}
+	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
+	b.leaderQuota, b.followerQuota = newReplicationQuota(samples, window, time.Now), newReplicationQuota(samples, window, time.Now)
 	b.metrics = newMetrics(b)
 	b.groups = newGroupCoordinator(b)
 	b.fetchers = newFetcherManager(b)
@@ -215,10 +229,14 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	b.stopRun = stopRun
-	b.runWG.Add(4)
+	b.runWG.Add(5)
 	go func() {
 		defer b.runWG.Done()
 		b.run(runCtx)
+	}()
+	go func() {
+		defer b.runWG.Done()
+		b.watchConfigs(runCtx)
 	}()
 	go func() {
 		defer b.runWG.Done()
@@ -451,15 +469,16 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 	if err != nil {
 		return nil, err
 	}
-	rep, err := b.newReplicationState(info.TopicPartition(), configs)
+	cfg := b.liveConfig()
+	rep, err := b.newReplicationState(cfg, info.TopicPartition(), configs)
 	if err != nil {
 		return nil, err
 	}
-	l, err := tlog.Open(dir, b.cfg.logConfig(configs))
+	l, err := tlog.Open(dir, cfg.logConfig(configs))
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
 	}
-	p := newPartition(info, l, configs, rep, b.hwCkpt.lookup(info.TopicPartition()))
+	p := newPartition(info, l, cfg, configs, b.cfg.BrokerID, rep, b.hwCkpt.lookup(info.TopicPartition()))
 	p.dir = dir
 	if err := b.recoverProducers(p, time.Now()); err != nil {
 		l.Close()

@@ -35,10 +35,10 @@ func (b *Broker) cleanerLoop() {
 func (b *Broker) cleanLogs(now time.Time) int {
 	cleaned := 0
 	for _, p := range b.allPartitions() {
-		if compact, _ := cleanupPolicy(p.configs); !compact {
+		if compact, _ := cleanupPolicy(p.topicConfigs()); !compact {
 			continue
 		}
-		cfg := b.cfg.cleanConfig(p.configs)
+		cfg := b.cfg.cleanConfig(p.topicConfigs())
 		for range maxCleanPassesPerRound {
 			select {
 			case <-b.closing:

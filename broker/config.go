@@ -216,6 +216,13 @@ type Config struct {
 	// ms (Kafka: 1000), so followers find a new leader quickly; at least
 	// 1 ms.
 	ReplicaFetchBackoff time.Duration
+	// ReplicationQuotaWindowNum is how many samples the replication
+	// throttles measure their rate over (replication.quota.window.num).
+	// Default 11; at least 1.
+	ReplicationQuotaWindowNum int32
+	// ReplicationQuotaWindowSize is the length of each sample
+	// (replication.quota.window.size.seconds). Default 1 s; at least 1 s.
+	ReplicationQuotaWindowSize time.Duration
 	// ReplicaHighWatermarkCheckpointInterval is how often the broker
 	// writes every partition's high watermark to
 	// replication-offset-checkpoint in each log dir
@@ -337,6 +344,8 @@ func DefaultConfig() Config {
 		ReplicaFetchMinBytes:                   1,
 		ReplicaFetchMaxBytes:                   1 << 20,
 		ReplicaFetchBackoff:                    200 * time.Millisecond,
+		ReplicationQuotaWindowNum:              11,
+		ReplicationQuotaWindowSize:             time.Second,
 		ReplicaHighWatermarkCheckpointInterval: 5 * time.Second,
 
 		ProducerIDExpiration:              24 * time.Hour,
@@ -470,6 +479,12 @@ func (c Config) Validate() error {
 	}
 	if c.ReplicaFetchMinBytes < 1 {
 		return fmt.Errorf("replica.fetch.min.bytes %d: must be between 1 and 2147483647", c.ReplicaFetchMinBytes)
+	}
+	if c.ReplicationQuotaWindowNum < 1 {
+		return fmt.Errorf("replication.quota.window.num %d: must be at least 1", c.ReplicationQuotaWindowNum)
+	}
+	if c.ReplicationQuotaWindowSize < time.Second || c.ReplicationQuotaWindowSize%time.Second != 0 {
+		return fmt.Errorf("replication.quota.window.size.seconds %v: must be a whole number of seconds, at least 1", c.ReplicationQuotaWindowSize)
 	}
 	if c.ReplicaFetchMaxBytes < 1 {
 		return fmt.Errorf("replica.fetch.max.bytes %d: must be between 1 and 2147483647", c.ReplicaFetchMaxBytes)
@@ -794,6 +809,18 @@ var brokerKeys = map[string]configKey{
 	"replica.fetch.min.bytes": {
 		set: func(c *Config, k, v string) error { return setInt32(&c.ReplicaFetchMinBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.ReplicaFetchMinBytes)) },
+	},
+	"replication.quota.window.num": int32Key(func(c *Config) *int32 { return &c.ReplicationQuotaWindowNum }),
+	"replication.quota.window.size.seconds": {
+		set: func(c *Config, k, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				return fmt.Errorf("%s %q: must be a whole number of seconds", k, v)
+			}
+			c.ReplicationQuotaWindowSize = time.Duration(n) * time.Second
+			return nil
+		},
+		get: func(c Config) string { return strconv.FormatInt(int64(c.ReplicationQuotaWindowSize/time.Second), 10) },
 	},
 	"replica.fetch.max.bytes": {
 		set: func(c *Config, k, v string) error { return setInt32(&c.ReplicaFetchMaxBytes, k, v) },

@@ -167,7 +167,7 @@ func TestTopicsAndDataSurviveRestart(t *testing.T) {
 	b = startBroker(t, cfg)
 	waitFor(t, ctx, "the partitions of kept after restart", func() bool { return b.partitionFor("kept", 2) != nil })
 	after, ok := b.cache.topic("kept")
-	if !ok || after.id != before.id || len(after.partitions) != 3 || b.partitionFor("kept", 0).configs["retention.ms"] != "86400000" {
+	if !ok || after.id != before.id || len(after.partitions) != 3 || b.partitionFor("kept", 0).topicConfigs()["retention.ms"] != "86400000" {
 		t.Fatalf("after restart: got %+v (exists %v), want %+v", after, ok, before)
 	}
 	end, err := kadm.NewClient(newClient(t, b)).ListEndOffsets(ctx, "kept")

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -271,6 +272,8 @@ func (f *fetcher) run() {
 		canceled := reqCtx.Err() != nil
 		cancel()
 		switch {
+		case errors.Is(err, errThrottled):
+			f.wait(time.Now().Add(b.cfg.ReplicaFetchBackoff))
 		case canceled:
 			// The partitions changed under a long poll. franz-go gives up
 			// waiting but the connection still owes the poll's answer,
@@ -408,6 +411,25 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchParti
 	req.MinBytes = b.cfg.ReplicaFetchMinBytes
 	req.MaxBytes = max(b.cfg.ReplicaFetchMaxBytes, 10<<20)
 	req.SessionEpoch = -1
+	// The follower's throttle: a throttled replica out of the ISR is left
+	// out while the follower's rate is exceeded.
+	throttled := map[*fetchPartition]bool{}
+	leftOut := 0
+	exceeded := b.followerQuota.exceeded()
+	parts = slices.DeleteFunc(slices.Clone(parts), func(fp *fetchPartition) bool {
+		if !b.followerThrottles(fp.p) {
+			return false
+		}
+		throttled[fp] = true
+		if exceeded {
+			leftOut++
+		}
+		return exceeded
+	})
+	b.metrics.throttled("follower", 0, leftOut)
+	if len(parts) == 0 {
+		return errThrottled
+	}
 	index, groups := groupByTopic(parts)
 	for _, g := range groups {
 		t := kmsg.NewFetchRequestTopic()
@@ -434,11 +456,26 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchParti
 	for _, t := range resp.Topics {
 		for _, sp := range t.Partitions {
 			if fp := index[coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}]; fp != nil {
+				if throttled[fp] && len(sp.RecordBatches) > 0 {
+					b.followerQuota.record(len(sp.RecordBatches))
+					b.metrics.throttled("follower", len(sp.RecordBatches), 0)
+				}
 				f.fetched(ctx, cl, fp, &sp)
 			}
 		}
 	}
 	return nil
+}
+
+// errThrottled: every partition of a fetch was left out by the follower's
+// throttle; the fetcher waits replica.fetch.backoff.ms before the next.
+var errThrottled = errors.New("every partition is throttled")
+
+// followerThrottles reports whether the follower's throttle applies to p:
+// the topic's follower.replication.throttled.replicas names this replica
+// and it is not in the ISR.
+func (b *Broker) followerThrottles(p *partition) bool {
+	return p.followerThrottled.Load() && !slices.Contains(p.role().ISR, coord.BrokerID(b.cfg.BrokerID))
 }
 
 // fetched applies one partition's fetch response.

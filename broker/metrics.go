@@ -51,6 +51,11 @@ type metrics struct {
 	// connectionsRefused counts connections closed at once for
 	// max.connections.per.ip.
 	connectionsRefused prometheus.Counter
+	// throttledBytes and throttledPartitions count, by side (leader,
+	// follower), the bytes of throttled replicas sent or fetched and the
+	// partitions left out of a fetch while the throttle was exceeded.
+	throttledBytes      *prometheus.CounterVec
+	throttledPartitions *prometheus.CounterVec
 
 	// electedMu guards elected: the highest leader epoch counted as an
 	// election, per partition of a topic ID, so a state sent to every
@@ -113,6 +118,14 @@ func newMetrics(b *Broker) *metrics {
 			Name: "tripod_connections_refused_total",
 			Help: "Connections closed at once because their address had max.connections.per.ip open (Kafka's connection quota rejections).",
 		}),
+		throttledBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tripod_replication_throttled_bytes_total",
+			Help: "Bytes of throttled replicas out of the ISR that this broker sent as leader or fetched as follower, by side=leader|follower: the bytes the replication throttles measure (Kafka's LeaderReplication and FollowerReplication byte-rate).",
+		}, []string{"side"}),
+		throttledPartitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tripod_replication_throttled_partitions_total",
+			Help: "Partitions of throttled replicas out of the ISR left out of a replica fetch because the side's throttle rate was exceeded, by side=leader|follower (Kafka's ReplicationQuotaManager throttling).",
+		}, []string{"side"}),
 		elected: map[electedPartition]int32{},
 	}
 	m.registry.MustRegister(
@@ -120,6 +133,7 @@ func newMetrics(b *Broker) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.bytesIn, m.bytesOut,
 		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors, m.connectionsRefused,
+		m.throttledBytes, m.throttledPartitions,
 		newStateCollector(b),
 	)
 	// Every API the broker speaks is listed from the start, at zero, so
@@ -128,6 +142,10 @@ func newMetrics(b *Broker) *metrics {
 		m.requests.WithLabelValues(kmsg.NameForKey(key))
 	}
 	m.follower = m.apiMetricsFor(followerFetchLabel)
+	for _, side := range []string{"leader", "follower"} {
+		m.throttledBytes.WithLabelValues(side)
+		m.throttledPartitions.WithLabelValues(side)
+	}
 	// Produce and Fetch latencies are listed from the start too; other
 	// APIs' appear with their first request.
 	for _, key := range []int16{0, 1} {
@@ -175,6 +193,18 @@ func requestLabel(req *request) string {
 		return followerFetchLabel
 	}
 	return kmsg.NameForKey(req.header.key)
+}
+
+// throttled counts, on side (leader or follower), bytes of throttled
+// replicas replicated, and partitions left out of a fetch by the
+// throttle.
+func (m *metrics) throttled(side string, bytes, leftOut int) {
+	if bytes > 0 {
+		m.throttledBytes.WithLabelValues(side).Add(float64(bytes))
+	}
+	if leftOut > 0 {
+		m.throttledPartitions.WithLabelValues(side).Add(float64(leftOut))
+	}
 }
 
 // isrChanged counts ISR shrinks and expansions committed for partitions

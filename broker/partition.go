@@ -22,8 +22,15 @@ type partition struct {
 	// dir is the log's directory.
 	dir string
 	log *tlog.Log
-	// configs are the topic's config overrides when the log was opened.
-	configs map[string]string
+	// configs are the topic's config overrides, as last applied
+	// (setConfigs); cfg is the broker config they were applied over (its
+	// dynamic broker configs included). leaderThrottled and
+	// followerThrottled say whether the topic's throttled replicas
+	// configs name this replica.
+	configs           atomic.Pointer[map[string]string]
+	cfg               atomic.Pointer[Config]
+	leaderThrottled   atomic.Bool
+	followerThrottled atomic.Bool
 
 	// roleMu guards state.
 	roleMu sync.RWMutex
@@ -68,16 +75,60 @@ type partition struct {
 	waiters map[chan struct{}]struct{}
 }
 
-func newPartition(info controller.PartitionInfo, l *tlog.Log, configs map[string]string, rep *replication.Partition, hw int64) *partition {
-	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l, configs: configs,
+func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *partition {
+	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l,
 		state: info, waiters: make(map[chan struct{}]struct{}), rep: rep, acks: make(map[replication.AckID]chan error),
 		deletes:   make(map[replication.DeleteID]chan replication.DeleteResult),
 		producers: replication.NewProducers()}
+	p.storeConfigs(cfg, configs, self)
 	// A checkpointed high watermark older than a DeleteRecords that moved
 	// the log start is raised to it, as Kafka's updateHighWatermark
 	// does: the records below the log start were committed.
 	p.hw.Store(min(max(hw, l.StartOffset()), l.EndOffset()))
 	return p
+}
+
+// topicConfigs returns the topic's config overrides as last applied. The
+// caller must not change them.
+func (p *partition) topicConfigs() map[string]string { return *p.configs.Load() }
+
+// brokerCfg returns the broker config the topic's configs were last
+// applied over.
+func (p *partition) brokerCfg() Config { return *p.cfg.Load() }
+
+// storeConfigs records configs over cfg and whether they throttle this
+// replica (broker self).
+func (p *partition) storeConfigs(cfg Config, configs map[string]string, self int32) {
+	if configs == nil {
+		configs = map[string]string{}
+	}
+	p.configs.Store(&configs)
+	p.cfg.Store(&cfg)
+	p.leaderThrottled.Store(throttledReplicas(configs[leaderThrottledKey], p.index, self))
+	p.followerThrottled.Store(throttledReplicas(configs[followerThrottledKey], p.index, self))
+}
+
+// setConfigs applies a topic's changed configs, over the broker config
+// cfg, to the running replica: its log (segments, retention, flush), its
+// replication state (min.insync.replicas) and what produce and the
+// cleaner read. Nothing changes if the log or the replication state
+// refuses them.
+func (p *partition) setConfigs(cfg Config, configs map[string]string, self int32) error {
+	rc := cfg.replicationConfig(configs)
+	if err := rc.Validate(); err != nil {
+		return err
+	}
+	if err := p.log.SetConfig(cfg.logConfig(configs)); err != nil {
+		return err
+	}
+	p.repMu.Lock()
+	err := p.rep.SetConfig(rc)
+	p.repMu.Unlock()
+	if err != nil {
+		return err
+	}
+	p.storeConfigs(cfg, configs, self)
+	return nil
 }
 
 // role returns the partition's current state.

@@ -102,6 +102,9 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		interBroker: &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: protocolPlaintext}, protocol: protocolPlaintext}}}
 	// The fetcher manager is closed at once: the harness calls the
 	// fetcher's methods itself, so applyRole must start no fetcher.
+	b.leaderQuota = newReplicationQuota(quotaSamples, quotaWindow, time.Now)
+	b.followerQuota = newReplicationQuota(quotaSamples, quotaWindow, time.Now)
+	b.metrics = newMetrics(b)
 	b.fetchers = newFetcherManager(b)
 	b.fetchers.close()
 	b.isr = newISRSender(b)
@@ -121,7 +124,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 				ISR: []coord.BrokerID{fakePeerID, self}},
 			Replicas: []coord.BrokerID{fakePeerID, self},
 		}
-		rep, err := b.newReplicationState(info.TopicPartition(), nil)
+		rep, err := b.newReplicationState(cfg, info.TopicPartition(), nil)
 		if err != nil {
 			f.Fatalf("replication state: %v", err)
 		}
@@ -130,7 +133,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 			f.Fatalf("open log: %v", err)
 		}
 		f.Cleanup(func() { l.Close() })
-		p := newPartition(info, l, nil, rep, 0)
+		p := newPartition(info, l, cfg, nil, cfg.BrokerID, rep, 0)
 		p.setRole(info)
 		b.applyRole(p, info)
 		if p.rep.Role() != replication.RoleFollower {

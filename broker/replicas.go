@@ -142,9 +142,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 				offline++
 				continue
 			}
-			b.replicasMu.Lock()
-			b.replicas[tp] = o.p
-			b.replicasMu.Unlock()
+			b.addReplica(tp, o.p)
 			p = o.p
 		} else if !p.setRole(info) {
 			ignored++
@@ -208,6 +206,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 		return out
 	}
 	configs := b.heldTopicConfigs(parts)
+	maps.Copy(configs, b.watchedTopicConfigs(topics))
 	topics = slices.DeleteFunc(topics, func(n string) bool { _, ok := configs[n]; return ok })
 	maps.Copy(configs, b.topicConfigs(ctx, topics))
 	// Dirs are chosen here, one after the other, as the opens did when
@@ -274,8 +273,8 @@ func (b *Broker) topicConfigs(ctx context.Context, names []string) map[string]ma
 
 // heldTopicConfigs returns the config overrides of the topics of parts
 // from a replica this broker holds of the same topic ID (a topic's
-// partitions share its configs, which do not change), for openReplicas
-// to read from the backend only those of the others.
+// partitions share its configs, which the config watch keeps up to date),
+// for openReplicas to read from the backend only those of the others.
 func (b *Broker) heldTopicConfigs(parts []controller.PartitionInfo) map[string]map[string]string {
 	ids := map[string][16]byte{}
 	for _, info := range parts {
@@ -285,7 +284,7 @@ func (b *Broker) heldTopicConfigs(parts []controller.PartitionInfo) map[string]m
 	for _, p := range b.allPartitions() {
 		id, ok := ids[p.topic]
 		if ok && (id == [16]byte{} || id == p.topicID) {
-			out[p.topic] = p.configs
+			out[p.topic] = p.topicConfigs()
 		}
 	}
 	return out

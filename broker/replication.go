@@ -349,8 +349,8 @@ func replicationErrorCode(err error) int16 {
 
 // newReplicationState returns the state machine of a replica this broker
 // opens.
-func (b *Broker) newReplicationState(tp coord.TopicPartition, configs map[string]string) (*replication.Partition, error) {
-	rep, err := replication.New(b.cfg.replicationConfig(configs), replication.ReplicaID(b.cfg.BrokerID))
+func (b *Broker) newReplicationState(cfg Config, tp coord.TopicPartition, configs map[string]string) (*replication.Partition, error) {
+	rep, err := replication.New(cfg.replicationConfig(configs), replication.ReplicaID(b.cfg.BrokerID))
 	if err != nil {
 		return nil, fmt.Errorf("replication state of %s: %w", tp, err)
 	}

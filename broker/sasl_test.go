@@ -818,7 +818,7 @@ func TestSASLConfigErrorsNameTheKey(t *testing.T) {
 	b := startBroker(t, cfg)
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	res := kmsg.NewDescribeConfigsRequestResource()
-	res.ResourceType, res.ConfigNames = kmsg.ConfigResourceTypeBroker, []string{"sasl.jaas.config", "sasl.enabled.mechanisms"}
+	res.ResourceType, res.ResourceName, res.ConfigNames = kmsg.ConfigResourceTypeBroker, "1", []string{"sasl.jaas.config", "sasl.enabled.mechanisms"}
 	req.Resources = append(req.Resources, res)
 	dc := issue[*kmsg.DescribeConfigsResponse](t, newClient(t, b), req)
 	for _, c := range dc.Resources[0].Configs {

@@ -41,6 +41,10 @@ var topicKeys = map[string]topicKey{
 	"max.compaction.lag.ms":          {min: 1, max: math.MaxInt64},
 	"min.insync.replicas":            {brokerKey: "min.insync.replicas", min: 1, max: math.MaxInt32},
 	"unclean.leader.election.enable": {brokerKey: "unclean.leader.election.enable", allowed: []string{"true", "false"}},
+	// The replicas the throttles apply to (throttle.go): "*" or
+	// "partition:broker,...".
+	leaderThrottledKey:   {},
+	followerThrottledKey: {},
 }
 
 // kafkaOnlyTopicKey is a Kafka topic config that tripod accepts and shows
@@ -58,32 +62,30 @@ type kafkaOnlyTopicKey struct {
 }
 
 // kafkaOnlyTopicKeys are the topic configs of Kafka that tripod takes
-// without acting on them (throttles, tiered storage,
+// without acting on them (tiered storage,
 // timestamps, recompression, ...), so that a tool or an application that
 // creates its topics with them still runs; the broker logs a warning when
 // a topic sets one.
 var kafkaOnlyTopicKeys = map[string]kafkaOnlyTopicKey{
-	"compression.type":                        {kafkaDefault: "producer", kind: "enum", allowed: []string{"producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"}},
-	"compression.gzip.level":                  {kafkaDefault: "-1", kind: "long", min: -1, max: 9},
-	"compression.lz4.level":                   {kafkaDefault: "9", kind: "long", min: 1, max: 17},
-	"compression.zstd.level":                  {kafkaDefault: "3", kind: "long", min: -131072, max: 22},
-	"file.delete.delay.ms":                    {kafkaDefault: "60000", kind: "long", min: 0, max: math.MaxInt64},
-	"follower.replication.throttled.replicas": {kafkaDefault: "", kind: "string"},
-	"leader.replication.throttled.replicas":   {kafkaDefault: "", kind: "string"},
-	"local.retention.bytes":                   {kafkaDefault: "-2", kind: "long", min: -2, max: math.MaxInt64},
-	"local.retention.ms":                      {kafkaDefault: "-2", kind: "long", min: -2, max: math.MaxInt64},
-	"message.downconversion.enable":           {kafkaDefault: "true", kind: "bool"},
-	"message.format.version":                  {kafkaDefault: "3.0-IV1", kind: "string"},
-	"message.timestamp.after.max.ms":          {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
-	"message.timestamp.before.max.ms":         {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
-	"message.timestamp.difference.max.ms":     {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
-	"message.timestamp.type":                  {kafkaDefault: "CreateTime", kind: "enum", allowed: []string{"CreateTime", "LogAppendTime"}},
-	"preallocate":                             {kafkaDefault: "false", kind: "bool"},
-	"remote.storage.enable":                   {kafkaDefault: "false", kind: "bool"},
-	"remote.log.copy.disable":                 {kafkaDefault: "false", kind: "bool"},
-	"remote.log.delete.on.disable":            {kafkaDefault: "false", kind: "bool"},
-	"segment.index.bytes":                     {kafkaDefault: "10485760", kind: "long", min: 4, max: math.MaxInt32},
-	"segment.jitter.ms":                       {kafkaDefault: "0", kind: "long", min: 0, max: math.MaxInt64},
+	"compression.type":                    {kafkaDefault: "producer", kind: "enum", allowed: []string{"producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"}},
+	"compression.gzip.level":              {kafkaDefault: "-1", kind: "long", min: -1, max: 9},
+	"compression.lz4.level":               {kafkaDefault: "9", kind: "long", min: 1, max: 17},
+	"compression.zstd.level":              {kafkaDefault: "3", kind: "long", min: -131072, max: 22},
+	"file.delete.delay.ms":                {kafkaDefault: "60000", kind: "long", min: 0, max: math.MaxInt64},
+	"local.retention.bytes":               {kafkaDefault: "-2", kind: "long", min: -2, max: math.MaxInt64},
+	"local.retention.ms":                  {kafkaDefault: "-2", kind: "long", min: -2, max: math.MaxInt64},
+	"message.downconversion.enable":       {kafkaDefault: "true", kind: "bool"},
+	"message.format.version":              {kafkaDefault: "3.0-IV1", kind: "string"},
+	"message.timestamp.after.max.ms":      {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
+	"message.timestamp.before.max.ms":     {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
+	"message.timestamp.difference.max.ms": {kafkaDefault: "9223372036854775807", kind: "long", min: 0, max: math.MaxInt64},
+	"message.timestamp.type":              {kafkaDefault: "CreateTime", kind: "enum", allowed: []string{"CreateTime", "LogAppendTime"}},
+	"preallocate":                         {kafkaDefault: "false", kind: "bool"},
+	"remote.storage.enable":               {kafkaDefault: "false", kind: "bool"},
+	"remote.log.copy.disable":             {kafkaDefault: "false", kind: "bool"},
+	"remote.log.delete.on.disable":        {kafkaDefault: "false", kind: "bool"},
+	"segment.index.bytes":                 {kafkaDefault: "10485760", kind: "long", min: 4, max: math.MaxInt32},
+	"segment.jitter.ms":                   {kafkaDefault: "0", kind: "long", min: 0, max: math.MaxInt64},
 }
 
 // topicKeyNames lists the topic config names, those tripod honours and
@@ -147,6 +149,9 @@ func validateTopicConfig(name, value string) error {
 			return validateKafkaOnlyTopicConfig(name, value, ko)
 		}
 		return fmt.Errorf("unknown topic config %q (known: %s)", name, strings.Join(topicKeyNames(), ", "))
+	}
+	if name == leaderThrottledKey || name == followerThrottledKey {
+		return validateThrottledReplicas(name, value)
 	}
 	if name == "cleanup.policy" {
 		// Kafka takes a list: compact, delete or both, in any order.

@@ -565,3 +565,23 @@ func (c *Controller) Snapshot(ctx context.Context) (*coord.Metadata, []coord.Bro
 	})
 	return md, live, err
 }
+
+// AlterTopicConfigs changes a topic's configs (State.AlterTopicConfigs)
+// and returns them as committed (or, validating only, as they would
+// become). Errors: coord.ErrNotFound, ErrInvalidConfig, ErrNotController,
+// commit errors.
+func (c *Controller) AlterTopicConfigs(ctx context.Context, a TopicConfigsAlteration) (map[string]string, error) {
+	var configs map[string]string
+	err := c.decide(ctx, func() (Plan, error) {
+		plan, next, err := c.state.AlterTopicConfigs(a)
+		configs = next
+		return plan, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !a.ValidateOnly {
+		c.log.Info("topic configs altered", "topic", a.Topic, "configs", configs)
+	}
+	return configs, nil
+}

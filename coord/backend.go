@@ -6,7 +6,8 @@
 //
 // coord owns who is alive (sessions), who is the controller (election), the
 // cluster metadata (topics and partition states), the cluster's producer id
-// counter and its security store (SCRAM credentials and ACLs, security.go).
+// counter, its security store (SCRAM credentials and ACLs, security.go)
+// and its dynamic broker configs (configs.go).
 // It imports nothing of tripod (the backends and the controller import it),
 // takes no leadership decision and performs no Kafka protocol I/O.
 //
@@ -171,6 +172,7 @@ type Backend interface {
 	MetadataStore
 	ProducerIDAllocator
 	SecurityStore
+	ConfigStore
 
 	// Close ends every session and term opened through this backend (as
 	// Session.Close does: at once, not by expiry), stops its watches, and

@@ -178,6 +178,18 @@ func New(cfg Config, self ReplicaID) (*Partition, error) {
 	return &Partition{cfg: cfg, self: self, leader: NoReplica, leaderEpoch: -1, partitionEpoch: -1, reportedHW: -1}, nil
 }
 
+// SetConfig replaces the partition's config, as when its topic's configs
+// change while it runs (min.insync.replicas): the acks=all produces
+// checked from then on, and those still waiting, are judged by it. It
+// refuses an invalid cfg and keeps the one it has.
+func (p *Partition) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	p.cfg = cfg
+	return nil
+}
+
 // Role returns the replica's role.
 func (p *Partition) Role() Role { return p.role }
 

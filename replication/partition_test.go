@@ -387,3 +387,36 @@ func TestEndOffsetForEpoch(t *testing.T) {
 		t.Errorf("no epochs: got (%d, %d), want (-1, -1)", e, end)
 	}
 }
+
+// TestSetConfig: a raised min.insync.replicas refuses acks=all at once,
+// a lowered one accepts it again, and an invalid config is refused with
+// the partition's config kept.
+func TestSetConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	p := newLeader(t, cfg, []ReplicaID{1, 2}, 10, 10)
+	if err := p.CheckAcksAll(); err != nil {
+		t.Fatalf("ISR 2, min.insync.replicas 1: got %v, want nil", err)
+	}
+	raised := cfg
+	raised.MinInsyncReplicas = 3
+	if err := p.SetConfig(raised); err != nil {
+		t.Fatalf("SetConfig: %v", err)
+	}
+	if err := p.CheckAcksAll(); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("ISR 2, min.insync.replicas 3: got %v, want ErrNotEnoughReplicas", err)
+	}
+	bad := cfg
+	bad.MinInsyncReplicas = 0
+	if err := p.SetConfig(bad); err == nil {
+		t.Fatalf("SetConfig with min.insync.replicas 0: got nil, want an error")
+	}
+	if err := p.CheckAcksAll(); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("after a refused SetConfig: got %v, want ErrNotEnoughReplicas (min.insync.replicas 3 kept)", err)
+	}
+	if err := p.SetConfig(cfg); err != nil {
+		t.Fatalf("SetConfig: %v", err)
+	}
+	if err := p.CheckAcksAll(); err != nil {
+		t.Fatalf("ISR 2, min.insync.replicas 1 again: got %v, want nil", err)
+	}
+}

@@ -22,6 +22,9 @@ const reloadTimeout = 10 * time.Second
 // watch events to it and says what to send.
 type follower[S any] struct {
 	key, end string
+	// also is a second range watched with the first, "" when none: its
+	// events are applied as the first's are.
+	alsoKey, alsoEnd string
 	// load replaces the view with the range as stored now and returns the
 	// revision it was read at.
 	load func(ctx context.Context) (int64, error)
@@ -82,8 +85,18 @@ func follow[S any](ctx context.Context, b *Backend, what string, f *follower[S],
 	for ctx.Err() == nil {
 		wctx, cancelWatch := context.WithCancel(ctx)
 		wch := b.client.Watch(wctx, f.key, clientv3.WithRange(f.end), clientv3.WithRev(rev+1))
-		for resp := range wch {
-			if resp.Err() != nil || resp.Canceled {
+		var also clientv3.WatchChan // nil, never ready, without a second range
+		if f.alsoKey != "" {
+			also = b.client.Watch(wctx, f.alsoKey, clientv3.WithRange(f.alsoEnd), clientv3.WithRev(rev+1))
+		}
+		for {
+			var resp clientv3.WatchResponse
+			var ok bool
+			select {
+			case resp, ok = <-wch:
+			case resp, ok = <-also:
+			}
+			if !ok || resp.Err() != nil || resp.Canceled {
 				b.log.Debug("watch broke, reloading", "watch", what, "error", resp.Err())
 				break
 			}
@@ -95,10 +108,14 @@ func follow[S any](ctx context.Context, b *Backend, what string, f *follower[S],
 				offer(out, v)
 			}
 		}
-		// Cancel the broken watch and drain its channel until the client
-		// closes it.
+		// Cancel the broken watches and drain their channels until the
+		// client closes them.
 		cancelWatch()
 		for range wch {
+		}
+		if also != nil {
+			for range also {
+			}
 		}
 		for ctx.Err() == nil {
 			lctx, cancel := context.WithTimeout(ctx, reloadTimeout)

@@ -61,6 +61,8 @@ type fwdResponse struct {
 	Replaced int64 `json:"replaced,omitempty"`
 	// ACLs are the ACLs a delete_acls entry removed.
 	ACLs []coord.ACL `json:"acls,omitempty"`
+	// Configs are the configs an alter_broker_configs entry wrote.
+	Configs map[string]string `json:"configs,omitempty"`
 }
 
 func writeFrame(w io.Writer, v any) error {
@@ -162,7 +164,7 @@ func (b *Backend) handleForward(ctx context.Context, req fwdRequest) fwdResponse
 		var res applyResult
 		res, err = b.applyLocal(ctx, req.Cmd)
 		resp.Broker, resp.Epoch, resp.Index, resp.ProducerIDs, resp.Replaced = res.Broker, res.Epoch, res.Index, res.ProducerIDs, res.Replaced
-		resp.ACLs = res.ACLs
+		resp.ACLs, resp.Configs = res.ACLs, res.Configs
 	case fwdRenew:
 		err = b.renewLocal(req.Broker)
 	case fwdCampaign:

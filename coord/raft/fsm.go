@@ -44,6 +44,8 @@ type command struct {
 	Ops []wireOp `json:"ops,omitempty"`
 	// Security holds the fields of the security commands (security.go).
 	Security *securityCommand `json:"security,omitempty"`
+	// Configs holds the fields of alter_broker_configs (configs.go).
+	Configs *configsCommand `json:"configs,omitempty"`
 }
 
 // wireOp is a coord.Op in JSON: exactly one field is set.
@@ -103,6 +105,8 @@ type applyResult struct {
 	ProducerIDs coord.ProducerIDBlock
 	// ACLs are the ACLs removed by delete_acls.
 	ACLs []coord.ACL
+	// Configs are the entity's configs written by alter_broker_configs.
+	Configs map[string]string
 	// Index is the entry's log index (set by the applier, not the FSM).
 	Index uint64
 }
@@ -138,6 +142,8 @@ type fsmData struct {
 	NextProducerID int64 `json:"next_producer_id,omitempty"`
 	// Security is the security store (security.go).
 	Security securityData `json:"security,omitzero"`
+	// Configs is the config store (configs.go).
+	Configs configsData `json:"configs,omitzero"`
 }
 
 // fsm is the backend's Raft state machine: registrations, the controller
@@ -254,6 +260,8 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		return applyResult{ProducerIDs: block}
 	case cmdSetScramCredential, cmdDeleteScramCredential, cmdCreateACLs, cmdDeleteACLs:
 		return f.applySecurityLocked(index, cmd)
+	case cmdAlterBrokerConfigs:
+		return f.applyConfigsLocked(index, cmd)
 	}
 	return applyResult{Err: fmt.Errorf("raft log entry %d: unknown command type %q", index, cmd.Type)}
 }

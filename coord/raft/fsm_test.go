@@ -298,3 +298,53 @@ func TestFSMRegisterReplacesDeadIncarnation(t *testing.T) {
 		t.Fatalf("controller after its registration was replaced: got %d, want none (%d)", ctl, coord.NoBroker)
 	}
 }
+
+// TestFSMBrokerConfigsSurviveSnapshots: alter_broker_configs entries
+// change an entity as stored, a snapshot taken before a later change keeps
+// its own point in time, restored it carries the configs on, and a
+// snapshot written before the config store existed restores it empty.
+func TestFSMBrokerConfigsSurviveSnapshots(t *testing.T) {
+	f := newFSM()
+	alter := func(index uint64, entity string, replace bool, alts ...coord.ConfigAlteration) applyResult {
+		return fsmLog(t, f, index, 2, command{Type: cmdAlterBrokerConfigs,
+			Configs: &configsCommand{Entity: entity, Replace: replace, Alterations: alts}})
+	}
+	set := func(k, v string) coord.ConfigAlteration {
+		return coord.ConfigAlteration{Op: coord.ConfigSet, Key: k, Value: v}
+	}
+	if res := alter(3, coord.DefaultBrokerEntity, false, set("a", "1"), set("b", "2")); res.Err != nil || len(res.Configs) != 2 {
+		t.Fatalf("alter the default: got %v, %v", res.Configs, res.Err)
+	}
+	if res := alter(4, "bad entity", false, set("a", "1")); res.Err == nil {
+		t.Fatalf("alter an invalid entity: got nil, want an error")
+	}
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	if res := alter(5, coord.DefaultBrokerEntity, true, set("c", "3")); res.Err != nil || res.Configs["c"] != "3" || len(res.Configs) != 1 {
+		t.Fatalf("replace the default: got %v, %v", res.Configs, res.Err)
+	}
+	if got := f.configs(); got.Version != 5 || got.Brokers[coord.DefaultBrokerEntity]["c"] != "3" {
+		t.Fatalf("after the replace: got %+v", got)
+	}
+	sink := &memorySink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatalf("Persist: %v", err)
+	}
+	restored := newFSM()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	got := restored.configs().Brokers[coord.DefaultBrokerEntity]
+	if len(got) != 2 || got["a"] != "1" || got["b"] != "2" {
+		t.Fatalf("restored from the snapshot before the replace: got %v, want a=1 b=2", got)
+	}
+	old := newFSM()
+	if err := old.Restore(io.NopCloser(bytes.NewReader([]byte(`{"topics":{},"brokers":{},"controller_id":-1,"applied":7}`)))); err != nil {
+		t.Fatalf("Restore of a snapshot without configs: %v", err)
+	}
+	if got := old.configs(); len(got.Brokers) != 0 {
+		t.Fatalf("an old snapshot: broker configs %v, want none", got.Brokers)
+	}
+}

@@ -761,7 +761,7 @@ func (b *Backend) ensureBase(ctx context.Context) error {
 			paths = append(paths, "/"+strings.Join(parts[:i+1], "/"))
 		}
 	}
-	for _, p := range []string{"/brokers", "/brokers/ids", "/brokers/topics", "/config", "/config/topics"} {
+	for _, p := range []string{"/brokers", "/brokers/ids", "/brokers/topics", "/config", "/config/topics", "/config/brokers", "/config/changes"} {
 		paths = append(paths, b.path(p))
 	}
 	for _, p := range paths {

@@ -184,6 +184,23 @@ type Log struct {
 	truncations atomic.Uint64
 }
 
+// SetConfig replaces the log's config, as when its topic's configs change
+// while it runs: the next append, roll, flush and retention pass follow
+// it (a segment already written is not rewritten). IndexIntervalBytes
+// stays as opened: the cleaner reads it without the writers' lock. It
+// refuses an invalid cfg and keeps the one it has.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.cfg.SegmentBytes, l.cfg.RollTime = cfg.SegmentBytes, cfg.RollTime
+	l.cfg.RetentionBytes, l.cfg.RetentionTime = cfg.RetentionBytes, cfg.RetentionTime
+	l.cfg.FlushMessages, l.cfg.FlushInterval = cfg.FlushMessages, cfg.FlushInterval
+	return nil
+}
+
 // Open opens or creates the log in dir, recovering the tail of the last
 // segment: a partial batch, a malformed one, one with a bad CRC or an
 // offset gap, and everything after it, is cut off; everything before is

@@ -1267,3 +1267,50 @@ func TestMaxTimestamp(t *testing.T) {
 		}
 	}
 }
+
+// TestSetConfig: a running log takes a new segment size and retention at
+// once (the next append rolls by the new size, the next retention pass
+// deletes by the new limit), refuses an invalid config keeping its own,
+// and keeps the index interval it was opened with.
+func TestSetConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	batch := newBatch(t, 10, 100, 1000)
+	l := openTestLog(t, dir, cfg)
+	for range 6 {
+		mustAppend(t, l, batch)
+	}
+	if bases := segmentFiles(t, dir); len(bases) != 1 {
+		t.Fatalf("segments before: got %v, want one", bases)
+	}
+	bad := cfg
+	bad.SegmentBytes = 1
+	if err := l.SetConfig(bad); err == nil || !strings.Contains(err.Error(), "log.segment.bytes") {
+		t.Fatalf("SetConfig with segment bytes 1: got %v, want an error naming log.segment.bytes", err)
+	}
+	next := cfg
+	next.SegmentBytes = int64(2*len(batch) + 10) // Two batches per segment.
+	next.IndexIntervalBytes = 1
+	if err := l.SetConfig(next); err != nil {
+		t.Fatalf("SetConfig: %v", err)
+	}
+	for range 4 {
+		mustAppend(t, l, batch)
+	}
+	if bases := segmentFiles(t, dir); !equalInt64s(bases, []int64{0, 60, 80}) {
+		t.Fatalf("segments after a smaller log.segment.bytes: got %v, want [0 60 80]", bases)
+	}
+	if l.cfg.IndexIntervalBytes != cfg.IndexIntervalBytes {
+		t.Fatalf("index interval: got %d, want %d as opened", l.cfg.IndexIntervalBytes, cfg.IndexIntervalBytes)
+	}
+	next.RetentionBytes = 0
+	if err := l.SetConfig(next); err != nil {
+		t.Fatalf("SetConfig: %v", err)
+	}
+	if _, err := l.EnforceRetention(time.Now()); err != nil {
+		t.Fatalf("EnforceRetention: %v", err)
+	}
+	if got := l.StartOffset(); got != 80 {
+		t.Fatalf("log start after retention.bytes 0: got %d, want 80 (only the active segment kept)", got)
+	}
+}

@@ -1,0 +1,175 @@
+package broker
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Replication throttles, as Kafka's ReplicationQuotaManager: a leader
+// (leader.replication.throttled.rate) and a follower
+// (follower.replication.throttled.rate) bound, in bytes per second, the
+// rate at which they send and fetch the partitions that the topic configs
+// leader.replication.throttled.replicas and
+// follower.replication.throttled.replicas name for them, while the
+// follower is out of the ISR: a replica that is catching up (a new one, or
+// one restarted behind) does not starve the producers, and an in-sync
+// replica is never held back.
+
+// unthrottled is Kafka's default rate, Long.MAX_VALUE: no bound.
+const unthrottled = math.MaxInt64
+
+// Kafka's default quota sampling (replication.quota.window.num samples of
+// replication.quota.window.size.seconds each).
+const (
+	quotaSamples = 11
+	quotaWindow  = time.Second
+)
+
+// byteRate measures a rate in bytes per second as Kafka's Rate over a
+// SampledStat does: the bytes recorded in the samples of the last
+// samples × window, divided by the time those samples span, and at least
+// (samples-1) windows, so that a burst right after a quiet spell is not
+// taken for a high rate. It reads time only from now. It is not safe for
+// concurrent use.
+type byteRate struct {
+	window  time.Duration
+	samples []rateSample
+	current int
+	now     func() time.Time
+}
+
+// rateSample is the bytes recorded in one window from start.
+type rateSample struct {
+	start time.Time
+	bytes int64
+}
+
+func newByteRate(samples int, window time.Duration, now func() time.Time) *byteRate {
+	r := &byteRate{window: window, samples: make([]rateSample, samples), now: now}
+	r.samples[0].start = now()
+	return r
+}
+
+// advance moves to a new sample when the current one's window has passed,
+// and forgets the samples older than the whole span.
+func (r *byteRate) advance(now time.Time) {
+	cur := &r.samples[r.current]
+	if now.Sub(cur.start) >= r.window {
+		r.current = (r.current + 1) % len(r.samples)
+		r.samples[r.current] = rateSample{start: now}
+	}
+	span := time.Duration(len(r.samples)) * r.window
+	for i := range r.samples {
+		if i != r.current && now.Sub(r.samples[i].start) >= span {
+			r.samples[i] = rateSample{}
+		}
+	}
+}
+
+// Record adds n bytes at the current time.
+func (r *byteRate) Record(n int64) {
+	now := r.now()
+	r.advance(now)
+	r.samples[r.current].bytes += n
+}
+
+// Rate returns the measured bytes per second at the current time.
+func (r *byteRate) Rate() float64 {
+	now := r.now()
+	r.advance(now)
+	var total int64
+	oldest := r.samples[r.current].start
+	for _, s := range r.samples {
+		if s.start.IsZero() {
+			continue
+		}
+		total += s.bytes
+		if s.start.Before(oldest) {
+			oldest = s.start
+		}
+	}
+	elapsed := now.Sub(oldest)
+	if full, least := int(elapsed/r.window), len(r.samples)-1; full < least {
+		elapsed += time.Duration(least-full) * r.window
+	}
+	return float64(total) / elapsed.Seconds()
+}
+
+// replicationQuota is one side's throttle: its bound and the rate of the
+// throttled bytes. It is safe for concurrent use.
+type replicationQuota struct {
+	mu    sync.Mutex
+	bound int64
+	rate  *byteRate
+}
+
+func newReplicationQuota(samples int, window time.Duration, now func() time.Time) *replicationQuota {
+	return &replicationQuota{bound: unthrottled, rate: newByteRate(samples, window, now)}
+}
+
+// setBound sets the bound in bytes per second (unthrottled: none).
+func (q *replicationQuota) setBound(bytesPerSecond int64) {
+	q.mu.Lock()
+	q.bound = bytesPerSecond
+	q.mu.Unlock()
+}
+
+// exceeded reports whether the throttled bytes' rate is above the bound.
+func (q *replicationQuota) exceeded() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.bound != unthrottled && q.rate.Rate() > float64(q.bound)
+}
+
+// record counts n throttled bytes sent or fetched.
+func (q *replicationQuota) record(n int) {
+	q.mu.Lock()
+	q.rate.Record(int64(n))
+	q.mu.Unlock()
+}
+
+// throttledReplicas reports whether a leader.replication.throttled.replicas
+// or follower.replication.throttled.replicas value (already validated)
+// names partition on broker: "*" names every replica, "P:B,P:B" the
+// replicas of partition P on broker B.
+func throttledReplicas(value string, partition, broker int32) bool {
+	value = strings.TrimSpace(value)
+	if value == "*" {
+		return true
+	}
+	for item := range strings.SplitSeq(value, ",") {
+		p, b, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if !ok {
+			continue
+		}
+		pn, perr := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+		bn, berr := strconv.ParseInt(strings.TrimSpace(b), 10, 32)
+		if perr == nil && berr == nil && int32(pn) == partition && int32(bn) == broker {
+			return true
+		}
+	}
+	return false
+}
+
+// validateThrottledReplicas checks a throttled replicas value as Kafka's
+// ThrottledReplicaListValidator: empty, "*", or "partition:broker" items
+// separated by commas.
+func validateThrottledReplicas(name, value string) error {
+	value = strings.TrimSpace(value)
+	if value == "" || value == "*" {
+		return nil
+	}
+	for item := range strings.SplitSeq(value, ",") {
+		p, b, ok := strings.Cut(strings.TrimSpace(item), ":")
+		_, perr := strconv.ParseUint(strings.TrimSpace(p), 10, 31)
+		_, berr := strconv.ParseUint(strings.TrimSpace(b), 10, 31)
+		if !ok || perr != nil || berr != nil {
+			return fmt.Errorf("topic config %s %q: must be * or a list of partition:broker (0:101,1:102)", name, value)
+		}
+	}
+	return nil
+}

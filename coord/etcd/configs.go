@@ -1,0 +1,205 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// The config store keeps one key per broker config entity beside the
+// security keys:
+//
+//	<prefix>/configs/brokers/<default>   {"leader.replication.throttled.rate":"1048576"}
+//	<prefix>/configs/brokers/<id>        the same, for one broker
+//
+// A write is a transaction comparing the key's mod revision with the one
+// read (compare-and-set), retried on conflict; an entity left with no
+// config is deleted. Topic configs are the Config of the topic keys
+// (<prefix>/topics/<name>), which the config watch follows without the
+// partition states.
+
+// maxConfigConflicts bounds how many conflicting writes of one entity an
+// alteration outlasts.
+const maxConfigConflicts = 1000
+
+func (b *Backend) brokerConfigsPrefix() string { return b.prefix + "/configs/brokers/" }
+func (b *Backend) brokerConfigKey(entity string) string {
+	return b.brokerConfigsPrefix() + entity
+}
+
+// configView is a config watch's or load's view of the two ranges.
+type configView struct {
+	b       *Backend
+	brokers map[string]map[string]string
+	topics  map[string]map[string]string
+}
+
+func (b *Backend) newConfigView() *configView {
+	return &configView{b: b, brokers: map[string]map[string]string{}, topics: map[string]map[string]string{}}
+}
+
+// put applies one key as stored; a key that does not decode is skipped
+// (and a stale entry of it dropped).
+func (v *configView) put(kv *mvccpb.KeyValue) {
+	key := string(kv.Key)
+	v.remove(key)
+	if entity, ok := strings.CutPrefix(key, v.b.brokerConfigsPrefix()); ok {
+		var config map[string]string
+		if err := json.Unmarshal(kv.Value, &config); err != nil || coord.ValidateBrokerEntity(entity) != nil {
+			v.b.log.Warn("skipping unreadable broker configs", "key", key, "error", err)
+			return
+		}
+		if len(config) > 0 {
+			v.brokers[entity] = config
+		}
+		return
+	}
+	if name, ok := strings.CutPrefix(key, v.b.topicsPrefix()); ok {
+		var t coord.Topic
+		if err := json.Unmarshal(kv.Value, &t); err != nil {
+			v.b.log.Warn("skipping unreadable topic", "key", key, "error", err)
+			return
+		}
+		v.topics[name] = t.Config
+	}
+}
+
+func (v *configView) remove(key string) {
+	if entity, ok := strings.CutPrefix(key, v.b.brokerConfigsPrefix()); ok {
+		delete(v.brokers, entity)
+	} else if name, ok := strings.CutPrefix(key, v.b.topicsPrefix()); ok {
+		delete(v.topics, name)
+	}
+}
+
+// state builds the ConfigState of the view at version.
+func (v *configView) state(version int64) *coord.ConfigState {
+	s := &coord.ConfigState{Version: version, Brokers: v.brokers, Topics: v.topics}
+	return s.Clone()
+}
+
+// loadConfigView reads both ranges into a new view at one revision, again
+// when etcd compacts it meanwhile.
+func (b *Backend) loadConfigView(ctx context.Context) (*configView, int64, error) {
+	for {
+		v := b.newConfigView()
+		rev, err := b.rangeAt(ctx, b.brokerConfigsPrefix(), 0, v.put)
+		if err == nil {
+			_, err = b.rangeAt(ctx, b.topicsPrefix(), rev, v.put)
+		}
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			continue
+		}
+		return v, rev, err
+	}
+}
+
+// LoadConfigs implements coord.ConfigStore. Its Version is the revision
+// it read at.
+func (b *Backend) LoadConfigs(ctx context.Context) (*coord.ConfigState, error) {
+	if b.isClosed() {
+		return nil, fmt.Errorf("%w: load configs", coord.ErrClosed)
+	}
+	ctx, cancel := b.withLife(ctx)
+	defer cancel()
+	v, rev, err := b.loadConfigView(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return v.state(rev), nil
+}
+
+// WatchConfigs implements coord.ConfigStore. It follows the broker configs'
+// range and the topics' (not the partition states'); a state is sent when
+// a config changes.
+func (b *Backend) WatchConfigs(ctx context.Context) (<-chan *coord.ConfigState, error) {
+	view := b.newConfigView()
+	var version int64
+	var sent *coord.ConfigState
+	f := &follower[*coord.ConfigState]{
+		key:     b.brokerConfigsPrefix(),
+		end:     clientv3.GetPrefixRangeEnd(b.brokerConfigsPrefix()),
+		alsoKey: b.topicsPrefix(),
+		alsoEnd: clientv3.GetPrefixRangeEnd(b.topicsPrefix()),
+		load: func(ctx context.Context) (int64, error) {
+			v, rev, err := b.loadConfigView(ctx)
+			if err != nil {
+				return 0, err
+			}
+			view, version = v, max(version, rev) // never go back, even if etcd did
+			return version, nil
+		},
+		apply: func(ev *clientv3.Event) {
+			if ev.Type == mvccpb.DELETE {
+				view.remove(string(ev.Kv.Key))
+			} else {
+				view.put(ev.Kv)
+			}
+			version = max(version, ev.Kv.ModRevision)
+		},
+		state: func() (*coord.ConfigState, bool) {
+			s := view.state(version)
+			if sent != nil && s.SameContent(sent) {
+				return nil, false
+			}
+			sent = s
+			return s.Clone(), true
+		},
+	}
+	return startWatch(ctx, b, "configs", f)
+}
+
+// AlterBrokerConfigs implements coord.ConfigStore: a get, then a
+// transaction conditional on the key's mod revision, again on conflict.
+func (b *Backend) AlterBrokerConfigs(ctx context.Context, entity string, replace bool, alterations []coord.ConfigAlteration) (map[string]string, error) {
+	if err := coord.ValidateConfigAlterations(entity, alterations); err != nil {
+		return nil, err
+	}
+	key := b.brokerConfigKey(entity)
+	what := "alter broker configs " + key
+	if b.isClosed() {
+		return nil, fmt.Errorf("%w: %s", coord.ErrClosed, what)
+	}
+	ctx, cancel := b.withLife(ctx)
+	defer cancel()
+	for range maxConfigConflicts {
+		resp, err := b.client.Get(ctx, key)
+		if err != nil {
+			return nil, b.convertError(err, what)
+		}
+		var stored map[string]string
+		var modRev int64
+		if len(resp.Kvs) > 0 {
+			modRev = resp.Kvs[0].ModRevision
+			if err := json.Unmarshal(resp.Kvs[0].Value, &stored); err != nil {
+				return nil, fmt.Errorf("%s: decode: %w", what, err)
+			}
+		}
+		next := coord.ApplyConfigAlterations(stored, replace, alterations)
+		if maps.Equal(stored, next) {
+			return next, nil
+		}
+		write := clientv3.OpDelete(key)
+		if len(next) > 0 {
+			data, _ := json.Marshal(next)
+			write = clientv3.OpPut(key, string(data))
+		}
+		tr, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(write).Commit()
+		if err != nil {
+			return nil, b.convertError(err, what)
+		}
+		if tr.Succeeded {
+			return next, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s: %d conflicting writes in a row", coord.ErrUnavailable, what, maxConfigConflicts)
+}
