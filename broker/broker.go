@@ -469,6 +469,15 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 	if err != nil {
 		return nil, err
 	}
+	removed, err := claimPartitionDir(dir, info.TopicID)
+	if err != nil {
+		return nil, fmt.Errorf("partition metadata of %s in %s: %w", info.TopicPartition(), dir, err)
+	}
+	if removed {
+		b.logger.Warn("deleted the log of an earlier topic of the same name (its topic ID differs): the topic was deleted while this broker was down",
+			"partition", info.TopicPartition(), "dir", dir)
+		b.hwCkpt.forget(info.TopicPartition())
+	}
 	cfg := b.liveConfig()
 	rep, err := b.newReplicationState(cfg, info.TopicPartition(), configs)
 	if err != nil {

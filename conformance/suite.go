@@ -93,7 +93,6 @@ func cases() []testCase {
 		{"Election", "CampaignEndsWithCtxOrSession", needsNothing, testCampaignEndsWithCtxOrSession},
 		{"Election", "CrashedControllerReplaced", needsNothing, testCrashedControllerReplaced},
 		{"Election", "DeposedCommitFenced", needsNothing, testDeposedCommitFenced},
-		{"Election", "EvictedControllerReplaced", needsEvictor, testEvictedControllerReplaced},
 		{"Election", "OneControllerAcross20Changes", needsNothing, testOneControllerAcross20Changes},
 		{"Metadata", "TopicLifecycle", needsNothing, testTopicLifecycle},
 		{"Metadata", "StalePartitionEpochMismatch", needsNothing, testStalePartitionEpochMismatch},
@@ -117,6 +116,7 @@ func cases() []testCase {
 		{"Availability", "CallsFailWithinDeadline", needsOutage, testCallsFailWithinDeadline},
 		{"Availability", "ServiceRestartRecovers", needsRestarter, testServiceRestartRecovers},
 		{"Availability", "RaftMinorityAndMajority", needsQuorumLoser, testRaftMinorityAndMajority},
+		{"Availability", "EvictedControllerReplaced", needsEvictor, testEvictedControllerReplaced},
 	}
 }
 

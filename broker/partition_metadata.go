@@ -1,0 +1,77 @@
+package broker
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// partitionMetadataFile is the file in every partition directory that
+// names the topic ID the log belongs to (Kafka's partition.metadata,
+// KIP-516): "version: 0\ntopic_id: <base64 UUID>\n".
+const partitionMetadataFile = "partition.metadata"
+
+// readPartitionTopicID returns the topic ID a partition directory's
+// partition.metadata names; ok is false when it has none (a new
+// directory, or one a tripod without the file wrote).
+func readPartitionTopicID(dir string) (id [16]byte, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, partitionMetadataFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return id, false, nil
+	}
+	if err != nil {
+		return id, false, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, found := strings.CutPrefix(line, "topic_id: "); found {
+			raw, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(v))
+			if err != nil || len(raw) != 16 {
+				return id, false, fmt.Errorf("%s: topic_id %q is not a base64 UUID", filepath.Join(dir, partitionMetadataFile), v)
+			}
+			copy(id[:], raw)
+			return id, true, nil
+		}
+	}
+	return id, false, fmt.Errorf("%s: no topic_id", filepath.Join(dir, partitionMetadataFile))
+}
+
+// writePartitionTopicID writes a partition directory's partition.metadata.
+func writePartitionTopicID(dir string, id [16]byte) error {
+	return writeFileAtomic(filepath.Join(dir, partitionMetadataFile),
+		fmt.Appendf(nil, "version: 0\ntopic_id: %s\n", base64.RawURLEncoding.EncodeToString(id[:])))
+}
+
+// claimPartitionDir makes dir the log directory of the partition of
+// topic ID id before its log is opened: a directory whose
+// partition.metadata names another topic ID holds the log of a deleted
+// topic of the same name (its broker was down when the topic was deleted,
+// so no StopReplica reached it), and is removed, so the new topic starts
+// empty instead of serving the old records; a directory without the file
+// gets it. It reports whether it removed a stale log. A zero id (an
+// older controller) claims nothing.
+func claimPartitionDir(dir string, id [16]byte) (removed bool, err error) {
+	if id == [16]byte{} {
+		return false, nil
+	}
+	have, ok, err := readPartitionTopicID(dir)
+	if err != nil {
+		return false, err
+	}
+	if ok && have == id {
+		return false, nil
+	}
+	if ok {
+		if err := os.RemoveAll(dir); err != nil {
+			return false, fmt.Errorf("remove the stale log %s: %w", dir, err)
+		}
+		removed = true
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return removed, err
+	}
+	return removed, writePartitionTopicID(dir, id)
+}
