@@ -33,7 +33,7 @@ func newTopicsCmd() *cobra.Command {
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&opts.bootstrap, "bootstrap", "127.0.0.1:9092", "HOST:PORT[,HOST:PORT] of brokers to ask (bootstrap servers)")
 	pf.DurationVar(&opts.timeout, "timeout", 30*time.Second, "how long a command may take")
-	cmd.AddCommand(newTopicsCreateCmd(opts), newTopicsListCmd(opts), newTopicsDescribeCmd(opts), newTopicsDeleteCmd(opts))
+	cmd.AddCommand(newTopicsCreateCmd(opts), newTopicsListCmd(opts), newTopicsDescribeCmd(opts), newTopicsDeleteCmd(opts), newTopicsAlterCmd(opts))
 	return cmd
 }
 
