@@ -463,7 +463,9 @@ func TestPlans(t *testing.T) {
 		}
 		// Loads before: 1:2, 2:2, 3:1 replicas; leaders 1:1, 2:1, 3:1.
 		want := []move{{topicPartition{"t", 0}, []int32{3, 1}}, {topicPartition{"t", 1}, []int32{2, 1}}, {topicPartition{"t", 2}, []int32{3, 2}}}
-		if !slices.EqualFunc(got, want, func(a, b move) bool { return a.topicPartition == b.topicPartition && slices.Equal(a.replicas, b.replicas) }) {
+		if !slices.EqualFunc(got, want, func(a, b move) bool {
+			return a.topicPartition == b.topicPartition && slices.Equal(a.replicas, b.replicas)
+		}) {
 			t.Fatalf("drain 4: got %v, want %v", got, want)
 		}
 		v.topics["t"] = parts("t", []int32{1, 2, 3, 4})
