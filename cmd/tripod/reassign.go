@@ -409,25 +409,39 @@ type clusterView struct {
 	topics  map[string][]kadm.PartitionDetail
 }
 
-// loadCluster reads the cluster's Metadata.
+// loadCluster reads the cluster's Metadata, asking a broker every time:
+// kadm's Metadata may answer from the client's cache, up to its
+// metadata.max.age old, which would hide a reassignment's progress.
 func loadCluster(ctx context.Context, adm adminClient) (clusterView, error) {
-	md, err := adm.Metadata(ctx)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = nil // every topic
+	resp, err := req.RequestWith(ctx, adm.cl)
 	if err != nil {
 		return clusterView{}, fmt.Errorf("metadata: %w", err)
 	}
 	v := clusterView{topics: map[string][]kadm.PartitionDetail{}}
-	for _, b := range md.Brokers {
+	for _, b := range resp.Brokers {
 		v.brokers = append(v.brokers, b.NodeID)
 	}
 	slices.Sort(v.brokers)
-	for name, td := range md.Topics {
-		if td.Err != nil {
-			if errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		name := *t.Topic
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
 				continue // deleted as we asked
 			}
-			return clusterView{}, fmt.Errorf("metadata of topic %s: %w", name, td.Err)
+			return clusterView{}, fmt.Errorf("metadata of topic %s: %w", name, err)
 		}
-		v.topics[name] = td.Partitions.Sorted()
+		parts := make([]kadm.PartitionDetail, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			parts = append(parts, kadm.PartitionDetail{Topic: name, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+				Replicas: p.Replicas, ISR: p.ISR, OfflineReplicas: p.OfflineReplicas, Err: kerr.ErrorForCode(p.ErrorCode)})
+		}
+		slices.SortFunc(parts, func(a, b kadm.PartitionDetail) int { return int(a.Partition) - int(b.Partition) })
+		v.topics[name] = parts
 	}
 	return v, nil
 }
