@@ -572,8 +572,10 @@ func planSpread(current []move, brokers []int32) ([]move, error) {
 
 // planDrain proposes moving every replica off broker id: each partition
 // that has one gets, in its place, the live broker other than id that
-// holds the fewest replicas over the cluster (the fewest preferred
-// leaderships when it takes the first place), so the load spreads. It
+// holds the fewest replicas over the cluster (then the fewest preferred
+// leaderships), so the load spreads; where id was the preferred leader,
+// the replica of the partition that leads the fewest partitions moves
+// first, so the leaderships spread too. It
 // fails when id is neither live nor holds a replica, or when a
 // partition's replication factor is more than the other live brokers.
 func planDrain(v clusterView, id int32) ([]move, error) {
@@ -594,17 +596,24 @@ func planDrain(v clusterView, id int32) ([]move, error) {
 				return nil, fmt.Errorf("--drain %d: partition %s has replication factor %d and there are only %d other live brokers (%s)",
 					id, tp, len(p.Replicas), len(others), joinIDs(others))
 			}
-			counts := []map[int32]int{replicas, leaders}
-			if at > 0 {
-				counts = counts[:1]
-			}
-			to := leastLoaded(others, p.Replicas, counts...)
+			to := leastLoaded(others, p.Replicas, replicas, leaders)
 			target := slices.Clone(p.Replicas)
 			target[at] = to
 			replicas[to]++
 			replicas[id]--
 			if at == 0 {
-				leaders[to]++
+				// The preferred leadership goes to the replica that
+				// leads the fewest partitions, which moves first.
+				lead := 0
+				for i, r := range target {
+					if leaders[r] < leaders[target[lead]] {
+						lead = i
+					}
+				}
+				leader := target[lead]
+				copy(target[1:lead+1], target[:lead])
+				target[0] = leader
+				leaders[target[0]]++
 				leaders[id]--
 			}
 			moves = append(moves, move{tp, target})
@@ -797,23 +806,25 @@ func pluralSuffix(n int) string {
 
 // waitMoves waits until no partition of moves is being reassigned and
 // the Metadata shows each with its target replicas, all in sync,
-// printing how many are still moving whenever that changes. An error
-// while it waits (a controller failing over) is retried until the
-// context ends.
+// printing how many are still being reassigned whenever that changes.
+// An error while it waits (a controller failing over) is retried until
+// the context ends.
 func waitMoves(ctx context.Context, w io.Writer, adm adminClient, moves []move) error {
 	last, lastErr := -1, error(nil)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		moving, err := stillMoving(ctx, adm, moves)
+		moving, settled, err := progress(ctx, adm, moves)
 		switch {
 		case err != nil:
 			lastErr = err
-		case moving == 0:
+		case moving == 0 && settled:
 			fmt.Fprintf(w, "Reassignment of %d partition%s completed.\n", len(moves), pluralSuffix(len(moves)))
 			return nil
-		case moving != last:
+		case moving != last && moving > 0:
 			fmt.Fprintf(w, "Waiting: %d of %d partitions still moving.\n", moving, len(moves))
+		}
+		if err == nil {
 			last = moving
 		}
 		select {
@@ -827,18 +838,20 @@ func waitMoves(ctx context.Context, w io.Writer, adm adminClient, moves []move) 
 	}
 }
 
-// stillMoving returns how many partitions of moves are being reassigned,
-// or, when none is, how many the Metadata does not show settled yet.
-func stillMoving(ctx context.Context, adm adminClient, moves []move) (int, error) {
+// progress returns how many partitions of moves are being reassigned
+// and, when none is, whether the Metadata shows every one settled on its
+// target replicas (a broker learns of a completion a moment after the
+// controller).
+func progress(ctx context.Context, adm adminClient, moves []move) (moving int, settled bool, err error) {
 	busy, err := ongoing(ctx, adm, partitionsOf(moves))
 	if err != nil || len(busy) > 0 {
-		return len(busy), err
+		return len(busy), false, err
 	}
 	v, err := loadCluster(ctx, adm)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return len(unsettled(v, moves)), nil
+	return 0, len(unsettled(v, moves)) == 0, nil
 }
 
 // unsettled returns the partitions of moves whose Metadata does not show

@@ -466,7 +466,14 @@ func TestPlans(t *testing.T) {
 		if !slices.EqualFunc(got, want, func(a, b move) bool {
 			return a.topicPartition == b.topicPartition && slices.Equal(a.replicas, b.replicas)
 		}) {
-			t.Fatalf("drain 4: got %v, want %v", got, want)
+			t.Fatalf("drain 4: got %+v, want %+v", got, want)
+		}
+		// Broker 4 led t-0, and broker 2, its only replacement, leads a
+		// partition already: broker 1, which leads none, leads instead.
+		v.topics["t"] = parts("t", []int32{4, 3, 1}, []int32{3, 1, 2}, []int32{2, 1, 3})
+		got, err = planDrain(v, 4)
+		if err != nil || len(got) != 1 || !slices.Equal(got[0].replicas, []int32{1, 2, 3}) {
+			t.Fatalf("drain 4 of [4 3 1]: got %+v %v, want [1 2 3]", got, err)
 		}
 		v.topics["t"] = parts("t", []int32{1, 2, 3, 4})
 		if _, err := planDrain(v, 4); err == nil || !strings.Contains(err.Error(), "partition t-0 has replication factor 4 and there are only 3 other live brokers (1,2,3)") {
