@@ -469,14 +469,10 @@ func (v clusterView) current(moves []move) ([]move, error) {
 }
 
 // load returns how many replicas, and how many preferred leaderships
-// (first replicas), each broker holds over every topic but those of
-// skip.
-func (v clusterView) load(skip ...string) (replicas, leaders map[int32]int) {
+// (first replicas), each broker holds over every topic.
+func (v clusterView) load() (replicas, leaders map[int32]int) {
 	replicas, leaders = map[int32]int{}, map[int32]int{}
-	for name, parts := range v.topics {
-		if slices.Contains(skip, name) {
-			continue
-		}
+	for _, parts := range v.topics {
 		for _, p := range parts {
 			for i, id := range p.Replicas {
 				replicas[id]++
