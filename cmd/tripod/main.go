@@ -1,4 +1,4 @@
-// Command tripod is the one tripod binary: serve, dev, topics, groups,
+// Command tripod is the one tripod binary: serve, dev, topics, reassign, groups,
 // conformance, bench and verify.
 package main
 
@@ -17,7 +17,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newGroupsCmd(), newUsersCmd(), newACLsCmd(), newBenchCmd(), newVerifyCmd())
+	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newReassignCmd(), newGroupsCmd(), newUsersCmd(), newACLsCmd(), newBenchCmd(), newVerifyCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tripod:", err)
 		code := 1

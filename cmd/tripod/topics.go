@@ -39,7 +39,7 @@ func newTopicsCmd() *cobra.Command {
 	pf.DurationVar(&opts.timeout, "timeout", 30*time.Second, "how long a command may take")
 	opts.security.addFlags(cmd)
 	cmd.AddCommand(newTopicsCreateCmd(opts), newTopicsListCmd(opts), newTopicsDescribeCmd(opts), newTopicsDeleteCmd(opts),
-		newTopicsDeleteRecordsCmd(opts))
+		newTopicsDeleteRecordsCmd(opts), newTopicsAlterCmd(opts))
 	return cmd
 }
 
