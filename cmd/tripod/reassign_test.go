@@ -20,11 +20,13 @@ import (
 
 // startRaftCluster runs n `tripod serve` processes on embedded Raft with
 // a session timeout long enough that a broker the test kills stays live
-// for the controller a while, and waits until they serve. They are killed when the test ends.
+// for the controller a while (crash probes off, so that a killed broker
+// is not fenced at once), and waits until they serve. They are killed when the test ends.
 func startRaftCluster(t *testing.T, n int) *cluster.Cluster {
 	t.Helper()
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Brokers, cfg.SessionTimeout = tripodBin, t.TempDir(), n, 20*time.Second
+	cfg.Sets = []string{"broker.crash.probe.interval.ms=0"}
 	c, err := cluster.Start(cfg)
 	if err != nil {
 		t.Fatalf("start a cluster of %d brokers: %v", n, err)
