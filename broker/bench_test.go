@@ -113,3 +113,23 @@ func produceN(b *testing.B, cl *kgo.Client) {
 		b.Fatalf("produce: %v", firstErr)
 	}
 }
+
+// BenchmarkCreateTopic10000 creates a 10 000-partition topic on a lone
+// broker (its own Raft voter, replication factor 1) and reports the time
+// from CreateTopic until the broker holds and leads every partition: the
+// controller's commit, the LeaderAndIsr, and the opening of 10 000 logs.
+// Run: go test ./broker/ -run '^$' -bench CreateTopic10000 -benchtime 1x
+func BenchmarkCreateTopic10000(bm *testing.B) {
+	const partitions = 10000
+	for range bm.N {
+		bm.StopTimer()
+		cfg := testConfig(bm)
+		fastRaft(&cfg)
+		b := startBroker(bm, cfg)
+		bm.StartTimer()
+		start := time.Now()
+		createLocalTopic(bm, b, "wide", partitions)
+		bm.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/topic")
+		bm.StopTimer()
+	}
+}

@@ -87,7 +87,7 @@ func testLogger(t testing.TB) hclog.Logger {
 }
 
 // startBroker starts a broker with cfg and closes it when the test ends.
-func startBroker(t *testing.T, cfg Config) *Broker {
+func startBroker(t testing.TB, cfg Config) *Broker {
 	t.Helper()
 	b, err := New(cfg, testLogger(t))
 	if err != nil {
