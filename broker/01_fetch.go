@@ -15,8 +15,8 @@ import (
 )
 
 // Fetch v4..v12: v4 is the first with v2 record batches and isolation
-// levels; v13+ names topics by ID. Fetch sessions (v7+) are not kept:
-// every response carries session id 0, so clients send full fetches.
+// levels, v7 the first with incremental fetch sessions (KIP-227,
+// fetch_session.go); v13+ names topics by ID.
 func init() { registerAPI(1, 4, 12, handleFetch) }
 
 // maxFetchWait caps max.wait.ms so a client cannot park a request for
@@ -32,8 +32,24 @@ func handleFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, lat
 	return nil, func(ctx context.Context) kmsg.Response { return b.fetch(ctx, r) }, nil
 }
 
-// fetch answers r, waiting as handleFetch describes.
+// fetch answers r in its fetch session (a full fetch, or an incremental
+// one over every partition of the session whose answer keeps only what
+// changed), waiting as handleFetch describes.
 func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+	sr := b.fetchSessions.begin(r, time.Now())
+	if sr.errorCode != 0 {
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		resp.SetVersion(r.Version)
+		resp.ErrorCode = sr.errorCode
+		return resp
+	}
+	resp := b.fetchNow(ctx, r)
+	b.fetchSessions.end(sr, resp)
+	return resp
+}
+
+// fetchNow answers r as a full fetch, waiting as handleFetch describes.
+func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest) *kmsg.FetchResponse {
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
 	deadline := time.Now().Add(wait)

@@ -121,6 +121,9 @@ type Broker struct {
 
 	closeOnce sync.Once
 	closing   chan struct{}
+	// fetchSessions are the incremental fetch sessions of the clients
+	// and followers fetching from this broker (KIP-227).
+	fetchSessions *fetchSessions
 	// stopRun ends the membership loop; runWG waits for it.
 	stopRun context.CancelFunc
 	runWG   sync.WaitGroup
@@ -165,6 +168,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		brokerEpoch:    -1,
 		epochChanged:   make(chan struct{}),
 		closing:        make(chan struct{}),
+		fetchSessions:  newFetchSessions(fetchSessionCacheSlots),
 		configsChanged: make(chan struct{}),
 
 		controllerID:       coord.NoBroker,

@@ -80,6 +80,10 @@ type fetcher struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// session is the fetcher's incremental fetch session with the
+	// leader (KIP-227); owned by run.
+	session followerSession
+
 	mu    sync.Mutex
 	parts map[*partition]*fetchPartition
 	// changed is signalled when parts changes; inflight cancels the
@@ -278,13 +282,19 @@ func (f *fetcher) run() {
 			// The partitions changed under a long poll. franz-go gives up
 			// waiting but the connection still owes the poll's answer,
 			// which would hold the next fetch back for up to
-			// replica.fetch.wait.max.ms: start on a fresh connection.
+			// replica.fetch.wait.max.ms: start on a fresh connection,
+			// and a new session (the lost answer moved its epoch).
 			cl.Close()
 			cl = nil
+			f.session.reset()
+		case errors.Is(err, errSessionLost):
+			log.Debug("fetch session lost; starting a new one", "error", err)
+			f.session.reset()
 		case err != nil:
 			log.Debug("replica fetch failed; retrying", "error", err, "backoff", b.cfg.ReplicaFetchBackoff)
 			cl.Close()
 			cl = nil
+			f.session.reset()
 			f.wait(time.Now().Add(b.cfg.ReplicaFetchBackoff))
 		}
 	}
@@ -410,7 +420,6 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchParti
 	req.MaxWaitMillis = int32(b.cfg.ReplicaFetchWaitMax.Milliseconds())
 	req.MinBytes = b.cfg.ReplicaFetchMinBytes
 	req.MaxBytes = max(b.cfg.ReplicaFetchMaxBytes, 10<<20)
-	req.SessionEpoch = -1
 	// The follower's throttle: a throttled replica out of the ISR is left
 	// out while the follower's rate is exceeded.
 	throttled := map[*fetchPartition]bool{}
@@ -431,28 +440,44 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchParti
 		return errThrottled
 	}
 	index, groups := groupByTopic(parts)
+	positions := make(map[coord.TopicPartition]fetchPosition, len(parts))
 	for _, g := range groups {
 		t := kmsg.NewFetchRequestTopic()
 		t.Topic = g[0].p.topic
 		for _, fp := range g {
+			tp := coord.TopicPartition{Topic: fp.p.topic, Partition: fp.p.index}
+			pos := fetchPosition{fetchOffset: fp.p.log.EndOffset(), logStart: fp.p.log.StartOffset(), leaderEpoch: fp.leaderEpoch}
+			positions[tp] = pos
+			if !f.session.needs(tp, pos) {
+				continue // the session holds this position already
+			}
 			rp := kmsg.NewFetchRequestTopicPartition()
 			rp.Partition = fp.p.index
-			rp.CurrentLeaderEpoch = fp.leaderEpoch
-			rp.FetchOffset = fp.p.log.EndOffset()
-			rp.LogStartOffset = fp.p.log.StartOffset()
+			rp.CurrentLeaderEpoch = pos.leaderEpoch
+			rp.FetchOffset = pos.fetchOffset
+			rp.LogStartOffset = pos.logStart
 			rp.PartitionMaxBytes = b.cfg.ReplicaFetchMaxBytes
 			t.Partitions = append(t.Partitions, rp)
 		}
-		req.Topics = append(req.Topics, t)
+		if len(t.Partitions) > 0 {
+			req.Topics = append(req.Topics, t)
+		}
 	}
+	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch
+	req.ForgottenTopics = f.session.forgotten(positions)
 	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
 	if err != nil {
 		return fmt.Errorf("fetch from broker %d: %w", f.leader, err)
 	}
 	resp := kresp.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return fmt.Errorf("fetch from broker %d: %w", f.leader, err)
+	switch resp.ErrorCode {
+	case 0:
+	case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code:
+		return fmt.Errorf("%w: fetch from broker %d: %w", errSessionLost, f.leader, kerr.ErrorForCode(resp.ErrorCode))
+	default:
+		return fmt.Errorf("fetch from broker %d: %w", f.leader, kerr.ErrorForCode(resp.ErrorCode))
 	}
+	f.session.answered(resp.SessionID, positions)
 	for _, t := range resp.Topics {
 		for _, sp := range t.Partitions {
 			if fp := index[coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}]; fp != nil {
@@ -465,6 +490,87 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchParti
 		}
 	}
 	return nil
+}
+
+// errSessionLost: the leader no longer knows the fetcher's fetch session,
+// or expected another epoch; the next fetch opens a new session.
+var errSessionLost = errors.New("fetch session lost")
+
+// fetchPosition is what a follower's fetch tells the leader of one
+// partition.
+type fetchPosition struct {
+	fetchOffset, logStart int64
+	leaderEpoch           int32
+}
+
+// followerSession is a fetcher's side of its incremental fetch session
+// (KIP-227): the session id and next epoch the leader gave it, and the
+// position of every partition as the session holds it. With no session
+// (id 0) a fetch names every partition and asks for a new session (epoch
+// 0), closing the one a reset left (closing); within one it names only
+// the partitions whose position changed and forgets those no longer
+// fetched.
+type followerSession struct {
+	id, epoch int32
+	sent      map[coord.TopicPartition]fetchPosition
+}
+
+// needs reports whether the next fetch must name tp at pos.
+func (s *followerSession) needs(tp coord.TopicPartition, pos fetchPosition) bool {
+	if s.id == 0 {
+		return true
+	}
+	held, ok := s.sent[tp]
+	return !ok || held != pos
+}
+
+// forgotten lists the partitions of the session that the fetch leaves
+// out (fetching holds those it names), by topic.
+func (s *followerSession) forgotten(fetching map[coord.TopicPartition]fetchPosition) []kmsg.FetchRequestForgottenTopic {
+	if s.id == 0 {
+		return nil
+	}
+	var out []kmsg.FetchRequestForgottenTopic
+	at := map[string]int{}
+	for tp := range s.sent {
+		if _, ok := fetching[tp]; ok {
+			continue
+		}
+		i, ok := at[tp.Topic]
+		if !ok {
+			out = append(out, kmsg.FetchRequestForgottenTopic{Topic: tp.Topic})
+			i = len(out) - 1
+			at[tp.Topic] = i
+		}
+		out[i].Partitions = append(out[i].Partitions, tp.Partition)
+	}
+	return out
+}
+
+// answered takes in a successful answer: the leader's session id (0: it
+// keeps none, so the next fetch is full again) and the positions the
+// session now holds.
+func (s *followerSession) answered(id int32, positions map[coord.TopicPartition]fetchPosition) {
+	if id == 0 {
+		s.id, s.epoch, s.sent = 0, 0, nil
+		return
+	}
+	if id != s.id {
+		s.id, s.epoch = id, 0
+	}
+	s.epoch++
+	if s.epoch < 0 {
+		s.epoch = 1
+	}
+	s.sent = positions
+}
+
+// reset forgets the session: the next fetch is a full one that opens a
+// new session and closes this one (its id with epoch 0).
+func (s *followerSession) reset() {
+	s.epoch, s.sent = 0, nil
+	// The id stays so that the full fetch closes the old session;
+	// needs treats a session at epoch 0 as none.
 }
 
 // errThrottled: every partition of a fetch was left out by the follower's
