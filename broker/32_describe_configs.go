@@ -38,7 +38,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 				v, _ := b.cfg.Get(name)
 				v = kafkaMeaning(name, v)
 				c := describedConfig(r.Version, name, v, kmsg.ConfigSourceStaticBrokerConfig, true)
-				if sslKeys[name].sensitive || saslKeys[name].sensitive {
+				if sslKeys[name].sensitive || saslKeys[name].sensitive || coordSensitiveKeys[name] {
 					// As Kafka: a key or password is never shown.
 					c.Value, c.IsSensitive = nil, true
 				}
@@ -110,6 +110,9 @@ func configType(name string) kmsg.ConfigType {
 	}
 	if k, ok := saslKeys[name]; ok {
 		return k.configType
+	}
+	if coordSensitiveKeys[name] {
+		return kmsg.ConfigTypePassword
 	}
 	switch name {
 	case "listeners", "advertised.listeners", "log.dirs", "cleanup.policy", "listener.security.protocol.map",
