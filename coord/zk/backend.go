@@ -308,6 +308,11 @@ func (b *Backend) monitor() {
 // twice as often keep a busy machine's scheduling delays far from the
 // 2/3 at which terms end.
 func (zs *zsession) probe() {
+	select {
+	case <-zs.authed:
+	default:
+		return // Nothing goes out before the digest credentials.
+	}
 	if st, _ := zs.stateNow(); st != zk.StateHasSession || !zs.probing.CompareAndSwap(false, true) {
 		return
 	}
