@@ -79,7 +79,8 @@ type Config struct {
 	// RaftServerTLS and RaftClientTLS, when set, make the Raft transport
 	// (Raft RPCs and forward RPCs) mutual TLS (raft.ssl.keystore.location,
 	// raft.ssl.truststore.location): RaftServerTLS serves accepted
-	// connections and must require and verify a client certificate;
+	// connections and should require and verify a client certificate (the
+	// transport refuses a peer without a verified chain either way);
 	// RaftClientTLS dials peers, verifying their certificates and
 	// presenting this node's. Both or neither. Default nil: plain TCP,
 	// anyone who reaches the port may join, vote and replicate.

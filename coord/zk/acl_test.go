@@ -22,6 +22,12 @@ const (
 	brokerPassword = "broker-secret"
 )
 
+// securedBase is the chroot under which the secured tests' chroots lie:
+// the backends create it, and so its parents, with the brokers' ACLs,
+// under which only the same credentials may create a znode. The other
+// tests, unauthenticated, use other chroots.
+const securedBase = "/tripod-secured"
+
 // secured is the HarnessOption of a backend with zookeeper.set.acl and the
 // brokers' digest credentials.
 func secured(cfg *coord.Config) {
@@ -35,7 +41,7 @@ func secured(cfg *coord.Config) {
 // Kafka's secure ACLs.
 func TestConformanceSetACL(t *testing.T) {
 	s := server(t)
-	conformance.Run(t, conformance.NewZKHarness(s.Addr(), s, 2*time.Second, secured))
+	conformance.Run(t, conformance.NewZKHarness(s.Addr()+securedBase, s, 2*time.Second, secured))
 }
 
 // authed returns a plain go-zookeeper connection that authenticated with
@@ -59,7 +65,7 @@ func authed(t *testing.T, addr, user, password string) *gozk.Conn {
 // and nothing it tried changed anything.
 func TestSetACLOnlyBrokersWrite(t *testing.T) {
 	s := server(t)
-	root := chroot()
+	root := securedBase + chroot()
 	cfg := coord.DefaultConfig()
 	cfg.Backend = "zk"
 	cfg.ZKConnect = s.Addr() + root

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,7 +109,7 @@ func Open(cfg coord.Config) (*Backend, error) {
 	b.acl, b.privateACL = zk.WorldACL(zk.PermAll), zk.WorldACL(zk.PermAll)
 	if cfg.ZKSetACL {
 		owner := zk.DigestACL(zk.PermAll, cfg.ZKDigestUsername, cfg.ZKDigestPassword)
-		b.acl = append(owner, zk.WorldACL(zk.PermRead)...)
+		b.acl = slices.Concat(owner, zk.WorldACL(zk.PermRead))
 		b.privateACL = owner
 	}
 	b.mu.Lock()
