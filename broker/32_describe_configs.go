@@ -56,7 +56,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 						continue
 					}
 					c := describedConfig(r, name, b.brokerSynonyms(st, name), !isDynamicBrokerKey(name))
-					if sslKeys[name].sensitive || saslKeys[name].sensitive {
+					if sslKeys[name].sensitive || saslKeys[name].sensitive || coordSensitiveKeys[name] {
 						// As Kafka: a key or password is never shown.
 						c.Value, c.IsSensitive = nil, true
 						for i := range c.ConfigSynonyms {
@@ -196,6 +196,9 @@ func configType(name string) kmsg.ConfigType {
 	}
 	if k, ok := authorizerKeys[name]; ok {
 		return k.configType
+	}
+	if coordSensitiveKeys[name] {
+		return kmsg.ConfigTypePassword
 	}
 	switch name {
 	case "cleanup.policy", leaderThrottledKey, followerThrottledKey:

@@ -210,6 +210,11 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 
 	cc := cfg.CoordConfig()
 	cc.Logger = logger.Named("coord")
+	if err := cfg.openCoordTLS(&cc, logger.Named("coord-tls")); err != nil {
+		closeListeners()
+		b.unlockLogDirs()
+		return nil, err
+	}
 	backend, err := coord.Open(cc)
 	if err != nil {
 		closeListeners()
@@ -230,6 +235,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	}
 	b.logger.Info("broker starting", "broker.id", cfg.BrokerID, "coordination.backend", cc.Backend, "open_files_limit", openFilesLimit())
 	b.warnUnauthenticatedListeners()
+	cfg.warnUnsecuredCoord(b.logger)
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	b.stopRun = stopRun

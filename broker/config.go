@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -152,8 +153,13 @@ type Config struct {
 	// broker.id; an empty Coord.RaftDir is <first log dir>/raft and an
 	// empty Coord.RaftListen is the inter-broker listener's host with its
 	// port + 100 (port 0 stays 0). Default: a one-broker cluster on
-	// embedded Raft.
+	// embedded Raft. Its security settings are zookeeper.set.acl,
+	// zookeeper.digest.*, etcd.username and etcd.password; its TLS
+	// configurations are built by New from CoordSSL.
 	Coord coord.Config
+	// CoordSSL names the PEM files of the coordination backend's TLS,
+	// which New reads into Coord (coord reads no files).
+	CoordSSL CoordSSLConfig
 	// UncleanLeaderElection lets a replica outside the ISR lead when no ISR
 	// member is live (unclean.leader.election.enable). Default false.
 	UncleanLeaderElection bool
@@ -366,6 +372,132 @@ func DefaultConfig() Config {
 	}
 }
 
+// CoordSSLConfig is the TLS key material of the connections to etcd and
+// between Raft nodes, as PEM files in the format of ssl.keystore.location
+// and ssl.truststore.location (KIP-651), read again when they change.
+type CoordSSLConfig struct {
+	// EtcdTruststoreLocation is a PEM file of the CAs that etcd's server
+	// certificate must chain to (etcd.ssl.truststore.location); its host
+	// name is checked against the endpoint's. Default empty: the system's
+	// roots, when the endpoints are https://.
+	EtcdTruststoreLocation string
+	// EtcdKeystoreLocation is a PEM file with the private key and
+	// certificate chain presented to etcd as a client certificate
+	// (etcd.ssl.keystore.location), for etcd's --client-cert-auth.
+	// Default empty: none.
+	EtcdKeystoreLocation string
+	// RaftKeystoreLocation and RaftTruststoreLocation make the Raft
+	// transport mutual TLS (raft.ssl.keystore.location,
+	// raft.ssl.truststore.location; both or neither): each node presents
+	// the keystore's certificate, which must name the host of its
+	// raft.voters address, and accepts and dials only peers whose
+	// certificates chain to the truststore's CAs. Default empty: plain TCP.
+	RaftKeystoreLocation   string
+	RaftTruststoreLocation string
+}
+
+// etcdTLS reports whether the connections to etcd are TLS: an etcd.ssl.*
+// file is set or an endpoint is https://.
+func (c Config) etcdTLS() bool {
+	if c.CoordSSL.EtcdTruststoreLocation != "" || c.CoordSSL.EtcdKeystoreLocation != "" {
+		return true
+	}
+	for _, e := range c.Coord.EtcdEndpoints {
+		if strings.HasPrefix(e, "https://") {
+			return true
+		}
+	}
+	return false
+}
+
+// coordTLSStore loads the key material of a coordination backend's TLS
+// (etcd or raft) with the ssl.* defaults; key names the properties.
+func coordTLSStore(name, keystore, truststore, clientAuth string, logger hclog.Logger) (*tlsStore, error) {
+	ssl := defaultSSLConfig()
+	ssl.KeystoreLocation, ssl.TruststoreLocation, ssl.ClientAuth = keystore, truststore, clientAuth
+	spec := listenerSpec{listenerAddr: listenerAddr{name: name}, ssl: ssl,
+		sslKey: func(key string) string { return name + "." + key }}
+	return newTLSStore(spec, logger)
+}
+
+// openCoordTLS reads CoordSSL's files into cc's TLS configurations: the
+// etcd client's, and the Raft transport's server (client certificates
+// required and verified) and client sides. An error names the property
+// whose file does not load.
+func (c Config) openCoordTLS(cc *coord.Config, logger hclog.Logger) error {
+	switch cc.Backend {
+	case "etcd":
+		if !c.etcdTLS() {
+			return nil
+		}
+		store, err := coordTLSStore("etcd", c.CoordSSL.EtcdKeystoreLocation, c.CoordSSL.EtcdTruststoreLocation, "none", logger)
+		if err != nil {
+			return err
+		}
+		cc.EtcdTLS = store.clientConfig()
+	case "raft":
+		if c.CoordSSL.RaftKeystoreLocation == "" {
+			return nil
+		}
+		store, err := coordTLSStore("raft", c.CoordSSL.RaftKeystoreLocation, c.CoordSSL.RaftTruststoreLocation, "required", logger)
+		if err != nil {
+			return err
+		}
+		cc.RaftServerTLS, cc.RaftClientTLS = store.serverConfig(), store.clientConfig()
+	}
+	return nil
+}
+
+// validateCoordSecurity checks the coordination backend's security
+// properties beyond what coord.Config.Validate sees (the files, which only
+// New reads).
+func (c Config) validateCoordSecurity() error {
+	ssl := c.CoordSSL
+	if (ssl.RaftKeystoreLocation == "") != (ssl.RaftTruststoreLocation == "") {
+		return fmt.Errorf("raft.ssl.keystore.location / raft.ssl.truststore.location: set both or neither (mutual TLS needs this node's certificate and the cluster's CA)")
+	}
+	if c.Coord.Backend == "etcd" && (ssl.EtcdTruststoreLocation != "" || ssl.EtcdKeystoreLocation != "") {
+		for _, e := range c.Coord.EtcdEndpoints {
+			if !strings.HasPrefix(e, "https://") {
+				return fmt.Errorf("etcd.endpoints %q: with etcd.ssl.* set, endpoints must be https://", e)
+			}
+		}
+	}
+	return nil
+}
+
+// warnUnsecuredCoord logs once, at startup, when the coordination backend
+// lets anyone who reaches it change the cluster's metadata.
+func (c Config) warnUnsecuredCoord(logger hclog.Logger) {
+	cc := c.Coord
+	switch cc.Backend {
+	case "zk":
+		if !cc.ZKSetACL {
+			logger.Warn("zookeeper.set.acl is false: tripod's znodes are world-writable, so anyone who reaches ZooKeeper can change the cluster's metadata; "+
+				"set zookeeper.set.acl=true with zookeeper.digest.username and zookeeper.digest.password",
+				"zookeeper.connect", cc.ZKConnect)
+		}
+	case "etcd":
+		if !c.etcdTLS() || (cc.EtcdUsername == "" && c.CoordSSL.EtcdKeystoreLocation == "") {
+			logger.Warn("etcd is reached without TLS or without authentication: anyone who reaches etcd (or the network between) can change the cluster's metadata; "+
+				"use https:// endpoints with etcd.ssl.truststore.location, and etcd.username/etcd.password or etcd.ssl.keystore.location with etcd's auth enabled",
+				"etcd.endpoints", strings.Join(cc.EtcdEndpoints, ","), "tls", c.etcdTLS(), "authenticated", cc.EtcdUsername != "" || c.CoordSSL.EtcdKeystoreLocation != "")
+		}
+	case "raft":
+		// A lone voter on a loopback address (tripod serve on a laptop)
+		// is reached by local processes only: no warning for it.
+		listen := c.CoordConfig().RaftListen
+		host, _, _ := net.SplitHostPort(listen)
+		ip := net.ParseIP(host)
+		lone := len(cc.RaftVoters) <= 1 && (host == "localhost" || (ip != nil && ip.IsLoopback()))
+		if c.CoordSSL.RaftKeystoreLocation == "" && !lone {
+			logger.Warn("the Raft transport is plain TCP: anyone who reaches the Raft port can vote, replicate into the log and change the cluster's metadata; "+
+				"set raft.ssl.keystore.location and raft.ssl.truststore.location for mutual TLS",
+				"raft.listen", listen)
+		}
+	}
+}
+
 // defaultCoordConfig is coord's default with the Raft address left to be
 // derived from the listener.
 func defaultCoordConfig() coord.Config {
@@ -510,7 +642,18 @@ func (c Config) Validate() error {
 	if err := c.validateGroups(); err != nil {
 		return err
 	}
+	if err := c.validateCoordSecurity(); err != nil {
+		return err
+	}
 	cc := c.CoordConfig()
+	// The TLS configurations are built from the files by New; stand-ins
+	// let coord check the relations of the other settings to them.
+	if cc.Backend == "etcd" && c.etcdTLS() {
+		cc.EtcdTLS = &tls.Config{}
+	}
+	if c.CoordSSL.RaftKeystoreLocation != "" {
+		cc.RaftServerTLS, cc.RaftClientTLS = &tls.Config{}, &tls.Config{}
+	}
 	if err := cc.Validate(); err != nil {
 		return err
 	}
@@ -728,6 +871,42 @@ var brokerKeys = map[string]configKey{
 		},
 		get: func(c Config) string { return strings.Join(c.Coord.EtcdEndpoints, ",") },
 	},
+	"zookeeper.set.acl": {
+		set: func(c *Config, k, v string) error { return setBool(&c.Coord.ZKSetACL, k, v) },
+		get: func(c Config) string { return strconv.FormatBool(c.Coord.ZKSetACL) },
+	},
+	"zookeeper.digest.username": {
+		set: func(c *Config, k, v string) error { c.Coord.ZKDigestUsername = v; return nil },
+		get: func(c Config) string { return c.Coord.ZKDigestUsername },
+	},
+	"zookeeper.digest.password": {
+		set: func(c *Config, k, v string) error { c.Coord.ZKDigestPassword = v; return nil },
+		get: func(c Config) string { return c.Coord.ZKDigestPassword },
+	},
+	"etcd.username": {
+		set: func(c *Config, k, v string) error { c.Coord.EtcdUsername = v; return nil },
+		get: func(c Config) string { return c.Coord.EtcdUsername },
+	},
+	"etcd.password": {
+		set: func(c *Config, k, v string) error { c.Coord.EtcdPassword = v; return nil },
+		get: func(c Config) string { return c.Coord.EtcdPassword },
+	},
+	"etcd.ssl.truststore.location": {
+		set: func(c *Config, k, v string) error { c.CoordSSL.EtcdTruststoreLocation = v; return nil },
+		get: func(c Config) string { return c.CoordSSL.EtcdTruststoreLocation },
+	},
+	"etcd.ssl.keystore.location": {
+		set: func(c *Config, k, v string) error { c.CoordSSL.EtcdKeystoreLocation = v; return nil },
+		get: func(c Config) string { return c.CoordSSL.EtcdKeystoreLocation },
+	},
+	"raft.ssl.keystore.location": {
+		set: func(c *Config, k, v string) error { c.CoordSSL.RaftKeystoreLocation = v; return nil },
+		get: func(c Config) string { return c.CoordSSL.RaftKeystoreLocation },
+	},
+	"raft.ssl.truststore.location": {
+		set: func(c *Config, k, v string) error { c.CoordSSL.RaftTruststoreLocation = v; return nil },
+		get: func(c Config) string { return c.CoordSSL.RaftTruststoreLocation },
+	},
 	"etcd.prefix": {
 		set: func(c *Config, k, v string) error { c.Coord.EtcdPrefix = v; return nil },
 		get: func(c Config) string { return c.Coord.EtcdPrefix },
@@ -936,6 +1115,13 @@ func (c *Config) setListenerOverride(key, value string) error {
 // num.network.threads, num.io.threads, ...). The Config is unchanged;
 // callers warn and go on.
 var ErrNoEffect = errors.New("kafka broker property has no effect in tripod")
+
+// coordSensitiveKeys are the coordination backend's passwords: never
+// logged, and not shown by DescribeConfigs.
+var coordSensitiveKeys = map[string]bool{
+	"zookeeper.digest.password": true,
+	"etcd.password":             true,
+}
 
 // kafkaOnlyKeys are Kafka broker properties that tripod accepts with a
 // warning: thread pools, socket buffers and the settings of subsystems

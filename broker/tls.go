@@ -366,11 +366,17 @@ func (s *tlsStore) load() (*tlsMaterial, error) {
 		certPEM, keyPEM = data, data
 		source = key("ssl.keystore.location") + " " + ssl.KeystoreLocation
 	}
-	cert, err := parseKeystore(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%s: listener %s: %w", source, s.spec.name, err)
+	m := &tlsMaterial{}
+	// A listener always has a keystore (validate); a client of a
+	// coordination backend may have none, and then presents no
+	// certificate.
+	if ssl.KeystoreLocation != "" || ssl.KeystoreCertificateChain != "" || ssl.KeystoreKey != "" {
+		cert, err := parseKeystore(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("%s: listener %s: %w", source, s.spec.name, err)
+		}
+		m.cert = cert
 	}
-	m := &tlsMaterial{cert: cert}
 	trustPEM := inlinePEM(ssl.TruststoreCertificates)
 	source = key("ssl.truststore.certificates")
 	if ssl.TruststoreLocation != "" {
@@ -507,8 +513,12 @@ func (s *tlsStore) current() (*tlsMaterial, *tls.Config) {
 		switch {
 		case err == nil:
 			s.setLocked(m, stamps)
+			var notAfter time.Time
+			if m.cert.Leaf != nil {
+				notAfter = m.cert.Leaf.NotAfter
+			}
 			s.logger.Info("TLS key material reloaded", "listener", s.spec.name, "files", s.files(),
-				"not_after", m.cert.Leaf.NotAfter)
+				"not_after", notAfter)
 		case err.Error() != s.failed:
 			s.failed = err.Error()
 			s.logger.Error("TLS key material changed but does not load; the previous one stays in use", "listener", s.spec.name, "error", err)

@@ -43,6 +43,18 @@ type Harness interface {
 	NewCluster(t T, n int) Cluster
 }
 
+// HarnessOption adjusts the Config of every backend a harness opens, after
+// the harness has set its own fields: the credentials, ACLs and TLS of a
+// secured backend, for instance.
+type HarnessOption func(cfg *coord.Config)
+
+// configure applies opts to cfg.
+func configure(cfg *coord.Config, opts []HarnessOption) {
+	for _, o := range opts {
+		o(cfg)
+	}
+}
+
 // Cluster is n backends of one namespace, with fault hooks.
 type Cluster interface {
 	// Backend returns backend i (0-based), opened for broker i+1.

@@ -22,15 +22,17 @@ import (
 // the etcd at endpoints under a fresh prefix /tripod-conformance/<random>,
 // and each of its backends dials through its own faultnet.Net. When server
 // is non-nil (the embedded etcd behind endpoints), clusters also implement
-// ServiceRestarter by stopping and restarting it.
-func NewEtcdHarness(endpoints []string, server *etcdserver.Server, sessionTimeout time.Duration) Harness {
-	return &etcdHarness{endpoints: endpoints, server: server, sessionTimeout: sessionTimeout}
+// ServiceRestarter by stopping and restarting it. opts adjust every
+// backend's Config.
+func NewEtcdHarness(endpoints []string, server *etcdserver.Server, sessionTimeout time.Duration, opts ...HarnessOption) Harness {
+	return &etcdHarness{endpoints: endpoints, server: server, sessionTimeout: sessionTimeout, opts: opts}
 }
 
 type etcdHarness struct {
 	endpoints      []string
 	server         *etcdserver.Server
 	sessionTimeout time.Duration
+	opts           []HarnessOption
 }
 
 func (h *etcdHarness) Name() string                  { return "etcd" }
@@ -51,6 +53,7 @@ func (h *etcdHarness) NewCluster(t T, n int) Cluster {
 		cfg.EtcdPrefix = c.prefix
 		cfg.Dialer = fn.Dial
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("etcd-%d", i+1), Level: hclog.Warn})
+		configure(&cfg, h.opts)
 		b, err := etcd.Open(cfg)
 		if err != nil {
 			c.close()
@@ -119,7 +122,10 @@ func (c *etcdCluster) close() {
 		if len(endpoints) == 0 {
 			return
 		}
-		client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop()})
+		// The cleaning client has the backends' credentials.
+		cfg := c.cfgs[0]
+		client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop(),
+			TLS: cfg.EtcdTLS, Username: cfg.EtcdUsername, Password: cfg.EtcdPassword})
 		if err != nil {
 			return
 		}

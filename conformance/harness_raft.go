@@ -33,12 +33,14 @@ const (
 // NewRaftHarness returns the Harness of the embedded Raft backend: each
 // NewCluster starts n Raft nodes (voters 1..n) on free loopback ports in
 // the test's temporary directory. Its clusters implement QuorumLoser.
-func NewRaftHarness(sessionTimeout time.Duration) Harness {
-	return raftHarness{sessionTimeout: sessionTimeout}
+// opts adjust every node's Config.
+func NewRaftHarness(sessionTimeout time.Duration, opts ...HarnessOption) Harness {
+	return raftHarness{sessionTimeout: sessionTimeout, opts: opts}
 }
 
 type raftHarness struct {
 	sessionTimeout time.Duration
+	opts           []HarnessOption
 }
 
 // Name implements Harness.
@@ -122,6 +124,7 @@ func (c *raftCluster) open(i int, ln net.Listener) (coord.Backend, error) {
 		}
 		return fn.Listen(network, address)
 	}
+	configure(&cfg, c.h.opts)
 	return coord.Open(cfg)
 }
 

@@ -23,15 +23,16 @@ import (
 // chroot /tripod-conformance/<random>, and each of its backends dials
 // through its own faultnet.Net. When server is non-nil (the ZooKeeper
 // behind connect), clusters also implement ServiceRestarter by stopping
-// and starting it.
-func NewZKHarness(connect string, server *zkserver.Server, sessionTimeout time.Duration) Harness {
-	return &zkHarness{connect: strings.TrimRight(connect, "/"), server: server, sessionTimeout: sessionTimeout}
+// and starting it. opts adjust every backend's Config.
+func NewZKHarness(connect string, server *zkserver.Server, sessionTimeout time.Duration, opts ...HarnessOption) Harness {
+	return &zkHarness{connect: strings.TrimRight(connect, "/"), server: server, sessionTimeout: sessionTimeout, opts: opts}
 }
 
 type zkHarness struct {
 	connect        string
 	server         *zkserver.Server
 	sessionTimeout time.Duration
+	opts           []HarnessOption
 }
 
 func (h *zkHarness) Name() string                  { return "zk" }
@@ -51,6 +52,7 @@ func (h *zkHarness) NewCluster(t T, n int) Cluster {
 		cfg.ZKConnect = h.connect + c.chroot
 		cfg.Dialer = fn.Dial
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("zk-%d", i+1), Level: hclog.Warn})
+		configure(&cfg, h.opts)
 		b, err := zk.Open(cfg)
 		if err != nil {
 			c.close()

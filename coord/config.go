@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sort"
@@ -35,10 +36,34 @@ type Config struct {
 	// (zookeeper.connect, flag --zk-connect). The chroot is created if
 	// missing.
 	ZKConnect string
+	// ZKDigestUsername and ZKDigestPassword are the broker's ZooKeeper
+	// digest credentials (zookeeper.digest.username,
+	// zookeeper.digest.password), sent with "addauth digest" on every
+	// connection before any other request. Both or neither. Default
+	// empty: the connection is unauthenticated.
+	ZKDigestUsername string
+	ZKDigestPassword string
+	// ZKSetACL gives every znode the backend creates Kafka's secure ACLs
+	// (zookeeper.set.acl): ALL for the digest identity of
+	// ZKDigestUsername, READ for everyone, except the SCRAM credentials
+	// under /config/users, which only that identity may read. It needs
+	// the digest credentials. Default false: world ALL, anyone who
+	// reaches ZooKeeper may change the cluster's metadata.
+	ZKSetACL bool
 
 	// EtcdEndpoints are etcd client URLs (etcd.endpoints, flag
 	// --etcd-endpoints), e.g. http://127.0.0.1:2379.
 	EtcdEndpoints []string
+	// EtcdTLS, when set, is the TLS configuration of the connections to
+	// etcd (etcd.ssl.truststore.location, etcd.ssl.keystore.location): the
+	// CAs that verify etcd's certificate and the client certificate
+	// offered. The endpoints then use https://. Default nil: plaintext.
+	EtcdTLS *tls.Config
+	// EtcdUsername and EtcdPassword are the etcd user the backend
+	// authenticates as when etcd's auth is enabled (etcd.username,
+	// etcd.password). Both or neither. Default empty.
+	EtcdUsername string
+	EtcdPassword string
 	// EtcdPrefix is prepended to every key, so several clusters can share
 	// one etcd (etcd.prefix). Default "/tripod".
 	EtcdPrefix string
@@ -51,6 +76,16 @@ type Config struct {
 	// (raft.voters, flag --raft-voters "1@127.0.0.1:19192,2@..."). Empty
 	// means a one-node cluster of BrokerID at RaftListen.
 	RaftVoters map[BrokerID]string
+	// RaftServerTLS and RaftClientTLS, when set, make the Raft transport
+	// (Raft RPCs and forward RPCs) mutual TLS (raft.ssl.keystore.location,
+	// raft.ssl.truststore.location): RaftServerTLS serves accepted
+	// connections and should require and verify a client certificate (the
+	// transport refuses a peer without a verified chain either way);
+	// RaftClientTLS dials peers, verifying their certificates and
+	// presenting this node's. Both or neither. Default nil: plain TCP,
+	// anyone who reaches the port may join, vote and replicate.
+	RaftServerTLS *tls.Config
+	RaftClientTLS *tls.Config
 	// RaftDir holds the Raft log (raft-boltdb) and snapshots. Default
 	// "<data-dir>/raft", set by the broker.
 	RaftDir string
@@ -110,6 +145,15 @@ func (c *Config) Validate() error {
 		if c.ZKConnect == "" {
 			return fmt.Errorf("zookeeper.connect: required with coordination.backend=zk (host:port[,host:port][/chroot])")
 		}
+		if (c.ZKDigestUsername == "") != (c.ZKDigestPassword == "") {
+			return fmt.Errorf("zookeeper.digest.username / zookeeper.digest.password: set both or neither")
+		}
+		if strings.Contains(c.ZKDigestUsername, ":") {
+			return fmt.Errorf("zookeeper.digest.username %q: must not contain ':'", c.ZKDigestUsername)
+		}
+		if c.ZKSetACL && c.ZKDigestUsername == "" {
+			return fmt.Errorf("zookeeper.set.acl: true needs zookeeper.digest.username and zookeeper.digest.password")
+		}
 	case "etcd":
 		if len(c.EtcdEndpoints) == 0 {
 			return fmt.Errorf("etcd.endpoints: required with coordination.backend=etcd (http://host:port[,...])")
@@ -117,12 +161,26 @@ func (c *Config) Validate() error {
 		if !strings.HasPrefix(c.EtcdPrefix, "/") {
 			return fmt.Errorf("etcd.prefix %q: must start with /", c.EtcdPrefix)
 		}
+		if (c.EtcdUsername == "") != (c.EtcdPassword == "") {
+			return fmt.Errorf("etcd.username / etcd.password: set both or neither")
+		}
+		for _, e := range c.EtcdEndpoints {
+			switch {
+			case c.EtcdTLS == nil && strings.HasPrefix(e, "https://"):
+				return fmt.Errorf("etcd.endpoints %q: https:// needs a TLS configuration (etcd.ssl.*)", e)
+			case c.EtcdTLS != nil && strings.HasPrefix(e, "http://"):
+				return fmt.Errorf("etcd.endpoints %q: with etcd.ssl.* set, endpoints must be https://", e)
+			}
+		}
 	case "raft":
 		if c.RaftListen == "" && c.RaftVoters[c.BrokerID] == "" {
 			return fmt.Errorf("raft.listen: required with coordination.backend=raft")
 		}
 		if len(c.RaftVoters) > 0 && c.RaftVoters[c.BrokerID] == "" {
 			return fmt.Errorf("raft.voters: broker.id %d is not among the voters", c.BrokerID)
+		}
+		if (c.RaftServerTLS == nil) != (c.RaftClientTLS == nil) {
+			return fmt.Errorf("raft.ssl.keystore.location / raft.ssl.truststore.location: set both or neither")
 		}
 		if c.RaftDir == "" {
 			return fmt.Errorf("raft.dir: required with coordination.backend=raft")

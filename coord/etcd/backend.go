@@ -67,9 +67,13 @@ var (
 	_ coord.ControllerEvictor = (*Backend)(nil)
 )
 
-// Open connects to cfg.EtcdEndpoints (lazily: Open does not wait for etcd)
-// and returns a Backend keeping every key under cfg.EtcdPrefix. The lease
-// TTL is cfg.SessionTimeout rounded up to whole seconds.
+// Open connects to cfg.EtcdEndpoints and returns a Backend keeping every
+// key under cfg.EtcdPrefix, over TLS with cfg.EtcdTLS when set. The
+// connection is lazy (Open does not wait for etcd) except with
+// cfg.EtcdUsername: the client then authenticates first, and Open fails
+// when etcd refuses the password or does not answer within the dial
+// timeout. The lease TTL is cfg.SessionTimeout rounded up to whole
+// seconds.
 func Open(cfg coord.Config) (*Backend, error) {
 	if cfg.Backend == "" {
 		cfg.Backend = "etcd"
@@ -94,6 +98,12 @@ func Open(cfg coord.Config) (*Backend, error) {
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: max(cfg.SessionTimeout, dialTimeout),
 		Logger:               zap.NewNop(),
+		// TLS verifies etcd's certificate and presents the client's
+		// (etcd.ssl.*); Username and Password authenticate to etcd's
+		// auth (etcd.username, etcd.password).
+		TLS:      cfg.EtcdTLS,
+		Username: cfg.EtcdUsername,
+		Password: cfg.EtcdPassword,
 		DialOptions: []grpc.DialOption{
 			// Reconnect quickly once etcd is back: gRPC's default backoff
 			// grows to two minutes.

@@ -169,7 +169,7 @@ func Open(cfg coord.Config) (*Backend, error) {
 	if err != nil {
 		return fail(fmt.Errorf("raft.listen %s: %w", listen, err))
 	}
-	b.mux = newMux(ln, cfg.Dialer, b.serveForward)
+	b.mux = newMux(ln, cfg.Dialer, cfg.RaftServerTLS, cfg.RaftClientTLS, b.log.Named("transport"), b.serveForward)
 	b.trans = hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
 		Stream:  streamLayer{m: b.mux},
 		MaxPool: 3,

@@ -2,12 +2,14 @@ package raft
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	hraft "github.com/hashicorp/raft"
 )
 
@@ -18,8 +20,8 @@ const (
 	protoForward byte = 'F'
 )
 
-// handshakeTimeout bounds how long an accepted connection may take to send
-// its protocol byte.
+// handshakeTimeout bounds how long an accepted connection may take to
+// complete its TLS handshake (with raft.ssl.*) and send its protocol byte.
 const handshakeTimeout = 5 * time.Second
 
 // errDial marks a failure to connect: nothing was sent, so the request
@@ -31,13 +33,21 @@ type dialFunc func(ctx context.Context, network, address string) (net.Conn, erro
 
 // mux owns the node's listener: it accepts connections, reads their
 // protocol byte and hands Raft connections to the raft stream layer and
-// forward connections to serveForward. Its goroutines end at close.
+// forward connections to serveForward. With mutual TLS (serverTLS and
+// clientTLS set), every connection in both directions is TLS first, and
+// an accepted one whose peer did not present a certificate chaining to
+// the truststore is closed before its protocol byte is read: such a node
+// can neither join, vote, replicate nor forward. Its goroutines end at
+// close.
 type mux struct {
-	ln      net.Listener
-	dial    dialFunc
-	serve   func(net.Conn)
-	raftCh  chan net.Conn
-	closing chan struct{}
+	ln        net.Listener
+	dial      dialFunc
+	serverTLS *tls.Config // nil: plain TCP
+	clientTLS *tls.Config
+	log       hclog.Logger
+	serve     func(net.Conn)
+	raftCh    chan net.Conn
+	closing   chan struct{}
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -45,14 +55,17 @@ type mux struct {
 	once  sync.Once
 }
 
-func newMux(ln net.Listener, dial dialFunc, serve func(net.Conn)) *mux {
+func newMux(ln net.Listener, dial dialFunc, serverTLS, clientTLS *tls.Config, log hclog.Logger, serve func(net.Conn)) *mux {
 	m := &mux{
-		ln:      ln,
-		dial:    dial,
-		serve:   serve,
-		raftCh:  make(chan net.Conn),
-		closing: make(chan struct{}),
-		conns:   map[net.Conn]struct{}{},
+		ln:        ln,
+		dial:      dial,
+		serverTLS: serverTLS,
+		clientTLS: clientTLS,
+		log:       log,
+		serve:     serve,
+		raftCh:    make(chan net.Conn),
+		closing:   make(chan struct{}),
+		conns:     map[net.Conn]struct{}{},
 	}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -112,46 +125,66 @@ func (m *mux) forget(c net.Conn) {
 	m.mu.Unlock()
 }
 
-func (m *mux) handle(c net.Conn) {
+func (m *mux) handle(raw net.Conn) {
 	defer m.wg.Done()
-	var b [1]byte
+	drop := func() {
+		m.forget(raw)
+		raw.Close()
+	}
+	c := raw
 	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	if m.serverTLS != nil {
+		tc := tls.Server(raw, m.serverTLS)
+		c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+		if err := tc.Handshake(); err != nil {
+			m.log.Warn("refused a Raft connection: TLS handshake failed", "remote", raw.RemoteAddr().String(), "error", err)
+			drop()
+			return
+		}
+		if len(tc.ConnectionState().VerifiedChains) == 0 {
+			// The server configuration did not require a verified client
+			// certificate; the transport does.
+			m.log.Warn("refused a Raft connection: no verified client certificate", "remote", raw.RemoteAddr().String())
+			drop()
+			return
+		}
+		c.SetWriteDeadline(time.Time{})
+		c = tc
+	}
+	var b [1]byte
 	if _, err := c.Read(b[:]); err != nil {
-		m.forget(c)
-		c.Close()
+		drop()
 		return
 	}
-	c.SetReadDeadline(time.Time{})
+	raw.SetReadDeadline(time.Time{})
 	switch b[0] {
 	case protoRaft:
 		// The Raft transport owns the connection from now on; it is still
 		// tracked so close drops it.
 		select {
-		case m.raftCh <- &muxConn{Conn: c, m: m}:
+		case m.raftCh <- &muxConn{Conn: c, raw: raw, m: m}:
 		case <-m.closing:
-			m.forget(c)
-			c.Close()
+			drop()
 		}
 	case protoForward:
 		m.serve(c)
-		m.forget(c)
-		c.Close()
+		drop()
 	default:
-		m.forget(c)
-		c.Close()
+		drop()
 	}
 }
 
-// muxConn is an accepted Raft connection that the mux forgets when the
-// transport closes it.
+// muxConn is an accepted Raft connection (TLS over raw with raft.ssl.*)
+// that the mux forgets when the transport closes it.
 type muxConn struct {
 	net.Conn
-	m *mux
+	raw net.Conn // the accepted connection, as the mux tracks it
+	m   *mux
 }
 
 // Close implements net.Conn.
 func (c *muxConn) Close() error {
-	c.m.forget(c.Conn)
+	c.m.forget(c.raw)
 	return c.Conn.Close()
 }
 
@@ -170,6 +203,22 @@ func (m *mux) dialProto(ctx context.Context, address string, proto byte) (net.Co
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		c.SetWriteDeadline(deadline)
+	}
+	if m.clientTLS != nil {
+		cfg := m.clientTLS
+		if cfg.ServerName == "" {
+			// The peer's certificate must name the host of its raft.voters
+			// address (an IP address SAN for an IP address).
+			host, _, _ := net.SplitHostPort(address)
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("%w %s: TLS handshake: %w", errDial, address, err)
+		}
+		c = tc
 	}
 	if _, err := c.Write([]byte{proto}); err != nil {
 		c.Close()

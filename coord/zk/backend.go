@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,9 @@ type Backend struct {
 	servers []string
 	root    string // chroot, "" or "/a/b"
 	timeout time.Duration
+	// acl is the ACL of the znodes the backend creates, privateACL that of
+	// the SCRAM credentials (see aclFor).
+	acl, privateACL []zk.ACL
 
 	closing chan struct{} // closed by Close
 	wg      sync.WaitGroup
@@ -104,6 +108,12 @@ func Open(cfg coord.Config) (*Backend, error) {
 		closing:  make(chan struct{}),
 		sessions: map[*session]struct{}{},
 		terms:    map[*term]struct{}{},
+	}
+	b.acl, b.privateACL = zk.WorldACL(zk.PermAll), zk.WorldACL(zk.PermAll)
+	if cfg.ZKSetACL {
+		owner := zk.DigestACL(zk.PermAll, cfg.ZKDigestUsername, cfg.ZKDigestPassword)
+		b.acl = slices.Concat(owner, zk.WorldACL(zk.PermRead))
+		b.privateACL = owner
 	}
 	b.mu.Lock()
 	b.cur, err = b.newZSessionLocked()
@@ -211,6 +221,27 @@ func (b *Backend) current() *zsession {
 // path returns p under the chroot.
 func (b *Backend) path(p string) string { return b.root + p }
 
+// aclFor returns the ACL of a znode the backend creates at p. Without
+// zookeeper.set.acl it is world ALL. With it, as Kafka's secure ACLs: ALL
+// for the brokers' digest identity and READ for everyone, except for the
+// SCRAM credentials (/config/users and below, Kafka's sensitive path),
+// which only the brokers may read.
+func (b *Backend) aclFor(p string) []zk.ACL {
+	if users := b.usersPath(); p == users || strings.HasPrefix(p, users+"/") {
+		return b.privateACL
+	}
+	return b.acl
+}
+
+// aclBytes estimates what acl adds to a create request.
+func aclBytes(acl []zk.ACL) int {
+	n := 4
+	for _, a := range acl {
+		n += 12 + len(a.Scheme) + len(a.ID)
+	}
+	return n
+}
+
 // do runs fn, which must be idempotent (reads, creates of what may exist),
 // on the current ZooKeeper session, again when the connection drops under
 // it (go-zookeeper fails requests in flight; the session moves to another
@@ -281,6 +312,11 @@ func (b *Backend) monitor() {
 // twice as often keep a busy machine's scheduling delays far from the
 // 2/3 at which terms end.
 func (zs *zsession) probe() {
+	select {
+	case <-zs.authed:
+	default:
+		return // Nothing goes out before the digest credentials.
+	}
 	if st, _ := zs.stateNow(); st != zk.StateHasSession || !zs.probing.CompareAndSwap(false, true) {
 		return
 	}
@@ -382,10 +418,14 @@ type zsession struct {
 
 	established     chan struct{} // closed at the first StateHasSession
 	establishedOnce sync.Once
-	done            chan struct{} // closed when the session has ended
-	doneOnce        sync.Once
-	closeOnce       sync.Once
-	ending          bool // guarded by b.mu: endZSession has begun
+	// authed is closed once the digest credentials are registered on the
+	// connection (at once without credentials): calls wait for it, so no
+	// request goes out unauthenticated.
+	authed    chan struct{}
+	done      chan struct{} // closed when the session has ended
+	doneOnce  sync.Once
+	closeOnce sync.Once
+	ending    bool // guarded by b.mu: endZSession has begun
 
 	mu      sync.Mutex
 	id      int64 // the ZooKeeper session id, once known
@@ -407,6 +447,7 @@ func (b *Backend) newZSessionLocked() (*zsession, error) {
 		hosts:       newHostProvider(),
 		drained:     make(chan struct{}),
 		established: make(chan struct{}),
+		authed:      make(chan struct{}),
 		done:        make(chan struct{}),
 		state:       zk.StateDisconnected,
 		stateCh:     make(chan struct{}),
@@ -424,6 +465,15 @@ func (b *Backend) newZSessionLocked() (*zsession, error) {
 		return nil, fmt.Errorf("zookeeper.connect %q: %w", b.cfg.ZKConnect, err)
 	}
 	zs.conn = conn
+	if b.cfg.ZKDigestUsername == "" {
+		close(zs.authed)
+	} else {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			zs.authenticate()
+		}()
+	}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -434,6 +484,39 @@ func (b *Backend) newZSessionLocked() (*zsession, error) {
 		close(zs.drained)
 	}()
 	return zs, nil
+}
+
+// authenticate registers the digest credentials (zookeeper.digest.*) on
+// zs's connection once it has its session, retrying until ZooKeeper
+// answers or zs ends, then closes zs.authed. go-zookeeper sends registered
+// credentials again, before anything else, on every reconnection.
+func (zs *zsession) authenticate() {
+	b := zs.b
+	auth := []byte(b.cfg.ZKDigestUsername + ":" + b.cfg.ZKDigestPassword)
+	for attempt := 0; ; attempt++ {
+		for {
+			st, changed := zs.stateNow()
+			if st == zk.StateHasSession {
+				break
+			}
+			select {
+			case <-changed:
+			case <-zs.done:
+				return
+			case <-b.closing:
+				return
+			}
+		}
+		err := zs.conn.AddAuth("digest", auth)
+		if err == nil {
+			close(zs.authed)
+			return
+		}
+		b.log.Debug("zookeeper digest authentication failed; retrying", "user", b.cfg.ZKDigestUsername, "error", err)
+		if !wait(context.Background(), zs.done, backoff(attempt)) {
+			return
+		}
+	}
 }
 
 // dial makes a connection to a ZooKeeper server through cfg.Dialer when
@@ -644,6 +727,15 @@ func (zs *zsession) call(ctx context.Context, key string, fn func(*zk.Conn) erro
 			return fmt.Errorf("%w: %s: not connected to zookeeper: %w", coord.ErrUnavailable, key, ctx.Err())
 		}
 	}
+	select {
+	case <-zs.authed:
+	case <-zs.done:
+		return errSessionEnded
+	case <-b.closing:
+		return fmt.Errorf("%w: %s", coord.ErrClosed, key)
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %s: not authenticated to zookeeper: %w", coord.ErrUnavailable, key, ctx.Err())
+	}
 	result := make(chan error, 1)
 	if !b.goTracked(func() { result <- fn(zs.conn) }) {
 		return fmt.Errorf("%w: %s", coord.ErrClosed, key)
@@ -766,7 +858,7 @@ func (b *Backend) ensureBase(ctx context.Context) error {
 	}
 	for _, p := range paths {
 		err := b.do(ctx, p, func(c *zk.Conn) error {
-			_, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+			_, err := c.Create(p, nil, 0, b.aclFor(p))
 			if errors.Is(err, zk.ErrNodeExists) {
 				return nil
 			}

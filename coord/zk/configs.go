@@ -36,8 +36,8 @@ func (b *Backend) brokerConfigPath(entity string) string {
 
 func (b *Backend) brokerConfigChange(entity string) *zk.CreateRequest {
 	data, _ := json.Marshal(configChangeZNode{Version: 2, EntityPath: "brokers/" + entity})
-	return &zk.CreateRequest{Path: b.configChangesPath() + "/config_change_", Data: data,
-		Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagSequence}
+	path := b.configChangesPath() + "/config_change_"
+	return &zk.CreateRequest{Path: path, Data: data, Acl: b.aclFor(path), Flags: zk.FlagSequence}
 }
 
 // LoadConfigs implements coord.ConfigStore. It reads every broker and
@@ -77,7 +77,7 @@ func (b *Backend) AlterBrokerConfigs(ctx context.Context, entity string, replace
 		case maps.Equal(stored, next):
 			return nil, nil
 		case stat == nil:
-			return []any{&zk.CreateRequest{Path: p, Data: encodeConfig(next), Acl: zk.WorldACL(zk.PermAll)}, b.brokerConfigChange(entity)}, nil
+			return []any{&zk.CreateRequest{Path: p, Data: encodeConfig(next), Acl: b.aclFor(p)}, b.brokerConfigChange(entity)}, nil
 		case len(next) == 0 && stat.NumChildren == 0:
 			return []any{&zk.DeleteRequest{Path: p, Version: stat.Version}, b.brokerConfigChange(entity)}, nil
 		default:

@@ -132,7 +132,7 @@ func (b *Backend) tryElect(ctx context.Context, s *session) (*term, <-chan zk.Ev
 		}
 		data, stat, err := c.Get(epochPath)
 		if errors.Is(err, zk.ErrNoNode) {
-			_, err = c.Create(epochPath, []byte("0"), 0, zk.WorldACL(zk.PermAll))
+			_, err = c.Create(epochPath, []byte("0"), 0, b.aclFor(epochPath))
 			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 				return err
 			}
@@ -149,7 +149,7 @@ func (b *Backend) tryElect(ctx context.Context, s *session) (*term, <-chan zk.Ev
 			return errSessionEnded
 		}
 		res, err := c.Multi(
-			&zk.CreateRequest{Path: ctrlPath, Data: encodeController(s.broker.ID), Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral},
+			&zk.CreateRequest{Path: ctrlPath, Data: encodeController(s.broker.ID), Acl: b.aclFor(ctrlPath), Flags: zk.FlagEphemeral},
 			&zk.SetDataRequest{Path: epochPath, Data: []byte(strconv.FormatInt(current+1, 10)), Version: stat.Version},
 		)
 		if errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) {

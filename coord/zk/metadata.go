@@ -337,9 +337,11 @@ type zop struct {
 // unit is a group of ops that must land in the same chunk.
 type unit []zop
 
-func create(path string, data []byte, what string, onExists, onNoNode error) zop {
-	return zop{req: &zk.CreateRequest{Path: path, Data: data, Acl: zk.WorldACL(zk.PermAll)},
-		size: len(path) + len(data) + opOverhead, what: what, onExists: onExists, onNoNode: onNoNode}
+// create is an op creating path with the backend's ACL for it.
+func (b *Backend) create(path string, data []byte, what string, onExists, onNoNode error) zop {
+	acl := b.aclFor(path)
+	return zop{req: &zk.CreateRequest{Path: path, Data: data, Acl: acl},
+		size: len(path) + len(data) + aclBytes(acl) + opOverhead, what: what, onExists: onExists, onNoNode: onNoNode}
 }
 
 func setData(path string, data []byte, version int32, what string, onNoNode, onBadVersion error) zop {
@@ -487,16 +489,16 @@ func (b *Backend) buildUnits(ctx context.Context, t *term, ops []coord.Op) ([]un
 			}
 			what := "topic " + name
 			units = append(units, unit{
-				create(b.topicPath(name), encodeTopic(op.Topic), what, coord.ErrExists, nil),
-				create(b.configPath(name), encodeConfig(op.Topic.Config), what+" config", coord.ErrExists, nil),
-				create(b.partitionsPath(name), nil, what, coord.ErrExists, nil),
+				b.create(b.topicPath(name), encodeTopic(op.Topic), what, coord.ErrExists, nil),
+				b.create(b.configPath(name), encodeConfig(op.Topic.Config), what+" config", coord.ErrExists, nil),
+				b.create(b.partitionsPath(name), nil, what, coord.ErrExists, nil),
 			})
 			for i, st := range op.States {
 				p := int32(i)
 				pwhat := coord.TopicPartition{Topic: name, Partition: p}.String()
 				units = append(units, unit{
-					create(b.partitionPath(name, p), nil, pwhat, coord.ErrExists, nil),
-					create(b.statePath(name, p), encodeState(st), pwhat, coord.ErrExists, nil),
+					b.create(b.partitionPath(name, p), nil, pwhat, coord.ErrExists, nil),
+					b.create(b.statePath(name, p), encodeState(st), pwhat, coord.ErrExists, nil),
 				})
 			}
 		case coord.SetTopic:
@@ -517,8 +519,8 @@ func (b *Backend) buildUnits(ctx context.Context, t *term, ops []coord.Op) ([]un
 			what := fmt.Sprintf("partition %s", st.TopicPartition())
 			if op.ExpectedEpoch == coord.NewPartition {
 				units = append(units, unit{
-					create(b.partitionPath(st.Topic, st.Partition), nil, what+" (new)", coord.ErrVersionMismatch, coord.ErrNotFound),
-					create(b.statePath(st.Topic, st.Partition), encodeState(st), what+" (new)", coord.ErrVersionMismatch, coord.ErrNotFound),
+					b.create(b.partitionPath(st.Topic, st.Partition), nil, what+" (new)", coord.ErrVersionMismatch, coord.ErrNotFound),
+					b.create(b.statePath(st.Topic, st.Partition), encodeState(st), what+" (new)", coord.ErrVersionMismatch, coord.ErrNotFound),
 				})
 				continue
 			}

@@ -101,7 +101,7 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 				return fmt.Errorf("%s: %w", path, err)
 			}
 			if version < 0 {
-				_, err = c.Create(path, encodeProducerIDBlock(block), 0, zk.WorldACL(zk.PermAll))
+				_, err = c.Create(path, encodeProducerIDBlock(block), 0, b.aclFor(path))
 			} else {
 				_, err = c.Set(path, encodeProducerIDBlock(block), version)
 			}

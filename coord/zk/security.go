@@ -118,7 +118,7 @@ func (b *Backend) ensureSecurityBase(ctx context.Context) error {
 	sort.Strings(dirs)
 	for _, p := range append(paths, dirs...) {
 		err := b.do(ctx, p, func(c *zk.Conn) error {
-			_, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+			_, err := c.Create(p, nil, 0, b.aclFor(p))
 			if errors.Is(err, zk.ErrNodeExists) {
 				return nil
 			}
@@ -216,7 +216,7 @@ type configChangeZNode struct {
 func (b *Backend) userChange(user string) *zk.CreateRequest {
 	data, _ := json.Marshal(configChangeZNode{Version: 2, EntityPath: "users/" + sanitize(user)})
 	return &zk.CreateRequest{Path: b.configChangesPath() + "/config_change_", Data: data,
-		Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagSequence}
+		Acl: b.aclFor(b.configChangesPath()), Flags: zk.FlagSequence}
 }
 
 // aclZNode is the JSON of a resource's ACL znode (Kafka's ResourceZNode).
@@ -286,7 +286,7 @@ func (b *Backend) aclChange(r aclResource) *zk.CreateRequest {
 			PatternType: strings.ToUpper(r.pattern.String())})
 	}
 	return &zk.CreateRequest{Path: b.aclChangesPath(r.pattern) + "/acl_changes_", Data: data,
-		Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagSequence}
+		Acl: b.aclFor(b.aclChangesPath(r.pattern)), Flags: zk.FlagSequence}
 }
 
 // validResourceName refuses a resource name that Kafka's layout cannot
@@ -524,7 +524,7 @@ func (b *Backend) updateUser(ctx context.Context, user, what string, change func
 		case !changed:
 			return nil, nil
 		case stat == nil:
-			return []any{&zk.CreateRequest{Path: p, Data: encodeConfig(next), Acl: zk.WorldACL(zk.PermAll)}, b.userChange(user)}, nil
+			return []any{&zk.CreateRequest{Path: p, Data: encodeConfig(next), Acl: b.aclFor(p)}, b.userChange(user)}, nil
 		case len(next) == 0 && stat.NumChildren == 0:
 			return []any{&zk.DeleteRequest{Path: p, Version: stat.Version}, b.userChange(user)}, nil
 		default:
@@ -601,7 +601,7 @@ func (b *Backend) updateACLs(ctx context.Context, r aclResource, what string, ch
 		case !changed:
 			return nil, nil
 		case stat == nil:
-			return []any{&zk.CreateRequest{Path: p, Data: encodeACLs(next), Acl: zk.WorldACL(zk.PermAll)}, b.aclChange(r)}, nil
+			return []any{&zk.CreateRequest{Path: p, Data: encodeACLs(next), Acl: b.aclFor(p)}, b.aclChange(r)}, nil
 		case len(next) == 0:
 			return []any{&zk.DeleteRequest{Path: p, Version: stat.Version}, b.aclChange(r)}, nil
 		default:

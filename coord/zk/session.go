@@ -138,7 +138,7 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		var replaced int64
 		err := zs.call(ctx, path, func(c *zk.Conn) error {
 			replaced = 0
-			_, err := c.Create(path, encodeBroker(br), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			_, err := c.Create(path, encodeBroker(br), zk.FlagEphemeral, b.aclFor(path))
 			if errors.Is(err, zk.ErrNodeExists) {
 				_, old, gerr := c.Get(path)
 				switch {
@@ -149,7 +149,7 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 					// ctx ended mid-call: replace it rather than wait for
 					// an expiry that will not come.
 					if derr := c.Delete(path, old.Version); derr == nil {
-						_, err = c.Create(path, encodeBroker(br), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+						_, err = c.Create(path, encodeBroker(br), zk.FlagEphemeral, b.aclFor(path))
 					}
 				case br.Replaces != 0 && old.Czxid == br.Replaces:
 					// The caller's previous incarnation, dead: any client
@@ -159,7 +159,7 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 					if derr := c.Delete(path, old.Version); derr == nil {
 						b.releaseDeadController(c, old.EphemeralOwner)
 						replaced = old.Czxid
-						_, err = c.Create(path, encodeBroker(br), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+						_, err = c.Create(path, encodeBroker(br), zk.FlagEphemeral, b.aclFor(path))
 					}
 				}
 			}

@@ -26,9 +26,23 @@ import (
 // StartTimeout bounds how long Start and Restart wait for etcd to be ready.
 const StartTimeout = 30 * time.Second
 
+// Options are the client-facing security settings of a Server.
+type Options struct {
+	// CertFile and KeyFile, when set, make the client URL https:// with
+	// this server certificate (etcd's --cert-file, --key-file).
+	CertFile, KeyFile string
+	// TrustedCAFile and ClientCertAuth make etcd require client
+	// certificates chaining to these CAs (--trusted-ca-file,
+	// --client-cert-auth); with auth enabled, a certificate's common name
+	// is its user.
+	TrustedCAFile  string
+	ClientCertAuth bool
+}
+
 // Server is one embedded etcd member with its data directory and ports. Its
 // methods are safe for concurrent use.
 type Server struct {
+	opts       Options
 	dir        string
 	clientAddr string // relay address handed to clients
 	etcdClient string // etcd's own client address, behind the relay
@@ -48,7 +62,10 @@ type Server struct {
 // serves. The election timeout is small (heartbeat 50 ms, election 500 ms),
 // so the smallest lease TTL etcd grants is 1 s. Fsync is disabled: the data
 // survives Stop and Restart, not a machine crash.
-func Start(dir string) (*Server, error) {
+func Start(dir string) (*Server, error) { return StartWith(dir, Options{}) }
+
+// StartWith is Start with opts.
+func StartWith(dir string, opts Options) (*Server, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		ports, err := freePorts(3)
@@ -56,6 +73,7 @@ func Start(dir string) (*Server, error) {
 			return nil, err
 		}
 		s := &Server{
+			opts:       opts,
 			dir:        dir,
 			clientAddr: ports[0],
 			etcdClient: ports[1],
@@ -74,8 +92,14 @@ func Start(dir string) (*Server, error) {
 	return nil, lastErr
 }
 
-// Endpoints returns the client URLs to give clientv3.
-func (s *Server) Endpoints() []string { return []string{"http://" + s.clientAddr} }
+// Endpoints returns the client URLs to give clientv3: https:// with a
+// server certificate.
+func (s *Server) Endpoints() []string {
+	if s.opts.CertFile != "" {
+		return []string{"https://" + s.clientAddr}
+	}
+	return []string{"http://" + s.clientAddr}
+}
 
 // Dir returns the data directory.
 func (s *Server) Dir() string { return s.dir }
@@ -162,8 +186,20 @@ func (s *Server) startEtcd() (*embed.Etcd, error) {
 	cfg.TickMs = 50
 	cfg.ElectionMs = 500
 	cfg.UnsafeNoFsync = true
+	// bcrypt's lowest cost: with auth enabled every client login checks a
+	// password, which at the default cost (and more so under the race
+	// detector) takes long enough to starve the lease keep-alives of a
+	// 1 s TTL on a loaded machine.
+	cfg.BcryptCost = 4
 	cfg.EnableGRPCGateway = false
 	clientURL := url.URL{Scheme: "http", Host: s.etcdClient}
+	if s.opts.CertFile != "" {
+		clientURL.Scheme = "https"
+		cfg.ClientTLSInfo.CertFile = s.opts.CertFile
+		cfg.ClientTLSInfo.KeyFile = s.opts.KeyFile
+		cfg.ClientTLSInfo.TrustedCAFile = s.opts.TrustedCAFile
+		cfg.ClientTLSInfo.ClientCertAuth = s.opts.ClientCertAuth
+	}
 	peerURL := url.URL{Scheme: "http", Host: s.etcdPeer}
 	cfg.ListenClientUrls = []url.URL{clientURL}
 	cfg.AdvertiseClientUrls = []url.URL{clientURL}
