@@ -28,6 +28,8 @@ const fileFromFlag = "--reassignment-json-file"
 type reassignOptions struct {
 	topicsOptions
 	plan, dryRun, wait, additional bool
+	// throttle is --throttle's bytes/s, -1 when not given.
+	throttle int64
 	execute, verify, cancel        string
 	reassignmentFile               string
 	topicsToMoveFile, brokerList   string
@@ -92,6 +94,7 @@ for it. With --wait, --timeout bounds the whole wait.`,
 	f.BoolVar(&opts.dryRun, "dry-run", false, "with --drain: print the plan, change nothing")
 	f.BoolVar(&opts.wait, "wait", false, "with --execute and --drain: wait until the reassignment is completed, printing progress")
 	f.BoolVar(&opts.additional, "additional", false, "with --execute: start it although other reassignments are in progress")
+	f.Int64Var(&opts.throttle, "throttle", -1, "with --execute and --drain: limit the moved replicas' replication to BYTES/s (leader and follower.replication.throttled.rate); --verify clears it once the reassignment is completed")
 	return cmd
 }
 
@@ -118,6 +121,7 @@ func (o *reassignOptions) run(cmd *cobra.Command, args []string) error {
 		only("topics-to-move-json-file", "--plan"), only("broker-list", "--plan"),
 		only("reassignment-json-file", "--execute", "--verify", "--cancel"),
 		only("dry-run", "--drain"), only("wait", "--execute", "--drain"), only("additional", "--execute"),
+		only("throttle", "--execute", "--drain"),
 	} {
 		if check != nil {
 			return check
@@ -172,6 +176,9 @@ func (o *reassignOptions) run(cmd *cobra.Command, args []string) error {
 			return fmt.Errorf("--drain %d: want a broker id, 0 or more", o.drain)
 		}
 	}
+	if flags.Changed("throttle") && o.throttle < 1 {
+		return fmt.Errorf("--throttle %d: must be at least 1 byte/s", o.throttle)
+	}
 
 	adm, ctx, cancel, err := o.admin(cmd)
 	if err != nil {
@@ -184,7 +191,7 @@ func (o *reassignOptions) run(cmd *cobra.Command, args []string) error {
 	case "--plan":
 		return planTopics(ctx, w, adm, topics, brokers)
 	case "--execute":
-		return executeMoves(ctx, w, adm, moves, o.additional, o.wait)
+		return executeMoves(ctx, w, adm, moves, o.additional, o.wait, o.throttle)
 	case "--verify":
 		return verifyMoves(ctx, w, adm, moves)
 	case "--cancel":
@@ -192,7 +199,7 @@ func (o *reassignOptions) run(cmd *cobra.Command, args []string) error {
 	case "--list":
 		return listOngoing(ctx, w, adm)
 	default:
-		return drainBroker(ctx, w, adm, o.drain, o.dryRun, o.wait)
+		return drainBroker(ctx, w, adm, o.drain, o.dryRun, o.wait, o.throttle)
 	}
 }
 
@@ -735,7 +742,7 @@ func planTopics(ctx context.Context, w io.Writer, adm adminClient, topics []stri
 // --execute). Unless additional, it refuses to start while other
 // reassignments are in progress. Every partition and broker is checked
 // before anything is asked. With wait it waits for completion.
-func executeMoves(ctx context.Context, w io.Writer, adm adminClient, moves []move, additional, wait bool) error {
+func executeMoves(ctx context.Context, w io.Writer, adm adminClient, moves []move, additional, wait bool, throttle int64) error {
 	v, err := loadCluster(ctx, adm)
 	if err != nil {
 		return err
@@ -756,13 +763,18 @@ func executeMoves(ctx context.Context, w io.Writer, adm adminClient, moves []mov
 			return fmt.Errorf("reassignments are in progress for %d partition%s (tripod reassign --list): give --additional to start this one as well", len(busy), pluralSuffix(len(busy)))
 		}
 	}
-	return submit(ctx, w, adm, current, moves, wait)
+	return submit(ctx, w, adm, current, moves, wait, throttle)
 }
 
 // submit prints the current assignment, starts moves and, with wait,
 // waits until they are completed.
-func submit(ctx context.Context, w io.Writer, adm adminClient, current, moves []move, wait bool) error {
+func submit(ctx context.Context, w io.Writer, adm adminClient, current, moves []move, wait bool, throttle int64) error {
 	fmt.Fprintf(w, "Current partition replica assignment\n\n%s\n\nSave this to use as the --reassignment-json-file option during rollback\n", formatMoves(current))
+	if throttle > 0 {
+		if err := throttleMoves(ctx, w, adm, current, moves, throttle); err != nil {
+			return err
+		}
+	}
 	var req kadm.AlterPartitionAssignmentsReq
 	for _, m := range moves {
 		req.Assign(m.topic, m.partition, m.replicas)
@@ -910,7 +922,7 @@ func verifyMoves(ctx context.Context, w io.Writer, adm adminClient, moves []move
 	if inProgress > 0 || differs > 0 {
 		return &exitCodeError{code: 1, err: fmt.Errorf("reassignment not completed: %d of %d partitions in progress, %d on other replicas than the file's", inProgress, len(moves), differs)}
 	}
-	return nil
+	return clearThrottles(ctx, w, adm, moves)
 }
 
 // cancelMoves cancels the reassignments in progress of the partitions of
@@ -986,7 +998,7 @@ func listOngoing(ctx context.Context, w io.Writer, adm adminClient) error {
 // drainBroker plans moving every replica off broker id (planDrain),
 // prints the plan and, unless dryRun, starts it, refusing while any of
 // its partitions is being reassigned already.
-func drainBroker(ctx context.Context, w io.Writer, adm adminClient, id int32, dryRun, wait bool) error {
+func drainBroker(ctx context.Context, w io.Writer, adm adminClient, id int32, dryRun, wait bool, throttle int64) error {
 	v, err := loadCluster(ctx, adm)
 	if err != nil {
 		return err
@@ -1020,5 +1032,5 @@ func drainBroker(ctx context.Context, w io.Writer, adm adminClient, id int32, dr
 	if err != nil {
 		return err
 	}
-	return submit(ctx, w, adm, current, moves, wait)
+	return submit(ctx, w, adm, current, moves, wait, throttle)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/cluster"
 )
@@ -144,15 +146,56 @@ func TestReassignAndAlterReplicationFactor(t *testing.T) {
 		t.Fatalf("proposed assignment %v, want %v", got, want)
 	}
 
-	// --execute, then --verify until it is completed.
+	// --execute with a throttle, then --verify until it is completed,
+	// which clears the throttle.
 	plan := writeFile("plan.json", lines[4])
-	out = tripod("reassign", "--execute", plan)
+	out = tripod("reassign", "--execute", plan, "--throttle", "50000000")
 	wantOut := "Current partition replica assignment\n\n" + wantCurrent + "\n\nSave this to use as the --reassignment-json-file option during rollback\n" +
+		"Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed.\n" +
+		"The inter-broker throttle limit was set to 50000000 B/s\n" +
 		"Successfully started partition reassignments for moves-0,moves-1,moves-2,moves-3\n"
 	if out != wantOut {
 		t.Fatalf("reassign --execute printed:\n%s\nwant:\n%s", out, wantOut)
 	}
+	adm := kadm.NewClient(testClient(t, c))
+	throttles := func() (topic map[string]string, rate string) {
+		t.Helper()
+		topic = map[string]string{}
+		tc, err := adm.DescribeTopicConfigs(ctx, "moves")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cfg := range tc[0].Configs {
+			if (cfg.Key == "leader.replication.throttled.replicas" || cfg.Key == "follower.replication.throttled.replicas") && cfg.Value != nil && *cfg.Value != "" {
+				topic[cfg.Key] = *cfg.Value
+			}
+		}
+		bc, err := adm.DescribeBrokerConfigs(ctx, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cfg := range bc[0].Configs {
+			if cfg.Key == "leader.replication.throttled.rate" && cfg.Source == kmsg.ConfigSourceDynamicBrokerConfig && cfg.Value != nil {
+				rate = *cfg.Value
+			}
+		}
+		return topic, rate
+	}
+	topicThrottles, rate := throttles()
+	if want := map[string]string{"leader.replication.throttled.replicas": "1:1,3:2", "follower.replication.throttled.replicas": "1:3,3:4"}; !maps.Equal(topicThrottles, want) || rate != "50000000" {
+		t.Errorf("while moving: topic throttles %v and broker 3's rate %q, want %v and 50000000", topicThrottles, rate, want)
+	}
 	waitVerified(t, addr, plan)
+	// Every broker applies configs as it learns them; the one asked may
+	// still be catching up.
+	if err := cluster.WaitFor(ctx, 30*time.Second, func() error {
+		if topicThrottles, rate := throttles(); len(topicThrottles) != 0 || rate != "" {
+			return fmt.Errorf("topic throttles %v, broker 3's rate %q", topicThrottles, rate)
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("after --verify saw it completed: %v; want both cleared", err)
+	}
 	if got, want := assignmentOf(t, c, "moves"), [][]int32{{1}, {3}, {2}, {4}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("after --execute: replicas %v, want %v", got, want)
 	}
@@ -318,6 +361,9 @@ func waitVerified(t *testing.T, addr, file string) {
 		t.Fatalf("reassign --verify %s: %v; last output:\n%s", file, err, out)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
+		if strings.HasPrefix(line, "Clearing ") {
+			continue // the throttles, which --verify removes once completed
+		}
 		if !strings.HasPrefix(line, "Reassignment of partition ") || !strings.HasSuffix(line, " is completed.") {
 			t.Fatalf("reassign --verify printed %q, want every partition completed", out)
 		}

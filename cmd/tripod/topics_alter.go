@@ -79,7 +79,7 @@ func alterReplicationFactor(ctx context.Context, w io.Writer, adm adminClient, t
 		return err
 	}
 	fmt.Fprintf(w, "Changing the replication factor of topic %s to %d: %d partition%s to reassign.\n", topic, rf, len(moves), pluralSuffix(len(moves)))
-	return submit(ctx, w, adm, current, moves, wait)
+	return submit(ctx, w, adm, current, moves, wait, -1)
 }
 
 // planReplicationFactor returns the reassignment that gives every
