@@ -29,12 +29,12 @@ type reassignOptions struct {
 	topicsOptions
 	plan, dryRun, wait, additional bool
 	// throttle is --throttle's bytes/s, -1 when not given.
-	throttle int64
-	execute, verify, cancel        string
-	reassignmentFile               string
-	topicsToMoveFile, brokerList   string
-	list                           bool
-	drain                          int32
+	throttle                     int64
+	execute, verify, cancel      string
+	reassignmentFile             string
+	topicsToMoveFile, brokerList string
+	list                         bool
+	drain                        int32
 }
 
 // newReassignCmd builds `tripod reassign`, a kafka-reassign-partitions
