@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // securedClusterConfig configures a broker of a cluster with an
@@ -179,6 +181,14 @@ func TestAuthorizerEndToEnd(t *testing.T) {
 	}
 	if got, want := kadm.DecodeACLOperations(md.Topics[0].AuthorizedOperations), []kadm.ACLOperation{kadm.OpRead, kadm.OpWrite, kadm.OpDescribe}; !slices.Equal(got, want) {
 		t.Fatalf("bob's authorized operations on %s: got %v, want %v", topic, got, want)
+	}
+	// Every broker learns the ACLs from its own watch; the group's
+	// coordinator may be one that has not yet.
+	for _, b := range brokers {
+		waitFor(t, ctx, fmt.Sprintf("broker %d to allow bob to read %s", b.ID(), groupID), func() bool {
+			acls, err := b.authz.acls(ctx)
+			return err == nil && acls.authorize("User:bob", "127.0.0.1", coord.ACLOperationRead, coord.ACLResourceGroup, groupID)
+		})
 	}
 	consumer := clientOf(t, brokers[0], bobLogin, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(groupID), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	var got []string
