@@ -122,40 +122,10 @@ func (b *Backend) LoadConfigs(ctx context.Context) (*coord.ConfigState, error) {
 // range and the topics' (not the partition states'); a state is sent when
 // a config changes.
 func (b *Backend) WatchConfigs(ctx context.Context) (<-chan *coord.ConfigState, error) {
-	view := b.newConfigView()
-	var version int64
-	var sent *coord.ConfigState
-	f := &follower[*coord.ConfigState]{
-		key:     b.brokerConfigsPrefix(),
-		end:     clientv3.GetPrefixRangeEnd(b.brokerConfigsPrefix()),
-		alsoKey: b.topicsPrefix(),
-		alsoEnd: clientv3.GetPrefixRangeEnd(b.topicsPrefix()),
-		load: func(ctx context.Context) (int64, error) {
-			v, rev, err := b.loadConfigView(ctx)
-			if err != nil {
-				return 0, err
-			}
-			view, version = v, max(version, rev) // never go back, even if etcd did
-			return version, nil
-		},
-		apply: func(ev *clientv3.Event) {
-			if ev.Type == mvccpb.DELETE {
-				view.remove(string(ev.Kv.Key))
-			} else {
-				view.put(ev.Kv)
-			}
-			version = max(version, ev.Kv.ModRevision)
-		},
-		state: func() (*coord.ConfigState, bool) {
-			s := view.state(version)
-			if sent != nil && s.SameContent(sent) {
-				return nil, false
-			}
-			sent = s
-			return s.Clone(), true
-		},
-	}
-	return startWatch(ctx, b, "configs", f)
+	return watchView(ctx, b, "configs", [][2]string{
+		{b.brokerConfigsPrefix(), clientv3.GetPrefixRangeEnd(b.brokerConfigsPrefix())},
+		{b.topicsPrefix(), clientv3.GetPrefixRangeEnd(b.topicsPrefix())},
+	}, b.loadConfigView)
 }
 
 // AlterBrokerConfigs implements coord.ConfigStore: a get, then a

@@ -217,38 +217,9 @@ func (b *Backend) LoadSecurity(ctx context.Context) (*coord.SecurityState, error
 // WatchSecurity implements coord.SecurityStore. It follows the one range
 // of the store; a state is sent when the credentials or ACLs change.
 func (b *Backend) WatchSecurity(ctx context.Context) (<-chan *coord.SecurityState, error) {
-	view := b.newSecurityView()
-	var version int64
-	var sent *coord.SecurityState
-	f := &follower[*coord.SecurityState]{
-		key: b.securityPrefix(),
-		end: clientv3.GetPrefixRangeEnd(b.securityPrefix()),
-		load: func(ctx context.Context) (int64, error) {
-			v, rev, err := b.loadSecurityView(ctx)
-			if err != nil {
-				return 0, err
-			}
-			view, version = v, max(version, rev) // never go back, even if etcd did
-			return version, nil
-		},
-		apply: func(ev *clientv3.Event) {
-			if ev.Type == mvccpb.DELETE {
-				view.remove(string(ev.Kv.Key))
-			} else {
-				view.put(ev.Kv)
-			}
-			version = max(version, ev.Kv.ModRevision)
-		},
-		state: func() (*coord.SecurityState, bool) {
-			s := view.state(version)
-			if sent != nil && s.SameContent(sent) {
-				return nil, false
-			}
-			sent = s
-			return s.Clone(), true
-		},
-	}
-	return startWatch(ctx, b, "security", f)
+	return watchView(ctx, b, "security", [][2]string{
+		{b.securityPrefix(), clientv3.GetPrefixRangeEnd(b.securityPrefix())},
+	}, b.loadSecurityView)
 }
 
 // SetScramCredential implements coord.SecurityStore: one put.

@@ -279,3 +279,62 @@ func cloneMetadata(md *coord.Metadata) *coord.Metadata {
 		Partitions: maps.Clone(md.Partitions),
 	}
 }
+
+// keyView is a view of stored keys that builds a whole state: the
+// security store's or the config store's.
+type keyView[S any] interface {
+	put(kv *mvccpb.KeyValue)
+	remove(key string)
+	state(version int64) S
+}
+
+// contentState is a state a watch sends only when its content changes.
+type contentState[S any] interface {
+	SameContent(S) bool
+	Clone() S
+}
+
+// watchView follows the ranges of a keyView and sends the whole state
+// whenever its content changes: first the state load reads, then one
+// after each change, its Version never going back. ranges are one or two
+// (key, end) pairs.
+func watchView[S contentState[S], V keyView[S]](ctx context.Context, b *Backend, name string, ranges [][2]string,
+	load func(ctx context.Context) (V, int64, error)) (<-chan S, error) {
+	var view V
+	var version int64
+	var sent S
+	var hasSent bool
+	f := &follower[S]{
+		key: ranges[0][0],
+		end: ranges[0][1],
+		load: func(ctx context.Context) (int64, error) {
+			v, rev, err := load(ctx)
+			if err != nil {
+				return 0, err
+			}
+			view, version = v, max(version, rev) // never go back, even if etcd did
+			return version, nil
+		},
+		apply: func(ev *clientv3.Event) {
+			if ev.Type == mvccpb.DELETE {
+				view.remove(string(ev.Kv.Key))
+			} else {
+				view.put(ev.Kv)
+			}
+			version = max(version, ev.Kv.ModRevision)
+		},
+		state: func() (S, bool) {
+			s := view.state(version)
+			if hasSent && s.SameContent(sent) {
+				var none S
+				return none, false
+			}
+			sent, hasSent = s, true
+			return s.Clone(), true
+		},
+	}
+	if len(ranges) > 1 {
+		f.alsoKey, f.alsoEnd = ranges[1][0], ranges[1][1]
+	}
+	return startWatch(ctx, b, name, f)
+}
