@@ -3,11 +3,9 @@ package zk
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"maps"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
@@ -104,134 +102,36 @@ func (b *Backend) WatchConfigs(ctx context.Context) (<-chan *coord.ConfigState, 
 
 // configWatcher follows /config/brokers and /config/topics.
 type configWatcher struct {
-	b    *Backend
-	out  chan *coord.ConfigState
-	dirs []string
+	znodeTree
+	b   *Backend
+	out chan *coord.ConfigState
 
-	version  int64
-	children map[string]map[string]bool   // by directory
-	configs  map[string]map[string]string // by znode path
-	stale    map[string]struct{}          // znode paths, directories or not
-	changed  bool
-	last     *coord.ConfigState
+	configs map[string]map[string]string // by znode path
+	last    *coord.ConfigState
 }
 
 func (b *Backend) newConfigWatcher(out chan *coord.ConfigState) *configWatcher {
-	return &configWatcher{b: b, out: out, dirs: []string{b.brokerConfigsPath(), b.path("/config/topics")}}
+	w := &configWatcher{b: b, out: out}
+	dirs := []string{b.brokerConfigsPath(), b.path("/config/topics")}
+	w.znodeTree = znodeTree{
+		dirs:   dirs,
+		isDir:  func(p string) bool { return slices.Contains(dirs, p) },
+		forget: func(p string) { delete(w.configs, p) },
+		decode: func(p, _, name string, data []byte) {
+			config, err := decodeConfig(name, data)
+			if err != nil {
+				w.b.log.Warn("ignoring a config znode that does not decode", "znode", p, "error", err)
+				return
+			}
+			w.configs[p] = config
+		},
+	}
+	return w
 }
 
 func (w *configWatcher) reset() {
-	w.children = map[string]map[string]bool{}
+	w.znodeTree.reset()
 	w.configs = map[string]map[string]string{}
-	w.stale = map[string]struct{}{}
-	for _, dir := range w.dirs {
-		w.stale[dir] = struct{}{}
-	}
-	w.changed = true
-}
-
-func (w *configWatcher) isDir(p string) bool { return slices.Contains(w.dirs, p) }
-
-func (w *configWatcher) note(ev zk.Event) {
-	if w.isDir(ev.Path) || w.isDir(path.Dir(ev.Path)) {
-		w.stale[ev.Path] = struct{}{}
-	}
-}
-
-func (w *configWatcher) dirty() bool { return len(w.stale) > 0 }
-
-func (w *configWatcher) refresh(c *zk.Conn) error { return w.read(c, true) }
-
-// read reads the stale znodes (with watches when watch is set) and the
-// znodes that new children reveal, until nothing is stale or a read fails.
-func (w *configWatcher) read(c *zk.Conn, watch bool) error {
-	for len(w.stale) > 0 {
-		paths := slices.Collect(maps.Keys(w.stale))
-		w.stale = map[string]struct{}{}
-		sort.Slice(paths, func(i, j int) bool { return w.isDir(paths[i]) && !w.isDir(paths[j]) })
-		reads := make([]secRead, len(paths))
-		parallel(len(paths), func(i int) error {
-			r := secRead{path: paths[i]}
-			switch {
-			case w.isDir(paths[i]) && watch:
-				r.children, r.stat, _, r.err = c.ChildrenW(paths[i])
-				if errors.Is(r.err, zk.ErrNoNode) {
-					_, _, _, r.err = c.ExistsW(paths[i])
-					r.missing = true
-				}
-			case w.isDir(paths[i]):
-				r.children, r.stat, r.err = c.Children(paths[i])
-				if errors.Is(r.err, zk.ErrNoNode) {
-					r.missing, r.err = true, nil
-				}
-			case watch:
-				r.data, r.stat, _, r.err = c.GetW(paths[i])
-			default:
-				r.data, r.stat, r.err = c.Get(paths[i])
-			}
-			if !w.isDir(paths[i]) && errors.Is(r.err, zk.ErrNoNode) {
-				r.missing, r.err = true, nil
-			}
-			reads[i] = r
-			return nil
-		})
-		var first error
-		for _, r := range reads {
-			if r.err != nil {
-				w.stale[r.path] = struct{}{}
-				if first == nil {
-					first = r.err
-				}
-				continue
-			}
-			w.apply(r)
-		}
-		if first != nil {
-			return first
-		}
-	}
-	return nil
-}
-
-func (w *configWatcher) apply(r secRead) {
-	if r.stat != nil {
-		w.version = max(w.version, r.stat.Mzxid, r.stat.Pzxid)
-	}
-	if w.isDir(r.path) {
-		names := map[string]bool{}
-		if !r.missing {
-			for _, n := range r.children {
-				names[n] = true
-				if !w.children[r.path][n] {
-					w.stale[r.path+"/"+n] = struct{}{}
-				}
-			}
-		}
-		for n := range w.children[r.path] {
-			if !names[n] {
-				delete(w.configs, r.path+"/"+n)
-			}
-		}
-		w.children[r.path] = names
-		w.changed = true
-		return
-	}
-	dir, name := path.Split(r.path)
-	dir = strings.TrimSuffix(dir, "/")
-	if !w.children[dir][name] {
-		return // removed since: its read is moot
-	}
-	w.changed = true
-	delete(w.configs, r.path)
-	if r.missing {
-		return
-	}
-	config, err := decodeConfig(name, r.data)
-	if err != nil {
-		w.b.log.Warn("ignoring a config znode that does not decode", "znode", r.path, "error", err)
-		return
-	}
-	w.configs[r.path] = config
 }
 
 // snapshot builds the whole state from what was read.
@@ -255,10 +155,9 @@ func (w *configWatcher) snapshot() *coord.ConfigState {
 }
 
 func (w *configWatcher) publish() {
-	if len(w.stale) > 0 || !w.changed {
+	if !w.ready() {
 		return
 	}
-	w.changed = false
 	s := w.snapshot()
 	if w.last != nil && s.SameContent(w.last) {
 		return

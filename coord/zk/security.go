@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/url"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -707,8 +706,7 @@ func (b *Backend) DeleteACLs(ctx context.Context, filters []coord.ACLFilter) ([]
 // only the znodes whose watch fired, and sends a whole state once every
 // stale znode has been read again and the credentials or ACLs changed.
 func (b *Backend) WatchSecurity(ctx context.Context) (<-chan *coord.SecurityState, error) {
-	w := &securityWatcher{b: b, out: make(chan *coord.SecurityState, 1), dirs: b.aclDirs()}
-	w.dirs[b.usersPath()] = aclResource{}
+	w := b.newSecurityWatcher()
 	if err := b.startWatch(ctx, "watch security under "+b.path(""), w); err != nil {
 		return nil, err
 	}
@@ -719,18 +717,14 @@ func (b *Backend) WatchSecurity(ctx context.Context) (<-chan *coord.SecurityStat
 // the users' (an aclResource with no pattern) and the ACLs' per pattern
 // and resource type.
 type securityWatcher struct {
+	znodeTree
 	b    *Backend
 	out  chan *coord.SecurityState
 	dirs map[string]aclResource
 
-	version  int64
-	children map[string]map[string]bool // by directory
-	users    map[string]userRead        // by znode path
-	acls     map[string][]coord.ACL     // by znode path
-	stale    map[string]struct{}        // znode paths, directories or not
-	changed  bool
-
-	last *coord.SecurityState
+	users map[string]userRead    // by znode path
+	acls  map[string][]coord.ACL // by znode path
+	last  *coord.SecurityState
 }
 
 type userRead struct {
@@ -738,143 +732,54 @@ type userRead struct {
 	creds []coord.ScramCredential
 }
 
+func (b *Backend) newSecurityWatcher() *securityWatcher {
+	w := &securityWatcher{b: b, out: make(chan *coord.SecurityState, 1), dirs: b.aclDirs()}
+	w.dirs[b.usersPath()] = aclResource{}
+	w.znodeTree = znodeTree{
+		dirs: slices.Sorted(maps.Keys(w.dirs)),
+		isDir: func(p string) bool {
+			_, ok := w.dirs[p]
+			return ok
+		},
+		forget: func(p string) {
+			delete(w.users, p)
+			delete(w.acls, p)
+		},
+		decode: w.decode,
+	}
+	return w
+}
+
 func (w *securityWatcher) reset() {
-	w.children = map[string]map[string]bool{}
+	w.znodeTree.reset()
 	w.users = map[string]userRead{}
 	w.acls = map[string][]coord.ACL{}
-	w.stale = map[string]struct{}{}
-	for dir := range w.dirs {
-		w.stale[dir] = struct{}{}
-	}
-	w.changed = true
 }
 
-func (w *securityWatcher) note(ev zk.Event) {
-	if _, ok := w.dirs[ev.Path]; ok {
-		w.stale[ev.Path] = struct{}{}
-	} else if _, ok := w.dirs[path.Dir(ev.Path)]; ok {
-		w.stale[ev.Path] = struct{}{}
-	}
-}
-
-func (w *securityWatcher) dirty() bool { return len(w.stale) > 0 }
-
-// secRead is the outcome of reading one znode.
-type secRead struct {
-	path     string
-	missing  bool
-	data     []byte
-	children []string
-	stat     *zk.Stat
-	err      error
-}
-
-// refresh reads the stale znodes, with watches, and the znodes that new
-// children reveal, until nothing is stale or a read fails.
-func (w *securityWatcher) refresh(c *zk.Conn) error {
-	for len(w.stale) > 0 {
-		paths := slices.Collect(maps.Keys(w.stale))
-		w.stale = map[string]struct{}{}
-		sort.Slice(paths, func(i, j int) bool { return w.isDir(paths[i]) && !w.isDir(paths[j]) })
-		reads := make([]secRead, len(paths))
-		parallel(len(paths), func(i int) error {
-			r := secRead{path: paths[i]}
-			if w.isDir(paths[i]) {
-				r.children, r.stat, _, r.err = c.ChildrenW(paths[i])
-				if errors.Is(r.err, zk.ErrNoNode) {
-					// Watch for the directory to be created.
-					_, _, _, r.err = c.ExistsW(paths[i])
-					r.missing = true
-				}
-			} else {
-				r.data, r.stat, _, r.err = c.GetW(paths[i])
-				if errors.Is(r.err, zk.ErrNoNode) {
-					r.missing, r.err = true, nil
-				}
-			}
-			reads[i] = r
-			return nil
-		})
-		var first error
-		for _, r := range reads {
-			if r.err != nil {
-				w.stale[r.path] = struct{}{}
-				if first == nil {
-					first = r.err
-				}
-				continue
-			}
-			w.apply(r)
-		}
-		if first != nil {
-			return first
-		}
-	}
-	return nil
-}
-
-func (w *securityWatcher) isDir(p string) bool {
-	_, ok := w.dirs[p]
-	return ok
-}
-
-func (w *securityWatcher) apply(r secRead) {
-	if r.stat != nil {
-		w.version = max(w.version, r.stat.Mzxid, r.stat.Pzxid)
-	}
-	if w.isDir(r.path) {
-		names := map[string]bool{}
-		if !r.missing {
-			for _, n := range r.children {
-				names[n] = true
-				if !w.children[r.path][n] {
-					w.stale[r.path+"/"+n] = struct{}{}
-				}
-			}
-		}
-		for n := range w.children[r.path] {
-			if !names[n] {
-				delete(w.users, r.path+"/"+n)
-				delete(w.acls, r.path+"/"+n)
-			}
-		}
-		w.children[r.path] = names
-		w.changed = true
-		return
-	}
-	dir, name := path.Split(r.path)
-	dir = strings.TrimSuffix(dir, "/")
-	if !w.children[dir][name] {
-		return // removed since: its read is moot
-	}
-	w.changed = true
-	delete(w.users, r.path)
-	delete(w.acls, r.path)
-	if r.missing {
-		return
-	}
+// decode takes in a user's credentials or a resource's ACLs.
+func (w *securityWatcher) decode(p, dir, name string, data []byte) {
 	if dir == w.b.usersPath() {
 		user, err := desanitize(name)
 		if err != nil {
-			w.b.log.Warn("ignoring a user znode whose name does not decode", "znode", r.path, "error", err)
+			w.b.log.Warn("ignoring a user znode whose name does not decode", "znode", p, "error", err)
 			return
 		}
-		config, err := decodeUserConfig(r.path, r.data)
+		config, err := decodeUserConfig(p, data)
 		if err != nil {
 			w.b.log.Warn("ignoring a user config that does not decode", "error", err)
 			return
 		}
-		w.users[r.path] = userRead{user: user, creds: w.b.scramCredentials(r.path, config)}
+		w.users[p] = userRead{user: user, creds: w.b.scramCredentials(p, config)}
 		return
 	}
 	res := w.dirs[dir]
 	res.name = name
-	acls, err := decodeACLs(r.path, res, r.data)
+	acls, err := decodeACLs(p, res, data)
 	if err != nil {
 		w.b.log.Warn("ignoring an acl znode that does not decode", "error", err)
 		return
 	}
-	w.acls[r.path] = acls
+	w.acls[p] = acls
 }
 
 // snapshot builds the whole state from what was read.
@@ -894,10 +799,9 @@ func (w *securityWatcher) snapshot() *coord.SecurityState {
 }
 
 func (w *securityWatcher) publish() {
-	if len(w.stale) > 0 || !w.changed {
+	if !w.ready() {
 		return
 	}
-	w.changed = false
 	s := w.snapshot()
 	if w.last != nil && s.SameContent(w.last) {
 		return
