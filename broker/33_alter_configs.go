@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -44,19 +43,13 @@ func handleAlterConfigs(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			for _, i := range topics {
 				fr.Resources = append(fr.Resources, r.Resources[i])
 			}
-			kresp, err := b.forwardToController(ctx, fr)
-			if err != nil {
-				return nil, err
-			}
-			fresp := kresp.(*kmsg.AlterConfigsResponse)
-			out := make([]configOutcome, len(topics))
-			for j := range out {
-				out[j] = configOutcome{kind: kerr.UnknownServerError, err: errors.New("the controller did not answer for this resource")}
-				if j < len(fresp.Resources) {
-					out[j] = remoteConfigOutcome(fresp.Resources[j].ErrorCode, fresp.Resources[j].ErrorMessage)
+			return b.forwardConfigs(ctx, fr, len(topics), func(resp kmsg.Response, j int) (int16, *string, bool) {
+				res := resp.(*kmsg.AlterConfigsResponse).Resources
+				if j >= len(res) {
+					return 0, nil, false
 				}
-			}
-			return out, nil
+				return res[j].ErrorCode, res[j].ErrorMessage, true
+			})
 		}
 		for i, o := range b.alterConfigs(ctx, req, resources, r.ValidateOnly, forward) {
 			sr := kmsg.NewAlterConfigsResponseResource()

@@ -54,19 +54,13 @@ func handleIncrementalAlterConfigs(_ context.Context, b *Broker, req *request) (
 			for _, i := range topics {
 				fr.Resources = append(fr.Resources, r.Resources[i])
 			}
-			kresp, err := b.forwardToController(ctx, fr)
-			if err != nil {
-				return nil, err
-			}
-			fresp := kresp.(*kmsg.IncrementalAlterConfigsResponse)
-			out := make([]configOutcome, len(topics))
-			for j := range out {
-				out[j] = configOutcome{kind: kerr.UnknownServerError, err: errors.New("the controller did not answer for this resource")}
-				if j < len(fresp.Resources) {
-					out[j] = remoteConfigOutcome(fresp.Resources[j].ErrorCode, fresp.Resources[j].ErrorMessage)
+			return b.forwardConfigs(ctx, fr, len(topics), func(resp kmsg.Response, j int) (int16, *string, bool) {
+				res := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources
+				if j >= len(res) {
+					return 0, nil, false
 				}
-			}
-			return out, nil
+				return res[j].ErrorCode, res[j].ErrorMessage, true
+			})
 		}
 		for i, o := range b.alterConfigs(ctx, req, resources, r.ValidateOnly, forward) {
 			sr := kmsg.NewIncrementalAlterConfigsResponseResource()
@@ -105,6 +99,25 @@ type alterResource struct {
 type configOutcome struct {
 	kind *kerr.Error
 	err  error
+}
+
+// forwardConfigs sends fr, holding n resources of an AlterConfigs or
+// IncrementalAlterConfigs, to the controller and returns their outcomes
+// in order, read from its answer by result (ok false: the answer lacks
+// resource j).
+func (b *Broker) forwardConfigs(ctx context.Context, fr kmsg.Request, n int, result func(resp kmsg.Response, j int) (code int16, msg *string, ok bool)) ([]configOutcome, error) {
+	kresp, err := b.forwardToController(ctx, fr)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]configOutcome, n)
+	for j := range out {
+		out[j] = configOutcome{kind: kerr.UnknownServerError, err: errors.New("the controller did not answer for this resource")}
+		if code, msg, ok := result(kresp, j); ok {
+			out[j] = remoteConfigOutcome(code, msg)
+		}
+	}
+	return out, nil
 }
 
 func remoteConfigOutcome(code int16, msg *string) configOutcome {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tripodmq/tripod/coord"
 )
@@ -227,29 +226,7 @@ func (b *Broker) liveConfig() Config { return b.dynamic().cfg }
 // closes, applying every state (applyConfigs). A failed watch is retried
 // with backoff.
 func (b *Broker) watchConfigs(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for {
-		states, err := b.backend.WatchConfigs(ctx)
-		if err == nil {
-			for st := range states {
-				b.applyConfigs(st)
-				backoff = 100 * time.Millisecond
-			}
-			err = errors.New("the watch ended")
-		}
-		if ctx.Err() != nil || errors.Is(err, coord.ErrClosed) {
-			return
-		}
-		b.logger.Warn("watching dynamic configs failed, retrying", "error", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	followStore(ctx, b.logger, "dynamic configs", b.backend.WatchConfigs, b.applyConfigs)
 }
 
 // applyConfigs makes st the dynamic state, unless a newer one is applied,

@@ -70,31 +70,7 @@ func (s *saslServer) watchCredentials(ctx context.Context) {
 	if !s.watch {
 		return
 	}
-	backoff := 100 * time.Millisecond
-	for {
-		states, err := s.store.WatchSecurity(ctx)
-		if err == nil {
-			for st := range states {
-				s.setCredentials(st)
-				backoff = 100 * time.Millisecond
-			}
-			// The channel closes when ctx ends or the backend closes
-			// (the next watch says ErrClosed).
-			err = errors.New("the watch ended")
-		}
-		if ctx.Err() != nil || errors.Is(err, coord.ErrClosed) {
-			return
-		}
-		s.logger.Warn("watching the security state failed, retrying", "error", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	followStore(ctx, s.logger, "the security state", s.store.WatchSecurity, s.setCredentials)
 }
 
 // setCredentials records st unless a newer state is recorded.
