@@ -68,7 +68,9 @@ type Backend struct {
 	claimMu sync.Mutex
 	// raftOps is held (read) around Raft calls whose futures Raft may
 	// drop unresolved when it shuts down (VerifyLeader, leadership
-	// transfers); Close takes it before Shutdown, so none is pending then.
+	// transfers, applies: an apply committed but not yet handed to the
+	// FSM when Raft stops is never answered); Close takes it before
+	// Shutdown, so none is pending then.
 	raftOps sync.RWMutex
 
 	mu     sync.Mutex
@@ -498,10 +500,18 @@ func (b *Backend) applyLocal(ctx context.Context, cmd *command) (applyResult, er
 	if d, ok := ctx.Deadline(); ok {
 		enqueue = min(enqueue, max(time.Until(d), time.Millisecond))
 	}
+	b.raftOps.RLock()
+	select {
+	case <-b.closing:
+		b.raftOps.RUnlock()
+		return applyResult{}, coord.ErrClosed
+	default:
+	}
 	f := b.raft.Apply(data, enqueue)
 	// errNotLeader from waitFuture means nothing was appended: the
-	// caller may retry with the next leader.
-	if err := b.waitFuture(ctx, f); err != nil {
+	// caller may retry with the next leader. waitFuture releases raftOps
+	// once Raft has answered.
+	if err := b.waitFuture(ctx, f, b.raftOps.RUnlock); err != nil {
 		return applyResult{}, err
 	}
 	res, _ := f.Response().(applyResult)
@@ -594,21 +604,25 @@ func (b *Backend) waitApplied(ctx context.Context, index uint64) {
 	}
 }
 
-// waitFuture waits for f until ctx ends or Close. Raft resolves every
-// future at the latest when it shuts down, which ends the waiting
-// goroutine.
-func (b *Backend) waitFuture(ctx context.Context, f hraft.Future) error {
+// waitFuture waits for f until ctx ends or Close, and calls answered
+// once Raft has answered f (at once when it does not wait): the caller
+// holds raftOps (read) until then, so Close shuts Raft down only when
+// the future is answered, and the waiting goroutine ends.
+func (b *Backend) waitFuture(ctx context.Context, f hraft.Future, answered func()) error {
 	done := make(chan error, 1)
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
+		answered()
 		return coord.ErrClosed
 	}
 	b.wg.Add(1)
 	b.mu.Unlock()
 	go func() {
 		defer b.wg.Done()
-		done <- f.Error()
+		err := f.Error()
+		answered()
+		done <- err
 	}()
 	select {
 	case err := <-done:
