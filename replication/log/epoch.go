@@ -97,8 +97,17 @@ func epochsAfter(entries []EpochEntry, headers []batchHeader) []EpochEntry {
 	return added
 }
 
-// setEpochs publishes entries and checkpoints them if they differ from
-// the current ones. Callers hold appendMu.
+// setEpochs publishes entries. Callers hold appendMu.
+//
+// The checkpoint is not written here but by syncEpochs, which flushLocked
+// and roll call, and so Close: a new epoch's first append (every
+// partition that changed leader, on its leader and on each follower)
+// would otherwise create and rename a file, and fsync it, thousands of
+// times in a row when a broker fails. It is durable no later than the
+// batches it describes, and after a crash Open rebuilds the last
+// segment's entries from its batches, which it verifies anyway (the
+// earlier segments' entries were written when the segment after them was
+// rolled).
 func (l *Log) setEpochs(entries []EpochEntry) error {
 	if equalEpochs(entries, l.epochs) {
 		return nil
@@ -106,7 +115,21 @@ func (l *Log) setEpochs(entries []EpochEntry) error {
 	l.mu.Lock()
 	l.epochs = entries
 	l.mu.Unlock()
-	return writeEpochs(l.dir, entries)
+	l.epochsDirty = true
+	return nil
+}
+
+// syncEpochs writes and fsyncs the leader-epoch checkpoint if the epochs
+// changed since it was last written. Callers hold appendMu.
+func (l *Log) syncEpochs() error {
+	if !l.epochsDirty {
+		return nil
+	}
+	if err := writeEpochs(l.dir, l.epochs); err != nil {
+		return err
+	}
+	l.epochsDirty = false
+	return nil
 }
 
 // trimEpochs returns entries without those starting at or after end, and
@@ -215,8 +238,13 @@ func writeEpochs(dir string, entries []EpochEntry) error {
 // scanEpochs rebuilds the epoch entries from the batch headers of every
 // segment (when the checkpoint is missing or unreadable).
 func (l *Log) scanEpochs() ([]EpochEntry, error) {
-	var entries []EpochEntry
-	for _, s := range l.segments {
+	return scanSegmentEpochs(nil, l.segments)
+}
+
+// scanSegmentEpochs returns entries with the epochs that the batches of
+// segs (in order, after those entries) add to them.
+func scanSegmentEpochs(entries []EpochEntry, segs []*segment) ([]EpochEntry, error) {
+	for _, s := range segs {
 		sc := newHeaderScanner(s.log, 0, s.tail.size)
 		for {
 			_, h, err := sc.next()

@@ -198,3 +198,81 @@ func TestEpochCheckpointFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashRebuildsUnsyncedEpochs checks what a power failure may leave:
+// batches of epochs that the unsynced leader-epoch checkpoint lacks, or an
+// older checkpoint naming an epoch that a truncation replaced. Open after
+// the crash rebuilds the last segment's epochs from its batches; the
+// earlier segments' epochs, fsynced when the next segment was rolled, are
+// kept as checkpointed.
+func TestCrashRebuildsUnsyncedEpochs(t *testing.T) {
+	batch := newBatch(t, 5, 100, time.Now().UnixMilli())
+	cfg := testConfig()
+	cfg.SegmentBytes = int64(2*len(batch) + 1)
+	tests := []struct {
+		name string
+		// checkpoint is what the crash left in the checkpoint; nil: no
+		// checkpoint. With asLeft the checkpoint is as the crash left it.
+		checkpoint []EpochEntry
+		want       []EpochEntry
+		asLeft     bool
+	}{
+		{"as a process crash leaves it", nil, []EpochEntry{{0, 0}, {2, 10}, {5, 20}}, true},
+		{"the last epoch's write lost", []EpochEntry{{0, 0}, {2, 10}}, []EpochEntry{{0, 0}, {2, 10}, {5, 20}}, false},
+		{"the checkpoint lost", nil, []EpochEntry{{0, 0}, {2, 10}, {5, 20}}, false},
+		{"a truncated epoch's write kept", []EpochEntry{{0, 0}, {2, 10}, {4, 20}}, []EpochEntry{{0, 0}, {2, 10}, {5, 20}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openTestLog(t, dir, cfg)
+			// Segments 0..9, 10..19 and 20..24: epoch 5 begins the last.
+			for _, epoch := range []int32{0, 0, 2, 2, 5} {
+				if _, err := l.Append(batch, epoch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l.crash()
+			if tt.asLeft {
+				// Written when segment 20 was rolled, without epoch 5.
+			} else if tt.checkpoint == nil {
+				removeFile(t, filepath.Join(dir, leaderEpochFile))
+			} else if err := writeEpochs(dir, tt.checkpoint); err != nil {
+				t.Fatal(err)
+			}
+			l = openTestLog(t, dir, cfg)
+			if got := l.Epochs(); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Epochs after the crash: got %v, want %v", got, tt.want)
+			}
+			if epoch, end := l.EndOffsetForEpoch(2); epoch != 2 || end != 20 {
+				t.Fatalf("EndOffsetForEpoch(2): got %d, %d, want 2, 20", epoch, end)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readEpochs(dir)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("checkpoint after Close: got %v, %v, want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestEpochCheckpointWrittenWithBatches checks that an appended epoch
+// is checkpointed by the next Flush, not in the append path.
+func TestEpochCheckpointWrittenWithBatches(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, testConfig())
+	if _, err := l.Append(newBatch(t, 1, 10, time.Now().UnixMilli()), 3); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readEpochs(dir); err == nil && len(got) > 0 {
+		t.Fatalf("checkpoint after an append: got %v, want it written by the next flush", got)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readEpochs(dir); err != nil || !reflect.DeepEqual(got, []EpochEntry{{3, 0}}) {
+		t.Fatalf("checkpoint after Flush: got %v, %v, want [{3 0}]", got, err)
+	}
+}

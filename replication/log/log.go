@@ -168,6 +168,9 @@ type Log struct {
 	// dirDirty is set when segment files were created or removed since
 	// the directory was last fsynced.
 	dirDirty bool
+	// epochsDirty is set when the epochs changed since the leader-epoch
+	// checkpoint was last written (see setEpochs).
+	epochsDirty bool
 
 	mu          sync.RWMutex
 	segments    []*segment
@@ -301,23 +304,32 @@ func (l *Log) load(clean bool) error {
 	if err := l.dropSnapshotsAbove(end); err != nil {
 		return err
 	}
-	return l.loadEpochs()
+	return l.loadEpochs(clean)
 }
 
 // loadEpochs reads the leader-epoch checkpoint, or rebuilds it from the
 // batches when it is missing or unreadable, and drops the entries the
-// log no longer holds (a recovered tail, retention).
-func (l *Log) loadEpochs() error {
-	entries, err := readEpochs(l.dir)
+// log no longer holds (a recovered tail, retention). After a crash
+// (!clean) the last segment's entries are rebuilt from its batches: the
+// checkpoint is fsynced only with the batches (see setEpochs), so a power
+// failure may have kept batches of an epoch it lacks.
+func (l *Log) loadEpochs(clean bool) error {
+	read, err := readEpochs(l.dir)
 	stale := err != nil // A missing checkpoint is an empty one.
+	entries := read
 	if err != nil {
 		if entries, err = l.scanEpochs(); err != nil {
+			return err
+		}
+	} else if !clean {
+		last := l.active()
+		if entries, err = scanSegmentEpochs(trimEpochs(read, l.startOffset, last.baseOffset), []*segment{last}); err != nil {
 			return err
 		}
 	}
 	trimmed := trimEpochs(entries, l.startOffset, l.active().tail.nextOffset)
 	l.epochs = trimmed
-	if (stale && len(trimmed) > 0) || !equalEpochs(trimmed, entries) {
+	if (stale && len(trimmed) > 0) || !equalEpochs(trimmed, read) {
 		return writeEpochs(l.dir, trimmed)
 	}
 	return nil
@@ -592,9 +604,10 @@ func (l *Log) appendLocked(buf []byte, headers []batchHeader) (AppendResult, err
 	for _, h := range headers {
 		res.Records += int64(h.recordCount)
 	}
-	// A new leader epoch is checkpointed before its first batch is
-	// written, so that no batch is ever on disk with an epoch the cache
-	// lacks; Open drops entries beyond the log end.
+	// A new leader epoch is in the cache before its first batch is
+	// written, and checkpointed before it is fsynced (see setEpochs), so
+	// that no batch is ever durable with an epoch the checkpoint lacks;
+	// Open drops entries beyond the log end.
 	if added := epochsAfter(l.epochs, headers); len(added) > 0 {
 		if err := l.setEpochs(append(append([]EpochEntry(nil), l.epochs...), added...)); err != nil {
 			return AppendResult{}, err
@@ -700,6 +713,11 @@ func (l *Log) roll() (*segment, error) {
 		l.mu.Unlock()
 	}
 	if err := old.persistIndexes(false); err != nil {
+		return nil, err
+	}
+	// The epochs of the segment rolled are durable before any batch of
+	// the next: Open rebuilds only the last segment's (see setEpochs).
+	if err := l.syncEpochs(); err != nil {
 		return nil, err
 	}
 	s, err := createSegment(l.dir, old.tail.nextOffset)
@@ -1232,9 +1250,9 @@ func (l *Log) maybeFlush(now time.Time) error {
 	return l.flushLocked()
 }
 
-// Flush fsyncs everything written so far: the segments written since the
-// last flush, their indexes, and the directory if segments were created or
-// removed.
+// Flush fsyncs everything written so far: the leader-epoch checkpoint,
+// the segments written since the last flush, their indexes, and the
+// directory if segments were created or removed.
 func (l *Log) Flush() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -1246,6 +1264,10 @@ func (l *Log) Flush() error {
 
 // flushLocked implements Flush. Callers hold appendMu.
 func (l *Log) flushLocked() error {
+	// The epochs first, so no batch is durable before its epoch.
+	if err := l.syncEpochs(); err != nil {
+		return err
+	}
 	for _, s := range l.segments {
 		if !s.dirty {
 			continue
