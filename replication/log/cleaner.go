@@ -575,6 +575,7 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 	s.tail, s.offsets, s.times = cleaned.tail, cleaned.offsets, cleaned.times
 	s.offsetsFile = indexFileState{entries: len(s.offsets), valid: len(s.offsets)}
 	s.timesFile = indexFileState{entries: len(s.times), valid: len(s.times)}
+	s.indexFiles = true
 	l.mu.Lock()
 	l.segments[i] = s
 	l.mu.Unlock()

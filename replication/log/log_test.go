@@ -1038,8 +1038,14 @@ func (l *Log) unflushed() int64 {
 // holds, and time-index entries increase and name offsets in the segment.
 func checkIndexes(t *testing.T, dir string) {
 	t.Helper()
-	for _, base := range segmentFiles(t, dir) {
+	bases := segmentFiles(t, dir)
+	for i, base := range bases {
 		logBytes := readFile(t, segmentPath(dir, base, logSuffix))
+		if _, err := os.Stat(segmentPath(dir, base, indexSuffix)); i == len(bases)-1 && errors.Is(err, os.ErrNotExist) {
+			// The active segment's index files are created when it is
+			// first rolled, flushed or closed with bytes.
+			continue
+		}
 		idx := readFile(t, segmentPath(dir, base, indexSuffix))
 		if len(idx)%offsetEntrySize != 0 {
 			t.Fatalf("segment %d: offset index of %d bytes", base, len(idx))
@@ -1312,5 +1318,37 @@ func TestSetConfig(t *testing.T) {
 	}
 	if got := l.StartOffset(); got != 80 {
 		t.Fatalf("log start after retention.bytes 0: got %d, want 80 (only the active segment kept)", got)
+	}
+}
+
+// TestIdleLogHasOneSegmentFile checks that a log created and left empty
+// holds one segment file (no index files) through a close and a reopen,
+// and that its first bytes bring the index files.
+func TestIdleLogHasOneSegmentFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	l := openTestLog(t, dir, cfg)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openTestLog(t, dir, cfg)
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if _, err := os.Stat(segmentPath(dir, 0, suffix)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s file of an idle log: got %v, want none", suffix, err)
+		}
+	}
+	mustAppend(t, l, newBatch(t, 5, 100, time.Now().UnixMilli()))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkIndexes(t, dir)
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if _, err := os.Stat(segmentPath(dir, 0, suffix)); err != nil {
+			t.Fatalf("%s file after an append and Close: %v", suffix, err)
+		}
+	}
+	l = openTestLog(t, dir, cfg)
+	if got := readAllFrom(t, l, 0); len(got) != 1 {
+		t.Fatalf("reopened log: %d batches, want 1", len(got))
 	}
 }

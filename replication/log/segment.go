@@ -123,6 +123,8 @@ type segment struct {
 	// offsetsFile and timesFile track the index files against offsets
 	// and times.
 	offsetsFile, timesFile indexFileState
+	// indexFiles is set once both index files exist.
+	indexFiles bool
 }
 
 // indexFileState tracks an index file against the entries in memory.
@@ -159,14 +161,13 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 	return base, true
 }
 
-// createSegment creates the empty files of a segment at base, replacing
-// any left over.
+// createSegment creates the empty .log file of a segment at base,
+// replacing any left over. Its index files are created when it first has
+// bytes (see persistIndexes), so a partition created and left idle costs
+// one file, not three: creating files is most of what creating a
+// partition costs. (Open removes index files without a log; a file left
+// at base otherwise is cut to the entries written when it is created.)
 func createSegment(dir string, base int64) (*segment, error) {
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		if err := writeIndexFile(segmentPath(dir, base, suffix), nil, 0, false); err != nil {
-			return nil, fmt.Errorf("create segment %d: %w", base, err)
-		}
-	}
 	return openSegment(dir, base, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
 }
 
@@ -204,9 +205,11 @@ func (s *segment) sync() error {
 }
 
 // persistIndexes writes the index entries the files lack and cuts entries
-// the log no longer has; with sync it also fsyncs both index files.
+// the log no longer has, creating the files once the segment holds bytes;
+// with sync it also fsyncs both index files.
 func (s *segment) persistIndexes(sync bool) error {
-	if sync || !s.offsetsFile.current(len(s.offsets)) {
+	create := !s.indexFiles && s.tail.size > 0
+	if sync || create || !s.offsetsFile.current(len(s.offsets)) {
 		n := s.offsetsFile.valid
 		buf := appendOffsetEntries(nil, s.offsets[n:])
 		if err := writeIndexFile(segmentPath(s.dir, s.baseOffset, indexSuffix), buf, int64(n)*offsetEntrySize, sync); err != nil {
@@ -214,7 +217,7 @@ func (s *segment) persistIndexes(sync bool) error {
 		}
 		s.offsetsFile = indexFileState{entries: len(s.offsets), valid: len(s.offsets)}
 	}
-	if sync || !s.timesFile.current(len(s.times)) {
+	if sync || create || !s.timesFile.current(len(s.times)) {
 		n := s.timesFile.valid
 		buf := appendTimeEntries(nil, s.times[n:])
 		if err := writeIndexFile(segmentPath(s.dir, s.baseOffset, timeIndexSuffix), buf, int64(n)*timeEntrySize, sync); err != nil {
@@ -222,6 +225,7 @@ func (s *segment) persistIndexes(sync bool) error {
 		}
 		s.timesFile = indexFileState{entries: len(s.times), valid: len(s.times)}
 	}
+	s.indexFiles = true
 	return nil
 }
 
@@ -351,6 +355,13 @@ func (s *segment) loadIndexes(logSize int64) (ok bool, err error) {
 	}
 	s.offsets, s.times = nil, nil
 	s.offsetsFile, s.timesFile = indexFileState{entries: -1}, indexFileState{entries: -1}
+	s.indexFiles = rawExists && trawExists
+	if !s.indexFiles && logSize == 0 {
+		// An empty segment's index files are created with its first
+		// bytes.
+		s.offsetsFile, s.timesFile = indexFileState{}, indexFileState{}
+		return true, nil
+	}
 	if !rawExists || !trawExists || len(raw)%offsetEntrySize != 0 || len(traw)%timeEntrySize != 0 {
 		return false, nil
 	}
