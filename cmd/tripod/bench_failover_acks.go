@@ -61,6 +61,7 @@ type ackTracker struct {
 type ackPartition struct {
 	states   []uint8 // by sequence number
 	resolved int     // records acknowledged or failed
+	firstAck time.Time
 	lastAck  time.Time
 
 	affected       bool
@@ -113,6 +114,9 @@ func (t *ackTracker) OnProduceBatchWritten(meta kgo.BrokerMetadata, _ string, pa
 		return
 	}
 	p := &t.parts[partition]
+	if p.firstAck.IsZero() {
+		p.firstAck = now
+	}
 	p.lastAck = now
 	if !t.armed || !p.affected || !p.firstAfter.IsZero() {
 		return
@@ -137,6 +141,23 @@ func (t *ackTracker) staleSince(since time.Time) int {
 		}
 	}
 	return -1
+}
+
+// lastFirstAck returns the latest of the partitions' first
+// acknowledgements, or zero while a partition has had none.
+func (t *ackTracker) lastFirstAck() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var last time.Time
+	for i := range t.parts {
+		if t.parts[i].firstAck.IsZero() {
+			return time.Time{}
+		}
+		if t.parts[i].firstAck.After(last) {
+			last = t.parts[i].firstAck
+		}
+	}
+	return last
 }
 
 // backlogged returns a partition with more than limit records sent and

@@ -45,8 +45,11 @@ type failoverSeries struct {
 	Topic      string `json:"topic"`
 	// MinInsyncReplicas is the topic's min.insync.replicas, or 0 when the
 	// brokers did not accept that topic config (it was created without).
-	MinInsyncReplicas int            `json:"min_insync_replicas"`
-	Runs              []*failoverRun `json:"runs"`
+	MinInsyncReplicas int `json:"min_insync_replicas"`
+	// TopicReadyMs is the time from CreateTopics sent until every
+	// partition's leader had acknowledged an acks=all write.
+	TopicReadyMs float64        `json:"topic_ready_ms"`
+	Runs         []*failoverRun `json:"runs"`
 	// Produced, Acked and Failed count the producer's records: sent,
 	// acknowledged, and failed for good.
 	Produced int64 `json:"produced"`
