@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -40,6 +41,9 @@ type serveOptions struct {
 	// metricsListen is the HOST:PORT serving Prometheus metrics at
 	// /metrics; empty serves none.
 	metricsListen string
+	// pprof also serves Go's runtime profiles (net/http/pprof) at
+	// /debug/pprof/ on the metrics listener.
+	pprof bool
 
 	// warnings are the Kafka properties given that have no effect in
 	// tripod, logged once the logger exists.
@@ -76,7 +80,9 @@ leaderships to other brokers first (controlled.shutdown.enable).
 
 With --metrics-listen HOST:PORT the broker serves its metrics in
 Prometheus text format at http://HOST:PORT/metrics (port 0: a free port,
-logged as "metrics listening").`,
+logged as "metrics listening"). With --pprof as well it serves Go's
+runtime profiles there at /debug/pprof/ (CPU, heap, goroutines, execution
+trace), for ` + "`go tool pprof`" + ` and ` + "`go tool trace`" + `.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := opts.config(cmd)
@@ -85,7 +91,7 @@ logged as "metrics listening").`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runServe(ctx, cfg, opts.logLevel, opts.metricsListen, opts.warnings)
+			return runServe(ctx, cfg, opts.logLevel, opts.metricsListen, opts.pprof, opts.warnings)
 		},
 	}
 	f := cmd.Flags()
@@ -104,6 +110,7 @@ logged as "metrics listening").`,
 	f.DurationVar(&opts.sessionTimeout, "session-timeout", 6*time.Second, "session timeout: the failure detection time (zookeeper.session.timeout.ms / etcd.lease.ttl.ms)")
 	f.StringVar(&opts.advertise, "advertise", "", "HOST:PORT other brokers and clients are told, with one listener (advertised.listeners)")
 	f.StringVar(&opts.metricsListen, "metrics-listen", "", "HOST:PORT serving Prometheus metrics at /metrics; empty: no metrics")
+	f.BoolVar(&opts.pprof, "pprof", false, "also serve Go's runtime profiles at /debug/pprof/ on --metrics-listen")
 	return cmd
 }
 
@@ -170,6 +177,9 @@ func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
 			return cfg, fmt.Errorf("--%s: %w", p.flag, err)
 		}
 	}
+	if o.pprof && o.metricsListen == "" {
+		return cfg, errors.New("--pprof: needs --metrics-listen, whose listener serves the profiles")
+	}
 	if o.metricsListen != "" {
 		if err := checkHostPort(o.metricsListen); err != nil {
 			return cfg, fmt.Errorf("--metrics-listen %q: %w", o.metricsListen, err)
@@ -198,8 +208,9 @@ func checkHostPort(addr string) error {
 
 // runServe runs a broker until ctx is done, then closes it. With
 // metricsListen set it serves the broker's metrics at /metrics there
-// until the broker has closed.
-func runServe(ctx context.Context, cfg broker.Config, level, metricsListen string, warnings []string) error {
+// (and, with pprof, the runtime profiles at /debug/pprof/) until the
+// broker has closed.
+func runServe(ctx context.Context, cfg broker.Config, level, metricsListen string, pprof bool, warnings []string) error {
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:   "tripod",
 		Level:  hclog.LevelFromString(level),
@@ -227,7 +238,7 @@ func runServe(ctx context.Context, cfg broker.Config, level, metricsListen strin
 	}
 	var stopMetrics func()
 	if metricsLn != nil {
-		stopMetrics = serveMetrics(metricsLn, b.MetricsHandler(), logger)
+		stopMetrics = serveMetrics(metricsLn, b.MetricsHandler(), pprof, logger)
 	}
 	<-ctx.Done()
 	logger.Info("shutting down")
@@ -242,11 +253,20 @@ func runServe(ctx context.Context, cfg broker.Config, level, metricsListen strin
 // for scrapes in progress.
 const metricsShutdownTimeout = 5 * time.Second
 
-// serveMetrics serves handler at /metrics on ln until the returned stop
-// function is called; stop waits for the server to end.
-func serveMetrics(ln net.Listener, handler http.Handler, logger hclog.Logger) (stop func()) {
+// serveMetrics serves handler at /metrics on ln, and with pprof the
+// runtime profiles at /debug/pprof/, until the returned stop function is
+// called; stop waits for the server to end.
+func serveMetrics(ln net.Listener, handler http.Handler, pprof bool, logger hclog.Logger) (stop func()) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", handler)
+	if pprof {
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+		logger.Info("runtime profiles served", "addr", ln.Addr().String(), "path", "/debug/pprof/")
+	}
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
