@@ -214,3 +214,38 @@ func TestServeRefusesBadMetricsListen(t *testing.T) {
 		}
 	}
 }
+
+// TestServePprof checks that --pprof serves the runtime profiles on the
+// metrics listener, that without it they are not served, and that --pprof
+// without --metrics-listen is refused naming both flags.
+func TestServePprof(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _, withAddr, _, _ := startServeWithMetrics(t,
+		"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--pprof")
+	page, err := scrapeURL(ctx, "http://"+withAddr+"/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatalf("goroutine profile with --pprof: %v", err)
+	}
+	if !strings.Contains(page, "goroutine profile:") {
+		t.Errorf("goroutine profile with --pprof: got %.200q, want a goroutine profile", page)
+	}
+	if _, err := scrapeURL(ctx, "http://"+withAddr+"/metrics"); err != nil {
+		t.Errorf("metrics with --pprof: %v", err)
+	}
+
+	_, _, withoutAddr, _, _ := startServeWithMetrics(t,
+		"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
+	if _, err := scrapeURL(ctx, "http://"+withoutAddr+"/debug/pprof/goroutine?debug=1"); err == nil {
+		t.Errorf("goroutine profile without --pprof: got a page, want none")
+	}
+
+	var opts serveOptions
+	cmd := newServeCmdWith(&opts)
+	if err := cmd.ParseFlags([]string{"--pprof"}); err != nil {
+		t.Fatalf("parse flags: %v", err)
+	}
+	if _, err := opts.config(cmd); err == nil || !strings.Contains(err.Error(), "--pprof") || !strings.Contains(err.Error(), "--metrics-listen") {
+		t.Errorf("--pprof without --metrics-listen: got error %v, want one naming --pprof and --metrics-listen", err)
+	}
+}
