@@ -425,7 +425,7 @@ func (b *Broker) encode(req *request, resp kmsg.Response) []byte {
 // fields for flexible responses (header v1; ApiVersions always uses
 // header v0), then the body.
 func encodeResponse(key int16, correlationID int32, resp kmsg.Response) []byte {
-	buf := make([]byte, 8, responseSizeHint(resp))
+	buf := getFrame(responseSizeHint(resp))[:8]
 	binary.BigEndian.PutUint32(buf[4:], uint32(correlationID))
 	if resp.IsFlexible() && key != apiVersionsKey {
 		buf = append(buf, 0)
@@ -455,8 +455,9 @@ func responseSizeHint(resp kmsg.Response) int {
 }
 
 // writeResponses writes each queued response once its handler has
-// produced it, in queue order, until the queue closes. After a write
-// error it keeps draining without writing.
+// produced it, in queue order, until the queue closes, giving each frame
+// written back to its pool (frames.go): a frame queued belongs to the
+// writer. After a write error it keeps draining without writing.
 func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, nc net.Conn, queue <-chan *pendingResponse, unanswered *atomic.Int32) {
 	bw := bufio.NewWriterSize(nc, 32<<10)
 	broken := false
@@ -490,7 +491,11 @@ func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, 
 		if frame == nil {
 			continue
 		}
-		if _, err := bw.Write(frame); err != nil {
+		_, err := bw.Write(frame)
+		// The buffered writer copied the frame or wrote it out: nothing
+		// refers to it any more.
+		putFrame(frame)
+		if err != nil {
 			broken = true
 			cancel()
 			nc.Close()

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -378,6 +379,9 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 	if err := waitTopicLeaders(ctx, seeds[0], topic, opts.partitions); err != nil {
 		return produceResult{}, err
 	}
+	if err := primeProducer(ctx, cl, topic, opts.partitions, payload); err != nil {
+		return produceResult{}, err
+	}
 
 	n := opts.records
 	latencies := make([]time.Duration, n)
@@ -448,6 +452,31 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		BatchBytes:        opts.batchBytes,
 		MaxInFlight:       inFlight(acks, opts),
 	}, nil
+}
+
+// primeProducer sends one record of payload to every partition of topic
+// and waits until each is acknowledged, before the clock starts: what the
+// producer does once (learn the topic's partitions, get its producer id,
+// connect to every leader) and the followers' first fetches of the new
+// partitions would otherwise be paid by the first records timed, a
+// tenth of a second in which a paced run queues thousands of records.
+// The records are keyed so that the producer's default partitioner, which
+// hashes keys as Kafka's does, sends one to each partition.
+func primeProducer(ctx context.Context, cl *kgo.Client, topic string, partitions int, payload []byte) error {
+	hash := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+	covered := make([]bool, partitions)
+	var records []*kgo.Record
+	for k := 0; len(records) < partitions; k++ {
+		key := []byte("prime-" + strconv.Itoa(k))
+		if p := hash.Partition(&kgo.Record{Key: key}, partitions); !covered[p] {
+			covered[p] = true
+			records = append(records, &kgo.Record{Key: key, Value: payload})
+		}
+	}
+	if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		return fmt.Errorf("prime the producer on topic %s: %w", topic, err)
+	}
+	return nil
 }
 
 // waitTopicLeaders waits until the broker at addr names a leader for each

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // benchHeaderLine and benchResultLine match the lines `tripod bench
@@ -112,6 +115,42 @@ func TestBenchProduce(t *testing.T) {
 	for _, r := range runs {
 		if r.Records != 2000 || r.RecordSize != 100 || r.RecordsPerSec <= 0 {
 			t.Errorf("--json run %+v: want 2000 records of 100 B at a rate above 0", r)
+		}
+	}
+}
+
+// TestPrimeProducer checks that primeProducer leaves exactly one record
+// in every partition of a topic, keyed so that the producer's default
+// partitioner put it there, and that the records it sent were
+// acknowledged (its client then knows the topic and holds a producer id).
+func TestPrimeProducer(t *testing.T) {
+	c := startRaftCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic, partitions = "primed", 7
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := createTopic(ctx, cl, topic, partitions, 1, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitTopicLeaders(ctx, c.Bootstrap()[0], topic, partitions); err != nil {
+		t.Fatal(err)
+	}
+	if err := primeProducer(ctx, cl, topic, partitions, []byte("value")); err != nil {
+		t.Fatalf("primeProducer: %v", err)
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(partitions) {
+		end, ok := ends.Lookup(topic, p)
+		if !ok || end.Err != nil || end.Offset != 1 {
+			t.Errorf("partition %d: end offset %+v, want 1 (one priming record)", p, end)
 		}
 	}
 }

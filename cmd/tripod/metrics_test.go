@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -211,6 +212,81 @@ func TestServeRefusesBadMetricsListen(t *testing.T) {
 		_, err := opts.config(cmd)
 		if err == nil || !strings.Contains(err.Error(), "--metrics-listen") {
 			t.Errorf("--metrics-listen %q: got error %v, want one naming --metrics-listen", bad, err)
+		}
+	}
+}
+
+// TestServePprof checks that --pprof serves the runtime profiles on the
+// metrics listener, that without it they are not served, and that --pprof
+// without --metrics-listen is refused naming both flags.
+func TestServePprof(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _, withAddr, _, _ := startServeWithMetrics(t,
+		"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--pprof")
+	page, err := scrapeURL(ctx, "http://"+withAddr+"/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatalf("goroutine profile with --pprof: %v", err)
+	}
+	if !strings.Contains(page, "goroutine profile:") {
+		t.Errorf("goroutine profile with --pprof: got %.200q, want a goroutine profile", page)
+	}
+	if _, err := scrapeURL(ctx, "http://"+withAddr+"/metrics"); err != nil {
+		t.Errorf("metrics with --pprof: %v", err)
+	}
+
+	_, _, withoutAddr, _, _ := startServeWithMetrics(t,
+		"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
+	if _, err := scrapeURL(ctx, "http://"+withoutAddr+"/debug/pprof/goroutine?debug=1"); err == nil {
+		t.Errorf("goroutine profile without --pprof: got a page, want none")
+	}
+
+	var opts serveOptions
+	cmd := newServeCmdWith(&opts)
+	if err := cmd.ParseFlags([]string{"--pprof"}); err != nil {
+		t.Fatalf("parse flags: %v", err)
+	}
+	if _, err := opts.config(cmd); err == nil || !strings.Contains(err.Error(), "--pprof") || !strings.Contains(err.Error(), "--metrics-listen") {
+		t.Errorf("--pprof without --metrics-listen: got error %v, want one naming --pprof and --metrics-listen", err)
+	}
+}
+
+// TestServeHeapFloor checks, through the go_gc_gogc_percent metric, that
+// a broker raises GOGC above Go's 100 for its default 64 MiB heap floor
+// while its live heap is a few MiB, and that --heap-floor 0 or GOGC in
+// the environment leave it at 100.
+func TestServeHeapFloor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The brokers inherit the test's environment: GOGC is set only
+	// where a case asks for it.
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	for _, tc := range []struct {
+		args   []string
+		gogc   string
+		raised bool
+	}{
+		{nil, "", true},
+		{[]string{"--heap-floor", "0"}, "", false},
+		{nil, "100", false},
+	} {
+		if tc.gogc != "" {
+			os.Setenv("GOGC", tc.gogc)
+		}
+		args := append([]string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, tc.args...)
+		_, _, metricsAddr, _, _ := startServeWithMetrics(t, args...)
+		os.Unsetenv("GOGC")
+		page, err := scrapeURL(ctx, "http://"+metricsAddr+"/metrics")
+		if err != nil {
+			t.Fatalf("scrape: %v", err)
+		}
+		gogc, ok := pageValue(page, "go_gc_gogc_percent")
+		if !ok {
+			t.Fatalf("no go_gc_gogc_percent in the metrics")
+		}
+		if raised := gogc > 100; raised != tc.raised {
+			t.Errorf("tripod serve %v with GOGC=%q in the environment: GOGC %v, want it raised above 100: %v", tc.args, tc.gogc, gogc, tc.raised)
 		}
 	}
 }

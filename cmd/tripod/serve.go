@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tripodmq/tripod/broker"
+	"github.com/tripodmq/tripod/internal/gcfloor"
 )
 
 // serveOptions are the flags of `tripod serve`.
@@ -40,6 +42,12 @@ type serveOptions struct {
 	// metricsListen is the HOST:PORT serving Prometheus metrics at
 	// /metrics; empty serves none.
 	metricsListen string
+	// pprof also serves Go's runtime profiles (net/http/pprof) at
+	// /debug/pprof/ on the metrics listener.
+	pprof bool
+	// heapFloor is the smallest heap goal of the garbage collector, in
+	// bytes (internal/gcfloor); 0 leaves Go's pacing alone.
+	heapFloor int64
 
 	// warnings are the Kafka properties given that have no effect in
 	// tripod, logged once the logger exists.
@@ -76,7 +84,15 @@ leaderships to other brokers first (controlled.shutdown.enable).
 
 With --metrics-listen HOST:PORT the broker serves its metrics in
 Prometheus text format at http://HOST:PORT/metrics (port 0: a free port,
-logged as "metrics listening").`,
+logged as "metrics listening"). With --pprof as well it serves Go's
+runtime profiles there at /debug/pprof/ (CPU, heap, goroutines, execution
+trace), for ` + "`go tool pprof`" + ` and ` + "`go tool trace`" + `.
+
+--heap-floor (default 64 MiB) keeps the garbage collector from running
+before the heap reaches that size: a broker's live heap is small and what
+it allocates is mostly short-lived record buffers, so Go's default goal
+(twice the live heap) would collect dozens of times a second. It is off
+with --heap-floor 0 or when the GOGC environment variable is set.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := opts.config(cmd)
@@ -85,7 +101,7 @@ logged as "metrics listening").`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runServe(ctx, cfg, opts.logLevel, opts.metricsListen, opts.warnings)
+			return runServe(ctx, cfg, opts, opts.warnings)
 		},
 	}
 	f := cmd.Flags()
@@ -104,6 +120,8 @@ logged as "metrics listening").`,
 	f.DurationVar(&opts.sessionTimeout, "session-timeout", 6*time.Second, "session timeout: the failure detection time (zookeeper.session.timeout.ms / etcd.lease.ttl.ms)")
 	f.StringVar(&opts.advertise, "advertise", "", "HOST:PORT other brokers and clients are told, with one listener (advertised.listeners)")
 	f.StringVar(&opts.metricsListen, "metrics-listen", "", "HOST:PORT serving Prometheus metrics at /metrics; empty: no metrics")
+	f.BoolVar(&opts.pprof, "pprof", false, "also serve Go's runtime profiles at /debug/pprof/ on --metrics-listen")
+	f.Int64Var(&opts.heapFloor, "heap-floor", defaultHeapFloor, "smallest heap in bytes at which the garbage collector runs; 0, or GOGC set in the environment: Go's default pacing")
 	return cmd
 }
 
@@ -170,6 +188,12 @@ func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
 			return cfg, fmt.Errorf("--%s: %w", p.flag, err)
 		}
 	}
+	if o.heapFloor < 0 {
+		return cfg, fmt.Errorf("--heap-floor %d: must be 0 (off) or a size in bytes", o.heapFloor)
+	}
+	if o.pprof && o.metricsListen == "" {
+		return cfg, errors.New("--pprof: needs --metrics-listen, whose listener serves the profiles")
+	}
 	if o.metricsListen != "" {
 		if err := checkHostPort(o.metricsListen); err != nil {
 			return cfg, fmt.Errorf("--metrics-listen %q: %w", o.metricsListen, err)
@@ -196,17 +220,29 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
+// defaultHeapFloor is --heap-floor's default: 64 MiB.
+const defaultHeapFloor = 64 << 20
+
 // runServe runs a broker until ctx is done, then closes it. With
-// metricsListen set it serves the broker's metrics at /metrics there
-// until the broker has closed.
-func runServe(ctx context.Context, cfg broker.Config, level, metricsListen string, warnings []string) error {
+// opts.metricsListen set it serves the broker's metrics at /metrics there
+// (and, with opts.pprof, the runtime profiles at /debug/pprof/) until the
+// broker has closed; with opts.heapFloor the garbage collector's heap goal
+// is kept at least that large meanwhile, unless GOGC is set.
+func runServe(ctx context.Context, cfg broker.Config, opts *serveOptions, warnings []string) error {
+	metricsListen, pprof := opts.metricsListen, opts.pprof
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:   "tripod",
-		Level:  hclog.LevelFromString(level),
+		Level:  hclog.LevelFromString(opts.logLevel),
 		Output: os.Stderr,
 	})
 	for _, w := range warnings {
 		logger.Warn("property ignored", "reason", w)
+	}
+	if gogc, set := os.LookupEnv("GOGC"); set && opts.heapFloor > 0 {
+		logger.Info("heap floor off: GOGC is set", "GOGC", gogc)
+	} else if opts.heapFloor > 0 {
+		floor := gcfloor.Start(uint64(opts.heapFloor))
+		defer floor.Stop()
 	}
 	// The metrics listener is bound first, so a port in use fails before
 	// the broker joins its cluster.
@@ -227,7 +263,7 @@ func runServe(ctx context.Context, cfg broker.Config, level, metricsListen strin
 	}
 	var stopMetrics func()
 	if metricsLn != nil {
-		stopMetrics = serveMetrics(metricsLn, b.MetricsHandler(), logger)
+		stopMetrics = serveMetrics(metricsLn, b.MetricsHandler(), pprof, logger)
 	}
 	<-ctx.Done()
 	logger.Info("shutting down")
@@ -242,11 +278,20 @@ func runServe(ctx context.Context, cfg broker.Config, level, metricsListen strin
 // for scrapes in progress.
 const metricsShutdownTimeout = 5 * time.Second
 
-// serveMetrics serves handler at /metrics on ln until the returned stop
-// function is called; stop waits for the server to end.
-func serveMetrics(ln net.Listener, handler http.Handler, logger hclog.Logger) (stop func()) {
+// serveMetrics serves handler at /metrics on ln, and with pprof the
+// runtime profiles at /debug/pprof/, until the returned stop function is
+// called; stop waits for the server to end.
+func serveMetrics(ln net.Listener, handler http.Handler, pprof bool, logger hclog.Logger) (stop func()) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", handler)
+	if pprof {
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+		logger.Info("runtime profiles served", "addr", ln.Addr().String(), "path", "/debug/pprof/")
+	}
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -226,6 +226,7 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{"session timeout too short", []string{"--session-timeout", "10ms"}, "session timeout"},
 		{"bad imbalance percentage", []string{"--set", "leader.imbalance.per.broker.percentage=101"}, "leader.imbalance.per.broker.percentage"},
 		{"unknown security protocol", []string{"--set", "listener.security.protocol.map=PLAINTEXT:TLS"}, "listener.security.protocol.map"},
+		{"negative heap floor", []string{"--heap-floor", "-1"}, "--heap-floor"},
 		{"SASL listener without mechanisms", []string{"--set", "listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT"}, "sasl.enabled.mechanisms"},
 	}
 	for _, c := range cases {
