@@ -560,18 +560,22 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 		removeSegmentFiles(l.dir, base, swapSuffix)
 		return false, nil
 	}
+	// Readers may still open the old segment's file until it leaves the
+	// segment list: pinned, it stays open on the old bytes once the
+	// cleaned file takes its name.
+	if _, err := c.seg.log.pin(false); err != nil {
+		l.appendMu.Unlock()
+		removeSegmentFiles(l.dir, base, swapSuffix)
+		return false, fmt.Errorf("swap cleaned segment %d: %w", base, err)
+	}
+	defer c.seg.log.unpin()
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
 		if err := os.Rename(segmentPath(l.dir, base, suffix+swapSuffix), segmentPath(l.dir, base, suffix)); err != nil {
 			l.appendMu.Unlock()
 			return false, fmt.Errorf("swap cleaned segment %d: %w", base, err)
 		}
 	}
-	s, err := openSegment(l.dir, base, os.O_RDWR)
-	if err != nil {
-		// The files are in place: the next Open loads them.
-		l.appendMu.Unlock()
-		return false, err
-	}
+	s := openSegment(l.files, l.dir, base)
 	s.tail, s.offsets, s.times = cleaned.tail, cleaned.offsets, cleaned.times
 	s.offsetsFile = indexFileState{entries: len(s.offsets), valid: len(s.offsets)}
 	s.timesFile = indexFileState{entries: len(s.times), valid: len(s.times)}

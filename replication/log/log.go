@@ -94,6 +94,11 @@ type Config struct {
 	// (log.flush.interval.ms), checked on each append and by
 	// EnforceRetention. Default 0: never on time.
 	FlushInterval time.Duration
+	// Files is the pool through which the log opens its segment files,
+	// shared by the logs of a broker (log.open.files.max bounds it).
+	// Default nil: a pool of DefaultOpenFilesMax shared by every log of
+	// the process that names none.
+	Files *FilePool
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -156,6 +161,8 @@ var appendBuffers = sync.Pool{New: func() any { return new([]byte) }}
 type Log struct {
 	dir string
 	cfg Config
+	// files opens the segment files.
+	files *FilePool
 	// now is the clock; tests replace it.
 	now func() time.Time
 
@@ -216,7 +223,10 @@ func Open(dir string, cfg Config) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, cfg: cfg, now: time.Now}
+	l := &Log{dir: dir, cfg: cfg, files: cfg.Files, now: time.Now}
+	if l.files == nil {
+		l.files = defaultPool
+	}
 	marker := filepath.Join(dir, cleanShutdownFile)
 	_, statErr := os.Stat(marker)
 	clean := statErr == nil
@@ -274,7 +284,7 @@ func (l *Log) load(clean bool) error {
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	if len(bases) == 0 {
-		s, err := createSegment(l.dir, max(checkpoint, 0))
+		s, err := createSegment(l.files, l.dir, max(checkpoint, 0))
 		if err != nil {
 			return err
 		}
@@ -282,10 +292,7 @@ func (l *Log) load(clean bool) error {
 		l.dirDirty = true
 	}
 	for i, base := range bases {
-		s, err := openSegment(l.dir, base, os.O_RDWR)
-		if err != nil {
-			return err
-		}
+		s := openSegment(l.files, l.dir, base)
 		l.segments = append(l.segments, s)
 		if i < len(bases)-1 {
 			err = l.loadTrusted(s, bases[i+1])
@@ -434,6 +441,9 @@ func (l *Log) recover(s *segment, clean bool) error {
 	}
 	// After a crash, what the page cache held may not be on disk yet.
 	s.dirty = !clean || !s.offsetsFile.current(len(s.offsets)) || !s.timesFile.current(len(s.times))
+	if s.dirty {
+		s.log.markUnsynced()
+	}
 	return s.persistIndexes(false)
 }
 
@@ -702,7 +712,7 @@ func (l *Log) roll() (*segment, error) {
 	if err := old.persistIndexes(false); err != nil {
 		return nil, err
 	}
-	s, err := createSegment(l.dir, old.tail.nextOffset)
+	s, err := createSegment(l.files, l.dir, old.tail.nextOffset)
 	if err != nil {
 		return nil, err
 	}
@@ -1067,7 +1077,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 			first = fmt.Errorf("remove segment %d: %w", r.baseOffset, err)
 		}
 	}
-	s, err := createSegment(l.dir, offset)
+	s, err := createSegment(l.files, l.dir, offset)
 	if err != nil {
 		return err
 	}
