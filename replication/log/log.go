@@ -249,12 +249,18 @@ func Open(dir string, cfg Config) (*Log, error) {
 // load opens the segments found in l.dir, recovers the last one (wholly
 // unless the log was closed cleanly) and sets the log start offset.
 func (l *Log) load(clean bool) error {
-	if err := recoverSwaps(l.dir); err != nil {
-		return err
-	}
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("list log directory %s: %w", l.dir, err)
+	}
+	changed, err := recoverSwaps(l.dir, entries)
+	if err != nil {
+		return err
+	}
+	if changed {
+		if entries, err = os.ReadDir(l.dir); err != nil {
+			return fmt.Errorf("list log directory %s: %w", l.dir, err)
+		}
 	}
 	var bases []int64
 	logs := make(map[int64]bool)
@@ -305,7 +311,11 @@ func (l *Log) load(clean bool) error {
 	}
 	end := l.segments[len(l.segments)-1].tail.nextOffset
 	l.startOffset = min(max(checkpoint, l.segments[0].baseOffset), end)
-	if err := l.dropSnapshotsAbove(end); err != nil {
+	// The left-overs removed above are no snapshots: entries still
+	// lists every snapshot.
+	snapshots := snapshotsAmong(entries)
+	i := sort.Search(len(snapshots), func(i int) bool { return snapshots[i] > end })
+	if err := removeSnapshots(l.dir, snapshots[i:], true); err != nil {
 		return err
 	}
 	return l.loadEpochs()

@@ -1208,11 +1208,11 @@ func TestDescriptorsOnlyForSegmentsInUse(t *testing.T) {
 }
 
 // openDescriptors counts the file descriptors the process holds.
-func openDescriptors(t *testing.T) int {
-	t.Helper()
+func openDescriptors(tb testing.TB) int {
+	tb.Helper()
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Fatalf("count file descriptors: %v", err)
+		tb.Fatalf("count file descriptors: %v", err)
 	}
 	return len(entries)
 }
