@@ -3,6 +3,9 @@ package broker
 import (
 	"context"
 	"errors"
+	"flag"
+	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -132,4 +135,70 @@ func BenchmarkCreateTopic10000(bm *testing.B) {
 		bm.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/topic")
 		bm.StopTimer()
 	}
+}
+
+// idleReplicas is how many partitions BenchmarkIdleReplicaMemory creates.
+var idleReplicas = flag.Int("idle-replicas", 20000, "how many partitions BenchmarkIdleReplicaMemory creates")
+
+// BenchmarkIdleReplicaMemory starts a lone broker (its own Raft voter),
+// creates a topic of -idle-replicas partitions with replication factor 1,
+// writes one record to each and lets them idle (until the retention check,
+// every second here, has closed their segment files), then reports what
+// an idle replica costs beyond what the broker held before the topic: the
+// Go heap in use after GC and the goroutine stacks, per replica, and the
+// file descriptors and goroutines in all.
+// Run: go test ./broker/ -run '^$' -bench IdleReplicaMemory -benchtime 1x
+func BenchmarkIdleReplicaMemory(bm *testing.B) {
+	n := *idleReplicas
+	for range bm.N {
+		bm.StopTimer()
+		cfg := testConfig(bm)
+		cfg.LogRetentionCheckInterval = time.Second
+		b := startBroker(bm, cfg)
+		before := idleFootprint(bm)
+		createLocalTopic(bm, b, "idle", n)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ProducerLinger(0))
+		if err != nil {
+			bm.Fatalf("new client: %v", err)
+		}
+		records := make([]*kgo.Record, n)
+		for i := range records {
+			records[i] = &kgo.Record{Topic: "idle", Partition: int32(i), Value: []byte("idle")}
+		}
+		if err := cl.ProduceSync(testContext(bm, 5*time.Minute), records...).FirstErr(); err != nil {
+			bm.Fatalf("produce one record to each of %d partitions: %v", n, err)
+		}
+		cl.Close()
+		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.files.Open() == 0 })
+		after := idleFootprint(bm)
+		bm.ReportMetric(float64(after.heap-before.heap)/float64(n), "heap-B/replica")
+		bm.ReportMetric(float64(after.stack-before.stack)/float64(n), "stack-B/replica")
+		bm.ReportMetric(float64(after.fds-before.fds), "fds")
+		bm.ReportMetric(float64(after.goroutines-before.goroutines), "goroutines")
+		bm.ReportMetric(0, "ns/op")
+	}
+}
+
+// footprint is what the process holds.
+type footprint struct {
+	// heap and stack are the bytes of the Go heap in use after a full
+	// collection, and of the goroutine stacks.
+	heap, stack int64
+	fds         int
+	goroutines  int
+}
+
+// idleFootprint measures what the process holds, after a collection.
+func idleFootprint(tb testing.TB) footprint {
+	tb.Helper()
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatalf("count file descriptors: %v", err)
+	}
+	return footprint{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), fds: len(entries), goroutines: runtime.NumGoroutine()}
 }

@@ -21,8 +21,10 @@ var defaultPool = NewFilePool(DefaultOpenFilesMax)
 // truncation, an fsync) and pinned for that use only; once unpinned it
 // stays open in the pool's least-recently-used list, and the least
 // recently used one is closed when more than the pool's capacity are
-// open. A pinned file is never closed, so a pool holds more than its
-// capacity while more files than that are in use at once. A file written
+// open. CloseIdle closes the files unused since its previous call, so
+// that an idle partition holds no descriptor at all. A pinned file is
+// never closed, so a pool holds more than its capacity while more files
+// than that are in use at once. A file written
 // since its last fsync is fsynced before it is closed, and an error of
 // that fsync is returned by the segment's next sync, so an eviction loses
 // no fsync. A broker shares one pool among all its logs; a FilePool is
@@ -31,11 +33,15 @@ type FilePool struct {
 	max int
 
 	mu sync.Mutex
-	// open counts the files open, pinned or idle.
-	open int
+	// open counts the files open, pinned or idle; closing those taken
+	// out of the pool but not closed yet.
+	open, closing int
 	// idle lists the open files no one pinned, the most recently used
 	// first.
 	idle fileList
+	// generation counts the calls to CloseIdle; a file last used during
+	// an earlier generation is idle since the previous call.
+	generation uint64
 }
 
 // NewFilePool returns a pool that keeps at most capacity files open
@@ -45,11 +51,27 @@ func NewFilePool(capacity int) *FilePool { return &FilePool{max: max(capacity, 1
 // Max is the pool's capacity.
 func (p *FilePool) Max() int { return p.max }
 
-// Open reports how many files the pool holds open.
+// Open reports how many files the pool holds open, counting those it is
+// closing.
 func (p *FilePool) Open() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.open
+	return p.open + p.closing
+}
+
+// CloseIdle closes the files not used since the previous call (fsyncing
+// those written since their last fsync), and returns how many it closed.
+// A broker calls it periodically (every log.retention.check.interval.ms).
+func (p *FilePool) CloseIdle() int {
+	p.mu.Lock()
+	var victims []evicted
+	for p.idle.last != nil && p.idle.last.used < p.generation {
+		victims = append(victims, p.takeLocked(p.idle.last))
+	}
+	p.generation++
+	p.mu.Unlock()
+	p.closeEvicted(victims)
+	return len(victims)
 }
 
 // evictLocked takes out of the pool the least recently used idle files
@@ -58,36 +80,47 @@ func (p *FilePool) Open() int {
 func (p *FilePool) evictLocked(limit int) []evicted {
 	var out []evicted
 	for p.open > limit && p.idle.last != nil {
-		sf := p.idle.last
-		p.idle.remove(sf)
-		out = append(out, evicted{sf: sf, f: sf.f, sync: sf.unsynced})
-		if sf.unsynced {
-			sf.unsynced = false
-			sf.syncing++
-		}
-		sf.f = nil
-		p.open--
+		out = append(out, p.takeLocked(p.idle.last))
 	}
 	return out
+}
+
+// takeLocked takes the idle file sf out of the pool, for closeEvicted.
+// Callers hold p.mu.
+func (p *FilePool) takeLocked(sf *segmentFile) evicted {
+	p.idle.remove(sf)
+	e := evicted{sf: sf, f: sf.f, sync: sf.unsynced}
+	if sf.unsynced {
+		sf.unsynced = false
+		sf.syncing++
+	}
+	sf.f = nil
+	p.open--
+	p.closing++
+	return e
 }
 
 // closeEvicted fsyncs (if written since their last fsync) and closes the
 // files evictLocked took out, without p.mu.
 func (p *FilePool) closeEvicted(files []evicted) {
 	for _, e := range files {
+		var err error
 		if e.sync {
-			err := e.f.Sync()
-			p.mu.Lock()
-			e.sf.syncing--
-			if err != nil {
-				e.sf.unsynced = true
-				if e.sf.syncErr == nil {
-					e.sf.syncErr = err
-				}
-			}
-			p.mu.Unlock()
+			err = e.f.Sync()
 		}
 		e.f.Close()
+		p.mu.Lock()
+		if e.sync {
+			e.sf.syncing--
+		}
+		if err != nil {
+			e.sf.unsynced = true
+			if e.sf.syncErr == nil {
+				e.sf.syncErr = err
+			}
+		}
+		p.closing--
+		p.mu.Unlock()
 	}
 }
 
@@ -145,6 +178,8 @@ type segmentFile struct {
 	// and pins is 0.
 	pins       int
 	prev, next *segmentFile
+	// used is the pool's generation when the file was last unpinned.
+	used uint64
 	// closed is set by close: the file can no longer be pinned.
 	closed bool
 	// unsynced is set when the file was written since its last fsync.
@@ -168,6 +203,7 @@ func openSegmentFile(pool *FilePool, path string, flag int) (*segmentFile, error
 	}
 	pool.mu.Lock()
 	sf.f = f
+	sf.used = pool.generation
 	pool.open++
 	pool.idle.pushFront(sf)
 	victims := pool.evictLocked(pool.max)
@@ -265,6 +301,7 @@ func (sf *segmentFile) unpin() {
 		closing, sf.f = sf.f, nil
 		p.open--
 	} else {
+		sf.used = p.generation
 		p.idle.pushFront(sf)
 		victims = p.evictLocked(p.max)
 	}

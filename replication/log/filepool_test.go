@@ -362,3 +362,40 @@ func TestFilePoolReadersDuringEvictions(t *testing.T) {
 		t.Fatalf("after the readers: the pool of one holds %d files", got)
 	}
 }
+
+func TestFilePoolCloseIdleClosesFilesUnusedSinceTheLastCall(t *testing.T) {
+	cfg, pool := pooledConfig(100)
+	root := t.TempDir()
+	batch := newBatch(t, 5, 100, 1000)
+	var logs []*Log
+	for i := range 3 {
+		l := openTestLog(t, fmt.Sprintf("%s/p-%d", root, i), cfg)
+		mustAppend(t, l, batch)
+		logs = append(logs, l)
+	}
+	if got := pool.CloseIdle(); got != 0 {
+		t.Fatalf("first CloseIdle: closed %d files, want 0 (all used since the pool began)", got)
+	}
+	readAllFrom(t, logs[0], 0)
+	if got := pool.CloseIdle(); got != 2 {
+		t.Fatalf("second CloseIdle: closed %d files, want the 2 unused since the first", got)
+	}
+	for i, want := range []bool{true, false, false} {
+		sf := segmentsOf(logs[i])[0].log
+		pool.mu.Lock()
+		open, unsynced := sf.f != nil, sf.unsynced
+		pool.mu.Unlock()
+		if open != want || (!open && unsynced) {
+			t.Errorf("log %d: got open %v, unsynced %v; want open %v, and fsynced if closed", i, open, unsynced, want)
+		}
+	}
+	if got := pool.CloseIdle(); got != 1 || pool.Open() != 0 {
+		t.Fatalf("third CloseIdle: closed %d files, %d left open; want 1 closed, none left", got, pool.Open())
+	}
+	// A closed file opens again on use, with the same bytes.
+	for _, l := range logs {
+		if got := readAllFrom(t, l, 0); len(got) != 1 {
+			t.Fatalf("after CloseIdle: read %d batches, want 1", len(got))
+		}
+	}
+}
