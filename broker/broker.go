@@ -495,8 +495,8 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 			"partition", info.TopicPartition(), "dir", dir)
 		b.hwCkpt.forget(info.TopicPartition())
 	}
-	cfg := b.liveConfig()
-	rep, err := b.newReplicationState(cfg, info.TopicPartition(), configs)
+	cfg := &b.dynamic().cfg
+	rep, err := b.newReplicationState(*cfg, info.TopicPartition(), configs)
 	if err != nil {
 		return nil, err
 	}

@@ -170,7 +170,10 @@ var errFileClosed = errors.New("segment file closed")
 // while idle and evicted.
 type segmentFile struct {
 	pool *FilePool
-	path string
+	// dir and base name the file (segmentPath), so that a segment holds
+	// no path string of its own.
+	dir  string
+	base int64
 
 	// Guarded by pool.mu.
 	f *os.File
@@ -190,11 +193,11 @@ type segmentFile struct {
 	syncErr error
 }
 
-// openSegmentFile opens the segment file path with flag (to create or
-// truncate it, or to check that it exists) and leaves it open in pool.
-func openSegmentFile(pool *FilePool, path string, flag int) (*segmentFile, error) {
-	sf := &segmentFile{pool: pool, path: path}
-	f, err := openRetry(pool, path, flag)
+// openSegmentFile opens the .log file of the segment at base in dir with
+// flag (to create or truncate it) and leaves it open in pool.
+func openSegmentFile(pool *FilePool, dir string, base int64, flag int) (*segmentFile, error) {
+	sf := &segmentFile{pool: pool, dir: dir, base: base}
+	f, err := openRetry(pool, sf.path(), flag)
 	if err != nil {
 		return nil, err
 	}
@@ -212,10 +215,14 @@ func openSegmentFile(pool *FilePool, path string, flag int) (*segmentFile, error
 	return sf, nil
 }
 
-// lazySegmentFile is the segment file path, not opened until it is used.
-func lazySegmentFile(pool *FilePool, path string) *segmentFile {
-	return &segmentFile{pool: pool, path: path}
+// lazySegmentFile is the .log file of the segment at base in dir, not
+// opened until it is used.
+func lazySegmentFile(pool *FilePool, dir string, base int64) *segmentFile {
+	return &segmentFile{pool: pool, dir: dir, base: base}
 }
+
+// path is the file's path.
+func (sf *segmentFile) path() string { return segmentPath(sf.dir, sf.base, logSuffix) }
 
 // openRetry opens path; when the process is out of descriptors it
 // closes half the pool's idle files and tries once more.
@@ -239,7 +246,7 @@ func (sf *segmentFile) pin(write bool) (*os.File, error) {
 	p.mu.Lock()
 	if sf.closed {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("%s: %w", sf.path, errFileClosed)
+		return nil, fmt.Errorf("%s: %w", sf.path(), errFileClosed)
 	}
 	if sf.f != nil {
 		if sf.pins == 0 {
@@ -252,7 +259,7 @@ func (sf *segmentFile) pin(write bool) (*os.File, error) {
 		return f, nil
 	}
 	p.mu.Unlock()
-	f, err := openRetry(p, sf.path, os.O_RDWR)
+	f, err := openRetry(p, sf.path(), os.O_RDWR)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +269,7 @@ func (sf *segmentFile) pin(write bool) (*os.File, error) {
 	case sf.closed:
 		p.mu.Unlock()
 		f.Close()
-		return nil, fmt.Errorf("%s: %w", sf.path, errFileClosed)
+		return nil, fmt.Errorf("%s: %w", sf.path(), errFileClosed)
 	case sf.f != nil:
 		// Another user opened it meanwhile.
 		extra = f
@@ -349,7 +356,7 @@ func (sf *segmentFile) Stat() (fs.FileInfo, error) {
 	p.mu.Lock()
 	if sf.f == nil || sf.closed {
 		p.mu.Unlock()
-		return os.Stat(sf.path)
+		return os.Stat(sf.path())
 	}
 	sf.pins++
 	if sf.pins == 1 {

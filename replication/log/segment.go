@@ -171,7 +171,7 @@ func createSegment(pool *FilePool, dir string, base int64) (*segment, error) {
 	}
 	s := newSegment(dir, base)
 	var err error
-	if s.log, err = openSegmentFile(pool, segmentPath(dir, base, logSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC); err != nil {
+	if s.log, err = openSegmentFile(pool, dir, base, os.O_RDWR|os.O_CREATE|os.O_TRUNC); err != nil {
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
 	return s, nil
@@ -181,7 +181,7 @@ func createSegment(pool *FilePool, dir string, base int64) (*segment, error) {
 // opened through pool when it is first used.
 func openSegment(pool *FilePool, dir string, base int64) *segment {
 	s := newSegment(dir, base)
-	s.log = lazySegmentFile(pool, segmentPath(dir, base, logSuffix))
+	s.log = lazySegmentFile(pool, dir, base)
 	return s
 }
 
