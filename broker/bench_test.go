@@ -351,7 +351,13 @@ func createWideTopic(tb testing.TB, b *Broker, name string, n int) {
 // produceToEach writes one record to each of the n partitions of topic.
 func produceToEach(tb testing.TB, seed, topic string, n int) {
 	tb.Helper()
-	cl := newBenchClient(tb, seed, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seed), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		tb.Fatalf("new client: %v", err)
+	}
+	// Closed here, not at the end of the benchmark: what it holds is not
+	// the broker's.
+	defer cl.Close()
 	records := make([]*kgo.Record, n)
 	for i := range records {
 		records[i] = &kgo.Record{Topic: topic, Partition: int32(i), Value: []byte("idle")}
@@ -359,7 +365,6 @@ func produceToEach(tb testing.TB, seed, topic string, n int) {
 	if err := cl.ProduceSync(testContext(tb, 10*time.Minute), records...).FirstErr(); err != nil {
 		tb.Fatalf("produce one record to each of %d partitions: %v", n, err)
 	}
-	cl.Close()
 }
 
 // newBenchClient is a franz-go client of seed, closed when the benchmark
