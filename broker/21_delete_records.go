@@ -124,9 +124,13 @@ func (b *Broker) deleteRecords(topic string, index int32, offset int64, deadline
 	p.rep.SetLogStart(p.log.StartOffset(), now)
 	p.nextDeleteID++
 	id := p.nextDeleteID
+	if p.deletes == nil {
+		p.deletes = make(map[replication.DeleteID]chan replication.DeleteResult)
+	}
 	p.deletes[id] = done
 	if err := p.rep.AwaitLowWatermark(id, target, deadline, now); err != nil {
 		delete(p.deletes, id)
+		p.dropEmptyWaits()
 		done <- replication.DeleteResult{ID: id, LowWatermark: -1, Err: err}
 	}
 	rd := p.rep.Ready()

@@ -3,6 +3,11 @@ package broker
 import (
 	"context"
 	"errors"
+	"flag"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -11,6 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/controller"
+	"github.com/tripodmq/tripod/coord"
 )
 
 // BenchmarkProduce measures franz-go producing 1 KiB records to an
@@ -132,4 +140,267 @@ func BenchmarkCreateTopic10000(bm *testing.B) {
 		bm.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/topic")
 		bm.StopTimer()
 	}
+}
+
+// idleReplicas is how many partitions BenchmarkIdleReplicaMemory creates.
+var idleReplicas = flag.Int("idle-replicas", 20000, "how many partitions BenchmarkIdleReplicaMemory creates")
+
+// idleHeapProfile names a file BenchmarkIdleReplicaMemory writes the heap
+// profile to once the replicas idle, with their broker still running.
+var idleHeapProfile = flag.String("idle-heap-profile", "", "write the heap profile of the idle replicas to this file")
+
+// BenchmarkIdleReplicaMemory starts a lone broker (its own Raft voter),
+// creates a topic of -idle-replicas partitions with replication factor 1,
+// writes one record to each and lets them idle (until the retention check,
+// every second here, has closed their segment files), then reports what
+// an idle replica costs beyond what the broker held before the topic: the
+// Go heap in use after GC and the goroutine stacks, per replica, and the
+// file descriptors and goroutines in all.
+// Run: go test ./broker/ -run '^$' -bench IdleReplicaMemory -benchtime 1x
+func BenchmarkIdleReplicaMemory(bm *testing.B) {
+	n := *idleReplicas
+	for range bm.N {
+		bm.StopTimer()
+		cfg := testConfig(bm)
+		cfg.LogRetentionCheckInterval = time.Second
+		b := startBroker(bm, cfg)
+		before := idleFootprint(bm)
+		createWideTopic(bm, b, "idle", n)
+		produceToEach(bm, b.Addr().String(), "idle", n)
+		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.files.Open() == 0 })
+		after := idleFootprint(bm)
+		if *idleHeapProfile != "" {
+			writeHeapProfile(bm, *idleHeapProfile)
+		}
+		bm.ReportMetric(float64(after.heap-before.heap)/float64(n), "heap-B/replica")
+		bm.ReportMetric(float64(after.stack-before.stack)/float64(n), "stack-B/replica")
+		bm.ReportMetric(float64(after.fds-before.fds), "fds")
+		bm.ReportMetric(float64(after.goroutines-before.goroutines), "goroutines")
+		bm.ReportMetric(0, "ns/op")
+	}
+}
+
+// footprint is what the process holds.
+type footprint struct {
+	// heap and stack are the bytes of the Go heap in use after a full
+	// collection, and of the goroutine stacks.
+	heap, stack int64
+	fds         int
+	goroutines  int
+}
+
+// idleFootprint measures what the process holds, after a collection.
+func idleFootprint(tb testing.TB) footprint {
+	tb.Helper()
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatalf("count file descriptors: %v", err)
+	}
+	return footprint{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), fds: len(entries), goroutines: runtime.NumGoroutine()}
+}
+
+// writeHeapProfile writes the heap profile to path.
+func writeHeapProfile(tb testing.TB, path string) {
+	tb.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		tb.Fatalf("write heap profile: %v", err)
+	}
+}
+
+// restartReplicas is how many partitions BenchmarkRestartIdleReplicas
+// restarts a broker with.
+var restartReplicas = flag.Int("restart-replicas", 30000, "how many partitions BenchmarkRestartIdleReplicas restarts a lone broker with")
+
+// BenchmarkRestartIdleReplicas restarts a lone broker (its own Raft
+// voter) holding -restart-replicas partitions of one record each, closed
+// cleanly, and reports the time from New until it holds and leads every
+// partition and answers a Metadata request for them.
+// Run: go test ./broker/ -run '^$' -bench RestartIdleReplicas -benchtime 1x
+func BenchmarkRestartIdleReplicas(bm *testing.B) {
+	n := *restartReplicas
+	for range bm.N {
+		bm.StopTimer()
+		cfg := testConfig(bm)
+		b, err := New(cfg, testLogger(bm))
+		if err != nil {
+			bm.Fatalf("start broker: %v", err)
+		}
+		waitServing(bm, b)
+		createWideTopic(bm, b, "restart", n)
+		produceToEach(bm, b.Addr().String(), "restart", n)
+		if err := b.Close(); err != nil {
+			bm.Fatalf("close broker: %v", err)
+		}
+		bm.StartTimer()
+		start := time.Now()
+		b, err = New(cfg, testLogger(bm))
+		if err != nil {
+			bm.Fatalf("restart broker: %v", err)
+		}
+		bm.Cleanup(func() { b.Close() })
+		ctx := testContext(bm, 10*time.Minute)
+		waitFor(bm, ctx, "the restarted broker to lead every partition", func() bool {
+			return b.heldLeaders("restart") == n
+		})
+		adm := kadm.NewClient(newBenchClient(bm, b.Addr().String()))
+		waitFor(bm, ctx, "a Metadata answer with every partition led", func() bool {
+			td, err := adm.ListTopics(ctx, "restart")
+			if err != nil || td.Error() != nil {
+				return false
+			}
+			for _, p := range td["restart"].Partitions {
+				if p.Leader != b.cfg.BrokerID {
+					return false
+				}
+			}
+			return len(td["restart"].Partitions) == n
+		})
+		elapsed := time.Since(start)
+		bm.StopTimer()
+		bm.ReportMetric(elapsed.Seconds(), "s/restart")
+		bm.ReportMetric(float64(elapsed.Microseconds())/float64(n), "µs/replica")
+		bm.ReportMetric(float64(b.files.Open()), "files-open")
+		bm.ReportMetric(0, "ns/op")
+	}
+}
+
+// restartPartitions is how many partitions of replication factor 3
+// BenchmarkRestartFollowerBackInISR creates.
+var restartPartitions = flag.Int("restart-partitions", 10000, "how many partitions (replication factor 3) BenchmarkRestartFollowerBackInISR creates")
+
+// BenchmarkRestartFollowerBackInISR runs three in-process brokers (Raft
+// voters) with a topic of -restart-partitions partitions of replication
+// factor 3 and one record each, closes broker 3 cleanly (its replicas
+// leave the ISRs), starts it again and reports the time from New until it
+// holds all its replicas, and until it is back in every ISR. The three
+// brokers share the benchmark's CPU and its file limit (log.open.files.max
+// 3000 each).
+// Run: go test ./broker/ -run '^$' -bench RestartFollowerBackInISR -benchtime 1x
+func BenchmarkRestartFollowerBackInISR(bm *testing.B) {
+	n := *restartPartitions
+	for range bm.N {
+		bm.StopTimer()
+		brokers := startRaftClusterWith(bm, 3, func(cfg *Config) { cfg.LogOpenFilesMax = 3000 })
+		ctx := testContext(bm, 10*time.Minute)
+		cl := newBenchClient(bm, brokers[0].Addr().String())
+		adm := kadm.NewClient(cl)
+		waitFor(bm, ctx, "the topic created", func() bool {
+			_, err := adm.CreateTopic(ctx, int32(n), 3, nil, "restart")
+			return err == nil || errors.Is(err, kerr.TopicAlreadyExists)
+		})
+		inISR := func(b *Broker, id int32, want int) bool {
+			t, ok := b.cache.topic("restart")
+			if !ok || len(t.partitions) != n {
+				return false
+			}
+			count := 0
+			for _, p := range t.partitions {
+				if slices.Contains(p.ISR, coord.BrokerID(id)) {
+					count++
+				}
+			}
+			return count == want
+		}
+		waitFor(bm, ctx, "every replica in the ISR", func() bool { return inISR(brokers[0], 3, n) })
+		produceToEach(bm, brokers[0].Addr().String(), "restart", n)
+		victim := brokers[2]
+		cfg := victim.cfg
+		if err := victim.Close(); err != nil {
+			bm.Fatalf("close broker 3: %v", err)
+		}
+		waitFor(bm, ctx, "broker 3 out of every ISR", func() bool { return inISR(brokers[0], 3, 0) })
+		bm.StartTimer()
+		start := time.Now()
+		b, err := New(cfg, testLogger(bm).Named("broker-3-restarted"))
+		if err != nil {
+			bm.Fatalf("restart broker 3: %v", err)
+		}
+		bm.Cleanup(func() { b.Close() })
+		waitFor(bm, ctx, "broker 3 to hold its replicas", func() bool { return b.heldReplicas("restart") == n })
+		held := time.Since(start)
+		waitFor(bm, ctx, "broker 3 back in every ISR", func() bool { return inISR(brokers[0], 3, n) })
+		back := time.Since(start)
+		bm.StopTimer()
+		bm.ReportMetric(held.Seconds(), "s-to-open")
+		bm.ReportMetric(back.Seconds(), "s-to-isr")
+		bm.ReportMetric(0, "ns/op")
+	}
+}
+
+// createWideTopic creates a topic of n partitions, replication factor 1,
+// through b's own controller and waits until b holds them all.
+func createWideTopic(tb testing.TB, b *Broker, name string, n int) {
+	tb.Helper()
+	ctx := testContext(tb, 10*time.Minute)
+	waitFor(tb, ctx, "broker to be the controller", func() bool { return b.controller() != nil })
+	if _, err := b.controller().CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: n, ReplicationFactor: 1}); err != nil {
+		tb.Fatalf("create topic %s: %v", name, err)
+	}
+	waitFor(tb, ctx, "the topic's partitions held", func() bool { return b.heldLeaders(name) == n })
+}
+
+// produceToEach writes one record to each of the n partitions of topic.
+func produceToEach(tb testing.TB, seed, topic string, n int) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seed), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		tb.Fatalf("new client: %v", err)
+	}
+	// Closed here, not at the end of the benchmark: what it holds is not
+	// the broker's.
+	defer cl.Close()
+	records := make([]*kgo.Record, n)
+	for i := range records {
+		records[i] = &kgo.Record{Topic: topic, Partition: int32(i), Value: []byte("idle")}
+	}
+	if err := cl.ProduceSync(testContext(tb, 10*time.Minute), records...).FirstErr(); err != nil {
+		tb.Fatalf("produce one record to each of %d partitions: %v", n, err)
+	}
+}
+
+// newBenchClient is a franz-go client of seed, closed when the benchmark
+// ends.
+func newBenchClient(tb testing.TB, seed string, opts ...kgo.Opt) *kgo.Client {
+	tb.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seed)}, opts...)...)
+	if err != nil {
+		tb.Fatalf("new client: %v", err)
+	}
+	tb.Cleanup(cl.Close)
+	return cl
+}
+
+// heldReplicas counts the partitions of topic b holds.
+func (b *Broker) heldReplicas(topic string) int {
+	b.replicasMu.RLock()
+	defer b.replicasMu.RUnlock()
+	n := 0
+	for tp := range b.replicas {
+		if tp.Topic == topic {
+			n++
+		}
+	}
+	return n
+}
+
+// heldLeaders counts the partitions of topic b holds and leads.
+func (b *Broker) heldLeaders(topic string) int {
+	b.replicasMu.RLock()
+	defer b.replicasMu.RUnlock()
+	n := 0
+	for tp, p := range b.replicas {
+		if tp.Topic == topic && int32(p.role().Leader) == b.cfg.BrokerID {
+			n++
+		}
+	}
+	return n
 }

@@ -103,6 +103,9 @@ type Broker struct {
 	fetchers *fetcherManager
 	isr      *isrSender
 	hwCkpt   *hwCheckpoints
+	// files is the pool through which every log of the broker opens its
+	// segment files (log.open.files.max).
+	files *tlog.FilePool
 	// dirLocks hold each log dir's lock file while the broker runs.
 	dirLocks []*os.File
 	// dirsMu guards offlineDirs, the log dirs gone offline with the error
@@ -197,6 +200,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.hwCkpt = ckpt
+	b.files = tlog.NewFilePool(int(cfg.LogOpenFilesMax))
 	b.listeners, b.interBroker, err = bindListeners(cfg, logger)
 	if err != nil {
 		b.unlockLogDirs()
@@ -399,8 +403,8 @@ const (
 	acceptBackoffMax = time.Second
 )
 
-// backgroundLoop enforces retention every log.retention.check.interval.ms,
-// writes the high watermark checkpoint every
+// backgroundLoop enforces retention and closes the segment files idle
+// since the last check every log.retention.check.interval.ms, writes the high watermark checkpoint every
 // replica.high.watermark.checkpoint.interval.ms, expires idle producers
 // and writes producer snapshots every
 // producer.id.expiration.check.interval.ms (maintainProducers) and, when
@@ -434,6 +438,9 @@ func (b *Broker) backgroundLoop() {
 					b.logger.Info("retention deleted segments", "partition", p.name(), "segments", n, "log_start_offset", p.log.StartOffset())
 				}
 			}
+			// A segment file unused since the last check holds no
+			// descriptor until it is used again.
+			b.files.CloseIdle()
 		case <-checkpoint.C:
 			if err := b.writeHWCheckpoints(); err != nil {
 				b.logger.Error("high watermark checkpoint failed", "error", err)
@@ -488,12 +495,14 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 			"partition", info.TopicPartition(), "dir", dir)
 		b.hwCkpt.forget(info.TopicPartition())
 	}
-	cfg := b.liveConfig()
-	rep, err := b.newReplicationState(cfg, info.TopicPartition(), configs)
+	cfg := &b.dynamic().cfg
+	rep, err := b.newReplicationState(*cfg, info.TopicPartition(), configs)
 	if err != nil {
 		return nil, err
 	}
-	l, err := tlog.Open(dir, cfg.logConfig(configs))
+	lc := cfg.logConfig(configs)
+	lc.Files = b.files
+	l, err := tlog.Open(dir, lc)
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
 	}

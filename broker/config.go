@@ -125,6 +125,13 @@ type Config struct {
 	// and age-based rolls (log.retention.check.interval.ms). Default 5
 	// minutes; at least 1 ms.
 	LogRetentionCheckInterval time.Duration
+	// LogOpenFilesMax bounds the segment files the broker's logs hold
+	// open at once, beside those in use (tripod's log.open.files.max): a
+	// segment's file is opened on use and the least recently used idle
+	// one closed beyond this, so an idle partition holds none. Default
+	// 10000; 1 .. 2147483647. Keep it below the process's file limit,
+	// less the connections.
+	LogOpenFilesMax int32
 	// LogCleanerEnable runs the log cleaner, which compacts the
 	// partitions of topics with cleanup.policy compact
 	// (log.cleaner.enable). Default true.
@@ -324,6 +331,7 @@ func DefaultConfig() Config {
 		LogFlushIntervalMessages:   math.MaxInt64,
 		LogFlushInterval:           0,
 		LogRetentionCheckInterval:  5 * time.Minute,
+		LogOpenFilesMax:            tlog.DefaultOpenFilesMax,
 		LogCleanerEnable:           true,
 		LogCleanerDedupeBufferSize: tlog.DefaultCleanConfig().DedupeBufferSize,
 		LogCleanerBackoff:          15 * time.Second,
@@ -548,6 +556,9 @@ func (c Config) Validate() error {
 	}
 	if c.SocketRequestMaxBytes < 1 {
 		return fmt.Errorf("socket.request.max.bytes %d: must be between 1 and 2147483647", c.SocketRequestMaxBytes)
+	}
+	if c.LogOpenFilesMax < 1 {
+		return fmt.Errorf("log.open.files.max %d: must be between 1 and 2147483647", c.LogOpenFilesMax)
 	}
 	if c.MaxConnections < 1 {
 		return fmt.Errorf("max.connections %d: must be between 1 and 2147483647", c.MaxConnections)
@@ -822,6 +833,10 @@ var brokerKeys = map[string]configKey{
 	"log.retention.check.interval.ms": {
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogRetentionCheckInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRetentionCheckInterval.Milliseconds(), 10) },
+	},
+	"log.open.files.max": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.LogOpenFilesMax, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.LogOpenFilesMax)) },
 	},
 	"log.cleaner.enable": {
 		set: func(c *Config, k, v string) error { return setBool(&c.LogCleanerEnable, k, v) },

@@ -209,13 +209,16 @@ func checkAlterations(alts []coord.ConfigAlteration) error {
 	return nil
 }
 
-// dynamic returns the dynamic state last applied.
+// dynamic returns the dynamic state last applied. Before the first, it
+// stores the static one, so that the replicas opened meanwhile share its
+// config.
 func (b *Broker) dynamic() *dynamicState {
 	if d := b.dyn.Load(); d != nil {
 		return d
 	}
 	d := b.effectiveConfig(nil)
-	return &d
+	b.dyn.CompareAndSwap(nil, &d)
+	return b.dyn.Load()
 }
 
 // liveConfig returns the broker's config as the dynamic broker configs
@@ -268,7 +271,7 @@ func (b *Broker) applyConfigsTo(p *partition, d *dynamicState) bool {
 	if maps.Equal(configs, p.topicConfigs()) && d.cfg.sameTopicDefaults(p.brokerCfg()) {
 		return false
 	}
-	if err := p.setConfigs(d.cfg, configs, b.cfg.BrokerID); err != nil {
+	if err := p.setConfigs(&d.cfg, configs, b.cfg.BrokerID); err != nil {
 		b.logger.Warn("topic configs not applied", "partition", p.name(), "configs", configs, "error", err)
 		return false
 	}

@@ -24,7 +24,8 @@ type partition struct {
 	log *tlog.Log
 	// configs are the topic's config overrides, as last applied
 	// (setConfigs); cfg is the broker config they were applied over (its
-	// dynamic broker configs included). leaderThrottled and
+	// dynamic broker configs included), shared by every replica it was
+	// applied to and never changed. leaderThrottled and
 	// followerThrottled say whether the topic's throttled replicas
 	// configs name this replica.
 	configs           atomic.Pointer[map[string]string]
@@ -60,6 +61,8 @@ type partition struct {
 	rep *replication.Partition
 	// acks are the acks=all produces waiting for the high watermark, by
 	// the id given to rep.Await.
+	// Like deletes, it is nil while empty, so that an idle partition
+	// holds no map.
 	acks   map[replication.AckID]chan error
 	nextID replication.AckID
 	// deletes are the DeleteRecords waiting for the low watermark, by the
@@ -71,15 +74,15 @@ type partition struct {
 	// below it, fetch responses carry it and the checkpoint stores it.
 	hw atomic.Int64
 
+	// mu guards waiters, the fetches' wake-up channels (watch); nil
+	// until the first watch.
 	mu      sync.Mutex
 	waiters map[chan struct{}]struct{}
 }
 
-func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *partition {
+func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *partition {
 	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l,
-		state: info, waiters: make(map[chan struct{}]struct{}), rep: rep, acks: make(map[replication.AckID]chan error),
-		deletes:   make(map[replication.DeleteID]chan replication.DeleteResult),
-		producers: replication.NewProducers()}
+		state: info, rep: rep, producers: replication.NewProducers()}
 	p.storeConfigs(cfg, configs, self)
 	// A checkpointed high watermark older than a DeleteRecords that moved
 	// the log start is raised to it, as Kafka's updateHighWatermark
@@ -96,14 +99,18 @@ func (p *partition) topicConfigs() map[string]string { return *p.configs.Load() 
 // applied over.
 func (p *partition) brokerCfg() Config { return *p.cfg.Load() }
 
-// storeConfigs records configs over cfg and whether they throttle this
-// replica (broker self).
-func (p *partition) storeConfigs(cfg Config, configs map[string]string, self int32) {
+// noConfigs are the configs of a topic without overrides, shared by its
+// replicas.
+var noConfigs = map[string]string{}
+
+// storeConfigs records configs over cfg (which the caller no longer
+// changes) and whether they throttle this replica (broker self).
+func (p *partition) storeConfigs(cfg *Config, configs map[string]string, self int32) {
 	if configs == nil {
-		configs = map[string]string{}
+		configs = noConfigs
 	}
 	p.configs.Store(&configs)
-	p.cfg.Store(&cfg)
+	p.cfg.Store(cfg)
 	p.leaderThrottled.Store(throttledReplicas(configs[leaderThrottledKey], p.index, self))
 	p.followerThrottled.Store(throttledReplicas(configs[followerThrottledKey], p.index, self))
 }
@@ -113,7 +120,7 @@ func (p *partition) storeConfigs(cfg Config, configs map[string]string, self int
 // replication state (min.insync.replicas) and what produce and the
 // cleaner read. Nothing changes if the log or the replication state
 // refuses them.
-func (p *partition) setConfigs(cfg Config, configs map[string]string, self int32) error {
+func (p *partition) setConfigs(cfg *Config, configs map[string]string, self int32) error {
 	rc := cfg.replicationConfig(configs)
 	if err := rc.Validate(); err != nil {
 		return err
@@ -173,6 +180,9 @@ func (p *partition) highWatermark() int64 { return p.hw.Load() }
 // channel) whenever the partition grows, until unwatch.
 func (p *partition) watch(wake chan struct{}) {
 	p.mu.Lock()
+	if p.waiters == nil {
+		p.waiters = make(map[chan struct{}]struct{})
+	}
 	p.waiters[wake] = struct{}{}
 	p.mu.Unlock()
 }

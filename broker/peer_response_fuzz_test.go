@@ -133,7 +133,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 			f.Fatalf("open log: %v", err)
 		}
 		f.Cleanup(func() { l.Close() })
-		p := newPartition(info, l, cfg, nil, cfg.BrokerID, rep, 0)
+		p := newPartition(info, l, &cfg, nil, cfg.BrokerID, rep, 0)
 		p.setRole(info)
 		b.applyRole(p, info)
 		if p.rep.Role() != replication.RoleFollower {

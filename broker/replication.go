@@ -142,6 +142,7 @@ func (b *Broker) handleReady(p *partition, rd replication.Ready) {
 				ch <- d
 			}
 		}
+		p.dropEmptyWaits()
 		p.repMu.Unlock()
 	}
 	if rd.HighWatermarkChanged {
@@ -220,9 +221,13 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 		p.nextID++
 		id := p.nextID
 		done = make(chan error, 1)
+		if p.acks == nil {
+			p.acks = make(map[replication.AckID]chan error)
+		}
 		p.acks[id] = done
 		if err := p.rep.Await(id, res.LastOffset, deadline, now); err != nil {
 			delete(p.acks, id)
+			p.dropEmptyWaits()
 			done <- err
 		}
 	}
@@ -304,6 +309,18 @@ func (p *partition) failAcks(err error) {
 	for id, ch := range p.deletes {
 		delete(p.deletes, id)
 		ch <- replication.DeleteResult{ID: id, LowWatermark: -1, Err: err}
+	}
+	p.dropEmptyWaits()
+}
+
+// dropEmptyWaits lets go of the acks and deletes maps once they are
+// empty. The caller holds repMu.
+func (p *partition) dropEmptyWaits() {
+	if len(p.acks) == 0 {
+		p.acks = nil
+	}
+	if len(p.deletes) == 0 {
+		p.deletes = nil
 	}
 }
 

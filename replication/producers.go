@@ -188,6 +188,13 @@ func (e *producerEntry) add(b BatchMeta) {
 		copy(e.batches, e.batches[1:])
 		e.batches = e.batches[:len(e.batches)-1]
 	}
+	// The batches grow as they come, up to ProducerBatchesRetained, so
+	// that a producer seen once (a partition idle since) holds one.
+	if len(e.batches) == cap(e.batches) {
+		grown := make([]BatchMeta, len(e.batches), min(max(2*cap(e.batches), 1), ProducerBatchesRetained))
+		copy(grown, e.batches)
+		e.batches = grown
+	}
 	e.batches = append(e.batches, b)
 }
 
@@ -419,7 +426,7 @@ func (p *Producers) record(b BatchMeta) {
 	}
 	e := p.entries[b.ProducerID]
 	if e == nil {
-		e = &producerEntry{epoch: NoProducerEpoch, batches: make([]BatchMeta, 0, ProducerBatchesRetained)}
+		e = &producerEntry{epoch: NoProducerEpoch}
 		p.entries[b.ProducerID] = e
 	}
 	e.add(b)

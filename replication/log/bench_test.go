@@ -1,6 +1,8 @@
 package log
 
 import (
+	"flag"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -73,4 +75,62 @@ func lastBatchSize(data []byte) int {
 		pos += size
 	}
 	return size
+}
+
+// idleLogs is how many logs BenchmarkOpenIdleLogs opens, as a broker
+// restarted with that many replicas does.
+var idleLogs = flag.Int("idle-logs", 30000, "how many logs BenchmarkOpenIdleLogs opens")
+
+// BenchmarkOpenIdleLogs opens -idle-logs cleanly closed logs of one small
+// batch each, through one pool of DefaultOpenFilesMax files as a broker
+// does, and reports the time per log and the descriptors held once all
+// are open (closing them is not timed).
+func BenchmarkOpenIdleLogs(b *testing.B) {
+	root := b.TempDir()
+	cfg := DefaultConfig()
+	cfg.Files = NewFilePool(DefaultOpenFilesMax)
+	batch := newBatch(b, 1, 100, time.Now().UnixMilli())
+	dirs := make([]string, *idleLogs)
+	for i := range dirs {
+		dirs[i] = fmt.Sprintf("%s/t-%d", root, i)
+		l, err := Open(dirs[i], cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := l.Append(batch, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	logs := make([]*Log, *idleLogs)
+	var fds int
+	b.ResetTimer()
+	for range b.N {
+		before := openDescriptors(b)
+		openLogs(b, logs, dirs, cfg)
+		b.StopTimer()
+		fds = openDescriptors(b) - before
+		for _, l := range logs {
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N**idleLogs), "ns/log")
+	b.ReportMetric(float64(fds), "fds")
+	b.ReportMetric(0, "ns/op")
+}
+
+// openLogs opens the log of each dir into logs.
+func openLogs(b *testing.B, logs []*Log, dirs []string, cfg Config) {
+	for i, dir := range dirs {
+		l, err := Open(dir, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		logs[i] = l
+	}
 }

@@ -560,18 +560,22 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 		removeSegmentFiles(l.dir, base, swapSuffix)
 		return false, nil
 	}
+	// Readers may still open the old segment's file until it leaves the
+	// segment list: pinned, it stays open on the old bytes once the
+	// cleaned file takes its name.
+	if _, err := c.seg.log.pin(false); err != nil {
+		l.appendMu.Unlock()
+		removeSegmentFiles(l.dir, base, swapSuffix)
+		return false, fmt.Errorf("swap cleaned segment %d: %w", base, err)
+	}
+	defer c.seg.log.unpin()
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
 		if err := os.Rename(segmentPath(l.dir, base, suffix+swapSuffix), segmentPath(l.dir, base, suffix)); err != nil {
 			l.appendMu.Unlock()
 			return false, fmt.Errorf("swap cleaned segment %d: %w", base, err)
 		}
 	}
-	s, err := openSegment(l.dir, base, os.O_RDWR)
-	if err != nil {
-		// The files are in place: the next Open loads them.
-		l.appendMu.Unlock()
-		return false, err
-	}
+	s := openSegment(l.files, l.dir, base)
 	s.tail, s.offsets, s.times = cleaned.tail, cleaned.offsets, cleaned.times
 	s.offsetsFile = indexFileState{entries: len(s.offsets), valid: len(s.offsets)}
 	s.timesFile = indexFileState{entries: len(s.times), valid: len(s.times)}
@@ -595,12 +599,9 @@ func removeSegmentFiles(dir string, base int64, suffix string) {
 }
 
 // recoverSwaps finishes or undoes, on Open, a cleaner's swap cut short by
-// a crash (see the swap protocol at the top of cleaner.go).
-func recoverSwaps(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("list log directory %s: %w", dir, err)
-	}
+// a crash (see the swap protocol at the top of cleaner.go), given the
+// entries of dir; changed says whether it renamed or removed any.
+func recoverSwaps(dir string, entries []os.DirEntry) (changed bool, err error) {
 	names := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		names[e.Name()] = true
@@ -608,11 +609,11 @@ func recoverSwaps(dir string) error {
 	for _, e := range entries {
 		if name := e.Name(); strings.HasSuffix(name, cleanedSuffix) {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
-				return fmt.Errorf("remove left-over %s: %w", name, err)
+				return false, fmt.Errorf("remove left-over %s: %w", name, err)
 			}
+			changed = true
 		}
 	}
-	changed := false
 	for _, e := range entries {
 		base, ok := parseSegmentName(strings.TrimSuffix(e.Name(), swapSuffix), logSuffix)
 		if !ok || !strings.HasSuffix(e.Name(), swapSuffix) {
@@ -621,12 +622,12 @@ func recoverSwaps(dir string) error {
 		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
 			if name := filepath.Base(segmentPath(dir, base, suffix+swapSuffix)); !names[name] {
 				if err := os.Remove(segmentPath(dir, base, suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return fmt.Errorf("remove index of swapped segment %d: %w", base, err)
+					return false, fmt.Errorf("remove index of swapped segment %d: %w", base, err)
 				}
 			}
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), segmentPath(dir, base, logSuffix)); err != nil {
-			return fmt.Errorf("complete swap of segment %d: %w", base, err)
+			return false, fmt.Errorf("complete swap of segment %d: %w", base, err)
 		}
 		changed = true
 	}
@@ -636,14 +637,14 @@ func recoverSwaps(dir string) error {
 			continue
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("complete swap of %s: %w", name, err)
+			return false, fmt.Errorf("complete swap of %s: %w", name, err)
 		}
 		changed = true
 	}
 	if changed {
-		return syncDir(dir)
+		return true, syncDir(dir)
 	}
-	return nil
+	return false, nil
 }
 
 // readCleanerCheckpoint reads the cleaner checkpoint of dir; 0 if there

@@ -94,6 +94,11 @@ type Config struct {
 	// (log.flush.interval.ms), checked on each append and by
 	// EnforceRetention. Default 0: never on time.
 	FlushInterval time.Duration
+	// Files is the pool through which the log opens its segment files,
+	// shared by the logs of a broker (log.open.files.max bounds it).
+	// Default nil: a pool of DefaultOpenFilesMax shared by every log of
+	// the process that names none.
+	Files *FilePool
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -156,6 +161,8 @@ var appendBuffers = sync.Pool{New: func() any { return new([]byte) }}
 type Log struct {
 	dir string
 	cfg Config
+	// files opens the segment files.
+	files *FilePool
 	// now is the clock; tests replace it.
 	now func() time.Time
 
@@ -219,7 +226,10 @@ func Open(dir string, cfg Config) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, cfg: cfg, now: time.Now}
+	l := &Log{dir: dir, cfg: cfg, files: cfg.Files, now: time.Now}
+	if l.files == nil {
+		l.files = defaultPool
+	}
 	marker := filepath.Join(dir, cleanShutdownFile)
 	_, statErr := os.Stat(marker)
 	clean := statErr == nil
@@ -242,12 +252,18 @@ func Open(dir string, cfg Config) (*Log, error) {
 // load opens the segments found in l.dir, recovers the last one (wholly
 // unless the log was closed cleanly) and sets the log start offset.
 func (l *Log) load(clean bool) error {
-	if err := recoverSwaps(l.dir); err != nil {
-		return err
-	}
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("list log directory %s: %w", l.dir, err)
+	}
+	changed, err := recoverSwaps(l.dir, entries)
+	if err != nil {
+		return err
+	}
+	if changed {
+		if entries, err = os.ReadDir(l.dir); err != nil {
+			return fmt.Errorf("list log directory %s: %w", l.dir, err)
+		}
 	}
 	var bases []int64
 	logs := make(map[int64]bool)
@@ -277,7 +293,7 @@ func (l *Log) load(clean bool) error {
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	if len(bases) == 0 {
-		s, err := createSegment(l.dir, max(checkpoint, 0))
+		s, err := createSegment(l.files, l.dir, max(checkpoint, 0))
 		if err != nil {
 			return err
 		}
@@ -285,10 +301,7 @@ func (l *Log) load(clean bool) error {
 		l.dirDirty = true
 	}
 	for i, base := range bases {
-		s, err := openSegment(l.dir, base, os.O_RDWR)
-		if err != nil {
-			return err
-		}
+		s := openSegment(l.files, l.dir, base)
 		l.segments = append(l.segments, s)
 		if i < len(bases)-1 {
 			err = l.loadTrusted(s, bases[i+1])
@@ -301,7 +314,11 @@ func (l *Log) load(clean bool) error {
 	}
 	end := l.segments[len(l.segments)-1].tail.nextOffset
 	l.startOffset = min(max(checkpoint, l.segments[0].baseOffset), end)
-	if err := l.dropSnapshotsAbove(end); err != nil {
+	// The left-overs removed above are no snapshots: entries still
+	// lists every snapshot.
+	snapshots := snapshotsAmong(entries)
+	i := sort.Search(len(snapshots), func(i int) bool { return snapshots[i] > end })
+	if err := removeSnapshots(l.dir, snapshots[i:], true); err != nil {
 		return err
 	}
 	return l.loadEpochs(clean)
@@ -446,6 +463,9 @@ func (l *Log) recover(s *segment, clean bool) error {
 	}
 	// After a crash, what the page cache held may not be on disk yet.
 	s.dirty = !clean || !s.offsetsFile.current(len(s.offsets)) || !s.timesFile.current(len(s.times))
+	if s.dirty {
+		s.log.markUnsynced()
+	}
 	return s.persistIndexes(false)
 }
 
@@ -720,7 +740,7 @@ func (l *Log) roll() (*segment, error) {
 	if err := l.syncEpochs(); err != nil {
 		return nil, err
 	}
-	s, err := createSegment(l.dir, old.tail.nextOffset)
+	s, err := createSegment(l.files, l.dir, old.tail.nextOffset)
 	if err != nil {
 		return nil, err
 	}
@@ -1085,7 +1105,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 			first = fmt.Errorf("remove segment %d: %w", r.baseOffset, err)
 		}
 	}
-	s, err := createSegment(l.dir, offset)
+	s, err := createSegment(l.files, l.dir, offset)
 	if err != nil {
 		return err
 	}

@@ -1172,9 +1172,13 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-func TestOneDescriptorPerSegment(t *testing.T) {
+// TestDescriptorsOnlyForSegmentsInUse checks that a log holds a
+// descriptor for a segment's .log file only once the file was used (none
+// for its index files), and releases them to its pool on Close.
+func TestDescriptorsOnlyForSegmentsInUse(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig()
+	cfg.Files = NewFilePool(1000)
 	batch := newBatch(t, 5, 100, 1000)
 	cfg.SegmentBytes = int64(len(batch))
 	l, err := Open(dir, cfg)
@@ -1189,21 +1193,32 @@ func TestOneDescriptorPerSegment(t *testing.T) {
 	}
 	before := openDescriptors(t)
 	l = openTestLog(t, dir, cfg)
+	// A clean Open reads only the tail of the last segment.
+	if got := openDescriptors(t) - before; got != 1 {
+		t.Fatalf("a log of 10 segments opened cleanly holds %d file descriptors, want 1", got)
+	}
+	readAllFrom(t, l, 0)
 	if got := openDescriptors(t) - before; got != 10 {
-		t.Fatalf("a log of 10 segments holds %d file descriptors, want 10", got)
+		t.Fatalf("after reading its 10 segments: %d file descriptors, want 10", got)
 	}
 	mustAppend(t, l, batch)
 	if got := openDescriptors(t) - before; got != 11 {
 		t.Fatalf("after a roll to 11 segments: %d file descriptors, want 11", got)
 	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := openDescriptors(t) - before; got != 0 {
+		t.Fatalf("after Close: %d file descriptors, want 0", got)
+	}
 }
 
 // openDescriptors counts the file descriptors the process holds.
-func openDescriptors(t *testing.T) int {
-	t.Helper()
+func openDescriptors(tb testing.TB) int {
+	tb.Helper()
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Fatalf("count file descriptors: %v", err)
+		tb.Fatalf("count file descriptors: %v", err)
 	}
 	return len(entries)
 }

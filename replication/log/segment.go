@@ -99,15 +99,17 @@ func (t *segmentTail) add(h batchHeader, base, interval int64) (oe offsetEntry, 
 // lock) and changed under Log.appendMu and Log.mu (write lock); the writer
 // fields are used under Log.appendMu only.
 //
-// Only the .log file stays open (one descriptor per segment, so a broker
-// with many partitions stays within its file limit). The indexes live in
-// memory; their files are brought up to date by persistIndexes when the
-// segment is rolled, flushed, truncated or closed. Index entries lost to a
-// crash are rebuilt by Open, which scans the last segment.
+// Only the .log file is read and written through a descriptor, and only
+// while it is in use: it is opened on first use and closed when idle by
+// the log's FilePool, so a broker with many partitions holds no descriptor
+// for an idle one. The indexes live in memory; their files are brought up
+// to date by persistIndexes when the segment is rolled, flushed, truncated
+// or closed. Index entries lost to a crash are rebuilt by Open, which
+// scans the last segment.
 type segment struct {
 	dir        string
 	baseOffset int64
-	log        *os.File
+	log        *segmentFile
 
 	// Published state.
 	tail    segmentTail
@@ -162,27 +164,37 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 }
 
 // createSegment creates the empty .log file of a segment at base,
-// replacing any left over. Its index files are created when it first has
-// bytes (see persistIndexes), so a partition created and left idle costs
-// one file, not three: creating files is most of what creating a
-// partition costs. (Open removes index files without a log; a file left
-// at base otherwise is cut to the entries written when it is created.)
-func createSegment(dir string, base int64) (*segment, error) {
-	return openSegment(dir, base, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
-}
-
-// openSegment opens the .log file of the segment at base with flag.
-func openSegment(dir string, base int64, flag int) (*segment, error) {
-	s := &segment{dir: dir, baseOffset: base, rollTimestamp: -1}
-	s.tail = segmentTail{nextOffset: base, maxTimestamp: -1, maxTimestampOffset: -1, lastIndexedTimestamp: -1}
+// replacing any left over, and leaves it open in pool. Its index files are
+// created when it first has bytes (see persistIndexes), so a partition
+// created and left idle costs one file, not three: creating files is most
+// of what creating a partition costs. (Open removes index files without a
+// log; a file left at base otherwise is cut to the entries written when it
+// is created.)
+func createSegment(pool *FilePool, dir string, base int64) (*segment, error) {
+	s := newSegment(dir, base)
 	var err error
-	if s.log, err = os.OpenFile(segmentPath(dir, base, logSuffix), flag, 0o644); err != nil {
-		return nil, fmt.Errorf("open segment %d: %w", base, err)
+	if s.log, err = openSegmentFile(pool, dir, base, os.O_RDWR|os.O_CREATE|os.O_TRUNC); err != nil {
+		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
 	return s, nil
 }
 
-// close closes the segment's log file.
+// openSegment is the segment at base, whose .log file exists; the file is
+// opened through pool when it is first used.
+func openSegment(pool *FilePool, dir string, base int64) *segment {
+	s := newSegment(dir, base)
+	s.log = lazySegmentFile(pool, dir, base)
+	return s
+}
+
+// newSegment is an empty segment at base, without its file.
+func newSegment(dir string, base int64) *segment {
+	s := &segment{dir: dir, baseOffset: base, rollTimestamp: -1}
+	s.tail = segmentTail{nextOffset: base, maxTimestamp: -1, maxTimestampOffset: -1, lastIndexedTimestamp: -1}
+	return s
+}
+
+// close closes the segment's log file (once its last user is done).
 func (s *segment) close() error { return s.log.Close() }
 
 // remove closes and deletes the segment's files.

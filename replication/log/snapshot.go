@@ -130,6 +130,12 @@ func listSnapshots(dir string) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list producer snapshots in %s: %w", dir, err)
 	}
+	return snapshotsAmong(entries), nil
+}
+
+// snapshotsAmong returns the offsets of the producer snapshots among the
+// entries of a log directory, ascending.
+func snapshotsAmong(entries []os.DirEntry) []int64 {
 	var offsets []int64
 	for _, e := range entries {
 		if offset, ok := parseSegmentName(e.Name(), snapshotSuffix); ok {
@@ -137,7 +143,7 @@ func listSnapshots(dir string) ([]int64, error) {
 		}
 	}
 	sort.Slice(offsets, func(i, j int) bool { return offsets[i] < offsets[j] })
-	return offsets, nil
+	return offsets
 }
 
 // removeSnapshots deletes the producer snapshots at offsets, fsyncing the
