@@ -524,3 +524,9 @@ func TestCommitPlansAroundConflicts(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMetadata100k is conformance.BenchMetadata with 100 topics of
+// 1 000 partitions.
+func BenchmarkMetadata100k(b *testing.B) {
+	conformance.BenchMetadata(b, conformance.NewEtcdHarness(server.Endpoints(), server, 6*time.Second), 100, 1000)
+}

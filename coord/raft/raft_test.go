@@ -26,3 +26,9 @@ func TestConformanceMutualTLS(t *testing.T) {
 		cfg.RaftClientTLS = ca.ClientConfig(t, name)
 	}))
 }
+
+// BenchmarkMetadata100k is conformance.BenchMetadata with 100 topics of
+// 1 000 partitions.
+func BenchmarkMetadata100k(b *testing.B) {
+	conformance.BenchMetadata(b, conformance.NewRaftHarness(6*time.Second), 100, 1000)
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tripodmq/tripod/conformance"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
@@ -66,4 +67,19 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 	b.ReportMetric(create.Seconds()/n, "create-s")
 	b.ReportMetric(update.Seconds()/n, "update-s")
 	b.ReportMetric(load.Seconds()/n, "load-s")
+}
+
+// BenchmarkMetadata100k is conformance.BenchMetadata with 100 topics of
+// 1 000 partitions, on a ZooKeeper of its own run as in production (full
+// JIT, 1 GiB of heap).
+func BenchmarkMetadata100k(b *testing.B) {
+	server(b)
+	cfg := zkserver.DefaultConfig()
+	cfg.FullJIT, cfg.HeapMB = true, 1024
+	s, err := zkserver.Start(b.TempDir(), cfg)
+	if err != nil {
+		b.Fatalf("start zookeeper: %v", err)
+	}
+	b.Cleanup(func() { s.Close() })
+	conformance.BenchMetadata(b, conformance.NewZKHarness(s.Addr(), s, 6*time.Second), 100, 1000)
 }
