@@ -2,10 +2,12 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/scale"
 )
@@ -155,4 +157,126 @@ func partitionCount(md *coord.Metadata) int {
 		return -1
 	}
 	return len(md.Partitions)
+}
+
+// BenchControllerFailover measures a controller failover on h's backend
+// with the one controller (package controller) on three brokers' backends,
+// holding topics × partitions partitions replicated on brokers 1, 2 and 3:
+// each iteration stops the broker running the controller (it resigns its
+// term and closes its session, so its session has ended at the start) and
+// times, from then, the new controller's start (its term won, the
+// metadata loaded and the first member set taken in: elected-s), the full
+// UpdateMetadata of every other live broker handed to its sender
+// (full-s), and the UpdateMetadata telling them the leaders elected in
+// place of the stopped broker's and the ISRs without it (settled-s, when
+// it led or was in an ISR); then it starts the stopped
+// broker again and waits for it to be sent its full state. The requests
+// are recorded, not sent: BenchmarkApplyUpdateMetadata100k in package
+// broker measures their encoding and a broker applying them.
+//
+// Each backend's tests run it as BenchmarkControllerFailover100k.
+func BenchControllerFailover(b *testing.B, h Harness, topics, partitions int) {
+	cc := newControllerCluster(b, h, 3)
+	start := time.Now()
+	for _, ct := range scale.Topics(topics, partitions, []coord.BrokerID{1, 2, 3}) {
+		cc.createTopic(b, controller.TopicSpec{Name: ct.Topic.Name, Partitions: partitions, ReplicationFactor: 3})
+	}
+	want := topics * partitions
+	b.Logf("%s: %d partitions created in %v", h.Name(), want, time.Since(start).Round(time.Millisecond))
+	var elected, full, settled []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		old := cc.controller(b, time.Minute)
+		epoch := old.currentController().Epoch()
+		others := make([]*controllerNode, 0, 2)
+		for _, n := range cc.nodes {
+			if n != old {
+				others = append(others, n)
+			}
+		}
+		md, _, err := old.currentController().Snapshot(withTimeout(b, callBound))
+		if err != nil {
+			b.Fatalf("controller snapshot: %v", err)
+		}
+		// A broker that was restarted by an earlier iteration is in no
+		// ISR (no replica of the benchmark catches up): its failure moves
+		// nothing.
+		moves := false
+		for _, st := range md.Partitions {
+			if st.Leader == old.id || slices.Contains(st.ISR, old.id) {
+				moves = true
+				break
+			}
+		}
+		b.StartTimer()
+		stopped := time.Now()
+		old.stop()
+		var next *controllerNode
+		waitFor(b, time.Minute, "a new controller", func() bool {
+			for _, n := range others {
+				if ctrl := n.currentController(); ctrl != nil && ctrl.Epoch() > epoch {
+					next = n
+					return true
+				}
+			}
+			return false
+		})
+		elected = append(elected, time.Since(stopped))
+		newEpoch := next.currentController().Epoch()
+		waitFor(b, time.Minute, "the full state sent to every live broker", func() bool {
+			for _, n := range others {
+				if next.sender.updateMetadata(n.id, newEpoch, want) == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		full = append(full, time.Since(stopped))
+		if moves {
+			waitFor(b, time.Minute, "the new leaders and ISRs sent to every live broker", func() bool {
+				for _, n := range others {
+					if next.sender.updateMetadata(n.id, newEpoch, 1) < 2 {
+						return false
+					}
+				}
+				return true
+			})
+			settled = append(settled, time.Since(stopped))
+		} else {
+			settled = append(settled, 0)
+		}
+		b.StopTimer()
+		restarted := startControllerNode(b, cc.c, old.index)
+		cc.nodes[old.index] = restarted
+		waitFor(b, time.Minute, fmt.Sprintf("broker %d sent its full state again", restarted.id), func() bool {
+			ctrl := next.currentController()
+			return ctrl != nil && next.sender.updateMetadata(restarted.id, ctrl.Epoch(), want) > 0
+		})
+		b.StartTimer()
+	}
+	b.StopTimer()
+	var moved []time.Duration
+	for i := range elected {
+		what := "nothing to move"
+		if settled[i] > 0 {
+			what = fmt.Sprintf("new leaders and ISRs sent %v", settled[i].Round(time.Millisecond))
+			moved = append(moved, settled[i])
+		}
+		b.Logf("%s failover %d: elected %v, full state sent %v, %s", h.Name(), i+1,
+			elected[i].Round(time.Millisecond), full[i].Round(time.Millisecond), what)
+	}
+	b.ReportMetric(median(elected).Seconds(), "elected-s")
+	b.ReportMetric(median(full).Seconds(), "full-s")
+	b.ReportMetric(slices.Max(full).Seconds(), "full-max-s")
+	if len(moved) > 0 {
+		b.ReportMetric(median(moved).Seconds(), "settled-s")
+	}
+}
+
+// median returns the median of ds.
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

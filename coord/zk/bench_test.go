@@ -70,9 +70,21 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 }
 
 // BenchmarkMetadata100k is conformance.BenchMetadata with 100 topics of
-// 1 000 partitions, on a ZooKeeper of its own run as in production (full
-// JIT, 1 GiB of heap).
+// 1 000 partitions.
 func BenchmarkMetadata100k(b *testing.B) {
+	conformance.BenchMetadata(b, benchHarness(b), 100, 1000)
+}
+
+// BenchmarkControllerFailover100k is conformance.BenchControllerFailover
+// with 100 topics of 1 000 partitions.
+func BenchmarkControllerFailover100k(b *testing.B) {
+	conformance.BenchControllerFailover(b, benchHarness(b), 100, 1000)
+}
+
+// benchHarness returns a harness on a ZooKeeper of the benchmark's own,
+// run as in production (full JIT, 1 GiB of heap) and stopped when it
+// ends, with a 6 s session timeout.
+func benchHarness(b *testing.B) conformance.Harness {
 	server(b)
 	cfg := zkserver.DefaultConfig()
 	cfg.FullJIT, cfg.HeapMB = true, 1024
@@ -81,5 +93,5 @@ func BenchmarkMetadata100k(b *testing.B) {
 		b.Fatalf("start zookeeper: %v", err)
 	}
 	b.Cleanup(func() { s.Close() })
-	conformance.BenchMetadata(b, conformance.NewZKHarness(s.Addr(), s, 6*time.Second), 100, 1000)
+	return conformance.NewZKHarness(s.Addr(), s, 6*time.Second)
 }
