@@ -314,7 +314,7 @@ func (b *Backend) readMetadata(c *zk.Conn) (*coord.Metadata, error) {
 // states, and several cut that time about by as many, up to the server's
 // cores.
 const (
-	loadSessions     = 4
+	loadSessions     = 8
 	loadSessionsFrom = 2000 // partitions
 )
 
