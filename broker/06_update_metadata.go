@@ -21,6 +21,17 @@ func init() { registerAPI(6, updateMetadataVersion, updateMetadataVersion, handl
 func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.UpdateMetadataRequest)
 	resp := r.ResponseKind().(*kmsg.UpdateMetadataResponse)
+	cr := updateMetadataFromWire(r, b.interBroker.name)
+	if err := b.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
+		return nil, nil, err
+	}
+	resp.ErrorCode = b.applyUpdateMetadata(ctx, cr)
+	return resp, nil, nil
+}
+
+// updateMetadataFromWire is the controller's request that r carries, the
+// live brokers' addresses on listener interBroker.
+func updateMetadataFromWire(r *kmsg.UpdateMetadataRequest, interBroker string) *controller.UpdateMetadataRequest {
 	cr := &controller.UpdateMetadataRequest{
 		ControllerID: coord.BrokerID(r.ControllerID), ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch,
 	}
@@ -32,7 +43,7 @@ func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Re
 		}
 		// A broker's registered address is its inter-broker
 		// listener's, which every broker of the cluster shares.
-		if ep, ok := live.ListenerEndpoint(b.interBroker.name); ok && len(live.Endpoints) > 0 {
+		if ep, ok := live.ListenerEndpoint(interBroker); ok && len(live.Endpoints) > 0 {
 			live.Host, live.Port = ep.Host, ep.Port
 		} else if len(live.Endpoints) > 0 {
 			live.Host, live.Port = live.Endpoints[0].Host, live.Endpoints[0].Port
@@ -57,9 +68,5 @@ func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Re
 			})
 		}
 	}
-	if err := b.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
-		return nil, nil, err
-	}
-	resp.ErrorCode = b.applyUpdateMetadata(ctx, cr)
-	return resp, nil, nil
+	return cr
 }

@@ -16,9 +16,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/scale"
 )
 
 // BenchmarkProduce measures franz-go producing 1 KiB records to an
@@ -403,4 +405,64 @@ func (b *Broker) heldLeaders(topic string) int {
 		}
 	}
 	return n
+}
+
+// BenchmarkApplyUpdateMetadata100k measures the full UpdateMetadata a new
+// controller sends every broker at 100 000 partitions (100 topics of
+// 1 000, replicated on brokers 1, 2 and 3): Encode, the controller's
+// encoding of it to the wire; Decode, a broker's decoding of the wire
+// bytes into the controller's request; Apply, the broker replacing its
+// metadata cache, already full, with it.
+func BenchmarkApplyUpdateMetadata100k(b *testing.B) {
+	req := wideUpdateMetadata(100, 1000)
+	var wire []byte
+	b.Run("Encode", func(b *testing.B) {
+		for b.Loop() {
+			wire = encodeControllerRequest(req).AppendTo(wire[:0])
+		}
+		b.ReportMetric(float64(len(wire)), "bytes")
+	})
+	var decoded *controller.UpdateMetadataRequest
+	b.Run("Decode", func(b *testing.B) {
+		for b.Loop() {
+			k := kmsg.NewPtrUpdateMetadataRequest()
+			k.SetVersion(updateMetadataVersion)
+			if err := k.ReadFrom(wire); err != nil {
+				b.Fatalf("decode: %v", err)
+			}
+			decoded = updateMetadataFromWire(k, "BROKER")
+		}
+		if len(decoded.Partitions) != len(req.Partitions) {
+			b.Fatalf("decoded %d partitions, want %d", len(decoded.Partitions), len(req.Partitions))
+		}
+	})
+	b.Run("Apply", func(b *testing.B) {
+		c := newMetadataCache()
+		c.update(decoded, true)
+		for b.Loop() {
+			c.update(decoded, true)
+		}
+	})
+}
+
+// wideUpdateMetadata is the full UpdateMetadata of topics × partitions
+// partitions replicated on brokers 1, 2 and 3, all live.
+func wideUpdateMetadata(topics, partitions int) *controller.UpdateMetadataRequest {
+	md := scale.Metadata(topics, partitions, []coord.BrokerID{1, 2, 3})
+	req := &controller.UpdateMetadataRequest{ControllerID: 1, ControllerEpoch: 2, BrokerEpoch: 10}
+	for id := coord.BrokerID(1); id <= 3; id++ {
+		port := 9092 + int32(id)
+		req.Live = append(req.Live, coord.Broker{ID: id, Host: "127.0.0.1", Port: port, Endpoints: []coord.Endpoint{
+			{Listener: "CLIENT", Host: "127.0.0.1", Port: port + 1000, SecurityProtocol: "SSL"},
+			{Listener: "BROKER", Host: "127.0.0.1", Port: port, SecurityProtocol: "PLAINTEXT"},
+		}})
+	}
+	for _, name := range md.TopicNames() {
+		t := md.Topics[name]
+		for p := range t.Assignment {
+			st := md.Partitions[coord.TopicPartition{Topic: name, Partition: int32(p)}]
+			req.Partitions = append(req.Partitions, controller.PartitionInfo{PartitionState: st, TopicID: t.ID, Replicas: t.Assignment[p]})
+		}
+	}
+	return req
 }

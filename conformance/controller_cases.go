@@ -95,6 +95,20 @@ func (s *recordingSender) liveInLastUpdateMetadata(id coord.BrokerID) ([]coord.B
 	return nil, false
 }
 
+// updateMetadata counts the UpdateMetadata requests of controller epoch
+// epoch sent to id that hold at least partitions partition states.
+func (s *recordingSender) updateMetadata(id coord.BrokerID, epoch int64, partitions int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, req := range s.sent[id] {
+		if r, ok := req.(*controller.UpdateMetadataRequest); ok && r.ControllerEpoch == epoch && len(r.Partitions) >= partitions {
+			n++
+		}
+	}
+	return n
+}
+
 // controllerNode is broker i+1 as the controller sees it: registered, and
 // campaigning in a loop; when it wins it runs a controller.Controller.
 type controllerNode struct {

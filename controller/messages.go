@@ -42,29 +42,37 @@ func (s *State) propagate(changed []PartitionInfo, deleted []string) []Message {
 	return msgs
 }
 
-// fullState sends a broker that just joined every partition state
-// (UpdateMetadata) and its own replicas (LeaderAndIsr).
-func (s *State) fullState(b coord.Broker) []Message {
+// fullStates sends each broker of bs, which just joined, every partition
+// state (UpdateMetadata) and its own replicas (LeaderAndIsr). The
+// UpdateMetadata requests share one list of partitions.
+func (s *State) fullStates(bs []coord.Broker) []Message {
+	if len(bs) == 0 {
+		return nil
+	}
 	all := s.sortedPartitions()
 	infos := make([]PartitionInfo, 0, len(all))
-	var mine []PartitionInfo
 	for _, tp := range all {
-		info := s.info(tp)
-		infos = append(infos, info)
-		if slices.Contains(info.Replicas, b.ID) {
-			mine = append(mine, info)
-		}
+		infos = append(infos, s.info(tp))
 	}
 	live := s.liveBrokers()
-	msgs := []Message{{To: b, Request: &UpdateMetadataRequest{
-		ControllerID: s.controller, ControllerEpoch: s.epoch, BrokerEpoch: b.Epoch,
-		Live: live, Partitions: infos,
-	}}}
-	if len(mine) > 0 {
-		msgs = append(msgs, Message{To: b, Request: &LeaderAndIsrRequest{
+	var msgs []Message
+	for _, b := range bs {
+		msgs = append(msgs, Message{To: b, Request: &UpdateMetadataRequest{
 			ControllerID: s.controller, ControllerEpoch: s.epoch, BrokerEpoch: b.Epoch,
-			Partitions: mine, Leaders: live,
+			Live: live, Partitions: infos,
 		}})
+		var mine []PartitionInfo
+		for _, info := range infos {
+			if slices.Contains(info.Replicas, b.ID) {
+				mine = append(mine, info)
+			}
+		}
+		if len(mine) > 0 {
+			msgs = append(msgs, Message{To: b, Request: &LeaderAndIsrRequest{
+				ControllerID: s.controller, ControllerEpoch: s.epoch, BrokerEpoch: b.Epoch,
+				Partitions: mine, Leaders: live,
+			}})
+		}
 	}
 	return msgs
 }

@@ -100,12 +100,14 @@ func (s *State) Reconcile() Plan {
 	}
 	if len(s.unsynced) > 0 {
 		var step Step
+		var joined []coord.Broker
 		for _, b := range view.liveBrokers() {
 			if s.unsynced[b.ID] {
-				step.Messages = append(step.Messages, view.fullState(b)...)
+				joined = append(joined, b)
 				step.settles.synced = append(step.settles.synced, b.ID)
 			}
 		}
+		step.Messages = view.fullStates(joined)
 		plan.add(step)
 	}
 	step := view.reconcileStep(nil)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -366,11 +367,11 @@ func (s *State) sortedPartitions() []coord.TopicPartition {
 }
 
 func sortPartitions(tps []coord.TopicPartition) {
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].Topic != tps[j].Topic {
-			return tps[i].Topic < tps[j].Topic
+	slices.SortFunc(tps, func(a, b coord.TopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
 		}
-		return tps[i].Partition < tps[j].Partition
+		return cmp.Compare(a.Partition, b.Partition)
 	})
 }
 

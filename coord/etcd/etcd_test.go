@@ -524,3 +524,15 @@ func TestCommitPlansAroundConflicts(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMetadata100k is conformance.BenchMetadata with 100 topics of
+// 1 000 partitions.
+func BenchmarkMetadata100k(b *testing.B) {
+	conformance.BenchMetadata(b, conformance.NewEtcdHarness(server.Endpoints(), server, 6*time.Second), 100, 1000)
+}
+
+// BenchmarkControllerFailover100k is conformance.BenchControllerFailover
+// with 100 topics of 1 000 partitions.
+func BenchmarkControllerFailover100k(b *testing.B) {
+	conformance.BenchControllerFailover(b, conformance.NewEtcdHarness(server.Endpoints(), server, 6*time.Second), 100, 1000)
+}

@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/statejson"
 )
 
 const (
@@ -24,6 +27,9 @@ const (
 	maxTxnOps = 128
 	// loadPageSize is how many keys one Get of Load reads.
 	loadPageSize = 2000
+	// loadRanges is how many ranges of partition states Load reads at
+	// once.
+	loadRanges = 8
 )
 
 // partitionValue is a partition state's JSON, as Kafka writes
@@ -78,35 +84,94 @@ func (b *Backend) loadMetadata(ctx context.Context) (*coord.Metadata, error) {
 
 func (b *Backend) loadMetadataOnce(ctx context.Context) (*coord.Metadata, error) {
 	md := coord.NewMetadata()
-	var rev int64
-	for _, prefix := range []string{b.topicsPrefix(), b.partitionsPrefix()} {
-		key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
-		for {
-			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(loadPageSize)}
-			if rev != 0 {
-				opts = append(opts, clientv3.WithRev(rev))
+	topics := b.topicsPrefix()
+	rev, err := b.loadRange(ctx, topics, clientv3.GetPrefixRangeEnd(topics), 0, func(kv *mvccpb.KeyValue) {
+		b.applyMetadataKV(md, kv)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Partition keys sort by topic. Each topic's, and whatever lies
+	// between two topics' (a state whose topic key is missing), is read
+	// as a range of its own, several at once: etcd counts every key
+	// from a page's start to its range's end, so one range paged over
+	// every partition would cost the server a count per page of all the
+	// partitions after it.
+	prefix := b.partitionsPrefix()
+	bounds := make([]string, 0, len(md.Topics)+2)
+	for name := range md.Topics {
+		bounds = append(bounds, prefix+name+"/")
+	}
+	slices.Sort(bounds)
+	bounds = append(append([]string{prefix}, bounds...), clientv3.GetPrefixRangeEnd(prefix))
+	type rangeRead struct {
+		states []coord.PartitionState
+		err    error
+	}
+	reads := make([]rangeRead, len(bounds)-1)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(loadRanges, len(reads)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r := &reads[i]
+				_, r.err = b.loadRange(ctx, bounds[i], bounds[i+1], rev, func(kv *mvccpb.KeyValue) {
+					if st, ok := b.decodePartitionKV(kv); ok {
+						r.states = append(r.states, st)
+					}
+				})
 			}
-			resp, err := b.client.Get(ctx, key, opts...)
-			if errors.Is(err, rpctypes.ErrCompacted) {
-				return nil, err
-			}
-			if err != nil {
-				return nil, b.convertError(err, prefix)
-			}
-			if rev == 0 {
-				rev = resp.Header.Revision
-			}
-			for _, kv := range resp.Kvs {
-				b.applyMetadataKV(md, kv)
-			}
-			if !resp.More || len(resp.Kvs) == 0 {
-				break
-			}
-			key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		}()
+	}
+	for i := range reads {
+		if bounds[i] < bounds[i+1] {
+			next <- i
+		}
+	}
+	close(next)
+	wg.Wait()
+	for _, r := range reads {
+		if r.err != nil {
+			return nil, r.err
+		}
+		for _, st := range r.states {
+			md.Partitions[st.TopicPartition()] = st
 		}
 	}
 	md.Version = rev
 	return md, nil
+}
+
+// loadRange reads the keys of [key, end) at revision rev (0: the
+// current one), loadPageSize at a time, passing each to f, and returns
+// the revision read. It returns rpctypes.ErrCompacted as it is.
+func (b *Backend) loadRange(ctx context.Context, key, end string, rev int64, f func(kv *mvccpb.KeyValue)) (int64, error) {
+	what := key
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(loadPageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := b.client.Get(ctx, key, opts...)
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return 0, err
+		}
+		if err != nil {
+			return 0, b.convertError(err, what)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			f(kv)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }
 
 // applyMetadataKV stores one topic or partition key into md.
@@ -122,24 +187,40 @@ func (b *Backend) applyMetadataKV(md *coord.Metadata, kv *mvccpb.KeyValue) {
 		md.Topics[name] = t
 		return
 	}
+	if st, ok := b.decodePartitionKV(kv); ok {
+		md.Partitions[st.TopicPartition()] = st
+	}
+}
+
+// decodePartitionKV decodes a partition state key; false when it is not
+// one, or does not decode (logged).
+func (b *Backend) decodePartitionKV(kv *mvccpb.KeyValue) (coord.PartitionState, bool) {
+	key := string(kv.Key)
 	tp, ok := b.parsePartitionKey(key)
 	if !ok {
-		return
+		return coord.PartitionState{}, false
 	}
-	var v partitionValue
-	if err := json.Unmarshal(kv.Value, &v); err != nil {
+	v, err := statejson.Decode(kv.Value)
+	if err != nil {
 		b.log.Warn("skipping unreadable partition state", "key", key, "error", err)
-		return
+		return coord.PartitionState{}, false
 	}
-	md.Partitions[tp] = coord.PartitionState{
+	var isr []coord.BrokerID
+	if v.ISR != nil {
+		isr = make([]coord.BrokerID, len(v.ISR))
+		for i, id := range v.ISR {
+			isr[i] = coord.BrokerID(id)
+		}
+	}
+	return coord.PartitionState{
 		Topic:           tp.Topic,
 		Partition:       tp.Partition,
-		Leader:          v.Leader,
+		Leader:          coord.BrokerID(v.Leader),
 		LeaderEpoch:     v.LeaderEpoch,
-		ISR:             v.ISR,
+		ISR:             isr,
 		PartitionEpoch:  int32(kv.Version - 1),
 		ControllerEpoch: v.ControllerEpoch,
-	}
+	}, true
 }
 
 // removeMetadataKey removes a deleted topic or partition key from md.

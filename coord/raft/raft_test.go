@@ -26,3 +26,15 @@ func TestConformanceMutualTLS(t *testing.T) {
 		cfg.RaftClientTLS = ca.ClientConfig(t, name)
 	}))
 }
+
+// BenchmarkMetadata100k is conformance.BenchMetadata with 100 topics of
+// 1 000 partitions.
+func BenchmarkMetadata100k(b *testing.B) {
+	conformance.BenchMetadata(b, conformance.NewRaftHarness(6*time.Second), 100, 1000)
+}
+
+// BenchmarkControllerFailover100k is conformance.BenchControllerFailover
+// with 100 topics of 1 000 partitions.
+func BenchmarkControllerFailover100k(b *testing.B) {
+	conformance.BenchControllerFailover(b, conformance.NewRaftHarness(6*time.Second), 100, 1000)
+}

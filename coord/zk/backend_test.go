@@ -20,6 +20,7 @@ import (
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/coord/zk"
 	"github.com/tripodmq/tripod/internal/faultnet"
+	"github.com/tripodmq/tripod/internal/scale"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
@@ -485,5 +486,46 @@ func TestEnsembleSessionMovesBetweenServers(t *testing.T) {
 		States: []coord.PartitionState{{Topic: "ha", Leader: 4, ISR: []coord.BrokerID{4}}}}
 	if err := b.Commit(ctx, term, op); err != nil {
 		t.Fatalf("commit after the rolling restart: %v", err)
+	}
+}
+
+// TestLoadOverLoaderSessions: a Load of more partition states than one
+// connection reads quickly (3 000) reads them over sessions of its own
+// and returns exactly what was committed.
+func TestLoadOverLoaderSessions(t *testing.T) {
+	s := server(t)
+	connect := s.Addr() + chroot()
+	writer := open(t, connect, 6*time.Second, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sess, err := writer.Register(ctx, coord.Broker{ID: 1, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	term, err := writer.Campaign(ctx, sess)
+	if err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	want := scale.Metadata(3, 1000, []coord.BrokerID{1, 2, 3})
+	if err := writer.Commit(ctx, term, scale.Ops(3, 1000, []coord.BrokerID{1, 2, 3})...); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	md, err := open(t, connect, 6*time.Second, nil).Load(ctx)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if len(md.Topics) != len(want.Topics) || len(md.Partitions) != len(want.Partitions) {
+		t.Fatalf("load: got %d topics and %d partitions, want %d and %d", len(md.Topics), len(md.Partitions), len(want.Topics), len(want.Partitions))
+	}
+	for name, wt := range want.Topics {
+		if got := md.Topics[name]; got.ID != wt.ID || !slices.EqualFunc(got.Assignment, wt.Assignment, slices.Equal) {
+			t.Errorf("topic %s: got %+v, want %+v", name, got, wt)
+		}
+	}
+	for tp, ws := range want.Partitions {
+		got := md.Partitions[tp]
+		if got.Leader != ws.Leader || !slices.Equal(got.ISR, ws.ISR) || got.LeaderEpoch != 0 || got.PartitionEpoch != 0 {
+			t.Errorf("partition %s: got %+v, want %+v", tp, got, ws)
+		}
 	}
 }

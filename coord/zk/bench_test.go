@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tripodmq/tripod/conformance"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
@@ -66,4 +67,31 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 	b.ReportMetric(create.Seconds()/n, "create-s")
 	b.ReportMetric(update.Seconds()/n, "update-s")
 	b.ReportMetric(load.Seconds()/n, "load-s")
+}
+
+// BenchmarkMetadata100k is conformance.BenchMetadata with 100 topics of
+// 1 000 partitions.
+func BenchmarkMetadata100k(b *testing.B) {
+	conformance.BenchMetadata(b, benchHarness(b), 100, 1000)
+}
+
+// BenchmarkControllerFailover100k is conformance.BenchControllerFailover
+// with 100 topics of 1 000 partitions.
+func BenchmarkControllerFailover100k(b *testing.B) {
+	conformance.BenchControllerFailover(b, benchHarness(b), 100, 1000)
+}
+
+// benchHarness returns a harness on a ZooKeeper of the benchmark's own,
+// run as in production (full JIT, 1 GiB of heap) and stopped when it
+// ends, with a 6 s session timeout.
+func benchHarness(b *testing.B) conformance.Harness {
+	server(b)
+	cfg := zkserver.DefaultConfig()
+	cfg.FullJIT, cfg.HeapMB = true, 1024
+	s, err := zkserver.Start(b.TempDir(), cfg)
+	if err != nil {
+		b.Fatalf("start zookeeper: %v", err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return conformance.NewZKHarness(s.Addr(), s, 6*time.Second)
 }

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/statejson"
 )
 
 // Chunk limits of one Commit multi: ZooKeeper refuses requests above
@@ -158,8 +160,8 @@ func encodeState(s coord.PartitionState) []byte {
 // decodeState reads a partition state; its PartitionEpoch is the znode's
 // version, which every setData bumps.
 func decodeState(tp coord.TopicPartition, data []byte, stat *zk.Stat) (coord.PartitionState, error) {
-	var z stateZNode
-	if err := json.Unmarshal(data, &z); err != nil {
+	z, err := statejson.Decode(data)
+	if err != nil {
 		return coord.PartitionState{}, fmt.Errorf("decode state of partition %s: %w", tp, err)
 	}
 	return coord.PartitionState{
@@ -292,12 +294,57 @@ func (b *Backend) readMetadata(c *zk.Conn) (*coord.Metadata, error) {
 			}
 		}
 	}
+	states, found, zxids, err := b.readStates(c, tps)
+	if err != nil {
+		return nil, err
+	}
+	for i, st := range states {
+		if found[i] {
+			md.Partitions[tps[i]] = st
+			md.Version = max(md.Version, zxids[i])
+		}
+	}
+	return md, nil
+}
+
+// Partition states of a large metadata are read over loadSessions
+// ZooKeeper sessions of Load's own, opened for the Load and closed after
+// it: ZooKeeper serves the requests of one connection one after another,
+// so one connection bounds how fast a new controller reads 100 000
+// states, and several cut that time about by as many, up to the server's
+// cores.
+const (
+	loadSessions     = 8
+	loadSessionsFrom = 2000 // partitions
+)
+
+// readStates reads the states of tps: over loader sessions when there are
+// at least loadSessionsFrom (on c when they cannot be had, or fail), else
+// on c. A state that does not exist is not found.
+func (b *Backend) readStates(c *zk.Conn, tps []coord.TopicPartition) ([]coord.PartitionState, []bool, []int64, error) {
+	if len(tps) >= loadSessionsFrom {
+		loaders, release := b.openLoaders(loadSessions)
+		if len(loaders) > 0 {
+			states, found, zxids, err := b.readStatesOn(loaders, tps)
+			release()
+			if err == nil {
+				return states, found, zxids, nil
+			}
+			b.log.Debug("reading partition states over loader sessions failed; reading them on the backend's session", "error", err)
+		}
+	}
+	return b.readStatesOn([]*zk.Conn{c}, tps)
+}
+
+// readStatesOn reads the states of tps with pipelined gets spread over
+// conns.
+func (b *Backend) readStatesOn(conns []*zk.Conn, tps []coord.TopicPartition) ([]coord.PartitionState, []bool, []int64, error) {
 	states := make([]coord.PartitionState, len(tps))
 	found := make([]bool, len(tps))
 	zxids := make([]int64, len(tps))
-	err = parallel(len(tps), func(i int) error {
+	err := parallelOn(len(tps), len(conns), func(conn, i int) error {
 		tp := tps[i]
-		data, stat, err := c.Get(b.statePath(tp.Topic, tp.Partition))
+		data, stat, err := conns[conn].Get(b.statePath(tp.Topic, tp.Partition))
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
 		}
@@ -312,15 +359,68 @@ func (b *Backend) readMetadata(c *zk.Conn) (*coord.Metadata, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	for i, st := range states {
-		if found[i] {
-			md.Partitions[tps[i]] = st
-			md.Version = max(md.Version, zxids[i])
+	return states, found, zxids, nil
+}
+
+// openLoaders opens n loader sessions and returns their connections once
+// each has its session, is authenticated, and has synced with the
+// ensemble's leader (so it reads nothing older than what the backend's
+// own session has read), with release, which closes them. It returns
+// none when they cannot all be had within half the session timeout.
+func (b *Backend) openLoaders(n int) ([]*zk.Conn, func()) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, nil
+	}
+	var zss []*zsession
+	for range n {
+		zs, err := b.newZSessionLocked()
+		if err != nil {
+			break
 		}
+		zss = append(zss, zs)
 	}
-	return md, nil
+	b.mu.Unlock()
+	release := func() {
+		var wg sync.WaitGroup
+		for _, zs := range zss {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				zs.end()
+				zs.close()
+			}()
+		}
+		wg.Wait()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout/2)
+	defer cancel()
+	errs := make([]error, len(zss))
+	var wg sync.WaitGroup
+	for i, zs := range zss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = zs.call(ctx, "load", func(c *zk.Conn) error {
+				_, err := c.Sync(b.topicsPath())
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil || len(zss) < n {
+		b.log.Debug("loader sessions not opened; loading on the backend's session", "error", err)
+		release()
+		return nil, nil
+	}
+	conns := make([]*zk.Conn, len(zss))
+	for i, zs := range zss {
+		conns[i] = zs.conn
+	}
+	return conns, release
 }
 
 // zop is one ZooKeeper operation of a Commit, with what its failure means

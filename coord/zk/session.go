@@ -409,12 +409,19 @@ func (s *session) deregister(ctx context.Context) error {
 // pipelines their requests on the one connection) and returns the first
 // error. It waits for all of them.
 func parallel(n int, f func(i int) error) error {
+	return parallelOn(n, 1, func(_, i int) error { return f(i) })
+}
+
+// parallelOn is parallel over conns connections: f(conn, i) runs with
+// conn in 0..conns-1, as many goroutines on each connection as parallel
+// runs on one.
+func parallelOn(n, conns int, f func(conn, i int) error) error {
 	const workers = 64
 	if n == 0 {
 		return nil
 	}
 	if n == 1 {
-		return f(0)
+		return f(0, 0)
 	}
 	var (
 		wg    sync.WaitGroup
@@ -422,9 +429,9 @@ func parallel(n int, f func(i int) error) error {
 		first error
 		next  int
 	)
-	w := min(workers, n)
+	w := min(workers*conns, n)
 	wg.Add(w)
-	for range w {
+	for worker := range w {
 		go func() {
 			defer wg.Done()
 			for {
@@ -436,7 +443,7 @@ func parallel(n int, f func(i int) error) error {
 				i := next
 				next++
 				mu.Unlock()
-				if err := f(i); err != nil {
+				if err := f(worker%conns, i); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err

@@ -43,7 +43,7 @@ func runMain(m *testing.M) int {
 
 // server returns the shared ZooKeeper, skipping t (failing it under CI)
 // when there is none.
-func server(t *testing.T) *zkserver.Server {
+func server(t testing.TB) *zkserver.Server {
 	t.Helper()
 	if srv == nil {
 		zkserver.Require(t)
