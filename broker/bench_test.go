@@ -6,9 +6,11 @@ import (
 	"flag"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,6 +178,7 @@ func BenchmarkIdleReplicaMemory(bm *testing.B) {
 		}
 		bm.ReportMetric(float64(after.heap-before.heap)/float64(n), "heap-B/replica")
 		bm.ReportMetric(float64(after.stack-before.stack)/float64(n), "stack-B/replica")
+		bm.ReportMetric(float64(after.rss-before.rss)/float64(n), "rss-B/replica")
 		bm.ReportMetric(float64(after.fds-before.fds), "fds")
 		bm.ReportMetric(float64(after.goroutines-before.goroutines), "goroutines")
 		bm.ReportMetric(0, "ns/op")
@@ -187,8 +190,11 @@ type footprint struct {
 	// heap and stack are the bytes of the Go heap in use after a full
 	// collection, and of the goroutine stacks.
 	heap, stack int64
-	fds         int
-	goroutines  int
+	// rss is the process's resident set (VmRSS) after the collection
+	// returned what it freed to the system.
+	rss        int64
+	fds        int
+	goroutines int
 }
 
 // idleFootprint measures what the process holds, after a collection.
@@ -196,13 +202,28 @@ func idleFootprint(tb testing.TB) footprint {
 	tb.Helper()
 	runtime.GC()
 	runtime.GC()
+	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		tb.Fatalf("count file descriptors: %v", err)
 	}
-	return footprint{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), fds: len(entries), goroutines: runtime.NumGoroutine()}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Fatalf("read the resident set: %v", err)
+	}
+	var rss int64
+	for line := range strings.Lines(string(status)) {
+		if kb, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(kb), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatalf("VmRSS %q: %v", kb, err)
+			}
+			rss = n << 10
+		}
+	}
+	return footprint{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, fds: len(entries), goroutines: runtime.NumGoroutine()}
 }
 
 // writeHeapProfile writes the heap profile to path.
