@@ -85,7 +85,7 @@ func (b *Backend) loadMetadata(ctx context.Context) (*coord.Metadata, error) {
 func (b *Backend) loadMetadataOnce(ctx context.Context) (*coord.Metadata, error) {
 	md := coord.NewMetadata()
 	topics := b.topicsPrefix()
-	rev, err := b.loadRange(ctx, topics, clientv3.GetPrefixRangeEnd(topics), 0, func(kv *mvccpb.KeyValue) {
+	rev, err := b.rangeAt(ctx, topics, 0, func(kv *mvccpb.KeyValue) {
 		b.applyMetadataKV(md, kv)
 	})
 	if err != nil {

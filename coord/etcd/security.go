@@ -160,30 +160,7 @@ func (v *securityView) state(version int64) *coord.SecurityState {
 // revision. It fails with rpctypes.ErrCompacted, unconverted, when etcd
 // compacts the revision meanwhile.
 func (b *Backend) rangeAt(ctx context.Context, prefix string, rev int64, fn func(kv *mvccpb.KeyValue)) (int64, error) {
-	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(loadPageSize)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := b.client.Get(ctx, key, opts...)
-		if errors.Is(err, rpctypes.ErrCompacted) {
-			return 0, err
-		}
-		if err != nil {
-			return 0, b.convertError(err, "read "+prefix)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			fn(kv)
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return rev, nil
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
+	return b.loadRange(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), rev, fn)
 }
 
 // loadSecurityView reads the whole store into a new view at one revision,
