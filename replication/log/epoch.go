@@ -108,15 +108,14 @@ func epochsAfter(entries []EpochEntry, headers []batchHeader) []EpochEntry {
 // segment's entries from its batches, which it verifies anyway (the
 // earlier segments' entries were written when the segment after them was
 // rolled).
-func (l *Log) setEpochs(entries []EpochEntry) error {
+func (l *Log) setEpochs(entries []EpochEntry) {
 	if equalEpochs(entries, l.epochs) {
-		return nil
+		return
 	}
 	l.mu.Lock()
 	l.epochs = entries
 	l.mu.Unlock()
 	l.epochsDirty = true
-	return nil
 }
 
 // syncEpochs writes and fsyncs the leader-epoch checkpoint if the epochs

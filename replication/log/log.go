@@ -629,9 +629,7 @@ func (l *Log) appendLocked(buf []byte, headers []batchHeader) (AppendResult, err
 	// that no batch is ever durable with an epoch the checkpoint lacks;
 	// Open drops entries beyond the log end.
 	if added := epochsAfter(l.epochs, headers); len(added) > 0 {
-		if err := l.setEpochs(append(append([]EpochEntry(nil), l.epochs...), added...)); err != nil {
-			return AppendResult{}, err
-		}
+		l.setEpochs(append(append([]EpochEntry(nil), l.epochs...), added...))
 	}
 	if err := l.write(buf, headers, now); err != nil {
 		l.setEpochs(trimEpochs(l.epochs, l.startOffset, l.active().tail.nextOffset))
@@ -1057,10 +1055,8 @@ func (l *Log) TruncateTo(offset int64) error {
 		s.rollTimestamp = -1
 	}
 	s.dirty = true
-	first := l.setEpochs(trimEpochs(l.epochs, l.startOffset, s.tail.nextOffset))
-	if err := l.dropSnapshotsAbove(s.tail.nextOffset); err != nil && first == nil {
-		first = err
-	}
+	l.setEpochs(trimEpochs(l.epochs, l.startOffset, s.tail.nextOffset))
+	first := l.dropSnapshotsAbove(s.tail.nextOffset)
 	if err := s.log.Truncate(pos); err != nil && first == nil {
 		first = fmt.Errorf("truncate segment %d at byte %d: %w", s.baseOffset, pos, err)
 	}
@@ -1118,9 +1114,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := writeStartOffset(l.dir, offset); err != nil && first == nil {
 		first = err
 	}
-	if err := l.setEpochs(nil); err != nil && first == nil {
-		first = err
-	}
+	l.setEpochs(nil)
 	if err := l.dropSnapshotsAbove(-1); err != nil && first == nil {
 		first = err
 	}
@@ -1153,11 +1147,8 @@ func (l *Log) AdvanceStartOffset(offset int64) (advanced bool, err error) {
 	l.mu.Lock()
 	l.startOffset = offset
 	l.mu.Unlock()
-	first := writeStartOffset(l.dir, offset)
-	if err := l.setEpochs(trimEpochs(l.epochs, offset, end)); err != nil && first == nil {
-		first = err
-	}
-	return true, first
+	l.setEpochs(trimEpochs(l.epochs, offset, end))
+	return true, writeStartOffset(l.dir, offset)
 }
 
 // Size is the bytes of the log's segment files (their batches; indexes
@@ -1232,9 +1223,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		if err := writeStartOffset(l.dir, start); err != nil && first == nil {
 			first = err
 		}
-		if err := l.setEpochs(trimEpochs(l.epochs, start, l.active().tail.nextOffset)); err != nil && first == nil {
-			first = err
-		}
+		l.setEpochs(trimEpochs(l.epochs, start, l.active().tail.nextOffset))
 	}
 	if err := l.maybeFlush(now); err != nil && first == nil {
 		first = err
