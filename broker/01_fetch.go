@@ -33,8 +33,8 @@ func handleFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, lat
 }
 
 // fetch answers r in its fetch session (a full fetch, or an incremental
-// one over every partition of the session whose answer keeps only what
-// changed), waiting as handleFetch describes.
+// one over the partitions of the session that changed, whose answer keeps
+// only what the client has not heard), waiting as handleFetch describes.
 func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
 	sr := b.fetchSessions.begin(r, time.Now())
 	if sr.errorCode != 0 {
@@ -43,34 +43,44 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 		resp.ErrorCode = sr.errorCode
 		return resp
 	}
-	resp := b.fetchNow(ctx, r)
-	b.fetchSessions.end(sr, resp)
+	resp, short := b.fetchNow(ctx, r, &sr)
+	b.fetchSessions.end(sr, resp, short)
 	return resp
 }
 
-// fetchNow answers r as a full fetch, waiting as handleFetch describes.
-func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest) *kmsg.FetchResponse {
+// fetchNow answers the partitions r names, waiting as handleFetch
+// describes. A subset fetch of a session (sr.subset) waits on the
+// session's wake-up and adds the partitions that change meanwhile; any
+// other watches the partitions r names. It also returns the partitions
+// answered without records though records were there to read.
+func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *sessionRequest) (*kmsg.FetchResponse, map[coord.TopicPartition]struct{}) {
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
 	deadline := time.Now().Add(wait)
 
 	// Register for wake-ups before the first read so that no append
-	// between the read and the wait is missed.
-	wake := make(chan struct{}, 1)
-	var watched []*partition
-	for _, rt := range r.Topics {
-		for _, rp := range rt.Partitions {
-			if p := b.partitionFor(rt.Topic, rp.Partition); p != nil {
-				p.watch(wake)
-				watched = append(watched, p)
+	// between the read and the wait is missed (a session watches its
+	// partitions all along).
+	var wake chan struct{}
+	if sr.subset {
+		wake = sr.session.wake
+	} else {
+		wake = make(chan struct{}, 1)
+		var watched []*partition
+		for _, rt := range r.Topics {
+			for _, rp := range rt.Partitions {
+				if p := b.partitionFor(rt.Topic, rp.Partition); p != nil {
+					p.watch(wake)
+					watched = append(watched, p)
+				}
 			}
 		}
+		defer func() {
+			for _, p := range watched {
+				p.unwatch(wake)
+			}
+		}()
 	}
-	defer func() {
-		for _, p := range watched {
-			p.unwatch(wake)
-		}
-	}()
 
 	// A follower's fetch offset is its log end offset: record it once,
 	// on arrival, as Kafka's leader does.
@@ -81,9 +91,9 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest) *kmsg.Fetch
 
 	var timer *time.Timer
 	for {
-		resp, bytes, hasError := b.readFetch(r, replicaCodes)
+		resp, bytes, hasError, short := b.readFetch(r, replicaCodes)
 		if hasError || bytes >= int(r.MinBytes) || !time.Now().Before(deadline) {
-			return resp
+			return resp, short
 		}
 		if timer == nil {
 			timer = time.NewTimer(time.Until(deadline))
@@ -91,11 +101,14 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest) *kmsg.Fetch
 		}
 		select {
 		case <-wake:
+			if sr.subset && !b.fetchSessions.extend(*sr, r) {
+				continue
+			}
 		case <-timer.C:
 		case <-ctx.Done():
-			return resp
+			return resp, short
 		case <-b.closing:
-			return resp
+			return resp, short
 		}
 	}
 }
@@ -146,12 +159,14 @@ func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartit
 }
 
 // readFetch builds a fetch response from the logs as they are now. It
-// returns the response, the record bytes it holds, and whether any
-// partition carries an error (which answers the fetch at once). A
+// returns the response, the record bytes it holds, whether any
+// partition carries an error (which answers the fetch at once), and the
+// partitions answered without records below the offset read up to (the
+// response was full, or throttled; nil if none). A
 // consumer reads below the high watermark; a follower (replicaCodes not
 // nil) reads up to the log end and gets the errors recordFollowerFetch
 // found.
-func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16) (*kmsg.FetchResponse, int, bool) {
+func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	resp.SetVersion(r.Version)
 	remaining := int(r.MaxBytes)
@@ -160,6 +175,13 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 	}
 	total := 0
 	hasError := false
+	var short map[coord.TopicPartition]struct{}
+	unread := func(tp coord.TopicPartition) {
+		if short == nil {
+			short = map[coord.TopicPartition]struct{}{}
+		}
+		short[tp] = struct{}{}
+	}
 	for _, rt := range r.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
@@ -198,9 +220,17 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			sp.LogStartOffset = p.log.StartOffset()
 			// The leader's throttle: a throttled replica out of the ISR
 			// gets nothing while the leader's rate is exceeded.
+			upTo := hw
+			if replicaCodes != nil {
+				upTo = p.log.EndOffset()
+			}
+			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			throttled := replicaCodes != nil && b.leaderThrottles(p, r.ReplicaID)
 			if throttled && b.leaderQuota.exceeded() {
 				b.metrics.throttled("leader", 0, 1)
+				if rp.FetchOffset < upTo {
+					unread(tp)
+				}
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
@@ -212,10 +242,6 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				limit = 0
 			}
 			if limit > 0 || total == 0 {
-				upTo := hw
-				if replicaCodes != nil {
-					upTo = p.log.EndOffset()
-				}
 				data, err := p.log.ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
 				switch {
 				case errors.Is(err, tlog.ErrOffsetOutOfRange):
@@ -241,9 +267,12 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					}
 				}
 			}
+			if len(sp.RecordBatches) == 0 && sp.ErrorCode == 0 && rp.FetchOffset < upTo {
+				unread(tp)
+			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp, total, hasError
+	return resp, total, hasError, short
 }

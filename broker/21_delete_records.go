@@ -137,6 +137,9 @@ func (b *Broker) deleteRecords(topic string, index int32, offset int64, deadline
 	p.repMu.Unlock()
 	p.appendMu.Unlock()
 	b.handleReady(p, rd)
+	// The followers' fetch sessions answer the new log start, which the
+	// low watermark waits for.
+	p.wakeAll()
 	b.logger.Debug("log start offset moved by delete records", "partition", p.name(), "log_start_offset", p.log.StartOffset())
 	return 0, done
 }

@@ -171,7 +171,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		brokerEpoch:    -1,
 		epochChanged:   make(chan struct{}),
 		closing:        make(chan struct{}),
-		fetchSessions:  newFetchSessions(fetchSessionCacheSlots),
+		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, maxSessionRefresh), nil),
 		configsChanged: make(chan struct{}),
 
 		controllerID:       coord.NoBroker,
@@ -182,6 +182,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		offlineReplicas: map[coord.TopicPartition]bool{},
 		dirFailed:       make(chan struct{}, 1),
 	}
+	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.partitionFor(tp.Topic, tp.Partition) }
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = newReplicationQuota(samples, window, time.Now), newReplicationQuota(samples, window, time.Now)
 	b.metrics = newMetrics(b)

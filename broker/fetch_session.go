@@ -2,6 +2,7 @@ package broker
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,21 +15,37 @@ import (
 // Incremental fetch sessions (KIP-227). A client (a consumer, or a
 // follower replicating from this leader) that opens a session with a full
 // fetch then sends, at each next epoch, only the partitions whose fetch
-// position changed and the ones it no longer wants; the broker fetches
-// every partition of the session and answers only those with records, an
-// error, or a high watermark or log start offset that changed since the
-// session last told it. So a follower holding 10 000 idle partitions on
-// this leader sends, and gets back, only the few that move.
+// position changed and the ones it no longer wants; the broker answers
+// only those with records, an error, or a high watermark or log start
+// offset that changed since the session last told it. So a follower
+// holding 10 000 idle partitions on this leader sends, and gets back,
+// only the few that move.
+//
+// The broker's work follows the changes too. A session watches its
+// partitions (partition.watchSession): every append, high watermark or
+// log start move, role change or removal (partition.wakeAll) marks the
+// partition changed in the session and wakes a fetch of it that waits.
+// An incremental fetch serves only the partitions it names, the ones
+// changed since, and the ones its last answer left unfinished (records
+// sent, an error, records left unread), and adds those that change while
+// it waits; an idle partition costs it nothing.
 //
 // A follower's position in the partitions it leaves out is the one the
-// session holds, and the leader records it at every fetch as if the
-// follower had sent it, so an idle partition's follower stays caught up
-// (in the ISR), as Kafka's leader does.
+// session holds. Every refreshEvery an incremental fetch serves the whole
+// session, and the leader records those positions as if the follower had
+// sent them, so an idle partition's follower stays caught up (in the ISR)
+// as with Kafka's leader, which records them at every fetch.
 
 // fetchSessionCacheSlots is how many sessions a broker keeps (Kafka's
 // max.incremental.fetch.session.cache.slots default); the least recently
 // used one is evicted for a new one.
 const fetchSessionCacheSlots = 1000
+
+// maxSessionRefresh bounds the interval between two fetches of a session
+// that serve all its partitions: a follower's recorded fetch of an idle
+// partition is never older than this, and an ISR expansion refused by
+// the controller is proposed again within it.
+const maxSessionRefresh = time.Second
 
 // fetchSession is one incremental fetch session.
 type fetchSession struct {
@@ -44,6 +61,21 @@ type fetchSession struct {
 	// inUse is set while a fetch of the session is being answered; a
 	// second fetch of it meanwhile is refused (its epoch would be wrong).
 	inUse bool
+	// refreshed is when a fetch last served every partition.
+	refreshed time.Time
+	// again are the partitions the next fetch serves whether or not they
+	// change: the last answer carried their records or an error, left
+	// records unread, or found no replica here.
+	again map[coord.TopicPartition]struct{}
+	// closed is set when the session leaves the cache; it then watches
+	// no partition.
+	closed bool
+
+	// wake is signalled when a watched partition changes; changed (under
+	// changedMu) holds the partitions changed since the last drain.
+	wake      chan struct{}
+	changedMu sync.Mutex
+	changed   map[coord.TopicPartition]struct{}
 }
 
 // sessionPartition is what the session holds of one partition: the
@@ -55,6 +87,33 @@ type sessionPartition struct {
 	// logStart are what the last one that did said.
 	sent         bool
 	hw, logStart int64
+	// p is the replica the session watches (nil: this broker has none).
+	p *partition
+}
+
+// partitionChanged records that tp changed and wakes a fetch of the
+// session waiting for it. It is called with the partition's mu held.
+func (sess *fetchSession) partitionChanged(tp coord.TopicPartition) {
+	sess.changedMu.Lock()
+	if sess.changed == nil {
+		sess.changed = map[coord.TopicPartition]struct{}{}
+	}
+	sess.changed[tp] = struct{}{}
+	sess.changedMu.Unlock()
+	select {
+	case sess.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drainChanged returns and forgets the partitions changed since the last
+// drain.
+func (sess *fetchSession) drainChanged() map[coord.TopicPartition]struct{} {
+	sess.changedMu.Lock()
+	defer sess.changedMu.Unlock()
+	ch := sess.changed
+	sess.changed = nil
+	return ch
 }
 
 // fetchSessions is a broker's session cache. It is safe for concurrent
@@ -63,13 +122,21 @@ type fetchSessions struct {
 	mu       sync.Mutex
 	sessions map[int32]*fetchSession
 	slots    int
+	// refreshEvery is how often a session's fetch serves all its
+	// partitions.
+	refreshEvery time.Duration
+	// resolve returns the replica of a partition this broker holds (nil:
+	// none); a nil resolve holds none.
+	resolve func(coord.TopicPartition) *partition
 	// evictions counts sessions evicted for new ones; incremental counts
-	// the incremental fetches served and named the partitions they named.
-	evictions, incremental, named uint64
+	// the incremental fetches served, named the partitions they named,
+	// refreshes those that served their whole session and served the
+	// partitions the others served.
+	evictions, incremental, named, refreshes, served uint64
 }
 
-func newFetchSessions(slots int) *fetchSessions {
-	return &fetchSessions{sessions: map[int32]*fetchSession{}, slots: slots}
+func newFetchSessions(slots int, refreshEvery time.Duration, resolve func(coord.TopicPartition) *partition) *fetchSessions {
+	return &fetchSessions{sessions: map[int32]*fetchSession{}, slots: slots, refreshEvery: refreshEvery, resolve: resolve}
 }
 
 // sessionRequest is how a fetch request relates to sessions, and what to
@@ -79,16 +146,24 @@ type sessionRequest struct {
 	session *fetchSession
 	// full is set when the response carries every partition.
 	full bool
+	// subset is set when the request was rewritten to the partitions of
+	// the session that changed (serving), with the index of its topics
+	// (topicAt); more join while it waits (extend).
+	subset  bool
+	serving map[coord.TopicPartition]struct{}
+	topicAt map[string]int
 	// errorCode is a top-level error (FETCH_SESSION_ID_NOT_FOUND,
 	// INVALID_FETCH_SESSION_EPOCH) to answer at once.
 	errorCode int16
 }
 
 // begin resolves r's session as KIP-227 says (session id, epoch) and,
-// for an incremental fetch, rewrites r in place to name every partition
-// of the session at its cached position, with the request's changes and
-// forgotten partitions applied; the caller answers r as a full fetch,
-// then trims the response with end. A session is claimed until end.
+// for an incremental fetch, rewrites r in place to name the partitions
+// of the session to serve at their cached positions, with the request's
+// changes and forgotten partitions applied: every partition when the
+// session is due a refresh, else those changed (a subset). The caller
+// answers r, then trims the response with end. A session is claimed
+// until end.
 func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionRequest {
 	if r.Version < 7 {
 		return sessionRequest{full: true}
@@ -116,50 +191,148 @@ func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionReques
 	sess.inUse = true
 	sess.lastUsed = now
 	s.incremental++
-	for _, rt := range r.Topics {
-		s.named += uint64(len(rt.Partitions))
+	// The wake-up is drained before the changed partitions: a change
+	// after the drain signals again.
+	select {
+	case <-sess.wake:
+	default:
 	}
+	changed := sess.drainChanged()
+	forgot := false
 	for _, ft := range r.ForgottenTopics {
 		for _, p := range ft.Partitions {
 			tp := coord.TopicPartition{Topic: ft.Topic, Partition: p}
-			delete(sess.parts, tp)
+			if sp, ok := sess.parts[tp]; ok {
+				sess.watch(sp, nil)
+				delete(sess.parts, tp)
+				delete(sess.again, tp)
+				forgot = true
+			}
 		}
 	}
-	sess.add(r)
-	// Rewrite the request to name the whole session.
-	topics := make([]kmsg.FetchRequestTopic, 0, len(r.Topics))
-	index := map[string]int{}
-	live := sess.order[:0]
-	for _, tp := range sess.order {
-		sp, ok := sess.parts[tp]
-		if !ok {
-			continue // forgotten
-		}
-		live = append(live, tp)
-		i, ok := index[tp.Topic]
-		if !ok {
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic = tp.Topic
-			topics = append(topics, t)
-			i = len(topics) - 1
-			index[tp.Topic] = i
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = tp.Partition
-		rp.FetchOffset = sp.fetchOffset
-		rp.LogStartOffset = sp.logStartOffset
-		rp.PartitionMaxBytes = sp.maxBytes
-		rp.CurrentLeaderEpoch = sp.leaderEpoch
-		topics[i].Partitions = append(topics[i].Partitions, rp)
+	if forgot {
+		sess.order = slices.DeleteFunc(sess.order, func(tp coord.TopicPartition) bool { return sess.parts[tp] == nil })
 	}
-	sess.order = live
-	r.Topics = topics
-	return sessionRequest{session: sess}
+	named := s.add(sess, r)
+	s.named += uint64(len(named))
+
+	if now.Sub(sess.refreshed) >= s.refreshEvery {
+		sess.refreshed = now
+		s.refreshes++
+		for _, tp := range sess.order {
+			sess.watch(sess.parts[tp], s.resolveTP(tp))
+		}
+		r.Topics = nil
+		sr := sessionRequest{session: sess, topicAt: map[string]int{}}
+		for _, tp := range sess.order {
+			sr.name(r, tp, sess.parts[tp])
+		}
+		sr.topicAt = nil
+		return sr
+	}
+	sr := sessionRequest{session: sess, subset: true, serving: map[coord.TopicPartition]struct{}{}, topicAt: map[string]int{}}
+	r.Topics = nil
+	serve := func(tp coord.TopicPartition) {
+		sp := sess.parts[tp]
+		if sp == nil {
+			return // forgotten, or changed before it joined
+		}
+		if _, ok := sr.serving[tp]; ok {
+			return
+		}
+		sr.serving[tp] = struct{}{}
+		sess.watch(sp, s.resolveTP(tp))
+		sr.name(r, tp, sp)
+	}
+	for _, tp := range named {
+		serve(tp)
+	}
+	for tp := range sess.again {
+		serve(tp)
+	}
+	for tp := range changed {
+		serve(tp)
+	}
+	s.served += uint64(len(sr.serving))
+	return sr
+}
+
+// extend adds to r, a subset fetch of sr's session waiting for records,
+// the session's partitions that changed since it began or was last
+// extended. It reports whether it added any.
+func (s *fetchSessions) extend(sr sessionRequest, r *kmsg.FetchRequest) bool {
+	sess := sr.session
+	changed := sess.drainChanged()
+	if len(changed) == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	added := 0
+	for tp := range changed {
+		sp := sess.parts[tp]
+		if _, ok := sr.serving[tp]; ok || sp == nil {
+			continue
+		}
+		sr.serving[tp] = struct{}{}
+		sess.watch(sp, s.resolveTP(tp))
+		sr.name(r, tp, sp)
+		added++
+	}
+	s.served += uint64(added)
+	return added > 0
+}
+
+// name adds tp to r at the position sp holds, under its topic.
+func (sr *sessionRequest) name(r *kmsg.FetchRequest, tp coord.TopicPartition, sp *sessionPartition) {
+	i, ok := sr.topicAt[tp.Topic]
+	if !ok {
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic = tp.Topic
+		r.Topics = append(r.Topics, t)
+		i = len(r.Topics) - 1
+		sr.topicAt[tp.Topic] = i
+	}
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = tp.Partition
+	rp.FetchOffset = sp.fetchOffset
+	rp.LogStartOffset = sp.logStartOffset
+	rp.PartitionMaxBytes = sp.maxBytes
+	rp.CurrentLeaderEpoch = sp.leaderEpoch
+	r.Topics[i].Partitions = append(r.Topics[i].Partitions, rp)
+}
+
+// resolveTP returns this broker's replica of tp, nil if none.
+func (s *fetchSessions) resolveTP(tp coord.TopicPartition) *partition {
+	if s.resolve == nil {
+		return nil
+	}
+	return s.resolve(tp)
+}
+
+// watch makes sess watch p (nil: nothing) for sp in place of what it
+// watched; a closed session watches nothing. The caller holds s.mu.
+func (sess *fetchSession) watch(sp *sessionPartition, p *partition) {
+	if sess.closed {
+		p = nil
+	}
+	if sp.p == p {
+		return
+	}
+	if sp.p != nil {
+		sp.p.unwatchSession(sess)
+	}
+	sp.p = p
+	if p != nil {
+		p.watchSession(sess)
+	}
 }
 
 // add records the positions r names in sess, adding new partitions at the
-// end of its order.
-func (sess *fetchSession) add(r *kmsg.FetchRequest) {
+// end of its order and watching them, and returns the partitions named.
+// The caller holds s.mu.
+func (s *fetchSessions) add(sess *fetchSession, r *kmsg.FetchRequest) []coord.TopicPartition {
+	var named []coord.TopicPartition
 	for _, rt := range r.Topics {
 		for _, rp := range rt.Partitions {
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
@@ -168,11 +341,14 @@ func (sess *fetchSession) add(r *kmsg.FetchRequest) {
 				sp = &sessionPartition{}
 				sess.parts[tp] = sp
 				sess.order = append(sess.order, tp)
+				sess.watch(sp, s.resolveTP(tp))
 			}
 			sp.fetchOffset, sp.logStartOffset = rp.FetchOffset, rp.LogStartOffset
 			sp.maxBytes, sp.leaderEpoch = rp.PartitionMaxBytes, rp.CurrentLeaderEpoch
+			named = append(named, tp)
 		}
 	}
+	return named
 }
 
 // newLocked creates a session for r's partitions, evicting the least
@@ -192,32 +368,42 @@ func (s *fetchSessions) newLocked(r *kmsg.FetchRequest, now time.Time) *fetchSes
 		if oldest == nil {
 			return nil
 		}
-		delete(s.sessions, oldest.id)
+		s.closeLocked(oldest.id)
 		s.evictions++
 	}
 	id := rand.Int32N(1<<31-1) + 1
 	for s.sessions[id] != nil {
 		id = rand.Int32N(1<<31-1) + 1
 	}
-	sess := &fetchSession{id: id, epoch: 0, replica: r.ReplicaID, parts: map[coord.TopicPartition]*sessionPartition{}, lastUsed: now, inUse: true}
-	sess.add(r)
+	sess := &fetchSession{id: id, epoch: 0, replica: r.ReplicaID, parts: map[coord.TopicPartition]*sessionPartition{},
+		lastUsed: now, refreshed: now, inUse: true, again: map[coord.TopicPartition]struct{}{}, wake: make(chan struct{}, 1)}
+	s.add(sess, r)
 	s.sessions[id] = sess
 	return sess
 }
 
-// closeLocked forgets session id (0: none).
+// closeLocked forgets session id (0: none), which stops watching its
+// partitions.
 func (s *fetchSessions) closeLocked(id int32) {
-	if id != 0 {
-		delete(s.sessions, id)
+	sess := s.sessions[id]
+	if id == 0 || sess == nil {
+		return
+	}
+	delete(s.sessions, id)
+	sess.closed = true
+	for _, sp := range sess.parts {
+		sess.watch(sp, nil)
 	}
 }
 
 // end finishes a fetch of sr's session: an incremental response keeps
 // only the partitions with records or an error, or whose high watermark
 // or log start offset changed since the session last told them; the
-// session records what resp tells, moves to the next epoch and is
-// released. resp carries the session id.
-func (s *fetchSessions) end(sr sessionRequest, resp *kmsg.FetchResponse) {
+// session records what resp tells and which partitions the next fetch
+// serves again (those with records or an error, and short: those left
+// with records unread), moves to the next epoch and is released. resp
+// carries the session id.
+func (s *fetchSessions) end(sr sessionRequest, resp *kmsg.FetchResponse, short map[coord.TopicPartition]struct{}) {
 	sess := sr.session
 	if sess == nil {
 		return
@@ -229,11 +415,18 @@ func (s *fetchSessions) end(sr sessionRequest, resp *kmsg.FetchResponse) {
 	for _, t := range resp.Topics {
 		parts := t.Partitions[:0]
 		for _, sp := range t.Partitions {
-			cached := sess.parts[coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}]
+			tp := coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}
+			cached := sess.parts[tp]
 			keep := sr.full || cached == nil || len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 ||
 				!cached.sent || cached.hw != sp.HighWatermark || cached.logStart != sp.LogStartOffset
 			if cached != nil {
 				cached.sent, cached.hw, cached.logStart = true, sp.HighWatermark, sp.LogStartOffset
+				_, unread := short[tp]
+				if len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 || unread || cached.p == nil {
+					sess.again[tp] = struct{}{}
+				} else {
+					delete(sess.again, tp)
+				}
 			}
 			if keep {
 				parts = append(parts, sp)

@@ -73,7 +73,7 @@ func partitionsOf(resp *kmsg.FetchResponse) []int32 {
 // client's session are refused; epoch -1 closes; a full cache evicts the
 // least recently used session.
 func TestFetchSessions(t *testing.T) {
-	s := newFetchSessions(2)
+	s := newFetchSessions(2, time.Hour, nil)
 	now := time.Now()
 	full := fetchOf(0, 0, []int32{0, 1, 2})
 	sr := s.begin(full, now)
@@ -81,7 +81,7 @@ func TestFetchSessions(t *testing.T) {
 		t.Fatalf("full fetch at epoch 0: got %+v, want a new session answered whole", sr)
 	}
 	resp := answerOf(full, 5)
-	s.end(sr, resp)
+	s.end(sr, resp, nil)
 	id := resp.SessionID
 	if id == 0 || len(partitionsOf(resp)) != 3 {
 		t.Fatalf("full answer: session %d partitions %v, want a session and all 3", id, partitionsOf(resp))
@@ -94,7 +94,7 @@ func TestFetchSessions(t *testing.T) {
 		t.Fatalf("incremental fetch: %+v, rewritten to %v; want the 3 session partitions", sr, inc.Topics)
 	}
 	resp = answerOf(inc, 5, 1)
-	s.end(sr, resp)
+	s.end(sr, resp, nil)
 	if got := partitionsOf(resp); len(got) != 1 || got[0] != 1 {
 		t.Fatalf("incremental answer: partitions %v, want only 1 (records)", got)
 	}
@@ -102,7 +102,7 @@ func TestFetchSessions(t *testing.T) {
 	inc = fetchOf(id, 2, []int32{3}, 2)
 	sr = s.begin(inc, now)
 	resp = answerOf(inc, 6)
-	s.end(sr, resp)
+	s.end(sr, resp, nil)
 	if got := partitionsOf(resp); len(got) != 3 {
 		t.Fatalf("after forgetting 2 and adding 3, a moved high watermark: got %v, want 0 1 3", got)
 	}
@@ -123,7 +123,7 @@ func TestFetchSessions(t *testing.T) {
 	for i := range 2 {
 		r := fetchOf(0, 0, []int32{0})
 		sr := s.begin(r, now.Add(time.Duration(i+1)*time.Second))
-		s.end(sr, answerOf(r, 0))
+		s.end(sr, answerOf(r, 0), nil)
 	}
 	if sr := s.begin(fetchOf(id, 3, nil), now); sr.errorCode != kerr.FetchSessionIDNotFound.Code {
 		t.Errorf("the evicted session: got error %d, want FETCH_SESSION_ID_NOT_FOUND", sr.errorCode)
@@ -135,7 +135,7 @@ func TestFetchSessions(t *testing.T) {
 	r := fetchOf(0, 0, []int32{0})
 	sr = s.begin(r, now.Add(time.Hour))
 	resp = answerOf(r, 0)
-	s.end(sr, resp)
+	s.end(sr, resp, nil)
 	if sr := s.begin(fetchOf(resp.SessionID, -1, []int32{0}), now); sr.session != nil || !sr.full {
 		t.Errorf("epoch -1: got %+v, want a sessionless full fetch", sr)
 	}
@@ -147,8 +147,8 @@ func TestFetchSessions(t *testing.T) {
 // TestFollowersFetchIncrementally runs two brokers with a 100-partition
 // topic of replication factor 2 and a producer writing to one partition:
 // the followers' fetches run in sessions, and name on average only the
-// partitions that move, not the 50 each follows; every partition stays
-// in sync, the idle ones included.
+// partitions that move, not the 50 each follows, and the leaders serve
+// about as few; every partition stays in sync, the idle ones included.
 func TestFollowersFetchIncrementally(t *testing.T) {
 	brokers := startRaftCluster(t, 2)
 	ctx := testContext(t, time.Minute)
@@ -171,17 +171,23 @@ func TestFollowersFetchIncrementally(t *testing.T) {
 		return true
 	}
 	waitFor(t, ctx, "every partition of wide in sync", inSync)
-	type counts struct{ incremental, named uint64 }
+	type counts struct{ incremental, named, refreshes, served uint64 }
 	read := func() counts {
 		var c counts
 		for _, b := range brokers {
 			b.fetchSessions.mu.Lock()
 			c.incremental += b.fetchSessions.incremental
 			c.named += b.fetchSessions.named
+			c.refreshes += b.fetchSessions.refreshes
+			c.served += b.fetchSessions.served
 			b.fetchSessions.mu.Unlock()
 		}
 		return c
 	}
+	// Two rounds of every session first: the partitions the followers
+	// fetched before their leader had them are served until it does.
+	settleFrom := read().incremental
+	waitFor(t, ctx, "4 incremental fetches", func() bool { return read().incremental >= settleFrom+4 })
 	before := read()
 	cl := newClient(t, brokers[0], kgo.DefaultProduceTopic("wide"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	for i := range 50 {
@@ -197,7 +203,14 @@ func TestFollowersFetchIncrementally(t *testing.T) {
 	if per := float64(named) / float64(fetches); per > 2 {
 		t.Fatalf("incremental fetches named %.1f partitions on average, want at most 2 (only the one written moves)", per)
 	}
-	t.Logf("%d incremental fetches named %d partitions (%.2f each) of the 50 each follower follows", fetches, named, float64(named)/float64(fetches))
+	// The leader's work follows the changes as well: a fetch that is not
+	// a periodic refresh serves about the partition written, not the 50.
+	subsets, served := fetches-(after.refreshes-before.refreshes), after.served-before.served
+	if per := float64(served) / float64(subsets); subsets == 0 || per > 2 {
+		t.Fatalf("%d incremental fetches that were not refreshes served %d partitions, want at most 2 each", subsets, served)
+	}
+	t.Logf("%d incremental fetches named %d partitions (%.2f each) of the 50 each follower follows; %d served %.2f each",
+		fetches, named, float64(named)/float64(fetches), subsets, float64(served)/float64(subsets))
 	// Idle: 20 more rounds of long polls, at least twice the lag limit.
 	idleFrom := read().incremental
 	waitFor(t, ctx, "20 idle incremental fetches", func() bool { return read().incremental >= idleFrom+20 })

@@ -74,10 +74,12 @@ type partition struct {
 	// below it, fetch responses carry it and the checkpoint stores it.
 	hw atomic.Int64
 
-	// mu guards waiters, the fetches' wake-up channels (watch); nil
-	// until the first watch.
-	mu      sync.Mutex
-	waiters map[chan struct{}]struct{}
+	// mu guards waiters, the fetches' wake-up channels (watch), and
+	// sessions, the fetch sessions that hold the partition
+	// (watchSession); both nil until the first.
+	mu       sync.Mutex
+	waiters  map[chan struct{}]struct{}
+	sessions []*fetchSession
 }
 
 func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *partition {
@@ -194,7 +196,29 @@ func (p *partition) unwatch(wake chan struct{}) {
 	p.mu.Unlock()
 }
 
-// wakeAll signals every registered waiter.
+// watchSession makes every change of the partition (wakeAll) known to
+// sess, until unwatchSession.
+func (p *partition) watchSession(sess *fetchSession) {
+	p.mu.Lock()
+	p.sessions = append(p.sessions, sess)
+	p.mu.Unlock()
+}
+
+// unwatchSession removes a session registered with watchSession.
+func (p *partition) unwatchSession(sess *fetchSession) {
+	p.mu.Lock()
+	if i := slices.Index(p.sessions, sess); i >= 0 {
+		p.sessions = slices.Delete(p.sessions, i, i+1)
+	}
+	if len(p.sessions) == 0 {
+		p.sessions = nil
+	}
+	p.mu.Unlock()
+}
+
+// wakeAll signals every registered waiter and tells every fetch session
+// holding the partition that it changed: it grew, its high watermark or
+// log start moved, its role changed or it went away.
 func (p *partition) wakeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -202,6 +226,12 @@ func (p *partition) wakeAll() {
 		select {
 		case w <- struct{}{}:
 		default:
+		}
+	}
+	if len(p.sessions) > 0 {
+		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
+		for _, sess := range p.sessions {
+			sess.partitionChanged(tp)
 		}
 	}
 }

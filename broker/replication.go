@@ -327,7 +327,8 @@ func (p *partition) dropEmptyWaits() {
 // logStartMoved tells p's state machine where p's log starts now, after
 // retention, a truncation or a DeleteRecords moved it; on a leader that
 // may complete DeleteRecords waits. A follower's Ready is left alone:
-// its high watermark is the fetcher's to publish.
+// its high watermark is the fetcher's to publish. The fetch sessions
+// holding p hear of it: fetch answers carry the log start.
 func (b *Broker) logStartMoved(p *partition) {
 	p.repMu.Lock()
 	p.rep.SetLogStart(p.log.StartOffset(), time.Now())
@@ -337,6 +338,7 @@ func (b *Broker) logStartMoved(p *partition) {
 	}
 	p.repMu.Unlock()
 	b.handleReady(p, rd)
+	p.wakeAll()
 }
 
 // replicationErrorCode maps a replication error to its Kafka error code.
