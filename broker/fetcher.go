@@ -86,10 +86,17 @@ type fetcher struct {
 
 	mu    sync.Mutex
 	parts map[*partition]*fetchPartition
+	// byTP indexes parts by partition; detached are the partitions taken
+	// out of parts since the last fetch, which the session forgets.
+	byTP     map[coord.TopicPartition]*fetchPartition
+	detached []coord.TopicPartition
 	// changed is signalled when parts changes; inflight cancels the
 	// request in flight so that the change applies at once.
 	changed  chan struct{}
 	inflight context.CancelFunc
+
+	// round counts the fetcher's fetches; owned by run.
+	round uint64
 }
 
 // fetchPartition is one followed partition as its fetcher sees it. It is
@@ -109,6 +116,8 @@ type fetchPartition struct {
 	// errors in a row, which double the delay.
 	retryAt  time.Time
 	failures int
+	// round is the fetcher's round that last fetched the partition.
+	round uint64
 }
 
 // setLeaders records the live leaders' addresses a LeaderAndIsr carries.
@@ -147,7 +156,8 @@ func (m *fetcherManager) assign(p *partition, leader coord.BrokerID, leaderEpoch
 	f := m.fetchers[leader]
 	if f == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		f = &fetcher{m: m, leader: leader, ctx: ctx, cancel: cancel, parts: map[*partition]*fetchPartition{}, changed: make(chan struct{}, 1)}
+		f = &fetcher{m: m, leader: leader, ctx: ctx, cancel: cancel, parts: map[*partition]*fetchPartition{},
+			byTP: map[coord.TopicPartition]*fetchPartition{}, changed: make(chan struct{}, 1)}
 		m.fetchers[leader] = f
 		m.wg.Add(1)
 		go func() {
@@ -155,8 +165,10 @@ func (m *fetcherManager) assign(p *partition, leader coord.BrokerID, leaderEpoch
 			f.run()
 		}()
 	}
+	fp := &fetchPartition{p: p, leaderEpoch: leaderEpoch, gen: gen, truncating: !tr.Done, askEpoch: tr.Epoch}
 	f.mu.Lock()
-	f.parts[p] = &fetchPartition{p: p, leaderEpoch: leaderEpoch, gen: gen, truncating: !tr.Done, askEpoch: tr.Epoch}
+	f.parts[p] = fp
+	f.byTP[coord.TopicPartition{Topic: p.topic, Partition: p.index}] = fp
 	f.mu.Unlock()
 	m.byPartition[p] = f
 	m.pokeLocked(f)
@@ -177,8 +189,11 @@ func (m *fetcherManager) detachLocked(p *partition) {
 		return
 	}
 	delete(m.byPartition, p)
+	tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
 	f.mu.Lock()
 	delete(f.parts, p)
+	delete(f.byTP, tp)
+	f.detached = append(f.detached, tp)
 	empty := len(f.parts) == 0
 	f.mu.Unlock()
 	if empty {
@@ -226,9 +241,10 @@ func (f *fetcher) run() {
 			cl.Close()
 		}
 	}()
+	var truncating, fetching, waiting []*fetchPartition
 	for f.ctx.Err() == nil {
 		now := time.Now()
-		var truncating, fetching []*fetchPartition
+		truncating, fetching, waiting = truncating[:0], fetching[:0], waiting[:0]
 		next := time.Time{}
 		f.mu.Lock()
 		for _, fp := range f.parts {
@@ -237,6 +253,7 @@ func (f *fetcher) run() {
 				if next.IsZero() || fp.retryAt.Before(next) {
 					next = fp.retryAt
 				}
+				waiting = append(waiting, fp)
 			case fp.truncating:
 				truncating = append(truncating, fp)
 			default:
@@ -268,7 +285,7 @@ func (f *fetcher) run() {
 		if len(truncating) > 0 {
 			err = f.truncateByEpoch(reqCtx, cl, truncating)
 		} else {
-			err = f.fetch(reqCtx, cl, fetching)
+			err = f.fetch(reqCtx, cl, fetching, waiting)
 		}
 		f.mu.Lock()
 		f.inflight = nil
@@ -412,8 +429,10 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 	return nil
 }
 
-// fetch sends one Fetch for parts and appends what comes back.
-func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchPartition) error {
+// fetch sends one Fetch for parts and appends what comes back; waiting
+// are the partitions put aside after an error, which the session
+// forgets until they are fetched again.
+func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*fetchPartition) error {
 	b := f.m.b
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = b.cfg.BrokerID
@@ -422,16 +441,20 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchParti
 	req.MaxBytes = max(b.cfg.ReplicaFetchMaxBytes, 10<<20)
 	// The follower's throttle: a throttled replica out of the ISR is left
 	// out while the follower's rate is exceeded.
-	throttled := map[*fetchPartition]bool{}
+	var throttled map[*fetchPartition]bool
 	leftOut := 0
 	exceeded := b.followerQuota.exceeded()
-	parts = slices.DeleteFunc(slices.Clone(parts), func(fp *fetchPartition) bool {
+	parts = slices.DeleteFunc(parts, func(fp *fetchPartition) bool {
 		if !b.followerThrottles(fp.p) {
 			return false
+		}
+		if throttled == nil {
+			throttled = map[*fetchPartition]bool{}
 		}
 		throttled[fp] = true
 		if exceeded {
 			leftOut++
+			waiting = append(waiting, fp)
 		}
 		return exceeded
 	})
@@ -439,32 +462,44 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchParti
 	if len(parts) == 0 {
 		return errThrottled
 	}
-	index, groups := groupByTopic(parts)
-	positions := make(map[coord.TopicPartition]fetchPosition, len(parts))
-	for _, g := range groups {
-		t := kmsg.NewFetchRequestTopic()
-		t.Topic = g[0].p.topic
-		for _, fp := range g {
-			tp := coord.TopicPartition{Topic: fp.p.topic, Partition: fp.p.index}
-			pos := fetchPosition{fetchOffset: fp.p.log.EndOffset(), logStart: fp.p.log.StartOffset(), leaderEpoch: fp.leaderEpoch}
-			positions[tp] = pos
-			if !f.session.needs(tp, pos) {
-				continue // the session holds this position already
-			}
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition = fp.p.index
-			rp.CurrentLeaderEpoch = pos.leaderEpoch
-			rp.FetchOffset = pos.fetchOffset
-			rp.LogStartOffset = pos.logStart
-			rp.PartitionMaxBytes = b.cfg.ReplicaFetchMaxBytes
-			t.Partitions = append(t.Partitions, rp)
+	f.round++
+	f.mu.Lock()
+	detached := f.detached
+	f.detached = nil
+	f.mu.Unlock()
+	var named []sessionEntry
+	at := map[string]int{}
+	for _, fp := range parts {
+		fp.round = f.round
+		tp := coord.TopicPartition{Topic: fp.p.topic, Partition: fp.p.index}
+		pos := fetchPosition{fetchOffset: fp.p.log.EndOffset(), logStart: fp.p.log.StartOffset(), leaderEpoch: fp.leaderEpoch}
+		if !f.session.needs(tp, pos) {
+			continue // the session holds this position already
 		}
-		if len(t.Partitions) > 0 {
+		named = append(named, sessionEntry{tp, pos})
+		i, ok := at[tp.Topic]
+		if !ok {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = tp.Topic
 			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			at[tp.Topic] = i
 		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = tp.Partition
+		rp.CurrentLeaderEpoch = pos.leaderEpoch
+		rp.FetchOffset = pos.fetchOffset
+		rp.LogStartOffset = pos.logStart
+		rp.PartitionMaxBytes = b.cfg.ReplicaFetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
+	leaving := detached
+	for _, fp := range waiting {
+		leaving = append(leaving, coord.TopicPartition{Topic: fp.p.topic, Partition: fp.p.index})
+	}
+	forgotten := f.session.forgotten(leaving)
 	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch
-	req.ForgottenTopics = f.session.forgotten(positions)
+	req.ForgottenTopics = forgottenTopics(forgotten)
 	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
 	if err != nil {
 		return fmt.Errorf("fetch from broker %d: %w", f.leader, err)
@@ -477,19 +512,54 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts []*fetchParti
 	default:
 		return fmt.Errorf("fetch from broker %d: %w", f.leader, kerr.ErrorForCode(resp.ErrorCode))
 	}
-	f.session.answered(resp.SessionID, positions)
+	f.session.answered(resp.SessionID, named, forgotten)
+	var answered []*fetchPartition
+	f.mu.Lock()
 	for _, t := range resp.Topics {
-		for _, sp := range t.Partitions {
-			if fp := index[coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}]; fp != nil {
-				if throttled[fp] && len(sp.RecordBatches) > 0 {
-					b.followerQuota.record(len(sp.RecordBatches))
-					b.metrics.throttled("follower", len(sp.RecordBatches), 0)
-				}
-				f.fetched(ctx, cl, fp, &sp)
+		for i := range t.Partitions {
+			fp := f.byTP[coord.TopicPartition{Topic: t.Topic, Partition: t.Partitions[i].Partition}]
+			if fp != nil && fp.round == f.round {
+				answered = append(answered, fp)
+			} else {
+				answered = append(answered, nil)
 			}
 		}
 	}
+	f.mu.Unlock()
+	n := 0
+	for _, t := range resp.Topics {
+		for i := range t.Partitions {
+			sp := &t.Partitions[i]
+			fp := answered[n]
+			n++
+			if fp == nil {
+				continue
+			}
+			if throttled[fp] && len(sp.RecordBatches) > 0 {
+				b.followerQuota.record(len(sp.RecordBatches))
+				b.metrics.throttled("follower", len(sp.RecordBatches), 0)
+			}
+			f.fetched(ctx, cl, fp, sp)
+		}
+	}
 	return nil
+}
+
+// forgottenTopics groups partitions by topic for a request's forgotten
+// topics.
+func forgottenTopics(tps []coord.TopicPartition) []kmsg.FetchRequestForgottenTopic {
+	var out []kmsg.FetchRequestForgottenTopic
+	at := map[string]int{}
+	for _, tp := range tps {
+		i, ok := at[tp.Topic]
+		if !ok {
+			out = append(out, kmsg.FetchRequestForgottenTopic{Topic: tp.Topic})
+			i = len(out) - 1
+			at[tp.Topic] = i
+		}
+		out[i].Partitions = append(out[i].Partitions, tp.Partition)
+	}
+	return out
 }
 
 // errSessionLost: the leader no longer knows the fetcher's fetch session,
@@ -503,13 +573,20 @@ type fetchPosition struct {
 	leaderEpoch           int32
 }
 
+// sessionEntry is a partition a fetch names, at its position.
+type sessionEntry struct {
+	tp  coord.TopicPartition
+	pos fetchPosition
+}
+
 // followerSession is a fetcher's side of its incremental fetch session
 // (KIP-227): the session id and next epoch the leader gave it, and the
 // position of every partition as the session holds it. With no session
-// (id 0) a fetch names every partition and asks for a new session (epoch
-// 0), closing the one a reset left (closing); within one it names only
-// the partitions whose position changed and forgets those no longer
-// fetched.
+// (epoch 0) a fetch names every partition and asks for a new session,
+// closing the one a reset left (its id); within one it names only the
+// partitions whose position changed and forgets those no longer
+// fetched. Its cost per fetch is a lookup per partition fetched; what it
+// holds changes only with what the fetches name and forget.
 type followerSession struct {
 	id, epoch int32
 	sent      map[coord.TopicPartition]fetchPosition
@@ -517,60 +594,56 @@ type followerSession struct {
 
 // needs reports whether the next fetch must name tp at pos.
 func (s *followerSession) needs(tp coord.TopicPartition, pos fetchPosition) bool {
-	if s.id == 0 {
+	if s.epoch == 0 {
 		return true
 	}
 	held, ok := s.sent[tp]
 	return !ok || held != pos
 }
 
-// forgotten lists the partitions of the session that the fetch leaves
-// out (fetching holds those it names), by topic.
-func (s *followerSession) forgotten(fetching map[coord.TopicPartition]fetchPosition) []kmsg.FetchRequestForgottenTopic {
-	if s.id == 0 {
+// forgotten returns those of leaving (partitions the next fetch leaves
+// out) that the session holds.
+func (s *followerSession) forgotten(leaving []coord.TopicPartition) []coord.TopicPartition {
+	if s.epoch == 0 {
 		return nil
 	}
-	var out []kmsg.FetchRequestForgottenTopic
-	at := map[string]int{}
-	for tp := range s.sent {
-		if _, ok := fetching[tp]; ok {
-			continue
+	var out []coord.TopicPartition
+	for _, tp := range leaving {
+		if _, ok := s.sent[tp]; ok && !slices.Contains(out, tp) {
+			out = append(out, tp)
 		}
-		i, ok := at[tp.Topic]
-		if !ok {
-			out = append(out, kmsg.FetchRequestForgottenTopic{Topic: tp.Topic})
-			i = len(out) - 1
-			at[tp.Topic] = i
-		}
-		out[i].Partitions = append(out[i].Partitions, tp.Partition)
 	}
 	return out
 }
 
 // answered takes in a successful answer: the leader's session id (0: it
-// keeps none, so the next fetch is full again) and the positions the
-// session now holds.
-func (s *followerSession) answered(id int32, positions map[coord.TopicPartition]fetchPosition) {
+// keeps none, so the next fetch is full again), and the partitions the
+// fetch named and forgot.
+func (s *followerSession) answered(id int32, named []sessionEntry, forgotten []coord.TopicPartition) {
 	if id == 0 {
 		s.id, s.epoch, s.sent = 0, 0, nil
 		return
 	}
-	if id != s.id {
-		s.id, s.epoch = id, 0
+	if s.epoch == 0 || id != s.id {
+		s.id, s.epoch, s.sent = id, 0, make(map[coord.TopicPartition]fetchPosition, len(named))
 	}
 	s.epoch++
 	if s.epoch < 0 {
 		s.epoch = 1
 	}
-	s.sent = positions
+	for _, tp := range forgotten {
+		delete(s.sent, tp)
+	}
+	for _, e := range named {
+		s.sent[e.tp] = e.pos
+	}
 }
 
 // reset forgets the session: the next fetch is a full one that opens a
 // new session and closes this one (its id with epoch 0).
 func (s *followerSession) reset() {
 	s.epoch, s.sent = 0, nil
-	// The id stays so that the full fetch closes the old session;
-	// needs treats a session at epoch 0 as none.
+	// The id stays so that the full fetch closes the old session.
 }
 
 // errThrottled: every partition of a fetch was left out by the follower's

@@ -116,7 +116,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 	f.Cleanup(cancel)
 	pf := &peerFuzzBroker{b: b, addr: peer.ln.Addr().String()}
 	pf.fetcher = &fetcher{m: b.fetchers, leader: fakePeerID, ctx: ctx, cancel: cancel,
-		parts: map[*partition]*fetchPartition{}, changed: make(chan struct{}, 1)}
+		parts: map[*partition]*fetchPartition{}, byTP: map[coord.TopicPartition]*fetchPartition{}, changed: make(chan struct{}, 1)}
 	self := coord.BrokerID(cfg.BrokerID)
 	for i := int32(0); i < 2; i++ {
 		info := controller.PartitionInfo{
@@ -144,6 +144,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		p.appendMu.Unlock()
 		fp := &fetchPartition{p: p, leaderEpoch: info.LeaderEpoch, gen: gen}
 		pf.fetcher.parts[p] = fp
+		pf.fetcher.byTP[info.TopicPartition()] = fp
 		pf.parts = append(pf.parts, fp)
 	}
 	return pf
@@ -165,7 +166,7 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 		defer cl.Close()
 		switch key {
 		case 1:
-			_ = pf.fetcher.fetch(ctx, cl, pf.parts)
+			_ = pf.fetcher.fetch(ctx, cl, slices.Clone(pf.parts), nil)
 		case 2:
 			pf.fetcher.outOfRange(ctx, cl, pf.parts[0], -1)
 		case 23:
