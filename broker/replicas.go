@@ -209,10 +209,16 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 	maps.Copy(configs, b.watchedTopicConfigs(topics))
 	topics = slices.DeleteFunc(topics, func(n string) bool { _, ok := configs[n]; return ok })
 	maps.Copy(configs, b.topicConfigs(ctx, topics))
-	// Dirs are chosen here, one after the other, as the opens did when
-	// sequential: placeDir counts each log dir's partitions, so each
-	// chosen dir is created at once (an error is the open's to report).
+	// With several log dirs, dirs are chosen here, one after the other,
+	// as the opens did when sequential: placeDir counts each log dir's
+	// partitions, so each chosen dir is created at once (an error is the
+	// open's to report). With one, there is nothing to choose, and the
+	// opens create their dirs in parallel: on a slow disk a mkdir may take
+	// milliseconds.
 	for _, i := range todo {
+		if len(b.cfg.LogDirs) == 1 {
+			break
+		}
 		if dir, err := b.placeDir(parts[i].Topic, parts[i].Partition); err == nil {
 			_ = os.MkdirAll(dir, 0o755)
 		}
