@@ -167,6 +167,20 @@ func (c *metadataCache) topic(name string) (snapshotTopic, bool) {
 	return c.snapshotLocked(name, t), true
 }
 
+// hasPartition reports whether the cache holds partition index of topic,
+// without copying the topic (leaderFor asks it of every partition a
+// fetch names that this broker has not opened).
+func (c *metadataCache) hasPartition(topic string, index int32) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t, ok := c.topics[topic]
+	if !ok {
+		return false
+	}
+	_, ok = t.partitions[index]
+	return ok
+}
+
 // topicByID returns the topic with the given ID, if cached.
 func (c *metadataCache) topicByID(id [16]byte) (snapshotTopic, bool) {
 	c.mu.RLock()

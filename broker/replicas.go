@@ -412,7 +412,7 @@ func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
 		}
 		return nil, kerr.NotLeaderForPartition.Code
 	}
-	if t, ok := b.cache.topic(topic); ok && slices.ContainsFunc(t.partitions, func(p controller.PartitionInfo) bool { return p.Partition == index }) {
+	if b.cache.hasPartition(topic, index) {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
 	if !b.cache.isSynced() {
