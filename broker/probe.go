@@ -51,10 +51,13 @@ func probeListener(ctx context.Context, addr string, timeout time.Duration) prob
 }
 
 // probeBrokers runs on the controller's broker for one controller term,
-// until ctx ends: every interval it probes the listener of every
-// registered broker but this one, in parallel, and reports a refusal to
-// ctrl (BrokerUnreachable) once per incarnation, and an answer from an
-// incarnation it reported (BrokerReachable).
+// until ctx ends: as soon as it knows the registered brokers, and then
+// every interval, it probes the listener of every registered broker but
+// this one, in parallel, and reports a refusal to ctrl
+// (BrokerUnreachable) once per incarnation, and an answer from an
+// incarnation it reported (BrokerReachable). The first probe does not
+// wait an interval: a term that starts because the previous controller
+// crashed has that broker's partitions to move.
 func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, interval time.Duration) {
 	members, err := b.backend.WatchMembers(ctx)
 	if err != nil {
@@ -67,8 +70,42 @@ func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, 
 	var registered []coord.Broker
 	// fenced holds the broker epoch of each broker reported unreachable.
 	fenced := map[coord.BrokerID]int64{}
+	probe := func() error {
+		outcomes := make([]probeOutcome, len(registered))
+		var wg sync.WaitGroup
+		for i, br := range registered {
+			if br.ID == self {
+				outcomes[i] = probeAnswered
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outcomes[i] = probeListener(ctx, br.Addr(), interval)
+			}()
+		}
+		wg.Wait()
+		for i, br := range registered {
+			epoch, wasFenced := fenced[br.ID]
+			switch {
+			case outcomes[i] == probeRefused && (!wasFenced || epoch != br.Epoch):
+				b.logger.Warn("broker's listener refuses connections: its process is gone", "broker", br.ID, "addr", br.Addr())
+				if err := ctrl.BrokerUnreachable(ctx, br); err != nil {
+					return err
+				}
+				fenced[br.ID] = br.Epoch
+			case outcomes[i] == probeAnswered && wasFenced && epoch == br.Epoch:
+				if err := ctrl.BrokerReachable(ctx, br); err != nil {
+					return err
+				}
+				delete(fenced, br.ID)
+			}
+		}
+		return nil
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -87,36 +124,15 @@ func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, 
 					delete(fenced, id)
 				}
 			}
-		case <-tick.C:
-			outcomes := make([]probeOutcome, len(registered))
-			var wg sync.WaitGroup
-			for i, br := range registered {
-				if br.ID == self {
-					outcomes[i] = probeAnswered
-					continue
+			if first {
+				first = false
+				if probe() != nil {
+					return
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					outcomes[i] = probeListener(ctx, br.Addr(), interval)
-				}()
 			}
-			wg.Wait()
-			for i, br := range registered {
-				epoch, wasFenced := fenced[br.ID]
-				switch {
-				case outcomes[i] == probeRefused && (!wasFenced || epoch != br.Epoch):
-					b.logger.Warn("broker's listener refuses connections: its process is gone", "broker", br.ID, "addr", br.Addr())
-					if err := ctrl.BrokerUnreachable(ctx, br); err != nil {
-						return
-					}
-					fenced[br.ID] = br.Epoch
-				case outcomes[i] == probeAnswered && wasFenced && epoch == br.Epoch:
-					if err := ctrl.BrokerReachable(ctx, br); err != nil {
-						return
-					}
-					delete(fenced, br.ID)
-				}
+		case <-tick.C:
+			if probe() != nil {
+				return
 			}
 		}
 	}
