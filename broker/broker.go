@@ -111,10 +111,14 @@ type Broker struct {
 	// dirsMu guards offlineDirs, the log dirs gone offline with the error
 	// that took each (logdirs.go), and offlineReplicas, the replicas
 	// offline until restart: in an offline dir, or whose log could not be
-	// opened. dirFailed wakes logDirLoop.
+	// opened. dirFailed wakes logDirLoop. anyOffline is set with the
+	// first entry of either (both last until restart), so that the
+	// produce and fetch paths, which ask of every partition, take no lock
+	// while everything is online.
 	dirsMu          sync.Mutex
 	offlineDirs     map[string]error
 	offlineReplicas map[coord.TopicPartition]bool
+	anyOffline      atomic.Bool
 	dirFailed       chan struct{}
 	// lastEpoch is the broker epoch of this broker's latest registration
 	// on its log dirs (registrationFile), 0 if unknown. Holding the dir

@@ -54,6 +54,9 @@ func (p *partition) logDir() string { return filepath.Dir(p.dir) }
 
 // dirOffline reports whether log dir dir is offline.
 func (b *Broker) dirOffline(dir string) bool {
+	if !b.anyOffline.Load() {
+		return false
+	}
 	b.dirsMu.Lock()
 	defer b.dirsMu.Unlock()
 	_, ok := b.offlineDirs[dir]
@@ -70,6 +73,9 @@ func (b *Broker) offlineDirCount() int {
 // replicaOffline reports whether this broker's replica of tp is offline:
 // its log dir failed, or its log could not be opened.
 func (b *Broker) replicaOffline(tp coord.TopicPartition) bool {
+	if !b.anyOffline.Load() {
+		return false
+	}
 	b.dirsMu.Lock()
 	defer b.dirsMu.Unlock()
 	return b.offlineReplicas[tp]
@@ -80,6 +86,7 @@ func (b *Broker) markReplicaOffline(tp coord.TopicPartition) {
 	b.dirsMu.Lock()
 	defer b.dirsMu.Unlock()
 	b.offlineReplicas[tp] = true
+	b.anyOffline.Store(true)
 }
 
 // checkStorage takes p's log dir offline when err is a storage error and
@@ -103,6 +110,7 @@ func (b *Broker) failLogDir(dir string, cause error) {
 		return
 	}
 	b.offlineDirs[dir] = cause
+	b.anyOffline.Store(true)
 	online := len(b.cfg.LogDirs) - len(b.offlineDirs)
 	b.dirsMu.Unlock()
 	b.logger.Error("log dir offline: its replicas are closed until the broker restarts", "dir", dir, "error", cause, "online_dirs", online)

@@ -404,7 +404,7 @@ func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
 		return nil, kerr.KafkaStorageError.Code
 	}
 	if p := b.partitionFor(topic, index); p != nil {
-		if b.dirOffline(p.logDir()) {
+		if b.anyOffline.Load() && b.dirOffline(p.logDir()) {
 			return nil, kerr.KafkaStorageError.Code
 		}
 		if ok, _ := p.leads(coord.BrokerID(b.cfg.BrokerID)); ok {
