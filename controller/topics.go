@@ -31,7 +31,8 @@ type Seed struct {
 }
 
 // Topics cut off midway. The backend applies a large Commit in chunks and
-// stops at the first that fails, leaving the earlier ones applied, so a
+// stops at the first that fails, leaving the earlier ones applied (and,
+// on etcd, perhaps some of those that ran beside it), so a
 // CreateTopics or CreatePartitions cut off after its first chunk leaves a
 // topic whose assignment names partitions that have no state (and, on
 // ZooKeeper, which deletes a topic in chunks too, so does a DeleteTopics

@@ -100,10 +100,14 @@ type MetadataStore interface {
 	// Atomicity: the backend splits large commits into chunks that its
 	// service accepts (etcd: ≤ 128 ops a txn; ZooKeeper: ≤ ~1 MB a request;
 	// Raft: one log entry per chunk). Each chunk is applied atomically and
-	// fenced; chunks are applied in order, and Commit stops at the first
-	// chunk that fails, leaving earlier chunks applied. Ops in one call must
-	// not depend on each other except that a CreateTopic comes before
-	// SetPartitions of that topic.
+	// fenced. A chunk that writes or compares a key an earlier chunk
+	// writes is applied after it; chunks that share no key may be applied
+	// concurrently (etcd does, a transaction being a round trip each).
+	// Commit returns the error of the first chunk that failed, in op
+	// order: the chunks it waited for are applied, the chunks that ran
+	// beside it are applied or not (Load tells), and no later one is
+	// tried. Ops in one call must not depend on each other except that a
+	// CreateTopic comes before SetPartitions of that topic.
 	//
 	// Errors: ErrFenced; ErrVersionMismatch if a SetPartition's
 	// ExpectedEpoch is not the stored partition epoch (nothing of its chunk

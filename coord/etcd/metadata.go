@@ -256,7 +256,10 @@ func (b *Backend) parsePartitionKey(key string) (coord.TopicPartition, bool) {
 // the election key's create revision must still be term's epoch. When a
 // chunk's compares fail, its Else branch reads every compared key, so the
 // failure is told apart (fenced, missing topic, existing topic, partition
-// epoch) without a second round trip.
+// epoch) without a second round trip. Chunks that share no key run at
+// once, up to commitParallel (commitWaves): a failover's 10 000 partition
+// states are 80 transactions, and one after the other they took 0.3-0.7 s
+// on a busy machine.
 func (b *Backend) Commit(ctx context.Context, ct coord.Term, ops ...coord.Op) error {
 	t, ok := ct.(*term)
 	if !ok || t.s.b != b {
@@ -272,8 +275,87 @@ func (b *Backend) Commit(ctx context.Context, ct coord.Term, ops ...coord.Op) er
 	if err != nil {
 		return err
 	}
+	for _, wave := range commitWaves(chunks) {
+		if err := b.commitWave(ctx, wave); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitParallel is how many transactions of a Commit are in flight at
+// once.
+const commitParallel = 8
+
+// commitWaves groups chunks, in order, into waves whose chunks may be
+// applied in any order: none writes a key another of its wave writes or
+// compares, and a chunk that deletes a topic is a wave of its own. (The
+// chunks of one topic's creation after the first compare the topic key
+// the first writes, so they wait for it.)
+func commitWaves(chunks []*chunk) [][]*chunk {
+	var waves [][]*chunk
+	var cur []*chunk
+	written, compared := map[string]bool{}, map[string]bool{}
+	flush := func() {
+		if len(cur) > 0 {
+			waves = append(waves, cur)
+		}
+		cur = nil
+		clear(written)
+		clear(compared)
+	}
 	for _, c := range chunks {
-		if err := b.commitChunk(ctx, c); err != nil {
+		conflict := len(c.deleted) > 0
+		for k := range c.written {
+			conflict = conflict || written[k] || compared[k]
+		}
+		for _, ch := range c.checks[1:] { // after the fence, which none writes
+			conflict = conflict || written[ch.key]
+		}
+		if conflict {
+			flush()
+		}
+		cur = append(cur, c)
+		for k := range c.written {
+			written[k] = true
+		}
+		for _, ch := range c.checks[1:] {
+			compared[ch.key] = true
+		}
+		if len(c.deleted) > 0 {
+			flush()
+		}
+	}
+	flush()
+	return waves
+}
+
+// commitWave applies the chunks of one wave, up to commitParallel at
+// once, and returns the error of the first that failed (in op order).
+// The others are applied or not, whichever they were.
+func (b *Backend) commitWave(ctx context.Context, wave []*chunk) error {
+	if len(wave) == 1 {
+		return b.commitChunk(ctx, wave[0])
+	}
+	errs := make([]error, len(wave))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(commitParallel, len(wave)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = b.commitChunk(ctx, wave[i])
+			}
+		}()
+	}
+	for i := range wave {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}
