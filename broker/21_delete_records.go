@@ -136,6 +136,7 @@ func (b *Broker) deleteRecords(topic string, index int32, offset int64, deadline
 	rd := p.rep.Ready()
 	p.repMu.Unlock()
 	p.appendMu.Unlock()
+	b.queueWait(p)
 	b.handleReady(p, rd)
 	// The followers' fetch sessions answer the new log start, which the
 	// low watermark waits for.

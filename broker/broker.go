@@ -119,7 +119,12 @@ type Broker struct {
 	offlineDirs     map[string]error
 	offlineReplicas map[coord.TopicPartition]bool
 	anyOffline      atomic.Bool
-	dirFailed       chan struct{}
+	// waitMu guards waiting, the partitions with acks=all produces or
+	// DeleteRecords waiting (queueWait), which tickLoop ticks every
+	// interval; it is taken before a partition's repMu.
+	waitMu    sync.Mutex
+	waiting   map[*partition]struct{}
+	dirFailed chan struct{}
 	// lastEpoch is the broker epoch of this broker's latest registration
 	// on its log dirs (registrationFile), 0 if unknown. Holding the dir
 	// locks proves that its process is dead, so Register may replace it.
@@ -185,6 +190,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		offlineDirs:     map[string]error{},
 		offlineReplicas: map[coord.TopicPartition]bool{},
 		dirFailed:       make(chan struct{}, 1),
+		waiting:         map[*partition]struct{}{},
 	}
 	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.partitionFor(tp.Topic, tp.Partition) }
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize

@@ -69,6 +69,9 @@ type partition struct {
 	// id given to rep.AwaitLowWatermark.
 	deletes      map[replication.DeleteID]chan replication.DeleteResult
 	nextDeleteID replication.DeleteID
+	// waitQueued is set while the partition is in the broker's waiting
+	// set (queueWait), which the tick loop ticks often.
+	waitQueued atomic.Bool
 
 	// hw is the high watermark as of the latest Ready: consumers read
 	// below it, fetch responses carry it and the checkpoint stores it.
