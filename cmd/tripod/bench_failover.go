@@ -71,6 +71,7 @@ type benchFailoverOptions struct {
 	etcdEndpoints  string
 	zkConnect      string
 	rate           float64
+	produceParts   int
 	sets           []string
 	clientBackoff  time.Duration
 	pollInterval   time.Duration
@@ -91,8 +92,8 @@ it starts a cluster of 3 brokers of this binary (separate processes, all with
 the same --session-timeout; a local ZooKeeper from Debian's zookeeper package
 or --zk-connect, an embedded etcd or --etcd-endpoints), creates a topic with
 that many partitions, replication factor 3 and min.insync.replicas=2, and runs
-an acks=all producer writing --rate records/s to every partition, each record
-carrying its own sequence number. Then, --runs times per --case and
+an acks=all producer writing --rate records/s to every partition (or to the
+first --produce-partitions), each record carrying its own sequence number. Then, --runs times per --case and
 --failure, it fails a broker and measures, for every partition the broker
 led:
 
@@ -103,6 +104,11 @@ led:
                   leader (elected, propagated, and accepting writes)
   unavailability  last acknowledgement from the old leader -> first from
                   the new one, as the client saw it
+
+A partition not written to (--produce-partitions) has recovered when a live
+broker's Metadata names its new leader; with --produce-partitions the output
+says when that held for every partition the broker led (the controller's
+failover done and its UpdateMetadata applied).
 
 Case leader kills the broker leading the most partitions, preferring one that
 is not the controller; case controller kills the controller (the partitions it
@@ -136,6 +142,7 @@ stderr.`,
 	f.StringVar(&opts.etcdEndpoints, "etcd-endpoints", "", "etcd client URLs, comma separated; empty: an embedded etcd")
 	f.StringVar(&opts.zkConnect, "zk-connect", "", "ZooKeeper HOST:PORT[,HOST:PORT]; empty: a local ZooKeeper from Debian's zookeeper package (its tickTime must allow --session-timeout)")
 	f.Float64Var(&opts.rate, "rate", 20, "records/s the producer writes to each partition (the resolution of the ack times is 1/rate)")
+	f.IntVar(&opts.produceParts, "produce-partitions", 0, "write only to the first N partitions (0: all); the others' failover is when a live broker's Metadata names their new leader")
 	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
 	f.DurationVar(&opts.clientBackoff, "client-backoff", 100*time.Millisecond, "the producer's retry backoff and metadata min age (Kafka's retry.backoff.ms)")
 	f.DurationVar(&opts.pollInterval, "poll-interval", 10*time.Millisecond, "how often each live broker's Metadata is read after a kill")
@@ -197,6 +204,9 @@ func (o *benchFailoverOptions) validate() error {
 	}
 	if o.sessionTimeout < time.Second || o.sessionTimeout > 5*time.Minute {
 		return fmt.Errorf("--session-timeout %v: must be between 1s and 5m", o.sessionTimeout)
+	}
+	if o.produceParts < 0 {
+		return fmt.Errorf("--produce-partitions %d: must be 0 (all) or more", o.produceParts)
 	}
 	if o.rate <= 0 || o.rate > 1000 {
 		return fmt.Errorf("--rate %v: must be above 0 and at most 1000 records/s per partition", o.rate)
@@ -309,7 +319,19 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 		opts.sessionTimeout, opts.rate, failoverBrokers, minISR, report.WallSeconds)
 	for _, s := range report.Series {
 		if s.TopicReadyMs > 0 {
-			fmt.Fprintf(out, "%s, %d partitions: topic ready (every leader acknowledged an acks=all write) %.0f ms after CreateTopics\n", s.Backend, s.Partitions, s.TopicReadyMs)
+			what := "every leader acknowledged an acks=all write"
+			if s.ProducedPartitions < s.Partitions {
+				what = fmt.Sprintf("the leader of each of the %d partitions written acknowledged an acks=all write", s.ProducedPartitions)
+			}
+			fmt.Fprintf(out, "%s, %d partitions: topic ready (%s) %.0f ms after CreateTopics\n", s.Backend, s.Partitions, what, s.TopicReadyMs)
+		}
+		if s.ProducedPartitions < s.Partitions {
+			for _, r := range s.Runs {
+				if r.LeadersVisibleMaxMs != nil {
+					fmt.Fprintf(out, "%s, %d partitions, %s run %d: a new leader for every one of the %d partitions broker %d led in a live broker's Metadata %.0f ms after the kill\n",
+						s.Backend, s.Partitions, r.Case, r.Run, len(r.Partitions), r.Killed, *r.LeadersVisibleMaxMs)
+				}
+			}
 		}
 	}
 	b, err := json.MarshalIndent(report, "", "  ")
@@ -428,6 +450,7 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 
 	sess := &failoverSession{opts: opts, series: s, c: c, topic: "failover-" + s.Backend, mdClients: map[int32]*kgo.Client{}}
 	s.Topic = sess.topic
+	s.ProducedPartitions = sess.produced()
 	defer func() {
 		for _, cl := range sess.mdClients {
 			cl.Close()
@@ -460,7 +483,7 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 		return err
 	}
 
-	sess.tracker = newAckTracker(s.Partitions)
+	sess.tracker = newAckTracker(sess.produced())
 	producer, err := kgo.NewClient(
 		kgo.SeedBrokers(c.Bootstrap()...),
 		kgo.DefaultProduceTopic(sess.topic),
@@ -603,14 +626,23 @@ func createFailoverTopic(ctx context.Context, cl *kgo.Client, topic string, part
 	return 0, err
 }
 
-// produce writes one record to every partition each 1/rate seconds until
+// produced is how many partitions the producer writes: the first
+// --produce-partitions, or all.
+func (s *failoverSession) produced() int {
+	if n := s.opts.produceParts; n > 0 && n < s.series.Partitions {
+		return n
+	}
+	return s.series.Partitions
+}
+
+// produce writes one record to every partition written (produced) each 1/rate seconds until
 // stop is closed or ctx ends. Record values are the partition's next
 // sequence number (8 bytes) and the partition (4 bytes).
 func (s *failoverSession) produce(ctx context.Context, cl *kgo.Client, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Duration(float64(time.Second) / s.opts.rate))
 	defer tick.Stop()
 	for {
-		for p := range s.series.Partitions {
+		for p := range s.produced() {
 			seq := s.tracker.next(p)
 			cl.Produce(ctx, &kgo.Record{Partition: int32(p), Value: encodeFailoverValue(int32(p), seq)}, s.tracker.done)
 		}
@@ -751,7 +783,8 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	if fail == nil {
 		return nil, fmt.Errorf("failure %s: broker %d has no proxies", kind, victim)
 	}
-	killAt := s.tracker.arm(victim, affected)
+	written := slices.DeleteFunc(slices.Clone(affected), func(p int32) bool { return int(p) >= s.produced() })
+	killAt := s.tracker.arm(victim, written)
 	r.KilledAt = killAt
 	if err := fail(); err != nil {
 		s.tracker.disarm()
@@ -763,6 +796,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	// write from it, or the deadline passes.
 	var detectedAt, membershipAt, controllerAt time.Time
 	visible := make(map[int32]time.Time, len(affected))
+	visibleLeader := make(map[int32]int32, len(affected))
 	deadline := killAt.Add(s.opts.recoverTimeout)
 	tick := time.NewTicker(s.opts.pollInterval)
 	defer tick.Stop()
@@ -790,6 +824,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 			for _, p := range md.Partitions[s.topic] {
 				if _, ok := visible[p.Partition]; !ok && p.Leader >= 0 && p.Leader != victim && slices.Contains(affected, p.Partition) {
 					visible[p.Partition] = seen
+					visibleLeader[p.Partition] = p.Leader
 				}
 			}
 		}
@@ -811,8 +846,23 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	r.DetectionMs = msSince(detectedAt, killAt)
 	r.MembershipMs = msSince(membershipAt, killAt)
 	r.NewControllerMs = msSince(controllerAt, killAt)
-	var electionMax time.Time
+	var electionMax, visibleMax time.Time
 	for _, p := range affected {
+		if visible[p].After(visibleMax) {
+			visibleMax = visible[p]
+		}
+		if int(p) >= s.produced() {
+			// Not written to: recovered once a live broker names its new
+			// leader.
+			pf := partitionFailover{Partition: p, OldLeader: victim, NewLeader: -1, LeaderVisibleMs: msSince(visible[p], killAt)}
+			if visible[p].IsZero() {
+				r.Unrecovered = append(r.Unrecovered, p)
+			} else {
+				pf.NewLeader = visibleLeader[p]
+			}
+			r.Partitions = append(r.Partitions, pf)
+			continue
+		}
 		a := acks[p]
 		pf := partitionFailover{
 			Partition:        p,
@@ -838,6 +888,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	}
 	if len(r.Unrecovered) == 0 {
 		r.ElectionMaxMs = msSince(electionMax, killAt)
+		r.LeadersVisibleMaxMs = msSince(visibleMax, killAt)
 	}
 
 	var errs []error
@@ -845,7 +896,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		errs = append(errs, fmt.Errorf("no live broker showed a changed leader, leader epoch or ISR within %v of killing broker %d", s.opts.recoverTimeout, victim))
 	}
 	if len(r.Unrecovered) > 0 {
-		errs = append(errs, fmt.Errorf("%d of the %d partitions broker %d led acknowledged no write from a new leader within %v (e.g. partition %d)",
+		errs = append(errs, fmt.Errorf("%d of the %d partitions broker %d led acknowledged no write from a new leader (or, not written to, named none) within %v (e.g. partition %d)",
 			len(r.Unrecovered), len(affected), victim, s.opts.recoverTimeout, r.Unrecovered[0]))
 	}
 	if len(errs) > 0 {

@@ -46,7 +46,10 @@ type failoverSeries struct {
 	// MinInsyncReplicas is the topic's min.insync.replicas, or 0 when the
 	// brokers did not accept that topic config (it was created without).
 	MinInsyncReplicas int `json:"min_insync_replicas"`
-	// TopicReadyMs is the time from CreateTopics sent until every
+	// ProducedPartitions is how many partitions (the first) the producer
+	// wrote.
+	ProducedPartitions int `json:"produced_partitions"`
+	// TopicReadyMs is the time from CreateTopics sent until every written
 	// partition's leader had acknowledged an acks=all write.
 	TopicReadyMs float64        `json:"topic_ready_ms"`
 	Runs         []*failoverRun `json:"runs"`
@@ -97,6 +100,10 @@ type failoverRun struct {
 	// ElectionMaxMs is when the last of them acknowledged a write from its
 	// new leader: every affected partition accepts writes again.
 	ElectionMaxMs *float64 `json:"election_max_ms,omitempty"`
+	// LeadersVisibleMaxMs is when a live broker's Metadata had named a new
+	// leader for the last of them: the controller's failover is done and
+	// its UpdateMetadata applied.
+	LeadersVisibleMaxMs *float64 `json:"leaders_visible_max_ms,omitempty"`
 	// Unrecovered lists affected partitions that acknowledged nothing
 	// from a new leader before the run's deadline.
 	Unrecovered []int32 `json:"unrecovered,omitempty"`
@@ -111,7 +118,8 @@ type partitionFailover struct {
 	Partition int32 `json:"partition"`
 	OldLeader int32 `json:"old_leader"`
 	// NewLeader is the broker whose acknowledgement came first after the
-	// kill, -1 when none came.
+	// kill (for a partition not written to, the leader the Metadata
+	// named), -1 if none.
 	NewLeader int32 `json:"new_leader"`
 	// LeaderVisibleMs is when a live broker's Metadata first named a new
 	// leader.

@@ -128,6 +128,58 @@ func TestBenchFailover(t *testing.T) {
 	}
 }
 
+// TestBenchFailoverProducePartitions runs one controller kill on Raft with
+// 6 partitions of which the producer writes 2: the partitions written
+// are measured by their acknowledgements, the others by their new
+// leader in the Metadata, and the output says when every one of them had
+// one.
+func TestBenchFailoverProducePartitions(t *testing.T) {
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"bench", "failover", "--coord", "raft", "--partitions", "6", "--produce-partitions", "2",
+		"--runs", "1", "--case", "controller", "--out", out}
+	cmd := exec.CommandContext(ctx, tripodBin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	t.Logf("tripod %s:\n%s", strings.Join(args, " "), stdout)
+	if err != nil {
+		t.Fatalf("tripod bench failover: %v; stderr:\n%s", err, stderr.String())
+	}
+	if !regexp.MustCompile(`raft, 6 partitions, controller run 1: a new leader for every one of the \d+ partitions broker \d led in a live broker's Metadata \d+ ms after the kill`).Match(stdout) {
+		t.Errorf("no line saying when every partition the killed broker led had a new leader in the Metadata")
+	}
+	b, err := os.ReadFile(filepath.Join(out, "failover.json"))
+	if err != nil {
+		t.Fatalf("read failover.json: %v", err)
+	}
+	var report failoverReport
+	if err := json.Unmarshal(b, &report); err != nil {
+		t.Fatalf("decode failover.json: %v\n%s", err, b)
+	}
+	if len(report.Series) != 1 || len(report.Series[0].Runs) != 1 {
+		t.Fatalf("failover.json: want one series with one run, got %+v", report.Series)
+	}
+	s := report.Series[0]
+	if s.ProducedPartitions != 2 || s.Lost != 0 || s.Acked == 0 {
+		t.Errorf("series: %d partitions written, %d acknowledged, %d lost; want 2, some, 0", s.ProducedPartitions, s.Acked, s.Lost)
+	}
+	r := s.Runs[0]
+	if r.LeadersVisibleMaxMs == nil || len(r.Unrecovered) != 0 {
+		t.Errorf("run: leaders visible at %v, unrecovered %v; want a time and none", r.LeadersVisibleMaxMs, r.Unrecovered)
+	}
+	for _, p := range r.Partitions {
+		written := p.Partition < 2
+		if p.LeaderVisibleMs == nil || p.NewLeader == r.Killed || p.NewLeader < 1 || p.NewLeader > 3 {
+			t.Errorf("partition %d: leader %d -> %d visible at %v, want a new leader other than %d in the Metadata", p.Partition, p.OldLeader, p.NewLeader, p.LeaderVisibleMs, r.Killed)
+		}
+		if written != (p.ElectionMs != nil) {
+			t.Errorf("partition %d (written: %t): election %v, want one exactly for the partitions written", p.Partition, written, p.ElectionMs)
+		}
+	}
+}
+
 // svgRootAndBars parses an SVG document and returns its root element's
 // name and the number of bars (rect elements with a title).
 func svgRootAndBars(doc []byte) (root string, bars int, err error) {
