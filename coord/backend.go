@@ -102,7 +102,8 @@ type MetadataStore interface {
 	// Raft: one log entry per chunk). Each chunk is applied atomically and
 	// fenced. A chunk that writes or compares a key an earlier chunk
 	// writes is applied after it; chunks that share no key may be applied
-	// concurrently (etcd does, a transaction being a round trip each).
+	// concurrently (etcd does, a transaction being a round trip each;
+	// Raft, for a commit of distinct partitions' states).
 	// Commit returns the error of the first chunk that failed, in op
 	// order: the chunks it waited for are applied, the chunks that ran
 	// beside it are applied or not (Load tells), and no later one is

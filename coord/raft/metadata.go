@@ -3,6 +3,7 @@ package raft
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/tripodmq/tripod/coord"
 )
@@ -36,16 +37,75 @@ func (b *Backend) Commit(ctx context.Context, t coord.Term, ops ...coord.Op) err
 		// An empty Commit still tells a deposed controller so.
 		chunks = [][]wireOp{nil}
 	}
-	for i, chunk := range chunks {
+	commitChunk := func(i int) error {
 		if tm.ctx.Err() != nil {
 			return fmt.Errorf("%w: commit chunk %d/%d: controller term %d ended", coord.ErrFenced, i+1, len(chunks), tm.epoch)
 		}
 		what := fmt.Sprintf("commit chunk %d/%d of controller epoch %d", i+1, len(chunks), tm.epoch)
-		if _, err := b.apply(ctx, what, &command{Type: cmdCommit, Epoch: tm.epoch, Ops: chunk}); err != nil {
+		_, err := b.apply(ctx, what, &command{Type: cmdCommit, Epoch: tm.epoch, Ops: chunks[i]})
+		return err
+	}
+	if !independent(ops) {
+		for i := range chunks {
+			if err := commitChunk(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Entries of distinct partitions' states may land in any order: up to
+	// commitParallel are proposed at once, which Raft appends and
+	// replicates together. One after the other, the 200 entries of a
+	// failover's 100 000 states took 8 s on a busy machine.
+	errs := make([]error, len(chunks))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(commitParallel, len(chunks)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = commitChunk(i)
+			}
+		}()
+	}
+	for i := range chunks {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// commitParallel is how many entries of a Commit of independent ops are
+// proposed at once.
+const commitParallel = 8
+
+// independent reports whether ops are SetPartitions of distinct
+// partitions, which no order of their entries changes the outcome of.
+func independent(ops []coord.Op) bool {
+	seen := make(map[coord.TopicPartition]bool, len(ops))
+	for _, op := range ops {
+		var st coord.PartitionState
+		switch o := op.(type) {
+		case coord.SetPartition:
+			st = o.State
+		case *coord.SetPartition:
+			st = o.State
+		default:
+			return false
+		}
+		if seen[st.TopicPartition()] {
+			return false
+		}
+		seen[st.TopicPartition()] = true
+	}
+	return true
 }
 
 // chunkOps splits ops into log entries of at most chunkWeight states.
