@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -256,14 +257,59 @@ func (b *Broker) Stop(timeout time.Duration) error {
 
 // Pause freezes the broker with SIGSTOP: it keeps its sockets but answers
 // nothing and renews no session, as a long GC pause or a stalled VM would.
+// It returns once every thread of the process is stopped: the kernel
+// delivers SIGSTOP to each thread as it next runs, so a thread busy on
+// another core can still answer or send a request after kill returns,
+// and a test that writes right after Pause would see the paused broker
+// replicate it.
 func (b *Broker) Pause() error {
 	if err := b.signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
 	b.mu.Lock()
 	b.paused = true
+	pid := 0
+	if b.cmd != nil {
+		pid = b.cmd.Process.Pid
+	}
 	b.mu.Unlock()
+	if pid == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !processStopped(pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pause broker %d (pid %d): its threads were not all stopped within 10s of SIGSTOP", b.ID, pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return nil
+}
+
+// processStopped reports whether every thread of process pid is stopped
+// (state T or t in /proc/PID/task/TID/stat), or the process is gone.
+func processStopped(pid int) bool {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return true // gone
+	}
+	for _, t := range tasks {
+		stat, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue // the thread exited
+		}
+		// The state follows the command name, which is in parentheses
+		// and may hold spaces.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) {
+			return false
+		}
+		if st := stat[i+2]; st != 'T' && st != 't' {
+			return false
+		}
+	}
+	return true
 }
 
 // Resume continues a paused broker with SIGCONT.
