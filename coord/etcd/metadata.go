@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/parallel"
 	"github.com/tripodmq/tripod/internal/statejson"
 )
 
@@ -334,32 +335,7 @@ func commitWaves(chunks []*chunk) [][]*chunk {
 // once, and returns the error of the first that failed (in op order).
 // The others are applied or not, whichever they were.
 func (b *Backend) commitWave(ctx context.Context, wave []*chunk) error {
-	if len(wave) == 1 {
-		return b.commitChunk(ctx, wave[0])
-	}
-	errs := make([]error, len(wave))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(commitParallel, len(wave)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				errs[i] = b.commitChunk(ctx, wave[i])
-			}
-		}()
-	}
-	for i := range wave {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return parallel.FirstError(len(wave), commitParallel, func(i int) error { return b.commitChunk(ctx, wave[i]) })
 }
 
 // checkKind is what one compare of a chunk asserts.

@@ -3,9 +3,9 @@ package raft
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/parallel"
 )
 
 // chunkWeight is how many partition states one commit entry carries at
@@ -45,41 +45,16 @@ func (b *Backend) Commit(ctx context.Context, t coord.Term, ops ...coord.Op) err
 		_, err := b.apply(ctx, what, &command{Type: cmdCommit, Epoch: tm.epoch, Ops: chunks[i]})
 		return err
 	}
-	if !independent(ops) {
-		for i := range chunks {
-			if err := commitChunk(i); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	// Entries of distinct partitions' states may land in any order: up to
 	// commitParallel are proposed at once, which Raft appends and
 	// replicates together. One after the other, the 200 entries of a
-	// failover's 100 000 states took 8 s on a busy machine.
-	errs := make([]error, len(chunks))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(commitParallel, len(chunks)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				errs[i] = commitChunk(i)
-			}
-		}()
+	// failover's 100 000 states took 8 s on a busy machine. Any other
+	// commit goes one entry after the other, stopping at a failure.
+	workers := 1
+	if independent(ops) {
+		workers = commitParallel
 	}
-	for i := range chunks {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return parallel.FirstError(len(chunks), workers, commitChunk)
 }
 
 // commitParallel is how many entries of a Commit of independent ops are
