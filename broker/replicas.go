@@ -314,6 +314,13 @@ func (b *Broker) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMe
 	b.updateEpoch = r.ControllerEpoch
 	b.cache.update(r, full)
 	b.removeStrays(r.Partitions)
+	if full {
+		// The first UpdateMetadata of a controller epoch is that
+		// controller's full state: from now on this broker answers
+		// Metadata as the new controller sees the cluster.
+		b.logger.Info("metadata of a new controller applied", "controller", r.ControllerID,
+			"controller_epoch", r.ControllerEpoch, "partitions", len(r.Partitions), "live_brokers", len(r.Live))
+	}
 	return 0
 }
 

@@ -22,7 +22,6 @@ package raft
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -492,7 +491,7 @@ func (b *Backend) applyLocal(ctx context.Context, cmd *command) (applyResult, er
 	if b.raft.State() != hraft.Leader {
 		return applyResult{}, errNotLeader
 	}
-	data, err := json.Marshal(cmd)
+	data, err := encodeCommand(cmd)
 	if err != nil {
 		return applyResult{}, fmt.Errorf("encode %s command: %w", cmd.Type, err)
 	}

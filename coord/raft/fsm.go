@@ -172,7 +172,7 @@ func (f *fsm) Apply(l *hraft.Log) any {
 		return nil
 	}
 	var cmd command
-	if err := json.Unmarshal(l.Data, &cmd); err != nil {
+	if err := decodeCommand(l.Data, &cmd); err != nil {
 		return applyResult{Err: fmt.Errorf("decode raft log entry %d: %w", l.Index, err)}
 	}
 	f.mu.Lock()

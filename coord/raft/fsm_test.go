@@ -2,7 +2,6 @@ package raft
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
@@ -13,10 +12,11 @@ import (
 	"github.com/tripodmq/tripod/coord"
 )
 
-// fsmLog feeds one command to f as the log entry at index in term.
+// fsmLog feeds one command to f as the log entry at index in term,
+// encoded as the leader encodes it.
 func fsmLog(t *testing.T, f *fsm, index, term uint64, cmd command) applyResult {
 	t.Helper()
-	data, err := json.Marshal(cmd)
+	data, err := encodeCommand(&cmd)
 	if err != nil {
 		t.Fatalf("encode %s: %v", cmd.Type, err)
 	}
@@ -183,16 +183,20 @@ func TestFSMChunkAllOrNothing(t *testing.T) {
 }
 
 // TestChunkOpsSplitsLargeCreateTopic: a CreateTopic of 10 000 partitions
-// becomes a partial CreateTopic and SetPartitions in entries of at most
-// chunkWeight states, which applied in order give the whole topic.
+// becomes a partial CreateTopic of chunkWeight states and SetPartitions
+// in entries of at most statesPerEntry, which applied in order give the
+// whole topic.
 func TestChunkOpsSplitsLargeCreateTopic(t *testing.T) {
 	create, states := topicOf("wide", 10000)
 	chunks, err := chunkOps([]coord.Op{create})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 10000 / chunkWeight; len(chunks) != want {
+	if want := 1 + (10000-chunkWeight+statesPerEntry-1)/statesPerEntry; len(chunks) != want {
 		t.Fatalf("chunks: got %d, want %d", len(chunks), want)
+	}
+	if len(chunks[0]) != 1 || chunks[0][0].CreateTopic == nil || len(chunks[0][0].CreateTopic.States) != chunkWeight {
+		t.Fatalf("first chunk: got %d ops, want the partial CreateTopic of %d states", len(chunks[0]), chunkWeight)
 	}
 	f := newFSM()
 	b1 := fsmLog(t, f, 1, 1, command{Type: cmdRegister, Broker: coord.Broker{ID: 1}}).Broker
