@@ -226,19 +226,25 @@ func (b *Broker) runController(ctx context.Context, term coord.Term) {
 	b.noteBackendController(coord.ControllerInfo{ID: term.Controller(), Epoch: term.Epoch()})
 	snd := newSender(b)
 	defer snd.Close()
-	ctrl, err := controller.Start(term.Context(), b.cfg.controllerConfig(b.logger), b.backend, term, snd)
+	cc := b.cfg.controllerConfig(b.logger)
+	interval := b.cfg.BrokerProbeInterval
+	atStart := &crashedAtStart{b: b, interval: interval}
+	if interval > 0 {
+		cc.Crashed = atStart.probe
+	}
+	ctrl, err := controller.Start(term.Context(), cc, b.backend, term, snd)
 	if err != nil {
 		log.Warn("start controller failed; resigning", "error", err)
 		b.resign(term)
 		return
 	}
 	snd.bind(ctrl)
-	if interval := b.cfg.BrokerProbeInterval; interval > 0 {
+	if interval > 0 {
 		probeCtx, stopProbes := context.WithCancel(term.Context())
 		probesDone := make(chan struct{})
 		go func() {
 			defer close(probesDone)
-			b.probeBrokers(probeCtx, ctrl, interval)
+			b.probeBrokers(probeCtx, ctrl, interval, atStart.found)
 		}()
 		defer func() {
 			stopProbes()

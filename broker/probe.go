@@ -50,6 +50,46 @@ func probeListener(ctx context.Context, addr string, timeout time.Duration) prob
 	return probeUnknown
 }
 
+// probeAll probes the listener of every broker of bs but self, in
+// parallel, each within timeout, and returns their outcomes in order.
+func probeAll(ctx context.Context, self coord.BrokerID, bs []coord.Broker, timeout time.Duration) []probeOutcome {
+	outcomes := make([]probeOutcome, len(bs))
+	var wg sync.WaitGroup
+	for i, br := range bs {
+		if br.ID == self {
+			outcomes[i] = probeAnswered
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outcomes[i] = probeListener(ctx, br.Addr(), timeout)
+		}()
+	}
+	wg.Wait()
+	return outcomes
+}
+
+// crashedAtStart is controller.Config.Crashed for one controller term: the
+// brokers whose listeners refuse connections as the controller starts,
+// probed within interval. found keeps them, so the term's probes
+// (probeBrokers) do not report them again.
+type crashedAtStart struct {
+	b        *Broker
+	interval time.Duration
+	found    []coord.Broker
+}
+
+func (c *crashedAtStart) probe(ctx context.Context, bs []coord.Broker) []coord.Broker {
+	for i, out := range probeAll(ctx, coord.BrokerID(c.b.cfg.BrokerID), bs, c.interval) {
+		if out == probeRefused {
+			c.b.logger.Warn("broker's listener refuses connections: its process is gone", "broker", bs[i].ID, "addr", bs[i].Addr())
+			c.found = append(c.found, bs[i])
+		}
+	}
+	return c.found
+}
+
 // probeBrokers runs on the controller's broker for one controller term,
 // until ctx ends: as soon as it knows the registered brokers, and then
 // every interval, it probes the listener of every registered broker but
@@ -57,8 +97,9 @@ func probeListener(ctx context.Context, addr string, timeout time.Duration) prob
 // (BrokerUnreachable) once per incarnation, and an answer from an
 // incarnation it reported (BrokerReachable). The first probe does not
 // wait an interval: a term that starts because the previous controller
-// crashed has that broker's partitions to move.
-func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, interval time.Duration) {
+// crashed has that broker's partitions to move. Those already found as
+// the controller started (fenced) count as reported.
+func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, interval time.Duration, atStart []coord.Broker) {
 	members, err := b.backend.WatchMembers(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -70,21 +111,11 @@ func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, 
 	var registered []coord.Broker
 	// fenced holds the broker epoch of each broker reported unreachable.
 	fenced := map[coord.BrokerID]int64{}
+	for _, br := range atStart {
+		fenced[br.ID] = br.Epoch
+	}
 	probe := func() error {
-		outcomes := make([]probeOutcome, len(registered))
-		var wg sync.WaitGroup
-		for i, br := range registered {
-			if br.ID == self {
-				outcomes[i] = probeAnswered
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				outcomes[i] = probeListener(ctx, br.Addr(), interval)
-			}()
-		}
-		wg.Wait()
+		outcomes := probeAll(ctx, self, registered, interval)
 		for i, br := range registered {
 			epoch, wasFenced := fenced[br.ID]
 			switch {

@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // Config holds the controller's settings. DefaultConfig gives Kafka's
@@ -39,6 +42,13 @@ type Config struct {
 	// too) and reconciles again. tripod has no property for it. Default
 	// 500 ms; 1 ms..1 min.
 	RetryBackoff time.Duration
+
+	// Crashed, when set, is asked once as the controller starts, with the
+	// first set of live brokers, which of them are already known crashed
+	// (their listeners refuse connections); those start out unreachable
+	// (State.Crashed). It must return within a bound (a probe with a
+	// timeout). Default (nil): none is.
+	Crashed func(ctx context.Context, brokers []coord.Broker) []coord.Broker
 
 	// Logger receives the controller's logs. Default (nil): discarded.
 	Logger hclog.Logger

@@ -99,6 +99,13 @@ func Start(ctx context.Context, cfg Config, store Store, term coord.Term, sender
 	case <-termCtx.Done():
 		return nil, fmt.Errorf("controller: %w", ErrNotController)
 	}
+	// Brokers already crashed are fenced in the first plan: a term that
+	// starts because the previous controller's broker crashed then moves
+	// its partitions at once.
+	var crashed []coord.Broker
+	if cfg.Crashed != nil {
+		crashed = cfg.Crashed(ctx, first)
+	}
 	log := cfg.Logger.Named("controller").With("epoch", term.Epoch())
 	c := &Controller{
 		cfg:    cfg,
@@ -112,6 +119,7 @@ func Start(ctx context.Context, cfg Config, store Store, term coord.Term, sender
 		retry:  time.NewTimer(time.Hour),
 	}
 	c.retry.Stop()
+	c.state.Crashed(crashed)
 	go c.run(termCtx, first, members)
 	return c, nil
 }

@@ -31,14 +31,41 @@ func (s *State) Unreachable(b coord.Broker) Plan {
 	if !ok || cur.Epoch != b.Epoch || b.ID == s.controller || s.unreachable[b.ID] {
 		return Plan{}
 	}
-	s.log.Warn("broker unreachable: its listener refuses connections, so its process is gone; fencing it before its session expires",
-		"broker", b.ID, "broker_epoch", b.Epoch)
-	s.unreachable[b.ID] = true
-	s.liveChanged = true
+	s.markUnreachable(b)
 	var plan Plan
 	plan.add(Step{Drops: []coord.BrokerID{b.ID}})
 	plan.Steps = append(plan.Steps, s.Reconcile().Steps...)
 	return plan
+}
+
+// Crashed records, before the first member set is taken in (Members),
+// the incarnations already found crashed (their listeners refuse
+// connections): those the first Members finds live at the same broker
+// epoch count unreachable at once, as Unreachable would make them. A
+// controller whose term starts because the previous controller's broker
+// crashed then moves that broker's partitions in its first plan, rather
+// than first sending it its full state and planning every partition for
+// a live set it is not part of. A broker not in the first member set, or
+// at another epoch, is not marked; a call after the first Members does
+// nothing.
+func (s *State) Crashed(bs []coord.Broker) {
+	if s.membersSeen {
+		return
+	}
+	if s.crashedAtStart == nil {
+		s.crashedAtStart = map[coord.BrokerID]int64{}
+	}
+	for _, b := range bs {
+		s.crashedAtStart[b.ID] = b.Epoch
+	}
+}
+
+// markUnreachable makes live incarnation b count unreachable.
+func (s *State) markUnreachable(b coord.Broker) {
+	s.log.Warn("broker unreachable: its listener refuses connections, so its process is gone; fencing it before its session expires",
+		"broker", b.ID, "broker_epoch", b.Epoch)
+	s.unreachable[b.ID] = true
+	s.liveChanged = true
 }
 
 // Reachable records that broker b, known unreachable at the same

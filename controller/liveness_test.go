@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tripodmq/tripod/coord"
@@ -87,5 +88,51 @@ func TestUnreachableBroker(t *testing.T) {
 	plan = s.Members([]coord.Broker{testBroker(1), restarted, testBroker(3)})
 	if lines := render(t, s, plan); !contains(lines, "to 2: UpdateMetadata live [1 2 3] t-0 t-1") {
 		t.Errorf("a new incarnation of the fenced broker is not told its state: %v", lines)
+	}
+}
+
+// TestCrashedAtStart checks that brokers found crashed before a new
+// controller's first member set are fenced in its first plan: their
+// leaderships move and they leave ISRs in the first commit, and they are
+// sent nothing; that a broker found crashed at another incarnation than
+// the live one, or not in the first member set, is not fenced (the latter
+// is live once it joins); and that Crashed after the first member set
+// does nothing.
+func TestCrashedAtStart(t *testing.T) {
+	parts := []part{
+		{topic: "t", p: 0, replicas: ids(2, 3, 1), leader: 2, isr: ids(2, 3, 1), leaderEpoch: 4, partitionEpoch: 9},
+		{topic: "t", p: 1, replicas: ids(3, 2, 1), leader: 3, isr: ids(3, 2, 1), leaderEpoch: 1, partitionEpoch: 2},
+	}
+	s := newTestState(Policy{}, nil, parts...)
+	s.membersSeen = false
+	s.Crashed([]coord.Broker{testBroker(2), {ID: 3, Epoch: brokerEpoch(3) - 1}, testBroker(4)})
+	plan := s.Members([]coord.Broker{testBroker(1), testBroker(2), testBroker(3)})
+	lines := render(t, s, plan)
+	checkLines(t, opLines(lines), []string{
+		"set t-0 leader 3 epoch 5 isr [3 1] if 9",
+		"set t-1 leader 3 epoch 1 isr [3 1] if 2",
+	})
+	for _, want := range []string{"to 3: UpdateMetadata live [1 3] t-0 t-1", "to 1: UpdateMetadata live [1 3] t-0 t-1"} {
+		if !contains(lines, want) {
+			t.Errorf("first plan lacks %q:\n%v", want, lines)
+		}
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "to 2:") {
+			t.Errorf("first plan sends to the crashed broker 2: %q", l)
+		}
+	}
+	commitAll(s, plan)
+
+	// Broker 4, reported crashed before it was a member, joins: it is
+	// live.
+	plan = s.Members([]coord.Broker{testBroker(1), testBroker(2), testBroker(3), testBroker(4)})
+	if lines := render(t, s, plan); !contains(lines, "to 4: UpdateMetadata live [1 3 4] t-0 t-1") {
+		t.Errorf("broker 4 joining after it was reported crashed is not taken in: %v", lines)
+	}
+	commitAll(s, plan)
+	s.Crashed([]coord.Broker{testBroker(3)})
+	if !s.isLive(3) {
+		t.Errorf("Crashed after the first member set fenced broker 3")
 	}
 }

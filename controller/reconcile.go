@@ -62,6 +62,12 @@ func (s *State) Members(brokers []coord.Broker) Plan {
 	if changed {
 		s.liveChanged = true
 	}
+	for id, epoch := range s.crashedAtStart {
+		if b, ok := next[id]; ok && b.Epoch == epoch && id != s.controller {
+			s.markUnreachable(b)
+		}
+	}
+	s.crashedAtStart = nil
 	var plan Plan
 	plan.add(Step{Drops: drops})
 	plan.Steps = append(plan.Steps, s.Reconcile().Steps...)

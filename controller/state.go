@@ -64,6 +64,10 @@ type State struct {
 
 	// membersSeen is false until the first member set is recorded.
 	membersSeen bool
+	// crashedAtStart are the broker epochs of incarnations found crashed
+	// before the first member set (Crashed); that Members marks them
+	// unreachable.
+	crashedAtStart map[coord.BrokerID]int64
 	// restarted are brokers whose new incarnation replaced one that may
 	// still lead partitions: the next Reconcile first moves those
 	// leaderships as if the broker had failed.
@@ -73,6 +77,10 @@ type State struct {
 	// liveChanged is set when the live set changed and not every broker
 	// has been told.
 	liveChanged bool
+
+	// sorted caches sortedPartitions until the set of partitions with a
+	// state changes (nil: not computed). Callers never change it.
+	sorted []coord.TopicPartition
 }
 
 // NewState returns the state of the controller broker controller at
@@ -171,7 +179,9 @@ func (s *State) Metadata() *coord.Metadata { return s.md }
 // applies them to the metadata exactly as the backend stored them, and
 // marks the step's owed work done.
 func (s *State) Committed(step Step) {
-	applyOps(s.md, step.Ops)
+	if applyOps(s.md, step.Ops) {
+		s.sorted = nil
+	}
 	for _, id := range step.settles.restarted {
 		delete(s.restarted, id)
 	}
@@ -195,6 +205,7 @@ func (s *State) Committed(step Step) {
 func (s *State) Reload(md *coord.Metadata) Plan {
 	old := s.md
 	s.md = md
+	s.sorted = nil
 	var changed []PartitionInfo
 	for _, tp := range s.sortedPartitions() {
 		if prev, ok := old.Partitions[tp]; ok && samePartitionState(prev, md.Partitions[tp]) {
@@ -225,8 +236,9 @@ func samePartitionState(a, b coord.PartitionState) bool {
 
 // applyOps applies committed ops to md as the contract says the backend
 // stores them: a created partition state has PartitionEpoch 0, a set one
-// its ExpectedEpoch + 1.
-func applyOps(md *coord.Metadata, ops []coord.Op) {
+// its ExpectedEpoch + 1. It reports whether the set of partitions with a
+// state may have changed.
+func applyOps(md *coord.Metadata, ops []coord.Op) (partitionsChanged bool) {
 	for _, op := range ops {
 		switch op := op.(type) {
 		case coord.CreateTopic:
@@ -235,6 +247,7 @@ func applyOps(md *coord.Metadata, ops []coord.Op) {
 				st.Topic, st.Partition, st.PartitionEpoch = op.Topic.Name, int32(p), 0
 				md.Partitions[st.TopicPartition()] = st
 			}
+			partitionsChanged = true
 		case coord.SetTopic:
 			md.Topics[op.Topic.Name] = op.Topic
 		case coord.DeleteTopic:
@@ -244,11 +257,17 @@ func applyOps(md *coord.Metadata, ops []coord.Op) {
 				}
 			}
 			delete(md.Topics, op.Name)
+			partitionsChanged = true
 		case coord.SetPartition:
 			st := committedState(op)
-			md.Partitions[st.TopicPartition()] = st
+			tp := st.TopicPartition()
+			if _, ok := md.Partitions[tp]; !ok {
+				partitionsChanged = true
+			}
+			md.Partitions[tp] = st
 		}
 	}
+	return partitionsChanged
 }
 
 // committedState is the state a committed SetPartition stores.
@@ -356,13 +375,19 @@ func (s *State) replicas(tp coord.TopicPartition) []coord.BrokerID {
 }
 
 // sortedPartitions returns every partition that has a state, by topic
-// then index.
+// then index. The caller must not change the slice: it is kept until the
+// set of partitions changes (sorting 100 000 took 20 ms, and a decision
+// may walk them several times).
 func (s *State) sortedPartitions() []coord.TopicPartition {
+	if s.sorted != nil && len(s.sorted) == len(s.md.Partitions) {
+		return s.sorted
+	}
 	tps := make([]coord.TopicPartition, 0, len(s.md.Partitions))
 	for tp := range s.md.Partitions {
 		tps = append(tps, tp)
 	}
 	sortPartitions(tps)
+	s.sorted = tps
 	return tps
 }
 
