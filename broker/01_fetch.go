@@ -87,6 +87,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 	var replicaCodes map[coord.TopicPartition]int16
 	if r.ReplicaID >= 0 {
 		replicaCodes = b.recordFollowerFetch(r)
+		b.recordIdlePositions(sr.idle, r.ReplicaID)
 	}
 
 	var timer *time.Timer
@@ -156,6 +157,21 @@ func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartit
 		}
 	}
 	return codes
+}
+
+// recordIdlePositions records a follower's positions in the idle
+// partitions of its session (a refresh, fetch_session.go), as
+// recordFollowerFetch records those it names. Nothing changed in them
+// since the follower was last answered, so there is no error to tell it;
+// one that stopped leading here meanwhile refuses the fetch position, and
+// its change is the next fetch's to serve.
+func (b *Broker) recordIdlePositions(idle []idlePosition, replica int32) {
+	for _, ip := range idle {
+		if ip.p.role().Leader != coord.BrokerID(b.cfg.BrokerID) {
+			continue
+		}
+		b.followerFetched(ip.p, replica, ip.fetchOffset, ip.logStart)
+	}
 }
 
 // readFetch builds a fetch response from the logs as they are now. It

@@ -31,10 +31,14 @@ import (
 // it waits; an idle partition costs it nothing.
 //
 // A follower's position in the partitions it leaves out is the one the
-// session holds. Every refreshEvery an incremental fetch serves the whole
-// session, and the leader records those positions as if the follower had
+// session holds. Every refreshEvery an incremental fetch also records
+// those positions of the session's idle partitions as if the follower had
 // sent them, so an idle partition's follower stays caught up (in the ISR)
-// as with Kafka's leader, which records them at every fetch.
+// as with Kafka's leader, which records them at every fetch. It records
+// them only (sessionRequest.idle): an idle partition has nothing to read
+// and nothing to answer, and reading and answering the 33 000 partitions
+// a follower holds on a leader at 100 000 partitions, once a second, was
+// most of an idle broker's CPU.
 
 // fetchSessionCacheSlots is how many sessions a broker keeps (Kafka's
 // max.incremental.fetch.session.cache.slots default); the least recently
@@ -130,9 +134,10 @@ type fetchSessions struct {
 	resolve func(coord.TopicPartition) *partition
 	// evictions counts sessions evicted for new ones; incremental counts
 	// the incremental fetches served, named the partitions they named,
-	// refreshes those that served their whole session and served the
-	// partitions the others served.
-	evictions, incremental, named, refreshes, served uint64
+	// served the partitions they served, refreshes those that recorded
+	// the follower's idle positions as well, and recorded those
+	// positions.
+	evictions, incremental, named, served, refreshes, recorded uint64
 }
 
 func newFetchSessions(slots int, refreshEvery time.Duration, resolve func(coord.TopicPartition) *partition) *fetchSessions {
@@ -155,6 +160,16 @@ type sessionRequest struct {
 	// errorCode is a top-level error (FETCH_SESSION_ID_NOT_FOUND,
 	// INVALID_FETCH_SESSION_EPOCH) to answer at once.
 	errorCode int16
+	// idle are the positions a follower's refresh records without
+	// serving them (see the top of this file).
+	idle []idlePosition
+}
+
+// idlePosition is a session's position in a partition that did not change
+// since the session was last answered for it.
+type idlePosition struct {
+	p                     *partition
+	fetchOffset, logStart int64
 }
 
 // begin resolves r's session as KIP-227 says (session id, epoch) and,
@@ -216,20 +231,6 @@ func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionReques
 	named := s.add(sess, r)
 	s.named += uint64(len(named))
 
-	if now.Sub(sess.refreshed) >= s.refreshEvery {
-		sess.refreshed = now
-		s.refreshes++
-		for _, tp := range sess.order {
-			sess.watch(sess.parts[tp], s.resolveTP(tp))
-		}
-		r.Topics = nil
-		sr := sessionRequest{session: sess, topicAt: map[string]int{}}
-		for _, tp := range sess.order {
-			sr.name(r, tp, sess.parts[tp])
-		}
-		sr.topicAt = nil
-		return sr
-	}
 	sr := sessionRequest{session: sess, subset: true, serving: map[coord.TopicPartition]struct{}{}, topicAt: map[string]int{}}
 	r.Topics = nil
 	serve := func(tp coord.TopicPartition) {
@@ -252,6 +253,31 @@ func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionReques
 	}
 	for tp := range changed {
 		serve(tp)
+	}
+	if now.Sub(sess.refreshed) >= s.refreshEvery {
+		sess.refreshed = now
+		s.refreshes++
+		// The others changed nothing since they were answered. A
+		// partition without a replica here is looked up again (it may
+		// have one now), and served when it does, as is one not
+		// answered yet; a follower's position in the others is recorded.
+		for _, tp := range sess.order {
+			if _, ok := sr.serving[tp]; ok {
+				continue
+			}
+			sp := sess.parts[tp]
+			if sp.p == nil {
+				sess.watch(sp, s.resolveTP(tp))
+			}
+			switch {
+			case sp.p == nil:
+			case !sp.sent:
+				serve(tp)
+			case r.ReplicaID >= 0:
+				sr.idle = append(sr.idle, idlePosition{p: sp.p, fetchOffset: sp.fetchOffset, logStart: sp.logStartOffset})
+			}
+		}
+		s.recorded += uint64(len(sr.idle))
 	}
 	s.served += uint64(len(sr.serving))
 	return sr
