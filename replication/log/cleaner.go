@@ -582,6 +582,7 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 	s.indexFiles = true
 	l.mu.Lock()
 	l.segments[i] = s
+	l.publishLocked()
 	l.mu.Unlock()
 	l.dirDirty = true
 	l.appendMu.Unlock()

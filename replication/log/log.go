@@ -182,6 +182,11 @@ type Log struct {
 	mu          sync.RWMutex
 	segments    []*segment
 	startOffset int64
+	// end and start mirror the active segment's next offset and
+	// startOffset for EndOffset and StartOffset, which replication reads
+	// for every partition many times a second: set by publishLocked
+	// wherever either changes, under mu.
+	end, start atomic.Int64
 	// epochs is the leader-epoch cache (see Epochs).
 	epochs []EpochEntry
 	closed bool
@@ -246,7 +251,17 @@ func Open(dir string, cfg Config) (*Log, error) {
 		}
 		return nil, err
 	}
+	l.mu.Lock()
+	l.publishLocked()
+	l.mu.Unlock()
 	return l, nil
+}
+
+// publishLocked sets end and start from the segments and startOffset. The
+// caller holds mu for writing.
+func (l *Log) publishLocked() {
+	l.end.Store(l.active().tail.nextOffset)
+	l.start.Store(l.startOffset)
 }
 
 // load opens the segments found in l.dir, recovers the last one (wholly
@@ -700,6 +715,7 @@ func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offse
 	s.tail = tail
 	s.offsets = append(s.offsets, offsets...)
 	s.times = append(s.times, times...)
+	l.publishLocked()
 	l.mu.Unlock()
 	return nil
 }
@@ -746,6 +762,7 @@ func (l *Log) roll() (*segment, error) {
 	l.dirDirty = true
 	l.mu.Lock()
 	l.segments = append(l.segments, s)
+	l.publishLocked()
 	l.mu.Unlock()
 	return s, nil
 }
@@ -860,16 +877,12 @@ func grow(b []byte, n int) []byte {
 
 // StartOffset is the first offset still in the log (log start offset).
 func (l *Log) StartOffset() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.startOffset
+	return l.start.Load()
 }
 
 // EndOffset is the offset the next record will get (log end offset, LEO).
 func (l *Log) EndOffset() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.active().tail.nextOffset
+	return l.end.Load()
 }
 
 // attrLogAppendTime is the attribute bit of a v2 batch whose timestamp
@@ -1048,6 +1061,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.mu.Lock()
 	l.segments = l.segments[: i+1 : i+1]
 	s.tail, s.offsets, s.times = cut.tail, cut.offsets, cut.times
+	l.publishLocked()
 	l.mu.Unlock()
 	s.offsetsFile, s.timesFile = cut.offsetsFile, cut.timesFile
 
@@ -1110,6 +1124,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.mu.Lock()
 	l.segments = []*segment{s}
 	l.startOffset = offset
+	l.publishLocked()
 	l.mu.Unlock()
 	if err := writeStartOffset(l.dir, offset); err != nil && first == nil {
 		first = err
@@ -1146,6 +1161,7 @@ func (l *Log) AdvanceStartOffset(offset int64) (advanced bool, err error) {
 	}
 	l.mu.Lock()
 	l.startOffset = offset
+	l.publishLocked()
 	l.mu.Unlock()
 	l.setEpochs(trimEpochs(l.epochs, offset, end))
 	return true, writeStartOffset(l.dir, offset)
@@ -1213,6 +1229,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		l.segments = append([]*segment(nil), l.segments[n:]...)
 		l.startOffset = max(l.startOffset, l.segments[0].baseOffset)
 		start := l.startOffset
+		l.publishLocked()
 		l.mu.Unlock()
 		for _, r := range removed {
 			if err := r.remove(); err != nil && first == nil {
