@@ -150,20 +150,38 @@ func (p *partition) role() controller.PartitionInfo {
 	return p.state
 }
 
+// roleChange is what setRole did with a LeaderAndIsr state.
+type roleChange int
+
+const (
+	// roleApplied: the state is the partition's now.
+	roleApplied roleChange = iota
+	// roleStale: older than the current one, ignored.
+	roleStale
+	// roleSame: the very state the partition holds (a new controller's
+	// full state repeats every unchanged one), so nothing is to apply.
+	roleSame
+)
+
 // setRole applies a LeaderAndIsr state unless it is older than the
 // current one (a lower leader epoch, or the same with a lower partition
-// epoch); it reports whether it applied.
-func (p *partition) setRole(info controller.PartitionInfo) bool {
+// epoch) or the same as it, and says which.
+func (p *partition) setRole(info controller.PartitionInfo) roleChange {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
-	if info.LeaderEpoch < p.state.LeaderEpoch ||
-		(info.LeaderEpoch == p.state.LeaderEpoch && info.PartitionEpoch < p.state.PartitionEpoch) {
-		return false
+	cur := p.state
+	switch {
+	case info.LeaderEpoch < cur.LeaderEpoch ||
+		(info.LeaderEpoch == cur.LeaderEpoch && info.PartitionEpoch < cur.PartitionEpoch):
+		return roleStale
+	case info.LeaderEpoch == cur.LeaderEpoch && info.PartitionEpoch == cur.PartitionEpoch && info.Leader == cur.Leader &&
+		info.TopicID == cur.TopicID && slices.Equal(info.ISR, cur.ISR) && slices.Equal(info.Replicas, cur.Replicas):
+		return roleSame
 	}
 	info.ISR = slices.Clone(info.ISR)
 	info.Replicas = slices.Clone(info.Replicas)
 	p.state = info
-	return true
+	return roleApplied
 }
 
 // leads reports whether broker id leads this partition, and at which

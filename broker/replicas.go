@@ -86,7 +86,10 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerID coord.
 
 // applyLeaderAndIsr makes this broker leader or follower of each listed
 // partition, opening (or creating) its log when it holds no replica yet;
-// a partition state older than the one held is ignored. A leader starts
+// a partition state older than the one held, or the same, is ignored (a
+// new controller's full state repeats every unchanged one: at 100 000
+// partitions applying them again took a broker 1.3 s before it got to
+// the changes). A leader starts
 // tracking its followers; a follower truncates its log as
 // replication.truncation says and fetches from its leader (applyRole).
 //
@@ -105,8 +108,10 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerID coord.
 // in memory and in the order of r.Partitions: the fetchers keep
 // replicating the other partitions during the opens.
 func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndIsrRequest) (int16, []int16) {
+	start := time.Now()
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
+	locked := time.Since(start)
 	codes := make([]int16, len(r.Partitions))
 	if code := b.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
 		b.logger.Warn("refused LeaderAndIsr", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
@@ -121,7 +126,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 	b.fetchers.hold()
 	defer b.fetchers.release()
 	self := coord.BrokerID(b.cfg.BrokerID)
-	led, followed, ignored, offline := 0, 0, 0, 0
+	led, followed, ignored, unchanged, offline := 0, 0, 0, 0, 0
 	for i, info := range r.Partitions {
 		tp := info.TopicPartition()
 		p := b.partitionFor(info.Topic, info.Partition)
@@ -144,9 +149,15 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 			}
 			b.addReplica(tp, o.p)
 			p = o.p
-		} else if !p.setRole(info) {
-			ignored++
-			continue
+		} else {
+			switch p.setRole(info) {
+			case roleStale:
+				ignored++
+				continue
+			case roleSame:
+				unchanged++
+				continue
+			}
 		}
 		b.applyRole(p, info)
 		b.groups.roleChanged(p)
@@ -156,7 +167,8 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 			followed++
 		}
 	}
-	b.logger.Debug("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed, "stale", ignored, "offline", offline)
+	b.logger.Info("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed,
+		"stale", ignored, "unchanged", unchanged, "offline", offline, "waited", locked.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return 0, codes
 }
 
@@ -303,6 +315,7 @@ func (b *Broker) heldTopicConfigs(parts []controller.PartitionInfo) map[string]m
 // go. (A broker that rejoins under the same controller also gets the
 // whole metadata, but possibly after a partial request, so it is merged.)
 func (b *Broker) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMetadataRequest) int16 {
+	start := time.Now()
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
 	if code := b.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
@@ -319,7 +332,8 @@ func (b *Broker) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMe
 		// controller's full state: from now on this broker answers
 		// Metadata as the new controller sees the cluster.
 		b.logger.Info("metadata of a new controller applied", "controller", r.ControllerID,
-			"controller_epoch", r.ControllerEpoch, "partitions", len(r.Partitions), "live_brokers", len(r.Live))
+			"controller_epoch", r.ControllerEpoch, "partitions", len(r.Partitions), "live_brokers", len(r.Live),
+			"took", time.Since(start).Round(time.Millisecond))
 	}
 	return 0
 }

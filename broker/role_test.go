@@ -1,0 +1,46 @@
+package broker
+
+import (
+	"testing"
+
+	"github.com/tripodmq/tripod/controller"
+	"github.com/tripodmq/tripod/coord"
+)
+
+// TestSetRole: a LeaderAndIsr state older than the held one is stale, the
+// very same one (a new controller's full state) changes nothing, and any
+// newer one, or one of the same epochs that differs, is applied.
+func TestSetRole(t *testing.T) {
+	held := controller.PartitionInfo{
+		PartitionState: coord.PartitionState{Topic: "t", Partition: 0, Leader: 2, LeaderEpoch: 5, ISR: []coord.BrokerID{2, 3}, PartitionEpoch: 7, ControllerEpoch: 3},
+		TopicID:        [16]byte{1}, Replicas: []coord.BrokerID{1, 2, 3},
+	}
+	with := func(f func(*controller.PartitionInfo)) controller.PartitionInfo {
+		info := held
+		info.ISR = append([]coord.BrokerID(nil), held.ISR...)
+		info.Replicas = append([]coord.BrokerID(nil), held.Replicas...)
+		f(&info)
+		return info
+	}
+	for _, c := range []struct {
+		name string
+		info controller.PartitionInfo
+		want roleChange
+	}{
+		{"the same state, sent by a newer controller", with(func(i *controller.PartitionInfo) { i.ControllerEpoch = 4 }), roleSame},
+		{"an older leader epoch", with(func(i *controller.PartitionInfo) { i.LeaderEpoch = 4; i.PartitionEpoch = 9 }), roleStale},
+		{"an older partition epoch", with(func(i *controller.PartitionInfo) { i.PartitionEpoch = 6 }), roleStale},
+		{"a newer partition epoch", with(func(i *controller.PartitionInfo) { i.PartitionEpoch = 8; i.ISR = []coord.BrokerID{2} }), roleApplied},
+		{"the same epochs, another ISR", with(func(i *controller.PartitionInfo) { i.ISR = []coord.BrokerID{2, 3, 1} }), roleApplied},
+		{"the same epochs, other replicas", with(func(i *controller.PartitionInfo) { i.Replicas = []coord.BrokerID{2, 3} }), roleApplied},
+		{"a newer leader epoch", with(func(i *controller.PartitionInfo) { i.LeaderEpoch = 6; i.Leader = 3 }), roleApplied},
+	} {
+		p := &partition{state: with(func(*controller.PartitionInfo) {})}
+		if got := p.setRole(c.info); got != c.want {
+			t.Errorf("%s: got %d, want %d", c.name, got, c.want)
+		}
+		if c.want != roleApplied && p.state.PartitionEpoch != held.PartitionEpoch {
+			t.Errorf("%s: the held state changed to %+v", c.name, p.state)
+		}
+	}
+}
