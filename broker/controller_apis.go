@@ -24,7 +24,9 @@ func coordError(err error) *kerr.Error {
 		return kerr.UnknownTopicOrPartition
 	case errors.Is(err, controller.ErrElectionNotNeeded):
 		return kerr.ElectionNotNeeded
-	case errors.Is(err, controller.ErrInvalidPartitions):
+	case errors.Is(err, controller.ErrInvalidPartitions), errors.Is(err, coord.ErrTooLarge):
+		// A topic too large for the backend (ZooKeeper's znode limit)
+		// has too many partitions for it.
 		return kerr.InvalidPartitions
 	case errors.Is(err, controller.ErrInvalidReplicaAssignment):
 		return kerr.InvalidReplicaAssignment

@@ -285,6 +285,11 @@ func (c *Controller) commit(ctx context.Context, ops []coord.Op) error {
 		return err
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: term ended during a commit: %w", ErrNotController, err)
+	case errors.Is(err, coord.ErrTooLarge):
+		// Refused before anything was written: the metadata is as it
+		// was, and the request that asked for it fails.
+		c.log.Warn("commit refused by the backend: too large", "ops", len(ops), "error", err)
+		return err
 	}
 	c.log.Warn("commit failed; reloading the metadata, reconciling again after the backoff", "ops", len(ops), "error", err, "backoff", c.cfg.RetryBackoff)
 	c.reload(ctx)

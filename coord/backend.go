@@ -114,9 +114,10 @@ type MetadataStore interface {
 	// ExpectedEpoch is not the stored partition epoch (nothing of its chunk
 	// is applied); ErrExists for CreateTopic of an existing topic; ErrNotFound
 	// for SetTopic, DeleteTopic or SetPartition of a missing topic or
-	// partition; ErrUnavailable; ctx.Err(). Commit blocks until the chunks
-	// are durable or ctx ends; when ctx ends mid-commit the outcome of the
-	// chunk in flight is unknown.
+	// partition; ErrTooLarge, before anything is written, for a value the
+	// backend cannot store; ErrUnavailable; ctx.Err(). Commit blocks until
+	// the chunks are durable or ctx ends; when ctx ends mid-commit the
+	// outcome of the chunk in flight is unknown.
 	Commit(ctx context.Context, term Term, ops ...Op) error
 
 	// WatchMetadata sends the whole metadata on the returned channel: first

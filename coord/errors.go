@@ -20,6 +20,10 @@ var (
 	ErrVersionMismatch = errors.New("coord: partition epoch mismatch")
 	// ErrUnavailable: the coordination service could not be reached.
 	ErrUnavailable = errors.New("coord: coordination service unavailable")
+	// ErrTooLarge: a Commit would write a value larger than the backend
+	// can store (ZooKeeper: a topic znode over jute.maxbuffer); nothing is
+	// written.
+	ErrTooLarge = errors.New("coord: value too large for the coordination service")
 	// ErrNoController: no controller is elected.
 	ErrNoController = errors.New("coord: no controller")
 )

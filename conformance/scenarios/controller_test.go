@@ -313,3 +313,30 @@ func electPreferred(t *testing.T, c *cluster.Cluster, topic string, partitions .
 	}
 	return out
 }
+
+// TestTopicTooLargeForZooKeeper: on ZooKeeper, where a topic's znode holds
+// its whole assignment and one request may carry 1 MB, CreateTopics of a
+// 100 000-partition topic is answered INVALID_PARTITIONS at once, with a
+// message that says why, and nothing is created; the cluster goes on
+// creating topics.
+func TestTopicTooLargeForZooKeeper(t *testing.T) {
+	c := startCluster(t, "zk", 1)
+	adm := admin(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, 100000, 1, nil, "huge")
+	if err == nil {
+		err = resp.Err
+	}
+	if !errors.Is(err, kerr.InvalidPartitions) || !strings.Contains(resp.ErrMessage, "jute.maxbuffer") {
+		t.Fatalf("create a 100 000-partition topic: got %v (message %q), want INVALID_PARTITIONS naming ZooKeeper's limit", err, resp.ErrMessage)
+	}
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics.Has("huge") {
+		t.Fatalf("topic huge listed after its creation was refused")
+	}
+	createTopic(t, c, "fits", 3, 1)
+}

@@ -529,3 +529,42 @@ func TestLoadOverLoaderSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitRefusesTopicTooLargeForZooKeeper: a topic whose znode (its
+// whole assignment) is over what one ZooKeeper request may carry fails
+// its Commit with ErrTooLarge, naming the topic, and writes nothing; a
+// topic of 10 000 partitions commits.
+func TestCommitRefusesTopicTooLargeForZooKeeper(t *testing.T) {
+	s := server(t)
+	root := chroot()
+	b := open(t, s.Addr()+root, 6*time.Second, nil)
+	conn := raw(t, s.Addr())
+	ctx := ctxFor(t, 60*time.Second)
+	sess, err := b.Register(ctx, coord.Broker{ID: 1, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	term, err := b.Campaign(ctx, sess)
+	if err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	create := func(name string, partitions int) coord.CreateTopic {
+		topic := coord.Topic{Name: name, ID: [16]byte{byte(partitions)}}
+		var states []coord.PartitionState
+		for p := range partitions {
+			topic.Assignment = append(topic.Assignment, []coord.BrokerID{1, 2, 3})
+			states = append(states, coord.PartitionState{Topic: name, Partition: int32(p), Leader: 1, ISR: []coord.BrokerID{1, 2, 3}, ControllerEpoch: term.Epoch()})
+		}
+		return coord.CreateTopic{Topic: topic, States: states}
+	}
+	err = b.Commit(ctx, term, create("huge", 100000))
+	if !errors.Is(err, coord.ErrTooLarge) || !strings.Contains(err.Error(), "huge") {
+		t.Fatalf("commit of a 100 000-partition topic: got %v, want ErrTooLarge naming the topic", err)
+	}
+	if ok, _, err := conn.Exists(root + "/brokers/topics/huge"); err != nil || ok {
+		t.Fatalf("/brokers/topics/huge after the refused commit: exists %v, %v; want nothing written", ok, err)
+	}
+	if err := b.Commit(ctx, term, create("wide", 10000)); err != nil {
+		t.Fatalf("commit of a 10 000-partition topic: %v", err)
+	}
+}

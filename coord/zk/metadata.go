@@ -469,6 +469,19 @@ func (b *Backend) Commit(ctx context.Context, ct coord.Term, ops ...coord.Op) er
 	if err != nil {
 		return err
 	}
+	// One op must fit one request: ZooKeeper refuses a request above
+	// jute.maxbuffer, and the client's buffer holds 1.5 MB. A topic's
+	// znode holds its whole assignment, so a topic of about 55 000
+	// partitions of three replicas or more cannot be stored (as with
+	// Kafka on ZooKeeper).
+	for _, u := range units {
+		for _, op := range u {
+			if op.size > maxChunkBytes {
+				return fmt.Errorf("%w: %s is %d bytes in ZooKeeper, over the %d one request may carry (jute.maxbuffer is 1 MB by default): use fewer partitions per topic",
+					coord.ErrTooLarge, op.what, op.size, maxChunkBytes)
+			}
+		}
+	}
 	chunks := chunkUnits(units)
 	for i, chunk := range chunks {
 		if t.ctx.Err() != nil {
@@ -549,7 +562,8 @@ func opPath(req any) string {
 }
 
 // chunkUnits packs units, in order, into chunks under the op and byte
-// limits (a unit bigger than a chunk gets a chunk of its own).
+// limits (a unit bigger than a chunk, of ops each within it, gets a chunk
+// of its own).
 func chunkUnits(units []unit) [][]zop {
 	var chunks [][]zop
 	var cur []zop
