@@ -103,24 +103,17 @@ type entryReader struct {
 	err error
 }
 
-func (r *entryReader) uvarint(what string) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = fmt.Errorf("%w: %s", errBadEntry, what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *entryReader) uvarint(what string) uint64 { return readVarint(r, what, binary.Uvarint) }
 
-func (r *entryReader) varint(what string) int64 {
+func (r *entryReader) varint(what string) int64 { return readVarint(r, what, binary.Varint) }
+
+// readVarint reads one varint of r with decode (binary.Uvarint or
+// binary.Varint).
+func readVarint[T uint64 | int64](r *entryReader, what string, decode func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.err = fmt.Errorf("%w: %s", errBadEntry, what)
 		return 0
