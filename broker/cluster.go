@@ -494,9 +494,10 @@ func (b *Broker) requestTo(ctx context.Context, addr string, req kmsg.Request) (
 // (the truststore as it is now, this broker's certificate as it is at
 // each handshake), authenticated by sasl.mechanism.inter.broker.protocol
 // when it is SASL.
-func (b *Broker) peerClient(addr string) (*kgo.Client, error) {
+func (b *Broker) peerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("tripod-broker-%d", b.cfg.BrokerID)),
 		kgo.DialTimeout(5 * time.Second)}
+	opts = append(opts, extra...)
 	if b.interBroker.tls != nil {
 		opts = append(opts, kgo.DialTLSConfig(b.interBroker.tls.clientConfig()))
 	}

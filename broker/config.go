@@ -198,6 +198,13 @@ type Config struct {
 	// turns the probes off (failures are then detected by session expiry
 	// alone); at most 60 s.
 	BrokerProbeInterval time.Duration
+	// ControllerSocketTimeout is how long the controller waits for a
+	// broker to answer one of its requests before it sends it again
+	// (controller.socket.timeout.ms). A LeaderAndIsr that creates many
+	// logs may take longer than a short bound: it was sent again every
+	// 10 s while the first was still applied, each copy queued behind
+	// it. Default 30 s; 100 ms..15 min.
+	ControllerSocketTimeout time.Duration
 	// ReplicaLagTimeMax is how long a follower may go without catching up
 	// to the leader's log end before the leader removes it from the ISR
 	// (replica.lag.time.max.ms). Default 30 s; at least 1 ms.
@@ -351,6 +358,7 @@ func DefaultConfig() Config {
 		ControlledShutdown:                 true,
 
 		BrokerProbeInterval:                    200 * time.Millisecond,
+		ControllerSocketTimeout:                30 * time.Second,
 		ReplicaLagTimeMax:                      30 * time.Second,
 		MinInsyncReplicas:                      1,
 		ReplicationTruncation:                  "epoch",
@@ -615,6 +623,9 @@ func (c Config) Validate() error {
 	}
 	if c.BrokerProbeInterval < 0 || c.BrokerProbeInterval > time.Minute {
 		return fmt.Errorf("broker.crash.probe.interval.ms %d: must be between 0 (off) and 60000", c.BrokerProbeInterval.Milliseconds())
+	}
+	if c.ControllerSocketTimeout < 100*time.Millisecond || c.ControllerSocketTimeout > 15*time.Minute {
+		return fmt.Errorf("controller.socket.timeout.ms %d: must be between 100 and 900000", c.ControllerSocketTimeout.Milliseconds())
 	}
 	if c.ReplicaFetchWaitMax < time.Millisecond || c.ReplicaFetchWaitMax >= c.ReplicaLagTimeMax {
 		return fmt.Errorf("replica.fetch.wait.max.ms %d: must be at least 1 and below replica.lag.time.max.ms (%d)",
@@ -983,6 +994,10 @@ var brokerKeys = map[string]configKey{
 	"broker.crash.probe.interval.ms": {
 		set: func(c *Config, k, v string) error { return setMillis(&c.BrokerProbeInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.BrokerProbeInterval.Milliseconds(), 10) },
+	},
+	"controller.socket.timeout.ms": {
+		set: func(c *Config, k, v string) error { return setMillis(&c.ControllerSocketTimeout, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.ControllerSocketTimeout.Milliseconds(), 10) },
 	},
 	"replica.lag.time.max.ms": {
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaLagTimeMax, k, v) },

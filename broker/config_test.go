@@ -41,6 +41,8 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 		{"listeners", "CLIENT://127.0.0.1:9093", false},
 		{"listeners", "127.0.0.1", false},
 		{"broker.id", "-1", false},
+		{"controller.socket.timeout.ms", "50", false},
+		{"controller.socket.timeout.ms", "soon", true},
 		{"no.such.key", "1", true},
 	}
 	for _, c := range cases {

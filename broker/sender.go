@@ -269,13 +269,15 @@ func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client
 		return controllerAnswer{code: kerr.InvalidRequest.Code}, nil
 	}
 	if *cl == nil {
-		c, err := s.b.peerClient(s.b.peerAddr(d.to))
+		// The client's read deadline of a request without a timeout of
+		// its own is its timeout overhead: the controller's bound.
+		c, err := s.b.peerClient(s.b.peerAddr(d.to), kgo.RequestTimeoutOverhead(s.b.cfg.ControllerSocketTimeout))
 		if err != nil {
 			return controllerAnswer{}, err
 		}
 		*cl = c
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, s.b.cfg.ControllerSocketTimeout)
 	defer cancel()
 	kresp, err := (*cl).SeedBrokers()[0].Request(rctx, kreq)
 	if err != nil {
