@@ -143,6 +143,12 @@ func BenchmarkCreateTopic10000(bm *testing.B) {
 		createLocalTopic(bm, b, "wide", partitions)
 		bm.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/topic")
 		bm.StopTimer()
+		// Each broker's file pool may hold up to log.open.files.max
+		// descriptors: brokers left open by earlier runs would exhaust
+		// the process's limit.
+		if err := b.Close(); err != nil {
+			bm.Fatalf("close broker: %v", err)
+		}
 	}
 }
 
