@@ -52,6 +52,13 @@ func isStorageError(err error) bool {
 // logDir is the log dir holding p's log.
 func (p *partition) logDir() string { return filepath.Dir(p.dir) }
 
+// partitionDirOffline reports whether p's log dir is offline, without
+// computing the dir while none is (a LeaderAndIsr asks it of every
+// partition it names).
+func (b *Broker) partitionDirOffline(p *partition) bool {
+	return b.anyOffline.Load() && b.dirOffline(p.logDir())
+}
+
 // dirOffline reports whether log dir dir is offline.
 func (b *Broker) dirOffline(dir string) bool {
 	if !b.anyOffline.Load() {

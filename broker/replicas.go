@@ -131,7 +131,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 		tp := info.TopicPartition()
 		p := b.partitionFor(info.Topic, info.Partition)
 		o, isNew := opened[i]
-		if b.replicaOffline(tp) || (p != nil && b.dirOffline(p.logDir())) {
+		if b.replicaOffline(tp) || (p != nil && b.partitionDirOffline(p)) {
 			codes[i] = kerr.KafkaStorageError.Code
 			offline++
 			continue
@@ -199,7 +199,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 			continue
 		}
 		p := b.partitionFor(info.Topic, info.Partition)
-		if p != nil && (b.dirOffline(p.logDir()) || !recreated(p, info)) {
+		if p != nil && (b.partitionDirOffline(p) || !recreated(p, info)) {
 			continue
 		}
 		if p != nil {
@@ -425,7 +425,7 @@ func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
 		return nil, kerr.KafkaStorageError.Code
 	}
 	if p := b.partitionFor(topic, index); p != nil {
-		if b.anyOffline.Load() && b.dirOffline(p.logDir()) {
+		if b.partitionDirOffline(p) {
 			return nil, kerr.KafkaStorageError.Code
 		}
 		if ok, _ := p.leads(coord.BrokerID(b.cfg.BrokerID)); ok {
