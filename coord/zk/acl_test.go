@@ -79,14 +79,7 @@ func TestSetACLOnlyBrokersWrite(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	ctx := ctxFor(t, 30*time.Second)
 
-	sess, err := b.Register(ctx, coord.Broker{ID: 1, Host: "127.0.0.1", Port: 9092})
-	if err != nil {
-		t.Fatalf("register: %v", err)
-	}
-	term, err := b.Campaign(ctx, sess)
-	if err != nil {
-		t.Fatalf("campaign: %v", err)
-	}
+	_, term := controllerTerm(t, ctx, b, 1)
 	state := coord.PartitionState{Topic: "orders", Partition: 0, Leader: 1, ISR: []coord.BrokerID{1}, ControllerEpoch: term.Epoch()}
 	topic := coord.Topic{Name: "orders", ID: [16]byte{9}, Assignment: [][]coord.BrokerID{{1}}}
 	if err := b.Commit(ctx, term, coord.CreateTopic{Topic: topic, States: []coord.PartitionState{state}}); err != nil {

@@ -408,14 +408,7 @@ func TestCloseWaitsForEveryGoroutine(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 	ctx := ctxFor(t, 30*time.Second)
-	sess, err := b.Register(ctx, coord.Broker{ID: 1, Host: "127.0.0.1", Port: 9092})
-	if err != nil {
-		t.Fatalf("register: %v", err)
-	}
-	term, err := b.Campaign(ctx, sess)
-	if err != nil {
-		t.Fatalf("campaign: %v", err)
-	}
+	sess, term := controllerTerm(t, ctx, b, 1)
 	for _, watch := range []func(context.Context) error{
 		func(ctx context.Context) error { _, err := b.WatchMembers(ctx); return err },
 		func(ctx context.Context) error { _, err := b.WatchController(ctx); return err },
@@ -540,14 +533,7 @@ func TestCommitRefusesTopicTooLargeForZooKeeper(t *testing.T) {
 	b := open(t, s.Addr()+root, 6*time.Second, nil)
 	conn := raw(t, s.Addr())
 	ctx := ctxFor(t, 60*time.Second)
-	sess, err := b.Register(ctx, coord.Broker{ID: 1, Host: "127.0.0.1", Port: 9092})
-	if err != nil {
-		t.Fatalf("register: %v", err)
-	}
-	term, err := b.Campaign(ctx, sess)
-	if err != nil {
-		t.Fatalf("campaign: %v", err)
-	}
+	_, term := controllerTerm(t, ctx, b, 1)
 	create := func(name string, partitions int) coord.CreateTopic {
 		topic := coord.Topic{Name: name, ID: [16]byte{byte(partitions)}}
 		var states []coord.PartitionState
@@ -557,7 +543,7 @@ func TestCommitRefusesTopicTooLargeForZooKeeper(t *testing.T) {
 		}
 		return coord.CreateTopic{Topic: topic, States: states}
 	}
-	err = b.Commit(ctx, term, create("huge", 100000))
+	err := b.Commit(ctx, term, create("huge", 100000))
 	if !errors.Is(err, coord.ErrTooLarge) || !strings.Contains(err.Error(), "huge") {
 		t.Fatalf("commit of a 100 000-partition topic: got %v, want ErrTooLarge naming the topic", err)
 	}
@@ -567,4 +553,19 @@ func TestCommitRefusesTopicTooLargeForZooKeeper(t *testing.T) {
 	if err := b.Commit(ctx, term, create("wide", 10000)); err != nil {
 		t.Fatalf("commit of a 10 000-partition topic: %v", err)
 	}
+}
+
+// controllerTerm registers broker id (127.0.0.1:9092) on b and wins the
+// controller term with it.
+func controllerTerm(t *testing.T, ctx context.Context, b *zk.Backend, id coord.BrokerID) (coord.Session, coord.Term) {
+	t.Helper()
+	sess, err := b.Register(ctx, coord.Broker{ID: id, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	term, err := b.Campaign(ctx, sess)
+	if err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	return sess, term
 }
