@@ -163,13 +163,11 @@ func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartit
 // partitions of its session (a refresh, fetch_session.go), as
 // recordFollowerFetch records those it names. Nothing changed in them
 // since the follower was last answered, so there is no error to tell it;
-// one that stopped leading here meanwhile refuses the fetch position, and
-// its change is the next fetch's to serve.
+// one that stopped leading here meanwhile refuses the position (its
+// replication state is no longer a leader's), and its change is the next
+// fetch's to serve.
 func (b *Broker) recordIdlePositions(idle []idlePosition, replica int32) {
 	for _, ip := range idle {
-		if ip.p.role().Leader != coord.BrokerID(b.cfg.BrokerID) {
-			continue
-		}
 		b.followerFetched(ip.p, replica, ip.fetchOffset, ip.logStart)
 	}
 }
