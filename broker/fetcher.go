@@ -95,8 +95,11 @@ type fetcher struct {
 	changed  chan struct{}
 	inflight context.CancelFunc
 
-	// round counts the fetcher's fetches; owned by run.
-	round uint64
+	// round counts the fetcher's passes over its partitions; scanned is
+	// when a fetch last looked at every partition's position. Owned by
+	// run.
+	round   uint64
+	scanned time.Time
 }
 
 // fetchPartition is one followed partition as its fetcher sees it. It is
@@ -118,6 +121,15 @@ type fetchPartition struct {
 	failures int
 	// round is the fetcher's round that last fetched the partition.
 	round uint64
+	// held is the position the session holds for the partition, valid
+	// while heldIn is the session's incarnation (followerSession.inc);
+	// moved says this fetcher changed the partition's log since it last
+	// compared the log's position with held. A fetch looks only at the
+	// partitions moved or not held, and at every one each
+	// maxSessionRefresh (a log start that local retention moved).
+	held   fetchPosition
+	heldIn uint64
+	moved  bool
 }
 
 // setLeaders records the live leaders' addresses a LeaderAndIsr carries.
@@ -246,6 +258,9 @@ func (f *fetcher) run() {
 		now := time.Now()
 		truncating, fetching, waiting = truncating[:0], fetching[:0], waiting[:0]
 		next := time.Time{}
+		// A fetch's answer is taken for the partitions this round
+		// fetches only: one added or put aside meanwhile is not.
+		f.round++
 		f.mu.Lock()
 		for _, fp := range f.parts {
 			switch {
@@ -257,6 +272,7 @@ func (f *fetcher) run() {
 			case fp.truncating:
 				truncating = append(truncating, fp)
 			default:
+				fp.round = f.round
 				fetching = append(fetching, fp)
 			}
 		}
@@ -372,6 +388,9 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 	b := f.m.b
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = b.cfg.BrokerID
+	for _, fp := range parts {
+		fp.moved = true // a truncation may move its log end
+	}
 	index, groups := groupByTopic(parts)
 	for _, g := range groups {
 		t := kmsg.NewOffsetForLeaderEpochRequestTopic()
@@ -454,6 +473,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 		throttled[fp] = true
 		if exceeded {
 			leftOut++
+			fp.round = 0
 			waiting = append(waiting, fp)
 		}
 		return exceeded
@@ -462,21 +482,35 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 	if len(parts) == 0 {
 		return errThrottled
 	}
-	f.round++
 	f.mu.Lock()
 	detached := f.detached
 	f.detached = nil
 	f.mu.Unlock()
+	// Only a partition whose log this fetcher changed, or that the
+	// session does not hold, can have a position to send: the others are
+	// left untouched, so a fetch costs what changed, not the tens of
+	// thousands of partitions a follower may hold on this leader. Once
+	// each maxSessionRefresh every partition's position is compared, for
+	// a log start moved by this broker's retention.
+	now := time.Now()
+	inc := f.session.inc
+	scan := f.session.epoch == 0 || now.Sub(f.scanned) >= maxSessionRefresh
+	if scan {
+		f.scanned = now
+	}
 	var named []sessionEntry
 	at := map[string]int{}
 	for _, fp := range parts {
-		fp.round = f.round
-		tp := coord.TopicPartition{Topic: fp.p.topic, Partition: fp.p.index}
+		if !scan && !fp.moved && fp.heldIn == inc {
+			continue
+		}
+		fp.moved = false
 		pos := fetchPosition{fetchOffset: fp.p.log.EndOffset(), logStart: fp.p.log.StartOffset(), leaderEpoch: fp.leaderEpoch}
-		if !f.session.needs(tp, pos) {
+		if f.session.epoch != 0 && fp.heldIn == inc && fp.held == pos {
 			continue // the session holds this position already
 		}
-		named = append(named, sessionEntry{tp, pos})
+		tp := coord.TopicPartition{Topic: fp.p.topic, Partition: fp.p.index}
+		named = append(named, sessionEntry{tp, pos, fp})
 		i, ok := at[tp.Topic]
 		if !ok {
 			t := kmsg.NewFetchRequestTopic()
@@ -495,6 +529,8 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 	}
 	leaving := detached
 	for _, fp := range waiting {
+		// The session forgets it: named again once fetched again.
+		fp.heldIn = 0
 		leaving = append(leaving, coord.TopicPartition{Topic: fp.p.topic, Partition: fp.p.index})
 	}
 	forgotten := f.session.forgotten(leaving)
@@ -535,6 +571,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 			if fp == nil {
 				continue
 			}
+			fp.moved = true
 			if throttled[fp] && len(sp.RecordBatches) > 0 {
 				b.followerQuota.record(len(sp.RecordBatches))
 				b.metrics.throttled("follower", len(sp.RecordBatches), 0)
@@ -577,28 +614,24 @@ type fetchPosition struct {
 type sessionEntry struct {
 	tp  coord.TopicPartition
 	pos fetchPosition
+	fp  *fetchPartition
 }
 
 // followerSession is a fetcher's side of its incremental fetch session
-// (KIP-227): the session id and next epoch the leader gave it, and the
-// position of every partition as the session holds it. With no session
-// (epoch 0) a fetch names every partition and asks for a new session,
-// closing the one a reset left (its id); within one it names only the
-// partitions whose position changed and forgets those no longer
-// fetched. Its cost per fetch is a lookup per partition fetched; what it
-// holds changes only with what the fetches name and forget.
+// (KIP-227): the session id and next epoch the leader gave it, and which
+// partitions it holds (each one's position is its fetchPartition's held).
+// With no session (epoch 0) a fetch names every partition and asks for a
+// new session, closing the one a reset left (its id); within one it names
+// only the partitions whose position changed and forgets those no longer
+// fetched. What it holds changes only with what the fetches name and
+// forget.
 type followerSession struct {
 	id, epoch int32
-	sent      map[coord.TopicPartition]fetchPosition
-}
-
-// needs reports whether the next fetch must name tp at pos.
-func (s *followerSession) needs(tp coord.TopicPartition, pos fetchPosition) bool {
-	if s.epoch == 0 {
-		return true
-	}
-	held, ok := s.sent[tp]
-	return !ok || held != pos
+	// inc is the session's incarnation: it changes whenever the positions
+	// the session holds are lost (a reset, a new session, none kept), so
+	// a fetchPartition's held of another incarnation counts as not held.
+	inc  uint64
+	sent map[coord.TopicPartition]struct{}
 }
 
 // forgotten returns those of leaving (partitions the next fetch leaves
@@ -622,10 +655,12 @@ func (s *followerSession) forgotten(leaving []coord.TopicPartition) []coord.Topi
 func (s *followerSession) answered(id int32, named []sessionEntry, forgotten []coord.TopicPartition) {
 	if id == 0 {
 		s.id, s.epoch, s.sent = 0, 0, nil
+		s.inc++
 		return
 	}
 	if s.epoch == 0 || id != s.id {
-		s.id, s.epoch, s.sent = id, 0, make(map[coord.TopicPartition]fetchPosition, len(named))
+		s.id, s.epoch, s.sent = id, 0, make(map[coord.TopicPartition]struct{}, len(named))
+		s.inc++
 	}
 	s.epoch++
 	if s.epoch < 0 {
@@ -635,7 +670,8 @@ func (s *followerSession) answered(id int32, named []sessionEntry, forgotten []c
 		delete(s.sent, tp)
 	}
 	for _, e := range named {
-		s.sent[e.tp] = e.pos
+		s.sent[e.tp] = struct{}{}
+		e.fp.held, e.fp.heldIn = e.pos, s.inc
 	}
 }
 
@@ -643,6 +679,7 @@ func (s *followerSession) answered(id int32, named []sessionEntry, forgotten []c
 // new session and closes this one (its id with epoch 0).
 func (s *followerSession) reset() {
 	s.epoch, s.sent = 0, nil
+	s.inc++
 	// The id stays so that the full fetch closes the old session.
 }
 
