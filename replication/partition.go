@@ -443,6 +443,14 @@ func (p *Partition) FollowerFetch(id ReplicaID, fetchOffset, logStart int64, now
 	}
 	f.lastFetchLeaderLogEnd = p.logEnd
 	f.lastFetch = now
+	if fetchOffset == f.logEnd && (logStart < 0 || logStart == f.logStart) && slices.Contains(p.isr, id) {
+		// A member of the ISR at the position it had: no input of the
+		// HW, an ack or a DeleteRecords changed since the update that
+		// followed its last move, and it cannot join an ISR it is in.
+		// Shrinks are Tick's. A leader records such a fetch for every
+		// idle partition a follower holds in its fetch session.
+		return nil
+	}
 	f.logEnd = fetchOffset
 	if logStart >= 0 {
 		f.logStart = logStart
