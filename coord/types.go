@@ -2,6 +2,7 @@ package coord
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -130,6 +131,29 @@ type Topic struct {
 // Partitions returns the number of partitions.
 func (t Topic) Partitions() int { return len(t.Assignment) }
 
+// Clone returns a deep copy of t, which shares nothing with it.
+func (t Topic) Clone() Topic {
+	t.Assignment = slices.Clone(t.Assignment)
+	for i := range t.Assignment {
+		t.Assignment[i] = slices.Clone(t.Assignment[i])
+	}
+	t.Config = maps.Clone(t.Config)
+	t.Adding = cloneReplicaMap(t.Adding)
+	t.Removing = cloneReplicaMap(t.Removing)
+	return t
+}
+
+func cloneReplicaMap(m map[int32][]BrokerID) map[int32][]BrokerID {
+	if m == nil {
+		return nil
+	}
+	out := make(map[int32][]BrokerID, len(m))
+	for p, ids := range m {
+		out[p] = slices.Clone(ids)
+	}
+	return out
+}
+
 // Reassigning reports whether partition p is being reassigned.
 func (t Topic) Reassigning(p int32) bool { return len(t.Adding[p]) > 0 || len(t.Removing[p]) > 0 }
 
@@ -184,6 +208,12 @@ type PartitionState struct {
 	ControllerEpoch int64
 }
 
+// Clone returns a deep copy of p, which shares nothing with it.
+func (p PartitionState) Clone() PartitionState {
+	p.ISR = slices.Clone(p.ISR)
+	return p
+}
+
 // TopicPartition returns the partition's name.
 func (p PartitionState) TopicPartition() TopicPartition {
 	return TopicPartition{Topic: p.Topic, Partition: p.Partition}
@@ -204,6 +234,22 @@ type Metadata struct {
 // NewMetadata returns an empty Metadata.
 func NewMetadata() *Metadata {
 	return &Metadata{Topics: map[string]Topic{}, Partitions: map[TopicPartition]PartitionState{}}
+}
+
+// Clone returns a deep copy of m, which the receiver may keep or change.
+func (m *Metadata) Clone() *Metadata {
+	out := &Metadata{
+		Version:    m.Version,
+		Topics:     make(map[string]Topic, len(m.Topics)),
+		Partitions: make(map[TopicPartition]PartitionState, len(m.Partitions)),
+	}
+	for name, t := range m.Topics {
+		out.Topics[name] = t.Clone()
+	}
+	for tp, st := range m.Partitions {
+		out.Partitions[tp] = st.Clone()
+	}
+	return out
 }
 
 // TopicNames returns the topic names, sorted.

@@ -237,8 +237,9 @@ func (b *Backend) WatchMetadata(ctx context.Context) (<-chan *coord.Metadata, er
 	md := coord.NewMetadata()
 	var sentVersion int64 = -1
 	f := &follower[*coord.Metadata]{
-		// One range holds <prefix>/partitions/ and <prefix>/topics/ and
-		// nothing else of ours between them.
+		// One range holds <prefix>/partitions/ and <prefix>/topics/; the
+		// security keys and the standby's barrier key between them are
+		// skipped.
 		key: b.partitionsPrefix(),
 		end: clientv3.GetPrefixRangeEnd(b.topicsPrefix()),
 		load: func(ctx context.Context) (int64, error) {
@@ -265,19 +266,10 @@ func (b *Backend) WatchMetadata(ctx context.Context) (<-chan *coord.Metadata, er
 				return nil, false
 			}
 			sentVersion = md.Version
-			return cloneMetadata(md), true
+			return md.Clone(), true
 		},
 	}
 	return startWatch(ctx, b, "metadata", f)
-}
-
-// cloneMetadata copies md so that the watcher can keep changing its own.
-func cloneMetadata(md *coord.Metadata) *coord.Metadata {
-	return &coord.Metadata{
-		Version:    md.Version,
-		Topics:     maps.Clone(md.Topics),
-		Partitions: maps.Clone(md.Partitions),
-	}
 }
 
 // keyView is a view of stored keys that builds a whole state: the

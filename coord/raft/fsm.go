@@ -368,16 +368,16 @@ func applyOps(topics map[string]*topicState, ops []wireOp) (*chunkView, error) {
 				return nil, fmt.Errorf("create topic %q: %d partition states for %d partitions",
 					t.Name, len(op.CreateTopic.States), len(t.Assignment))
 			}
-			t = cloneTopic(t)
+			t = t.Clone()
 			v.topics[t.Name] = &t
 			v.reset[t.Name] = true
 			for i, st := range op.CreateTopic.States {
-				st = clonePartition(st)
+				st = st.Clone()
 				st.Topic, st.Partition, st.PartitionEpoch = t.Name, int32(i), 0
 				v.parts[st.TopicPartition()] = &st
 			}
 		case op.SetTopic != nil:
-			t := cloneTopic(op.SetTopic.Topic)
+			t := op.SetTopic.Topic.Clone()
 			if v.topic(t.Name) == nil {
 				return nil, fmt.Errorf("%w: topic %q", coord.ErrNotFound, t.Name)
 			}
@@ -396,7 +396,7 @@ func applyOps(topics map[string]*topicState, ops []wireOp) (*chunkView, error) {
 				}
 			}
 		case op.SetPartition != nil:
-			st, want := clonePartition(op.SetPartition.State), op.SetPartition.ExpectedEpoch
+			st, want := op.SetPartition.State.Clone(), op.SetPartition.ExpectedEpoch
 			t := v.topic(st.Topic)
 			if t == nil {
 				return nil, fmt.Errorf("%w: topic %q of partition %d", coord.ErrNotFound, st.Topic, st.Partition)
@@ -423,20 +423,6 @@ func applyOps(topics map[string]*topicState, ops []wireOp) (*chunkView, error) {
 		}
 	}
 	return v, nil
-}
-
-func cloneTopic(t coord.Topic) coord.Topic {
-	t.Assignment = slices.Clone(t.Assignment)
-	for i := range t.Assignment {
-		t.Assignment[i] = slices.Clone(t.Assignment[i])
-	}
-	t.Config = maps.Clone(t.Config)
-	return t
-}
-
-func clonePartition(p coord.PartitionState) coord.PartitionState {
-	p.ISR = slices.Clone(p.ISR)
-	return p
 }
 
 // changes returns a channel closed at the next applied entry or restore.
@@ -500,9 +486,9 @@ func (f *fsm) metadata() *coord.Metadata {
 	md := coord.NewMetadata()
 	md.Version = int64(f.data.MetaVersion)
 	for _, ts := range f.data.Topics {
-		md.Topics[ts.Topic.Name] = cloneTopic(ts.Topic)
+		md.Topics[ts.Topic.Name] = ts.Topic.Clone()
 		for _, p := range ts.Parts {
-			md.Partitions[p.TopicPartition()] = clonePartition(p)
+			md.Partitions[p.TopicPartition()] = p.Clone()
 		}
 	}
 	return md

@@ -602,33 +602,7 @@ func (w *metadataWatcher) publish() {
 		return
 	}
 	w.last = md
-	offer(w.out, cloneMetadata(md))
+	offer(w.out, md.Clone())
 }
 
 func (w *metadataWatcher) close() { close(w.out) }
-
-// cloneMetadata deep-copies md, so receivers may keep or change what they
-// get.
-func cloneMetadata(md *coord.Metadata) *coord.Metadata {
-	out := coord.NewMetadata()
-	out.Version = md.Version
-	for name, t := range md.Topics {
-		t.Assignment = slices.Clone(t.Assignment)
-		for i := range t.Assignment {
-			t.Assignment[i] = slices.Clone(t.Assignment[i])
-		}
-		if t.Config != nil {
-			config := make(map[string]string, len(t.Config))
-			for k, v := range t.Config {
-				config[k] = v
-			}
-			t.Config = config
-		}
-		out.Topics[name] = t
-	}
-	for tp, st := range md.Partitions {
-		st.ISR = slices.Clone(st.ISR)
-		out.Partitions[tp] = st
-	}
-	return out
-}
