@@ -57,6 +57,8 @@ type Controller struct {
 	// reloaded since.
 	stale bool
 	retry *time.Timer
+	// loaded is how long Start's Load took.
+	loaded time.Duration
 }
 
 // Start loads the metadata and starts the controller for term, which
@@ -76,10 +78,12 @@ func Start(ctx context.Context, cfg Config, store Store, term coord.Term, sender
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	loadStart := time.Now()
 	md, err := store.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("controller: load metadata: %w", err)
 	}
+	loaded := time.Since(loadStart)
 	termCtx := term.Context()
 	members, err := store.WatchMembers(termCtx)
 	if err != nil {
@@ -119,6 +123,7 @@ func Start(ctx context.Context, cfg Config, store Store, term coord.Term, sender
 		retry:  time.NewTimer(time.Hour),
 	}
 	c.retry.Stop()
+	c.loaded = loaded
 	c.state.Crashed(crashed)
 	go c.run(termCtx, first, members)
 	return c, nil
@@ -205,7 +210,8 @@ func (c *Controller) run(ctx context.Context, initial []coord.Broker, members <-
 	rebalance := time.NewTicker(c.cfg.LeaderImbalanceCheckInterval)
 	defer rebalance.Stop()
 	md := c.state.Metadata()
-	c.log.Info("controller started", "topics", len(md.Topics), "partitions", len(md.Partitions), "brokers", len(initial))
+	c.log.Info("controller started", "topics", len(md.Topics), "partitions", len(md.Partitions), "brokers", len(initial),
+		"load_took", c.loaded.Round(time.Millisecond))
 	c.onMembers(ctx, initial)
 	for {
 		select {
