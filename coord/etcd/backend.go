@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -60,6 +61,11 @@ type Backend struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[*session]struct{}
+
+	// standby is the metadata copy a campaigning broker keeps for Load
+	// (standby.go); nil until the first Campaign.
+	standbyOnce sync.Once
+	standby     atomic.Pointer[standby]
 }
 
 var (
@@ -202,6 +208,10 @@ func (b *Backend) brokersPrefix() string    { return b.prefix + "/brokers/ids/" 
 func (b *Backend) controllerKey() string    { return b.prefix + "/controller" }
 func (b *Backend) topicsPrefix() string     { return b.prefix + "/topics/" }
 func (b *Backend) partitionsPrefix() string { return b.prefix + "/partitions/" }
+
+// barrierKey sorts between the partitions and the topics, inside the
+// range the metadata watches follow (standby.go).
+func (b *Backend) barrierKey() string { return b.prefix + "/standby_barrier" }
 func (b *Backend) producerIDBlockKey() string {
 	return b.prefix + "/latest_producer_id_block"
 }

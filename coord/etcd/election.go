@@ -41,6 +41,9 @@ func (b *Backend) Campaign(ctx context.Context, cs coord.Session) (coord.Term, e
 	if err != nil {
 		return nil, err
 	}
+	// A campaigner may become the controller: it keeps the metadata warm
+	// for that controller's Load.
+	b.startStandby()
 	select {
 	case s.campaign <- struct{}{}:
 		defer func() { <-s.campaign }()

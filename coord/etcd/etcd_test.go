@@ -536,3 +536,115 @@ func BenchmarkMetadata100k(b *testing.B) {
 func BenchmarkControllerFailover100k(b *testing.B) {
 	conformance.BenchControllerFailover(b, conformance.NewEtcdHarness(server.Endpoints(), server, 6*time.Second), 100, 1000)
 }
+
+// TestStandbyLoadIsCurrent: a campaigning broker's Load comes from its
+// standby view and holds every commit made before it, however recent: a
+// topic created, a partition state changed, a topic deleted, and commits
+// made while the broker was cut off from etcd and then compacted away
+// from its watch's history.
+func TestStandbyLoadIsCurrent(t *testing.T) {
+	ctl := open(t, "/standby", 1, nil)
+	fn := faultnet.New()
+	standby := open(t, "/standby", 2, fn)
+	_, term := elect(t, ctl, 1)
+	ctx := ctxFor(t, 60*time.Second)
+	s2, err := standby.Register(ctx, broker(2))
+	if err != nil {
+		t.Fatalf("Register broker 2: %v", err)
+	}
+	campaignCtx, stopCampaign := context.WithCancel(ctx)
+	campaigned := make(chan error, 1)
+	go func() {
+		_, err := standby.Campaign(campaignCtx, s2)
+		campaigned <- err
+	}()
+	t.Cleanup(func() {
+		stopCampaign()
+		<-campaigned
+	})
+
+	load := func(what string) *coord.Metadata {
+		t.Helper()
+		md, err := standby.Load(ctx)
+		if err != nil {
+			t.Fatalf("Load %s: %v", what, err)
+		}
+		return md
+	}
+	// The view is loaded once the campaign starts: wait for the first
+	// Load it serves.
+	for etcd.StandbyLoads(standby) == 0 {
+		load("before any commit")
+		if ctx.Err() != nil {
+			t.Fatal("the standby view never served a Load")
+		}
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("t%d", i)
+		if err := ctl.Commit(ctx, term, topicOp(name, 2, term.Epoch())); err != nil {
+			t.Fatalf("Commit %s: %v", name, err)
+		}
+		served := etcd.StandbyLoads(standby)
+		md := load("after creating " + name)
+		if _, ok := md.Topics[name]; !ok || len(md.Partitions) != 2*(i+1) {
+			t.Fatalf("Load right after creating %s: topics %v, %d partitions; want it and %d", name, md.TopicNames(), len(md.Partitions), 2*(i+1))
+		}
+		if got := etcd.StandbyLoads(standby); got != served+1 {
+			t.Fatalf("Load after creating %s: standby served %d Loads, want %d", name, got, served+1)
+		}
+	}
+	// A write outside the metadata moves etcd's revision past the
+	// view's last event: the view is still current.
+	if _, err := ctl.Client().Put(ctx, "/standby/elsewhere", "x"); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	served := etcd.StandbyLoads(standby)
+	if md := load("after a write elsewhere"); len(md.Topics) != 3 {
+		t.Fatalf("Load after a write elsewhere: topics %v, want t0 t1 t2", md.TopicNames())
+	}
+	if got := etcd.StandbyLoads(standby); got != served+1 {
+		t.Fatalf("Load after a write elsewhere: standby served %d Loads, want %d", got, served+1)
+	}
+	st := coord.PartitionState{Topic: "t1", Partition: 1, Leader: 1, LeaderEpoch: 7, ISR: []coord.BrokerID{1}, ControllerEpoch: term.Epoch()}
+	if err := ctl.Commit(ctx, term, coord.SetPartition{State: st, ExpectedEpoch: 0}); err != nil {
+		t.Fatalf("Commit SetPartition: %v", err)
+	}
+	if got := load("after a SetPartition").Partitions[st.TopicPartition()]; got.LeaderEpoch != 7 || got.PartitionEpoch != 1 {
+		t.Fatalf("Load after SetPartition: got %+v, want leader epoch 7 at partition epoch 1", got)
+	}
+	if err := ctl.Commit(ctx, term, coord.DeleteTopic{Name: "t0"}); err != nil {
+		t.Fatalf("Commit DeleteTopic: %v", err)
+	}
+	if md := load("after a DeleteTopic"); len(md.Topics) != 2 || len(md.Partitions) != 4 {
+		t.Fatalf("Load after deleting t0: topics %v, %d partitions; want t1 t2 and 4", md.TopicNames(), len(md.Partitions))
+	}
+
+	// Cut off, the view misses commits etcd then compacts: it reloads
+	// once healed, and a Load in between reads etcd itself.
+	fn.Cut()
+	for i := 3; i < 6; i++ {
+		if err := ctl.Commit(ctx, term, topicOp(fmt.Sprintf("t%d", i), 1, term.Epoch())); err != nil {
+			t.Fatalf("Commit t%d: %v", i, err)
+		}
+	}
+	resp, err := ctl.Client().Get(ctx, "/standby/topics/t5")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if _, err := ctl.Client().Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatalf("Compact at %d: %v", resp.Header.Revision, err)
+	}
+	fn.Heal()
+	if md := load("after the compaction"); len(md.Topics) != 5 {
+		t.Fatalf("Load after the compaction: topics %v, want t1 to t5", md.TopicNames())
+	}
+	served = etcd.StandbyLoads(standby)
+	for etcd.StandbyLoads(standby) == served {
+		if md := load("once the view reloaded"); len(md.Topics) != 5 {
+			t.Fatalf("Load once the view reloaded: topics %v, want t1 to t5", md.TopicNames())
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the standby view never served a Load after the compaction")
+		}
+	}
+}

@@ -67,6 +67,11 @@ func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
 	if b.isClosed() {
 		return nil, fmt.Errorf("%w: load metadata", coord.ErrClosed)
 	}
+	if s := b.standby.Load(); s != nil {
+		if md, ok := s.load(ctx); ok {
+			return md, nil
+		}
+	}
 	return b.loadMetadata(ctx)
 }
 
