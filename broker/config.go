@@ -528,6 +528,7 @@ func defaultCoordConfig() coord.Config {
 func (c Config) CoordConfig() coord.Config {
 	cc := c.Coord
 	cc.BrokerID = coord.BrokerID(c.BrokerID)
+	cc.MetadataStandby = true
 	if cc.RaftDir == "" && len(c.LogDirs) > 0 {
 		cc.RaftDir = filepath.Join(c.LogDirs[0], "raft")
 	}

@@ -104,6 +104,14 @@ type Config struct {
 	// Default 8192.
 	RaftSnapshotThreshold uint64
 
+	// MetadataStandby makes a backend that campaigns keep a copy of the
+	// metadata, so that the Load of the controller it may become reads
+	// memory instead of the service (etcd: a watch of the metadata keys,
+	// at the cost of applying every change as it happens; ZooKeeper and
+	// Raft ignore it, Raft's state machine being local already). Brokers
+	// set it; a tool or a test that only campaigns need not.
+	MetadataStandby bool
+
 	// Logger receives the backend's logs. Default: a discarding logger.
 	Logger hclog.Logger
 

@@ -43,7 +43,9 @@ func (b *Backend) Campaign(ctx context.Context, cs coord.Session) (coord.Term, e
 	}
 	// A campaigner may become the controller: it keeps the metadata warm
 	// for that controller's Load.
-	b.startStandby()
+	if b.cfg.MetadataStandby {
+		b.startStandby()
+	}
 	select {
 	case s.campaign <- struct{}{}:
 		defer func() { <-s.campaign }()

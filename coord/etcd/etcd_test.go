@@ -55,7 +55,20 @@ func TestConformance(t *testing.T) {
 // when it is not nil, and closes it when t ends.
 func open(t testing.TB, prefix string, id coord.BrokerID, fn *faultnet.Net) *etcd.Backend {
 	t.Helper()
+	return openWith(t, prefix, id, fn, false)
+}
+
+// openStandby is open for a backend that keeps a standby metadata view
+// while it campaigns, as a broker's does.
+func openStandby(t testing.TB, prefix string, id coord.BrokerID, fn *faultnet.Net) *etcd.Backend {
+	t.Helper()
+	return openWith(t, prefix, id, fn, true)
+}
+
+func openWith(t testing.TB, prefix string, id coord.BrokerID, fn *faultnet.Net, standby bool) *etcd.Backend {
+	t.Helper()
 	cfg := coord.DefaultConfig()
+	cfg.MetadataStandby = standby
 	cfg.Backend = "etcd"
 	cfg.BrokerID = id
 	cfg.SessionTimeout = sessionTimeout
@@ -545,7 +558,7 @@ func BenchmarkControllerFailover100k(b *testing.B) {
 func TestStandbyLoadIsCurrent(t *testing.T) {
 	ctl := open(t, "/standby", 1, nil)
 	fn := faultnet.New()
-	standby := open(t, "/standby", 2, fn)
+	standby := openStandby(t, "/standby", 2, fn)
 	_, term := elect(t, ctl, 1)
 	ctx := ctxFor(t, 60*time.Second)
 	s2, err := standby.Register(ctx, broker(2))
