@@ -180,6 +180,22 @@ func (b *Backend) loadRange(ctx context.Context, key, end string, rev int64, f f
 	}
 }
 
+// metadataRangeEnd ends the one range the metadata watches follow, from
+// partitionsPrefix: it holds <prefix>/partitions/ and <prefix>/topics/,
+// and between them the security keys, which applyMetadataKV skips, and
+// the standby's barrier key.
+func (b *Backend) metadataRangeEnd() string { return clientv3.GetPrefixRangeEnd(b.topicsPrefix()) }
+
+// applyMetadataEvent applies one watch event of the metadata range to md.
+func (b *Backend) applyMetadataEvent(md *coord.Metadata, ev *clientv3.Event) {
+	if ev.Type == mvccpb.DELETE {
+		b.removeMetadataKey(md, string(ev.Kv.Key))
+	} else {
+		b.applyMetadataKV(md, ev.Kv)
+	}
+	md.Version = max(md.Version, ev.Kv.ModRevision)
+}
+
 // applyMetadataKV stores one topic or partition key into md.
 func (b *Backend) applyMetadataKV(md *coord.Metadata, kv *mvccpb.KeyValue) {
 	key := string(kv.Key)

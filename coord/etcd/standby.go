@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tripodmq/tripod/coord"
@@ -90,11 +89,7 @@ func (s *standby) follow(ctx context.Context, rev int64) {
 	b := s.b
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// One range holds <prefix>/partitions/ and <prefix>/topics/, as
-	// WatchMetadata's, and between them the security keys, which the
-	// view skips, and the barrier key.
-	wch := b.client.Watch(wctx, b.partitionsPrefix(), clientv3.WithRange(clientv3.GetPrefixRangeEnd(b.topicsPrefix())),
-		clientv3.WithRev(rev+1))
+	wch := b.client.Watch(wctx, b.partitionsPrefix(), clientv3.WithRange(b.metadataRangeEnd()), clientv3.WithRev(rev+1))
 	defer func() {
 		s.mu.Lock()
 		s.md = nil
@@ -110,12 +105,7 @@ func (s *standby) follow(ctx context.Context, rev int64) {
 		}
 		s.mu.Lock()
 		for _, ev := range resp.Events {
-			if ev.Type == mvccpb.DELETE {
-				b.removeMetadataKey(s.md, string(ev.Kv.Key))
-			} else {
-				b.applyMetadataKV(s.md, ev.Kv)
-			}
-			s.md.Version = max(s.md.Version, ev.Kv.ModRevision)
+			b.applyMetadataEvent(s.md, ev)
 			rev = max(rev, ev.Kv.ModRevision)
 		}
 		s.mu.Unlock()

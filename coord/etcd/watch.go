@@ -237,11 +237,8 @@ func (b *Backend) WatchMetadata(ctx context.Context) (<-chan *coord.Metadata, er
 	md := coord.NewMetadata()
 	var sentVersion int64 = -1
 	f := &follower[*coord.Metadata]{
-		// One range holds <prefix>/partitions/ and <prefix>/topics/; the
-		// security keys and the standby's barrier key between them are
-		// skipped.
 		key: b.partitionsPrefix(),
-		end: clientv3.GetPrefixRangeEnd(b.topicsPrefix()),
+		end: b.metadataRangeEnd(),
 		load: func(ctx context.Context) (int64, error) {
 			loaded, err := b.loadMetadata(ctx)
 			if err != nil {
@@ -253,14 +250,7 @@ func (b *Backend) WatchMetadata(ctx context.Context) (<-chan *coord.Metadata, er
 			md = loaded
 			return md.Version, nil
 		},
-		apply: func(ev *clientv3.Event) {
-			if ev.Type == mvccpb.DELETE {
-				b.removeMetadataKey(md, string(ev.Kv.Key))
-			} else {
-				b.applyMetadataKV(md, ev.Kv)
-			}
-			md.Version = max(md.Version, ev.Kv.ModRevision)
-		},
+		apply: func(ev *clientv3.Event) { b.applyMetadataEvent(md, ev) },
 		state: func() (*coord.Metadata, bool) {
 			if md.Version == sentVersion {
 				return nil, false
