@@ -62,6 +62,7 @@ func splitFailoverCase(kase string) (broker, kind string) {
 type benchFailoverOptions struct {
 	coords         []string
 	partitions     []int
+	topics         int
 	runs           int
 	cases          []string
 	kinds          []string
@@ -91,9 +92,11 @@ func newBenchFailoverCmd() *cobra.Command {
 it starts a cluster of 3 brokers of this binary (separate processes, all with
 the same --session-timeout; a local ZooKeeper from Debian's zookeeper package
 or --zk-connect, an embedded etcd or --etcd-endpoints), creates a topic with
-that many partitions, replication factor 3 and min.insync.replicas=2, and runs
-an acks=all producer writing --rate records/s to every partition (or to the
-first --produce-partitions), each record carrying its own sequence number. Then, --runs times per --case and
+that many partitions (or --topics topics sharing them evenly),
+replication factor 3 and min.insync.replicas=2, and runs an acks=all
+producer writing --rate records/s to every partition (or to the first
+--produce-partitions, counted over the topics in order), each record
+carrying its own sequence number. Then, --runs times per --case and
 --failure, it fails a broker and measures, for every partition the broker
 led:
 
@@ -134,6 +137,7 @@ stderr.`,
 	f := cmd.Flags()
 	f.StringSliceVar(&opts.coords, "coord", []string{"raft", "zk", "etcd"}, "coordination backends to compare: raft, zk, etcd (comma list)")
 	f.IntSliceVar(&opts.partitions, "partitions", []int{1, 100}, "partition counts of the topic (comma list), one cluster each")
+	f.IntVar(&opts.topics, "topics", 1, "topics the partitions spread over evenly (ZooKeeper holds a topic of at most about 55 000 partitions of 3 replicas)")
 	f.IntVar(&opts.runs, "runs", 3, "kills per case, backend and partition count")
 	f.StringSliceVar(&opts.cases, "case", failoverCases, "what to fail: leader (the broker leading the most partitions), controller (comma list)")
 	f.StringSliceVar(&opts.kinds, "failure", []string{"crash"}, "how to fail it: crash (SIGKILL), pause (SIGSTOP past the session timeout), cut (its Kafka and coordination proxies dropped; zk and etcd) (comma list)")
@@ -170,6 +174,14 @@ func (o *benchFailoverOptions) validate() error {
 	for _, p := range o.partitions {
 		if p < 1 || p > 100000 {
 			return fmt.Errorf("--partitions %d: must be between 1 and 100000", p)
+		}
+	}
+	if o.topics < 1 || o.topics > 10000 {
+		return fmt.Errorf("--topics %d: must be between 1 and 10000", o.topics)
+	}
+	for _, p := range o.partitions {
+		if p%o.topics != 0 {
+			return fmt.Errorf("--topics %d: must divide every --partitions count (%d does not)", o.topics, p)
 		}
 	}
 	if o.runs < 1 || o.runs > 1000 {
@@ -323,7 +335,11 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 			if s.ProducedPartitions < s.Partitions {
 				what = fmt.Sprintf("the leader of each of the %d partitions written acknowledged an acks=all write", s.ProducedPartitions)
 			}
-			fmt.Fprintf(out, "%s, %d partitions: topic ready (%s) %.0f ms after CreateTopics\n", s.Backend, s.Partitions, what, s.TopicReadyMs)
+			ready := "topic ready"
+			if len(s.Topics) > 1 {
+				ready = fmt.Sprintf("%d topics ready", len(s.Topics))
+			}
+			fmt.Fprintf(out, "%s, %d partitions: %s (%s) %.0f ms after CreateTopics\n", s.Backend, s.Partitions, ready, what, s.TopicReadyMs)
 		}
 		if s.ProducedPartitions < s.Partitions {
 			for _, r := range s.Runs {
@@ -414,13 +430,77 @@ func (s *coordServers) Close() {
 	}
 }
 
+// failoverTopics is how a series' partitions spread over its topics
+// (--topics): the benchmark numbers them 0 to n-1, and topic i's
+// partitions 0 to per-1 are numbers i×per to (i+1)×per-1. The producer
+// writes the lowest numbers (--produce-partitions).
+type failoverTopics struct {
+	names []string
+	per   int
+	index map[string]int
+}
+
+// newFailoverTopics names the topics of backend's series: failover-raft
+// for one, failover-raft-0 to failover-raft-(n-1) for several.
+func newFailoverTopics(backend string, topics, partitions int) failoverTopics {
+	l := failoverTopics{per: partitions / topics, index: make(map[string]int, topics)}
+	for i := range topics {
+		name := "failover-" + backend
+		if topics > 1 {
+			name += "-" + strconv.Itoa(i)
+		}
+		l.names = append(l.names, name)
+		l.index[name] = i
+	}
+	return l
+}
+
+// total is the number of partitions over every topic.
+func (l failoverTopics) total() int { return len(l.names) * l.per }
+
+// locate returns the topic and partition of number n.
+func (l failoverTopics) locate(n int) (string, int32) {
+	return l.names[n/l.per], int32(n % l.per)
+}
+
+// number returns the number of topic's partition p, or -1 when it is not
+// one of the series'.
+func (l failoverTopics) number(topic string, p int32) int {
+	i, ok := l.index[topic]
+	if !ok || p < 0 || int(p) >= l.per {
+		return -1
+	}
+	return i*l.per + int(p)
+}
+
+// name returns number n as Kafka's tools print a partition: topic-partition.
+func (l failoverTopics) name(n int) string {
+	t, p := l.locate(n)
+	return t + "-" + strconv.Itoa(int(p))
+}
+
+// ledBy returns the numbers of the partitions that md says broker id
+// leads, in order.
+func (l failoverTopics) ledBy(md *cluster.Metadata, id int32) []int32 {
+	var out []int32
+	for _, t := range l.names {
+		for _, p := range md.Partitions[t] {
+			if n := l.number(t, p.Partition); n >= 0 && p.Leader == id {
+				out = append(out, int32(n))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // failoverSession is one series' running state: its cluster, producer,
 // acknowledgement tracker and per-broker Metadata clients.
 type failoverSession struct {
 	opts    *benchFailoverOptions
 	series  *failoverSeries
 	c       *cluster.Cluster
-	topic   string
+	topics  failoverTopics
 	tracker *ackTracker
 	// mdClients holds one client per broker, seeded with that broker only.
 	mdClients map[int32]*kgo.Client
@@ -448,8 +528,11 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 		return fmt.Errorf("cluster does not serve: %w", err)
 	}
 
-	sess := &failoverSession{opts: opts, series: s, c: c, topic: "failover-" + s.Backend, mdClients: map[int32]*kgo.Client{}}
-	s.Topic = sess.topic
+	sess := &failoverSession{opts: opts, series: s, c: c, topics: newFailoverTopics(s.Backend, opts.topics, s.Partitions), mdClients: map[int32]*kgo.Client{}}
+	s.Topic = sess.topics.names[0]
+	if len(sess.topics.names) > 1 {
+		s.Topics = sess.topics.names
+	}
 	s.ProducedPartitions = sess.produced()
 	defer func() {
 		for _, cl := range sess.mdClients {
@@ -464,29 +547,30 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 		sess.mdClients[b.ID] = cl
 	}
 
-	prog.show(s, "", 0, "creating the topic")
+	prog.show(s, "", 0, "creating the topics")
 	admin, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
 	defer admin.Close()
 	createdAt := time.Now()
-	minISR, err := createFailoverTopic(ctx, admin, sess.topic, s.Partitions)
+	minISR, err := createFailoverTopics(ctx, admin, sess.topics.names, sess.topics.per)
 	if err != nil {
 		return err
 	}
 	s.MinInsyncReplicas = minISR
 	if minISR == 0 {
-		prog.note(fmt.Sprintf("%s: the brokers reject topic config min.insync.replicas; topic %s was created without it", s.Backend, sess.topic))
+		prog.note(fmt.Sprintf("%s: the brokers reject topic config min.insync.replicas; topic %s was created without it", s.Backend, s.Topic))
 	}
-	if err := waitTopicLeaders(ctx, c.Bootstrap()[0], sess.topic, s.Partitions); err != nil {
-		return err
+	for _, t := range sess.topics.names {
+		if err := waitTopicLeaders(ctx, c.Bootstrap()[0], t, sess.topics.per); err != nil {
+			return err
+		}
 	}
 
-	sess.tracker = newAckTracker(sess.produced())
+	sess.tracker = newAckTracker(sess.topics, sess.produced())
 	producer, err := kgo.NewClient(
 		kgo.SeedBrokers(c.Bootstrap()...),
-		kgo.DefaultProduceTopic(sess.topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
@@ -527,12 +611,12 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 	prog.show(s, "", 0, "waiting for every partition's first acknowledgement")
 	err = cluster.WaitFor(ctx, opts.isrTimeout, func() error {
 		if p := sess.tracker.staleSince(createdAt); p >= 0 {
-			return fmt.Errorf("partition %d has acknowledged nothing yet", p)
+			return fmt.Errorf("partition %s has acknowledged nothing yet", sess.topics.name(p))
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("topic %s not ready: %w", sess.topic, err)
+		return fmt.Errorf("topic %s not ready: %w", s.Topic, err)
 	}
 	s.TopicReadyMs = *msSince(sess.tracker.lastFirstAck(), createdAt)
 
@@ -582,37 +666,44 @@ cases:
 	return runErr
 }
 
-// createFailoverTopic creates topic with partitions partitions, replication
-// factor 3 and min.insync.replicas=2, and returns the min.insync.replicas
-// it has: 0 when the brokers reject that config and the topic was created
-// without it.
-func createFailoverTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int) (int, error) {
+// createFailoverTopics creates topics, each with partitions partitions,
+// replication factor 3 and min.insync.replicas=2, in one CreateTopics,
+// and returns the min.insync.replicas they have: 0 when the brokers reject
+// that config and the topics were created without it.
+func createFailoverTopics(ctx context.Context, cl *kgo.Client, topics []string, partitions int) (int, error) {
 	create := func(configs map[string]string) error {
 		req := kmsg.NewPtrCreateTopicsRequest()
 		req.TimeoutMillis = 60000
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), failoverBrokers
-		for k, v := range configs {
-			c := kmsg.NewCreateTopicsRequestTopicConfig()
-			c.Name, c.Value = k, kmsg.StringPtr(v)
-			rt.Configs = append(rt.Configs, c)
+		for _, topic := range topics {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), failoverBrokers
+			for k, v := range configs {
+				c := kmsg.NewCreateTopicsRequestTopicConfig()
+				c.Name, c.Value = k, kmsg.StringPtr(v)
+				rt.Configs = append(rt.Configs, c)
+			}
+			req.Topics = append(req.Topics, rt)
 		}
-		req.Topics = append(req.Topics, rt)
 		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
-			return fmt.Errorf("create topic %s: %w", topic, err)
+			return fmt.Errorf("create topic %s: %w", topics[0], err)
 		}
+		var timedOut error
 		for _, t := range resp.Topics {
-			if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-				if t.ErrorMessage != nil {
-					return fmt.Errorf("create topic %s: %w: %s", topic, err, *t.ErrorMessage)
-				}
-				return fmt.Errorf("create topic %s: %w", topic, err)
+			err := kerr.ErrorForCode(t.ErrorCode)
+			switch {
+			case err == nil:
+			case errors.Is(err, kerr.RequestTimedOut):
+				timedOut = fmt.Errorf("create topic %s: %w", t.Topic, err)
+			case t.ErrorMessage != nil:
+				return fmt.Errorf("create topic %s: %w: %s", t.Topic, err, *t.ErrorMessage)
+			default:
+				return fmt.Errorf("create topic %s: %w", t.Topic, err)
 			}
 		}
-		return nil
+		return timedOut
 	}
 	err := create(map[string]string{"min.insync.replicas": "2"})
 	if err == nil || errors.Is(err, kerr.RequestTimedOut) {
@@ -629,10 +720,10 @@ func createFailoverTopic(ctx context.Context, cl *kgo.Client, topic string, part
 // produced is how many partitions the producer writes: the first
 // --produce-partitions, or all.
 func (s *failoverSession) produced() int {
-	if n := s.opts.produceParts; n > 0 && n < s.series.Partitions {
+	if n := s.opts.produceParts; n > 0 && n < s.topics.total() {
 		return n
 	}
-	return s.series.Partitions
+	return s.topics.total()
 }
 
 // produce writes one record to every partition written (produced) each 1/rate seconds until
@@ -642,9 +733,10 @@ func (s *failoverSession) produce(ctx context.Context, cl *kgo.Client, stop <-ch
 	tick := time.NewTicker(time.Duration(float64(time.Second) / s.opts.rate))
 	defer tick.Stop()
 	for {
-		for p := range s.produced() {
-			seq := s.tracker.next(p)
-			cl.Produce(ctx, &kgo.Record{Partition: int32(p), Value: encodeFailoverValue(int32(p), seq)}, s.tracker.done)
+		for n := range s.produced() {
+			seq := s.tracker.next(n)
+			topic, p := s.topics.locate(n)
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: encodeFailoverValue(int32(n), seq)}, s.tracker.done)
 		}
 		select {
 		case <-stop:
@@ -661,14 +753,14 @@ func (s *failoverSession) produce(ctx context.Context, cl *kgo.Client, stop <-ch
 // with every ISR full; it returns one broker's view, the baseline a kill
 // is measured against.
 func (s *failoverSession) waitSteady(ctx context.Context, timeout time.Duration) (*cluster.Metadata, error) {
-	return waitSteadyCluster(ctx, s.c, s.topic, s.series.Partitions, timeout)
+	return waitSteadyCluster(ctx, s.c, s.topics.names, s.topics.per, timeout)
 }
 
 // waitSteadyCluster waits until every broker of c runs and every live
-// broker agrees on the controller and on each of topic's partitions'
-// leader, leader epoch and ISR, with every ISR full; it returns one
-// broker's view.
-func waitSteadyCluster(ctx context.Context, c *cluster.Cluster, topic string, partitions int, timeout time.Duration) (*cluster.Metadata, error) {
+// broker agrees on the controller and on the leader, leader epoch and ISR
+// of each partition of topics (partitions each), with every ISR full; it
+// returns one broker's view.
+func waitSteadyCluster(ctx context.Context, c *cluster.Cluster, topics []string, partitions int, timeout time.Duration) (*cluster.Metadata, error) {
 	var base *cluster.Metadata
 	err := cluster.WaitFor(ctx, timeout, func() error {
 		base = nil
@@ -682,21 +774,23 @@ func waitSteadyCluster(ctx context.Context, c *cluster.Cluster, topic string, pa
 			if b := c.Broker(md.ControllerID); b == nil || !b.Running() {
 				return fmt.Errorf("names controller %d, want a live broker", md.ControllerID)
 			}
-			if err := md.TopicErrs[topic]; err != nil {
-				return err
-			}
-			parts := md.Partitions[topic]
-			if len(parts) != partitions {
-				return fmt.Errorf("%d partitions of %s, want %d", len(parts), topic, partitions)
-			}
-			for i, p := range parts {
-				if p.Leader < 0 || len(p.ISR) != failoverBrokers {
-					return fmt.Errorf("partition %d: leader %d, ISR %v, want a leader and %d in the ISR", p.Partition, p.Leader, p.ISR, failoverBrokers)
+			for _, topic := range topics {
+				if err := md.TopicErrs[topic]; err != nil {
+					return fmt.Errorf("topic %s: %w", topic, err)
 				}
-				if base != nil {
-					if bp := base.Partitions[topic][i]; !samePartitionState(bp, p) {
-						return fmt.Errorf("partition %d: leader %d epoch %d ISR %v, broker %d says leader %d epoch %d ISR %v",
-							p.Partition, p.Leader, p.LeaderEpoch, p.ISR, base.From, bp.Leader, bp.LeaderEpoch, bp.ISR)
+				parts := md.Partitions[topic]
+				if len(parts) != partitions {
+					return fmt.Errorf("%d partitions of %s, want %d", len(parts), topic, partitions)
+				}
+				for i, p := range parts {
+					if p.Leader < 0 || len(p.ISR) != failoverBrokers {
+						return fmt.Errorf("partition %s-%d: leader %d, ISR %v, want a leader and %d in the ISR", topic, p.Partition, p.Leader, p.ISR, failoverBrokers)
+					}
+					if base != nil {
+						if bp := base.Partitions[topic][i]; !samePartitionState(bp, p) {
+							return fmt.Errorf("partition %s-%d: leader %d epoch %d ISR %v, broker %d says leader %d epoch %d ISR %v",
+								topic, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, base.From, bp.Leader, bp.LeaderEpoch, bp.ISR)
+						}
 					}
 				}
 			}
@@ -707,7 +801,7 @@ func waitSteadyCluster(ctx context.Context, c *cluster.Cluster, topic string, pa
 				base = md
 			}
 			return nil
-		}, topic)
+		}, topics...)
 	})
 	return base, err
 }
@@ -727,11 +821,16 @@ func samePartitionState(a, b cluster.Partition) bool {
 // pickVictim returns the broker to kill in kase: the controller, or the
 // broker leading the most partitions, preferring one that is not the
 // controller so that the two cases measure different things.
-func pickVictim(base *cluster.Metadata, topic, kase string) int32 {
+func pickVictim(base *cluster.Metadata, topics []string, kase string) int32 {
 	if kase == "controller" {
 		return base.ControllerID
 	}
-	counts := base.LeaderCounts(topic)
+	counts := map[int32]int{}
+	for _, t := range topics {
+		for id, n := range base.LeaderCounts(t) {
+			counts[id] += n
+		}
+	}
 	best, bestCount := int32(-1), -1
 	for _, id := range base.Brokers {
 		if id != base.ControllerID && counts[id] > bestCount {
@@ -762,10 +861,10 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	backlog := 1 + int(s.opts.rate/2)
 	err = cluster.WaitFor(ctx, s.opts.isrTimeout, func() error {
 		if p := s.tracker.staleSince(steadyAt); p >= 0 {
-			return fmt.Errorf("partition %d has acknowledged nothing since the cluster was steady (producer failures: %d, first: %v)", p, s.tracker.failedCount(), s.tracker.firstError())
+			return fmt.Errorf("partition %s has acknowledged nothing since the cluster was steady (producer failures: %d, first: %v)", s.topics.name(p), s.tracker.failedCount(), s.tracker.firstError())
 		}
 		if p := s.tracker.backlogged(backlog); p >= 0 {
-			return fmt.Errorf("partition %d has more than %d records waiting for their acknowledgement", p, backlog)
+			return fmt.Errorf("partition %s has more than %d records waiting for their acknowledgement", s.topics.name(p), backlog)
 		}
 		return nil
 	})
@@ -774,8 +873,8 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	}
 
 	broker, kind := splitFailoverCase(kase)
-	victim := pickVictim(base, s.topic, broker)
-	affected := base.LedBy(s.topic, victim)
+	victim := pickVictim(base, s.topics.names, broker)
+	affected := s.topics.ledBy(base, victim)
 	r := &failoverRun{Case: kase, Run: run, Killed: victim, Controller: base.ControllerID, KilledWasController: victim == base.ControllerID}
 	prog.show(s.series, kase, run, fmt.Sprintf("%s broker %d (leads %d partitions)", kind, victim, len(affected)))
 	b := s.c.Broker(victim)
@@ -805,13 +904,13 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 			if id == victim {
 				continue
 			}
-			md, err := fastMetadata(ctx, s.mdClients[id], s.topic)
+			md, err := fastMetadata(ctx, s.mdClients[id], s.topics.names)
 			if err != nil {
 				continue // Counted as no news; the deadline bounds the wait.
 			}
 			seen := time.Now()
 			if detectedAt.IsZero() {
-				if signal := metadataChange(base, md, s.topic); signal != "" {
+				if signal := metadataChange(base, md, s.topics.names); signal != "" {
 					detectedAt, r.DetectionSignal = seen, fmt.Sprintf("broker %d: %s", id, signal)
 				}
 			}
@@ -821,10 +920,13 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 			if controllerAt.IsZero() && md.ControllerID >= 0 && md.ControllerID != base.ControllerID && md.ControllerID != victim {
 				controllerAt = seen
 			}
-			for _, p := range md.Partitions[s.topic] {
-				if _, ok := visible[p.Partition]; !ok && p.Leader >= 0 && p.Leader != victim && slices.Contains(affected, p.Partition) {
-					visible[p.Partition] = seen
-					visibleLeader[p.Partition] = p.Leader
+			for _, t := range s.topics.names {
+				for _, p := range md.Partitions[t] {
+					n := int32(s.topics.number(t, p.Partition))
+					if _, ok := visible[n]; !ok && p.Leader >= 0 && p.Leader != victim && slices.Contains(affected, n) {
+						visible[n] = seen
+						visibleLeader[n] = p.Leader
+					}
 				}
 			}
 		}
@@ -851,12 +953,13 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		if visible[p].After(visibleMax) {
 			visibleMax = visible[p]
 		}
+		topic, partition := s.topics.locate(int(p))
 		if int(p) >= s.produced() {
 			// Not written to: recovered once a live broker names its new
 			// leader.
-			pf := partitionFailover{Partition: p, OldLeader: victim, NewLeader: -1, LeaderVisibleMs: msSince(visible[p], killAt)}
+			pf := partitionFailover{Topic: topic, Partition: partition, OldLeader: victim, NewLeader: -1, LeaderVisibleMs: msSince(visible[p], killAt)}
 			if visible[p].IsZero() {
-				r.Unrecovered = append(r.Unrecovered, p)
+				r.Unrecovered = append(r.Unrecovered, s.topics.name(int(p)))
 			} else {
 				pf.NewLeader = visibleLeader[p]
 			}
@@ -865,7 +968,8 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		}
 		a := acks[p]
 		pf := partitionFailover{
-			Partition:        p,
+			Topic:            topic,
+			Partition:        partition,
 			OldLeader:        victim,
 			NewLeader:        -1,
 			LeaderVisibleMs:  msSince(visible[p], killAt),
@@ -882,7 +986,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 				electionMax = a.firstAfter
 			}
 		} else {
-			r.Unrecovered = append(r.Unrecovered, p)
+			r.Unrecovered = append(r.Unrecovered, s.topics.name(int(p)))
 		}
 		r.Partitions = append(r.Partitions, pf)
 	}
@@ -896,7 +1000,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		errs = append(errs, fmt.Errorf("no live broker showed a changed leader, leader epoch or ISR within %v of killing broker %d", s.opts.recoverTimeout, victim))
 	}
 	if len(r.Unrecovered) > 0 {
-		errs = append(errs, fmt.Errorf("%d of the %d partitions broker %d led acknowledged no write from a new leader (or, not written to, named none) within %v (e.g. partition %d)",
+		errs = append(errs, fmt.Errorf("%d of the %d partitions broker %d led acknowledged no write from a new leader (or, not written to, named none) within %v (e.g. partition %s)",
 			len(r.Unrecovered), len(affected), victim, s.opts.recoverTimeout, r.Unrecovered[0]))
 	}
 	if len(errs) > 0 {
@@ -933,29 +1037,33 @@ func failoverActions(b *cluster.Broker, kind string) (fail, recover func() error
 	return b.Kill, b.Start
 }
 
-// metadataChange describes the first partition of topic whose leader,
+// metadataChange describes the first partition of topics whose leader,
 // leader epoch or ISR differs between base and md, or returns "".
-func metadataChange(base, md *cluster.Metadata, topic string) string {
-	before := base.Partitions[topic]
-	for _, p := range md.Partitions[topic] {
-		if int(p.Partition) >= len(before) {
-			continue
-		}
-		if b := before[p.Partition]; !samePartitionState(b, p) {
-			return fmt.Sprintf("partition %d leader %d epoch %d ISR %v, was leader %d epoch %d ISR %v",
-				p.Partition, p.Leader, p.LeaderEpoch, p.ISR, b.Leader, b.LeaderEpoch, b.ISR)
+func metadataChange(base, md *cluster.Metadata, topics []string) string {
+	for _, topic := range topics {
+		before := base.Partitions[topic]
+		for _, p := range md.Partitions[topic] {
+			if int(p.Partition) >= len(before) {
+				continue
+			}
+			if b := before[p.Partition]; !samePartitionState(b, p) {
+				return fmt.Sprintf("partition %s-%d leader %d epoch %d ISR %v, was leader %d epoch %d ISR %v",
+					topic, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, b.Leader, b.LeaderEpoch, b.ISR)
+			}
 		}
 	}
 	return ""
 }
 
 // fastMetadata asks the seed broker of cl, and only it, for the metadata of
-// topic. cl stays connected, so polling it costs one round trip.
-func fastMetadata(ctx context.Context, cl *kgo.Client, topic string) (*cluster.Metadata, error) {
+// topics. cl stays connected, so polling it costs one round trip.
+func fastMetadata(ctx context.Context, cl *kgo.Client, topics []string) (*cluster.Metadata, error) {
 	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
+	for _, topic := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	seeds := cl.SeedBrokers()
@@ -994,35 +1102,40 @@ func (s *failoverSession) verify(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	seeds := s.c.Bootstrap()
-	var ends map[int32]int64
-	err := cluster.WaitFor(ctx, time.Minute, func() error {
-		var err error
-		ends, err = listEndOffsets(ctx, seeds, s.topic, s.series.Partitions)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("end offsets of %s: %w", s.topic, err)
-	}
-	offsets := map[int32]kgo.Offset{}
+	ends := make(map[int]int64, s.topics.total())
+	offsets := map[string]map[int32]kgo.Offset{}
 	remaining := 0
-	for p, end := range ends {
-		offsets[p] = kgo.NewOffset().AtStart()
-		if end > 0 {
-			remaining++
+	for _, topic := range s.topics.names {
+		var topicEnds map[int32]int64
+		err := cluster.WaitFor(ctx, time.Minute, func() error {
+			var err error
+			topicEnds, err = listEndOffsets(ctx, seeds, topic, s.topics.per)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("end offsets of %s: %w", topic, err)
+		}
+		offsets[topic] = map[int32]kgo.Offset{}
+		for p, end := range topicEnds {
+			offsets[topic][p] = kgo.NewOffset().AtStart()
+			ends[s.topics.number(topic, p)] = end
+			if end > 0 {
+				remaining++
+			}
 		}
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: offsets}),
+		kgo.ConsumePartitions(offsets),
 		kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("consumer client: %w", err)
 	}
 	defer cl.Close()
-	done := map[int32]bool{}
+	done := map[int]bool{}
 	for remaining > 0 {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return fmt.Errorf("read %s back: %d partitions not read to their end offset: %w", s.topic, remaining, ctx.Err())
+			return fmt.Errorf("read %s back: %d partitions not read to their end offset: %w", s.series.Topic, remaining, ctx.Err())
 		}
 		fetches.EachError(func(_ string, p int32, err error) {
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -1031,9 +1144,10 @@ func (s *failoverSession) verify(ctx context.Context) error {
 			// Retriable errors (a leader moving) are retried by the client.
 		})
 		fetches.EachRecord(func(r *kgo.Record) {
-			s.tracker.seen(r.Partition, r.Value)
-			if !done[r.Partition] && r.Offset+1 >= ends[r.Partition] {
-				done[r.Partition] = true
+			s.tracker.seen(r.Topic, r.Partition, r.Value)
+			n := s.topics.number(r.Topic, r.Partition)
+			if n >= 0 && !done[n] && r.Offset+1 >= ends[n] {
+				done[n] = true
 				remaining--
 			}
 		})

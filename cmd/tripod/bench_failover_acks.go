@@ -13,7 +13,8 @@ import (
 // sequence number (8 bytes) and its partition (4 bytes).
 const failoverValueSize = 12
 
-// encodeFailoverValue returns the value of partition's record seq.
+// encodeFailoverValue returns the value of record seq of the partition
+// the benchmark numbers partition (failoverTopics).
 func encodeFailoverValue(partition int32, seq uint64) []byte {
 	v := make([]byte, failoverValueSize)
 	binary.BigEndian.PutUint64(v, seq)
@@ -21,8 +22,8 @@ func encodeFailoverValue(partition int32, seq uint64) []byte {
 	return v
 }
 
-// decodeFailoverValue returns the partition and sequence number a value
-// carries, and false when it is not a benchmark record.
+// decodeFailoverValue returns the partition number and sequence number a
+// value carries, and false when it is not a benchmark record.
 func decodeFailoverValue(v []byte) (partition int32, seq uint64, ok bool) {
 	if len(v) != failoverValueSize {
 		return 0, 0, false
@@ -40,10 +41,12 @@ const (
 
 // ackTracker follows every record of a series: its acknowledgement or
 // failure and whether it was read back, and per partition the time and
-// broker of the acknowledgements around a kill. It is the producer's hook
+// broker of the acknowledgements around a kill. Partitions are the
+// benchmark's numbers (failoverTopics). It is the producer's hook
 // (OnProduceBatchWritten) and record callback; its methods are safe for
 // concurrent use.
 type ackTracker struct {
+	topics   failoverTopics
 	mu       sync.Mutex
 	parts    []ackPartition
 	failed   int64
@@ -70,9 +73,10 @@ type ackPartition struct {
 	firstAfterNode int32
 }
 
-// newAckTracker returns a tracker of partitions partitions.
-func newAckTracker(partitions int) *ackTracker {
-	return &ackTracker{parts: make([]ackPartition, partitions)}
+// newAckTracker returns a tracker of the first partitions partitions of
+// topics.
+func newAckTracker(topics failoverTopics, partitions int) *ackTracker {
+	return &ackTracker{topics: topics, parts: make([]ackPartition, partitions)}
 }
 
 // next returns partition's next sequence number and counts it as sent.
@@ -106,14 +110,15 @@ func (t *ackTracker) done(r *kgo.Record, err error) {
 
 // OnProduceBatchWritten implements kgo.HookProduceBatchWritten: it notes
 // when and from which broker a partition's batch was acknowledged.
-func (t *ackTracker) OnProduceBatchWritten(meta kgo.BrokerMetadata, _ string, partition int32, _ kgo.ProduceBatchMetrics) {
+func (t *ackTracker) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, partition int32, _ kgo.ProduceBatchMetrics) {
 	now := time.Now()
+	n := t.topics.number(topic, partition)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if int(partition) >= len(t.parts) {
+	if n < 0 || n >= len(t.parts) {
 		return
 	}
-	p := &t.parts[partition]
+	p := &t.parts[n]
 	if p.firstAck.IsZero() {
 		p.firstAck = now
 	}
@@ -218,12 +223,14 @@ func (t *ackTracker) disarm() map[int32]partitionAcks {
 	return out
 }
 
-// seen marks the record a consumed value names as read back.
-func (t *ackTracker) seen(partition int32, value []byte) {
+// seen marks the record a value consumed from topic's partition names as
+// read back.
+func (t *ackTracker) seen(topic string, partition int32, value []byte) {
 	p, seq, ok := decodeFailoverValue(value)
+	n := t.topics.number(topic, partition)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !ok || p != partition || int(p) >= len(t.parts) || seq >= uint64(len(t.parts[p].states)) {
+	if !ok || n < 0 || int(p) != n || n >= len(t.parts) || seq >= uint64(len(t.parts[p].states)) {
 		t.foreign++
 		return
 	}
@@ -270,7 +277,7 @@ func (t *ackTracker) fill(s *failoverSeries) {
 			if st&recordAcked != 0 && st&recordSeen == 0 {
 				s.Lost++
 				if len(s.LostSample) < 20 {
-					s.LostSample = append(s.LostSample, fmt.Sprintf("%d/%d", p, seq))
+					s.LostSample = append(s.LostSample, fmt.Sprintf("%s/%d", t.topics.name(p), seq))
 				}
 			}
 		}

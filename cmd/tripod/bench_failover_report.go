@@ -42,7 +42,11 @@ type failoverReport struct {
 type failoverSeries struct {
 	Backend    string `json:"backend"`
 	Partitions int    `json:"partitions"`
-	Topic      string `json:"topic"`
+	// Topic is the series' topic; with --topics above 1 Topics names
+	// them all (the partitions spread evenly, in that order) and Topic is
+	// the first.
+	Topic  string   `json:"topic"`
+	Topics []string `json:"topics,omitempty"`
 	// MinInsyncReplicas is the topic's min.insync.replicas, or 0 when the
 	// brokers did not accept that topic config (it was created without).
 	MinInsyncReplicas int `json:"min_insync_replicas"`
@@ -63,7 +67,7 @@ type failoverSeries struct {
 	Consumed   int64 `json:"consumed"`
 	Duplicates int64 `json:"duplicates"`
 	// Lost is the number of acknowledged records not read back; LostSample
-	// names some of them as "partition/sequence".
+	// names some of them as "topic-partition/sequence".
 	Lost       int64    `json:"lost"`
 	LostSample []string `json:"lost_sample,omitempty"`
 	// Error says why the series stopped early, if it did.
@@ -104,9 +108,9 @@ type failoverRun struct {
 	// leader for the last of them: the controller's failover is done and
 	// its UpdateMetadata applied.
 	LeadersVisibleMaxMs *float64 `json:"leaders_visible_max_ms,omitempty"`
-	// Unrecovered lists affected partitions that acknowledged nothing
-	// from a new leader before the run's deadline.
-	Unrecovered []int32 `json:"unrecovered,omitempty"`
+	// Unrecovered lists affected partitions, as topic-partition, that
+	// acknowledged nothing from a new leader before the run's deadline.
+	Unrecovered []string `json:"unrecovered,omitempty"`
 	// RejoinMs is how long the restarted broker took until every ISR was
 	// full again (0 when no run followed).
 	RejoinMs float64 `json:"rejoin_ms,omitempty"`
@@ -115,8 +119,9 @@ type failoverRun struct {
 // partitionFailover is one affected partition of a run. Times are
 // milliseconds after the kill.
 type partitionFailover struct {
-	Partition int32 `json:"partition"`
-	OldLeader int32 `json:"old_leader"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	OldLeader int32  `json:"old_leader"`
 	// NewLeader is the broker whose acknowledgement came first after the
 	// kill (for a partition not written to, the leader the Metadata
 	// named), -1 if none.

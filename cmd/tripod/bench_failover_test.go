@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,15 +130,15 @@ func TestBenchFailover(t *testing.T) {
 }
 
 // TestBenchFailoverProducePartitions runs one controller kill on Raft with
-// 6 partitions of which the producer writes 2: the partitions written
-// are measured by their acknowledgements, the others by their new
-// leader in the Metadata, and the output says when every one of them had
-// one.
+// 6 partitions over 2 topics, of which the producer writes 4 (the first
+// topic's 3 and one of the second's): the partitions written are measured
+// by their acknowledgements, the others by their new leader in the
+// Metadata, and the output says when every one of them had one.
 func TestBenchFailoverProducePartitions(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := []string{"bench", "failover", "--coord", "raft", "--partitions", "6", "--produce-partitions", "2",
+	args := []string{"bench", "failover", "--coord", "raft", "--partitions", "6", "--topics", "2", "--produce-partitions", "4",
 		"--runs", "1", "--case", "controller", "--out", out}
 	cmd := exec.CommandContext(ctx, tripodBin, args...)
 	var stderr strings.Builder
@@ -162,20 +163,23 @@ func TestBenchFailoverProducePartitions(t *testing.T) {
 		t.Fatalf("failover.json: want one series with one run, got %+v", report.Series)
 	}
 	s := report.Series[0]
-	if s.ProducedPartitions != 2 || s.Lost != 0 || s.Acked == 0 {
-		t.Errorf("series: %d partitions written, %d acknowledged, %d lost; want 2, some, 0", s.ProducedPartitions, s.Acked, s.Lost)
+	if s.ProducedPartitions != 4 || s.Lost != 0 || s.Acked == 0 || s.Consumed < s.Acked {
+		t.Errorf("series: %d partitions written, %d acknowledged, %d read back, %d lost; want 4, some, all of them, 0", s.ProducedPartitions, s.Acked, s.Consumed, s.Lost)
+	}
+	if want := []string{"failover-raft-0", "failover-raft-1"}; !slices.Equal(s.Topics, want) || s.Topic != want[0] {
+		t.Errorf("series: topic %s, topics %v; want %s and %v", s.Topic, s.Topics, want[0], want)
 	}
 	r := s.Runs[0]
 	if r.LeadersVisibleMaxMs == nil || len(r.Unrecovered) != 0 {
 		t.Errorf("run: leaders visible at %v, unrecovered %v; want a time and none", r.LeadersVisibleMaxMs, r.Unrecovered)
 	}
 	for _, p := range r.Partitions {
-		written := p.Partition < 2
+		written := p.Topic == "failover-raft-0" || p.Topic == "failover-raft-1" && p.Partition == 0
 		if p.LeaderVisibleMs == nil || p.NewLeader == r.Killed || p.NewLeader < 1 || p.NewLeader > 3 {
-			t.Errorf("partition %d: leader %d -> %d visible at %v, want a new leader other than %d in the Metadata", p.Partition, p.OldLeader, p.NewLeader, p.LeaderVisibleMs, r.Killed)
+			t.Errorf("partition %s-%d: leader %d -> %d visible at %v, want a new leader other than %d in the Metadata", p.Topic, p.Partition, p.OldLeader, p.NewLeader, p.LeaderVisibleMs, r.Killed)
 		}
 		if written != (p.ElectionMs != nil) {
-			t.Errorf("partition %d (written: %t): election %v, want one exactly for the partitions written", p.Partition, written, p.ElectionMs)
+			t.Errorf("partition %s-%d (written: %t): election %v, want one exactly for the partitions written", p.Topic, p.Partition, written, p.ElectionMs)
 		}
 	}
 }

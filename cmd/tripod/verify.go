@@ -679,7 +679,7 @@ func (r *verifyRun) createTopic(ctx context.Context) error {
 // --bootstrap every partition with a leader and every replica in its ISR.
 func (r *verifyRun) waitSteady(ctx context.Context) error {
 	if r.c != nil {
-		_, err := waitSteadyCluster(ctx, r.c, r.topic, r.opts.partitions, r.opts.steadyTimeout)
+		_, err := waitSteadyCluster(ctx, r.c, []string{r.topic}, r.opts.partitions, r.opts.steadyTimeout)
 		return err
 	}
 	return cluster.WaitFor(ctx, r.opts.steadyTimeout, func() error {

@@ -142,7 +142,7 @@ func (r *faultRunner) run(ctx, duration context.Context, plan *faultPlan) error 
 		if fctx.Err() != nil {
 			return nil
 		}
-		base, err := waitSteadyCluster(fctx, r.c, r.topic, r.partitions, r.steadyTimeout)
+		base, err := waitSteadyCluster(fctx, r.c, []string{r.topic}, r.partitions, r.steadyTimeout)
 		if fctx.Err() != nil {
 			return nil
 		}
