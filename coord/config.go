@@ -106,10 +106,11 @@ type Config struct {
 
 	// MetadataStandby makes a backend that campaigns keep a copy of the
 	// metadata, so that the Load of the controller it may become reads
-	// memory instead of the service (etcd: a watch of the metadata keys,
-	// at the cost of applying every change as it happens; ZooKeeper and
-	// Raft ignore it, Raft's state machine being local already). Brokers
-	// set it; a tool or a test that only campaigns need not.
+	// memory instead of the service, at the cost of applying every change
+	// as it happens (etcd: a watch of the metadata keys; ZooKeeper: a
+	// watch per metadata znode, each change read again; Raft ignores it,
+	// its state machine being local already). Brokers set it; a tool or a
+	// test that only campaigns need not.
 	MetadataStandby bool
 
 	// Logger receives the backend's logs. Default: a discarding logger.

@@ -75,6 +75,9 @@ type Backend struct {
 	sessions  map[*session]struct{}
 	terms     map[*term]struct{}
 	baseReady bool
+	// standby is the metadata copy a campaigning broker keeps for Load
+	// (standby.go); nil until the first Campaign with MetadataStandby.
+	standby *standby
 }
 
 var (
@@ -426,6 +429,9 @@ type zsession struct {
 	doneOnce  sync.Once
 	closeOnce sync.Once
 	ending    bool // guarded by b.mu: endZSession has begun
+	// oneConnection ends the session when its first connection drops,
+	// instead of letting go-zookeeper reconnect (set before Connect).
+	oneConnection bool
 
 	mu      sync.Mutex
 	id      int64 // the ZooKeeper session id, once known
@@ -442,16 +448,23 @@ var errSessionEnded = errors.New("zookeeper session ended")
 // newZSessionLocked opens a new ZooKeeper session. b.mu must be held and
 // the backend open.
 func (b *Backend) newZSessionLocked() (*zsession, error) {
+	return b.newZSessionLockedWith(false)
+}
+
+// newZSessionLockedWith is newZSessionLocked, for a session that ends when its
+// first connection drops when oneConnection is set.
+func (b *Backend) newZSessionLockedWith(oneConnection bool) (*zsession, error) {
 	zs := &zsession{
-		b:           b,
-		hosts:       newHostProvider(),
-		drained:     make(chan struct{}),
-		established: make(chan struct{}),
-		authed:      make(chan struct{}),
-		done:        make(chan struct{}),
-		state:       zk.StateDisconnected,
-		stateCh:     make(chan struct{}),
-		subs:        map[*subscriber]struct{}{},
+		oneConnection: oneConnection,
+		b:             b,
+		hosts:         newHostProvider(),
+		drained:       make(chan struct{}),
+		established:   make(chan struct{}),
+		authed:        make(chan struct{}),
+		done:          make(chan struct{}),
+		state:         zk.StateDisconnected,
+		stateCh:       make(chan struct{}),
+		subs:          map[*subscriber]struct{}{},
 	}
 	zs.lastRecv.Store(time.Now().UnixNano())
 	conn, events, err := zk.Connect(b.servers, b.timeout,
@@ -614,6 +627,18 @@ func (zs *zsession) onEvent(ev zk.Event) {
 			zs.b.endZSession(zs)
 		case zk.StateDisconnected:
 			zs.b.log.Debug("disconnected from zookeeper", "server", ev.Server)
+			select {
+			case <-zs.established:
+				if zs.oneConnection {
+					// Called before go-zookeeper dials again, so no dial
+					// succeeds: the session ends with its connection.
+					zs.mu.Lock()
+					zs.closing = true
+					zs.mu.Unlock()
+					zs.b.endZSession(zs)
+				}
+			default:
+			}
 		}
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -48,7 +49,15 @@ func openBench(b *testing.B, connect string) *zk.Backend {
 // test ends.
 func open(t *testing.T, connect string, timeout time.Duration, net *faultnet.Net) *zk.Backend {
 	t.Helper()
+	return openWith(t, connect, timeout, net, false)
+}
+
+// openWith is open, for a backend that keeps a standby metadata view while
+// it campaigns (as a broker's does) when standby is set.
+func openWith(t *testing.T, connect string, timeout time.Duration, net *faultnet.Net, standby bool) *zk.Backend {
+	t.Helper()
 	cfg := coord.DefaultConfig()
+	cfg.MetadataStandby = standby
 	cfg.Backend = "zk"
 	cfg.ZKConnect = connect
 	cfg.SessionTimeout = timeout
@@ -568,4 +577,110 @@ func controllerTerm(t *testing.T, ctx context.Context, b *zk.Backend, id coord.B
 		t.Fatalf("campaign: %v", err)
 	}
 	return sess, term
+}
+
+// TestStandbyLoadIsCurrent: a campaigning broker's Load comes from its
+// standby view and holds every commit made before it, however recent: a
+// topic created, a partition state changed, a topic deleted; and after
+// its ZooKeeper session expired while it was cut off (commits made
+// meanwhile), the view reads everything again on the next session and
+// serves Loads again.
+func TestStandbyLoadIsCurrent(t *testing.T) {
+	s := server(t)
+	connect := s.Addr() + chroot()
+	const timeout = 2 * time.Second
+	ctl := open(t, connect, 6*time.Second, nil)
+	fn := faultnet.New()
+	standby := openWith(t, connect, timeout, fn, true)
+	ctx := ctxFor(t, 90*time.Second)
+	_, term := controllerTerm(t, ctx, ctl, 1)
+	s2, err := standby.Register(ctx, coord.Broker{ID: 2, Host: "127.0.0.1", Port: 9093})
+	if err != nil {
+		t.Fatalf("register broker 2: %v", err)
+	}
+	campaignCtx, stopCampaign := context.WithCancel(ctx)
+	campaigned := make(chan error, 1)
+	go func() {
+		_, err := standby.Campaign(campaignCtx, s2)
+		campaigned <- err
+	}()
+	t.Cleanup(func() {
+		stopCampaign()
+		<-campaigned
+	})
+	create := func(name string, partitions int) {
+		t.Helper()
+		op := coord.CreateTopic{Topic: coord.Topic{Name: name}}
+		for p := range partitions {
+			op.Topic.Assignment = append(op.Topic.Assignment, []coord.BrokerID{1, 2})
+			op.States = append(op.States, coord.PartitionState{Topic: name, Partition: int32(p), Leader: 1, ISR: []coord.BrokerID{1, 2}, ControllerEpoch: term.Epoch()})
+		}
+		if err := ctl.Commit(ctx, term, op); err != nil {
+			t.Fatalf("commit %s: %v", name, err)
+		}
+	}
+	load := func(what string) *coord.Metadata {
+		t.Helper()
+		md, err := standby.Load(ctx)
+		if err != nil {
+			t.Fatalf("Load %s: %v", what, err)
+		}
+		return md
+	}
+	// The view is read once the campaign starts: wait for the first Load
+	// it serves.
+	for zk.StandbyLoads(standby) == 0 {
+		load("before any commit")
+		if ctx.Err() != nil {
+			t.Fatal("the standby view never served a Load")
+		}
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("t%d", i)
+		create(name, 2)
+		served := zk.StandbyLoads(standby)
+		md := load("after creating " + name)
+		if _, ok := md.Topics[name]; !ok || len(md.Partitions) != 2*(i+1) {
+			t.Fatalf("Load right after creating %s: topics %v, %d partitions; want it and %d", name, md.TopicNames(), len(md.Partitions), 2*(i+1))
+		}
+		if got := zk.StandbyLoads(standby); got != served+1 {
+			t.Fatalf("Load after creating %s: standby served %d Loads, want %d", name, got, served+1)
+		}
+	}
+	st := coord.PartitionState{Topic: "t1", Partition: 1, Leader: 2, LeaderEpoch: 7, ISR: []coord.BrokerID{2}, ControllerEpoch: term.Epoch()}
+	if err := ctl.Commit(ctx, term, coord.SetPartition{State: st, ExpectedEpoch: 0}); err != nil {
+		t.Fatalf("commit SetPartition: %v", err)
+	}
+	if got := load("after a SetPartition").Partitions[st.TopicPartition()]; got.LeaderEpoch != 7 || got.Leader != 2 || got.PartitionEpoch != 1 {
+		t.Fatalf("Load after SetPartition: got %+v, want leader 2, leader epoch 7 at partition epoch 1", got)
+	}
+	if err := ctl.Commit(ctx, term, coord.DeleteTopic{Name: "t0"}); err != nil {
+		t.Fatalf("commit DeleteTopic: %v", err)
+	}
+	if md := load("after a DeleteTopic"); len(md.Topics) != 2 || len(md.Partitions) != 4 {
+		t.Fatalf("Load after deleting t0: topics %v, %d partitions; want t1 t2 and 4", md.TopicNames(), len(md.Partitions))
+	}
+
+	// Cut off past its session timeout, the view loses its session and
+	// its watches while topics are created; on the next session it reads
+	// everything again and serves the Loads again.
+	fn.Cut()
+	select {
+	case <-s2.Done():
+	case <-ctx.Done():
+		t.Fatal("broker 2's session outlived the cut")
+	}
+	for i := 3; i < 6; i++ {
+		create(fmt.Sprintf("t%d", i), 1)
+	}
+	fn.Heal()
+	served := zk.StandbyLoads(standby)
+	for zk.StandbyLoads(standby) == served {
+		if md := load("after the session expired"); len(md.Topics) != 5 || len(md.Partitions) != 7 {
+			t.Fatalf("Load after the session expired: topics %v, %d partitions; want t1 to t5 and 7", md.TopicNames(), len(md.Partitions))
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the standby view never served a Load on the new session")
+		}
+	}
 }

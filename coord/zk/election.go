@@ -58,6 +58,11 @@ func (b *Backend) Campaign(ctx context.Context, cs coord.Session) (coord.Term, e
 	if !ok || s.b != b {
 		return nil, fmt.Errorf("campaign: session %T was not opened by this zk backend", cs)
 	}
+	// A campaigner may become the controller: it keeps the metadata warm
+	// for that controller's Load.
+	if b.cfg.MetadataStandby {
+		b.startStandby()
+	}
 	// The attempts' context also ends with the session, so a campaign
 	// waiting for ZooKeeper to come back returns as soon as s ends.
 	ctx, cancel := context.WithCancel(ctx)

@@ -216,6 +216,11 @@ func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
 	if err := b.ensureBase(ctx); err != nil {
 		return nil, err
 	}
+	if s := b.currentStandby(); s != nil {
+		if md, ok := s.load(ctx); ok {
+			return md, nil
+		}
+	}
 	var md *coord.Metadata
 	err := b.do(ctx, "load", func(c *zk.Conn) error {
 		var err error

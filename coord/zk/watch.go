@@ -61,6 +61,12 @@ func (s *subscriber) take() ([]zk.Event, bool) {
 // subscribe registers a subscriber for zs's node events; it returns false
 // if zs has ended.
 func (zs *zsession) subscribe() (*subscriber, bool) {
+	return zs.subscribeWith(make(chan struct{}, 1))
+}
+
+// subscribeWith is subscribe with the subscriber's notify channel given
+// (capacity 1), so that one goroutine can wait on several sessions.
+func (zs *zsession) subscribeWith(notify chan struct{}) (*subscriber, bool) {
 	zs.mu.Lock()
 	defer zs.mu.Unlock()
 	select {
@@ -68,7 +74,7 @@ func (zs *zsession) subscribe() (*subscriber, bool) {
 		return nil, false
 	default:
 	}
-	s := &subscriber{notify: make(chan struct{}, 1)}
+	s := &subscriber{notify: notify}
 	zs.subs[s] = struct{}{}
 	return s, true
 }
@@ -430,7 +436,11 @@ func (w *metadataWatcher) path(it mdItem) string {
 // refresh reads the stale items, with watches, and what they reveal as
 // stale in turn (the topics and partitions of a new topic), until nothing
 // is stale or a read fails.
-func (w *metadataWatcher) refresh(c *zk.Conn) error {
+func (w *metadataWatcher) refresh(c *zk.Conn) error { return w.refreshOn([]*zk.Conn{c}) }
+
+// refreshOn is refresh with the reads spread over conns (each read's
+// watch is left on the connection that read it).
+func (w *metadataWatcher) refreshOn(conns []*zk.Conn) error {
 	for len(w.stale) > 0 {
 		items := make([]mdItem, 0, len(w.stale))
 		for it := range w.stale {
@@ -439,7 +449,8 @@ func (w *metadataWatcher) refresh(c *zk.Conn) error {
 		w.stale = map[mdItem]struct{}{}
 		sort.Slice(items, func(i, j int) bool { return items[i].kind < items[j].kind })
 		reads := make([]mdRead, len(items))
-		parallel(len(items), func(i int) error {
+		parallelOn(len(items), len(conns), func(conn, i int) error {
+			c := conns[conn]
 			r := mdRead{item: items[i]}
 			p := w.path(items[i])
 			if items[i].kind == kindTopics || items[i].kind == kindPartitions {
