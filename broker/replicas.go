@@ -121,7 +121,9 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 		}
 		return code, codes
 	}
-	opened := b.openReplicas(ctx, r.Partitions)
+	opening := time.Now()
+	opened, configsTook := b.openReplicas(ctx, r.Partitions)
+	openTook := time.Since(opening)
 	b.fetchers.setLeaders(r.Leaders)
 	b.fetchers.hold()
 	defer b.fetchers.release()
@@ -168,7 +170,9 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 		}
 	}
 	b.logger.Info("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed,
-		"stale", ignored, "unchanged", unchanged, "offline", offline, "waited", locked.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
+		"stale", ignored, "unchanged", unchanged, "offline", offline, "waited", locked.Round(time.Millisecond),
+		"opened", len(opened), "configs_took", configsTook.Round(time.Millisecond), "open_took", openTook.Round(time.Millisecond),
+		"took", time.Since(start).Round(time.Millisecond))
 	return 0, codes
 }
 
@@ -188,8 +192,9 @@ const maxOpeners = 8
 // removes first), skipping the offline ones, with up to maxOpeners
 // goroutines that it waits for. It returns each open's outcome by index
 // in parts; a partition listed twice (there should be none) is opened
-// for its first state only. The caller holds stateMu.
-func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionInfo) map[int]openedReplica {
+// for its first state only, and how long finding the new replicas' topic
+// configs took. The caller holds stateMu.
+func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionInfo) (map[int]openedReplica, time.Duration) {
 	var todo []int
 	seen := map[coord.TopicPartition]bool{}
 	var topics []string
@@ -215,12 +220,14 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 	}
 	out := make(map[int]openedReplica, len(todo))
 	if len(todo) == 0 {
-		return out
+		return out, 0
 	}
+	start := time.Now()
 	configs := b.heldTopicConfigs(parts)
 	maps.Copy(configs, b.watchedTopicConfigs(topics))
 	topics = slices.DeleteFunc(topics, func(n string) bool { _, ok := configs[n]; return ok })
 	maps.Copy(configs, b.topicConfigs(ctx, topics))
+	configsTook := time.Since(start)
 	// With several log dirs, dirs are chosen here, one after the other,
 	// as the opens did when sequential: placeDir counts each log dir's
 	// partitions, so each chosen dir is created at once (an error is the
@@ -257,7 +264,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 	for j, i := range todo {
 		out[i] = results[j]
 	}
-	return out
+	return out, configsTook
 }
 
 // recreated reports whether info is for a topic of the same name as p's

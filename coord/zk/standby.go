@@ -18,10 +18,23 @@ const standbyWait = 3 * time.Second
 
 // standbyLanes is how many ZooKeeper sessions of its own the standby view
 // reads and watches over: ZooKeeper serves one connection's requests one
-// after another, and a view that re-reads every partition state an ISR
-// change touched must keep up with tens of thousands of them when a
-// broker rejoins (one session: about 2 500 reads/s on a loaded machine).
-const standbyLanes = 4
+// after another (one session read about 2 500 znodes/s on a loaded
+// machine, and fell 20 s behind the ISR changes after a 100 000-partition
+// CreateTopics). As many as a Load reads over, so that a view catching up
+// with any backlog is no slower than reading everything.
+const standbyLanes = loadSessions
+
+// The view reads what changed once changes pause for standbyQuiet, or
+// once the oldest change it has not read is standbyMaxLag old, and at
+// once when a Load waits for it: read as they come, the re-reads of a
+// 10 000-partition CreateTopics or failover (every broker reading every
+// changed state znode, on the cores the brokers and ZooKeeper share)
+// took 1.5-2 s from the topic's readiness and the failover they came
+// with.
+const (
+	standbyQuiet  = 5 * time.Second
+	standbyMaxLag = 30 * time.Second
+)
 
 // standbyMarker is the type of the marker event Load queues behind a
 // lane's watch events (see standby); ZooKeeper's event types are small
@@ -114,7 +127,14 @@ func (s *standby) run() {
 		lanes   []*standbyLane
 		pending []uint64 // markers taken per lane, not yet answered
 		attempt int
+		// staleSince is when the view first missed a change it has not
+		// read yet (zero: none), changedAt when the last change came;
+		// read is set when the view reads them without waiting.
+		staleSince, changedAt time.Time
+		read                  bool
 	)
+	timer := time.NewTimer(standbyMaxLag)
+	timer.Stop()
 	defer func() {
 		s.follow(nil)
 		closeLanes(lanes)
@@ -130,20 +150,30 @@ func (s *standby) run() {
 				attempt++
 				continue
 			}
+			// Everything is stale, and read like any change: a broker
+			// that has just started (and is catching up with its
+			// leaders) reads it once its first changes pause.
 			s.w.reset()
 			pending = make([]uint64, len(lanes))
 			s.follow(lanes)
+			staleSince, changedAt = time.Now(), time.Now()
 		}
 		ended := false
+		now := time.Now()
 		for i, l := range lanes {
 			evs, e := l.sub.take()
 			ended = ended || e
 			for _, ev := range evs {
 				if ev.Type == standbyMarker {
 					pending[i]++
+					read = true
 					continue
 				}
 				s.w.note(ev)
+				changedAt = now
+				if staleSince.IsZero() {
+					staleSince = now
+				}
 			}
 		}
 		if ended {
@@ -152,7 +182,8 @@ func (s *standby) run() {
 			lanes = nil
 			continue
 		}
-		if s.w.dirty() {
+		due := read || now.Sub(changedAt) >= standbyQuiet || now.Sub(staleSince) >= standbyMaxLag
+		if s.w.dirty() && due {
 			conns := make([]*zk.Conn, len(lanes))
 			for i, l := range lanes {
 				conns[i] = l.zs.conn
@@ -174,14 +205,21 @@ func (s *standby) run() {
 				continue
 			}
 		}
-		if !s.w.dirty() {
+		var wake <-chan time.Time
+		if s.w.dirty() {
+			timer.Reset(time.Until(earliest(changedAt.Add(standbyQuiet), staleSince.Add(standbyMaxLag))))
+			wake = timer.C
+		} else {
+			staleSince, read = time.Time{}, false
 			s.answer(lanes, pending)
 		}
 		select {
 		case <-notify:
+		case <-wake:
 		case <-ctx.Done():
 			return
 		}
+		timer.Stop()
 	}
 }
 
@@ -361,6 +399,14 @@ func (s *standby) load(ctx context.Context) (*coord.Metadata, bool) {
 			return nil, false
 		}
 	}
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // sameLanes reports whether a and b are the same lanes (not a new set).
