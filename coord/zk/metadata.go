@@ -403,20 +403,7 @@ func (b *Backend) openLoaders(n int) ([]*zk.Conn, func()) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout/2)
 	defer cancel()
-	errs := make([]error, len(zss))
-	var wg sync.WaitGroup
-	for i, zs := range zss {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = zs.call(ctx, "load", func(c *zk.Conn) error {
-				_, err := c.Sync(b.topicsPath())
-				return err
-			})
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil || len(zss) < n {
+	if err := b.syncAll(ctx, "load", zss); err != nil || len(zss) < n {
 		b.log.Debug("loader sessions not opened; loading on the backend's session", "error", err)
 		release()
 		return nil, nil
@@ -426,6 +413,26 @@ func (b *Backend) openLoaders(n int) ([]*zk.Conn, func()) {
 		conns[i] = zs.conn
 	}
 	return conns, release
+}
+
+// syncAll syncs each of zss with the ZooKeeper leader, all at once, once
+// each has its session and is authenticated; it returns their errors
+// joined.
+func (b *Backend) syncAll(ctx context.Context, key string, zss []*zsession) error {
+	errs := make([]error, len(zss))
+	var wg sync.WaitGroup
+	for i, zs := range zss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = zs.call(ctx, key, func(c *zk.Conn) error {
+				_, err := c.Sync(b.topicsPath())
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // zop is one ZooKeeper operation of a Commit, with what its failure means

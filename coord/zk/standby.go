@@ -2,7 +2,6 @@ package zk
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -249,20 +248,7 @@ func (s *standby) open(ctx context.Context, notify chan struct{}) ([]*standbyLan
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	errs := make([]error, len(lanes))
-	var wg sync.WaitGroup
-	for i, l := range lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = l.zs.call(ctx, "standby metadata", func(c *zk.Conn) error {
-				_, err := c.Sync(b.topicsPath())
-				return err
-			})
-		}()
-	}
-	wg.Wait()
-	err := errors.Join(errs...)
+	err := b.syncAll(ctx, "standby metadata", laneSessions(lanes))
 	for _, l := range lanes {
 		if err != nil {
 			break
@@ -277,6 +263,15 @@ func (s *standby) open(ctx context.Context, notify chan struct{}) ([]*standbyLan
 		return nil, err
 	}
 	return lanes, nil
+}
+
+// laneSessions returns the sessions of lanes.
+func laneSessions(lanes []*standbyLane) []*zsession {
+	zss := make([]*zsession, len(lanes))
+	for i, l := range lanes {
+		zss[i] = l.zs
+	}
+	return zss
 }
 
 // closeLanes ends and closes lanes' sessions.
@@ -345,20 +340,7 @@ func (s *standby) load(ctx context.Context) (*coord.Metadata, bool) {
 	if lanes == nil {
 		return nil, false
 	}
-	errs := make([]error, len(lanes))
-	var wg sync.WaitGroup
-	for i, l := range lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = l.zs.call(wctx, "standby barrier", func(c *zk.Conn) error {
-				_, err := c.Sync(s.b.topicsPath())
-				return err
-			})
-		}()
-	}
-	wg.Wait()
-	if errors.Join(errs...) != nil {
+	if s.b.syncAll(wctx, "standby barrier", laneSessions(lanes)) != nil {
 		return nil, false
 	}
 	s.mu.Lock()
