@@ -231,6 +231,12 @@ type Config struct {
 	// partition (replica.fetch.max.bytes; the first batch is returned
 	// whole even if larger). Default 1048576; at least 1.
 	ReplicaFetchMaxBytes int32
+	// NumReplicaFetchers is how many fetchers this broker runs per
+	// leader it follows (num.replica.fetchers): each fetches its share of
+	// the partitions, hashed as Kafka hashes them, over a connection and
+	// fetch session of its own, so one fetcher's answer is appended while
+	// another's request is at the leader. Default 1; 1..64.
+	NumReplicaFetchers int32
 	// ReplicaFetchBackoff is how long a follower waits after a failed
 	// fetch before trying again (replica.fetch.backoff.ms). Default 200
 	// ms (Kafka: 1000), so followers find a new leader quickly; at least
@@ -364,6 +370,7 @@ func DefaultConfig() Config {
 		ReplicationTruncation:                  "epoch",
 		ReplicaFetchWaitMax:                    500 * time.Millisecond,
 		ReplicaFetchMinBytes:                   1,
+		NumReplicaFetchers:                     1,
 		ReplicaFetchMaxBytes:                   1 << 20,
 		ReplicaFetchBackoff:                    200 * time.Millisecond,
 		ReplicationQuotaWindowNum:              11,
@@ -643,6 +650,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReplicaFetchMaxBytes < 1 {
 		return fmt.Errorf("replica.fetch.max.bytes %d: must be between 1 and 2147483647", c.ReplicaFetchMaxBytes)
+	}
+	if c.NumReplicaFetchers < 1 || c.NumReplicaFetchers > maxReplicaFetchers {
+		return fmt.Errorf("num.replica.fetchers %d: must be between 1 and %d", c.NumReplicaFetchers, maxReplicaFetchers)
 	}
 	if c.ReplicaFetchBackoff < time.Millisecond {
 		return fmt.Errorf("replica.fetch.backoff.ms %d: must be at least 1", c.ReplicaFetchBackoff.Milliseconds())
@@ -1016,6 +1026,7 @@ var brokerKeys = map[string]configKey{
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaFetchWaitMax, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ReplicaFetchWaitMax.Milliseconds(), 10) },
 	},
+	"num.replica.fetchers": int32Key(func(c *Config) *int32 { return &c.NumReplicaFetchers }),
 	"replica.fetch.min.bytes": {
 		set: func(c *Config, k, v string) error { return setInt32(&c.ReplicaFetchMinBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.ReplicaFetchMinBytes)) },
@@ -1161,7 +1172,6 @@ var coordSensitiveKeys = map[string]bool{
 var kafkaOnlyKeys = map[string]bool{
 	"num.network.threads":                      true,
 	"num.io.threads":                           true,
-	"num.replica.fetchers":                     true,
 	"num.recovery.threads.per.data.dir":        true,
 	"background.threads":                       true,
 	"queued.max.requests":                      true,

@@ -24,6 +24,8 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 		{"max.connections", "0", false},
 		{"log.open.files.max", "0", false},
 		{"log.open.files.max", "many", true},
+		{"num.replica.fetchers", "0", false},
+		{"num.replica.fetchers", "65", false},
 		{"max.connections.per.ip", "-1", false},
 		{"max.connections.per.ip.overrides", "localhost:3", true},
 		{"max.connections.per.ip.overrides", "127.0.0.1:many", true},

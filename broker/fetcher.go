@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,16 +20,17 @@ import (
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
-// fetcherManager runs one fetcher per leader this broker follows: each is
-// one goroutine with one connection that fetches every partition it
-// follows from that leader in one long-polling Fetch request (replica id
-// set), as Kafka's replica fetcher threads do with
-// num.replica.fetchers=1.
+// fetcherManager runs num.replica.fetchers fetchers per leader this
+// broker follows, as Kafka's replica fetcher threads: each is one
+// goroutine with one connection and fetch session that fetches its share
+// of the partitions this broker follows from that leader in one
+// long-polling Fetch request (replica id set). A partition's fetcher is
+// the one Kafka's formula picks (fetcherID).
 type fetcherManager struct {
 	b *Broker
 
 	mu          sync.Mutex
-	fetchers    map[coord.BrokerID]*fetcher
+	fetchers    map[fetcherKey]*fetcher
 	byPartition map[*partition]*fetcher
 	// addrs are the leaders' addresses from the latest LeaderAndIsr
 	// (its live leaders), fresher than the metadata cache.
@@ -41,8 +44,38 @@ type fetcherManager struct {
 	touched map[*fetcher]bool
 }
 
+// maxReplicaFetchers bounds num.replica.fetchers: each fetcher holds a
+// connection and a fetch session on its leader.
+const maxReplicaFetchers = 64
+
+// fetcherKey names one fetcher: its leader and its number among the
+// leader's num.replica.fetchers.
+type fetcherKey struct {
+	leader coord.BrokerID
+	id     int32
+}
+
+// fetcherID is the fetcher of n that fetches tp, by Kafka's formula
+// (AbstractFetcherManager.getFetcherId): the absolute value of 31 times
+// the topic's Java hash code plus the partition, modulo n. A broker
+// applying the same num.replica.fetchers spreads partitions as Kafka's
+// does.
+func fetcherID(topic string, partition, n int32) int32 {
+	var h int32
+	for _, c := range utf16.Encode([]rune(topic)) {
+		h = 31*h + int32(c)
+	}
+	v := 31*h + partition
+	if v == math.MinInt32 {
+		v = 0 // Kafka's Utils.abs
+	} else if v < 0 {
+		v = -v
+	}
+	return v % n
+}
+
 func newFetcherManager(b *Broker) *fetcherManager {
-	return &fetcherManager{b: b, fetchers: map[coord.BrokerID]*fetcher{}, byPartition: map[*partition]*fetcher{},
+	return &fetcherManager{b: b, fetchers: map[fetcherKey]*fetcher{}, byPartition: map[*partition]*fetcher{},
 		addrs: map[coord.BrokerID]string{}, touched: map[*fetcher]bool{}}
 }
 
@@ -73,10 +106,12 @@ func (m *fetcherManager) pokeLocked(f *fetcher) {
 	f.poke()
 }
 
-// fetcher fetches from one leader.
+// fetcher fetches from one leader its share of the partitions.
 type fetcher struct {
 	m      *fetcherManager
 	leader coord.BrokerID
+	// id is the fetcher's number among the leader's fetchers.
+	id     int32
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -165,12 +200,13 @@ func (m *fetcherManager) assign(p *partition, leader coord.BrokerID, leaderEpoch
 		return
 	}
 	m.detachLocked(p)
-	f := m.fetchers[leader]
+	key := fetcherKey{leader: leader, id: fetcherID(p.topic, p.index, m.b.cfg.NumReplicaFetchers)}
+	f := m.fetchers[key]
 	if f == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		f = &fetcher{m: m, leader: leader, ctx: ctx, cancel: cancel, parts: map[*partition]*fetchPartition{},
+		f = &fetcher{m: m, leader: leader, id: key.id, ctx: ctx, cancel: cancel, parts: map[*partition]*fetchPartition{},
 			byTP: map[coord.TopicPartition]*fetchPartition{}, changed: make(chan struct{}, 1)}
-		m.fetchers[leader] = f
+		m.fetchers[key] = f
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -209,7 +245,7 @@ func (m *fetcherManager) detachLocked(p *partition) {
 	empty := len(f.parts) == 0
 	f.mu.Unlock()
 	if empty {
-		delete(m.fetchers, f.leader)
+		delete(m.fetchers, fetcherKey{f.leader, f.id})
 		delete(m.touched, f)
 		f.cancel()
 		return
@@ -224,7 +260,7 @@ func (m *fetcherManager) close() {
 	for _, f := range m.fetchers {
 		f.cancel()
 	}
-	m.fetchers = map[coord.BrokerID]*fetcher{}
+	m.fetchers = map[fetcherKey]*fetcher{}
 	m.byPartition = map[*partition]*fetcher{}
 	m.mu.Unlock()
 	m.wg.Wait()
@@ -246,7 +282,7 @@ func (f *fetcher) poke() {
 // run fetches until the fetcher is stopped.
 func (f *fetcher) run() {
 	b := f.m.b
-	log := b.logger.With("leader", f.leader)
+	log := b.logger.With("leader", f.leader, "fetcher", f.id)
 	var cl *kgo.Client
 	defer func() {
 		if cl != nil {

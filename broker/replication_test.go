@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // TestAcksAllReplicatesToEveryISRMember runs three in-process brokers: a
@@ -190,5 +192,81 @@ func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
 	}
 	if got := leader.partitionFor(topic, 0).log.EndOffset(); got != end {
 		t.Fatalf("leader log end %d after a refused acks=all produce, want %d", got, end)
+	}
+}
+
+// TestFetcherIDIsKafkas checks the partition-to-fetcher hash against
+// values a Kafka broker computes: "hello".hashCode() is 99162322 in Java,
+// and Utils.abs(31*h + partition) % 3 gives 0, 2, 1, 0.
+func TestFetcherIDIsKafkas(t *testing.T) {
+	for partition, want := range []int32{0, 2, 1, 0} {
+		if got := fetcherID("hello", int32(partition), 3); got != want {
+			t.Errorf("fetcherID(hello, %d, 3) = %d, want %d", partition, got, want)
+		}
+	}
+	if got := fetcherID("hello", 7, 1); got != 0 {
+		t.Errorf("fetcherID(hello, 7, 1) = %d, want 0", got)
+	}
+}
+
+// TestNumReplicaFetchersShareTheLeader runs three brokers with
+// num.replica.fetchers=2: a follower fetches a leader's partitions over
+// both fetchers, each partition from the one Kafka's hash names, and
+// acks=all writes to every partition are acknowledged with the full ISR.
+// (With as many fetchers as brokers, Kafka's hash and the round-robin
+// assignment of leaders would give each leader's partitions one fetcher,
+// on Kafka as here.)
+func TestNumReplicaFetchersShareTheLeader(t *testing.T) {
+	brokers := startRaftClusterWith(t, 3, func(c *Config) {
+		c.NumReplicaFetchers = 2
+		c.ReplicaLagTimeMax = 10 * time.Second
+	})
+	ctx := testContext(t, 2*time.Minute)
+	seeds := make([]string, len(brokers))
+	for i, b := range brokers {
+		seeds[i] = b.Addr().String()
+	}
+	const topic, partitions = "shared", 12
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	waitFor(t, ctx, "topic created", func() bool {
+		resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
+		return err == nil && resp.Err == nil
+	})
+	for p := range int32(partitions) {
+		r := &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce to partition %d: %v", p, err)
+		}
+	}
+	for _, b := range brokers {
+		b.fetchers.mu.Lock()
+		ids := map[coord.BrokerID]map[int32]bool{}
+		for p, f := range b.fetchers.byPartition {
+			if want := fetcherID(p.topic, p.index, 2); f.id != want {
+				t.Errorf("broker %d fetches %s from fetcher %d, want %d", b.ID(), p.name(), f.id, want)
+			}
+			if ids[f.leader] == nil {
+				ids[f.leader] = map[int32]bool{}
+			}
+			ids[f.leader][f.id] = true
+		}
+		b.fetchers.mu.Unlock()
+		for leader, set := range ids {
+			if len(set) < 2 {
+				t.Errorf("broker %d fetches from leader %d over fetchers %v, want several", b.ID(), leader, set)
+			}
+		}
+	}
+	_, _, parts := metadataOf(t, brokers[0], topic)
+	for _, p := range parts {
+		if len(p.isr) != 3 {
+			t.Fatalf("partition %+v after acks=all writes: want an ISR of 3", p)
+		}
 	}
 }
