@@ -562,6 +562,63 @@ func TestCommitRefusesTopicTooLargeForZooKeeper(t *testing.T) {
 	if err := b.Commit(ctx, term, create("wide", 10000)); err != nil {
 		t.Fatalf("commit of a 10 000-partition topic: %v", err)
 	}
+	// A failover's worth of partition states, ten multis in flight
+	// together: every one lands.
+	var moves []coord.Op
+	for p := range int32(10000) {
+		moves = append(moves, coord.SetPartition{ExpectedEpoch: 0, State: coord.PartitionState{Topic: "wide", Partition: p,
+			Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []coord.BrokerID{2, 3}, ControllerEpoch: term.Epoch()}})
+	}
+	if err := b.Commit(ctx, term, moves...); err != nil {
+		t.Fatalf("commit of 10 000 partition states: %v", err)
+	}
+	md, err := open(t, s.Addr()+root, 6*time.Second, nil).Load(ctx)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	for p := range int32(10000) {
+		if st := md.Partitions[coord.TopicPartition{Topic: "wide", Partition: p}]; st.Leader != 2 || st.PartitionEpoch != 1 {
+			t.Fatalf("wide-%d after the commit: %+v, want leader 2 at partition epoch 1", p, st)
+		}
+	}
+}
+
+// TestCommitWavesKeepZooKeepersOrder: a Commit's multis go out together
+// only where their order cannot matter. A new topic's first chunk (its
+// znode, config and partitions directory) goes alone, before the chunks
+// of its partitions, which go together; a topic's config change goes
+// alone, after the states before it; a chunk touching a partition an
+// earlier chunk of its wave touches starts the next wave.
+func TestCommitWavesKeepZooKeepersOrder(t *testing.T) {
+	s := server(t)
+	b := open(t, s.Addr()+chroot(), 6*time.Second, nil)
+	topic := coord.Topic{Name: "t", ID: [16]byte{1}}
+	var states []coord.PartitionState
+	var moves []coord.Op
+	for p := range int32(3000) {
+		topic.Assignment = append(topic.Assignment, []coord.BrokerID{1, 2, 3})
+		st := coord.PartitionState{Topic: "t", Partition: p, Leader: 1, ISR: []coord.BrokerID{1, 2, 3}}
+		states = append(states, st)
+		moves = append(moves, coord.SetPartition{ExpectedEpoch: 0, State: st})
+	}
+	for _, c := range []struct {
+		name string
+		ops  []coord.Op
+		want [][]int
+	}{
+		{"create topic", []coord.Op{coord.CreateTopic{Topic: topic, States: states}}, [][]int{{0}, {1, 2, 3, 4, 5, 6}}},
+		{"partition states", moves, [][]int{{0, 1, 2, 3}}},
+		{"a partition twice", append(slices.Clone(moves[:1996]), moves[0]), [][]int{{0, 1}, {2}}},
+		{"topic config after states", append(slices.Clone(moves[:1996]), append([]coord.Op{coord.SetTopic{Topic: topic}}, moves[1996:2500]...)...), [][]int{{0, 1}, {2}}},
+	} {
+		waves, chunks, err := zk.CommitWaves(b, c.ops...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !slices.EqualFunc(waves, c.want, slices.Equal) {
+			t.Errorf("%s: %d chunks in waves %v, want %v", c.name, chunks, waves, c.want)
+		}
+	}
 }
 
 // controllerTerm registers broker id (127.0.0.1:9092) on b and wins the

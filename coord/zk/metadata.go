@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/tripodmq/tripod/coord"
+	bounded "github.com/tripodmq/tripod/internal/parallel"
 	"github.com/tripodmq/tripod/internal/statejson"
 )
 
@@ -495,18 +497,100 @@ func (b *Backend) Commit(ctx context.Context, ct coord.Term, ops ...coord.Op) er
 		}
 	}
 	chunks := chunkUnits(units)
-	for i, chunk := range chunks {
+	for _, wave := range b.commitWaves(chunks) {
 		if t.ctx.Err() != nil {
-			return fmt.Errorf("%w: commit of controller epoch %d: term ended before chunk %d of %d", coord.ErrFenced, t.epoch, i+1, len(chunks))
+			return fmt.Errorf("%w: commit of controller epoch %d: term ended before chunk %d of %d", coord.ErrFenced, t.epoch, wave[0]+1, len(chunks))
 		}
-		if err := b.commitChunk(ctx, t, chunk); err != nil {
-			if len(chunks) > 1 {
-				return fmt.Errorf("chunk %d of %d: %w", i+1, len(chunks), err)
+		err := bounded.FirstError(len(wave), commitParallel, func(i int) error {
+			err := b.commitChunk(ctx, t, chunks[wave[i]])
+			if err != nil && len(chunks) > 1 {
+				return fmt.Errorf("chunk %d of %d: %w", wave[i]+1, len(chunks), err)
 			}
+			return err
+		})
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// commitParallel is how many multis of a Commit are in flight at once on
+// the term's session. ZooKeeper applies a session's requests in the order
+// sent, and its transaction log syncs the ones queued together at once,
+// so a failover's 10 000 partition states (ten multis) no longer wait
+// for ten round trips and ten log syncs one after the other.
+const commitParallel = 8
+
+// commitWaves groups the chunks, in order, into waves (indexes into
+// chunks) whose chunks may be applied in any order: chunks of partition
+// znodes (a partition's directory and its state) that share no partition.
+// A chunk that writes a topic's own znodes (its assignment, config or
+// partitions directory) or deletes anything is a wave of its own: a new
+// topic's partitions are created under the directory its first chunk
+// creates, and a deleted topic's znodes go after its partitions'.
+func (b *Backend) commitWaves(chunks [][]zop) [][]int {
+	var waves [][]int
+	var cur []int
+	touched := map[string]bool{}
+	flush := func() {
+		if len(cur) > 0 {
+			waves = append(waves, cur)
+		}
+		cur = nil
+		clear(touched)
+	}
+	for i, chunk := range chunks {
+		alone, conflict := false, false
+		keys := make([]string, 0, len(chunk))
+		for _, op := range chunk {
+			key, ok := b.partitionKey(op.req)
+			if !ok {
+				alone = true
+				break
+			}
+			conflict = conflict || touched[key]
+			keys = append(keys, key)
+		}
+		if alone || conflict {
+			flush()
+		}
+		cur = append(cur, i)
+		if alone {
+			flush()
+			continue
+		}
+		for _, k := range keys {
+			touched[k] = true
+		}
+	}
+	flush()
+	return waves
+}
+
+// partitionKey names the partition ("topic/3") whose directory or state
+// req creates or sets; ok is false for any other operation.
+func (b *Backend) partitionKey(req any) (key string, ok bool) {
+	var path string
+	switch r := req.(type) {
+	case *zk.CreateRequest:
+		path = r.Path
+	case *zk.SetDataRequest:
+		path = r.Path
+	default:
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(path, b.path("/brokers/topics/"))
+	if !ok {
+		return "", false
+	}
+	// topic/partitions/N or topic/partitions/N/state: topic names hold
+	// no slash.
+	parts := strings.Split(rest, "/")
+	if len(parts) < 3 || len(parts) > 4 || parts[1] != "partitions" || (len(parts) == 4 && parts[3] != "state") {
+		return "", false
+	}
+	return parts[0] + "/" + parts[2], true
 }
 
 func (b *Backend) commitChunk(ctx context.Context, t *term, chunk []zop) error {
