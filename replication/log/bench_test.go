@@ -67,6 +67,27 @@ func BenchmarkRead(b *testing.B) {
 	b.SetBytes(total / int64(b.N))
 }
 
+// BenchmarkReadTail reads the last batch of a log of 100-byte batches,
+// as a caught-up follower's fetch does after each append: one read per
+// partition per round, tens of thousands a second at 10 000 partitions.
+func BenchmarkReadTail(b *testing.B) {
+	l := openTestLog(b, b.TempDir(), benchConfig())
+	batch := newBatch(b, 1, 100, 0)
+	for range 10000 {
+		if _, err := l.Append(batch, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tail := l.EndOffset() - 1
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := l.Read(tail, 1<<20); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // lastBatchSize is the size of the last batch in data.
 func lastBatchSize(data []byte) int {
 	var pos, size int

@@ -802,9 +802,14 @@ func (l *Log) read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 	var out []byte
 	for i := l.segmentFor(offset); i < len(l.segments); i++ {
 		s := l.segments[i]
-		pos, _, ok, err := s.find(offset)
-		if err != nil {
-			return nil, fmt.Errorf("read offset %d: %w", offset, err)
+		// A read at the tail starts at the last batch; others scan
+		// from the offset index's hint.
+		pos, ok := s.tail.lastPos, true
+		var err error
+		if t := s.tail; !t.hasLast || offset < t.lastBase || offset >= t.nextOffset {
+			if pos, _, ok, err = s.find(offset); err != nil {
+				return nil, fmt.Errorf("read offset %d: %w", offset, err)
+			}
 		}
 		if !ok {
 			continue

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -1366,4 +1367,45 @@ func TestIdleLogHasOneSegmentFile(t *testing.T) {
 	if got := readAllFrom(t, l, 0); len(got) != 1 {
 		t.Fatalf("reopened log: %d batches, want 1", len(got))
 	}
+}
+
+// TestReadAtTheTail reads every offset of the last batch, the one a
+// caught-up follower asks for, after appends, after a truncation and
+// after a reopen, and gets the batch holding it.
+func TestReadAtTheTail(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, testConfig())
+	check := func(when string) {
+		t.Helper()
+		end := l.EndOffset()
+		all := readAllFrom(t, l, l.StartOffset())
+		last := all[len(all)-1]
+		for off := last.baseOffset; off < end; off++ {
+			b, err := l.Read(off, 1<<20)
+			if err != nil {
+				t.Fatalf("%s: Read(%d): %v", when, off, err)
+			}
+			got := decodeBatches(t, b)
+			if len(got) != 1 || got[0].baseOffset != last.baseOffset || !bytes.Equal(got[0].raw, last.raw) {
+				t.Fatalf("%s: Read(%d) = %d batches from %v, want the last batch at %d", when, off, len(got), got, last.baseOffset)
+			}
+		}
+	}
+	for i := range 20 {
+		mustAppend(t, l, newBatch(t, 1+i%3, 50, int64(i)))
+		check(fmt.Sprintf("after append %d", i))
+	}
+	if err := l.TruncateTo(l.EndOffset() - 4); err != nil {
+		t.Fatalf("truncate: %v", err)
+	}
+	check("after a truncation")
+	mustAppend(t, l, newBatch(t, 2, 50, 100))
+	check("after an append past the truncation")
+	if err := l.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	l = openTestLog(t, dir, testConfig())
+	check("after a reopen")
+	mustAppend(t, l, newBatch(t, 3, 50, 200))
+	check("after an append past the reopen")
 }

@@ -69,6 +69,12 @@ type segmentTail struct {
 	// lastIndexedTimestamp is the timestamp of the last time-index entry,
 	// -1 when there is none.
 	lastIndexedTimestamp int64
+	// hasLast says lastPos and lastBase are the position and base offset
+	// of the segment's last batch, known once a batch was added to the
+	// tail (not after an Open that trusted the index files): a read at
+	// the tail, a caught-up follower's, starts there without a scan.
+	hasLast           bool
+	lastPos, lastBase int64
 }
 
 // add advances the tail over the batch h written at t.size, as Kafka's
@@ -89,6 +95,7 @@ func (t *segmentTail) add(h batchHeader, base, interval int64) (oe offsetEntry, 
 		t.bytesSinceIndex = 0
 	}
 	t.bytesSinceIndex += h.size
+	t.hasLast, t.lastPos, t.lastBase = true, t.size, h.baseOffset
 	t.size += h.size
 	t.nextOffset = h.nextOffset()
 	return oe, hasOffset, te, hasTime
