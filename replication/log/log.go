@@ -41,6 +41,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -711,6 +712,9 @@ func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offse
 		s.log.Truncate(at)
 		return fmt.Errorf("write segment %d at byte %d: %w", s.baseOffset, at, err)
 	}
+	if last := data[tail.lastPos-at:]; tail.hasLast && len(last) <= tailCacheBytes {
+		tail.lastBytes = slices.Clone(last)
+	}
 	l.mu.Lock()
 	s.tail = tail
 	s.offsets = append(s.offsets, offsets...)
@@ -802,11 +806,19 @@ func (l *Log) read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 	var out []byte
 	for i := l.segmentFor(offset); i < len(l.segments); i++ {
 		s := l.segments[i]
-		// A read at the tail starts at the last batch; others scan
-		// from the offset index's hint.
-		pos, ok := s.tail.lastPos, true
+		// A read at the tail starts at the last batch, kept in memory
+		// when small; others scan from the offset index's hint.
+		t := s.tail
+		atTail := t.hasLast && offset >= t.lastBase && offset < t.nextOffset
+		if atTail && t.lastBytes != nil && len(out) == 0 {
+			if t.nextOffset > limit {
+				return nil, nil // the batch ends beyond what may be read
+			}
+			return slices.Clone(t.lastBytes), nil
+		}
+		pos, ok := t.lastPos, true
 		var err error
-		if t := s.tail; !t.hasLast || offset < t.lastBase || offset >= t.nextOffset {
+		if !atTail {
 			if pos, _, ok, err = s.find(offset); err != nil {
 				return nil, fmt.Errorf("read offset %d: %w", offset, err)
 			}

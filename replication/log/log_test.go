@@ -1370,8 +1370,9 @@ func TestIdleLogHasOneSegmentFile(t *testing.T) {
 }
 
 // TestReadAtTheTail reads every offset of the last batch, the one a
-// caught-up follower asks for, after appends, after a truncation and
-// after a reopen, and gets the batch holding it.
+// caught-up follower asks for, after appends (of one batch or two), after
+// a truncation and after a reopen, and gets the batch holding it as the
+// file has it; a read bounded below that batch's end gets nothing.
 func TestReadAtTheTail(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestLog(t, dir, testConfig())
@@ -1389,10 +1390,17 @@ func TestReadAtTheTail(t *testing.T) {
 			if len(got) != 1 || got[0].baseOffset != last.baseOffset || !bytes.Equal(got[0].raw, last.raw) {
 				t.Fatalf("%s: Read(%d) = %d batches from %v, want the last batch at %d", when, off, len(got), got, last.baseOffset)
 			}
+			if b, err := l.ReadUpTo(off, 1<<20, end-1); err != nil || len(b) != 0 {
+				t.Fatalf("%s: ReadUpTo(%d, up to %d) = %d bytes, %v; want none", when, off, end-1, len(b), err)
+			}
 		}
 	}
 	for i := range 20 {
-		mustAppend(t, l, newBatch(t, 1+i%3, 50, int64(i)))
+		records := newBatch(t, 1+i%3, 50, int64(i))
+		if i%4 == 3 { // two batches in one append
+			records = append(records, newBatch(t, 2, 40, int64(i))...)
+		}
+		mustAppend(t, l, records)
 		check(fmt.Sprintf("after append %d", i))
 	}
 	if err := l.TruncateTo(l.EndOffset() - 4); err != nil {

@@ -75,7 +75,16 @@ type segmentTail struct {
 	// the tail, a caught-up follower's, starts there without a scan.
 	hasLast           bool
 	lastPos, lastBase int64
+	// lastBytes is a copy of the last batch when it was appended through
+	// this process and is at most tailCacheBytes (nil otherwise): a read
+	// of it, one per partition per round of a caught-up follower's
+	// fetches, needs no read from the file.
+	lastBytes []byte
 }
+
+// tailCacheBytes bounds the last batch a segment keeps in memory: an idle
+// partition holds at most this much for it.
+const tailCacheBytes = 1024
 
 // add advances the tail over the batch h written at t.size, as Kafka's
 // LogSegment.append does: when more than interval bytes were appended since
@@ -95,7 +104,7 @@ func (t *segmentTail) add(h batchHeader, base, interval int64) (oe offsetEntry, 
 		t.bytesSinceIndex = 0
 	}
 	t.bytesSinceIndex += h.size
-	t.hasLast, t.lastPos, t.lastBase = true, t.size, h.baseOffset
+	t.hasLast, t.lastPos, t.lastBase, t.lastBytes = true, t.size, h.baseOffset, nil
 	t.size += h.size
 	t.nextOffset = h.nextOffset()
 	return oe, hasOffset, te, hasTime
