@@ -61,6 +61,9 @@ type fetcherKey struct {
 // applying the same num.replica.fetchers spreads partitions as Kafka's
 // does.
 func fetcherID(topic string, partition, n int32) int32 {
+	if n == 1 {
+		return 0 // the default: no hash on a LeaderAndIsr's path
+	}
 	var h int32
 	for _, c := range utf16.Encode([]rune(topic)) {
 		h = 31*h + int32(c)

@@ -712,8 +712,8 @@ func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offse
 		s.log.Truncate(at)
 		return fmt.Errorf("write segment %d at byte %d: %w", s.baseOffset, at, err)
 	}
-	if last := data[tail.lastPos-at:]; tail.hasLast && len(last) <= tailCacheBytes {
-		tail.lastBytes = slices.Clone(last)
+	if last := tail.size - tail.lastPos; tail.hasLast && last <= tailCacheBytes {
+		tail.lastBytes = slices.Clone(data[len(data)-int(last):])
 	}
 	l.mu.Lock()
 	s.tail = tail
