@@ -2,8 +2,9 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"os"
-	"path/filepath"
+	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
@@ -11,15 +12,26 @@ import (
 	"time"
 )
 
-// fakeServe stands in for `tripod serve` in the process-control test: it
-// exits 0 on SIGTERM, as a broker's controlled shutdown does, and
-// otherwise runs until killed. It says when its trap is set: a SIGTERM
-// before that kills the shell instead.
-const fakeServe = `#!/bin/sh
-trap 'exit 0' TERM
-echo "fake serve ready"
-while :; do sleep 0.05; done
-`
+// fakeServeEnv, when set, makes the test binary stand in for `tripod
+// serve` in the process-control test: it exits 0 on SIGTERM, as a
+// broker's controlled shutdown does, and otherwise runs until killed. It
+// says when its handler is set: a SIGTERM before that kills it instead.
+// It is a Go process with several threads, as a broker is, and it forks
+// nothing: a shell that runs sleep in a loop can be stopped between vfork
+// and exec, and then its parent waits for a child that never runs and is
+// never seen as stopped.
+const fakeServeEnv = "TRIPOD_CLUSTER_FAKE_SERVE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeServeEnv) != "" {
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		fmt.Println("fake serve ready")
+		<-term
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 // waitReady waits until b's fake serve has printed that its trap is set,
 // count times in its log (once per start).
@@ -38,10 +50,11 @@ func waitReady(t *testing.T, b *Broker, count int) {
 // processes, and the flags each broker gets, without a real broker.
 func TestBrokerProcessControl(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "serve.sh")
-	if err := os.WriteFile(bin, []byte(fakeServe), 0o755); err != nil {
+	bin, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv(fakeServeEnv, "1")
 	cfg := DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Brokers = bin, dir, 2
 	cfg.Sets = []string{"auto.leader.rebalance.enable=true"}
