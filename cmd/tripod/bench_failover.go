@@ -75,6 +75,7 @@ type benchFailoverOptions struct {
 	produceParts   int
 	sets           []string
 	clientBackoff  time.Duration
+	brokerProcs    int
 	pollInterval   time.Duration
 	recoverTimeout time.Duration
 	isrTimeout     time.Duration
@@ -148,6 +149,7 @@ stderr.`,
 	f.Float64Var(&opts.rate, "rate", 20, "records/s the producer writes to each partition (the resolution of the ack times is 1/rate)")
 	f.IntVar(&opts.produceParts, "produce-partitions", 0, "write only to the first N partitions (0: all); the others' failover is when a live broker's Metadata names their new leader")
 	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
+	f.IntVar(&opts.brokerProcs, "broker-gomaxprocs", 0, brokerGoMaxProcsUsage)
 	f.DurationVar(&opts.clientBackoff, "client-backoff", 100*time.Millisecond, "the producer's retry backoff and metadata min age (Kafka's retry.backoff.ms)")
 	f.DurationVar(&opts.pollInterval, "poll-interval", 10*time.Millisecond, "how often each live broker's Metadata is read after a kill")
 	f.DurationVar(&opts.recoverTimeout, "recover-timeout", time.Minute, "how long after a kill every affected partition may take to acknowledge a write again")
@@ -223,6 +225,9 @@ func (o *benchFailoverOptions) validate() error {
 	if o.rate <= 0 || o.rate > 1000 {
 		return fmt.Errorf("--rate %v: must be above 0 and at most 1000 records/s per partition", o.rate)
 	}
+	if err := validateBrokerGoMaxProcs(o.brokerProcs); err != nil {
+		return err
+	}
 	if o.clientBackoff < time.Millisecond || o.clientBackoff > time.Minute {
 		return fmt.Errorf("--client-backoff %v: must be between 1ms and 1m", o.clientBackoff)
 	}
@@ -281,6 +286,7 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 		SessionTimeoutMs: float64(opts.sessionTimeout.Milliseconds()),
 		RatePerPartition: opts.rate,
 		ClientBackoffMs:  float64(opts.clientBackoff.Milliseconds()),
+		BrokerGoMaxProcs: brokerGoMaxProcs(opts.brokerProcs),
 		Sets:             opts.sets,
 	}
 	prog := &progressLine{w: errOut, total: len(opts.coords) * len(opts.partitions) * len(opts.runCases) * opts.runs}
@@ -327,8 +333,8 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 			minISR = "min.insync.replicas not set (the brokers rejected it)"
 		}
 	}
-	fmt.Fprintf(out, "session timeout %v, %g records/s per partition, acks=all, RF %d, %s; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
-		opts.sessionTimeout, opts.rate, failoverBrokers, minISR, report.WallSeconds)
+	fmt.Fprintf(out, "session timeout %v, %g records/s per partition, acks=all, RF %d, %s, brokers' GOMAXPROCS %d; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
+		opts.sessionTimeout, opts.rate, failoverBrokers, minISR, report.BrokerGoMaxProcs, report.WallSeconds)
 	for _, s := range report.Series {
 		if s.TopicReadyMs > 0 {
 			what := "every leader acknowledged an acks=all write"
@@ -518,6 +524,7 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, failoverBrokers
 	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.sessionTimeout, opts.sets, opts.logLevel
+	cfg.GoMaxProcs = opts.brokerProcs
 	if slices.Contains(opts.kinds, "cut") && s.Backend != "raft" {
 		cfg.Proxies, cfg.CoordProxies = true, true
 	}

@@ -26,6 +26,8 @@ type failoverReport struct {
 	RatePerPartition float64 `json:"rate_per_partition"`
 	// ClientBackoffMs is the producer's retry backoff and metadata min age.
 	ClientBackoffMs float64 `json:"client_backoff_ms"`
+	// BrokerGoMaxProcs is every broker's GOMAXPROCS.
+	BrokerGoMaxProcs int `json:"broker_gomaxprocs"`
 	// Sets are the extra broker properties of every broker.
 	Sets []string `json:"sets,omitempty"`
 	// Series holds one entry per backend and partition count.

@@ -47,6 +47,8 @@ type benchProduceOptions struct {
 	linger      time.Duration
 	batchBytes  int
 	maxInFlight int
+	// brokerProcs is --broker-gomaxprocs.
+	brokerProcs int
 }
 
 // produceResult is one run of `tripod bench produce`: the figures
@@ -73,6 +75,9 @@ type produceResult struct {
 	LingerMs    float64 `json:"linger_ms"`
 	BatchBytes  int     `json:"batch_size"`
 	MaxInFlight int     `json:"max_in_flight"`
+	// BrokerGoMaxProcs is the GOMAXPROCS of the brokers the benchmark
+	// started; 0 with --bootstrap, whose brokers it does not know.
+	BrokerGoMaxProcs int `json:"broker_gomaxprocs,omitempty"`
 }
 
 // newBenchProduceCmd builds `tripod bench produce`.
@@ -108,8 +113,18 @@ embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
 	f.DurationVar(&opts.timeout, "timeout", 10*time.Minute, "how long one run (topic creation and produce) may take")
 	f.DurationVar(&opts.linger, "linger", 0, "how long the producer waits to fill a batch (linger.ms); 0, kafka-producer-perf-test's default, sends at once")
 	f.IntVar(&opts.batchBytes, "batch-size", 1000012, "largest record batch in bytes (batch.size)")
+	f.IntVar(&opts.brokerProcs, "broker-gomaxprocs", 0, brokerGoMaxProcsUsage+" (without --bootstrap)")
 	f.IntVar(&opts.maxInFlight, "max-in-flight", 5, "produce requests in flight per broker (max.in.flight.requests.per.connection) of acks=1 runs; acks=all runs are idempotent, with 5")
 	return cmd
+}
+
+// startedBrokerProcs is the GOMAXPROCS of the brokers the benchmark
+// starts, 0 with --bootstrap.
+func (o *benchProduceOptions) startedBrokerProcs() int {
+	if o.bootstrap != "" {
+		return 0
+	}
+	return brokerGoMaxProcs(o.brokerProcs)
 }
 
 // validate checks the flags and names the first bad one.
@@ -151,6 +166,9 @@ func (o *benchProduceOptions) validate() error {
 		if o.bootstrap == "" && rf > o.brokers {
 			return fmt.Errorf("--replication-factor %d: more than the %d brokers of --brokers", rf, o.brokers)
 		}
+	}
+	if err := validateBrokerGoMaxProcs(o.brokerProcs); err != nil {
+		return err
 	}
 	if o.linger < 0 || o.linger > time.Minute {
 		return fmt.Errorf("--linger %v: must be between 0 and 1m", o.linger)
@@ -305,6 +323,7 @@ func startBenchCluster(ctx context.Context, opts *benchProduceOptions, out io.Wr
 
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, filepath.Join(dir, "brokers"), opts.coord, opts.brokers
+	cfg.GoMaxProcs = opts.brokerProcs
 	switch opts.coord {
 	case "zk":
 		zk, err := zkserver.Start(filepath.Join(dir, "zookeeper"), zkserver.DefaultConfig())
@@ -334,7 +353,7 @@ func startBenchCluster(ctx context.Context, opts *benchProduceOptions, out io.Wr
 	if err := c.WaitServing(ctx, time.Minute); err != nil {
 		return nil, nil, fmt.Errorf("cluster of %d brokers on %s does not serve (logs in %s): %w", opts.brokers, opts.coord, dir, err)
 	}
-	fmt.Fprintf(out, "started %d brokers on %s: %s\n", opts.brokers, opts.coord, strings.Join(c.Bootstrap(), ","))
+	fmt.Fprintf(out, "started %d brokers on %s, GOMAXPROCS %d each: %s\n", opts.brokers, opts.coord, opts.startedBrokerProcs(), strings.Join(c.Bootstrap(), ","))
 	return c.Bootstrap(), stop, nil
 }
 
@@ -451,6 +470,7 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		LingerMs:          ms(opts.linger),
 		BatchBytes:        opts.batchBytes,
 		MaxInFlight:       inFlight(acks, opts),
+		BrokerGoMaxProcs:  opts.startedBrokerProcs(),
 	}, nil
 }
 

@@ -33,7 +33,8 @@ func TestBenchProduce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	args := []string{"bench", "produce", "--coord", "raft", "--brokers", "3", "--records", "2000",
-		"--record-size", "100", "--acks", "1,all", "--replication-factor", "1,3", "--json", jsonPath}
+		"--record-size", "100", "--acks", "1,all", "--replication-factor", "1,3", "--json", jsonPath,
+		"--broker-gomaxprocs", "1"}
 	cmd := exec.CommandContext(ctx, tripodBin, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -100,6 +101,9 @@ func TestBenchProduce(t *testing.T) {
 	if !strings.Contains(string(out), "RECORDS/S") {
 		t.Errorf("no summary table in the output")
 	}
+	if !strings.Contains(string(out), "started 3 brokers on raft, GOMAXPROCS 1 each: ") {
+		t.Errorf("no line saying the 3 brokers started with GOMAXPROCS 1")
+	}
 
 	b, err := os.ReadFile(jsonPath)
 	if err != nil {
@@ -113,8 +117,8 @@ func TestBenchProduce(t *testing.T) {
 		t.Fatalf("--json holds %d runs, want 4", len(runs))
 	}
 	for _, r := range runs {
-		if r.Records != 2000 || r.RecordSize != 100 || r.RecordsPerSec <= 0 {
-			t.Errorf("--json run %+v: want 2000 records of 100 B at a rate above 0", r)
+		if r.Records != 2000 || r.RecordSize != 100 || r.RecordsPerSec <= 0 || r.BrokerGoMaxProcs != 1 {
+			t.Errorf("--json run %+v: want 2000 records of 100 B at a rate above 0, brokers on GOMAXPROCS 1", r)
 		}
 	}
 }
@@ -151,6 +155,20 @@ func TestPrimeProducer(t *testing.T) {
 		end, ok := ends.Lookup(topic, p)
 		if !ok || end.Err != nil || end.Offset != 1 {
 			t.Errorf("partition %d: end offset %+v, want 1 (one priming record)", p, end)
+		}
+	}
+}
+
+// TestBenchRefusesBadBrokerGoMaxProcs checks that both benchmarks name
+// --broker-gomaxprocs and its range when given a value outside it, before
+// starting anything.
+func TestBenchRefusesBadBrokerGoMaxProcs(t *testing.T) {
+	for _, bench := range []string{"produce", "failover"} {
+		for _, v := range []string{"-1", "1025"} {
+			_, stderr := runTripodFails(t, "bench", bench, "--broker-gomaxprocs", v)
+			if want := "--broker-gomaxprocs " + v + ": must be between 0 and 1024"; !strings.Contains(stderr, want) {
+				t.Errorf("tripod bench %s --broker-gomaxprocs %s: stderr %q, want %q", bench, v, stderr, want)
+			}
 		}
 	}
 }

@@ -40,6 +40,8 @@ type Broker struct {
 
 	binary string
 	args   []string
+	// env is the process's environment; nil: the cluster's own.
+	env []string
 	// clientOpts are the options of the cluster's own clients of this
 	// broker (TLS).
 	clientOpts []kgo.Opt
@@ -95,6 +97,7 @@ func (b *Broker) Start() error {
 	fmt.Fprintf(logFile, "=== tripod cluster: start %d of broker %d at %s: %s %v\n",
 		b.starts, b.ID, time.Now().Format(time.RFC3339Nano), b.binary, b.args)
 	cmd := exec.Command(b.binary, b.args...)
+	cmd.Env = b.env
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = sysProcAttr()

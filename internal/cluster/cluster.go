@@ -81,6 +81,13 @@ type Config struct {
 	// cluster's own clients (Metadata, Request, WaitServing) reach them.
 	// The brokers' keystore and truststore come in Sets. Default nil.
 	ClientTLS *tls.Config
+	// GoMaxProcs, when not zero, is every broker process's GOMAXPROCS (in
+	// its environment, over any inherited): brokers sharing one machine
+	// each take their share of its CPUs, as on machines of their own,
+	// rather than every broker scheduling goroutines on every CPU. Zero
+	// leaves Go's default (the CPUs the process may use) or an inherited
+	// GOMAXPROCS. Default 0; 0..1024.
+	GoMaxProcs int
 }
 
 // DefaultConfig returns a Config for a 3-broker Raft cluster with a 2 s
@@ -108,6 +115,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
 		return fmt.Errorf("cluster session timeout %v: must be between 1s and 5m", c.SessionTimeout)
+	}
+	if c.GoMaxProcs < 0 || c.GoMaxProcs > 1024 {
+		return fmt.Errorf("cluster GOMAXPROCS %d: must be between 0 and 1024", c.GoMaxProcs)
 	}
 	if c.BasePort < 0 || c.BasePort+200 > 65535 {
 		return fmt.Errorf("cluster base port %d: must be 0 or between 1 and 65335", c.BasePort)
@@ -166,6 +176,9 @@ func Start(cfg Config) (*Cluster, error) {
 			DataDir: filepath.Join(dir, "data"),
 			LogPath: filepath.Join(dir, "tripod.log"),
 			binary:  cfg.Binary,
+		}
+		if cfg.GoMaxProcs > 0 {
+			b.env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cfg.GoMaxProcs))
 		}
 		listen := []string{"--listen", b.Addr}
 		if cfg.ClientTLS != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fakeServeEnv) != "" {
 		term := make(chan os.Signal, 1)
 		signal.Notify(term, syscall.SIGTERM)
-		fmt.Println("fake serve ready")
+		fmt.Printf("fake serve ready, GOMAXPROCS %d\n", runtime.GOMAXPROCS(0))
 		<-term
 		os.Exit(0)
 	}
@@ -58,6 +59,7 @@ func TestBrokerProcessControl(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Brokers = bin, dir, 2
 	cfg.Sets = []string{"auto.leader.rebalance.enable=true"}
+	cfg.GoMaxProcs = 1
 	c, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +69,9 @@ func TestBrokerProcessControl(t *testing.T) {
 	b1, b2 := c.Broker(1), c.Broker(2)
 	waitReady(t, b1, 1)
 	waitReady(t, b2, 1)
+	if !strings.Contains(b2.LogTail(1<<20), "fake serve ready, GOMAXPROCS 1\n") {
+		t.Errorf("broker 2 log %q: want it started with GOMAXPROCS 1", b2.LogTail(4096))
+	}
 	args := strings.Join(b2.Args(), " ")
 	for _, want := range []string{"serve", "--broker-id 2", "--listen " + b2.Addr, "--coord raft", "--session-timeout 2s",
 		"--raft-listen " + b2.RaftAddr, "--raft-voters 1@" + b1.RaftAddr + ",2@" + b2.RaftAddr, "--set auto.leader.rebalance.enable=true"} {
