@@ -211,3 +211,75 @@ func svgRootAndBars(doc []byte) (root string, bars int, err error) {
 		}
 	}
 }
+
+// TestBenchFailoverPauseAndCut runs `tripod bench failover --failure
+// pause,cut` for one leader on a 4-partition topic on each backend (Raft,
+// whose transport is not proxied, has no cut case), and checks that each
+// paused or cut broker was replaced only once its session could have
+// expired, not at once as a crashed one is, that its partitions moved to
+// the other brokers, that it rejoined, and that no acknowledged record
+// was lost.
+func TestBenchFailoverPauseAndCut(t *testing.T) {
+	zkserver.Require(t)
+	backends := []string{"raft", "zk", "etcd"}
+	const session = 2 * time.Second
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := []string{"bench", "failover", "--coord", strings.Join(backends, ","), "--partitions", "4",
+		"--runs", "1", "--case", "leader", "--failure", "pause,cut", "--session-timeout", session.String(), "--out", out}
+	cmd := exec.CommandContext(ctx, tripodBin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	t.Logf("tripod %s:\n%s", strings.Join(args, " "), stdout)
+	if err != nil {
+		t.Fatalf("tripod bench failover: %v; stderr:\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "failover.json"))
+	if err != nil {
+		t.Fatalf("read failover.json: %v", err)
+	}
+	var report failoverReport
+	if err := json.Unmarshal(b, &report); err != nil {
+		t.Fatalf("decode failover.json: %v\n%s", err, b)
+	}
+	if report.Lost != 0 {
+		t.Errorf("failover.json: %d acknowledged records lost, want 0", report.Lost)
+	}
+	want := map[string][]string{"raft": {"leader-pause"}, "zk": {"leader-pause", "leader-cut"}, "etcd": {"leader-pause", "leader-cut"}}
+	for _, s := range report.Series {
+		if s.Error != "" || s.Acked == 0 || s.Lost != 0 || s.Consumed < s.Acked {
+			t.Errorf("%s: error %q, %d acknowledged, %d read back, %d lost; want no error, some acknowledged, all read back, 0 lost",
+				s.Backend, s.Error, s.Acked, s.Consumed, s.Lost)
+		}
+		var cases []string
+		for _, r := range s.Runs {
+			cases = append(cases, r.Case)
+			// A registration is renewed every third of the session timeout
+			// at most, so it expires no sooner than two thirds of it after
+			// the failure; a crash probe would have fenced the broker in a
+			// few hundred ms.
+			if r.DetectionMs == nil || *r.DetectionMs < float64(session.Milliseconds())/2 {
+				t.Errorf("%s %s: detection %v ms, want the session's expiry, at least %v after the failure", s.Backend, r.Case, r.DetectionMs, session/2)
+			}
+			if r.RejoinMs <= 0 {
+				t.Errorf("%s %s: rejoin %v ms, want the failed broker back in every ISR", s.Backend, r.Case, r.RejoinMs)
+			}
+			if len(r.Partitions) == 0 || len(r.Unrecovered) != 0 {
+				t.Errorf("%s %s: %d affected partitions, %v unrecovered; want at least one, all recovered", s.Backend, r.Case, len(r.Partitions), r.Unrecovered)
+			}
+			for _, p := range r.Partitions {
+				if p.OldLeader != r.Killed || p.NewLeader == r.Killed || p.NewLeader < 1 || p.NewLeader > 3 {
+					t.Errorf("%s %s partition %d: leader %d -> %d, want from the failed broker %d to another", s.Backend, r.Case, p.Partition, p.OldLeader, p.NewLeader, r.Killed)
+				}
+			}
+		}
+		if !slices.Equal(cases, want[s.Backend]) {
+			t.Errorf("%s: runs of cases %v, want %v", s.Backend, cases, want[s.Backend])
+		}
+	}
+	if len(report.Series) != len(backends) {
+		t.Errorf("failover.json holds %d series, want %d", len(report.Series), len(backends))
+	}
+}
