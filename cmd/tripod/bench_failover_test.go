@@ -27,40 +27,21 @@ import (
 func TestBenchFailover(t *testing.T) {
 	zkserver.Require(t)
 	backends := []string{"raft", "zk", "etcd"}
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	args := []string{"bench", "failover", "--coord", strings.Join(backends, ","), "--partitions", "4",
-		"--runs", "1", "--case", "leader", "--out", out}
-	cmd := exec.CommandContext(ctx, tripodBin, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	t.Logf("tripod %s:\n%s", strings.Join(args, " "), stdout)
-	if err != nil {
-		t.Fatalf("tripod bench failover: %v; stderr:\n%s", err, stderr.String())
-	}
-	if !strings.Contains(stderr.String(), "1/3 runs") || !strings.Contains(stderr.String(), "3/3 runs") {
-		t.Errorf("stderr has no progress from 1/3 to 3/3 runs:\n%q", stderr.String())
+	out, stdout, stderr, report := benchFailoverOutput(t, 3*time.Minute, "--coord", strings.Join(backends, ","), "--partitions", "4",
+		"--runs", "1", "--case", "leader")
+	if !strings.Contains(stderr, "1/3 runs") || !strings.Contains(stderr, "3/3 runs") {
+		t.Errorf("stderr has no progress from 1/3 to 3/3 runs:\n%q", stderr)
 	}
 
 	// A row: backend, case, partitions, runs, affected partitions, 9 phase
 	// figures, 2 rejoin figures, acked, lost.
 	for _, backend := range backends {
 		row := regexp.MustCompile(`(?m)^\s*` + backend + `\s+leader\s+4\s+1\s+[1-4](\s+\d+){11}\s+[1-9]\d*\s+0\s*$`)
-		if !row.Match(stdout) {
+		if !row.MatchString(stdout) {
 			t.Errorf("no table row for %s, leader, 4 partitions, 1 run, with every phase measured, records acknowledged and 0 lost", backend)
 		}
 	}
 
-	b, err := os.ReadFile(filepath.Join(out, "failover.json"))
-	if err != nil {
-		t.Fatalf("read failover.json: %v", err)
-	}
-	var report failoverReport
-	if err := json.Unmarshal(b, &report); err != nil {
-		t.Fatalf("decode failover.json: %v\n%s", err, b)
-	}
 	if report.Lost != 0 {
 		t.Errorf("failover.json: %d acknowledged records lost, want 0", report.Lost)
 	}
@@ -135,29 +116,10 @@ func TestBenchFailover(t *testing.T) {
 // by their acknowledgements, the others by their new leader in the
 // Metadata, and the output says when every one of them had one.
 func TestBenchFailoverProducePartitions(t *testing.T) {
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	args := []string{"bench", "failover", "--coord", "raft", "--partitions", "6", "--topics", "2", "--produce-partitions", "4",
-		"--runs", "1", "--case", "controller", "--out", out}
-	cmd := exec.CommandContext(ctx, tripodBin, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	t.Logf("tripod %s:\n%s", strings.Join(args, " "), stdout)
-	if err != nil {
-		t.Fatalf("tripod bench failover: %v; stderr:\n%s", err, stderr.String())
-	}
-	if !regexp.MustCompile(`raft, 6 partitions, controller run 1: a new leader for every one of the \d+ partitions broker \d led in a live broker's Metadata \d+ ms after the kill`).Match(stdout) {
+	_, stdout, _, report := benchFailoverOutput(t, 2*time.Minute, "--coord", "raft", "--partitions", "6", "--topics", "2", "--produce-partitions", "4",
+		"--runs", "1", "--case", "controller")
+	if !regexp.MustCompile(`raft, 6 partitions, controller run 1: a new leader for every one of the \d+ partitions broker \d led in a live broker's Metadata \d+ ms after the kill`).MatchString(stdout) {
 		t.Errorf("no line saying when every partition the killed broker led had a new leader in the Metadata")
-	}
-	b, err := os.ReadFile(filepath.Join(out, "failover.json"))
-	if err != nil {
-		t.Fatalf("read failover.json: %v", err)
-	}
-	var report failoverReport
-	if err := json.Unmarshal(b, &report); err != nil {
-		t.Fatalf("decode failover.json: %v\n%s", err, b)
 	}
 	if len(report.Series) != 1 || len(report.Series[0].Runs) != 1 {
 		t.Fatalf("failover.json: want one series with one run, got %+v", report.Series)
@@ -223,27 +185,8 @@ func TestBenchFailoverPauseAndCut(t *testing.T) {
 	zkserver.Require(t)
 	backends := []string{"raft", "zk", "etcd"}
 	const session = 2 * time.Second
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	args := []string{"bench", "failover", "--coord", strings.Join(backends, ","), "--partitions", "4",
-		"--runs", "1", "--case", "leader", "--failure", "pause,cut", "--session-timeout", session.String(), "--out", out}
-	cmd := exec.CommandContext(ctx, tripodBin, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	t.Logf("tripod %s:\n%s", strings.Join(args, " "), stdout)
-	if err != nil {
-		t.Fatalf("tripod bench failover: %v; stderr:\n%s", err, stderr.String())
-	}
-	b, err := os.ReadFile(filepath.Join(out, "failover.json"))
-	if err != nil {
-		t.Fatalf("read failover.json: %v", err)
-	}
-	var report failoverReport
-	if err := json.Unmarshal(b, &report); err != nil {
-		t.Fatalf("decode failover.json: %v\n%s", err, b)
-	}
+	_, _, _, report := benchFailoverOutput(t, 5*time.Minute, "--coord", strings.Join(backends, ","), "--partitions", "4",
+		"--runs", "1", "--case", "leader", "--failure", "pause,cut", "--session-timeout", session.String())
 	if report.Lost != 0 {
 		t.Errorf("failover.json: %d acknowledged records lost, want 0", report.Lost)
 	}
@@ -282,4 +225,33 @@ func TestBenchFailoverPauseAndCut(t *testing.T) {
 	if len(report.Series) != len(backends) {
 		t.Errorf("failover.json holds %d series, want %d", len(report.Series), len(backends))
 	}
+}
+
+// benchFailoverOutput runs `tripod bench failover` with args and --out in a
+// new directory, failing the test if it fails or takes longer than
+// timeout, and returns that directory, what it printed and its
+// failover.json.
+func benchFailoverOutput(t *testing.T, timeout time.Duration, args ...string) (out, stdout, stderr string, report failoverReport) {
+	t.Helper()
+	out = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	args = append(append([]string{"bench", "failover"}, args...), "--out", out)
+	cmd := exec.CommandContext(ctx, tripodBin, args...)
+	var errBuf strings.Builder
+	cmd.Stderr = &errBuf
+	b, err := cmd.Output()
+	t.Logf("tripod %s:\n%s", strings.Join(args, " "), b)
+	if err != nil {
+		t.Fatalf("tripod bench failover: %v; stderr:\n%s", err, errBuf.String())
+	}
+	stdout, stderr = string(b), errBuf.String()
+	b, err = os.ReadFile(filepath.Join(out, "failover.json"))
+	if err != nil {
+		t.Fatalf("read failover.json: %v", err)
+	}
+	if err := json.Unmarshal(b, &report); err != nil {
+		t.Fatalf("decode failover.json: %v\n%s", err, b)
+	}
+	return out, stdout, stderr, report
 }
