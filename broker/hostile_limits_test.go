@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"encoding/binary"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -53,20 +55,31 @@ func createPartitionsRequest(topic string, count int32) *kmsg.CreatePartitionsRe
 // within.
 func timedRoundTrip(t *testing.T, nc net.Conn, req kmsg.Request, corr int32, within time.Duration) kmsg.Response {
 	t.Helper()
+	resp, err := tryRoundTrip(t, nc, req, corr, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// tryRoundTrip sends req on nc and decodes its answer, or returns an
+// error unless the answer comes within within.
+func tryRoundTrip(t *testing.T, nc net.Conn, req kmsg.Request, corr int32, within time.Duration) (kmsg.Response, error) {
+	t.Helper()
 	if _, err := nc.Write(encodeRequest(req, corr)); err != nil {
-		t.Fatalf("write %s request: %v", kmsg.NameForKey(req.Key()), err)
+		return nil, fmt.Errorf("write %s request: %w", kmsg.NameForKey(req.Key()), err)
 	}
 	start := time.Now()
 	nc.SetReadDeadline(start.Add(within))
 	var size [4]byte
 	if _, err := readFull(nc, size[:]); err != nil {
-		t.Fatalf("%s: got %v after %v, want an answer within %v", kmsg.NameForKey(req.Key()), err, time.Since(start).Round(time.Millisecond), within)
+		return nil, fmt.Errorf("%s: got %v after %v, want an answer within %v", kmsg.NameForKey(req.Key()), err, time.Since(start).Round(time.Millisecond), within)
 	}
-	frame := make([]byte, int(size[0])<<24|int(size[1])<<16|int(size[2])<<8|int(size[3]))
+	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
 	if _, err := readFull(nc, frame); err != nil {
-		t.Fatalf("%s: read answer: %v", kmsg.NameForKey(req.Key()), err)
+		return nil, fmt.Errorf("%s: read answer: %w", kmsg.NameForKey(req.Key()), err)
 	}
-	return decodeResponse(t, req, frame, corr)
+	return decodeResponse(t, req, frame, corr), nil
 }
 
 // readFull reads len(buf) bytes from nc.
@@ -143,8 +156,12 @@ func TestHostileCreateTopicsMillionPartitions(t *testing.T) {
 	b := startBroker(t, testConfig(t))
 	nc := dialBroker(t, b)
 	watch := watchHeap(t)
-	resp := timedRoundTrip(t, nc, createTopicsRequest("million", hostilePartitions), 1, 10*time.Second).(*kmsg.CreateTopicsResponse)
+	answer, err := tryRoundTrip(t, nc, createTopicsRequest("million", hostilePartitions), 1, 10*time.Second)
 	watch.checkHeapGrowth(t, "CreateTopics of 1 000 000 partitions", limitHeapGrowth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := answer.(*kmsg.CreateTopicsResponse)
 	if len(resp.Topics) != 1 {
 		t.Fatalf("got %d topics answered, want 1", len(resp.Topics))
 	}
@@ -182,8 +199,12 @@ func TestHostileCreatePartitionsPastBounds(t *testing.T) {
 	checkNothingCreated(t, b, nc, topic, 20)
 
 	watch := watchHeap(t)
-	huge := timedRoundTrip(t, nc, createPartitionsRequest(topic, hostilePartitions), 4, 10*time.Second).(*kmsg.CreatePartitionsResponse)
+	answer, err := tryRoundTrip(t, nc, createPartitionsRequest(topic, hostilePartitions), 4, 10*time.Second)
 	watch.checkHeapGrowth(t, "CreatePartitions to 1 000 000", limitHeapGrowth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := answer.(*kmsg.CreatePartitionsResponse)
 	checkRefused(t, "CreatePartitions to 1 000 000", huge.Topics[0].ErrorCode, huge.Topics[0].ErrorMessage, "max.request.partitions")
 	checkNothingCreated(t, b, nc, topic, 20)
 
