@@ -425,3 +425,64 @@ func TestLimitPropertiesValidated(t *testing.T) {
 		t.Errorf("bounds off (0): got %v, want a valid config", err)
 	}
 }
+
+// joinGroupRequest is a JoinGroup v3 of a new member of group with one
+// "range" protocol carrying metadata.
+func joinGroupRequest(group string, metadata []byte) *kmsg.JoinGroupRequest {
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version = 3
+	req.Group, req.ProtocolType = group, "consumer"
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 10000
+	p := kmsg.NewJoinGroupRequestProtocol()
+	p.Name, p.Metadata = "range", metadata
+	req.Protocols = append(req.Protocols, p)
+	return req
+}
+
+// TestJoinGroupBounds: a group holds at most group.max.size members (a
+// new member past it is answered GROUP_MAX_SIZE_REACHED at once), and a
+// JoinGroup's protocol metadata is bounded by socket.request.max.bytes (a
+// larger request closes the connection without the broker holding it).
+// The broker serves on.
+func TestJoinGroupBounds(t *testing.T) {
+	cfg := testConfig(t)
+	set(t, &cfg, map[string]string{"group.max.size": "1", "group.initial.rebalance.delay.ms": "0", "socket.request.max.bytes": "1048576"})
+	b := startBroker(t, cfg)
+	const group = "bounded-group"
+
+	first := dialBroker(t, b)
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey = group
+	roundTrip(t, first, fc, 1)
+	var joined *kmsg.JoinGroupResponse
+	corr := int32(1)
+	if !waitUntil(30*time.Second, func() bool {
+		corr++
+		joined = timedRoundTrip(t, first, joinGroupRequest(group, []byte("first")), corr, 20*time.Second).(*kmsg.JoinGroupResponse)
+		switch joined.ErrorCode {
+		case kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code, kerr.NotCoordinator.Code:
+			return false
+		}
+		return true
+	}) {
+		t.Fatalf("first member's JoinGroup: got %v for 30s, want the coordinator to answer", kerr.ErrorForCode(joined.ErrorCode))
+	}
+	if joined.ErrorCode != 0 {
+		t.Fatalf("first member's JoinGroup: got %v, want success", kerr.ErrorForCode(joined.ErrorCode))
+	}
+
+	second := dialBroker(t, b)
+	full := timedRoundTrip(t, second, joinGroupRequest(group, []byte("second")), 1, 5*time.Second).(*kmsg.JoinGroupResponse)
+	if full.ErrorCode != kerr.GroupMaxSizeReached.Code {
+		t.Errorf("second member's JoinGroup with group.max.size 1: got %v, want %v", kerr.ErrorForCode(full.ErrorCode), kerr.GroupMaxSizeReached)
+	}
+
+	huge := dialBroker(t, b)
+	watch := watchHeap(t)
+	// The broker closes the connection once it has read the size, so
+	// the write may fail part way.
+	_, _ = huge.Write(encodeRequest(joinGroupRequest(group, make([]byte, 4<<20)), 1))
+	expectClosed(t, huge)
+	watch.checkHeapGrowth(t, "JoinGroup with 4 MiB of protocol metadata", limitHeapGrowth)
+	checkServes(t, b)
+}
