@@ -90,8 +90,12 @@ type Config struct {
 	// max.partitions and max.broker.partitions). A request past it is
 	// refused whole before it reaches the controller, every topic
 	// answered POLICY_VIOLATION, as Kafka does. Default 100000, the
-	// largest creation measured (the failover benchmark creates its
-	// 100 000 partitions in one CreateTopics); 1 .. 2147483647.
+	// largest creation measured on tripod's 2-core development machine
+	// (the failover benchmark creates its 100 000 partitions in one
+	// CreateTopics: one topic on Raft and etcd, ten of 10 000 on
+	// ZooKeeper, whose znode holds one topic of at most about 55 000
+	// partitions of 3 replicas, a bound the backend enforces on its own
+	// as INVALID_PARTITIONS); 1 .. 2147483647.
 	MaxRequestPartitions int32
 	// MaxPartitions bounds the cluster's partitions and
 	// MaxBrokerPartitions the replicas of one broker (max.partitions,
