@@ -32,7 +32,7 @@ func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 		for _, rt := range r.Topics {
 			seen[rt.Topic]++
 		}
-		tooMany := b.checkRequestPartitions("CreateTopics", createTopicsPartitions(r, b.cfg.NumPartitions))
+		tooMany := b.checkRequestPartitions(req, createTopicsPartitions(r, b.cfg.NumPartitions))
 		for _, rt := range r.Topics {
 			st := kmsg.NewCreateTopicsResponseTopic()
 			st.Topic = rt.Topic
@@ -106,14 +106,17 @@ func createTopicsPartitions(r *kmsg.CreateTopicsRequest, numPartitions int32) in
 }
 
 // checkRequestPartitions refuses a CreateTopics or CreatePartitions
-// request (api) that creates more than max.request.partitions partitions,
-// with the error its topics are answered and a log line; nil admits it.
-func (b *Broker) checkRequestPartitions(api string, partitions int64) error {
+// request that creates more than max.request.partitions partitions, with
+// the error its topics are answered and a log line naming the client;
+// nil admits it.
+func (b *Broker) checkRequestPartitions(req *request, partitions int64) error {
 	limit := int64(b.cfg.MaxRequestPartitions)
 	if partitions <= limit {
 		return nil
 	}
-	b.logger.Warn(api+" refused: more partitions than max.request.partitions", "partitions", partitions, "max.request.partitions", limit)
+	api := kmsg.NameForKey(req.header.key)
+	b.logger.Warn(api+" refused: more partitions than max.request.partitions", "partitions", partitions, "max.request.partitions", limit,
+		"remote", req.conn.remote, "principal", req.conn.principal().String())
 	return fmt.Errorf("%s request creates %d partitions, more than max.request.partitions=%d: split it, or raise max.request.partitions", api, partitions, limit)
 }
 

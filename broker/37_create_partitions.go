@@ -21,7 +21,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	ctrl := b.controller()
 	return nil, func(ctx context.Context) kmsg.Response {
-		tooMany := b.checkRequestPartitions("CreatePartitions", b.createPartitionsCount(r))
+		tooMany := b.checkRequestPartitions(req, b.createPartitionsCount(r))
 		for _, rt := range r.Topics {
 			st := kmsg.NewCreatePartitionsResponseTopic()
 			st.Topic = rt.Topic
