@@ -31,20 +31,21 @@ func checkLimitErr(t *testing.T, what string, err error, property string) {
 // as one topic on Raft and etcd and as ten of 10 000 on ZooKeeper) and
 // refuse one partition more.
 func TestDefaultPartitionLimitsAdmitTheMeasuredClusters(t *testing.T) {
-	for _, topics := range []int{1, 10} {
-		t.Run(fmt.Sprintf("%d topics", topics), func(t *testing.T) {
-			s := newTestState(DefaultConfig().policy(), ids(1, 2, 3))
-			for i := range topics {
-				plan, _, err := s.CreateTopic(TopicSpec{Name: fmt.Sprintf("wide-%d", i), Partitions: 100000 / topics, ReplicationFactor: 3}, Seed{})
-				if err != nil {
-					t.Fatalf("topic %d of %d partitions: got %v, want it created", i, 100000/topics, err)
-				}
-				commit(s, plan)
-			}
-			_, _, err := s.CreateTopic(TopicSpec{Name: "one-more", Partitions: 1, ReplicationFactor: 1}, Seed{})
-			checkLimitErr(t, "one partition past 100 000", err, "max.partitions")
-		})
+	s := newTestState(DefaultConfig().policy(), ids(1, 2, 3))
+	if _, _, err := s.CreateTopic(TopicSpec{Name: "wide", Partitions: 100000, ReplicationFactor: 3, ValidateOnly: true}, Seed{}); err != nil {
+		t.Errorf("one topic of 100 000 partitions of RF 3: got %v, want it admitted", err)
 	}
+	for i := range 10 {
+		plan, _, err := s.CreateTopic(TopicSpec{Name: fmt.Sprintf("wide-%d", i), Partitions: 10000, ReplicationFactor: 3}, Seed{})
+		if err != nil {
+			t.Fatalf("topic %d of 10 000 partitions of RF 3: got %v, want it created", i, err)
+		}
+		commit(s, plan)
+	}
+	_, _, err := s.CreateTopic(TopicSpec{Name: "one-more", Partitions: 1, ReplicationFactor: 1}, Seed{})
+	checkLimitErr(t, "one partition past 100 000", err, "max.partitions")
+	_, err = s.CreatePartitions("wide-0", 10001, [][]coord.BrokerID{{1}}, true, Seed{})
+	checkLimitErr(t, "one partition more for wide-0", err, "max.partitions")
 }
 
 // TestPartitionLimits: max.partitions counts partitions and
