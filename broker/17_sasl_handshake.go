@@ -15,7 +15,8 @@ func init() { registerAPI(saslHandshakeKey, 0, 1, handleSaslHandshake) }
 // handleSaslHandshake begins an exchange of the requested mechanism if
 // the listener enables it, and lists the listener's mechanisms; the
 // refusals are saslServer.handshake's, and those that close the
-// connection answer first.
+// connection answer first, after
+// connection.failed.authentication.delay.ms (refuseAuthentication).
 func handleSaslHandshake(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.SASLHandshakeRequest)
 	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
@@ -27,7 +28,7 @@ func handleSaslHandshake(_ context.Context, b *Broker, req *request) (kmsg.Respo
 		resp.ErrorCode = refused.Code
 	}
 	if closeAfter {
-		return resp, nil, fmt.Errorf("%w: SaslHandshake for mechanism %q: %s", errAnswerThenClose, r.Mechanism, refused.Message)
+		return b.refuseAuthentication(req, resp, fmt.Sprintf("SaslHandshake for mechanism %q: %s", r.Mechanism, refused.Message))
 	}
 	return resp, nil, nil
 }

@@ -32,11 +32,17 @@ func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 		for _, rt := range r.Topics {
 			seen[rt.Topic]++
 		}
+		tooMany := b.checkRequestPartitions(req, createTopicsPartitions(r, b.cfg.NumPartitions))
 		for _, rt := range r.Topics {
 			st := kmsg.NewCreateTopicsResponseTopic()
 			st.Topic = rt.Topic
 			st.NumPartitions = -1
 			st.ReplicationFactor = -1
+			if tooMany != nil {
+				setCreateError(&st, kerr.PolicyViolation, tooMany)
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
 			if seen[rt.Topic] > 1 {
 				setCreateError(&st, kerr.InvalidRequest, fmt.Errorf("topic %s is named more than once in the request", rt.Topic))
 				resp.Topics = append(resp.Topics, st)
@@ -78,6 +84,40 @@ func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 		}
 		return resp
 	}, nil
+}
+
+// createTopicsPartitions counts the partitions r asks to create, as
+// Kafka's controller does: a topic's replica assignment, or its
+// partition count (num.partitions for -1, nothing for other counts
+// below 1, which are refused on their own).
+func createTopicsPartitions(r *kmsg.CreateTopicsRequest, numPartitions int32) int64 {
+	var total int64
+	for _, rt := range r.Topics {
+		switch {
+		case len(rt.ReplicaAssignment) > 0:
+			total += int64(len(rt.ReplicaAssignment))
+		case rt.NumPartitions == -1:
+			total += int64(numPartitions)
+		case rt.NumPartitions > 0:
+			total += int64(rt.NumPartitions)
+		}
+	}
+	return total
+}
+
+// checkRequestPartitions refuses a CreateTopics or CreatePartitions
+// request that creates more than max.request.partitions partitions, with
+// the error its topics are answered and a log line naming the client;
+// nil admits it.
+func (b *Broker) checkRequestPartitions(req *request, partitions int64) error {
+	limit := int64(b.cfg.MaxRequestPartitions)
+	if partitions <= limit {
+		return nil
+	}
+	api := kmsg.NameForKey(req.header.key)
+	b.logger.Warn(api+" refused: more partitions than max.request.partitions", "partitions", partitions, "max.request.partitions", limit,
+		"remote", req.conn.remote, "principal", req.conn.principal().String())
+	return fmt.Errorf("%s request creates %d partitions, more than max.request.partitions=%d: split it, or raise max.request.partitions", api, partitions, limit)
 }
 
 // setCreateError sets a CreateTopics topic error with its message.

@@ -15,7 +15,8 @@ func init() { registerAPI(saslAuthenticateKey, 0, 2, handleSaslAuthenticate) }
 // handleSaslAuthenticate takes the next token of the exchange that
 // SaslHandshake began and answers the mechanism's reply; the last one
 // carries the session's lifetime (connections.max.reauth.ms, 0: no
-// limit). A failed exchange is SASL_AUTHENTICATION_FAILED and closes the
+// limit). A failed exchange is SASL_AUTHENTICATION_FAILED, answered
+// after connection.failed.authentication.delay.ms, and closes the
 // connection after the answer, as Kafka does. Out of an exchange the
 // answer is ILLEGAL_SASL_STATE: after an authentication (or on a
 // PLAINTEXT or SSL listener) the connection stays, before a handshake
@@ -34,13 +35,13 @@ func handleSaslAuthenticate(ctx context.Context, b *Broker, req *request) (kmsg.
 		msg := "Unexpected SaslAuthenticate request during SASL handshake"
 		resp.ErrorMessage = &msg
 		ss.step = saslFailed
-		return resp, nil, fmt.Errorf("%w: %s", errAnswerThenClose, msg)
+		return b.refuseAuthentication(req, resp, msg)
 	}
 	answer, lifetime, err := b.sasl.authenticate(ctx, req.conn, r.SASLAuthBytes)
 	if err != nil {
 		msg := clientMessage(ss, err)
 		resp.ErrorCode, resp.ErrorMessage = kerr.SaslAuthenticationFailed.Code, &msg
-		return resp, nil, fmt.Errorf("%w: SASL %s failed: %s", errAnswerThenClose, ss.what(), msg)
+		return b.refuseAuthentication(req, resp, fmt.Sprintf("SASL %s failed: %s", ss.what(), msg))
 	}
 	resp.SASLAuthBytes = answer
 	resp.SessionLifetimeMillis = lifetime.Milliseconds()

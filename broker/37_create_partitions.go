@@ -21,10 +21,18 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	ctrl := b.controller()
 	return nil, func(ctx context.Context) kmsg.Response {
+		tooMany := b.checkRequestPartitions(req, b.createPartitionsCount(r))
 		for _, rt := range r.Topics {
 			st := kmsg.NewCreatePartitionsResponseTopic()
 			st.Topic = rt.Topic
 			var err error
+			if tooMany != nil {
+				st.ErrorCode = kerr.PolicyViolation.Code
+				msg := tooMany.Error()
+				st.ErrorMessage = &msg
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
 			if ctrl == nil {
 				err = controller.ErrNotController
 			} else {
@@ -50,4 +58,21 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 		}
 		return resp
 	}, nil
+}
+
+// createPartitionsCount counts the partitions r asks to add: each topic's
+// new count less the count this broker's metadata cache has (a topic it
+// does not know counts in full, as if new).
+func (b *Broker) createPartitionsCount(r *kmsg.CreatePartitionsRequest) int64 {
+	var total int64
+	for _, rt := range r.Topics {
+		have := 0
+		if t, ok := b.cache.topic(rt.Topic); ok {
+			have = len(t.partitions)
+		}
+		if n := int64(rt.Count) - int64(have); n > 0 {
+			total += n
+		}
+	}
+	return total
 }

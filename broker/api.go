@@ -23,7 +23,8 @@ type apiHandler struct {
 // responses still leave in request order. A nil response without later
 // means no answer at all (acks=0 produce); an error closes the connection,
 // after sending resp when it wraps errAnswerThenClose (a failed SASL
-// exchange).
+// exchange answers through refuseAuthentication instead, after
+// connection.failed.authentication.delay.ms).
 type handleFunc func(ctx context.Context, b *Broker, req *request) (resp kmsg.Response, later laterFunc, err error)
 
 // laterFunc produces a delayed response; ctx ends when the connection or

@@ -110,6 +110,9 @@ func (b *Broker) serveConn(nc net.Conn, l *listener) {
 		handlers.Wait()
 		close(queue)
 		<-writerDone
+		if errors.Is(err, errAuthenticationFailed) {
+			b.answerFailedAuthentication(ctx, conn, cs)
+		}
 		return
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), ctx.Err() != nil:
 		log.Debug("connection closed")

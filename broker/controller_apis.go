@@ -28,6 +28,10 @@ func coordError(err error) *kerr.Error {
 		// A topic too large for the backend (ZooKeeper's znode limit)
 		// has too many partitions for it.
 		return kerr.InvalidPartitions
+	case errors.Is(err, controller.ErrPartitionLimit):
+		// max.partitions and max.broker.partitions are policies of the
+		// cluster; Kafka refuses its own per-request bound so too.
+		return kerr.PolicyViolation
 	case errors.Is(err, controller.ErrInvalidReplicaAssignment):
 		return kerr.InvalidReplicaAssignment
 	case errors.Is(err, controller.ErrNoReassignmentInProgress):

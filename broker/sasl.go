@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -164,6 +165,11 @@ type saslSession struct {
 	// never).
 	authMechanism string
 	expires       time.Time
+	// failureAnswer is the encoded answer to the request that failed the
+	// exchange, sent only after connection.failed.authentication.delay.ms
+	// (answerFailedAuthentication); nil when there is none to send (a
+	// bare token of SaslHandshake v0).
+	failureAnswer []byte
 }
 
 // what names the exchange in messages, as Kafka does.
@@ -464,8 +470,55 @@ func clientMessage(ss *saslSession, err error) string {
 func (s *saslServer) rawToken(ctx context.Context, cs *connState, token []byte) ([]byte, error) {
 	answer, _, err := s.authenticate(ctx, cs, token)
 	if err != nil {
-		return nil, fmt.Errorf("%w: SASL %s failed: %s", errAnswerThenClose, cs.sasl.what(), clientMessage(&cs.sasl, err))
+		return nil, fmt.Errorf("%w: SASL %s failed: %s", errAuthenticationFailed, cs.sasl.what(), clientMessage(&cs.sasl, err))
 	}
 	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(answer)), uint32(len(answer)))
 	return append(frame, answer...), nil
+}
+
+// errAuthenticationFailed ends a connection whose SASL exchange failed:
+// its reader stops, the answers before are written, and
+// answerFailedAuthentication sends the failure's answer after the delay
+// before the connection closes.
+var errAuthenticationFailed = fmt.Errorf("%w of a failed SASL authentication, after connection.failed.authentication.delay.ms", errAnswerThenClose)
+
+// refuseAuthentication is how a SASL handler fails the exchange: resp,
+// the answer saying why, waits in the session for
+// answerFailedAuthentication, and the error (wrapping
+// errAuthenticationFailed, with why) ends the connection.
+func (b *Broker) refuseAuthentication(req *request, resp kmsg.Response, why string) (kmsg.Response, laterFunc, error) {
+	req.conn.sasl.failureAnswer = b.encode(req, resp)
+	return nil, nil, fmt.Errorf("%w: %s", errAuthenticationFailed, why)
+}
+
+// answerFailedAuthentication ends a connection that failed its SASL
+// exchange (errAuthenticationFailed) once the answers before the failure
+// are written, as Kafka's broker delays the answer of a failed
+// authentication and the close after it (KIP-306): it waits
+// connection.failed.authentication.delay.ms, writes the failure's answer,
+// and returns, after which the connection closes. A client guessing
+// passwords so learns of each failure only after the delay, while the
+// connection reads nothing more and other connections go on. The
+// broker's closing (ctx) ends the wait at once, without the answer.
+func (b *Broker) answerFailedAuthentication(ctx context.Context, conn net.Conn, cs *connState) {
+	if d := b.cfg.SASL.FailedAuthenticationDelay; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+	answer := cs.sasl.failureAnswer
+	if answer == nil {
+		return
+	}
+	cs.sasl.failureAnswer = nil
+	// The connection closes next whether or not the answer got out; the
+	// deadline bounds a peer that reads nothing.
+	if err := conn.SetWriteDeadline(time.Now().Add(b.cfg.ConnectionsMaxIdle)); err == nil {
+		_, _ = conn.Write(answer)
+	}
+	putFrame(answer)
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,11 +81,19 @@ type SASLConfig struct {
 	// authenticated, in bytes (sasl.server.max.receive.size): a larger
 	// one closes the connection. Default 524288; at least 1.
 	ServerMaxReceiveSize int32
+	// FailedAuthenticationDelay is how long the broker holds a
+	// connection whose SASL exchange failed before it answers the
+	// failure and closes it (connection.failed.authentication.delay.ms,
+	// KIP-306): a client guessing passwords learns of each failure only
+	// then. The connection reads nothing meanwhile and holds its place
+	// under max.connections; the broker's Close does not wait for it.
+	// Default 100 ms; 0 answers and closes at once; 0 .. 2147483647.
+	FailedAuthenticationDelay time.Duration
 }
 
 // defaultSASLConfig returns Kafka's SASL defaults.
 func defaultSASLConfig() SASLConfig {
-	return SASLConfig{ServerMaxReceiveSize: 524288}
+	return SASLConfig{ServerMaxReceiveSize: 524288, FailedAuthenticationDelay: 100 * time.Millisecond}
 }
 
 // saslProperty is one SASL broker property: how Config.Set sets it and
@@ -140,6 +149,10 @@ var saslKeys = map[string]saslProperty{
 	},
 	"sasl.server.max.receive.size": {
 		configKey:  int32Key(func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }),
+		configType: kmsg.ConfigTypeInt,
+	},
+	"connection.failed.authentication.delay.ms": {
+		configKey:  millisKey(func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay }),
 		configType: kmsg.ConfigTypeInt,
 	},
 }
@@ -231,6 +244,9 @@ func (c SASLConfig) validate() error {
 	}
 	if c.ServerMaxReceiveSize < 1 {
 		return fmt.Errorf("sasl.server.max.receive.size %d: must be between 1 and 2147483647", c.ServerMaxReceiveSize)
+	}
+	if c.FailedAuthenticationDelay < 0 || c.FailedAuthenticationDelay > math.MaxInt32*time.Millisecond {
+		return fmt.Errorf("connection.failed.authentication.delay.ms %d: must be between 0 (no delay) and 2147483647", c.FailedAuthenticationDelay.Milliseconds())
 	}
 	return nil
 }

@@ -345,8 +345,8 @@ func seed() Seed {
 
 // CreateTopic creates a topic (State.CreateTopic) and returns it once it
 // is committed. Errors: coord.ErrExists, ErrInvalidReplicationFactor,
-// ErrInvalidPartitions, ErrInvalidReplicaAssignment, ErrNotController,
-// commit errors.
+// ErrInvalidPartitions, ErrInvalidReplicaAssignment, ErrPartitionLimit,
+// ErrNotController, commit errors.
 func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (coord.Topic, error) {
 	var topic coord.Topic
 	err := c.decide(ctx, func() (Plan, error) {
@@ -365,7 +365,7 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (coord.Top
 
 // CreatePartitions grows a topic to total partitions
 // (State.CreatePartitions). Errors: coord.ErrNotFound,
-// ErrInvalidPartitions, ErrInvalidReplicaAssignment,
+// ErrInvalidPartitions, ErrInvalidReplicaAssignment, ErrPartitionLimit,
 // ErrInvalidReplicationFactor, ErrNotController, commit errors.
 func (c *Controller) CreatePartitions(ctx context.Context, name string, total int, assignment [][]coord.BrokerID, validateOnly bool) error {
 	return c.decide(ctx, func() (Plan, error) {

@@ -18,6 +18,10 @@ var (
 	// ErrInvalidReplicaAssignment: a manual assignment naming unknown or
 	// repeated brokers.
 	ErrInvalidReplicaAssignment = errors.New("controller: invalid replica assignment")
+	// ErrPartitionLimit: the partitions a CreateTopics or
+	// CreatePartitions asks for would take the cluster past
+	// max.partitions or a broker past max.broker.partitions.
+	ErrPartitionLimit = errors.New("controller: partition limit reached")
 	// ErrStaleBrokerEpoch: the request came from an earlier incarnation of
 	// the broker.
 	ErrStaleBrokerEpoch = errors.New("controller: stale broker epoch")

@@ -21,6 +21,12 @@ type Policy struct {
 	// LeaderImbalancePerBrokerPercentage is
 	// leader.imbalance.per.broker.percentage.
 	LeaderImbalancePerBrokerPercentage int
+	// MaxPartitions bounds the partitions of the whole cluster
+	// (max.partitions); 0: no bound.
+	MaxPartitions int
+	// MaxBrokerPartitions bounds the replicas one broker is assigned
+	// (max.broker.partitions); 0: no bound.
+	MaxBrokerPartitions int
 }
 
 // State is what the controller knows of the cluster, and what every

@@ -63,7 +63,8 @@ type Seed struct {
 // returns the topic as it will be stored; an incomplete topic of the same
 // shape is completed (see "Topics cut off midway"). Errors:
 // coord.ErrExists, ErrInvalidReplicationFactor, ErrInvalidPartitions,
-// ErrInvalidReplicaAssignment.
+// ErrInvalidReplicaAssignment, ErrPartitionLimit (max.partitions,
+// max.broker.partitions).
 func (s *State) CreateTopic(spec TopicSpec, seed Seed) (Plan, coord.Topic, error) {
 	if stored, ok := s.md.Topics[spec.Name]; ok {
 		missing := s.missingStates(stored)
@@ -81,6 +82,9 @@ func (s *State) CreateTopic(spec TopicSpec, seed Seed) (Plan, coord.Topic, error
 		if spec.Partitions < 1 {
 			return Plan{}, coord.Topic{}, fmt.Errorf("%w: topic %q: %d partitions, must be at least 1", ErrInvalidPartitions, spec.Name, spec.Partitions)
 		}
+		if err := s.checkClusterPartitions(spec.Name, spec.Partitions); err != nil {
+			return Plan{}, coord.Topic{}, err
+		}
 		ids := s.eligible()
 		if spec.ReplicationFactor < 1 || spec.ReplicationFactor > len(ids) {
 			return Plan{}, coord.Topic{}, fmt.Errorf("%w: topic %q: replication factor %d, must be between 1 and the %d live brokers not shutting down",
@@ -91,7 +95,12 @@ func (s *State) CreateTopic(spec TopicSpec, seed Seed) (Plan, coord.Topic, error
 		if err != nil {
 			return Plan{}, coord.Topic{}, fmt.Errorf("%w: topic %q: %v", ErrInvalidReplicationFactor, spec.Name, err)
 		}
+	} else if err := s.checkClusterPartitions(spec.Name, len(assignment)); err != nil {
+		return Plan{}, coord.Topic{}, err
 	} else if err := s.checkAssignment(spec.Name, 0, assignment); err != nil {
+		return Plan{}, coord.Topic{}, err
+	}
+	if err := s.checkBrokerPartitions(spec.Name, assignment); err != nil {
 		return Plan{}, coord.Topic{}, err
 	}
 	topic := coord.Topic{Name: spec.Name, ID: seed.TopicID, Assignment: assignment, Config: spec.Config}
@@ -145,6 +154,64 @@ func sameShape(t coord.Topic, spec TopicSpec) bool {
 	return len(t.Assignment) == spec.Partitions && len(t.Assignment) > 0 && len(t.Assignment[0]) == spec.ReplicationFactor
 }
 
+// checkClusterPartitions refuses adding n partitions to topic when the
+// cluster would then hold more than max.partitions (Policy.MaxPartitions),
+// before anything is assigned, so that the refusal costs nothing
+// whatever n is.
+func (s *State) checkClusterPartitions(topic string, n int) error {
+	limit := s.policy.MaxPartitions
+	if limit == 0 {
+		return nil
+	}
+	have := 0
+	for _, t := range s.md.Topics {
+		have += len(t.Assignment)
+	}
+	if n <= limit-have {
+		return nil
+	}
+	s.log.Warn("partitions refused: the cluster would pass max.partitions", "topic", topic, "asked", n, "cluster", have, "max.partitions", limit)
+	return fmt.Errorf("%w: topic %q: %d new partitions would make the cluster's %d more than max.partitions=%d",
+		ErrPartitionLimit, topic, n, have+n, limit)
+}
+
+// checkBrokerPartitions refuses the replicas of added (new partitions of
+// topic) when they would assign some broker more than
+// max.broker.partitions replicas (Policy.MaxBrokerPartitions); it names
+// the first such broker.
+func (s *State) checkBrokerPartitions(topic string, added [][]coord.BrokerID) error {
+	limit := s.policy.MaxBrokerPartitions
+	if limit == 0 {
+		return nil
+	}
+	adding := map[coord.BrokerID]int{}
+	for _, replicas := range added {
+		for _, r := range replicas {
+			adding[r]++
+		}
+	}
+	held := map[coord.BrokerID]int{}
+	for _, t := range s.md.Topics {
+		for _, replicas := range t.Assignment {
+			for _, r := range replicas {
+				if _, ok := adding[r]; ok {
+					held[r]++
+				}
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(adding)) {
+		if held[id]+adding[id] <= limit {
+			continue
+		}
+		s.log.Warn("partitions refused: a broker would pass max.broker.partitions", "topic", topic, "broker", id,
+			"adding", adding[id], "held", held[id], "max.broker.partitions", limit)
+		return fmt.Errorf("%w: topic %q: %d new replicas on broker %d would make its %d more than max.broker.partitions=%d",
+			ErrPartitionLimit, topic, adding[id], id, held[id]+adding[id], limit)
+	}
+	return nil
+}
+
 // checkAssignment checks a manual assignment of partitions first,
 // first+1, ... of topic: every partition has replicas, none twice, all
 // live.
@@ -174,7 +241,8 @@ func (s *State) checkAssignment(topic string, first int, assignment [][]coord.Br
 // grown topic and the new states; every broker told. With validateOnly it
 // checks and plans nothing. A topic whose growth to total was cut off is
 // completed (see "Topics cut off midway"). Errors: coord.ErrNotFound,
-// ErrInvalidPartitions, ErrInvalidReplicaAssignment, and
+// ErrInvalidPartitions, ErrInvalidReplicaAssignment, ErrPartitionLimit
+// (max.partitions, max.broker.partitions), and
 // ErrInvalidReplicationFactor when fewer eligible brokers than the
 // topic's replication factor are live (none at all included).
 func (s *State) CreatePartitions(name string, total int, manual [][]coord.BrokerID, validateOnly bool, seed Seed) (Plan, error) {
@@ -197,6 +265,9 @@ func (s *State) CreatePartitions(name string, total int, manual [][]coord.Broker
 	if total <= have {
 		return Plan{}, fmt.Errorf("%w: topic %q has %d partitions, asked for %d: must be more", ErrInvalidPartitions, name, have, total)
 	}
+	if err := s.checkClusterPartitions(name, total-have); err != nil {
+		return Plan{}, err
+	}
 	added := manual
 	if len(added) == 0 {
 		rf := 0
@@ -216,6 +287,9 @@ func (s *State) CreatePartitions(name string, total int, manual [][]coord.Broker
 	} else if len(added) != total-have {
 		return Plan{}, fmt.Errorf("%w: topic %q: %d assignments for %d new partitions", ErrInvalidReplicaAssignment, name, len(added), total-have)
 	} else if err := s.checkAssignment(name, have, added); err != nil {
+		return Plan{}, err
+	}
+	if err := s.checkBrokerPartitions(name, added); err != nil {
 		return Plan{}, err
 	}
 	if validateOnly {

@@ -150,7 +150,12 @@ func parseAssignment(s string) ([][]int32, error) {
 // createTopic sends one CreateTopics request and returns the topic's error.
 func createTopic(ctx context.Context, cl *kgo.Client, name string, partitions int32, rf int16, manual [][]int32, configs map[string]*string) error {
 	if manual == nil {
-		_, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, rf, configs, name)
+		resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, rf, configs, name)
+		if err != nil && resp.ErrMessage != "" {
+			// The broker's message says which bound or setting refused
+			// it (say max.request.partitions); kadm's error only the code.
+			return fmt.Errorf("create topic %s: %w: %s", name, err, resp.ErrMessage)
+		}
 		if err != nil {
 			return fmt.Errorf("create topic %s: %w", name, err)
 		}
