@@ -26,22 +26,36 @@ import (
 // live producer's id, epoch and next sequences swallows that producer's
 // next records, or fences it with a higher epoch.
 //
-// A producer id is counter<<32 | mac: counter is the id the broker's block
-// gave (coord.ProducerIDAllocator; below producerIDCounterLimit) and mac
-// the first 32 bits of HMAC-SHA256(key, counter as 8 big-endian bytes ‖
-// principal), with the cluster's producer id key (coord's ProducerIDKey)
-// and the principal of the connection the id was handed to, as Kafka
-// writes it ("User:alice"). Every broker reads the same key, so any of
-// them verifies an id for a connection's principal without asking anyone:
-// a Produce whose batch names a producer id that does not verify is
-// refused with UNKNOWN_PRODUCER_ID, and an InitProducerId that asks to
-// bump such an id's epoch gets a fresh id instead. On a listener without
+// A producer id is (counter+1)<<32 | mac: counter is the id the broker's
+// block gave (coord.ProducerIDAllocator; counter+1 below
+// producerIDCounterLimit) and mac the first 32 bits of
+// HMAC-SHA256(key, counter as 8 big-endian bytes ‖ principal), with the
+// cluster's producer id key (coord's ProducerIDKey) and the principal of
+// the connection the id was handed to, as Kafka writes it ("User:alice").
+// Every broker reads the same key, so any of them verifies an id for a
+// connection's principal without asking anyone: a Produce whose batch
+// names a producer id that does not verify is refused with
+// UNKNOWN_PRODUCER_ID, and an InitProducerId that asks to bump such an
+// id's epoch gets a fresh id instead. On a listener without
 // authentication every client is User:ANONYMOUS, and the check only
 // proves that the id was handed out.
+//
+// Ids below signedProducerIDMin were handed out before ids were signed
+// (the raw counters). Clients do not give such an id up when it is
+// refused: franz-go, like Kafka's own producer (KIP-360), bumps its epoch
+// locally and resends, again and again, and asks InitProducerId for a new
+// id only at the last epoch. So that the producers running when a cluster
+// is upgraded keep writing, such a legacy id is accepted on a partition
+// whose producer state already holds it, where it wrote before, and
+// refused on any other.
 
-// producerIDCounterLimit bounds the counters a signed id can carry: the
-// counter takes the upper 31 bits of a positive int64.
+// producerIDCounterLimit bounds counter+1 in a signed id: it takes the
+// upper 31 bits of a positive int64.
 const producerIDCounterLimit = 1 << 31
+
+// signedProducerIDMin is the lowest signed producer id: lower ids are
+// legacy ones, handed out before ids were signed.
+const signedProducerIDMin = 1 << 32
 
 // producerIDSigner signs and verifies producer ids with the cluster's key.
 type producerIDSigner struct {
@@ -62,19 +76,22 @@ func (s *producerIDSigner) mac(counter int64, principal kafkaPrincipal) uint32 {
 // sign returns the producer id of counter handed to principal. It fails
 // when counter is negative or not below producerIDCounterLimit.
 func (s *producerIDSigner) sign(counter int64, principal kafkaPrincipal) (int64, error) {
-	if counter < 0 || counter >= producerIDCounterLimit {
-		return 0, fmt.Errorf("producer id counter %d: exhausted the %d signable producer ids", counter, int64(producerIDCounterLimit))
+	if counter < 0 || counter+1 >= producerIDCounterLimit {
+		return 0, fmt.Errorf("producer id counter %d: exhausted the %d signable producer ids", counter, int64(producerIDCounterLimit-1))
 	}
-	return counter<<32 | int64(s.mac(counter, principal)), nil
+	return (counter+1)<<32 | int64(s.mac(counter, principal)), nil
 }
 
 // verify reports whether id was signed for principal.
 func (s *producerIDSigner) verify(id int64, principal kafkaPrincipal) bool {
-	if id < 0 {
+	if id < signedProducerIDMin {
 		return false
 	}
-	return subtle.ConstantTimeEq(int32(uint32(id)), int32(s.mac(id>>32, principal))) == 1
+	return subtle.ConstantTimeEq(int32(uint32(id)), int32(s.mac(id>>32-1, principal))) == 1
 }
+
+// producerIDCounter returns the counter a signed producer id carries.
+func producerIDCounter(id int64) int64 { return id>>32 - 1 }
 
 // producerIDKeyRetryMax bounds the pause between two attempts to read the
 // producer id key while the coordination service cannot be reached.
@@ -155,6 +172,8 @@ const (
 	producerIDForeign
 	// producerIDKeyUnknown: the broker has not read the key yet.
 	producerIDKeyUnknown
+	// producerIDLegacy: a legacy id, handed out before ids were signed.
+	producerIDLegacy
 )
 
 // verify checks that id was handed to the principal of connection c,
@@ -163,6 +182,9 @@ func (m *producerIDManager) verify(c *connState, id int64) producerIDVerdict {
 	principal := c.principal()
 	if c.producerIDs.has(id, principal) {
 		return producerIDIssued
+	}
+	if id < signedProducerIDMin {
+		return producerIDLegacy
 	}
 	s := m.signer()
 	if s == nil {
@@ -233,22 +255,28 @@ const (
 
 // checkProducerIDs returns 0 when no batch of records, a partition's part
 // of a Produce arriving on connection c, names a producer id (one >= 0)
-// that was not handed to c's principal, and otherwise the error the
-// partition is answered with: UNKNOWN_PRODUCER_ID, which clients answer
-// by asking for a new producer id (franz-go and Kafka's own reload it and
-// resend under it), or COORDINATOR_LOAD_IN_PROGRESS, retriable, while the
-// broker has not read the cluster's producer id key yet. Batches without
-// a producer id (-1, not idempotent) pass. It reads only the batch
-// headers; batches too short to hold one, or not v2, are left to the
-// validation of the batch, which refuses them.
+// that was not handed to c's principal (or, a legacy id, that the
+// partition does not know), and otherwise the error the partition is
+// answered with: UNKNOWN_PRODUCER_ID (Kafka's answer to a producer id a
+// partition does not know; franz-go and Kafka's producer bump their epoch
+// and resend, and the application sees no error unless the record's
+// delivery timeout passes), or COORDINATOR_LOAD_IN_PROGRESS, retriable,
+// while the broker has not read the cluster's producer id key yet.
+// Batches without a producer id (-1, not idempotent) pass. It reads only
+// the batch headers; batches too short to hold one, or not v2, are left
+// to the validation of the batch, which refuses them.
 func (b *Broker) checkProducerIDs(c *connState, topic string, partition int32, records []byte) int16 {
 	for rest := records; len(rest) >= batchHeaderSize && rest[batchMagicOffset] == 2; {
 		id := int64(binary.BigEndian.Uint64(rest[batchProducerIDOffset:]))
 		if id >= 0 {
-			switch b.producerIDs.verify(c, id) {
+			verdict := b.producerIDs.verify(c, id)
+			if verdict == producerIDLegacy && b.knowsProducer(topic, partition, id) {
+				verdict = producerIDIssued
+			}
+			switch verdict {
 			case producerIDKeyUnknown:
 				return kerr.CoordinatorLoadInProgress.Code
-			case producerIDForeign:
+			case producerIDForeign, producerIDLegacy:
 				b.producerIDs.refusals.log(b.logger, "produce refused: the producer id was not handed to this principal",
 					"principal", c.principal().String(), "remote", c.remote, "producer_id", id, "topic", topic, "partition", partition)
 				return kerr.UnknownProducerID.Code
@@ -262,6 +290,18 @@ func (b *Broker) checkProducerIDs(c *connState, topic string, partition int32, r
 		rest = rest[next:]
 	}
 	return 0
+}
+
+// knowsProducer reports whether the producer state of topic's partition,
+// led by this broker, holds producer id id.
+func (b *Broker) knowsProducer(topic string, partition int32, id int64) bool {
+	p := b.partitionFor(topic, partition)
+	if p == nil {
+		return false
+	}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producers.Knows(id)
 }
 
 // rateLimitedLog writes a warning at most once per interval; the lines it

@@ -74,7 +74,7 @@ func TestProducerIDsUniqueAcrossBrokers(t *testing.T) {
 			t.Fatalf("InitProducerID to broker %d: got id %d epoch %d, want epoch 0 and an id not in %v", b.ID(), id, epoch, ids)
 		}
 		ids = append(ids, id)
-		blocks[(id>>32)/coord.ProducerIDBlockSize] = true
+		blocks[producerIDCounter(id)/coord.ProducerIDBlockSize] = true
 	}
 	if len(blocks) != len(brokers) {
 		t.Fatalf("producer ids %v: from %d blocks, want one block per broker", ids, len(blocks))
