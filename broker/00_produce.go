@@ -88,9 +88,9 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 }
 
 // producePartition appends one partition's batches, which arrived on
-// connection c, and fills sp; it
-// returns the Kafka error code and, for acks=all, the channel on which
-// the outcome of the wait for the high watermark arrives.
+// connection c, and fills sp; it returns the Kafka error code and, for
+// acks=all, the channel on which the outcome of the wait for the high
+// watermark arrives.
 func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time) (int16, <-chan error) {
 	if code := b.checkProducerIDs(c, topic, rp.Partition, rp.Records); code != 0 {
 		return code, nil
