@@ -51,7 +51,7 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 			sp.LogAppendTime = -1
 			sp.LogStartOffset = -1
 			var done <-chan error
-			sp.ErrorCode, done = b.producePartition(r, rt.Topic, rp, &sp, deadline)
+			sp.ErrorCode, done = b.producePartition(req.conn, r, rt.Topic, rp, &sp, deadline)
 			st.Partitions = append(st.Partitions, sp)
 			if done != nil {
 				waits = append(waits, waiting{topic: len(resp.Topics), partition: len(st.Partitions) - 1, done: done})
@@ -87,10 +87,14 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 	}, nil
 }
 
-// producePartition appends one partition's batches and fills sp; it
-// returns the Kafka error code and, for acks=all, the channel on which
-// the outcome of the wait for the high watermark arrives.
-func (b *Broker) producePartition(r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time) (int16, <-chan error) {
+// producePartition appends one partition's batches, which arrived on
+// connection c, and fills sp; it returns the Kafka error code and, for
+// acks=all, the channel on which the outcome of the wait for the high
+// watermark arrives.
+func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time) (int16, <-chan error) {
+	if code := b.checkProducerIDs(c, topic, rp.Partition, rp.Records); code != 0 {
+		return code, nil
+	}
 	if r.TransactionID != nil {
 		return kerr.TransactionalIDAuthorizationFailed.Code, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,8 +25,10 @@ func init() { registerAPI(22, 0, 4, handleInitProducerID) }
 const producerIDWait = 5 * time.Second
 
 // handleInitProducerID hands an idempotent producer a fresh producer id
-// (epoch 0), or bumps the epoch of the id it already holds (KIP-360; at
-// epoch exhaustion it gets a fresh id). Ids come from blocks the
+// (epoch 0), signed for the connection's principal (producer_id_check.go),
+// or bumps the epoch of the id it already holds (KIP-360) if that id was
+// handed to the same principal; an id that was not, and one at epoch
+// exhaustion, gets a fresh id. Ids come from blocks the
 // coordination backend reserves for this broker; a request that finds no
 // id ready waits for the next block off the connection's reader, at most
 // producerIDWait. Transactional producers are refused: tripod has no
@@ -40,26 +43,46 @@ func handleInitProducerID(_ context.Context, b *Broker, req *request) (kmsg.Resp
 		return resp, nil, nil
 	}
 	if r.Version >= 3 && r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {
-		resp.ProducerID = r.ProducerID
-		resp.ProducerEpoch = r.ProducerEpoch + 1
-		return resp, nil, nil
+		if b.producerIDs.verify(req.conn, r.ProducerID) == producerIDIssued {
+			resp.ProducerID = r.ProducerID
+			resp.ProducerEpoch = r.ProducerEpoch + 1
+			return resp, nil, nil
+		}
+		// Another principal's id, or one never handed out (or handed
+		// out before ids were signed): a fresh id, as Kafka answers
+		// every InitProducerId without a transactional id, so that the
+		// id's owner is not fenced and an upgraded client recovers.
+		b.producerIDs.refusals.log(b.logger, "InitProducerID asked to bump a producer id not handed to this principal; handing out a fresh one",
+			"principal", req.conn.principal().String(), "remote", req.conn.remote, "producer_id", r.ProducerID)
 	}
-	if id, ok := b.producerIDs.take(); ok {
-		resp.ProducerID, resp.ProducerEpoch = id, 0
+	if counter, ok := b.producerIDs.take(); ok {
+		b.answerProducerID(req.conn, resp, counter)
 		return resp, nil, nil
 	}
 	return nil, func(ctx context.Context) kmsg.Response {
 		ctx, cancel := context.WithTimeout(ctx, producerIDWait)
 		defer cancel()
-		id, err := b.producerIDs.generate(ctx)
+		counter, err := b.producerIDs.generate(ctx)
 		if err != nil {
 			b.logger.Warn("InitProducerID answered COORDINATOR_LOAD_IN_PROGRESS: no producer id block", "error", err)
 			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 			return resp
 		}
-		resp.ProducerID, resp.ProducerEpoch = id, 0
+		b.answerProducerID(req.conn, resp, counter)
 		return resp
 	}, nil
+}
+
+// answerProducerID fills resp with counter, an id of this broker's blocks,
+// signed for the principal of connection c, at epoch 0.
+func (b *Broker) answerProducerID(c *connState, resp *kmsg.InitProducerIDResponse, counter int64) {
+	id, err := b.producerIDs.issue(c, counter)
+	if err != nil {
+		b.logger.Error("InitProducerID answered UNKNOWN_SERVER_ERROR: cannot sign a producer id", "error", err)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
 }
 
 // producerIDFetchTimeout bounds one reservation of a block through the
@@ -77,7 +100,11 @@ const producerIDPrefetch = 9
 // the coordination service and nothing is kept on disk. The first block is
 // reserved when the first id is asked for; the next one in the background
 // once 90 % of the current one is handed out. At most one reservation is in
-// flight; its goroutine is the manager's, and close waits for it.
+// flight; its goroutine is the manager's, and close waits for it. The
+// manager also reads the cluster's producer id key, from its start on a
+// goroutine of its own (close waits for it too), and signs and verifies
+// ids with it (producer_id_check.go); take and generate return the
+// counters of the blocks, which issue signs.
 type producerIDManager struct {
 	backend coord.ProducerIDAllocator
 	broker  coord.BrokerID
@@ -100,11 +127,25 @@ type producerIDManager struct {
 	fetching chan struct{}
 	// fetchErr is why the last reservation failed; nil after a success.
 	fetchErr error
+
+	// key is the signer of the cluster's producer id key, nil until it is
+	// read (producer_id_check.go); blocks are reserved only after it is,
+	// so an id taken from a block can be signed.
+	key atomic.Pointer[producerIDSigner]
+	// refusals logs the producer ids refused for a connection's principal.
+	refusals rateLimitedLog
 }
 
 func newProducerIDManager(backend coord.ProducerIDAllocator, broker coord.BrokerID, logger hclog.Logger) *producerIDManager {
 	life, stop := context.WithCancel(context.Background())
-	return &producerIDManager{backend: backend, broker: broker, logger: logger, life: life, stop: stop}
+	m := &producerIDManager{backend: backend, broker: broker, logger: logger, life: life, stop: stop,
+		refusals: rateLimitedLog{interval: producerIDRefusalLogInterval}}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.keepLoadingKey()
+	}()
+	return m
 }
 
 // take returns the next producer id if one is ready, without waiting; when
@@ -183,7 +224,11 @@ func (m *producerIDManager) fetchLocked() {
 	go func() {
 		defer m.wg.Done()
 		ctx, cancel := context.WithTimeout(m.life, producerIDFetchTimeout)
-		block, err := m.backend.AllocateProducerIDs(ctx, m.broker)
+		var block coord.ProducerIDBlock
+		_, err := m.loadKey(ctx)
+		if err == nil {
+			block, err = m.backend.AllocateProducerIDs(ctx, m.broker)
+		}
 		cancel()
 		if err == nil && block.Size <= 0 {
 			err = fmt.Errorf("producer id block of broker %d: got %v, want %d ids", m.broker, block, coord.ProducerIDBlockSize)

@@ -51,6 +51,10 @@ type connState struct {
 	// sasl is the connection's SASL exchange (sasl.go); only the
 	// connection's reader goroutine touches it.
 	sasl saslSession
+
+	// producerIDs caches the producer ids verified for the connection's
+	// principal (producer_id_check.go).
+	producerIDs verifiedProducerIDs
 }
 
 // newConnState makes the state of a connection from remote accepted on

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // initProducerID asks b itself for a producer id; with producerID and
@@ -54,7 +56,8 @@ func produceAsProducer(t *testing.T, b *Broker, topic string, producerID int64, 
 
 // TestProducerIDsUniqueAcrossBrokers runs three in-process brokers on one
 // embedded Raft cluster: InitProducerID sent to each broker gives three
-// distinct producer ids, from three blocks; two idempotent producers that
+// distinct producer ids, from three blocks (the ids' counters, their
+// upper 32 bits, producer_id_check.go); two idempotent producers that
 // got their ids from two brokers both write their first batch (sequence 0,
 // epoch 0) to the same partition with acks=all, and a consumer reads both
 // records back at distinct offsets: the leader does not take the second
@@ -71,7 +74,7 @@ func TestProducerIDsUniqueAcrossBrokers(t *testing.T) {
 			t.Fatalf("InitProducerID to broker %d: got id %d epoch %d, want epoch 0 and an id not in %v", b.ID(), id, epoch, ids)
 		}
 		ids = append(ids, id)
-		blocks[id/1000] = true
+		blocks[producerIDCounter(id)/coord.ProducerIDBlockSize] = true
 	}
 	if len(blocks) != len(brokers) {
 		t.Fatalf("producer ids %v: from %d blocks, want one block per broker", ids, len(blocks))

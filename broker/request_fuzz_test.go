@@ -543,6 +543,7 @@ func requestSeeds(tb testing.TB, b *Broker) []requestSeed {
 			requestSeed{key: s.key, version: s.version, body: corrupted})
 	}
 	seeds = append(seeds, hostileLimitSeeds(tb)...)
+	seeds = append(seeds, hostileProducerIDSeeds(tb)...)
 	return seeds
 }
 

@@ -244,3 +244,108 @@ func testCancelledAllocationNeverReused(t T, h Harness) {
 	t.Logf("%d allocations cut short by their deadlines (typical allocation %v), %d blocks reserved",
 		cancelled, typical.Round(time.Microsecond), len(blocks))
 }
+
+// producerIDKey asks be for the producer id key, proposing proposed,
+// retrying while the service is not ready (ErrUnavailable, a call
+// deadline), and fails t when d passes first or the key is malformed.
+func producerIDKey(t T, be coord.Backend, proposed []byte, d time.Duration) []byte {
+	t.Helper()
+	var key []byte
+	waitUntil(t, d, "ProducerIDKey", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		defer cancel()
+		var err error
+		key, err = be.ProducerIDKey(ctx, proposed)
+		if err == nil {
+			return true, ""
+		}
+		if errors.Is(err, coord.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+			return false, "last error: " + err.Error()
+		}
+		t.Fatalf("ProducerIDKey: got error %v, want nil (or ErrUnavailable while the service starts)", err)
+		return false, ""
+	})
+	if len(key) != coord.ProducerIDKeySize {
+		t.Fatalf("ProducerIDKey: got %d bytes, want %d", len(key), coord.ProducerIDKeySize)
+	}
+	return key
+}
+
+// proposedKey returns a producer id key that tells proposal i apart.
+func proposedKey(i int) []byte {
+	key := make([]byte, coord.ProducerIDKeySize)
+	for j := range key {
+		key[j] = byte(i*31 + j + 1)
+	}
+	return key
+}
+
+// testProducerIDKeyAgreedOnce: every backend of a cluster asks for the
+// producer id key from many goroutines at once, each proposing a key of
+// its own; all get the same bytes, one of the proposals. Each backend is
+// then closed and opened again, as a restarted broker's is, and a call
+// proposing yet another key still gets the first one, through every
+// backend; a malformed proposal is refused.
+func testProducerIDKeyAgreedOnce(t T, h Harness) {
+	c := h.NewCluster(t, producerIDBackends)
+	for i := range producerIDBackends {
+		allocateProducerIDs(t, c.Backend(i), brokerFor(i).ID, startupBound(h))
+	}
+	var (
+		mu   sync.Mutex
+		keys [][]byte
+		v    violations
+		wg   sync.WaitGroup
+	)
+	for i := range producerIDBackends {
+		be := c.Backend(i)
+		for g := range producerIDGoroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), callBound)
+				defer cancel()
+				key, err := be.ProducerIDKey(ctx, proposedKey(i*producerIDGoroutines+g))
+				if err != nil {
+					v.addf("ProducerIDKey through backend %d: got error %v, want nil", i+1, err)
+					return
+				}
+				mu.Lock()
+				keys = append(keys, key)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	v.report(t)
+	if t.Failed() {
+		return
+	}
+	first := keys[0]
+	proposed := false
+	for i := range producerIDBackends * producerIDGoroutines {
+		proposed = proposed || slices.Equal(first, proposedKey(i))
+	}
+	if !proposed {
+		t.Fatalf("ProducerIDKey: got %x, want one of the proposed keys", first)
+	}
+	for _, key := range keys {
+		if !slices.Equal(key, first) {
+			t.Fatalf("concurrent first ProducerIDKey calls: got %x and %x, want one key", first, key)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callBound)
+	_, err := c.Backend(0).ProducerIDKey(ctx, []byte("short"))
+	cancel()
+	if err == nil {
+		t.Fatalf("ProducerIDKey proposing 5 bytes: got nil error, want one naming the key's size")
+	}
+	for i := range producerIDBackends {
+		c.Restart(t, i)
+		for j := range producerIDBackends {
+			if key := producerIDKey(t, c.Backend(j), proposedKey(1000+i), startupBound(h)); !slices.Equal(key, first) {
+				t.Fatalf("ProducerIDKey through backend %d after backend %d restarted: got %x, want %x", j+1, i+1, key, first)
+			}
+		}
+	}
+}

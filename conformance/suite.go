@@ -102,6 +102,7 @@ func cases() []testCase {
 		{"ProducerIDs", "ConcurrentBlocksNeverOverlap", needsNothing, testConcurrentBlocksNeverOverlap},
 		{"ProducerIDs", "RestartedBrokerContinuesAbove", needsNothing, testRestartedBrokerContinuesAbove},
 		{"ProducerIDs", "CancelledAllocationNeverReused", needsNothing, testCancelledAllocationNeverReused},
+		{"ProducerIDs", "KeyAgreedOnce", needsNothing, testProducerIDKeyAgreedOnce},
 		{"Security", "ScramCredentialLifecycle", needsNothing, testScramCredentialLifecycle},
 		{"Security", "ACLCreateIdempotentAndFilter", needsNothing, testACLCreateIdempotentAndFilter},
 		{"Security", "DeleteACLsReturnsWhatItRemoved", needsNothing, testDeleteACLsReturnsWhatItRemoved},

@@ -129,9 +129,10 @@ type MetadataStore interface {
 }
 
 // ProducerIDAllocator hands out blocks of Kafka producer ids, unique across
-// the cluster and its restarts. It is Kafka's ZooKeeper-mode
-// /latest_producer_id_block: a compare-and-set on one counter, which needs no
-// session and no controller Term.
+// the cluster and its restarts, and the key brokers sign them with. The
+// blocks are Kafka's ZooKeeper-mode /latest_producer_id_block: a
+// compare-and-set on one counter, which needs no session and no controller
+// Term; the key is a create-if-absent of one value.
 type ProducerIDAllocator interface {
 	// AllocateProducerIDs reserves the next block of ProducerIDBlockSize ids
 	// for broker and returns it. The block's First is above the Last of
@@ -152,6 +153,26 @@ type ProducerIDAllocator interface {
 	// is closed; an error naming the key when the stored block cannot be
 	// read or the ids are exhausted.
 	AllocateProducerIDs(ctx context.Context, broker BrokerID) (ProducerIDBlock, error)
+
+	// ProducerIDKey returns the cluster's producer id key: ProducerIDKeySize
+	// secret bytes with which brokers sign the producer ids they hand out,
+	// so that any broker can tell an id the cluster issued, and to whom,
+	// from one a client made up. The first call in the life of the
+	// cluster stores proposed (which must be ProducerIDKeySize bytes,
+	// from a cryptographic random source) if no key is stored yet,
+	// atomically: every call, by any broker, concurrent with the first or
+	// after it, in this run or a later one, returns the same bytes, the
+	// ones the first successful store wrote, whatever it proposes. The key
+	// never changes. The backend keeps it from clients of the coordination
+	// service that are not brokers where it can (ZooKeeper: the brokers'
+	// ACL, as for the SCRAM credentials).
+	//
+	// It blocks until the key is read, or stored and durable, or ctx ends.
+	// Errors: ErrUnavailable when the service cannot be reached before ctx
+	// ends (on Raft: no leader); ctx.Err() when ctx ends first; ErrClosed
+	// once the backend is closed; an error naming the key when proposed
+	// or the stored key is not ProducerIDKeySize bytes.
+	ProducerIDKey(ctx context.Context, proposed []byte) ([]byte, error)
 }
 
 // ControllerEvictor is implemented by the backends whose election node

@@ -344,3 +344,16 @@ func NewProducerIDBlock(broker BrokerID, first int64) (ProducerIDBlock, error) {
 	}
 	return ProducerIDBlock{Broker: broker, First: first, Size: ProducerIDBlockSize}, nil
 }
+
+// ProducerIDKeySize is the length of the cluster's producer id key
+// (ProducerIDAllocator.ProducerIDKey): the key size of HMAC-SHA256.
+const ProducerIDKeySize = 32
+
+// CheckProducerIDKey fails, naming where, unless key is a producer id key
+// of ProducerIDKeySize bytes.
+func CheckProducerIDKey(where string, key []byte) error {
+	if len(key) != ProducerIDKeySize {
+		return fmt.Errorf("producer id key at %s: got %d bytes, want %d", where, len(key), ProducerIDKeySize)
+	}
+	return nil
+}

@@ -277,6 +277,12 @@ func NewProducers() *Producers {
 // Len is the number of producer ids the partition remembers.
 func (p *Producers) Len() int { return len(p.entries) }
 
+// Knows reports whether the partition remembers producer id id.
+func (p *Producers) Knows(id int64) bool {
+	_, ok := p.entries[id]
+	return ok
+}
+
 // ProducerState is what DescribeProducers reports of one producer id a
 // partition remembers.
 type ProducerState struct {

@@ -216,6 +216,8 @@ func (b *Backend) producerIDBlockKey() string {
 	return b.prefix + "/latest_producer_id_block"
 }
 
+func (b *Backend) producerIDKeyKey() string { return b.prefix + "/producer_id_key" }
+
 func (b *Backend) brokerKey(id coord.BrokerID) string {
 	return b.brokersPrefix() + strconv.Itoa(int(id))
 }

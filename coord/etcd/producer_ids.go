@@ -121,3 +121,38 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 	return coord.ProducerIDBlock{}, fmt.Errorf("%w: %s: %d conflicting reservations in a row",
 		coord.ErrUnavailable, what, maxProducerIDConflicts)
 }
+
+// ProducerIDKey implements coord.ProducerIDAllocator. One transaction puts
+// proposed at <prefix>/producer_id_key if the key was never created
+// (CreateRevision 0), and otherwise reads it; either way the answer is the
+// stored key. A transaction whose answer was lost is harmless: the retry
+// reads what it stored.
+func (b *Backend) ProducerIDKey(ctx context.Context, proposed []byte) ([]byte, error) {
+	key := b.producerIDKeyKey()
+	what := "producer id key at " + key
+	if err := coord.CheckProducerIDKey("proposed for "+key, proposed); err != nil {
+		return nil, err
+	}
+	if b.isClosed() {
+		return nil, fmt.Errorf("%w: %s", coord.ErrClosed, what)
+	}
+	ctx, cancel := b.withLife(ctx)
+	defer cancel()
+	tr, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(proposed))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return nil, b.convertError(err, what)
+	}
+	if tr.Succeeded {
+		return proposed, nil
+	}
+	kvs := tr.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return nil, fmt.Errorf("%w: %s: created but not found", coord.ErrUnavailable, what)
+	}
+	if err := coord.CheckProducerIDKey(key, kvs[0].Value); err != nil {
+		return nil, err
+	}
+	return kvs[0].Value, nil
+}

@@ -539,7 +539,8 @@ func (b *Backend) apply(ctx context.Context, what string, cmd *command) (applyRe
 		default:
 			var resp fwdResponse
 			resp, err = b.call(ctx, string(addr), fwdRequest{Op: fwdApply, Cmd: cmd})
-			res = applyResult{Broker: resp.Broker, Epoch: resp.Epoch, Index: resp.Index, ProducerIDs: resp.ProducerIDs, Replaced: resp.Replaced, ACLs: resp.ACLs, Configs: resp.Configs}
+			res = applyResult{Broker: resp.Broker, Epoch: resp.Epoch, Index: resp.Index, ProducerIDs: resp.ProducerIDs, Replaced: resp.Replaced, ACLs: resp.ACLs, Configs: resp.Configs,
+				ProducerIDKey: resp.ProducerIDKey}
 			if err != nil && ctx.Err() == nil && isDialError(err) {
 				b.log.Debug("forward to leader", "leader", id, "error", err)
 				err = errNotLeader

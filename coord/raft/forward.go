@@ -57,6 +57,8 @@ type fwdResponse struct {
 	Index uint64 `json:"index,omitempty"`
 	// ProducerIDs is the block reserved by an allocate_producer_ids entry.
 	ProducerIDs coord.ProducerIDBlock `json:"producer_ids,omitzero"`
+	// ProducerIDKey is the key a producer_id_key entry returned.
+	ProducerIDKey []byte `json:"producer_id_key,omitempty"`
 	// Replaced is the broker epoch a register entry replaced.
 	Replaced int64 `json:"replaced,omitempty"`
 	// ACLs are the ACLs a delete_acls entry removed.
@@ -164,7 +166,7 @@ func (b *Backend) handleForward(ctx context.Context, req fwdRequest) fwdResponse
 		var res applyResult
 		res, err = b.applyLocal(ctx, req.Cmd)
 		resp.Broker, resp.Epoch, resp.Index, resp.ProducerIDs, resp.Replaced = res.Broker, res.Epoch, res.Index, res.ProducerIDs, res.Replaced
-		resp.ACLs, resp.Configs = res.ACLs, res.Configs
+		resp.ACLs, resp.Configs, resp.ProducerIDKey = res.ACLs, res.Configs, res.ProducerIDKey
 	case fwdRenew:
 		err = b.renewLocal(req.Broker)
 	case fwdCampaign:

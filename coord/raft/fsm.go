@@ -25,6 +25,9 @@ const (
 	cmdCommit     cmdType = "commit"
 	// cmdAllocateProducerIDs reserves the next block of producer ids.
 	cmdAllocateProducerIDs cmdType = "allocate_producer_ids"
+	// cmdProducerIDKey stores the cluster's producer id key, unless one
+	// is stored.
+	cmdProducerIDKey cmdType = "producer_id_key"
 )
 
 // command is one Raft log entry, JSON encoded.
@@ -46,6 +49,8 @@ type command struct {
 	Security *securityCommand `json:"security,omitempty"`
 	// Configs holds the fields of alter_broker_configs (configs.go).
 	Configs *configsCommand `json:"configs,omitempty"`
+	// Key is the producer id key that producer_id_key proposes.
+	Key []byte `json:"key,omitempty"`
 }
 
 // wireOp is a coord.Op in JSON: exactly one field is set.
@@ -103,6 +108,8 @@ type applyResult struct {
 	Epoch int64
 	// ProducerIDs is the block reserved by allocate_producer_ids.
 	ProducerIDs coord.ProducerIDBlock
+	// ProducerIDKey is the stored key, after producer_id_key.
+	ProducerIDKey []byte
 	// ACLs are the ACLs removed by delete_acls.
 	ACLs []coord.ACL
 	// Configs are the entity's configs written by alter_broker_configs.
@@ -140,6 +147,9 @@ type fsmData struct {
 	// allocate_producer_ids; snapshots written before it existed restore
 	// it as 0, when no block had been reserved.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`
+	// ProducerIDKey is the cluster's producer id key, set once by the
+	// first producer_id_key entry and never changed; empty before.
+	ProducerIDKey []byte `json:"producer_id_key,omitempty"`
 	// Security is the security store (security.go).
 	Security securityData `json:"security,omitzero"`
 	// Configs is the config store (configs.go).
@@ -258,6 +268,14 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		}
 		d.NextProducerID = block.Last() + 1
 		return applyResult{ProducerIDs: block}
+	case cmdProducerIDKey:
+		if len(d.ProducerIDKey) == 0 {
+			if err := coord.CheckProducerIDKey(fmt.Sprintf("raft log entry %d", index), cmd.Key); err != nil {
+				return applyResult{Err: err}
+			}
+			d.ProducerIDKey = slices.Clone(cmd.Key)
+		}
+		return applyResult{ProducerIDKey: d.ProducerIDKey}
 	case cmdSetScramCredential, cmdDeleteScramCredential, cmdCreateACLs, cmdDeleteACLs:
 		return f.applySecurityLocked(index, cmd)
 	case cmdAlterBrokerConfigs:
@@ -458,6 +476,14 @@ func (f *fsm) registration(id coord.BrokerID) (coord.Broker, bool, uint64) {
 	defer f.mu.RUnlock()
 	b, ok := f.data.Brokers[id]
 	return b, ok, f.data.Applied
+}
+
+// producerIDKey returns the stored producer id key, nil before the first
+// producer_id_key entry. The key never changes once stored.
+func (f *fsm) producerIDKey() []byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.data.ProducerIDKey
 }
 
 // controller returns the controller and the index of its last change.

@@ -265,6 +265,38 @@ func TestFSMProducerIDBlocksSurviveSnapshots(t *testing.T) {
 	}
 }
 
+// TestFSMProducerIDKeyStoredOnce: the first producer_id_key entry stores
+// its key, a later one with another key gets the first back, a malformed
+// one fails without storing anything, and a snapshot carries the key on.
+func TestFSMProducerIDKeyStoredOnce(t *testing.T) {
+	f := newFSM()
+	if res := fsmLog(t, f, 3, 2, command{Type: cmdProducerIDKey, Key: []byte("short")}); res.Err == nil || f.producerIDKey() != nil {
+		t.Fatalf("a 5-byte key: got %v and stored %x, want an error and nothing stored", res.Err, f.producerIDKey())
+	}
+	first, second := bytes.Repeat([]byte{1}, coord.ProducerIDKeySize), bytes.Repeat([]byte{2}, coord.ProducerIDKeySize)
+	for i, proposed := range [][]byte{first, second} {
+		res := fsmLog(t, f, uint64(4+i), 2, command{Type: cmdProducerIDKey, Key: proposed})
+		if res.Err != nil || !bytes.Equal(res.ProducerIDKey, first) {
+			t.Fatalf("producer_id_key %d: got %x, %v, want %x", i, res.ProducerIDKey, res.Err, first)
+		}
+	}
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	sink := &memorySink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatalf("Persist: %v", err)
+	}
+	restored := newFSM()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if got := restored.producerIDKey(); !bytes.Equal(got, first) {
+		t.Fatalf("key after restore: got %x, want %x", got, first)
+	}
+}
+
 // TestFSMRegisterReplacesDeadIncarnation: a register entry whose Replaces
 // is the stored registration's epoch replaces it (the new epoch is its
 // index) and takes its controller claim along; one with another epoch, or

@@ -21,3 +21,30 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 	}
 	return res.ProducerIDs, nil
 }
+
+// ProducerIDKey implements coord.ProducerIDAllocator. A key this node's
+// state machine holds is final and returned at once; otherwise one
+// producer_id_key log entry stores proposed unless an earlier entry stored
+// a key, and returns the stored key; a follower forwards it to the leader
+// as it forwards AllocateProducerIDs. An entry whose answer was lost is
+// harmless: the retry's entry returns what the first stored.
+func (b *Backend) ProducerIDKey(ctx context.Context, proposed []byte) ([]byte, error) {
+	what := "producer id key"
+	if err := coord.CheckProducerIDKey("proposed to the raft log", proposed); err != nil {
+		return nil, err
+	}
+	if b.isClosed() {
+		return nil, fmt.Errorf("%w: %s", coord.ErrClosed, what)
+	}
+	if key := b.fsm.producerIDKey(); len(key) > 0 {
+		return key, nil
+	}
+	res, err := b.apply(ctx, what, &command{Type: cmdProducerIDKey, Key: proposed})
+	if err != nil {
+		return nil, err
+	}
+	if err := coord.CheckProducerIDKey("the raft log", res.ProducerIDKey); err != nil {
+		return nil, err
+	}
+	return res.ProducerIDKey, nil
+}

@@ -57,11 +57,13 @@ func authed(t *testing.T, addr, user, password string) *gozk.Conn {
 
 // TestSetACLOnlyBrokersWrite: with zookeeper.set.acl, every znode a
 // broker creates (registration, controller, epoch, topic, partition state,
-// producer id block, SCRAM credentials) carries the brokers' digest
-// identity with ALL and the world with READ (the credentials none), so a
+// producer id block, SCRAM credentials, producer id key) carries the
+// brokers' digest identity with ALL and the world with READ (the
+// credentials and the key none), so a
 // client without the brokers' credentials, unauthenticated or with other
 // digest credentials, reads the metadata but cannot delete /controller,
-// set a partition's state, register a broker, or read a SCRAM credential;
+// set a partition's state, register a broker, or read a SCRAM credential
+// or the producer id key;
 // and nothing it tried changed anything.
 func TestSetACLOnlyBrokersWrite(t *testing.T) {
 	s := server(t)
@@ -88,6 +90,9 @@ func TestSetACLOnlyBrokersWrite(t *testing.T) {
 	if _, err := b.AllocateProducerIDs(ctx, 1); err != nil {
 		t.Fatalf("allocate producer ids: %v", err)
 	}
+	if _, err := b.ProducerIDKey(ctx, bytes.Repeat([]byte{7}, coord.ProducerIDKeySize)); err != nil {
+		t.Fatalf("producer id key: %v", err)
+	}
 	cred := coord.ScramCredential{Mechanism: coord.ScramSHA256, Salt: []byte("salt"), StoredKey: bytes.Repeat([]byte{1}, 32),
 		ServerKey: bytes.Repeat([]byte{2}, 32), Iterations: 4096}
 	if err := b.SetScramCredential(ctx, "alice", cred); err != nil {
@@ -111,6 +116,7 @@ func TestSetACLOnlyBrokersWrite(t *testing.T) {
 		root + "/config/changes":           public,
 		root + "/config/users":             owner,
 		root + "/config/users/alice":       owner,
+		root + "/producer_id_key":          owner,
 	} {
 		got, _, err := admin.GetACL(p)
 		if err != nil || !slices.Equal(got, want) {
@@ -145,6 +151,9 @@ func TestSetACLOnlyBrokersWrite(t *testing.T) {
 			}
 			if _, _, err := conn.Get(root + "/config/users/alice"); !errors.Is(err, gozk.ErrNoAuth) {
 				t.Errorf("read /config/users/alice: got %v, want %v (SCRAM credentials are not world-readable)", err, gozk.ErrNoAuth)
+			}
+			if _, _, err := conn.Get(root + "/producer_id_key"); !errors.Is(err, gozk.ErrNoAuth) {
+				t.Errorf("read /producer_id_key: got %v, want %v (the producer id key is not world-readable)", err, gozk.ErrNoAuth)
 			}
 			if _, err := conn.SetACL(root+"/controller", gozk.WorldACL(gozk.PermAll), -1); !errors.Is(err, gozk.ErrNoAuth) {
 				t.Errorf("setAcl /controller: got %v, want %v", err, gozk.ErrNoAuth)

@@ -227,10 +227,10 @@ func (b *Backend) path(p string) string { return b.root + p }
 // aclFor returns the ACL of a znode the backend creates at p. Without
 // zookeeper.set.acl it is world ALL. With it, as Kafka's secure ACLs: ALL
 // for the brokers' digest identity and READ for everyone, except for the
-// SCRAM credentials (/config/users and below, Kafka's sensitive path),
-// which only the brokers may read.
+// SCRAM credentials (/config/users and below, Kafka's sensitive path)
+// and the producer id key, which only the brokers may read.
 func (b *Backend) aclFor(p string) []zk.ACL {
-	if users := b.usersPath(); p == users || strings.HasPrefix(p, users+"/") {
+	if users := b.usersPath(); p == users || strings.HasPrefix(p, users+"/") || p == b.producerIDKeyPath() {
 		return b.privateACL
 	}
 	return b.acl

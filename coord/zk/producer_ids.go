@@ -121,3 +121,50 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 	return coord.ProducerIDBlock{}, fmt.Errorf("%w: allocate producer ids at %s: %d conflicting writes in a row",
 		coord.ErrUnavailable, path, maxProducerIDConflicts)
 }
+
+// producerIDKeyPath is the znode of the cluster's producer id key under the
+// chroot; like the SCRAM credentials, only the brokers may read it when
+// zookeeper.set.acl is on (aclFor).
+func (b *Backend) producerIDKeyPath() string { return b.path("/producer_id_key") }
+
+// ProducerIDKey implements coord.ProducerIDAllocator. It reads
+// /producer_id_key and, when absent, creates it with proposed; a create
+// that loses to another broker's reads the winner's. A create whose answer
+// was lost is harmless: the retry finds the node and reads it.
+func (b *Backend) ProducerIDKey(ctx context.Context, proposed []byte) ([]byte, error) {
+	path := b.producerIDKeyPath()
+	if err := coord.CheckProducerIDKey("proposed for "+path, proposed); err != nil {
+		return nil, err
+	}
+	if err := b.ensureBase(ctx); err != nil {
+		return nil, err
+	}
+	var key []byte
+	err := b.do(ctx, path, func(c *zk.Conn) error {
+		data, _, err := c.Get(path)
+		if err == nil {
+			key = data
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		_, err = c.Create(path, proposed, 0, b.aclFor(path))
+		if err == nil {
+			key = proposed
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+		key, _, err = c.Get(path)
+		return err
+	})
+	if err != nil {
+		return nil, convertError(err, "producer id key at "+path)
+	}
+	if err := coord.CheckProducerIDKey(path, key); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
