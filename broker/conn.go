@@ -375,6 +375,16 @@ func (b *Broker) decodeRequest(frame []byte, cs *connState) (*request, []byte, e
 			return nil, nil, fmt.Errorf("%s request header tagged fields: %w", kmsg.NameForKey(h.key), err)
 		}
 	}
+	// Nothing is decoded that would cost more than its frame allows
+	// (request_cost.go).
+	cost, err := decodeCost(h.key, h.version, rest)
+	if err != nil {
+		return nil, nil, err
+	}
+	if limit := maxDecodeExpansion*len(frame) + decodeCostSlack; cost > limit {
+		return nil, nil, fmt.Errorf("refusing %s v%d request of %d bytes: decoding it would allocate %d bytes, more than %d times its size plus %d",
+			kmsg.NameForKey(h.key), h.version, len(frame), cost, maxDecodeExpansion, decodeCostSlack)
+	}
 	if err := kreq.ReadFrom(rest); err != nil {
 		return nil, nil, fmt.Errorf("parse %s v%d request: %w", kmsg.NameForKey(h.key), h.version, err)
 	}
