@@ -64,18 +64,24 @@ const connResponseBudget = 1 << 20
 
 // connFlow is what one connection's reader waits on before reading its
 // next request: the bytes of responses produced and not written, and the
-// Fetch responses not written. The writer updates it and signals.
+// Fetch responses not written. The writer updates it and wakes the
+// reader.
 type connFlow struct {
 	unwrittenBytes   atomic.Int64
 	unwrittenFetches atomic.Int32
 	// written has a token after the writer wrote a response.
 	written chan struct{}
+	// nc is the connection, whose read deadline the writer moves to
+	// wake a reader that waits in a read (waitingInRead, under mu).
+	nc            net.Conn
+	mu            sync.Mutex
+	waitingInRead bool
 }
 
 // produced counts a response frame handed to the writer.
 func (f *connFlow) produced(frame []byte) { f.unwrittenBytes.Add(int64(len(frame))) }
 
-// wrote counts a slot the writer is done with.
+// wrote counts a slot the writer is done with, and wakes the reader.
 func (f *connFlow) wrote(frame []byte, fetch bool) {
 	f.unwrittenBytes.Add(-int64(len(frame)))
 	if fetch {
@@ -85,16 +91,51 @@ func (f *connFlow) wrote(frame []byte, fetch bool) {
 	case f.written <- struct{}{}:
 	default:
 	}
+	f.mu.Lock()
+	if f.waitingInRead {
+		f.nc.SetReadDeadline(time.Now())
+	}
+	f.mu.Unlock()
+}
+
+// blocked reports whether the reader must wait.
+func (f *connFlow) blocked() bool {
+	return f.unwrittenFetches.Load() > 0 || f.unwrittenBytes.Load() > connResponseBudget
 }
 
 // wait returns once the connection may read another request: no Fetch
 // response is unwritten and the unwritten responses are within
-// connResponseBudget; or with ctx's error.
-func (f *connFlow) wait(ctx context.Context) error {
-	for f.unwrittenFetches.Load() > 0 || f.unwrittenBytes.Load() > connResponseBudget {
-		select {
-		case <-f.written:
-		case <-ctx.Done():
+// connResponseBudget; or with an error that closes the connection. While
+// it waits, it reads ahead into br, as far as br's buffer holds, so that
+// a client closing the connection ends it (and a long poll it left)
+// without waiting for the answer; ctx ends the wait too.
+func (f *connFlow) wait(ctx context.Context, br *bufio.Reader) error {
+	for f.blocked() {
+		if br.Buffered() >= br.Size() {
+			select {
+			case <-f.written:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		f.mu.Lock()
+		f.waitingInRead = true
+		f.mu.Unlock()
+		// The deadline is cleared before blocked is checked again, and
+		// the writer moves it after updating the counts: a write
+		// between the two ends the read below at once.
+		err := f.nc.SetReadDeadline(time.Time{})
+		if err == nil && f.blocked() {
+			_, err = br.Peek(br.Buffered() + 1)
+		}
+		f.mu.Lock()
+		f.waitingInRead = false
+		f.mu.Unlock()
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
@@ -140,7 +181,7 @@ func (b *Broker) serveConn(nc net.Conn, l *listener) {
 	queue := make(chan *pendingResponse, maxInFlight)
 	// unanswered counts requests read whose response is not written yet.
 	var unanswered atomic.Int32
-	flow := &connFlow{written: make(chan struct{}, 1)}
+	flow := &connFlow{written: make(chan struct{}, 1), nc: conn}
 	writerDone := make(chan struct{})
 	wg.Add(1)
 	go func() {
@@ -223,7 +264,7 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 	var sizeBuf [4]byte
 	var keyBuf [2]byte
 	for {
-		if err := flow.wait(ctx); err != nil {
+		if err := flow.wait(ctx, br); err != nil {
 			return err
 		}
 		// A whole request must arrive within connections.max.idle.ms
