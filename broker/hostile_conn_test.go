@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -32,24 +33,22 @@ func metadataFlood(n int) []byte {
 	return requestFrame(3, 1, 1, body)
 }
 
-// waitClosedOrAnswered reads nc until the broker closes it or answers a
-// frame, within d; it reports which, or fails t.
-func waitClosedOrAnswered(t *testing.T, nc net.Conn, d time.Duration) string {
-	t.Helper()
+// closedOrAnswered reads nc until the broker closes it or answers a
+// frame, within d, and says which, or returns an error.
+func closedOrAnswered(nc net.Conn, d time.Duration) (string, error) {
 	if err := nc.SetReadDeadline(time.Now().Add(d)); err != nil {
-		t.Fatalf("set read deadline: %v", err)
+		return "", err
 	}
 	_, _, err := readResponseFrame(nc)
 	switch {
 	case err == nil:
-		return "answered"
+		return "answered", nil
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		t.Fatalf("got neither an answer nor a close within %v, want one", d)
+		return "", fmt.Errorf("got neither an answer nor a close within %v, want one", d)
 	case isConnClosed(err):
-		return "closed"
+		return "closed", nil
 	}
-	t.Fatalf("read: got %v, want an answer or a close", err)
-	return ""
+	return "", fmt.Errorf("read: got %v, want an answer or a close", err)
 }
 
 // TestHostileUnauthenticatedMetadataRequests opens 300 connections to a
@@ -117,10 +116,13 @@ func TestHostileLargeMetadataRequest(t *testing.T) {
 	watch := watchHeap(t)
 	nc := dialBroker(t, b)
 	go nc.Write(frame) // ends with an error once the broker closes
-	got := waitClosedOrAnswered(t, nc, 20*time.Second)
+	got, err := closedOrAnswered(nc, 20*time.Second)
+	watch.checkHeapGrowth(t, "a 20 MB Metadata request", maxDecodeExpansion*uint64(len(frame))+64<<20)
+	if err != nil {
+		t.Fatalf("20 MB Metadata request: %v", err)
+	}
 	t.Logf("20 MB Metadata request: %s", got)
 	nc.Close()
-	watch.checkHeapGrowth(t, "a 20 MB Metadata request", maxDecodeExpansion*uint64(len(frame))+64<<20)
 	checkServes(t, b)
 }
 
@@ -235,11 +237,11 @@ func TestHostileFetchPipelineNeverRead(t *testing.T) {
 		}
 		return n >= conns && waiting >= conns
 	})
+	t.Logf("Fetch requests answered: %v", answered()-before)
+	watch.checkHeapGrowth(t, "3 connections pipelining 5 Fetch requests each, never read", 3*2*(recordSize*records)+64<<20)
 	if !settled {
 		t.Fatalf("got %v Fetch requests answered within 30 s, want at least %d", answered()-before, conns)
 	}
-	t.Logf("Fetch requests answered: %v", answered()-before)
-	watch.checkHeapGrowth(t, "3 connections pipelining 5 Fetch requests each, never read", 3*2*(recordSize*records)+64<<20)
 	checkServes(t, b)
 }
 
@@ -282,10 +284,11 @@ func TestHostileQueuedRequestBytes(t *testing.T) {
 		t.Fatalf("write ApiVersions: %v", err)
 	}
 	probe.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, _, err := readResponseFrame(probe); !errors.Is(err, os.ErrDeadlineExceeded) {
+	_, _, err := readResponseFrame(probe)
+	watch.checkHeapGrowth(t, "16 connections sending 7/8 of a 4 MiB frame", pool+32<<20)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("ApiVersions while the pool is full: got %v, want no answer until it frees", err)
 	}
-	watch.checkHeapGrowth(t, "16 connections sending 7/8 of a 4 MiB frame", pool+32<<20)
 
 	for _, nc := range attackConns {
 		nc.Close()
