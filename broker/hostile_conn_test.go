@@ -303,3 +303,50 @@ func TestHostileQueuedRequestBytes(t *testing.T) {
 	}
 	checkServes(t, b)
 }
+
+// TestFetchMaxBytesCapsTheResponse fetches two partitions of 8 KiB each
+// with 1 GiB limits, naming the first twice, from a broker whose
+// fetch.max.bytes is 1024: the answer has each partition once, the first
+// batch of the first partition (a batch over the limit is returned
+// whole, so a consumer is never stuck) and nothing of the second.
+func TestFetchMaxBytesCapsTheResponse(t *testing.T) {
+	cfg := testConfig(t)
+	set(t, &cfg, map[string]string{"fetch.max.bytes": "1024"})
+	b := startBroker(t, cfg)
+	const topic = "capped"
+	createTopic(t, b, topic, 2, nil)
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for p := range int32(2) {
+		for range 2 {
+			rec := &kgo.Record{Topic: topic, Partition: p, Value: make([]byte, 4<<10)}
+			if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+				t.Fatalf("produce to partition %d: %v", p, err)
+			}
+		}
+	}
+
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(4)
+	fetch.ReplicaID, fetch.MaxBytes = -1, 1<<30
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	for _, p := range []int32{0, 1, 0} {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.PartitionMaxBytes = p, 1<<30
+		ft.Partitions = append(ft.Partitions, fp)
+	}
+	fetch.Topics = append(fetch.Topics, ft)
+	resp := roundTrip(t, dialBroker(t, b), fetch, 1).(*kmsg.FetchResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+		t.Fatalf("got %d topics, %d partitions in the first; want 1 topic of 2 partitions", len(resp.Topics), len(resp.Topics[0].Partitions))
+	}
+	got := map[int32]int{}
+	for _, p := range resp.Topics[0].Partitions {
+		got[p.Partition] = len(p.RecordBatches)
+	}
+	if got[0] < 4<<10 || got[0] >= 8<<10 || got[1] != 0 {
+		t.Fatalf("got record bytes %v by partition, want one batch (4 KiB and some) of partition 0 and none of 1", got)
+	}
+}
