@@ -93,8 +93,8 @@ type Config struct {
 	// QueuedMaxRequestBytes bounds the bytes of requests being read or
 	// waiting to be handled, across all connections
 	// (queued.max.request.bytes, bytes): a reader reserves a frame's
-	// size before reading its body and gives it back once the request
-	// is answered; when the pool is full the broker stops reading
+	// size before reading its body and gives it back once the request's
+	// handler has run; when the pool is full the broker stops reading
 	// sockets until memory frees. A frame larger than the pool waits for
 	// the whole pool. Kafka's default is -1 (no bound); tripod's is
 	// 268435456 (256 MiB): more than socket.request.max.bytes, so the

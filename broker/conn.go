@@ -255,7 +255,7 @@ func (b *Broker) establish(ctx context.Context, nc net.Conn, l *listener, log hc
 // goroutines counted in handlers. Before reading a request it waits for
 // the connection's flow (connFlow); before reading a body it reserves the
 // frame's size in the broker's request pool (queued.max.request.bytes),
-// released once the response is produced. Before the client
+// released once the handler has run. Before the client
 // authenticates, a frame's api key is read first, and any but
 // ApiVersions, SaslHandshake and SaslAuthenticate closes the connection
 // without its body being read.
@@ -366,11 +366,18 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 			}
 			continue
 		}
+		// A handler that answers later (an acks=all produce waiting
+		// for its followers, a long-poll fetch) has done its work on
+		// the frame: its reservation is released now, as Kafka's
+		// broker releases a request's buffer once its handler
+		// returns. Held until the answer, acks=all produces could fill
+		// the pool and keep out the followers' fetches that complete
+		// them.
+		release()
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
 			frame := b.metrics.requestAnswered(req, start, int(size), b.encode(req, later(ctx)))
-			release()
 			flow.produced(frame)
 			slot.frame <- frame
 		}()

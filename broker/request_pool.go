@@ -12,7 +12,9 @@ import (
 // handled across all connections (queued.max.request.bytes, as Kafka's
 // broker's memory pool): a connection's reader reserves a frame's size
 // before reading its body and releases it once the request's handler has
-// produced its response (or failed). While the pool is full, readers
+// run: with the response, or, for a handler that answers later (an
+// acks=all produce, a long-poll fetch), when it returns, as Kafka's broker
+// releases a request's buffer. While the pool is full, readers
 // wait before reading a body, so the broker stops reading sockets until
 // memory frees instead of growing. A frame larger than the whole pool
 // waits for the whole pool.
