@@ -17,7 +17,10 @@ import (
 // Fetch v4..v12: v4 is the first with v2 record batches and isolation
 // levels, v7 the first with incremental fetch sessions (KIP-227,
 // fetch_session.go); v13+ names topics by ID.
-func init() { registerAPI(1, 4, 12, handleFetch) }
+func init() { registerAPI(fetchKey, 4, 12, handleFetch) }
+
+// fetchKey is Fetch's api key.
+const fetchKey = 1
 
 // maxFetchWait caps max.wait.ms so a client cannot park a request for
 // longer than a Kafka broker would let it.
@@ -29,7 +32,66 @@ const maxFetchWait = 5 * time.Minute
 // passes, or the connection or broker closes.
 func handleFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.FetchRequest)
+	collapseDuplicatePartitions(r)
 	return nil, func(ctx context.Context) kmsg.Response { return b.fetch(ctx, r) }, nil
+}
+
+// collapseDuplicatePartitions leaves each partition r names once, as
+// Kafka's broker reads a Fetch's partitions into a map: a partition named
+// again keeps the place of its first mention and takes the fetch
+// position and limits of its last, and a topic named again is merged
+// into its first mention. A request without duplicates is left as is.
+func collapseDuplicatePartitions(r *kmsg.FetchRequest) {
+	n := 0
+	for _, t := range r.Topics {
+		n += len(t.Partitions)
+	}
+	if n < 2 && len(r.Topics) < 2 {
+		return
+	}
+	seen := make(map[coord.TopicPartition]struct{}, n)
+	topics := make(map[string]struct{}, len(r.Topics))
+	dup := false
+	for _, t := range r.Topics {
+		if _, ok := topics[t.Topic]; ok {
+			dup = true
+		}
+		topics[t.Topic] = struct{}{}
+		for _, p := range t.Partitions {
+			tp := coord.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			if _, ok := seen[tp]; ok {
+				dup = true
+			}
+			seen[tp] = struct{}{}
+		}
+	}
+	if !dup {
+		return
+	}
+	type place struct{ topic, partition int }
+	at := make(map[coord.TopicPartition]place, len(seen))
+	topicAt := make(map[string]int, len(topics))
+	var out []kmsg.FetchRequestTopic
+	for _, t := range r.Topics {
+		ti, ok := topicAt[t.Topic]
+		if !ok {
+			ti = len(out)
+			topicAt[t.Topic] = ti
+			nt := t
+			nt.Partitions = nil
+			out = append(out, nt)
+		}
+		for _, p := range t.Partitions {
+			tp := coord.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			if pl, ok := at[tp]; ok {
+				out[pl.topic].Partitions[pl.partition] = p
+				continue
+			}
+			at[tp] = place{ti, len(out[ti].Partitions)}
+			out[ti].Partitions = append(out[ti].Partitions, p)
+		}
+	}
+	r.Topics = out
 }
 
 // fetch answers r in its fetch session (a full fetch, or an incremental
@@ -187,6 +249,8 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 	if r.Version < 3 || remaining <= 0 {
 		remaining = int(^uint32(0) >> 1)
 	}
+	// fetch.max.bytes caps every response, whatever the request asks.
+	remaining = min(remaining, int(b.cfg.FetchMaxBytes))
 	total := 0
 	hasError := false
 	var short map[coord.TopicPartition]struct{}

@@ -40,6 +40,7 @@ const syncWait = 3 * time.Second
 // for a topic that exists.
 func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.MetadataRequest)
+	collapseDuplicateTopics(r)
 	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
 	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
 	if !b.cache.isSynced() {
@@ -60,6 +61,34 @@ func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, 
 		}
 	}
 	return b.metadata(context.Background(), r, false, req.conn.listener.name), nil, nil
+}
+
+// collapseDuplicateTopics leaves each topic r names once (by name, or by
+// id when it has no name), in the order of first mention, as Kafka's
+// broker reads the names into a set: a request naming one topic a
+// million times is answered, and may create it, once.
+func collapseDuplicateTopics(r *kmsg.MetadataRequest) {
+	if len(r.Topics) < 2 {
+		return
+	}
+	names := make(map[string]struct{}, len(r.Topics))
+	ids := make(map[[16]byte]struct{})
+	out := r.Topics[:0]
+	for _, t := range r.Topics {
+		if t.Topic != nil {
+			if _, ok := names[*t.Topic]; ok {
+				continue
+			}
+			names[*t.Topic] = struct{}{}
+		} else {
+			if _, ok := ids[t.TopicID]; ok {
+				continue
+			}
+			ids[t.TopicID] = struct{}{}
+		}
+		out = append(out, t)
+	}
+	r.Topics = out
 }
 
 // metadata builds the Metadata response for a client of the named

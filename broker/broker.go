@@ -136,6 +136,9 @@ type Broker struct {
 	// fetchSessions are the incremental fetch sessions of the clients
 	// and followers fetching from this broker (KIP-227).
 	fetchSessions *fetchSessions
+	// requests bounds the bytes of requests read and not yet answered
+	// (queued.max.request.bytes, request_pool.go).
+	requests *requestPool
 	// stopRun ends the membership loop; runWG waits for it.
 	stopRun context.CancelFunc
 	runWG   sync.WaitGroup
@@ -180,6 +183,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		brokerEpoch:    -1,
 		epochChanged:   make(chan struct{}),
 		closing:        make(chan struct{}),
+		requests:       newRequestPool(cfg.QueuedMaxRequestBytes, logger),
 		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, maxSessionRefresh), nil),
 		configsChanged: make(chan struct{}),
 

@@ -111,6 +111,23 @@ type Config struct {
 	// one closes the connection (socket.request.max.bytes, bytes). Default
 	// 104857600; 1 .. 2147483647.
 	SocketRequestMaxBytes int32
+	// QueuedMaxRequestBytes bounds the bytes of requests being read or
+	// waiting to be handled, across all connections
+	// (queued.max.request.bytes, bytes): a reader reserves a frame's
+	// size before reading its body and gives it back once the request's
+	// handler has run; when the pool is full the broker stops reading
+	// sockets until memory frees. A frame larger than the pool waits for
+	// the whole pool. Kafka's default is -1 (no bound); tripod's is
+	// 268435456 (256 MiB): more than socket.request.max.bytes, so the
+	// largest request fits with room for others, and small enough that
+	// queued requests cannot take a broker's memory. 1 ..
+	// 9223372036854775807.
+	QueuedMaxRequestBytes int64
+	// FetchMaxBytes bounds the record bytes of one Fetch response, as
+	// well as the request's own MaxBytes (fetch.max.bytes, bytes); the
+	// first batch is returned even when larger, so a consumer is never
+	// stuck. Default 57671680; 1024 .. 2147483647.
+	FetchMaxBytes int32
 	// MaxConnections bounds the connections open at once on the Kafka
 	// listener; at the limit the broker stops accepting until one closes
 	// (max.connections). Default 2147483647; 1 .. 2147483647.
@@ -359,6 +376,8 @@ func DefaultConfig() Config {
 		MaxPartitions:              int32(defaultController.MaxPartitions),
 		MaxBrokerPartitions:        int32(defaultController.MaxBrokerPartitions),
 		SocketRequestMaxBytes:      104857600,
+		QueuedMaxRequestBytes:      256 << 20,
+		FetchMaxBytes:              57671680,
 		MaxConnections:             math.MaxInt32,
 		MaxConnectionsPerIP:        math.MaxInt32,
 		LogSegmentBytes:            1 << 30,
@@ -599,6 +618,12 @@ func (c Config) Validate() error {
 	}
 	if c.SocketRequestMaxBytes < 1 {
 		return fmt.Errorf("socket.request.max.bytes %d: must be between 1 and 2147483647", c.SocketRequestMaxBytes)
+	}
+	if c.QueuedMaxRequestBytes < 1 {
+		return fmt.Errorf("queued.max.request.bytes %d: must be between 1 and 9223372036854775807", c.QueuedMaxRequestBytes)
+	}
+	if c.FetchMaxBytes < 1024 {
+		return fmt.Errorf("fetch.max.bytes %d: must be between 1024 and 2147483647", c.FetchMaxBytes)
 	}
 	if c.LogOpenFilesMax < 1 {
 		return fmt.Errorf("log.open.files.max %d: must be between 1 and 2147483647", c.LogOpenFilesMax)
@@ -857,6 +882,14 @@ var brokerKeys = map[string]configKey{
 	"socket.request.max.bytes": {
 		set: func(c *Config, k, v string) error { return setInt32(&c.SocketRequestMaxBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.SocketRequestMaxBytes)) },
+	},
+	"queued.max.request.bytes": {
+		set: func(c *Config, k, v string) error { return setInt64(&c.QueuedMaxRequestBytes, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.QueuedMaxRequestBytes, 10) },
+	},
+	"fetch.max.bytes": {
+		set: func(c *Config, k, v string) error { return setInt32(&c.FetchMaxBytes, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.FetchMaxBytes)) },
 	},
 	"log.segment.bytes": {
 		set: func(c *Config, k, v string) error { return setInt64(&c.LogSegmentBytes, k, v) },

@@ -50,6 +50,96 @@ type request struct {
 // the handler sends the encoded frame (or nil for no response) once.
 type pendingResponse struct {
 	frame chan []byte
+	// fetch marks a Fetch's slot: the reader reads nothing more from the
+	// connection until the writer has written it (connFlow).
+	fetch bool
+}
+
+// connResponseBudget is how many bytes of one connection's responses may
+// be produced and not yet written before its reader stops reading
+// requests: a client that does not read its answers holds about one
+// response, as Kafka's broker mutes a connection until its response is
+// sent, while small pipelined produce answers still flow.
+const connResponseBudget = 1 << 20
+
+// connFlow is what one connection's reader waits on before reading its
+// next request: the bytes of responses produced and not written, and the
+// Fetch responses not written. The writer updates it and wakes the
+// reader.
+type connFlow struct {
+	unwrittenBytes   atomic.Int64
+	unwrittenFetches atomic.Int32
+	// written has a token after the writer wrote a response.
+	written chan struct{}
+	// nc is the connection, whose read deadline the writer moves to
+	// wake a reader that waits in a read (waitingInRead, under mu).
+	nc            net.Conn
+	mu            sync.Mutex
+	waitingInRead bool
+}
+
+// produced counts a response frame handed to the writer.
+func (f *connFlow) produced(frame []byte) { f.unwrittenBytes.Add(int64(len(frame))) }
+
+// wrote counts a slot the writer is done with, and wakes the reader.
+func (f *connFlow) wrote(frame []byte, fetch bool) {
+	f.unwrittenBytes.Add(-int64(len(frame)))
+	if fetch {
+		f.unwrittenFetches.Add(-1)
+	}
+	select {
+	case f.written <- struct{}{}:
+	default:
+	}
+	f.mu.Lock()
+	if f.waitingInRead {
+		f.nc.SetReadDeadline(time.Now())
+	}
+	f.mu.Unlock()
+}
+
+// blocked reports whether the reader must wait.
+func (f *connFlow) blocked() bool {
+	return f.unwrittenFetches.Load() > 0 || f.unwrittenBytes.Load() > connResponseBudget
+}
+
+// wait returns once the connection may read another request: no Fetch
+// response is unwritten and the unwritten responses are within
+// connResponseBudget; or with an error that closes the connection. While
+// it waits, it reads ahead into br, as far as br's buffer holds, so that
+// a client closing the connection ends it (and a long poll it left)
+// without waiting for the answer; ctx ends the wait too.
+func (f *connFlow) wait(ctx context.Context, br *bufio.Reader) error {
+	for f.blocked() {
+		if br.Buffered() >= br.Size() {
+			select {
+			case <-f.written:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		f.mu.Lock()
+		f.waitingInRead = true
+		f.mu.Unlock()
+		// The deadline is cleared before blocked is checked again, and
+		// the writer moves it after updating the counts: a write
+		// between the two ends the read below at once.
+		err := f.nc.SetReadDeadline(time.Time{})
+		if err == nil && f.blocked() {
+			_, err = br.Peek(br.Buffered() + 1)
+		}
+		f.mu.Lock()
+		f.waitingInRead = false
+		f.mu.Unlock()
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // serveConn serves one client connection accepted on l until it closes,
@@ -91,16 +181,17 @@ func (b *Broker) serveConn(nc net.Conn, l *listener) {
 	queue := make(chan *pendingResponse, maxInFlight)
 	// unanswered counts requests read whose response is not written yet.
 	var unanswered atomic.Int32
+	flow := &connFlow{written: make(chan struct{}, 1), nc: conn}
 	writerDone := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(writerDone)
-		b.writeResponses(ctx, cancel, conn, queue, &unanswered)
+		b.writeResponses(ctx, cancel, conn, queue, &unanswered, flow)
 	}()
 
 	var handlers sync.WaitGroup
-	err := b.readRequests(ctx, conn, queue, &unanswered, &handlers, cs)
+	err := b.readRequests(ctx, conn, queue, &unanswered, flow, &handlers, cs)
 	switch {
 	case errors.Is(err, errAnswerThenClose):
 		// Every queued response, the last one saying why, is written
@@ -164,11 +255,21 @@ func (b *Broker) establish(ctx context.Context, nc net.Conn, l *listener, log hc
 
 // readRequests reads frames until an error, dispatches each, and queues
 // its response slot in request order; delayed responses are produced by
-// goroutines counted in handlers.
-func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pendingResponse, unanswered *atomic.Int32, handlers *sync.WaitGroup, cs *connState) error {
+// goroutines counted in handlers. Before reading a request it waits for
+// the connection's flow (connFlow); before reading a body it reserves the
+// frame's size in the broker's request pool (queued.max.request.bytes),
+// released once the handler has run. Before the client
+// authenticates, a frame's api key is read first, and any but
+// ApiVersions, SaslHandshake and SaslAuthenticate closes the connection
+// without its body being read.
+func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pendingResponse, unanswered *atomic.Int32, flow *connFlow, handlers *sync.WaitGroup, cs *connState) error {
 	br := bufio.NewReaderSize(nc, 16<<10)
 	var sizeBuf [4]byte
+	var keyBuf [2]byte
 	for {
+		if err := flow.wait(ctx, br); err != nil {
+			return err
+		}
 		// A whole request must arrive within connections.max.idle.ms
 		// of the previous one, unless the client is waiting for an
 		// answer (a long poll), which is not idleness.
@@ -188,21 +289,45 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 		if size > b.cfg.SocketRequestMaxBytes {
 			return fmt.Errorf("request frame of %d bytes exceeds socket.request.max.bytes %d", size, b.cfg.SocketRequestMaxBytes)
 		}
-		if !cs.isAuthenticated() && size > b.cfg.SASL.ServerMaxReceiveSize {
-			return fmt.Errorf("request frame of %d bytes before SASL authentication exceeds sasl.server.max.receive.size %d", size, b.cfg.SASL.ServerMaxReceiveSize)
+		raw := cs.rawSASL()
+		var head []byte
+		if !cs.isAuthenticated() {
+			if size > b.cfg.SASL.ServerMaxReceiveSize {
+				return fmt.Errorf("request frame of %d bytes before SASL authentication exceeds sasl.server.max.receive.size %d", size, b.cfg.SASL.ServerMaxReceiveSize)
+			}
+			if !raw && size >= 2 {
+				if _, err := io.ReadFull(br, keyBuf[:]); err != nil {
+					return fmt.Errorf("read request header: %w", err)
+				}
+				key := int16(binary.BigEndian.Uint16(keyBuf[:]))
+				if err := cs.admit(key); err != nil {
+					return fmt.Errorf("%w (its %d-byte body left unread)", err, size-2)
+				}
+				head = keyBuf[:]
+			}
 		}
-		body, err := readFrameBody(br, int(size))
+		reserved, err := b.requests.acquire(ctx, int64(size))
 		if err != nil {
+			return err
+		}
+		// release gives the frame's reservation back once its
+		// response is produced (or the request failed).
+		release := func() { b.requests.release(reserved) }
+		body, err := readFrameBody(br, int(size), head)
+		if err != nil {
+			release()
 			return fmt.Errorf("read request frame of %d bytes: %w", size, err)
 		}
-		if cs.rawSASL() {
+		if raw {
 			// After a SaslHandshake v0 the client sends bare SASL
 			// tokens and gets bare answers (sasl.go).
 			answer, err := b.sasl.rawToken(ctx, cs, body)
+			release()
 			if err != nil {
 				return err
 			}
 			slot := &pendingResponse{frame: make(chan []byte, 1)}
+			flow.produced(answer)
 			slot.frame <- answer
 			unanswered.Add(1)
 			select {
@@ -214,31 +339,50 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 		}
 		req, reply, err := b.decodeRequest(body, cs)
 		if err != nil {
+			release()
 			return err
 		}
 		start := time.Now()
 		resp, later, err := b.dispatch(ctx, req, reply)
 		if err != nil && resp == nil {
+			release()
 			return err
 		}
-		slot := &pendingResponse{frame: make(chan []byte, 1)}
+		slot := &pendingResponse{frame: make(chan []byte, 1), fetch: req != nil && req.header.key == fetchKey}
+		if slot.fetch {
+			flow.unwrittenFetches.Add(1)
+		}
 		unanswered.Add(1)
 		select {
 		case queue <- slot:
 		case <-ctx.Done():
+			release()
 			return ctx.Err()
 		}
 		if later == nil {
-			slot.frame <- b.metrics.requestAnswered(req, start, int(size), resp)
+			frame := b.metrics.requestAnswered(req, start, int(size), resp)
+			release()
+			flow.produced(frame)
+			slot.frame <- frame
 			if err != nil {
 				return err // errAnswerThenClose, with the answer queued
 			}
 			continue
 		}
+		// A handler that answers later (an acks=all produce waiting
+		// for its followers, a long-poll fetch) has done its work on
+		// the frame: its reservation is released now, as Kafka's
+		// broker releases a request's buffer once its handler
+		// returns. Held until the answer, acks=all produces could fill
+		// the pool and keep out the followers' fetches that complete
+		// them.
+		release()
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
-			slot.frame <- b.metrics.requestAnswered(req, start, int(size), b.encode(req, later(ctx)))
+			frame := b.metrics.requestAnswered(req, start, int(size), b.encode(req, later(ctx)))
+			flow.produced(frame)
+			slot.frame <- frame
 		}()
 	}
 }
@@ -309,10 +453,12 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 	return b.encode(req, resp), nil, nil
 }
 
-// readFrameBody reads size bytes, growing the buffer only as data arrives
-// (at most readChunk ahead), so a lying size header allocates little.
-func readFrameBody(r io.Reader, size int) ([]byte, error) {
+// readFrameBody reads a frame of size bytes whose first bytes, head,
+// were read already, growing the buffer only as data arrives (at most
+// readChunk ahead), so a lying size header allocates little.
+func readFrameBody(r io.Reader, size int, head []byte) ([]byte, error) {
 	buf := make([]byte, 0, min(size, readChunk))
+	buf = append(buf, head...)
 	for len(buf) < size {
 		n := min(size-len(buf), readChunk)
 		if cap(buf)-len(buf) < n {
@@ -377,6 +523,16 @@ func (b *Broker) decodeRequest(frame []byte, cs *connState) (*request, []byte, e
 		if rest, err = skipTags(rest); err != nil {
 			return nil, nil, fmt.Errorf("%s request header tagged fields: %w", kmsg.NameForKey(h.key), err)
 		}
+	}
+	// Nothing is decoded that would cost more than its frame allows
+	// (request_cost.go).
+	cost, err := decodeCost(h.key, h.version, rest)
+	if err != nil {
+		return nil, nil, err
+	}
+	if limit := maxDecodeExpansion*len(frame) + decodeCostSlack; cost > limit {
+		return nil, nil, fmt.Errorf("refusing %s v%d request of %d bytes: decoding it would allocate %d bytes, more than %d times its size plus %d",
+			kmsg.NameForKey(h.key), h.version, len(frame), cost, maxDecodeExpansion, decodeCostSlack)
 	}
 	if err := kreq.ReadFrom(rest); err != nil {
 		return nil, nil, fmt.Errorf("parse %s v%d request: %w", kmsg.NameForKey(h.key), h.version, err)
@@ -461,7 +617,7 @@ func responseSizeHint(resp kmsg.Response) int {
 // produced it, in queue order, until the queue closes, giving each frame
 // written back to its pool (frames.go): a frame queued belongs to the
 // writer. After a write error it keeps draining without writing.
-func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, nc net.Conn, queue <-chan *pendingResponse, unanswered *atomic.Int32) {
+func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, nc net.Conn, queue <-chan *pendingResponse, unanswered *atomic.Int32, flow *connFlow) {
 	bw := bufio.NewWriterSize(nc, 32<<10)
 	broken := false
 	for slot := range queue {
@@ -488,13 +644,12 @@ func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, 
 			}
 		}
 		unanswered.Add(-1)
-		if broken {
-			continue
-		}
-		if frame == nil {
+		if broken || frame == nil {
+			flow.wrote(frame, slot.fetch)
 			continue
 		}
 		_, err := bw.Write(frame)
+		flow.wrote(frame, slot.fetch)
 		// The buffered writer copied the frame or wrote it out: nothing
 		// refers to it any more.
 		putFrame(frame)

@@ -56,11 +56,20 @@ const (
 	// sender's destination); the connection's own goroutines must all
 	// have ended.
 	fuzzGoroutineSlack = 16
-	// fuzzAllocPerByte and fuzzAllocFixed bound the bytes allocated while
-	// one frame is handled: fuzzAllocPerByte per byte of request and
-	// response frame, plus fuzzAllocFixed.
-	fuzzAllocPerByte = 64
-	fuzzAllocFixed   = 1 << 20
+	// fuzzAllocPerRequestByte, fuzzAllocPerResponseByte and
+	// fuzzAllocFixed bound the bytes allocated while one frame is
+	// handled: per byte of request frame, what reading it (twice its
+	// size at most, as the read buffer grows) and decoding it
+	// (maxDecodeExpansion, the bound the reader enforces) may take, with
+	// as much again for the handler; per byte of response, the Go
+	// structs a handler builds (a Metadata answer's topic is some 100
+	// bytes of Go for 9 on the wire) and their encoding; plus
+	// decodeCostSlack and as much again. A request that decodes or is
+	// handled into far more than its frame, as a 20 MB Metadata request
+	// once did (190 times), exceeds it at any size.
+	fuzzAllocPerRequestByte  = 2 * (2 + maxDecodeExpansion)
+	fuzzAllocPerResponseByte = 16
+	fuzzAllocFixed           = 2 * decodeCostSlack
 	// fuzzMaxPartitions caps the partitions one fuzzed CreateTopics or
 	// CreatePartitions may ask for, and fuzzMaxBrokerPartitions the
 	// partitions the shared broker may hold before requests that create
@@ -92,8 +101,9 @@ const (
 //     after fuzzWaitingGrace;
 //   - every goroutine of the connection ends once it is closed, and no
 //     more than fuzzGoroutineSlack others remain;
-//   - no more than fuzzAllocPerByte × (request + response bytes) +
-//     fuzzAllocFixed bytes are allocated while the frame is handled;
+//   - no more than fuzzAllocPerRequestByte × request bytes +
+//     fuzzAllocPerResponseByte × response bytes + fuzzAllocFixed bytes
+//     are allocated while the frame is handled;
 //   - the broker still serves: a fresh connection's ApiVersions is
 //     answered.
 //
@@ -151,7 +161,7 @@ func fuzzOneRequest(t *testing.T, b *Broker, key, version int16, body []byte) {
 	case answerBad:
 		t.Errorf("%s: %v", name, outcome.err)
 	}
-	if limit := uint64(fuzzAllocPerByte*(len(frame)+respBytes) + fuzzAllocFixed); allocated > limit {
+	if limit := uint64(fuzzAllocPerRequestByte*len(frame) + fuzzAllocPerResponseByte*respBytes + fuzzAllocFixed); allocated > limit {
 		t.Errorf("%s: got %d bytes allocated handling a %d-byte frame answered with %d bytes, want at most %d",
 			name, allocated, len(frame), respBytes, limit)
 	}
@@ -700,6 +710,8 @@ func clientRequests() []kmsg.Request {
 	ip.TransactionTimeoutMillis = 60000
 	out = append(out, ip)
 
+	out = append(out, hostileRequests()...)
+
 	dc := kmsg.NewPtrDescribeConfigsRequest()
 	dc.SetVersion(4)
 	dcr := kmsg.NewDescribeConfigsRequestResource()
@@ -820,4 +832,44 @@ func writeCorpusEntry(t *testing.T, target string, key, version int16, body []by
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(entry), 0o644); err != nil {
 		t.Fatalf("write corpus entry: %v", err)
 	}
+}
+
+// hostileRequests returns, small enough for a seed corpus, the requests
+// of the request-path attacks (hostile_conn_test.go): a Metadata request
+// of empty topic names (decoded into fifty bytes a name), one repeating a
+// topic, one carrying many unknown tagged fields, and a Fetch naming a
+// partition ten times with 1 GiB limits.
+func hostileRequests() []kmsg.Request {
+	var out []kmsg.Request
+	flood := kmsg.NewPtrMetadataRequest()
+	flood.SetVersion(1)
+	for range 4096 {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr("")
+		flood.Topics = append(flood.Topics, mt)
+	}
+	repeat := kmsg.NewPtrMetadataRequest()
+	repeat.SetVersion(9)
+	for range 1024 {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(fuzzTopic)
+		repeat.Topics = append(repeat.Topics, mt)
+	}
+	tags := kmsg.NewPtrMetadataRequest()
+	tags.SetVersion(9)
+	for i := range uint32(2048) {
+		tags.UnknownTags.Set(100+i, nil)
+	}
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(4)
+	fetch.MaxBytes = 1 << 30
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = fuzzTopic
+	for range 10 {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 30
+		ft.Partitions = append(ft.Partitions, fp)
+	}
+	fetch.Topics = append(fetch.Topics, ft)
+	return append(out, flood, repeat, tags, fetch)
 }
