@@ -542,6 +542,7 @@ func requestSeeds(tb testing.TB, b *Broker) []requestSeed {
 			requestSeed{key: s.key, version: s.version, body: truncated},
 			requestSeed{key: s.key, version: s.version, body: corrupted})
 	}
+	seeds = append(seeds, hostileProduceSeeds(tb)...)
 	return seeds
 }
 
