@@ -132,14 +132,14 @@ func (b *Broker) producePartition(r *kmsg.ProduceRequest, topic string, rp kmsg.
 }
 
 // decompressionFactor bounds what a compressed batch's records may
-// decompress to: decompressionFactor times the topic's max.message.bytes
-// (or the broker's message.max.bytes), which bounds the batch as sent.
-// 64 MiB at Kafka's default of 1 MB: a batch that large is past any
-// producer's batch size whatever its data (batch.size and
-// ProducerBatchMaxBytes bound a batch before compression, or at the
-// codec's usual ratio), and validating it costs the broker tens of
-// milliseconds. A topic whose records really compress further raises its
-// max.message.bytes.
+// decompress to, as a multiple of the topic's max.message.bytes (or the
+// broker's message.max.bytes), the bound of the batch as sent: 64 MiB at
+// the default of 1 MB. Producers bound a batch before compression
+// (franz-go's ProducerBatchMaxBytes, librdkafka's batch.size) or at an
+// estimated ratio (the Java producer's batch.size), so a real batch stays
+// far below it, and decompressing 64 MiB costs the broker tens of
+// milliseconds of one core. A topic whose records compress further
+// raises its max.message.bytes.
 const decompressionFactor = 64
 
 // validateProduced checks a partition's produced batches to the last
