@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -377,14 +378,44 @@ func TestHostileProduceValidCompressedAccepted(t *testing.T) {
 	checkConsumable(t, b, topic, want)
 }
 
+// fuzzBombBatch is a zstd batch of about 21 KiB holding the start of one
+// keyed record of 1 GiB, then about 100 MiB of "abab…" in frames of 4
+// MiB with a window of 64 KiB: past the bound of 64 MiB, in compressed
+// blocks that the zstd decoder runs in assembly, so a seed costs the race
+// detector tens of milliseconds where bombBatch's run-length blocks cost
+// seconds.
+func fuzzBombBatch(tb testing.TB) []byte {
+	tb.Helper()
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(64<<10))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer enc.Close()
+	const valueLen = 1 << 30
+	body := []byte{0, 0, 0}             // attributes, timestampDelta, offsetDelta
+	body = binary.AppendVarint(body, 1) // key length
+	body = append(body, 'k')            // key
+	body = binary.AppendVarint(body, valueLen)
+	record := binary.AppendVarint(nil, int64(len(body))+valueLen+1)
+	record = append(record, body...)
+	chunk := bytes.Repeat([]byte("ab"), 2<<20)
+	payload := enc.EncodeAll(append(record, chunk...), nil)
+	frame := enc.EncodeAll(chunk, nil)
+	for range 24 {
+		payload = append(payload, frame...)
+	}
+	return hostileBatch(payload, attrsCodecZstd, 1, 0)
+}
+
 // hostileProduceSeeds are FuzzRequest's seeds of a producer's batches
-// that pass their CRC-32C and must be refused: each hostile batch, and
-// the zstd batch that inflates to 1 GiB, in a Produce to the fuzz
-// topic.
+// that pass their CRC-32C and must be refused: each hostile batch, and a
+// zstd batch that inflates past the bound, in a Produce to the fuzz
+// topic. The harness's allocation check then catches a validation that
+// holds a batch's records decompressed.
 func hostileProduceSeeds(tb testing.TB) []requestSeed {
 	tb.Helper()
 	var seeds []requestSeed
-	batches := [][]byte{bombBatch()}
+	batches := [][]byte{fuzzBombBatch(tb)}
 	for _, c := range hostileBatches() {
 		batches = append(batches, c.batch)
 	}
