@@ -318,6 +318,17 @@ func (s *recordScanner) record(i int32) (hasKey bool, err error) {
 	case s.src == nil && int64(length) > int64(len(s.buf)):
 		return false, fmt.Errorf("record %d: length %d, %d bytes left in the batch", i, length, len(s.buf))
 	}
+	// A record within the buffer, or that fits it once filled, parses
+	// from a slice; only one larger than the buffer streams.
+	if s.src == nil || (int64(length) <= int64(len(s.scratch)) && s.fill(int(length))) {
+		hasKey, err := parseRecordBody(s.buf[:length], i)
+		s.buf = s.buf[length:]
+		s.pos += int64(length)
+		return hasKey, err
+	}
+	if int64(length) <= int64(len(s.scratch)) {
+		return false, fmt.Errorf("record %d: length %d runs past the records", i, length)
+	}
 	end := s.pos + int64(length)
 	// field reads a length-prefixed field and skips its bytes; a
 	// negative length is null unless notNull.
@@ -375,6 +386,82 @@ func (s *recordScanner) record(i int32) (hasKey bool, err error) {
 		return false, fmt.Errorf("record %d: its fields take %d bytes, its length says %d", i, s.pos-(end-int64(length)), length)
 	}
 	return hasKey, nil
+}
+
+// parseRecordBody parses the record with offset delta i whose body (what
+// its length counts) is b, as recordScanner.record does, and reports
+// whether it has a key.
+func parseRecordBody(b []byte, i int32) (hasKey bool, err error) {
+	if len(b) < 1 { // attributes
+		return false, fmt.Errorf("record %d: cut short", i)
+	}
+	pos := 1
+	if _, n := binary.Varint(b[pos:]); n > 0 {
+		pos += n
+	} else {
+		return false, fmt.Errorf("record %d: timestamp delta varint cut short", i)
+	}
+	delta, pos, ok := varint32At(b, pos)
+	switch {
+	case !ok:
+		return false, fmt.Errorf("record %d: offset delta varint cut short", i)
+	case delta != i:
+		return false, fmt.Errorf("record %d: offset delta %d, want %d", i, delta, i)
+	}
+	if hasKey, pos, err = fieldAt(b, pos, i, "key", false); err != nil {
+		return false, err
+	}
+	if _, pos, err = fieldAt(b, pos, i, "value", false); err != nil {
+		return false, err
+	}
+	headers, pos, ok := varint32At(b, pos)
+	switch {
+	case !ok:
+		return false, fmt.Errorf("record %d: header count varint cut short", i)
+	case headers < 0 || int(headers) > (len(b)-pos)/2:
+		// A header takes at least two bytes (two lengths).
+		return false, fmt.Errorf("record %d: %d headers in %d bytes", i, headers, len(b)-pos)
+	}
+	for range headers {
+		if _, pos, err = fieldAt(b, pos, i, "header key", true); err != nil {
+			return false, err
+		}
+		if _, pos, err = fieldAt(b, pos, i, "header value", false); err != nil {
+			return false, err
+		}
+	}
+	if pos != len(b) {
+		return false, fmt.Errorf("record %d: its fields take %d bytes, its length says %d", i, pos, len(b))
+	}
+	return hasKey, nil
+}
+
+// varint32At reads the varint at b[pos:], which must fit an int32, and
+// returns it with the position after it.
+func varint32At(b []byte, pos int) (int32, int, bool) {
+	v, n := binary.Varint(b[pos:])
+	if n <= 0 || v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, pos, false
+	}
+	return int32(v), pos + n, true
+}
+
+// fieldAt skips the length-prefixed field name of record i at b[pos:]
+// and returns whether it is there (a negative length is null, an error
+// if notNull) and the position after it.
+func fieldAt(b []byte, pos int, i int32, name string, notNull bool) (present bool, next int, err error) {
+	n, pos, ok := varint32At(b, pos)
+	switch {
+	case !ok:
+		return false, pos, fmt.Errorf("record %d: %s length varint cut short", i, name)
+	case n < 0 && notNull:
+		return false, pos, fmt.Errorf("record %d: %s length %d", i, name, n)
+	case n < 0:
+		return false, pos, nil
+	case int(n) > len(b)-pos:
+		return false, pos, fmt.Errorf("record %d: %s of %d bytes runs past the record's length %d", i, name, n, len(b))
+	}
+	return true, pos + int(n), nil
 }
 
 // maxSnappyRatio bounds what a snappy block may decode to per byte: the
