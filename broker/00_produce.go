@@ -112,10 +112,11 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 	if len(rp.Records) == 0 {
 		return kerr.CorruptMessage.Code, nil
 	}
-	if maxBytes := b.maxMessageBytes(p); len(rp.Records) > maxBytes {
+	maxBytes := b.maxMessageBytes(p)
+	if len(rp.Records) > maxBytes {
 		return kerr.MessageTooLarge.Code, nil
 	}
-	if code := checkCompactedKeys(p, rp.Records, sp); code != 0 {
+	if code := b.validateProduced(p, rp.Records, maxBytes, sp); code != 0 {
 		return code, nil
 	}
 	res, done, err := b.appendAsLeader(p, rp.Records, r.Acks == -1, deadline)
@@ -134,26 +135,56 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 	return 0, done
 }
 
-// checkCompactedKeys refuses, on a topic whose cleanup.policy holds
-// compact, records without a key, as Kafka 2.5+ (KIP-467) does: the error
-// INVALID_RECORD, with the record's index and the message Kafka writes
-// in sp. It returns 0 when the records may be appended, and
-// CORRUPT_MESSAGE for records that do not parse.
-func checkCompactedKeys(p *partition, records []byte, sp *kmsg.ProduceResponseTopicPartition) int16 {
-	if compact, _ := cleanupPolicy(p.topicConfigs()); !compact {
+// decompressionFactor bounds what a compressed batch's records may
+// decompress to, as a multiple of the topic's max.message.bytes (or the
+// broker's message.max.bytes), the bound of the batch as sent: 64 MiB at
+// the default of 1 MB. Producers bound a batch before compression
+// (franz-go's ProducerBatchMaxBytes, librdkafka's batch.size) or at an
+// estimated ratio (the Java producer's batch.size), so a real batch stays
+// far below it, and decompressing 64 MiB costs the broker tens of
+// milliseconds of one core. A topic whose records compress further
+// raises its max.message.bytes.
+const decompressionFactor = 64
+
+// validateProduced checks a partition's produced batches to the last
+// record before they are appended (log.ValidateProduced, as Kafka's
+// LogValidator), on the connection's goroutine with no partition lock
+// held. It returns 0 when the batches may be appended, and otherwise the
+// Kafka error code, with the reason in sp's ErrorMessage:
+//
+//   - CORRUPT_MESSAGE for a batch whose framing or CRC-32C fails, or whose
+//     compressed payload its codec cannot read;
+//   - UNSUPPORTED_COMPRESSION_TYPE for a codec other than none, gzip,
+//     snappy, lz4 and zstd;
+//   - INVALID_RECORD, as Kafka's LogValidator, for a header a client may
+//     not write (record count, control or transactional bit) and for
+//     records that do not parse; and for a record without a key on a
+//     topic whose cleanup.policy holds compact (Kafka 2.5+, KIP-467),
+//     with the record's index in sp's ErrorRecords;
+//   - MESSAGE_TOO_LARGE for records that decompress beyond
+//     decompressionFactor times maxBytes (a Java producer splits such a
+//     batch and retries);
+//   - UNSUPPORTED_FOR_MESSAGE_FORMAT for a magic other than 2.
+func (b *Broker) validateProduced(p *partition, records []byte, maxBytes int, sp *kmsg.ProduceResponseTopicPartition) int16 {
+	compact, _ := cleanupPolicy(p.topicConfigs())
+	err := tlog.ValidateProduced(records, tlog.ProduceValidation{
+		Compacted:            compact,
+		MaxDecompressedBytes: int64(maxBytes) * decompressionFactor,
+	})
+	if err == nil {
 		return 0
 	}
-	index, found, err := tlog.NullKeyRecord(records)
-	switch {
-	case err != nil:
-		return produceErrorCode(err)
-	case !found:
-		return 0
+	var nullKey *tlog.NullKeyError
+	if errors.As(err, &nullKey) {
+		msg := "Compacted topic cannot accept message without key in topic partition " + p.name() + "."
+		sp.ErrorMessage = &msg
+		sp.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: int32(nullKey.Index), ErrorMessage: &msg}}
+		return kerr.InvalidRecord.Code
 	}
-	msg := "Compacted topic cannot accept message without key in topic partition " + p.name() + "."
+	msg := err.Error()
 	sp.ErrorMessage = &msg
-	sp.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: int32(index), ErrorMessage: &msg}}
-	return kerr.InvalidRecord.Code
+	b.logger.Info("produced batch refused", "partition", p.name(), "error", err)
+	return produceErrorCode(err)
 }
 
 // produceErrorCode maps a log error to a Kafka error code.
@@ -161,6 +192,10 @@ func produceErrorCode(err error) int16 {
 	switch {
 	case errors.Is(err, tlog.ErrCorruptMessage):
 		return kerr.CorruptMessage.Code
+	case errors.Is(err, tlog.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, tlog.ErrUnsupportedCompression):
+		return kerr.UnsupportedCompressionType.Code
 	case errors.Is(err, tlog.ErrUnsupportedMagic):
 		return kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, tlog.ErrRecordTooLarge):

@@ -554,6 +554,7 @@ func requestSeeds(tb testing.TB, b *Broker) []requestSeed {
 	}
 	seeds = append(seeds, hostileLimitSeeds(tb)...)
 	seeds = append(seeds, hostileProducerIDSeeds(tb)...)
+	seeds = append(seeds, hostileProduceSeeds(tb)...)
 	return seeds
 }
 

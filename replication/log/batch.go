@@ -152,20 +152,9 @@ func walkBatches(records []byte, withCRC bool, fn func(batchHeader)) error {
 	n := 0
 	for pos := 0; pos < len(records); n++ {
 		rest := records[pos:]
-		var err *batchError
-		switch {
-		case len(rest) > fieldMagic && int8(rest[fieldMagic]) != magicV2:
-			err = &batchError{kind: ErrUnsupportedMagic, detail: fmt.Sprintf("magic %d, want %d", int8(rest[fieldMagic]), magicV2)}
-		case len(rest) < batchHeaderSize:
-			err = corrupt("%d bytes, shorter than a batch header (%d)", len(rest), batchHeaderSize)
-		}
-		var h batchHeader
+		h, err := frameBatch(rest)
 		if err == nil {
-			h = parseBatchHeader(rest)
 			err = checkHeader(h)
-		}
-		if err == nil && h.size > int64(len(rest)) {
-			err = corrupt("batchLength %d runs past the %d bytes given", h.size-batchLengthOverhead, len(rest))
 		}
 		if err == nil && withCRC {
 			err = checkCRC(h, rest)

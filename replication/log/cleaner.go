@@ -939,37 +939,3 @@ func emptyBatch(raw []byte) []byte {
 func setCRC(b []byte) {
 	binary.BigEndian.PutUint32(b[fieldCRC:], crc32.Checksum(b[fieldAttributes:], castagnoli))
 }
-
-// NullKeyRecord returns the index, counted over every record of records
-// (one or more concatenated v2 batches) in order, of the first record
-// without a key, and whether there is one: a compacted topic refuses
-// those at produce, as Kafka's LogValidator does. Compressed batches are
-// decompressed to read their keys; control batches are skipped.
-//
-// Errors: ErrCorruptMessage or ErrUnsupportedMagic for a batch or record
-// that does not parse.
-func NullKeyRecord(records []byte) (index int, found bool, err error) {
-	headers, err := splitBatches(records)
-	if err != nil {
-		return 0, false, err
-	}
-	n := 0
-	var pos int64
-	for _, h := range headers {
-		raw := records[pos : pos+h.size]
-		pos += h.size
-		if h.attributes&attrControl != 0 {
-			continue
-		}
-		err := eachRecord(raw, h, func(_ int64, r cleanRecord) {
-			if !r.hasKey && !found {
-				index, found = n, true
-			}
-			n++
-		})
-		if err != nil || found {
-			return index, found, err
-		}
-	}
-	return 0, false, nil
-}

@@ -786,32 +786,3 @@ func TestCleanConcurrentWithAppendsAndReads(t *testing.T) {
 		}
 	}
 }
-
-func TestNullKeyRecord(t *testing.T) {
-	keyed := buildBatch(t, batchSpec{records: []testRecord{kv("a", "1"), kv("b", "2")}})
-	unkeyed := buildBatch(t, batchSpec{records: []testRecord{kv("a", "1"), {value: []byte("no key")}}})
-	zstd := kgo.ZstdCompression()
-	compressed := buildBatch(t, batchSpec{records: []testRecord{{value: []byte("no key")}}, codec: zstd, compressed: true})
-	tests := []struct {
-		name    string
-		records []byte
-		index   int
-		found   bool
-	}{
-		{"all keyed", keyed, 0, false},
-		{"second record without a key", unkeyed, 1, true},
-		{"in a later batch", append(append([]byte(nil), keyed...), unkeyed...), 3, true},
-		{"in a compressed batch", compressed, 0, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			index, found, err := NullKeyRecord(tt.records)
-			if err != nil || index != tt.index || found != tt.found {
-				t.Fatalf("NullKeyRecord: got %d, %v, %v, want %d, %v", index, found, err, tt.index, tt.found)
-			}
-		})
-	}
-	if _, _, err := NullKeyRecord(keyed[:len(keyed)-1]); err == nil {
-		t.Fatal("NullKeyRecord of a torn batch: got no error, want one")
-	}
-}

@@ -59,8 +59,19 @@ var (
 	ErrOffsetOutOfRange = errors.New("log: offset out of range")
 	// ErrUnsupportedMagic: a batch whose magic is not 2.
 	ErrUnsupportedMagic = errors.New("log: unsupported record batch magic")
-	// ErrRecordTooLarge: a batch larger than the segment size allows.
+	// ErrRecordTooLarge: a batch larger than the segment size allows,
+	// or whose records decompress beyond what ValidateProduced allows
+	// (Kafka MESSAGE_TOO_LARGE).
 	ErrRecordTooLarge = errors.New("log: record batch too large")
+	// ErrInvalidRecord: a producer's batch whose header or records break
+	// the v2 format's rules where its framing and CRC-32C hold, or a
+	// record without a key for a compacted topic (Kafka INVALID_RECORD,
+	// as its LogValidator refuses them).
+	ErrInvalidRecord = errors.New("log: invalid record")
+	// ErrUnsupportedCompression: a batch whose compression codec is none
+	// of none, gzip, snappy, lz4 and zstd (Kafka
+	// UNSUPPORTED_COMPRESSION_TYPE).
+	ErrUnsupportedCompression = errors.New("log: unsupported compression codec")
 	// ErrClosed: the log was closed.
 	ErrClosed = errors.New("log: closed")
 	// ErrUnexpectedOffset: a follower's batches do not start at the log
