@@ -300,6 +300,7 @@ func TestHostileProduceDecompressionBomb(t *testing.T) {
 				p.answered, p.slowest, p.err = probeMetadata(b, topic, stop)
 				probed <- p
 			}()
+			epoch := b.currentEpoch()
 			heap := watchHeap(t)
 			start := time.Now()
 			frame, err := awaitAnswer(nc, produceRequest(topic, bomb), 1)
@@ -324,6 +325,11 @@ func TestHostileProduceDecompressionBomb(t *testing.T) {
 				t.Errorf("metadata while the bomb is validated: got %v, want answers", p.err)
 			case p.slowest > 2*time.Second:
 				t.Errorf("metadata while the bomb is validated: got an answer in %v, want each within 2s", p.slowest)
+			}
+			// The broker's coordination session outlived the bomb: it
+			// was not fenced and did not register again.
+			if got := b.currentEpoch(); got != epoch || got < 0 {
+				t.Errorf("broker epoch: got %d after the bomb, want the %d it had before", got, epoch)
 			}
 			checkConsumable(t, b, topic, [][]byte{first})
 		})
