@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -49,6 +50,9 @@ type benchProduceOptions struct {
 	maxInFlight int
 	// brokerProcs is --broker-gomaxprocs.
 	brokerProcs int
+	// compression is the producer's compression.type: none, gzip,
+	// snappy, lz4 or zstd.
+	compression string
 }
 
 // produceResult is one run of `tripod bench produce`: the figures
@@ -75,6 +79,8 @@ type produceResult struct {
 	LingerMs    float64 `json:"linger_ms"`
 	BatchBytes  int     `json:"batch_size"`
 	MaxInFlight int     `json:"max_in_flight"`
+	// Compression is the producer's compression.type.
+	Compression string `json:"compression"`
 	// BrokerGoMaxProcs is the GOMAXPROCS of the brokers the benchmark
 	// started; 0 with --bootstrap, whose brokers it does not know.
 	BrokerGoMaxProcs int `json:"broker_gomaxprocs,omitempty"`
@@ -114,6 +120,7 @@ embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
 	f.DurationVar(&opts.linger, "linger", 0, "how long the producer waits to fill a batch (linger.ms); 0, kafka-producer-perf-test's default, sends at once")
 	f.IntVar(&opts.batchBytes, "batch-size", 1000012, "largest record batch in bytes (batch.size)")
 	f.IntVar(&opts.brokerProcs, "broker-gomaxprocs", 0, brokerGoMaxProcsUsage+" (without --bootstrap)")
+	f.StringVar(&opts.compression, "compression", "none", "compression.type of the producer: none, gzip, snappy, lz4 or zstd; compressed runs send records of random letters that differ from one another, as real records do")
 	f.IntVar(&opts.maxInFlight, "max-in-flight", 5, "produce requests in flight per broker (max.in.flight.requests.per.connection) of acks=1 runs; acks=all runs are idempotent, with 5")
 	return cmd
 }
@@ -179,6 +186,9 @@ func (o *benchProduceOptions) validate() error {
 	if o.maxInFlight < 1 || o.maxInFlight > 1000 {
 		return fmt.Errorf("--max-in-flight %d: must be between 1 and 1000", o.maxInFlight)
 	}
+	if _, err := parseCompression(o.compression); err != nil {
+		return err
+	}
 	if o.partitions < 1 || o.partitions > 100000 {
 		return fmt.Errorf("--partitions %d: must be between 1 and 100000", o.partitions)
 	}
@@ -189,6 +199,48 @@ func (o *benchProduceOptions) validate() error {
 		return fmt.Errorf("--timeout %v: must be above 0", o.timeout)
 	}
 	return nil
+}
+
+// parseCompression maps a --compression value, Kafka's compression.type,
+// to franz-go's codec.
+func parseCompression(c string) (kgo.CompressionCodec, error) {
+	switch c {
+	case "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("--compression %q: must be one of none, gzip, snappy, lz4, zstd", c)
+}
+
+// benchPayloads returns the record values of one record size. Without
+// compression every record carries the same random bytes, as
+// kafka-producer-perf-test's do. With it, identical records would
+// compress to almost nothing and turn MB/s into a compression figure, so
+// records cycle through distinct values of random capital letters (the
+// perf tool's alphabet), at most 64 MiB of them.
+func benchPayloads(size int, compression string) [][]byte {
+	if compression == "none" {
+		p := make([]byte, size)
+		rand.Read(p)
+		return [][]byte{p}
+	}
+	n := max(1, min(1024, (64<<20)/size))
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		p := make([]byte, size)
+		for j := range p {
+			p[j] = byte('A' + mrand.IntN(26))
+		}
+		payloads[i] = p
+	}
+	return payloads
 }
 
 // parseAcks maps an --acks value to franz-go's acks.
@@ -227,11 +279,9 @@ func runBenchProduce(ctx context.Context, opts *benchProduceOptions, out io.Writ
 		seeds = bootstrap
 	}
 
-	payloads := map[int][]byte{}
+	payloads := map[int][][]byte{}
 	for _, size := range opts.recordSizes {
-		p := make([]byte, size)
-		rand.Read(p)
-		payloads[size] = p
+		payloads[size] = benchPayloads(size, opts.compression)
 	}
 	runID := time.Now().UnixNano()
 	var results []produceResult
@@ -243,8 +293,8 @@ func runBenchProduce(ctx context.Context, opts *benchProduceOptions, out io.Writ
 					acks = "all"
 				}
 				topic := fmt.Sprintf("bench-%d-acks%s-rf%d-%db", runID, acks, rf, size)
-				fmt.Fprintf(out, "== acks=%s replication-factor=%d record-size=%d B partitions=%d linger=%v batch-size=%d max-in-flight=%d topic=%s\n",
-					acks, rf, size, opts.partitions, opts.linger, opts.batchBytes, inFlight(acks, opts), topic)
+				fmt.Fprintf(out, "== acks=%s replication-factor=%d record-size=%d B partitions=%d linger=%v batch-size=%d max-in-flight=%d compression=%s topic=%s\n",
+					acks, rf, size, opts.partitions, opts.linger, opts.batchBytes, inFlight(acks, opts), opts.compression, topic)
 				runCtx, cancel := context.WithTimeout(ctx, opts.timeout)
 				res, err := benchProduceRun(runCtx, seeds, topic, acks, rf, payloads[size], opts)
 				cancel()
@@ -358,21 +408,25 @@ func startBenchCluster(ctx context.Context, opts *benchProduceOptions, out io.Wr
 }
 
 // benchProduceRun creates topic, waits until every partition has a leader,
-// produces opts.records records of payload with the given acks and returns
+// produces opts.records records, cycling through payloads, with the given acks and returns
 // the figures. It fails if any record is not acknowledged.
-func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf int, payload []byte, opts *benchProduceOptions) (produceResult, error) {
+func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf int, payloads [][]byte, opts *benchProduceOptions) (produceResult, error) {
 	kacks, err := parseAcks(acks)
 	if err != nil {
 		return produceResult{}, err
 	}
-	// Uncompressed, as kafka-producer-perf-test's default
-	// compression.type=none: every record carries the same payload, which
-	// franz-go's default snappy would shrink to almost nothing and turn
-	// MB/s into a compression figure.
+	// Uncompressed unless --compression says otherwise, as
+	// kafka-producer-perf-test's default compression.type=none: franz-go's
+	// default snappy would shrink the repeated payload to almost nothing
+	// and turn MB/s into a compression figure.
+	codec, err := parseCompression(opts.compression)
+	if err != nil {
+		return produceResult{}, err
+	}
 	// franz-go lingers 10 ms by default, which every latency would carry;
 	// the perf tool's Java producer lingers 0 ms.
 	clOpts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kacks),
-		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(opts.linger),
+		kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(opts.linger),
 		kgo.ProducerBatchMaxBytes(int32(opts.batchBytes))}
 	if acks != "all" {
 		// franz-go's idempotent producer requires acks=all; it keeps 5
@@ -398,7 +452,7 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 	if err := waitTopicLeaders(ctx, seeds[0], topic, opts.partitions); err != nil {
 		return produceResult{}, err
 	}
-	if err := primeProducer(ctx, cl, topic, opts.partitions, payload); err != nil {
+	if err := primeProducer(ctx, cl, topic, opts.partitions, payloads[0]); err != nil {
 		return produceResult{}, err
 	}
 
@@ -423,7 +477,7 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		}
 		sent := time.Now()
 		wg.Add(1)
-		cl.Produce(ctx, &kgo.Record{Value: payload}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, &kgo.Record{Value: payloads[i%len(payloads)]}, func(_ *kgo.Record, err error) {
 			latencies[i] = time.Since(sent)
 			if err != nil {
 				failed.Add(1)
@@ -454,13 +508,13 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 	return produceResult{
 		Acks:              acks,
 		ReplicationFactor: rf,
-		RecordSize:        len(payload),
+		RecordSize:        len(payloads[0]),
 		Partitions:        opts.partitions,
 		Topic:             topic,
 		Records:           n,
 		Seconds:           secs,
 		RecordsPerSec:     float64(n) / secs,
-		MBPerSec:          float64(n) * float64(len(payload)) / (1024 * 1024) / secs,
+		MBPerSec:          float64(n) * float64(len(payloads[0])) / (1024 * 1024) / secs,
 		AvgMs:             ms(sum) / float64(n),
 		MaxMs:             ms(latencies[n-1]),
 		P50Ms:             pct(0.5),
@@ -471,6 +525,7 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		BatchBytes:        opts.batchBytes,
 		MaxInFlight:       inFlight(acks, opts),
 		BrokerGoMaxProcs:  opts.startedBrokerProcs(),
+		Compression:       opts.compression,
 	}, nil
 }
 

@@ -172,3 +172,32 @@ func TestBenchRefusesBadBrokerGoMaxProcs(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchCompressionFlag checks that --compression takes Kafka's
+// compression.type names and refuses another by name, and that compressed
+// runs send records that differ from one another, so that the codec
+// compresses records, not one record repeated.
+func TestBenchCompressionFlag(t *testing.T) {
+	for _, c := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
+		if _, err := parseCompression(c); err != nil {
+			t.Errorf("--compression %s: got %v, want it accepted", c, err)
+		}
+	}
+	if _, err := parseCompression("brotli"); err == nil || !strings.Contains(err.Error(), "--compression") {
+		t.Errorf("--compression brotli: got %v, want an error naming --compression", err)
+	}
+	if got := len(benchPayloads(100, "none")); got != 1 {
+		t.Errorf("uncompressed payloads: got %d, want 1 repeated", got)
+	}
+	payloads := benchPayloads(1024, "zstd")
+	distinct := map[string]bool{}
+	for _, p := range payloads {
+		if len(p) != 1024 {
+			t.Fatalf("payload of %d bytes, want 1024", len(p))
+		}
+		distinct[string(p)] = true
+	}
+	if len(payloads) < 2 || len(distinct) != len(payloads) {
+		t.Errorf("compressed payloads: got %d distinct of %d, want at least 2, all distinct", len(distinct), len(payloads))
+	}
+}
