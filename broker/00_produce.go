@@ -183,7 +183,7 @@ func (b *Broker) validateProduced(p *partition, records []byte, maxBytes int, sp
 	}
 	msg := err.Error()
 	sp.ErrorMessage = &msg
-	b.logger.Info("produced batch refused", "partition", p.name(), "error", err)
+	b.refusedBatches.log(b.logger, "produced batch refused", "partition", p.name(), "error", err)
 	return produceErrorCode(err)
 }
 

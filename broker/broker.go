@@ -93,6 +93,10 @@ type Broker struct {
 	// producerIDs hands out producer ids from blocks the backend
 	// reserves for this broker.
 	producerIDs *producerIDManager
+	// refusedBatches logs produced batches that fail validation, at most
+	// one line a second, so that a client sending garbage cannot fill the
+	// broker's log.
+	refusedBatches rateLimitedLog
 	// groups coordinates the consumer groups of the __consumer_offsets
 	// partitions this broker leads.
 	groups  *groupCoordinator
@@ -176,6 +180,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		logger = hclog.NewNullLogger()
 	}
 	b := &Broker{
+		refusedBatches: rateLimitedLog{interval: time.Second},
 		cfg:            cfg,
 		logger:         logger,
 		cache:          newMetadataCache(),
