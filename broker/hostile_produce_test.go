@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/internal/hostile"
 )
 
 // The batches a buggy or hostile producer sends whose CRC-32C holds but
@@ -195,31 +197,6 @@ func TestHostileProduceInvalidBatches(t *testing.T) {
 	checkServes(t, b)
 }
 
-// zstdBomb returns a zstd frame of prefix in a raw block, then n zero
-// bytes in run-length blocks of 128 KiB, 4 bytes a block: about 32 KiB
-// of frame for 1 GiB of zeros.
-func zstdBomb(prefix []byte, n int64) []byte {
-	// Magic, a frame header descriptor without content size (a window
-	// descriptor byte follows), a window of 128 KiB (log 17).
-	out := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, (17 - 10) << 3}
-	block := func(last bool, kind, size int) {
-		h := uint32(size)<<3 | uint32(kind)<<1
-		if last {
-			h |= 1
-		}
-		out = append(out, byte(h), byte(h>>8), byte(h>>16))
-	}
-	block(false, 0, len(prefix))
-	out = append(out, prefix...)
-	for n > 0 {
-		size := min(n, 128<<10)
-		n -= size
-		block(n == 0, 1, int(size))
-		out = append(out, 0)
-	}
-	return out
-}
-
 // bombBatch is a zstd batch of about 32 KiB holding one keyed record
 // whose value is 1 GiB of zeros.
 func bombBatch() []byte {
@@ -230,7 +207,7 @@ func bombBatch() []byte {
 	body = binary.AppendVarint(body, valueLen)
 	length := int64(len(body)) + valueLen + 1 // value, header count
 	prefix := append(binary.AppendVarint(nil, length), body...)
-	return hostileBatch(zstdBomb(prefix, valueLen+1), attrsCodecZstd, 1, 0)
+	return hostileBatch(hostile.ZstdZeros(prefix, valueLen+1), attrsCodecZstd, 1, 0)
 }
 
 // probeMetadata sends Metadata requests on its own connection until stop

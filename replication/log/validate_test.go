@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/internal/hostile"
 )
 
 // testLimit is the decompression bound of the validation tests.
@@ -44,31 +46,6 @@ func withCRC(b []byte, fn func([]byte)) []byte {
 	fn(b)
 	setCRC(b)
 	return b
-}
-
-// zstdZeros returns a zstd frame of prefix in a raw block, then n zero
-// bytes in run-length blocks of 128 KiB: 4 bytes a block, so a frame of
-// about 32 KiB inflates to 1 GiB.
-func zstdZeros(prefix []byte, n int64) []byte {
-	// Magic, a frame header descriptor without content size (one byte
-	// of window descriptor follows), a window of 128 KiB (log 17).
-	out := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, (17 - 10) << 3}
-	block := func(last bool, kind, size int) {
-		h := uint32(size)<<3 | uint32(kind)<<1
-		if last {
-			h |= 1
-		}
-		out = append(out, byte(h), byte(h>>8), byte(h>>16))
-	}
-	block(n == 0, 0, len(prefix))
-	out = append(out, prefix...)
-	for n > 0 {
-		size := min(n, 128<<10)
-		n -= size
-		block(n == 0, 1, int(size))
-		out = append(out, 0)
-	}
-	return out
 }
 
 // recordPrefix is the start of a record whose value is valueLen bytes
@@ -122,7 +99,7 @@ func TestValidateProduced(t *testing.T) {
 				valueLen--
 			}
 			prefix := recordPrefix([]byte("k"), valueLen)
-			return rawBatch(zstdZeros(prefix, valueLen+1), codecZstd, 1, 0)
+			return rawBatch(hostile.ZstdZeros(prefix, valueLen+1), codecZstd, 1, 0)
 		}(), false, nil},
 
 		{"no batch", nil, false, ErrCorruptMessage},
@@ -171,7 +148,7 @@ func TestValidateProduced(t *testing.T) {
 		{"null key, compacted", unkeyed, true, ErrInvalidRecord},
 		{"null key in zstd, compacted", compressed(kgo.ZstdCompression(), testRecord{value: []byte("v")}), true, ErrInvalidRecord},
 
-		{"zstd inflating to 1 GiB", rawBatch(zstdZeros(bomb, 1<<30+1), codecZstd, 1, 0), false, ErrRecordTooLarge},
+		{"zstd inflating to 1 GiB", rawBatch(hostile.ZstdZeros(bomb, 1<<30+1), codecZstd, 1, 0), false, ErrRecordTooLarge},
 		{"gzip inflating past the limit", func() []byte {
 			records := append(recordPrefix([]byte("k"), 4*testLimit), make([]byte, 4*testLimit+1)...)
 			payload, _ := compressedPayload{codec: codecGzip}.compress(records)
@@ -215,7 +192,7 @@ func TestValidateProducedNullKeyIndex(t *testing.T) {
 // that inflates to 1 GiB: what it allocates stays near the codec's
 // window and the scan buffer, far from the bound of 64 MiB.
 func TestValidateProducedBoundedMemory(t *testing.T) {
-	batch := rawBatch(zstdZeros(recordPrefix([]byte("k"), 1<<30), 1<<30+1), codecZstd, 1, 0)
+	batch := rawBatch(hostile.ZstdZeros(recordPrefix([]byte("k"), 1<<30), 1<<30+1), codecZstd, 1, 0)
 	v := ProduceValidation{MaxDecompressedBytes: 64 << 20}
 	_ = ValidateProduced(batch, v) // Fill the pools.
 	var before, after runtime.MemStats
