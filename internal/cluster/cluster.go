@@ -17,7 +17,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +26,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/internal/freeport"
 )
 
 // Backends lists the coordination backends a cluster can run on.
@@ -251,26 +252,9 @@ func (c *Cluster) ports() (kafka, raft []string, err error) {
 	return addrs[:n], addrs[n:], nil
 }
 
-// FreeAddrs returns n distinct free loopback addresses, host:port. Each
-// is free when probed; another process may take it before it is used.
-func FreeAddrs(n int) ([]string, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	addrs := make([]string, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free loopback port: %w", err)
-		}
-		ls = append(ls, l)
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs, nil
-}
+// FreeAddrs returns n distinct free loopback addresses, host:port (see
+// freeport.Addrs).
+func FreeAddrs(n int) ([]string, error) { return freeport.Addrs(n) }
 
 // Config returns the cluster's configuration.
 func (c *Cluster) Config() Config { return c.cfg }

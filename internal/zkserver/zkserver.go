@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tripodmq/tripod/internal/freeport"
 )
 
 // DefaultJar is where Debian's zookeeper package installs the server.
@@ -499,23 +501,23 @@ func fourLetter(addr, cmd string) (string, error) {
 	return buf.String(), nil
 }
 
-// freePorts reserves n distinct free loopback ports by listening on them
-// all at once, then releases them for the servers.
+// freePorts returns n distinct free loopback ports (freeport.Addrs).
 func freePorts(n int) ([]int, error) {
+	addrs, err := freeport.Addrs(n)
+	if err != nil {
+		return nil, fmt.Errorf("zkserver: %w", err)
+	}
 	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for _, a := range addrs {
+		_, port, err := net.SplitHostPort(a)
 		if err != nil {
-			return nil, fmt.Errorf("zkserver free port: %w", err)
+			return nil, fmt.Errorf("zkserver free port %q: %w", a, err)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("zkserver free port %q: %w", a, err)
+		}
+		ports = append(ports, p)
 	}
 	return ports, nil
 }
