@@ -97,14 +97,7 @@ func TestFSMApplySnapshotRestore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	sink := &memorySink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatalf("Persist: %v", err)
-	}
-	restored := newFSM()
-	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatalf("Restore: %v", err)
-	}
+	restored := restoreSnapshot(t, snap)
 	if !reflect.DeepEqual(restored.metadata(), md) {
 		t.Errorf("restored metadata: got %+v, want %+v", restored.metadata(), md)
 	}
@@ -226,6 +219,21 @@ func (s *memorySink) ID() string    { return "memory" }
 func (s *memorySink) Cancel() error { return nil }
 func (s *memorySink) Close() error  { return nil }
 
+// restoreSnapshot persists snap in memory and restores it into a new
+// state machine, as a node does that installs a snapshot.
+func restoreSnapshot(t *testing.T, snap hraft.FSMSnapshot) *fsm {
+	t.Helper()
+	sink := &memorySink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatalf("Persist: %v", err)
+	}
+	restored := newFSM()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	return restored
+}
+
 // TestFSMProducerIDBlocksSurviveSnapshots: allocate_producer_ids entries
 // reserve consecutive blocks, a snapshot carries the counter on, and a
 // snapshot written before the counter existed restores it as 0.
@@ -242,14 +250,7 @@ func TestFSMProducerIDBlocksSurviveSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	sink := &memorySink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatalf("Persist: %v", err)
-	}
-	restored := newFSM()
-	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatalf("Restore: %v", err)
-	}
+	restored := restoreSnapshot(t, snap)
 	res := fsmLog(t, restored, 5, 2, command{Type: cmdAllocateProducerIDs, Broker: coord.Broker{ID: 3}})
 	if want := int64(2 * coord.ProducerIDBlockSize); res.Err != nil || res.ProducerIDs.First != want {
 		t.Fatalf("allocation after restore: got %+v, %v, want first %d", res.ProducerIDs, res.Err, want)
@@ -284,14 +285,7 @@ func TestFSMProducerIDKeyStoredOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	sink := &memorySink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatalf("Persist: %v", err)
-	}
-	restored := newFSM()
-	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatalf("Restore: %v", err)
-	}
+	restored := restoreSnapshot(t, snap)
 	if got := restored.producerIDKey(); !bytes.Equal(got, first) {
 		t.Fatalf("key after restore: got %x, want %x", got, first)
 	}
@@ -364,14 +358,7 @@ func TestFSMBrokerConfigsSurviveSnapshots(t *testing.T) {
 	if got := f.configs(); got.Version != 5 || got.Brokers[coord.DefaultBrokerEntity]["c"] != "3" {
 		t.Fatalf("after the replace: got %+v", got)
 	}
-	sink := &memorySink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatalf("Persist: %v", err)
-	}
-	restored := newFSM()
-	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatalf("Restore: %v", err)
-	}
+	restored := restoreSnapshot(t, snap)
 	got := restored.configs().Brokers[coord.DefaultBrokerEntity]
 	if len(got) != 2 || got["a"] != "1" || got["b"] != "2" {
 		t.Fatalf("restored from the snapshot before the replace: got %v, want a=1 b=2", got)

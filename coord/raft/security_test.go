@@ -59,14 +59,7 @@ func TestFSMSecuritySurvivesSnapshots(t *testing.T) {
 		t.Fatalf("create_acls of an invalid ACL: got %v and version %d, want an error and version 6", res.Err, f.securityVersion())
 	}
 
-	sink := &memorySink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatalf("Persist: %v", err)
-	}
-	restored := newFSM()
-	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatalf("Restore: %v", err)
-	}
+	restored := restoreSnapshot(t, snap)
 	got := restored.security()
 	if got.Version != 4 || !slices.Equal(got.ACLs, coord.SortACLs([]coord.ACL{read, write})) {
 		t.Fatalf("restored from the snapshot before delete_acls: got version %d, ACLs %v, want version 4 and both ACLs", got.Version, got.ACLs)
