@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/cluster"
+	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/internal/etcdserver"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
@@ -684,18 +685,11 @@ cases:
 // that config and the topics were created without it.
 func createFailoverTopics(ctx context.Context, cl *kgo.Client, topics []string, partitions int) (int, error) {
 	create := func(configs map[string]string) error {
-		req := kmsg.NewPtrCreateTopicsRequest()
-		req.TimeoutMillis = 60000
+		var specs []createtopics.Topic
 		for _, topic := range topics {
-			rt := kmsg.NewCreateTopicsRequestTopic()
-			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), failoverBrokers
-			for k, v := range configs {
-				c := kmsg.NewCreateTopicsRequestTopicConfig()
-				c.Name, c.Value = k, kmsg.StringPtr(v)
-				rt.Configs = append(rt.Configs, c)
-			}
-			req.Topics = append(req.Topics, rt)
+			specs = append(specs, createtopics.Topic{Name: topic, Partitions: int32(partitions), ReplicationFactor: failoverBrokers, Configs: configs})
 		}
+		req := createtopics.Request(time.Minute, specs...)
 		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
 		resp, err := req.RequestWith(ctx, cl)
@@ -703,16 +697,11 @@ func createFailoverTopics(ctx context.Context, cl *kgo.Client, topics []string, 
 			return fmt.Errorf("create topic %s: %w", topics[0], err)
 		}
 		var timedOut error
-		for _, t := range resp.Topics {
-			err := kerr.ErrorForCode(t.ErrorCode)
-			switch {
-			case err == nil:
-			case errors.Is(err, kerr.RequestTimedOut):
+		for i, t := range resp.Topics {
+			if err := kerr.ErrorForCode(t.ErrorCode); errors.Is(err, kerr.RequestTimedOut) {
 				timedOut = fmt.Errorf("create topic %s: %w", t.Topic, err)
-			case t.ErrorMessage != nil:
-				return fmt.Errorf("create topic %s: %w: %s", t.Topic, err, *t.ErrorMessage)
-			default:
-				return fmt.Errorf("create topic %s: %w", t.Topic, err)
+			} else if err := createtopics.TopicError(&resp.Topics[i]); err != nil {
+				return err
 			}
 		}
 		return timedOut

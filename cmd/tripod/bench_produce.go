@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tripodmq/tripod/internal/cluster"
+	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/internal/etcdserver"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
@@ -439,7 +440,7 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		return produceResult{}, fmt.Errorf("client for %s: %w", strings.Join(seeds, ","), err)
 	}
 	defer cl.Close()
-	if err := createTopic(ctx, cl, topic, int32(opts.partitions), int16(rf), nil, nil); err != nil {
+	if err := createtopics.Create(ctx, cl, createtopics.Topic{Name: topic, Partitions: int32(opts.partitions), ReplicationFactor: int16(rf)}); err != nil {
 		return produceResult{}, err
 	}
 	defer func() {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/internal/createtopics"
 )
 
 // benchHeaderLine and benchResultLine match the lines `tripod bench
@@ -138,7 +140,7 @@ func TestPrimeProducer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if err := createTopic(ctx, cl, topic, partitions, 1, nil, nil); err != nil {
+	if err := createtopics.Create(ctx, cl, createtopics.Topic{Name: topic, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitTopicLeaders(ctx, c.Bootstrap()[0], topic, partitions); err != nil {

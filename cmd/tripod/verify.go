@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/cluster"
+	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/internal/verify"
 )
 
@@ -647,28 +647,18 @@ func (r *verifyRun) createTopic(ctx context.Context) error {
 		return fmt.Errorf("admin client: %w", err)
 	}
 	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 60000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = r.topic, int32(r.opts.partitions), failoverBrokers
-	for _, kv := range [][2]string{{"min.insync.replicas", "2"}, {"unclean.leader.election.enable", "false"}} {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name, c.Value = kv[0], kmsg.StringPtr(kv[1])
-		rt.Configs = append(rt.Configs, c)
-	}
-	req.Topics = append(req.Topics, rt)
+	req := createtopics.Request(time.Minute, createtopics.Topic{
+		Name: r.topic, Partitions: int32(r.opts.partitions), ReplicationFactor: failoverBrokers,
+		Configs: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}})
 	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	resp, err := req.RequestWith(cctx, cl)
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", r.topic, err)
 	}
-	for _, t := range resp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			if t.ErrorMessage != nil {
-				return fmt.Errorf("create topic %s: %w: %s", r.topic, err, *t.ErrorMessage)
-			}
-			return fmt.Errorf("create topic %s: %w", r.topic, err)
+	for i := range resp.Topics {
+		if err := createtopics.TopicError(&resp.Topics[i]); err != nil {
+			return err
 		}
 	}
 	return nil
