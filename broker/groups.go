@@ -15,6 +15,7 @@ import (
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
+	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -671,17 +672,8 @@ func (b *Broker) createTopicViaController(ctx context.Context, spec controller.T
 		}
 		return nil
 	}
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = int32(autoCreateWait / time.Millisecond)
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = spec.Name, int32(spec.Partitions), int16(spec.ReplicationFactor)
-	for k, v := range spec.Config {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		k, v := k, v
-		c.Name, c.Value = k, &v
-		rt.Configs = append(rt.Configs, c)
-	}
-	req.Topics = append(req.Topics, rt)
+	req := createtopics.Request(autoCreateWait, createtopics.Topic{
+		Name: spec.Name, Partitions: int32(spec.Partitions), ReplicationFactor: int16(spec.ReplicationFactor), Configs: spec.Config})
 	fctx, cancel := context.WithTimeout(ctx, autoCreateWait)
 	defer cancel()
 	kresp, err := b.askController(fctx, req)

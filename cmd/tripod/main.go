@@ -21,9 +21,9 @@ func main() {
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tripod:", err)
 		code := 1
-		var coded *exitCodeError
+		var coded interface{ ExitCode() int }
 		if errors.As(err, &coded) {
-			code = coded.code
+			code = coded.ExitCode()
 		}
 		os.Exit(code)
 	}
@@ -41,3 +41,6 @@ func (e *exitCodeError) Error() string { return e.err.Error() }
 
 // Unwrap returns the error it carries.
 func (e *exitCodeError) Unwrap() error { return e.err }
+
+// ExitCode returns the process's exit code.
+func (e *exitCodeError) ExitCode() int { return e.code }

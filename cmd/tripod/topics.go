@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/internal/createtopics"
 )
 
 // topicsOptions are the flags every `tripod topics` subcommand shares,
@@ -91,13 +93,13 @@ form: partitions separated by commas, their replicas by colons, the
 preferred leader first ("1:2,2:3,3:1").`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := map[string]*string{}
+			cfg := map[string]string{}
 			for _, kv := range configs {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || strings.TrimSpace(k) == "" {
 					return fmt.Errorf("--config %q: must be key=value", kv)
 				}
-				cfg[strings.TrimSpace(k)] = kadm.StringPtr(v)
+				cfg[strings.TrimSpace(k)] = v
 			}
 			var manual [][]int32
 			if assignment != "" {
@@ -115,7 +117,11 @@ preferred leader first ("1:2,2:3,3:1").`,
 			}
 			defer cancel()
 			defer adm.Close()
-			if err := createTopic(ctx, adm.cl, args[0], partitions, rf, manual, cfg); err != nil {
+			topic := createtopics.Topic{Name: args[0], Partitions: partitions, ReplicationFactor: rf, Configs: cfg, Assignment: manual}
+			if manual != nil {
+				topic.Partitions, topic.ReplicationFactor = -1, -1
+			}
+			if err := createtopics.Create(ctx, adm.cl, topic); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Created topic %s.\n", args[0])
@@ -145,50 +151,6 @@ func parseAssignment(s string) ([][]int32, error) {
 		out = append(out, replicas)
 	}
 	return out, nil
-}
-
-// createTopic sends one CreateTopics request and returns the topic's error.
-func createTopic(ctx context.Context, cl *kgo.Client, name string, partitions int32, rf int16, manual [][]int32, configs map[string]*string) error {
-	if manual == nil {
-		resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, rf, configs, name)
-		if err != nil && resp.ErrMessage != "" {
-			// The broker's message says which bound or setting refused
-			// it (say max.request.partitions); kadm's error only the code.
-			return fmt.Errorf("create topic %s: %w: %s", name, err, resp.ErrMessage)
-		}
-		if err != nil {
-			return fmt.Errorf("create topic %s: %w", name, err)
-		}
-		return nil
-	}
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 15000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
-	for p, replicas := range manual {
-		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-		ra.Partition, ra.Replicas = int32(p), replicas
-		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
-	}
-	for k, v := range configs {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name, c.Value = k, v
-		rt.Configs = append(rt.Configs, c)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", name, err)
-	}
-	for _, t := range resp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			if t.ErrorMessage != nil {
-				return fmt.Errorf("create topic %s: %w: %s", name, err, *t.ErrorMessage)
-			}
-			return fmt.Errorf("create topic %s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 // newTopicsListCmd builds `tripod topics list`.

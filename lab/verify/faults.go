@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"context"
@@ -11,15 +11,16 @@ import (
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/etcdserver"
 	"github.com/tripodmq/tripod/internal/zkserver"
+	"github.com/tripodmq/tripod/lab"
 )
 
-// verifyFaultKinds lists the faults `tripod verify` injects, in --faults
+// FaultKinds lists the faults `tripod verify` injects, in --faults
 // order: kill (SIGKILL, then start again), pause (SIGSTOP past the session
 // timeout, then SIGCONT), cut (the broker's Kafka proxy cut past the
 // session timeout, then healed), restart (SIGTERM, a controlled shutdown,
 // then start again) and coord (the ZooKeeper or etcd server stopped, then
 // started again).
-var verifyFaultKinds = []string{"kill", "pause", "cut", "restart", "coord"}
+var FaultKinds = []string{"kill", "pause", "cut", "restart", "coord"}
 
 // verifyFaultTargets are the brokers a broker fault may hit: the leader of
 // a random partition, the controller, or a random broker.
@@ -28,7 +29,7 @@ var verifyFaultTargets = []string{"leader", "controller", "broker"}
 // plannedFault is one fault of a schedule, before its target is resolved
 // against the cluster's state.
 type plannedFault struct {
-	// Kind is one of verifyFaultKinds.
+	// Kind is one of FaultKinds.
 	Kind string
 	// Target is one of verifyFaultTargets (unused by coord).
 	Target string
@@ -85,7 +86,7 @@ func (p *faultPlan) next() plannedFault {
 
 // faultRecord is one fault as injected, for the report.
 type faultRecord struct {
-	// Kind is one of verifyFaultKinds.
+	// Kind is one of FaultKinds.
 	Kind string `json:"kind"`
 	// Target names what was hit: "broker 2 (leader of verify-3)",
 	// "zookeeper".
@@ -142,7 +143,7 @@ func (r *faultRunner) run(ctx, duration context.Context, plan *faultPlan) error 
 		if fctx.Err() != nil {
 			return nil
 		}
-		base, err := waitSteadyCluster(fctx, r.c, []string{r.topic}, r.partitions, r.steadyTimeout)
+		base, err := lab.WaitSteady(fctx, r.c, []string{r.topic}, r.partitions, r.steadyTimeout)
 		if fctx.Err() != nil {
 			return nil
 		}

@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tripodmq/tripod/internal/cluster"
-	"github.com/tripodmq/tripod/internal/verify"
+	history "github.com/tripodmq/tripod/internal/verify"
+	"github.com/tripodmq/tripod/lab"
 )
 
 // verifyClientOpts are the options every client of `tripod verify` shares:
@@ -33,18 +34,18 @@ func verifyClientOpts(name string, seeds []string) []kgo.Opt {
 // client's promises update writes under mu.
 type verifyProducer struct {
 	name   string
-	kind   verify.Kind
+	kind   history.Kind
 	seeds  []string
 	client *kgo.Client
 
 	mu       sync.Mutex
-	writes   []verify.Write
+	writes   []history.Write
 	failed   int
 	firstErr error
 }
 
 // newVerifyProducer returns a producer of kind to topic through seeds.
-func newVerifyProducer(name string, kind verify.Kind, topic string, seeds []string) (*verifyProducer, error) {
+func newVerifyProducer(name string, kind history.Kind, topic string, seeds []string) (*verifyProducer, error) {
 	opts := append(verifyClientOpts(name, seeds),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -54,11 +55,11 @@ func newVerifyProducer(name string, kind verify.Kind, topic string, seeds []stri
 		kgo.RecordDeliveryTimeout(20*time.Second),
 	)
 	switch kind {
-	case verify.Idempotent:
+	case history.Idempotent:
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
-	case verify.Plain:
+	case history.Plain:
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
-	case verify.AcksOne:
+	case history.AcksOne:
 		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	}
 	cl, err := kgo.NewClient(opts...)
@@ -83,7 +84,7 @@ func (p *verifyProducer) run(ctx context.Context, stop <-chan struct{}, partitio
 			return
 		case <-tick.C:
 		}
-		w := verify.Write{Producer: p.name, Value: fmt.Sprintf("%s-%06d", p.name, seq), Partition: int32(seq % partitions)}
+		w := history.Write{Producer: p.name, Value: fmt.Sprintf("%s-%06d", p.name, seq), Partition: int32(seq % partitions)}
 		p.mu.Lock()
 		i := len(p.writes)
 		p.writes = append(p.writes, w)
@@ -113,7 +114,7 @@ func (p *verifyProducer) finish(ctx context.Context, timeout time.Duration) {
 }
 
 // report returns the producer's writes and its figures for the report.
-func (p *verifyProducer) report() ([]verify.Write, verifyProducerReport) {
+func (p *verifyProducer) report() ([]history.Write, verifyProducerReport) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := verifyProducerReport{Name: p.name, Kind: p.kind, Seeds: p.seeds, Attempted: len(p.writes), Failed: p.failed}
@@ -125,7 +126,7 @@ func (p *verifyProducer) report() ([]verify.Write, verifyProducerReport) {
 	if p.firstErr != nil {
 		r.FirstError = p.firstErr.Error()
 	}
-	return append([]verify.Write(nil), p.writes...), r
+	return append([]history.Write(nil), p.writes...), r
 }
 
 // verifyConsumer reads every partition from its start by assignment and
@@ -134,7 +135,7 @@ func (p *verifyProducer) report() ([]verify.Write, verifyProducerReport) {
 type verifyConsumer struct {
 	name   string
 	client *kgo.Client
-	reads  []verify.Read
+	reads  []history.Read
 	errs   int
 }
 
@@ -172,7 +173,7 @@ func (c *verifyConsumer) poll(ctx context.Context, each func(*kgo.Record)) {
 		}
 	})
 	fetches.EachRecord(func(r *kgo.Record) {
-		c.reads = append(c.reads, verify.Read{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+		c.reads = append(c.reads, history.Read{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 		if each != nil {
 			each(r)
 		}
@@ -185,7 +186,7 @@ func (c *verifyConsumer) poll(ctx context.Context, each func(*kgo.Record)) {
 func ackedEnds(producers []*verifyProducer) map[int32]int64 {
 	ends := map[int32]int64{}
 	for _, p := range producers {
-		if p.kind == verify.AcksOne {
+		if p.kind == history.AcksOne {
 			continue
 		}
 		writes, _ := p.report()
@@ -215,14 +216,14 @@ func readAll(ctx context.Context, topic string, partitions int, seeds []string, 
 	var ends map[int32]int64
 	err := cluster.WaitFor(ctx, timeout, func() error {
 		var err error
-		ends, err = listEndOffsets(ctx, seeds, topic, partitions)
+		ends, err = lab.ListEndOffsets(ctx, seeds, topic, partitions)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
 	_ = cluster.WaitFor(ctx, endsWait, func() error {
-		latest, err := listEndOffsets(ctx, seeds, topic, partitions)
+		latest, err := lab.ListEndOffsets(ctx, seeds, topic, partitions)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -9,50 +9,82 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tripodmq/tripod/internal/cluster"
+	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/internal/etcdserver"
 	"github.com/tripodmq/tripod/internal/zkserver"
+	"github.com/tripodmq/tripod/lab"
 )
 
-// benchProduceOptions are the flags of `tripod bench produce`.
-type benchProduceOptions struct {
-	bootstrap   string
-	coord       string
-	brokers     int
-	records     int
-	recordSizes []int
-	acks        []string
-	rfs         []int
-	partitions  int
-	throughput  float64
-	jsonPath    string
-	timeout     time.Duration
-	// linger, batchBytes and maxInFlight shape the producer's batching,
+// ProduceConfig is what `tripod bench produce` measures, and on which
+// cluster. Validation errors name the CLI's flags.
+type ProduceConfig struct {
+	// Bootstrap is HOST:PORT[,HOST:PORT] of an existing cluster (--bootstrap);
+	// empty: the benchmark starts one of Brokers brokers on Coord.
+	Bootstrap string
+	Coord     string
+	Brokers   int
+	// Records is the number of records each run produces.
+	Records int
+	// RecordSizes, Acks and ReplicationFactors are the values each run
+	// combines; every combination is one run on a fresh topic of Partitions
+	// partitions.
+	RecordSizes        []int
+	Acks               []string
+	ReplicationFactors []int
+	Partitions         int
+	// Throughput caps each run's records/s; -1 for none.
+	Throughput float64
+	// JSONPath is the file every run's figures are written to; empty for
+	// none.
+	JSONPath string
+	// Timeout bounds one run: topic creation and produce.
+	Timeout time.Duration
+	// Linger, BatchBytes and MaxInFlight shape the producer's batching,
 	// and so its latency: kafka-producer-perf-test's linger.ms (0),
 	// batch.size and max.in.flight.requests.per.connection.
-	linger      time.Duration
-	batchBytes  int
-	maxInFlight int
-	// brokerProcs is --broker-gomaxprocs.
-	brokerProcs int
-	// compression is the producer's compression.type: none, gzip,
+	Linger      time.Duration
+	BatchBytes  int
+	MaxInFlight int
+	// BrokerGoMaxProcs is the GOMAXPROCS of each broker started
+	// (--broker-gomaxprocs); 0: this process's own.
+	BrokerGoMaxProcs int
+	// Compression is the producer's compression.type: none, gzip,
 	// snappy, lz4 or zstd.
-	compression string
+	Compression string
+	// Binary is the tripod executable whose `serve` the started brokers
+	// run; empty: this process's own.
+	Binary string
+}
+
+// DefaultProduceConfig returns the defaults of `tripod bench produce`.
+func DefaultProduceConfig() ProduceConfig {
+	return ProduceConfig{
+		Coord:              "raft",
+		Brokers:            3,
+		Records:            200000,
+		RecordSizes:        []int{100},
+		Acks:               []string{"1", "all"},
+		ReplicationFactors: []int{1, 3},
+		Partitions:         6,
+		Throughput:         -1,
+		Timeout:            10 * time.Minute,
+		BatchBytes:         1000012,
+		MaxInFlight:        5,
+		Compression:        "none",
+	}
 }
 
 // produceResult is one run of `tripod bench produce`: the figures
@@ -86,117 +118,78 @@ type produceResult struct {
 	BrokerGoMaxProcs int `json:"broker_gomaxprocs,omitempty"`
 }
 
-// newBenchProduceCmd builds `tripod bench produce`.
-func newBenchProduceCmd() *cobra.Command {
-	opts := &benchProduceOptions{}
-	cmd := &cobra.Command{
-		Use:   "produce",
-		Short: "Measure produce throughput and latency, like kafka-producer-perf-test",
-		Long: `Measure produce throughput and per-record latency (send to ack) for every
-combination of --acks, --replication-factor and --record-size, each on a
-fresh topic, and print one kafka-producer-perf-test line per run and a
-summary table. With --bootstrap it uses that cluster; without it, it starts
---brokers brokers of this binary on --coord (with a local ZooKeeper or an
-embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			return runBenchProduce(ctx, opts, cmd.OutOrStdout())
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&opts.bootstrap, "bootstrap", "", "HOST:PORT[,HOST:PORT] of an existing cluster; empty: start one")
-	f.StringVar(&opts.coord, "coord", "raft", "coordination backend of the cluster started without --bootstrap: raft, zk or etcd")
-	f.IntVar(&opts.brokers, "brokers", 3, "brokers of the cluster started without --bootstrap")
-	f.IntVar(&opts.records, "records", 200000, "records to produce per run")
-	f.IntSliceVar(&opts.recordSizes, "record-size", []int{100}, "record value sizes in bytes (comma list or repeated)")
-	f.StringSliceVar(&opts.acks, "acks", []string{"1", "all"}, "acks of the producer: 1 or all (comma list or repeated)")
-	f.IntSliceVar(&opts.rfs, "replication-factor", []int{1, 3}, "replication factors of the topics (comma list or repeated)")
-	f.IntVar(&opts.partitions, "partitions", 6, "partitions of every topic")
-	f.Float64Var(&opts.throughput, "throughput", -1, "records/s cap per run; -1: unlimited")
-	f.StringVar(&opts.jsonPath, "json", "", "file to write every run's figures to as JSON")
-	f.DurationVar(&opts.timeout, "timeout", 10*time.Minute, "how long one run (topic creation and produce) may take")
-	f.DurationVar(&opts.linger, "linger", 0, "how long the producer waits to fill a batch (linger.ms); 0, kafka-producer-perf-test's default, sends at once")
-	f.IntVar(&opts.batchBytes, "batch-size", 1000012, "largest record batch in bytes (batch.size)")
-	f.IntVar(&opts.brokerProcs, "broker-gomaxprocs", 0, brokerGoMaxProcsUsage+" (without --bootstrap)")
-	f.StringVar(&opts.compression, "compression", "none", "compression.type of the producer: none, gzip, snappy, lz4 or zstd; compressed runs send records of random letters that differ from one another, as real records do")
-	f.IntVar(&opts.maxInFlight, "max-in-flight", 5, "produce requests in flight per broker (max.in.flight.requests.per.connection) of acks=1 runs; acks=all runs are idempotent, with 5")
-	return cmd
-}
-
 // startedBrokerProcs is the GOMAXPROCS of the brokers the benchmark
 // starts, 0 with --bootstrap.
-func (o *benchProduceOptions) startedBrokerProcs() int {
-	if o.bootstrap != "" {
+func (o *ProduceConfig) startedBrokerProcs() int {
+	if o.Bootstrap != "" {
 		return 0
 	}
-	return brokerGoMaxProcs(o.brokerProcs)
+	return brokerGoMaxProcs(o.BrokerGoMaxProcs)
 }
 
 // validate checks the flags and names the first bad one.
-func (o *benchProduceOptions) validate() error {
-	if o.bootstrap == "" {
-		if o.brokers < 1 || o.brokers > 100 {
-			return fmt.Errorf("--brokers %d: must be between 1 and 100", o.brokers)
+func (o *ProduceConfig) validate() error {
+	if o.Bootstrap == "" {
+		if o.Brokers < 1 || o.Brokers > 100 {
+			return fmt.Errorf("--brokers %d: must be between 1 and 100", o.Brokers)
 		}
-		if !slices.Contains(cluster.Backends, o.coord) {
-			return fmt.Errorf("--coord %q: must be one of raft, zk, etcd", o.coord)
+		if !slices.Contains(cluster.Backends, o.Coord) {
+			return fmt.Errorf("--coord %q: must be one of raft, zk, etcd", o.Coord)
 		}
 	}
-	if o.records < 1 {
-		return fmt.Errorf("--records %d: must be at least 1", o.records)
+	if o.Records < 1 {
+		return fmt.Errorf("--records %d: must be at least 1", o.Records)
 	}
-	if len(o.recordSizes) == 0 {
+	if len(o.RecordSizes) == 0 {
 		return errors.New("--record-size: give at least one size")
 	}
-	for _, s := range o.recordSizes {
+	for _, s := range o.RecordSizes {
 		if s < 1 || s > 1<<20 {
 			return fmt.Errorf("--record-size %d: must be between 1 and 1048576", s)
 		}
 	}
-	if len(o.acks) == 0 {
+	if len(o.Acks) == 0 {
 		return errors.New("--acks: give at least one of 1, all")
 	}
-	for _, a := range o.acks {
+	for _, a := range o.Acks {
 		if _, err := parseAcks(a); err != nil {
 			return err
 		}
 	}
-	if len(o.rfs) == 0 {
+	if len(o.ReplicationFactors) == 0 {
 		return errors.New("--replication-factor: give at least one")
 	}
-	for _, rf := range o.rfs {
+	for _, rf := range o.ReplicationFactors {
 		if rf < 1 || rf > 32767 {
 			return fmt.Errorf("--replication-factor %d: must be between 1 and 32767", rf)
 		}
-		if o.bootstrap == "" && rf > o.brokers {
-			return fmt.Errorf("--replication-factor %d: more than the %d brokers of --brokers", rf, o.brokers)
+		if o.Bootstrap == "" && rf > o.Brokers {
+			return fmt.Errorf("--replication-factor %d: more than the %d brokers of --brokers", rf, o.Brokers)
 		}
 	}
-	if err := validateBrokerGoMaxProcs(o.brokerProcs); err != nil {
+	if err := validateBrokerGoMaxProcs(o.BrokerGoMaxProcs); err != nil {
 		return err
 	}
-	if o.linger < 0 || o.linger > time.Minute {
-		return fmt.Errorf("--linger %v: must be between 0 and 1m", o.linger)
+	if o.Linger < 0 || o.Linger > time.Minute {
+		return fmt.Errorf("--linger %v: must be between 0 and 1m", o.Linger)
 	}
-	if o.batchBytes < 1 || o.batchBytes > 1<<30 {
-		return fmt.Errorf("--batch-size %d: must be between 1 and 1073741824", o.batchBytes)
+	if o.BatchBytes < 1 || o.BatchBytes > 1<<30 {
+		return fmt.Errorf("--batch-size %d: must be between 1 and 1073741824", o.BatchBytes)
 	}
-	if o.maxInFlight < 1 || o.maxInFlight > 1000 {
-		return fmt.Errorf("--max-in-flight %d: must be between 1 and 1000", o.maxInFlight)
+	if o.MaxInFlight < 1 || o.MaxInFlight > 1000 {
+		return fmt.Errorf("--max-in-flight %d: must be between 1 and 1000", o.MaxInFlight)
 	}
-	if _, err := parseCompression(o.compression); err != nil {
+	if _, err := parseCompression(o.Compression); err != nil {
 		return err
 	}
-	if o.partitions < 1 || o.partitions > 100000 {
-		return fmt.Errorf("--partitions %d: must be between 1 and 100000", o.partitions)
+	if o.Partitions < 1 || o.Partitions > 100000 {
+		return fmt.Errorf("--partitions %d: must be between 1 and 100000", o.Partitions)
 	}
-	if o.throughput == 0 || o.throughput < -1 {
-		return fmt.Errorf("--throughput %v: must be -1 (unlimited) or above 0", o.throughput)
+	if o.Throughput == 0 || o.Throughput < -1 {
+		return fmt.Errorf("--throughput %v: must be -1 (unlimited) or above 0", o.Throughput)
 	}
-	if o.timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be above 0", o.timeout)
+	if o.Timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be above 0", o.Timeout)
 	}
 	return nil
 }
@@ -254,21 +247,22 @@ func parseAcks(a string) (kgo.Acks, error) {
 	return kgo.Acks{}, fmt.Errorf("--acks %q: must be 1 or all", a)
 }
 
-// runBenchProduce runs every combination of the options on the cluster of
-// --bootstrap, or on one it starts and stops, and prints the results.
-func runBenchProduce(ctx context.Context, opts *benchProduceOptions, out io.Writer) error {
+// Produce runs every combination of cfg on the cluster of cfg.Bootstrap,
+// or on one it starts and stops, and prints the results to out.
+func Produce(ctx context.Context, cfg ProduceConfig, out io.Writer) error {
+	opts := &cfg
 	if err := opts.validate(); err != nil {
 		return err
 	}
 	var seeds []string
-	if opts.bootstrap != "" {
-		for _, s := range strings.Split(opts.bootstrap, ",") {
+	if opts.Bootstrap != "" {
+		for _, s := range strings.Split(opts.Bootstrap, ",") {
 			if s = strings.TrimSpace(s); s != "" {
 				seeds = append(seeds, s)
 			}
 		}
 		if len(seeds) == 0 {
-			return fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", opts.bootstrap)
+			return fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", opts.Bootstrap)
 		}
 	} else {
 		bootstrap, stop, err := startBenchCluster(ctx, opts, out)
@@ -280,22 +274,22 @@ func runBenchProduce(ctx context.Context, opts *benchProduceOptions, out io.Writ
 	}
 
 	payloads := map[int][][]byte{}
-	for _, size := range opts.recordSizes {
-		payloads[size] = benchPayloads(size, opts.compression)
+	for _, size := range opts.RecordSizes {
+		payloads[size] = benchPayloads(size, opts.Compression)
 	}
 	runID := time.Now().UnixNano()
 	var results []produceResult
-	for _, size := range opts.recordSizes {
-		for _, rf := range opts.rfs {
-			for _, acks := range opts.acks {
+	for _, size := range opts.RecordSizes {
+		for _, rf := range opts.ReplicationFactors {
+			for _, acks := range opts.Acks {
 				acks = strings.TrimSpace(acks)
 				if acks == "-1" {
 					acks = "all"
 				}
 				topic := fmt.Sprintf("bench-%d-acks%s-rf%d-%db", runID, acks, rf, size)
 				fmt.Fprintf(out, "== acks=%s replication-factor=%d record-size=%d B partitions=%d linger=%v batch-size=%d max-in-flight=%d compression=%s topic=%s\n",
-					acks, rf, size, opts.partitions, opts.linger, opts.batchBytes, inFlight(acks, opts), opts.compression, topic)
-				runCtx, cancel := context.WithTimeout(ctx, opts.timeout)
+					acks, rf, size, opts.Partitions, opts.Linger, opts.BatchBytes, inFlight(acks, opts), opts.Compression, topic)
+				runCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
 				res, err := benchProduceRun(runCtx, seeds, topic, acks, rf, payloads[size], opts)
 				cancel()
 				if err != nil {
@@ -318,13 +312,13 @@ func runBenchProduce(ctx context.Context, opts *benchProduceOptions, out io.Writ
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if opts.jsonPath != "" {
+	if opts.JSONPath != "" {
 		b, err := json.MarshalIndent(results, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode results: %w", err)
 		}
-		if err := os.WriteFile(opts.jsonPath, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("--json %s: %w", opts.jsonPath, err)
+		if err := os.WriteFile(opts.JSONPath, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("--json %s: %w", opts.JSONPath, err)
 		}
 	}
 	return nil
@@ -333,11 +327,11 @@ func runBenchProduce(ctx context.Context, opts *benchProduceOptions, out io.Writ
 // inFlight is the produce requests a run of acks keeps in flight per
 // broker: --max-in-flight, or 5 for acks=all, whose idempotent producer
 // takes no other number.
-func inFlight(acks string, opts *benchProduceOptions) int {
+func inFlight(acks string, opts *ProduceConfig) int {
 	if acks == "all" {
 		return 5
 	}
-	return opts.maxInFlight
+	return opts.MaxInFlight
 }
 
 // line formats r as kafka-producer-perf-test's final line.
@@ -349,8 +343,8 @@ func (r produceResult) line() string {
 // startBenchCluster starts a cluster of this binary as `tripod dev` does,
 // waits until it serves and returns its bootstrap servers and a function
 // that stops it and everything started for it.
-func startBenchCluster(ctx context.Context, opts *benchProduceOptions, out io.Writer) (bootstrap []string, stop func(), err error) {
-	self, err := os.Executable()
+func startBenchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (bootstrap []string, stop func(), err error) {
+	self, err := lab.Binary(opts.Binary)
 	if err != nil {
 		return nil, nil, fmt.Errorf("find this binary to run brokers: %w", err)
 	}
@@ -372,9 +366,9 @@ func startBenchCluster(ctx context.Context, opts *benchProduceOptions, out io.Wr
 	cleanups = append(cleanups, func() { os.RemoveAll(dir) })
 
 	cfg := cluster.DefaultConfig()
-	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, filepath.Join(dir, "brokers"), opts.coord, opts.brokers
-	cfg.GoMaxProcs = opts.brokerProcs
-	switch opts.coord {
+	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, filepath.Join(dir, "brokers"), opts.Coord, opts.Brokers
+	cfg.GoMaxProcs = opts.BrokerGoMaxProcs
+	switch opts.Coord {
 	case "zk":
 		zk, err := zkserver.Start(filepath.Join(dir, "zookeeper"), zkserver.DefaultConfig())
 		if err != nil {
@@ -401,16 +395,16 @@ func startBenchCluster(ctx context.Context, opts *benchProduceOptions, out io.Wr
 		c.Close()
 	})
 	if err := c.WaitServing(ctx, time.Minute); err != nil {
-		return nil, nil, fmt.Errorf("cluster of %d brokers on %s does not serve (logs in %s): %w", opts.brokers, opts.coord, dir, err)
+		return nil, nil, fmt.Errorf("cluster of %d brokers on %s does not serve (logs in %s): %w", opts.Brokers, opts.Coord, dir, err)
 	}
-	fmt.Fprintf(out, "started %d brokers on %s, GOMAXPROCS %d each: %s\n", opts.brokers, opts.coord, opts.startedBrokerProcs(), strings.Join(c.Bootstrap(), ","))
+	fmt.Fprintf(out, "started %d brokers on %s, GOMAXPROCS %d each: %s\n", opts.Brokers, opts.Coord, opts.startedBrokerProcs(), strings.Join(c.Bootstrap(), ","))
 	return c.Bootstrap(), stop, nil
 }
 
 // benchProduceRun creates topic, waits until every partition has a leader,
-// produces opts.records records, cycling through payloads, with the given acks and returns
+// produces opts.Records records, cycling through payloads, with the given acks and returns
 // the figures. It fails if any record is not acknowledged.
-func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf int, payloads [][]byte, opts *benchProduceOptions) (produceResult, error) {
+func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf int, payloads [][]byte, opts *ProduceConfig) (produceResult, error) {
 	kacks, err := parseAcks(acks)
 	if err != nil {
 		return produceResult{}, err
@@ -419,27 +413,27 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 	// kafka-producer-perf-test's default compression.type=none: franz-go's
 	// default snappy would shrink the repeated payload to almost nothing
 	// and turn MB/s into a compression figure.
-	codec, err := parseCompression(opts.compression)
+	codec, err := parseCompression(opts.Compression)
 	if err != nil {
 		return produceResult{}, err
 	}
 	// franz-go lingers 10 ms by default, which every latency would carry;
 	// the perf tool's Java producer lingers 0 ms.
 	clOpts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kacks),
-		kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(opts.linger),
-		kgo.ProducerBatchMaxBytes(int32(opts.batchBytes))}
+		kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(opts.Linger),
+		kgo.ProducerBatchMaxBytes(int32(opts.BatchBytes))}
 	if acks != "all" {
 		// franz-go's idempotent producer requires acks=all; it keeps 5
 		// requests in flight per broker, as Kafka's idempotent producer
 		// may, and takes no other number.
-		clOpts = append(clOpts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(opts.maxInFlight))
+		clOpts = append(clOpts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(opts.MaxInFlight))
 	}
 	cl, err := kgo.NewClient(clOpts...)
 	if err != nil {
 		return produceResult{}, fmt.Errorf("client for %s: %w", strings.Join(seeds, ","), err)
 	}
 	defer cl.Close()
-	if err := createTopic(ctx, cl, topic, int32(opts.partitions), int16(rf), nil, nil); err != nil {
+	if err := createtopics.Create(ctx, cl, createtopics.Topic{Name: topic, Partitions: int32(opts.Partitions), ReplicationFactor: int16(rf)}); err != nil {
 		return produceResult{}, err
 	}
 	defer func() {
@@ -449,14 +443,14 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		defer cancel()
 		kadm.NewClient(cl).DeleteTopic(delCtx, topic)
 	}()
-	if err := waitTopicLeaders(ctx, seeds[0], topic, opts.partitions); err != nil {
+	if err := waitTopicLeaders(ctx, seeds[0], topic, opts.Partitions); err != nil {
 		return produceResult{}, err
 	}
-	if err := primeProducer(ctx, cl, topic, opts.partitions, payloads[0]); err != nil {
+	if err := primeProducer(ctx, cl, topic, opts.Partitions, payloads[0]); err != nil {
 		return produceResult{}, err
 	}
 
-	n := opts.records
+	n := opts.Records
 	latencies := make([]time.Duration, n)
 	var (
 		wg       sync.WaitGroup
@@ -465,9 +459,9 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 	)
 	start := time.Now()
 	for i := range n {
-		if opts.throughput > 0 {
+		if opts.Throughput > 0 {
 			// Pace the sends: record i is due at start + i/throughput.
-			due := start.Add(time.Duration(float64(i) / opts.throughput * float64(time.Second)))
+			due := start.Add(time.Duration(float64(i) / opts.Throughput * float64(time.Second)))
 			if d := time.Until(due); d > 0 {
 				select {
 				case <-time.After(d):
@@ -509,7 +503,7 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		Acks:              acks,
 		ReplicationFactor: rf,
 		RecordSize:        len(payloads[0]),
-		Partitions:        opts.partitions,
+		Partitions:        opts.Partitions,
 		Topic:             topic,
 		Records:           n,
 		Seconds:           secs,
@@ -521,11 +515,11 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		P95Ms:             pct(0.95),
 		P99Ms:             pct(0.99),
 		P999Ms:            pct(0.999),
-		LingerMs:          ms(opts.linger),
-		BatchBytes:        opts.batchBytes,
+		LingerMs:          ms(opts.Linger),
+		BatchBytes:        opts.BatchBytes,
 		MaxInFlight:       inFlight(acks, opts),
 		BrokerGoMaxProcs:  opts.startedBrokerProcs(),
-		Compression:       opts.compression,
+		Compression:       opts.Compression,
 	}, nil
 }
 

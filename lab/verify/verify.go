@@ -1,4 +1,11 @@
-package main
+// Package verify is `tripod verify`: a Jepsen-style check of a tripod
+// cluster. It starts a cluster of the tripod binary's `serve` processes
+// (or uses the user's), runs producers and consumers on a topic while it
+// injects faults from a seeded schedule, reads every partition back, and
+// hands the history to internal/verify, which finds the anomalies.
+// cmd/tripod parses the flags and calls Run. The server's code must not
+// import it.
+package verify
 
 import (
 	"context"
@@ -8,186 +15,166 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/cluster"
-	"github.com/tripodmq/tripod/internal/verify"
+	"github.com/tripodmq/tripod/internal/createtopics"
+	history "github.com/tripodmq/tripod/internal/verify"
+	"github.com/tripodmq/tripod/lab"
 )
 
-// The exit codes of `tripod verify`.
+// The exit codes of `tripod verify`, carried by an ExitError.
 const (
-	verifyExitAnomaly = 1 // an anomaly check found something
-	verifyExitFailed  = 2 // the run itself failed
+	ExitAnomaly = 1 // an anomaly check found something
+	ExitFailed  = 2 // the run itself failed
 )
 
-// verifyOptions are the flags of `tripod verify`.
-type verifyOptions struct {
-	coord          string
-	duration       time.Duration
-	faults         []string
-	seed           uint64
-	partitions     int
-	producers      []string
-	consumers      int
-	rate           float64
-	out            string
-	bootstrap      string
-	zkConnect      string
-	etcdEndpoints  string
-	sessionTimeout time.Duration
-	steadyTimeout  time.Duration
-	keep           bool
-	logLevel       string
-	sets           []string
+// ExitError is an error that ends `tripod verify` with its own exit code,
+// ExitAnomaly or ExitFailed.
+type ExitError struct {
+	Code int
+	Err  error
+}
 
-	// Filled by validate and the command.
-	seedSet     bool
-	faultsSet   bool
+// Error implements error.
+func (e *ExitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error it carries.
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode returns the process's exit code.
+func (e *ExitError) ExitCode() int { return e.Code }
+
+// Config is what `tripod verify` checks, and how. Validation errors name
+// the CLI's flags.
+type Config struct {
+	// Coord is the coordination backend of the cluster it starts.
+	Coord string
+	// Duration is how long the workload and the faults run.
+	Duration time.Duration
+	// Faults are the fault kinds injected (FaultKinds); FaultsSet says the
+	// user chose them.
+	Faults    []string
+	FaultsSet bool
+	// Seed is the fault schedule's seed; without SeedSet one is drawn from
+	// the clock.
+	Seed    uint64
+	SeedSet bool
+	// Partitions is the topic's partition count.
+	Partitions int
+	// Producers are KIND=COUNT, KIND idempotent, plain or acks1; Consumers
+	// the number of consumers reading during the run.
+	Producers []string
+	Consumers int
+	// Rate is the records/s each producer writes, over all partitions.
+	Rate float64
+	// Out is the file the result is written to as JSON.
+	Out string
+	// Bootstrap is HOST:PORT[,HOST:PORT] of an existing cluster to check;
+	// empty: it starts one.
+	Bootstrap string
+	// ZKConnect and EtcdEndpoints name the user's coordination servers;
+	// empty: it starts its own.
+	ZKConnect     string
+	EtcdEndpoints string
+	// SessionTimeout is every broker's session timeout; SteadyTimeout how
+	// long the cluster may take to be steady after a fault.
+	SessionTimeout time.Duration
+	SteadyTimeout  time.Duration
+	// Keep keeps the brokers' data and logs.
+	Keep bool
+	// LogLevel is the brokers' log level; Sets are broker properties
+	// key=value for every broker, after verify's own.
+	LogLevel string
+	Sets     []string
+	// Binary is the tripod executable whose `serve` the brokers run;
+	// empty: this process's own.
+	Binary string
+
+	// producerSet is Producers parsed, filled by validate.
 	producerSet []producerSpec
+}
+
+// DefaultConfig returns the defaults of `tripod verify`.
+func DefaultConfig() Config {
+	return Config{
+		Coord:          "raft",
+		Duration:       60 * time.Second,
+		Faults:         slices.Clone(FaultKinds),
+		Partitions:     6,
+		Producers:      []string{"idempotent=2", "plain=1", "acks1=1"},
+		Consumers:      2,
+		Rate:           100,
+		Out:            "verify.json",
+		SessionTimeout: 2 * time.Second,
+		SteadyTimeout:  2 * time.Minute,
+		LogLevel:       "info",
+	}
 }
 
 // producerSpec is one producer of the workload.
 type producerSpec struct {
 	name string
-	kind verify.Kind
-}
-
-// newVerifyCmd builds `tripod verify`.
-func newVerifyCmd() *cobra.Command {
-	opts := &verifyOptions{}
-	cmd := &cobra.Command{
-		Use:   "verify",
-		Short: "Check a tripod cluster for lost, duplicated and misread records under faults (Jepsen-style)",
-		Long: `Check tripod's safety the way Jepsen's Kafka test does. Unless --bootstrap names
-an existing cluster, it starts 3 brokers of this binary on --coord (each behind
-a cuttable proxy), with min.insync.replicas=2, unclean.leader.election.enable=false
-and replication.truncation=epoch, and creates a topic of --partitions
-partitions with replication factor 3.
-
-For --duration, --producers write unique values (producer name and sequence)
-round robin to every partition at --rate records/s each, every producer through
-another broker: idempotent (acks=all), plain (acks=all, not idempotent) and
-acks1 (acks=1). --consumers read every partition from its start by assignment.
-Meanwhile faults from --faults are injected one at a time, from a schedule drawn
-from --seed, each once the cluster is steady (every broker live, every ISR
-full), on the leader of a random partition, the controller or a random broker:
-
-  kill     SIGKILL, then start again
-  pause    SIGSTOP for longer than --session-timeout, then SIGCONT
-  cut      the broker's Kafka proxy cut for longer than --session-timeout
-           (clients and followers cannot reach it; its session lives on)
-  restart  SIGTERM (a controlled shutdown), then start again
-  coord    the ZooKeeper or etcd server stopped and started again (zk and
-           etcd only, and only a server this command started)
-
-The run lasts --duration, and longer if need be until every kind in --faults
-has been injected once. Then every fault is healed, the cluster waits to be steady, and
-a fresh consumer reads every partition from its start to its end offset. The
-history is then checked for: lost (acknowledged, missing from the log),
-duplicated (one value at two offsets), inconsistent-offsets (two values read at
-one offset), non-monotonic (a consumer's offsets going back), skipped (a
-consumer stepping over an offset known to hold a value) and wrong-offset
-(acknowledged at one offset, read at another), counted per producer kind.
-acks1 losses and misplacements, and plain duplicates, are reported but are not
-anomalies.
-
-It prints the fault log as it goes, then a table, and writes everything to
---out as JSON. Exit status: 0 when every check is clean, 1 when an anomaly was
-found, 2 when the run itself failed.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.seedSet = cmd.Flags().Changed("seed")
-			opts.faultsSet = cmd.Flags().Changed("faults")
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			return runVerify(ctx, opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
-	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitCodeError{code: verifyExitFailed, err: err}
-	})
-	f := cmd.Flags()
-	f.StringVar(&opts.coord, "coord", "raft", "coordination backend of the cluster it starts: raft, zk or etcd")
-	f.DurationVar(&opts.duration, "duration", 60*time.Second, "how long the workload and the faults run")
-	f.StringSliceVar(&opts.faults, "faults", verifyFaultKinds, "fault kinds to inject: kill, pause, cut, restart, coord (comma list; empty for none)")
-	f.Uint64Var(&opts.seed, "seed", 0, "seed of the fault schedule (default: from the clock; printed so that a run can be replayed)")
-	f.IntVar(&opts.partitions, "partitions", 6, "partitions of the topic")
-	f.StringSliceVar(&opts.producers, "producers", []string{"idempotent=2", "plain=1", "acks1=1"}, "producers per kind, KIND=COUNT with KIND idempotent, plain or acks1 (comma list)")
-	f.IntVar(&opts.consumers, "consumers", 2, "consumers reading every partition during the run")
-	f.Float64Var(&opts.rate, "rate", 100, "records/s each producer writes, over all partitions")
-	f.StringVar(&opts.out, "out", "verify.json", "file the result is written to as JSON")
-	f.StringVar(&opts.bootstrap, "bootstrap", "", "HOST:PORT[,HOST:PORT] of an existing cluster to check (at least 3 brokers); faults are then left to the user")
-	f.StringVar(&opts.zkConnect, "zk-connect", "", "with --coord zk: ZooKeeper HOST:PORT[,HOST:PORT] of yours; empty: a local ZooKeeper from Debian's zookeeper package")
-	f.StringVar(&opts.etcdEndpoints, "etcd-endpoints", "", "with --coord etcd: etcd client URLs of yours, comma separated; empty: an embedded etcd")
-	f.DurationVar(&opts.sessionTimeout, "session-timeout", 2*time.Second, "every broker's session timeout (failure detection time); pause and cut last longer")
-	f.DurationVar(&opts.steadyTimeout, "steady-timeout", 2*time.Minute, "how long the cluster may take to be steady again after a fault")
-	f.BoolVar(&opts.keep, "keep", false, "keep the brokers' data and logs (always kept when a run fails or finds an anomaly)")
-	f.StringVar(&opts.logLevel, "broker-log-level", "info", "brokers' log level: trace, debug, info, warn or error")
-	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker, after verify's own (repeatable)")
-	return cmd
+	kind history.Kind
 }
 
 // validate checks the flags, names the first bad one, and parses
 // --producers.
-func (o *verifyOptions) validate() error {
-	if !slices.Contains(cluster.Backends, o.coord) {
-		return fmt.Errorf("--coord %q: must be one of raft, zk, etcd", o.coord)
+func (o *Config) validate() error {
+	if !slices.Contains(cluster.Backends, o.Coord) {
+		return fmt.Errorf("--coord %q: must be one of raft, zk, etcd", o.Coord)
 	}
-	if o.duration < time.Second || o.duration > 24*time.Hour {
-		return fmt.Errorf("--duration %v: must be between 1s and 24h", o.duration)
+	if o.Duration < time.Second || o.Duration > 24*time.Hour {
+		return fmt.Errorf("--duration %v: must be between 1s and 24h", o.Duration)
 	}
 	var faults []string
-	for _, k := range o.faults {
+	for _, k := range o.Faults {
 		k = strings.TrimSpace(k)
 		if k == "" {
 			continue
 		}
-		if !slices.Contains(verifyFaultKinds, k) {
-			return fmt.Errorf("--faults %q: must be among %s", k, strings.Join(verifyFaultKinds, ", "))
+		if !slices.Contains(FaultKinds, k) {
+			return fmt.Errorf("--faults %q: must be among %s", k, strings.Join(FaultKinds, ", "))
 		}
 		if !slices.Contains(faults, k) {
 			faults = append(faults, k)
 		}
 	}
-	o.faults = faults
-	if o.bootstrap != "" {
-		if o.faultsSet && len(o.faults) > 0 {
+	o.Faults = faults
+	if o.Bootstrap != "" {
+		if o.FaultsSet && len(o.Faults) > 0 {
 			return errors.New("--faults: not with --bootstrap; faults on an existing cluster are left to you")
 		}
-		if o.zkConnect != "" || o.etcdEndpoints != "" {
+		if o.ZKConnect != "" || o.EtcdEndpoints != "" {
 			return errors.New("--bootstrap: not with --zk-connect or --etcd-endpoints (those are for the cluster verify starts)")
 		}
-		o.faults = nil
+		o.Faults = nil
 	}
-	if o.zkConnect != "" && o.coord != "zk" {
-		return fmt.Errorf("--zk-connect: only with --coord zk, not %s", o.coord)
+	if o.ZKConnect != "" && o.Coord != "zk" {
+		return fmt.Errorf("--zk-connect: only with --coord zk, not %s", o.Coord)
 	}
-	if o.etcdEndpoints != "" && o.coord != "etcd" {
-		return fmt.Errorf("--etcd-endpoints: only with --coord etcd, not %s", o.coord)
+	if o.EtcdEndpoints != "" && o.Coord != "etcd" {
+		return fmt.Errorf("--etcd-endpoints: only with --coord etcd, not %s", o.Coord)
 	}
-	if o.partitions < 1 || o.partitions > 1000 {
-		return fmt.Errorf("--partitions %d: must be between 1 and 1000", o.partitions)
+	if o.Partitions < 1 || o.Partitions > 1000 {
+		return fmt.Errorf("--partitions %d: must be between 1 and 1000", o.Partitions)
 	}
 	o.producerSet = nil
-	counts := map[verify.Kind]int{}
-	for _, spec := range o.producers {
+	counts := map[history.Kind]int{}
+	for _, spec := range o.Producers {
 		kindName, countText, ok := strings.Cut(strings.TrimSpace(spec), "=")
 		if !ok {
 			return fmt.Errorf("--producers %q: want KIND=COUNT, KIND one of idempotent, plain, acks1", spec)
 		}
-		kind, err := verify.ParseKind(kindName)
+		kind, err := history.ParseKind(kindName)
 		if err != nil {
 			return fmt.Errorf("--producers %q: kind must be idempotent, plain or acks1", spec)
 		}
@@ -197,7 +184,7 @@ func (o *verifyOptions) validate() error {
 		}
 		counts[kind] = n
 	}
-	for _, k := range verify.Kinds {
+	for _, k := range history.Kinds {
 		for range counts[k] {
 			o.producerSet = append(o.producerSet, producerSpec{name: "p" + strconv.Itoa(len(o.producerSet)+1), kind: k})
 		}
@@ -205,25 +192,25 @@ func (o *verifyOptions) validate() error {
 	if len(o.producerSet) == 0 {
 		return errors.New("--producers: give at least one producer, e.g. idempotent=1")
 	}
-	if o.consumers < 1 || o.consumers > 16 {
-		return fmt.Errorf("--consumers %d: must be between 1 and 16", o.consumers)
+	if o.Consumers < 1 || o.Consumers > 16 {
+		return fmt.Errorf("--consumers %d: must be between 1 and 16", o.Consumers)
 	}
-	if o.rate <= 0 || o.rate > 1000 {
-		return fmt.Errorf("--rate %v: must be above 0 and at most 1000 records/s per producer", o.rate)
+	if o.Rate <= 0 || o.Rate > 1000 {
+		return fmt.Errorf("--rate %v: must be above 0 and at most 1000 records/s per producer", o.Rate)
 	}
-	if o.out == "" {
+	if o.Out == "" {
 		return errors.New("--out: required")
 	}
-	if o.sessionTimeout < time.Second || o.sessionTimeout > 5*time.Minute {
-		return fmt.Errorf("--session-timeout %v: must be between 1s and 5m", o.sessionTimeout)
+	if o.SessionTimeout < time.Second || o.SessionTimeout > 5*time.Minute {
+		return fmt.Errorf("--session-timeout %v: must be between 1s and 5m", o.SessionTimeout)
 	}
-	if o.steadyTimeout < 10*time.Second {
-		return fmt.Errorf("--steady-timeout %v: must be at least 10s", o.steadyTimeout)
+	if o.SteadyTimeout < 10*time.Second {
+		return fmt.Errorf("--steady-timeout %v: must be at least 10s", o.SteadyTimeout)
 	}
-	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, o.logLevel) {
-		return fmt.Errorf("--broker-log-level %q: must be trace, debug, info, warn or error", o.logLevel)
+	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, o.LogLevel) {
+		return fmt.Errorf("--broker-log-level %q: must be trace, debug, info, warn or error", o.LogLevel)
 	}
-	for _, kv := range o.sets {
+	for _, kv := range o.Sets {
 		if !strings.Contains(kv, "=") {
 			return fmt.Errorf("--set %q: want key=value", kv)
 		}
@@ -252,7 +239,7 @@ type verifyReport struct {
 	FaultCounts map[string]int `json:"fault_counts"`
 	Notes       []string       `json:"notes,omitempty"`
 	// Result holds the checks' counts per kind and their examples.
-	Result *verify.Result `json:"result"`
+	Result *history.Result `json:"result"`
 	// Valid is true when the run completed and found no anomaly.
 	Valid   bool    `json:"valid"`
 	Error   string  `json:"error,omitempty"`
@@ -262,13 +249,13 @@ type verifyReport struct {
 
 // verifyProducerReport is one producer in the report.
 type verifyProducerReport struct {
-	Name       string      `json:"name"`
-	Kind       verify.Kind `json:"kind"`
-	Seeds      []string    `json:"seeds"`
-	Attempted  int         `json:"attempted"`
-	Acked      int         `json:"acked"`
-	Failed     int         `json:"failed"`
-	FirstError string      `json:"first_error,omitempty"`
+	Name       string       `json:"name"`
+	Kind       history.Kind `json:"kind"`
+	Seeds      []string     `json:"seeds"`
+	Attempted  int          `json:"attempted"`
+	Acked      int          `json:"acked"`
+	Failed     int          `json:"failed"`
+	FirstError string       `json:"first_error,omitempty"`
 }
 
 // verifyConsumerReport is one consumer in the report.
@@ -280,7 +267,7 @@ type verifyConsumerReport struct {
 
 // verifyRun is one run's state, used by the command's goroutine only.
 type verifyRun struct {
-	opts   *verifyOptions
+	opts   *Config
 	out    io.Writer
 	report *verifyReport
 	start  time.Time
@@ -299,42 +286,44 @@ func (r *verifyRun) note(msg string) {
 	r.report.Notes = append(r.report.Notes, msg)
 }
 
-// runVerify runs the check and returns nil, or an exitCodeError with
-// verifyExitAnomaly or verifyExitFailed.
-func runVerify(ctx context.Context, opts *verifyOptions, out, errOut io.Writer) error {
-	failed := func(err error) error { return &exitCodeError{code: verifyExitFailed, err: err} }
+// Run runs the check of cfg, printing the fault log and the result to out
+// and notes on kept data to errOut, and returns nil, or an ExitError with
+// ExitAnomaly or ExitFailed.
+func Run(ctx context.Context, cfg Config, out, errOut io.Writer) error {
+	opts := &cfg
+	failed := func(err error) error { return &ExitError{Code: ExitFailed, Err: err} }
 	if err := opts.validate(); err != nil {
 		return failed(err)
 	}
-	if !opts.seedSet {
-		opts.seed = uint64(time.Now().UnixNano())
+	if !opts.SeedSet {
+		opts.Seed = uint64(time.Now().UnixNano())
 	}
 	r := &verifyRun{opts: opts, out: out, start: time.Now()}
 	r.report = &verifyReport{
 		Command:         strings.Join(os.Args, " "),
-		Seed:            opts.seed,
-		Coord:           opts.coord,
-		Bootstrap:       opts.bootstrap,
-		DurationS:       opts.duration.Seconds(),
-		SessionTimeoutS: opts.sessionTimeout.Seconds(),
-		Partitions:      opts.partitions,
-		RatePerProducer: opts.rate,
+		Seed:            opts.Seed,
+		Coord:           opts.Coord,
+		Bootstrap:       opts.Bootstrap,
+		DurationS:       opts.Duration.Seconds(),
+		SessionTimeoutS: opts.SessionTimeout.Seconds(),
+		Partitions:      opts.Partitions,
+		RatePerProducer: opts.Rate,
 		Faults:          []faultRecord{},
 		FaultCounts:     map[string]int{},
 	}
-	if opts.bootstrap != "" {
+	if opts.Bootstrap != "" {
 		r.report.Coord = ""
 	}
 	var kinds []string
 	for _, p := range opts.producerSet {
 		kinds = append(kinds, p.name+"="+p.kind.String())
 	}
-	where := "coord " + opts.coord
-	if opts.bootstrap != "" {
-		where = "cluster at " + opts.bootstrap
+	where := "coord " + opts.Coord
+	if opts.Bootstrap != "" {
+		where = "cluster at " + opts.Bootstrap
 	}
 	fmt.Fprintf(out, "tripod verify: %s, %v, faults %s, seed %d (replay with --seed %d)\n  %d partitions, producers %s at %g records/s each, %d consumers\n",
-		where, opts.duration, orNone(opts.faults), opts.seed, opts.seed, opts.partitions, strings.Join(kinds, " "), opts.rate, opts.consumers)
+		where, opts.Duration, orNone(opts.Faults), opts.Seed, opts.Seed, opts.Partitions, strings.Join(kinds, " "), opts.Rate, opts.Consumers)
 
 	root, err := os.MkdirTemp("", "tripod-verify-")
 	if err != nil {
@@ -348,8 +337,8 @@ func runVerify(ctx context.Context, opts *verifyOptions, out, errOut io.Writer) 
 		r.report.Error = runErr.Error()
 	}
 	r.report.Valid = runErr == nil && !anomalies
-	keep := opts.keep || !r.report.Valid
-	if keep && opts.bootstrap == "" {
+	keep := opts.Keep || !r.report.Valid
+	if keep && opts.Bootstrap == "" {
 		r.report.DataDir = root
 	}
 	if res != nil {
@@ -357,14 +346,14 @@ func runVerify(ctx context.Context, opts *verifyOptions, out, errOut io.Writer) 
 	}
 	b, err := json.MarshalIndent(r.report, "", "  ")
 	if err == nil {
-		err = os.WriteFile(opts.out, append(b, '\n'), 0o644)
+		err = os.WriteFile(opts.Out, append(b, '\n'), 0o644)
 	}
 	if err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("write --out %s: %w", opts.out, err))
+		runErr = errors.Join(runErr, fmt.Errorf("write --out %s: %w", opts.Out, err))
 	} else {
-		fmt.Fprintf(out, "wrote %s\n", opts.out)
+		fmt.Fprintf(out, "wrote %s\n", opts.Out)
 	}
-	if keep && opts.bootstrap == "" {
+	if keep && opts.Bootstrap == "" {
 		fmt.Fprintf(errOut, "brokers' data and logs kept in %s\n", root)
 	} else {
 		os.RemoveAll(root)
@@ -379,7 +368,7 @@ func runVerify(ctx context.Context, opts *verifyOptions, out, errOut io.Writer) 
 				found = append(found, fmt.Sprintf("%s %d", cr.Name, cr.Anomalies))
 			}
 		}
-		return &exitCodeError{code: verifyExitAnomaly, err: fmt.Errorf("verify: %d anomalies found (%s); seed %d", res.Anomalies, strings.Join(found, ", "), opts.seed)}
+		return &ExitError{Code: ExitAnomaly, Err: fmt.Errorf("verify: %d anomalies found (%s); seed %d", res.Anomalies, strings.Join(found, ", "), opts.Seed)}
 	}
 	return nil
 }
@@ -397,26 +386,26 @@ func orNone(list []string) string {
 // is checked whenever any was recorded, even when the run failed later.
 func (r *verifyRun) run(ctx context.Context, root string) error {
 	opts := r.opts
-	servers := &coordServers{dir: root}
+	servers := &lab.CoordServers{Dir: root}
 	defer servers.Close()
-	if opts.bootstrap == "" {
-		self, err := os.Executable()
+	if opts.Bootstrap == "" {
+		self, err := lab.Binary(opts.Binary)
 		if err != nil {
 			return fmt.Errorf("find this binary to run brokers: %w", err)
 		}
 		cfg := cluster.DefaultConfig()
-		cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, filepath.Join(root, "cluster"), opts.coord, failoverBrokers
-		cfg.SessionTimeout, cfg.LogLevel, cfg.Proxies = opts.sessionTimeout, opts.logLevel, true
+		cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, filepath.Join(root, "cluster"), opts.Coord, lab.Brokers
+		cfg.SessionTimeout, cfg.LogLevel, cfg.Proxies = opts.SessionTimeout, opts.LogLevel, true
 		cfg.Sets = append([]string{
 			"min.insync.replicas=2",
 			"unclean.leader.election.enable=false",
 			"replication.truncation=epoch",
 			// A follower cut off leaves the ISR within the cut, so that cuts
 			// exercise ISR changes and not only waiting.
-			"replica.lag.time.max.ms=" + strconv.FormatInt(opts.sessionTimeout.Milliseconds(), 10),
-		}, opts.sets...)
+			"replica.lag.time.max.ms=" + strconv.FormatInt(opts.SessionTimeout.Milliseconds(), 10),
+		}, opts.Sets...)
 		name := fmt.Sprintf("tripod-verify-%d", time.Now().UnixNano())
-		if err := servers.configure(&cfg, opts.zkConnect, opts.etcdEndpoints, name); err != nil {
+		if err := servers.Configure(&cfg, opts.ZKConnect, opts.EtcdEndpoints, name); err != nil {
 			return err
 		}
 		c, err := cluster.Start(cfg)
@@ -434,9 +423,9 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 		r.allSeeds = c.Bootstrap()
 	} else {
 		r.topic = fmt.Sprintf("verify-%d", time.Now().UnixNano())
-		addrs, err := brokerAddrs(ctx, strings.Split(opts.bootstrap, ","))
+		addrs, err := brokerAddrs(ctx, strings.Split(opts.Bootstrap, ","))
 		if err != nil {
-			return fmt.Errorf("--bootstrap %s: %w", opts.bootstrap, err)
+			return fmt.Errorf("--bootstrap %s: %w", opts.Bootstrap, err)
 		}
 		// Each client starts from another broker, and falls back on the
 		// others.
@@ -475,8 +464,8 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 		producers = append(producers, p)
 	}
 	var consumers []*verifyConsumer
-	for i := range opts.consumers {
-		c, err := newVerifyConsumer("c"+strconv.Itoa(i+1), r.topic, opts.partitions, r.seeds[(i+1)%len(r.seeds)])
+	for i := range opts.Consumers {
+		c, err := newVerifyConsumer("c"+strconv.Itoa(i+1), r.topic, opts.Partitions, r.seeds[(i+1)%len(r.seeds)])
 		if err != nil {
 			for _, c := range consumers {
 				c.client.Close()
@@ -493,7 +482,7 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 		producing.Add(1)
 		go func() {
 			defer producing.Done()
-			p.run(ctx, stopProducing, opts.partitions, opts.rate)
+			p.run(ctx, stopProducing, opts.Partitions, opts.Rate)
 		}()
 	}
 	for _, c := range consumers {
@@ -522,10 +511,10 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 
 	// The faults, on this goroutine, until the duration ends and every
 	// kind has been injected once.
-	durationCtx, cancel := context.WithTimeout(ctx, opts.duration)
+	durationCtx, cancel := context.WithTimeout(ctx, opts.Duration)
 	var faultErr error
 	if runner != nil {
-		faultErr = runner.run(ctx, durationCtx, newFaultPlan(opts.seed, runner.kinds, opts.sessionTimeout))
+		faultErr = runner.run(ctx, durationCtx, newFaultPlan(opts.Seed, runner.kinds, opts.SessionTimeout))
 		r.report.Faults = runner.faults
 		for _, f := range runner.faults {
 			r.report.FaultCounts[f.Kind]++
@@ -549,29 +538,29 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 			runErr = fmt.Errorf("cluster not steady after the faults were healed: %w", err)
 		} else {
 			var err error
-			final, err = readAll(ctx, r.topic, opts.partitions, r.allSeeds, ackedEnds(producers), 2*time.Minute)
+			final, err = readAll(ctx, r.topic, opts.Partitions, r.allSeeds, ackedEnds(producers), 2*time.Minute)
 			if err != nil {
 				runErr = err
 			}
 		}
 	}
 
-	h := verify.History{}
+	h := history.History{}
 	for _, p := range producers {
 		writes, rep := p.report()
-		h.Producers = append(h.Producers, verify.Producer{Name: p.name, Kind: p.kind})
+		h.Producers = append(h.Producers, history.Producer{Name: p.name, Kind: p.kind})
 		h.Writes = append(h.Writes, writes...)
 		r.report.Producers = append(r.report.Producers, rep)
 	}
 	for _, c := range consumers {
-		h.Consumers = append(h.Consumers, verify.Consumer{Name: c.name, Reads: c.reads})
+		h.Consumers = append(h.Consumers, history.Consumer{Name: c.name, Reads: c.reads})
 		r.report.Consumers = append(r.report.Consumers, verifyConsumerReport{Name: c.name, Reads: len(c.reads), FetchErrors: c.errs})
 	}
 	if final != nil && runErr == nil {
-		h.Consumers = append(h.Consumers, verify.Consumer{Name: final.name, Final: true, Reads: final.reads})
+		h.Consumers = append(h.Consumers, history.Consumer{Name: final.name, Final: true, Reads: final.reads})
 		r.report.Consumers = append(r.report.Consumers, verifyConsumerReport{Name: final.name, Reads: len(final.reads), FetchErrors: final.errs})
 	}
-	res := verify.Check(h)
+	res := history.Check(h)
 	r.report.Result = &res
 	if runErr == nil && res.Acked.Total() == 0 {
 		runErr = errors.New("no write was acknowledged: the cluster never accepted the workload")
@@ -584,24 +573,24 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 
 // faultRunner returns the runner of the faults that apply to this run,
 // noting those that do not, or nil when there are none.
-func (r *verifyRun) faultRunner(servers *coordServers) *faultRunner {
-	if r.c == nil || len(r.opts.faults) == 0 {
-		if r.opts.bootstrap != "" {
+func (r *verifyRun) faultRunner(servers *lab.CoordServers) *faultRunner {
+	if r.c == nil || len(r.opts.Faults) == 0 {
+		if r.opts.Bootstrap != "" {
 			r.note("faults on an existing cluster are left to you (--bootstrap)")
 		}
 		return nil
 	}
 	runner := &faultRunner{
-		c: r.c, zk: servers.zk, etcd: servers.etcd, topic: r.topic, partitions: r.opts.partitions,
-		start: r.start, steadyTimeout: r.opts.steadyTimeout, out: r.out,
+		c: r.c, zk: servers.ZK(), etcd: servers.Etcd(), topic: r.topic, partitions: r.opts.Partitions,
+		start: r.start, steadyTimeout: r.opts.SteadyTimeout, out: r.out,
 	}
-	for _, k := range r.opts.faults {
+	for _, k := range r.opts.Faults {
 		if k == "coord" {
 			switch {
-			case r.opts.coord == "raft":
+			case r.opts.Coord == "raft":
 				r.note("fault coord skipped: with raft the brokers are the coordination service (kill, pause and restart hit it)")
 				continue
-			case servers.zk == nil && servers.etcd == nil:
+			case servers.ZK() == nil && servers.Etcd() == nil:
 				r.note("fault coord skipped: the coordination server is yours (--zk-connect, --etcd-endpoints), verify does not restart it")
 				continue
 			}
@@ -633,8 +622,8 @@ func brokerAddrs(ctx context.Context, seeds []string) ([]string, error) {
 	for _, b := range resp.Brokers {
 		addrs = append(addrs, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
 	}
-	if len(addrs) < failoverBrokers {
-		return nil, fmt.Errorf("lists %d brokers %v, want at least %d for a topic of replication factor %d", len(addrs), addrs, failoverBrokers, failoverBrokers)
+	if len(addrs) < lab.Brokers {
+		return nil, fmt.Errorf("lists %d brokers %v, want at least %d for a topic of replication factor %d", len(addrs), addrs, lab.Brokers, lab.Brokers)
 	}
 	return addrs, nil
 }
@@ -647,28 +636,18 @@ func (r *verifyRun) createTopic(ctx context.Context) error {
 		return fmt.Errorf("admin client: %w", err)
 	}
 	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 60000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = r.topic, int32(r.opts.partitions), failoverBrokers
-	for _, kv := range [][2]string{{"min.insync.replicas", "2"}, {"unclean.leader.election.enable", "false"}} {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name, c.Value = kv[0], kmsg.StringPtr(kv[1])
-		rt.Configs = append(rt.Configs, c)
-	}
-	req.Topics = append(req.Topics, rt)
+	req := createtopics.Request(time.Minute, createtopics.Topic{
+		Name: r.topic, Partitions: int32(r.opts.Partitions), ReplicationFactor: lab.Brokers,
+		Configs: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}})
 	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	resp, err := req.RequestWith(cctx, cl)
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", r.topic, err)
 	}
-	for _, t := range resp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			if t.ErrorMessage != nil {
-				return fmt.Errorf("create topic %s: %w: %s", r.topic, err, *t.ErrorMessage)
-			}
-			return fmt.Errorf("create topic %s: %w", r.topic, err)
+	for i := range resp.Topics {
+		if err := createtopics.TopicError(&resp.Topics[i]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -679,10 +658,10 @@ func (r *verifyRun) createTopic(ctx context.Context) error {
 // --bootstrap every partition with a leader and every replica in its ISR.
 func (r *verifyRun) waitSteady(ctx context.Context) error {
 	if r.c != nil {
-		_, err := waitSteadyCluster(ctx, r.c, []string{r.topic}, r.opts.partitions, r.opts.steadyTimeout)
+		_, err := lab.WaitSteady(ctx, r.c, []string{r.topic}, r.opts.Partitions, r.opts.SteadyTimeout)
 		return err
 	}
-	return cluster.WaitFor(ctx, r.opts.steadyTimeout, func() error {
+	return cluster.WaitFor(ctx, r.opts.SteadyTimeout, func() error {
 		var lastErr error
 		for _, addr := range r.allSeeds {
 			md, err := cluster.MetadataFrom(ctx, addr, r.topic)
@@ -694,8 +673,8 @@ func (r *verifyRun) waitSteady(ctx context.Context) error {
 				return err
 			}
 			parts := md.Partitions[r.topic]
-			if len(parts) != r.opts.partitions {
-				return fmt.Errorf("%d partitions of %s, want %d", len(parts), r.topic, r.opts.partitions)
+			if len(parts) != r.opts.Partitions {
+				return fmt.Errorf("%d partitions of %s, want %d", len(parts), r.topic, r.opts.Partitions)
 			}
 			for _, p := range parts {
 				if p.Leader < 0 || len(p.ISR) != len(p.Replicas) {
@@ -715,7 +694,7 @@ func printVerifyResult(out io.Writer, rep *verifyReport) {
 	fmt.Fprintln(out)
 	if len(rep.Faults) > 0 {
 		var parts []string
-		for _, k := range verifyFaultKinds {
+		for _, k := range FaultKinds {
 			if n := rep.FaultCounts[k]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", k, n))
 			}
@@ -755,13 +734,13 @@ func printVerifyResult(out io.Writer, rep *verifyReport) {
 
 // verdict says whether a check found an anomaly, or what it found that the
 // producers' kinds allow.
-func verdict(cr verify.CheckResult) string {
+func verdict(cr history.CheckResult) string {
 	if cr.Anomalies > 0 {
 		return "ANOMALY"
 	}
 	var allowed []string
-	for _, k := range verify.Kinds {
-		if cr.Counts.Of(k) > 0 && !verify.IsAnomaly(cr.Name, k) {
+	for _, k := range history.Kinds {
+		if cr.Counts.Of(k) > 0 && !history.IsAnomaly(cr.Name, k) {
 			allowed = append(allowed, k.String())
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,31 +7,24 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/cluster"
-	"github.com/tripodmq/tripod/internal/etcdserver"
-	"github.com/tripodmq/tripod/internal/zkserver"
+	"github.com/tripodmq/tripod/internal/createtopics"
+	"github.com/tripodmq/tripod/lab"
 )
 
-// failoverBrokers is the size of every benchmark cluster, and the
-// replication factor of its topic.
-const failoverBrokers = 3
-
-// failoverCases are the brokers `tripod bench failover` fails.
-var failoverCases = []string{"leader", "controller"}
+// FailoverCases are the brokers `tripod bench failover` fails.
+var FailoverCases = []string{"leader", "controller"}
 
 // failoverKinds are the ways it fails them: crash (SIGKILL: the kernel
 // refuses connections to the broker's port at once), pause (SIGSTOP for
@@ -58,192 +51,164 @@ func splitFailoverCase(kase string) (broker, kind string) {
 	return kase, "crash"
 }
 
-// benchFailoverOptions are the flags of `tripod bench failover`.
-type benchFailoverOptions struct {
-	coords         []string
-	partitions     []int
-	topics         int
-	runs           int
-	cases          []string
-	kinds          []string
-	runCases       []string // every case × kind, as failoverCaseName names them
-	out            string
-	sessionTimeout time.Duration
-	etcdEndpoints  string
-	zkConnect      string
-	rate           float64
-	produceParts   int
-	sets           []string
-	clientBackoff  time.Duration
-	brokerProcs    int
-	pollInterval   time.Duration
-	recoverTimeout time.Duration
-	isrTimeout     time.Duration
-	keep           bool
-	logLevel       string
+// FailoverConfig is what `tripod bench failover` measures, and how.
+// Validation errors name the CLI's flags.
+type FailoverConfig struct {
+	// Coords are the coordination backends compared: raft, zk, etcd.
+	Coords []string
+	// Partitions are the partition counts, one cluster each, spread evenly
+	// over Topics topics.
+	Partitions []int
+	Topics     int
+	// Runs is the number of failures per case, backend and partition
+	// count.
+	Runs int
+	// Cases are the brokers failed (FailoverCases); Kinds how they are
+	// failed: crash, pause or cut.
+	Cases []string
+	Kinds []string
+	// Out is the directory failover.json and failover.svg are written to.
+	Out string
+	// SessionTimeout is every broker's session timeout.
+	SessionTimeout time.Duration
+	// EtcdEndpoints and ZKConnect name the user's coordination servers
+	// (comma lists); empty: the benchmark starts its own.
+	EtcdEndpoints string
+	ZKConnect     string
+	// Rate is the records/s the producer writes to each partition written,
+	// the first ProducePartitions (0: all).
+	Rate              float64
+	ProducePartitions int
+	// Sets are broker properties key=value for every broker.
+	Sets []string
+	// ClientBackoff is the producer's retry backoff and metadata min age.
+	ClientBackoff time.Duration
+	// BrokerGoMaxProcs is the GOMAXPROCS of each broker; 0: this
+	// process's own.
+	BrokerGoMaxProcs int
+	// PollInterval is how often each live broker's Metadata is read after
+	// a failure.
+	PollInterval time.Duration
+	// RecoverTimeout bounds a failover; ISRTimeout a failed broker's way
+	// back into every ISR.
+	RecoverTimeout time.Duration
+	ISRTimeout     time.Duration
+	// Keep keeps the brokers' data and logs.
+	Keep bool
+	// LogLevel is the brokers' log level.
+	LogLevel string
+	// Binary is the tripod executable whose `serve` the brokers run;
+	// empty: this process's own.
+	Binary string
+
+	runCases []string // every case × kind, as failoverCaseName names them
 }
 
-// newBenchFailoverCmd builds `tripod bench failover`.
-func newBenchFailoverCmd() *cobra.Command {
-	opts := &benchFailoverOptions{}
-	cmd := &cobra.Command{
-		Use:   "failover",
-		Short: "Measure how fast each coordination backend recovers from a crashed broker",
-		Long: `Measure failover per coordination backend. For every --coord and --partitions
-it starts a cluster of 3 brokers of this binary (separate processes, all with
-the same --session-timeout; a local ZooKeeper from Debian's zookeeper package
-or --zk-connect, an embedded etcd or --etcd-endpoints), creates a topic with
-that many partitions (or --topics topics sharing them evenly),
-replication factor 3 and min.insync.replicas=2, and runs an acks=all
-producer writing --rate records/s to every partition (or to the first
---produce-partitions, counted over the topics in order), each record
-carrying its own sequence number. Then, --runs times per --case and
---failure, it fails a broker and measures, for every partition the broker
-led:
-
-  detection       kill -> a live broker's Metadata first shows a partition
-                  whose leader, leader epoch or ISR changed (the controller
-                  acted), polled every --poll-interval
-  election        kill -> the partition's first acknowledgement from a new
-                  leader (elected, propagated, and accepting writes)
-  unavailability  last acknowledgement from the old leader -> first from
-                  the new one, as the client saw it
-
-A partition not written to (--produce-partitions) has recovered when a live
-broker's Metadata names its new leader; with --produce-partitions the output
-says when that held for every partition the broker led (the controller's
-failover done and its UpdateMetadata applied).
-
-Case leader kills the broker leading the most partitions, preferring one that
-is not the controller; case controller kills the controller (the partitions it
-led count too). Failure crash SIGKILLs it (its port then refuses
-connections, which the controller's crash probes see at once), pause
-SIGSTOPs it until every partition recovered (its session must expire),
-cut drops its Kafka and coordination proxies (zk and etcd only). Cases
-other than a crash are named with the failure: leader-pause,
-controller-cut. Between runs it restarts, resumes or reconnects the broker
-and waits until every ISR is full. At the end it reads every partition back and counts the
-acknowledged records that are missing; any loss makes the command fail.
-
-It prints a table (p50/p99/max of each phase in ms), writes every measurement
-to DIR/failover.json and a chart to DIR/failover.svg; a progress line goes to
-stderr.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			return runBenchFailover(ctx, opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+// DefaultFailoverConfig returns the defaults of `tripod bench failover`.
+func DefaultFailoverConfig() FailoverConfig {
+	return FailoverConfig{
+		Coords:         []string{"raft", "zk", "etcd"},
+		Partitions:     []int{1, 100},
+		Topics:         1,
+		Runs:           3,
+		Cases:          slices.Clone(FailoverCases),
+		Kinds:          []string{"crash"},
+		Out:            "failover-results",
+		SessionTimeout: 2 * time.Second,
+		Rate:           20,
+		ClientBackoff:  100 * time.Millisecond,
+		PollInterval:   10 * time.Millisecond,
+		RecoverTimeout: time.Minute,
+		ISRTimeout:     3 * time.Minute,
+		LogLevel:       "info",
 	}
-	f := cmd.Flags()
-	f.StringSliceVar(&opts.coords, "coord", []string{"raft", "zk", "etcd"}, "coordination backends to compare: raft, zk, etcd (comma list)")
-	f.IntSliceVar(&opts.partitions, "partitions", []int{1, 100}, "partition counts of the topic (comma list), one cluster each")
-	f.IntVar(&opts.topics, "topics", 1, "topics the partitions spread over evenly (ZooKeeper holds a topic of at most about 55 000 partitions of 3 replicas)")
-	f.IntVar(&opts.runs, "runs", 3, "kills per case, backend and partition count")
-	f.StringSliceVar(&opts.cases, "case", failoverCases, "what to fail: leader (the broker leading the most partitions), controller (comma list)")
-	f.StringSliceVar(&opts.kinds, "failure", []string{"crash"}, "how to fail it: crash (SIGKILL), pause (SIGSTOP past the session timeout), cut (its Kafka and coordination proxies dropped; zk and etcd) (comma list)")
-	f.StringVar(&opts.out, "out", "failover-results", "directory for failover.json and failover.svg")
-	f.DurationVar(&opts.sessionTimeout, "session-timeout", 2*time.Second, "every broker's session timeout (the failure detection time), the same on every backend")
-	f.StringVar(&opts.etcdEndpoints, "etcd-endpoints", "", "etcd client URLs, comma separated; empty: an embedded etcd")
-	f.StringVar(&opts.zkConnect, "zk-connect", "", "ZooKeeper HOST:PORT[,HOST:PORT]; empty: a local ZooKeeper from Debian's zookeeper package (its tickTime must allow --session-timeout)")
-	f.Float64Var(&opts.rate, "rate", 20, "records/s the producer writes to each partition (the resolution of the ack times is 1/rate)")
-	f.IntVar(&opts.produceParts, "produce-partitions", 0, "write only to the first N partitions (0: all); the others' failover is when a live broker's Metadata names their new leader")
-	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
-	f.IntVar(&opts.brokerProcs, "broker-gomaxprocs", 0, brokerGoMaxProcsUsage)
-	f.DurationVar(&opts.clientBackoff, "client-backoff", 100*time.Millisecond, "the producer's retry backoff and metadata min age (Kafka's retry.backoff.ms)")
-	f.DurationVar(&opts.pollInterval, "poll-interval", 10*time.Millisecond, "how often each live broker's Metadata is read after a kill")
-	f.DurationVar(&opts.recoverTimeout, "recover-timeout", time.Minute, "how long after a kill every affected partition may take to acknowledge a write again")
-	f.DurationVar(&opts.isrTimeout, "isr-timeout", 3*time.Minute, "how long a restarted broker may take until every ISR is full again")
-	f.StringVar(&opts.logLevel, "broker-log-level", "info", "brokers' log level: trace, debug, info, warn or error (with --keep, to see what a slow failover waited for)")
-	f.BoolVar(&opts.keep, "keep", false, "keep the brokers' data and logs (they are always kept when a run fails or loses records)")
-	return cmd
 }
 
 // validate checks the flags and names the first bad one.
-func (o *benchFailoverOptions) validate() error {
-	if len(o.coords) == 0 {
+func (o *FailoverConfig) validate() error {
+	if len(o.Coords) == 0 {
 		return errors.New("--coord: give at least one of raft, zk, etcd")
 	}
-	for i, c := range o.coords {
-		o.coords[i] = strings.TrimSpace(c)
-		if !slices.Contains(cluster.Backends, o.coords[i]) {
+	for i, c := range o.Coords {
+		o.Coords[i] = strings.TrimSpace(c)
+		if !slices.Contains(cluster.Backends, o.Coords[i]) {
 			return fmt.Errorf("--coord %q: must be one of raft, zk, etcd", c)
 		}
 	}
-	if len(o.partitions) == 0 {
+	if len(o.Partitions) == 0 {
 		return errors.New("--partitions: give at least one count")
 	}
-	for _, p := range o.partitions {
+	for _, p := range o.Partitions {
 		if p < 1 || p > 100000 {
 			return fmt.Errorf("--partitions %d: must be between 1 and 100000", p)
 		}
 	}
-	if o.topics < 1 || o.topics > 10000 {
-		return fmt.Errorf("--topics %d: must be between 1 and 10000", o.topics)
+	if o.Topics < 1 || o.Topics > 10000 {
+		return fmt.Errorf("--topics %d: must be between 1 and 10000", o.Topics)
 	}
-	for _, p := range o.partitions {
-		if p%o.topics != 0 {
-			return fmt.Errorf("--topics %d: must divide every --partitions count (%d does not)", o.topics, p)
+	for _, p := range o.Partitions {
+		if p%o.Topics != 0 {
+			return fmt.Errorf("--topics %d: must divide every --partitions count (%d does not)", o.Topics, p)
 		}
 	}
-	if o.runs < 1 || o.runs > 1000 {
-		return fmt.Errorf("--runs %d: must be between 1 and 1000", o.runs)
+	if o.Runs < 1 || o.Runs > 1000 {
+		return fmt.Errorf("--runs %d: must be between 1 and 1000", o.Runs)
 	}
-	if len(o.cases) == 0 {
+	if len(o.Cases) == 0 {
 		return errors.New("--case: give at least one of leader, controller")
 	}
-	for i, c := range o.cases {
-		o.cases[i] = strings.TrimSpace(c)
-		if !slices.Contains(failoverCases, o.cases[i]) {
+	for i, c := range o.Cases {
+		o.Cases[i] = strings.TrimSpace(c)
+		if !slices.Contains(FailoverCases, o.Cases[i]) {
 			return fmt.Errorf("--case %q: must be leader or controller", c)
 		}
 	}
-	if len(o.kinds) == 0 {
+	if len(o.Kinds) == 0 {
 		return errors.New("--failure: give at least one of crash, pause, cut")
 	}
 	o.runCases = nil
-	for i, k := range o.kinds {
-		o.kinds[i] = strings.TrimSpace(k)
-		if !slices.Contains(failoverKinds, o.kinds[i]) {
+	for i, k := range o.Kinds {
+		o.Kinds[i] = strings.TrimSpace(k)
+		if !slices.Contains(failoverKinds, o.Kinds[i]) {
 			return fmt.Errorf("--failure %q: must be crash, pause or cut", k)
 		}
 	}
-	for _, k := range o.kinds {
-		for _, c := range o.cases {
+	for _, k := range o.Kinds {
+		for _, c := range o.Cases {
 			o.runCases = append(o.runCases, failoverCaseName(c, k))
 		}
 	}
-	if o.out == "" {
+	if o.Out == "" {
 		return errors.New("--out: required")
 	}
-	if o.sessionTimeout < time.Second || o.sessionTimeout > 5*time.Minute {
-		return fmt.Errorf("--session-timeout %v: must be between 1s and 5m", o.sessionTimeout)
+	if o.SessionTimeout < time.Second || o.SessionTimeout > 5*time.Minute {
+		return fmt.Errorf("--session-timeout %v: must be between 1s and 5m", o.SessionTimeout)
 	}
-	if o.produceParts < 0 {
-		return fmt.Errorf("--produce-partitions %d: must be 0 (all) or more", o.produceParts)
+	if o.ProducePartitions < 0 {
+		return fmt.Errorf("--produce-partitions %d: must be 0 (all) or more", o.ProducePartitions)
 	}
-	if o.rate <= 0 || o.rate > 1000 {
-		return fmt.Errorf("--rate %v: must be above 0 and at most 1000 records/s per partition", o.rate)
+	if o.Rate <= 0 || o.Rate > 1000 {
+		return fmt.Errorf("--rate %v: must be above 0 and at most 1000 records/s per partition", o.Rate)
 	}
-	if err := validateBrokerGoMaxProcs(o.brokerProcs); err != nil {
+	if err := validateBrokerGoMaxProcs(o.BrokerGoMaxProcs); err != nil {
 		return err
 	}
-	if o.clientBackoff < time.Millisecond || o.clientBackoff > time.Minute {
-		return fmt.Errorf("--client-backoff %v: must be between 1ms and 1m", o.clientBackoff)
+	if o.ClientBackoff < time.Millisecond || o.ClientBackoff > time.Minute {
+		return fmt.Errorf("--client-backoff %v: must be between 1ms and 1m", o.ClientBackoff)
 	}
-	if o.pollInterval < time.Millisecond || o.pollInterval > 10*time.Second {
-		return fmt.Errorf("--poll-interval %v: must be between 1ms and 10s", o.pollInterval)
+	if o.PollInterval < time.Millisecond || o.PollInterval > 10*time.Second {
+		return fmt.Errorf("--poll-interval %v: must be between 1ms and 10s", o.PollInterval)
 	}
-	if o.recoverTimeout < o.sessionTimeout {
-		return fmt.Errorf("--recover-timeout %v: must be at least --session-timeout %v", o.recoverTimeout, o.sessionTimeout)
+	if o.RecoverTimeout < o.SessionTimeout {
+		return fmt.Errorf("--recover-timeout %v: must be at least --session-timeout %v", o.RecoverTimeout, o.SessionTimeout)
 	}
-	if o.isrTimeout < time.Second {
-		return fmt.Errorf("--isr-timeout %v: must be at least 1s", o.isrTimeout)
+	if o.ISRTimeout < time.Second {
+		return fmt.Errorf("--isr-timeout %v: must be at least 1s", o.ISRTimeout)
 	}
-	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, o.logLevel) {
-		return fmt.Errorf("--broker-log-level %q: must be trace, debug, info, warn or error", o.logLevel)
+	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, o.LogLevel) {
+		return fmt.Errorf("--broker-log-level %q: must be trace, debug, info, warn or error", o.LogLevel)
 	}
-	for _, kv := range o.sets {
+	for _, kv := range o.Sets {
 		if !strings.Contains(kv, "=") {
 			return fmt.Errorf("--set %q: want key=value", kv)
 		}
@@ -251,25 +216,27 @@ func (o *benchFailoverOptions) validate() error {
 	return nil
 }
 
-// runBenchFailover runs every backend × partition count, prints the table
-// and writes the JSON and the chart. It fails when a series could not be
-// measured or an acknowledged record was lost, after writing them.
-func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errOut io.Writer) error {
+// Failover runs every backend × partition count of cfg, prints the table
+// to out and progress to errOut, and writes the JSON and the chart. It
+// fails when a series could not be measured or an acknowledged record was
+// lost, after writing them.
+func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) error {
+	opts := &cfg
 	if err := opts.validate(); err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	self, err := lab.Binary(opts.Binary)
 	if err != nil {
 		return fmt.Errorf("find this binary to run brokers: %w", err)
 	}
-	if err := os.MkdirAll(opts.out, 0o755); err != nil {
-		return fmt.Errorf("--out %s: %w", opts.out, err)
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", opts.Out, err)
 	}
 	root, err := os.MkdirTemp("", "tripod-failover-")
 	if err != nil {
 		return fmt.Errorf("temporary data dir: %w", err)
 	}
-	keep := opts.keep
+	keep := opts.Keep
 	defer func() {
 		if keep {
 			fmt.Fprintf(errOut, "brokers' data and logs kept in %s\n", root)
@@ -277,22 +244,22 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 			os.RemoveAll(root)
 		}
 	}()
-	servers := &coordServers{dir: root}
+	servers := &lab.CoordServers{Dir: root}
 	defer servers.Close()
 
 	report := &failoverReport{
 		Command:          strings.Join(os.Args, " "),
 		Started:          time.Now(),
-		SessionTimeoutMs: float64(opts.sessionTimeout.Milliseconds()),
-		RatePerPartition: opts.rate,
-		ClientBackoffMs:  float64(opts.clientBackoff.Milliseconds()),
-		BrokerGoMaxProcs: brokerGoMaxProcs(opts.brokerProcs),
-		Sets:             opts.sets,
+		SessionTimeoutMs: float64(opts.SessionTimeout.Milliseconds()),
+		RatePerPartition: opts.Rate,
+		ClientBackoffMs:  float64(opts.ClientBackoff.Milliseconds()),
+		BrokerGoMaxProcs: brokerGoMaxProcs(opts.BrokerGoMaxProcs),
+		Sets:             opts.Sets,
 	}
-	prog := &progressLine{w: errOut, total: len(opts.coords) * len(opts.partitions) * len(opts.runCases) * opts.runs}
+	prog := &progressLine{w: errOut, total: len(opts.Coords) * len(opts.Partitions) * len(opts.runCases) * opts.Runs}
 	var failures []string
-	for _, backend := range opts.coords {
-		for _, partitions := range opts.partitions {
+	for _, backend := range opts.Coords {
+		for _, partitions := range opts.Partitions {
 			if ctx.Err() != nil {
 				break
 			}
@@ -303,7 +270,7 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 			err := runFailoverSeries(ctx, opts, self, dir, servers, s, prog)
 			// A series that stopped early counts its runs as done, so the bar
 			// still reaches its end.
-			prog.done = doneBefore + len(opts.runCases)*opts.runs
+			prog.done = doneBefore + len(opts.runCases)*opts.Runs
 			if err != nil {
 				s.Error = err.Error()
 				failures = append(failures, fmt.Sprintf("%s with %d partitions: %v", backend, partitions, err))
@@ -334,7 +301,7 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 		}
 	}
 	fmt.Fprintf(out, "session timeout %v, %g records/s per partition, acks=all, RF %d, %s, brokers' GOMAXPROCS %d; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
-		opts.sessionTimeout, opts.rate, failoverBrokers, minISR, report.BrokerGoMaxProcs, report.WallSeconds)
+		opts.SessionTimeout, opts.Rate, lab.Brokers, minISR, report.BrokerGoMaxProcs, report.WallSeconds)
 	for _, s := range report.Series {
 		if s.TopicReadyMs > 0 {
 			what := "every leader acknowledged an acks=all write"
@@ -360,11 +327,11 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 	if err != nil {
 		return fmt.Errorf("encode failover results: %w", err)
 	}
-	jsonPath := filepath.Join(opts.out, "failover.json")
+	jsonPath := filepath.Join(opts.Out, "failover.json")
 	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", jsonPath, err)
 	}
-	svgPath := filepath.Join(opts.out, "failover.svg")
+	svgPath := filepath.Join(opts.Out, "failover.svg")
 	if err := os.WriteFile(svgPath, failoverChart(report), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", svgPath, err)
 	}
@@ -376,69 +343,6 @@ func runBenchFailover(ctx context.Context, opts *benchFailoverOptions, out, errO
 		return fmt.Errorf("failover benchmark: %s", strings.Join(failures, "; "))
 	}
 	return nil
-}
-
-// coordServers starts, on first use, the ZooKeeper and etcd the clusters
-// of one benchmark share; every cluster gets its own chroot or prefix.
-type coordServers struct {
-	dir  string
-	zk   *zkserver.Server
-	etcd *etcdserver.Server
-}
-
-// configure fills cfg's coordination fields for a new cluster named name,
-// with the user's servers (zkConnect, etcdEndpoints: comma lists, empty
-// for none) or ones it starts.
-func (s *coordServers) configure(cfg *cluster.Config, zkConnect, etcdEndpoints, name string) error {
-	switch cfg.Backend {
-	case "zk":
-		connect := zkConnect
-		if connect == "" {
-			if s.zk == nil {
-				zcfg := zkserver.DefaultConfig()
-				// A 100 ms tick lets ZooKeeper grant session timeouts from 1 s,
-				// so every backend runs with the same --session-timeout.
-				zcfg.TickTime, zcfg.MinSessionTimeout = 100*time.Millisecond, time.Second
-				// As a production ZooKeeper runs (and the Go benchmarks'):
-				// fully compiled, with a heap that holds 100 000 partitions'
-				// znodes and their watches. The tests' 256 MiB, C1-only JVM
-				// ran out of heap at that scale, and loaded it in 20 s.
-				zcfg.FullJIT, zcfg.HeapMB = true, 1024
-				zk, err := zkserver.Start(filepath.Join(s.dir, "zookeeper"), zcfg)
-				if err != nil {
-					return fmt.Errorf("start a local zookeeper (Debian package zookeeper): %w", err)
-				}
-				s.zk = zk
-			}
-			connect = s.zk.Addr()
-		}
-		cfg.ZKConnect = strings.TrimSuffix(connect, "/") + "/" + name
-	case "etcd":
-		if etcdEndpoints != "" {
-			cfg.EtcdEndpoints = strings.Split(etcdEndpoints, ",")
-		} else {
-			if s.etcd == nil {
-				etcd, err := etcdserver.Start(filepath.Join(s.dir, "etcd"))
-				if err != nil {
-					return fmt.Errorf("start an embedded etcd: %w", err)
-				}
-				s.etcd = etcd
-			}
-			cfg.EtcdEndpoints = s.etcd.Endpoints()
-		}
-		cfg.EtcdPrefix = "/" + name
-	}
-	return nil
-}
-
-// Close stops the servers it started.
-func (s *coordServers) Close() {
-	if s.zk != nil {
-		s.zk.Close()
-	}
-	if s.etcd != nil {
-		s.etcd.Close()
-	}
 }
 
 // failoverTopics is how a series' partitions spread over its topics
@@ -508,7 +412,7 @@ func (l failoverTopics) ledBy(md *cluster.Metadata, id int32) []int32 {
 // failoverSession is one series' running state: its cluster, producer,
 // acknowledgement tracker and per-broker Metadata clients.
 type failoverSession struct {
-	opts    *benchFailoverOptions
+	opts    *FailoverConfig
 	series  *failoverSeries
 	c       *cluster.Cluster
 	topics  failoverTopics
@@ -518,17 +422,17 @@ type failoverSession struct {
 }
 
 // runFailoverSeries measures one backend and partition count into s.
-func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, dir string, servers *coordServers, s *failoverSeries, prog *progressLine) error {
+func runFailoverSeries(ctx context.Context, opts *FailoverConfig, self, dir string, servers *lab.CoordServers, s *failoverSeries, prog *progressLine) error {
 	name := fmt.Sprintf("tripod-failover-%d-%s-p%d", time.Now().UnixNano(), s.Backend, s.Partitions)
 	prog.show(s, "", 0, "starting the cluster")
 	cfg := cluster.DefaultConfig()
-	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, failoverBrokers
-	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.sessionTimeout, opts.sets, opts.logLevel
-	cfg.GoMaxProcs = opts.brokerProcs
-	if slices.Contains(opts.kinds, "cut") && s.Backend != "raft" {
+	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, lab.Brokers
+	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.SessionTimeout, opts.Sets, opts.LogLevel
+	cfg.GoMaxProcs = opts.BrokerGoMaxProcs
+	if slices.Contains(opts.Kinds, "cut") && s.Backend != "raft" {
 		cfg.Proxies, cfg.CoordProxies = true, true
 	}
-	if err := servers.configure(&cfg, opts.zkConnect, opts.etcdEndpoints, name); err != nil {
+	if err := servers.Configure(&cfg, opts.ZKConnect, opts.EtcdEndpoints, name); err != nil {
 		return err
 	}
 	c, err := cluster.Start(cfg)
@@ -540,7 +444,7 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 		return fmt.Errorf("cluster does not serve: %w", err)
 	}
 
-	sess := &failoverSession{opts: opts, series: s, c: c, topics: newFailoverTopics(s.Backend, opts.topics, s.Partitions), mdClients: map[int32]*kgo.Client{}}
+	sess := &failoverSession{opts: opts, series: s, c: c, topics: newFailoverTopics(s.Backend, opts.Topics, s.Partitions), mdClients: map[int32]*kgo.Client{}}
 	s.Topic = sess.topics.names[0]
 	if len(sess.topics.names) > 1 {
 		s.Topics = sess.topics.names
@@ -591,8 +495,8 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 		// refreshes metadata as soon as a send fails; franz-go's defaults
 		// (250 ms to 5 s backoff, 5 s metadata min age) would measure the
 		// client rather than the cluster.
-		kgo.RetryBackoffFn(func(int) time.Duration { return opts.clientBackoff }),
-		kgo.MetadataMinAge(opts.clientBackoff),
+		kgo.RetryBackoffFn(func(int) time.Duration { return opts.ClientBackoff }),
+		kgo.MetadataMinAge(opts.ClientBackoff),
 		kgo.WithHooks(sess.tracker),
 	)
 	if err != nil {
@@ -621,7 +525,7 @@ func runFailoverSeries(ctx context.Context, opts *benchFailoverOptions, self, di
 	// The topic is ready once every partition's leader has acknowledged
 	// an acks=all write.
 	prog.show(s, "", 0, "waiting for every partition's first acknowledgement")
-	err = cluster.WaitFor(ctx, opts.isrTimeout, func() error {
+	err = cluster.WaitFor(ctx, opts.ISRTimeout, func() error {
 		if p := sess.tracker.staleSince(createdAt); p >= 0 {
 			return fmt.Errorf("partition %s has acknowledged nothing yet", sess.topics.name(p))
 		}
@@ -637,10 +541,10 @@ cases:
 	for _, kase := range opts.runCases {
 		if _, kind := splitFailoverCase(kase); kind == "cut" && s.Backend == "raft" {
 			prog.note(fmt.Sprintf("raft: case %s not run: the Raft transport is not proxied, so a cut broker keeps its session", kase))
-			prog.done += opts.runs
+			prog.done += opts.Runs
 			continue
 		}
-		for run := 1; run <= opts.runs; run++ {
+		for run := 1; run <= opts.Runs; run++ {
 			if err := ctx.Err(); err != nil {
 				runErr = err
 				break cases
@@ -684,18 +588,11 @@ cases:
 // that config and the topics were created without it.
 func createFailoverTopics(ctx context.Context, cl *kgo.Client, topics []string, partitions int) (int, error) {
 	create := func(configs map[string]string) error {
-		req := kmsg.NewPtrCreateTopicsRequest()
-		req.TimeoutMillis = 60000
+		var specs []createtopics.Topic
 		for _, topic := range topics {
-			rt := kmsg.NewCreateTopicsRequestTopic()
-			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), failoverBrokers
-			for k, v := range configs {
-				c := kmsg.NewCreateTopicsRequestTopicConfig()
-				c.Name, c.Value = k, kmsg.StringPtr(v)
-				rt.Configs = append(rt.Configs, c)
-			}
-			req.Topics = append(req.Topics, rt)
+			specs = append(specs, createtopics.Topic{Name: topic, Partitions: int32(partitions), ReplicationFactor: lab.Brokers, Configs: configs})
 		}
+		req := createtopics.Request(time.Minute, specs...)
 		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
 		resp, err := req.RequestWith(ctx, cl)
@@ -703,16 +600,11 @@ func createFailoverTopics(ctx context.Context, cl *kgo.Client, topics []string, 
 			return fmt.Errorf("create topic %s: %w", topics[0], err)
 		}
 		var timedOut error
-		for _, t := range resp.Topics {
-			err := kerr.ErrorForCode(t.ErrorCode)
-			switch {
-			case err == nil:
-			case errors.Is(err, kerr.RequestTimedOut):
+		for i, t := range resp.Topics {
+			if err := kerr.ErrorForCode(t.ErrorCode); errors.Is(err, kerr.RequestTimedOut) {
 				timedOut = fmt.Errorf("create topic %s: %w", t.Topic, err)
-			case t.ErrorMessage != nil:
-				return fmt.Errorf("create topic %s: %w: %s", t.Topic, err, *t.ErrorMessage)
-			default:
-				return fmt.Errorf("create topic %s: %w", t.Topic, err)
+			} else if err := createtopics.TopicError(&resp.Topics[i]); err != nil {
+				return err
 			}
 		}
 		return timedOut
@@ -732,7 +624,7 @@ func createFailoverTopics(ctx context.Context, cl *kgo.Client, topics []string, 
 // produced is how many partitions the producer writes: the first
 // --produce-partitions, or all.
 func (s *failoverSession) produced() int {
-	if n := s.opts.produceParts; n > 0 && n < s.topics.total() {
+	if n := s.opts.ProducePartitions; n > 0 && n < s.topics.total() {
 		return n
 	}
 	return s.topics.total()
@@ -742,7 +634,7 @@ func (s *failoverSession) produced() int {
 // stop is closed or ctx ends. Record values are the partition's next
 // sequence number (8 bytes) and the partition (4 bytes).
 func (s *failoverSession) produce(ctx context.Context, cl *kgo.Client, stop <-chan struct{}) {
-	tick := time.NewTicker(time.Duration(float64(time.Second) / s.opts.rate))
+	tick := time.NewTicker(time.Duration(float64(time.Second) / s.opts.Rate))
 	defer tick.Stop()
 	for {
 		for n := range s.produced() {
@@ -765,69 +657,7 @@ func (s *failoverSession) produce(ctx context.Context, cl *kgo.Client, stop <-ch
 // with every ISR full; it returns one broker's view, the baseline a kill
 // is measured against.
 func (s *failoverSession) waitSteady(ctx context.Context, timeout time.Duration) (*cluster.Metadata, error) {
-	return waitSteadyCluster(ctx, s.c, s.topics.names, s.topics.per, timeout)
-}
-
-// waitSteadyCluster waits until every broker of c runs and every live
-// broker agrees on the controller and on the leader, leader epoch and ISR
-// of each partition of topics (partitions each), with every ISR full; it
-// returns one broker's view.
-func waitSteadyCluster(ctx context.Context, c *cluster.Cluster, topics []string, partitions int, timeout time.Duration) (*cluster.Metadata, error) {
-	var base *cluster.Metadata
-	err := cluster.WaitFor(ctx, timeout, func() error {
-		base = nil
-		if len(c.Live()) != failoverBrokers {
-			return fmt.Errorf("%d of %d brokers live", len(c.Live()), failoverBrokers)
-		}
-		return c.EveryLive(ctx, func(md *cluster.Metadata) error {
-			if len(md.Brokers) != failoverBrokers {
-				return fmt.Errorf("lists brokers %v, want %d", md.Brokers, failoverBrokers)
-			}
-			if b := c.Broker(md.ControllerID); b == nil || !b.Running() {
-				return fmt.Errorf("names controller %d, want a live broker", md.ControllerID)
-			}
-			for _, topic := range topics {
-				if err := md.TopicErrs[topic]; err != nil {
-					return fmt.Errorf("topic %s: %w", topic, err)
-				}
-				parts := md.Partitions[topic]
-				if len(parts) != partitions {
-					return fmt.Errorf("%d partitions of %s, want %d", len(parts), topic, partitions)
-				}
-				for i, p := range parts {
-					if p.Leader < 0 || len(p.ISR) != failoverBrokers {
-						return fmt.Errorf("partition %s-%d: leader %d, ISR %v, want a leader and %d in the ISR", topic, p.Partition, p.Leader, p.ISR, failoverBrokers)
-					}
-					if base != nil {
-						if bp := base.Partitions[topic][i]; !samePartitionState(bp, p) {
-							return fmt.Errorf("partition %s-%d: leader %d epoch %d ISR %v, broker %d says leader %d epoch %d ISR %v",
-								topic, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, base.From, bp.Leader, bp.LeaderEpoch, bp.ISR)
-						}
-					}
-				}
-			}
-			if base != nil && base.ControllerID != md.ControllerID {
-				return fmt.Errorf("names controller %d, broker %d names %d", md.ControllerID, base.From, base.ControllerID)
-			}
-			if base == nil {
-				base = md
-			}
-			return nil
-		}, topics...)
-	})
-	return base, err
-}
-
-// samePartitionState reports whether a and b agree on leader, leader epoch
-// and ISR (in any order).
-func samePartitionState(a, b cluster.Partition) bool {
-	if a.Leader != b.Leader || a.LeaderEpoch != b.LeaderEpoch || len(a.ISR) != len(b.ISR) {
-		return false
-	}
-	x, y := slices.Clone(a.ISR), slices.Clone(b.ISR)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
+	return lab.WaitSteady(ctx, s.c, s.topics.names, s.topics.per, timeout)
 }
 
 // pickVictim returns the broker to kill in kase: the controller, or the
@@ -860,7 +690,7 @@ func pickVictim(base *cluster.Metadata, topics []string, kase string) int32 {
 // until every ISR is full again (its rejoin).
 func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, prog *progressLine) (*failoverRun, error) {
 	prog.show(s.series, kase, run, "waiting for a steady cluster")
-	base, err := s.waitSteady(ctx, s.opts.isrTimeout)
+	base, err := s.waitSteady(ctx, s.opts.ISRTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("cluster not steady before the kill (every broker live, every ISR full, all agreeing): %w", err)
 	}
@@ -870,8 +700,8 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	// acknowledgement (a new cluster's followers take a while to start
 	// replicating every partition, and a kill then would measure that).
 	steadyAt := time.Now()
-	backlog := 1 + int(s.opts.rate/2)
-	err = cluster.WaitFor(ctx, s.opts.isrTimeout, func() error {
+	backlog := 1 + int(s.opts.Rate/2)
+	err = cluster.WaitFor(ctx, s.opts.ISRTimeout, func() error {
 		if p := s.tracker.staleSince(steadyAt); p >= 0 {
 			return fmt.Errorf("partition %s has acknowledged nothing since the cluster was steady (producer failures: %d, first: %v)", s.topics.name(p), s.tracker.failedCount(), s.tracker.firstError())
 		}
@@ -908,8 +738,8 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	var detectedAt, membershipAt, controllerAt time.Time
 	visible := make(map[int32]time.Time, len(affected))
 	visibleLeader := make(map[int32]int32, len(affected))
-	deadline := killAt.Add(s.opts.recoverTimeout)
-	tick := time.NewTicker(s.opts.pollInterval)
+	deadline := killAt.Add(s.opts.RecoverTimeout)
+	tick := time.NewTicker(s.opts.PollInterval)
 	defer tick.Stop()
 	for {
 		for _, id := range base.Brokers {
@@ -1009,11 +839,11 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 
 	var errs []error
 	if detectedAt.IsZero() {
-		errs = append(errs, fmt.Errorf("no live broker showed a changed leader, leader epoch or ISR within %v of killing broker %d", s.opts.recoverTimeout, victim))
+		errs = append(errs, fmt.Errorf("no live broker showed a changed leader, leader epoch or ISR within %v of killing broker %d", s.opts.RecoverTimeout, victim))
 	}
 	if len(r.Unrecovered) > 0 {
 		errs = append(errs, fmt.Errorf("%d of the %d partitions broker %d led acknowledged no write from a new leader (or, not written to, named none) within %v (e.g. partition %s)",
-			len(r.Unrecovered), len(affected), victim, s.opts.recoverTimeout, r.Unrecovered[0]))
+			len(r.Unrecovered), len(affected), victim, s.opts.RecoverTimeout, r.Unrecovered[0]))
 	}
 	if len(errs) > 0 {
 		return r, errors.Join(errs...)
@@ -1024,7 +854,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	if err := recover(); err != nil {
 		return r, err
 	}
-	if _, err := s.waitSteady(ctx, s.opts.isrTimeout); err != nil {
+	if _, err := s.waitSteady(ctx, s.opts.ISRTimeout); err != nil {
 		return r, fmt.Errorf("broker %d restarted, but the ISRs are not full again: %w", victim, err)
 	}
 	r.RejoinMs = *msSince(time.Now(), restartAt)
@@ -1058,7 +888,7 @@ func metadataChange(base, md *cluster.Metadata, topics []string) string {
 			if int(p.Partition) >= len(before) {
 				continue
 			}
-			if b := before[p.Partition]; !samePartitionState(b, p) {
+			if b := before[p.Partition]; !lab.SamePartitionState(b, p) {
 				return fmt.Sprintf("partition %s-%d leader %d epoch %d ISR %v, was leader %d epoch %d ISR %v",
 					topic, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, b.Leader, b.LeaderEpoch, b.ISR)
 			}
@@ -1121,7 +951,7 @@ func (s *failoverSession) verify(ctx context.Context) error {
 		var topicEnds map[int32]int64
 		err := cluster.WaitFor(ctx, time.Minute, func() error {
 			var err error
-			topicEnds, err = listEndOffsets(ctx, seeds, topic, s.topics.per)
+			topicEnds, err = lab.ListEndOffsets(ctx, seeds, topic, s.topics.per)
 			return err
 		})
 		if err != nil {
@@ -1165,46 +995,6 @@ func (s *failoverSession) verify(ctx context.Context) error {
 		})
 	}
 	return nil
-}
-
-// listEndOffsets returns each partition's end offset (its high watermark)
-// as the partition's leader answers ListOffsets.
-func listEndOffsets(ctx context.Context, seeds []string, topic string, partitions int) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	for p := range partitions {
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = int32(p), -1, -1
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	// The client splits the request by partition leader.
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, err
-	}
-	ends := map[int32]int64{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("partition %d: %w", p.Partition, err)
-			}
-			ends[p.Partition] = p.Offset
-		}
-	}
-	if len(ends) != partitions {
-		return nil, fmt.Errorf("%d end offsets, want %d", len(ends), partitions)
-	}
-	return ends, nil
 }
 
 // progressLine is the one-line progress bar on stderr: runs done of all,

@@ -1,10 +1,9 @@
-package main
+package verify
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tripodmq/tripod/internal/verify"
+	history "github.com/tripodmq/tripod/internal/verify"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
@@ -30,8 +29,8 @@ func TestVerifyUnderFaults(t *testing.T) {
 	}{
 		// Raft has no coordination server apart from the brokers.
 		{"raft", "20s", []string{"kill", "pause", "cut", "restart"}},
-		{"zk", "25s", verifyFaultKinds},
-		{"etcd", "25s", verifyFaultKinds},
+		{"zk", "25s", FaultKinds},
+		{"etcd", "25s", FaultKinds},
 	}
 	for _, tc := range cases {
 		t.Run(tc.backend, func(t *testing.T) {
@@ -87,13 +86,13 @@ func TestVerifyUnderFaults(t *testing.T) {
 			if res == nil {
 				t.Fatal("report has no result")
 			}
-			for _, k := range verify.Kinds {
+			for _, k := range history.Kinds {
 				if res.Acked.Of(k) == 0 || res.Read.Of(k) == 0 {
 					t.Errorf("%s: %d acknowledged, %d read; want some of each", k, res.Acked.Of(k), res.Read.Of(k))
 				}
 			}
-			if len(res.Checks) != len(verify.Checks) {
-				t.Errorf("result has %d checks, want %d", len(res.Checks), len(verify.Checks))
+			if len(res.Checks) != len(history.Checks) {
+				t.Errorf("result has %d checks, want %d", len(res.Checks), len(history.Checks))
 			}
 			if n := len(rep.Consumers); n < 3 || rep.Consumers[n-1].Name != "final" || rep.Consumers[n-1].Reads == 0 {
 				t.Errorf("consumers %+v, want 2 and the final read, each with records", rep.Consumers)
@@ -107,7 +106,7 @@ func TestVerifyUnderFaults(t *testing.T) {
 // first round.
 func TestFaultScheduleIsDeterministic(t *testing.T) {
 	draw := func(seed uint64) []plannedFault {
-		plan := newFaultPlan(seed, verifyFaultKinds, 2*time.Second)
+		plan := newFaultPlan(seed, FaultKinds, 2*time.Second)
 		var out []plannedFault
 		for range 20 {
 			out = append(out, plan.next())
@@ -122,11 +121,11 @@ func TestFaultScheduleIsDeterministic(t *testing.T) {
 		t.Errorf("seeds 42 and 43 gave the same schedule")
 	}
 	var first []string
-	for _, f := range a[:len(verifyFaultKinds)] {
+	for _, f := range a[:len(FaultKinds)] {
 		first = append(first, f.Kind)
 	}
 	slices.Sort(first)
-	want := slices.Sorted(slices.Values(verifyFaultKinds))
+	want := slices.Sorted(slices.Values(FaultKinds))
 	if !slices.Equal(first, want) {
 		t.Errorf("first round has kinds %v, want each of %v once", first, want)
 	}
@@ -136,37 +135,6 @@ func TestFaultScheduleIsDeterministic(t *testing.T) {
 		}
 		if !slices.Contains(verifyFaultTargets, f.Target) || f.Wait <= 0 || f.Hold <= 0 {
 			t.Errorf("fault %+v: want a known target and positive wait and hold", f)
-		}
-	}
-}
-
-// TestVerifyFlags checks that bad flags fail with exit code 2 and an error
-// naming the flag.
-func TestVerifyFlags(t *testing.T) {
-	cases := []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--coord", "consul"}, "--coord"},
-		{[]string{"--faults", "kill,flood"}, "--faults"},
-		{[]string{"--duration", "10ms"}, "--duration"},
-		{[]string{"--producers", "idempotent=2,exactly-once=1"}, "--producers"},
-		{[]string{"--producers", "idempotent=0"}, "--producers"},
-		{[]string{"--bootstrap", "127.0.0.1:9092", "--faults", "kill"}, "--faults"},
-		{[]string{"--coord", "raft", "--zk-connect", "127.0.0.1:2181"}, "--zk-connect"},
-		{[]string{"--partitions", "0"}, "--partitions"},
-		{[]string{"--session-timeout", "100ms"}, "--session-timeout"},
-		{[]string{"--no-such-flag"}, "no-such-flag"},
-	}
-	for _, tc := range cases {
-		cmd := newVerifyCmd()
-		cmd.SetArgs(tc.args)
-		cmd.SetOut(io.Discard)
-		cmd.SetErr(io.Discard)
-		err := cmd.Execute()
-		var coded *exitCodeError
-		if !errors.As(err, &coded) || coded.code != verifyExitFailed || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("verify %v: got %v, want exit code 2 and an error naming %s", tc.args, err, tc.want)
 		}
 	}
 }

@@ -1,8 +1,9 @@
-package main
+package bench
 
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/internal/createtopics"
 )
 
 // benchHeaderLine and benchResultLine match the lines `tripod bench
@@ -128,7 +131,14 @@ func TestBenchProduce(t *testing.T) {
 // partitioner put it there, and that the records it sent were
 // acknowledged (its client then knows the topic and holds a producer id).
 func TestPrimeProducer(t *testing.T) {
-	c := startRaftCluster(t, 1)
+	// A session long enough that a broker stays live for the controller a
+	// while, crash probes off, as the CLI's cluster tests run.
+	cfg, err := env.Configure("raft", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SessionTimeout, cfg.Sets = 20*time.Second, []string{"broker.crash.probe.interval.ms=0"}
+	c := env.StartForTest(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const topic, partitions = "primed", 7
@@ -138,7 +148,7 @@ func TestPrimeProducer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if err := createTopic(ctx, cl, topic, partitions, 1, nil, nil); err != nil {
+	if err := createtopics.Create(ctx, cl, createtopics.Topic{Name: topic, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitTopicLeaders(ctx, c.Bootstrap()[0], topic, partitions); err != nil {
@@ -164,10 +174,19 @@ func TestPrimeProducer(t *testing.T) {
 // starting anything.
 func TestBenchRefusesBadBrokerGoMaxProcs(t *testing.T) {
 	for _, bench := range []string{"produce", "failover"} {
-		for _, v := range []string{"-1", "1025"} {
-			_, stderr := runTripodFails(t, "bench", bench, "--broker-gomaxprocs", v)
-			if want := "--broker-gomaxprocs " + v + ": must be between 0 and 1024"; !strings.Contains(stderr, want) {
-				t.Errorf("tripod bench %s --broker-gomaxprocs %s: stderr %q, want %q", bench, v, stderr, want)
+		for _, v := range []int{-1, 1025} {
+			var err error
+			if bench == "produce" {
+				cfg := DefaultProduceConfig()
+				cfg.BrokerGoMaxProcs, cfg.Binary = v, "/nonexistent/tripod"
+				err = Produce(context.Background(), cfg, io.Discard)
+			} else {
+				cfg := DefaultFailoverConfig()
+				cfg.BrokerGoMaxProcs, cfg.Binary, cfg.Out = v, "/nonexistent/tripod", t.TempDir()
+				err = Failover(context.Background(), cfg, io.Discard, io.Discard)
+			}
+			if want := "--broker-gomaxprocs " + strconv.Itoa(v) + ": must be between 0 and 1024"; err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("tripod bench %s --broker-gomaxprocs %d: got %v, want %q", bench, v, err, want)
 			}
 		}
 	}

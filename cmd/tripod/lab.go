@@ -1,0 +1,219 @@
+package main
+
+// The lab's commands: `tripod bench` and `tripod verify`. Each parses its
+// flags into its package's Config and calls it (lab/bench, lab/verify);
+// the measuring and the checking live there.
+
+import (
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tripodmq/tripod/lab/bench"
+	"github.com/tripodmq/tripod/lab/verify"
+)
+
+// newBenchCmd builds `tripod bench`, the parent of the benchmarks that
+// measure a tripod cluster the way its users would; lab/bench runs them.
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark a tripod cluster (produce throughput and latency)",
+	}
+	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd())
+	return cmd
+}
+
+// brokerGoMaxProcsUsage is the help of the benchmarks' --broker-gomaxprocs.
+const brokerGoMaxProcsUsage = "GOMAXPROCS of each broker the benchmark starts, as a container's CPU limit would set it; 0: Go's default, every CPU this process may use"
+
+// newBenchProduceCmd builds `tripod bench produce`.
+func newBenchProduceCmd() *cobra.Command {
+	cfg := bench.DefaultProduceConfig()
+	cmd := &cobra.Command{
+		Use:   "produce",
+		Short: "Measure produce throughput and latency, like kafka-producer-perf-test",
+		Long: `Measure produce throughput and per-record latency (send to ack) for every
+combination of --acks, --replication-factor and --record-size, each on a
+fresh topic, and print one kafka-producer-perf-test line per run and a
+summary table. With --bootstrap it uses that cluster; without it, it starts
+--brokers brokers of this binary on --coord (with a local ZooKeeper or an
+embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return bench.Produce(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "HOST:PORT[,HOST:PORT] of an existing cluster; empty: start one")
+	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster started without --bootstrap: raft, zk or etcd")
+	f.IntVar(&cfg.Brokers, "brokers", cfg.Brokers, "brokers of the cluster started without --bootstrap")
+	f.IntVar(&cfg.Records, "records", cfg.Records, "records to produce per run")
+	f.IntSliceVar(&cfg.RecordSizes, "record-size", cfg.RecordSizes, "record value sizes in bytes (comma list or repeated)")
+	f.StringSliceVar(&cfg.Acks, "acks", cfg.Acks, "acks of the producer: 1 or all (comma list or repeated)")
+	f.IntSliceVar(&cfg.ReplicationFactors, "replication-factor", cfg.ReplicationFactors, "replication factors of the topics (comma list or repeated)")
+	f.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of every topic")
+	f.Float64Var(&cfg.Throughput, "throughput", cfg.Throughput, "records/s cap per run; -1: unlimited")
+	f.StringVar(&cfg.JSONPath, "json", cfg.JSONPath, "file to write every run's figures to as JSON")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long one run (topic creation and produce) may take")
+	f.DurationVar(&cfg.Linger, "linger", cfg.Linger, "how long the producer waits to fill a batch (linger.ms); 0, kafka-producer-perf-test's default, sends at once")
+	f.IntVar(&cfg.BatchBytes, "batch-size", cfg.BatchBytes, "largest record batch in bytes (batch.size)")
+	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
+	f.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression.type of the producer: none, gzip, snappy, lz4 or zstd; compressed runs send records of random letters that differ from one another, as real records do")
+	f.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "produce requests in flight per broker (max.in.flight.requests.per.connection) of acks=1 runs; acks=all runs are idempotent, with 5")
+	return cmd
+}
+
+// newBenchFailoverCmd builds `tripod bench failover`.
+func newBenchFailoverCmd() *cobra.Command {
+	cfg := bench.DefaultFailoverConfig()
+	cmd := &cobra.Command{
+		Use:   "failover",
+		Short: "Measure how fast each coordination backend recovers from a crashed broker",
+		Long: `Measure failover per coordination backend. For every --coord and --partitions
+it starts a cluster of 3 brokers of this binary (separate processes, all with
+the same --session-timeout; a local ZooKeeper from Debian's zookeeper package
+or --zk-connect, an embedded etcd or --etcd-endpoints), creates a topic with
+that many partitions (or --topics topics sharing them evenly),
+replication factor 3 and min.insync.replicas=2, and runs an acks=all
+producer writing --rate records/s to every partition (or to the first
+--produce-partitions, counted over the topics in order), each record
+carrying its own sequence number. Then, --runs times per --case and
+--failure, it fails a broker and measures, for every partition the broker
+led:
+
+  detection       kill -> a live broker's Metadata first shows a partition
+                  whose leader, leader epoch or ISR changed (the controller
+                  acted), polled every --poll-interval
+  election        kill -> the partition's first acknowledgement from a new
+                  leader (elected, propagated, and accepting writes)
+  unavailability  last acknowledgement from the old leader -> first from
+                  the new one, as the client saw it
+
+A partition not written to (--produce-partitions) has recovered when a live
+broker's Metadata names its new leader; with --produce-partitions the output
+says when that held for every partition the broker led (the controller's
+failover done and its UpdateMetadata applied).
+
+Case leader kills the broker leading the most partitions, preferring one that
+is not the controller; case controller kills the controller (the partitions it
+led count too). Failure crash SIGKILLs it (its port then refuses
+connections, which the controller's crash probes see at once), pause
+SIGSTOPs it until every partition recovered (its session must expire),
+cut drops its Kafka and coordination proxies (zk and etcd only). Cases
+other than a crash are named with the failure: leader-pause,
+controller-cut. Between runs it restarts, resumes or reconnects the broker
+and waits until every ISR is full. At the end it reads every partition back and counts the
+acknowledged records that are missing; any loss makes the command fail.
+
+It prints a table (p50/p99/max of each phase in ms), writes every measurement
+to DIR/failover.json and a chart to DIR/failover.svg; a progress line goes to
+stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return bench.Failover(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&cfg.Coords, "coord", cfg.Coords, "coordination backends to compare: raft, zk, etcd (comma list)")
+	f.IntSliceVar(&cfg.Partitions, "partitions", cfg.Partitions, "partition counts of the topic (comma list), one cluster each")
+	f.IntVar(&cfg.Topics, "topics", cfg.Topics, "topics the partitions spread over evenly (ZooKeeper holds a topic of at most about 55 000 partitions of 3 replicas)")
+	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "kills per case, backend and partition count")
+	f.StringSliceVar(&cfg.Cases, "case", cfg.Cases, "what to fail: leader (the broker leading the most partitions), controller (comma list)")
+	f.StringSliceVar(&cfg.Kinds, "failure", cfg.Kinds, "how to fail it: crash (SIGKILL), pause (SIGSTOP past the session timeout), cut (its Kafka and coordination proxies dropped; zk and etcd) (comma list)")
+	f.StringVar(&cfg.Out, "out", cfg.Out, "directory for failover.json and failover.svg")
+	f.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "every broker's session timeout (the failure detection time), the same on every backend")
+	f.StringVar(&cfg.EtcdEndpoints, "etcd-endpoints", cfg.EtcdEndpoints, "etcd client URLs, comma separated; empty: an embedded etcd")
+	f.StringVar(&cfg.ZKConnect, "zk-connect", cfg.ZKConnect, "ZooKeeper HOST:PORT[,HOST:PORT]; empty: a local ZooKeeper from Debian's zookeeper package (its tickTime must allow --session-timeout)")
+	f.Float64Var(&cfg.Rate, "rate", cfg.Rate, "records/s the producer writes to each partition (the resolution of the ack times is 1/rate)")
+	f.IntVar(&cfg.ProducePartitions, "produce-partitions", cfg.ProducePartitions, "write only to the first N partitions (0: all); the others' failover is when a live broker's Metadata names their new leader")
+	f.StringArrayVar(&cfg.Sets, "set", cfg.Sets, "broker property key=value for every broker (repeatable)")
+	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage)
+	f.DurationVar(&cfg.ClientBackoff, "client-backoff", cfg.ClientBackoff, "the producer's retry backoff and metadata min age (Kafka's retry.backoff.ms)")
+	f.DurationVar(&cfg.PollInterval, "poll-interval", cfg.PollInterval, "how often each live broker's Metadata is read after a kill")
+	f.DurationVar(&cfg.RecoverTimeout, "recover-timeout", cfg.RecoverTimeout, "how long after a kill every affected partition may take to acknowledge a write again")
+	f.DurationVar(&cfg.ISRTimeout, "isr-timeout", cfg.ISRTimeout, "how long a restarted broker may take until every ISR is full again")
+	f.StringVar(&cfg.LogLevel, "broker-log-level", cfg.LogLevel, "brokers' log level: trace, debug, info, warn or error (with --keep, to see what a slow failover waited for)")
+	f.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the brokers' data and logs (they are always kept when a run fails or loses records)")
+	return cmd
+}
+
+// newVerifyCmd builds `tripod verify`.
+func newVerifyCmd() *cobra.Command {
+	cfg := verify.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Check a tripod cluster for lost, duplicated and misread records under faults (Jepsen-style)",
+		Long: `Check tripod's safety the way Jepsen's Kafka test does. Unless --bootstrap names
+an existing cluster, it starts 3 brokers of this binary on --coord (each behind
+a cuttable proxy), with min.insync.replicas=2, unclean.leader.election.enable=false
+and replication.truncation=epoch, and creates a topic of --partitions
+partitions with replication factor 3.
+
+For --duration, --producers write unique values (producer name and sequence)
+round robin to every partition at --rate records/s each, every producer through
+another broker: idempotent (acks=all), plain (acks=all, not idempotent) and
+acks1 (acks=1). --consumers read every partition from its start by assignment.
+Meanwhile faults from --faults are injected one at a time, from a schedule drawn
+from --seed, each once the cluster is steady (every broker live, every ISR
+full), on the leader of a random partition, the controller or a random broker:
+
+  kill     SIGKILL, then start again
+  pause    SIGSTOP for longer than --session-timeout, then SIGCONT
+  cut      the broker's Kafka proxy cut for longer than --session-timeout
+           (clients and followers cannot reach it; its session lives on)
+  restart  SIGTERM (a controlled shutdown), then start again
+  coord    the ZooKeeper or etcd server stopped and started again (zk and
+           etcd only, and only a server this command started)
+
+The run lasts --duration, and longer if need be until every kind in --faults
+has been injected once. Then every fault is healed, the cluster waits to be steady, and
+a fresh consumer reads every partition from its start to its end offset. The
+history is then checked for: lost (acknowledged, missing from the log),
+duplicated (one value at two offsets), inconsistent-offsets (two values read at
+one offset), non-monotonic (a consumer's offsets going back), skipped (a
+consumer stepping over an offset known to hold a value) and wrong-offset
+(acknowledged at one offset, read at another), counted per producer kind.
+acks1 losses and misplacements, and plain duplicates, are reported but are not
+anomalies.
+
+It prints the fault log as it goes, then a table, and writes everything to
+--out as JSON. Exit status: 0 when every check is clean, 1 when an anomaly was
+found, 2 when the run itself failed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.SeedSet = cmd.Flags().Changed("seed")
+			cfg.FaultsSet = cmd.Flags().Changed("faults")
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return verify.Run(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitCodeError{code: verify.ExitFailed, err: err}
+	})
+	f := cmd.Flags()
+	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster it starts: raft, zk or etcd")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the workload and the faults run")
+	f.StringSliceVar(&cfg.Faults, "faults", cfg.Faults, "fault kinds to inject: kill, pause, cut, restart, coord (comma list; empty for none)")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule (default: from the clock; printed so that a run can be replayed)")
+	f.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the topic")
+	f.StringSliceVar(&cfg.Producers, "producers", cfg.Producers, "producers per kind, KIND=COUNT with KIND idempotent, plain or acks1 (comma list)")
+	f.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "consumers reading every partition during the run")
+	f.Float64Var(&cfg.Rate, "rate", cfg.Rate, "records/s each producer writes, over all partitions")
+	f.StringVar(&cfg.Out, "out", cfg.Out, "file the result is written to as JSON")
+	f.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "HOST:PORT[,HOST:PORT] of an existing cluster to check (at least 3 brokers); faults are then left to the user")
+	f.StringVar(&cfg.ZKConnect, "zk-connect", cfg.ZKConnect, "with --coord zk: ZooKeeper HOST:PORT[,HOST:PORT] of yours; empty: a local ZooKeeper from Debian's zookeeper package")
+	f.StringVar(&cfg.EtcdEndpoints, "etcd-endpoints", cfg.EtcdEndpoints, "with --coord etcd: etcd client URLs of yours, comma separated; empty: an embedded etcd")
+	f.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "every broker's session timeout (failure detection time); pause and cut last longer")
+	f.DurationVar(&cfg.SteadyTimeout, "steady-timeout", cfg.SteadyTimeout, "how long the cluster may take to be steady again after a fault")
+	f.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the brokers' data and logs (always kept when a run fails or finds an anomaly)")
+	f.StringVar(&cfg.LogLevel, "broker-log-level", cfg.LogLevel, "brokers' log level: trace, debug, info, warn or error")
+	f.StringArrayVar(&cfg.Sets, "set", cfg.Sets, "broker property key=value for every broker, after verify's own (repeatable)")
+	return cmd
+}
