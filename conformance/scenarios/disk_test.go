@@ -17,7 +17,7 @@ import (
 	"github.com/tripodmq/tripod/internal/cluster"
 )
 
-// TestFullDiskTakesLogDirOffline is the README's "A full disk" with
+// TestFullDiskTakesLogDirOffline is "A full disk" in docs/operations.md, with
 // brokers as processes, on every backend: a broker X that is not the
 // controller runs with a second log dir on a real 2 MiB tmpfs. The tmpfs
 // is filled, and X's next append there fails with ENOSPC: that dir goes
