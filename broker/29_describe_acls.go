@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -21,7 +22,7 @@ const noAuthorizerMessage = "No Authorizer is configured."
 // the request's filter matches (coord.ACLFilter), grouped by resource
 // pattern, as Kafka does: SECURITY_DISABLED without an authorizer,
 // INVALID_REQUEST for a filter with an unknown value. The authorizer
-// asks for DESCRIBE on the cluster first (authz.go).
+// asks for DESCRIBE on the cluster first (security/rules.go).
 func handleDescribeACLs(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DescribeACLsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
@@ -29,7 +30,7 @@ func handleDescribeACLs(_ context.Context, b *Broker, req *request) (kmsg.Respon
 		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
 		return resp
 	}
-	if !b.cfg.Authorizer.enabled() {
+	if !b.cfg.Authorizer.Enabled() {
 		return fail(kerr.SecurityDisabled, noAuthorizerMessage), nil, nil
 	}
 	f := coord.ACLFilter{
@@ -45,7 +46,7 @@ func handleDescribeACLs(_ context.Context, b *Broker, req *request) (kmsg.Respon
 		defer cancel()
 		st, err := b.backend.LoadSecurity(lctx)
 		if err != nil {
-			return fail(securityStoreError(err), fmt.Sprintf("read the ACLs: %v", err))
+			return fail(security.StoreError(err), fmt.Sprintf("read the ACLs: %v", err))
 		}
 		for _, a := range st.MatchingACLs(f) {
 			n := len(resp.Resources)

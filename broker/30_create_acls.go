@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -21,7 +22,7 @@ func init() { registerAPI(30, 0, 3, handleCreateACLs) }
 // a CLUSTER resource not named kafka-cluster, a name the backend's layout
 // cannot hold), with nothing written for it. An ACL that exists already
 // is no error. Every broker applies the new ACLs when its watch delivers
-// them. The authorizer asks for ALTER on the cluster first (authz.go).
+// them. The authorizer asks for ALTER on the cluster first (security/rules.go).
 func handleCreateACLs(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.CreateACLsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
@@ -31,7 +32,7 @@ func handleCreateACLs(_ context.Context, b *Broker, req *request) (kmsg.Response
 	fail := func(i int, code *kerr.Error, msg string) {
 		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code.Code, &msg
 	}
-	if !b.cfg.Authorizer.enabled() {
+	if !b.cfg.Authorizer.Enabled() {
 		for i := range r.Creations {
 			fail(i, kerr.SecurityDisabled, noAuthorizerMessage)
 		}
@@ -46,8 +47,8 @@ func handleCreateACLs(_ context.Context, b *Broker, req *request) (kmsg.Response
 			Operation: coord.ACLOperation(c.Operation), Permission: coord.ACLPermission(c.PermissionType),
 		}
 		err := a.Validate()
-		if err == nil && a.ResourceType == coord.ACLResourceCluster && a.ResourceName != clusterResource {
-			err = fmt.Errorf("acl %v: the only valid name for the CLUSTER resource is %s", a, clusterResource)
+		if err == nil && a.ResourceType == coord.ACLResourceCluster && a.ResourceName != security.ClusterResource {
+			err = fmt.Errorf("acl %v: the only valid name for the CLUSTER resource is %s", a, security.ClusterResource)
 		}
 		if err != nil {
 			fail(i, kerr.InvalidRequest, err.Error())

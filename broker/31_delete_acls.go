@@ -19,7 +19,7 @@ func init() { registerAPI(31, 0, 3, handleDeleteACLs) }
 // an authorizer; INVALID_REQUEST for a filter with an unknown value,
 // which removes nothing. Every broker stops applying the removed ACLs
 // when its watch delivers the change. The authorizer asks for ALTER on
-// the cluster first (authz.go).
+// the cluster first (security/rules.go).
 func handleDeleteACLs(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DeleteACLsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
@@ -29,7 +29,7 @@ func handleDeleteACLs(_ context.Context, b *Broker, req *request) (kmsg.Response
 	fail := func(i int, code *kerr.Error, msg string) {
 		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code.Code, &msg
 	}
-	if !b.cfg.Authorizer.enabled() {
+	if !b.cfg.Authorizer.Enabled() {
 		for i := range r.Filters {
 			fail(i, kerr.SecurityDisabled, noAuthorizerMessage)
 		}

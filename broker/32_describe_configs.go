@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -56,7 +57,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 						continue
 					}
 					c := describedConfig(r, name, b.brokerSynonyms(st, name), !isDynamicBrokerKey(name))
-					if sslKeys[name].sensitive || saslKeys[name].sensitive || coordSensitiveKeys[name] {
+					if security.SSLKeys[name].Sensitive || saslKeys[name].sensitive || coordSensitiveKeys[name] {
 						// As Kafka: a key or password is never shown.
 						c.Value, c.IsSensitive = nil, true
 						for i := range c.ConfigSynonyms {
@@ -182,9 +183,9 @@ func describedConfig(r *kmsg.DescribeConfigsRequest, name string, syn []configSy
 
 // configType is the declared type of a config, for DescribeConfigs v3+.
 func configType(name string) kmsg.ConfigType {
-	if k, ok := sslKeys[name]; ok {
+	if k, ok := security.SSLKeys[name]; ok {
 		switch {
-		case k.sensitive:
+		case k.Sensitive:
 			return kmsg.ConfigTypePassword
 		case name == "ssl.enabled.protocols" || name == "ssl.cipher.suites":
 			return kmsg.ConfigTypeList

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/security"
 )
 
 // SaslAuthenticate v0..v2: one token of a SASL exchange (KIP-152); v1
@@ -25,23 +27,23 @@ func handleSaslAuthenticate(ctx context.Context, b *Broker, req *request) (kmsg.
 	r := req.kreq.(*kmsg.SASLAuthenticateRequest)
 	resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	ss := &req.conn.sasl
-	if ss.step != saslExchanging || ss.raw {
+	if !ss.Exchanging() {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		if req.conn.isAuthenticated() && ss.step == saslIdle {
+		if req.conn.isAuthenticated() && ss.Idle() {
 			msg := "SaslAuthenticate request received after successful authentication"
 			resp.ErrorMessage = &msg
 			return resp, nil, nil
 		}
 		msg := "Unexpected SaslAuthenticate request during SASL handshake"
 		resp.ErrorMessage = &msg
-		ss.step = saslFailed
+		ss.Fail()
 		return b.refuseAuthentication(req, resp, msg)
 	}
-	answer, lifetime, err := b.sasl.authenticate(ctx, req.conn, r.SASLAuthBytes)
+	answer, lifetime, err := b.sasl.Authenticate(ctx, req.conn, r.SASLAuthBytes)
 	if err != nil {
-		msg := clientMessage(ss, err)
+		msg := security.ClientMessage(ss, err)
 		resp.ErrorCode, resp.ErrorMessage = kerr.SaslAuthenticationFailed.Code, &msg
-		return b.refuseAuthentication(req, resp, fmt.Sprintf("SASL %s failed: %s", ss.what(), msg))
+		return b.refuseAuthentication(req, resp, fmt.Sprintf("SASL %s failed: %s", ss.What(), msg))
 	}
 	resp.SASLAuthBytes = answer
 	resp.SessionLifetimeMillis = lifetime.Milliseconds()

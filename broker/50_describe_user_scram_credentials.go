@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -40,7 +41,7 @@ const securityTimeout = 30 * time.Second
 // sorted by name; else each named user in turn, RESOURCE_NOT_FOUND for
 // one without credentials (or with an empty name) and DUPLICATE_RESOURCE,
 // once, for one named twice. Salts and keys are never shown. With an
-// authorizer the request needs DESCRIBE on the cluster (authz.go);
+// authorizer the request needs DESCRIBE on the cluster (security/rules.go);
 // without one anyone who can reach a listener may describe, as in Kafka.
 func handleDescribeUserScramCredentials(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
@@ -50,7 +51,7 @@ func handleDescribeUserScramCredentials(_ context.Context, b *Broker, req *reque
 		defer cancel()
 		st, err := b.backend.LoadSecurity(lctx)
 		if err != nil {
-			resp.ErrorCode = securityStoreError(err).Code
+			resp.ErrorCode = security.StoreError(err).Code
 			msg := fmt.Sprintf("read the SCRAM credentials: %v", err)
 			resp.ErrorMessage = &msg
 			return resp

@@ -2,27 +2,18 @@ package broker
 
 import (
 	"context"
-	"crypto/hmac"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/xdg-go/scram"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
 // AlterUserScramCredentials v0 (KIP-554): delete users' SCRAM credentials
 // and add or replace them.
 func init() { registerAPI(51, 0, 0, handleAlterUserScramCredentials) }
-
-// SCRAM's iteration bounds, Kafka's: a credential is accepted with 4096
-// to 16384 iterations.
-const (
-	scramMinIterations = 4096
-	scramMaxIterations = 16384
-)
 
 // handleAlterUserScramCredentials applies the deletions and upsertions
 // to the security store, checked as Kafka checks them, one result per
@@ -40,9 +31,10 @@ const (
 // (RFC 5802), never the salted password. A user's changes are written one
 // credential at a time: a store failure part way reports that user's
 // error with some of its changes made. Credentials take effect on every
-// broker without a restart (saslServer watches them). With an
-// authorizer the request needs ALTER on the cluster (authz.go); without
-// one anyone who can reach a listener may alter credentials, as in Kafka.
+// broker without a restart (security.Server holds the watched state).
+// With an authorizer the request needs ALTER on the cluster
+// (security/rules.go); without one anyone who can reach a listener may
+// alter credentials, as in Kafka.
 func handleAlterUserScramCredentials(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
@@ -68,7 +60,7 @@ func handleAlterUserScramCredentials(_ context.Context, b *Broker, req *request)
 		st, err := b.backend.LoadSecurity(wctx)
 		if err != nil {
 			for _, u := range plan.users {
-				result(u, securityStoreError(err), fmt.Sprintf("read the SCRAM credentials: %v", err))
+				result(u, security.StoreError(err), fmt.Sprintf("read the SCRAM credentials: %v", err))
 			}
 			return resp
 		}
@@ -82,13 +74,13 @@ func handleAlterUserScramCredentials(_ context.Context, b *Broker, req *request)
 			}
 			for _, m := range plan.deletions[u] {
 				if err := b.backend.DeleteScramCredential(wctx, u, m); err != nil {
-					result(u, securityStoreError(err), fmt.Sprintf("delete the %s credential: %v", m, err))
+					result(u, security.StoreError(err), fmt.Sprintf("delete the %s credential: %v", m, err))
 					continue users
 				}
 			}
 			for _, c := range plan.upsertions[u] {
 				if err := b.backend.SetScramCredential(wctx, u, c); err != nil {
-					result(u, securityStoreError(err), fmt.Sprintf("set the %s credential: %v", c.Mechanism, err))
+					result(u, security.StoreError(err), fmt.Sprintf("set the %s credential: %v", c.Mechanism, err))
 					continue users
 				}
 			}
@@ -145,9 +137,9 @@ func planScramAlterations(r *kmsg.AlterUserSCRAMCredentialsRequest) scramAlterat
 			refuse(u.Name, kerr.UnacceptableCredential, "Username must not be empty")
 		case scramMechanismTypes[u.Mechanism] == "":
 			refuse(u.Name, kerr.UnsupportedSaslMechanism, "Unknown SCRAM mechanism")
-		case u.Iterations < scramMinIterations:
+		case u.Iterations < security.ScramMinIterations:
 			refuse(u.Name, kerr.UnacceptableCredential, "Too few iterations")
-		case u.Iterations > scramMaxIterations:
+		case u.Iterations > security.ScramMaxIterations:
 			refuse(u.Name, kerr.UnacceptableCredential, "Too many iterations")
 		case len(u.Salt) == 0:
 			refuse(u.Name, kerr.UnacceptableCredential, "Salt must not be empty")
@@ -185,7 +177,7 @@ func planScramAlterations(r *kmsg.AlterUserSCRAMCredentialsRequest) scramAlterat
 	for _, u := range r.Upsertions {
 		note(u.Name, u.Mechanism)
 		if !refused[u.Name] {
-			p.upsertions[u.Name] = append(p.upsertions[u.Name], scramCredential(scramMechanismTypes[u.Mechanism], u.Salt, u.SaltedPassword, int(u.Iterations)))
+			p.upsertions[u.Name] = append(p.upsertions[u.Name], security.ScramCredential(scramMechanismTypes[u.Mechanism], u.Salt, u.SaltedPassword, int(u.Iterations)))
 		}
 	}
 	for _, u := range order {
@@ -194,38 +186,4 @@ func planScramAlterations(r *kmsg.AlterUserSCRAMCredentialsRequest) scramAlterat
 		}
 	}
 	return p
-}
-
-// scramHashes are the SCRAM mechanisms' hash functions.
-var scramHashes = map[string]scram.HashGeneratorFcn{coord.ScramSHA256: scram.SHA256, coord.ScramSHA512: scram.SHA512}
-
-// scramCredential derives the stored credential of a salted password
-// (RFC 5802): StoredKey = H(HMAC(SaltedPassword, "Client Key")),
-// ServerKey = HMAC(SaltedPassword, "Server Key").
-func scramCredential(mechanism string, salt, saltedPassword []byte, iterations int) coord.ScramCredential {
-	h := scramHashes[mechanism]
-	storedKey := h()
-	storedKey.Write(hmacOf(h, saltedPassword, "Client Key"))
-	return coord.ScramCredential{
-		Mechanism: mechanism, Salt: append([]byte(nil), salt...), Iterations: iterations,
-		StoredKey: storedKey.Sum(nil), ServerKey: hmacOf(h, saltedPassword, "Server Key"),
-	}
-}
-
-// hmacOf is HMAC(key, msg) with h.
-func hmacOf(h scram.HashGeneratorFcn, key []byte, msg string) []byte {
-	m := hmac.New(h, key)
-	m.Write([]byte(msg))
-	return m.Sum(nil)
-}
-
-// securityStoreError is the Kafka error of a security store failure.
-func securityStoreError(err error) *kerr.Error {
-	switch {
-	case errors.Is(err, coord.ErrNotFound):
-		return kerr.ResourceNotFound
-	case errors.Is(err, coord.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return kerr.RequestTimedOut
-	}
-	return kerr.UnknownServerError
 }

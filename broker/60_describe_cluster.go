@@ -19,7 +19,7 @@ const describeClusterBrokers = 1
 // on the request's listener. Every live broker
 // is registered, so none is fenced. Authorized operations are not
 // computed: they are Kafka's "not requested". With an authorizer the
-// request needs DESCRIBE on the cluster (authz.go).
+// request needs DESCRIBE on the cluster (security/rules.go).
 func handleDescribeCluster(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DescribeClusterRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)

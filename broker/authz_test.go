@@ -186,8 +186,8 @@ func TestAuthorizerEndToEnd(t *testing.T) {
 	// coordinator may be one that has not yet.
 	for _, b := range brokers {
 		waitFor(t, ctx, fmt.Sprintf("broker %d to allow bob to read %s", b.ID(), groupID), func() bool {
-			acls, err := b.authz.acls(ctx)
-			return err == nil && acls.authorize("User:bob", "127.0.0.1", coord.ACLOperationRead, coord.ACLResourceGroup, groupID)
+			acls, err := b.authz.ACLs(ctx)
+			return err == nil && acls.Authorize("User:bob", "127.0.0.1", coord.ACLOperationRead, coord.ACLResourceGroup, groupID)
 		})
 	}
 	consumer := clientOf(t, brokers[0], bobLogin, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(groupID), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

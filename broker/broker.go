@@ -24,6 +24,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
@@ -44,11 +45,11 @@ type Broker struct {
 	interBroker *listener
 	backend     coord.Backend
 	cache       *metadataCache
-	// sasl answers SaslHandshake and SaslAuthenticate (sasl.go).
-	sasl *saslServer
-	// authz checks every request against the ACLs (authz.go); nil
+	// sasl answers SaslHandshake and SaslAuthenticate (security.Server).
+	sasl *security.Server
+	// authz checks every request against the ACLs (security.Authorizer); nil
 	// without authorizer.class.name.
-	authz *brokerAuthorizer
+	authz *security.Authorizer
 
 	// replicasMu guards replicas: the partitions this broker holds.
 	replicasMu sync.RWMutex
@@ -246,8 +247,12 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
-	b.sasl = newSASLServer(b.listeners, cfg.SASL, cfg.Authorizer.enabled(), backend, logger.Named("sasl"))
-	b.authz = newBrokerAuthorizer(cfg.Authorizer, b.sasl)
+	saslListeners := make([]*security.SASLListener, len(b.listeners))
+	for i, l := range b.listeners {
+		saslListeners[i] = l.sasl
+	}
+	b.sasl = security.NewServer(saslListeners, cfg.SASL, cfg.Authorizer.Enabled(), backend, logger.Named("sasl"))
+	b.authz = security.NewAuthorizer(cfg.Authorizer, b.sasl, logger)
 	b.producerIDs = newProducerIDManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
 	for _, l := range b.listeners {
 		advertised := "(not advertised)"
@@ -274,7 +279,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	}()
 	go func() {
 		defer b.runWG.Done()
-		b.sasl.watchCredentials(runCtx)
+		watchSecurity(runCtx, b.sasl, b.backend, b.logger.Named("sasl"))
 	}()
 	go func() {
 		defer b.runWG.Done()

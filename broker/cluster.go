@@ -499,10 +499,10 @@ func (b *Broker) peerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error) 
 		kgo.DialTimeout(5 * time.Second)}
 	opts = append(opts, extra...)
 	if b.interBroker.tls != nil {
-		opts = append(opts, kgo.DialTLSConfig(b.interBroker.tls.clientConfig()))
+		opts = append(opts, kgo.DialTLSConfig(b.interBroker.tls.ClientConfig()))
 	}
 	if s := b.interBroker.sasl; s != nil {
-		opts = append(opts, kgo.SASL(s.client))
+		opts = append(opts, kgo.SASL(s.Client))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
@@ -68,12 +69,13 @@ type Config struct {
 	// InterBrokerListenerName. Default empty.
 	SecurityInterBrokerProtocol string
 	// SSL is the TLS configuration of the SSL listeners (the ssl.*
-	// properties; see SSLConfig). Default defaultSSLConfig's.
-	SSL SSLConfig
+	// properties; see security.SSLConfig). Default
+	// security.DefaultSSLConfig's.
+	SSL security.SSLConfig
 	// ListenerOverrides are per-listener ssl.* and SASL properties,
 	// listener.name.<lower-cased listener name>.<key>=value, which win
 	// over SSL and SASL for that listener: by lower-cased listener name,
-	// then by key (an ssl.* key, or one of saslListenerKeys). Default
+	// then by key (an ssl.* key, or one of security.SASLListenerKeys). Default
 	// none.
 	ListenerOverrides map[string]map[string]string
 	// LogDirs are the directories holding the partition logs and the topic
@@ -356,10 +358,11 @@ type Config struct {
 	// (offsets.load.buffer.size). Default 5242880; at least 1.
 	OffsetsLoadBufferSize int32
 
-	// SASL holds the SASL properties (sasl_config.go).
-	SASL SASLConfig
-	// Authorizer holds the ACL authorizer's properties (authorizer.go).
-	Authorizer AuthorizerConfig
+	// SASL holds the SASL properties (security.SASLConfig).
+	SASL security.SASLConfig
+	// Authorizer holds the ACL authorizer's properties
+	// (security.AuthorizerConfig).
+	Authorizer security.AuthorizerConfig
 }
 
 // DefaultConfig returns a working single-broker configuration: broker 1 on
@@ -395,8 +398,8 @@ func DefaultConfig() Config {
 		MessageMaxBytes:            1048588,
 
 		ListenerSecurityProtocolMap: defaultSecurityProtocolMap(),
-		SSL:                         defaultSSLConfig(),
-		SASL:                        defaultSASLConfig(),
+		SSL:                         security.DefaultSSLConfig(),
+		SASL:                        security.DefaultSASLConfig(),
 
 		Coord:                              defaultCoordConfig(),
 		UncleanLeaderElection:              defaultController.UncleanLeaderElection,
@@ -478,12 +481,10 @@ func (c Config) etcdTLS() bool {
 
 // coordTLSStore loads the key material of a coordination backend's TLS
 // (etcd or raft) with the ssl.* defaults; key names the properties.
-func coordTLSStore(name, keystore, truststore, clientAuth string, logger hclog.Logger) (*tlsStore, error) {
-	ssl := defaultSSLConfig()
+func coordTLSStore(name, keystore, truststore, clientAuth string, logger hclog.Logger) (*security.TLSStore, error) {
+	ssl := security.DefaultSSLConfig()
 	ssl.KeystoreLocation, ssl.TruststoreLocation, ssl.ClientAuth = keystore, truststore, clientAuth
-	spec := listenerSpec{listenerAddr: listenerAddr{name: name}, ssl: ssl,
-		sslKey: func(key string) string { return name + "." + key }}
-	return newTLSStore(spec, logger)
+	return security.NewTLSStore(name, ssl, func(key string) string { return name + "." + key }, logger)
 }
 
 // openCoordTLS reads CoordSSL's files into cc's TLS configurations: the
@@ -500,7 +501,7 @@ func (c Config) openCoordTLS(cc *coord.Config, logger hclog.Logger) error {
 		if err != nil {
 			return err
 		}
-		cc.EtcdTLS = store.clientConfig()
+		cc.EtcdTLS = store.ClientConfig()
 	case "raft":
 		if c.CoordSSL.RaftKeystoreLocation == "" {
 			return nil
@@ -509,7 +510,7 @@ func (c Config) openCoordTLS(cc *coord.Config, logger hclog.Logger) error {
 		if err != nil {
 			return err
 		}
-		cc.RaftServerTLS, cc.RaftClientTLS = store.serverConfig(), store.clientConfig()
+		cc.RaftServerTLS, cc.RaftClientTLS = store.ServerConfig(), store.ClientConfig()
 	}
 	return nil
 }
@@ -718,10 +719,10 @@ func (c Config) Validate() error {
 	if c.ProducerIDExpirationCheckInterval < time.Millisecond {
 		return fmt.Errorf("producer.id.expiration.check.interval.ms %d: must be at least 1", c.ProducerIDExpirationCheckInterval.Milliseconds())
 	}
-	if err := c.SASL.validate(); err != nil {
+	if err := c.SASL.Validate(); err != nil {
 		return err
 	}
-	if err := c.Authorizer.validate(); err != nil {
+	if err := c.Authorizer.Validate(); err != nil {
 		return err
 	}
 	if err := c.validateGroups(); err != nil {
@@ -1136,18 +1137,9 @@ var brokerKeys = map[string]configKey{
 	},
 }
 
-func init() {
-	for name, k := range sslKeys {
-		brokerKeys[name] = configKey{
-			set: func(c *Config, key, v string) error { return k.set(&c.SSL, key, v) },
-			get: func(c Config) string { return k.get(c.SSL) },
-		}
-	}
-}
-
 // listenerPrefix starts a per-listener property,
 // listener.name.<listener>.<key>.
-const listenerPrefix = "listener.name."
+const listenerPrefix = security.ListenerPrefix
 
 // Set sets one property by its Kafka name, or a listener's ssl.* or SASL
 // property by listener.name.<lower-cased listener name>.<key>. An unknown
@@ -1173,8 +1165,8 @@ func splitListenerKey(key string) (listener, sub string, err error) {
 	if !ok || listener == "" || !listenerNamePattern.MatchString(listener) {
 		return "", "", fmt.Errorf("%s: must be %s<listener>.<key>", key, listenerPrefix)
 	}
-	if _, ok := sslKeys[sub]; !ok && saslListenerKeys[sub] == nil {
-		known := slices.Concat(slices.Collect(maps.Keys(sslKeys)), slices.Collect(maps.Keys(saslListenerKeys)))
+	if _, ok := security.SSLKeys[sub]; !ok && security.SASLListenerKeys[sub] == nil {
+		known := slices.Concat(slices.Collect(maps.Keys(security.SSLKeys)), slices.Collect(maps.Keys(security.SASLListenerKeys)))
 		slices.Sort(known)
 		return "", "", fmt.Errorf("%s: %q cannot be set per listener (allowed: %s)", key, sub, strings.Join(known, ", "))
 	}
@@ -1191,13 +1183,13 @@ func (c *Config) setListenerOverride(key, value string) error {
 	if err != nil {
 		return err
 	}
-	if check, ok := saslListenerKeys[sub]; ok {
+	if check, ok := security.SASLListenerKeys[sub]; ok {
 		if err := check(key, value); err != nil {
 			return err
 		}
 	} else {
-		var probe SSLConfig
-		if err := sslKeys[sub].set(&probe, key, value); err != nil {
+		var probe security.SSLConfig
+		if err := security.SSLKeys[sub].Set(&probe, key, value); err != nil {
 			return err
 		}
 	}

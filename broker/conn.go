@@ -227,7 +227,7 @@ func (b *Broker) establish(ctx context.Context, nc net.Conn, l *listener, log hc
 	conn := nc
 	var ts *tls.ConnectionState
 	if l.tls != nil {
-		tc := tls.Server(nc, l.tls.serverConfig())
+		tc := tls.Server(nc, l.tls.ServerConfig())
 		st, err := b.handshake(ctx, tc)
 		if err != nil {
 			switch {
@@ -320,8 +320,8 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 		}
 		if raw {
 			// After a SaslHandshake v0 the client sends bare SASL
-			// tokens and gets bare answers (sasl.go).
-			answer, err := b.sasl.rawToken(ctx, cs, body)
+			// tokens and gets bare answers (rawSASLToken).
+			answer, err := rawSASLToken(ctx, b.sasl, cs, body)
 			release()
 			if err != nil {
 				return err
@@ -393,7 +393,7 @@ func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pe
 var errAnswerThenClose = errors.New("closing the connection after the answer")
 
 // dispatch runs the request's handler, once the connection admits it
-// and, with an authorizer, its authorization rule (authz.go) lets it. It
+// and, with an authorizer, its authorization rule (security/rules.go) lets it. It
 // returns the encoded response
 // (nil: none), or a function producing it later, or an error that closes
 // the connection, with the encoded response to send first when it wraps
@@ -416,10 +416,7 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 	}
 	var amend func(kmsg.Response)
 	if b.authz != nil {
-		deny, am, err := b.authorize(ctx, req)
-		if err != nil {
-			return nil, nil, err
-		}
+		deny, am := b.authz.Authorize(ctx, req.header.key, req.kreq, req.conn.principal().String(), req.conn.clientHost, authzMetadata{b})
 		if deny != nil {
 			return b.encode(req, deny), nil, nil
 		}

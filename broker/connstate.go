@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/security"
 )
 
 // connState is the security state of one client connection: the
@@ -45,12 +47,18 @@ type connState struct {
 	tls *tls.ConnectionState
 
 	mu            sync.Mutex
-	principalID   kafkaPrincipal
+	principalID   security.Principal
 	authenticated bool
 
-	// sasl is the connection's SASL exchange (sasl.go); only the
-	// connection's reader goroutine touches it.
-	sasl saslSession
+	// sasl is the connection's SASL exchange (security.Session); only
+	// the connection's reader goroutine touches it.
+	sasl security.Session
+	// saslFailureAnswer is the encoded answer to the request that failed
+	// the exchange, sent only after
+	// connection.failed.authentication.delay.ms
+	// (answerFailedAuthentication); nil when there is none to send (a
+	// bare token of SaslHandshake v0). Only the reader goroutine sets it.
+	saslFailureAnswer []byte
 
 	// producerIDs caches the producer ids verified for the connection's
 	// principal (producer_id_check.go).
@@ -59,15 +67,15 @@ type connState struct {
 
 // newConnState makes the state of a connection from remote accepted on
 // l, with the TLS handshake's state (nil without TLS): its principal is
-// the client certificate's (anonymousPrincipal without one).
+// the client certificate's (security.Anonymous without one).
 func newConnState(l *listener, remote net.Addr, ts *tls.ConnectionState) (*connState, error) {
-	c := &connState{listener: l, remote: remote.String(), clientHost: hostOf(remote), tls: ts, principalID: anonymousPrincipal}
+	c := &connState{listener: l, remote: remote.String(), clientHost: hostOf(remote), tls: ts, principalID: security.Anonymous}
 	switch l.protocol {
 	case protocolPlaintext, protocolSSL:
 		c.authenticated = true
 	}
 	if ts != nil && len(ts.PeerCertificates) > 0 {
-		p, err := principalOf(l.mapper, ts.PeerCertificates[0].RawSubject)
+		p, err := security.PrincipalOf(l.mapper, ts.PeerCertificates[0].RawSubject)
 		if err != nil {
 			return nil, err
 		}
@@ -77,7 +85,7 @@ func newConnState(l *listener, remote net.Addr, ts *tls.ConnectionState) (*connS
 }
 
 // principal returns who the client is.
-func (c *connState) principal() kafkaPrincipal {
+func (c *connState) principal() security.Principal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.principalID

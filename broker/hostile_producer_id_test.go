@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/tripodmq/tripod/broker/security"
 )
 
 // The producer id attacks: a client writes under producer ids it was not
@@ -474,7 +476,7 @@ func TestLegacyProducerIDKeepsWriting(t *testing.T) {
 func TestProducerIDSignature(t *testing.T) {
 	s := &producerIDSigner{key: make([]byte, 32)}
 	other := &producerIDSigner{key: append(make([]byte, 31), 1)}
-	alice, bob := kafkaPrincipal{Type: "User", Name: "alice"}, kafkaPrincipal{Type: "User", Name: "bob"}
+	alice, bob := security.Principal{Type: "User", Name: "alice"}, security.Principal{Type: "User", Name: "bob"}
 	for _, counter := range []int64{0, 1, 999, 1000, producerIDCounterLimit - 2} {
 		id, err := s.sign(counter, alice)
 		if err != nil {

@@ -15,16 +15,17 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
 // The security protocols of listener.security.protocol.map, Kafka's
-// SecurityProtocol names.
+// SecurityProtocol names (package security declares them).
 const (
-	protocolPlaintext     = "PLAINTEXT"
-	protocolSSL           = "SSL"
-	protocolSASLPlaintext = "SASL_PLAINTEXT"
-	protocolSASLSSL       = "SASL_SSL"
+	protocolPlaintext     = security.ProtocolPlaintext
+	protocolSSL           = security.ProtocolSSL
+	protocolSASLPlaintext = security.ProtocolSASLPlaintext
+	protocolSASLSSL       = security.ProtocolSASLSSL
 )
 
 // securityProtocolIDs are the security protocols' ids in UpdateMetadata's
@@ -157,12 +158,12 @@ type listenerSpec struct {
 	// the ssl.* properties, each overridden by the listener's
 	// listener.name.<name>.ssl.* if set; sslKey names the property a
 	// setting came from, for errors.
-	ssl    SSLConfig
+	ssl    security.SSLConfig
 	sslKey func(key string) string
 	// sasl is a SASL_PLAINTEXT or SASL_SSL listener's mechanisms and
 	// PLAIN users (SASLConfig, each property overridden by the listener's
 	// listener.name.<name>.<key> if set); nil on PLAINTEXT and SSL.
-	sasl *saslListener
+	sasl *security.SASLListener
 }
 
 // usesTLS reports whether the listener's connections are TLS.
@@ -247,16 +248,16 @@ func (c Config) listenerSpecs() ([]listenerSpec, int, error) {
 		}
 		var sslOverrides []string
 		for _, key := range slices.Sorted(maps.Keys(overrides)) {
-			if _, ok := sslKeys[key]; !ok {
+			if _, ok := security.SSLKeys[key]; !ok {
 				continue // a SASL key, resolved below
 			}
 			sslOverrides = append(sslOverrides, key)
-			if err := sslKeys[key].set(&s.ssl, s.sslKey(key), overrides[key]); err != nil {
+			if err := security.SSLKeys[key].Set(&s.ssl, s.sslKey(key), overrides[key]); err != nil {
 				return nil, 0, err
 			}
 		}
 		if s.usesTLS() {
-			if err := s.ssl.validate(s.name, s.sslKey); err != nil {
+			if err := s.ssl.Validate(s.name, s.sslKey); err != nil {
 				return nil, 0, err
 			}
 		} else if len(sslOverrides) > 0 {
@@ -268,7 +269,7 @@ func (c Config) listenerSpecs() ([]listenerSpec, int, error) {
 		return nil, 0, err
 	}
 	for i := range specs {
-		if specs[i].sasl, err = c.SASL.listener(specs[i], c.ListenerOverrides[strings.ToLower(specs[i].name)], i == inter); err != nil {
+		if specs[i].sasl, err = c.SASL.Listener(specs[i].name, specs[i].protocol, c.ListenerOverrides[strings.ToLower(specs[i].name)], i == inter); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -320,10 +321,10 @@ type listener struct {
 	advertisedHost string
 	advertisedPort int32
 	// tls holds an SSL listener's key material; nil on PLAINTEXT.
-	tls *tlsStore
+	tls *security.TLSStore
 	// mapper turns client certificates' subjects into principal names
 	// (ssl.principal.mapping.rules); nil on PLAINTEXT.
-	mapper *principalMapper
+	mapper *security.PrincipalMapper
 	// protected is set on the inter-broker listener when there are
 	// others: it accepts connections beyond max.connections, so that
 	// clients filling the broker cannot lock the controller and the
@@ -354,10 +355,10 @@ func bindListeners(cfg Config, logger hclog.Logger) ([]*listener, *listener, err
 	for i, spec := range specs {
 		l := &listener{listenerSpec: spec, protected: i == inter && len(specs) > 1}
 		if spec.usesTLS() {
-			if l.mapper, err = parsePrincipalMappingRules(spec.ssl.PrincipalMappingRules); err != nil {
+			if l.mapper, err = security.ParsePrincipalMappingRules(spec.ssl.PrincipalMappingRules); err != nil {
 				return fail(fmt.Errorf("%s: %w", spec.sslKey("ssl.principal.mapping.rules"), err))
 			}
-			if l.tls, err = newTLSStore(spec, logger); err != nil {
+			if l.tls, err = security.NewTLSStore(spec.name, spec.ssl, spec.sslKey, logger); err != nil {
 				return fail(err)
 			}
 		}

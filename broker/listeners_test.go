@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -249,7 +250,7 @@ func TestConnStateAdmitsOnlySASLRequestsBeforeAuthentication(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", protocol, err)
 		}
-		if cs.clientHost != "10.1.2.3" || cs.remote != "10.1.2.3:4567" || cs.principal() != anonymousPrincipal {
+		if cs.clientHost != "10.1.2.3" || cs.remote != "10.1.2.3:4567" || cs.principal() != security.Anonymous {
 			t.Fatalf("%s: got host %s remote %s principal %s, want 10.1.2.3, 10.1.2.3:4567, User:ANONYMOUS",
 				protocol, cs.clientHost, cs.remote, cs.principal())
 		}
@@ -268,7 +269,7 @@ func TestConnStateAdmitsOnlySASLRequestsBeforeAuthentication(t *testing.T) {
 	// A verified client certificate gives its subject.
 	ca := newTestCA(t, "ca")
 	cert := ca.clientCert(t, pkix.Name{CommonName: "alice", Organization: []string{"eng"}})
-	mapper, _ := parsePrincipalMappingRules("DEFAULT")
+	mapper, _ := security.ParsePrincipalMappingRules("DEFAULT")
 	l := &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: "SSL"}, protocol: protocolSSL}, mapper: mapper}
 	cs, err := newConnState(l, remote, &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert.Leaf}})
 	if err != nil || cs.principal().String() != "User:CN=alice,O=eng" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -62,7 +63,7 @@ type producerIDSigner struct {
 }
 
 // mac is the first 32 bits of HMAC-SHA256(key, counter ‖ principal).
-func (s *producerIDSigner) mac(counter int64, principal kafkaPrincipal) uint32 {
+func (s *producerIDSigner) mac(counter int64, principal security.Principal) uint32 {
 	h := hmac.New(sha256.New, s.key)
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], uint64(counter))
@@ -74,7 +75,7 @@ func (s *producerIDSigner) mac(counter int64, principal kafkaPrincipal) uint32 {
 
 // sign returns the producer id of counter handed to principal. It fails
 // when counter is negative or not below producerIDCounterLimit.
-func (s *producerIDSigner) sign(counter int64, principal kafkaPrincipal) (int64, error) {
+func (s *producerIDSigner) sign(counter int64, principal security.Principal) (int64, error) {
 	if counter < 0 || counter+1 >= producerIDCounterLimit {
 		return 0, fmt.Errorf("producer id counter %d: exhausted the %d signable producer ids", counter, int64(producerIDCounterLimit-1))
 	}
@@ -82,7 +83,7 @@ func (s *producerIDSigner) sign(counter int64, principal kafkaPrincipal) (int64,
 }
 
 // verify reports whether id was signed for principal.
-func (s *producerIDSigner) verify(id int64, principal kafkaPrincipal) bool {
+func (s *producerIDSigner) verify(id int64, principal security.Principal) bool {
 	if id < signedProducerIDMin {
 		return false
 	}
@@ -214,11 +215,11 @@ type verifiedProducerIDs struct {
 // verifiedProducerID is one entry of verifiedProducerIDs.
 type verifiedProducerID struct {
 	id        int64
-	principal kafkaPrincipal
+	principal security.Principal
 }
 
 // has reports whether id was verified for principal.
-func (v *verifiedProducerIDs) has(id int64, principal kafkaPrincipal) bool {
+func (v *verifiedProducerIDs) has(id int64, principal security.Principal) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, e := range v.entries[:v.used] {
@@ -231,7 +232,7 @@ func (v *verifiedProducerIDs) has(id int64, principal kafkaPrincipal) bool {
 
 // add remembers that id was verified for principal, in place of the
 // oldest entry when the cache is full.
-func (v *verifiedProducerIDs) add(id int64, principal kafkaPrincipal) {
+func (v *verifiedProducerIDs) add(id int64, principal security.Principal) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	e := verifiedProducerID{id: id, principal: principal}

@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/asn1"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -323,128 +322,6 @@ func logged(logs *syncBuffer, parts ...string) bool {
 		}
 	}
 	return false
-}
-
-// TestPrincipalMappingRules runs Kafka's SslPrincipalMapperTest cases:
-// rules that parse, rules that do not, and what a rule set makes of
-// subjects.
-func TestPrincipalMappingRules(t *testing.T) {
-	for _, rules := range []string{
-		"DEFAULT",
-		"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/",
-		"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L, DEFAULT",
-		"RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/",
-		"RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L",
-		"RULE:^cn=(.?),ou=(.?),dc=(.?),dc=(.?)$/$1@$2/U",
-		"RULE:^CN=([^,ADEFLTU,]+)(,.*|$)/$1/",
-		"RULE:^CN=([^,DEFAULT,]+)(,.*|$)/$1/",
-		",,RULE://,,,DEFAULT,,",
-		"",
-	} {
-		if _, err := parsePrincipalMappingRules(rules); err != nil {
-			t.Errorf("rules %q: got %v, want them parsed", rules, err)
-		}
-	}
-	for _, rules := range []string{
-		"default",
-		"DEFAUL",
-		"DEFAULT/L",
-		"DEFAULT/U",
-		"RULE:CN=(.*?),OU=ServiceUsers.*/$1",
-		"rule:^CN=(.*?),OU=ServiceUsers.*$/$1/",
-		"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L/U",
-		"RULE:^CN=(.*?),OU=ServiceUsers.*$/L",
-		"RULE:^CN=(.*?),OU=ServiceUsers.*$/U",
-		"RULE:^CN=(.*?),OU=ServiceUsers.*$/LU",
-		"RULE:^CN=(?=x)/$1/",
-	} {
-		if _, err := parsePrincipalMappingRules(rules); err == nil {
-			t.Errorf("rules %q: got them parsed, want an error", rules)
-		}
-	}
-	mapper, err := parsePrincipalMappingRules(strings.Join([]string{
-		"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L",
-		"RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L",
-		"RULE:^cn=(.*?),ou=(.*?),dc=(.*?),dc=(.*?)$/$1@$2/U",
-		"RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/U",
-		"DEFAULT",
-	}, ", "))
-	if err != nil {
-		t.Fatalf("parse rules: %v", err)
-	}
-	for dn, want := range map[string]string{
-		"CN=Duke,OU=ServiceUsers,O=Org,C=US":        "duke",
-		"CN=Duke,OU=SME,O=mycp,L=Fulton,ST=MD,C=US": "duke@sme",
-		"cn=duke,ou=sme,dc=mycp,dc=com":             "DUKE@SME",
-		"cN=duke,OU=JavaSoft,O=Sun Microsystems":    "DUKE",
-		"OU=JavaSoft,O=Sun Microsystems,C=US":       "OU=JavaSoft,O=Sun Microsystems,C=US",
-	} {
-		if got, err := mapper.name(dn); err != nil || got != want {
-			t.Errorf("name(%q): got %q, %v, want %q", dn, got, err, want)
-		}
-	}
-	// A comma escaped inside a name (Kafka's testCommaWithWhitespace).
-	mapper, err = parsePrincipalMappingRules(`RULE:^CN=((\\, *|\w)+)(,.*|$)/$1/,DEFAULT`)
-	if err != nil {
-		t.Fatalf("parse rules: %v", err)
-	}
-	if got, err := mapper.name(`CN=Tkac\, Adam,OU=ITZ,DC=geodis,DC=cz`); err != nil || got != `Tkac\, Adam` {
-		t.Errorf(`name(CN=Tkac\, Adam,...): got %q, %v, want "Tkac\, Adam"`, got, err)
-	}
-	// Without DEFAULT a subject no rule matches is refused.
-	mapper, _ = parsePrincipalMappingRules("RULE:^CN=(.*)$/$1/")
-	if got, err := mapper.name("OU=x"); err == nil {
-		t.Errorf("name(OU=x) with no DEFAULT rule: got %q, want an error", got)
-	}
-	// A group reference past the last group is literal, and $1x is
-	// group 1 then x.
-	mapper, _ = parsePrincipalMappingRules(`RULE:^CN=(.*)$/$1x$2\/y/`)
-	if got, _ := mapper.name("CN=a"); got != "ax$2/y" {
-		t.Errorf(`name(CN=a) by RULE:^CN=(.*)$/$1x$2\/y/: got %q, want "ax$2/y"`, got)
-	}
-}
-
-// TestSubjectDNIsJavasRFC2253 prints certificate subjects as Java's
-// X500Principal.getName() does: last RDN first, Java's keywords, the
-// escapes, multi-valued RDNs and types without a keyword as OID=#hex.
-func TestSubjectDNIsJavasRFC2253(t *testing.T) {
-	oidEmail := asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 1}
-	oidDC := asn1.ObjectIdentifier{0, 9, 2342, 19200300, 100, 1, 25}
-	cases := []struct {
-		name pkix.Name
-		want string
-	}{
-		{pkix.Name{CommonName: "admin", OrganizationalUnit: []string{"eng"}, Organization: []string{"acme"}, Country: []string{"US"}},
-			"CN=admin,OU=eng,O=acme,C=US"},
-		{pkix.Name{CommonName: ` a+b,c="d";<e>\f#g `}, `CN=\ a\+b\,c\=\"d\"\;\<e\>\\f\#g\ `},
-		{pkix.Name{CommonName: "x", Locality: []string{"Paris"}, Province: []string{"IDF"}, StreetAddress: []string{"1 rue"}},
-			"CN=x,STREET=1 rue,L=Paris,ST=IDF"},
-		{pkix.Name{ExtraNames: []pkix.AttributeTypeAndValue{{Type: oidDC, Value: "com"}, {Type: oidDC, Value: "example"},
-			{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: "svc"}}}, "CN=svc,DC=example,DC=com"},
-		{pkix.Name{ExtraNames: []pkix.AttributeTypeAndValue{{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: "svc"},
-			{Type: oidEmail, Value: "a@b"}}}, "1.2.840.113549.1.9.1=#0c03614062,CN=svc"},
-	}
-	ca := newTestCA(t, "ca")
-	for _, c := range cases {
-		certPEM, _ := ca.issue(t, c.name)
-		block, _ := pem.Decode(certPEM)
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			t.Fatalf("parse: %v", err)
-		}
-		if got, err := subjectDN(cert.RawSubject); err != nil || got != c.want {
-			t.Errorf("subject %v: got %q, %v, want %q", c.name, got, err, c.want)
-		}
-	}
-	// A multi-valued RDN: CN=a+UID=b.
-	rdn := pkix.RDNSequence{{{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: "a"}, {Type: asn1.ObjectIdentifier{0, 9, 2342, 19200300, 100, 1, 1}, Value: "b"}}}
-	raw, err := asn1.Marshal(rdn)
-	if err != nil {
-		t.Fatalf("marshal: %v", err)
-	}
-	if got, err := subjectDN(raw); err != nil || got != "CN=a+UID=b" {
-		t.Errorf("multi-valued RDN: got %q, %v, want CN=a+UID=b", got, err)
-	}
 }
 
 // TestCertificatesAreReloaded rewrites the SSL listener's keystore with a

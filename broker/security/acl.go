@@ -1,19 +1,16 @@
-package broker
+package security
 
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/coord"
 )
 
 // AuthorizerConfig holds the authorizer's properties, under Kafka's
 // names. With an authorizer every request is checked against the ACLs
-// of the coordination backend's security store (authz.go says what each
+// of the coordination backend's security store (rules.go says what each
 // API needs); without one every request is allowed and the ACL APIs
 // answer SECURITY_DISABLED, as in Kafka.
 type AuthorizerConfig struct {
@@ -36,11 +33,11 @@ type AuthorizerConfig struct {
 	AllowEveryoneIfNoACLFound bool
 }
 
-// enabled reports whether an authorizer is configured.
-func (c AuthorizerConfig) enabled() bool { return c.ClassName != "" }
+// Enabled reports whether an authorizer is configured.
+func (c AuthorizerConfig) Enabled() bool { return c.ClassName != "" }
 
-// validate checks every super user is a principal.
-func (c AuthorizerConfig) validate() error {
+// Validate checks every super user is a principal.
+func (c AuthorizerConfig) Validate() error {
 	for _, p := range c.SuperUsers {
 		if err := checkPrincipal(p); err != nil {
 			return fmt.Errorf("super.users %q: %w", strings.Join(c.SuperUsers, ";"), err)
@@ -59,9 +56,9 @@ func checkPrincipal(p string) error {
 	return nil
 }
 
-// parseSuperUsers reads super.users: principals separated by ';', blanks
-// around them ignored, as Kafka reads it.
-func parseSuperUsers(key, value string) ([]string, error) {
+// ParseSuperUsers reads super.users: principals separated by ';', blanks
+// around them ignored, as Kafka reads it; errors name key.
+func ParseSuperUsers(key, value string) ([]string, error) {
 	var out []string
 	for item := range strings.SplitSeq(value, ";") {
 		p := strings.TrimSpace(item)
@@ -76,48 +73,7 @@ func parseSuperUsers(key, value string) ([]string, error) {
 	return out, nil
 }
 
-// authorizerKeys are the authorizer's broker properties with their
-// DescribeConfigs types.
-var authorizerKeys = map[string]struct {
-	configKey
-	configType kmsg.ConfigType
-}{
-	"authorizer.class.name": {
-		configKey: configKey{
-			set: func(c *Config, _, v string) error { c.Authorizer.ClassName = v; return nil },
-			get: func(c Config) string { return c.Authorizer.ClassName },
-		},
-		configType: kmsg.ConfigTypeString,
-	},
-	"super.users": {
-		configKey: configKey{
-			set: func(c *Config, k, v string) error {
-				users, err := parseSuperUsers(k, v)
-				if err == nil {
-					c.Authorizer.SuperUsers = users
-				}
-				return err
-			},
-			get: func(c Config) string { return strings.Join(c.Authorizer.SuperUsers, ";") },
-		},
-		configType: kmsg.ConfigTypeString,
-	},
-	"allow.everyone.if.no.acl.found": {
-		configKey: configKey{
-			set: func(c *Config, k, v string) error { return setBool(&c.Authorizer.AllowEveryoneIfNoACLFound, k, v) },
-			get: func(c Config) string { return strconv.FormatBool(c.Authorizer.AllowEveryoneIfNoACLFound) },
-		},
-		configType: kmsg.ConfigTypeBoolean,
-	},
-}
-
-func init() {
-	for name, k := range authorizerKeys {
-		brokerKeys[name] = k.configKey
-	}
-}
-
-// aclAuthorizer decides whether a principal may perform an operation on
+// ACLIndex decides whether a principal may perform an operation on
 // a resource, as Kafka's AclAuthorizer does, from one security state's
 // ACLs. It does no I/O; the broker makes a new one when the ACLs change.
 //
@@ -132,7 +88,7 @@ func init() {
 //     implies it allows (READ, WRITE, DELETE and ALTER imply DESCRIBE;
 //     ALTER_CONFIGS implies DESCRIBE_CONFIGS); otherwise the request is
 //     denied.
-type aclAuthorizer struct {
+type ACLIndex struct {
 	superUsers   map[string]bool
 	allowIfNoACL bool
 	// byType holds the ACLs by resource type; literal the LITERAL ones
@@ -143,9 +99,10 @@ type aclAuthorizer struct {
 	prefixed map[coord.ACLResourceType][]coord.ACL
 }
 
-// newACLAuthorizer makes the authorizer of cfg over acls.
-func newACLAuthorizer(cfg AuthorizerConfig, acls []coord.ACL) *aclAuthorizer {
-	a := &aclAuthorizer{superUsers: map[string]bool{}, allowIfNoACL: cfg.AllowEveryoneIfNoACLFound, byType: map[coord.ACLResourceType][]coord.ACL{},
+// NewACLIndex makes the index of acls under cfg (super users,
+// allow.everyone.if.no.acl.found).
+func NewACLIndex(cfg AuthorizerConfig, acls []coord.ACL) *ACLIndex {
+	a := &ACLIndex{superUsers: map[string]bool{}, allowIfNoACL: cfg.AllowEveryoneIfNoACLFound, byType: map[coord.ACLResourceType][]coord.ACL{},
 		literal: map[coord.ACLResourceType]map[string][]coord.ACL{}, prefixed: map[coord.ACLResourceType][]coord.ACL{}}
 	for _, p := range cfg.SuperUsers {
 		a.superUsers[p] = true
@@ -175,9 +132,9 @@ const (
 	wildcardResource  = "*"
 )
 
-// clusterResource is the name of the one CLUSTER resource, Kafka's
+// ClusterResource is the name of the one CLUSTER resource, Kafka's
 // "kafka-cluster".
-const clusterResource = "kafka-cluster"
+const ClusterResource = "kafka-cluster"
 
 // impliedBy lists, for an operation an ALLOW of other operations also
 // grants, those operations.
@@ -186,9 +143,9 @@ var impliedBy = map[coord.ACLOperation][]coord.ACLOperation{
 	coord.ACLOperationDescribeConfigs: {coord.ACLOperationAlterConfigs},
 }
 
-// authorize reports whether principal, connected from host, may perform
+// Authorize reports whether principal, connected from host, may perform
 // op on the resource of type rt named name.
-func (a *aclAuthorizer) authorize(principal, host string, op coord.ACLOperation, rt coord.ACLResourceType, name string) bool {
+func (a *ACLIndex) Authorize(principal, host string, op coord.ACLOperation, rt coord.ACLResourceType, name string) bool {
 	if a.superUsers[principal] {
 		return true
 	}
@@ -222,17 +179,17 @@ func (a *aclAuthorizer) authorize(principal, host string, op coord.ACLOperation,
 	return false
 }
 
-// authorizeByResourceType reports whether principal, connected from host,
+// AuthorizeByResourceType reports whether principal, connected from host,
 // may perform op on some resource of type rt, as Kafka's
-// Authorizer.authorizeByResourceType (KIP-679: InitProducerId for an
+// Authorizer.AuthorizeByResourceType (KIP-679: InitProducerId for an
 // idempotent producer wants WRITE on some topic): a super user may, as
 // may anyone allowed op on a resource no ACL names when
 // allow.everyone.if.no.acl.found is set; otherwise some ALLOW of op (or
 // ALL) must name a resource no DENY covers.
-func (a *aclAuthorizer) authorizeByResourceType(principal, host string, op coord.ACLOperation, rt coord.ACLResourceType) bool {
+func (a *ACLIndex) AuthorizeByResourceType(principal, host string, op coord.ACLOperation, rt coord.ACLResourceType) bool {
 	// As Kafka, a name no ACL is likely to cover stands for "any
 	// resource" for super users and allow.everyone.if.no.acl.found.
-	if a.authorize(principal, host, op, rt, "hardcode") {
+	if a.Authorize(principal, host, op, rt, "hardcode") {
 		return true
 	}
 	var denyLiterals, denyPrefixes, allowLiterals, allowPrefixes []string

@@ -1,4 +1,4 @@
-package broker
+package security
 
 import (
 	"crypto/tls"
@@ -20,9 +20,9 @@ import (
 
 // SSLConfig is the TLS configuration of an SSL listener under Kafka's
 // ssl.* property names; listener.name.<name>.ssl.* overrides a property
-// for one listener. Keys and certificates are PEM (KIP-651); DefaultConfig
-// gives the defaults and Config.Validate checks the settings of each SSL
-// listener (New reads the files).
+// for one listener. Keys and certificates are PEM (KIP-651);
+// DefaultSSLConfig gives the defaults, Validate checks the settings of
+// one SSL listener and NewTLSStore reads the files.
 type SSLConfig struct {
 	// KeystoreType is the format of the keystore (ssl.keystore.type):
 	// PEM is the only one. Default PEM (Kafka's default, JKS, is refused).
@@ -79,8 +79,8 @@ type SSLConfig struct {
 	PrincipalMappingRules string
 }
 
-// defaultSSLConfig returns the defaults of the ssl.* properties.
-func defaultSSLConfig() SSLConfig {
+// DefaultSSLConfig returns the defaults of the ssl.* properties.
+func DefaultSSLConfig() SSLConfig {
 	return SSLConfig{
 		KeystoreType:                    "PEM",
 		TruststoreType:                  "PEM",
@@ -91,27 +91,30 @@ func defaultSSLConfig() SSLConfig {
 	}
 }
 
-// sslProperty is one ssl.* property: how to set it on an SSLConfig and how to
+// SSLProperty is one ssl.* property: how to set it on an SSLConfig and how to
 // print it back; sensitive ones are not shown by DescribeConfigs.
-type sslProperty struct {
-	set       func(s *SSLConfig, key, value string) error
-	get       func(s SSLConfig) string
-	sensitive bool
+type SSLProperty struct {
+	// Set sets the property from its text; key names it in errors.
+	Set func(s *SSLConfig, key, value string) error
+	// Get prints the property back.
+	Get func(s SSLConfig) string
+	// Sensitive properties are not shown by DescribeConfigs.
+	Sensitive bool
 }
 
-// stringSSLProperty is the sslProperty of a string property.
-func stringSSLProperty(field func(*SSLConfig) *string, sensitive bool) sslProperty {
-	return sslProperty{
-		set:       func(s *SSLConfig, _, v string) error { *field(s) = strings.TrimSpace(v); return nil },
-		get:       func(s SSLConfig) string { return *field(&s) },
-		sensitive: sensitive,
+// stringSSLProperty is the SSLProperty of a string property.
+func stringSSLProperty(field func(*SSLConfig) *string, sensitive bool) SSLProperty {
+	return SSLProperty{
+		Set:       func(s *SSLConfig, _, v string) error { *field(s) = strings.TrimSpace(v); return nil },
+		Get:       func(s SSLConfig) string { return *field(&s) },
+		Sensitive: sensitive,
 	}
 }
 
-// listSSLProperty is the sslProperty of a comma-separated list property.
-func listSSLProperty(field func(*SSLConfig) *[]string) sslProperty {
-	return sslProperty{
-		set: func(s *SSLConfig, _, v string) error {
+// listSSLProperty is the SSLProperty of a comma-separated list property.
+func listSSLProperty(field func(*SSLConfig) *[]string) SSLProperty {
+	return SSLProperty{
+		Set: func(s *SSLConfig, _, v string) error {
 			var items []string
 			for _, item := range strings.Split(v, ",") {
 				if item = strings.TrimSpace(item); item != "" {
@@ -121,13 +124,13 @@ func listSSLProperty(field func(*SSLConfig) *[]string) sslProperty {
 			*field(s) = items
 			return nil
 		},
-		get: func(s SSLConfig) string { return strings.Join(*field(&s), ",") },
+		Get: func(s SSLConfig) string { return strings.Join(*field(&s), ",") },
 	}
 }
 
-// sslKeys are the ssl.* properties, by Kafka name. Each may also be set
+// SSLKeys are the ssl.* properties, by Kafka name. Each may also be set
 // for one listener as listener.name.<lower-cased name>.<key>.
-var sslKeys = map[string]sslProperty{
+var SSLKeys = map[string]SSLProperty{
 	"ssl.keystore.type":     stringSSLProperty(func(s *SSLConfig) *string { return &s.KeystoreType }, false),
 	"ssl.keystore.location": stringSSLProperty(func(s *SSLConfig) *string { return &s.KeystoreLocation }, false),
 	// In-line PEM keeps its line breaks: only the ends are trimmed.
@@ -156,10 +159,10 @@ var clientAuthTypes = map[string]tls.ClientAuthType{
 // ssl.cipher.suites may list but cannot turn off.
 var tls13Suites = []string{"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
 
-// validate checks the TLS settings of the SSL listener named listener,
+// Validate checks the TLS settings of the SSL listener named listener,
 // without reading any file; key names the property each setting came
 // from.
-func (s SSLConfig) validate(listener string, key func(string) string) error {
+func (s SSLConfig) Validate(listener string, key func(string) string) error {
 	if !strings.EqualFold(s.KeystoreType, "PEM") {
 		return fmt.Errorf("%s %q: listener %s: only PEM keystores are supported (allowed: PEM)", key("ssl.keystore.type"), s.KeystoreType, listener)
 	}
@@ -204,7 +207,7 @@ func (s SSLConfig) validate(listener string, key func(string) string) error {
 	default:
 		return fmt.Errorf("%s %q: listener %s: must be https or empty", key("ssl.endpoint.identification.algorithm"), s.EndpointIdentificationAlgorithm, listener)
 	}
-	if _, err := parsePrincipalMappingRules(s.PrincipalMappingRules); err != nil {
+	if _, err := ParsePrincipalMappingRules(s.PrincipalMappingRules); err != nil {
 		return fmt.Errorf("%s %q: listener %s: %w", key("ssl.principal.mapping.rules"), s.PrincipalMappingRules, listener, err)
 	}
 	return nil
@@ -255,7 +258,7 @@ func cipherSuiteIDs(names []string) ([]uint16, error) {
 	return ids, nil
 }
 
-// tlsStore holds the key material of one SSL listener, as its ssl.*
+// TLSStore holds the key material of one SSL listener, as its ssl.*
 // settings give it: the certificate chain and key it presents, and the
 // CA certificates it trusts. Files are read again when they change: every
 // server handshake and every new inter-broker client first compares the
@@ -264,8 +267,12 @@ func cipherSuiteIDs(names []string) ([]uint16, error) {
 // connection on, without a goroutine or a restart. A file that does not
 // load then keeps the previous material, and the error is logged once.
 // It is safe for concurrent use.
-type tlsStore struct {
-	spec   listenerSpec
+type TLSStore struct {
+	// name is the listener's (or the coordination client's) name, ssl
+	// its settings and key the property each setting came from.
+	name   string
+	ssl    SSLConfig
+	key    func(string) string
 	logger hclog.Logger
 	// clientAuth, minVersion, maxVersion and cipherSuites are the
 	// settings that do not come from files.
@@ -301,14 +308,15 @@ type fileStamp struct {
 	inode   uint64
 }
 
-// newTLSStore loads spec's key material; an error names the property
-// whose file or PEM text is bad.
-func newTLSStore(spec listenerSpec, logger hclog.Logger) (*tlsStore, error) {
-	minV, maxV, _ := tlsVersionRange(spec.ssl.EnabledProtocols)
-	suites, _ := cipherSuiteIDs(spec.ssl.CipherSuites)
-	s := &tlsStore{
-		spec: spec, logger: logger,
-		clientAuth: clientAuthTypes[strings.ToLower(spec.ssl.ClientAuth)],
+// NewTLSStore loads the key material of the listener name with settings
+// ssl, validated (Validate); key names the property each setting came
+// from, and an error names the property whose file or PEM text is bad.
+func NewTLSStore(name string, ssl SSLConfig, key func(string) string, logger hclog.Logger) (*TLSStore, error) {
+	minV, maxV, _ := tlsVersionRange(ssl.EnabledProtocols)
+	suites, _ := cipherSuiteIDs(ssl.CipherSuites)
+	s := &TLSStore{
+		name: name, ssl: ssl, key: key, logger: logger,
+		clientAuth: clientAuthTypes[strings.ToLower(ssl.ClientAuth)],
 		minVersion: minV, maxVersion: maxV, cipherSuites: suites,
 	}
 	stamps := s.stampFiles()
@@ -321,9 +329,9 @@ func newTLSStore(spec listenerSpec, logger hclog.Logger) (*tlsStore, error) {
 }
 
 // files are the files the material is read from.
-func (s *tlsStore) files() []string {
+func (s *TLSStore) files() []string {
 	var out []string
-	for _, f := range []string{s.spec.ssl.KeystoreLocation, s.spec.ssl.TruststoreLocation} {
+	for _, f := range []string{s.ssl.KeystoreLocation, s.ssl.TruststoreLocation} {
 		if f != "" {
 			out = append(out, f)
 		}
@@ -333,7 +341,7 @@ func (s *tlsStore) files() []string {
 
 // stampFiles stats the files; a file that cannot be stat'ed gets the
 // zero stamp.
-func (s *tlsStore) stampFiles() map[string]fileStamp {
+func (s *TLSStore) stampFiles() map[string]fileStamp {
 	stamps := map[string]fileStamp{}
 	for _, f := range s.files() {
 		fi, err := os.Stat(f)
@@ -351,29 +359,29 @@ func (s *tlsStore) stampFiles() map[string]fileStamp {
 }
 
 // load reads and parses the key material.
-func (s *tlsStore) load() (*tlsMaterial, error) {
-	ssl, key := s.spec.ssl, s.spec.sslKey
+func (s *TLSStore) load() (*tlsMaterial, error) {
+	ssl, key := s.ssl, s.key
 	certPEM, keyPEM := inlinePEM(ssl.KeystoreCertificateChain), inlinePEM(ssl.KeystoreKey)
 	source := key("ssl.keystore.certificate.chain") + " and " + key("ssl.keystore.key")
 	if strings.Contains(ssl.KeystoreKey, "ENCRYPTED") {
-		return nil, fmt.Errorf("%s: listener %s: %w", key("ssl.keystore.key"), s.spec.name, errEncryptedKey)
+		return nil, fmt.Errorf("%s: listener %s: %w", key("ssl.keystore.key"), s.name, errEncryptedKey)
 	}
 	if ssl.KeystoreLocation != "" {
 		data, err := os.ReadFile(ssl.KeystoreLocation)
 		if err != nil {
-			return nil, fmt.Errorf("%s: listener %s: %w", key("ssl.keystore.location"), s.spec.name, err)
+			return nil, fmt.Errorf("%s: listener %s: %w", key("ssl.keystore.location"), s.name, err)
 		}
 		certPEM, keyPEM = data, data
 		source = key("ssl.keystore.location") + " " + ssl.KeystoreLocation
 	}
 	m := &tlsMaterial{}
-	// A listener always has a keystore (validate); a client of a
+	// A listener always has a keystore (Validate); a client of a
 	// coordination backend may have none, and then presents no
 	// certificate.
 	if ssl.KeystoreLocation != "" || ssl.KeystoreCertificateChain != "" || ssl.KeystoreKey != "" {
 		cert, err := parseKeystore(certPEM, keyPEM)
 		if err != nil {
-			return nil, fmt.Errorf("%s: listener %s: %w", source, s.spec.name, err)
+			return nil, fmt.Errorf("%s: listener %s: %w", source, s.name, err)
 		}
 		m.cert = cert
 	}
@@ -382,7 +390,7 @@ func (s *tlsStore) load() (*tlsMaterial, error) {
 	if ssl.TruststoreLocation != "" {
 		data, err := os.ReadFile(ssl.TruststoreLocation)
 		if err != nil {
-			return nil, fmt.Errorf("%s: listener %s: %w", key("ssl.truststore.location"), s.spec.name, err)
+			return nil, fmt.Errorf("%s: listener %s: %w", key("ssl.truststore.location"), s.name, err)
 		}
 		trustPEM = data
 		source = key("ssl.truststore.location") + " " + ssl.TruststoreLocation
@@ -390,7 +398,7 @@ func (s *tlsStore) load() (*tlsMaterial, error) {
 	if len(trustPEM) > 0 {
 		roots, err := parseTruststore(trustPEM)
 		if err != nil {
-			return nil, fmt.Errorf("%s: listener %s: %w", source, s.spec.name, err)
+			return nil, fmt.Errorf("%s: listener %s: %w", source, s.name, err)
 		}
 		m.roots = roots
 	}
@@ -491,7 +499,7 @@ func parseTruststore(data []byte) (*x509.CertPool, error) {
 
 // setLocked installs m, read from files with stamps. The caller holds
 // s.mu or is the only one to know s.
-func (s *tlsStore) setLocked(m *tlsMaterial, stamps map[string]fileStamp) {
+func (s *TLSStore) setLocked(m *tlsMaterial, stamps map[string]fileStamp) {
 	s.material, s.stamps, s.failed = m, stamps, ""
 	s.server = &tls.Config{
 		Certificates: []tls.Certificate{m.cert},
@@ -504,7 +512,7 @@ func (s *tlsStore) setLocked(m *tlsMaterial, stamps map[string]fileStamp) {
 }
 
 // current returns the material, read again first if a file changed.
-func (s *tlsStore) current() (*tlsMaterial, *tls.Config) {
+func (s *TLSStore) current() (*tlsMaterial, *tls.Config) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	stamps := s.stampFiles()
@@ -517,11 +525,11 @@ func (s *tlsStore) current() (*tlsMaterial, *tls.Config) {
 			if m.cert.Leaf != nil {
 				notAfter = m.cert.Leaf.NotAfter
 			}
-			s.logger.Info("TLS key material reloaded", "listener", s.spec.name, "files", s.files(),
+			s.logger.Info("TLS key material reloaded", "listener", s.name, "files", s.files(),
 				"not_after", notAfter)
 		case err.Error() != s.failed:
 			s.failed = err.Error()
-			s.logger.Error("TLS key material changed but does not load; the previous one stays in use", "listener", s.spec.name, "error", err)
+			s.logger.Error("TLS key material changed but does not load; the previous one stays in use", "listener", s.name, "error", err)
 		}
 	}
 	return s.material, s.server
@@ -532,9 +540,9 @@ func (f fileStamp) equal(o fileStamp) bool {
 	return f.size == o.size && f.modTime.Equal(o.modTime) && f.inode == o.inode
 }
 
-// serverConfig is the listener's server configuration: each handshake
+// ServerConfig is the listener's server configuration: each handshake
 // takes the material as it is then.
-func (s *tlsStore) serverConfig() *tls.Config {
+func (s *TLSStore) ServerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: s.minVersion,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -544,13 +552,13 @@ func (s *tlsStore) serverConfig() *tls.Config {
 	}
 }
 
-// clientConfig is the configuration of a connection to another broker's
+// ClientConfig is the configuration of a connection to another broker's
 // listener of this name: its certificate must chain to the truststore
 // (the system's roots without one) and, with
 // ssl.endpoint.identification.algorithm=https, name the host dialled
 // (franz-go sets ServerName to it); this broker presents its own
 // certificate when asked.
-func (s *tlsStore) clientConfig() *tls.Config {
+func (s *TLSStore) ClientConfig() *tls.Config {
 	m, _ := s.current()
 	cfg := &tls.Config{
 		RootCAs:      m.roots,
@@ -562,7 +570,7 @@ func (s *tlsStore) clientConfig() *tls.Config {
 			return &m.cert, nil
 		},
 	}
-	if s.spec.ssl.EndpointIdentificationAlgorithm == "" {
+	if s.ssl.EndpointIdentificationAlgorithm == "" {
 		// The chain is still verified, by VerifyConnection, only not
 		// against the host name.
 		cfg.InsecureSkipVerify = true

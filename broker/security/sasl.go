@@ -1,4 +1,4 @@
-package broker
+package security
 
 import (
 	"bytes"
@@ -8,36 +8,35 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/xdg-go/scram"
 
 	"github.com/tripodmq/tripod/coord"
 )
 
-// saslServer is the broker's side of SASL (SaslHandshake,
+// Server is the broker's side of SASL (SaslHandshake,
 // SaslAuthenticate): PLAIN checks the listener's JAAS users, SCRAM the
-// credentials of the coordination backend's security store, which it
-// watches so that credentials altered through AlterUserScramCredentials
-// (on any broker) take effect without a restart. The same watch feeds the
-// authorizer its ACLs (securityState).
-type saslServer struct {
+// credentials of the coordination backend's security store. The broker
+// watches the store and hands each state to SetState, so that
+// credentials altered through AlterUserScramCredentials (on any broker)
+// take effect without a restart; the same state gives the authorizer its
+// ACLs (State). It is safe for concurrent use.
+type Server struct {
 	store  coord.SecurityStore
 	logger hclog.Logger
 	// reauth is connections.max.reauth.ms: how long an authentication
 	// lasts, 0 for ever.
 	reauth time.Duration
 	// watch is set when some listener enables a SCRAM mechanism or an
-	// authorizer is configured: only then is the security state watched.
+	// authorizer is configured: only then is the security state watched
+	// (Watching).
 	watch bool
 	// decoyKey makes the salts of decoy credentials (decoyCredential).
 	decoyKey []byte
@@ -50,32 +49,29 @@ type saslServer struct {
 	changed     chan struct{}
 }
 
-// newSASLServer makes the SASL server of a broker with these listeners;
-// authorizer says whether an authorizer wants the ACLs watched.
-func newSASLServer(listeners []*listener, cfg SASLConfig, authorizer bool, store coord.SecurityStore, logger hclog.Logger) *saslServer {
-	s := &saslServer{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32), watch: authorizer, changed: make(chan struct{})}
+// NewServer makes the SASL server of a broker whose SASL listeners are
+// listeners (nil entries, for PLAINTEXT and SSL listeners, are skipped);
+// authorizer says whether an authorizer wants the ACLs watched. It reads
+// the security store until the watch hands it a first state.
+func NewServer(listeners []*SASLListener, cfg SASLConfig, authorizer bool, store coord.SecurityStore, logger hclog.Logger) *Server {
+	s := &Server{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32), watch: authorizer, changed: make(chan struct{})}
 	rand.Read(s.decoyKey)
 	for _, l := range listeners {
-		if l.sasl != nil && (l.sasl.enables(coord.ScramSHA256) || l.sasl.enables(coord.ScramSHA512)) {
+		if l != nil && (l.Enables(coord.ScramSHA256) || l.Enables(coord.ScramSHA512)) {
 			s.watch = true
 		}
 	}
 	return s
 }
 
-// watchCredentials keeps the security state (SCRAM credentials and ACLs)
-// up to date from the security store until ctx ends or the backend
-// closes; it returns at once when neither SCRAM nor an authorizer needs
-// it. A failed watch is retried with backoff.
-func (s *saslServer) watchCredentials(ctx context.Context) {
-	if !s.watch {
-		return
-	}
-	followStore(ctx, s.logger, "the security state", s.store.WatchSecurity, s.setCredentials)
-}
+// Watching reports whether the security state (SCRAM credentials and
+// ACLs) must be watched: some listener enables SCRAM or an authorizer is
+// configured.
+func (s *Server) Watching() bool { return s.watch }
 
-// setCredentials records st unless a newer state is recorded.
-func (s *saslServer) setCredentials(st *coord.SecurityState) {
+// SetState records st, a state the security store's watch delivered,
+// unless a newer state is recorded.
+func (s *Server) SetState(st *coord.SecurityState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.credentials == nil || st.Version >= s.credentials.Version {
@@ -85,10 +81,10 @@ func (s *saslServer) setCredentials(st *coord.SecurityState) {
 	}
 }
 
-// securityState returns the latest security state and a channel closed
-// when a newer one is recorded. Before the watch has delivered a state it
-// reads the store itself.
-func (s *saslServer) securityState(ctx context.Context) (*coord.SecurityState, <-chan struct{}, error) {
+// State returns the latest security state and a channel closed when a
+// newer one is recorded. Before the watch has delivered a state it reads
+// the store itself, for at most 10 s.
+func (s *Server) State(ctx context.Context) (*coord.SecurityState, <-chan struct{}, error) {
 	s.mu.Lock()
 	st, changed := s.credentials, s.changed
 	s.mu.Unlock()
@@ -101,15 +97,15 @@ func (s *saslServer) securityState(ctx context.Context) (*coord.SecurityState, <
 	if err != nil {
 		return nil, nil, err
 	}
-	s.setCredentials(loaded)
+	s.SetState(loaded)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.credentials, s.changed, nil
 }
 
-// credential returns user's credential of mechanism (see securityState).
-func (s *saslServer) credential(ctx context.Context, user, mechanism string) (coord.ScramCredential, bool, error) {
-	st, _, err := s.securityState(ctx)
+// credential returns user's credential of mechanism (see State).
+func (s *Server) credential(ctx context.Context, user, mechanism string) (coord.ScramCredential, bool, error) {
+	st, _, err := s.State(ctx)
 	if err != nil {
 		return coord.ScramCredential{}, false, err
 	}
@@ -122,13 +118,13 @@ func (s *saslServer) credential(ctx context.Context, user, mechanism string) (co
 // and does not tell who exists (RFC 5802 section 5.1): its salt is the
 // same at every attempt (an HMAC of the name under a key of this
 // process) and its keys match no proof.
-func (s *saslServer) decoyCredential(user, mechanism string) scram.StoredCredentials {
+func (s *Server) decoyCredential(user, mechanism string) scram.StoredCredentials {
 	mac := hmac.New(sha256.New, s.decoyKey)
 	mac.Write([]byte(mechanism + "\x00" + user))
 	sum := mac.Sum(nil)
 	key := make([]byte, scramHashes[mechanism]().Size())
 	rand.Read(key)
-	return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(sum[:24]), Iters: scramMinIterations}, StoredKey: key, ServerKey: key}
+	return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(sum[:24]), Iters: ScramMinIterations}, StoredKey: key, ServerKey: key}
 }
 
 // saslStep is where a connection is in a SASL exchange.
@@ -146,11 +142,12 @@ const (
 	saslFailed
 )
 
-// saslSession is one connection's SASL state. Only the connection's
-// reader goroutine touches it: SaslHandshake, SaslAuthenticate and bare
-// tokens are handled there (they return no later function), and admit
-// runs there.
-type saslSession struct {
+// Session is one connection's SASL state; its zero value is a connection
+// before any SaslHandshake. Only the connection's reader goroutine
+// touches it: SaslHandshake, SaslAuthenticate and bare tokens are handled
+// there (they return no later function), and so is the broker's
+// admission check.
+type Session struct {
 	step saslStep
 	// raw is set by a SaslHandshake v0: the exchange's tokens are bare
 	// size-prefixed frames, not SaslAuthenticate requests.
@@ -165,48 +162,49 @@ type saslSession struct {
 	// never).
 	authMechanism string
 	expires       time.Time
-	// failureAnswer is the encoded answer to the request that failed the
-	// exchange, sent only after connection.failed.authentication.delay.ms
-	// (answerFailedAuthentication); nil when there is none to send (a
-	// bare token of SaslHandshake v0).
-	failureAnswer []byte
 }
 
-// what names the exchange in messages, as Kafka does.
-func (s *saslSession) what() string {
+// What names the exchange in messages, as Kafka does.
+func (s *Session) What() string {
 	if s.authMechanism != "" {
 		return "re-authentication"
 	}
 	return "authentication"
 }
 
-// authenticate records that the connection's client is p.
-func (c *connState) authenticate(p kafkaPrincipal) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.principalID, c.authenticated = p, true
-}
+// Exchanging reports whether an exchange begun by a SaslHandshake v1
+// waits for its next token in a SaslAuthenticate request.
+func (s *Session) Exchanging() bool { return s.step == saslExchanging && !s.raw }
 
-// checkSession is admit's check of an authenticated connection
-// (KIP-368): once its SASL session has expired, only SaslHandshake and
-// SaslAuthenticate, which re-authenticate it, are admitted; any other
-// request closes the connection.
-func (c *connState) checkSession(key int16) error {
-	s := &c.sasl
-	if s.expires.IsZero() || time.Now().Before(s.expires) {
-		return nil
-	}
-	switch key {
-	case saslHandshakeKey, saslAuthenticateKey:
-		return nil
-	}
-	return fmt.Errorf("%s request after the SASL session expired (connections.max.reauth.ms) on listener %s", kmsg.NameForKey(key), c.listener.name)
-}
-
-// rawSASL reports whether the connection's next frame is a bare SASL
+// RawToken reports whether the connection's next frame is a bare SASL
 // token (after a SaslHandshake v0) rather than a request.
-func (c *connState) rawSASL() bool {
-	return c.sasl.step == saslExchanging && c.sasl.raw
+func (s *Session) RawToken() bool { return s.step == saslExchanging && s.raw }
+
+// Idle reports whether no exchange is in progress and none failed.
+func (s *Session) Idle() bool { return s.step == saslIdle }
+
+// Fail fails the exchange: the connection is closing.
+func (s *Session) Fail() { s.step = saslFailed }
+
+// Expired reports whether the connection authenticated and its session
+// has expired (connections.max.reauth.ms, KIP-368): only SaslHandshake
+// and SaslAuthenticate, which re-authenticate it, may then be admitted.
+func (s *Session) Expired() bool {
+	return !s.expires.IsZero() && !time.Now().Before(s.expires)
+}
+
+// Conn is the connection an exchange runs on, as the broker holds it.
+// Only the connection's reader goroutine calls Authenticate with it.
+type Conn interface {
+	// Session returns the connection's SASL session.
+	Session() *Session
+	// Principal returns who the client is now.
+	Principal() Principal
+	// Authenticated records that the client authenticated as p.
+	Authenticated(p Principal)
+	// Describe returns the client's address and the listener's name,
+	// for logs.
+	Describe() (remote, listener string)
 }
 
 // saslExchange is one mechanism's server side of an exchange.
@@ -215,7 +213,7 @@ type saslExchange interface {
 	// whether the exchange is done, with the client's principal when it
 	// succeeded. An *authError's message may be told to the client;
 	// other errors are logged only.
-	step(ctx context.Context, token []byte) (answer []byte, done bool, principal kafkaPrincipal, err error)
+	step(ctx context.Context, token []byte) (answer []byte, done bool, principal Principal, err error)
 }
 
 // authError is a failed exchange whose reason may be told to the client.
@@ -224,7 +222,7 @@ type authError struct{ msg string }
 func (e *authError) Error() string { return e.msg }
 
 // newExchange starts an exchange of mechanism for a client of l.
-func (s *saslServer) newExchange(l *saslListener, mechanism string) saslExchange {
+func (s *Server) newExchange(l *SASLListener, mechanism string) saslExchange {
 	if mechanism == mechanismPlain {
 		return &plainExchange{users: l.plainUsers}
 	}
@@ -239,34 +237,34 @@ type plainExchange struct {
 	users map[string]string
 }
 
-func (e *plainExchange) step(_ context.Context, token []byte) ([]byte, bool, kafkaPrincipal, error) {
+func (e *plainExchange) step(_ context.Context, token []byte) ([]byte, bool, Principal, error) {
 	parts := bytes.Split(token, []byte{0})
 	if len(parts) != 3 {
-		return nil, true, kafkaPrincipal{}, &authError{fmt.Sprintf("Invalid SASL/PLAIN response: expected 3 tokens, got %d", len(parts))}
+		return nil, true, Principal{}, &authError{fmt.Sprintf("Invalid SASL/PLAIN response: expected 3 tokens, got %d", len(parts))}
 	}
 	authzID, user, password := string(parts[0]), string(parts[1]), parts[2]
 	switch {
 	case user == "":
-		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: username not specified"}
+		return nil, true, Principal{}, &authError{"Authentication failed: username not specified"}
 	case len(password) == 0:
-		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: password not specified"}
+		return nil, true, Principal{}, &authError{"Authentication failed: password not specified"}
 	case authzID != "" && authzID != user:
-		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: Client requested an authorization id that is different from username"}
+		return nil, true, Principal{}, &authError{"Authentication failed: Client requested an authorization id that is different from username"}
 	}
 	// Hashes of one size compare in constant time whatever the
 	// passwords' lengths, and an unknown user costs the same comparison.
 	want, known := e.users[user]
 	wantSum, gotSum := sha256.Sum256([]byte(want)), sha256.Sum256(password)
 	if subtle.ConstantTimeCompare(wantSum[:], gotSum[:]) != 1 || !known {
-		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: Invalid username or password"}
+		return nil, true, Principal{}, &authError{"Authentication failed: Invalid username or password"}
 	}
-	return []byte{}, true, kafkaPrincipal{Type: "User", Name: user}, nil
+	return []byte{}, true, Principal{Type: "User", Name: user}, nil
 }
 
 // scramExchange is a SCRAM exchange (RFC 5802) run by xdg-go/scram in two
 // steps: client-first to server-first, client-final to server-final.
 type scramExchange struct {
-	server    *saslServer
+	server    *Server
 	mechanism string
 	conv      *scram.ServerConversation
 	// clientFirst and serverFirst are the first step's messages and
@@ -276,19 +274,19 @@ type scramExchange struct {
 	credential               scram.StoredCredentials
 }
 
-func (e *scramExchange) step(ctx context.Context, token []byte) ([]byte, bool, kafkaPrincipal, error) {
+func (e *scramExchange) step(ctx context.Context, token []byte) ([]byte, bool, Principal, error) {
 	if e.conv != nil {
 		final := string(token)
 		answer, ok := e.repeatedNonceFinal(final)
 		if !ok {
 			var err error
 			if answer, err = e.conv.Step(final); err != nil || !e.conv.Valid() {
-				return nil, true, kafkaPrincipal{}, fmt.Errorf("%s client-final message of %q: %v", e.mechanism, e.conv.Username(), err)
+				return nil, true, Principal{}, fmt.Errorf("%s client-final message of %q: %v", e.mechanism, e.conv.Username(), err)
 			}
 		} else if answer == "" {
-			return nil, true, kafkaPrincipal{}, fmt.Errorf("%s client-final message of %q: invalid proof", e.mechanism, e.conv.Username())
+			return nil, true, Principal{}, fmt.Errorf("%s client-final message of %q: invalid proof", e.mechanism, e.conv.Username())
 		}
-		return []byte(answer), true, kafkaPrincipal{Type: "User", Name: e.conv.Username()}, nil
+		return []byte(answer), true, Principal{Type: "User", Name: e.conv.Username()}, nil
 	}
 	// The lookup runs within Step; it keeps a store failure apart from
 	// an unknown user, who gets a decoy and fails at the last step.
@@ -299,7 +297,7 @@ func (e *scramExchange) step(ctx context.Context, token []byte) ([]byte, bool, k
 		case err != nil:
 			lookupErr = fmt.Errorf("look up the %s credential of %q: %w", e.mechanism, user, err)
 			return scram.StoredCredentials{}, lookupErr
-		case !ok || c.Iterations < scramMinIterations:
+		case !ok || c.Iterations < ScramMinIterations:
 			// As Kafka, a credential of too few iterations is refused.
 			e.credential = e.server.decoyCredential(user, e.mechanism)
 		default:
@@ -308,20 +306,20 @@ func (e *scramExchange) step(ctx context.Context, token []byte) ([]byte, bool, k
 		return e.credential, nil
 	})
 	if err != nil {
-		return nil, true, kafkaPrincipal{}, err
+		return nil, true, Principal{}, err
 	}
 	e.conv = srv.NewConversation()
 	answer, err := e.conv.Step(string(token))
 	switch {
 	case lookupErr != nil:
-		return nil, true, kafkaPrincipal{}, lookupErr
+		return nil, true, Principal{}, lookupErr
 	case err != nil:
-		return nil, true, kafkaPrincipal{}, fmt.Errorf("%s client-first message: %v", e.mechanism, err)
+		return nil, true, Principal{}, fmt.Errorf("%s client-first message: %v", e.mechanism, err)
 	case e.conv.AuthzID() != "" && e.conv.AuthzID() != e.conv.Username():
-		return nil, true, kafkaPrincipal{}, &authError{"Authentication failed: Client requested an authorization id that is different from username"}
+		return nil, true, Principal{}, &authError{"Authentication failed: Client requested an authorization id that is different from username"}
 	}
 	e.clientFirst, e.serverFirst = string(token), answer
-	return []byte(answer), false, kafkaPrincipal{}, nil
+	return []byte(answer), false, Principal{}, nil
 }
 
 // repeatedNonceFinal checks a client-final message written as librdkafka
@@ -387,9 +385,11 @@ func scramField(msg, key string) string {
 	return ""
 }
 
-// handshake begins an exchange of mechanism on cs for a SaslHandshake of
-// version v. It returns the answer's error (nil: the exchange begins) and
-// whether the connection closes after the answer, as Kafka's
+// Handshake begins an exchange of mechanism on ss, the session of a
+// connection to l (nil on a PLAINTEXT or SSL listener), for a
+// SaslHandshake of version v. It returns the answer's error (nil: the
+// exchange begins) and whether the connection closes after the answer,
+// as Kafka's
 // SaslServerAuthenticator and KafkaApis answer:
 //   - on a PLAINTEXT or SSL listener, or after an authentication when
 //     sessions do not expire, ILLEGAL_SASL_STATE, and the connection
@@ -400,8 +400,7 @@ func scramField(msg, key string) string {
 //
 // After an authentication whose session expires, a handshake begins a
 // re-authentication, which must use the same mechanism.
-func (s *saslServer) handshake(cs *connState, v int16, mechanism string) (*kerr.Error, bool) {
-	l, ss := cs.listener.sasl, &cs.sasl
+func (s *Server) Handshake(l *SASLListener, ss *Session, v int16, mechanism string) (*kerr.Error, bool) {
 	switch {
 	case l == nil:
 		return kerr.IllegalSaslState, false
@@ -410,7 +409,7 @@ func (s *saslServer) handshake(cs *connState, v int16, mechanism string) (*kerr.
 		return kerr.IllegalSaslState, true
 	case ss.authMechanism != "" && s.reauth == 0:
 		return kerr.IllegalSaslState, false
-	case !l.enables(mechanism):
+	case !l.Enables(mechanism):
 		ss.step = saslFailed
 		return kerr.UnsupportedSaslMechanism, true
 	}
@@ -418,25 +417,27 @@ func (s *saslServer) handshake(cs *connState, v int16, mechanism string) (*kerr.
 	return nil, false
 }
 
-// authenticate takes the exchange's next token on cs. It returns the
+// Authenticate takes the exchange's next token on cs. It returns the
 // answer and, once the exchange succeeded, the session's lifetime (0:
 // no limit). An error fails the exchange; its message for the client is
-// the error's when it is an *authError, else Kafka's generic one.
-func (s *saslServer) authenticate(ctx context.Context, cs *connState, token []byte) (answer []byte, lifetime time.Duration, err error) {
-	ss := &cs.sasl
-	what := ss.what()
+// ClientMessage's. SCRAM's first step may read the security store
+// (State).
+func (s *Server) Authenticate(ctx context.Context, cs Conn, token []byte) (answer []byte, lifetime time.Duration, err error) {
+	ss := cs.Session()
+	remote, listener := cs.Describe()
+	what := ss.What()
 	if ss.authMechanism != "" && ss.mechanism != ss.authMechanism {
 		ss.step = saslFailed
 		return nil, 0, &authError{fmt.Sprintf("SASL mechanism '%s' requested by client is not supported for re-authentication of mechanism '%s'", ss.mechanism, ss.authMechanism)}
 	}
 	answer, done, p, err := ss.exchange.step(ctx, token)
-	if err == nil && done && ss.authMechanism != "" && p != cs.principal() {
-		was := cs.principal()
+	if err == nil && done && ss.authMechanism != "" && p != cs.Principal() {
+		was := cs.Principal()
 		err = &authError{fmt.Sprintf("Cannot change principals during re-authentication from %s.%s: %s.%s", was.Type, was.Name, p.Type, p.Name)}
 	}
 	if err != nil {
 		ss.step, ss.exchange = saslFailed, nil
-		s.logger.Info("SASL "+what+" failed", "remote", cs.remote, "listener", cs.listener.name, "mechanism", ss.mechanism, "error", err)
+		s.logger.Info("SASL "+what+" failed", "remote", remote, "listener", listener, "mechanism", ss.mechanism, "error", err)
 		return nil, 0, err
 	}
 	if !done {
@@ -447,78 +448,20 @@ func (s *saslServer) authenticate(ctx context.Context, cs *connState, token []by
 	if s.reauth > 0 {
 		ss.expires = time.Now().Add(s.reauth)
 	}
-	cs.authenticate(p)
-	s.logger.Debug("SASL "+what+" succeeded", "remote", cs.remote, "listener", cs.listener.name, "mechanism", ss.mechanism, "principal", p.String())
+	cs.Authenticated(p)
+	s.logger.Debug("SASL "+what+" succeeded", "remote", remote, "listener", listener, "mechanism", ss.mechanism, "principal", p.String())
 	return answer, s.reauth, nil
 }
 
-// clientMessage is what a failed exchange tells the client.
-func clientMessage(ss *saslSession, err error) string {
+// ClientMessage is what a failed exchange of ss, failed with err, tells
+// the client: the error's own message when it may be told, else Kafka's
+// generic one.
+func ClientMessage(ss *Session, err error) string {
 	var ae *authError
 	if errors.As(err, &ae) {
 		return ae.msg
 	}
 	// As Kafka: a SCRAM failure's own message could tell whether the
 	// user exists, so the client hears only this.
-	return fmt.Sprintf("Authentication failed during %s due to invalid credentials with SASL mechanism %s", ss.what(), ss.mechanism)
-}
-
-// rawToken answers a bare token of a SaslHandshake v0 exchange (the
-// connection reads one when cs.rawSASL()): the size-prefixed answer, or
-// an error that closes the connection once the answers before are
-// written, with none of its own, as Kafka does.
-func (s *saslServer) rawToken(ctx context.Context, cs *connState, token []byte) ([]byte, error) {
-	answer, _, err := s.authenticate(ctx, cs, token)
-	if err != nil {
-		return nil, fmt.Errorf("%w: SASL %s failed: %s", errAuthenticationFailed, cs.sasl.what(), clientMessage(&cs.sasl, err))
-	}
-	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(answer)), uint32(len(answer)))
-	return append(frame, answer...), nil
-}
-
-// errAuthenticationFailed ends a connection whose SASL exchange failed:
-// its reader stops, the answers before are written, and
-// answerFailedAuthentication sends the failure's answer after the delay
-// before the connection closes.
-var errAuthenticationFailed = fmt.Errorf("%w of a failed SASL authentication, after connection.failed.authentication.delay.ms", errAnswerThenClose)
-
-// refuseAuthentication is how a SASL handler fails the exchange: resp,
-// the answer saying why, waits in the session for
-// answerFailedAuthentication, and the error (wrapping
-// errAuthenticationFailed, with why) ends the connection.
-func (b *Broker) refuseAuthentication(req *request, resp kmsg.Response, why string) (kmsg.Response, laterFunc, error) {
-	req.conn.sasl.failureAnswer = b.encode(req, resp)
-	return nil, nil, fmt.Errorf("%w: %s", errAuthenticationFailed, why)
-}
-
-// answerFailedAuthentication ends a connection that failed its SASL
-// exchange (errAuthenticationFailed) once the answers before the failure
-// are written, as Kafka's broker delays the answer of a failed
-// authentication and the close after it (KIP-306): it waits
-// connection.failed.authentication.delay.ms, writes the failure's answer,
-// and returns, after which the connection closes. A client guessing
-// passwords so learns of each failure only after the delay, while the
-// connection reads nothing more and other connections go on. The
-// broker's closing (ctx) ends the wait at once, without the answer.
-func (b *Broker) answerFailedAuthentication(ctx context.Context, conn net.Conn, cs *connState) {
-	if d := b.cfg.SASL.FailedAuthenticationDelay; d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
-	}
-	answer := cs.sasl.failureAnswer
-	if answer == nil {
-		return
-	}
-	cs.sasl.failureAnswer = nil
-	// The connection closes next whether or not the answer got out; the
-	// deadline bounds a peer that reads nothing.
-	if err := conn.SetWriteDeadline(time.Now().Add(b.cfg.ConnectionsMaxIdle)); err == nil {
-		_, _ = conn.Write(answer)
-	}
-	putFrame(answer)
+	return fmt.Sprintf("Authentication failed during %s due to invalid credentials with SASL mechanism %s", ss.What(), ss.mechanism)
 }

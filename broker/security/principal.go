@@ -1,4 +1,4 @@
-package broker
+package security
 
 import (
 	"encoding/asn1"
@@ -11,26 +11,26 @@ import (
 	"unicode/utf16"
 )
 
-// kafkaPrincipal is who a connection's client is, Kafka's KafkaPrincipal:
+// Principal is who a connection's client is, Kafka's KafkaPrincipal:
 // a type, "User" for every principal tripod builds, and a name. ACLs name
 // principals as String gives them ("User:alice").
-type kafkaPrincipal struct {
+type Principal struct {
 	Type, Name string
 }
 
 // String is the principal as Kafka writes it, "Type:Name".
-func (p kafkaPrincipal) String() string { return p.Type + ":" + p.Name }
+func (p Principal) String() string { return p.Type + ":" + p.Name }
 
-// anonymousPrincipal is the principal of a connection that has not
+// Anonymous is the principal of a connection that has not
 // authenticated: a PLAINTEXT one, or an SSL one without a client
 // certificate (Kafka's KafkaPrincipal.ANONYMOUS).
-var anonymousPrincipal = kafkaPrincipal{Type: "User", Name: "ANONYMOUS"}
+var Anonymous = Principal{Type: "User", Name: "ANONYMOUS"}
 
-// principalMapper turns a certificate subject, in RFC 2253 form, into a
+// PrincipalMapper turns a certificate subject, in RFC 2253 form, into a
 // principal name by ssl.principal.mapping.rules, as Kafka's
 // SslPrincipalMapper: the first rule that applies gives the name; a
 // subject no rule applies to is refused.
-type principalMapper struct {
+type PrincipalMapper struct {
 	rules []mappingRule
 }
 
@@ -59,14 +59,14 @@ var (
 	parseRule   = regexp.MustCompile(`^(?:` + rulePattern + `)`)
 )
 
-// parsePrincipalMappingRules parses ssl.principal.mapping.rules. Empty
+// ParsePrincipalMappingRules parses ssl.principal.mapping.rules. Empty
 // rules (",,") are skipped; an empty value is DEFAULT.
-func parsePrincipalMappingRules(value string) (*principalMapper, error) {
+func ParsePrincipalMappingRules(value string) (*PrincipalMapper, error) {
 	value = strings.TrimSpace(value)
 	if value == "" {
 		value = "DEFAULT"
 	}
-	m := &principalMapper{}
+	m := &PrincipalMapper{}
 	for _, split := range splitRule.FindAllStringSubmatch(value, -1) {
 		rule := split[1]
 		if rule == "" {
@@ -100,8 +100,8 @@ func parsePrincipalMappingRules(value string) (*principalMapper, error) {
 	return m, nil
 }
 
-// name maps a subject DN to a principal name.
-func (m *principalMapper) name(dn string) (string, error) {
+// Name maps a subject DN to a principal name.
+func (m *PrincipalMapper) Name(dn string) (string, error) {
 	for _, r := range m.rules {
 		if r.isDefault {
 			return dn, nil
@@ -180,12 +180,12 @@ type attribute struct {
 // type whose name ends in SET as a SET).
 type rdnSET []attribute
 
-// subjectDN writes a DER Name (a certificate's RawSubject) in RFC 2253
+// SubjectDN writes a DER Name (a certificate's RawSubject) in RFC 2253
 // form exactly as Java's X500Principal.getName() does, which is what
 // Kafka's principals carry: the last RDN first, multi-valued RDNs joined
 // by '+', known types by keyword, others as OID=#hex of the DER value,
 // and ,=+<>#;"\ and leading or trailing spaces escaped by '\'.
-func subjectDN(rawSubject []byte) (string, error) {
+func SubjectDN(rawSubject []byte) (string, error) {
 	var rdns []rdnSET
 	rest, err := asn1.Unmarshal(rawSubject, &rdns)
 	if err != nil {
@@ -278,20 +278,20 @@ func escapeDNValue(v string) string {
 	return out.String()
 }
 
-// principalOf returns the principal of a verified client certificate
+// PrincipalOf returns the principal of a verified client certificate
 // chain's leaf, mapped by the listener's rules; no certificate is
-// anonymousPrincipal.
-func principalOf(mapper *principalMapper, rawSubject []byte) (kafkaPrincipal, error) {
+// Anonymous.
+func PrincipalOf(mapper *PrincipalMapper, rawSubject []byte) (Principal, error) {
 	if rawSubject == nil {
-		return anonymousPrincipal, nil
+		return Anonymous, nil
 	}
-	dn, err := subjectDN(rawSubject)
+	dn, err := SubjectDN(rawSubject)
 	if err != nil {
-		return kafkaPrincipal{}, err
+		return Principal{}, err
 	}
-	name, err := mapper.name(dn)
+	name, err := mapper.Name(dn)
 	if err != nil {
-		return kafkaPrincipal{}, err
+		return Principal{}, err
 	}
-	return kafkaPrincipal{Type: "User", Name: name}, nil
+	return Principal{Type: "User", Name: name}, nil
 }

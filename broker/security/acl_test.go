@@ -1,8 +1,7 @@
-package broker
+package security
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -108,13 +107,13 @@ func TestACLAuthorizer(t *testing.T) {
 			principal: alice, host: "127.0.0.1", op: opDescribe, rt: topicRes, resource: "orders", want: false},
 		{name: "ALTER_CONFIGS implies DESCRIBE_CONFIGS", acls: []coord.ACL{acl(topicRes, literal, "orders", alice, "*", coord.ACLOperationAlterConfigs, allow)},
 			principal: alice, host: "127.0.0.1", op: coord.ACLOperationDescribeConfigs, rt: topicRes, resource: "orders", want: true},
-		{name: "cluster action on the cluster", acls: []coord.ACL{acl(clusterRes, literal, clusterResource, "User:broker", "*", coord.ACLOperationClusterAction, allow)},
-			principal: "User:broker", host: "127.0.0.1", op: coord.ACLOperationClusterAction, rt: clusterRes, resource: clusterResource, want: true},
+		{name: "cluster action on the cluster", acls: []coord.ACL{acl(clusterRes, literal, ClusterResource, "User:broker", "*", coord.ACLOperationClusterAction, allow)},
+			principal: "User:broker", host: "127.0.0.1", op: coord.ACLOperationClusterAction, rt: clusterRes, resource: ClusterResource, want: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := newACLAuthorizer(c.cfg, c.acls)
-			if got := a.authorize(c.principal, c.host, c.op, c.rt, c.resource); got != c.want {
+			a := NewACLIndex(c.cfg, c.acls)
+			if got := a.Authorize(c.principal, c.host, c.op, c.rt, c.resource); got != c.want {
 				t.Fatalf("authorize(%s from %s, %v %v:%s): got %v, want %v", c.principal, c.host, c.op, c.rt, c.resource, got, c.want)
 			}
 		})
@@ -152,147 +151,11 @@ func TestAuthorizeByResourceType(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := newACLAuthorizer(c.cfg, c.acls)
-			if got := a.authorizeByResourceType(alice, "127.0.0.1", opWrite, topicRes); got != c.want {
-				t.Fatalf("authorizeByResourceType: got %v, want %v", got, c.want)
+			a := NewACLIndex(c.cfg, c.acls)
+			if got := a.AuthorizeByResourceType(alice, "127.0.0.1", opWrite, topicRes); got != c.want {
+				t.Fatalf("AuthorizeByResourceType: got %v, want %v", got, c.want)
 			}
 		})
-	}
-}
-
-// TestAuthorizerConfig checks the authorizer's properties: any class name
-// turns it on, super.users is a ';'-separated list of principals, and
-// errors name the key.
-func TestAuthorizerConfig(t *testing.T) {
-	for _, class := range []string{"kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "tripod"} {
-		cfg := DefaultConfig()
-		if err := cfg.Set("authorizer.class.name", class); err != nil || !cfg.Authorizer.enabled() {
-			t.Errorf("authorizer.class.name=%s: got %v enabled=%v, want enabled", class, err, cfg.Authorizer.enabled())
-		}
-	}
-	if DefaultConfig().Authorizer.enabled() {
-		t.Errorf("the default config has an authorizer, want none")
-	}
-	cfg := DefaultConfig()
-	if err := cfg.Set("super.users", " User:admin ; User:CN=broker,O=tripod;"); err != nil {
-		t.Fatalf("super.users: %v", err)
-	}
-	if got, want := strings.Join(cfg.Authorizer.SuperUsers, "|"), "User:admin|User:CN=broker,O=tripod"; got != want {
-		t.Errorf("super.users: got %q, want %q", got, want)
-	}
-	if got, _ := cfg.Get("super.users"); got != "User:admin;User:CN=broker,O=tripod" {
-		want := "User:admin;User:CN=broker,O=tripod"
-		t.Errorf("Get super.users: got %q, want %q", got, want)
-	}
-	for key, value := range map[string]string{"super.users": "admin", "allow.everyone.if.no.acl.found": "yes"} {
-		cfg := DefaultConfig()
-		err := cfg.Set(key, value)
-		if err == nil || !strings.Contains(err.Error(), key) {
-			t.Errorf("Set(%s, %q): got %v, want an error naming the key", key, value, err)
-		}
-	}
-	cfg = DefaultConfig()
-	cfg.Authorizer.SuperUsers = []string{"User:"}
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "super.users") {
-		t.Errorf("Validate with super user %q: got %v, want an error naming super.users", "User:", err)
-	}
-}
-
-// TestEveryAPIHasAnAuthzRule checks that every API the broker serves has
-// an authorization rule, and that every rule, denying everything, answers
-// a request of every version without a panic: the reflection filterTopics
-// and denyAll use finds the fields it needs.
-func TestEveryAPIHasAnAuthzRule(t *testing.T) {
-	b := &Broker{cfg: DefaultConfig(), cache: newMetadataCache()}
-	for _, key := range supportedKeys() {
-		rule, ok := authzRules[key]
-		if !ok {
-			t.Errorf("%s (key %d) has no authorization rule in authzRules", kmsg.NameForKey(key), key)
-			continue
-		}
-		api := apis[key]
-		for v := api.minVersion; v <= api.maxVersion; v++ {
-			req := kmsg.RequestForKey(key)
-			req.SetVersion(v)
-			fillNames(req)
-			a := &access{acls: newACLAuthorizer(AuthorizerConfig{}, nil), principal: "User:alice", host: "127.0.0.1", b: b}
-			deny, amend := rule(a, req)
-			if amend != nil {
-				resp := req.ResponseKind()
-				amend(resp)
-			}
-			if key == 17 || key == 18 || key == 36 {
-				if deny != nil || amend != nil {
-					t.Errorf("%s v%d: denied before authentication, want allowed", kmsg.NameForKey(key), v)
-				}
-				continue
-			}
-			if deny == nil && amend == nil {
-				t.Errorf("%s v%d: allowed with no acls, want denied", kmsg.NameForKey(key), v)
-			}
-		}
-	}
-}
-
-// fillNames gives req one named topic with a partition, one group and
-// one resource, where it has such fields, so a rule has something to
-// deny.
-func fillNames(req kmsg.Request) {
-	switch r := req.(type) {
-	case *kmsg.ProduceRequest:
-		r.Topics = []kmsg.ProduceRequestTopic{{Topic: "t", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0}}}}
-	case *kmsg.FetchRequest:
-		r.ReplicaID = -1
-		r.Topics = []kmsg.FetchRequestTopic{{Topic: "t", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0}}}}
-	case *kmsg.ListOffsetsRequest:
-		r.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "t", Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0}}}}
-	case *kmsg.MetadataRequest:
-		name := "t"
-		r.Topics = []kmsg.MetadataRequestTopic{{Topic: &name}}
-	case *kmsg.OffsetCommitRequest:
-		r.Group = "g"
-		r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0}}}}
-	case *kmsg.OffsetFetchRequest:
-		r.Group = "g"
-		r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
-		r.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{0}}}}}
-	case *kmsg.FindCoordinatorRequest:
-		r.CoordinatorKey, r.CoordinatorKeys = "g", []string{"g"}
-	case *kmsg.DescribeGroupsRequest:
-		r.Groups = []string{"g"}
-	case *kmsg.DeleteGroupsRequest:
-		r.Groups = []string{"g"}
-	case *kmsg.CreateTopicsRequest:
-		r.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: "t"}}
-	case *kmsg.DeleteTopicsRequest:
-		name := "t"
-		r.TopicNames = []string{"t"}
-		r.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: &name}}
-	case *kmsg.CreatePartitionsRequest:
-		r.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: "t"}}
-	case *kmsg.OffsetForLeaderEpochRequest:
-		r.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetForLeaderEpochRequestTopicPartition{{Partition: 0}}}}
-	case *kmsg.DescribeConfigsRequest:
-		r.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: configResourceTopic, ResourceName: "t"}, {ResourceType: configResourceBroker, ResourceName: "1"}}
-	case *kmsg.OffsetDeleteRequest:
-		r.Group = "g"
-		r.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
-	case *kmsg.ElectLeadersRequest:
-		r.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "t", Partitions: []int32{0}}}
-	case *kmsg.CreateACLsRequest:
-		r.Creations = []kmsg.CreateACLsRequestCreation{kmsg.NewCreateACLsRequestCreation()}
-	case *kmsg.DeleteACLsRequest:
-		r.Filters = []kmsg.DeleteACLsRequestFilter{kmsg.NewDeleteACLsRequestFilter()}
-	case *kmsg.AlterConfigsRequest:
-		r.Resources = []kmsg.AlterConfigsRequestResource{{ResourceType: configResourceTopic, ResourceName: "t"}}
-	case *kmsg.IncrementalAlterConfigsRequest:
-		r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: configResourceBroker, ResourceName: "1"}}
-	case *kmsg.DeleteRecordsRequest:
-		r.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: "t", Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0}}}}
-	case *kmsg.DescribeProducersRequest:
-		r.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: []int32{0}}}
-	case *kmsg.AlterUserSCRAMCredentialsRequest:
-		r.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "bob"}}
 	}
 }
 
@@ -305,7 +168,7 @@ func TestDeniedTopicFailsOnlyThatTopic(t *testing.T) {
 		{Topic: "allowed", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0}}},
 		{Topic: "denied", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0}, {Partition: 3}}},
 	}
-	a := &access{acls: newACLAuthorizer(AuthorizerConfig{}, []coord.ACL{acl(topicRes, literal, "allowed", "User:alice", "*", opWrite, allow)}), principal: "User:alice", host: "127.0.0.1"}
+	a := &access{acls: NewACLIndex(AuthorizerConfig{}, []coord.ACL{acl(topicRes, literal, "allowed", "User:alice", "*", opWrite, allow)}), principal: "User:alice", host: "127.0.0.1"}
 	deny, amend := authorizeProduce(a, req)
 	if deny != nil || amend == nil {
 		t.Fatalf("authorizeProduce: got deny=%v amend=%v, want the handler to run and an amend", deny, amend != nil)
@@ -372,7 +235,7 @@ func TestFutureAPIRules(t *testing.T) {
 	}
 	for _, c := range cases {
 		c.req.SetVersion(c.req.MaxVersion())
-		a := &access{acls: newACLAuthorizer(AuthorizerConfig{}, nil), principal: "User:alice", host: "127.0.0.1"}
+		a := &access{acls: NewACLIndex(AuthorizerConfig{}, nil), principal: "User:alice", host: "127.0.0.1"}
 		resp, amend := c.rule(a, c.req)
 		if resp == nil {
 			if amend == nil {
@@ -395,9 +258,9 @@ func BenchmarkAuthorize(b *testing.B) {
 	for i := range 1000 {
 		acls = append(acls, acl(topicRes, literal, fmt.Sprintf("topic-%d", i), fmt.Sprintf("User:u%d", i%100), "*", opRead, allow))
 	}
-	a := newACLAuthorizer(AuthorizerConfig{}, acls)
+	a := NewACLIndex(AuthorizerConfig{}, acls)
 	for b.Loop() {
-		if !a.authorize("User:u42", "127.0.0.1", opDescribe, topicRes, "topic-542") {
+		if !a.Authorize("User:u42", "127.0.0.1", opDescribe, topicRes, "topic-542") {
 			b.Fatal("denied, want allowed")
 		}
 	}

@@ -1,4 +1,4 @@
-package broker
+package security
 
 import (
 	"context"
@@ -9,22 +9,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
 )
 
 // authzRules says what every API needs of the authorizer, by API key, as
-// Kafka's KafkaApis asks it. dispatch runs the API's rule after admit and
-// before the handler when an authorizer is configured (authorizer.go). A
+// Kafka's KafkaApis asks it. The broker runs the API's rule
+// (Authorizer.Authorize) after its admission check and before the
+// handler when an authorizer is configured (acl.go). A
 // rule either denies the whole request, returning the response to send
 // instead, or lets the handler run, having removed from the request the
 // resources it denies and returning amend, which adds their errors (or
 // hides what the principal may not see) in the handler's response; so a
 // denied topic of a multi-topic request fails that topic only.
 //
-// Every registered API has a rule (TestEveryAPIHasAnAuthzRule; a key
-// without one is denied CLUSTER_AUTHORIZATION_FAILED). An API added later
-// is one line here.
+// Every API the broker registers has a rule (the broker's
+// TestEveryAPIHasAnAuthzRule, through HasRule; a key without one is
+// denied CLUSTER_AUTHORIZATION_FAILED). An API added later is one line
+// here.
 var authzRules = map[int16]authzRule{
 	0:  authorizeProduce,                                                  // TOPIC WRITE (TRANSACTIONAL_ID WRITE)
 	1:  authorizeFetch,                                                    // TOPIC READ; CLUSTER CLUSTER_ACTION from a replica
@@ -77,24 +81,40 @@ var authzRules = map[int16]authzRule{
 // left it, and amend, when not nil, finishes the handler's response.
 type authzRule func(a *access, req kmsg.Request) (deny kmsg.Response, amend func(kmsg.Response))
 
-// access is what a rule checks with: the current ACLs' authorizer, who
+// access is what a rule checks with: the current ACLs' index, who
 // sends the request and from where, and the broker's metadata for rules
 // that name topics by ID or auto-create.
 type access struct {
-	acls      *aclAuthorizer
+	acls      *ACLIndex
 	principal string
 	host      string
-	b         *Broker
+	md        Metadata
+}
+
+// Metadata is what the rules need of the broker's metadata: the
+// Metadata rule asks whether a topic it is denied would be auto-created,
+// and the Metadata and DeleteTopics rules name topics given by ID.
+type Metadata interface {
+	// TopicName returns the name of the topic with id; ok is false for
+	// an unknown id.
+	TopicName(id [16]byte) (name string, ok bool)
+	// TopicExists reports whether a topic of this name exists.
+	TopicExists(name string) bool
+	// AutoCreateTopics reports whether the broker creates a topic a
+	// Metadata request names (auto.create.topics.enable).
+	AutoCreateTopics() bool
+	// CheckTopicName returns why name cannot be a topic's, or nil.
+	CheckTopicName(name string) error
 }
 
 // allowed reports whether the request may perform op on the resource.
 func (a *access) allowed(op coord.ACLOperation, rt coord.ACLResourceType, name string) bool {
-	return a.acls.authorize(a.principal, a.host, op, rt, name)
+	return a.acls.Authorize(a.principal, a.host, op, rt, name)
 }
 
 // cluster reports whether the request may perform op on the cluster.
 func (a *access) cluster(op coord.ACLOperation) bool {
-	return a.allowed(op, coord.ACLResourceCluster, clusterResource)
+	return a.allowed(op, coord.ACLResourceCluster, ClusterResource)
 }
 
 // topic returns whether the request may perform op on a topic, by name.
@@ -107,61 +127,79 @@ func (a *access) group(op coord.ACLOperation, name string) bool {
 	return a.allowed(op, coord.ACLResourceGroup, name)
 }
 
-// brokerAuthorizer is the broker's authorizer: its configuration and the
-// aclAuthorizer of the latest ACLs the security watch delivered (rebuilt
-// when they change).
-type brokerAuthorizer struct {
-	cfg  AuthorizerConfig
-	sasl *saslServer
+// Authorizer is the broker's authorizer: its configuration and the
+// ACLIndex of the latest ACLs the security watch delivered (rebuilt
+// when they change). It is safe for concurrent use.
+type Authorizer struct {
+	cfg    AuthorizerConfig
+	sasl   *Server
+	logger hclog.Logger
 
 	mu      sync.Mutex
 	version int64
-	current *aclAuthorizer
+	current *ACLIndex
 }
 
-// newBrokerAuthorizer returns the authorizer of cfg reading the ACLs from
-// the security state s watches, or nil without an authorizer.
-func newBrokerAuthorizer(cfg AuthorizerConfig, s *saslServer) *brokerAuthorizer {
-	if !cfg.enabled() {
+// NewAuthorizer returns the authorizer of cfg reading the ACLs from the
+// security state s holds, logging to logger, or nil without an
+// authorizer.
+func NewAuthorizer(cfg AuthorizerConfig, s *Server, logger hclog.Logger) *Authorizer {
+	if !cfg.Enabled() {
 		return nil
 	}
-	return &brokerAuthorizer{cfg: cfg, sasl: s, version: -1}
+	return &Authorizer{cfg: cfg, sasl: s, logger: logger, version: -1}
 }
 
-// acls returns the authorizer of the current ACLs. Before the watch has
-// delivered them it reads the store (securityState).
-func (z *brokerAuthorizer) acls(ctx context.Context) (*aclAuthorizer, error) {
-	st, _, err := z.sasl.securityState(ctx)
+// ACLs returns the index of the current ACLs. Before the watch has
+// delivered them it reads the store (Server.State).
+func (z *Authorizer) ACLs(ctx context.Context) (*ACLIndex, error) {
+	st, _, err := z.sasl.State(ctx)
 	if err != nil {
 		return nil, err
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if z.current == nil || st.Version != z.version {
-		z.current, z.version = newACLAuthorizer(z.cfg, st.ACLs), st.Version
+		z.current, z.version = NewACLIndex(z.cfg, st.ACLs), st.Version
 	}
 	return z.current, nil
 }
 
-// authorize runs req's rule (see authzRules).
-func (b *Broker) authorize(ctx context.Context, req *request) (kmsg.Response, func(kmsg.Response), error) {
-	acls, err := b.authz.acls(ctx)
+// Authorize runs the rule of req, a request of API key, sent by
+// principal from host (see authzRules). deny, when not nil, is the
+// whole answer; otherwise the handler runs on req as the rule left it,
+// and amend, when not nil, finishes the handler's response. It blocks
+// reading the store only until the watch has delivered a first state.
+func (z *Authorizer) Authorize(ctx context.Context, key int16, req kmsg.Request, principal, host string, md Metadata) (deny kmsg.Response, amend func(kmsg.Response)) {
+	acls, err := z.ACLs(ctx)
 	if err != nil {
 		// Without the ACLs nothing can be allowed: the request fails as
 		// if denied, with the retriable code the store's failure maps to.
-		b.logger.Warn("authorization failed: the ACLs could not be read", "error", err)
-		return denyAll(req.kreq, securityStoreError(err)), nil, nil
+		z.logger.Warn("authorization failed: the ACLs could not be read", "error", err)
+		return denyAll(req, StoreError(err)), nil
 	}
-	rule, ok := authzRules[req.header.key]
+	deny, amend = Check(acls, key, req, principal, host, md)
+	if deny != nil && z.logger.IsDebug() {
+		z.logger.Debug("request denied", "api", kmsg.NameForKey(key), "principal", principal, "host", host)
+	}
+	return deny, amend
+}
+
+// Check runs the rule of req, a request of API key, against acls, as
+// Authorize does; a key without a rule is denied
+// CLUSTER_AUTHORIZATION_FAILED.
+func Check(acls *ACLIndex, key int16, req kmsg.Request, principal, host string, md Metadata) (deny kmsg.Response, amend func(kmsg.Response)) {
+	rule, ok := authzRules[key]
 	if !ok {
-		return denyAll(req.kreq, kerr.ClusterAuthorizationFailed), nil, nil
+		return denyAll(req, kerr.ClusterAuthorizationFailed), nil
 	}
-	a := &access{acls: acls, principal: req.conn.principal().String(), host: req.conn.clientHost, b: b}
-	deny, amend := rule(a, req.kreq)
-	if deny != nil && b.logger.IsDebug() {
-		b.logger.Debug("request denied", "api", kmsg.NameForKey(req.header.key), "principal", a.principal, "host", a.host)
-	}
-	return deny, amend, nil
+	return rule(&access{acls: acls, principal: principal, host: host, md: md}, req)
+}
+
+// HasRule reports whether the API of key has an authorization rule.
+func HasRule(key int16) bool {
+	_, ok := authzRules[key]
+	return ok
 }
 
 // unauthenticated is the rule of the APIs a client sends before it has
@@ -297,7 +335,7 @@ func authorizeMetadata(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Re
 	return nil, then(amend, func(resp kmsg.Response) {
 		mr := resp.(*kmsg.MetadataResponse)
 		if cluster {
-			mr.AuthorizedOperations = a.authorizedOperations(coord.ACLResourceCluster, clusterResource)
+			mr.AuthorizedOperations = a.authorizedOperations(coord.ACLResourceCluster, ClusterResource)
 		}
 		for i := range mr.Topics {
 			if t := &mr.Topics[i]; topics && t.Topic != nil && t.ErrorCode != kerr.TopicAuthorizationFailed.Code {
@@ -317,7 +355,7 @@ func authorizeDescribeCluster(a *access, req kmsg.Request) (kmsg.Response, func(
 		return nil, nil
 	}
 	return nil, func(resp kmsg.Response) {
-		resp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = a.authorizedOperations(coord.ACLResourceCluster, clusterResource)
+		resp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = a.authorizedOperations(coord.ACLResourceCluster, ClusterResource)
 	}
 }
 
@@ -335,7 +373,7 @@ func authorizeMetadataTopics(a *access, req kmsg.Request) (kmsg.Response, func(k
 			mr.Topics = slices.DeleteFunc(mr.Topics, func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && !describe(*t.Topic) })
 		}
 	}
-	autoCreate := a.b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
+	autoCreate := a.md.AutoCreateTopics() && (r.Version < 4 || r.AllowAutoTopicCreation)
 	mayCreate := func(name string) bool {
 		return a.cluster(coord.ACLOperationCreate) || a.allowed(coord.ACLOperationCreate, coord.ACLResourceTopic, name)
 	}
@@ -345,17 +383,17 @@ func authorizeMetadataTopics(a *access, req kmsg.Request) (kmsg.Response, func(k
 	for _, rt := range r.Topics {
 		name, byID := "", rt.Topic == nil
 		if byID {
-			t, ok := a.b.cache.topicByID(rt.TopicID)
+			n, ok := a.md.TopicName(rt.TopicID)
 			if !ok {
 				kept = append(kept, rt) // UNKNOWN_TOPIC_ID
 				continue
 			}
-			name = t.name
+			name = n
 		} else {
 			name = *rt.Topic
 		}
-		_, exists := a.b.cache.topic(name)
-		if describe(name) && (exists || byID || !autoCreate || name == group.OffsetsTopic || checkTopicName(name) != nil || mayCreate(name)) {
+		exists := a.md.TopicExists(name)
+		if describe(name) && (exists || byID || !autoCreate || name == group.OffsetsTopic || a.md.CheckTopicName(name) != nil || mayCreate(name)) {
 			allowed[name] = true
 			kept = append(kept, rt)
 			continue
@@ -574,11 +612,11 @@ func authorizeDeleteTopics(a *access, req kmsg.Request) (kmsg.Response, func(kms
 		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.DeleteTopicsRequestTopic) bool {
 			name := t.Topic
 			if name == nil {
-				ct, ok := a.b.cache.topicByID(t.TopicID)
+				n, ok := a.md.TopicName(t.TopicID)
 				if !ok {
 					return false
 				}
-				name = &ct.name
+				name = &n
 			}
 			if del(*name) {
 				return false
@@ -609,7 +647,7 @@ func authorizeInitProducerID(a *access, req kmsg.Request) (kmsg.Response, func(k
 		return denyAll(req, kerr.TransactionalIDAuthorizationFailed), nil
 	}
 	if a.cluster(coord.ACLOperationIdempotentWrite) ||
-		a.acls.authorizeByResourceType(a.principal, a.host, coord.ACLOperationWrite, coord.ACLResourceTopic) {
+		a.acls.AuthorizeByResourceType(a.principal, a.host, coord.ACLOperationWrite, coord.ACLResourceTopic) {
 		return nil, nil
 	}
 	return denyAll(req, kerr.ClusterAuthorizationFailed), nil

@@ -1,4 +1,4 @@
-package broker
+package security
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -44,7 +43,7 @@ func loginModuleOf(mechanism string) string {
 // SASLConfig holds the broker's SASL properties, under Kafka's names. They
 // apply to the SASL_PLAINTEXT and SASL_SSL listeners; a listener may
 // override its mechanisms and their JAAS configs as
-// listener.name.<lower-cased listener name>.<key> (saslListenerKeys).
+// listener.name.<lower-cased listener name>.<key> (SASLListenerKeys).
 type SASLConfig struct {
 	// EnabledMechanisms are the mechanisms a SASL listener offers, of
 	// PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (sasl.enabled.mechanisms,
@@ -91,94 +90,28 @@ type SASLConfig struct {
 	FailedAuthenticationDelay time.Duration
 }
 
-// defaultSASLConfig returns Kafka's SASL defaults.
-func defaultSASLConfig() SASLConfig {
+// DefaultSASLConfig returns Kafka's SASL defaults.
+func DefaultSASLConfig() SASLConfig {
 	return SASLConfig{ServerMaxReceiveSize: 524288, FailedAuthenticationDelay: 100 * time.Millisecond}
 }
 
-// saslProperty is one SASL broker property: how Config.Set sets it and
-// Config.Get shows it, whether DescribeConfigs hides its value, and its
-// DescribeConfigs type.
-type saslProperty struct {
-	configKey
-	sensitive  bool
-	configType kmsg.ConfigType
-}
-
-// saslKeys are the SASL broker properties, by Kafka name.
-var saslKeys = map[string]saslProperty{
-	"sasl.enabled.mechanisms": {
-		configKey: configKey{
-			set: func(c *Config, k, v string) error {
-				m, err := parseMechanisms(k, v)
-				c.SASL.EnabledMechanisms = m
-				return err
-			},
-			get: func(c Config) string { return strings.Join(c.SASL.EnabledMechanisms, ",") },
-		},
-		configType: kmsg.ConfigTypeList,
-	},
-	"sasl.jaas.config": {
-		configKey: configKey{
-			set: func(c *Config, k, v string) error {
-				if _, err := parseJAASEntry(k, v); v != "" && err != nil {
-					return err
-				}
-				c.SASL.JAASConfig = v
-				return nil
-			},
-			get: func(c Config) string { return c.SASL.JAASConfig },
-		},
-		sensitive:  true,
-		configType: kmsg.ConfigTypePassword,
-	},
-	"sasl.mechanism.inter.broker.protocol": {
-		configKey: configKey{
-			set: func(c *Config, k, v string) error {
-				m, err := parseMechanism(k, v)
-				c.SASL.InterBrokerMechanism = m
-				return err
-			},
-			get: func(c Config) string { return c.SASL.InterBrokerMechanism },
-		},
-		configType: kmsg.ConfigTypeString,
-	},
-	"connections.max.reauth.ms": {
-		configKey:  millisKey(func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth }),
-		configType: kmsg.ConfigTypeLong,
-	},
-	"sasl.server.max.receive.size": {
-		configKey:  int32Key(func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }),
-		configType: kmsg.ConfigTypeInt,
-	},
-	"connection.failed.authentication.delay.ms": {
-		configKey:  millisKey(func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay }),
-		configType: kmsg.ConfigTypeInt,
-	},
-}
-
-func init() {
-	for name, k := range saslKeys {
-		brokerKeys[name] = k.configKey
-	}
-}
-
-// saslListenerKeys are the SASL properties a listener may override as
-// listener.name.<listener>.<key>, each with the check Config.Set applies
-// to its value: the listener's mechanisms, and each mechanism's JAAS
+// SASLListenerKeys are the SASL properties a listener may override as
+// listener.name.<listener>.<key>, each with the check the broker's
+// Config.Set applies to its value: the listener's mechanisms, and each mechanism's JAAS
 // config under Kafka's <lower-cased mechanism>.sasl.jaas.config.
-var saslListenerKeys = map[string]func(key, value string) error{
+var SASLListenerKeys = map[string]func(key, value string) error{
 	"sasl.enabled.mechanisms": func(k, v string) error {
-		_, err := parseMechanisms(k, v)
+		_, err := ParseMechanisms(k, v)
 		return err
 	},
-	"plain.sasl.jaas.config":         checkJAAS,
-	"scram-sha-256.sasl.jaas.config": checkJAAS,
-	"scram-sha-512.sasl.jaas.config": checkJAAS,
+	"plain.sasl.jaas.config":         CheckJAAS,
+	"scram-sha-256.sasl.jaas.config": CheckJAAS,
+	"scram-sha-512.sasl.jaas.config": CheckJAAS,
 }
 
-// checkJAAS checks that value is one JAAS login module entry.
-func checkJAAS(key, value string) error {
+// CheckJAAS checks that value is one JAAS login module entry; its error
+// names key.
+func CheckJAAS(key, value string) error {
 	_, err := parseJAASEntry(key, value)
 	return err
 }
@@ -188,8 +121,8 @@ func jaasKey(mechanism string) string {
 	return strings.ToLower(mechanism) + ".sasl.jaas.config"
 }
 
-// parseMechanism reads one mechanism's name, in any case.
-func parseMechanism(key, value string) (string, error) {
+// ParseMechanism reads one mechanism's name, in any case; "" is none.
+func ParseMechanism(key, value string) (string, error) {
 	value = strings.TrimSpace(value)
 	if value == "" {
 		return "", nil
@@ -201,14 +134,14 @@ func parseMechanism(key, value string) (string, error) {
 	return saslMechanisms[i], nil
 }
 
-// parseMechanisms reads a comma-separated list of mechanisms, each once.
-func parseMechanisms(key, value string) ([]string, error) {
+// ParseMechanisms reads a comma-separated list of mechanisms, each once.
+func ParseMechanisms(key, value string) ([]string, error) {
 	var out []string
 	for item := range strings.SplitSeq(value, ",") {
 		if strings.TrimSpace(item) == "" {
 			continue
 		}
-		m, err := parseMechanism(key, item)
+		m, err := ParseMechanism(key, item)
 		if err != nil {
 			return nil, fmt.Errorf("%s %q: SASL mechanism %s is not supported (allowed: %s)", key, value, strings.TrimSpace(item), strings.Join(saslMechanisms, ", "))
 		}
@@ -219,15 +152,15 @@ func parseMechanisms(key, value string) ([]string, error) {
 	return out, nil
 }
 
-// validate checks the SASL properties that need no listener; each
-// listener's are checked by listener.
-func (c SASLConfig) validate() error {
+// Validate checks the SASL properties that need no listener; each
+// listener's are checked by Listener.
+func (c SASLConfig) Validate() error {
 	for _, m := range c.EnabledMechanisms {
-		if _, err := parseMechanism("sasl.enabled.mechanisms", m); err != nil {
+		if _, err := ParseMechanism("sasl.enabled.mechanisms", m); err != nil {
 			return err
 		}
 	}
-	if _, err := parseMechanism("sasl.mechanism.inter.broker.protocol", c.InterBrokerMechanism); err != nil {
+	if _, err := ParseMechanism("sasl.mechanism.inter.broker.protocol", c.InterBrokerMechanism); err != nil {
 		return err
 	}
 	if c.JAASConfig != "" {
@@ -251,65 +184,66 @@ func (c SASLConfig) validate() error {
 	return nil
 }
 
-// saslListener is a SASL listener's configuration, resolved from
+// SASLListener is a SASL listener's configuration, resolved from
 // SASLConfig and the listener's overrides.
-type saslListener struct {
-	// mechanisms are the enabled mechanisms, as configured; SaslHandshake
+type SASLListener struct {
+	// Mechanisms are the enabled mechanisms, as configured; SaslHandshake
 	// lists them.
-	mechanisms []string
+	Mechanisms []string
 	// plainUsers are PLAIN's users and their passwords, from the
 	// user_<name> options of the listener's PlainLoginModule.
 	plainUsers map[string]string
-	// client is what this broker authenticates with when it connects to
+	// Client is what this broker authenticates with when it connects to
 	// the listener, set on the inter-broker listener only
 	// (sasl.mechanism.inter.broker.protocol with the username and
 	// password of that mechanism's JAAS config).
-	client sasl.Mechanism
+	Client sasl.Mechanism
 }
 
-// enables reports whether the listener offers mechanism.
-func (l *saslListener) enables(mechanism string) bool {
-	return slices.Contains(l.mechanisms, mechanism)
+// Enables reports whether the listener offers mechanism.
+func (l *SASLListener) Enables(mechanism string) bool {
+	return slices.Contains(l.Mechanisms, mechanism)
 }
 
-// listener resolves the SASL configuration of spec, a listener with the
+// Listener resolves the SASL configuration of the listener name of
+// security protocol protocol (listener.security.protocol.map), with the
 // listener.name.<listener>.* overrides given (SSL keys among them are
 // ignored): nil for a PLAINTEXT or SSL listener, which may not have SASL
 // overrides. A SASL listener must enable a mechanism; PLAIN needs a
 // PlainLoginModule JAAS config; a mechanism's own JAAS config must name
 // its login module. On the inter-broker listener the broker's own login
 // is resolved too.
-func (c SASLConfig) listener(spec listenerSpec, overrides map[string]string, interBroker bool) (*saslListener, error) {
-	lower := strings.ToLower(spec.name)
+func (c SASLConfig) Listener(name, protocol string, overrides map[string]string, interBroker bool) (*SASLListener, error) {
+	lower := strings.ToLower(name)
 	key := func(sub string) string {
 		if _, ok := overrides[sub]; ok {
-			return listenerPrefix + lower + "." + sub
+			return ListenerPrefix + lower + "." + sub
 		}
 		return sub
 	}
 	var saslOverrides []string
 	for _, sub := range slices.Sorted(maps.Keys(overrides)) {
-		if _, ok := saslListenerKeys[sub]; ok {
+		if _, ok := SASLListenerKeys[sub]; ok {
 			saslOverrides = append(saslOverrides, sub)
 		}
 	}
-	if spec.protocol != protocolSASLPlaintext && spec.protocol != protocolSASLSSL {
+	if protocol != ProtocolSASLPlaintext && protocol != ProtocolSASLSSL {
 		if len(saslOverrides) > 0 {
-			return nil, fmt.Errorf("%s: listener %s is %s, which has no SASL settings (SASL_PLAINTEXT and SASL_SSL listeners have)", key(saslOverrides[0]), spec.name, spec.protocol)
+			return nil, fmt.Errorf("%s: listener %s is %s, which has no SASL settings (SASL_PLAINTEXT and SASL_SSL listeners have)", key(saslOverrides[0]), name, protocol)
 		}
 		return nil, nil
 	}
-	l := &saslListener{mechanisms: c.EnabledMechanisms}
+	l := &SASLListener{Mechanisms: c.EnabledMechanisms}
 	if v, ok := overrides["sasl.enabled.mechanisms"]; ok {
-		m, err := parseMechanisms(key("sasl.enabled.mechanisms"), v)
+		m, err := ParseMechanisms(key("sasl.enabled.mechanisms"), v)
 		if err != nil {
 			return nil, err
 		}
-		l.mechanisms = m
+		l.Mechanisms = m
 	}
-	if len(l.mechanisms) == 0 {
+	if len(l.Mechanisms) == 0 {
 		return nil, fmt.Errorf("%s: listener %s is %s in listener.security.protocol.map, so it needs SASL mechanisms: set sasl.enabled.mechanisms or %s to some of %s (Kafka's default, GSSAPI, is not supported)",
-			key("sasl.enabled.mechanisms"), spec.name, spec.protocol, listenerPrefix+lower+".sasl.enabled.mechanisms", strings.Join(saslMechanisms, ", "))
+			key("sasl.enabled.mechanisms"), name, protocol, ListenerPrefix+lower+".sasl.enabled.mechanisms", strings.Join(saslMechanisms, ", "))
 	}
 	// jaas returns a mechanism's JAAS entry on this listener and the key
 	// it came from; ok is false when it has none.
@@ -330,16 +264,16 @@ func (c SASLConfig) listener(spec listenerSpec, overrides map[string]string, int
 				return e, "sasl.jaas.config", true, nil
 			}
 		}
-		return e, listenerPrefix + lower + "." + sub, false, err
+		return e, ListenerPrefix + lower + "." + sub, false, err
 	}
-	if l.enables(mechanismPlain) {
+	if l.Enables(mechanismPlain) {
 		e, from, ok, err := jaas(mechanismPlain)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return nil, fmt.Errorf("%s: listener %s enables PLAIN, which needs a JAAS config naming its users: %s required user_NAME=\"PASSWORD\" ...; (or sasl.jaas.config)",
-				from, spec.name, plainLoginModule)
+				from, name, plainLoginModule)
 		}
 		l.plainUsers = map[string]string{}
 		for option, value := range e.options {
@@ -349,7 +283,7 @@ func (c SASLConfig) listener(spec listenerSpec, overrides map[string]string, int
 		}
 	}
 	for _, m := range []string{coord.ScramSHA256, coord.ScramSHA512} {
-		if l.enables(m) {
+		if l.Enables(m) {
 			if _, _, _, err := jaas(m); err != nil {
 				return nil, err
 			}
@@ -359,9 +293,9 @@ func (c SASLConfig) listener(spec listenerSpec, overrides map[string]string, int
 		return l, nil
 	}
 	m := c.InterBrokerMechanism
-	if m == "" || !l.enables(m) {
+	if m == "" || !l.Enables(m) {
 		return nil, fmt.Errorf("sasl.mechanism.inter.broker.protocol %q: the inter-broker listener %s is %s, so brokers authenticate to each other: set it to one of the listener's mechanisms (%s)",
-			m, spec.name, spec.protocol, strings.Join(l.mechanisms, ", "))
+			m, name, protocol, strings.Join(l.Mechanisms, ", "))
 	}
 	e, from, ok, err := jaas(m)
 	if err != nil {
@@ -370,15 +304,15 @@ func (c SASLConfig) listener(spec listenerSpec, overrides map[string]string, int
 	user, password := e.options["username"], e.options["password"]
 	if !ok || user == "" || password == "" {
 		return nil, fmt.Errorf("%s: the inter-broker listener %s authenticates brokers with %s: its JAAS config needs the username and password this broker logs in with (%s required username=\"...\" password=\"...\" ...;)",
-			from, spec.name, m, loginModuleOf(m))
+			from, name, m, loginModuleOf(m))
 	}
 	switch m {
 	case mechanismPlain:
-		l.client = plain.Auth{User: user, Pass: password}.AsMechanism()
+		l.Client = plain.Auth{User: user, Pass: password}.AsMechanism()
 	case coord.ScramSHA256:
-		l.client = scram.Auth{User: user, Pass: password}.AsSha256Mechanism()
+		l.Client = scram.Auth{User: user, Pass: password}.AsSha256Mechanism()
 	case coord.ScramSHA512:
-		l.client = scram.Auth{User: user, Pass: password}.AsSha512Mechanism()
+		l.Client = scram.Auth{User: user, Pass: password}.AsSha512Mechanism()
 	}
 	return l, nil
 }
