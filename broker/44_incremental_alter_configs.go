@@ -312,7 +312,7 @@ func (b *Broker) awaitConfigs(ctx context.Context, cond func(*coord.ConfigState)
 	defer cancel()
 	for {
 		b.configsMu.Lock()
-		st, changed := b.dynamic().configs, b.configsChanged
+		st, changed := b.dynamic().configs, b.configsChanged.Next()
 		b.configsMu.Unlock()
 		if st != nil && cond(st) {
 			return

@@ -29,6 +29,7 @@ import (
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
 	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
 	_ "github.com/tripodmq/tripod/coord/zk"   // coordination.backend=zk
+	"github.com/tripodmq/tripod/internal/notify"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -70,19 +71,19 @@ type Broker struct {
 	epochMu sync.Mutex
 	// brokerEpoch is the live session's broker epoch, -1 between
 	// sessions; epochFloor is the lowest epoch that may still be this
-	// process's; epochChanged is closed at every change.
+	// process's; epochChanged announces every change.
 	brokerEpoch  int64
 	epochFloor   int64
-	epochChanged chan struct{}
+	epochChanged notify.Broadcast
 
 	// backendCtrlMu guards backendCtrl, the controller the coordination
 	// backend names as this broker last learnt it (watchController, a
-	// read, or its own election), and backendCtrlChanged, closed at
+	// read, or its own election), and backendCtrlChanged, announcing
 	// every change: a controller epoch above the accepted one is taken
 	// only if the backend names it (acceptControllerLocked).
 	backendCtrlMu      sync.Mutex
 	backendCtrl        coord.ControllerInfo
-	backendCtrlChanged chan struct{}
+	backendCtrlChanged notify.Broadcast
 
 	// ctrlMu guards ctrl, the controller this broker runs, if any, and
 	// its sender.
@@ -153,10 +154,10 @@ type Broker struct {
 	// configsMu orders the application of dynamic configs (applyConfigs)
 	// with the registration of new replicas (addReplica); dyn is the
 	// dynamic state last applied, nil before the first; configsChanged
-	// (guarded by configsMu) is closed at every state applied.
+	// (guarded by configsMu) announces every state applied.
 	configsMu      sync.Mutex
 	dyn            atomic.Pointer[dynamicState]
-	configsChanged chan struct{}
+	configsChanged notify.Broadcast
 	// leaderQuota and followerQuota are the replication throttles.
 	leaderQuota, followerQuota *replicationQuota
 
@@ -186,15 +187,12 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		cache:          newMetadataCache(),
 		replicas:       make(map[coord.TopicPartition]*partition),
 		brokerEpoch:    -1,
-		epochChanged:   make(chan struct{}),
 		closing:        make(chan struct{}),
 		requests:       newRequestPool(cfg.QueuedMaxRequestBytes, logger),
 		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, maxSessionRefresh), nil),
-		configsChanged: make(chan struct{}),
 
-		controllerID:       coord.NoBroker,
-		backendCtrl:        coord.ControllerInfo{ID: coord.NoBroker},
-		backendCtrlChanged: make(chan struct{}),
+		controllerID: coord.NoBroker,
+		backendCtrl:  coord.ControllerInfo{ID: coord.NoBroker},
 
 		offlineDirs:     map[string]error{},
 		offlineReplicas: map[coord.TopicPartition]bool{},

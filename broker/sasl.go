@@ -22,6 +22,7 @@ import (
 	"github.com/xdg-go/scram"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // saslServer is the broker's side of SASL (SaslHandshake,
@@ -43,17 +44,17 @@ type saslServer struct {
 	decoyKey []byte
 
 	// mu guards credentials, the latest security state the watch
-	// delivered (nil until the first), and changed, closed and replaced
-	// at every new state.
+	// delivered (nil until the first), and changed, announcing every new
+	// state.
 	mu          sync.Mutex
 	credentials *coord.SecurityState
-	changed     chan struct{}
+	changed     notify.Broadcast
 }
 
 // newSASLServer makes the SASL server of a broker with these listeners;
 // authorizer says whether an authorizer wants the ACLs watched.
 func newSASLServer(listeners []*listener, cfg SASLConfig, authorizer bool, store coord.SecurityStore, logger hclog.Logger) *saslServer {
-	s := &saslServer{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32), watch: authorizer, changed: make(chan struct{})}
+	s := &saslServer{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32), watch: authorizer}
 	rand.Read(s.decoyKey)
 	for _, l := range listeners {
 		if l.sasl != nil && (l.sasl.enables(coord.ScramSHA256) || l.sasl.enables(coord.ScramSHA512)) {
@@ -80,8 +81,7 @@ func (s *saslServer) setCredentials(st *coord.SecurityState) {
 	defer s.mu.Unlock()
 	if s.credentials == nil || st.Version >= s.credentials.Version {
 		s.credentials = st
-		close(s.changed)
-		s.changed = make(chan struct{})
+		s.changed.Notify()
 	}
 }
 
@@ -90,7 +90,7 @@ func (s *saslServer) setCredentials(st *coord.SecurityState) {
 // reads the store itself.
 func (s *saslServer) securityState(ctx context.Context) (*coord.SecurityState, <-chan struct{}, error) {
 	s.mu.Lock()
-	st, changed := s.credentials, s.changed
+	st, changed := s.credentials, s.changed.Next()
 	s.mu.Unlock()
 	if st != nil {
 		return st, changed, nil
@@ -104,7 +104,7 @@ func (s *saslServer) securityState(ctx context.Context) (*coord.SecurityState, <
 	s.setCredentials(loaded)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.credentials, s.changed, nil
+	return s.credentials, s.changed.Next(), nil
 }
 
 // credential returns user's credential of mechanism (see securityState).
