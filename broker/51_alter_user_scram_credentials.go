@@ -3,13 +3,13 @@ package broker
 import (
 	"context"
 	"crypto/hmac"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/xdg-go/scram"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -68,7 +68,7 @@ func handleAlterUserScramCredentials(_ context.Context, b *Broker, req *request)
 		st, err := b.backend.LoadSecurity(wctx)
 		if err != nil {
 			for _, u := range plan.users {
-				result(u, securityStoreError(err), fmt.Sprintf("read the SCRAM credentials: %v", err))
+				result(u, kafkaerr.SecurityStore.Error(err), fmt.Sprintf("read the SCRAM credentials: %v", err))
 			}
 			return resp
 		}
@@ -82,13 +82,13 @@ func handleAlterUserScramCredentials(_ context.Context, b *Broker, req *request)
 			}
 			for _, m := range plan.deletions[u] {
 				if err := b.backend.DeleteScramCredential(wctx, u, m); err != nil {
-					result(u, securityStoreError(err), fmt.Sprintf("delete the %s credential: %v", m, err))
+					result(u, kafkaerr.SecurityStore.Error(err), fmt.Sprintf("delete the %s credential: %v", m, err))
 					continue users
 				}
 			}
 			for _, c := range plan.upsertions[u] {
 				if err := b.backend.SetScramCredential(wctx, u, c); err != nil {
-					result(u, securityStoreError(err), fmt.Sprintf("set the %s credential: %v", c.Mechanism, err))
+					result(u, kafkaerr.SecurityStore.Error(err), fmt.Sprintf("set the %s credential: %v", c.Mechanism, err))
 					continue users
 				}
 			}
@@ -217,15 +217,4 @@ func hmacOf(h scram.HashGeneratorFcn, key []byte, msg string) []byte {
 	m := hmac.New(h, key)
 	m.Write([]byte(msg))
 	return m.Sum(nil)
-}
-
-// securityStoreError is the Kafka error of a security store failure.
-func securityStoreError(err error) *kerr.Error {
-	switch {
-	case errors.Is(err, coord.ErrNotFound):
-		return kerr.ResourceNotFound
-	case errors.Is(err, coord.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return kerr.RequestTimedOut
-	}
-	return kerr.UnknownServerError
 }

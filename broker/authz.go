@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
 )
@@ -150,7 +151,7 @@ func (b *Broker) authorize(ctx context.Context, req *request) (kmsg.Response, fu
 		// Without the ACLs nothing can be allowed: the request fails as
 		// if denied, with the retriable code the store's failure maps to.
 		b.logger.Warn("authorization failed: the ACLs could not be read", "error", err)
-		return denyAll(req.kreq, securityStoreError(err)), nil, nil
+		return denyAll(req.kreq, kafkaerr.SecurityStore.Error(err)), nil, nil
 	}
 	rule, ok := authzRules[req.header.key]
 	if !ok {
