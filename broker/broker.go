@@ -534,13 +534,13 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 }
 
 // recoverProducers rebuilds p's producer state from its latest producer
-// snapshot and the log after it (replication.Producers.Recover), warning
+// snapshot and the log after it (log.RecoverProducers), warning
 // of the snapshots it could not use and of a read of the whole log, then
 // forgets the producers idle for producer.id.expiration.ms at now, as
 // Kafka skips expired producers when it loads a snapshot. The caller
 // holds p.appendMu or is the only one to know p.
 func (b *Broker) recoverProducers(p *partition, now time.Time) error {
-	load, err := p.producers.Recover(p.log)
+	load, err := p.log.RecoverProducers(p.producers)
 	p.producersLoad = load
 	for _, skipped := range load.Skipped {
 		b.logger.Warn("producer snapshot unusable, deleted", "partition", p.name(), "error", skipped)
@@ -596,7 +596,7 @@ func (b *Broker) snapshotProducers(p *partition, afterRoll bool) error {
 	if latest == p.log.EndOffset() || (afterRoll && latest >= p.log.ActiveSegmentBaseOffset()) {
 		return nil
 	}
-	_, err = p.producers.WriteSnapshot(p.log)
+	_, err = p.log.SnapshotProducers(p.producers)
 	return err
 }
 
