@@ -976,7 +976,7 @@ func (l *Log) OffsetForTime(ts int64) (offset int64, timestamp int64, ok bool, e
 // timestamp is at least ts; ok is false if none is.
 func firstRecordAtOrAfter(raw []byte, h batchHeader, ts, from int64) (offset, timestamp int64, ok bool, err error) {
 	baseTimestamp := int64(binary.BigEndian.Uint64(raw[fieldBaseTimestamp:]))
-	err = eachRecord(raw, h, func(o int64, r cleanRecord) {
+	err = eachRecord(raw, h, func(o int64, r parsedRecord) {
 		if ok || o < from {
 			return
 		}
