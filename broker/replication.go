@@ -257,17 +257,11 @@ func (b *Broker) followerFetched(p *partition, replica int32, fetchOffset, logSt
 	rd := p.rep.Ready()
 	p.repMu.Unlock()
 	b.handleReady(p, rd)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, replication.ErrOffsetOutOfRange):
-		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, replication.ErrUnknownReplica):
+	code := kafkaerr.FollowerFetch.Code(err)
+	if code == kerr.NotLeaderForPartition.Code && errors.Is(err, replication.ErrUnknownReplica) {
 		b.logger.Warn("fetch from a replica the partition does not have", "partition", p.name(), "replica", replica)
-		return kerr.NotLeaderForPartition.Code
-	default:
-		return kerr.NotLeaderForPartition.Code
 	}
+	return code
 }
 
 // tickLoop advances the partitions' state machines: acks=all produces

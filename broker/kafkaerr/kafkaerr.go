@@ -194,6 +194,13 @@ var (
 	SecurityStore = Mapping{from: fromStore, otherwise: kerr.UnknownServerError}.
 			With(coord.ErrNotFound, kerr.ResourceNotFound)
 
+	// FollowerFetch answers a follower's fetch that replication refused:
+	// OFFSET_OUT_OF_RANGE for a follower ahead of the log, else
+	// NOT_LEADER_OR_FOLLOWER (this broker stopped leading, or the replica
+	// is not assigned the partition).
+	FollowerFetch = Mapping{otherwise: kerr.NotLeaderForPartition}.
+			With(replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange)
+
 	// ACLStore answers a failed write of ACLs: the store's rows, else
 	// INVALID_REQUEST, as an error of no sentinel is input the store
 	// refused.
