@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/group"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -74,7 +75,7 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 			sp := &resp.Topics[w.topic].Partitions[w.partition]
 			select {
 			case err := <-w.done:
-				sp.ErrorCode = replicationErrorCode(err)
+				sp.ErrorCode = appendErrors.Code(err)
 			case <-backstop.C:
 				sp.ErrorCode = kerr.RequestTimedOut.Code
 			case <-ctx.Done():
@@ -124,7 +125,7 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 		if b.checkStorage(p, err) {
 			return kerr.KafkaStorageError.Code, nil
 		}
-		code := replicationErrorCode(err)
+		code := appendErrors.Code(err)
 		if code == kerr.UnknownServerError.Code {
 			b.logger.Error("append failed", "partition", p.name(), "error", err)
 		}
@@ -184,26 +185,7 @@ func (b *Broker) validateProduced(p *partition, records []byte, maxBytes int, sp
 	msg := err.Error()
 	sp.ErrorMessage = &msg
 	b.refusedBatches.log(b.logger, "produced batch refused", "partition", p.name(), "error", err)
-	return produceErrorCode(err)
-}
-
-// produceErrorCode maps a log error to a Kafka error code.
-func produceErrorCode(err error) int16 {
-	switch {
-	case errors.Is(err, tlog.ErrCorruptMessage):
-		return kerr.CorruptMessage.Code
-	case errors.Is(err, tlog.ErrInvalidRecord):
-		return kerr.InvalidRecord.Code
-	case errors.Is(err, tlog.ErrUnsupportedCompression):
-		return kerr.UnsupportedCompressionType.Code
-	case errors.Is(err, tlog.ErrUnsupportedMagic):
-		return kerr.UnsupportedForMessageFormat.Code
-	case errors.Is(err, tlog.ErrRecordTooLarge):
-		return kerr.MessageTooLarge.Code
-	case errors.Is(err, tlog.ErrClosed):
-		return kerr.UnknownTopicOrPartition.Code
-	}
-	return kerr.UnknownServerError.Code
+	return kafkaerr.Log.Code(err)
 }
 
 // maxMessageBytes is the topic's max.message.bytes or the broker's

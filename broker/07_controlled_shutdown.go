@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -28,7 +29,7 @@ func handleControlledShutdown(ctx context.Context, b *Broker, req *request) (kms
 		remaining, err := ctrl.ControlledShutdown(ctx, coord.BrokerID(r.BrokerID), r.BrokerEpoch)
 		if err != nil {
 			b.logger.Warn("controlled shutdown failed", "broker", r.BrokerID, "error", err)
-			resp.ErrorCode = coordError(err).Code
+			resp.ErrorCode = kafkaerr.Controller.Error(err).Code
 			return resp
 		}
 		for _, tp := range remaining {

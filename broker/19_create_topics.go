@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -58,7 +59,7 @@ func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			var created coord.Topic
 			if err == nil {
 				created, err = ctrl.CreateTopic(ctx, spec)
-				kind = coordError(err)
+				kind = kafkaerr.Controller.Error(err)
 				if kind == kerr.UnknownServerError {
 					b.logger.Error("create topic failed", "topic", rt.Topic, "error", err)
 				}

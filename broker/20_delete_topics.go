@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 )
 
@@ -67,7 +68,7 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 				b.waitForCache(wctx, func() bool { _, ok := b.cache.topic(name); return !ok })
 				cancel()
 			} else {
-				kind := coordError(err)
+				kind := kafkaerr.Controller.Error(err)
 				if kind == kerr.UnknownServerError {
 					b.logger.Error("delete topic failed", "topic", name, "error", err)
 				}

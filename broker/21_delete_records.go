@@ -70,7 +70,7 @@ func handleDeleteRecords(_ context.Context, b *Broker, req *request) (kmsg.Respo
 			select {
 			case res := <-w.done:
 				sp.LowWatermark = res.LowWatermark
-				sp.ErrorCode = replicationErrorCode(res.Err)
+				sp.ErrorCode = appendErrors.Code(res.Err)
 			case <-backstop.C:
 				sp.ErrorCode = kerr.RequestTimedOut.Code
 			case <-ctx.Done():
@@ -105,7 +105,7 @@ func (b *Broker) deleteRecords(topic string, index int32, offset int64, deadline
 	if err != nil {
 		p.appendMu.Unlock()
 		b.logger.Debug("delete records refused", "partition", p.name(), "offset", offset, "error", err)
-		return replicationErrorCode(err), nil
+		return appendErrors.Code(err), nil
 	}
 	if _, err := p.log.AdvanceStartOffset(target); err != nil {
 		p.appendMu.Unlock()

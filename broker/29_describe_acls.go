@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tripodmq/tripod/broker/security"
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -46,7 +46,7 @@ func handleDescribeACLs(_ context.Context, b *Broker, req *request) (kmsg.Respon
 		defer cancel()
 		st, err := b.backend.LoadSecurity(lctx)
 		if err != nil {
-			return fail(security.StoreError(err), fmt.Sprintf("read the ACLs: %v", err))
+			return fail(kafkaerr.SecurityStore.Error(err), fmt.Sprintf("read the ACLs: %v", err))
 		}
 		for _, a := range st.MatchingACLs(f) {
 			n := len(resp.Resources)

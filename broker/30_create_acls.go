@@ -2,12 +2,12 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -64,21 +64,9 @@ func handleCreateACLs(_ context.Context, b *Broker, req *request) (kmsg.Response
 				continue
 			}
 			if err := b.backend.CreateACLs(wctx, []coord.ACL{a}); err != nil {
-				fail(i, aclStoreError(err), fmt.Sprintf("store acl %v: %v", a, err))
+				fail(i, kafkaerr.ACLStore.Error(err), fmt.Sprintf("store acl %v: %v", a, err))
 			}
 		}
 		return resp
 	}, nil
-}
-
-// aclStoreError maps a security store's ACL write error to Kafka's: an
-// error of no sentinel is input the store refused (INVALID_REQUEST).
-func aclStoreError(err error) *kerr.Error {
-	switch {
-	case errors.Is(err, coord.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return kerr.RequestTimedOut
-	case errors.Is(err, coord.ErrClosed):
-		return kerr.UnknownServerError
-	}
-	return kerr.InvalidRequest
 }

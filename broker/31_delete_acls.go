@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -73,7 +74,7 @@ func handleDeleteACLs(_ context.Context, b *Broker, req *request) (kmsg.Response
 				resp.Results[i].MatchingACLs = append(resp.Results[i].MatchingACLs, m)
 			}
 			if err != nil {
-				fail(i, aclStoreError(err), fmt.Sprintf("delete acls: %v", err))
+				fail(i, kafkaerr.ACLStore.Error(err), fmt.Sprintf("delete acls: %v", err))
 			}
 		}
 		return resp

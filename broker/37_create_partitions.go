@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -43,7 +44,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 				err = ctrl.CreatePartitions(ctx, rt.Topic, int(rt.Count), assignment, r.ValidateOnly)
 			}
 			if err != nil {
-				st.ErrorCode = coordError(err).Code
+				st.ErrorCode = kafkaerr.Controller.Error(err).Code
 				msg := err.Error()
 				st.ErrorMessage = &msg
 			} else if !r.ValidateOnly {

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -40,7 +41,7 @@ func handleElectLeaders(_ context.Context, b *Broker, req *request) (kmsg.Respon
 	return nil, func(ctx context.Context) kmsg.Response {
 		results, err := ctrl.ElectLeaders(ctx, r.ElectionType == 0, partitions)
 		if err != nil {
-			resp.ErrorCode = coordError(err).Code
+			resp.ErrorCode = kafkaerr.Controller.Error(err).Code
 			return resp
 		}
 		b.waitPropagated(ctx)
@@ -57,7 +58,7 @@ func handleElectLeaders(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			rp := kmsg.NewElectLeadersResponseTopicPartition()
 			rp.Partition = tp.Partition
 			if perr != nil {
-				rp.ErrorCode = coordError(perr).Code
+				rp.ErrorCode = kafkaerr.Controller.Error(perr).Code
 				msg := perr.Error()
 				rp.ErrorMessage = &msg
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -183,7 +184,7 @@ func (b *Broker) alterConfigs(ctx context.Context, req *request, resources []alt
 	answers, err := forward(ctx, remote)
 	for j, i := range remote {
 		if err != nil {
-			out[i] = configOutcome{coordError(err), fmt.Errorf("topic %s: forwarding to the controller: %w", resources[i].name, err)}
+			out[i] = configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("topic %s: forwarding to the controller: %w", resources[i].name, err)}
 			continue
 		}
 		out[i] = answers[j]
@@ -229,7 +230,7 @@ func (b *Broker) alterTopicConfigs(ctx context.Context, ctrl *controller.Control
 	case errors.Is(err, coord.ErrNotFound):
 		return configOutcome{kerr.UnknownTopicOrPartition, fmt.Errorf("topic %s does not exist", ar.name)}
 	case err != nil:
-		kind := coordError(err)
+		kind := kafkaerr.Controller.Error(err)
 		if kind == kerr.UnknownServerError {
 			b.logger.Error("alter topic configs failed", "topic", ar.name, "error", err)
 		}
@@ -264,7 +265,7 @@ func (b *Broker) alterBrokerConfigs(ctx context.Context, ar alterResource, valid
 	defer cancel()
 	st, err := b.backend.LoadConfigs(lctx)
 	if err != nil {
-		return configOutcome{coordError(err), fmt.Errorf("broker configs: %w", err)}
+		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("broker configs: %w", err)}
 	}
 	next := coord.ApplyConfigAlterations(st.Brokers[entity], ar.replace, ar.alts)
 	if err := b.validateBrokerConfigs(next); err != nil {
@@ -278,7 +279,7 @@ func (b *Broker) alterBrokerConfigs(ctx context.Context, ar alterResource, valid
 	}
 	written, err := b.backend.AlterBrokerConfigs(lctx, entity, ar.replace, ar.alts)
 	if err != nil {
-		return configOutcome{coordError(err), fmt.Errorf("broker configs of %s: %w", entity, err)}
+		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("broker configs of %s: %w", entity, err)}
 	}
 	b.logger.Info("dynamic broker configs altered", "entity", entity, "configs", written)
 	b.awaitConfigs(ctx, func(st *coord.ConfigState) bool { return sameConfigs(st.Brokers[entity], written) })
@@ -312,7 +313,7 @@ func (b *Broker) awaitConfigs(ctx context.Context, cond func(*coord.ConfigState)
 	defer cancel()
 	for {
 		b.configsMu.Lock()
-		st, changed := b.dynamic().configs, b.configsChanged
+		st, changed := b.dynamic().configs, b.configsChanged.Next()
 		b.configsMu.Unlock()
 		if st != nil && cond(st) {
 			return

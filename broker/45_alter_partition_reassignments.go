@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -48,7 +49,7 @@ func handleAlterPartitionReassignments(_ context.Context, b *Broker, req *reques
 		defer cancel()
 		errs, err := ctrl.AlterReassignments(wctx, reqs)
 		if err != nil {
-			resp.ErrorCode = coordError(err).Code
+			resp.ErrorCode = kafkaerr.Controller.Error(err).Code
 			msg := err.Error()
 			resp.ErrorMessage = &msg
 			return resp
@@ -61,7 +62,7 @@ func handleAlterPartitionReassignments(_ context.Context, b *Broker, req *reques
 				sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 				sp.Partition = rp.Partition
 				if perr := errs[i]; perr != nil {
-					sp.ErrorCode = coordError(perr).Code
+					sp.ErrorCode = kafkaerr.Controller.Error(perr).Code
 					msg := perr.Error()
 					sp.ErrorMessage = &msg
 					if sp.ErrorCode == kerr.UnknownServerError.Code {

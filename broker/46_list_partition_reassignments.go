@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -41,7 +42,7 @@ func handleListPartitionReassignments(_ context.Context, b *Broker, req *request
 	return nil, func(ctx context.Context) kmsg.Response {
 		ongoing, err := ctrl.Reassignments(ctx, tps)
 		if err != nil {
-			resp.ErrorCode = coordError(err).Code
+			resp.ErrorCode = kafkaerr.Controller.Error(err).Code
 			msg := err.Error()
 			resp.ErrorMessage = &msg
 			return resp

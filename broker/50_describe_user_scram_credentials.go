@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tripodmq/tripod/broker/security"
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -51,7 +51,7 @@ func handleDescribeUserScramCredentials(_ context.Context, b *Broker, req *reque
 		defer cancel()
 		st, err := b.backend.LoadSecurity(lctx)
 		if err != nil {
-			resp.ErrorCode = security.StoreError(err).Code
+			resp.ErrorCode = kafkaerr.SecurityStore.Error(err).Code
 			msg := fmt.Sprintf("read the SCRAM credentials: %v", err)
 			resp.ErrorMessage = &msg
 			return resp

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -60,7 +61,7 @@ func handleAlterUserScramCredentials(_ context.Context, b *Broker, req *request)
 		st, err := b.backend.LoadSecurity(wctx)
 		if err != nil {
 			for _, u := range plan.users {
-				result(u, security.StoreError(err), fmt.Sprintf("read the SCRAM credentials: %v", err))
+				result(u, kafkaerr.SecurityStore.Error(err), fmt.Sprintf("read the SCRAM credentials: %v", err))
 			}
 			return resp
 		}
@@ -74,13 +75,13 @@ func handleAlterUserScramCredentials(_ context.Context, b *Broker, req *request)
 			}
 			for _, m := range plan.deletions[u] {
 				if err := b.backend.DeleteScramCredential(wctx, u, m); err != nil {
-					result(u, security.StoreError(err), fmt.Sprintf("delete the %s credential: %v", m, err))
+					result(u, kafkaerr.SecurityStore.Error(err), fmt.Sprintf("delete the %s credential: %v", m, err))
 					continue users
 				}
 			}
 			for _, c := range plan.upsertions[u] {
 				if err := b.backend.SetScramCredential(wctx, u, c); err != nil {
-					result(u, security.StoreError(err), fmt.Sprintf("set the %s credential: %v", c.Mechanism, err))
+					result(u, kafkaerr.SecurityStore.Error(err), fmt.Sprintf("set the %s credential: %v", c.Mechanism, err))
 					continue users
 				}
 			}

@@ -2,11 +2,11 @@ package broker
 
 import (
 	"context"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -39,7 +39,7 @@ func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Re
 		}
 		res, err := ctrl.AlterPartitions(ctx, reqs)
 		if err != nil {
-			resp.ErrorCode = alterPartitionError(err).Code
+			resp.ErrorCode = kafkaerr.AlterPartition.Error(err).Code
 			return resp
 		}
 		i := 0
@@ -50,7 +50,7 @@ func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Re
 				rp := kmsg.NewAlterPartitionResponseTopicPartition()
 				rp.Partition = p.Partition
 				if res[i].Err != nil {
-					rp.ErrorCode = alterPartitionError(res[i].Err).Code
+					rp.ErrorCode = kafkaerr.AlterPartition.Error(res[i].Err).Code
 				} else {
 					st := res[i].State
 					rp.LeaderID, rp.LeaderEpoch = int32(st.Leader), st.LeaderEpoch
@@ -63,18 +63,4 @@ func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Re
 		}
 		return resp
 	}, nil
-}
-
-// alterPartitionError maps the controller's AlterPartition errors to
-// Kafka's.
-func alterPartitionError(err error) *kerr.Error {
-	switch {
-	case errors.Is(err, controller.ErrFencedLeaderEpoch):
-		return kerr.FencedLeaderEpoch
-	case errors.Is(err, controller.ErrInvalidUpdateVersion):
-		return kerr.InvalidUpdateVersion
-	case errors.Is(err, controller.ErrIneligibleReplica):
-		return kerr.IneligibleReplica
-	}
-	return coordError(err)
 }

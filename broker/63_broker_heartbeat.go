@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -35,7 +36,7 @@ func handleBrokerHeartbeat(ctx context.Context, b *Broker, req *request) (kmsg.R
 	return nil, func(ctx context.Context) kmsg.Response {
 		if err := ctrl.LogDirFailure(ctx, coord.BrokerID(r.BrokerID), r.BrokerEpoch); err != nil {
 			b.logger.Warn("log dir failure report not taken", "broker", r.BrokerID, "error", err)
-			resp.ErrorCode = coordError(err).Code
+			resp.ErrorCode = kafkaerr.Controller.Error(err).Code
 			return resp
 		}
 		b.logger.Info("log dir failure reported", "broker", r.BrokerID, "offline_dirs", len(r.OfflineLogDirs))

@@ -30,6 +30,7 @@ import (
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
 	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
 	_ "github.com/tripodmq/tripod/coord/zk"   // coordination.backend=zk
+	"github.com/tripodmq/tripod/internal/notify"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -71,19 +72,19 @@ type Broker struct {
 	epochMu sync.Mutex
 	// brokerEpoch is the live session's broker epoch, -1 between
 	// sessions; epochFloor is the lowest epoch that may still be this
-	// process's; epochChanged is closed at every change.
+	// process's; epochChanged announces every change.
 	brokerEpoch  int64
 	epochFloor   int64
-	epochChanged chan struct{}
+	epochChanged notify.Broadcast
 
 	// backendCtrlMu guards backendCtrl, the controller the coordination
 	// backend names as this broker last learnt it (watchController, a
-	// read, or its own election), and backendCtrlChanged, closed at
+	// read, or its own election), and backendCtrlChanged, announcing
 	// every change: a controller epoch above the accepted one is taken
 	// only if the backend names it (acceptControllerLocked).
 	backendCtrlMu      sync.Mutex
 	backendCtrl        coord.ControllerInfo
-	backendCtrlChanged chan struct{}
+	backendCtrlChanged notify.Broadcast
 
 	// ctrlMu guards ctrl, the controller this broker runs, if any, and
 	// its sender.
@@ -154,10 +155,10 @@ type Broker struct {
 	// configsMu orders the application of dynamic configs (applyConfigs)
 	// with the registration of new replicas (addReplica); dyn is the
 	// dynamic state last applied, nil before the first; configsChanged
-	// (guarded by configsMu) is closed at every state applied.
+	// (guarded by configsMu) announces every state applied.
 	configsMu      sync.Mutex
 	dyn            atomic.Pointer[dynamicState]
-	configsChanged chan struct{}
+	configsChanged notify.Broadcast
 	// leaderQuota and followerQuota are the replication throttles.
 	leaderQuota, followerQuota *replicationQuota
 
@@ -187,15 +188,12 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		cache:          newMetadataCache(),
 		replicas:       make(map[coord.TopicPartition]*partition),
 		brokerEpoch:    -1,
-		epochChanged:   make(chan struct{}),
 		closing:        make(chan struct{}),
 		requests:       newRequestPool(cfg.QueuedMaxRequestBytes, logger),
 		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, maxSessionRefresh), nil),
-		configsChanged: make(chan struct{}),
 
-		controllerID:       coord.NoBroker,
-		backendCtrl:        coord.ControllerInfo{ID: coord.NoBroker},
-		backendCtrlChanged: make(chan struct{}),
+		controllerID: coord.NoBroker,
+		backendCtrl:  coord.ControllerInfo{ID: coord.NoBroker},
 
 		offlineDirs:     map[string]error{},
 		offlineReplicas: map[coord.TopicPartition]bool{},
@@ -541,13 +539,13 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 }
 
 // recoverProducers rebuilds p's producer state from its latest producer
-// snapshot and the log after it (replication.Producers.Recover), warning
+// snapshot and the log after it (log.RecoverProducers), warning
 // of the snapshots it could not use and of a read of the whole log, then
 // forgets the producers idle for producer.id.expiration.ms at now, as
 // Kafka skips expired producers when it loads a snapshot. The caller
 // holds p.appendMu or is the only one to know p.
 func (b *Broker) recoverProducers(p *partition, now time.Time) error {
-	load, err := p.producers.Recover(p.log)
+	load, err := p.log.RecoverProducers(p.producers)
 	p.producersLoad = load
 	for _, skipped := range load.Skipped {
 		b.logger.Warn("producer snapshot unusable, deleted", "partition", p.name(), "error", skipped)
@@ -603,7 +601,7 @@ func (b *Broker) snapshotProducers(p *partition, afterRoll bool) error {
 	if latest == p.log.EndOffset() || (afterRoll && latest >= p.log.ActiveSegmentBaseOffset()) {
 		return nil
 	}
-	_, err = p.producers.WriteSnapshot(p.log)
+	_, err = p.log.SnapshotProducers(p.producers)
 	return err
 }
 

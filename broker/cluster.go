@@ -94,8 +94,7 @@ func (b *Broker) noteBackendController(info coord.ControllerInfo) {
 		return
 	}
 	b.backendCtrl = info
-	close(b.backendCtrlChanged)
-	b.backendCtrlChanged = make(chan struct{})
+	b.backendCtrlChanged.Notify()
 }
 
 // backendController returns the controller the backend names, as this
@@ -133,7 +132,7 @@ func (b *Broker) awaitBackendController(ctx context.Context, epoch int64) error 
 	b.noteBackendController(info)
 	for {
 		b.backendCtrlMu.Lock()
-		known, changed := b.backendCtrl, b.backendCtrlChanged
+		known, changed := b.backendCtrl, b.backendCtrlChanged.Next()
 		b.backendCtrlMu.Unlock()
 		if caughtUp(known) {
 			return nil
@@ -334,8 +333,7 @@ func (b *Broker) setSession(sess coord.Session) {
 	defer b.epochMu.Unlock()
 	b.brokerEpoch = sess.Broker().Epoch
 	b.epochFloor = b.brokerEpoch
-	close(b.epochChanged)
-	b.epochChanged = make(chan struct{})
+	b.epochChanged.Notify()
 }
 
 // endSession stops accepting anything addressed to sess's incarnation.
@@ -344,8 +342,7 @@ func (b *Broker) endSession(sess coord.Session) {
 	defer b.epochMu.Unlock()
 	b.brokerEpoch = -1
 	b.epochFloor = sess.Broker().Epoch + 1
-	close(b.epochChanged)
-	b.epochChanged = make(chan struct{})
+	b.epochChanged.Notify()
 }
 
 // currentEpoch returns the live session's broker epoch, or -1.
@@ -362,7 +359,7 @@ func (b *Broker) currentEpoch() int64 {
 func (b *Broker) checkBrokerEpoch(ctx context.Context, epoch int64) bool {
 	for {
 		b.epochMu.Lock()
-		current, floor, changed := b.brokerEpoch, b.epochFloor, b.epochChanged
+		current, floor, changed := b.brokerEpoch, b.epochFloor, b.epochChanged.Next()
 		b.epochMu.Unlock()
 		if epoch < floor {
 			return false

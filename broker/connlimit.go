@@ -3,6 +3,8 @@ package broker
 import (
 	"net"
 	"sync"
+
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // connLimiter keeps the Kafka listeners within max.connections and
@@ -20,9 +22,9 @@ type connLimiter struct {
 	mu    sync.Mutex
 	total int
 	byIP  map[string]int
-	// freed is closed and replaced when a connection is released, for an
-	// accept loop waiting at max.connections.
-	freed chan struct{}
+	// freed announces every release of a connection, for an accept loop
+	// waiting at max.connections.
+	freed notify.Broadcast
 }
 
 func newConnLimiter(cfg Config) *connLimiter {
@@ -31,7 +33,6 @@ func newConnLimiter(cfg Config) *connLimiter {
 		perIP:     int(cfg.MaxConnectionsPerIP),
 		overrides: cfg.MaxConnectionsPerIPOverrides,
 		byIP:      map[string]int{},
-		freed:     make(chan struct{}),
 	}
 }
 
@@ -40,7 +41,7 @@ func newConnLimiter(cfg Config) *connLimiter {
 func (l *connLimiter) full() (bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.total >= l.max, l.freed
+	return l.total >= l.max, l.freed.Next()
 }
 
 // admit counts a new connection from addr, unless its address already has
@@ -70,8 +71,7 @@ func (l *connLimiter) release(addr net.Addr) {
 		delete(l.byIP, ip)
 	}
 	l.total--
-	close(l.freed)
-	l.freed = make(chan struct{})
+	l.freed.Notify()
 }
 
 // hostOf returns the IP address of a TCP address, in net.IP's canonical

@@ -242,8 +242,7 @@ func (b *Broker) applyConfigs(st *coord.ConfigState) {
 	}
 	d := b.effectiveConfig(st)
 	b.dyn.Store(&d)
-	close(b.configsChanged)
-	b.configsChanged = make(chan struct{})
+	b.configsChanged.Notify()
 	b.leaderQuota.setBound(d.leaderRate)
 	b.followerQuota.setBound(d.followerRate)
 	applied := 0

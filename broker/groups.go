@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
@@ -424,7 +425,7 @@ func (c *groupCoordinator) store(sh *groupShard, g *group.Group, v *kmsg.GroupMe
 	_, done, err := c.b.appendAsLeader(sh.p, batch, true, now.Add(c.b.cfg.OffsetsCommitTimeout))
 	if err != nil {
 		c.b.checkStorage(sh.p, err)
-		sh.apply(c, g, g.Stored(now, gen, group.StoreError(replicationErrorCode(err))))
+		sh.apply(c, g, g.Stored(now, gen, group.StoreError(appendErrors.Code(err))))
 		return
 	}
 	prev, told := sh.lastStore[g.ID()], make(chan struct{})
@@ -443,7 +444,7 @@ func (c *groupCoordinator) store(sh *groupShard, g *group.Group, v *kmsg.GroupMe
 			delete(sh.lastStore, g.ID())
 		}
 		if sh.state == shardActive && sh.groups[g.ID()] == g {
-			sh.apply(c, g, g.Stored(time.Now(), gen, group.StoreError(replicationErrorCode(err))))
+			sh.apply(c, g, g.Stored(time.Now(), gen, group.StoreError(appendErrors.Code(err))))
 		}
 	}()
 }
@@ -464,20 +465,15 @@ func (c *groupCoordinator) awaitReplicated(done <-chan error) error {
 // coordinator does (group metadata writes map theirs with
 // group.StoreError).
 func (c *groupCoordinator) storeErrorCode(err error) int16 {
-	switch code := replicationErrorCode(err); code {
-	case 0:
-		return 0
-	case kerr.NotLeaderForPartition.Code, kerr.KafkaStorageError.Code:
-		return kerr.NotCoordinator.Code
-	case kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code, kerr.RequestTimedOut.Code:
-		return kerr.CoordinatorNotAvailable.Code
-	case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code:
-		return kerr.InvalidCommitOffsetSize.Code
-	default:
+	code := offsetStoreErrors.Code(err)
+	if code == kerr.UnknownServerError.Code {
 		c.b.logger.Error("write to __consumer_offsets failed", "error", err)
-		return kerr.UnknownServerError.Code
 	}
+	return code
 }
+
+// offsetStoreErrors is kafkaerr.OffsetStore of appendErrors.
+var offsetStoreErrors = kafkaerr.OffsetStore(appendErrors)
 
 // appendOffsets appends offset records (nil values: tombstones) to the
 // shard's partition. With wait, it returns the channel of the replication
@@ -667,7 +663,7 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 func (b *Broker) createTopicViaController(ctx context.Context, spec controller.TopicSpec) error {
 	if ctrl := b.controller(); ctrl != nil {
 		_, err := ctrl.CreateTopic(ctx, spec)
-		if err != nil && coordError(err) != kerr.TopicAlreadyExists {
+		if err != nil && kafkaerr.Controller.Error(err) != kerr.TopicAlreadyExists {
 			return err
 		}
 		return nil

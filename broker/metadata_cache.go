@@ -7,6 +7,7 @@ import (
 
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // metadataCache is what this broker knows of the cluster from the
@@ -32,9 +33,9 @@ type metadataCache struct {
 	// from then on a topic missing from the cache is missing from the
 	// cluster.
 	synced bool
-	// changed is closed and replaced at every update, so waiters can wait
-	// for the cache to reach a state.
-	changed chan struct{}
+	// changed announces every update, so waiters can wait for the cache
+	// to reach a state.
+	changed notify.Broadcast
 }
 
 // cachedTopic is one topic in the metadata cache.
@@ -44,7 +45,7 @@ type cachedTopic struct {
 }
 
 func newMetadataCache() *metadataCache {
-	return &metadataCache{controllerID: coord.NoBroker, topics: map[string]*cachedTopic{}, changed: make(chan struct{})}
+	return &metadataCache{controllerID: coord.NoBroker, topics: map[string]*cachedTopic{}}
 }
 
 // update applies an UpdateMetadata: the live set and controller are
@@ -92,8 +93,7 @@ func (c *metadataCache) update(req *controller.UpdateMetadataRequest, full bool)
 		}
 		t.partitions[p.Partition] = p
 	}
-	close(c.changed)
-	c.changed = make(chan struct{})
+	c.changed.Notify()
 }
 
 // setLive replaces the live brokers with the backend's member set.
@@ -106,8 +106,7 @@ func (c *metadataCache) setLive(live []coord.Broker) {
 	sort.Slice(c.watched, func(i, j int) bool { return c.watched[i].ID < c.watched[j].ID })
 	c.liveWatched = true
 	c.filterLiveLocked()
-	close(c.changed)
-	c.changed = make(chan struct{})
+	c.changed.Notify()
 	c.mu.Unlock()
 }
 
@@ -127,8 +126,7 @@ func (c *metadataCache) filterLiveLocked() {
 func (c *metadataCache) setController(id coord.BrokerID) {
 	c.mu.Lock()
 	c.controllerID = id
-	close(c.changed)
-	c.changed = make(chan struct{})
+	c.changed.Notify()
 	c.mu.Unlock()
 }
 
@@ -145,7 +143,7 @@ type snapshotTopic struct {
 func (c *metadataCache) view() (coord.BrokerID, []coord.Broker, <-chan struct{}) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.controllerID, c.live, c.changed
+	return c.controllerID, c.live, c.changed.Next()
 }
 
 // isSynced reports whether the cache holds the cluster's metadata: until

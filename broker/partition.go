@@ -51,9 +51,9 @@ type partition struct {
 	// appendMu), kept by leader and followers alike so that a new leader
 	// recognises a retried batch.
 	producers *replication.Producers
-	// producersLoad is how the latest Recover rebuilt producers (guarded
-	// by appendMu): from which snapshot, reading which offsets.
-	producersLoad replication.ProducerLoad
+	// producersLoad is how the latest RecoverProducers rebuilt producers
+	// (guarded by appendMu): from which snapshot, reading which offsets.
+	producersLoad tlog.ProducerLoad
 
 	// repMu guards rep and acks.
 	repMu sync.Mutex

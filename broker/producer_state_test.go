@@ -18,7 +18,7 @@ func producerState(p *partition) (load loadView, producers int) {
 	return loadView{snapshot: l.SnapshotOffset, from: l.From, to: l.To}, p.producers.Len()
 }
 
-// loadView is the part of a replication.ProducerLoad the tests compare.
+// loadView is the part of a log.ProducerLoad the tests compare.
 type loadView struct{ snapshot, from, to int64 }
 
 // TestProducerStateSurvivesRestart produces three batches as an

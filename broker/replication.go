@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
@@ -256,17 +257,11 @@ func (b *Broker) followerFetched(p *partition, replica int32, fetchOffset, logSt
 	rd := p.rep.Ready()
 	p.repMu.Unlock()
 	b.handleReady(p, rd)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, replication.ErrOffsetOutOfRange):
-		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, replication.ErrUnknownReplica):
+	code := kafkaerr.FollowerFetch.Code(err)
+	if code == kerr.NotLeaderForPartition.Code && errors.Is(err, replication.ErrUnknownReplica) {
 		b.logger.Warn("fetch from a replica the partition does not have", "partition", p.name(), "replica", replica)
-		return kerr.NotLeaderForPartition.Code
-	default:
-		return kerr.NotLeaderForPartition.Code
 	}
+	return code
 }
 
 // tickLoop advances the partitions' state machines: acks=all produces
@@ -390,30 +385,10 @@ func (b *Broker) logStartMoved(p *partition) {
 	p.wakeAll()
 }
 
-// replicationErrorCode maps a replication error to its Kafka error code.
-func replicationErrorCode(err error) int16 {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, replication.ErrNotEnoughReplicas):
-		return kerr.NotEnoughReplicas.Code
-	case errors.Is(err, replication.ErrNotEnoughReplicasAfterAppend):
-		return kerr.NotEnoughReplicasAfterAppend.Code
-	case errors.Is(err, replication.ErrRequestTimedOut):
-		return kerr.RequestTimedOut.Code
-	case errors.Is(err, replication.ErrNotLeader):
-		return kerr.NotLeaderForPartition.Code
-	case errors.Is(err, replication.ErrOffsetOutOfRange):
-		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, replication.ErrOutOfOrderSequence):
-		return kerr.OutOfOrderSequenceNumber.Code
-	case errors.Is(err, replication.ErrProducerFenced):
-		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, errLogDirOffline):
-		return kerr.KafkaStorageError.Code
-	}
-	return produceErrorCode(err)
-}
+// appendErrors answers an append, an acks wait or a DeleteRecords: the
+// table's replication and log rows, and an offline log dir
+// KAFKA_STORAGE_ERROR.
+var appendErrors = kafkaerr.Append.With(errLogDirOffline, kerr.KafkaStorageError)
 
 // newReplicationState returns the state machine of a replica this broker
 // opens.

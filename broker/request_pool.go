@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // requestPool bounds the bytes of requests being read or waiting to be
@@ -24,8 +26,8 @@ type requestPool struct {
 
 	mu   sync.Mutex
 	used int64
-	// freed is closed, and replaced, whenever bytes are released.
-	freed chan struct{}
+	// freed announces every release of bytes.
+	freed notify.Broadcast
 	// lastFullLog rate-limits the log line saying the pool is full.
 	lastFullLog time.Time
 }
@@ -35,7 +37,7 @@ type requestPool struct {
 const poolFullLogInterval = 10 * time.Second
 
 func newRequestPool(capacity int64, logger hclog.Logger) *requestPool {
-	return &requestPool{capacity: capacity, logger: logger, freed: make(chan struct{})}
+	return &requestPool{capacity: capacity, logger: logger}
 }
 
 // acquire reserves n bytes (at most the pool's capacity), waiting while
@@ -50,7 +52,7 @@ func (p *requestPool) acquire(ctx context.Context, n int64) (int64, error) {
 			p.mu.Unlock()
 			return n, nil
 		}
-		freed := p.freed
+		freed := p.freed.Next()
 		if now := time.Now(); now.Sub(p.lastFullLog) >= poolFullLogInterval {
 			p.lastFullLog = now
 			p.logger.Warn("requests fill queued.max.request.bytes: reading requests waits until memory frees",
@@ -72,8 +74,7 @@ func (p *requestPool) release(n int64) {
 	}
 	p.mu.Lock()
 	p.used -= n
-	close(p.freed)
-	p.freed = make(chan struct{})
+	p.freed.Notify()
 	p.mu.Unlock()
 }
 

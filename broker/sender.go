@@ -12,6 +12,7 @@ import (
 
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // Versions of the controller's requests: LeaderAndIsr v5 and
@@ -43,8 +44,8 @@ type sender struct {
 	mu     sync.Mutex
 	dests  map[coord.BrokerID]*destination
 	closed bool
-	// progress is closed and replaced whenever a request is delivered.
-	progress chan struct{}
+	// progress announces every request delivered.
+	progress notify.Broadcast
 	wg       sync.WaitGroup
 }
 
@@ -62,7 +63,7 @@ type destination struct {
 }
 
 func newSender(b *Broker) *sender {
-	return &sender{b: b, dests: map[coord.BrokerID]*destination{}, progress: make(chan struct{}), bound: make(chan struct{})}
+	return &sender{b: b, dests: map[coord.BrokerID]*destination{}, bound: make(chan struct{})}
 }
 
 // bind makes r (the controller the sender delivers for, which exists only
@@ -124,7 +125,7 @@ func (s *sender) waitDelivered(ctx context.Context) bool {
 	s.mu.Unlock()
 	for {
 		s.mu.Lock()
-		progress := s.progress
+		progress := s.progress.Next()
 		done := true
 		for d, n := range want {
 			if s.dests[d.to.ID] != d {
@@ -252,8 +253,7 @@ func (s *sender) deliver(ctx context.Context, d *destination) {
 		d.delivered++
 		d.mu.Unlock()
 		s.mu.Lock()
-		close(s.progress)
-		s.progress = make(chan struct{})
+		s.progress.Notify()
 		s.mu.Unlock()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // wonTerm is one term won by a campaigner.
@@ -42,7 +43,7 @@ type campaigners struct {
 	live     map[int]*wonTerm // the term each backend holds
 	sessions map[int]coord.Session
 	maxEpoch int64
-	changed  chan struct{} // closed and replaced at every new term
+	changed  notify.Broadcast // announces every new term
 	// evicted are terms whose election node another broker removed
 	// (ControllerEvictor): such a term learns of it only by its own
 	// watch, so it may still be live, fenced by its epoch, when the next
@@ -60,7 +61,6 @@ func startCampaigners(t T, h Harness, c Cluster, backends ...int) *campaigners {
 		cancel:   cancel,
 		live:     map[int]*wonTerm{},
 		sessions: map[int]coord.Session{},
-		changed:  make(chan struct{}),
 	}
 	cs.start = func(i int, be coord.Backend) {
 		cs.wg.Add(1)
@@ -198,8 +198,7 @@ func (cs *campaigners) publish(w *wonTerm) {
 	}
 	cs.terms = append(cs.terms, w)
 	cs.live[w.backend] = w
-	close(cs.changed)
-	cs.changed = make(chan struct{})
+	cs.changed.Notify()
 }
 
 // check asserts, every few milliseconds, that at most one term is live.
@@ -252,7 +251,7 @@ func (cs *campaigners) waitTerm(t T, after *wonTerm, d time.Duration, what strin
 				found = w
 			}
 		}
-		changed := cs.changed
+		changed := cs.changed.Next()
 		cs.mu.Unlock()
 		if found != nil {
 			return found

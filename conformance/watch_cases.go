@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // watcher drains one watch channel in its own goroutine, keeps every value
@@ -21,8 +22,8 @@ type watcher[V any] struct {
 
 	mu      sync.Mutex
 	values  []V
-	times   []time.Time   // when each value was received
-	changed chan struct{} // closed and replaced at every value
+	times   []time.Time      // when each value was received
+	changed notify.Broadcast // announces every value
 }
 
 // startWatch opens a watch with open and drains it until stop (run by
@@ -44,7 +45,7 @@ func startWatchDescribed[V any](t T, what string, open func(ctx context.Context)
 		cancel()
 		t.Fatalf("%s: got error %v, want a channel", what, err)
 	}
-	w := &watcher[V]{what: what, describe: describe, cancel: cancel, closed: make(chan struct{}), changed: make(chan struct{})}
+	w := &watcher[V]{what: what, describe: describe, cancel: cancel, closed: make(chan struct{})}
 	go func() {
 		defer close(w.closed)
 		var prev *V
@@ -55,8 +56,7 @@ func startWatchDescribed[V any](t T, what string, open func(ctx context.Context)
 			w.mu.Lock()
 			w.values = append(w.values, v)
 			w.times = append(w.times, time.Now())
-			close(w.changed)
-			w.changed = make(chan struct{})
+			w.changed.Notify()
 			w.mu.Unlock()
 			prev = &v
 		}
@@ -117,7 +117,7 @@ func (w *watcher[V]) waitMatch(t T, from int, d time.Duration, what string, matc
 			}
 		}
 		from = max(from, len(w.values))
-		changed := w.changed
+		changed := w.changed.Next()
 		last := "nothing"
 		if n := len(w.values); n > 0 {
 			last = w.describe(w.values[n-1])

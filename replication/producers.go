@@ -70,7 +70,7 @@ type BatchMeta struct {
 	// FirstOffset and LastOffset are the offsets of the batch's first and
 	// last record as its header states them. In a produce request they
 	// are whatever the client sent (usually 0 and the last offset delta);
-	// Appended and Load record the offsets the log assigned, and a
+	// Appended and Replay record the offsets the log assigned, and a
 	// duplicate returned by Check carries those.
 	FirstOffset, LastOffset int64
 	// MaxTimestamp is the batch's max timestamp (ms), which Expire
@@ -217,21 +217,21 @@ func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
 // ProducerBatchesRetained batches. The leader checks each produce against
 // it before appending (Check) and every replica records what it appends
 // (Appended), so a follower that becomes leader already holds the state.
-// It is written to the log's producer snapshots (WriteSnapshot) and
-// rebuilt on open from the latest one and the log after it (Recover), and
-// after a truncation (TruncateTo, then Reset and Recover when TruncateTo
-// says so).
+// The log writes it to its producer snapshots (log.SnapshotProducers)
+// and rebuilds it on open from the latest one and the log after it
+// (log.RecoverProducers), and after a truncation (TruncateTo, then Reset
+// and log.RecoverProducers when TruncateTo says so).
 //
 // Producers is Kafka's ProducerStateManager without transactions. It does
-// no I/O except reading a log and its snapshot files through the log's
-// API (Load, LoadFrom, Recover, WriteSnapshot) and is not safe for
-// concurrent use: the broker calls it under the partition's append lock,
+// no I/O: the log reads and writes it (it is a log.ProducerState, fed by
+// Replay and persisted by Snapshot and RestoreSnapshot). It is not safe
+// for concurrent use: the broker calls it under the partition's append lock,
 // the lock that orders the log's appends and truncations, so the state
 // always describes the log.
 //
 // # Wiring it into the broker
 //
-//   - Open: NewProducers, then Recover(log) (log the ProducerLoad's
+//   - Open: NewProducers, then log.RecoverProducers (log the ProducerLoad's
 //     Skipped snapshots as warnings), then Expire as below, as Kafka
 //     skips expired producers when it loads a snapshot.
 //   - Produce at the leader: ParseBatchMeta(records) (an error is the
@@ -254,20 +254,23 @@ func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
 //     same lock. A follower that becomes leader then needs nothing.
 //   - Truncation (log.TruncateTo(offset), which deletes the snapshots
 //     above the new log end): if TruncateTo(offset) returns true, Reset
-//     and Recover(log); after log.TruncateFullyAndStartAt (which deletes
-//     every snapshot), Reset.
+//     and log.RecoverProducers; after log.TruncateFullyAndStartAt (which
+//     deletes every snapshot), Reset.
 //   - An append that failed after writing some batches (a write error
-//     in a later segment), or any doubt: Load(log).
+//     in a later segment), or any doubt: log.LoadProducers.
 //   - Every producer.id.expiration.check.interval.ms: Expire(now -
-//     producer.id.expiration.ms), and WriteSnapshot(log) if the log
+//     producer.id.expiration.ms), and log.SnapshotProducers if the log
 //     rolled a segment since the latest snapshot, so that a restart after
 //     a crash replays about one segment, as Kafka's snapshot at each roll
 //     bounds it.
-//   - Clean shutdown (before log.Close): WriteSnapshot(log), so that the
-//     next open reads nothing but the snapshot.
+//   - Clean shutdown (before log.Close): log.SnapshotProducers, so that
+//     the next open reads nothing but the snapshot.
 type Producers struct {
 	entries map[int64]*producerEntry
 }
+
+// Producers is what the log loads, recovers and snapshots.
+var _ log.ProducerState = (*Producers)(nil)
 
 // NewProducers returns an empty state.
 func NewProducers() *Producers {
@@ -438,64 +441,10 @@ func (p *Producers) record(b BatchMeta) {
 	e.add(b)
 }
 
-// loadChunkBytes is how much of the log Load reads at a time.
-const loadChunkBytes = 1 << 20
-
-// Load forgets every producer and rebuilds the state from the whole log,
-// StartOffset to EndOffset: Reset, then LoadFrom(l, l.StartOffset()).
-// It reads every byte of the log; Recover reads only what follows the
-// latest producer snapshot.
-func (p *Producers) Load(l *log.Log) error {
-	p.Reset()
-	return p.LoadFrom(l, l.StartOffset())
-}
-
-// LoadFrom records the batches of l from offset from to EndOffset on top
-// of the current state, which must describe the log below from (empty
-// for from = StartOffset, or restored from the snapshot at from). It
-// first forgets the batches below StartOffset, which retention removed,
-// and the producers left with none, so that the result equals a Load of
-// the whole log. It reads the log in chunks of 1 MiB and parses batch
-// headers only (the log verified their CRC when it appended them); a
-// batch that ends below from (a read starts at the batch holding from)
-// is skipped. The caller holds the partition's append lock, so the log
-// does not grow meanwhile.
-//
-// Errors: the log's read errors (log.ErrClosed, log.ErrOffsetOutOfRange
-// for from outside the log, or if retention moved the start meanwhile)
-// and log.ErrCorruptMessage for a malformed header; the state is then
-// partial and a Load should follow.
-func (p *Producers) LoadFrom(l *log.Log, from int64) error {
-	start, end := l.StartOffset(), l.EndOffset()
-	if from < start || from > end {
-		return fmt.Errorf("load producer state from offset %d: %w: log holds %d..%d", from, log.ErrOffsetOutOfRange, start, end)
-	}
-	p.forgetBelow(start)
-	offset := from
-	for offset < end {
-		data, err := l.Read(offset, loadChunkBytes)
-		if err != nil {
-			return fmt.Errorf("load producer state at offset %d: %w", offset, err)
-		}
-		if len(data) == 0 {
-			return fmt.Errorf("load producer state at offset %d: %w: empty read below the log end offset %d", offset, log.ErrCorruptMessage, end)
-		}
-		err = log.EachBatch(data, false, func(h log.BatchInfo) {
-			if h.LastOffset >= from {
-				p.record(batchMeta(h))
-			}
-			offset = h.LastOffset + 1
-		})
-		if err != nil {
-			return fmt.Errorf("load producer state at offset %d: %w", offset, err)
-		}
-	}
-	return nil
-}
-
-// forgetBelow drops the retained batches that end below offset, and the
-// producers left with none.
-func (p *Producers) forgetBelow(offset int64) {
+// ForgetBelow drops the retained batches that end below offset, and the
+// producers left with none: what retention removed from the log
+// (log.ProducerState).
+func (p *Producers) ForgetBelow(offset int64) {
 	for id, e := range p.entries {
 		drop := 0
 		for drop < len(e.batches) && e.batches[drop].LastOffset < offset {
@@ -510,80 +459,9 @@ func (p *Producers) forgetBelow(offset int64) {
 	}
 }
 
-// ProducerLoad says how Recover rebuilt a partition's producer state.
-type ProducerLoad struct {
-	// SnapshotOffset is the offset of the producer snapshot the state was
-	// restored from, -1 if none was usable.
-	SnapshotOffset int64
-	// From and To are the offsets the log was read from and to (the log
-	// end offset); From is SnapshotOffset, or the log start offset.
-	From, To int64
-	// Skipped are the snapshots Recover could not use and deleted (an
-	// unreadable or corrupt file), each error naming its offset; the
-	// broker logs them as warnings.
-	Skipped []error
-}
-
-// Recover rebuilds the state from the latest usable producer snapshot of
-// l and the log after it, as Kafka's ProducerStateManager loads its
-// latest snapshot and replays the segments above it. Snapshots are tried
-// newest first; one below the log start offset is not used (retention
-// removed what follows it), and one that cannot be read or decoded is
-// deleted and reported in ProducerLoad.Skipped. Without a usable
-// snapshot Recover reads the whole log (Load). The log itself deletes the
-// snapshots above its end (on open and on truncation), so every snapshot
-// describes a prefix of the log. The result equals Load's, except that a
-// producer Expire forgot before the snapshot was written stays
-// forgotten. The caller holds the partition's append lock.
-//
-// Errors: those of LoadFrom, and log.ErrClosed from the snapshot files;
-// the state is then partial.
-func (p *Producers) Recover(l *log.Log) (ProducerLoad, error) {
-	start, end := l.StartOffset(), l.EndOffset()
-	load := ProducerLoad{SnapshotOffset: -1, From: start, To: end}
-	offsets, err := l.ProducerSnapshots()
-	if err != nil {
-		return load, err
-	}
-	for i := len(offsets) - 1; i >= 0; i-- {
-		offset := offsets[i]
-		if offset < start || offset > end {
-			continue
-		}
-		data, err := l.ReadProducerSnapshot(offset)
-		if err == nil {
-			err = p.RestoreSnapshot(data, offset)
-		}
-		if err != nil {
-			load.Skipped = append(load.Skipped, err)
-			if derr := l.DeleteProducerSnapshot(offset); derr != nil {
-				return load, derr
-			}
-			continue
-		}
-		load.SnapshotOffset, load.From = offset, offset
-		if err := p.LoadFrom(l, offset); err != nil {
-			return load, err
-		}
-		return load, nil
-	}
-	return load, p.Load(l)
-}
-
-// WriteSnapshot writes the state to l as its producer snapshot at the
-// log end offset (log.WriteProducerSnapshot, which keeps the newest
-// log.ProducerSnapshotsRetained) and returns that offset. The caller
-// holds the partition's append lock, so the state describes exactly the
-// log below that offset.
-//
-// Errors: log.ErrClosed and the file system's.
-func (p *Producers) WriteSnapshot(l *log.Log) (int64, error) {
-	offset := l.EndOffset()
-	if err := l.WriteProducerSnapshot(offset, p.Snapshot(offset)); err != nil {
-		return offset, err
-	}
-	return offset, nil
-}
+// Replay records a batch that the log holds, at the offsets the log gave
+// it, without a check: what a load of the log does (log.ProducerState).
+func (p *Producers) Replay(h log.BatchInfo) { p.record(batchMeta(h)) }
 
 // TruncateTo forgets the batches at and above offset, after the broker
 // cut the log there (log.TruncateTo). A producer that keeps some batches
@@ -630,8 +508,8 @@ func (p *Producers) Expire(before int64) int {
 }
 
 // ErrCorruptSnapshot is RestoreSnapshot's error for a producer snapshot
-// that is not one: a bad CRC, version, length or field. Recover deletes
-// such a snapshot and reads the log instead.
+// that is not one: a bad CRC, version, length or field.
+// log.RecoverProducers deletes such a snapshot and reads the log instead.
 var ErrCorruptSnapshot = errors.New("replication: corrupt producer snapshot")
 
 // Producer snapshot layout, version 1, every field big-endian (tripod's

@@ -58,17 +58,17 @@ func history(t *testing.T, l *log.Log, leader *Producers, first, last int) {
 func fullLoad(t *testing.T, l *log.Log) map[int64]producerEntry {
 	t.Helper()
 	p := NewProducers()
-	if err := p.Load(l); err != nil {
+	if err := l.LoadProducers(p); err != nil {
 		t.Fatalf("Load: %v", err)
 	}
 	return snapshot(p)
 }
 
 // recoverState runs Recover on a fresh state and returns both.
-func recoverState(t *testing.T, l *log.Log) (*Producers, ProducerLoad) {
+func recoverState(t *testing.T, l *log.Log) (*Producers, log.ProducerLoad) {
 	t.Helper()
 	p := NewProducers()
-	load, err := p.Recover(l)
+	load, err := l.RecoverProducers(p)
 	if err != nil {
 		t.Fatalf("Recover: %v", err)
 	}
@@ -176,12 +176,12 @@ func TestProducersRecoverFromSnapshot(t *testing.T) {
 	l, _ := snapshotTestLog(t)
 	leader := NewProducers()
 	history(t, l, leader, 0, 12)
-	first, err := leader.WriteSnapshot(l)
+	first, err := l.SnapshotProducers(leader)
 	if err != nil {
 		t.Fatalf("WriteSnapshot: %v", err)
 	}
 	history(t, l, leader, 12, 24)
-	second, err := leader.WriteSnapshot(l)
+	second, err := l.SnapshotProducers(leader)
 	if err != nil {
 		t.Fatalf("WriteSnapshot: %v", err)
 	}
@@ -240,12 +240,12 @@ func TestProducersRecoverSkipsCorruptSnapshot(t *testing.T) {
 	l, dir := snapshotTestLog(t)
 	leader := NewProducers()
 	history(t, l, leader, 0, 10)
-	first, err := leader.WriteSnapshot(l)
+	first, err := l.SnapshotProducers(leader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	history(t, l, leader, 10, 20)
-	second, err := leader.WriteSnapshot(l)
+	second, err := l.SnapshotProducers(leader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestProducersLoadFromForgetsBelowStart(t *testing.T) {
 	p.Appended(metas(t, spec{5, 0, 0, 2}), restart-10) // Entirely below the start: forgotten.
 	p.Appended(metas(t, spec{6, 0, 0, 1}), restart-1)
 	p.Appended(metas(t, spec{6, 0, 1, 1}), restart) // Not in the log, but not below its start.
-	if err := p.LoadFrom(l, restart); err != nil {
+	if err := l.LoadProducersFrom(p, restart); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := slices.Sorted(maps.Keys(p.entries)), []int64{6}; !slices.Equal(got, want) {
@@ -309,7 +309,7 @@ func TestProducersLoadFromForgetsBelowStart(t *testing.T) {
 	if got := len(p.entries[6].batches); got != 1 {
 		t.Fatalf("producer 6: got %d batches, want 1", got)
 	}
-	if err := p.LoadFrom(l, restart+1); !errors.Is(err, log.ErrOffsetOutOfRange) {
+	if err := l.LoadProducersFrom(p, restart+1); !errors.Is(err, log.ErrOffsetOutOfRange) {
 		t.Fatalf("LoadFrom above the log end: got %v, want log.ErrOffsetOutOfRange", err)
 	}
 }

@@ -328,7 +328,7 @@ func TestProducersLoad(t *testing.T) {
 	}
 	loaded := NewProducers()
 	loaded.Appended(metas(t, spec{99, 0, 0, 1}), 0) // Load forgets what was there.
-	if err := loaded.Load(l); err != nil {
+	if err := l.LoadProducers(loaded); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := snapshot(loaded), snapshot(leader); !reflect.DeepEqual(got, want) {
@@ -345,7 +345,7 @@ func TestProducersLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	truncated := NewProducers()
-	if err := truncated.Load(l); err != nil {
+	if err := l.LoadProducers(truncated); err != nil {
 		t.Fatal(err)
 	}
 	if reload := leader.TruncateTo(cut); reload {
@@ -559,7 +559,7 @@ func BenchmarkProducersLoad(b *testing.B) {
 	b.SetBytes(size)
 	b.ResetTimer()
 	for b.Loop() {
-		if err := p.Load(l); err != nil {
+		if err := l.LoadProducers(p); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
 )
@@ -176,7 +177,7 @@ func (z *Authorizer) Authorize(ctx context.Context, key int16, req kmsg.Request,
 		// Without the ACLs nothing can be allowed: the request fails as
 		// if denied, with the retriable code the store's failure maps to.
 		z.logger.Warn("authorization failed: the ACLs could not be read", "error", err)
-		return denyAll(req, StoreError(err)), nil
+		return denyAll(req, kafkaerr.SecurityStore.Error(err)), nil
 	}
 	deny, amend = Check(acls, key, req, principal, host, md)
 	if deny != nil && z.logger.IsDebug() {

@@ -19,6 +19,7 @@ import (
 	"github.com/xdg-go/scram"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // Server is the broker's side of SASL (SaslHandshake,
@@ -42,11 +43,11 @@ type Server struct {
 	decoyKey []byte
 
 	// mu guards credentials, the latest security state the watch
-	// delivered (nil until the first), and changed, closed and replaced
-	// at every new state.
+	// delivered (nil until the first), and changed, announcing every new
+	// state.
 	mu          sync.Mutex
 	credentials *coord.SecurityState
-	changed     chan struct{}
+	changed     notify.Broadcast
 }
 
 // NewServer makes the SASL server of a broker whose SASL listeners are
@@ -54,7 +55,7 @@ type Server struct {
 // authorizer says whether an authorizer wants the ACLs watched. It reads
 // the security store until the watch hands it a first state.
 func NewServer(listeners []*SASLListener, cfg SASLConfig, authorizer bool, store coord.SecurityStore, logger hclog.Logger) *Server {
-	s := &Server{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32), watch: authorizer, changed: make(chan struct{})}
+	s := &Server{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32), watch: authorizer}
 	rand.Read(s.decoyKey)
 	for _, l := range listeners {
 		if l != nil && (l.Enables(coord.ScramSHA256) || l.Enables(coord.ScramSHA512)) {
@@ -76,8 +77,7 @@ func (s *Server) SetState(st *coord.SecurityState) {
 	defer s.mu.Unlock()
 	if s.credentials == nil || st.Version >= s.credentials.Version {
 		s.credentials = st
-		close(s.changed)
-		s.changed = make(chan struct{})
+		s.changed.Notify()
 	}
 }
 
@@ -86,7 +86,7 @@ func (s *Server) SetState(st *coord.SecurityState) {
 // the store itself, for at most 10 s.
 func (s *Server) State(ctx context.Context) (*coord.SecurityState, <-chan struct{}, error) {
 	s.mu.Lock()
-	st, changed := s.credentials, s.changed
+	st, changed := s.credentials, s.changed.Next()
 	s.mu.Unlock()
 	if st != nil {
 		return st, changed, nil
@@ -100,7 +100,7 @@ func (s *Server) State(ctx context.Context) (*coord.SecurityState, <-chan struct
 	s.SetState(loaded)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.credentials, s.changed, nil
+	return s.credentials, s.changed.Next(), nil
 }
 
 // credential returns user's credential of mechanism (see State).

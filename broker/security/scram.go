@@ -1,11 +1,8 @@
 package security
 
 import (
-	"context"
 	"crypto/hmac"
-	"errors"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/xdg-go/scram"
 
 	"github.com/tripodmq/tripod/coord"
@@ -40,15 +37,4 @@ func hmacOf(h scram.HashGeneratorFcn, key []byte, msg string) []byte {
 	m := hmac.New(h, key)
 	m.Write([]byte(msg))
 	return m.Sum(nil)
-}
-
-// StoreError is the Kafka error of a security store failure.
-func StoreError(err error) *kerr.Error {
-	switch {
-	case errors.Is(err, coord.ErrNotFound):
-		return kerr.ResourceNotFound
-	case errors.Is(err, coord.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return kerr.RequestTimedOut
-	}
-	return kerr.UnknownServerError
 }

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // standbyWait bounds how long Load waits for the standby view to catch up
@@ -34,8 +35,8 @@ type standby struct {
 	mu     sync.Mutex
 	md     *coord.Metadata // nil until first loaded
 	synced int64
-	// caught is closed, and replaced, whenever synced grows.
-	caught chan struct{}
+	// caught announces every growth of synced.
+	caught notify.Broadcast
 	// served counts the Loads the view answered.
 	served atomic.Uint64
 }
@@ -44,7 +45,7 @@ type standby struct {
 // backend closes.
 func (b *Backend) startStandby() {
 	b.standbyOnce.Do(func() {
-		s := &standby{b: b, caught: make(chan struct{})}
+		s := &standby{b: b}
 		ctx, cancel := b.withLife(context.Background())
 		if b.goOwned(func() {
 			defer cancel()
@@ -123,8 +124,7 @@ func (s *standby) advance(rev int64) {
 	}
 	s.synced = rev
 	s.md.Version = max(s.md.Version, rev)
-	close(s.caught)
-	s.caught = make(chan struct{})
+	s.caught.Notify()
 }
 
 // load returns a copy of the view once it holds every commit made before
@@ -150,7 +150,7 @@ func (s *standby) load(ctx context.Context) (*coord.Metadata, bool) {
 	want := resp.Header.Revision
 	for {
 		s.mu.Lock()
-		md, synced, caught := s.md, s.synced, s.caught
+		md, synced, caught := s.md, s.synced, s.caught.Next()
 		if md != nil && synced >= want {
 			out := md.Clone()
 			s.mu.Unlock()

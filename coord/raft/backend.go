@@ -36,6 +36,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 func init() {
@@ -92,8 +93,9 @@ type Backend struct {
 	// stepDownContact is Raft's last-contact time when this node last
 	// stepped down: Raft stamps it then, though no leader was heard.
 	stepDownContact time.Time
-	// changed is closed and replaced when lead or term changes.
-	changed chan struct{}
+	// changed announces every change of lead or term; it is guarded by
+	// mu like them.
+	changed notify.Broadcast
 	// observations carries Raft's leader observations to leaderLoop.
 	observations chan hraft.Observation
 	// lastOtherLeader is the last leader other than this node that Raft
@@ -131,7 +133,6 @@ func Open(cfg coord.Config) (*Backend, error) {
 		closing:         make(chan struct{}),
 		sessions:        map[*session]struct{}{},
 		interest:        map[coord.BrokerID]time.Time{},
-		changed:         make(chan struct{}),
 	}
 	if err := os.MkdirAll(cfg.RaftDir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft.dir %s: %w", cfg.RaftDir, err)
@@ -273,12 +274,6 @@ func (b *Backend) isClosed() bool {
 	return b.closed
 }
 
-// broadcast wakes everyone waiting on b.changed; b.mu must be held.
-func (b *Backend) broadcastLocked() {
-	close(b.changed)
-	b.changed = make(chan struct{})
-}
-
 // leaderLoop follows this node's Raft leadership until Close.
 func (b *Backend) leaderLoop() {
 	defer b.wg.Done()
@@ -344,7 +339,7 @@ func (b *Backend) setLeader(isLeader bool) {
 		b.lead.cancel()
 		b.lead = nil
 		b.stepDownContact = b.raft.LastContact()
-		b.broadcastLocked()
+		b.changed.Notify()
 	}
 	if !isLeader || b.closed {
 		return
@@ -370,7 +365,7 @@ func (b *Backend) setLeader(isLeader bool) {
 		lead.previous = coord.NoBroker
 	}
 	b.lead = lead
-	b.broadcastLocked()
+	b.changed.Notify()
 	b.wg.Add(1)
 	go b.leaderDuties(lead)
 }

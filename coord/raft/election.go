@@ -45,7 +45,7 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 			return nil, err
 		}
 		b.mu.Lock()
-		lead, busy, changed, closed := b.lead, b.term != nil || b.transferring, b.changed, b.closed
+		lead, busy, changed, closed := b.lead, b.term != nil || b.transferring, b.changed.Next(), b.closed
 		b.mu.Unlock()
 		if closed {
 			return nil, fmt.Errorf("%w: campaign of broker %d", coord.ErrClosed, sess.broker.ID)
@@ -145,7 +145,7 @@ func (b *Backend) transfer(id coord.BrokerID, addr string) {
 		}
 		b.mu.Lock()
 		b.transferring = false
-		b.broadcastLocked()
+		b.changed.Notify()
 		b.mu.Unlock()
 	}()
 }
@@ -206,7 +206,7 @@ func (b *Backend) claim(ctx context.Context, lead *leadership, sess *session) (*
 	}
 	b.term = t
 	b.wg.Add(1)
-	b.broadcastLocked()
+	b.changed.Notify()
 	b.mu.Unlock()
 	go t.watch()
 	b.log.Info("controller elected", "broker", sess.broker.ID, "epoch", res.Epoch)
@@ -248,7 +248,7 @@ func (t *term) watch() {
 	t.b.mu.Lock()
 	if t.b.term == t {
 		t.b.term = nil
-		t.b.broadcastLocked()
+		t.b.changed.Notify()
 	}
 	t.b.mu.Unlock()
 	t.b.log.Info("controller term ended", "broker", t.sess.broker.ID, "epoch", t.epoch, "cause", context.Cause(t.ctx))
@@ -299,7 +299,7 @@ func (t *term) Resign(ctx context.Context) error {
 		} else {
 			b.mu.Lock()
 			b.transferring = false
-			b.broadcastLocked()
+			b.changed.Notify()
 			b.mu.Unlock()
 		}
 	})

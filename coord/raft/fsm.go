@@ -11,6 +11,7 @@ import (
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // cmdType names the kind of a Raft log entry written by this backend.
@@ -158,11 +159,11 @@ type fsmData struct {
 
 // fsm is the backend's Raft state machine: registrations, the controller
 // and the metadata, applied deterministically from the log. Readers get
-// copies; every change closes the changed channel so watches wake up.
+// copies; every change is announced on changed so watches wake up.
 type fsm struct {
 	mu      sync.RWMutex
 	data    fsmData
-	changed chan struct{}
+	changed notify.Broadcast
 }
 
 func newFSM() *fsm {
@@ -172,7 +173,6 @@ func newFSM() *fsm {
 			Brokers:      map[coord.BrokerID]coord.Broker{},
 			ControllerID: coord.NoBroker,
 		},
-		changed: make(chan struct{}),
 	}
 }
 
@@ -188,8 +188,7 @@ func (f *fsm) Apply(l *hraft.Log) any {
 	f.mu.Lock()
 	res := f.applyLocked(l.Index, l.Term, &cmd)
 	f.data.Applied = l.Index
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.changed.Notify()
 	f.mu.Unlock()
 	return res
 }
@@ -447,7 +446,7 @@ func applyOps(topics map[string]*topicState, ops []wireOp) (*chunkView, error) {
 func (f *fsm) changes() <-chan struct{} {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.changed
+	return f.changed.Next()
 }
 
 // applied returns the index of the last applied entry.
@@ -554,8 +553,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.data = d
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.changed.Notify()
 	f.mu.Unlock()
 	return nil
 }

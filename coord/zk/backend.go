@@ -38,6 +38,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 func init() {
@@ -438,7 +439,7 @@ type zsession struct {
 	netConn net.Conn
 	closing bool // close has begun: no new connections
 	state   zk.State
-	stateCh chan struct{} // closed and replaced at every state change
+	stateCh notify.Broadcast // announces every state change
 	subs    map[*subscriber]struct{}
 }
 
@@ -463,7 +464,6 @@ func (b *Backend) newZSessionLockedWith(oneConnection bool) (*zsession, error) {
 		authed:        make(chan struct{}),
 		done:          make(chan struct{}),
 		state:         zk.StateDisconnected,
-		stateCh:       make(chan struct{}),
 		subs:          map[*subscriber]struct{}{},
 	}
 	zs.lastRecv.Store(time.Now().UnixNano())
@@ -615,8 +615,7 @@ func (zs *zsession) onEvent(ev zk.Event) {
 	if ev.Type == zk.EventSession {
 		zs.mu.Lock()
 		zs.state = ev.State
-		close(zs.stateCh)
-		zs.stateCh = make(chan struct{})
+		zs.stateCh.Notify()
 		zs.mu.Unlock()
 		switch ev.State {
 		case zk.StateHasSession:
@@ -657,7 +656,7 @@ func (zs *zsession) onEvent(ev zk.Event) {
 func (zs *zsession) stateNow() (zk.State, <-chan struct{}) {
 	zs.mu.Lock()
 	defer zs.mu.Unlock()
-	return zs.state, zs.stateCh
+	return zs.state, zs.stateCh.Next()
 }
 
 // sessionID returns the ZooKeeper session id, the ephemeralOwner of the

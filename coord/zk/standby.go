@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // standbyWait bounds how long Load waits for the standby view to catch up
@@ -68,9 +69,9 @@ type standby struct {
 	// the last answer.
 	asked uint64
 	md    *coord.Metadata
-	// caught is closed, and replaced, whenever a lane's answered grows or
-	// the lanes change.
-	caught chan struct{}
+	// caught announces every growth of a lane's answered and every change
+	// of the lanes.
+	caught notify.Broadcast
 	// served counts the Loads the view answered.
 	served atomic.Uint64
 }
@@ -92,7 +93,7 @@ func (b *Backend) startStandby() {
 	if b.standby != nil || b.closed {
 		return
 	}
-	s := &standby{b: b, w: &metadataWatcher{b: b}, caught: make(chan struct{})}
+	s := &standby{b: b, w: &metadataWatcher{b: b}}
 	b.standby = s
 	b.wg.Add(1)
 	go func() {
@@ -297,8 +298,7 @@ func (s *standby) follow(lanes []*standbyLane) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lanes, s.asked, s.md = lanes, 0, nil
-	close(s.caught)
-	s.caught = make(chan struct{})
+	s.caught.Notify()
 }
 
 // answer records that the view has caught up with the markers pending
@@ -319,8 +319,7 @@ func (s *standby) answer(lanes []*standbyLane, pending []uint64) {
 		pending[i] = 0
 	}
 	s.md = md
-	close(s.caught)
-	s.caught = make(chan struct{})
+	s.caught.Notify()
 }
 
 // load returns a copy of the view once it holds every commit made before
@@ -372,7 +371,7 @@ func (s *standby) load(ctx context.Context) (*coord.Metadata, bool) {
 			s.served.Add(1)
 			return out, true
 		}
-		caught := s.caught
+		caught := s.caught.Next()
 		s.mu.Unlock()
 		select {
 		case <-caught:

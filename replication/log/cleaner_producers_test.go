@@ -42,7 +42,7 @@ func TestCleanedLogLoadsProducerState(t *testing.T) {
 	}
 
 	p := replication.NewProducers()
-	if err := p.Load(l); err != nil {
+	if err := l.LoadProducers(p); err != nil {
 		t.Fatalf("Load over the cleaned log: %v", err)
 	}
 	next := replication.BatchMeta{ProducerID: 7, ProducerEpoch: 0, BaseSequence: 5, LastSequence: 5}

@@ -25,9 +25,13 @@
 //	                                being written or swapped in; Open
 //	                                finishes or undoes the swap
 //	00000000000000000000.snapshot   the partition's producer state as of
-//	                                the offset in its name (written and
-//	                                read by replication.Producers; the
+//	                                the offset in its name (encoded and
+//	                                decoded by replication.Producers; the
 //	                                newest ProducerSnapshotsRetained kept)
+//
+// The log also rebuilds and persists that producer state
+// (producer_state.go): it reads the batch headers and the snapshot files
+// and hands them to a ProducerState, which decides what they mean.
 //
 // Index fields are big-endian; their offsets are relative to the segment's
 // base offset, the 20-digit number in its file names.
@@ -972,7 +976,7 @@ func (l *Log) OffsetForTime(ts int64) (offset int64, timestamp int64, ok bool, e
 // timestamp is at least ts; ok is false if none is.
 func firstRecordAtOrAfter(raw []byte, h batchHeader, ts, from int64) (offset, timestamp int64, ok bool, err error) {
 	baseTimestamp := int64(binary.BigEndian.Uint64(raw[fieldBaseTimestamp:]))
-	err = eachRecord(raw, h, func(o int64, r cleanRecord) {
+	err = eachRecord(raw, h, func(o int64, r parsedRecord) {
 		if ok || o < from {
 			return
 		}

@@ -2,6 +2,7 @@ package log
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"time"
 )
@@ -88,7 +89,7 @@ func EachRecord(records []byte, fn func(offset int64, key, value []byte) error) 
 			continue
 		}
 		var fnErr error
-		err := eachRecord(raw, h, func(offset int64, r cleanRecord) {
+		err := eachRecord(raw, h, func(offset int64, r parsedRecord) {
 			if fnErr != nil {
 				return
 			}
@@ -106,6 +107,91 @@ func EachRecord(records []byte, fn func(offset int64, key, value []byte) error) 
 		}
 	}
 	return nil
+}
+
+// parsedRecord is a v2 record as parseRecord reads it, for the cleaner,
+// EachRecord and the search by timestamp.
+type parsedRecord struct {
+	// raw is the whole record, its length varint included.
+	raw []byte
+	// key is the record's key, if hasKey; value is its value, if
+	// hasValue (clear for a tombstone).
+	key, value       []byte
+	hasKey, hasValue bool
+}
+
+// eachRecord calls fn with each record of the batch raw (header h) and
+// its offset, decompressing the records first if need be.
+func eachRecord(raw []byte, h batchHeader, fn func(offset int64, r parsedRecord)) error {
+	records, _, err := decompress(h.attributes&codecMask, raw[batchHeaderSize:h.size])
+	if err != nil {
+		return corrupt("batch at offset %d: %v", h.baseOffset, err)
+	}
+	return walkRecords(records, h, fn)
+}
+
+// walkRecords parses the h.recordCount records of records and calls fn
+// with each.
+func walkRecords(records []byte, h batchHeader, fn func(offset int64, r parsedRecord)) error {
+	for i := int32(0); i < h.recordCount; i++ {
+		r, offsetDelta, rest, err := parseRecord(records)
+		if err != nil {
+			return corrupt("batch at offset %d: record %d: %v", h.baseOffset, i, err)
+		}
+		fn(h.baseOffset+int64(offsetDelta), r)
+		records = rest
+	}
+	if len(records) != 0 {
+		return corrupt("batch at offset %d: %d bytes after its %d records", h.baseOffset, len(records), h.recordCount)
+	}
+	return nil
+}
+
+// errRecordCutShort is a record running past its batch.
+var errRecordCutShort = errors.New("record cut short")
+
+// parseRecord parses the record b starts with: length varint, attributes
+// int8, timestampDelta varlong, offsetDelta varint, key and value (varint
+// length, -1 for null), headers.
+func parseRecord(b []byte) (r parsedRecord, offsetDelta int32, rest []byte, err error) {
+	length, n := binary.Varint(b)
+	if n <= 0 || length < 1 || length > int64(len(b)-n) {
+		return r, 0, nil, errRecordCutShort
+	}
+	r.raw, rest = b[:n+int(length)], b[n+int(length):]
+	body := b[n+1 : n+int(length)] // After the attributes.
+	varint := func() int64 {
+		v, k := binary.Varint(body)
+		if k <= 0 {
+			err = errRecordCutShort
+			return 0
+		}
+		body = body[k:]
+		return v
+	}
+	varint() // timestampDelta
+	offsetDelta = int32(varint())
+	keyLen := varint()
+	if err != nil {
+		return r, 0, nil, err
+	}
+	if keyLen > int64(len(body)) {
+		return r, 0, nil, errRecordCutShort
+	}
+	if keyLen >= 0 {
+		r.key, r.hasKey, body = body[:keyLen], true, body[keyLen:]
+	}
+	valueLen := varint()
+	if err != nil {
+		return r, 0, nil, err
+	}
+	if valueLen > int64(len(body)) {
+		return r, 0, nil, errRecordCutShort
+	}
+	if valueLen >= 0 {
+		r.value, r.hasValue = body[:valueLen], true
+	}
+	return r, offsetDelta, rest, nil
 }
 
 // NextOffset returns the offset after the last complete batch of records
