@@ -16,6 +16,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/network"
 )
 
 // maxInFlight bounds how many requests of one connection are being handled
@@ -523,13 +525,13 @@ func (b *Broker) decodeRequest(frame []byte, cs *connState) (*request, []byte, e
 	}
 	// Nothing is decoded that would cost more than its frame allows
 	// (request_cost.go).
-	cost, err := decodeCost(h.key, h.version, rest)
+	cost, err := network.DecodeCost(h.key, h.version, rest)
 	if err != nil {
 		return nil, nil, err
 	}
-	if limit := maxDecodeExpansion*len(frame) + decodeCostSlack; cost > limit {
+	if limit := network.MaxDecodeExpansion*len(frame) + network.DecodeCostSlack; cost > limit {
 		return nil, nil, fmt.Errorf("refusing %s v%d request of %d bytes: decoding it would allocate %d bytes, more than %d times its size plus %d",
-			kmsg.NameForKey(h.key), h.version, len(frame), cost, maxDecodeExpansion, decodeCostSlack)
+			kmsg.NameForKey(h.key), h.version, len(frame), cost, network.MaxDecodeExpansion, network.DecodeCostSlack)
 	}
 	if err := kreq.ReadFrom(rest); err != nil {
 		return nil, nil, fmt.Errorf("parse %s v%d request: %w", kmsg.NameForKey(h.key), h.version, err)
@@ -581,7 +583,7 @@ func (b *Broker) encode(req *request, resp kmsg.Response) []byte {
 // fields for flexible responses (header v1; ApiVersions always uses
 // header v0), then the body.
 func encodeResponse(key int16, correlationID int32, resp kmsg.Response) []byte {
-	buf := getFrame(responseSizeHint(resp))[:8]
+	buf := network.GetFrame(responseSizeHint(resp))[:8]
 	binary.BigEndian.PutUint32(buf[4:], uint32(correlationID))
 	if resp.IsFlexible() && key != apiVersionsKey {
 		buf = append(buf, 0)
@@ -649,7 +651,7 @@ func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, 
 		flow.wrote(frame, slot.fetch)
 		// The buffered writer copied the frame or wrote it out: nothing
 		// refers to it any more.
-		putFrame(frame)
+		network.PutFrame(frame)
 		if err != nil {
 			broken = true
 			cancel()

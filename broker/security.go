@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -233,7 +234,7 @@ func (b *Broker) answerFailedAuthentication(ctx context.Context, conn net.Conn, 
 	if err := conn.SetWriteDeadline(time.Now().Add(b.cfg.ConnectionsMaxIdle)); err == nil {
 		_, _ = conn.Write(answer)
 	}
-	putFrame(answer)
+	network.PutFrame(answer)
 }
 
 // watchSecurity keeps s's security state (SCRAM credentials and ACLs)
