@@ -279,8 +279,8 @@ func TestHostileQueuedRequestBytes(t *testing.T) {
 			nc.Write(partial) // blocks while the broker does not read; ends when nc closes
 		}()
 	}
-	if !waitUntil(30*time.Second, func() bool { return b.requests.inUse() >= pool }) {
-		t.Fatalf("got %d bytes of the request pool in use, want %d", b.requests.inUse(), pool)
+	if !waitUntil(30*time.Second, func() bool { return b.conns.RequestBytesInUse() >= pool }) {
+		t.Fatalf("got %d bytes of the request pool in use, want %d", b.conns.RequestBytesInUse(), pool)
 	}
 	// The pool is full: a small request is not read until it frees.
 	probe := dialBroker(t, b)
@@ -302,8 +302,8 @@ func TestHostileQueuedRequestBytes(t *testing.T) {
 	if corr, _, err := readResponseFrame(probe); err != nil || corr != fuzzProbeCorrelationID {
 		t.Fatalf("ApiVersions once the attackers closed: got correlation id %d, error %v; want %d answered", corr, err, fuzzProbeCorrelationID)
 	}
-	if !waitUntil(10*time.Second, func() bool { return b.requests.inUse() == 0 }) {
-		t.Errorf("got %d bytes of the request pool in use after every request ended, want 0", b.requests.inUse())
+	if !waitUntil(10*time.Second, func() bool { return b.conns.RequestBytesInUse() == 0 }) {
+		t.Errorf("got %d bytes of the request pool in use after every request ended, want 0", b.conns.RequestBytesInUse())
 	}
 	checkServes(t, b)
 }

@@ -424,8 +424,8 @@ func checkSettled(t *testing.T, name string, before int) {
 // connection's: serveConn, the goroutines it starts (watcher, writer) and
 // the delayed handlers readRequests starts.
 var connGoroutineMarks = []string{
-	"tripod/broker.(*Broker).serveConn",
-	"tripod/broker.(*Broker).readRequests",
+	"tripod/broker/network.(*Server).serveConn",
+	"tripod/broker/network.(*Server).readRequests",
 }
 
 // connGoroutines counts the goroutines serving client connections.
