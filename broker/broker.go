@@ -1,5 +1,5 @@
-// Package broker is tripod's Kafka-protocol server: the listeners (whose
-// connections broker/network serves), one handler per API (00_produce.go, 01_fetch.go, ...), the
+// Package broker is tripod's Kafka-protocol server over broker/network's
+// connections: one handler per API (00_produce.go, 01_fetch.go, ...), the
 // partitions' logs, and the broker's membership of a cluster: it registers
 // with the coordination backend, campaigns, runs the controller.Controller when
 // it wins, and applies the controller's LeaderAndIsr, UpdateMetadata and
