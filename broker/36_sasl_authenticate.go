@@ -29,7 +29,7 @@ func handleSaslAuthenticate(ctx context.Context, b *Broker, req *request) (kmsg.
 	ss := &req.conn.sasl
 	if !ss.Exchanging() {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		if req.conn.isAuthenticated() && ss.Idle() {
+		if req.conn.IsAuthenticated() && ss.Idle() {
 			msg := "SaslAuthenticate request received after successful authentication"
 			resp.ErrorMessage = &msg
 			return resp, nil, nil

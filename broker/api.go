@@ -22,7 +22,7 @@ type apiHandler struct {
 // (a long-poll fetch); later requests are read and answered meanwhile and
 // responses still leave in request order. A nil response without later
 // means no answer at all (acks=0 produce); an error closes the connection,
-// after sending resp when it wraps errAnswerThenClose (a failed SASL
+// after sending resp when it wraps network.ErrAnswerThenClose (a failed SASL
 // exchange answers through refuseAuthentication instead, after
 // connection.failed.authentication.delay.ms).
 type handleFunc func(ctx context.Context, b *Broker, req *request) (resp kmsg.Response, later laterFunc, err error)

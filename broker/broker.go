@@ -1,5 +1,5 @@
-// Package broker is tripod's Kafka-protocol server: the TCP listener, the
-// Kafka framing, one handler per API (00_produce.go, 01_fetch.go, ...), the
+// Package broker is tripod's Kafka-protocol server over broker/network's
+// connections: one handler per API (00_produce.go, 01_fetch.go, ...), the
 // partitions' logs, and the broker's membership of a cluster: it registers
 // with the coordination backend, campaigns, runs the controller.Controller when
 // it wins, and applies the controller's LeaderAndIsr, UpdateMetadata and
@@ -24,6 +24,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -142,14 +143,15 @@ type Broker struct {
 	// fetchSessions are the incremental fetch sessions of the clients
 	// and followers fetching from this broker (KIP-227).
 	fetchSessions *fetchSessions
-	// requests bounds the bytes of requests read and not yet answered
-	// (queued.max.request.bytes, request_pool.go).
-	requests *requestPool
+	// conns is the connection layer serving the listeners: framing,
+	// admission, muting, connection limits and the request pool
+	// (queued.max.request.bytes).
+	conns *network.Server
 	// stopRun ends the membership loop; runWG waits for it.
 	stopRun context.CancelFunc
 	runWG   sync.WaitGroup
-	// wg counts the accept loops, the background loop and every
-	// connection's goroutines.
+	// wg counts the listeners' accept loops (network.Server.Serve, which
+	// returns after its connections end) and the background loops.
 	wg sync.WaitGroup
 
 	// configsMu orders the application of dynamic configs (applyConfigs)
@@ -189,7 +191,6 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		replicas:       make(map[coord.TopicPartition]*partition),
 		brokerEpoch:    -1,
 		closing:        make(chan struct{}),
-		requests:       newRequestPool(cfg.QueuedMaxRequestBytes, logger),
 		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, maxSessionRefresh), nil),
 
 		controllerID: coord.NoBroker,
@@ -204,6 +205,18 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = newReplicationQuota(samples, window, time.Now), newReplicationQuota(samples, window, time.Now)
 	b.metrics = newMetrics(b)
+	b.conns = network.NewServer(network.Config{
+		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
+		SocketRequestMaxBytes:        cfg.SocketRequestMaxBytes,
+		SASLServerMaxReceiveSize:     cfg.SASL.ServerMaxReceiveSize,
+		QueuedMaxRequestBytes:        cfg.QueuedMaxRequestBytes,
+		MaxConnections:               cfg.MaxConnections,
+		MaxConnectionsPerIP:          cfg.MaxConnectionsPerIP,
+		MaxConnectionsPerIPOverrides: cfg.MaxConnectionsPerIPOverrides,
+		Closing:                      b.closing,
+		AcceptErrors:                 b.metrics.acceptErrors,
+		ConnectionsRefused:           b.metrics.connectionsRefused,
+	}, logger)
 	b.groups = newGroupCoordinator(b)
 	b.fetchers = newFetcherManager(b)
 	b.isr = newISRSender(b)
@@ -294,12 +307,11 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		defer b.runWG.Done()
 		b.watchController(runCtx)
 	}()
-	limits := newConnLimiter(cfg)
 	b.wg.Add(len(b.listeners))
 	for _, l := range b.listeners {
 		go func() {
 			defer b.wg.Done()
-			b.acceptLoop(l, limits)
+			b.conns.Serve(network.Listener{Name: l.name, Listener: l.ln, Protected: l.protected, Handler: connHandler{b: b, l: l}})
 		}()
 	}
 	b.wg.Add(4)
@@ -418,13 +430,6 @@ func openFilesLimit() uint64 {
 	}
 	return lim.Cur
 }
-
-// acceptBackoffMin and acceptBackoffMax bound the wait after a failed
-// Accept, doubling from the one to the other while Accept keeps failing.
-const (
-	acceptBackoffMin = 5 * time.Millisecond
-	acceptBackoffMax = time.Second
-)
 
 // backgroundLoop enforces retention and closes the segment files idle
 // since the last check every log.retention.check.interval.ms, writes the high watermark checkpoint every

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -9,23 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/network"
 )
-
-// maxInFlight bounds how many requests of one connection are being handled
-// or waiting to be answered; the reader stops reading beyond it.
-const maxInFlight = 100
-
-// readChunk is the most the reader allocates ahead of the bytes that have
-// actually arrived, so a frame that declares a huge size costs memory only
-// for what the peer really sends.
-const readChunk = 64 << 10
 
 // requestHeader is a Kafka request header (v1, or v2 for flexible
 // requests).
@@ -46,189 +35,26 @@ type request struct {
 	conn *connState
 }
 
-// pendingResponse is one request's slot in a connection's response queue:
-// the handler sends the encoded frame (or nil for no response) once.
-type pendingResponse struct {
-	frame chan []byte
-	// fetch marks a Fetch's slot: the reader reads nothing more from the
-	// connection until the writer has written it (connFlow).
-	fetch bool
+// connHandler serves the connections of one listener for the connection
+// layer (network.Handler): it opens them (the TLS handshake and the
+// principal, connState) and decodes, admits, authorizes and dispatches
+// their requests to the API handlers.
+type connHandler struct {
+	b *Broker
+	l *listener
 }
 
-// connResponseBudget is how many bytes of one connection's responses may
-// be produced and not yet written before its reader stops reading
-// requests: a client that does not read its answers holds about one
-// response, as Kafka's broker mutes a connection until its response is
-// sent, while small pipelined produce answers still flow.
-const connResponseBudget = 1 << 20
-
-// connFlow is what one connection's reader waits on before reading its
-// next request: the bytes of responses produced and not written, and the
-// Fetch responses not written. The writer updates it and wakes the
-// reader.
-type connFlow struct {
-	unwrittenBytes   atomic.Int64
-	unwrittenFetches atomic.Int32
-	// written has a token after the writer wrote a response.
-	written chan struct{}
-	// nc is the connection, whose read deadline the writer moves to
-	// wake a reader that waits in a read (waitingInRead, under mu).
-	nc            net.Conn
-	mu            sync.Mutex
-	waitingInRead bool
-}
-
-// produced counts a response frame handed to the writer.
-func (f *connFlow) produced(frame []byte) { f.unwrittenBytes.Add(int64(len(frame))) }
-
-// wrote counts a slot the writer is done with, and wakes the reader.
-func (f *connFlow) wrote(frame []byte, fetch bool) {
-	f.unwrittenBytes.Add(-int64(len(frame)))
-	if fetch {
-		f.unwrittenFetches.Add(-1)
-	}
-	select {
-	case f.written <- struct{}{}:
-	default:
-	}
-	f.mu.Lock()
-	if f.waitingInRead {
-		f.nc.SetReadDeadline(time.Now())
-	}
-	f.mu.Unlock()
-}
-
-// blocked reports whether the reader must wait.
-func (f *connFlow) blocked() bool {
-	return f.unwrittenFetches.Load() > 0 || f.unwrittenBytes.Load() > connResponseBudget
-}
-
-// wait returns once the connection may read another request: no Fetch
-// response is unwritten and the unwritten responses are within
-// connResponseBudget; or with an error that closes the connection. While
-// it waits, it reads ahead into br, as far as br's buffer holds, so that
-// a client closing the connection ends it (and a long poll it left)
-// without waiting for the answer; ctx ends the wait too.
-func (f *connFlow) wait(ctx context.Context, br *bufio.Reader) error {
-	for f.blocked() {
-		if br.Buffered() >= br.Size() {
-			select {
-			case <-f.written:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			continue
-		}
-		f.mu.Lock()
-		f.waitingInRead = true
-		f.mu.Unlock()
-		// The deadline is cleared before blocked is checked again, and
-		// the writer moves it after updating the counts: a write
-		// between the two ends the read below at once.
-		err := f.nc.SetReadDeadline(time.Time{})
-		if err == nil && f.blocked() {
-			_, err = br.Peek(br.Buffered() + 1)
-		}
-		f.mu.Lock()
-		f.waitingInRead = false
-		f.mu.Unlock()
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// serveConn serves one client connection accepted on l until it closes,
-// the peer sends bad input, or the broker closes. On an SSL listener the
-// TLS handshake comes first, and gives the connection its principal
-// (connState). A reader (this goroutine) decodes requests and runs their
-// handlers in request order; a handler that waits (a long-poll fetch)
-// continues on a goroutine of its own while the reader goes on. A writer
-// goroutine writes the responses strictly in request order. serveConn
-// returns after every goroutine it started has ended.
-func (b *Broker) serveConn(nc net.Conn, l *listener) {
-	log := b.logger.With("remote", nc.RemoteAddr().String(), "listener", l.name)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	// The watcher closes the socket when the broker closes, which ends
-	// the handshake or the reader's blocking read.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-b.closing:
-		case <-ctx.Done():
-		}
-		cancel()
-		nc.Close()
-	}()
-
-	conn, cs := b.establish(ctx, nc, l, log)
-	if cs == nil {
-		return
-	}
-	log.Debug("connection opened", "security_protocol", l.protocol, "principal", cs.principal().String())
-
-	queue := make(chan *pendingResponse, maxInFlight)
-	// unanswered counts requests read whose response is not written yet.
-	var unanswered atomic.Int32
-	flow := &connFlow{written: make(chan struct{}, 1), nc: conn}
-	writerDone := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(writerDone)
-		b.writeResponses(ctx, cancel, conn, queue, &unanswered, flow)
-	}()
-
-	var handlers sync.WaitGroup
-	err := b.readRequests(ctx, conn, queue, &unanswered, flow, &handlers, cs)
-	switch {
-	case errors.Is(err, errAnswerThenClose):
-		// Every queued response, the last one saying why, is written
-		// before the connection closes (the watcher closes it when the
-		// deferred cancel runs).
-		log.Debug("closing connection after its answer", "error", err)
-		handlers.Wait()
-		close(queue)
-		<-writerDone
-		if errors.Is(err, errAuthenticationFailed) {
-			b.answerFailedAuthentication(ctx, conn, cs)
-		}
-		return
-	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), ctx.Err() != nil:
-		log.Debug("connection closed")
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		log.Info("closing idle connection", "connections.max.idle.ms", b.cfg.ConnectionsMaxIdle.Milliseconds())
-	default:
-		log.Warn("closing connection", "error", err)
-	}
-	cancel()
-	nc.Close()
-	handlers.Wait()
-	close(queue)
-}
-
-// establish makes a connection accepted on l ready for requests: on an
-// SSL listener it runs the TLS handshake and returns the TLS connection
-// (whose Close closes nc at once); it returns the connection's security
-// state, or nil (having closed nc) when the handshake fails or the
-// client's certificate maps to no principal.
-func (b *Broker) establish(ctx context.Context, nc net.Conn, l *listener, log hclog.Logger) (net.Conn, *connState) {
+// Open makes a connection accepted on h's listener ready for requests:
+// on an SSL listener it runs the TLS handshake and returns the TLS
+// connection (whose Close closes nc at once), with the connection's
+// security state; it closes nc and returns an error when the handshake
+// fails or the client's certificate maps to no principal.
+func (h connHandler) Open(ctx context.Context, nc net.Conn, log hclog.Logger) (net.Conn, network.Conn, error) {
 	conn := nc
 	var ts *tls.ConnectionState
-	if l.tls != nil {
-		tc := tls.Server(nc, l.tls.ServerConfig())
-		st, err := b.handshake(ctx, tc)
+	if h.l.tls != nil {
+		tc := tls.Server(nc, h.l.tls.ServerConfig())
+		st, err := h.handshake(ctx, tc)
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -240,170 +66,71 @@ func (b *Broker) establish(ctx context.Context, nc net.Conn, l *listener, log hc
 				log.Info("TLS handshake failed", "error", err)
 			}
 			nc.Close()
-			return nil, nil
+			return nil, nil, err
 		}
 		conn, ts = closeRaw{Conn: tc, raw: nc}, st
 	}
-	cs, err := newConnState(l, nc.RemoteAddr(), ts)
+	cs, err := newConnState(h.l, nc.RemoteAddr(), ts)
 	if err != nil {
 		log.Info("client certificate refused", "error", err)
 		nc.Close()
-		return nil, nil
+		return nil, nil, err
 	}
-	return conn, cs
+	log.Debug("connection opened", "security_protocol", h.l.protocol, "principal", cs.principal().String())
+	return conn, cs, nil
 }
 
-// readRequests reads frames until an error, dispatches each, and queues
-// its response slot in request order; delayed responses are produced by
-// goroutines counted in handlers. Before reading a request it waits for
-// the connection's flow (connFlow); before reading a body it reserves the
-// frame's size in the broker's request pool (queued.max.request.bytes),
-// released once the handler has run. Before the client
-// authenticates, a frame's api key is read first, and any but
-// ApiVersions, SaslHandshake and SaslAuthenticate closes the connection
-// without its body being read.
-func (b *Broker) readRequests(ctx context.Context, nc net.Conn, queue chan<- *pendingResponse, unanswered *atomic.Int32, flow *connFlow, handlers *sync.WaitGroup, cs *connState) error {
-	br := bufio.NewReaderSize(nc, 16<<10)
-	var sizeBuf [4]byte
-	var keyBuf [2]byte
-	for {
-		if err := flow.wait(ctx, br); err != nil {
-			return err
-		}
-		// A whole request must arrive within connections.max.idle.ms
-		// of the previous one, unless the client is waiting for an
-		// answer (a long poll), which is not idleness.
-		if err := nc.SetReadDeadline(time.Now().Add(b.cfg.ConnectionsMaxIdle)); err != nil {
-			return err
-		}
-		if n, err := io.ReadFull(br, sizeBuf[:]); err != nil {
-			if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && unanswered.Load() > 0 {
-				continue
-			}
-			return err
-		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 0 {
-			return fmt.Errorf("request frame declares negative size %d", size)
-		}
-		if size > b.cfg.SocketRequestMaxBytes {
-			return fmt.Errorf("request frame of %d bytes exceeds socket.request.max.bytes %d", size, b.cfg.SocketRequestMaxBytes)
-		}
-		raw := cs.rawSASL()
-		var head []byte
-		if !cs.isAuthenticated() {
-			if size > b.cfg.SASL.ServerMaxReceiveSize {
-				return fmt.Errorf("request frame of %d bytes before SASL authentication exceeds sasl.server.max.receive.size %d", size, b.cfg.SASL.ServerMaxReceiveSize)
-			}
-			if !raw && size >= 2 {
-				if _, err := io.ReadFull(br, keyBuf[:]); err != nil {
-					return fmt.Errorf("read request header: %w", err)
-				}
-				key := int16(binary.BigEndian.Uint16(keyBuf[:]))
-				if err := cs.admit(key); err != nil {
-					return fmt.Errorf("%w (its %d-byte body left unread)", err, size-2)
-				}
-				head = keyBuf[:]
-			}
-		}
-		reserved, err := b.requests.acquire(ctx, int64(size))
-		if err != nil {
-			return err
-		}
-		// release gives the frame's reservation back once its
-		// response is produced (or the request failed).
-		release := func() { b.requests.release(reserved) }
-		body, err := readFrameBody(br, int(size), head)
-		if err != nil {
-			release()
-			return fmt.Errorf("read request frame of %d bytes: %w", size, err)
-		}
-		if raw {
-			// After a SaslHandshake v0 the client sends bare SASL
-			// tokens and gets bare answers (rawSASLToken).
-			answer, err := rawSASLToken(ctx, b.sasl, cs, body)
-			release()
-			if err != nil {
-				return err
-			}
-			slot := &pendingResponse{frame: make(chan []byte, 1)}
-			flow.produced(answer)
-			slot.frame <- answer
-			unanswered.Add(1)
-			select {
-			case queue <- slot:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			continue
-		}
-		req, reply, err := b.decodeRequest(body, cs)
-		if err != nil {
-			release()
-			return err
-		}
-		start := time.Now()
-		resp, later, err := b.dispatch(ctx, req, reply)
-		if err != nil && resp == nil {
-			release()
-			return err
-		}
-		slot := &pendingResponse{frame: make(chan []byte, 1), fetch: req != nil && req.header.key == fetchKey}
-		if slot.fetch {
-			flow.unwrittenFetches.Add(1)
-		}
-		unanswered.Add(1)
-		select {
-		case queue <- slot:
-		case <-ctx.Done():
-			release()
-			return ctx.Err()
-		}
-		if later == nil {
-			frame := b.metrics.requestAnswered(req, start, int(size), resp)
-			release()
-			flow.produced(frame)
-			slot.frame <- frame
-			if err != nil {
-				return err // errAnswerThenClose, with the answer queued
-			}
-			continue
-		}
-		// A handler that answers later (an acks=all produce waiting
-		// for its followers, a long-poll fetch) has done its work on
-		// the frame: its reservation is released now, as Kafka's
-		// broker releases a request's buffer once its handler
-		// returns. Held until the answer, acks=all produces could fill
-		// the pool and keep out the followers' fetches that complete
-		// them.
-		release()
-		handlers.Add(1)
-		go func() {
-			defer handlers.Done()
-			frame := b.metrics.requestAnswered(req, start, int(size), b.encode(req, later(ctx)))
-			flow.produced(frame)
-			slot.frame <- frame
-		}()
+// Handle decodes a request frame of the connection c (a *connState) and
+// dispatches it; its Answer records the request's metrics with the
+// encoded response.
+func (h connHandler) Handle(ctx context.Context, c network.Conn, frame []byte, size int) (network.Response, error) {
+	b := h.b
+	req, reply, err := b.decodeRequest(frame, c.(*connState))
+	if err != nil {
+		return network.Response{}, err
 	}
+	start := time.Now()
+	resp, later, err := b.dispatch(ctx, req, reply)
+	if err != nil && resp == nil {
+		return network.Response{}, err
+	}
+	r := network.Response{Fetch: req != nil && req.header.key == fetchKey}
+	if later == nil {
+		r.Answer = func(context.Context) []byte { return b.metrics.requestAnswered(req, start, size, resp) }
+		return r, err
+	}
+	r.Later = true
+	r.Answer = func(ctx context.Context) []byte {
+		return b.metrics.requestAnswered(req, start, size, b.encode(req, later(ctx)))
+	}
+	return r, nil
 }
 
-// errAnswerThenClose, wrapped in a handler's error, asks for the
-// handler's response to be sent before the connection closes, as Kafka
-// answers a failed SASL exchange before closing.
-var errAnswerThenClose = errors.New("closing the connection after the answer")
+// RawToken answers a bare SASL token of the connection c (rawSASLToken).
+func (h connHandler) RawToken(ctx context.Context, c network.Conn, token []byte) ([]byte, error) {
+	return rawSASLToken(ctx, h.b.sasl, c.(*connState), token)
+}
+
+// Closed ends a connection whose SASL exchange failed with the
+// failure's delayed answer (answerFailedAuthentication).
+func (h connHandler) Closed(ctx context.Context, conn net.Conn, c network.Conn, err error) {
+	if errors.Is(err, errAuthenticationFailed) {
+		h.answerFailedAuthentication(ctx, conn, c.(*connState))
+	}
+}
 
 // dispatch runs the request's handler, once the connection admits it
 // and, with an authorizer, its authorization rule (security/rules.go) lets it. It
 // returns the encoded response
 // (nil: none), or a function producing it later, or an error that closes
 // the connection, with the encoded response to send first when it wraps
-// errAnswerThenClose. A ready reply (from decodeRequest) is passed
+// network.ErrAnswerThenClose. A ready reply (from decodeRequest) is passed
 // through.
 func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]byte, laterFunc, error) {
 	if reply != nil {
 		return reply, nil, nil
 	}
-	if err := req.conn.admit(req.header.key); err != nil {
+	if err := req.conn.Admit(req.header.key); err != nil {
 		return nil, nil, err
 	}
 	if b.logger.IsTrace() {
@@ -426,7 +153,7 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 	resp, later, err := api.handle(ctx, b, req)
 	if err != nil {
 		err = fmt.Errorf("%s request failed: %w", kmsg.NameForKey(req.header.key), err)
-		if errors.Is(err, errAnswerThenClose) && resp != nil {
+		if errors.Is(err, network.ErrAnswerThenClose) && resp != nil {
 			return b.encode(req, resp), nil, err
 		}
 		return nil, nil, err
@@ -448,31 +175,6 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 		amend(resp)
 	}
 	return b.encode(req, resp), nil, nil
-}
-
-// readFrameBody reads a frame of size bytes whose first bytes, head,
-// were read already, growing the buffer only as data arrives (at most
-// readChunk ahead), so a lying size header allocates little.
-func readFrameBody(r io.Reader, size int, head []byte) ([]byte, error) {
-	buf := make([]byte, 0, min(size, readChunk))
-	buf = append(buf, head...)
-	for len(buf) < size {
-		n := min(size-len(buf), readChunk)
-		if cap(buf)-len(buf) < n {
-			grown := make([]byte, len(buf), min(size, max(2*cap(buf), len(buf)+n)))
-			copy(grown, buf)
-			buf = grown
-		}
-		m, err := io.ReadFull(r, buf[len(buf):len(buf)+n])
-		buf = buf[:len(buf)+m]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-	}
-	return buf, nil
 }
 
 // decodeRequest parses a frame's header and body. It returns either a
@@ -522,14 +224,14 @@ func (b *Broker) decodeRequest(frame []byte, cs *connState) (*request, []byte, e
 		}
 	}
 	// Nothing is decoded that would cost more than its frame allows
-	// (request_cost.go).
-	cost, err := decodeCost(h.key, h.version, rest)
+	// (network/request_cost.go).
+	cost, err := network.DecodeCost(h.key, h.version, rest)
 	if err != nil {
 		return nil, nil, err
 	}
-	if limit := maxDecodeExpansion*len(frame) + decodeCostSlack; cost > limit {
+	if limit := network.MaxDecodeExpansion*len(frame) + network.DecodeCostSlack; cost > limit {
 		return nil, nil, fmt.Errorf("refusing %s v%d request of %d bytes: decoding it would allocate %d bytes, more than %d times its size plus %d",
-			kmsg.NameForKey(h.key), h.version, len(frame), cost, maxDecodeExpansion, decodeCostSlack)
+			kmsg.NameForKey(h.key), h.version, len(frame), cost, network.MaxDecodeExpansion, network.DecodeCostSlack)
 	}
 	if err := kreq.ReadFrom(rest); err != nil {
 		return nil, nil, fmt.Errorf("parse %s v%d request: %w", kmsg.NameForKey(h.key), h.version, err)
@@ -581,7 +283,7 @@ func (b *Broker) encode(req *request, resp kmsg.Response) []byte {
 // fields for flexible responses (header v1; ApiVersions always uses
 // header v0), then the body.
 func encodeResponse(key int16, correlationID int32, resp kmsg.Response) []byte {
-	buf := getFrame(responseSizeHint(resp))[:8]
+	buf := network.GetFrame(responseSizeHint(resp))[:8]
 	binary.BigEndian.PutUint32(buf[4:], uint32(correlationID))
 	if resp.IsFlexible() && key != apiVersionsKey {
 		buf = append(buf, 0)
@@ -608,61 +310,4 @@ func responseSizeHint(resp kmsg.Response) int {
 		}
 	}
 	return n
-}
-
-// writeResponses writes each queued response once its handler has
-// produced it, in queue order, until the queue closes, giving each frame
-// written back to its pool (frames.go): a frame queued belongs to the
-// writer. After a write error it keeps draining without writing.
-func (b *Broker) writeResponses(ctx context.Context, cancel context.CancelFunc, nc net.Conn, queue <-chan *pendingResponse, unanswered *atomic.Int32, flow *connFlow) {
-	bw := bufio.NewWriterSize(nc, 32<<10)
-	broken := false
-	for slot := range queue {
-		var frame []byte
-		select {
-		case frame = <-slot.frame:
-		default:
-			// The next response is not ready: send what is buffered
-			// before waiting for it.
-			if !broken && bw.Buffered() > 0 {
-				if err := bw.Flush(); err != nil {
-					broken = true
-					cancel()
-					nc.Close()
-				}
-			}
-			select {
-			case frame = <-slot.frame:
-			case <-ctx.Done():
-				// Handlers watch ctx too; wait for this one so
-				// the queue drains in order, but write nothing.
-				frame = <-slot.frame
-				broken = true
-			}
-		}
-		unanswered.Add(-1)
-		if broken || frame == nil {
-			flow.wrote(frame, slot.fetch)
-			continue
-		}
-		_, err := bw.Write(frame)
-		flow.wrote(frame, slot.fetch)
-		// The buffered writer copied the frame or wrote it out: nothing
-		// refers to it any more.
-		putFrame(frame)
-		if err != nil {
-			broken = true
-			cancel()
-			nc.Close()
-			continue
-		}
-		// Flush when nothing else is ready, batching pipelined responses.
-		if len(queue) == 0 {
-			if err := bw.Flush(); err != nil {
-				broken = true
-				cancel()
-				nc.Close()
-			}
-		}
-	}
 }

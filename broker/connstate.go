@@ -10,15 +10,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/security"
 )
 
 // connState is the security state of one client connection: the
 // listener it arrived on, the client's address, the TLS handshake's
-// outcome and who the client is. serveConn makes it once the connection
+// outcome and who the client is. connHandler.Open makes it once the connection
 // is established (after the TLS handshake on an SSL listener) and every
 // request of the connection carries it (request.conn), so a handler, the
-// admission check before dispatch (admit) and an authorizer see:
+// admission check before dispatch (Admit) and an authorizer see:
 //
 //   - the listener's name and security protocol (listener.name,
 //     listener.protocol);
@@ -28,7 +29,7 @@ import (
 //     "User:" and the client certificate's subject in RFC 2253 form
 //     mapped by ssl.principal.mapping.rules (User:ANONYMOUS without a
 //     certificate);
-//   - whether the client has authenticated (isAuthenticated): always on
+//   - whether the client has authenticated (IsAuthenticated): always on
 //     PLAINTEXT and SSL, whose principal is fixed by the handshake; on a
 //     SASL listener not until SaslAuthenticate succeeds.
 //
@@ -69,7 +70,7 @@ type connState struct {
 // l, with the TLS handshake's state (nil without TLS): its principal is
 // the client certificate's (security.Anonymous without one).
 func newConnState(l *listener, remote net.Addr, ts *tls.ConnectionState) (*connState, error) {
-	c := &connState{listener: l, remote: remote.String(), clientHost: hostOf(remote), tls: ts, principalID: security.Anonymous}
+	c := &connState{listener: l, remote: remote.String(), clientHost: network.HostOf(remote), tls: ts, principalID: security.Anonymous}
 	switch l.protocol {
 	case protocolPlaintext, protocolSSL:
 		c.authenticated = true
@@ -91,9 +92,9 @@ func (c *connState) principal() security.Principal {
 	return c.principalID
 }
 
-// isAuthenticated reports whether the client has authenticated (see
+// IsAuthenticated reports whether the client has authenticated (see
 // connState).
-func (c *connState) isAuthenticated() bool {
+func (c *connState) IsAuthenticated() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.authenticated
@@ -105,16 +106,16 @@ const (
 	saslAuthenticateKey = 36
 )
 
-// admit is the check every request of the connection passes before its
+// Admit is the check every request of the connection passes before its
 // handler runs (dispatch): a connection that has not authenticated (a
 // SASL one before SaslAuthenticate) may send only ApiVersions,
 // SaslHandshake and SaslAuthenticate, as in Kafka; any other request is
 // an error that closes it. So is any but those two once an authenticated
 // SASL session has expired (connections.max.reauth.ms, checkSession). An
-// authorizer checks ACLs after admit, with the connection's principal,
+// authorizer checks ACLs after Admit, with the connection's principal,
 // listener and clientHost.
-func (c *connState) admit(key int16) error {
-	if c.isAuthenticated() {
+func (c *connState) Admit(key int16) error {
+	if c.IsAuthenticated() {
 		return c.checkSession(key)
 	}
 	switch key {
@@ -130,8 +131,8 @@ const tlsHandshakeTimeout = 10 * time.Second
 
 // handshake runs the TLS handshake of a connection accepted on an SSL
 // listener, bounded by tlsHandshakeTimeout and ended by ctx.
-func (b *Broker) handshake(ctx context.Context, tc *tls.Conn) (*tls.ConnectionState, error) {
-	hctx, cancel := context.WithTimeout(ctx, min(tlsHandshakeTimeout, b.cfg.ConnectionsMaxIdle))
+func (h connHandler) handshake(ctx context.Context, tc *tls.Conn) (*tls.ConnectionState, error) {
+	hctx, cancel := context.WithTimeout(ctx, min(tlsHandshakeTimeout, h.b.cfg.ConnectionsMaxIdle))
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		return nil, err

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/tripodmq/tripod/broker/network"
 )
 
 // The attacks on the request path: what a client may make the broker
@@ -117,7 +119,7 @@ func TestHostileLargeMetadataRequest(t *testing.T) {
 	nc := dialBroker(t, b)
 	go nc.Write(frame) // ends with an error once the broker closes
 	got, err := closedOrAnswered(nc, 20*time.Second)
-	watch.checkHeapGrowth(t, "a 20 MB Metadata request", maxDecodeExpansion*uint64(len(frame))+64<<20)
+	watch.checkHeapGrowth(t, "a 20 MB Metadata request", network.MaxDecodeExpansion*uint64(len(frame))+64<<20)
 	if err != nil {
 		t.Fatalf("20 MB Metadata request: %v", err)
 	}
@@ -152,7 +154,7 @@ func TestHostileMetadataRepeatsATopic(t *testing.T) {
 	probe := kmsg.NewPtrMetadataRequest()
 	probe.SetVersion(9)
 	resp := decodeResponse(t, probe, readFrame(t, nc), 1).(*kmsg.MetadataResponse)
-	watch.checkHeapGrowth(t, "an 8 MB Metadata request repeating a topic", maxDecodeExpansion*uint64(len(frame))+64<<20)
+	watch.checkHeapGrowth(t, "an 8 MB Metadata request repeating a topic", network.MaxDecodeExpansion*uint64(len(frame))+64<<20)
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("got %d topics in the answer, want 1 without error", len(resp.Topics))
 	}
@@ -277,8 +279,8 @@ func TestHostileQueuedRequestBytes(t *testing.T) {
 			nc.Write(partial) // blocks while the broker does not read; ends when nc closes
 		}()
 	}
-	if !waitUntil(30*time.Second, func() bool { return b.requests.inUse() >= pool }) {
-		t.Fatalf("got %d bytes of the request pool in use, want %d", b.requests.inUse(), pool)
+	if !waitUntil(30*time.Second, func() bool { return b.conns.RequestBytesInUse() >= pool }) {
+		t.Fatalf("got %d bytes of the request pool in use, want %d", b.conns.RequestBytesInUse(), pool)
 	}
 	// The pool is full: a small request is not read until it frees.
 	probe := dialBroker(t, b)
@@ -300,8 +302,8 @@ func TestHostileQueuedRequestBytes(t *testing.T) {
 	if corr, _, err := readResponseFrame(probe); err != nil || corr != fuzzProbeCorrelationID {
 		t.Fatalf("ApiVersions once the attackers closed: got correlation id %d, error %v; want %d answered", corr, err, fuzzProbeCorrelationID)
 	}
-	if !waitUntil(10*time.Second, func() bool { return b.requests.inUse() == 0 }) {
-		t.Errorf("got %d bytes of the request pool in use after every request ended, want 0", b.requests.inUse())
+	if !waitUntil(10*time.Second, func() bool { return b.conns.RequestBytesInUse() == 0 }) {
+		t.Errorf("got %d bytes of the request pool in use after every request ended, want 0", b.conns.RequestBytesInUse())
 	}
 	checkServes(t, b)
 }

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -444,67 +442,5 @@ func (b *Broker) warnUnauthenticatedListeners() {
 			"any client that reaches it may send controller requests (LeaderAndIsr, UpdateMetadata, StopReplica) and follower fetches; "+
 			"use SASL, SSL with ssl.client.auth=required, or a separate inter-broker listener that only the brokers can reach",
 			"listener", l.name, "security_protocol", l.protocol, "addr", l.ln.Addr().String())
-	}
-}
-
-// acceptLoop accepts connections on l until it closes, within
-// max.connections (counted over all listeners, which share limits;
-// a protected listener is exempt) and max.connections.per.ip.
-func (b *Broker) acceptLoop(l *listener, limits *connLimiter) {
-	var backoff time.Duration
-	for {
-		if full, freed := limits.full(); full && !l.protected {
-			b.logger.Warn("not accepting connections: max.connections reached", "listener", l.name, "max.connections", b.cfg.MaxConnections)
-			for full {
-				select {
-				case <-freed:
-				case <-b.closing:
-					return
-				}
-				full, freed = limits.full()
-			}
-		}
-		nc, err := l.ln.Accept()
-		if err != nil {
-			select {
-			case <-b.closing:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				b.logger.Error("listener closed while the broker runs", "listener", l.name, "error", err)
-				return
-			}
-			// Out of file descriptors (EMFILE, ENFILE) or memory, or a
-			// connection that was reset before it was accepted: the
-			// listener itself is fine, so wait and accept again rather
-			// than stop serving while leading partitions.
-			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
-			b.metrics.acceptErrors.Inc()
-			if backoff == acceptBackoffMax || backoff == acceptBackoffMin {
-				b.logger.Warn("accept failed, retrying", "listener", l.name, "error", err, "backoff", backoff)
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-b.closing:
-				t.Stop()
-				return
-			}
-			continue
-		}
-		backoff = 0
-		if ok, limit := limits.admit(nc.RemoteAddr()); !ok {
-			b.logger.Info("connection refused: max.connections.per.ip reached", "listener", l.name, "remote", nc.RemoteAddr().String(), "limit", limit)
-			b.metrics.connectionsRefused.Inc()
-			nc.Close()
-			continue
-		}
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			defer limits.release(nc.RemoteAddr())
-			b.serveConn(nc, l)
-		}()
 	}
 }

@@ -256,12 +256,12 @@ func TestConnStateAdmitsOnlySASLRequestsBeforeAuthentication(t *testing.T) {
 		}
 		sasl := strings.HasPrefix(protocol, "SASL_")
 		for _, key := range []int16{apiVersionsKey, saslHandshakeKey, saslAuthenticateKey} {
-			if err := cs.admit(key); err != nil {
+			if err := cs.Admit(key); err != nil {
 				t.Errorf("%s: %s before authentication: %v, want admitted", protocol, kmsg.NameForKey(key), err)
 			}
 		}
 		for _, key := range []int16{0, 1, 3, 4} {
-			if err := cs.admit(key); (err != nil) != sasl {
+			if err := cs.Admit(key); (err != nil) != sasl {
 				t.Errorf("%s: %s: got %v, want refused only on SASL", protocol, kmsg.NameForKey(key), err)
 			}
 		}

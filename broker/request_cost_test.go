@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/network"
 )
 
 // worstCaseTarget is the frame size the worst-case requests are built to:
 // large enough that a request decoding into more than
-// maxDecodeExpansion × its frame + decodeCostSlack is seen (the worst
+// network.MaxDecodeExpansion × its frame + network.DecodeCostSlack is seen (the worst
 // decode into 24 times their frame), small enough for the race detector.
 const worstCaseTarget = 128 << 10
 
@@ -132,8 +134,8 @@ func fieldPathName(t reflect.Type, path []int) string {
 // TestDecodeAllocationBounded builds, for every registered API and
 // version, requests whose arrays are filled with the smallest elements
 // the wire allows, and checks that decoding each one either is refused
-// before decoding or allocates at most maxDecodeExpansion × its frame +
-// decodeCostSlack, and that decodeCost bounds what decoding allocates.
+// before decoding or allocates at most network.MaxDecodeExpansion × its frame +
+// network.DecodeCostSlack, and that network.DecodeCost bounds what decoding allocates.
 func TestDecodeAllocationBounded(t *testing.T) {
 	b := &Broker{}
 	cs := &connState{authenticated: true}
@@ -149,14 +151,14 @@ func TestDecodeAllocationBounded(t *testing.T) {
 		if ratio > worst[kmsg.NameForKey(wc.key)] {
 			worst[kmsg.NameForKey(wc.key)] = ratio
 		}
-		if limit := maxDecodeExpansion*len(wc.frame) + decodeCostSlack + decodeOverhead; allocated > limit {
+		if limit := network.MaxDecodeExpansion*len(wc.frame) + network.DecodeCostSlack + decodeOverhead; allocated > limit {
 			t.Errorf("%s: got %d bytes allocated decoding a %d-byte frame (%.1f×, refused: %v), want at most %d",
 				name, allocated, len(wc.frame), ratio, err != nil, limit)
 		}
 		if req == nil {
 			continue
 		}
-		cost, cerr := decodeCost(wc.key, wc.version, wc.frame[wc.bodyOffset:])
+		cost, cerr := network.DecodeCost(wc.key, wc.version, wc.frame[wc.bodyOffset:])
 		if cerr != nil {
 			t.Errorf("%s: decode cost: %v", name, cerr)
 			continue

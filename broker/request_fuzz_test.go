@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/network"
 )
 
 // FuzzRequest feeds arbitrary request bodies through a live broker's real
@@ -60,16 +62,16 @@ const (
 	// fuzzAllocFixed bound the bytes allocated while one frame is
 	// handled: per byte of request frame, what reading it (twice its
 	// size at most, as the read buffer grows) and decoding it
-	// (maxDecodeExpansion, the bound the reader enforces) may take, with
+	// (network.MaxDecodeExpansion, the bound the reader enforces) may take, with
 	// as much again for the handler; per byte of response, the Go
 	// structs a handler builds (a Metadata answer's topic is some 100
 	// bytes of Go for 9 on the wire) and their encoding; plus
-	// decodeCostSlack and as much again. A request that decodes or is
+	// network.DecodeCostSlack and as much again. A request that decodes or is
 	// handled into far more than its frame, as a 20 MB Metadata request
 	// once did (190 times), exceeds it at any size.
-	fuzzAllocPerRequestByte  = 2 * (2 + maxDecodeExpansion)
+	fuzzAllocPerRequestByte  = 2 * (2 + network.MaxDecodeExpansion)
 	fuzzAllocPerResponseByte = 16
-	fuzzAllocFixed           = 2 * decodeCostSlack
+	fuzzAllocFixed           = 2 * network.DecodeCostSlack
 	// fuzzMaxPartitions caps the partitions one fuzzed CreateTopics or
 	// CreatePartitions may ask for, and fuzzMaxBrokerPartitions the
 	// partitions the shared broker may hold before requests that create
@@ -422,8 +424,8 @@ func checkSettled(t *testing.T, name string, before int) {
 // connection's: serveConn, the goroutines it starts (watcher, writer) and
 // the delayed handlers readRequests starts.
 var connGoroutineMarks = []string{
-	"tripod/broker.(*Broker).serveConn",
-	"tripod/broker.(*Broker).readRequests",
+	"tripod/broker/network.(*Server).serveConn",
+	"tripod/broker/network.(*Server).readRequests",
 }
 
 // connGoroutines counts the goroutines serving client connections.

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -155,7 +156,7 @@ func (c *connState) Authenticated(p security.Principal) {
 // Describe implements security.Conn.
 func (c *connState) Describe() (remote, listener string) { return c.remote, c.listener.name }
 
-// checkSession is admit's check of an authenticated connection
+// checkSession is Admit's check of an authenticated connection
 // (KIP-368): once its SASL session has expired, only SaslHandshake and
 // SaslAuthenticate, which re-authenticate it, are admitted; any other
 // request closes the connection.
@@ -170,14 +171,14 @@ func (c *connState) checkSession(key int16) error {
 	return fmt.Errorf("%s request after the SASL session expired (connections.max.reauth.ms) on listener %s", kmsg.NameForKey(key), c.listener.name)
 }
 
-// rawSASL reports whether the connection's next frame is a bare SASL
+// RawSASL reports whether the connection's next frame is a bare SASL
 // token (after a SaslHandshake v0) rather than a request.
-func (c *connState) rawSASL() bool {
+func (c *connState) RawSASL() bool {
 	return c.sasl.RawToken()
 }
 
 // rawSASLToken answers a bare token of a SaslHandshake v0 exchange (the
-// connection reads one when cs.rawSASL()): the size-prefixed answer, or
+// connection reads one when cs.RawSASL()): the size-prefixed answer, or
 // an error that closes the connection once the answers before are
 // written, with none of its own, as Kafka does.
 func rawSASLToken(ctx context.Context, s *security.Server, cs *connState, token []byte) ([]byte, error) {
@@ -193,7 +194,7 @@ func rawSASLToken(ctx context.Context, s *security.Server, cs *connState, token 
 // its reader stops, the answers before are written, and
 // answerFailedAuthentication sends the failure's answer after the delay
 // before the connection closes.
-var errAuthenticationFailed = fmt.Errorf("%w of a failed SASL authentication, after connection.failed.authentication.delay.ms", errAnswerThenClose)
+var errAuthenticationFailed = fmt.Errorf("%w of a failed SASL authentication, after connection.failed.authentication.delay.ms", network.ErrAnswerThenClose)
 
 // refuseAuthentication is how a SASL handler fails the exchange: resp,
 // the answer saying why, waits in the session for
@@ -213,8 +214,8 @@ func (b *Broker) refuseAuthentication(req *request, resp kmsg.Response, why stri
 // passwords so learns of each failure only after the delay, while the
 // connection reads nothing more and other connections go on. The
 // broker's closing (ctx) ends the wait at once, without the answer.
-func (b *Broker) answerFailedAuthentication(ctx context.Context, conn net.Conn, cs *connState) {
-	if d := b.cfg.SASL.FailedAuthenticationDelay; d > 0 {
+func (h connHandler) answerFailedAuthentication(ctx context.Context, conn net.Conn, cs *connState) {
+	if d := h.b.cfg.SASL.FailedAuthenticationDelay; d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
@@ -230,10 +231,10 @@ func (b *Broker) answerFailedAuthentication(ctx context.Context, conn net.Conn, 
 	cs.saslFailureAnswer = nil
 	// The connection closes next whether or not the answer got out; the
 	// deadline bounds a peer that reads nothing.
-	if err := conn.SetWriteDeadline(time.Now().Add(b.cfg.ConnectionsMaxIdle)); err == nil {
+	if err := conn.SetWriteDeadline(time.Now().Add(h.b.cfg.ConnectionsMaxIdle)); err == nil {
 		_, _ = conn.Write(answer)
 	}
-	putFrame(answer)
+	network.PutFrame(answer)
 }
 
 // watchSecurity keeps s's security state (SCRAM credentials and ACLs)

@@ -1,4 +1,4 @@
-package broker
+package network
 
 import (
 	"math/bits"
@@ -38,9 +38,9 @@ func frameClass(n int) int {
 	return max(shift, minPooledFrameShift) - minPooledFrameShift
 }
 
-// getFrame returns an empty buffer with room for at least n bytes, from
+// GetFrame returns an empty buffer with room for at least n bytes, from
 // its size class's pool when frames of n bytes are pooled.
-func getFrame(n int) []byte {
+func GetFrame(n int) []byte {
 	c := frameClass(n)
 	if c < 0 {
 		return make([]byte, 0, n)
@@ -51,10 +51,10 @@ func getFrame(n int) []byte {
 	return make([]byte, 0, 1<<(c+minPooledFrameShift))
 }
 
-// putFrame gives a frame whose last user is done with it back to its
+// PutFrame gives a frame whose last user is done with it back to its
 // size class's pool; a frame not of a class size (one that outgrew its
 // buffer, or one never pooled) is dropped.
-func putFrame(frame []byte) {
+func PutFrame(frame []byte) {
 	c := frameClass(cap(frame))
 	if c < 0 || cap(frame) != 1<<(c+minPooledFrameShift) {
 		return

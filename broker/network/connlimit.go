@@ -1,4 +1,4 @@
-package broker
+package network
 
 import (
 	"net"
@@ -10,7 +10,7 @@ import (
 // connLimiter keeps the Kafka listeners within max.connections and
 // max.connections.per.ip, as Kafka's ConnectionQuotas: at the broker-wide
 // limit the accept loops wait until a connection closes (but a protected
-// listener's, see listener.protected); a connection over its address's
+// listener's, see Listener.Protected); a connection over its address's
 // limit is closed at once. The accept loops are its only admitters;
 // connections release themselves when they end. It is safe for
 // concurrent use.

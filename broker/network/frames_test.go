@@ -1,4 +1,4 @@
-package broker
+package network
 
 import "testing"
 
@@ -17,25 +17,25 @@ func TestFramePool(t *testing.T) {
 		{16 << 20, 16 << 20},
 		{16<<20 + 1, 16<<20 + 1},
 	} {
-		f := getFrame(tc.n)
+		f := GetFrame(tc.n)
 		if len(f) != 0 || cap(f) != tc.wantCap {
-			t.Errorf("getFrame(%d): len %d cap %d, want len 0 cap %d", tc.n, len(f), cap(f), tc.wantCap)
+			t.Errorf("GetFrame(%d): len %d cap %d, want len 0 cap %d", tc.n, len(f), cap(f), tc.wantCap)
 		}
-		putFrame(f)
+		PutFrame(f)
 	}
 
 	// A frame given back keeps no length, and one that outgrew its
 	// class (cap no power of two) is not pooled.
-	f := append(getFrame(20<<10), make([]byte, 20<<10)...)
-	putFrame(f)
-	if g := getFrame(20 << 10); len(g) != 0 || cap(g) != 32<<10 {
-		t.Errorf("getFrame after putFrame: len %d cap %d, want len 0 cap %d", len(g), cap(g), 32<<10)
+	f := append(GetFrame(20<<10), make([]byte, 20<<10)...)
+	PutFrame(f)
+	if g := GetFrame(20 << 10); len(g) != 0 || cap(g) != 32<<10 {
+		t.Errorf("GetFrame after PutFrame: len %d cap %d, want len 0 cap %d", len(g), cap(g), 32<<10)
 	}
 	grown := append(make([]byte, 0, 32<<10), make([]byte, 40<<10)...)
-	putFrame(grown)
+	PutFrame(grown)
 	for range 10 {
-		if g := getFrame(40 << 10); cap(g) != 64<<10 {
-			t.Fatalf("getFrame(40 KiB) after giving back a frame of cap %d: cap %d, want %d", cap(grown), cap(g), 64<<10)
+		if g := GetFrame(40 << 10); cap(g) != 64<<10 {
+			t.Fatalf("GetFrame(40 KiB) after giving back a frame of cap %d: cap %d, want %d", cap(grown), cap(g), 64<<10)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package network
 
 import (
 	"bytes"
@@ -14,10 +14,10 @@ import (
 // decoder (franz-go's kmsg) checks an array's count only against the bytes
 // left in the frame, so an array of elements of one or two bytes each on
 // the wire decodes into Go structs of 30 to 100 bytes each, and a 20 MB
-// Metadata request into half a gigabyte. decodeCost walks a request body
+// Metadata request into half a gigabyte. DecodeCost walks a request body
 // without allocating and returns what decoding it would allocate, so the
 // reader refuses a request whose decoded form would exceed
-// maxDecodeExpansion × its frame + decodeCostSlack before decoding it.
+// MaxDecodeExpansion × its frame + DecodeCostSlack before decoding it.
 //
 // The walk needs each request's wire layout at its version. kmsg does not
 // export one, so requestShape derives it once per key and version from
@@ -27,14 +27,14 @@ import (
 // walk of the tag section, as an unknown one would be.
 
 const (
-	// maxDecodeExpansion bounds the Go bytes a request may decode into,
-	// per byte of its frame (beside decodeCostSlack).
-	maxDecodeExpansion = 4
-	// decodeCostSlack is what any request may decode into beyond
-	// maxDecodeExpansion × its frame: small requests of short elements
+	// MaxDecodeExpansion bounds the Go bytes a request may decode into,
+	// per byte of its frame (beside DecodeCostSlack).
+	MaxDecodeExpansion = 4
+	// DecodeCostSlack is what any request may decode into beyond
+	// MaxDecodeExpansion × its frame: small requests of short elements
 	// (a Metadata request naming a hundred short topics) decode to more
 	// than four times their few bytes, and are harmless.
-	decodeCostSlack = 1 << 20
+	DecodeCostSlack = 1 << 20
 	// tagGoBytes is what one tagged field costs decoded: an entry in the
 	// struct's map of unknown tags (or a known tagged field's value).
 	tagGoBytes = 96
@@ -305,12 +305,12 @@ func isTagged(base, probed []byte) bool {
 	return false
 }
 
-// decodeCost returns the Go bytes that decoding body, a request of key at
+// DecodeCost returns the Go bytes that decoding body, a request of key at
 // version, would allocate (an upper bound, to within allocation size
 // classes), walking it without allocating; a body the walk cannot follow
 // (truncated, a negative length) costs what was counted up to there, and
 // the decoder refuses it.
-func decodeCost(key, version int16, body []byte) (int, error) {
+func DecodeCost(key, version int16, body []byte) (int, error) {
 	s, err := requestShape(key, version)
 	if err != nil {
 		return 0, err
