@@ -202,8 +202,8 @@ func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartit
 			p, code := b.leaderFor(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
-			case r.Version >= 9 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch) != 0:
-				code = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch)
+			case r.Version >= 9 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()) != 0:
+				code = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch())
 			case rp.FetchOffset < p.log.StartOffset():
 				code = kerr.OffsetOutOfRange.Code
 			default:
@@ -285,7 +285,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch); r.Version >= 9 && code != 0 {
+			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()); r.Version >= 9 && code != 0 {
 				sp.ErrorCode = code
 				sp.HighWatermark = -1
 				hasError = true

@@ -728,9 +728,15 @@ var errThrottled = errors.New("every partition is throttled")
 
 // followerThrottles reports whether the follower's throttle applies to p:
 // the topic's follower.replication.throttled.replicas names this replica
-// and it is not in the ISR.
+// and it is not in the ISR (as the replication state has it).
 func (b *Broker) followerThrottles(p *partition) bool {
-	return p.followerThrottled.Load() && !slices.Contains(p.role().ISR, coord.BrokerID(b.cfg.BrokerID))
+	if !p.followerThrottled.Load() {
+		return false
+	}
+	p.repMu.Lock()
+	isr := p.rep.ISR()
+	p.repMu.Unlock()
+	return !slices.Contains(isr, replication.ReplicaID(b.cfg.BrokerID))
 }
 
 // fetched applies one partition's fetch response.

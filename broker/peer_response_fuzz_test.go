@@ -134,7 +134,6 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		}
 		f.Cleanup(func() { l.Close() })
 		p := newPartition(info, l, &cfg, nil, cfg.BrokerID, rep, 0)
-		p.setRole(info)
 		b.applyRole(p, info)
 		if p.rep.Role() != replication.RoleFollower {
 			f.Fatalf("partition %s: got role %v, want follower", p.name(), p.rep.Role())

@@ -152,7 +152,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 			b.addReplica(tp, o.p)
 			p = o.p
 		} else {
-			switch p.setRole(info) {
+			switch p.roleChangeOf(info) {
 			case roleStale:
 				ignored++
 				continue

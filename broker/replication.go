@@ -22,8 +22,8 @@ import (
 
 // applyRole makes p leader or follower as info says, feeding the state
 // machine and, for a follower, truncating its log and handing it to the
-// fetcher of its leader. The caller holds stateMu and has applied info
-// with p.setRole.
+// fetcher of its leader. The caller holds stateMu and has found info
+// newer than p's (roleChangeOf); p's replication state then holds it.
 func (b *Broker) applyRole(p *partition, info controller.PartitionInfo) {
 	self := coord.BrokerID(b.cfg.BrokerID)
 	st := replication.State{
