@@ -496,45 +496,6 @@ func (b *Broker) partitionFor(topic string, index int32) *partition {
 	return b.replicas[coord.TopicPartition{Topic: topic, Partition: index}]
 }
 
-// openReplica opens (creating if needed) the log of a partition the
-// controller assigned to this broker. It touches no broker state.
-func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]string) (*partition, error) {
-	if b.openReplicaHook != nil {
-		b.openReplicaHook(info.TopicPartition())
-	}
-	dir, err := b.placeDir(info.Topic, info.Partition)
-	if err != nil {
-		return nil, err
-	}
-	removed, err := claimPartitionDir(dir, info.TopicID)
-	if err != nil {
-		return nil, fmt.Errorf("partition metadata of %s in %s: %w", info.TopicPartition(), dir, err)
-	}
-	if removed {
-		b.logger.Warn("deleted the log of an earlier topic of the same name (its topic ID differs): the topic was deleted while this broker was down",
-			"partition", info.TopicPartition(), "dir", dir)
-		b.hwCkpt.forget(info.TopicPartition())
-	}
-	cfg := &b.dynamic().cfg
-	rep, err := b.newReplicationState(*cfg, info.TopicPartition(), configs)
-	if err != nil {
-		return nil, err
-	}
-	lc := cfg.logConfig(configs)
-	lc.Files = b.files
-	l, err := tlog.Open(dir, lc)
-	if err != nil {
-		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
-	}
-	p := newPartition(info, l, cfg, configs, b.cfg.BrokerID, rep, b.hwCkpt.lookup(info.TopicPartition()))
-	p.dir = dir
-	if err := b.recoverProducers(p, time.Now()); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("rebuild producer state of %s: %w", info.TopicPartition(), err)
-	}
-	return p, nil
-}
-
 // recoverProducers rebuilds p's producer state from its latest producer
 // snapshot and the log after it (replication.Producers.Recover), warning
 // of the snapshots it could not use and of a read of the whole log, then

@@ -173,38 +173,6 @@ func (p *partition) leaderEpoch() int32 {
 	return p.rep.LeaderEpoch()
 }
 
-// roleChange is what a LeaderAndIsr state would do to a partition.
-type roleChange int
-
-const (
-	// roleApplied: the state is to be applied (applyRole).
-	roleApplied roleChange = iota
-	// roleStale: older than the current one, ignored.
-	roleStale
-	// roleSame: the very state the partition holds (a new controller's
-	// full state repeats every unchanged one), so nothing is to apply.
-	roleSame
-)
-
-// roleChangeOf says whether a LeaderAndIsr state is older than the one
-// the partition's replication state holds (a lower leader epoch, or the
-// same with a lower partition epoch), the same as it, or to be applied.
-func (p *partition) roleChangeOf(info controller.PartitionInfo) roleChange {
-	p.repMu.Lock()
-	defer p.repMu.Unlock()
-	leaderEpoch, partitionEpoch := p.rep.LeaderEpoch(), p.rep.PartitionEpoch()
-	switch {
-	case info.LeaderEpoch < leaderEpoch ||
-		(info.LeaderEpoch == leaderEpoch && info.PartitionEpoch < partitionEpoch):
-		return roleStale
-	case info.LeaderEpoch == leaderEpoch && info.PartitionEpoch == partitionEpoch &&
-		replication.ReplicaID(info.Leader) == p.rep.Leader() && info.TopicID == p.topicID &&
-		slices.Equal(replicaIDs(info.ISR), p.rep.ISR()) && slices.Equal(replicaIDs(info.Replicas), p.rep.Replicas()):
-		return roleSame
-	}
-	return roleApplied
-}
-
 // leads reports whether broker id leads this partition, and at which
 // leader epoch.
 func (p *partition) leads(id coord.BrokerID) (bool, int32) {

@@ -7,107 +7,18 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
-// This file is the glue between the controller's LeaderAndIsr requests,
-// the partitions' logs and their replication state machines
-// (replication.Partition): it applies roles, appends as leader and as
-// follower, and acts on every Ready (acks, high watermarks, AlterPartition
-// proposals). The fetchers are in fetcher.go, the AlterPartition sender in
-// isr.go, the high watermark checkpoint in checkpoint.go.
-
-// applyRole makes p leader or follower as info says, feeding the state
-// machine and, for a follower, truncating its log and handing it to the
-// fetcher of its leader. The caller holds stateMu and has found info
-// newer than p's (roleChangeOf); p's replication state then holds it.
-func (b *Broker) applyRole(p *partition, info controller.PartitionInfo) {
-	self := coord.BrokerID(b.cfg.BrokerID)
-	st := replication.State{
-		Leader:         replication.ReplicaID(info.Leader),
-		LeaderEpoch:    info.LeaderEpoch,
-		PartitionEpoch: info.PartitionEpoch,
-		Replicas:       replicaIDs(info.Replicas),
-		ISR:            replicaIDs(info.ISR),
-	}
-	now := time.Now()
-	p.appendMu.Lock()
-	p.repMu.Lock()
-	wasLeader := p.rep.Role() == replication.RoleLeader
-	prevLeader, prevEpoch := p.rep.Leader(), p.rep.LeaderEpoch()
-	var (
-		err       error
-		tr        replication.Truncation
-		following bool
-	)
-	if info.Leader == self {
-		err = p.rep.BecomeLeader(st, p.log.EndOffset(), p.hw.Load(), now)
-	} else {
-		tr, err = p.rep.BecomeFollower(st, p.log.EndOffset(), p.hw.Load(), p.log.Epochs())
-		following = true
-	}
-	p.rep.SetLogStart(p.log.StartOffset(), now)
-	rd := p.rep.Ready()
-	p.repMu.Unlock()
-	if err != nil {
-		p.appendMu.Unlock()
-		b.handleReady(p, rd)
-		if errors.Is(err, replication.ErrStaleEpoch) {
-			b.logger.Debug("stale partition state ignored", "partition", p.name(), "error", err)
-			return
-		}
-		b.logger.Error("apply partition role failed", "partition", p.name(), "error", err)
-		return
-	}
-	newEpoch := prevLeader != st.Leader || prevEpoch != st.LeaderEpoch
-	if newEpoch {
-		p.followGen++
-	}
-	if following && newEpoch && info.Leader != coord.NoBroker && tr.Offset < p.log.EndOffset() {
-		b.truncate(p, tr.Offset, "become follower")
-	}
-	gen := p.followGen
-	p.appendMu.Unlock()
-	b.handleReady(p, rd)
-
-	switch {
-	case !following:
-		b.fetchers.remove(p)
-		if !wasLeader || newEpoch {
-			b.logger.Debug("leading partition", "partition", p.name(), "leader_epoch", st.LeaderEpoch,
-				"log_end", p.log.EndOffset(), "high_watermark", p.hw.Load())
-		}
-	case info.Leader == coord.NoBroker:
-		b.fetchers.remove(p)
-	case newEpoch:
-		b.fetchers.assign(p, info.Leader, info.LeaderEpoch, gen, tr)
-	}
-	p.wakeAll()
-}
-
-// truncate cuts p's log at offset as a follower and logs it. The caller
-// holds p.appendMu.
-func (b *Broker) truncate(p *partition, offset int64, why string) {
-	end := p.log.EndOffset()
-	if offset >= end {
-		return
-	}
-	if err := p.log.TruncateTo(offset); err != nil {
-		b.logger.Error("truncate follower log failed", "partition", p.name(), "offset", offset, "error", err)
-		b.checkStorage(p, err)
-		return
-	}
-	b.truncateProducers(p, offset)
-	if hw := p.hw.Load(); hw > p.log.EndOffset() {
-		p.hw.Store(p.log.EndOffset())
-	}
-	b.logStartMoved(p)
-	b.logger.Info("truncated follower log", "partition", p.name(), "mode", b.cfg.ReplicationTruncation,
-		"offset", p.log.EndOffset(), "log_end", end, "reason", why)
-}
+// This file is the glue between the partitions' logs and their
+// replication state machines (replication.Partition): it appends as
+// leader, records followers' fetches, ticks the waits, and acts on every
+// Ready (acks, high watermarks, AlterPartition proposals). Roles are
+// applied in replicas.go (applyRole), the fetchers are in fetcher.go, the
+// AlterPartition sender in isr.go, the high watermark checkpoint in
+// checkpoint.go.
 
 // truncateProducers drops the producer state of the records a truncation
 // removed, rebuilding it from the latest producer snapshot below the cut
