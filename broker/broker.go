@@ -15,8 +15,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
@@ -106,7 +105,7 @@ type Broker struct {
 	// controller; hwCkpt holds the high watermarks read at start.
 	fetchers *fetcherManager
 	isr      *isrSender
-	hwCkpt   *hwCheckpoints
+	hwCkpt   *replica.HWCheckpoints
 	// files is the pool through which every log of the broker opens its
 	// segment files (log.open.files.max).
 	files *tlog.FilePool
@@ -208,13 +207,13 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	b.groups = newGroupCoordinator(b)
 	b.fetchers = newFetcherManager(b)
 	b.isr = newISRSender(b)
-	locks, err := lockLogDirs(cfg.LogDirs)
+	locks, err := replica.LockLogDirs(cfg.LogDirs)
 	if err != nil {
 		return nil, err
 	}
 	b.dirLocks = locks
 	b.lastEpoch = readRegistrationEpoch(cfg.LogDirs[0])
-	ckpt, err := readHWCheckpoints(cfg.LogDirs)
+	ckpt, err := replica.ReadHWCheckpoints(cfg.LogDirs)
 	if err != nil {
 		b.unlockLogDirs()
 		return nil, err
@@ -595,48 +594,6 @@ func (b *Broker) partitionDir(topic string, index int32, usable func(dir string)
 		return ""
 	}
 	return filepath.Join(best, name)
-}
-
-// lockFileName is the lock file a broker holds in each of its log dirs.
-const lockFileName = ".lock"
-
-// lockLogDirs creates each log dir and takes an exclusive flock on its
-// lock file, so that two brokers never share a directory. The kernel drops
-// the locks when the process dies, so a crashed broker never blocks its
-// successor.
-func lockLogDirs(dirs []string) ([]*os.File, error) {
-	var locks []*os.File
-	release := func() {
-		for _, f := range locks {
-			f.Close()
-		}
-	}
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			release()
-			return nil, fmt.Errorf("create log.dirs directory %s: %w", d, err)
-		}
-		path := filepath.Join(d, lockFileName)
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			release()
-			return nil, fmt.Errorf("open lock file %s: %w", path, err)
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			holder, _ := os.ReadFile(path)
-			f.Close()
-			release()
-			return nil, fmt.Errorf("log.dirs %s is in use by another broker process (pid %s, lock %s): %w",
-				d, strings.TrimSpace(string(holder)), path, err)
-		}
-		// The lock file names its holder, so that a second broker on the
-		// same directory can say which process holds it.
-		if err := f.Truncate(0); err == nil {
-			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-		}
-		locks = append(locks, f)
-	}
-	return locks, nil
 }
 
 // unlockLogDirs releases the log dir locks.

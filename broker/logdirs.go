@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -236,4 +237,41 @@ func (b *Broker) placeDir(topic string, index int32) (string, error) {
 // onlineLogDirs returns the log dirs that are not offline.
 func (b *Broker) onlineLogDirs() []string {
 	return slices.DeleteFunc(slices.Clone(b.cfg.LogDirs), b.dirOffline)
+}
+
+// writeHWCheckpoints writes every online log dir's checkpoint: the open
+// partitions' high watermarks, and the entries read at start for
+// partitions not opened since. A write that fails on the disk takes its
+// dir offline.
+func (b *Broker) writeHWCheckpoints() error {
+	byDir := map[string]map[coord.TopicPartition]int64{}
+	for _, d := range b.onlineLogDirs() {
+		byDir[d] = map[coord.TopicPartition]int64{}
+	}
+	open := map[coord.TopicPartition]bool{}
+	for _, p := range b.allPartitions() {
+		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
+		open[tp] = true
+		if m, ok := byDir[filepath.Dir(p.dir)]; ok {
+			m[tp] = p.hw.Load()
+		}
+	}
+	b.hwCkpt.Range(func(tp coord.TopicPartition, dir string, hw int64) {
+		if !open[tp] {
+			if m, ok := byDir[dir]; ok {
+				m[tp] = hw
+			}
+		}
+	})
+	var first error
+	for d, entries := range byDir {
+		err := replica.WriteHWCheckpoint(d, entries)
+		if err != nil && isStorageError(err) {
+			b.failLogDir(d, err)
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("write high watermark checkpoint in %s: %w", d, err)
+		}
+	}
+	return first
 }

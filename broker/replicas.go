@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
@@ -321,14 +322,14 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 	if err != nil {
 		return nil, err
 	}
-	removed, err := claimPartitionDir(dir, info.TopicID)
+	removed, err := replica.ClaimPartitionDir(dir, info.TopicID)
 	if err != nil {
 		return nil, fmt.Errorf("partition metadata of %s in %s: %w", info.TopicPartition(), dir, err)
 	}
 	if removed {
 		b.logger.Warn("deleted the log of an earlier topic of the same name (its topic ID differs): the topic was deleted while this broker was down",
 			"partition", info.TopicPartition(), "dir", dir)
-		b.hwCkpt.forget(info.TopicPartition())
+		b.hwCkpt.Forget(info.TopicPartition())
 	}
 	cfg := &b.dynamic().cfg
 	rep, err := b.newReplicationState(*cfg, info.TopicPartition(), configs)
@@ -341,7 +342,7 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
 	}
-	p := newPartition(info, l, cfg, configs, b.cfg.BrokerID, rep, b.hwCkpt.lookup(info.TopicPartition()))
+	p := newPartition(info, l, cfg, configs, b.cfg.BrokerID, rep, b.hwCkpt.Lookup(info.TopicPartition()))
 	p.dir = dir
 	if err := b.recoverProducers(p, time.Now()); err != nil {
 		l.Close()
@@ -579,7 +580,7 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 	p.appendMu.Unlock()
 	p.failAcks(replication.ErrNotLeader)
 	if deleteLog {
-		b.hwCkpt.forget(tp)
+		b.hwCkpt.Forget(tp)
 	}
 	var err error
 	if deleteLog {
