@@ -304,7 +304,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			}
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			throttled := replicaCodes != nil && b.leaderThrottles(p, r.ReplicaID)
-			if throttled && b.leaderQuota.exceeded() {
+			if throttled && b.leaderQuota.Exceeded() {
 				b.metrics.throttled("leader", 0, 1)
 				if rp.FetchOffset < upTo {
 					unread(tp)
@@ -340,7 +340,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					total += len(data)
 					remaining -= len(data)
 					if throttled {
-						b.leaderQuota.record(len(data))
+						b.leaderQuota.Record(len(data))
 						b.metrics.throttled("leader", len(data), 0)
 					}
 				}

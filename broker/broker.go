@@ -157,7 +157,7 @@ type Broker struct {
 	dyn            atomic.Pointer[dynamicState]
 	configsChanged chan struct{}
 	// leaderQuota and followerQuota are the replication throttles.
-	leaderQuota, followerQuota *replicationQuota
+	leaderQuota, followerQuota *replica.Quota
 
 	// openReplicaHook, if not nil, is called at the start of each
 	// openReplica: tests block it to hold a LeaderAndIsr in its log
@@ -202,7 +202,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	}
 	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.partitionFor(tp.Topic, tp.Partition) }
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
-	b.leaderQuota, b.followerQuota = newReplicationQuota(samples, window, time.Now), newReplicationQuota(samples, window, time.Now)
+	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
 	b.metrics = newMetrics(b)
 	b.groups = newGroupCoordinator(b)
 	b.fetchers = newFetcherManager(b)

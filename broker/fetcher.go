@@ -501,7 +501,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 	// out while the follower's rate is exceeded.
 	var throttled map[*fetchPartition]bool
 	leftOut := 0
-	exceeded := b.followerQuota.exceeded()
+	exceeded := b.followerQuota.Exceeded()
 	parts = slices.DeleteFunc(parts, func(fp *fetchPartition) bool {
 		if !b.followerThrottles(fp.p) {
 			return false
@@ -612,7 +612,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 			}
 			fp.moved = true
 			if throttled[fp] && len(sp.RecordBatches) > 0 {
-				b.followerQuota.record(len(sp.RecordBatches))
+				b.followerQuota.Record(len(sp.RecordBatches))
 				b.metrics.throttled("follower", len(sp.RecordBatches), 0)
 			}
 			f.fetched(ctx, cl, fp, sp)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
@@ -112,8 +113,8 @@ func (p *partition) storeConfigs(cfg *Config, configs map[string]string, self in
 	}
 	p.configs.Store(&configs)
 	p.cfg.Store(cfg)
-	p.leaderThrottled.Store(throttledReplicas(configs[leaderThrottledKey], p.index, self))
-	p.followerThrottled.Store(throttledReplicas(configs[followerThrottledKey], p.index, self))
+	p.leaderThrottled.Store(replica.ThrottledReplicas(configs[leaderThrottledKey], p.index, self))
+	p.followerThrottled.Store(replica.ThrottledReplicas(configs[followerThrottledKey], p.index, self))
 }
 
 // setConfigs applies a topic's changed configs, over the broker config

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
@@ -102,8 +103,8 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		interBroker: &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: protocolPlaintext}, protocol: protocolPlaintext}}}
 	// The fetcher manager is closed at once: the harness calls the
 	// fetcher's methods itself, so applyRole must start no fetcher.
-	b.leaderQuota = newReplicationQuota(quotaSamples, quotaWindow, time.Now)
-	b.followerQuota = newReplicationQuota(quotaSamples, quotaWindow, time.Now)
+	b.leaderQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
+	b.followerQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
 	b.metrics = newMetrics(b)
 	b.fetchers = newFetcherManager(b)
 	b.fetchers.close()

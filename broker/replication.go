@@ -17,8 +17,8 @@ import (
 // leader, records followers' fetches, ticks the waits, and acts on every
 // Ready (acks, high watermarks, AlterPartition proposals). Roles are
 // applied in replicas.go (applyRole), the fetchers are in fetcher.go, the
-// AlterPartition sender in isr.go, the high watermark checkpoint in
-// checkpoint.go.
+// AlterPartition sender in isr.go, the high watermark checkpoint's writes
+// in logdirs.go and its file in replica/checkpoint.go.
 
 // truncateProducers drops the producer state of the records a truncation
 // removed, rebuilding it from the latest producer snapshot below the cut

@@ -1,8 +1,11 @@
-// Package replica owns the on-disk state of the partitions a broker holds
-// beside their logs: the lock on each log dir, the high watermark
-// checkpoint (replication-offset-checkpoint), each partition directory's
-// partition.metadata (its topic ID), and the atomic file replacement they
-// are written with. It is the home the broker's replica manager grows
-// into; it must not import the broker, the controller or a coordination
-// backend, and it keeps no state a caller did not hand it.
+// Package replica owns what the partitions a broker holds keep beside
+// their logs: the lock on each log dir, the high watermark checkpoint
+// (replication-offset-checkpoint), each partition directory's
+// partition.metadata (its topic ID) and the atomic file replacement they
+// are written with; and the replication throttles (Kafka's
+// ReplicationQuotaManager): the leader's and the follower's byte-rate
+// quotas and the format of the throttled replicas configs. It is the home
+// the broker's replica manager grows into. It must not import the broker,
+// the controller or a coordination backend, and it touches no file outside
+// the log dirs it is given.
 package replica
