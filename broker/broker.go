@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -109,25 +107,15 @@ type Broker struct {
 	// files is the pool through which every log of the broker opens its
 	// segment files (log.open.files.max).
 	files *tlog.FilePool
-	// dirLocks hold each log dir's lock file while the broker runs.
-	dirLocks []*os.File
-	// dirsMu guards offlineDirs, the log dirs gone offline with the error
-	// that took each (logdirs.go), and offlineReplicas, the replicas
-	// offline until restart: in an offline dir, or whose log could not be
-	// opened. dirFailed wakes logDirLoop. anyOffline is set with the
-	// first entry of either (both last until restart), so that the
-	// produce and fetch paths, which ask of every partition, take no lock
-	// while everything is online.
-	dirsMu          sync.Mutex
-	offlineDirs     map[string]error
-	offlineReplicas map[coord.TopicPartition]bool
-	anyOffline      atomic.Bool
+	// logDirs are the log dirs: their locks, the ones gone offline and
+	// the replicas offline until restart (logdirs.go); its Failed wakes
+	// logDirLoop.
+	logDirs *replica.LogDirs
 	// waitMu guards waiting, the partitions with acks=all produces or
 	// DeleteRecords waiting (queueWait), which tickLoop ticks every
 	// interval; it is taken before a partition's repMu.
-	waitMu    sync.Mutex
-	waiting   map[*partition]struct{}
-	dirFailed chan struct{}
+	waitMu  sync.Mutex
+	waiting map[*partition]struct{}
 	// lastEpoch is the broker epoch of this broker's latest registration
 	// on its log dirs (registrationFile), 0 if unknown. Holding the dir
 	// locks proves that its process is dead, so Register may replace it.
@@ -195,10 +183,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		backendCtrl:        coord.ControllerInfo{ID: coord.NoBroker},
 		backendCtrlChanged: make(chan struct{}),
 
-		offlineDirs:     map[string]error{},
-		offlineReplicas: map[coord.TopicPartition]bool{},
-		dirFailed:       make(chan struct{}, 1),
-		waiting:         map[*partition]struct{}{},
+		waiting: map[*partition]struct{}{},
 	}
 	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.partitionFor(tp.Topic, tp.Partition) }
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
@@ -207,22 +192,22 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	b.groups = newGroupCoordinator(b)
 	b.fetchers = newFetcherManager(b)
 	b.isr = newISRSender(b)
-	locks, err := replica.LockLogDirs(cfg.LogDirs)
+	logDirs, err := replica.OpenLogDirs(cfg.LogDirs)
 	if err != nil {
 		return nil, err
 	}
-	b.dirLocks = locks
+	b.logDirs = logDirs
 	b.lastEpoch = readRegistrationEpoch(cfg.LogDirs[0])
 	ckpt, err := replica.ReadHWCheckpoints(cfg.LogDirs)
 	if err != nil {
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		return nil, err
 	}
 	b.hwCkpt = ckpt
 	b.files = tlog.NewFilePool(int(cfg.LogOpenFilesMax))
 	b.listeners, b.interBroker, err = bindListeners(cfg, logger)
 	if err != nil {
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		return nil, err
 	}
 	closeListeners := func() {
@@ -235,13 +220,13 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	cc.Logger = logger.Named("coord")
 	if err := cfg.openCoordTLS(&cc, logger.Named("coord-tls")); err != nil {
 		closeListeners()
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		return nil, err
 	}
 	backend, err := coord.Open(cc)
 	if err != nil {
 		closeListeners()
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
@@ -376,7 +361,7 @@ func (b *Broker) Close() error {
 		if cerr := b.closeLogs(); cerr != nil {
 			err = cerr
 		}
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		b.logger.Info("broker closed")
 	})
 	if errors.Is(err, net.ErrClosed) {
@@ -560,46 +545,4 @@ func (b *Broker) snapshotProducers(p *partition, afterRoll bool) error {
 	}
 	_, err = p.producers.WriteSnapshot(p.log)
 	return err
-}
-
-// partitionDir returns the directory of a partition's log: the existing
-// one if any log dir holds it, else the log dir holding the fewest
-// partitions among those usable reports true for; "" if there is none.
-func (b *Broker) partitionDir(topic string, index int32, usable func(dir string) bool) string {
-	name := fmt.Sprintf("%s-%d", topic, index)
-	if len(b.cfg.LogDirs) == 1 {
-		return filepath.Join(b.cfg.LogDirs[0], name)
-	}
-	best, bestCount := "", -1
-	for _, d := range b.cfg.LogDirs {
-		path := filepath.Join(d, name)
-		if _, err := os.Stat(path); err == nil {
-			return path
-		}
-		if !usable(d) {
-			continue
-		}
-		entries, _ := os.ReadDir(d)
-		count := 0
-		for _, e := range entries {
-			if e.IsDir() {
-				count++
-			}
-		}
-		if bestCount < 0 || count < bestCount {
-			best, bestCount = d, count
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return filepath.Join(best, name)
-}
-
-// unlockLogDirs releases the log dir locks.
-func (b *Broker) unlockLogDirs() {
-	for _, f := range b.dirLocks {
-		f.Close()
-	}
-	b.dirLocks = nil
 }

@@ -99,7 +99,7 @@ type peerFuzzBroker struct {
 func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 	f.Helper()
 	cfg := testConfig(f)
-	b := &Broker{cfg: cfg, logger: hclog.NewNullLogger(), cache: newMetadataCache(), closing: make(chan struct{}),
+	b := &Broker{cfg: cfg, logger: hclog.NewNullLogger(), cache: newMetadataCache(), closing: make(chan struct{}), logDirs: &replica.LogDirs{},
 		interBroker: &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: protocolPlaintext}, protocol: protocolPlaintext}}}
 	// The fetcher manager is closed at once: the harness calls the
 	// fetcher's methods itself, so applyRole must start no fetcher.

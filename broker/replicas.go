@@ -146,7 +146,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 		tp := info.TopicPartition()
 		p := b.partitionFor(info.Topic, info.Partition)
 		o, isNew := opened[i]
-		if b.replicaOffline(tp) || (p != nil && b.partitionDirOffline(p)) {
+		if b.logDirs.ReplicaOffline(tp) || (p != nil && b.logDirs.PartitionDirOffline(p.dir)) {
 			codes[i] = kerr.KafkaStorageError.Code
 			offline++
 			continue
@@ -154,8 +154,8 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 		if isNew {
 			if o.err != nil {
 				b.logger.Error("open replica failed: the replica is offline until restart", "partition", tp, "error", o.err)
-				b.markReplicaOffline(tp)
-				if dir, derr := b.placeDir(info.Topic, info.Partition); derr == nil && isStorageError(o.err) {
+				b.logDirs.MarkReplicaOffline(tp)
+				if dir, derr := b.logDirs.Place(info.Topic, info.Partition); derr == nil && replica.IsStorageError(o.err) {
 					b.failLogDir(filepath.Dir(dir), o.err)
 				}
 				codes[i] = kerr.KafkaStorageError.Code
@@ -245,11 +245,11 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 	var topics []string
 	for i, info := range parts {
 		tp := info.TopicPartition()
-		if seen[tp] || b.replicaOffline(tp) {
+		if seen[tp] || b.logDirs.ReplicaOffline(tp) {
 			continue
 		}
 		p := b.partitionFor(info.Topic, info.Partition)
-		if p != nil && (b.partitionDirOffline(p) || !recreated(p, info)) {
+		if p != nil && (b.logDirs.PartitionDirOffline(p.dir) || !recreated(p, info)) {
 			continue
 		}
 		if p != nil {
@@ -274,7 +274,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 	maps.Copy(configs, b.topicConfigs(ctx, topics))
 	configsTook := time.Since(start)
 	// With several log dirs, dirs are chosen here, one after the other,
-	// as the opens did when sequential: placeDir counts each log dir's
+	// as the opens did when sequential: logDirs.Place counts each log dir's
 	// partitions, so each chosen dir is created at once (an error is the
 	// open's to report). With one, there is nothing to choose, and the
 	// opens create their dirs in parallel: on a slow disk a mkdir may take
@@ -283,7 +283,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 		if len(b.cfg.LogDirs) == 1 {
 			break
 		}
-		if dir, err := b.placeDir(parts[i].Topic, parts[i].Partition); err == nil {
+		if dir, err := b.logDirs.Place(parts[i].Topic, parts[i].Partition); err == nil {
 			_ = os.MkdirAll(dir, 0o755)
 		}
 	}
@@ -318,7 +318,7 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 	if b.openReplicaHook != nil {
 		b.openReplicaHook(info.TopicPartition())
 	}
-	dir, err := b.placeDir(info.Topic, info.Partition)
+	dir, err := b.logDirs.Place(info.Topic, info.Partition)
 	if err != nil {
 		return nil, err
 	}
@@ -601,11 +601,11 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 // controller's metadata yet (a restarted broker), and
 // UNKNOWN_TOPIC_OR_PARTITION for one it does not.
 func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
-	if b.replicaOffline(coord.TopicPartition{Topic: topic, Partition: index}) {
+	if b.logDirs.ReplicaOffline(coord.TopicPartition{Topic: topic, Partition: index}) {
 		return nil, kerr.KafkaStorageError.Code
 	}
 	if p := b.partitionFor(topic, index); p != nil {
-		if b.partitionDirOffline(p) {
+		if b.logDirs.PartitionDirOffline(p.dir) {
 			return nil, kerr.KafkaStorageError.Code
 		}
 		if ok, _ := p.leads(coord.BrokerID(b.cfg.BrokerID)); ok {

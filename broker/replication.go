@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -320,7 +321,7 @@ func replicationErrorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, replication.ErrProducerFenced):
 		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, errLogDirOffline):
+	case errors.Is(err, replica.ErrLogDirOffline):
 		return kerr.KafkaStorageError.Code
 	}
 	return produceErrorCode(err)
