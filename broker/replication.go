@@ -15,11 +15,12 @@ import (
 
 // This file is the glue between the partitions' logs and their
 // replication state machines (replication.Partition): it appends as
-// leader, records followers' fetches, ticks the waits, and acts on every
-// Ready (acks, high watermarks, AlterPartition proposals). Roles are
-// applied in replicas.go (applyRole), the fetchers are in fetcher.go, the
-// AlterPartition sender in isr.go, the high watermark checkpoint's writes
-// in logdirs.go and its file in replica/checkpoint.go.
+// leader, moves the log start for DeleteRecords, records followers'
+// fetches, ticks the waits, and acts on every Ready (acks, high
+// watermarks, AlterPartition proposals). Roles are applied in replicas.go
+// (applyRole), the fetchers are in fetcher.go, the AlterPartition sender
+// in isr.go, the high watermark checkpoint's writes in logdirs.go and its
+// file in replica/checkpoint.go.
 
 // truncateProducers drops the producer state of the records a truncation
 // removed, rebuilding it from the latest producer snapshot below the cut
@@ -154,6 +155,61 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 	}
 	b.handleReady(p, rd)
 	return res, done, nil
+}
+
+// deleteRecordsAsLeader moves the log start offset of p, which this
+// broker leads, to offset (DeleteRecords): the state machine checks it and
+// says where the log is to start (DeleteRecordsOffset), the log advances
+// its start, and a wait for the low watermark to reach it is registered,
+// whose outcome arrives on the returned channel; deadline is the
+// request's timeout. It returns the Kafka error code, and the channel when
+// the offset was accepted.
+func (b *Broker) deleteRecordsAsLeader(p *partition, offset int64, deadline time.Time) (int16, <-chan replication.DeleteResult) {
+	p.appendMu.Lock()
+	p.repMu.Lock()
+	target, err := p.rep.DeleteRecordsOffset(offset)
+	p.repMu.Unlock()
+	if err != nil {
+		p.appendMu.Unlock()
+		b.logger.Debug("delete records refused", "partition", p.name(), "offset", offset, "error", err)
+		return replicationErrorCode(err), nil
+	}
+	if _, err := p.log.AdvanceStartOffset(target); err != nil {
+		p.appendMu.Unlock()
+		switch {
+		case b.checkStorage(p, err):
+			return kerr.KafkaStorageError.Code, nil
+		case errors.Is(err, tlog.ErrClosed):
+			return kerr.NotLeaderForPartition.Code, nil
+		}
+		b.logger.Error("delete records failed", "partition", p.name(), "offset", target, "error", err)
+		return kerr.UnknownServerError.Code, nil
+	}
+	now := time.Now()
+	done := make(chan replication.DeleteResult, 1)
+	p.repMu.Lock()
+	p.rep.SetLogStart(p.log.StartOffset(), now)
+	p.nextDeleteID++
+	id := p.nextDeleteID
+	if p.deletes == nil {
+		p.deletes = make(map[replication.DeleteID]chan replication.DeleteResult)
+	}
+	p.deletes[id] = done
+	if err := p.rep.AwaitLowWatermark(id, target, deadline, now); err != nil {
+		delete(p.deletes, id)
+		p.dropEmptyWaits()
+		done <- replication.DeleteResult{ID: id, LowWatermark: -1, Err: err}
+	}
+	rd := p.rep.Ready()
+	p.repMu.Unlock()
+	p.appendMu.Unlock()
+	b.queueWait(p)
+	b.handleReady(p, rd)
+	// The followers' fetch sessions answer the new log start, which the
+	// low watermark waits for.
+	p.wakeAll()
+	b.logger.Debug("log start offset moved by delete records", "partition", p.name(), "log_start_offset", p.log.StartOffset())
+	return 0, done
 }
 
 // followerFetched records a fetch by follower replica at fetchOffset,
