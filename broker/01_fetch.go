@@ -202,8 +202,8 @@ func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartit
 			p, code := b.leaderFor(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
-			case r.Version >= 9 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch) != 0:
-				code = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch)
+			case r.Version >= 9 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()) != 0:
+				code = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch())
 			case rp.FetchOffset < p.log.StartOffset():
 				code = kerr.OffsetOutOfRange.Code
 			default:
@@ -285,7 +285,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch); r.Version >= 9 && code != 0 {
+			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()); r.Version >= 9 && code != 0 {
 				sp.ErrorCode = code
 				sp.HighWatermark = -1
 				hasError = true
@@ -304,7 +304,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			}
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			throttled := replicaCodes != nil && b.leaderThrottles(p, r.ReplicaID)
-			if throttled && b.leaderQuota.exceeded() {
+			if throttled && b.leaderQuota.Exceeded() {
 				b.metrics.throttled("leader", 0, 1)
 				if rp.FetchOffset < upTo {
 					unread(tp)
@@ -340,7 +340,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					total += len(data)
 					remaining -= len(data)
 					if throttled {
-						b.leaderQuota.record(len(data))
+						b.leaderQuota.Record(len(data))
 						b.metrics.throttled("leader", len(data), 0)
 					}
 				}

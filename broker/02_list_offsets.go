@@ -44,7 +44,7 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			p, code := b.leaderFor(rt.Topic, rp.Partition)
 			var leaderEpoch int32
 			if p != nil {
-				leaderEpoch = p.role().LeaderEpoch
+				leaderEpoch = p.leaderEpoch()
 			}
 			switch {
 			case p == nil:

@@ -3,11 +3,16 @@ package broker
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
+
+// leaderAndIsrVersion is the LeaderAndIsr version the controller sends and
+// brokers accept: v5 carries broker epochs and topic IDs.
+const leaderAndIsrVersion = 5
 
 // LeaderAndIsr v5 (broker epoch, topic IDs): the controller tells a
 // replica whether it leads or follows.
@@ -22,23 +27,7 @@ func init() { registerAPI(4, leaderAndIsrVersion, leaderAndIsrVersion, handleLea
 func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.LeaderAndISRRequest)
 	resp := r.ResponseKind().(*kmsg.LeaderAndISRResponse)
-	cr := &controller.LeaderAndIsrRequest{
-		ControllerID: coord.BrokerID(r.ControllerID), ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch,
-	}
-	for _, ts := range r.TopicStates {
-		for _, ps := range ts.PartitionStates {
-			cr.Partitions = append(cr.Partitions, controller.PartitionInfo{
-				PartitionState: coord.PartitionState{
-					Topic: ts.Topic, Partition: ps.Partition, Leader: coord.BrokerID(ps.Leader), LeaderEpoch: ps.LeaderEpoch,
-					ISR: brokerIDs(ps.ISR), PartitionEpoch: ps.ZKVersion, ControllerEpoch: int64(ps.ControllerEpoch),
-				},
-				TopicID: ts.TopicID, Replicas: brokerIDs(ps.Replicas), IsNew: ps.IsNew,
-			})
-		}
-	}
-	for _, l := range r.LiveLeaders {
-		cr.Leaders = append(cr.Leaders, coord.Broker{ID: coord.BrokerID(l.BrokerID), Host: l.Host, Port: l.Port})
-	}
+	cr := leaderAndIsrFromWire(r)
 	if err := b.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
 		return nil, nil, err
 	}
@@ -57,4 +46,90 @@ func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Resp
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil, nil
+}
+
+// leaderAndIsrFromWire is the controller's request that r carries.
+func leaderAndIsrFromWire(r *kmsg.LeaderAndISRRequest) *controller.LeaderAndIsrRequest {
+	cr := &controller.LeaderAndIsrRequest{
+		ControllerID: coord.BrokerID(r.ControllerID), ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch,
+	}
+	for _, ts := range r.TopicStates {
+		for _, ps := range ts.PartitionStates {
+			cr.Partitions = append(cr.Partitions, controller.PartitionInfo{
+				PartitionState: coord.PartitionState{
+					Topic: ts.Topic, Partition: ps.Partition, Leader: coord.BrokerID(ps.Leader), LeaderEpoch: ps.LeaderEpoch,
+					ISR: brokerIDs(ps.ISR), PartitionEpoch: ps.ZKVersion, ControllerEpoch: int64(ps.ControllerEpoch),
+				},
+				TopicID: ts.TopicID, Replicas: brokerIDs(ps.Replicas), IsNew: ps.IsNew,
+			})
+		}
+	}
+	for _, l := range r.LiveLeaders {
+		cr.Leaders = append(cr.Leaders, coord.Broker{ID: coord.BrokerID(l.BrokerID), Host: l.Host, Port: l.Port})
+	}
+	return cr
+}
+
+// encodeLeaderAndIsr is the wire form of the controller's request r, as
+// the controller's sender sends it to another broker.
+func encodeLeaderAndIsr(r *controller.LeaderAndIsrRequest) *kmsg.LeaderAndISRRequest {
+	k := kmsg.NewPtrLeaderAndISRRequest()
+	k.SetVersion(leaderAndIsrVersion)
+	k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
+	byTopic := map[string]int{}
+	for _, p := range r.Partitions {
+		i, ok := byTopic[p.Topic]
+		if !ok {
+			ts := kmsg.NewLeaderAndISRRequestTopicState()
+			ts.Topic, ts.TopicID = p.Topic, p.TopicID
+			k.TopicStates = append(k.TopicStates, ts)
+			i = len(k.TopicStates) - 1
+			byTopic[p.Topic] = i
+		}
+		ps := kmsg.NewLeaderAndISRRequestTopicPartition()
+		ps.Partition, ps.ControllerEpoch = p.Partition, int32(p.ControllerEpoch)
+		ps.Leader, ps.LeaderEpoch, ps.ZKVersion = int32(p.Leader), p.LeaderEpoch, p.PartitionEpoch
+		ps.ISR, ps.Replicas, ps.IsNew = ids32(p.ISR), ids32(p.Replicas), p.IsNew
+		k.TopicStates[i].PartitionStates = append(k.TopicStates[i].PartitionStates, ps)
+	}
+	for _, l := range r.Leaders {
+		ll := kmsg.NewLeaderAndISRRequestLiveLeader()
+		ll.BrokerID, ll.Host, ll.Port = int32(l.ID), l.Host, l.Port
+		k.LiveLeaders = append(k.LiveLeaders, ll)
+	}
+	return k
+}
+
+// decodeLeaderAndIsrResponse is what a broker's answer to r tells the
+// controller: the top-level error code and the partitions answered
+// KAFKA_STORAGE_ERROR (named by topic ID in v5, by topic name before). r
+// may be nil: then v5's partitions cannot be named.
+func decodeLeaderAndIsrResponse(r *controller.LeaderAndIsrRequest, resp *kmsg.LeaderAndISRResponse) controllerAnswer {
+	ans := controllerAnswer{code: resp.ErrorCode}
+	if resp.ErrorCode != 0 {
+		return ans
+	}
+	names := map[[16]byte]string{}
+	if r != nil {
+		for _, p := range r.Partitions {
+			names[p.TopicID] = p.Topic
+		}
+	}
+	for _, p := range resp.Partitions { // v0..v4
+		if p.ErrorCode == kerr.KafkaStorageError.Code {
+			ans.offline = append(ans.offline, coord.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+		}
+	}
+	for _, t := range resp.Topics {
+		name, ok := names[t.TopicID]
+		if !ok {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p.ErrorCode == kerr.KafkaStorageError.Code {
+				ans.offline = append(ans.offline, coord.TopicPartition{Topic: name, Partition: p.Partition})
+			}
+		}
+	}
+	return ans
 }

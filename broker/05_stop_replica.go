@@ -9,6 +9,10 @@ import (
 	"github.com/tripodmq/tripod/coord"
 )
 
+// stopReplicaVersion is the StopReplica version the controller sends and
+// brokers accept: v3 carries a delete flag and leader epoch per partition.
+const stopReplicaVersion = 3
+
 // StopReplica v3 (broker epoch, a delete flag per partition): the
 // controller stops a broker's replicas, deleting their logs on topic
 // deletion.
@@ -53,4 +57,27 @@ func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Respo
 		}
 	}
 	return resp, nil, nil
+}
+
+// encodeStopReplica is the wire form of the controller's request r, as
+// the controller's sender sends it to another broker.
+func encodeStopReplica(r *controller.StopReplicaRequest) *kmsg.StopReplicaRequest {
+	k := kmsg.NewPtrStopReplicaRequest()
+	k.SetVersion(stopReplicaVersion)
+	k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
+	byTopic := map[string]int{}
+	for _, tp := range r.Partitions {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			t := kmsg.NewStopReplicaRequestTopic()
+			t.Topic = tp.Topic
+			k.Topics = append(k.Topics, t)
+			i = len(k.Topics) - 1
+			byTopic[tp.Topic] = i
+		}
+		ps := kmsg.NewStopReplicaRequestTopicPartitionState()
+		ps.Partition, ps.LeaderEpoch, ps.Delete = tp.Partition, -1, r.Delete
+		k.Topics[i].PartitionStates = append(k.Topics[i].PartitionStates, ps)
+	}
+	return k
 }

@@ -9,6 +9,14 @@ import (
 	"github.com/tripodmq/tripod/coord"
 )
 
+// updateMetadataVersion is the UpdateMetadata version the controller sends
+// and brokers accept: v7 carries broker epochs and topic IDs.
+const updateMetadataVersion = 7
+
+// deletedTopicLeader marks a deleted topic in UpdateMetadata (Kafka's
+// LeaderDuringDelete).
+const deletedTopicLeader = -2
+
 // UpdateMetadata v7 (broker epoch, topic IDs): the controller refreshes
 // every broker's metadata cache.
 func init() { registerAPI(6, updateMetadataVersion, updateMetadataVersion, handleUpdateMetadata) }
@@ -69,4 +77,69 @@ func updateMetadataFromWire(r *kmsg.UpdateMetadataRequest, interBroker string) *
 		}
 	}
 	return cr
+}
+
+// encodeUpdateMetadata is the wire form of the controller's request r, as
+// the controller's sender sends it to another broker: each live broker's
+// endpoints (a broker registered without any has its address on the
+// PLAINTEXT listener), each partition's offline replicas (those of no
+// live broker), and each deleted topic as one partition state led by
+// deletedTopicLeader.
+func encodeUpdateMetadata(r *controller.UpdateMetadataRequest) *kmsg.UpdateMetadataRequest {
+	k := kmsg.NewPtrUpdateMetadataRequest()
+	k.SetVersion(updateMetadataVersion)
+	k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
+	live := map[coord.BrokerID]bool{}
+	for _, l := range r.Live {
+		live[l.ID] = true
+		lb := kmsg.NewUpdateMetadataRequestLiveBroker()
+		lb.ID = int32(l.ID)
+		endpoints := l.Endpoints
+		if len(endpoints) == 0 {
+			implied, _ := l.ListenerEndpoint(protocolPlaintext)
+			endpoints = []coord.Endpoint{implied}
+		}
+		for _, e := range endpoints {
+			ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
+			ep.Host, ep.Port, ep.ListenerName = e.Host, e.Port, e.Listener
+			ep.SecurityProtocol = securityProtocolIDs[e.SecurityProtocol]
+			lb.Endpoints = append(lb.Endpoints, ep)
+		}
+		if l.Rack != "" {
+			rack := l.Rack
+			lb.Rack = &rack
+		}
+		k.LiveBrokers = append(k.LiveBrokers, lb)
+	}
+	byTopic := map[string]int{}
+	for _, p := range r.Partitions {
+		i, ok := byTopic[p.Topic]
+		if !ok {
+			ts := kmsg.NewUpdateMetadataRequestTopicState()
+			ts.Topic, ts.TopicID = p.Topic, p.TopicID
+			k.TopicStates = append(k.TopicStates, ts)
+			i = len(k.TopicStates) - 1
+			byTopic[p.Topic] = i
+		}
+		ps := kmsg.NewUpdateMetadataRequestTopicPartition()
+		ps.Partition, ps.ControllerEpoch = p.Partition, int32(p.ControllerEpoch)
+		ps.Leader, ps.LeaderEpoch, ps.ZKVersion = int32(p.Leader), p.LeaderEpoch, p.PartitionEpoch
+		ps.ISR, ps.Replicas = ids32(p.ISR), ids32(p.Replicas)
+		ps.OfflineReplicas = []int32{}
+		for _, id := range p.Replicas {
+			if !live[id] {
+				ps.OfflineReplicas = append(ps.OfflineReplicas, int32(id))
+			}
+		}
+		k.TopicStates[i].PartitionStates = append(k.TopicStates[i].PartitionStates, ps)
+	}
+	for _, name := range r.Deleted {
+		ts := kmsg.NewUpdateMetadataRequestTopicState()
+		ts.Topic = name
+		ps := kmsg.NewUpdateMetadataRequestTopicPartition()
+		ps.Partition, ps.Leader = -1, deletedTopicLeader
+		ts.PartitionStates = []kmsg.UpdateMetadataRequestTopicPartition{ps}
+		k.TopicStates = append(k.TopicStates, ts)
+	}
+	return k
 }

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
-	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
 // DeleteRecords v0..v2 (KIP-107; v2 is flexible).
@@ -98,49 +96,5 @@ func (b *Broker) deleteRecords(topic string, index int32, offset int64, deadline
 	if _, del := cleanupPolicy(p.topicConfigs()); !del {
 		return kerr.PolicyViolation.Code, nil
 	}
-	p.appendMu.Lock()
-	p.repMu.Lock()
-	target, err := p.rep.DeleteRecordsOffset(offset)
-	p.repMu.Unlock()
-	if err != nil {
-		p.appendMu.Unlock()
-		b.logger.Debug("delete records refused", "partition", p.name(), "offset", offset, "error", err)
-		return appendErrors.Code(err), nil
-	}
-	if _, err := p.log.AdvanceStartOffset(target); err != nil {
-		p.appendMu.Unlock()
-		switch {
-		case b.checkStorage(p, err):
-			return kerr.KafkaStorageError.Code, nil
-		case errors.Is(err, tlog.ErrClosed):
-			return kerr.NotLeaderForPartition.Code, nil
-		}
-		b.logger.Error("delete records failed", "partition", p.name(), "offset", target, "error", err)
-		return kerr.UnknownServerError.Code, nil
-	}
-	now := time.Now()
-	done := make(chan replication.DeleteResult, 1)
-	p.repMu.Lock()
-	p.rep.SetLogStart(p.log.StartOffset(), now)
-	p.nextDeleteID++
-	id := p.nextDeleteID
-	if p.deletes == nil {
-		p.deletes = make(map[replication.DeleteID]chan replication.DeleteResult)
-	}
-	p.deletes[id] = done
-	if err := p.rep.AwaitLowWatermark(id, target, deadline, now); err != nil {
-		delete(p.deletes, id)
-		p.dropEmptyWaits()
-		done <- replication.DeleteResult{ID: id, LowWatermark: -1, Err: err}
-	}
-	rd := p.rep.Ready()
-	p.repMu.Unlock()
-	p.appendMu.Unlock()
-	b.queueWait(p)
-	b.handleReady(p, rd)
-	// The followers' fetch sessions answer the new log start, which the
-	// low watermark waits for.
-	p.wakeAll()
-	b.logger.Debug("log start offset moved by delete records", "partition", p.name(), "log_start_offset", p.log.StartOffset())
-	return 0, done
+	return b.deleteRecordsAsLeader(p, offset, deadline)
 }

@@ -29,8 +29,8 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, req *request) (kms
 			switch {
 			case p == nil:
 				sp.ErrorCode = code
-			case r.Version >= 2 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch) != 0:
-				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.role().LeaderEpoch)
+			case r.Version >= 2 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()) != 0:
+				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch())
 			default:
 				sp.LeaderEpoch, sp.EndOffset = p.log.EndOffsetForEpoch(rp.LeaderEpoch)
 			}

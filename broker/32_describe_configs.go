@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -119,7 +120,7 @@ func (b *Broker) brokerSynonyms(st *coord.ConfigState, name string) []configSyno
 		syn = append(syn, configSynonym{name, v.value, dynamicSource(v.entity)})
 	}
 	if isRateKey(name) {
-		return append(syn, configSynonym{name, strconv.FormatInt(unthrottled, 10), kmsg.ConfigSourceDefaultConfig})
+		return append(syn, configSynonym{name, strconv.FormatInt(replica.Unthrottled, 10), kmsg.ConfigSourceDefaultConfig})
 	}
 	v, _ := b.cfg.Get(name)
 	return append(syn, configSynonym{name, kafkaMeaning(name, v), kmsg.ConfigSourceStaticBrokerConfig})

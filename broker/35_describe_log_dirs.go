@@ -48,7 +48,7 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, req *request) (kmsg.Res
 		if abs, err := filepath.Abs(dir); err == nil {
 			sd.Dir = abs
 		}
-		if b.dirOffline(filepath.Clean(dir)) {
+		if b.logDirs.Offline(filepath.Clean(dir)) {
 			sd.ErrorCode = kerr.KafkaStorageError.Code
 			resp.Dirs = append(resp.Dirs, sd)
 			continue

@@ -13,10 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tripodmq/tripod/broker/network"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -109,29 +106,19 @@ type Broker struct {
 	// controller; hwCkpt holds the high watermarks read at start.
 	fetchers *fetcherManager
 	isr      *isrSender
-	hwCkpt   *hwCheckpoints
+	hwCkpt   *replica.HWCheckpoints
 	// files is the pool through which every log of the broker opens its
 	// segment files (log.open.files.max).
 	files *tlog.FilePool
-	// dirLocks hold each log dir's lock file while the broker runs.
-	dirLocks []*os.File
-	// dirsMu guards offlineDirs, the log dirs gone offline with the error
-	// that took each (logdirs.go), and offlineReplicas, the replicas
-	// offline until restart: in an offline dir, or whose log could not be
-	// opened. dirFailed wakes logDirLoop. anyOffline is set with the
-	// first entry of either (both last until restart), so that the
-	// produce and fetch paths, which ask of every partition, take no lock
-	// while everything is online.
-	dirsMu          sync.Mutex
-	offlineDirs     map[string]error
-	offlineReplicas map[coord.TopicPartition]bool
-	anyOffline      atomic.Bool
+	// logDirs are the log dirs: their locks, the ones gone offline and
+	// the replicas offline until restart (logdirs.go); its Failed wakes
+	// logDirLoop.
+	logDirs *replica.LogDirs
 	// waitMu guards waiting, the partitions with acks=all produces or
 	// DeleteRecords waiting (queueWait), which tickLoop ticks every
 	// interval; it is taken before a partition's repMu.
-	waitMu    sync.Mutex
-	waiting   map[*partition]struct{}
-	dirFailed chan struct{}
+	waitMu  sync.Mutex
+	waiting map[*partition]struct{}
 	// lastEpoch is the broker epoch of this broker's latest registration
 	// on its log dirs (registrationFile), 0 if unknown. Holding the dir
 	// locks proves that its process is dead, so Register may replace it.
@@ -162,7 +149,7 @@ type Broker struct {
 	dyn            atomic.Pointer[dynamicState]
 	configsChanged notify.Broadcast
 	// leaderQuota and followerQuota are the replication throttles.
-	leaderQuota, followerQuota *replicationQuota
+	leaderQuota, followerQuota *replica.Quota
 
 	// openReplicaHook, if not nil, is called at the start of each
 	// openReplica: tests block it to hold a LeaderAndIsr in its log
@@ -196,14 +183,11 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		controllerID: coord.NoBroker,
 		backendCtrl:  coord.ControllerInfo{ID: coord.NoBroker},
 
-		offlineDirs:     map[string]error{},
-		offlineReplicas: map[coord.TopicPartition]bool{},
-		dirFailed:       make(chan struct{}, 1),
-		waiting:         map[*partition]struct{}{},
+		waiting: map[*partition]struct{}{},
 	}
 	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.partitionFor(tp.Topic, tp.Partition) }
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
-	b.leaderQuota, b.followerQuota = newReplicationQuota(samples, window, time.Now), newReplicationQuota(samples, window, time.Now)
+	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
 	b.metrics = newMetrics(b)
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
@@ -220,22 +204,22 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	b.groups = newGroupCoordinator(b)
 	b.fetchers = newFetcherManager(b)
 	b.isr = newISRSender(b)
-	locks, err := lockLogDirs(cfg.LogDirs)
+	logDirs, err := replica.OpenLogDirs(cfg.LogDirs)
 	if err != nil {
 		return nil, err
 	}
-	b.dirLocks = locks
+	b.logDirs = logDirs
 	b.lastEpoch = readRegistrationEpoch(cfg.LogDirs[0])
-	ckpt, err := readHWCheckpoints(cfg.LogDirs)
+	ckpt, err := replica.ReadHWCheckpoints(cfg.LogDirs)
 	if err != nil {
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		return nil, err
 	}
 	b.hwCkpt = ckpt
 	b.files = tlog.NewFilePool(int(cfg.LogOpenFilesMax))
 	b.listeners, b.interBroker, err = bindListeners(cfg, logger)
 	if err != nil {
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		return nil, err
 	}
 	closeListeners := func() {
@@ -248,13 +232,13 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	cc.Logger = logger.Named("coord")
 	if err := cfg.openCoordTLS(&cc, logger.Named("coord-tls")); err != nil {
 		closeListeners()
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		return nil, err
 	}
 	backend, err := coord.Open(cc)
 	if err != nil {
 		closeListeners()
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
@@ -392,7 +376,7 @@ func (b *Broker) Close() error {
 		if cerr := b.closeLogs(); cerr != nil {
 			err = cerr
 		}
-		b.unlockLogDirs()
+		b.logDirs.Unlock()
 		b.logger.Info("broker closed")
 	})
 	if errors.Is(err, net.ErrClosed) {
@@ -504,45 +488,6 @@ func (b *Broker) partitionFor(topic string, index int32) *partition {
 	return b.replicas[coord.TopicPartition{Topic: topic, Partition: index}]
 }
 
-// openReplica opens (creating if needed) the log of a partition the
-// controller assigned to this broker. It touches no broker state.
-func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]string) (*partition, error) {
-	if b.openReplicaHook != nil {
-		b.openReplicaHook(info.TopicPartition())
-	}
-	dir, err := b.placeDir(info.Topic, info.Partition)
-	if err != nil {
-		return nil, err
-	}
-	removed, err := claimPartitionDir(dir, info.TopicID)
-	if err != nil {
-		return nil, fmt.Errorf("partition metadata of %s in %s: %w", info.TopicPartition(), dir, err)
-	}
-	if removed {
-		b.logger.Warn("deleted the log of an earlier topic of the same name (its topic ID differs): the topic was deleted while this broker was down",
-			"partition", info.TopicPartition(), "dir", dir)
-		b.hwCkpt.forget(info.TopicPartition())
-	}
-	cfg := &b.dynamic().cfg
-	rep, err := b.newReplicationState(*cfg, info.TopicPartition(), configs)
-	if err != nil {
-		return nil, err
-	}
-	lc := cfg.logConfig(configs)
-	lc.Files = b.files
-	l, err := tlog.Open(dir, lc)
-	if err != nil {
-		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
-	}
-	p := newPartition(info, l, cfg, configs, b.cfg.BrokerID, rep, b.hwCkpt.lookup(info.TopicPartition()))
-	p.dir = dir
-	if err := b.recoverProducers(p, time.Now()); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("rebuild producer state of %s: %w", info.TopicPartition(), err)
-	}
-	return p, nil
-}
-
 // recoverProducers rebuilds p's producer state from its latest producer
 // snapshot and the log after it (log.RecoverProducers), warning
 // of the snapshots it could not use and of a read of the whole log, then
@@ -608,88 +553,4 @@ func (b *Broker) snapshotProducers(p *partition, afterRoll bool) error {
 	}
 	_, err = p.log.SnapshotProducers(p.producers)
 	return err
-}
-
-// partitionDir returns the directory of a partition's log: the existing
-// one if any log dir holds it, else the log dir holding the fewest
-// partitions among those usable reports true for; "" if there is none.
-func (b *Broker) partitionDir(topic string, index int32, usable func(dir string) bool) string {
-	name := fmt.Sprintf("%s-%d", topic, index)
-	if len(b.cfg.LogDirs) == 1 {
-		return filepath.Join(b.cfg.LogDirs[0], name)
-	}
-	best, bestCount := "", -1
-	for _, d := range b.cfg.LogDirs {
-		path := filepath.Join(d, name)
-		if _, err := os.Stat(path); err == nil {
-			return path
-		}
-		if !usable(d) {
-			continue
-		}
-		entries, _ := os.ReadDir(d)
-		count := 0
-		for _, e := range entries {
-			if e.IsDir() {
-				count++
-			}
-		}
-		if bestCount < 0 || count < bestCount {
-			best, bestCount = d, count
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return filepath.Join(best, name)
-}
-
-// lockFileName is the lock file a broker holds in each of its log dirs.
-const lockFileName = ".lock"
-
-// lockLogDirs creates each log dir and takes an exclusive flock on its
-// lock file, so that two brokers never share a directory. The kernel drops
-// the locks when the process dies, so a crashed broker never blocks its
-// successor.
-func lockLogDirs(dirs []string) ([]*os.File, error) {
-	var locks []*os.File
-	release := func() {
-		for _, f := range locks {
-			f.Close()
-		}
-	}
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			release()
-			return nil, fmt.Errorf("create log.dirs directory %s: %w", d, err)
-		}
-		path := filepath.Join(d, lockFileName)
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			release()
-			return nil, fmt.Errorf("open lock file %s: %w", path, err)
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			holder, _ := os.ReadFile(path)
-			f.Close()
-			release()
-			return nil, fmt.Errorf("log.dirs %s is in use by another broker process (pid %s, lock %s): %w",
-				d, strings.TrimSpace(string(holder)), path, err)
-		}
-		// The lock file names its holder, so that a second broker on the
-		// same directory can say which process holds it.
-		if err := f.Truncate(0); err == nil {
-			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-		}
-		locks = append(locks, f)
-	}
-	return locks, nil
-}
-
-// unlockLogDirs releases the log dir locks.
-func (b *Broker) unlockLogDirs() {
-	for _, f := range b.dirLocks {
-		f.Close()
-	}
-	b.dirLocks = nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -528,5 +529,5 @@ func readRegistrationEpoch(dir string) int64 {
 
 // writeRegistrationEpoch records epoch in dir, atomically.
 func writeRegistrationEpoch(dir string, epoch int64) error {
-	return writeFileAtomic(filepath.Join(dir, registrationFile), []byte(strconv.FormatInt(epoch, 10)+"\n"))
+	return replica.WriteFileAtomic(filepath.Join(dir, registrationFile), []byte(strconv.FormatInt(epoch, 10)+"\n"))
 }

@@ -272,9 +272,10 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	}
 	// A partition state with a lower leader epoch than the broker's is
 	// ignored, from a current controller too.
-	before := target.partitionFor("orders", 0).role()
+	held := target.partitionFor("orders", 0)
+	before := held.role()
 	stale := lair(int32(controllerEpoch), brokerEpoch)
-	stale.TopicStates[0].TopicID = before.TopicID
+	stale.TopicStates[0].TopicID = held.topicID
 	stale.TopicStates[0].PartitionStates[0].LeaderEpoch = before.LeaderEpoch - 1
 	stale.TopicStates[0].PartitionStates[0].Replicas = ids32(before.Replicas)
 	if got := askBroker[*kmsg.LeaderAndISRResponse](t, target, stale).ErrorCode; got != 0 {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -99,7 +100,7 @@ func (b *Broker) dynamicBrokerValues(st *coord.ConfigState, key string) []broker
 // the static ones. A value the store holds that does not apply (written
 // by another tool, or by a newer tripod) is skipped with a warning.
 func (b *Broker) effectiveConfig(st *coord.ConfigState) dynamicState {
-	d := dynamicState{configs: st, cfg: b.cfg, leaderRate: unthrottled, followerRate: unthrottled}
+	d := dynamicState{configs: st, cfg: b.cfg, leaderRate: replica.Unthrottled, followerRate: replica.Unthrottled}
 	if st == nil {
 		return d
 	}
@@ -243,8 +244,8 @@ func (b *Broker) applyConfigs(st *coord.ConfigState) {
 	d := b.effectiveConfig(st)
 	b.dyn.Store(&d)
 	b.configsChanged.Notify()
-	b.leaderQuota.setBound(d.leaderRate)
-	b.followerQuota.setBound(d.followerRate)
+	b.leaderQuota.SetBound(d.leaderRate)
+	b.followerQuota.SetBound(d.followerRate)
 	applied := 0
 	for _, p := range b.allPartitions() {
 		if b.applyConfigsTo(p, &d) {

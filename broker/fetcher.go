@@ -501,7 +501,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 	// out while the follower's rate is exceeded.
 	var throttled map[*fetchPartition]bool
 	leftOut := 0
-	exceeded := b.followerQuota.exceeded()
+	exceeded := b.followerQuota.Exceeded()
 	parts = slices.DeleteFunc(parts, func(fp *fetchPartition) bool {
 		if !b.followerThrottles(fp.p) {
 			return false
@@ -612,7 +612,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 			}
 			fp.moved = true
 			if throttled[fp] && len(sp.RecordBatches) > 0 {
-				b.followerQuota.record(len(sp.RecordBatches))
+				b.followerQuota.Record(len(sp.RecordBatches))
 				b.metrics.throttled("follower", len(sp.RecordBatches), 0)
 			}
 			f.fetched(ctx, cl, fp, sp)
@@ -728,9 +728,15 @@ var errThrottled = errors.New("every partition is throttled")
 
 // followerThrottles reports whether the follower's throttle applies to p:
 // the topic's follower.replication.throttled.replicas names this replica
-// and it is not in the ISR.
+// and it is not in the ISR (as the replication state has it).
 func (b *Broker) followerThrottles(p *partition) bool {
-	return p.followerThrottled.Load() && !slices.Contains(p.role().ISR, coord.BrokerID(b.cfg.BrokerID))
+	if !p.followerThrottled.Load() {
+		return false
+	}
+	p.repMu.Lock()
+	isr := p.rep.ISR()
+	p.repMu.Unlock()
+	return !slices.Contains(isr, replication.ReplicaID(b.cfg.BrokerID))
 }
 
 // fetched applies one partition's fetch response.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
@@ -73,10 +74,10 @@ var kafkaErrorInputs = map[string]error{
 	"context.Canceled":         context.Canceled,
 	"context.DeadlineExceeded": context.DeadlineExceeded,
 
-	"errLogDirOffline": errLogDirOffline,
+	"errLogDirOffline": replica.ErrLogDirOffline,
 
 	"wrapped coord.ErrUnavailable and context.Canceled": fmt.Errorf("%w: load: %w", coord.ErrUnavailable, context.Canceled),
-	"wrapped errLogDirOffline":                          fmt.Errorf("%w: partition t-0: no online log dir", errLogDirOffline),
+	"wrapped errLogDirOffline":                          fmt.Errorf("%w: partition t-0: no online log dir", replica.ErrLogDirOffline),
 	"wrapped replication.ErrNotLeader":                  fmt.Errorf("append: %w", replication.ErrNotLeader),
 	"wrapped log.ErrRecordTooLarge":                     fmt.Errorf("batch: %w", tlog.ErrRecordTooLarge),
 	"wrapped coord.ErrNotFound":                         fmt.Errorf("%w: topic t", coord.ErrNotFound),

@@ -3,16 +3,14 @@ package broker
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -26,80 +24,17 @@ import (
 // KAFKA_STORAGE_ERROR answers and moves their leaderships. A restart
 // opens every dir again.
 
-// errLogDirOffline: the replica's log dir is offline, or its log could not
-// be opened; Kafka's KAFKA_STORAGE_ERROR.
-var errLogDirOffline = errors.New("log dir offline")
-
 // brokerHeartbeatVersion is the BrokerHeartbeat version the broker sends
 // and accepts: v1 carries OfflineLogDirs.
 const brokerHeartbeatVersion = 1
 
-// isStorageError reports whether err is a failure of the disk under a log
-// dir (rather than of the request): a full file system, an I/O error, a
-// read-only or over-quota file system.
-func isStorageError(err error) bool {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return false
-	}
-	switch errno {
-	case syscall.ENOSPC, syscall.EIO, syscall.EROFS, syscall.EDQUOT:
-		return true
-	}
-	return false
-}
-
 // logDir is the log dir holding p's log.
 func (p *partition) logDir() string { return filepath.Dir(p.dir) }
-
-// partitionDirOffline reports whether p's log dir is offline, without
-// computing the dir while none is (a LeaderAndIsr asks it of every
-// partition it names).
-func (b *Broker) partitionDirOffline(p *partition) bool {
-	return b.anyOffline.Load() && b.dirOffline(p.logDir())
-}
-
-// dirOffline reports whether log dir dir is offline.
-func (b *Broker) dirOffline(dir string) bool {
-	if !b.anyOffline.Load() {
-		return false
-	}
-	b.dirsMu.Lock()
-	defer b.dirsMu.Unlock()
-	_, ok := b.offlineDirs[dir]
-	return ok
-}
-
-// offlineDirCount is the number of offline log dirs.
-func (b *Broker) offlineDirCount() int {
-	b.dirsMu.Lock()
-	defer b.dirsMu.Unlock()
-	return len(b.offlineDirs)
-}
-
-// replicaOffline reports whether this broker's replica of tp is offline:
-// its log dir failed, or its log could not be opened.
-func (b *Broker) replicaOffline(tp coord.TopicPartition) bool {
-	if !b.anyOffline.Load() {
-		return false
-	}
-	b.dirsMu.Lock()
-	defer b.dirsMu.Unlock()
-	return b.offlineReplicas[tp]
-}
-
-// markReplicaOffline records that tp's replica is offline until restart.
-func (b *Broker) markReplicaOffline(tp coord.TopicPartition) {
-	b.dirsMu.Lock()
-	defer b.dirsMu.Unlock()
-	b.offlineReplicas[tp] = true
-	b.anyOffline.Store(true)
-}
 
 // checkStorage takes p's log dir offline when err is a storage error and
 // reports whether it was one.
 func (b *Broker) checkStorage(p *partition, err error) bool {
-	if !isStorageError(err) {
+	if !replica.IsStorageError(err) {
 		return false
 	}
 	b.failLogDir(p.logDir(), err)
@@ -111,23 +46,15 @@ func (b *Broker) checkStorage(p *partition, err error) bool {
 // It does not block: logDirLoop closes the replicas and tells the
 // controller.
 func (b *Broker) failLogDir(dir string, cause error) {
-	b.dirsMu.Lock()
-	if _, ok := b.offlineDirs[dir]; ok {
-		b.dirsMu.Unlock()
+	failed, online := b.logDirs.Fail(dir, cause)
+	if !failed {
 		return
 	}
-	b.offlineDirs[dir] = cause
-	b.anyOffline.Store(true)
-	online := len(b.cfg.LogDirs) - len(b.offlineDirs)
-	b.dirsMu.Unlock()
 	b.logger.Error("log dir offline: its replicas are closed until the broker restarts", "dir", dir, "error", cause, "online_dirs", online)
 	if online == 0 {
 		b.logger.Error("every log dir is offline: this broker holds no replica until it restarts")
 	}
-	select {
-	case b.dirFailed <- struct{}{}:
-	default:
-	}
+	b.logDirs.Announce()
 }
 
 // logDirLoop closes the replicas of log dirs gone offline and tells the
@@ -138,7 +65,7 @@ func (b *Broker) logDirLoop() {
 		select {
 		case <-b.closing:
 			return
-		case <-b.dirFailed:
+		case <-b.logDirs.Failed():
 		}
 		b.closeOfflineReplicas()
 		for attempt := 1; ; attempt++ {
@@ -164,12 +91,12 @@ func (b *Broker) closeOfflineReplicas() {
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
 	for _, p := range b.allPartitions() {
-		if !b.dirOffline(p.logDir()) {
+		if !b.logDirs.Offline(p.logDir()) {
 			continue
 		}
 		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
-		b.markReplicaOffline(tp)
-		p.failAcks(errLogDirOffline)
+		b.logDirs.MarkReplicaOffline(tp)
+		p.failAcks(replica.ErrLogDirOffline)
 		b.removeReplica(tp, false)
 		b.logger.Warn("replica offline", "partition", tp, "dir", p.logDir())
 	}
@@ -193,11 +120,9 @@ func (b *Broker) notifyLogDirFailure() error {
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
 	req.SetVersion(brokerHeartbeatVersion)
 	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = b.cfg.BrokerID, epoch, -1
-	b.dirsMu.Lock()
-	for dir := range b.offlineDirs {
+	for _, dir := range b.logDirs.OfflineDirs() {
 		req.OfflineLogDirs = append(req.OfflineLogDirs, logDirID(dir))
 	}
-	b.dirsMu.Unlock()
 	kresp, err := b.askController(ctx, req)
 	if err != nil {
 		return err
@@ -218,22 +143,39 @@ func logDirID(dir string) [16]byte {
 	return id
 }
 
-// placeDir returns the directory for a partition's log: the existing one
-// if a log dir holds it, else the online log dir holding the fewest
-// partitions (Kafka's placement). A partition found in an offline dir, or
-// no online dir at all, is errLogDirOffline.
-func (b *Broker) placeDir(topic string, index int32) (string, error) {
-	dir := b.partitionDir(topic, index, func(d string) bool { return !b.dirOffline(d) })
-	if dir == "" {
-		return "", fmt.Errorf("%w: partition %s-%d: no online log dir", errLogDirOffline, topic, index)
+// writeHWCheckpoints writes every online log dir's checkpoint: the open
+// partitions' high watermarks, and the entries read at start for
+// partitions not opened since. A write that fails on the disk takes its
+// dir offline.
+func (b *Broker) writeHWCheckpoints() error {
+	byDir := map[string]map[coord.TopicPartition]int64{}
+	for _, d := range b.logDirs.Online() {
+		byDir[d] = map[coord.TopicPartition]int64{}
 	}
-	if b.dirOffline(filepath.Dir(dir)) {
-		return "", fmt.Errorf("%w: partition %s-%d is in offline log dir %s", errLogDirOffline, topic, index, filepath.Dir(dir))
+	open := map[coord.TopicPartition]bool{}
+	for _, p := range b.allPartitions() {
+		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
+		open[tp] = true
+		if m, ok := byDir[filepath.Dir(p.dir)]; ok {
+			m[tp] = p.hw.Load()
+		}
 	}
-	return dir, nil
-}
-
-// onlineLogDirs returns the log dirs that are not offline.
-func (b *Broker) onlineLogDirs() []string {
-	return slices.DeleteFunc(slices.Clone(b.cfg.LogDirs), b.dirOffline)
+	b.hwCkpt.Range(func(tp coord.TopicPartition, dir string, hw int64) {
+		if !open[tp] {
+			if m, ok := byDir[dir]; ok {
+				m[tp] = hw
+			}
+		}
+	})
+	var first error
+	for d, entries := range byDir {
+		err := replica.WriteHWCheckpoint(d, entries)
+		if err != nil && replica.IsStorageError(err) {
+			b.failLogDir(d, err)
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("write high watermark checkpoint in %s: %w", d, err)
+		}
+	}
+	return first
 }

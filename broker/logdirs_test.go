@@ -2,12 +2,10 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,24 +72,6 @@ func TestDecodeControllerResponse(t *testing.T) {
 	}
 }
 
-// TestIsStorageError tells a failing disk from other errors.
-func TestIsStorageError(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{&os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}, true},
-		{fmt.Errorf("write segment 0: %w", &os.PathError{Op: "write", Path: "x", Err: syscall.EIO}), true},
-		{&os.PathError{Op: "mkdir", Path: "x", Err: syscall.ENOTDIR}, false},
-		{errors.New("log: corrupt record batch"), false},
-		{nil, false},
-	} {
-		if got := isStorageError(tc.err); got != tc.want {
-			t.Errorf("isStorageError(%v): got %v, want %v", tc.err, got, tc.want)
-		}
-	}
-}
-
 // controllerOf returns the broker running the controller.
 func controllerOf(t *testing.T, ctx context.Context, brokers []*Broker) *Broker {
 	t.Helper()
@@ -148,7 +128,7 @@ func TestLeaderAndIsrStorageErrorMovesLeadership(t *testing.T) {
 	createAssignedTopic(t, ctx, brokers, topic, [][]int32{{2, 1, 3}})
 	tp := coord.TopicPartition{Topic: topic, Partition: 0}
 	waitFor(t, ctx, "broker 2's replica offline and out of the ISR everywhere", func() bool {
-		if !b2.replicaOffline(tp) {
+		if !b2.logDirs.ReplicaOffline(tp) {
 			return false
 		}
 		for _, b := range brokers {
@@ -302,7 +282,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 
 	cluster.FillFileSystem(t, filepath.Join(fullDir, "filler"))
 	value := make([]byte, 8<<10)
-	for i := 0; !b2.dirOffline(fullDir); i++ {
+	for i := 0; !b2.logDirs.Offline(fullDir); i++ {
 		if ctx.Err() != nil {
 			t.Fatalf("dir %s still online after %d produces to a full disk", fullDir, i)
 		}
@@ -369,7 +349,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		_, _, parts := metadataOf(t, brokers[0], topic)
 		return len(parts) == 4 && !slices.ContainsFunc(parts, func(v partitionView) bool { return !slices.Contains(v.isr, 2) })
 	})
-	if n := restarted.offlineDirCount(); n != 0 {
+	if n := restarted.logDirs.OfflineCount(); n != 0 {
 		t.Errorf("restarted broker 2: got %d offline log dirs, want 0", n)
 	}
 	for _, p := range inFull {

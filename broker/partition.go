@@ -6,15 +6,16 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
-// partition is one replica this broker holds: its log, its role as the
-// controller last set it (LeaderAndIsr), and the fetches waiting for it to
-// grow. Replication reads the role from here.
+// partition is one replica this broker holds: its log, its replication
+// state (which alone holds its leader, leader epoch, replicas and ISR), and
+// the fetches waiting for it to grow.
 type partition struct {
 	topic   string
 	index   int32
@@ -32,12 +33,6 @@ type partition struct {
 	cfg               atomic.Pointer[Config]
 	leaderThrottled   atomic.Bool
 	followerThrottled atomic.Bool
-
-	// roleMu guards state.
-	roleMu sync.RWMutex
-	// state is the partition's leader, leader epoch, ISR and replicas from
-	// the latest LeaderAndIsr accepted for it.
-	state controller.PartitionInfo
 
 	// appendMu serialises appends, truncations and role changes of the
 	// log, so that offsets and the wake-ups that follow them happen in
@@ -57,7 +52,9 @@ type partition struct {
 
 	// repMu guards rep and acks.
 	repMu sync.Mutex
-	// rep is the partition's replication state machine.
+	// rep is the partition's replication state machine: the one holder of
+	// its role, leader, leader epoch, partition epoch, replicas and ISR
+	// (role reads them).
 	rep *replication.Partition
 	// acks are the acks=all produces waiting for the high watermark, by
 	// the id given to rep.Await.
@@ -87,7 +84,7 @@ type partition struct {
 
 func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *partition {
 	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l,
-		state: info, rep: rep, producers: replication.NewProducers()}
+		rep: rep, producers: replication.NewProducers()}
 	p.storeConfigs(cfg, configs, self)
 	// A checkpointed high watermark older than a DeleteRecords that moved
 	// the log start is raised to it, as Kafka's updateHighWatermark
@@ -116,8 +113,8 @@ func (p *partition) storeConfigs(cfg *Config, configs map[string]string, self in
 	}
 	p.configs.Store(&configs)
 	p.cfg.Store(cfg)
-	p.leaderThrottled.Store(throttledReplicas(configs[leaderThrottledKey], p.index, self))
-	p.followerThrottled.Store(throttledReplicas(configs[followerThrottledKey], p.index, self))
+	p.leaderThrottled.Store(replica.ThrottledReplicas(configs[leaderThrottledKey], p.index, self))
+	p.followerThrottled.Store(replica.ThrottledReplicas(configs[followerThrottledKey], p.index, self))
 }
 
 // setConfigs applies a topic's changed configs, over the broker config
@@ -143,52 +140,46 @@ func (p *partition) setConfigs(cfg *Config, configs map[string]string, self int3
 	return nil
 }
 
-// role returns the partition's current state.
-func (p *partition) role() controller.PartitionInfo {
-	p.roleMu.RLock()
-	defer p.roleMu.RUnlock()
-	return p.state
+// partitionRole is a partition's leader, leader epoch, partition epoch,
+// replicas and ISR, as its replication state holds them.
+type partitionRole struct {
+	Leader         coord.BrokerID
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []coord.BrokerID
+	ISR            []coord.BrokerID
 }
 
-// roleChange is what setRole did with a LeaderAndIsr state.
-type roleChange int
-
-const (
-	// roleApplied: the state is the partition's now.
-	roleApplied roleChange = iota
-	// roleStale: older than the current one, ignored.
-	roleStale
-	// roleSame: the very state the partition holds (a new controller's
-	// full state repeats every unchanged one), so nothing is to apply.
-	roleSame
-)
-
-// setRole applies a LeaderAndIsr state unless it is older than the
-// current one (a lower leader epoch, or the same with a lower partition
-// epoch) or the same as it, and says which.
-func (p *partition) setRole(info controller.PartitionInfo) roleChange {
-	p.roleMu.Lock()
-	defer p.roleMu.Unlock()
-	cur := p.state
-	switch {
-	case info.LeaderEpoch < cur.LeaderEpoch ||
-		(info.LeaderEpoch == cur.LeaderEpoch && info.PartitionEpoch < cur.PartitionEpoch):
-		return roleStale
-	case info.LeaderEpoch == cur.LeaderEpoch && info.PartitionEpoch == cur.PartitionEpoch && info.Leader == cur.Leader &&
-		info.TopicID == cur.TopicID && slices.Equal(info.ISR, cur.ISR) && slices.Equal(info.Replicas, cur.Replicas):
-		return roleSame
+// role returns the partition's leader, epochs, replicas and ISR from its
+// replication state: those of the latest LeaderAndIsr applied, with the
+// ISR changes committed since (AlterPartition). Before the first
+// LeaderAndIsr the leader is coord.NoBroker and the epochs -1.
+func (p *partition) role() partitionRole {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	return partitionRole{
+		Leader:         coord.BrokerID(p.rep.Leader()),
+		LeaderEpoch:    p.rep.LeaderEpoch(),
+		PartitionEpoch: p.rep.PartitionEpoch(),
+		Replicas:       fromReplicaIDs(p.rep.Replicas()),
+		ISR:            fromReplicaIDs(p.rep.ISR()),
 	}
-	info.ISR = slices.Clone(info.ISR)
-	info.Replicas = slices.Clone(info.Replicas)
-	p.state = info
-	return roleApplied
+}
+
+// leaderEpoch returns the leader epoch of the partition's replication
+// state, -1 before the first LeaderAndIsr.
+func (p *partition) leaderEpoch() int32 {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	return p.rep.LeaderEpoch()
 }
 
 // leads reports whether broker id leads this partition, and at which
 // leader epoch.
 func (p *partition) leads(id coord.BrokerID) (bool, int32) {
-	st := p.role()
-	return st.Leader == id, st.LeaderEpoch
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	return coord.BrokerID(p.rep.Leader()) == id, p.rep.LeaderEpoch()
 }
 
 // name is the partition's "topic-index" name for logs and errors.

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
@@ -98,12 +99,12 @@ type peerFuzzBroker struct {
 func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 	f.Helper()
 	cfg := testConfig(f)
-	b := &Broker{cfg: cfg, logger: hclog.NewNullLogger(), cache: newMetadataCache(), closing: make(chan struct{}),
+	b := &Broker{cfg: cfg, logger: hclog.NewNullLogger(), cache: newMetadataCache(), closing: make(chan struct{}), logDirs: &replica.LogDirs{},
 		interBroker: &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: protocolPlaintext}, protocol: protocolPlaintext}}}
 	// The fetcher manager is closed at once: the harness calls the
 	// fetcher's methods itself, so applyRole must start no fetcher.
-	b.leaderQuota = newReplicationQuota(quotaSamples, quotaWindow, time.Now)
-	b.followerQuota = newReplicationQuota(quotaSamples, quotaWindow, time.Now)
+	b.leaderQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
+	b.followerQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
 	b.metrics = newMetrics(b)
 	b.fetchers = newFetcherManager(b)
 	b.fetchers.close()
@@ -134,7 +135,6 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		}
 		f.Cleanup(func() { l.Close() })
 		p := newPartition(info, l, &cfg, nil, cfg.BrokerID, rep, 0)
-		p.setRole(info)
 		b.applyRole(p, info)
 		if p.rep.Role() != replication.RoleFollower {
 			f.Fatalf("partition %s: got role %v, want follower", p.name(), p.rep.Role())

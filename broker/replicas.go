@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,11 +13,22 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
+	tlog "github.com/tripodmq/tripod/replication/log"
 )
+
+// This file applies the controller's requests to the replicas this broker
+// holds, each in one place: applyLeaderAndIsr (the controller epoch
+// accepted, new replicas' logs opened, each partition made leader or
+// follower by its replication state, followers truncated and handed to
+// the fetchers, the group coordinator told), applyStopReplica and
+// applyUpdateMetadata. Their wire forms, versions and handlers are in
+// 04_leader_and_isr.go, 05_stop_replica.go and 06_update_metadata.go; the
+// fetchers that then copy from the leaders are in fetcher.go.
 
 // controllerAnswer is what a broker answered a controller request, as
 // the controller must know it: the request's Kafka error code (0,
@@ -133,7 +146,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 		tp := info.TopicPartition()
 		p := b.partitionFor(info.Topic, info.Partition)
 		o, isNew := opened[i]
-		if b.replicaOffline(tp) || (p != nil && b.partitionDirOffline(p)) {
+		if b.logDirs.ReplicaOffline(tp) || (p != nil && b.logDirs.PartitionDirOffline(p.dir)) {
 			codes[i] = kerr.KafkaStorageError.Code
 			offline++
 			continue
@@ -141,8 +154,8 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 		if isNew {
 			if o.err != nil {
 				b.logger.Error("open replica failed: the replica is offline until restart", "partition", tp, "error", o.err)
-				b.markReplicaOffline(tp)
-				if dir, derr := b.placeDir(info.Topic, info.Partition); derr == nil && isStorageError(o.err) {
+				b.logDirs.MarkReplicaOffline(tp)
+				if dir, derr := b.logDirs.Place(info.Topic, info.Partition); derr == nil && replica.IsStorageError(o.err) {
 					b.failLogDir(filepath.Dir(dir), o.err)
 				}
 				codes[i] = kerr.KafkaStorageError.Code
@@ -152,7 +165,7 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 			b.addReplica(tp, o.p)
 			p = o.p
 		} else {
-			switch p.setRole(info) {
+			switch p.roleChangeOf(info) {
 			case roleStale:
 				ignored++
 				continue
@@ -174,6 +187,38 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 		"opened", len(opened), "configs_took", configsTook.Round(time.Millisecond), "open_took", openTook.Round(time.Millisecond),
 		"took", time.Since(start).Round(time.Millisecond))
 	return 0, codes
+}
+
+// roleChange is what a LeaderAndIsr state would do to a partition.
+type roleChange int
+
+const (
+	// roleApplied: the state is to be applied (applyRole).
+	roleApplied roleChange = iota
+	// roleStale: older than the current one, ignored.
+	roleStale
+	// roleSame: the very state the partition holds (a new controller's
+	// full state repeats every unchanged one), so nothing is to apply.
+	roleSame
+)
+
+// roleChangeOf says whether a LeaderAndIsr state is older than the one
+// the partition's replication state holds (a lower leader epoch, or the
+// same with a lower partition epoch), the same as it, or to be applied.
+func (p *partition) roleChangeOf(info controller.PartitionInfo) roleChange {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	leaderEpoch, partitionEpoch := p.rep.LeaderEpoch(), p.rep.PartitionEpoch()
+	switch {
+	case info.LeaderEpoch < leaderEpoch ||
+		(info.LeaderEpoch == leaderEpoch && info.PartitionEpoch < partitionEpoch):
+		return roleStale
+	case info.LeaderEpoch == leaderEpoch && info.PartitionEpoch == partitionEpoch &&
+		replication.ReplicaID(info.Leader) == p.rep.Leader() && info.TopicID == p.topicID &&
+		slices.Equal(replicaIDs(info.ISR), p.rep.ISR()) && slices.Equal(replicaIDs(info.Replicas), p.rep.Replicas()):
+		return roleSame
+	}
+	return roleApplied
 }
 
 // openedReplica is the outcome of one openReplica: the replica or the
@@ -200,11 +245,11 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 	var topics []string
 	for i, info := range parts {
 		tp := info.TopicPartition()
-		if seen[tp] || b.replicaOffline(tp) {
+		if seen[tp] || b.logDirs.ReplicaOffline(tp) {
 			continue
 		}
 		p := b.partitionFor(info.Topic, info.Partition)
-		if p != nil && (b.partitionDirOffline(p) || !recreated(p, info)) {
+		if p != nil && (b.logDirs.PartitionDirOffline(p.dir) || !recreated(p, info)) {
 			continue
 		}
 		if p != nil {
@@ -229,7 +274,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 	maps.Copy(configs, b.topicConfigs(ctx, topics))
 	configsTook := time.Since(start)
 	// With several log dirs, dirs are chosen here, one after the other,
-	// as the opens did when sequential: placeDir counts each log dir's
+	// as the opens did when sequential: logDirs.Place counts each log dir's
 	// partitions, so each chosen dir is created at once (an error is the
 	// open's to report). With one, there is nothing to choose, and the
 	// opens create their dirs in parallel: on a slow disk a mkdir may take
@@ -238,7 +283,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 		if len(b.cfg.LogDirs) == 1 {
 			break
 		}
-		if dir, err := b.placeDir(parts[i].Topic, parts[i].Partition); err == nil {
+		if dir, err := b.logDirs.Place(parts[i].Topic, parts[i].Partition); err == nil {
 			_ = os.MkdirAll(dir, 0o755)
 		}
 	}
@@ -265,6 +310,45 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 		out[i] = results[j]
 	}
 	return out, configsTook
+}
+
+// openReplica opens (creating if needed) the log of a partition the
+// controller assigned to this broker. It touches no broker state.
+func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]string) (*partition, error) {
+	if b.openReplicaHook != nil {
+		b.openReplicaHook(info.TopicPartition())
+	}
+	dir, err := b.logDirs.Place(info.Topic, info.Partition)
+	if err != nil {
+		return nil, err
+	}
+	removed, err := replica.ClaimPartitionDir(dir, info.TopicID)
+	if err != nil {
+		return nil, fmt.Errorf("partition metadata of %s in %s: %w", info.TopicPartition(), dir, err)
+	}
+	if removed {
+		b.logger.Warn("deleted the log of an earlier topic of the same name (its topic ID differs): the topic was deleted while this broker was down",
+			"partition", info.TopicPartition(), "dir", dir)
+		b.hwCkpt.Forget(info.TopicPartition())
+	}
+	cfg := &b.dynamic().cfg
+	rep, err := b.newReplicationState(*cfg, info.TopicPartition(), configs)
+	if err != nil {
+		return nil, err
+	}
+	lc := cfg.logConfig(configs)
+	lc.Files = b.files
+	l, err := tlog.Open(dir, lc)
+	if err != nil {
+		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
+	}
+	p := newPartition(info, l, cfg, configs, b.cfg.BrokerID, rep, b.hwCkpt.Lookup(info.TopicPartition()))
+	p.dir = dir
+	if err := b.recoverProducers(p, time.Now()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("rebuild producer state of %s: %w", info.TopicPartition(), err)
+	}
+	return p, nil
 }
 
 // recreated reports whether info is for a topic of the same name as p's
@@ -313,6 +397,95 @@ func (b *Broker) heldTopicConfigs(parts []controller.PartitionInfo) map[string]m
 		}
 	}
 	return out
+}
+
+// applyRole makes p leader or follower as info says, feeding the state
+// machine and, for a follower, truncating its log and handing it to the
+// fetcher of its leader. The caller holds stateMu and has found info
+// newer than p's (roleChangeOf); p's replication state then holds it.
+func (b *Broker) applyRole(p *partition, info controller.PartitionInfo) {
+	self := coord.BrokerID(b.cfg.BrokerID)
+	st := replication.State{
+		Leader:         replication.ReplicaID(info.Leader),
+		LeaderEpoch:    info.LeaderEpoch,
+		PartitionEpoch: info.PartitionEpoch,
+		Replicas:       replicaIDs(info.Replicas),
+		ISR:            replicaIDs(info.ISR),
+	}
+	now := time.Now()
+	p.appendMu.Lock()
+	p.repMu.Lock()
+	wasLeader := p.rep.Role() == replication.RoleLeader
+	prevLeader, prevEpoch := p.rep.Leader(), p.rep.LeaderEpoch()
+	var (
+		err       error
+		tr        replication.Truncation
+		following bool
+	)
+	if info.Leader == self {
+		err = p.rep.BecomeLeader(st, p.log.EndOffset(), p.hw.Load(), now)
+	} else {
+		tr, err = p.rep.BecomeFollower(st, p.log.EndOffset(), p.hw.Load(), p.log.Epochs())
+		following = true
+	}
+	p.rep.SetLogStart(p.log.StartOffset(), now)
+	rd := p.rep.Ready()
+	p.repMu.Unlock()
+	if err != nil {
+		p.appendMu.Unlock()
+		b.handleReady(p, rd)
+		if errors.Is(err, replication.ErrStaleEpoch) {
+			b.logger.Debug("stale partition state ignored", "partition", p.name(), "error", err)
+			return
+		}
+		b.logger.Error("apply partition role failed", "partition", p.name(), "error", err)
+		return
+	}
+	newEpoch := prevLeader != st.Leader || prevEpoch != st.LeaderEpoch
+	if newEpoch {
+		p.followGen++
+	}
+	if following && newEpoch && info.Leader != coord.NoBroker && tr.Offset < p.log.EndOffset() {
+		b.truncate(p, tr.Offset, "become follower")
+	}
+	gen := p.followGen
+	p.appendMu.Unlock()
+	b.handleReady(p, rd)
+
+	switch {
+	case !following:
+		b.fetchers.remove(p)
+		if !wasLeader || newEpoch {
+			b.logger.Debug("leading partition", "partition", p.name(), "leader_epoch", st.LeaderEpoch,
+				"log_end", p.log.EndOffset(), "high_watermark", p.hw.Load())
+		}
+	case info.Leader == coord.NoBroker:
+		b.fetchers.remove(p)
+	case newEpoch:
+		b.fetchers.assign(p, info.Leader, info.LeaderEpoch, gen, tr)
+	}
+	p.wakeAll()
+}
+
+// truncate cuts p's log at offset as a follower and logs it. The caller
+// holds p.appendMu.
+func (b *Broker) truncate(p *partition, offset int64, why string) {
+	end := p.log.EndOffset()
+	if offset >= end {
+		return
+	}
+	if err := p.log.TruncateTo(offset); err != nil {
+		b.logger.Error("truncate follower log failed", "partition", p.name(), "offset", offset, "error", err)
+		b.checkStorage(p, err)
+		return
+	}
+	b.truncateProducers(p, offset)
+	if hw := p.hw.Load(); hw > p.log.EndOffset() {
+		p.hw.Store(p.log.EndOffset())
+	}
+	b.logStartMoved(p)
+	b.logger.Info("truncated follower log", "partition", p.name(), "mode", b.cfg.ReplicationTruncation,
+		"offset", p.log.EndOffset(), "log_end", end, "reason", why)
 }
 
 // applyUpdateMetadata refreshes the metadata cache. A controller that
@@ -407,7 +580,7 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 	p.appendMu.Unlock()
 	p.failAcks(replication.ErrNotLeader)
 	if deleteLog {
-		b.hwCkpt.forget(tp)
+		b.hwCkpt.Forget(tp)
 	}
 	var err error
 	if deleteLog {
@@ -428,11 +601,11 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 // controller's metadata yet (a restarted broker), and
 // UNKNOWN_TOPIC_OR_PARTITION for one it does not.
 func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
-	if b.replicaOffline(coord.TopicPartition{Topic: topic, Partition: index}) {
+	if b.logDirs.ReplicaOffline(coord.TopicPartition{Topic: topic, Partition: index}) {
 		return nil, kerr.KafkaStorageError.Code
 	}
 	if p := b.partitionFor(topic, index); p != nil {
-		if b.partitionDirOffline(p) {
+		if b.logDirs.PartitionDirOffline(p.dir) {
 			return nil, kerr.KafkaStorageError.Code
 		}
 		if ok, _ := p.leads(coord.BrokerID(b.cfg.BrokerID)); ok {

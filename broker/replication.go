@@ -8,107 +8,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/tripodmq/tripod/broker/kafkaerr"
-	"github.com/tripodmq/tripod/controller"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
-// This file is the glue between the controller's LeaderAndIsr requests,
-// the partitions' logs and their replication state machines
-// (replication.Partition): it applies roles, appends as leader and as
-// follower, and acts on every Ready (acks, high watermarks, AlterPartition
-// proposals). The fetchers are in fetcher.go, the AlterPartition sender in
-// isr.go, the high watermark checkpoint in checkpoint.go.
-
-// applyRole makes p leader or follower as info says, feeding the state
-// machine and, for a follower, truncating its log and handing it to the
-// fetcher of its leader. The caller holds stateMu and has applied info
-// with p.setRole.
-func (b *Broker) applyRole(p *partition, info controller.PartitionInfo) {
-	self := coord.BrokerID(b.cfg.BrokerID)
-	st := replication.State{
-		Leader:         replication.ReplicaID(info.Leader),
-		LeaderEpoch:    info.LeaderEpoch,
-		PartitionEpoch: info.PartitionEpoch,
-		Replicas:       replicaIDs(info.Replicas),
-		ISR:            replicaIDs(info.ISR),
-	}
-	now := time.Now()
-	p.appendMu.Lock()
-	p.repMu.Lock()
-	wasLeader := p.rep.Role() == replication.RoleLeader
-	prevLeader, prevEpoch := p.rep.Leader(), p.rep.LeaderEpoch()
-	var (
-		err       error
-		tr        replication.Truncation
-		following bool
-	)
-	if info.Leader == self {
-		err = p.rep.BecomeLeader(st, p.log.EndOffset(), p.hw.Load(), now)
-	} else {
-		tr, err = p.rep.BecomeFollower(st, p.log.EndOffset(), p.hw.Load(), p.log.Epochs())
-		following = true
-	}
-	p.rep.SetLogStart(p.log.StartOffset(), now)
-	rd := p.rep.Ready()
-	p.repMu.Unlock()
-	if err != nil {
-		p.appendMu.Unlock()
-		b.handleReady(p, rd)
-		if errors.Is(err, replication.ErrStaleEpoch) {
-			b.logger.Debug("stale partition state ignored", "partition", p.name(), "error", err)
-			return
-		}
-		b.logger.Error("apply partition role failed", "partition", p.name(), "error", err)
-		return
-	}
-	newEpoch := prevLeader != st.Leader || prevEpoch != st.LeaderEpoch
-	if newEpoch {
-		p.followGen++
-	}
-	if following && newEpoch && info.Leader != coord.NoBroker && tr.Offset < p.log.EndOffset() {
-		b.truncate(p, tr.Offset, "become follower")
-	}
-	gen := p.followGen
-	p.appendMu.Unlock()
-	b.handleReady(p, rd)
-
-	switch {
-	case !following:
-		b.fetchers.remove(p)
-		if !wasLeader || newEpoch {
-			b.logger.Debug("leading partition", "partition", p.name(), "leader_epoch", st.LeaderEpoch,
-				"log_end", p.log.EndOffset(), "high_watermark", p.hw.Load())
-		}
-	case info.Leader == coord.NoBroker:
-		b.fetchers.remove(p)
-	case newEpoch:
-		b.fetchers.assign(p, info.Leader, info.LeaderEpoch, gen, tr)
-	}
-	p.wakeAll()
-}
-
-// truncate cuts p's log at offset as a follower and logs it. The caller
-// holds p.appendMu.
-func (b *Broker) truncate(p *partition, offset int64, why string) {
-	end := p.log.EndOffset()
-	if offset >= end {
-		return
-	}
-	if err := p.log.TruncateTo(offset); err != nil {
-		b.logger.Error("truncate follower log failed", "partition", p.name(), "offset", offset, "error", err)
-		b.checkStorage(p, err)
-		return
-	}
-	b.truncateProducers(p, offset)
-	if hw := p.hw.Load(); hw > p.log.EndOffset() {
-		p.hw.Store(p.log.EndOffset())
-	}
-	b.logStartMoved(p)
-	b.logger.Info("truncated follower log", "partition", p.name(), "mode", b.cfg.ReplicationTruncation,
-		"offset", p.log.EndOffset(), "log_end", end, "reason", why)
-}
+// This file is the glue between the partitions' logs and their
+// replication state machines (replication.Partition): it appends as
+// leader, moves the log start for DeleteRecords, records followers'
+// fetches, ticks the waits, and acts on every Ready (acks, high
+// watermarks, AlterPartition proposals). Roles are applied in replicas.go
+// (applyRole), the fetchers are in fetcher.go, the AlterPartition sender
+// in isr.go, the high watermark checkpoint's writes in logdirs.go and its
+// file in replica/checkpoint.go.
 
 // truncateProducers drops the producer state of the records a truncation
 // removed, rebuilding it from the latest producer snapshot below the cut
@@ -243,6 +156,61 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 	}
 	b.handleReady(p, rd)
 	return res, done, nil
+}
+
+// deleteRecordsAsLeader moves the log start offset of p, which this
+// broker leads, to offset (DeleteRecords): the state machine checks it and
+// says where the log is to start (DeleteRecordsOffset), the log advances
+// its start, and a wait for the low watermark to reach it is registered,
+// whose outcome arrives on the returned channel; deadline is the
+// request's timeout. It returns the Kafka error code, and the channel when
+// the offset was accepted.
+func (b *Broker) deleteRecordsAsLeader(p *partition, offset int64, deadline time.Time) (int16, <-chan replication.DeleteResult) {
+	p.appendMu.Lock()
+	p.repMu.Lock()
+	target, err := p.rep.DeleteRecordsOffset(offset)
+	p.repMu.Unlock()
+	if err != nil {
+		p.appendMu.Unlock()
+		b.logger.Debug("delete records refused", "partition", p.name(), "offset", offset, "error", err)
+		return appendErrors.Code(err), nil
+	}
+	if _, err := p.log.AdvanceStartOffset(target); err != nil {
+		p.appendMu.Unlock()
+		switch {
+		case b.checkStorage(p, err):
+			return kerr.KafkaStorageError.Code, nil
+		case errors.Is(err, tlog.ErrClosed):
+			return kerr.NotLeaderForPartition.Code, nil
+		}
+		b.logger.Error("delete records failed", "partition", p.name(), "offset", target, "error", err)
+		return kerr.UnknownServerError.Code, nil
+	}
+	now := time.Now()
+	done := make(chan replication.DeleteResult, 1)
+	p.repMu.Lock()
+	p.rep.SetLogStart(p.log.StartOffset(), now)
+	p.nextDeleteID++
+	id := p.nextDeleteID
+	if p.deletes == nil {
+		p.deletes = make(map[replication.DeleteID]chan replication.DeleteResult)
+	}
+	p.deletes[id] = done
+	if err := p.rep.AwaitLowWatermark(id, target, deadline, now); err != nil {
+		delete(p.deletes, id)
+		p.dropEmptyWaits()
+		done <- replication.DeleteResult{ID: id, LowWatermark: -1, Err: err}
+	}
+	rd := p.rep.Ready()
+	p.repMu.Unlock()
+	p.appendMu.Unlock()
+	b.queueWait(p)
+	b.handleReady(p, rd)
+	// The followers' fetch sessions answer the new log start, which the
+	// low watermark waits for.
+	p.wakeAll()
+	b.logger.Debug("log start offset moved by delete records", "partition", p.name(), "log_start_offset", p.log.StartOffset())
+	return 0, done
 }
 
 // followerFetched records a fetch by follower replica at fetchOffset,
@@ -388,7 +356,7 @@ func (b *Broker) logStartMoved(p *partition) {
 // appendErrors answers an append, an acks wait or a DeleteRecords: the
 // table's replication and log rows, and an offline log dir
 // KAFKA_STORAGE_ERROR.
-var appendErrors = kafkaerr.Append.With(errLogDirOffline, kerr.KafkaStorageError)
+var appendErrors = kafkaerr.Append.With(replica.ErrLogDirOffline, kerr.KafkaStorageError)
 
 // newReplicationState returns the state machine of a replica this broker
 // opens.

@@ -15,19 +15,6 @@ import (
 	"github.com/tripodmq/tripod/internal/notify"
 )
 
-// Versions of the controller's requests: LeaderAndIsr v5 and
-// UpdateMetadata v7 carry broker epochs and topic IDs, StopReplica v3 a
-// delete flag and leader epoch per partition.
-const (
-	leaderAndIsrVersion   = 5
-	updateMetadataVersion = 7
-	stopReplicaVersion    = 3
-)
-
-// deletedTopicLeader marks a deleted topic in UpdateMetadata (Kafka's
-// LeaderDuringDelete).
-const deletedTopicLeader = -2
-
 // sender implements controller.Sender for one controller term: one queue and
 // one goroutine per destination broker, each delivering its requests in
 // order over a Kafka client connection (or in process for this broker),
@@ -287,39 +274,12 @@ func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client
 }
 
 // decodeControllerResponse turns a broker's kmsg answer to req into a
-// controllerAnswer: the top-level error code and, for LeaderAndIsr, the
-// partitions answered KAFKA_STORAGE_ERROR (named by topic ID in v5, by
-// topic name before).
+// controllerAnswer; each request's answer is decoded in its numbered file.
 func decodeControllerResponse(req controller.Request, kresp kmsg.Response) controllerAnswer {
 	switch resp := kresp.(type) {
 	case *kmsg.LeaderAndISRResponse:
-		ans := controllerAnswer{code: resp.ErrorCode}
-		if resp.ErrorCode != 0 {
-			return ans
-		}
-		names := map[[16]byte]string{}
-		if r, ok := req.(*controller.LeaderAndIsrRequest); ok {
-			for _, p := range r.Partitions {
-				names[p.TopicID] = p.Topic
-			}
-		}
-		for _, p := range resp.Partitions { // v0..v4
-			if p.ErrorCode == kerr.KafkaStorageError.Code {
-				ans.offline = append(ans.offline, coord.TopicPartition{Topic: p.Topic, Partition: p.Partition})
-			}
-		}
-		for _, t := range resp.Topics {
-			name, ok := names[t.TopicID]
-			if !ok {
-				continue
-			}
-			for _, p := range t.Partitions {
-				if p.ErrorCode == kerr.KafkaStorageError.Code {
-					ans.offline = append(ans.offline, coord.TopicPartition{Topic: name, Partition: p.Partition})
-				}
-			}
-		}
-		return ans
+		r, _ := req.(*controller.LeaderAndIsrRequest)
+		return decodeLeaderAndIsrResponse(r, resp)
 	case *kmsg.UpdateMetadataResponse:
 		return controllerAnswer{code: resp.ErrorCode}
 	case *kmsg.StopReplicaResponse:
@@ -329,114 +289,18 @@ func decodeControllerResponse(req controller.Request, kresp kmsg.Response) contr
 }
 
 // encodeControllerRequest turns a controller request into its kmsg
-// request. controller.Request is sealed, so the three cases are all its
-// types; a nil request (or a type added to controller but not here) gives
-// nil, which deliverOne answers INVALID_REQUEST, as applyControllerRequest
-// does in process.
+// request, encoded in the request's numbered file. controller.Request is
+// sealed, so the three cases are all its types; a nil request (or a type
+// added to controller but not here) gives nil, which deliverOne answers
+// INVALID_REQUEST, as applyControllerRequest does in process.
 func encodeControllerRequest(req controller.Request) kmsg.Request {
 	switch r := req.(type) {
 	case *controller.LeaderAndIsrRequest:
-		k := kmsg.NewPtrLeaderAndISRRequest()
-		k.SetVersion(leaderAndIsrVersion)
-		k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
-		byTopic := map[string]int{}
-		for _, p := range r.Partitions {
-			i, ok := byTopic[p.Topic]
-			if !ok {
-				ts := kmsg.NewLeaderAndISRRequestTopicState()
-				ts.Topic, ts.TopicID = p.Topic, p.TopicID
-				k.TopicStates = append(k.TopicStates, ts)
-				i = len(k.TopicStates) - 1
-				byTopic[p.Topic] = i
-			}
-			ps := kmsg.NewLeaderAndISRRequestTopicPartition()
-			ps.Partition, ps.ControllerEpoch = p.Partition, int32(p.ControllerEpoch)
-			ps.Leader, ps.LeaderEpoch, ps.ZKVersion = int32(p.Leader), p.LeaderEpoch, p.PartitionEpoch
-			ps.ISR, ps.Replicas, ps.IsNew = ids32(p.ISR), ids32(p.Replicas), p.IsNew
-			k.TopicStates[i].PartitionStates = append(k.TopicStates[i].PartitionStates, ps)
-		}
-		for _, l := range r.Leaders {
-			ll := kmsg.NewLeaderAndISRRequestLiveLeader()
-			ll.BrokerID, ll.Host, ll.Port = int32(l.ID), l.Host, l.Port
-			k.LiveLeaders = append(k.LiveLeaders, ll)
-		}
-		return k
+		return encodeLeaderAndIsr(r)
 	case *controller.UpdateMetadataRequest:
-		k := kmsg.NewPtrUpdateMetadataRequest()
-		k.SetVersion(updateMetadataVersion)
-		k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
-		live := map[coord.BrokerID]bool{}
-		for _, l := range r.Live {
-			live[l.ID] = true
-			lb := kmsg.NewUpdateMetadataRequestLiveBroker()
-			lb.ID = int32(l.ID)
-			endpoints := l.Endpoints
-			if len(endpoints) == 0 {
-				implied, _ := l.ListenerEndpoint(protocolPlaintext)
-				endpoints = []coord.Endpoint{implied}
-			}
-			for _, e := range endpoints {
-				ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
-				ep.Host, ep.Port, ep.ListenerName = e.Host, e.Port, e.Listener
-				ep.SecurityProtocol = securityProtocolIDs[e.SecurityProtocol]
-				lb.Endpoints = append(lb.Endpoints, ep)
-			}
-			if l.Rack != "" {
-				rack := l.Rack
-				lb.Rack = &rack
-			}
-			k.LiveBrokers = append(k.LiveBrokers, lb)
-		}
-		byTopic := map[string]int{}
-		for _, p := range r.Partitions {
-			i, ok := byTopic[p.Topic]
-			if !ok {
-				ts := kmsg.NewUpdateMetadataRequestTopicState()
-				ts.Topic, ts.TopicID = p.Topic, p.TopicID
-				k.TopicStates = append(k.TopicStates, ts)
-				i = len(k.TopicStates) - 1
-				byTopic[p.Topic] = i
-			}
-			ps := kmsg.NewUpdateMetadataRequestTopicPartition()
-			ps.Partition, ps.ControllerEpoch = p.Partition, int32(p.ControllerEpoch)
-			ps.Leader, ps.LeaderEpoch, ps.ZKVersion = int32(p.Leader), p.LeaderEpoch, p.PartitionEpoch
-			ps.ISR, ps.Replicas = ids32(p.ISR), ids32(p.Replicas)
-			ps.OfflineReplicas = []int32{}
-			for _, id := range p.Replicas {
-				if !live[id] {
-					ps.OfflineReplicas = append(ps.OfflineReplicas, int32(id))
-				}
-			}
-			k.TopicStates[i].PartitionStates = append(k.TopicStates[i].PartitionStates, ps)
-		}
-		for _, name := range r.Deleted {
-			ts := kmsg.NewUpdateMetadataRequestTopicState()
-			ts.Topic = name
-			ps := kmsg.NewUpdateMetadataRequestTopicPartition()
-			ps.Partition, ps.Leader = -1, deletedTopicLeader
-			ts.PartitionStates = []kmsg.UpdateMetadataRequestTopicPartition{ps}
-			k.TopicStates = append(k.TopicStates, ts)
-		}
-		return k
+		return encodeUpdateMetadata(r)
 	case *controller.StopReplicaRequest:
-		k := kmsg.NewPtrStopReplicaRequest()
-		k.SetVersion(stopReplicaVersion)
-		k.ControllerID, k.ControllerEpoch, k.BrokerEpoch = int32(r.ControllerID), int32(r.ControllerEpoch), r.BrokerEpoch
-		byTopic := map[string]int{}
-		for _, tp := range r.Partitions {
-			i, ok := byTopic[tp.Topic]
-			if !ok {
-				t := kmsg.NewStopReplicaRequestTopic()
-				t.Topic = tp.Topic
-				k.Topics = append(k.Topics, t)
-				i = len(k.Topics) - 1
-				byTopic[tp.Topic] = i
-			}
-			ps := kmsg.NewStopReplicaRequestTopicPartitionState()
-			ps.Partition, ps.LeaderEpoch, ps.Delete = tp.Partition, -1, r.Delete
-			k.Topics[i].PartitionStates = append(k.Topics[i].PartitionStates, ps)
-		}
-		return k
+		return encodeStopReplica(r)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -41,7 +42,7 @@ var topicKeys = map[string]topicKey{
 	"max.compaction.lag.ms":          {min: 1, max: math.MaxInt64},
 	"min.insync.replicas":            {brokerKey: "min.insync.replicas", min: 1, max: math.MaxInt32},
 	"unclean.leader.election.enable": {brokerKey: "unclean.leader.election.enable", allowed: []string{"true", "false"}},
-	// The replicas the throttles apply to (throttle.go): "*" or
+	// The replicas the throttles apply to (replica/throttle.go): "*" or
 	// "partition:broker,...".
 	leaderThrottledKey:   {},
 	followerThrottledKey: {},
@@ -151,7 +152,7 @@ func validateTopicConfig(name, value string) error {
 		return fmt.Errorf("unknown topic config %q (known: %s)", name, strings.Join(topicKeyNames(), ", "))
 	}
 	if name == leaderThrottledKey || name == followerThrottledKey {
-		return validateThrottledReplicas(name, value)
+		return replica.ValidateThrottledReplicas(name, value)
 	}
 	if name == "cleanup.policy" {
 		// Kafka takes a list: compact, delete or both, in any order.

@@ -204,6 +204,10 @@ func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch }
 // PartitionEpoch returns the partition epoch the replica knows.
 func (p *Partition) PartitionEpoch() int32 { return p.partitionEpoch }
 
+// Replicas returns the assignment, in preference order, as the latest
+// LeaderAndIsr applied set it.
+func (p *Partition) Replicas() []ReplicaID { return slices.Clone(p.replicas) }
+
 // ISR returns the committed ISR.
 func (p *Partition) ISR() []ReplicaID { return slices.Clone(p.isr) }
 

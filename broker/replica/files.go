@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"fmt"
@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 )
 
-// writeFileAtomic replaces path with data so that a crash leaves either the
+// WriteFileAtomic replaces path with data so that a crash leaves either the
 // old or the new content, never a mix.
-func writeFileAtomic(path string, data []byte) error {
+func WriteFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
 	if err != nil {

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"os"
@@ -20,19 +20,19 @@ func TestClaimPartitionDir(t *testing.T) {
 	if err := os.WriteFile(segment, []byte("old records"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if removed, err := claimPartitionDir(dir, old); err != nil || removed {
+	if removed, err := ClaimPartitionDir(dir, old); err != nil || removed {
 		t.Fatalf("claim an unmarked dir: got removed %t, %v; want false, nil", removed, err)
 	}
 	if id, ok, err := readPartitionTopicID(dir); err != nil || !ok || id != old {
 		t.Fatalf("partition.metadata after the claim: %x %t %v, want %x", id, ok, err, old)
 	}
-	if removed, err := claimPartitionDir(dir, old); err != nil || removed {
+	if removed, err := ClaimPartitionDir(dir, old); err != nil || removed {
 		t.Fatalf("claim by the same topic ID: got removed %t, %v; want false, nil", removed, err)
 	}
 	if _, err := os.Stat(segment); err != nil {
 		t.Fatalf("the log of the same topic: %v, want it kept", err)
 	}
-	if removed, err := claimPartitionDir(dir, fresh); err != nil || !removed {
+	if removed, err := ClaimPartitionDir(dir, fresh); err != nil || !removed {
 		t.Fatalf("claim by another topic ID: got removed %t, %v; want true, nil", removed, err)
 	}
 	if _, err := os.Stat(segment); !os.IsNotExist(err) {
@@ -41,13 +41,13 @@ func TestClaimPartitionDir(t *testing.T) {
 	if id, ok, _ := readPartitionTopicID(dir); !ok || id != fresh {
 		t.Fatalf("partition.metadata after the new claim: %x, want %x", id, fresh)
 	}
-	if removed, err := claimPartitionDir(dir, [16]byte{}); err != nil || removed {
+	if removed, err := ClaimPartitionDir(dir, [16]byte{}); err != nil || removed {
 		t.Fatalf("claim without a topic ID: got removed %t, %v; want nothing done", removed, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, partitionMetadataFile), []byte("version: 0\ntopic_id: !!\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := claimPartitionDir(dir, fresh); err == nil {
+	if _, err := ClaimPartitionDir(dir, fresh); err == nil {
 		t.Fatal("claim of a dir with a corrupt partition.metadata: got nil, want an error")
 	}
 }

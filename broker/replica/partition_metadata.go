@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"encoding/base64"
@@ -57,7 +57,7 @@ func writePartitionTopicID(dir string, id [16]byte) error {
 	return os.Rename(tmp, path)
 }
 
-// claimPartitionDir makes dir the log directory of the partition of
+// ClaimPartitionDir makes dir the log directory of the partition of
 // topic ID id before its log is opened: a directory whose
 // partition.metadata names another topic ID holds the log of a deleted
 // topic of the same name (its broker was down when the topic was deleted,
@@ -65,7 +65,7 @@ func writePartitionTopicID(dir string, id [16]byte) error {
 // empty instead of serving the old records; a directory without the file
 // gets it. It reports whether it removed a stale log. A zero id (an
 // older controller) claims nothing.
-func claimPartitionDir(dir string, id [16]byte) (removed bool, err error) {
+func ClaimPartitionDir(dir string, id [16]byte) (removed bool, err error) {
 	if id == [16]byte{} {
 		return false, nil
 	}

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"fmt"
@@ -19,14 +19,15 @@ import (
 // one restarted behind) does not starve the producers, and an in-sync
 // replica is never held back.
 
-// unthrottled is Kafka's default rate, Long.MAX_VALUE: no bound.
-const unthrottled = math.MaxInt64
+// Unthrottled is Kafka's default rate, Long.MAX_VALUE: no bound.
+const Unthrottled = math.MaxInt64
 
-// Kafka's default quota sampling (replication.quota.window.num samples of
-// replication.quota.window.size.seconds each).
+// Kafka's default quota sampling: QuotaSamples samples
+// (replication.quota.window.num) of QuotaWindow each
+// (replication.quota.window.size.seconds).
 const (
-	quotaSamples = 11
-	quotaWindow  = time.Second
+	QuotaSamples = 11
+	QuotaWindow  = time.Second
 )
 
 // byteRate measures a rate in bytes per second as Kafka's Rate over a
@@ -99,44 +100,47 @@ func (r *byteRate) Rate() float64 {
 	return float64(total) / elapsed.Seconds()
 }
 
-// replicationQuota is one side's throttle: its bound and the rate of the
-// throttled bytes. It is safe for concurrent use.
-type replicationQuota struct {
+// Quota is one side's replication throttle (the leader's or the
+// follower's): its bound and the rate of the throttled bytes. It is safe
+// for concurrent use.
+type Quota struct {
 	mu    sync.Mutex
 	bound int64
 	rate  *byteRate
 }
 
-func newReplicationQuota(samples int, window time.Duration, now func() time.Time) *replicationQuota {
-	return &replicationQuota{bound: unthrottled, rate: newByteRate(samples, window, now)}
+// NewQuota returns an unthrottled quota that measures its rate over
+// samples windows of window each, reading time from now.
+func NewQuota(samples int, window time.Duration, now func() time.Time) *Quota {
+	return &Quota{bound: Unthrottled, rate: newByteRate(samples, window, now)}
 }
 
-// setBound sets the bound in bytes per second (unthrottled: none).
-func (q *replicationQuota) setBound(bytesPerSecond int64) {
+// SetBound sets the bound in bytes per second (Unthrottled: none).
+func (q *Quota) SetBound(bytesPerSecond int64) {
 	q.mu.Lock()
 	q.bound = bytesPerSecond
 	q.mu.Unlock()
 }
 
-// exceeded reports whether the throttled bytes' rate is above the bound.
-func (q *replicationQuota) exceeded() bool {
+// Exceeded reports whether the throttled bytes' rate is above the bound.
+func (q *Quota) Exceeded() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.bound != unthrottled && q.rate.Rate() > float64(q.bound)
+	return q.bound != Unthrottled && q.rate.Rate() > float64(q.bound)
 }
 
-// record counts n throttled bytes sent or fetched.
-func (q *replicationQuota) record(n int) {
+// Record counts n throttled bytes sent or fetched.
+func (q *Quota) Record(n int) {
 	q.mu.Lock()
 	q.rate.Record(int64(n))
 	q.mu.Unlock()
 }
 
-// throttledReplicas reports whether a leader.replication.throttled.replicas
+// ThrottledReplicas reports whether a leader.replication.throttled.replicas
 // or follower.replication.throttled.replicas value (already validated)
 // names partition on broker: "*" names every replica, "P:B,P:B" the
 // replicas of partition P on broker B.
-func throttledReplicas(value string, partition, broker int32) bool {
+func ThrottledReplicas(value string, partition, broker int32) bool {
 	value = strings.TrimSpace(value)
 	if value == "*" {
 		return true
@@ -155,10 +159,10 @@ func throttledReplicas(value string, partition, broker int32) bool {
 	return false
 }
 
-// validateThrottledReplicas checks a throttled replicas value as Kafka's
+// ValidateThrottledReplicas checks a throttled replicas value as Kafka's
 // ThrottledReplicaListValidator: empty, "*", or "partition:broker" items
 // separated by commas.
-func validateThrottledReplicas(name, value string) error {
+func ValidateThrottledReplicas(name, value string) error {
 	value = strings.TrimSpace(value)
 	if value == "" || value == "*" {
 		return nil

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"bufio"
@@ -19,10 +19,10 @@ import (
 // version line "0", a count line, then "topic partition offset" lines).
 const hwCheckpointFile = "replication-offset-checkpoint"
 
-// hwCheckpoints keeps the high watermarks read at start for partitions
+// HWCheckpoints keeps the high watermarks read at start for partitions
 // not opened yet, so that a checkpoint written before the controller
 // assigns them does not forget them.
-type hwCheckpoints struct {
+type HWCheckpoints struct {
 	mu      sync.Mutex
 	initial map[coord.TopicPartition]hwEntry
 }
@@ -33,10 +33,10 @@ type hwEntry struct {
 	hw  int64
 }
 
-// readHWCheckpoints reads the checkpoint file of every log dir; a missing
+// ReadHWCheckpoints reads the checkpoint file of every log dir; a missing
 // file is empty.
-func readHWCheckpoints(dirs []string) (*hwCheckpoints, error) {
-	c := &hwCheckpoints{initial: map[coord.TopicPartition]hwEntry{}}
+func ReadHWCheckpoints(dirs []string) (*HWCheckpoints, error) {
+	c := &HWCheckpoints{initial: map[coord.TopicPartition]hwEntry{}}
 	for _, d := range dirs {
 		path := filepath.Join(d, hwCheckpointFile)
 		f, err := os.Open(path)
@@ -91,64 +91,43 @@ func parseHWCheckpoint(f *os.File) (map[coord.TopicPartition]int64, error) {
 	return out, nil
 }
 
-// lookup returns the checkpointed high watermark of tp, or 0.
-func (c *hwCheckpoints) lookup(tp coord.TopicPartition) int64 {
+// Lookup returns the checkpointed high watermark of tp, or 0.
+func (c *HWCheckpoints) Lookup(tp coord.TopicPartition) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.initial[tp].hw
 }
 
-// forget drops tp's entry (its log was deleted).
-func (c *hwCheckpoints) forget(tp coord.TopicPartition) {
+// Forget drops tp's entry (its log was deleted).
+func (c *HWCheckpoints) Forget(tp coord.TopicPartition) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.initial, tp)
 }
 
-// writeHWCheckpoints writes every online log dir's checkpoint: the open
-// partitions' high watermarks, and the entries read at start for
-// partitions not opened since. A write that fails on the disk takes its
-// dir offline.
-func (b *Broker) writeHWCheckpoints() error {
-	byDir := map[string]map[coord.TopicPartition]int64{}
-	for _, d := range b.onlineLogDirs() {
-		byDir[d] = map[coord.TopicPartition]int64{}
+// Range calls f, with the checkpoints locked, for every entry read at
+// start and not forgotten since: the partition, the log dir holding it and
+// its high watermark. f must not call c.
+func (c *HWCheckpoints) Range(f func(tp coord.TopicPartition, dir string, hw int64)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for tp, e := range c.initial {
+		f(tp, e.dir, e.hw)
 	}
-	open := map[coord.TopicPartition]bool{}
-	for _, p := range b.allPartitions() {
-		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
-		open[tp] = true
-		if m, ok := byDir[filepath.Dir(p.dir)]; ok {
-			m[tp] = p.hw.Load()
-		}
+}
+
+// WriteHWCheckpoint replaces log dir dir's checkpoint file with entries,
+// the high watermarks of the partitions in it, sorted, through
+// WriteFileAtomic.
+func WriteHWCheckpoint(dir string, entries map[coord.TopicPartition]int64) error {
+	lines := make([]string, 0, len(entries))
+	for tp, hw := range entries {
+		lines = append(lines, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, hw))
 	}
-	b.hwCkpt.mu.Lock()
-	for tp, e := range b.hwCkpt.initial {
-		if !open[tp] {
-			if m, ok := byDir[e.dir]; ok {
-				m[tp] = e.hw
-			}
-		}
+	sort.Strings(lines)
+	content := fmt.Sprintf("0\n%d\n", len(lines))
+	if len(lines) > 0 {
+		content += strings.Join(lines, "\n") + "\n"
 	}
-	b.hwCkpt.mu.Unlock()
-	var first error
-	for d, entries := range byDir {
-		lines := make([]string, 0, len(entries))
-		for tp, hw := range entries {
-			lines = append(lines, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, hw))
-		}
-		sort.Strings(lines)
-		content := fmt.Sprintf("0\n%d\n", len(lines))
-		if len(lines) > 0 {
-			content += strings.Join(lines, "\n") + "\n"
-		}
-		err := writeFileAtomic(filepath.Join(d, hwCheckpointFile), []byte(content))
-		if err != nil && isStorageError(err) {
-			b.failLogDir(d, err)
-		}
-		if err != nil && first == nil {
-			first = fmt.Errorf("write high watermark checkpoint in %s: %w", d, err)
-		}
-	}
-	return first
+	return WriteFileAtomic(filepath.Join(dir, hwCheckpointFile), []byte(content))
 }

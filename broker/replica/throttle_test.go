@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"math"
@@ -79,7 +79,7 @@ func TestByteRate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newFakeClock()
-			r := newByteRate(quotaSamples, quotaWindow, clock.now)
+			r := newByteRate(QuotaSamples, QuotaWindow, clock.now)
 			for _, s := range tt.steps {
 				clock.set(s.at)
 				if s.record != 0 {
@@ -98,32 +98,32 @@ func TestByteRate(t *testing.T) {
 // the next check.
 func TestReplicationQuota(t *testing.T) {
 	clock := newFakeClock()
-	q := newReplicationQuota(quotaSamples, quotaWindow, clock.now)
-	q.record(1 << 30)
-	if q.exceeded() {
+	q := NewQuota(QuotaSamples, QuotaWindow, clock.now)
+	q.Record(1 << 30)
+	if q.Exceeded() {
 		t.Fatalf("unthrottled: exceeded, want not")
 	}
-	q.setBound(200)
-	if !q.exceeded() {
+	q.SetBound(200)
+	if !q.Exceeded() {
 		t.Fatalf("bound 200 with %v B/s: not exceeded, want exceeded", q.rate.Rate())
 	}
-	q = newReplicationQuota(quotaSamples, quotaWindow, clock.now)
-	q.setBound(100)
-	q.record(1000) // 100 B/s over the least span
-	if q.exceeded() {
+	q = NewQuota(QuotaSamples, QuotaWindow, clock.now)
+	q.SetBound(100)
+	q.Record(1000) // 100 B/s over the least span
+	if q.Exceeded() {
 		t.Fatalf("bound 100 at exactly 100 B/s: exceeded, want not (Kafka's bound is inclusive)")
 	}
-	q.record(1)
-	if !q.exceeded() {
+	q.Record(1)
+	if !q.Exceeded() {
 		t.Fatalf("bound 100 at 100.1 B/s: not exceeded, want exceeded")
 	}
-	q.setBound(unthrottled)
-	if q.exceeded() {
+	q.SetBound(Unthrottled)
+	if q.Exceeded() {
 		t.Fatalf("bound lifted: exceeded, want not")
 	}
-	q.setBound(100)
+	q.SetBound(100)
 	clock.set(12 * time.Second)
-	if q.exceeded() {
+	if q.Exceeded() {
 		t.Fatalf("after the span without bytes: exceeded, want not")
 	}
 }
@@ -148,17 +148,17 @@ func TestThrottledReplicas(t *testing.T) {
 		{"0:1,1:2", 2, 3, false},
 	}
 	for _, tt := range tests {
-		if got := throttledReplicas(tt.value, tt.partition, tt.broker); got != tt.want {
-			t.Errorf("throttledReplicas(%q, %d, %d): got %v, want %v", tt.value, tt.partition, tt.broker, got, tt.want)
+		if got := ThrottledReplicas(tt.value, tt.partition, tt.broker); got != tt.want {
+			t.Errorf("ThrottledReplicas(%q, %d, %d): got %v, want %v", tt.value, tt.partition, tt.broker, got, tt.want)
 		}
 	}
 	for _, good := range []string{"", "*", "0:1", "0:1,1:2", " 0 : 1 , 12:101 "} {
-		if err := validateThrottledReplicas("leader.replication.throttled.replicas", good); err != nil {
+		if err := ValidateThrottledReplicas("leader.replication.throttled.replicas", good); err != nil {
 			t.Errorf("validate %q: got %v, want nil", good, err)
 		}
 	}
 	for _, bad := range []string{"**", "0", "0:", ":1", "a:1", "0:b", "-1:1", "0:1,", "0:1;1:2", "*,0:1"} {
-		if err := validateThrottledReplicas("leader.replication.throttled.replicas", bad); err == nil {
+		if err := ValidateThrottledReplicas("leader.replication.throttled.replicas", bad); err == nil {
 			t.Errorf("validate %q: got nil, want an error", bad)
 		}
 	}
