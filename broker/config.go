@@ -19,9 +19,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -369,6 +371,9 @@ type Config struct {
 // 127.0.0.1:9092 with its data in ./data, and Kafka's defaults for the rest.
 func DefaultConfig() Config {
 	defaultController := controller.DefaultConfig()
+	defaultReplication := replication.DefaultConfig()
+	defaultLog := tlog.DefaultConfig()
+	defaultGroup := group.DefaultConfig()
 	return Config{
 		BrokerID:                   1,
 		Listeners:                  "PLAINTEXT://127.0.0.1:9092",
@@ -383,12 +388,12 @@ func DefaultConfig() Config {
 		FetchMaxBytes:              57671680,
 		MaxConnections:             math.MaxInt32,
 		MaxConnectionsPerIP:        math.MaxInt32,
-		LogSegmentBytes:            1 << 30,
-		LogRoll:                    7 * 24 * time.Hour,
-		LogRetentionBytes:          -1,
-		LogRetention:               7 * 24 * time.Hour,
-		LogFlushIntervalMessages:   math.MaxInt64,
-		LogFlushInterval:           0,
+		LogSegmentBytes:            defaultLog.SegmentBytes,
+		LogRoll:                    defaultLog.RollTime,
+		LogRetentionBytes:          defaultLog.RetentionBytes,
+		LogRetention:               defaultLog.RetentionTime,
+		LogFlushIntervalMessages:   defaultLog.FlushMessages,
+		LogFlushInterval:           defaultLog.FlushInterval,
 		LogRetentionCheckInterval:  5 * time.Minute,
 		LogOpenFilesMax:            tlog.DefaultOpenFilesMax,
 		LogCleanerEnable:           true,
@@ -411,25 +416,25 @@ func DefaultConfig() Config {
 
 		BrokerProbeInterval:                    200 * time.Millisecond,
 		ControllerSocketTimeout:                30 * time.Second,
-		ReplicaLagTimeMax:                      30 * time.Second,
-		MinInsyncReplicas:                      1,
-		ReplicationTruncation:                  "epoch",
+		ReplicaLagTimeMax:                      defaultReplication.ReplicaLagTimeMax,
+		MinInsyncReplicas:                      int32(defaultReplication.MinInsyncReplicas),
+		ReplicationTruncation:                  string(defaultReplication.Truncation),
 		ReplicaFetchWaitMax:                    500 * time.Millisecond,
 		ReplicaFetchMinBytes:                   1,
 		NumReplicaFetchers:                     1,
 		ReplicaFetchMaxBytes:                   1 << 20,
 		ReplicaFetchBackoff:                    200 * time.Millisecond,
-		ReplicationQuotaWindowNum:              11,
-		ReplicationQuotaWindowSize:             time.Second,
+		ReplicationQuotaWindowNum:              replica.QuotaSamples,
+		ReplicationQuotaWindowSize:             replica.QuotaWindow,
 		ReplicaHighWatermarkCheckpointInterval: 5 * time.Second,
 
 		ProducerIDExpiration:              24 * time.Hour,
 		ProducerIDExpirationCheckInterval: 10 * time.Minute,
 
-		GroupMinSessionTimeout:        6 * time.Second,
-		GroupMaxSessionTimeout:        30 * time.Minute,
-		GroupInitialRebalanceDelay:    3 * time.Second,
-		GroupMaxSize:                  math.MaxInt32,
+		GroupMinSessionTimeout:        defaultGroup.MinSessionTimeout,
+		GroupMaxSessionTimeout:        defaultGroup.MaxSessionTimeout,
+		GroupInitialRebalanceDelay:    defaultGroup.InitialRebalanceDelay,
+		GroupMaxSize:                  int32(defaultGroup.MaxSize),
 		OffsetsTopicNumPartitions:     50,
 		OffsetsTopicReplicationFactor: 3,
 		OffsetsTopicSegmentBytes:      104857600,
