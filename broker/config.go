@@ -640,23 +640,9 @@ func (c Config) Validate() error {
 	if c.MaxConnectionsPerIP < 1 {
 		return fmt.Errorf("max.connections.per.ip %d: must be between 1 and 2147483647", c.MaxConnectionsPerIP)
 	}
-	if c.LogSegmentBytes < 14 || c.LogSegmentBytes > math.MaxInt32 {
-		return fmt.Errorf("log.segment.bytes %d: must be between 14 and 2147483647", c.LogSegmentBytes)
-	}
-	if c.LogRoll < time.Millisecond {
-		return fmt.Errorf("log.roll.ms %d: must be at least 1", c.LogRoll.Milliseconds())
-	}
-	if c.LogRetentionBytes < -1 {
-		return fmt.Errorf("log.retention.bytes %d: must be -1 (no limit) or at least 0", c.LogRetentionBytes)
-	}
-	if c.LogRetention < 0 && c.LogRetention != -time.Millisecond {
-		return fmt.Errorf("log.retention.ms %d: must be -1 (forever) or at least 0", c.LogRetention.Milliseconds())
-	}
-	if c.LogFlushIntervalMessages < 1 {
-		return fmt.Errorf("log.flush.interval.messages %d: must be at least 1", c.LogFlushIntervalMessages)
-	}
-	if c.LogFlushInterval < 0 {
-		return fmt.Errorf("log.flush.interval.ms %d: must be at least 0 (0: never on time)", c.LogFlushInterval.Milliseconds())
+	// The log's own ranges, checked by replication/log, which owns them.
+	if err := c.logConfig(nil).Validate(); err != nil {
+		return err
 	}
 	if c.LogRetentionCheckInterval < time.Millisecond {
 		return fmt.Errorf("log.retention.check.interval.ms %d: must be at least 1", c.LogRetentionCheckInterval.Milliseconds())
@@ -745,10 +731,7 @@ func (c Config) Validate() error {
 	if c.CoordSSL.RaftKeystoreLocation != "" {
 		cc.RaftServerTLS, cc.RaftClientTLS = &tls.Config{}, &tls.Config{}
 	}
-	if err := cc.Validate(); err != nil {
-		return err
-	}
-	return c.logConfig(nil).Validate()
+	return cc.Validate()
 }
 
 // validateGroups checks the group coordinator's properties.
