@@ -736,16 +736,11 @@ func (c Config) Validate() error {
 
 // validateGroups checks the group coordinator's properties.
 func (c Config) validateGroups() error {
+	// The group properties' ranges are the group package's.
+	if err := c.groupConfig().Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.GroupMinSessionTimeout < time.Millisecond:
-		return fmt.Errorf("group.min.session.timeout.ms %d: must be at least 1", c.GroupMinSessionTimeout.Milliseconds())
-	case c.GroupMaxSessionTimeout < c.GroupMinSessionTimeout:
-		return fmt.Errorf("group.max.session.timeout.ms %d: must be at least group.min.session.timeout.ms (%d)",
-			c.GroupMaxSessionTimeout.Milliseconds(), c.GroupMinSessionTimeout.Milliseconds())
-	case c.GroupInitialRebalanceDelay < 0:
-		return fmt.Errorf("group.initial.rebalance.delay.ms %d: must be at least 0", c.GroupInitialRebalanceDelay.Milliseconds())
-	case c.GroupMaxSize < 1:
-		return fmt.Errorf("group.max.size %d: must be between 1 and 2147483647", c.GroupMaxSize)
 	case c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > maxPartitions:
 		return fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicNumPartitions, maxPartitions)
 	case c.OffsetsTopicReplicationFactor < 1 || c.OffsetsTopicReplicationFactor > math.MaxInt16:
@@ -1574,6 +1569,16 @@ func (c Config) controllerConfig(logger hclog.Logger) controller.Config {
 	cc.MaxBrokerPartitions = int(c.MaxBrokerPartitions)
 	cc.Logger = logger
 	return cc
+}
+
+// groupConfig is the configuration of the group coordinator's groups.
+func (c Config) groupConfig() group.Config {
+	gc := group.DefaultConfig()
+	gc.MinSessionTimeout = c.GroupMinSessionTimeout
+	gc.MaxSessionTimeout = c.GroupMaxSessionTimeout
+	gc.InitialRebalanceDelay = c.GroupInitialRebalanceDelay
+	gc.MaxSize = int(c.GroupMaxSize)
+	return gc
 }
 
 // replicationConfig is the replication configuration of a topic: the
