@@ -777,7 +777,10 @@ type configKey struct {
 // brokerKeys are the properties Set accepts, by Kafka name.
 var brokerKeys = map[string]configKey{
 	"broker.id": {
-		doc: keyDoc{section: "Broker", allowed: "0 .. 2147483647", meaning: "this broker's id in the cluster's metadata (`--broker-id`)"},
+		doc: keyDoc{
+			section: "Broker", allowed: "0 .. 2147483647",
+			meaning: "this broker's id in the cluster's metadata (`--broker-id`)",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.BrokerID, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.BrokerID)) },
 	},
@@ -816,7 +819,10 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return c.SecurityInterBrokerProtocol },
 	},
 	"log.dirs": {
-		doc: keyDoc{section: "Broker", allowed: "one or more directories, comma separated", meaning: "the directories holding the partition logs and the topic catalogue (`--data-dir`)"},
+		doc: keyDoc{
+			section: "Broker", allowed: "one or more directories, comma separated",
+			meaning: "the directories holding the partition logs and the topic catalogue (`--data-dir`)",
+		},
 		set: func(c *Config, k, v string) error {
 			c.LogDirs = nil
 			for _, d := range strings.Split(v, ",") {
@@ -826,19 +832,55 @@ var brokerKeys = map[string]configKey{
 		},
 		get: func(c Config) string { return strings.Join(c.LogDirs, ",") },
 	},
-	"group.min.session.timeout.ms":        millisKey(func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }).documented(keyDoc{section: "Group coordinator", allowed: "≥ 1", meaning: "the shortest session timeout a member may ask for"}),
-	"group.max.session.timeout.ms":        millisKey(func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }).documented(keyDoc{section: "Group coordinator", allowed: "≥ `group.min.session.timeout.ms`", meaning: "the longest session timeout a member may ask for"}),
-	"group.initial.rebalance.delay.ms":    millisKey(func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }).documented(keyDoc{section: "Group coordinator", allowed: "≥ 0", meaning: "how long a new group waits for more members before its first rebalance"}),
-	"group.max.size":                      int32Key(func(c *Config) *int32 { return &c.GroupMaxSize }).documented(keyDoc{section: "Group coordinator", allowed: "1 .. 2147483647", meaning: "members of one group (GROUP_MAX_SIZE_REACHED past it)"}),
-	"offsets.topic.num.partitions":        int32Key(func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }).documented(keyDoc{section: "Group coordinator", allowed: "1 .. 1000000", meaning: "partitions of `__consumer_offsets`"}),
-	"offsets.topic.replication.factor":    int32Key(func(c *Config) *int32 { return &c.OffsetsTopicReplicationFactor }).documented(keyDoc{section: "Group coordinator", allowed: "1 .. 32767", meaning: "replicas of `__consumer_offsets`"}),
-	"offsets.topic.segment.bytes":         int32Key(func(c *Config) *int32 { return &c.OffsetsTopicSegmentBytes }).documented(keyDoc{section: "Group coordinator", allowed: "14 .. 2147483647", meaning: "segment size of `__consumer_offsets`"}),
-	"offsets.retention.check.interval.ms": millisKey(func(c *Config) *time.Duration { return &c.OffsetsRetentionCheckInterval }).documented(keyDoc{section: "Group coordinator", allowed: "≥ 1", meaning: "how often expired offsets are looked for"}),
-	"offsets.commit.timeout.ms":           millisKey(func(c *Config) *time.Duration { return &c.OffsetsCommitTimeout }).documented(keyDoc{section: "Group coordinator", allowed: "≥ 1", meaning: "how long an offset commit waits for every in-sync replica"}),
-	"offset.metadata.max.bytes":           int32Key(func(c *Config) *int32 { return &c.OffsetMetadataMaxBytes }).documented(keyDoc{section: "Group coordinator", allowed: "0 .. 2147483647", meaning: "the metadata string of a committed offset"}),
-	"offsets.load.buffer.size":            int32Key(func(c *Config) *int32 { return &c.OffsetsLoadBufferSize }).documented(keyDoc{section: "Group coordinator", allowed: "1 .. 2147483647", meaning: "bytes read at a time when a coordinator loads its partition"}),
+	"group.min.session.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 1",
+		meaning: "the shortest session timeout a member may ask for",
+	}),
+	"group.max.session.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ `group.min.session.timeout.ms`",
+		meaning: "the longest session timeout a member may ask for",
+	}),
+	"group.initial.rebalance.delay.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 0",
+		meaning: "how long a new group waits for more members before its first rebalance",
+	}),
+	"group.max.size": int32Key(func(c *Config) *int32 { return &c.GroupMaxSize }).documented(keyDoc{
+		section: "Group coordinator", allowed: "1 .. 2147483647",
+		meaning: "members of one group (GROUP_MAX_SIZE_REACHED past it)",
+	}),
+	"offsets.topic.num.partitions": int32Key(func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }).documented(keyDoc{
+		section: "Group coordinator", allowed: "1 .. 1000000",
+		meaning: "partitions of `__consumer_offsets`",
+	}),
+	"offsets.topic.replication.factor": int32Key(func(c *Config) *int32 { return &c.OffsetsTopicReplicationFactor }).documented(keyDoc{
+		section: "Group coordinator", allowed: "1 .. 32767",
+		meaning: "replicas of `__consumer_offsets`",
+	}),
+	"offsets.topic.segment.bytes": int32Key(func(c *Config) *int32 { return &c.OffsetsTopicSegmentBytes }).documented(keyDoc{
+		section: "Group coordinator", allowed: "14 .. 2147483647",
+		meaning: "segment size of `__consumer_offsets`",
+	}),
+	"offsets.retention.check.interval.ms": millisKey(func(c *Config) *time.Duration { return &c.OffsetsRetentionCheckInterval }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 1",
+		meaning: "how often expired offsets are looked for",
+	}),
+	"offsets.commit.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.OffsetsCommitTimeout }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 1",
+		meaning: "how long an offset commit waits for every in-sync replica",
+	}),
+	"offset.metadata.max.bytes": int32Key(func(c *Config) *int32 { return &c.OffsetMetadataMaxBytes }).documented(keyDoc{
+		section: "Group coordinator", allowed: "0 .. 2147483647",
+		meaning: "the metadata string of a committed offset",
+	}),
+	"offsets.load.buffer.size": int32Key(func(c *Config) *int32 { return &c.OffsetsLoadBufferSize }).documented(keyDoc{
+		section: "Group coordinator", allowed: "1 .. 2147483647",
+		meaning: "bytes read at a time when a coordinator loads its partition",
+	}),
 	"offsets.retention.minutes": {
-		doc: keyDoc{section: "Group coordinator", allowed: "≥ 1", meaning: "how long committed offsets are kept after their group emptied"},
+		doc: keyDoc{
+			section: "Group coordinator", allowed: "≥ 1",
+			meaning: "how long committed offsets are kept after their group emptied",
+		},
 		set: func(c *Config, k, v string) error {
 			var n int32
 			if err := setInt32(&n, k, v); err != nil {
@@ -850,7 +892,10 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return strconv.FormatInt(int64(c.OffsetsRetention/time.Minute), 10) },
 	},
 	"num.partitions": {
-		doc: keyDoc{section: "Broker", allowed: "1 .. 1000000", meaning: "partitions of an auto-created topic, and of a CreateTopics asking for the default"},
+		doc: keyDoc{
+			section: "Broker", allowed: "1 .. 1000000",
+			meaning: "partitions of an auto-created topic, and of a CreateTopics asking for the default",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.NumPartitions, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.NumPartitions)) },
 	},
@@ -858,29 +903,44 @@ var brokerKeys = map[string]configKey{
 	"max.partitions":         int32Key(func(c *Config) *int32 { return &c.MaxPartitions }).documented(keyDoc{see: seeLimits}),
 	"max.broker.partitions":  int32Key(func(c *Config) *int32 { return &c.MaxBrokerPartitions }).documented(keyDoc{see: seeLimits}),
 	"auto.create.topics.enable": {
-		doc: keyDoc{section: "Broker", allowed: "true, false", meaning: "creates a topic that a Metadata request names, as Kafka"},
+		doc: keyDoc{
+			section: "Broker", allowed: "true, false",
+			meaning: "creates a topic that a Metadata request names, as Kafka",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.AutoCreateTopics, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
 	},
 	"max.connections": {
-		doc: keyDoc{section: "Broker", allowed: "1 .. 2147483647", meaning: "connections of all listeners: at the limit the broker stops accepting until a connection closes"},
+		doc: keyDoc{
+			section: "Broker", allowed: "1 .. 2147483647",
+			meaning: "connections of all listeners: at the limit the broker stops accepting until a connection closes",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnections, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnections)) },
 	},
 	"max.connections.per.ip": {
-		doc: keyDoc{section: "Broker", allowed: "1 .. 2147483647", meaning: "connections from one address: one more is closed at once and logged"},
+		doc: keyDoc{
+			section: "Broker", allowed: "1 .. 2147483647",
+			meaning: "connections from one address: one more is closed at once and logged",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnectionsPerIP, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnectionsPerIP)) },
 	},
 	"max.connections.per.ip.overrides": {
-		doc: keyDoc{section: "Broker", allowed: "`HOST:N,...`", meaning: "per-address exceptions to `max.connections.per.ip`: `127.0.0.1:200,10.0.0.7:5`"},
+		doc: keyDoc{
+			section: "Broker", allowed: "`HOST:N,...`",
+			meaning: "per-address exceptions to `max.connections.per.ip`: `127.0.0.1:200,10.0.0.7:5`",
+		},
 		set: func(c *Config, k, v string) error {
 			return setConnectionOverrides(&c.MaxConnectionsPerIPOverrides, k, v)
 		},
 		get: func(c Config) string { return formatConnectionOverrides(c.MaxConnectionsPerIPOverrides) },
 	},
 	"socket.request.max.bytes": {
-		doc: keyDoc{section: "Broker", allowed: "1 .. 2147483647", meaning: "one request frame: see [Limits and hostile clients](operations.md#limits-and-hostile-clients)"},
+		doc: keyDoc{
+			section: "Broker", allowed: "1 .. 2147483647",
+			meaning: "one request frame: see [Limits and hostile clients](operations.md#limits-and-hostile-clients)",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.SocketRequestMaxBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.SocketRequestMaxBytes)) },
 	},
@@ -895,57 +955,90 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return strconv.Itoa(int(c.FetchMaxBytes)) },
 	},
 	"log.segment.bytes": {
-		doc: keyDoc{section: "Log", allowed: "14 .. 2147483647", meaning: "bytes of a segment before it rolls"},
+		doc: keyDoc{
+			section: "Log", allowed: "14 .. 2147483647",
+			meaning: "bytes of a segment before it rolls",
+		},
 		set: func(c *Config, k, v string) error { return setInt64(&c.LogSegmentBytes, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) },
 	},
 	"log.roll.ms": {
-		doc: keyDoc{section: "Log", allowed: "≥ 1", meaning: "rolls a segment once its first batch is this old"},
+		doc: keyDoc{
+			section: "Log", allowed: "≥ 1",
+			meaning: "rolls a segment once its first batch is this old",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogRoll, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRoll.Milliseconds(), 10) },
 	},
 	"log.retention.bytes": {
-		doc: keyDoc{section: "Log", allowed: "-1 (no limit), or ≥ 0", meaning: "bytes a partition keeps before retention deletes its oldest segments"},
+		doc: keyDoc{
+			section: "Log", allowed: "-1 (no limit), or ≥ 0",
+			meaning: "bytes a partition keeps before retention deletes its oldest segments",
+		},
 		set: func(c *Config, k, v string) error { return setInt64(&c.LogRetentionBytes, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRetentionBytes, 10) },
 	},
 	"log.retention.ms": {
-		doc: keyDoc{section: "Log", allowed: "-1 (forever), or ≥ 0", meaning: "how long a segment is kept (604800000: 7 days)"},
+		doc: keyDoc{
+			section: "Log", allowed: "-1 (forever), or ≥ 0",
+			meaning: "how long a segment is kept (604800000: 7 days)",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogRetention, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRetention.Milliseconds(), 10) },
 	},
 	"log.flush.interval.messages": {
-		doc: keyDoc{section: "Log", allowed: "≥ 1", meaning: "fsync after this many records (the default: never; replication keeps what is acknowledged)"},
+		doc: keyDoc{
+			section: "Log", allowed: "≥ 1",
+			meaning: "fsync after this many records (the default: never; replication keeps what is acknowledged)",
+		},
 		set: func(c *Config, k, v string) error { return setInt64(&c.LogFlushIntervalMessages, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogFlushIntervalMessages, 10) },
 	},
 	"log.flush.interval.ms": {
-		doc: keyDoc{section: "Log", allowed: "≥ 0 (0: never on time)", meaning: "fsync once the oldest unflushed record is this old"},
+		doc: keyDoc{
+			section: "Log", allowed: "≥ 0 (0: never on time)",
+			meaning: "fsync once the oldest unflushed record is this old",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogFlushInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogFlushInterval.Milliseconds(), 10) },
 	},
 	"log.retention.check.interval.ms": {
-		doc: keyDoc{section: "Log", allowed: "≥ 1", meaning: "how often retention (and age-based rolls) run"},
+		doc: keyDoc{
+			section: "Log", allowed: "≥ 1",
+			meaning: "how often retention (and age-based rolls) run",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogRetentionCheckInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRetentionCheckInterval.Milliseconds(), 10) },
 	},
 	"log.open.files.max": {
-		doc: keyDoc{section: "Log", allowed: "1 .. 2147483647", meaning: "tripod's own: the segment files the broker's logs hold open beside those in use; see [Idle replicas and restarts at scale](bench/README.md#idle-replicas-and-restarts-at-scale)"},
+		doc: keyDoc{
+			section: "Log", allowed: "1 .. 2147483647",
+			meaning: "tripod's own: the segment files the broker's logs hold open beside those in use; see [Idle replicas and restarts at scale](bench/README.md#idle-replicas-and-restarts-at-scale)",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.LogOpenFilesMax, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.LogOpenFilesMax)) },
 	},
 	"log.cleaner.enable": {
-		doc: keyDoc{section: "Log compaction", allowed: "true, false", meaning: "runs the log cleaner"},
+		doc: keyDoc{
+			section: "Log compaction", allowed: "true, false",
+			meaning: "runs the log cleaner",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.LogCleanerEnable, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.LogCleanerEnable) },
 	},
 	"log.cleaner.dedupe.buffer.size": {
-		doc: keyDoc{section: "Log compaction", allowed: "≥ 24", meaning: "bytes of the cleaner's offset map"},
+		doc: keyDoc{
+			section: "Log compaction", allowed: "≥ 24",
+			meaning: "bytes of the cleaner's offset map",
+		},
 		set: func(c *Config, k, v string) error { return setInt64(&c.LogCleanerDedupeBufferSize, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogCleanerDedupeBufferSize, 10) },
 	},
 	"log.cleaner.backoff.ms": {
-		doc: keyDoc{section: "Log compaction", allowed: "≥ 1", meaning: "how long the cleaner sleeps when nothing needs cleaning"},
+		doc: keyDoc{
+			section: "Log compaction", allowed: "≥ 1",
+			meaning: "how long the cleaner sleeps when nothing needs cleaning",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogCleanerBackoff, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogCleanerBackoff.Milliseconds(), 10) },
 	},
@@ -955,7 +1048,10 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10) },
 	},
 	"message.max.bytes": {
-		doc: keyDoc{section: "Broker", allowed: "0 .. 2147483647", meaning: "the largest record batch a topic without `max.message.bytes` accepts"},
+		doc: keyDoc{
+			section: "Broker", allowed: "0 .. 2147483647",
+			meaning: "the largest record batch a topic without `max.message.bytes` accepts",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MessageMaxBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) },
 	},
@@ -1060,32 +1156,50 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return coord.FormatRaftVoters(c.Coord.RaftVoters) },
 	},
 	"raft.heartbeat.timeout.ms": {
-		doc: keyDoc{section: "Raft", allowed: "≥ 5", meaning: "hashicorp/raft's HeartbeatTimeout"},
+		doc: keyDoc{
+			section: "Raft", allowed: "≥ 5",
+			meaning: "hashicorp/raft's HeartbeatTimeout",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.RaftHeartbeatTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.Coord.RaftHeartbeatTimeout.Milliseconds(), 10) },
 	},
 	"raft.election.timeout.ms": {
-		doc: keyDoc{section: "Raft", allowed: "≥ 5", meaning: "hashicorp/raft's ElectionTimeout"},
+		doc: keyDoc{
+			section: "Raft", allowed: "≥ 5",
+			meaning: "hashicorp/raft's ElectionTimeout",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.RaftElectionTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.Coord.RaftElectionTimeout.Milliseconds(), 10) },
 	},
 	"raft.leader.lease.timeout.ms": {
-		doc: keyDoc{section: "Raft", allowed: "≤ `raft.heartbeat.timeout.ms`", meaning: "hashicorp/raft's LeaderLeaseTimeout: kept close to the heartbeat timeout, since a shorter one deposes healthy leaders of a loaded machine in the middle of large commits"},
+		doc: keyDoc{
+			section: "Raft", allowed: "≤ `raft.heartbeat.timeout.ms`",
+			meaning: "hashicorp/raft's LeaderLeaseTimeout: kept close to the heartbeat timeout, since a shorter one deposes healthy leaders of a loaded machine in the middle of large commits",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.RaftLeaderLeaseTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.Coord.RaftLeaderLeaseTimeout.Milliseconds(), 10) },
 	},
 	"unclean.leader.election.enable": {
-		doc: keyDoc{section: "Controller", allowed: "true, false", meaning: "elects a replica outside the ISR when no in-sync replica is live; per topic too"},
+		doc: keyDoc{
+			section: "Controller", allowed: "true, false",
+			meaning: "elects a replica outside the ISR when no in-sync replica is live; per topic too",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.UncleanLeaderElection, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.UncleanLeaderElection) },
 	},
 	"auto.leader.rebalance.enable": {
-		doc: keyDoc{section: "Controller", allowed: "true, false", meaning: "moves leaderships back to the preferred replicas"},
+		doc: keyDoc{
+			section: "Controller", allowed: "true, false",
+			meaning: "moves leaderships back to the preferred replicas",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.AutoLeaderRebalance, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.AutoLeaderRebalance) },
 	},
 	"leader.imbalance.check.interval.seconds": {
-		doc: keyDoc{section: "Controller", allowed: "≥ 1", meaning: "how often the controller checks the leaders' balance"},
+		doc: keyDoc{
+			section: "Controller", allowed: "≥ 1",
+			meaning: "how often the controller checks the leaders' balance",
+		},
 		set: func(c *Config, k, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 			if err != nil {
@@ -1097,54 +1211,90 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return strconv.FormatInt(int64(c.LeaderImbalanceCheckInterval/time.Second), 10) },
 	},
 	"leader.imbalance.per.broker.percentage": {
-		doc: keyDoc{section: "Controller", allowed: "0 .. 100", meaning: "the share of a broker's partitions not led by their preferred replica that starts a rebalance"},
+		doc: keyDoc{
+			section: "Controller", allowed: "0 .. 100",
+			meaning: "the share of a broker's partitions not led by their preferred replica that starts a rebalance",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.LeaderImbalancePerBrokerPercentage, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.LeaderImbalancePerBrokerPercentage)) },
 	},
 	"default.replication.factor": {
-		doc: keyDoc{section: "Controller", allowed: "1 .. 32767", meaning: "replicas of an auto-created topic, and of a CreateTopics asking for the default"},
+		doc: keyDoc{
+			section: "Controller", allowed: "1 .. 32767",
+			meaning: "replicas of an auto-created topic, and of a CreateTopics asking for the default",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.DefaultReplicationFactor, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) },
 	},
 	"broker.crash.probe.interval.ms": {
-		doc: keyDoc{section: "Controller", allowed: "0 (off) .. 60000", meaning: "tripod's own: how often the controller probes the brokers; 0 turns off the probes that fence a crashed broker, whose port refuses connections, before its session expires ([architecture](architecture.md#crashed-processes-told-from-slow-ones-crash-probes))"},
+		doc: keyDoc{
+			section: "Controller", allowed: "0 (off) .. 60000",
+			meaning: "tripod's own: how often the controller probes the brokers; 0 turns off the probes that fence a crashed broker, whose port refuses connections, before its session expires ([architecture](architecture.md#crashed-processes-told-from-slow-ones-crash-probes))",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.BrokerProbeInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.BrokerProbeInterval.Milliseconds(), 10) },
 	},
 	"controller.socket.timeout.ms": {
-		doc: keyDoc{section: "Controller", allowed: "100 .. 900000", meaning: "how long a controller request may take before it is sent again"},
+		doc: keyDoc{
+			section: "Controller", allowed: "100 .. 900000",
+			meaning: "how long a controller request may take before it is sent again",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ControllerSocketTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ControllerSocketTimeout.Milliseconds(), 10) },
 	},
 	"replica.lag.time.max.ms": {
-		doc: keyDoc{section: "Replication", allowed: "≥ 1", meaning: "how long a follower may fail to catch up before it leaves the ISR"},
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1",
+			meaning: "how long a follower may fail to catch up before it leaves the ISR",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaLagTimeMax, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ReplicaLagTimeMax.Milliseconds(), 10) },
 	},
 	"min.insync.replicas": {
-		doc: keyDoc{section: "Replication", allowed: "≥ 1", meaning: "the ISR size an acks=all produce needs; per topic too"},
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1",
+			meaning: "the ISR size an acks=all produce needs; per topic too",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MinInsyncReplicas, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MinInsyncReplicas)) },
 	},
 	"replication.truncation": {
-		doc: keyDoc{section: "Replication", allowed: "`epoch`, `hw`", meaning: "how a new follower truncates: to the leader epoch's end (Kafka's KIP-101 rule) or to its own high watermark"},
+		doc: keyDoc{
+			section: "Replication", allowed: "`epoch`, `hw`",
+			meaning: "how a new follower truncates: to the leader epoch's end (Kafka's KIP-101 rule) or to its own high watermark",
+		},
 		set: func(c *Config, k, v string) error { c.ReplicationTruncation = v; return nil },
 		get: func(c Config) string { return c.ReplicationTruncation },
 	},
 	"replica.fetch.wait.max.ms": {
-		doc: keyDoc{section: "Replication", allowed: "≥ 1, below `replica.lag.time.max.ms`", meaning: "how long a follower's fetch waits at the leader for records"},
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1, below `replica.lag.time.max.ms`",
+			meaning: "how long a follower's fetch waits at the leader for records",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaFetchWaitMax, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ReplicaFetchWaitMax.Milliseconds(), 10) },
 	},
-	"num.replica.fetchers": int32Key(func(c *Config) *int32 { return &c.NumReplicaFetchers }).documented(keyDoc{section: "Replication", allowed: "1 .. 64", meaning: "fetchers per leader, each with its own connection and fetch session, partitions shared out by Kafka's hash"}),
+	"num.replica.fetchers": int32Key(func(c *Config) *int32 { return &c.NumReplicaFetchers }).documented(keyDoc{
+		section: "Replication", allowed: "1 .. 64",
+		meaning: "fetchers per leader, each with its own connection and fetch session, partitions shared out by Kafka's hash",
+	}),
 	"replica.fetch.min.bytes": {
-		doc: keyDoc{section: "Replication", allowed: "1 .. 2147483647", meaning: "bytes a follower's fetch waits for"},
+		doc: keyDoc{
+			section: "Replication", allowed: "1 .. 2147483647",
+			meaning: "bytes a follower's fetch waits for",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.ReplicaFetchMinBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.ReplicaFetchMinBytes)) },
 	},
-	"replication.quota.window.num": int32Key(func(c *Config) *int32 { return &c.ReplicationQuotaWindowNum }).documented(keyDoc{section: "Replication throttle sampling", allowed: "≥ 1", meaning: "samples over which a throttled rate is measured"}),
+	"replication.quota.window.num": int32Key(func(c *Config) *int32 { return &c.ReplicationQuotaWindowNum }).documented(keyDoc{
+		section: "Replication throttle sampling", allowed: "≥ 1",
+		meaning: "samples over which a throttled rate is measured",
+	}),
 	"replication.quota.window.size.seconds": {
-		doc: keyDoc{section: "Replication throttle sampling", allowed: "whole seconds, ≥ 1", meaning: "the length of one sample"},
+		doc: keyDoc{
+			section: "Replication throttle sampling", allowed: "whole seconds, ≥ 1",
+			meaning: "the length of one sample",
+		},
 		set: func(c *Config, k, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 			if err != nil {
@@ -1156,36 +1306,54 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return strconv.FormatInt(int64(c.ReplicationQuotaWindowSize/time.Second), 10) },
 	},
 	"replica.fetch.max.bytes": {
-		doc: keyDoc{section: "Replication", allowed: "1 .. 2147483647", meaning: "bytes a follower's fetch asks for per partition"},
+		doc: keyDoc{
+			section: "Replication", allowed: "1 .. 2147483647",
+			meaning: "bytes a follower's fetch asks for per partition",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.ReplicaFetchMaxBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.ReplicaFetchMaxBytes)) },
 	},
 	"replica.fetch.backoff.ms": {
-		doc: keyDoc{section: "Replication", allowed: "≥ 1", meaning: "how long a follower waits after a failed fetch"},
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1",
+			meaning: "how long a follower waits after a failed fetch",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaFetchBackoff, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ReplicaFetchBackoff.Milliseconds(), 10) },
 	},
 	"replica.high.watermark.checkpoint.interval.ms": {
-		doc: keyDoc{section: "Replication", allowed: "≥ 1", meaning: "how often each log dir's `replication-offset-checkpoint` is written"},
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1",
+			meaning: "how often each log dir's `replication-offset-checkpoint` is written",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaHighWatermarkCheckpointInterval, k, v) },
 		get: func(c Config) string {
 			return strconv.FormatInt(c.ReplicaHighWatermarkCheckpointInterval.Milliseconds(), 10)
 		},
 	},
 	"producer.id.expiration.ms": {
-		doc: keyDoc{section: "Idempotent producers", allowed: "≥ 1", meaning: "a partition forgets a producer whose last batch is older"},
+		doc: keyDoc{
+			section: "Idempotent producers", allowed: "≥ 1",
+			meaning: "a partition forgets a producer whose last batch is older",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ProducerIDExpiration, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ProducerIDExpiration.Milliseconds(), 10) },
 	},
 	"producer.id.expiration.check.interval.ms": {
-		doc: keyDoc{section: "Idempotent producers", allowed: "≥ 1", meaning: "how often partitions look for expired producers"},
+		doc: keyDoc{
+			section: "Idempotent producers", allowed: "≥ 1",
+			meaning: "how often partitions look for expired producers",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ProducerIDExpirationCheckInterval, k, v) },
 		get: func(c Config) string {
 			return strconv.FormatInt(c.ProducerIDExpirationCheckInterval.Milliseconds(), 10)
 		},
 	},
 	"controlled.shutdown.enable": {
-		doc: keyDoc{section: "Controller", allowed: "true, false", meaning: "on SIGTERM a broker asks the controller to move its leaderships (ControlledShutdown) before it stops"},
+		doc: keyDoc{
+			section: "Controller", allowed: "true, false",
+			meaning: "on SIGTERM a broker asks the controller to move its leaderships (ControlledShutdown) before it stops",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.ControlledShutdown, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.ControlledShutdown) },
 	},
