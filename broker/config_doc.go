@@ -83,10 +83,10 @@ func PropertyDocs() []PropertyDoc {
 // markdownLink matches a Markdown link, [text](target).
 var markdownLink = regexp.MustCompile(`\[([^\]]*)\]\(([^)]*)\)`)
 
-// PlainText is Markdown text of a property's documentation as plain
+// plainText is Markdown text of a property's documentation as plain
 // text: code spans lose their backticks and a link [text](target)
 // becomes "text (docs/target)".
-func PlainText(markdown string) string {
+func plainText(markdown string) string {
 	s := markdownLink.ReplaceAllString(markdown, "$1 (docs/$2)")
 	return strings.ReplaceAll(s, "`", "")
 }
@@ -95,13 +95,13 @@ func PlainText(markdown string) string {
 // its meaning and allowed values, or where the docs explain it.
 func (d PropertyDoc) Documentation() string {
 	if d.Meaning == "" {
-		return PlainText("explained in " + d.See)
+		return plainText("explained in " + d.See)
 	}
 	text := d.Meaning
 	if d.Allowed != "" {
 		text += "; allowed: " + d.Allowed
 	}
-	return PlainText(text)
+	return plainText(text)
 }
 
 // brokerKeyDocumentation is the documentation DescribeConfigs answers
