@@ -47,7 +47,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 				for _, name := range slices.Sorted(maps.Keys(defaults)) {
 					if wanted(rr.ConfigNames, name) {
 						syn := []configSynonym{{name, defaults[name], kmsg.ConfigSourceDynamicDefaultBrokerConfig}}
-						sr.Configs = append(sr.Configs, describedConfig(r, name, syn, false))
+						sr.Configs = append(sr.Configs, documented(r, describedConfig(r, name, syn, false)))
 					}
 				}
 			case b.entity():
@@ -65,7 +65,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 							c.ConfigSynonyms[i].Value = nil
 						}
 					}
-					sr.Configs = append(sr.Configs, c)
+					sr.Configs = append(sr.Configs, documented(r, c))
 				}
 			default:
 				sr.ErrorCode = kerr.InvalidRequest.Code
@@ -178,6 +178,19 @@ func describedConfig(r *kmsg.DescribeConfigsRequest, name string, syn []configSy
 			cs.Name, cs.Value, cs.Source = s.name, &v, s.source
 			c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
 		}
+	}
+	return c
+}
+
+// documented adds a broker property's documentation to c when the
+// request asks for it (DescribeConfigs v3+), from the broker's property
+// table; a config that is not a broker property keeps none.
+func documented(r *kmsg.DescribeConfigsRequest, c kmsg.DescribeConfigsResponseResourceConfig) kmsg.DescribeConfigsResponseResourceConfig {
+	if !r.IncludeDocumentation || r.Version < 3 {
+		return c
+	}
+	if doc, ok := brokerKeyDocumentation(c.Name); ok {
+		c.Documentation = &doc
 	}
 	return c
 }

@@ -19,9 +19,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -369,6 +371,9 @@ type Config struct {
 // 127.0.0.1:9092 with its data in ./data, and Kafka's defaults for the rest.
 func DefaultConfig() Config {
 	defaultController := controller.DefaultConfig()
+	defaultReplication := replication.DefaultConfig()
+	defaultLog := tlog.DefaultConfig()
+	defaultGroup := group.DefaultConfig()
 	return Config{
 		BrokerID:                   1,
 		Listeners:                  "PLAINTEXT://127.0.0.1:9092",
@@ -383,12 +388,12 @@ func DefaultConfig() Config {
 		FetchMaxBytes:              57671680,
 		MaxConnections:             math.MaxInt32,
 		MaxConnectionsPerIP:        math.MaxInt32,
-		LogSegmentBytes:            1 << 30,
-		LogRoll:                    7 * 24 * time.Hour,
-		LogRetentionBytes:          -1,
-		LogRetention:               7 * 24 * time.Hour,
-		LogFlushIntervalMessages:   math.MaxInt64,
-		LogFlushInterval:           0,
+		LogSegmentBytes:            defaultLog.SegmentBytes,
+		LogRoll:                    defaultLog.RollTime,
+		LogRetentionBytes:          defaultLog.RetentionBytes,
+		LogRetention:               defaultLog.RetentionTime,
+		LogFlushIntervalMessages:   defaultLog.FlushMessages,
+		LogFlushInterval:           defaultLog.FlushInterval,
 		LogRetentionCheckInterval:  5 * time.Minute,
 		LogOpenFilesMax:            tlog.DefaultOpenFilesMax,
 		LogCleanerEnable:           true,
@@ -411,25 +416,25 @@ func DefaultConfig() Config {
 
 		BrokerProbeInterval:                    200 * time.Millisecond,
 		ControllerSocketTimeout:                30 * time.Second,
-		ReplicaLagTimeMax:                      30 * time.Second,
-		MinInsyncReplicas:                      1,
-		ReplicationTruncation:                  "epoch",
+		ReplicaLagTimeMax:                      defaultReplication.ReplicaLagTimeMax,
+		MinInsyncReplicas:                      int32(defaultReplication.MinInsyncReplicas),
+		ReplicationTruncation:                  string(defaultReplication.Truncation),
 		ReplicaFetchWaitMax:                    500 * time.Millisecond,
 		ReplicaFetchMinBytes:                   1,
 		NumReplicaFetchers:                     1,
 		ReplicaFetchMaxBytes:                   1 << 20,
 		ReplicaFetchBackoff:                    200 * time.Millisecond,
-		ReplicationQuotaWindowNum:              11,
-		ReplicationQuotaWindowSize:             time.Second,
+		ReplicationQuotaWindowNum:              replica.QuotaSamples,
+		ReplicationQuotaWindowSize:             replica.QuotaWindow,
 		ReplicaHighWatermarkCheckpointInterval: 5 * time.Second,
 
 		ProducerIDExpiration:              24 * time.Hour,
 		ProducerIDExpirationCheckInterval: 10 * time.Minute,
 
-		GroupMinSessionTimeout:        6 * time.Second,
-		GroupMaxSessionTimeout:        30 * time.Minute,
-		GroupInitialRebalanceDelay:    3 * time.Second,
-		GroupMaxSize:                  math.MaxInt32,
+		GroupMinSessionTimeout:        defaultGroup.MinSessionTimeout,
+		GroupMaxSessionTimeout:        defaultGroup.MaxSessionTimeout,
+		GroupInitialRebalanceDelay:    defaultGroup.InitialRebalanceDelay,
+		GroupMaxSize:                  int32(defaultGroup.MaxSize),
 		OffsetsTopicNumPartitions:     50,
 		OffsetsTopicReplicationFactor: 3,
 		OffsetsTopicSegmentBytes:      104857600,
@@ -635,23 +640,9 @@ func (c Config) Validate() error {
 	if c.MaxConnectionsPerIP < 1 {
 		return fmt.Errorf("max.connections.per.ip %d: must be between 1 and 2147483647", c.MaxConnectionsPerIP)
 	}
-	if c.LogSegmentBytes < 14 || c.LogSegmentBytes > math.MaxInt32 {
-		return fmt.Errorf("log.segment.bytes %d: must be between 14 and 2147483647", c.LogSegmentBytes)
-	}
-	if c.LogRoll < time.Millisecond {
-		return fmt.Errorf("log.roll.ms %d: must be at least 1", c.LogRoll.Milliseconds())
-	}
-	if c.LogRetentionBytes < -1 {
-		return fmt.Errorf("log.retention.bytes %d: must be -1 (no limit) or at least 0", c.LogRetentionBytes)
-	}
-	if c.LogRetention < 0 && c.LogRetention != -time.Millisecond {
-		return fmt.Errorf("log.retention.ms %d: must be -1 (forever) or at least 0", c.LogRetention.Milliseconds())
-	}
-	if c.LogFlushIntervalMessages < 1 {
-		return fmt.Errorf("log.flush.interval.messages %d: must be at least 1", c.LogFlushIntervalMessages)
-	}
-	if c.LogFlushInterval < 0 {
-		return fmt.Errorf("log.flush.interval.ms %d: must be at least 0 (0: never on time)", c.LogFlushInterval.Milliseconds())
+	// The log's own ranges, checked by replication/log, which owns them.
+	if err := c.logConfig(nil).Validate(); err != nil {
+		return err
 	}
 	if c.LogRetentionCheckInterval < time.Millisecond {
 		return fmt.Errorf("log.retention.check.interval.ms %d: must be at least 1", c.LogRetentionCheckInterval.Milliseconds())
@@ -740,24 +731,16 @@ func (c Config) Validate() error {
 	if c.CoordSSL.RaftKeystoreLocation != "" {
 		cc.RaftServerTLS, cc.RaftClientTLS = &tls.Config{}, &tls.Config{}
 	}
-	if err := cc.Validate(); err != nil {
-		return err
-	}
-	return c.logConfig(nil).Validate()
+	return cc.Validate()
 }
 
 // validateGroups checks the group coordinator's properties.
 func (c Config) validateGroups() error {
+	// The group properties' ranges are the group package's.
+	if err := c.groupConfig().Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.GroupMinSessionTimeout < time.Millisecond:
-		return fmt.Errorf("group.min.session.timeout.ms %d: must be at least 1", c.GroupMinSessionTimeout.Milliseconds())
-	case c.GroupMaxSessionTimeout < c.GroupMinSessionTimeout:
-		return fmt.Errorf("group.max.session.timeout.ms %d: must be at least group.min.session.timeout.ms (%d)",
-			c.GroupMaxSessionTimeout.Milliseconds(), c.GroupMinSessionTimeout.Milliseconds())
-	case c.GroupInitialRebalanceDelay < 0:
-		return fmt.Errorf("group.initial.rebalance.delay.ms %d: must be at least 0", c.GroupInitialRebalanceDelay.Milliseconds())
-	case c.GroupMaxSize < 1:
-		return fmt.Errorf("group.max.size %d: must be between 1 and 2147483647", c.GroupMaxSize)
 	case c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > maxPartitions:
 		return fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicNumPartitions, maxPartitions)
 	case c.OffsetsTopicReplicationFactor < 1 || c.OffsetsTopicReplicationFactor > math.MaxInt16:
@@ -781,38 +764,50 @@ func (c Config) validateGroups() error {
 // maxPartitions bounds a topic's partition count.
 const maxPartitions = 1000000
 
-// configKey describes one broker property: how to set it on a Config and
-// how to print it back.
+// configKey describes one broker property: how to set it on a Config,
+// how to print it back, and what it means for its user (the one source
+// of docs/configuration.md's tables, `tripod serve --help-config` and
+// DescribeConfigs' documentation; its default is get of DefaultConfig).
 type configKey struct {
 	set func(c *Config, key, value string) error
 	get func(c Config) string
+	doc keyDoc
 }
 
 // brokerKeys are the properties Set accepts, by Kafka name.
 var brokerKeys = map[string]configKey{
 	"broker.id": {
+		doc: keyDoc{
+			section: "Broker", allowed: "0 .. 2147483647",
+			meaning: "this broker's id in the cluster's metadata (`--broker-id`)",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.BrokerID, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.BrokerID)) },
 	},
 	"listeners": {
+		doc: keyDoc{see: seeListenersTLS},
 		set: func(c *Config, k, v string) error { c.Listeners = v; return nil },
 		get: func(c Config) string { return c.Listeners },
 	},
 	"advertised.listeners": {
+		doc: keyDoc{see: seeListenersTLS},
 		set: func(c *Config, k, v string) error { c.AdvertisedListeners = v; return nil },
 		get: func(c Config) string { return c.AdvertisedListeners },
 	},
 	"listener.security.protocol.map": {
+		doc: keyDoc{see: seeListenersTLS},
 		set: func(c *Config, k, v string) error {
 			return setSecurityProtocolMap(&c.ListenerSecurityProtocolMap, k, v)
 		},
 		get: func(c Config) string { return formatSecurityProtocolMap(c.ListenerSecurityProtocolMap) },
 	},
 	"inter.broker.listener.name": {
+		doc: keyDoc{see: seeListenersTLS},
 		set: func(c *Config, k, v string) error { c.InterBrokerListenerName = strings.TrimSpace(v); return nil },
 		get: func(c Config) string { return c.InterBrokerListenerName },
 	},
 	"security.inter.broker.protocol": {
+		doc: keyDoc{see: seeListenersTLS},
 		set: func(c *Config, k, v string) error {
 			v = strings.ToUpper(strings.TrimSpace(v))
 			if _, ok := securityProtocolIDs[v]; !ok && v != "" {
@@ -824,6 +819,10 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return c.SecurityInterBrokerProtocol },
 	},
 	"log.dirs": {
+		doc: keyDoc{
+			section: "Broker", allowed: "one or more directories, comma separated",
+			meaning: "the directories holding the partition logs and the topic catalogue (`--data-dir`)",
+		},
 		set: func(c *Config, k, v string) error {
 			c.LogDirs = nil
 			for _, d := range strings.Split(v, ",") {
@@ -833,18 +832,55 @@ var brokerKeys = map[string]configKey{
 		},
 		get: func(c Config) string { return strings.Join(c.LogDirs, ",") },
 	},
-	"group.min.session.timeout.ms":        millisKey(func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }),
-	"group.max.session.timeout.ms":        millisKey(func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }),
-	"group.initial.rebalance.delay.ms":    millisKey(func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }),
-	"group.max.size":                      int32Key(func(c *Config) *int32 { return &c.GroupMaxSize }),
-	"offsets.topic.num.partitions":        int32Key(func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }),
-	"offsets.topic.replication.factor":    int32Key(func(c *Config) *int32 { return &c.OffsetsTopicReplicationFactor }),
-	"offsets.topic.segment.bytes":         int32Key(func(c *Config) *int32 { return &c.OffsetsTopicSegmentBytes }),
-	"offsets.retention.check.interval.ms": millisKey(func(c *Config) *time.Duration { return &c.OffsetsRetentionCheckInterval }),
-	"offsets.commit.timeout.ms":           millisKey(func(c *Config) *time.Duration { return &c.OffsetsCommitTimeout }),
-	"offset.metadata.max.bytes":           int32Key(func(c *Config) *int32 { return &c.OffsetMetadataMaxBytes }),
-	"offsets.load.buffer.size":            int32Key(func(c *Config) *int32 { return &c.OffsetsLoadBufferSize }),
+	"group.min.session.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 1",
+		meaning: "the shortest session timeout a member may ask for",
+	}),
+	"group.max.session.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ `group.min.session.timeout.ms`",
+		meaning: "the longest session timeout a member may ask for",
+	}),
+	"group.initial.rebalance.delay.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 0",
+		meaning: "how long a new group waits for more members before its first rebalance",
+	}),
+	"group.max.size": int32Key(func(c *Config) *int32 { return &c.GroupMaxSize }).documented(keyDoc{
+		section: "Group coordinator", allowed: "1 .. 2147483647",
+		meaning: "members of one group (GROUP_MAX_SIZE_REACHED past it)",
+	}),
+	"offsets.topic.num.partitions": int32Key(func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }).documented(keyDoc{
+		section: "Group coordinator", allowed: "1 .. 1000000",
+		meaning: "partitions of `__consumer_offsets`",
+	}),
+	"offsets.topic.replication.factor": int32Key(func(c *Config) *int32 { return &c.OffsetsTopicReplicationFactor }).documented(keyDoc{
+		section: "Group coordinator", allowed: "1 .. 32767",
+		meaning: "replicas of `__consumer_offsets`",
+	}),
+	"offsets.topic.segment.bytes": int32Key(func(c *Config) *int32 { return &c.OffsetsTopicSegmentBytes }).documented(keyDoc{
+		section: "Group coordinator", allowed: "14 .. 2147483647",
+		meaning: "segment size of `__consumer_offsets`",
+	}),
+	"offsets.retention.check.interval.ms": millisKey(func(c *Config) *time.Duration { return &c.OffsetsRetentionCheckInterval }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 1",
+		meaning: "how often expired offsets are looked for",
+	}),
+	"offsets.commit.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.OffsetsCommitTimeout }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 1",
+		meaning: "how long an offset commit waits for every in-sync replica",
+	}),
+	"offset.metadata.max.bytes": int32Key(func(c *Config) *int32 { return &c.OffsetMetadataMaxBytes }).documented(keyDoc{
+		section: "Group coordinator", allowed: "0 .. 2147483647",
+		meaning: "the metadata string of a committed offset",
+	}),
+	"offsets.load.buffer.size": int32Key(func(c *Config) *int32 { return &c.OffsetsLoadBufferSize }).documented(keyDoc{
+		section: "Group coordinator", allowed: "1 .. 2147483647",
+		meaning: "bytes read at a time when a coordinator loads its partition",
+	}),
 	"offsets.retention.minutes": {
+		doc: keyDoc{
+			section: "Group coordinator", allowed: "≥ 1",
+			meaning: "how long committed offsets are kept after their group emptied",
+		},
 		set: func(c *Config, k, v string) error {
 			var n int32
 			if err := setInt32(&n, k, v); err != nil {
@@ -856,111 +892,191 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return strconv.FormatInt(int64(c.OffsetsRetention/time.Minute), 10) },
 	},
 	"num.partitions": {
+		doc: keyDoc{
+			section: "Broker", allowed: "1 .. 1000000",
+			meaning: "partitions of an auto-created topic, and of a CreateTopics asking for the default",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.NumPartitions, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.NumPartitions)) },
 	},
-	"max.request.partitions": int32Key(func(c *Config) *int32 { return &c.MaxRequestPartitions }),
-	"max.partitions":         int32Key(func(c *Config) *int32 { return &c.MaxPartitions }),
-	"max.broker.partitions":  int32Key(func(c *Config) *int32 { return &c.MaxBrokerPartitions }),
+	"max.request.partitions": int32Key(func(c *Config) *int32 { return &c.MaxRequestPartitions }).documented(keyDoc{see: seeLimits}),
+	"max.partitions":         int32Key(func(c *Config) *int32 { return &c.MaxPartitions }).documented(keyDoc{see: seeLimits}),
+	"max.broker.partitions":  int32Key(func(c *Config) *int32 { return &c.MaxBrokerPartitions }).documented(keyDoc{see: seeLimits}),
 	"auto.create.topics.enable": {
+		doc: keyDoc{
+			section: "Broker", allowed: "true, false",
+			meaning: "creates a topic that a Metadata request names, as Kafka",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.AutoCreateTopics, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
 	},
 	"max.connections": {
+		doc: keyDoc{
+			section: "Broker", allowed: "1 .. 2147483647",
+			meaning: "connections of all listeners: at the limit the broker stops accepting until a connection closes",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnections, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnections)) },
 	},
 	"max.connections.per.ip": {
+		doc: keyDoc{
+			section: "Broker", allowed: "1 .. 2147483647",
+			meaning: "connections from one address: one more is closed at once and logged",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnectionsPerIP, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnectionsPerIP)) },
 	},
 	"max.connections.per.ip.overrides": {
+		doc: keyDoc{
+			section: "Broker", allowed: "`HOST:N,...`",
+			meaning: "per-address exceptions to `max.connections.per.ip`: `127.0.0.1:200,10.0.0.7:5`",
+		},
 		set: func(c *Config, k, v string) error {
 			return setConnectionOverrides(&c.MaxConnectionsPerIPOverrides, k, v)
 		},
 		get: func(c Config) string { return formatConnectionOverrides(c.MaxConnectionsPerIPOverrides) },
 	},
 	"socket.request.max.bytes": {
+		doc: keyDoc{
+			section: "Broker", allowed: "1 .. 2147483647",
+			meaning: "one request frame: see [Limits and hostile clients](operations.md#limits-and-hostile-clients)",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.SocketRequestMaxBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.SocketRequestMaxBytes)) },
 	},
 	"queued.max.request.bytes": {
+		doc: keyDoc{see: seeLimits},
 		set: func(c *Config, k, v string) error { return setInt64(&c.QueuedMaxRequestBytes, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.QueuedMaxRequestBytes, 10) },
 	},
 	"fetch.max.bytes": {
+		doc: keyDoc{see: seeLimits},
 		set: func(c *Config, k, v string) error { return setInt32(&c.FetchMaxBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.FetchMaxBytes)) },
 	},
 	"log.segment.bytes": {
+		doc: keyDoc{
+			section: "Log", allowed: "14 .. 2147483647",
+			meaning: "bytes of a segment before it rolls",
+		},
 		set: func(c *Config, k, v string) error { return setInt64(&c.LogSegmentBytes, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) },
 	},
 	"log.roll.ms": {
+		doc: keyDoc{
+			section: "Log", allowed: "≥ 1",
+			meaning: "rolls a segment once its first batch is this old",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogRoll, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRoll.Milliseconds(), 10) },
 	},
 	"log.retention.bytes": {
+		doc: keyDoc{
+			section: "Log", allowed: "-1 (no limit), or ≥ 0",
+			meaning: "bytes a partition keeps before retention deletes its oldest segments",
+		},
 		set: func(c *Config, k, v string) error { return setInt64(&c.LogRetentionBytes, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRetentionBytes, 10) },
 	},
 	"log.retention.ms": {
+		doc: keyDoc{
+			section: "Log", allowed: "-1 (forever), or ≥ 0",
+			meaning: "how long a segment is kept (604800000: 7 days)",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogRetention, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRetention.Milliseconds(), 10) },
 	},
 	"log.flush.interval.messages": {
+		doc: keyDoc{
+			section: "Log", allowed: "≥ 1",
+			meaning: "fsync after this many records (the default: never; replication keeps what is acknowledged)",
+		},
 		set: func(c *Config, k, v string) error { return setInt64(&c.LogFlushIntervalMessages, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogFlushIntervalMessages, 10) },
 	},
 	"log.flush.interval.ms": {
+		doc: keyDoc{
+			section: "Log", allowed: "≥ 0 (0: never on time)",
+			meaning: "fsync once the oldest unflushed record is this old",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogFlushInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogFlushInterval.Milliseconds(), 10) },
 	},
 	"log.retention.check.interval.ms": {
+		doc: keyDoc{
+			section: "Log", allowed: "≥ 1",
+			meaning: "how often retention (and age-based rolls) run",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogRetentionCheckInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogRetentionCheckInterval.Milliseconds(), 10) },
 	},
 	"log.open.files.max": {
+		doc: keyDoc{
+			section: "Log", allowed: "1 .. 2147483647",
+			meaning: "tripod's own: the segment files the broker's logs hold open beside those in use; see [Idle replicas and restarts at scale](bench/README.md#idle-replicas-and-restarts-at-scale)",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.LogOpenFilesMax, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.LogOpenFilesMax)) },
 	},
 	"log.cleaner.enable": {
+		doc: keyDoc{
+			section: "Log compaction", allowed: "true, false",
+			meaning: "runs the log cleaner",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.LogCleanerEnable, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.LogCleanerEnable) },
 	},
 	"log.cleaner.dedupe.buffer.size": {
+		doc: keyDoc{
+			section: "Log compaction", allowed: "≥ 24",
+			meaning: "bytes of the cleaner's offset map",
+		},
 		set: func(c *Config, k, v string) error { return setInt64(&c.LogCleanerDedupeBufferSize, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogCleanerDedupeBufferSize, 10) },
 	},
 	"log.cleaner.backoff.ms": {
+		doc: keyDoc{
+			section: "Log compaction", allowed: "≥ 1",
+			meaning: "how long the cleaner sleeps when nothing needs cleaning",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogCleanerBackoff, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogCleanerBackoff.Milliseconds(), 10) },
 	},
 	"connections.max.idle.ms": {
+		doc: keyDoc{see: seeLimits},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ConnectionsMaxIdle, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10) },
 	},
 	"message.max.bytes": {
+		doc: keyDoc{
+			section: "Broker", allowed: "0 .. 2147483647",
+			meaning: "the largest record batch a topic without `max.message.bytes` accepts",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MessageMaxBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) },
 	},
 	"coordination.backend": {
+		doc: keyDoc{see: seeBackends},
 		set: func(c *Config, k, v string) error { c.Coord.Backend = v; return nil },
 		get: func(c Config) string { return c.Coord.Backend },
 	},
 	"zookeeper.connect": {
+		doc: keyDoc{see: seeBackends},
 		set: func(c *Config, k, v string) error { c.Coord.ZKConnect = v; return nil },
 		get: func(c Config) string { return c.Coord.ZKConnect },
 	},
 	"zookeeper.session.timeout.ms": {
+		doc: keyDoc{see: seeBackends},
 		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.SessionTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.Coord.SessionTimeout.Milliseconds(), 10) },
 	},
 	"etcd.lease.ttl.ms": {
+		doc: keyDoc{see: seeBackends},
 		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.SessionTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.Coord.SessionTimeout.Milliseconds(), 10) },
 	},
 	"etcd.endpoints": {
+		doc: keyDoc{see: seeBackends},
 		set: func(c *Config, k, v string) error {
 			c.Coord.EtcdEndpoints = nil
 			for _, e := range strings.Split(v, ",") {
@@ -973,50 +1089,62 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return strings.Join(c.Coord.EtcdEndpoints, ",") },
 	},
 	"zookeeper.set.acl": {
+		doc: keyDoc{see: seeCoordSecurity},
 		set: func(c *Config, k, v string) error { return setBool(&c.Coord.ZKSetACL, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.Coord.ZKSetACL) },
 	},
 	"zookeeper.digest.username": {
+		doc: keyDoc{see: seeCoordSecurity},
 		set: func(c *Config, k, v string) error { c.Coord.ZKDigestUsername = v; return nil },
 		get: func(c Config) string { return c.Coord.ZKDigestUsername },
 	},
 	"zookeeper.digest.password": {
+		doc: keyDoc{see: seeCoordSecurity},
 		set: func(c *Config, k, v string) error { c.Coord.ZKDigestPassword = v; return nil },
 		get: func(c Config) string { return c.Coord.ZKDigestPassword },
 	},
 	"etcd.username": {
+		doc: keyDoc{see: seeCoordSecurity},
 		set: func(c *Config, k, v string) error { c.Coord.EtcdUsername = v; return nil },
 		get: func(c Config) string { return c.Coord.EtcdUsername },
 	},
 	"etcd.password": {
+		doc: keyDoc{see: seeCoordSecurity},
 		set: func(c *Config, k, v string) error { c.Coord.EtcdPassword = v; return nil },
 		get: func(c Config) string { return c.Coord.EtcdPassword },
 	},
 	"etcd.ssl.truststore.location": {
+		doc: keyDoc{see: seeCoordSecurity},
 		set: func(c *Config, k, v string) error { c.CoordSSL.EtcdTruststoreLocation = v; return nil },
 		get: func(c Config) string { return c.CoordSSL.EtcdTruststoreLocation },
 	},
 	"etcd.ssl.keystore.location": {
+		doc: keyDoc{see: seeCoordSecurity},
 		set: func(c *Config, k, v string) error { c.CoordSSL.EtcdKeystoreLocation = v; return nil },
 		get: func(c Config) string { return c.CoordSSL.EtcdKeystoreLocation },
 	},
 	"raft.ssl.keystore.location": {
+		doc: keyDoc{see: seeCoordSecurity},
 		set: func(c *Config, k, v string) error { c.CoordSSL.RaftKeystoreLocation = v; return nil },
 		get: func(c Config) string { return c.CoordSSL.RaftKeystoreLocation },
 	},
 	"raft.ssl.truststore.location": {
+		doc: keyDoc{see: seeCoordSecurity},
 		set: func(c *Config, k, v string) error { c.CoordSSL.RaftTruststoreLocation = v; return nil },
 		get: func(c Config) string { return c.CoordSSL.RaftTruststoreLocation },
 	},
 	"etcd.prefix": {
+		doc: keyDoc{see: seeBackends},
 		set: func(c *Config, k, v string) error { c.Coord.EtcdPrefix = v; return nil },
 		get: func(c Config) string { return c.Coord.EtcdPrefix },
 	},
 	"raft.listen": {
+		doc: keyDoc{see: seeBackends},
 		set: func(c *Config, k, v string) error { c.Coord.RaftListen = v; return nil },
 		get: func(c Config) string { return c.CoordConfig().RaftListen },
 	},
 	"raft.voters": {
+		doc: keyDoc{see: seeBackends},
 		set: func(c *Config, k, v string) error {
 			voters, err := coord.ParseRaftVoters(v)
 			if err != nil {
@@ -1028,26 +1156,50 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return coord.FormatRaftVoters(c.Coord.RaftVoters) },
 	},
 	"raft.heartbeat.timeout.ms": {
+		doc: keyDoc{
+			section: "Raft", allowed: "≥ 5",
+			meaning: "hashicorp/raft's HeartbeatTimeout",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.RaftHeartbeatTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.Coord.RaftHeartbeatTimeout.Milliseconds(), 10) },
 	},
 	"raft.election.timeout.ms": {
+		doc: keyDoc{
+			section: "Raft", allowed: "≥ 5",
+			meaning: "hashicorp/raft's ElectionTimeout",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.RaftElectionTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.Coord.RaftElectionTimeout.Milliseconds(), 10) },
 	},
 	"raft.leader.lease.timeout.ms": {
+		doc: keyDoc{
+			section: "Raft", allowed: "≤ `raft.heartbeat.timeout.ms`",
+			meaning: "hashicorp/raft's LeaderLeaseTimeout: kept close to the heartbeat timeout, since a shorter one deposes healthy leaders of a loaded machine in the middle of large commits",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.Coord.RaftLeaderLeaseTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.Coord.RaftLeaderLeaseTimeout.Milliseconds(), 10) },
 	},
 	"unclean.leader.election.enable": {
+		doc: keyDoc{
+			section: "Controller", allowed: "true, false",
+			meaning: "elects a replica outside the ISR when no in-sync replica is live; per topic too",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.UncleanLeaderElection, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.UncleanLeaderElection) },
 	},
 	"auto.leader.rebalance.enable": {
+		doc: keyDoc{
+			section: "Controller", allowed: "true, false",
+			meaning: "moves leaderships back to the preferred replicas",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.AutoLeaderRebalance, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.AutoLeaderRebalance) },
 	},
 	"leader.imbalance.check.interval.seconds": {
+		doc: keyDoc{
+			section: "Controller", allowed: "≥ 1",
+			meaning: "how often the controller checks the leaders' balance",
+		},
 		set: func(c *Config, k, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 			if err != nil {
@@ -1059,44 +1211,90 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return strconv.FormatInt(int64(c.LeaderImbalanceCheckInterval/time.Second), 10) },
 	},
 	"leader.imbalance.per.broker.percentage": {
+		doc: keyDoc{
+			section: "Controller", allowed: "0 .. 100",
+			meaning: "the share of a broker's partitions not led by their preferred replica that starts a rebalance",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.LeaderImbalancePerBrokerPercentage, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.LeaderImbalancePerBrokerPercentage)) },
 	},
 	"default.replication.factor": {
+		doc: keyDoc{
+			section: "Controller", allowed: "1 .. 32767",
+			meaning: "replicas of an auto-created topic, and of a CreateTopics asking for the default",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.DefaultReplicationFactor, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) },
 	},
 	"broker.crash.probe.interval.ms": {
+		doc: keyDoc{
+			section: "Controller", allowed: "0 (off) .. 60000",
+			meaning: "tripod's own: how often the controller probes the brokers; 0 turns off the probes that fence a crashed broker, whose port refuses connections, before its session expires ([architecture](architecture.md#crashed-processes-told-from-slow-ones-crash-probes))",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.BrokerProbeInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.BrokerProbeInterval.Milliseconds(), 10) },
 	},
 	"controller.socket.timeout.ms": {
+		doc: keyDoc{
+			section: "Controller", allowed: "100 .. 900000",
+			meaning: "how long a controller request may take before it is sent again",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ControllerSocketTimeout, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ControllerSocketTimeout.Milliseconds(), 10) },
 	},
 	"replica.lag.time.max.ms": {
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1",
+			meaning: "how long a follower may fail to catch up before it leaves the ISR",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaLagTimeMax, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ReplicaLagTimeMax.Milliseconds(), 10) },
 	},
 	"min.insync.replicas": {
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1",
+			meaning: "the ISR size an acks=all produce needs; per topic too",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MinInsyncReplicas, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MinInsyncReplicas)) },
 	},
 	"replication.truncation": {
+		doc: keyDoc{
+			section: "Replication", allowed: "`epoch`, `hw`",
+			meaning: "how a new follower truncates: to the leader epoch's end (Kafka's KIP-101 rule) or to its own high watermark",
+		},
 		set: func(c *Config, k, v string) error { c.ReplicationTruncation = v; return nil },
 		get: func(c Config) string { return c.ReplicationTruncation },
 	},
 	"replica.fetch.wait.max.ms": {
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1, below `replica.lag.time.max.ms`",
+			meaning: "how long a follower's fetch waits at the leader for records",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaFetchWaitMax, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ReplicaFetchWaitMax.Milliseconds(), 10) },
 	},
-	"num.replica.fetchers": int32Key(func(c *Config) *int32 { return &c.NumReplicaFetchers }),
+	"num.replica.fetchers": int32Key(func(c *Config) *int32 { return &c.NumReplicaFetchers }).documented(keyDoc{
+		section: "Replication", allowed: "1 .. 64",
+		meaning: "fetchers per leader, each with its own connection and fetch session, partitions shared out by Kafka's hash",
+	}),
 	"replica.fetch.min.bytes": {
+		doc: keyDoc{
+			section: "Replication", allowed: "1 .. 2147483647",
+			meaning: "bytes a follower's fetch waits for",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.ReplicaFetchMinBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.ReplicaFetchMinBytes)) },
 	},
-	"replication.quota.window.num": int32Key(func(c *Config) *int32 { return &c.ReplicationQuotaWindowNum }),
+	"replication.quota.window.num": int32Key(func(c *Config) *int32 { return &c.ReplicationQuotaWindowNum }).documented(keyDoc{
+		section: "Replication throttle sampling", allowed: "≥ 1",
+		meaning: "samples over which a throttled rate is measured",
+	}),
 	"replication.quota.window.size.seconds": {
+		doc: keyDoc{
+			section: "Replication throttle sampling", allowed: "whole seconds, ≥ 1",
+			meaning: "the length of one sample",
+		},
 		set: func(c *Config, k, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 			if err != nil {
@@ -1108,30 +1306,54 @@ var brokerKeys = map[string]configKey{
 		get: func(c Config) string { return strconv.FormatInt(int64(c.ReplicationQuotaWindowSize/time.Second), 10) },
 	},
 	"replica.fetch.max.bytes": {
+		doc: keyDoc{
+			section: "Replication", allowed: "1 .. 2147483647",
+			meaning: "bytes a follower's fetch asks for per partition",
+		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.ReplicaFetchMaxBytes, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.ReplicaFetchMaxBytes)) },
 	},
 	"replica.fetch.backoff.ms": {
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1",
+			meaning: "how long a follower waits after a failed fetch",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaFetchBackoff, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ReplicaFetchBackoff.Milliseconds(), 10) },
 	},
 	"replica.high.watermark.checkpoint.interval.ms": {
+		doc: keyDoc{
+			section: "Replication", allowed: "≥ 1",
+			meaning: "how often each log dir's `replication-offset-checkpoint` is written",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ReplicaHighWatermarkCheckpointInterval, k, v) },
 		get: func(c Config) string {
 			return strconv.FormatInt(c.ReplicaHighWatermarkCheckpointInterval.Milliseconds(), 10)
 		},
 	},
 	"producer.id.expiration.ms": {
+		doc: keyDoc{
+			section: "Idempotent producers", allowed: "≥ 1",
+			meaning: "a partition forgets a producer whose last batch is older",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ProducerIDExpiration, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.ProducerIDExpiration.Milliseconds(), 10) },
 	},
 	"producer.id.expiration.check.interval.ms": {
+		doc: keyDoc{
+			section: "Idempotent producers", allowed: "≥ 1",
+			meaning: "how often partitions look for expired producers",
+		},
 		set: func(c *Config, k, v string) error { return setMillis(&c.ProducerIDExpirationCheckInterval, k, v) },
 		get: func(c Config) string {
 			return strconv.FormatInt(c.ProducerIDExpirationCheckInterval.Milliseconds(), 10)
 		},
 	},
 	"controlled.shutdown.enable": {
+		doc: keyDoc{
+			section: "Controller", allowed: "true, false",
+			meaning: "on SIGTERM a broker asks the controller to move its leaderships (ControlledShutdown) before it stops",
+		},
 		set: func(c *Config, k, v string) error { return setBool(&c.ControlledShutdown, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.ControlledShutdown) },
 	},
@@ -1515,6 +1737,16 @@ func (c Config) controllerConfig(logger hclog.Logger) controller.Config {
 	cc.MaxBrokerPartitions = int(c.MaxBrokerPartitions)
 	cc.Logger = logger
 	return cc
+}
+
+// groupConfig is the configuration of the group coordinator's groups.
+func (c Config) groupConfig() group.Config {
+	gc := group.DefaultConfig()
+	gc.MinSessionTimeout = c.GroupMinSessionTimeout
+	gc.MaxSessionTimeout = c.GroupMaxSessionTimeout
+	gc.InitialRebalanceDelay = c.GroupInitialRebalanceDelay
+	gc.MaxSize = int(c.GroupMaxSize)
+	return gc
 }
 
 // replicationConfig is the replication configuration of a topic: the

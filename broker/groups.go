@@ -94,13 +94,8 @@ type groupShard struct {
 
 // newGroupCoordinator returns the coordinator of b; start runs its timer.
 func newGroupCoordinator(b *Broker) *groupCoordinator {
-	cfg := group.DefaultConfig()
-	cfg.MinSessionTimeout = b.cfg.GroupMinSessionTimeout
-	cfg.MaxSessionTimeout = b.cfg.GroupMaxSessionTimeout
-	cfg.InitialRebalanceDelay = b.cfg.GroupInitialRebalanceDelay
-	cfg.MaxSize = int(b.cfg.GroupMaxSize)
 	return &groupCoordinator{
-		b: b, cfg: cfg,
+		b: b, cfg: b.cfg.groupConfig(),
 		shards:  map[int32]*groupShard{},
 		wake:    make(chan struct{}, 1),
 		closing: make(chan struct{}),

@@ -27,6 +27,7 @@ func init() {
 		brokerKeys[name] = configKey{
 			set: func(c *Config, key, v string) error { return k.Set(&c.SSL, key, v) },
 			get: func(c Config) string { return k.Get(c.SSL) },
+			doc: keyDoc{see: seeListenersTLS},
 		}
 	}
 }
@@ -44,6 +45,7 @@ type saslProperty struct {
 var saslKeys = map[string]saslProperty{
 	"sasl.enabled.mechanisms": {
 		configKey: configKey{
+			doc: keyDoc{see: seeSASL},
 			set: func(c *Config, k, v string) error {
 				m, err := security.ParseMechanisms(k, v)
 				c.SASL.EnabledMechanisms = m
@@ -55,6 +57,7 @@ var saslKeys = map[string]saslProperty{
 	},
 	"sasl.jaas.config": {
 		configKey: configKey{
+			doc: keyDoc{see: seeSASL},
 			set: func(c *Config, k, v string) error {
 				if err := security.CheckJAAS(k, v); v != "" && err != nil {
 					return err
@@ -69,6 +72,7 @@ var saslKeys = map[string]saslProperty{
 	},
 	"sasl.mechanism.inter.broker.protocol": {
 		configKey: configKey{
+			doc: keyDoc{see: seeSASL},
 			set: func(c *Config, k, v string) error {
 				m, err := security.ParseMechanism(k, v)
 				c.SASL.InterBrokerMechanism = m
@@ -79,15 +83,15 @@ var saslKeys = map[string]saslProperty{
 		configType: kmsg.ConfigTypeString,
 	},
 	"connections.max.reauth.ms": {
-		configKey:  millisKey(func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth }),
+		configKey:  millisKey(func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth }).documented(keyDoc{see: seeSASL}),
 		configType: kmsg.ConfigTypeLong,
 	},
 	"sasl.server.max.receive.size": {
-		configKey:  int32Key(func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }),
+		configKey:  int32Key(func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }).documented(keyDoc{see: seeSASL}),
 		configType: kmsg.ConfigTypeInt,
 	},
 	"connection.failed.authentication.delay.ms": {
-		configKey:  millisKey(func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay }),
+		configKey:  millisKey(func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay }).documented(keyDoc{see: seeLimits}),
 		configType: kmsg.ConfigTypeInt,
 	},
 }
@@ -106,6 +110,7 @@ var authorizerKeys = map[string]struct {
 }{
 	"authorizer.class.name": {
 		configKey: configKey{
+			doc: keyDoc{see: seeAuthorization},
 			set: func(c *Config, _, v string) error { c.Authorizer.ClassName = v; return nil },
 			get: func(c Config) string { return c.Authorizer.ClassName },
 		},
@@ -113,6 +118,7 @@ var authorizerKeys = map[string]struct {
 	},
 	"super.users": {
 		configKey: configKey{
+			doc: keyDoc{see: seeAuthorization},
 			set: func(c *Config, k, v string) error {
 				users, err := security.ParseSuperUsers(k, v)
 				if err == nil {
@@ -126,6 +132,7 @@ var authorizerKeys = map[string]struct {
 	},
 	"allow.everyone.if.no.acl.found": {
 		configKey: configKey{
+			doc: keyDoc{see: seeAuthorization},
 			set: func(c *Config, k, v string) error { return setBool(&c.Authorizer.AllowEveryoneIfNoACLFound, k, v) },
 			get: func(c Config) string { return strconv.FormatBool(c.Authorizer.AllowEveryoneIfNoACLFound) },
 		},

@@ -28,11 +28,12 @@ type Config struct {
 	// MinSessionTimeout and MaxSessionTimeout bound the session timeout a
 	// member asks for in JoinGroup (group.min.session.timeout.ms, default
 	// 6 s; group.max.session.timeout.ms, default 30 min); a join outside
-	// them gets INVALID_SESSION_TIMEOUT. Each 0 .. MaxInt32 ms, Min <= Max.
+	// them gets INVALID_SESSION_TIMEOUT. Min at least 1 ms, Max at least
+	// Min.
 	MinSessionTimeout, MaxSessionTimeout time.Duration
 	// InitialRebalanceDelay is how long the first rebalance of an Empty
 	// group waits for more members (group.initial.rebalance.delay.ms,
-	// default 3 s; 0 .. MaxInt32 ms). While a brand-new group (generation
+	// default 3 s; at least 0). While a brand-new group (generation
 	// 0) waits, each window in which a new member joined is followed by
 	// another of the same length, never beyond the rebalance timeout
 	// (Kafka's InitialDelayedJoin).
@@ -57,19 +58,18 @@ func DefaultConfig() Config {
 	}
 }
 
-// maxPropertyDuration is the longest duration a Kafka int32 millisecond property
-// holds.
-const maxPropertyDuration = time.Duration(math.MaxInt32) * time.Millisecond
-
-// Validate checks ranges and names the bad key.
+// Validate checks ranges and names the bad key. The session timeouts
+// and the initial delay have no upper bound, as the broker's
+// configuration has always taken them.
 func (c Config) Validate() error {
 	switch {
-	case c.MinSessionTimeout < 0 || c.MinSessionTimeout > maxPropertyDuration:
-		return fmt.Errorf("group.min.session.timeout.ms %d: must be between 0 and %d", c.MinSessionTimeout.Milliseconds(), math.MaxInt32)
-	case c.MaxSessionTimeout < c.MinSessionTimeout || c.MaxSessionTimeout > maxPropertyDuration:
-		return fmt.Errorf("group.max.session.timeout.ms %d: must be between group.min.session.timeout.ms (%d) and %d", c.MaxSessionTimeout.Milliseconds(), c.MinSessionTimeout.Milliseconds(), math.MaxInt32)
-	case c.InitialRebalanceDelay < 0 || c.InitialRebalanceDelay > maxPropertyDuration:
-		return fmt.Errorf("group.initial.rebalance.delay.ms %d: must be between 0 and %d", c.InitialRebalanceDelay.Milliseconds(), math.MaxInt32)
+	case c.MinSessionTimeout < time.Millisecond:
+		return fmt.Errorf("group.min.session.timeout.ms %d: must be at least 1", c.MinSessionTimeout.Milliseconds())
+	case c.MaxSessionTimeout < c.MinSessionTimeout:
+		return fmt.Errorf("group.max.session.timeout.ms %d: must be at least group.min.session.timeout.ms (%d)",
+			c.MaxSessionTimeout.Milliseconds(), c.MinSessionTimeout.Milliseconds())
+	case c.InitialRebalanceDelay < 0:
+		return fmt.Errorf("group.initial.rebalance.delay.ms %d: must be at least 0", c.InitialRebalanceDelay.Milliseconds())
 	case c.MaxSize < 1 || c.MaxSize > math.MaxInt32:
 		return fmt.Errorf("group.max.size %d: must be between 1 and %d", c.MaxSize, math.MaxInt32)
 	}

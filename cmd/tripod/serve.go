@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	httppprof "net/http/pprof"
@@ -48,6 +50,8 @@ type serveOptions struct {
 	// heapFloor is the smallest heap goal of the garbage collector, in
 	// bytes (internal/gcfloor); 0 leaves Go's pacing alone.
 	heapFloor int64
+	// helpConfig lists the broker's properties instead of serving.
+	helpConfig bool
 
 	// warnings are the Kafka properties given that have no effect in
 	// tripod, logged once the logger exists.
@@ -92,9 +96,15 @@ trace), for ` + "`go tool pprof`" + ` and ` + "`go tool trace`" + `.
 before the heap reaches that size: a broker's live heap is small and what
 it allocates is mostly short-lived record buffers, so Go's default goal
 (twice the live heap) would collect dozens of times a second. It is off
-with --heap-floor 0 or when the GOGC environment variable is set.`,
+with --heap-floor 0 or when the GOGC environment variable is set.
+
+--help-config lists every property with its default, whether it changes
+on a running broker (dynamic), the values it may take and what it does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.helpConfig {
+				return writePropertyHelp(cmd.OutOrStdout())
+			}
 			cfg, err := opts.config(cmd)
 			if err != nil {
 				return err
@@ -122,7 +132,23 @@ with --heap-floor 0 or when the GOGC environment variable is set.`,
 	f.StringVar(&opts.metricsListen, "metrics-listen", "", "HOST:PORT serving Prometheus metrics at /metrics; empty: no metrics")
 	f.BoolVar(&opts.pprof, "pprof", false, "also serve Go's runtime profiles at /debug/pprof/ on --metrics-listen")
 	f.Int64Var(&opts.heapFloor, "heap-floor", defaultHeapFloor, "smallest heap in bytes at which the garbage collector runs; 0, or GOGC set in the environment: Go's default pacing")
+	f.BoolVar(&opts.helpConfig, "help-config", false, "list every property (--set key=value, --config) with its default and meaning, and exit")
 	return cmd
+}
+
+// writePropertyHelp lists every broker property, for --help-config: its
+// name and default, then what it does and the values it may take, from
+// the broker's property table.
+func writePropertyHelp(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	for _, p := range broker.PropertyDocs() {
+		dynamic := ""
+		if p.Dynamic {
+			dynamic = " (dynamic)"
+		}
+		fmt.Fprintf(bw, "%s=%s%s\n    %s\n", p.Name, p.Default, dynamic, p.Documentation())
+	}
+	return bw.Flush()
 }
 
 // config assembles the broker configuration: defaults, then the file, then

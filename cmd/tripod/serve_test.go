@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/broker"
 )
 
 // tripodBin is the tripod binary TestMain builds for the process tests.
@@ -283,5 +285,32 @@ func TestServeSettingsPrecedence(t *testing.T) {
 	}
 	if cfg.LogDirs[0] != "./data" || cfg.Listeners != "PLAINTEXT://127.0.0.1:9092" {
 		t.Errorf("defaults: got log.dirs %v listeners %s", cfg.LogDirs, cfg.Listeners)
+	}
+}
+
+// TestServeHelpConfigListsEveryProperty: `tripod serve --help-config`
+// lists every property Set accepts, with its default and documentation
+// from the broker's property table.
+func TestServeHelpConfigListsEveryProperty(t *testing.T) {
+	cmd := newServeCmdWith(&serveOptions{})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--help-config"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("serve --help-config: got %v, want nil", err)
+	}
+	text := out.String()
+	for _, p := range broker.PropertyDocs() {
+		if !strings.Contains(text, "\n"+p.Name+"=") && !strings.HasPrefix(text, p.Name+"=") {
+			t.Errorf("serve --help-config: got no line for %s, want one", p.Name)
+		}
+	}
+	for _, want := range []string{
+		"log.segment.bytes=1073741824 (dynamic)\n    bytes of a segment before it rolls; allowed: 14 .. 2147483647\n",
+		"ssl.keystore.location=\n    explained in Listeners and TLS (docs/security.md#listeners-and-tls)\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("serve --help-config: got no %q, want it", want)
+		}
 	}
 }
