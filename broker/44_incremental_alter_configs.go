@@ -155,7 +155,7 @@ func (b *Broker) alterConfigs(ctx context.Context, req *request, resources []alt
 		seen[fmt.Sprint(ar.typ, "/", ar.name)]++
 	}
 	var remote []int
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	for i, ar := range resources {
 		switch {
 		case seen[fmt.Sprint(ar.typ, "/", ar.name)] > 1:
@@ -340,7 +340,7 @@ func (b *Broker) forwardToController(ctx context.Context, req kmsg.Request) (kms
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
-		resp, err := b.askController(ctx, req)
+		resp, err := b.member.askController(ctx, req)
 		if err == nil && !answeredNotController(resp) {
 			return resp, nil
 		}

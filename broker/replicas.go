@@ -81,7 +81,7 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerID coord.
 			return kerr.StaleControllerEpoch.Code
 		}
 	default:
-		if named := b.backendController(); named.ID != controllerID || named.Epoch != controllerEpoch {
+		if named := b.member.backendController(); named.ID != controllerID || named.Epoch != controllerEpoch {
 			b.logger.Warn("refused a controller request whose controller and epoch the coordination backend does not name",
 				"controller", controllerID, "controller_epoch", controllerEpoch,
 				"backend_controller", named.ID, "backend_controller_epoch", named.Epoch)
@@ -90,7 +90,7 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerID coord.
 	}
 	wait, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
 	defer cancel()
-	if !b.checkBrokerEpoch(wait, brokerEpoch) {
+	if !b.member.checkBrokerEpoch(wait, brokerEpoch) {
 		return kerr.StaleBrokerEpoch.Code
 	}
 	b.controllerEpoch, b.controllerID = controllerEpoch, controllerID
