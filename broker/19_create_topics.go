@@ -185,7 +185,7 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 // v5+ response.
 func (b *Broker) createTopicConfigs(configs map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
-	st := b.dynamic().configs
+	st := b.dyn.current().configs
 	for _, name := range topicKeyNames() {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = name

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,7 +26,6 @@ import (
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
 	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
 	_ "github.com/tripodmq/tripod/coord/zk"   // coordination.backend=zk
-	"github.com/tripodmq/tripod/internal/notify"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -116,13 +114,8 @@ type Broker struct {
 	// returns after its connections end) and the background loops.
 	wg sync.WaitGroup
 
-	// configsMu orders the application of dynamic configs (applyConfigs)
-	// with the registration of new replicas (addReplica); dyn is the
-	// dynamic state last applied, nil before the first; configsChanged
-	// (guarded by configsMu) announces every state applied.
-	configsMu      sync.Mutex
-	dyn            atomic.Pointer[dynamicState]
-	configsChanged notify.Broadcast
+	// dyn is the dynamic configs this broker follows and applies.
+	dyn *dynamicConfigs
 	// leaderQuota and followerQuota are the replication throttles.
 	leaderQuota, followerQuota *replica.Quota
 
@@ -161,6 +154,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.partitionFor(tp.Topic, tp.Partition) }
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
+	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota, partitions: b.allPartitions}
 	b.metrics = newMetrics(b)
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
@@ -215,6 +209,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
+	b.dyn.backend = backend
 	b.member = &membership{
 		cfg:         &b.cfg,
 		logger:      logger,
@@ -260,7 +255,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	}()
 	go func() {
 		defer b.runWG.Done()
-		b.watchConfigs(runCtx)
+		b.dyn.watchConfigs(runCtx)
 	}()
 	go func() {
 		defer b.runWG.Done()
