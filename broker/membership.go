@@ -378,6 +378,8 @@ func (m *membership) controller() *controller.Controller {
 	return m.ctrl
 }
 
+// setController records c as the controller this broker runs and snd as
+// its sender, or none when both are nil.
 func (m *membership) setController(c *controller.Controller, snd *sender) {
 	m.ctrlMu.Lock()
 	m.ctrl, m.snd = c, snd
