@@ -28,7 +28,7 @@ func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Resp
 	r := req.kreq.(*kmsg.LeaderAndISRRequest)
 	resp := r.ResponseKind().(*kmsg.LeaderAndISRResponse)
 	cr := leaderAndIsrFromWire(r)
-	if err := b.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
+	if err := b.member.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
 		return nil, nil, err
 	}
 	var codes []int16

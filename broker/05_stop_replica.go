@@ -41,7 +41,7 @@ func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Respo
 		requests[false] = &controller.StopReplicaRequest{ControllerID: coord.BrokerID(r.ControllerID),
 			ControllerEpoch: int64(r.ControllerEpoch), BrokerEpoch: r.BrokerEpoch}
 	}
-	if err := b.awaitBackendController(ctx, int64(r.ControllerEpoch)); err != nil {
+	if err := b.member.awaitBackendController(ctx, int64(r.ControllerEpoch)); err != nil {
 		return nil, nil, err
 	}
 	for _, cr := range requests {

@@ -30,7 +30,7 @@ func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Re
 	r := req.kreq.(*kmsg.UpdateMetadataRequest)
 	resp := r.ResponseKind().(*kmsg.UpdateMetadataResponse)
 	cr := updateMetadataFromWire(r, b.interBroker.name)
-	if err := b.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
+	if err := b.member.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
 		return nil, nil, err
 	}
 	resp.ErrorCode = b.applyUpdateMetadata(ctx, cr)

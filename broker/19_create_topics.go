@@ -27,7 +27,7 @@ func init() { registerAPI(19, 0, 7, handleCreateTopics) }
 func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.CreateTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	return nil, func(ctx context.Context) kmsg.Response {
 		seen := make(map[string]int)
 		for _, rt := range r.Topics {
@@ -66,7 +66,7 @@ func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			}
 			if err == nil && !r.ValidateOnly {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
-				b.waitPropagated(wctx)
+				b.member.waitPropagated(wctx)
 				if !b.waitForCache(wctx, func() bool { return b.topicReady(rt.Topic, created.Partitions()) }) {
 					kind, err = kerr.RequestTimedOut, fmt.Errorf("topic %s created; its leaders are not known here yet", rt.Topic)
 				}
@@ -185,7 +185,7 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 // v5+ response.
 func (b *Broker) createTopicConfigs(configs map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
-	st := b.dynamic().configs
+	st := b.dyn.current().configs
 	for _, name := range topicKeyNames() {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = name

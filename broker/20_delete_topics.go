@@ -35,7 +35,7 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			targets = append(targets, target{name: &name})
 		}
 	}
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	return nil, func(ctx context.Context) kmsg.Response {
 		for _, tg := range targets {
 			st := kmsg.NewDeleteTopicsResponseTopic()
@@ -64,7 +64,7 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			}
 			if err == nil {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
-				b.waitPropagated(wctx)
+				b.member.waitPropagated(wctx)
 				b.waitForCache(wctx, func() bool { _, ok := b.cache.topic(name); return !ok })
 				cancel()
 			} else {

@@ -30,7 +30,7 @@ func init() { registerAPI(32, 0, 4, handleDescribeConfigs) }
 func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DescribeConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
-	st := b.dynamic().configs
+	st := b.dyn.current().configs
 	for _, rr := range r.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType = rr.ResourceType
@@ -50,7 +50,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 						sr.Configs = append(sr.Configs, documented(r, describedConfig(r, name, syn, false)))
 					}
 				}
-			case b.entity():
+			case b.dyn.entity():
 				names := append(BrokerKeys(), leaderThrottleRateKey, followerThrottleRateKey)
 				slices.Sort(names)
 				for _, name := range names {
@@ -78,7 +78,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 				err = fmt.Errorf("topic %s does not exist", rr.ResourceName)
 				break
 			}
-			configs, watched := b.watchedTopicConfigs([]string{rr.ResourceName})[rr.ResourceName]
+			configs, watched := b.dyn.watchedTopicConfigs([]string{rr.ResourceName})[rr.ResourceName]
 			if !watched {
 				configs = b.topicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
 			}
@@ -116,7 +116,7 @@ type configSynonym struct {
 // broker, in precedence order.
 func (b *Broker) brokerSynonyms(st *coord.ConfigState, name string) []configSynonym {
 	var syn []configSynonym
-	for _, v := range b.dynamicBrokerValues(st, name) {
+	for _, v := range b.dyn.dynamicBrokerValues(st, name) {
 		syn = append(syn, configSynonym{name, v.value, dynamicSource(v.entity)})
 	}
 	if isRateKey(name) {
@@ -132,7 +132,7 @@ func (b *Broker) brokerSynonyms(st *coord.ConfigState, name string) []configSyno
 func (b *Broker) topicDefaultSynonyms(st *coord.ConfigState, name string) []configSynonym {
 	var syn []configSynonym
 	if key := topicKeys[name].brokerKey; key != "" && isDynamicBrokerKey(key) {
-		for _, v := range b.dynamicBrokerValues(st, key) {
+		for _, v := range b.dyn.dynamicBrokerValues(st, key) {
 			syn = append(syn, configSynonym{key, kafkaMeaning(key, v.value), dynamicSource(v.entity)})
 		}
 	}

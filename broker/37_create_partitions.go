@@ -20,7 +20,7 @@ func init() { registerAPI(37, 0, 3, handleCreatePartitions) }
 func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.CreatePartitionsRequest)
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	return nil, func(ctx context.Context) kmsg.Response {
 		tooMany := b.checkRequestPartitions(req, b.createPartitionsCount(r))
 		for _, rt := range r.Topics {
@@ -49,7 +49,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 				st.ErrorMessage = &msg
 			} else if !r.ValidateOnly {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
-				b.waitPropagated(wctx)
+				b.member.waitPropagated(wctx)
 				if !b.waitForCache(wctx, func() bool { return b.topicReady(rt.Topic, int(rt.Count)) }) {
 					st.ErrorCode = kerr.RequestTimedOut.Code
 				}

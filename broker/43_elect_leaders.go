@@ -20,7 +20,7 @@ func init() { registerAPI(43, 0, 2, handleElectLeaders) }
 func handleElectLeaders(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ElectLeadersRequest)
 	resp := r.ResponseKind().(*kmsg.ElectLeadersResponse)
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	if r.ElectionType != 0 && r.ElectionType != 1 {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil, nil
@@ -44,7 +44,7 @@ func handleElectLeaders(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			resp.ErrorCode = kafkaerr.Controller.Error(err).Code
 			return resp
 		}
-		b.waitPropagated(ctx)
+		b.member.waitPropagated(ctx)
 		byTopic := map[string]int{}
 		for tp, perr := range results {
 			i, ok := byTopic[tp.Topic]

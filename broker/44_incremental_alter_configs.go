@@ -155,7 +155,7 @@ func (b *Broker) alterConfigs(ctx context.Context, req *request, resources []alt
 		seen[fmt.Sprint(ar.typ, "/", ar.name)]++
 	}
 	var remote []int
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	for i, ar := range resources {
 		switch {
 		case seen[fmt.Sprint(ar.typ, "/", ar.name)] > 1:
@@ -256,7 +256,7 @@ func (b *Broker) alterBrokerConfigs(ctx context.Context, ar alterResource, valid
 		if id, err := strconv.ParseInt(ar.name, 10, 32); err != nil || int32(id) != b.cfg.BrokerID {
 			return configOutcome{kerr.InvalidRequest, fmt.Errorf("unexpected broker id, expected %d or empty string, but received %s", b.cfg.BrokerID, ar.name)}
 		}
-		entity = b.entity()
+		entity = b.dyn.entity()
 	}
 	if err := checkAlterations(ar.alts); err != nil {
 		return configOutcome{kerr.InvalidConfig, fmt.Errorf("broker %s: %w", ar.name, err)}
@@ -268,7 +268,7 @@ func (b *Broker) alterBrokerConfigs(ctx context.Context, ar alterResource, valid
 		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("broker configs: %w", err)}
 	}
 	next := coord.ApplyConfigAlterations(st.Brokers[entity], ar.replace, ar.alts)
-	if err := b.validateBrokerConfigs(next); err != nil {
+	if err := b.dyn.validateBrokerConfigs(next); err != nil {
 		if errors.Is(err, errNotDynamic) {
 			return configOutcome{kerr.InvalidRequest, err}
 		}
@@ -312,9 +312,7 @@ func (b *Broker) awaitConfigs(ctx context.Context, cond func(*coord.ConfigState)
 	ctx, cancel := context.WithTimeout(ctx, configApplyWait)
 	defer cancel()
 	for {
-		b.configsMu.Lock()
-		st, changed := b.dynamic().configs, b.configsChanged.Next()
-		b.configsMu.Unlock()
+		st, changed := b.dyn.appliedConfigs()
 		if st != nil && cond(st) {
 			return
 		}
@@ -340,7 +338,7 @@ func (b *Broker) forwardToController(ctx context.Context, req kmsg.Request) (kms
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
-		resp, err := b.askController(ctx, req)
+		resp, err := b.member.askController(ctx, req)
 		if err == nil && !answeredNotController(resp) {
 			return resp, nil
 		}

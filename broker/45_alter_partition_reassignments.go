@@ -26,7 +26,7 @@ func init() { registerAPI(45, 0, 1, handleAlterPartitionReassignments) }
 func handleAlterPartitionReassignments(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	if ctrl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		msg := fmt.Sprintf("broker %d is not the controller", b.cfg.BrokerID)

@@ -23,7 +23,7 @@ func init() { registerAPI(46, 0, 0, handleListPartitionReassignments) }
 func handleListPartitionReassignments(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	if ctrl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		msg := fmt.Sprintf("broker %d is not the controller", b.cfg.BrokerID)

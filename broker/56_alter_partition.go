@@ -21,7 +21,7 @@ func init() { registerAPI(56, 0, alterPartitionVersion, handleAlterPartition) }
 func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.AlterPartitionRequest)
 	resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	if ctrl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil, nil

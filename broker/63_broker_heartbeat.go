@@ -25,7 +25,7 @@ func init() { registerAPI(63, brokerHeartbeatVersion, brokerHeartbeatVersion, ha
 func handleBrokerHeartbeat(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.BrokerHeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	if ctrl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil, nil

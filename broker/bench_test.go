@@ -370,8 +370,8 @@ func BenchmarkRestartFollowerBackInISR(bm *testing.B) {
 func createWideTopic(tb testing.TB, b *Broker, name string, n int) {
 	tb.Helper()
 	ctx := testContext(tb, 10*time.Minute)
-	waitFor(tb, ctx, "broker to be the controller", func() bool { return b.controller() != nil })
-	if _, err := b.controller().CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: n, ReplicationFactor: 1}); err != nil {
+	waitFor(tb, ctx, "broker to be the controller", func() bool { return b.member.controller() != nil })
+	if _, err := b.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: n, ReplicationFactor: 1}); err != nil {
 		tb.Fatalf("create topic %s: %v", name, err)
 	}
 	waitFor(tb, ctx, "the topic's partitions held", func() bool { return b.heldLeaders(name) == n })

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,12 +22,10 @@ import (
 	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
-	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
 	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
 	_ "github.com/tripodmq/tripod/coord/zk"   // coordination.backend=zk
-	"github.com/tripodmq/tripod/internal/notify"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -66,29 +63,10 @@ type Broker struct {
 	// state.
 	updateEpoch int64
 
-	// epochMu guards the broker epoch state (see checkBrokerEpoch).
-	epochMu sync.Mutex
-	// brokerEpoch is the live session's broker epoch, -1 between
-	// sessions; epochFloor is the lowest epoch that may still be this
-	// process's; epochChanged announces every change.
-	brokerEpoch  int64
-	epochFloor   int64
-	epochChanged notify.Broadcast
-
-	// backendCtrlMu guards backendCtrl, the controller the coordination
-	// backend names as this broker last learnt it (watchController, a
-	// read, or its own election), and backendCtrlChanged, announcing
-	// every change: a controller epoch above the accepted one is taken
-	// only if the backend names it (acceptControllerLocked).
-	backendCtrlMu      sync.Mutex
-	backendCtrl        coord.ControllerInfo
-	backendCtrlChanged notify.Broadcast
-
-	// ctrlMu guards ctrl, the controller this broker runs, if any, and
-	// its sender.
-	ctrlMu sync.Mutex
-	ctrl   *controller.Controller
-	snd    *sender
+	// member is this broker's membership of the cluster: its sessions
+	// and broker epochs, the controller the backend names, the controller
+	// it runs when elected, and its clients of the other brokers.
+	member *membership
 
 	// producerIDs hands out producer ids from blocks the backend
 	// reserves for this broker.
@@ -119,11 +97,6 @@ type Broker struct {
 	// interval; it is taken before a partition's repMu.
 	waitMu  sync.Mutex
 	waiting map[*partition]struct{}
-	// lastEpoch is the broker epoch of this broker's latest registration
-	// on its log dirs (registrationFile), 0 if unknown. Holding the dir
-	// locks proves that its process is dead, so Register may replace it.
-	// Read by New, then owned by the membership loop (run).
-	lastEpoch int64
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -141,13 +114,8 @@ type Broker struct {
 	// returns after its connections end) and the background loops.
 	wg sync.WaitGroup
 
-	// configsMu orders the application of dynamic configs (applyConfigs)
-	// with the registration of new replicas (addReplica); dyn is the
-	// dynamic state last applied, nil before the first; configsChanged
-	// (guarded by configsMu) announces every state applied.
-	configsMu      sync.Mutex
-	dyn            atomic.Pointer[dynamicState]
-	configsChanged notify.Broadcast
+	// dyn is the dynamic configs this broker follows and applies.
+	dyn *dynamicConfigs
 	// leaderQuota and followerQuota are the replication throttles.
 	leaderQuota, followerQuota *replica.Quota
 
@@ -160,7 +128,7 @@ type Broker struct {
 // New opens the coordination backend (cfg.Coord), binds the listeners
 // (loading the SSL listeners' keys and certificates) and starts serving
 // on each; registration, the campaign and the controller run in the
-// background (see run), so New does not wait for the cluster to form.
+// background (membership.run), so New does not wait for the cluster to form.
 // Partition logs under cfg.LogDirs are opened when the controller assigns
 // them. logger may be nil (no logging).
 func New(cfg Config, logger hclog.Logger) (*Broker, error) {
@@ -176,18 +144,17 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		logger:         logger,
 		cache:          newMetadataCache(),
 		replicas:       make(map[coord.TopicPartition]*partition),
-		brokerEpoch:    -1,
 		closing:        make(chan struct{}),
 		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, maxSessionRefresh), nil),
 
 		controllerID: coord.NoBroker,
-		backendCtrl:  coord.ControllerInfo{ID: coord.NoBroker},
 
 		waiting: map[*partition]struct{}{},
 	}
 	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.partitionFor(tp.Topic, tp.Partition) }
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
+	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota, partitions: b.allPartitions}
 	b.metrics = newMetrics(b)
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
@@ -209,7 +176,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.logDirs = logDirs
-	b.lastEpoch = readRegistrationEpoch(cfg.LogDirs[0])
+	lastEpoch := readRegistrationEpoch(cfg.LogDirs[0])
 	ckpt, err := replica.ReadHWCheckpoints(cfg.LogDirs)
 	if err != nil {
 		b.logDirs.Unlock()
@@ -242,6 +209,24 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
+	b.dyn.backend = backend
+	b.member = &membership{
+		cfg:         &b.cfg,
+		logger:      logger,
+		backend:     backend,
+		cache:       b.cache,
+		interBroker: b.interBroker,
+		self:        b.self,
+		acceptedControllerEpoch: func() int64 {
+			b.stateMu.Lock()
+			defer b.stateMu.Unlock()
+			return b.controllerEpoch
+		},
+		newSender:   func() *sender { return newSender(b) },
+		lastEpoch:   lastEpoch,
+		brokerEpoch: -1,
+		backendCtrl: coord.ControllerInfo{ID: coord.NoBroker},
+	}
 	saslListeners := make([]*security.SASLListener, len(b.listeners))
 	for i, l := range b.listeners {
 		saslListeners[i] = l.sasl
@@ -266,11 +251,11 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	b.runWG.Add(5)
 	go func() {
 		defer b.runWG.Done()
-		b.run(runCtx)
+		b.member.run(runCtx)
 	}()
 	go func() {
 		defer b.runWG.Done()
-		b.watchConfigs(runCtx)
+		b.dyn.watchConfigs(runCtx)
 	}()
 	go func() {
 		defer b.runWG.Done()
@@ -278,18 +263,18 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	}()
 	go func() {
 		defer b.runWG.Done()
-		b.watchMembers(runCtx)
+		b.member.watchMembers(runCtx)
 	}()
 	if cfg.BrokerProbeInterval > 0 {
 		b.runWG.Add(1)
 		go func() {
 			defer b.runWG.Done()
-			b.probeController(runCtx, cfg.BrokerProbeInterval)
+			b.member.probeController(runCtx, cfg.BrokerProbeInterval)
 		}()
 	}
 	go func() {
 		defer b.runWG.Done()
-		b.watchController(runCtx)
+		b.member.watchController(runCtx)
 	}()
 	b.wg.Add(len(b.listeners))
 	for _, l := range b.listeners {
@@ -352,7 +337,7 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		if b.cfg.ControlledShutdown {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*b.cfg.Coord.SessionTimeout)
-			b.controlledShutdown(ctx)
+			b.member.controlledShutdown(ctx)
 			cancel()
 		}
 		b.stopRun()

@@ -241,7 +241,7 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	target.stateMu.Lock()
 	controllerEpoch := target.controllerEpoch
 	target.stateMu.Unlock()
-	brokerEpoch := target.currentEpoch()
+	brokerEpoch := target.member.currentEpoch()
 	lair := func(ce int32, be int64) *kmsg.LeaderAndISRRequest {
 		r := kmsg.NewPtrLeaderAndISRRequest()
 		r.ControllerID, r.ControllerEpoch, r.BrokerEpoch = int32(controllerID), ce, be
@@ -375,7 +375,7 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 			}
 		}
 		ctx := testContext(bm, 5*time.Minute)
-		waitFor(bm, ctx, "the controller to serve", func() bool { return ctrlBroker.controller() != nil })
+		waitFor(bm, ctx, "the controller to serve", func() bool { return ctrlBroker.member.controller() != nil })
 		assignment := make([][]coord.BrokerID, partitions)
 		for p := range assignment {
 			follower := ctrlBroker.ID()
@@ -384,7 +384,7 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 			}
 			assignment[p] = []coord.BrokerID{coord.BrokerID(victim.ID()), coord.BrokerID(follower)}
 		}
-		if _, err := ctrlBroker.controller().CreateTopic(ctx, controller.TopicSpec{Name: "wide", Assignment: assignment}); err != nil {
+		if _, err := ctrlBroker.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: "wide", Assignment: assignment}); err != nil {
 			bm.Fatalf("create topic wide: %v", err)
 		}
 		ledBy := func(b *Broker, id int32) int {

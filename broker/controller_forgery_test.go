@@ -93,7 +93,7 @@ func TestForgedControllerRequestsAreRefused(t *testing.T) {
 	b.stateMu.Lock()
 	controllerID, controllerEpoch := int32(b.controllerID), int32(b.controllerEpoch)
 	b.stateMu.Unlock()
-	brokerEpoch := b.currentEpoch()
+	brokerEpoch := b.member.currentEpoch()
 
 	var requests []kmsg.Request
 	for e := brokerEpoch - 3; e <= brokerEpoch+3; e++ {
@@ -155,27 +155,27 @@ func TestForgedControllerRequestsAreRefused(t *testing.T) {
 func TestControllerEpochIsConfirmedWithTheBackend(t *testing.T) {
 	b := startBroker(t, testConfig(t))
 	ctx := testContext(t, time.Minute)
-	named := b.backendController()
+	named := b.member.backendController()
 	b.stateMu.Lock()
 	defer b.stateMu.Unlock()
-	if code := b.acceptControllerLocked(ctx, named.ID, named.Epoch, b.currentEpoch()); code != 0 {
+	if code := b.acceptControllerLocked(ctx, named.ID, named.Epoch, b.member.currentEpoch()); code != 0 {
 		t.Fatalf("the backend's controller %d at epoch %d: got %v, want accepted", named.ID, named.Epoch, kerr.ErrorForCode(code))
 	}
-	if code := b.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.currentEpoch()); code != kerr.StaleControllerEpoch.Code {
+	if code := b.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.member.currentEpoch()); code != kerr.StaleControllerEpoch.Code {
 		t.Fatalf("another controller at the accepted epoch: got %v, want STALE_CONTROLLER_EPOCH", kerr.ErrorForCode(code))
 	}
 	b.controllerEpoch, b.controllerID = 0, coord.NoBroker
-	if code := b.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.currentEpoch()); code != kerr.StaleControllerEpoch.Code {
+	if code := b.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.member.currentEpoch()); code != kerr.StaleControllerEpoch.Code {
 		t.Fatalf("a controller the backend does not name at its epoch: got %v, want STALE_CONTROLLER_EPOCH", kerr.ErrorForCode(code))
 	}
 	// A view that lags: a read of the backend brings it up.
-	b.backendCtrlMu.Lock()
-	b.backendCtrl = coord.ControllerInfo{ID: coord.NoBroker}
-	b.backendCtrlMu.Unlock()
-	if err := b.awaitBackendController(ctx, named.Epoch); err != nil {
+	b.member.backendCtrlMu.Lock()
+	b.member.backendCtrl = coord.ControllerInfo{ID: coord.NoBroker}
+	b.member.backendCtrlMu.Unlock()
+	if err := b.member.awaitBackendController(ctx, named.Epoch); err != nil {
 		t.Fatalf("await controller epoch %d: %v", named.Epoch, err)
 	}
-	if got := b.backendController(); got != named {
+	if got := b.member.backendController(); got != named {
 		t.Fatalf("backend controller after the read: got %+v, want %+v", got, named)
 	}
 }

@@ -8,9 +8,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // Dynamic configs: the broker configs that IncrementalAlterConfigs and
@@ -72,8 +77,36 @@ type dynamicState struct {
 	leaderRate, followerRate int64
 }
 
+// dynamicConfigs holds the dynamic configs this broker follows: the
+// state the config watch last delivered, what follows from it for this
+// broker (its live config and the throttle rates), and their application
+// to every replica held. The Broker owns one and runs its watch; handlers
+// read the live config and validate alterations through it. It does not
+// write the config store: alterations go through the controller or the
+// backend.
+type dynamicConfigs struct {
+	// cfg is the broker's static configuration (the Broker's own, never
+	// changed after New).
+	cfg     *Config
+	logger  hclog.Logger
+	backend coord.Backend
+	// leaderQuota and followerQuota are the replication throttles whose
+	// bounds the throttle rates set.
+	leaderQuota, followerQuota *replica.Quota
+	// partitions returns every replica this broker holds.
+	partitions func() []*partition
+
+	// mu orders the application of dynamic configs (applyConfigs) with
+	// the registration of new replicas (addReplica); state is the dynamic
+	// state last applied, nil before the first; changed (guarded by mu)
+	// announces every state applied.
+	mu      sync.Mutex
+	state   atomic.Pointer[dynamicState]
+	changed notify.Broadcast
+}
+
 // entity returns this broker's config entity: its id in decimal.
-func (b *Broker) entity() string { return strconv.Itoa(int(b.cfg.BrokerID)) }
+func (d *dynamicConfigs) entity() string { return strconv.Itoa(int(d.cfg.BrokerID)) }
 
 // brokerSource is where a dynamic broker config's value comes from.
 type brokerSource struct {
@@ -83,12 +116,12 @@ type brokerSource struct {
 
 // dynamicBrokerValues returns the dynamic values of key for this broker
 // in precedence order: its own, then the cluster default.
-func (b *Broker) dynamicBrokerValues(st *coord.ConfigState, key string) []brokerSource {
+func (d *dynamicConfigs) dynamicBrokerValues(st *coord.ConfigState, key string) []brokerSource {
 	if st == nil {
 		return nil
 	}
 	var out []brokerSource
-	for _, entity := range []string{b.entity(), coord.DefaultBrokerEntity} {
+	for _, entity := range []string{d.entity(), coord.DefaultBrokerEntity} {
 		if v, ok := st.Brokers[entity][key]; ok {
 			out = append(out, brokerSource{entity: entity, value: v})
 		}
@@ -99,13 +132,13 @@ func (b *Broker) dynamicBrokerValues(st *coord.ConfigState, key string) []broker
 // effectiveConfig applies st's dynamic broker configs for this broker over
 // the static ones. A value the store holds that does not apply (written
 // by another tool, or by a newer tripod) is skipped with a warning.
-func (b *Broker) effectiveConfig(st *coord.ConfigState) dynamicState {
-	d := dynamicState{configs: st, cfg: b.cfg, leaderRate: replica.Unthrottled, followerRate: replica.Unthrottled}
+func (d *dynamicConfigs) effectiveConfig(st *coord.ConfigState) dynamicState {
+	state := dynamicState{configs: st, cfg: *d.cfg, leaderRate: replica.Unthrottled, followerRate: replica.Unthrottled}
 	if st == nil {
-		return d
+		return state
 	}
 	for _, key := range dynamicBrokerKeys {
-		values := b.dynamicBrokerValues(st, key)
+		values := d.dynamicBrokerValues(st, key)
 		if len(values) == 0 {
 			continue
 		}
@@ -113,28 +146,28 @@ func (b *Broker) effectiveConfig(st *coord.ConfigState) dynamicState {
 		if isRateKey(key) {
 			n, err := parseRate(key, v)
 			if err != nil {
-				b.logger.Warn("ignoring a dynamic broker config", "key", key, "value", v, "error", err)
+				d.logger.Warn("ignoring a dynamic broker config", "key", key, "value", v, "error", err)
 				continue
 			}
 			if key == leaderThrottleRateKey {
-				d.leaderRate = n
+				state.leaderRate = n
 			} else {
-				d.followerRate = n
+				state.followerRate = n
 			}
 			continue
 		}
-		next := d.cfg
+		next := state.cfg
 		if err := next.Set(key, v); err != nil {
-			b.logger.Warn("ignoring a dynamic broker config", "key", key, "value", v, "error", err)
+			d.logger.Warn("ignoring a dynamic broker config", "key", key, "value", v, "error", err)
 			continue
 		}
 		if err := next.Validate(); err != nil {
-			b.logger.Warn("ignoring a dynamic broker config", "key", key, "value", v, "error", err)
+			d.logger.Warn("ignoring a dynamic broker config", "key", key, "value", v, "error", err)
 			continue
 		}
-		d.cfg = next
+		state.cfg = next
 	}
-	return d
+	return state
 }
 
 // parseRate reads a throttle rate: a long at least 0 (Kafka's
@@ -150,7 +183,7 @@ func parseRate(key, value string) (int64, error) {
 // validateBrokerConfigs checks a broker entity's dynamic configs as they
 // would become: only dynamic keys, each value as the static properties
 // would take it. A non-dynamic key is errNotDynamic, naming the keys.
-func (b *Broker) validateBrokerConfigs(configs map[string]string) error {
+func (d *dynamicConfigs) validateBrokerConfigs(configs map[string]string) error {
 	var notDynamic []string
 	for key := range configs {
 		if !isDynamicBrokerKey(key) {
@@ -162,7 +195,7 @@ func (b *Broker) validateBrokerConfigs(configs map[string]string) error {
 		return fmt.Errorf("%w: %s (the dynamic broker configs are %s)", errNotDynamic,
 			strings.Join(notDynamic, ", "), strings.Join(dynamicBrokerKeys, ", "))
 	}
-	cfg := b.cfg
+	cfg := *d.cfg
 	for _, key := range slices.Sorted(maps.Keys(configs)) {
 		value := configs[key]
 		if isRateKey(key) {
@@ -213,69 +246,70 @@ func checkAlterations(alts []coord.ConfigAlteration) error {
 // dynamic returns the dynamic state last applied. Before the first, it
 // stores the static one, so that the replicas opened meanwhile share its
 // config.
-func (b *Broker) dynamic() *dynamicState {
-	if d := b.dyn.Load(); d != nil {
-		return d
+func (d *dynamicConfigs) current() *dynamicState {
+	if state := d.state.Load(); state != nil {
+		return state
 	}
-	d := b.effectiveConfig(nil)
-	b.dyn.CompareAndSwap(nil, &d)
-	return b.dyn.Load()
+	state := d.effectiveConfig(nil)
+	d.state.CompareAndSwap(nil, &state)
+	return d.state.Load()
 }
 
 // liveConfig returns the broker's config as the dynamic broker configs
 // make it now.
-func (b *Broker) liveConfig() Config { return b.dynamic().cfg }
+func (d *dynamicConfigs) liveConfig() Config { return d.current().cfg }
 
 // watchConfigs follows the config store until ctx ends or the backend
 // closes, applying every state (applyConfigs). A failed watch is retried
 // with backoff.
-func (b *Broker) watchConfigs(ctx context.Context) {
-	followStore(ctx, b.logger, "dynamic configs", b.backend.WatchConfigs, b.applyConfigs)
+func (d *dynamicConfigs) watchConfigs(ctx context.Context) {
+	followStore(ctx, d.logger, "dynamic configs", d.backend.WatchConfigs, d.applyConfigs)
 }
 
 // applyConfigs makes st the dynamic state, unless a newer one is applied,
 // and applies it to every replica held and to the throttles.
-func (b *Broker) applyConfigs(st *coord.ConfigState) {
-	b.configsMu.Lock()
-	defer b.configsMu.Unlock()
-	if old := b.dyn.Load(); old != nil && old.configs != nil && st.Version < old.configs.Version {
+func (d *dynamicConfigs) applyConfigs(st *coord.ConfigState) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old := d.state.Load(); old != nil && old.configs != nil && st.Version < old.configs.Version {
 		return
 	}
-	d := b.effectiveConfig(st)
-	b.dyn.Store(&d)
-	b.configsChanged.Notify()
-	b.leaderQuota.SetBound(d.leaderRate)
-	b.followerQuota.SetBound(d.followerRate)
+	state := d.effectiveConfig(st)
+	d.state.Store(&state)
+	d.changed.Notify()
+	d.leaderQuota.SetBound(state.leaderRate)
+	d.followerQuota.SetBound(state.followerRate)
 	applied := 0
-	for _, p := range b.allPartitions() {
-		if b.applyConfigsTo(p, &d) {
+	for _, p := range d.partitions() {
+		if d.applyConfigsTo(p, &state) {
 			applied++
 		}
 	}
 	if applied > 0 {
-		b.logger.Info("dynamic configs applied", "replicas", applied, "version", st.Version)
+		d.logger.Info("dynamic configs applied", "replicas", applied, "version", st.Version)
 	}
 }
 
 // applyConfigsTo applies d to p: the topic's configs as stored (kept as
 // they are when the state does not hold the topic, deleted meanwhile or
 // not seen yet), over the broker's live config. It reports whether p's
+// configs changed. The caller holds mu.
 // configs changed. The caller holds configsMu.
-func (b *Broker) applyConfigsTo(p *partition, d *dynamicState) bool {
+func (d *dynamicConfigs) applyConfigsTo(p *partition, state *dynamicState) bool {
 	configs := p.topicConfigs()
-	if d.configs != nil {
-		if stored, ok := d.configs.Topics[p.topic]; ok {
+	if state.configs != nil {
+		if stored, ok := state.configs.Topics[p.topic]; ok {
 			configs = stored
 		}
 	}
-	if maps.Equal(configs, p.topicConfigs()) && d.cfg.sameTopicDefaults(p.brokerCfg()) {
+	if maps.Equal(configs, p.topicConfigs()) && state.cfg.sameTopicDefaults(p.brokerCfg()) {
 		return false
 	}
-	if err := p.setConfigs(&d.cfg, configs, b.cfg.BrokerID); err != nil {
-		b.logger.Warn("topic configs not applied", "partition", p.name(), "configs", configs, "error", err)
+	if err := p.setConfigs(&state.cfg, configs, d.cfg.BrokerID); err != nil {
+		d.logger.Warn("topic configs not applied", "partition", p.name(), "configs", configs, "error", err)
 		return false
 	}
-	b.logger.Debug("topic configs applied", "partition", p.name(), "configs", configs)
+	d.logger.Debug("topic configs applied", "partition", p.name(), "configs", configs)
 	return true
 }
 
@@ -295,23 +329,30 @@ func (c Config) sameTopicDefaults(o Config) bool {
 	return true
 }
 
-// addReplica registers a replica just opened, with the dynamic state
-// applied to it: configsMu orders it with applyConfigs, so that a state
-// delivered while the replica was opening is not missed.
-func (b *Broker) addReplica(tp coord.TopicPartition, p *partition) {
-	b.configsMu.Lock()
-	defer b.configsMu.Unlock()
-	b.replicasMu.Lock()
-	b.replicas[tp] = p
-	b.replicasMu.Unlock()
-	b.applyConfigsTo(p, b.dynamic())
+// addReplica registers a replica just opened (register adds p to the
+// partitions this broker holds), with the dynamic state applied to it: mu
+// orders it with applyConfigs, so that a state delivered while the
+// replica was opening is not missed.
+func (d *dynamicConfigs) addReplica(p *partition, register func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	register()
+	d.applyConfigsTo(p, d.current())
+}
+
+// appliedConfigs returns the stored state last applied (nil before the
+// first) and a channel closed when a newer one is applied.
+func (d *dynamicConfigs) appliedConfigs() (*coord.ConfigState, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.current().configs, d.changed.Next()
 }
 
 // watchedTopicConfigs returns the topic configs of names that the config
 // watch holds, for opening replicas without reading the backend.
-func (b *Broker) watchedTopicConfigs(names []string) map[string]map[string]string {
+func (d *dynamicConfigs) watchedTopicConfigs(names []string) map[string]map[string]string {
 	out := map[string]map[string]string{}
-	st := b.dynamic().configs
+	st := d.current().configs
 	if st == nil {
 		return out
 	}

@@ -239,7 +239,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 			want, source = "7200000", kmsg.ConfigSourceDynamicBrokerConfig
 		}
 		waitFor(t, ctx, fmt.Sprintf("broker %d to apply log.retention.ms", b.ID()), func() bool {
-			return b.liveConfig().LogRetention == mustMillis(want)
+			return b.dyn.liveConfig().LogRetention == mustMillis(want)
 		})
 		badm := kadm.NewClient(newClient(t, b))
 		rcs, err := badm.DescribeBrokerConfigs(ctx, b.ID())
@@ -302,7 +302,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "log.retention.ms"}}, leader.ID())
 	alterOne(t, "delete the leader's log.retention.ms", resps, err, nil)
 	waitFor(t, ctx, "the leader to fall back to the default", func() bool {
-		return leader.liveConfig().LogRetention == time.Hour
+		return leader.dyn.liveConfig().LogRetention == time.Hour
 	})
 }
 
@@ -346,7 +346,7 @@ func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
 	}
 	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{setKey(leaderThrottleRateKey, "100000"), setKey(followerThrottleRateKey, "100000")})
 	alterOne(t, "set the throttle rates", resps, err, nil)
-	waitFor(t, ctx, "the leader to apply the rates", func() bool { return leader.dynamic().leaderRate == 100000 })
+	waitFor(t, ctx, "the leader to apply the rates", func() bool { return leader.dyn.current().leaderRate == 100000 })
 	before := scrape(t, leader)
 	inSyncBytes, _ := metricValue(before, `tripod_replication_throttled_bytes_total{side="leader"}`)
 
@@ -408,7 +408,7 @@ func TestTopicConfigsForwardedToTheController(t *testing.T) {
 	})
 	var other *Broker
 	for _, b := range brokers {
-		if id, _, _ := b.cache.view(); id != coord.BrokerID(b.ID()) && b.controller() == nil {
+		if id, _, _ := b.cache.view(); id != coord.BrokerID(b.ID()) && b.member.controller() == nil {
 			other = b
 		}
 	}

@@ -175,7 +175,7 @@ func (m *fetcherManager) setLeaders(leaders []coord.Broker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, l := range leaders {
-		m.addrs[l.ID] = m.b.peerAddr(l)
+		m.addrs[l.ID] = m.b.member.peerAddr(l)
 	}
 }
 
@@ -189,7 +189,7 @@ func (m *fetcherManager) leaderAddr(id coord.BrokerID) (string, bool) {
 		return addr, true
 	}
 	if cb, ok := m.b.cache.broker(id); ok {
-		return m.b.peerAddr(cb), true
+		return m.b.member.peerAddr(cb), true
 	}
 	return "", false
 }
@@ -324,7 +324,7 @@ func (f *fetcher) run() {
 			addr, ok := f.m.leaderAddr(f.leader)
 			var err error
 			if ok {
-				cl, err = b.peerClient(addr)
+				cl, err = b.member.peerClient(addr)
 			}
 			if !ok || err != nil {
 				log.Debug("no connection to leader yet", "known", ok, "error", err)

@@ -656,7 +656,7 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 // when this broker runs it, else by a CreateTopics forwarded to it. A
 // topic that exists already is no error.
 func (b *Broker) createTopicViaController(ctx context.Context, spec controller.TopicSpec) error {
-	if ctrl := b.controller(); ctrl != nil {
+	if ctrl := b.member.controller(); ctrl != nil {
 		_, err := ctrl.CreateTopic(ctx, spec)
 		if err != nil && kafkaerr.Controller.Error(err) != kerr.TopicAlreadyExists {
 			return err
@@ -667,7 +667,7 @@ func (b *Broker) createTopicViaController(ctx context.Context, spec controller.T
 		Name: spec.Name, Partitions: int32(spec.Partitions), ReplicationFactor: int16(spec.ReplicationFactor), Configs: spec.Config})
 	fctx, cancel := context.WithTimeout(ctx, autoCreateWait)
 	defer cancel()
-	kresp, err := b.askController(fctx, req)
+	kresp, err := b.member.askController(fctx, req)
 	if err != nil {
 		return fmt.Errorf("forward creation of topic %s to the controller: %w", spec.Name, err)
 	}

@@ -64,10 +64,10 @@ func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !b.waitForCache(ctx, func() bool { return b.controller() != nil }) {
+	if !b.waitForCache(ctx, func() bool { return b.member.controller() != nil }) {
 		t.Fatalf("broker %d is not the controller", b.cfg.BrokerID)
 	}
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	if _, err := ctrl.CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}

@@ -277,7 +277,7 @@ func TestHostileProduceDecompressionBomb(t *testing.T) {
 				p.answered, p.slowest, p.err = probeMetadata(b, topic, stop)
 				probed <- p
 			}()
-			epoch := b.currentEpoch()
+			epoch := b.member.currentEpoch()
 			heap := watchHeap(t)
 			start := time.Now()
 			frame, err := awaitAnswer(nc, produceRequest(topic, bomb), 1)
@@ -305,7 +305,7 @@ func TestHostileProduceDecompressionBomb(t *testing.T) {
 			}
 			// The broker's coordination session outlived the bomb: it
 			// was not fenced and did not register again.
-			if got := b.currentEpoch(); got != epoch || got < 0 {
+			if got := b.member.currentEpoch(); got != epoch || got < 0 {
 				t.Errorf("broker epoch: got %d after the bomb, want the %d it had before", got, epoch)
 			}
 			checkConsumable(t, b, topic, [][]byte{first})

@@ -83,11 +83,11 @@ type alterOutcome struct {
 // send delivers one batch of proposals and applies the outcomes.
 func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.Proposal) {
 	b := s.b
-	epoch := b.currentEpoch()
+	epoch := b.member.currentEpoch()
 	outcomes := make(map[*partition]alterOutcome, len(batch))
 	rctx, cancel := context.WithTimeout(ctx, alterPartitionTimeout)
 	defer cancel()
-	if ctrl := b.controller(); ctrl != nil {
+	if ctrl := b.member.controller(); ctrl != nil {
 		parts := make([]*partition, 0, len(batch))
 		reqs := make([]controller.AlterPartitionRequest, 0, len(batch))
 		for p, prop := range batch {
@@ -185,7 +185,7 @@ func (s *isrSender) sendRemote(ctx context.Context, epoch int64, batch map[*part
 		}
 		return out
 	}
-	kresp, err := b.askController(ctx, req)
+	kresp, err := b.member.askController(ctx, req)
 	if err != nil {
 		return fail(err)
 	}

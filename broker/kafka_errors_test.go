@@ -86,7 +86,7 @@ var kafkaErrorInputs = map[string]error{
 // kafkaErrorAPIs are the broker's mappings from an error to the Kafka
 // code an API answers, by the API (or path) that answers it.
 func kafkaErrorAPIs() map[string]func(error) int16 {
-	groups := &groupCoordinator{b: &Broker{logger: hclog.NewNullLogger()}}
+	groups := &groupCoordinator{b: &Broker{logger: hclog.NewNullLogger(), member: &membership{}}}
 	return map[string]func(error) int16{
 		"produce (log)":   kafkaerr.Log.Code,
 		"append":          appendErrors.Code,

@@ -31,9 +31,9 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 			follower = b
 		}
 	}
-	waitFor(t, ctx, "the controller to serve", func() bool { return leader.controller() != nil })
+	waitFor(t, ctx, "the controller to serve", func() bool { return leader.member.controller() != nil })
 	ids := []coord.BrokerID{coord.BrokerID(leader.ID()), coord.BrokerID(follower.ID())}
-	if _, err := leader.controller().CreateTopic(ctx, controller.TopicSpec{Name: "steady", Assignment: [][]coord.BrokerID{ids}}); err != nil {
+	if _, err := leader.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: "steady", Assignment: [][]coord.BrokerID{ids}}); err != nil {
 		t.Fatalf("create topic steady: %v", err)
 	}
 	fullyReplicated := func(topic string) func() bool {
@@ -83,7 +83,7 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	// follower's LeaderAndIsr opens two replicas.
 	created := make(chan error, 1)
 	go func() {
-		_, err := leader.controller().CreateTopic(ctx, controller.TopicSpec{Name: "fresh", Assignment: [][]coord.BrokerID{ids, ids}})
+		_, err := leader.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: "fresh", Assignment: [][]coord.BrokerID{ids, ids}})
 		created <- err
 	}()
 	select {

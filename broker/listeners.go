@@ -406,16 +406,6 @@ func (b *Broker) listenerNamed(name string) *listener {
 	return nil
 }
 
-// peerAddr is where this broker reaches another: that broker's endpoint
-// on the inter-broker listener, or its registered address (the
-// inter-broker listener's) when it has none of that name.
-func (b *Broker) peerAddr(cb coord.Broker) string {
-	if ep, ok := cb.ListenerEndpoint(b.interBroker.name); ok {
-		return ep.Addr()
-	}
-	return cb.Addr()
-}
-
 // warnUnauthenticatedListeners warns, as Kafka's documentation does, of
 // the listeners on which anyone who connects may act as the controller
 // or as a follower: without an authorizer a controller request

@@ -107,14 +107,14 @@ func (b *Broker) closeOfflineReplicas() {
 // BrokerHeartbeat listing them (OfflineLogDirs). Between sessions there is
 // nothing to tell: the controller asks the next incarnation for its state.
 func (b *Broker) notifyLogDirFailure() error {
-	epoch := b.currentEpoch()
+	epoch := b.member.currentEpoch()
 	if epoch < 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	self := coord.BrokerID(b.cfg.BrokerID)
-	if ctrl := b.controller(); ctrl != nil {
+	if ctrl := b.member.controller(); ctrl != nil {
 		return ctrl.LogDirFailure(ctx, self, epoch)
 	}
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
@@ -123,7 +123,7 @@ func (b *Broker) notifyLogDirFailure() error {
 	for _, dir := range b.logDirs.OfflineDirs() {
 		req.OfflineLogDirs = append(req.OfflineLogDirs, logDirID(dir))
 	}
-	kresp, err := b.askController(ctx, req)
+	kresp, err := b.member.askController(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func controllerOf(t *testing.T, ctx context.Context, brokers []*Broker) *Broker 
 	var found *Broker
 	waitFor(t, ctx, "a controller", func() bool {
 		for _, b := range brokers {
-			if b.controller() != nil {
+			if b.member.controller() != nil {
 				found = b
 				return true
 			}
@@ -173,9 +173,9 @@ func TestLeaderAndIsrStorageErrorMovesLeadership(t *testing.T) {
 		epoch int64
 		want  int16
 	}{
-		{"at the controller", ctrl, other.currentEpoch(), 0},
-		{"from another incarnation", ctrl, other.currentEpoch() + 1000, kerr.StaleBrokerEpoch.Code},
-		{"at another broker", other, other.currentEpoch(), kerr.NotController.Code},
+		{"at the controller", ctrl, other.member.currentEpoch(), 0},
+		{"from another incarnation", ctrl, other.member.currentEpoch() + 1000, kerr.StaleBrokerEpoch.Code},
+		{"at another broker", other, other.member.currentEpoch(), kerr.NotController.Code},
 	} {
 		if got := heartbeat(tc.to, tc.epoch); got != tc.want {
 			t.Errorf("BrokerHeartbeat %s: got %v, want %v", tc.name, kerr.ErrorForCode(got), kerr.ErrorForCode(tc.want))
@@ -252,7 +252,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		t.Fatalf("broker 2: got partitions %v in %s and %v in %s, leaders %+v; want it to lead one in each dir", inFull, fullDir, inOK, okDir, parts)
 	}
 	keptPartition := inOK[ledInOK]
-	sessionEpoch := b2.currentEpoch()
+	sessionEpoch := b2.member.currentEpoch()
 
 	seeds := []string{brokers[0].Addr().String(), brokers[2].Addr().String(), b2.Addr().String()}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -292,7 +292,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 			_ = produce(p, fmt.Sprintf("full-%d-%d-%s", p, i, value))
 		}
 	}
-	t.Logf("log dir %s offline on broker 2 (the controller broker: %v)", fullDir, b2.controller() != nil)
+	t.Logf("log dir %s offline on broker 2 (the controller broker: %v)", fullDir, b2.member.controller() != nil)
 
 	waitFor(t, ctx, "the controller to move broker 2's offline replicas out of leadership and ISRs", func() bool {
 		_, _, parts := metadataOf(t, brokers[0], topic)
@@ -313,7 +313,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		t.Errorf("partition %d in broker 2's online dir: got leader %d ISR %v, want leader 2 and a full ISR",
 			keptPartition, parts[keptPartition].leader, parts[keptPartition].isr)
 	}
-	if got := b2.currentEpoch(); got != sessionEpoch {
+	if got := b2.member.currentEpoch(); got != sessionEpoch {
 		t.Errorf("broker 2's session: got broker epoch %d, want %d kept", got, sessionEpoch)
 	}
 	if v, ok := metricValue(scrape(t, b2), "tripod_offline_log_dirs"); !ok || v != 1 {

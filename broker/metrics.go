@@ -323,7 +323,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	active := 0.0
-	if b.controller() != nil {
+	if b.member.controller() != nil {
 		active = 1
 	}
 	// A controller request may hold stateMu while it opens logs or

@@ -103,6 +103,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		interBroker: &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: protocolPlaintext}, protocol: protocolPlaintext}}}
 	// The fetcher manager is closed at once: the harness calls the
 	// fetcher's methods itself, so applyRole must start no fetcher.
+	b.member = &membership{cfg: &b.cfg, logger: b.logger, cache: b.cache, interBroker: b.interBroker}
 	b.leaderQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
 	b.followerQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
 	b.metrics = newMetrics(b)
@@ -159,7 +160,7 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 	addr := pf.addr
 	switch key {
 	case 1, 2, 23:
-		cl, err := b.peerClient(addr)
+		cl, err := b.member.peerClient(addr)
 		if err != nil {
 			t.Fatalf("client of the fake peer: %v", err)
 		}
@@ -179,14 +180,14 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 			fp.truncating, fp.retryAt, fp.failures = false, time.Time{}, 0
 		}
 	case 4, 5, 6:
-		cl, err := b.peerClient(addr)
+		cl, err := b.member.peerClient(addr)
 		if err != nil {
 			t.Fatalf("client of the fake peer: %v", err)
 		}
 		defer cl.Close()
 		_, _ = cl.SeedBrokers()[0].Request(ctx, kmsg.RequestForKey(key))
 	case 7:
-		_, _ = b.askControlledShutdown(ctx, 1)
+		_, _ = b.member.askControlledShutdown(ctx, 1)
 	case 19:
 		_ = b.autoCreate(ctx, "peer-auto", 1)
 	case 56:

@@ -75,15 +75,15 @@ func probeAll(ctx context.Context, self coord.BrokerID, bs []coord.Broker, timeo
 // probed within interval. found keeps them, so the term's probes
 // (probeBrokers) do not report them again.
 type crashedAtStart struct {
-	b        *Broker
+	m        *membership
 	interval time.Duration
 	found    []coord.Broker
 }
 
 func (c *crashedAtStart) probe(ctx context.Context, bs []coord.Broker) []coord.Broker {
-	for i, out := range probeAll(ctx, coord.BrokerID(c.b.cfg.BrokerID), bs, c.interval) {
+	for i, out := range probeAll(ctx, coord.BrokerID(c.m.cfg.BrokerID), bs, c.interval) {
 		if out == probeRefused {
-			c.b.logger.Warn("broker's listener refuses connections: its process is gone", "broker", bs[i].ID, "addr", bs[i].Addr())
+			c.m.logger.Warn("broker's listener refuses connections: its process is gone", "broker", bs[i].ID, "addr", bs[i].Addr())
 			c.found = append(c.found, bs[i])
 		}
 	}
@@ -99,15 +99,15 @@ func (c *crashedAtStart) probe(ctx context.Context, bs []coord.Broker) []coord.B
 // wait an interval: a term that starts because the previous controller
 // crashed has that broker's partitions to move. Those already found as
 // the controller started (fenced) count as reported.
-func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, interval time.Duration, atStart []coord.Broker) {
-	members, err := b.backend.WatchMembers(ctx)
+func (m *membership) probeBrokers(ctx context.Context, ctrl *controller.Controller, interval time.Duration, atStart []coord.Broker) {
+	members, err := m.backend.WatchMembers(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			b.logger.Warn("crash probes off for this controller term: watch members failed", "error", err)
+			m.logger.Warn("crash probes off for this controller term: watch members failed", "error", err)
 		}
 		return
 	}
-	self := coord.BrokerID(b.cfg.BrokerID)
+	self := coord.BrokerID(m.cfg.BrokerID)
 	var registered []coord.Broker
 	// fenced holds the broker epoch of each broker reported unreachable.
 	fenced := map[coord.BrokerID]int64{}
@@ -120,7 +120,7 @@ func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, 
 			epoch, wasFenced := fenced[br.ID]
 			switch {
 			case outcomes[i] == probeRefused && (!wasFenced || epoch != br.Epoch):
-				b.logger.Warn("broker's listener refuses connections: its process is gone", "broker", br.ID, "addr", br.Addr())
+				m.logger.Warn("broker's listener refuses connections: its process is gone", "broker", br.ID, "addr", br.Addr())
 				if err := ctrl.BrokerUnreachable(ctx, br); err != nil {
 					return err
 				}
@@ -178,12 +178,12 @@ func (b *Broker) probeBrokers(ctx context.Context, ctrl *controller.Controller, 
 // rather than at the session's expiry. Every broker does so; the first
 // eviction wins and the others find a newer term or none. On Raft the
 // Raft election already follows a crashed leader.
-func (b *Broker) probeController(ctx context.Context, interval time.Duration) {
-	evictor, ok := b.backend.(coord.ControllerEvictor)
+func (m *membership) probeController(ctx context.Context, interval time.Duration) {
+	evictor, ok := m.backend.(coord.ControllerEvictor)
 	if !ok {
 		return
 	}
-	self := coord.BrokerID(b.cfg.BrokerID)
+	self := coord.BrokerID(m.cfg.BrokerID)
 	var evicted coord.ControllerInfo
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -193,11 +193,11 @@ func (b *Broker) probeController(ctx context.Context, interval time.Duration) {
 			return
 		case <-tick.C:
 		}
-		info := b.backendController()
+		info := m.backendController()
 		if info.ID == coord.NoBroker || info.ID == self || info == evicted {
 			continue
 		}
-		_, live, _ := b.cache.view()
+		_, live, _ := m.cache.view()
 		var addr string
 		for _, br := range live {
 			if br.ID == info.ID {
@@ -207,13 +207,13 @@ func (b *Broker) probeController(ctx context.Context, interval time.Duration) {
 		if addr == "" || probeListener(ctx, addr, interval) != probeRefused {
 			continue
 		}
-		b.logger.Warn("the controller's listener refuses connections: its process is gone; evicting its term",
+		m.logger.Warn("the controller's listener refuses connections: its process is gone; evicting its term",
 			"controller", info.ID, "controller_epoch", info.Epoch, "addr", addr)
-		ectx, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
+		ectx, cancel := context.WithTimeout(ctx, m.cfg.Coord.SessionTimeout)
 		err := evictor.EvictController(ectx, info)
 		cancel()
 		if err != nil {
-			b.logger.Warn("evict the crashed controller failed; its session's expiry will", "error", err)
+			m.logger.Warn("evict the crashed controller failed; its session's expiry will", "error", err)
 			continue
 		}
 		evicted = info

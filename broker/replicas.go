@@ -81,7 +81,7 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerID coord.
 			return kerr.StaleControllerEpoch.Code
 		}
 	default:
-		if named := b.backendController(); named.ID != controllerID || named.Epoch != controllerEpoch {
+		if named := b.member.backendController(); named.ID != controllerID || named.Epoch != controllerEpoch {
 			b.logger.Warn("refused a controller request whose controller and epoch the coordination backend does not name",
 				"controller", controllerID, "controller_epoch", controllerEpoch,
 				"backend_controller", named.ID, "backend_controller_epoch", named.Epoch)
@@ -90,7 +90,7 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerID coord.
 	}
 	wait, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
 	defer cancel()
-	if !b.checkBrokerEpoch(wait, brokerEpoch) {
+	if !b.member.checkBrokerEpoch(wait, brokerEpoch) {
 		return kerr.StaleBrokerEpoch.Code
 	}
 	b.controllerEpoch, b.controllerID = controllerEpoch, controllerID
@@ -162,7 +162,11 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 				offline++
 				continue
 			}
-			b.addReplica(tp, o.p)
+			b.dyn.addReplica(o.p, func() {
+				b.replicasMu.Lock()
+				b.replicas[tp] = o.p
+				b.replicasMu.Unlock()
+			})
 			p = o.p
 		} else {
 			switch p.roleChangeOf(info) {
@@ -269,7 +273,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 	}
 	start := time.Now()
 	configs := b.heldTopicConfigs(parts)
-	maps.Copy(configs, b.watchedTopicConfigs(topics))
+	maps.Copy(configs, b.dyn.watchedTopicConfigs(topics))
 	topics = slices.DeleteFunc(topics, func(n string) bool { _, ok := configs[n]; return ok })
 	maps.Copy(configs, b.topicConfigs(ctx, topics))
 	configsTook := time.Since(start)
@@ -331,7 +335,7 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 			"partition", info.TopicPartition(), "dir", dir)
 		b.hwCkpt.Forget(info.TopicPartition())
 	}
-	cfg := &b.dynamic().cfg
+	cfg := &b.dyn.current().cfg
 	rep, err := b.newReplicationState(*cfg, info.TopicPartition(), configs)
 	if err != nil {
 		return nil, err

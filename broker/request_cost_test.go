@@ -137,7 +137,7 @@ func fieldPathName(t reflect.Type, path []int) string {
 // before decoding or allocates at most network.MaxDecodeExpansion × its frame +
 // network.DecodeCostSlack, and that network.DecodeCost bounds what decoding allocates.
 func TestDecodeAllocationBounded(t *testing.T) {
-	b := &Broker{}
+	b := &Broker{member: &membership{}}
 	cs := &connState{authenticated: true}
 	worst := map[string]float64{}
 	for _, wc := range worstCaseFrames() {

@@ -730,11 +730,11 @@ func clientRequests() []kmsg.Request {
 // UpdateMetadata naming it, a StopReplica deleting it, a
 // ControlledShutdown and an AlterPartition for an unknown broker.
 func controllerRequests(tb testing.TB, b *Broker) []kmsg.Request {
-	ctrl := b.controller()
+	ctrl := b.member.controller()
 	if ctrl == nil {
 		tb.Fatalf("fuzz broker %d is not the controller", b.cfg.BrokerID)
 	}
-	controllerEpoch, brokerEpoch := int32(ctrl.Epoch()), b.currentEpoch()
+	controllerEpoch, brokerEpoch := int32(ctrl.Epoch()), b.member.currentEpoch()
 	self := b.cfg.BrokerID
 	const topic = "fuzz-replica"
 	topicID := [16]byte{0xf0, 0x22}

@@ -52,7 +52,7 @@ func TestAuthorizerConfig(t *testing.T) {
 // a request of every version without a panic: the reflection filterTopics
 // and denyAll use finds the fields it needs.
 func TestEveryAPIHasAnAuthzRule(t *testing.T) {
-	b := &Broker{cfg: DefaultConfig(), cache: newMetadataCache()}
+	b := &Broker{cfg: DefaultConfig(), cache: newMetadataCache(), member: &membership{}}
 	for _, key := range supportedKeys() {
 		if !security.HasRule(key) {
 			t.Errorf("%s (key %d) has no authorization rule in security's authzRules", kmsg.NameForKey(key), key)

@@ -145,7 +145,7 @@ func (s *sender) Send(to coord.Broker, req controller.Request) {
 		return
 	}
 	d := s.dests[to.ID]
-	if d != nil && (d.to.Epoch != to.Epoch || s.b.peerAddr(d.to) != s.b.peerAddr(to)) {
+	if d != nil && (d.to.Epoch != to.Epoch || s.b.member.peerAddr(d.to) != s.b.member.peerAddr(to)) {
 		d.cancel()
 		d = nil
 	}
@@ -258,7 +258,7 @@ func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client
 	if *cl == nil {
 		// The client's read deadline of a request without a timeout of
 		// its own is its timeout overhead: the controller's bound.
-		c, err := s.b.peerClient(s.b.peerAddr(d.to), kgo.RequestTimeoutOverhead(s.b.cfg.ControllerSocketTimeout))
+		c, err := s.b.member.peerClient(s.b.member.peerAddr(d.to), kgo.RequestTimeoutOverhead(s.b.cfg.ControllerSocketTimeout))
 		if err != nil {
 			return controllerAnswer{}, err
 		}

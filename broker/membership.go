@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,6 +20,7 @@ import (
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 // propagationWait bounds how long an admin request waits for the other
@@ -27,40 +31,112 @@ const propagationWait = 5 * time.Second
 // the controller again.
 const retryBackoff = 250 * time.Millisecond
 
+// membership is this broker's part in the cluster: its registration with
+// the coordination backend and the broker epoch of each session, its view
+// of the controller the backend names, the campaign and the controller it
+// runs while it wins, the probes that find crashed brokers, controlled
+// shutdown, and the clients through which it reaches the other brokers.
+// The Broker owns one and starts its loops; handlers ask it for the
+// controller, the broker epoch and a client of a peer. It does not apply
+// controller requests: it reads the epoch they reached through
+// acceptedControllerEpoch, and the controller's sender (newSender)
+// applies this broker's own in process.
+type membership struct {
+	// cfg is the broker's configuration (the Broker's own, never
+	// changed after New).
+	cfg     *Config
+	logger  hclog.Logger
+	backend coord.Backend
+	cache   *metadataCache
+	// interBroker is the listener brokers reach each other on
+	// (inter.broker.listener.name): its name picks a peer's endpoint,
+	// its TLS and SASL settings the client's.
+	interBroker *listener
+
+	// self returns this broker as it registers: id and advertised
+	// endpoints.
+	self func() coord.Broker
+	// acceptedControllerEpoch returns the highest controller epoch of a
+	// request this broker has accepted.
+	acceptedControllerEpoch func() int64
+	// newSender returns the sender of a controller term's requests.
+	newSender func() *sender
+
+	// lastEpoch is the broker epoch of this broker's latest registration
+	// on its log dirs (registrationFile), 0 if unknown. Holding the dir
+	// locks proves that its process is dead, so Register may replace it.
+	// Read by New, then owned by the membership loop (run).
+	lastEpoch int64
+
+	// epochMu guards the broker epoch state (see checkBrokerEpoch).
+	epochMu sync.Mutex
+	// brokerEpoch is the live session's broker epoch, -1 between
+	// sessions; epochFloor is the lowest epoch that may still be this
+	// process's; epochChanged announces every change.
+	brokerEpoch  int64
+	epochFloor   int64
+	epochChanged notify.Broadcast
+
+	// backendCtrlMu guards backendCtrl, the controller the coordination
+	// backend names as this broker last learnt it (watchController, a
+	// read, or its own election), and backendCtrlChanged, announcing
+	// every change: a controller epoch above the accepted one is taken
+	// only if the backend names it (acceptControllerLocked).
+	backendCtrlMu      sync.Mutex
+	backendCtrl        coord.ControllerInfo
+	backendCtrlChanged notify.Broadcast
+
+	// ctrlMu guards ctrl, the controller this broker runs, if any, and
+	// its sender.
+	ctrlMu sync.Mutex
+	ctrl   *controller.Controller
+	snd    *sender
+}
+
+// peerAddr is where this broker reaches another: that broker's endpoint
+// on the inter-broker listener, or its registered address (the
+// inter-broker listener's) when it has none of that name.
+func (m *membership) peerAddr(cb coord.Broker) string {
+	if ep, ok := cb.ListenerEndpoint(m.interBroker.name); ok {
+		return ep.Addr()
+	}
+	return cb.Addr()
+}
+
 // run is the broker's membership loop, owned by the Broker and ended by
 // Close (ctx): register, campaign and run the controller while this broker
 // wins, and register again when the session ends. It closes every session
 // it opened before it returns.
-func (b *Broker) run(ctx context.Context) {
+func (m *membership) run(ctx context.Context) {
 	for {
-		sess, err := b.register(ctx)
+		sess, err := m.register(ctx)
 		if err != nil {
 			return
 		}
-		b.setSession(sess)
-		b.campaign(ctx, sess)
-		b.endSession(sess)
+		m.setSession(sess)
+		m.campaign(ctx, sess)
+		m.endSession(sess)
 		if err := sess.Close(); err != nil && !errors.Is(err, coord.ErrClosed) && !errors.Is(err, coord.ErrSessionExpired) {
-			b.logger.Warn("close session failed", "error", err)
+			m.logger.Warn("close session failed", "error", err)
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		b.logger.Warn("session ended; registering again", "broker_epoch", sess.Broker().Epoch, "error", sess.Err())
+		m.logger.Warn("session ended; registering again", "broker_epoch", sess.Broker().Epoch, "error", sess.Err())
 	}
 }
 
 // watchMembers keeps the metadata cache's live brokers equal to the
 // backend's until ctx ends.
-func (b *Broker) watchMembers(ctx context.Context) {
+func (m *membership) watchMembers(ctx context.Context) {
 	for {
-		members, err := b.backend.WatchMembers(ctx)
+		members, err := m.backend.WatchMembers(ctx)
 		if err == nil {
 			for live := range members {
-				b.cache.setLive(live)
+				m.cache.setLive(live)
 			}
 		} else if ctx.Err() == nil {
-			b.logger.Warn("watch live brokers failed; retrying", "error", err)
+			m.logger.Warn("watch live brokers failed; retrying", "error", err)
 		}
 		if !sleepCtx(ctx, retryBackoff) {
 			return
@@ -70,15 +146,15 @@ func (b *Broker) watchMembers(ctx context.Context) {
 
 // watchController keeps backendCtrl up with the controller the backend
 // names, until ctx ends.
-func (b *Broker) watchController(ctx context.Context) {
+func (m *membership) watchController(ctx context.Context) {
 	for {
-		infos, err := b.backend.WatchController(ctx)
+		infos, err := m.backend.WatchController(ctx)
 		if err == nil {
 			for info := range infos {
-				b.noteBackendController(info)
+				m.noteBackendController(info)
 			}
 		} else if ctx.Err() == nil {
-			b.logger.Warn("watch controller failed; retrying", "error", err)
+			m.logger.Warn("watch controller failed; retrying", "error", err)
 		}
 		if !sleepCtx(ctx, retryBackoff) {
 			return
@@ -88,22 +164,22 @@ func (b *Broker) watchController(ctx context.Context) {
 
 // noteBackendController records info as the controller the backend
 // names, unless a newer epoch is known already.
-func (b *Broker) noteBackendController(info coord.ControllerInfo) {
-	b.backendCtrlMu.Lock()
-	defer b.backendCtrlMu.Unlock()
-	if info.Epoch < b.backendCtrl.Epoch || info == b.backendCtrl {
+func (m *membership) noteBackendController(info coord.ControllerInfo) {
+	m.backendCtrlMu.Lock()
+	defer m.backendCtrlMu.Unlock()
+	if info.Epoch < m.backendCtrl.Epoch || info == m.backendCtrl {
 		return
 	}
-	b.backendCtrl = info
-	b.backendCtrlChanged.Notify()
+	m.backendCtrl = info
+	m.backendCtrlChanged.Notify()
 }
 
 // backendController returns the controller the backend names, as this
 // broker last learnt it.
-func (b *Broker) backendController() coord.ControllerInfo {
-	b.backendCtrlMu.Lock()
-	defer b.backendCtrlMu.Unlock()
-	return b.backendCtrl
+func (m *membership) backendController() coord.ControllerInfo {
+	m.backendCtrlMu.Lock()
+	defer m.backendCtrlMu.Unlock()
+	return m.backendCtrl
 }
 
 // awaitBackendController lets this broker's view of the backend's
@@ -116,25 +192,25 @@ func (b *Broker) backendController() coord.ControllerInfo {
 // only when the backend cannot be read: the request is then neither
 // accepted nor refused, and the handler closes its connection so that the
 // controller's sender retries it.
-func (b *Broker) awaitBackendController(ctx context.Context, epoch int64) error {
+func (m *membership) awaitBackendController(ctx context.Context, epoch int64) error {
 	// caughtUp: the view names a controller of epoch, or a later epoch.
 	caughtUp := func(known coord.ControllerInfo) bool {
 		return known.Epoch > epoch || (known.Epoch == epoch && known.ID != coord.NoBroker)
 	}
-	if caughtUp(b.backendController()) {
+	if caughtUp(m.backendController()) {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Coord.SessionTimeout)
 	defer cancel()
-	info, err := b.backend.Controller(ctx)
+	info, err := m.backend.Controller(ctx)
 	if err != nil {
 		return fmt.Errorf("ask the coordination backend for the controller of epoch %d: %w", epoch, err)
 	}
-	b.noteBackendController(info)
+	m.noteBackendController(info)
 	for {
-		b.backendCtrlMu.Lock()
-		known, changed := b.backendCtrl, b.backendCtrlChanged.Next()
-		b.backendCtrlMu.Unlock()
+		m.backendCtrlMu.Lock()
+		known, changed := m.backendCtrl, m.backendCtrlChanged.Next()
+		m.backendCtrlMu.Unlock()
 		if caughtUp(known) {
 			return nil
 		}
@@ -154,26 +230,26 @@ func (b *Broker) awaitBackendController(ctx context.Context, epoch int64) error 
 // log dir locks prove dead (KRaft's incarnation rule), so a broker that
 // crashed rejoins at once instead of after a session timeout; after every
 // registration it records the new epoch on disk for the next incarnation.
-func (b *Broker) register(ctx context.Context) (coord.Session, error) {
-	me := b.self()
-	me.Replaces = b.lastEpoch
+func (m *membership) register(ctx context.Context) (coord.Session, error) {
+	me := m.self()
+	me.Replaces = m.lastEpoch
 	waiting := false
 	for {
 		// Each attempt is bounded by the session timeout, so an attempt
 		// stuck on an unresponsive coordinator (a paused Raft leader the
 		// request was forwarded to) is retried against whoever leads now.
-		attemptCtx, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
-		sess, err := b.backend.Register(attemptCtx, me)
+		attemptCtx, cancel := context.WithTimeout(ctx, m.cfg.Coord.SessionTimeout)
+		sess, err := m.backend.Register(attemptCtx, me)
 		cancel()
 		if err == nil {
 			epoch := sess.Broker().Epoch
 			if old := sess.Replaced(); old != 0 {
-				b.logger.Info("replaced the previous registration of this broker", "previous_broker_epoch", old, "broker_epoch", epoch)
+				m.logger.Info("replaced the previous registration of this broker", "previous_broker_epoch", old, "broker_epoch", epoch)
 			}
-			b.logger.Info("registered", "broker_epoch", epoch)
-			b.lastEpoch = epoch
-			if err := writeRegistrationEpoch(b.cfg.LogDirs[0], epoch); err != nil {
-				b.logger.Warn("cannot record the broker epoch: a restart after a crash waits for this registration to expire", "error", err)
+			m.logger.Info("registered", "broker_epoch", epoch)
+			m.lastEpoch = epoch
+			if err := writeRegistrationEpoch(m.cfg.LogDirs[0], epoch); err != nil {
+				m.logger.Warn("cannot record the broker epoch: a restart after a crash waits for this registration to expire", "error", err)
 			}
 			return sess, nil
 		}
@@ -182,11 +258,11 @@ func (b *Broker) register(ctx context.Context) (coord.Session, error) {
 		}
 		if errors.Is(err, coord.ErrExists) {
 			if !waiting {
-				b.logger.Info("waiting for the previous registration of this broker to expire", "error", err)
+				m.logger.Info("waiting for the previous registration of this broker to expire", "error", err)
 				waiting = true
 			}
 		} else {
-			b.logger.Warn("register failed; retrying", "error", err)
+			m.logger.Warn("register failed; retrying", "error", err)
 		}
 		if !sleepCtx(ctx, retryBackoff) {
 			return nil, ctx.Err()
@@ -196,20 +272,20 @@ func (b *Broker) register(ctx context.Context) (coord.Session, error) {
 
 // campaign runs for controller while sess lives: each won term runs the
 // controller until the term ends, then the broker campaigns again.
-func (b *Broker) campaign(ctx context.Context, sess coord.Session) {
+func (m *membership) campaign(ctx context.Context, sess coord.Session) {
 	for {
-		term, err := b.backend.Campaign(ctx, sess)
+		term, err := m.backend.Campaign(ctx, sess)
 		if err != nil {
 			if ctx.Err() != nil || sess.Err() != nil {
 				return
 			}
-			b.logger.Warn("campaign failed; retrying", "error", err)
+			m.logger.Warn("campaign failed; retrying", "error", err)
 			if !sleepCtx(ctx, retryBackoff) {
 				return
 			}
 			continue
 		}
-		b.runController(ctx, term)
+		m.runController(ctx, term)
 		if ctx.Err() != nil || sess.Err() != nil {
 			return
 		}
@@ -218,24 +294,24 @@ func (b *Broker) campaign(ctx context.Context, sess coord.Session) {
 
 // runController runs the controller for term until the term ends or ctx
 // does, then resigns the term and stops the controller's sender.
-func (b *Broker) runController(ctx context.Context, term coord.Term) {
-	log := b.logger.With("controller_epoch", term.Epoch())
+func (m *membership) runController(ctx context.Context, term coord.Term) {
+	log := m.logger.With("controller_epoch", term.Epoch())
 	log.Info("controller elected: this broker is the controller")
 	// The term is the backend's word: this broker's own requests, sent
 	// in process, need no read to be confirmed.
-	b.noteBackendController(coord.ControllerInfo{ID: term.Controller(), Epoch: term.Epoch()})
-	snd := newSender(b)
+	m.noteBackendController(coord.ControllerInfo{ID: term.Controller(), Epoch: term.Epoch()})
+	snd := m.newSender()
 	defer snd.Close()
-	cc := b.cfg.controllerConfig(b.logger)
-	interval := b.cfg.BrokerProbeInterval
-	atStart := &crashedAtStart{b: b, interval: interval}
+	cc := m.cfg.controllerConfig(m.logger)
+	interval := m.cfg.BrokerProbeInterval
+	atStart := &crashedAtStart{m: m, interval: interval}
 	if interval > 0 {
 		cc.Crashed = atStart.probe
 	}
-	ctrl, err := controller.Start(term.Context(), cc, b.backend, term, snd)
+	ctrl, err := controller.Start(term.Context(), cc, m.backend, term, snd)
 	if err != nil {
 		log.Warn("start controller failed; resigning", "error", err)
-		b.resign(term)
+		m.resign(term)
 		return
 	}
 	snd.bind(ctrl)
@@ -244,7 +320,7 @@ func (b *Broker) runController(ctx context.Context, term coord.Term) {
 		probesDone := make(chan struct{})
 		go func() {
 			defer close(probesDone)
-			b.probeBrokers(probeCtx, ctrl, interval, atStart.found)
+			m.probeBrokers(probeCtx, ctrl, interval, atStart.found)
 		}()
 		defer func() {
 			stopProbes()
@@ -253,16 +329,16 @@ func (b *Broker) runController(ctx context.Context, term coord.Term) {
 	}
 	// The controller answers admin requests only once it has taken in
 	// the live brokers: its first UpdateMetadata to this broker shows it.
-	if b.waitAccepted(ctx, ctrl, term.Epoch()) {
-		b.setController(ctrl, snd)
-		b.cache.setController(coord.BrokerID(b.cfg.BrokerID))
+	if m.waitAccepted(ctx, ctrl, term.Epoch()) {
+		m.setController(ctrl, snd)
+		m.cache.setController(coord.BrokerID(m.cfg.BrokerID))
 		select {
 		case <-ctrl.Done():
 		case <-ctx.Done():
 		}
 	}
-	b.setController(nil, nil)
-	b.resign(term)
+	m.setController(nil, nil)
+	m.resign(term)
 	<-ctrl.Done()
 	log.Info("controller stopped", "reason", ctrl.Err())
 }
@@ -270,13 +346,10 @@ func (b *Broker) runController(ctx context.Context, term coord.Term) {
 // waitAccepted waits until this broker has accepted a request of
 // controller epoch epoch; it returns false if ctrl stops or ctx ends
 // first.
-func (b *Broker) waitAccepted(ctx context.Context, ctrl *controller.Controller, epoch int64) bool {
+func (m *membership) waitAccepted(ctx context.Context, ctrl *controller.Controller, epoch int64) bool {
 	for {
-		_, _, changed := b.cache.view()
-		b.stateMu.Lock()
-		accepted := b.controllerEpoch >= epoch
-		b.stateMu.Unlock()
-		if accepted {
+		_, _, changed := m.cache.view()
+		if m.acceptedControllerEpoch() >= epoch {
 			return true
 		}
 		select {
@@ -290,25 +363,27 @@ func (b *Broker) waitAccepted(ctx context.Context, ctrl *controller.Controller, 
 }
 
 // resign gives up term, bounded by a second.
-func (b *Broker) resign(term coord.Term) {
+func (m *membership) resign(term coord.Term) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := term.Resign(ctx); err != nil && !errors.Is(err, coord.ErrClosed) {
-		b.logger.Debug("resign controller term failed", "error", err)
+		m.logger.Debug("resign controller term failed", "error", err)
 	}
 }
 
 // controller returns the controller this broker runs, or nil.
-func (b *Broker) controller() *controller.Controller {
-	b.ctrlMu.Lock()
-	defer b.ctrlMu.Unlock()
-	return b.ctrl
+func (m *membership) controller() *controller.Controller {
+	m.ctrlMu.Lock()
+	defer m.ctrlMu.Unlock()
+	return m.ctrl
 }
 
-func (b *Broker) setController(c *controller.Controller, snd *sender) {
-	b.ctrlMu.Lock()
-	b.ctrl, b.snd = c, snd
-	b.ctrlMu.Unlock()
+// setController records c as the controller this broker runs and snd as
+// its sender, or none when both are nil.
+func (m *membership) setController(c *controller.Controller, snd *sender) {
+	m.ctrlMu.Lock()
+	m.ctrl, m.snd = c, snd
+	m.ctrlMu.Unlock()
 }
 
 // waitPropagated waits until every broker has answered the controller
@@ -316,12 +391,12 @@ func (b *Broker) setController(c *controller.Controller, snd *sender) {
 // ends, or propagationWait passes (a broker that stopped answering must
 // not hold up an admin request until its session expires); it reports
 // whether they have.
-func (b *Broker) waitPropagated(ctx context.Context) bool {
+func (m *membership) waitPropagated(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, propagationWait)
 	defer cancel()
-	b.ctrlMu.Lock()
-	snd := b.snd
-	b.ctrlMu.Unlock()
+	m.ctrlMu.Lock()
+	snd := m.snd
+	m.ctrlMu.Unlock()
 	if snd == nil {
 		return false
 	}
@@ -329,39 +404,39 @@ func (b *Broker) waitPropagated(ctx context.Context) bool {
 }
 
 // setSession makes sess's broker epoch this incarnation's.
-func (b *Broker) setSession(sess coord.Session) {
-	b.epochMu.Lock()
-	defer b.epochMu.Unlock()
-	b.brokerEpoch = sess.Broker().Epoch
-	b.epochFloor = b.brokerEpoch
-	b.epochChanged.Notify()
+func (m *membership) setSession(sess coord.Session) {
+	m.epochMu.Lock()
+	defer m.epochMu.Unlock()
+	m.brokerEpoch = sess.Broker().Epoch
+	m.epochFloor = m.brokerEpoch
+	m.epochChanged.Notify()
 }
 
 // endSession stops accepting anything addressed to sess's incarnation.
-func (b *Broker) endSession(sess coord.Session) {
-	b.epochMu.Lock()
-	defer b.epochMu.Unlock()
-	b.brokerEpoch = -1
-	b.epochFloor = sess.Broker().Epoch + 1
-	b.epochChanged.Notify()
+func (m *membership) endSession(sess coord.Session) {
+	m.epochMu.Lock()
+	defer m.epochMu.Unlock()
+	m.brokerEpoch = -1
+	m.epochFloor = sess.Broker().Epoch + 1
+	m.epochChanged.Notify()
 }
 
 // currentEpoch returns the live session's broker epoch, or -1.
-func (b *Broker) currentEpoch() int64 {
-	b.epochMu.Lock()
-	defer b.epochMu.Unlock()
-	return b.brokerEpoch
+func (m *membership) currentEpoch() int64 {
+	m.epochMu.Lock()
+	defer m.epochMu.Unlock()
+	return m.brokerEpoch
 }
 
 // checkBrokerEpoch reports whether a controller request addressed to
 // broker epoch epoch is for this incarnation. While the broker registers,
 // a request may carry the new epoch before Register has returned it: such
 // a request waits (until ctx ends) for the registration, then is checked.
-func (b *Broker) checkBrokerEpoch(ctx context.Context, epoch int64) bool {
+func (m *membership) checkBrokerEpoch(ctx context.Context, epoch int64) bool {
 	for {
-		b.epochMu.Lock()
-		current, floor, changed := b.brokerEpoch, b.epochFloor, b.epochChanged.Next()
-		b.epochMu.Unlock()
+		m.epochMu.Lock()
+		current, floor, changed := m.brokerEpoch, m.epochFloor, m.epochChanged.Next()
+		m.epochMu.Unlock()
 		if epoch < floor {
 			return false
 		}
@@ -381,36 +456,36 @@ func (b *Broker) checkBrokerEpoch(ctx context.Context, epoch int64) bool {
 // more (the partitions left have no other live ISR member), or ctx ends.
 // A broker that is the only live one has nobody to hand over to, and one
 // without a live session holds no leadership.
-func (b *Broker) controlledShutdown(ctx context.Context) {
+func (m *membership) controlledShutdown(ctx context.Context) {
 	start := time.Now()
-	if _, live, _ := b.cache.view(); len(live) == 1 && int32(live[0].ID) == b.cfg.BrokerID {
-		b.logger.Info("controlled shutdown skipped: no other live broker")
+	if _, live, _ := m.cache.view(); len(live) == 1 && int32(live[0].ID) == m.cfg.BrokerID {
+		m.logger.Info("controlled shutdown skipped: no other live broker")
 		return
 	}
 	previous := -1
 	for attempt := 1; ; attempt++ {
-		epoch := b.currentEpoch()
+		epoch := m.currentEpoch()
 		if epoch < 0 {
 			// Between sessions the controller has already moved every
 			// leadership of the ended one.
-			b.logger.Info("controlled shutdown skipped: not registered")
+			m.logger.Info("controlled shutdown skipped: not registered")
 			return
 		}
-		remaining, err := b.askControlledShutdown(ctx, epoch)
+		remaining, err := m.askControlledShutdown(ctx, epoch)
 		if err == nil && remaining == 0 {
-			b.logger.Info("controlled shutdown done", "elapsed", time.Since(start), "attempts", attempt)
+			m.logger.Info("controlled shutdown done", "elapsed", time.Since(start), "attempts", attempt)
 			return
 		}
 		if err == nil && remaining == previous {
-			b.logger.Warn("controlled shutdown incomplete: no other live ISR member for some partitions", "remaining", remaining, "elapsed", time.Since(start))
+			m.logger.Warn("controlled shutdown incomplete: no other live ISR member for some partitions", "remaining", remaining, "elapsed", time.Since(start))
 			return
 		}
 		if err == nil {
 			previous = remaining
 		}
-		b.logger.Info("controlled shutdown not done yet", "remaining", remaining, "error", err)
+		m.logger.Info("controlled shutdown not done yet", "remaining", remaining, "error", err)
 		if !sleepCtx(ctx, retryBackoff) {
-			b.logger.Warn("controlled shutdown incomplete: deadline passed", "elapsed", time.Since(start), "remaining", remaining)
+			m.logger.Warn("controlled shutdown incomplete: deadline passed", "elapsed", time.Since(start), "remaining", remaining)
 			return
 		}
 	}
@@ -419,15 +494,15 @@ func (b *Broker) controlledShutdown(ctx context.Context) {
 // askControlledShutdown sends one ControlledShutdown to the controller (in
 // process when it is this broker) and returns how many partitions this
 // broker still leads.
-func (b *Broker) askControlledShutdown(ctx context.Context, epoch int64) (int, error) {
-	if ctrl := b.controller(); ctrl != nil {
-		remaining, err := ctrl.ControlledShutdown(ctx, coord.BrokerID(b.cfg.BrokerID), epoch)
+func (m *membership) askControlledShutdown(ctx context.Context, epoch int64) (int, error) {
+	if ctrl := m.controller(); ctrl != nil {
+		remaining, err := ctrl.ControlledShutdown(ctx, coord.BrokerID(m.cfg.BrokerID), epoch)
 		return len(remaining), err
 	}
 	req := kmsg.NewPtrControlledShutdownRequest()
-	req.BrokerID = b.cfg.BrokerID
+	req.BrokerID = m.cfg.BrokerID
 	req.BrokerEpoch = epoch
-	kresp, err := b.askController(ctx, req)
+	kresp, err := m.askController(ctx, req)
 	if err != nil {
 		return -1, err
 	}
@@ -454,12 +529,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 var errNoController = errors.New("no live controller known")
 
 // controllerBroker returns the live controller from the metadata cache.
-func (b *Broker) controllerBroker() (coord.Broker, error) {
-	id, _, _ := b.cache.view()
+func (m *membership) controllerBroker() (coord.Broker, error) {
+	id, _, _ := m.cache.view()
 	if id == coord.NoBroker {
 		return coord.Broker{}, errNoController
 	}
-	cb, ok := b.cache.broker(id)
+	cb, ok := m.cache.broker(id)
 	if !ok {
 		return coord.Broker{}, fmt.Errorf("controller %d: %w", id, errNoController)
 	}
@@ -467,18 +542,18 @@ func (b *Broker) controllerBroker() (coord.Broker, error) {
 }
 
 // askController sends req to the controller over a client connection.
-func (b *Broker) askController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	cb, err := b.controllerBroker()
+func (m *membership) askController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	cb, err := m.controllerBroker()
 	if err != nil {
 		return nil, err
 	}
-	return b.requestTo(ctx, b.peerAddr(cb), req)
+	return m.requestTo(ctx, m.peerAddr(cb), req)
 }
 
 // requestTo sends req to the broker at addr over a new client connection
 // and returns its answer.
-func (b *Broker) requestTo(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
-	cl, err := b.peerClient(addr)
+func (m *membership) requestTo(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
+	cl, err := m.peerClient(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -492,14 +567,14 @@ func (b *Broker) requestTo(ctx context.Context, addr string, req kmsg.Request) (
 // (the truststore as it is now, this broker's certificate as it is at
 // each handshake), authenticated by sasl.mechanism.inter.broker.protocol
 // when it is SASL.
-func (b *Broker) peerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("tripod-broker-%d", b.cfg.BrokerID)),
+func (m *membership) peerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("tripod-broker-%d", m.cfg.BrokerID)),
 		kgo.DialTimeout(5 * time.Second)}
 	opts = append(opts, extra...)
-	if b.interBroker.tls != nil {
-		opts = append(opts, kgo.DialTLSConfig(b.interBroker.tls.ClientConfig()))
+	if m.interBroker.tls != nil {
+		opts = append(opts, kgo.DialTLSConfig(m.interBroker.tls.ClientConfig()))
 	}
-	if s := b.interBroker.sasl; s != nil {
+	if s := m.interBroker.sasl; s != nil {
 		opts = append(opts, kgo.SASL(s.Client))
 	}
 	cl, err := kgo.NewClient(opts...)
