@@ -209,3 +209,18 @@ func ListEndOffsets(ctx context.Context, seeds []string, topic string, partition
 	}
 	return ends, nil
 }
+
+// CheckBrokerFlags checks the flags every lab command passes to the
+// brokers it starts: --broker-log-level must be a level the broker knows
+// and each --set a key=value.
+func CheckBrokerFlags(logLevel string, sets []string) error {
+	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, logLevel) {
+		return fmt.Errorf("--broker-log-level %q: must be trace, debug, info, warn or error", logLevel)
+	}
+	for _, kv := range sets {
+		if !strings.Contains(kv, "=") {
+			return fmt.Errorf("--set %q: want key=value", kv)
+		}
+	}
+	return nil
+}

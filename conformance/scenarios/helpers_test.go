@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -35,21 +34,7 @@ const settle = 30 * time.Second
 var env *cluster.Env
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tripod-scenarios-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scenarios:", err)
-		os.Exit(1)
-	}
-	env, err = cluster.NewEnv(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scenarios:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	env.Close()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	cluster.RunTests(m, "tripod-scenarios", func(e *cluster.Env) { env = e })
 }
 
 // eachBackend runs scenario as a subtest per backend: zk, etcd, raft.

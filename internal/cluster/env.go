@@ -157,3 +157,27 @@ func (e *Env) StartForTest(t testing.TB, cfg Config) *Cluster {
 	}
 	return c
 }
+
+// RunTests runs a test binary's tests with an Env of their own: it builds
+// the tripod binary into a new temporary directory whose name starts with
+// name, hands the Env to use before the first test, and closes the Env and
+// removes the directory once the tests end. Call it from TestMain; it
+// exits the process with the tests' status and does not return.
+func RunTests(m *testing.M, name string, use func(*Env)) {
+	dir, err := os.MkdirTemp("", name+"-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: create temp dir: %v\n", name, err)
+		os.Exit(1)
+	}
+	env, err := NewEnv(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	use(env)
+	code := m.Run()
+	env.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

@@ -205,15 +205,7 @@ func (o *FailoverConfig) validate() error {
 	if o.ISRTimeout < time.Second {
 		return fmt.Errorf("--isr-timeout %v: must be at least 1s", o.ISRTimeout)
 	}
-	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, o.LogLevel) {
-		return fmt.Errorf("--broker-log-level %q: must be trace, debug, info, warn or error", o.LogLevel)
-	}
-	for _, kv := range o.Sets {
-		if !strings.Contains(kv, "=") {
-			return fmt.Errorf("--set %q: want key=value", kv)
-		}
-	}
-	return nil
+	return lab.CheckBrokerFlags(o.LogLevel, o.Sets)
 }
 
 // Failover runs every backend × partition count of cfg, prints the table

@@ -1,8 +1,6 @@
 package verify
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/tripodmq/tripod/internal/cluster"
@@ -16,20 +14,5 @@ var env *cluster.Env
 var tripodBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tripod-verify-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "create temp dir:", err)
-		os.Exit(1)
-	}
-	env, err = cluster.NewEnv(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	tripodBin = env.Binary
-	code := m.Run()
-	env.Close()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	cluster.RunTests(m, "tripod-verify-test", func(e *cluster.Env) { env, tripodBin = e, e.Binary })
 }

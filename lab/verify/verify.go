@@ -207,15 +207,7 @@ func (o *Config) validate() error {
 	if o.SteadyTimeout < 10*time.Second {
 		return fmt.Errorf("--steady-timeout %v: must be at least 10s", o.SteadyTimeout)
 	}
-	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, o.LogLevel) {
-		return fmt.Errorf("--broker-log-level %q: must be trace, debug, info, warn or error", o.LogLevel)
-	}
-	for _, kv := range o.Sets {
-		if !strings.Contains(kv, "=") {
-			return fmt.Errorf("--set %q: want key=value", kv)
-		}
-	}
-	return nil
+	return lab.CheckBrokerFlags(o.LogLevel, o.Sets)
 }
 
 // verifyReport is what --out holds.
