@@ -1,11 +1,15 @@
 package broker
 
 import (
+	"context"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/replica"
+	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -22,17 +26,19 @@ import (
 // Its dependencies on the rest of the broker are the fields below the
 // line "dependencies", set by New and not changed after:
 //
-//   - cfg, the broker's configuration, and dyn, the dynamic configs: the
-//     live config (dyn.current), the topics' configs the config watch
-//     delivers (dyn.watchedTopicConfigs) and the registration of a new
-//     replica for dynamic config changes (dyn.addReplica);
-//   - logger and metrics (throttled, isrChanged);
+//   - cfg, the broker's configuration, and dyn, the dynamic configs
+//     (replicaConfigs): the live config (current), the topics' configs
+//     the config watch delivers (watchedTopicConfigs) and the
+//     registration of a new replica for dynamic config changes
+//     (addReplica);
+//   - logger and metrics (replicaMetrics: throttled, isrChanged);
 //   - backend, to load the topic configs a LeaderAndIsr does not carry;
-//   - cache, the metadata cache an UpdateMetadata updates and whose
-//     brokers the fetchers reach;
-//   - member, the cluster membership: the broker epoch (currentEpoch,
-//     checkBrokerEpoch), the controllers (controller, backendController,
-//     askController) and the clients of peers (peerAddr, peerClient);
+//   - cache, the metadata cache (replicaMetadata) an UpdateMetadata
+//     updates and whose brokers the fetchers reach;
+//   - member, the cluster membership (replicaMembership): the broker
+//     epoch (currentEpoch, checkBrokerEpoch), the controllers
+//     (controller, backendController, askController) and the clients of
+//     peers (peerAddr, peerClient);
 //   - roleChanged and resign, the group coordinator's callbacks for an
 //     __consumer_offsets partition whose role changed or that went away;
 //   - followerQuota, the follower replication throttle;
@@ -40,8 +46,9 @@ import (
 //
 // Lock order: stateMu before replicasMu before a partition's appendMu
 // before its repMu; waitMu before a partition's repMu. stateMu is held
-// for the whole application of a controller request, so that two never
-// interleave.
+// for the whole application of a controller request (LeaderAndIsr,
+// StopReplica, UpdateMetadata) and while offline replicas are closed, so
+// that two never interleave.
 type replicaManager struct {
 	// replicasMu guards replicas: the partitions this broker holds.
 	replicasMu sync.RWMutex
@@ -85,14 +92,54 @@ type replicaManager struct {
 
 	// dependencies
 	cfg           *Config
-	dyn           *dynamicConfigs
+	dyn           replicaConfigs
 	logger        hclog.Logger
-	metrics       *metrics
+	metrics       replicaMetrics
 	backend       coord.Backend
-	cache         *metadataCache
-	member        *membership
+	cache         replicaMetadata
+	member        replicaMembership
 	roleChanged   func(p *partition)
 	resign        func(index int32)
 	followerQuota *replica.Quota
 	closing       <-chan struct{}
+}
+
+// replicaMembership is what the replica manager asks of the cluster
+// membership (membership): the broker epoch its controller requests
+// and AlterPartition carry, the controllers it accepts and asks, and
+// the clients its fetchers reach the leaders with.
+type replicaMembership interface {
+	currentEpoch() int64
+	checkBrokerEpoch(ctx context.Context, epoch int64) bool
+	controller() *controller.Controller
+	backendController() coord.ControllerInfo
+	askController(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	peerAddr(cb coord.Broker) string
+	peerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error)
+}
+
+// replicaMetadata is what the replica manager reads and writes of the
+// metadata cache (metadataCache): an UpdateMetadata's application, and
+// the brokers and partitions the controller last sent.
+type replicaMetadata interface {
+	update(req *controller.UpdateMetadataRequest, full bool)
+	isSynced() bool
+	hasPartition(topic string, index int32) bool
+	broker(id coord.BrokerID) (coord.Broker, bool)
+}
+
+// replicaConfigs is what the replica manager reads of the dynamic
+// configs (dynamicConfigs): the live config a replica opens with, the
+// topic configs the config watch delivered, and the registration of a
+// new replica for the changes that follow.
+type replicaConfigs interface {
+	current() *dynamicState
+	watchedTopicConfigs(names []string) map[string]map[string]string
+	addReplica(p *partition, register func())
+}
+
+// replicaMetrics is what the replica manager counts (metrics).
+type replicaMetrics interface {
+	throttled(side string, bytes, leftOut int)
+	isrChanged(shrinks, expands int)
 }
