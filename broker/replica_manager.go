@@ -2,7 +2,10 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -102,6 +105,166 @@ type replicaManager struct {
 	resign        func(index int32)
 	followerQuota *replica.Quota
 	closing       <-chan struct{}
+}
+
+// allPartitions returns every open partition.
+func (m *replicaManager) allPartitions() []*partition {
+	m.replicasMu.RLock()
+	defer m.replicasMu.RUnlock()
+	out := make([]*partition, 0, len(m.replicas))
+	for _, p := range m.replicas {
+		out = append(out, p)
+	}
+	return out
+}
+
+// partitionFor returns the replica this broker holds, or nil.
+func (m *replicaManager) partitionFor(topic string, index int32) *partition {
+	m.replicasMu.RLock()
+	defer m.replicasMu.RUnlock()
+	return m.replicas[coord.TopicPartition{Topic: topic, Partition: index}]
+}
+
+// backgroundLoop enforces retention and closes the segment files idle
+// since the last check every log.retention.check.interval.ms, writes the high watermark checkpoint every
+// replica.high.watermark.checkpoint.interval.ms, expires idle producers
+// and writes producer snapshots every
+// producer.id.expiration.check.interval.ms (maintainProducers) and, when
+// log.flush.interval.ms is set, flushes the logs on that period.
+func (m *replicaManager) backgroundLoop() {
+	retention := time.NewTicker(m.cfg.LogRetentionCheckInterval)
+	defer retention.Stop()
+	checkpoint := time.NewTicker(m.cfg.ReplicaHighWatermarkCheckpointInterval)
+	defer checkpoint.Stop()
+	producers := time.NewTicker(m.cfg.ProducerIDExpirationCheckInterval)
+	defer producers.Stop()
+	var flushC <-chan time.Time
+	if m.cfg.LogFlushInterval > 0 {
+		flush := time.NewTicker(m.cfg.LogFlushInterval)
+		defer flush.Stop()
+		flushC = flush.C
+	}
+	for {
+		select {
+		case <-m.closing:
+			return
+		case now := <-retention.C:
+			for _, p := range m.allPartitions() {
+				n, err := p.log.EnforceRetention(now)
+				if err != nil && !errors.Is(err, tlog.ErrClosed) {
+					m.logger.Error("enforce retention failed", "partition", p.name(), "error", err)
+					m.checkStorage(p, err)
+				}
+				if n > 0 {
+					m.logStartMoved(p)
+					m.logger.Info("retention deleted segments", "partition", p.name(), "segments", n, "log_start_offset", p.log.StartOffset())
+				}
+			}
+			// A segment file unused since the last check holds no
+			// descriptor until it is used again.
+			m.files.CloseIdle()
+		case <-checkpoint.C:
+			if err := m.writeHWCheckpoints(); err != nil {
+				m.logger.Error("high watermark checkpoint failed", "error", err)
+			}
+		case now := <-producers.C:
+			m.maintainProducers(now)
+		case <-flushC:
+			for _, p := range m.allPartitions() {
+				if err := p.log.Flush(); err != nil && !errors.Is(err, tlog.ErrClosed) {
+					m.logger.Error("flush failed", "partition", p.name(), "error", err)
+					m.checkStorage(p, err)
+				}
+			}
+		}
+	}
+}
+
+// closeLogs writes every open partition's producer snapshot, then
+// flushes and closes its log.
+func (m *replicaManager) closeLogs() error {
+	m.replicasMu.Lock()
+	defer m.replicasMu.Unlock()
+	var first error
+	for _, p := range m.replicas {
+		p.appendMu.Lock()
+		if err := m.snapshotProducers(p, false); err != nil {
+			m.logger.Warn("producer snapshot at close failed; the next open reads the log from an older one", "partition", p.name(), "error", err)
+		}
+		p.appendMu.Unlock()
+		if err := p.log.Close(); err != nil && first == nil {
+			first = fmt.Errorf("close log of %s: %w", p.name(), err)
+		}
+	}
+	m.replicas = make(map[coord.TopicPartition]*partition)
+	return first
+}
+
+// recoverProducers rebuilds p's producer state from its latest producer
+// snapshot and the log after it (log.RecoverProducers), warning
+// of the snapshots it could not use and of a read of the whole log, then
+// forgets the producers idle for producer.id.expiration.ms at now, as
+// Kafka skips expired producers when it loads a snapshot. The caller
+// holds p.appendMu or is the only one to know p.
+func (m *replicaManager) recoverProducers(p *partition, now time.Time) error {
+	load, err := p.log.RecoverProducers(p.producers)
+	p.producersLoad = load
+	for _, skipped := range load.Skipped {
+		m.logger.Warn("producer snapshot unusable, deleted", "partition", p.name(), "error", skipped)
+	}
+	if err != nil {
+		return err
+	}
+	expired := p.producers.Expire(now.UnixMilli() - m.cfg.ProducerIDExpiration.Milliseconds())
+	if load.SnapshotOffset < 0 && load.To > load.From {
+		m.logger.Warn("no usable producer snapshot, producer state read from the whole log", "partition", p.name(),
+			"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
+		return nil
+	}
+	m.logger.Debug("producer state loaded", "partition", p.name(), "snapshot_offset", load.SnapshotOffset,
+		"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
+	return nil
+}
+
+// maintainProducers forgets, in every partition, the producers whose
+// last batch is older than producer.id.expiration.ms at now, and writes
+// the producer snapshot of each partition whose log rolled a segment
+// since its latest snapshot.
+func (m *replicaManager) maintainProducers(now time.Time) {
+	before := now.UnixMilli() - m.cfg.ProducerIDExpiration.Milliseconds()
+	for _, p := range m.allPartitions() {
+		p.appendMu.Lock()
+		expired := p.producers.Expire(before)
+		err := m.snapshotProducers(p, true)
+		p.appendMu.Unlock()
+		if expired > 0 {
+			m.logger.Debug("expired idle producers", "partition", p.name(), "producers", expired)
+		}
+		if err != nil && !errors.Is(err, tlog.ErrClosed) {
+			m.logger.Error("producer snapshot failed", "partition", p.name(), "error", err)
+		}
+	}
+}
+
+// snapshotProducers writes p's producer state as its snapshot at the log
+// end offset unless the latest snapshot is there already or, with
+// afterRoll, is at or above the active segment's base offset (no roll
+// since): so a restart replays about one segment, as Kafka's snapshot at
+// each roll bounds it. The caller holds p.appendMu.
+func (m *replicaManager) snapshotProducers(p *partition, afterRoll bool) error {
+	offsets, err := p.log.ProducerSnapshots()
+	if err != nil {
+		return err
+	}
+	latest := int64(-1)
+	if len(offsets) > 0 {
+		latest = offsets[len(offsets)-1]
+	}
+	if latest == p.log.EndOffset() || (afterRoll && latest >= p.log.ActiveSegmentBaseOffset()) {
+		return nil
+	}
+	_, err = p.log.SnapshotProducers(p.producers)
+	return err
 }
 
 // replicaMembership is what the replica manager asks of the cluster
