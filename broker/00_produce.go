@@ -106,7 +106,7 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 		// Only the group coordinator writes it, in its own schemas.
 		return kerr.InvalidTopicException.Code, nil
 	}
-	p, code := b.leaderFor(topic, rp.Partition)
+	p, code := b.replicas.leaderFor(topic, rp.Partition)
 	if p == nil {
 		return code, nil
 	}
@@ -120,9 +120,9 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 	if code := b.validateProduced(p, rp.Records, maxBytes, sp); code != 0 {
 		return code, nil
 	}
-	res, done, err := b.appendAsLeader(p, rp.Records, r.Acks == -1, deadline)
+	res, done, err := b.replicas.appendAsLeader(p, rp.Records, r.Acks == -1, deadline)
 	if err != nil {
-		if b.checkStorage(p, err) {
+		if b.replicas.checkStorage(p, err) {
 			return kerr.KafkaStorageError.Code, nil
 		}
 		code := appendErrors.Code(err)

@@ -131,7 +131,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 		var watched []*partition
 		for _, rt := range r.Topics {
 			for _, rp := range rt.Partitions {
-				if p := b.partitionFor(rt.Topic, rp.Partition); p != nil {
+				if p := b.replicas.partitionFor(rt.Topic, rp.Partition); p != nil {
 					p.watch(wake)
 					watched = append(watched, p)
 				}
@@ -199,7 +199,7 @@ func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartit
 	for _, rt := range r.Topics {
 		for _, rp := range rt.Partitions {
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			p, code := b.leaderFor(rt.Topic, rp.Partition)
+			p, code := b.replicas.leaderFor(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
 			case r.Version >= 9 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()) != 0:
@@ -211,7 +211,7 @@ func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartit
 				if r.Version >= 5 {
 					logStart = rp.LogStartOffset
 				}
-				code = b.followerFetched(p, r.ReplicaID, rp.FetchOffset, logStart)
+				code = b.replicas.followerFetched(p, r.ReplicaID, rp.FetchOffset, logStart)
 			}
 			if code != 0 {
 				codes[tp] = code
@@ -230,7 +230,7 @@ func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartit
 // fetch's to serve.
 func (b *Broker) recordIdlePositions(idle []idlePosition, replica int32) {
 	for _, ip := range idle {
-		b.followerFetched(ip.p, replica, ip.fetchOffset, ip.logStart)
+		b.replicas.followerFetched(ip.p, replica, ip.fetchOffset, ip.logStart)
 	}
 }
 
@@ -269,7 +269,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			// An empty record set is sent as zero bytes, not null:
 			// librdkafka refuses a null one.
 			sp.RecordBatches = []byte{}
-			p, code := b.leaderFor(rt.Topic, rp.Partition)
+			p, code := b.replicas.leaderFor(rt.Topic, rp.Partition)
 			if c, ok := replicaCodes[coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok && p != nil {
 				sp.ErrorCode = c
 				sp.HighWatermark = p.highWatermark()
@@ -328,7 +328,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				case errors.Is(err, tlog.ErrClosed):
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					hasError = true
-				case b.checkStorage(p, err):
+				case b.replicas.checkStorage(p, err):
 					sp.ErrorCode = kerr.KafkaStorageError.Code
 					hasError = true
 				case err != nil:

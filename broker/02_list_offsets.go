@@ -41,7 +41,7 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			sp.Partition = rp.Partition
 			sp.Offset = -1
 			sp.Timestamp = -1
-			p, code := b.leaderFor(rt.Topic, rp.Partition)
+			p, code := b.replicas.leaderFor(rt.Topic, rp.Partition)
 			var leaderEpoch int32
 			if p != nil {
 				leaderEpoch = p.leaderEpoch()

@@ -32,7 +32,7 @@ func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Resp
 		return nil, nil, err
 	}
 	var codes []int16
-	resp.ErrorCode, codes = b.applyLeaderAndIsr(ctx, cr)
+	resp.ErrorCode, codes = b.replicas.applyLeaderAndIsr(ctx, cr)
 	i := 0
 	for _, ts := range r.TopicStates {
 		rt := kmsg.NewLeaderAndISRResponseTopic()

@@ -45,7 +45,7 @@ func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Respo
 		return nil, nil, err
 	}
 	for _, cr := range requests {
-		if code := b.applyStopReplica(ctx, cr); code != 0 {
+		if code := b.replicas.applyStopReplica(ctx, cr); code != 0 {
 			resp.ErrorCode = code
 		}
 	}

@@ -33,7 +33,7 @@ func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Re
 	if err := b.member.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
 		return nil, nil, err
 	}
-	resp.ErrorCode = b.applyUpdateMetadata(ctx, cr)
+	resp.ErrorCode = b.replicas.applyUpdateMetadata(ctx, cr)
 	return resp, nil, nil
 }
 

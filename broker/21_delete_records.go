@@ -89,12 +89,12 @@ func (b *Broker) deleteRecords(topic string, index int32, offset int64, deadline
 	if topic == group.OffsetsTopic {
 		return kerr.InvalidTopicException.Code, nil
 	}
-	p, code := b.leaderFor(topic, index)
+	p, code := b.replicas.leaderFor(topic, index)
 	if p == nil {
 		return code, nil
 	}
 	if _, del := cleanupPolicy(p.topicConfigs()); !del {
 		return kerr.PolicyViolation.Code, nil
 	}
-	return b.deleteRecordsAsLeader(p, offset, deadline)
+	return b.replicas.deleteRecordsAsLeader(p, offset, deadline)
 }

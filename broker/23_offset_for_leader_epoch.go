@@ -25,7 +25,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, req *request) (kms
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch = -1
 			sp.EndOffset = -1
-			p, code := b.leaderFor(rt.Topic, rp.Partition)
+			p, code := b.replicas.leaderFor(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
 				sp.ErrorCode = code

@@ -80,7 +80,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 			}
 			configs, watched := b.dyn.watchedTopicConfigs([]string{rr.ResourceName})[rr.ResourceName]
 			if !watched {
-				configs = b.topicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
+				configs = b.replicas.topicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
 			}
 			for _, name := range topicKeyNames() {
 				if !wanted(rr.ConfigNames, name) {

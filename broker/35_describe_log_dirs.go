@@ -38,7 +38,7 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, req *request) (kmsg.Res
 			}
 		}
 	}
-	parts := b.allPartitions()
+	parts := b.replicas.allPartitions()
 	slices.SortFunc(parts, func(x, y *partition) int {
 		return cmp.Or(cmp.Compare(x.topic, y.topic), cmp.Compare(x.index, y.index))
 	})
@@ -48,7 +48,7 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, req *request) (kmsg.Res
 		if abs, err := filepath.Abs(dir); err == nil {
 			sd.Dir = abs
 		}
-		if b.logDirs.Offline(filepath.Clean(dir)) {
+		if b.replicas.logDirs.Offline(filepath.Clean(dir)) {
 			sd.ErrorCode = kerr.KafkaStorageError.Code
 			resp.Dirs = append(resp.Dirs, sd)
 			continue

@@ -59,7 +59,7 @@ func TestDescribeLogDirs(t *testing.T) {
 				t.Errorf("partition %d in %s and %s", index, prev, dir)
 			}
 			seen[index] = dir
-			p := b.partitionFor(topic, index)
+			p := b.replicas.partitionFor(topic, index)
 			if p.logDir() != filepath.Clean(dir) {
 				t.Errorf("partition %d described in %s, but its log is in %s", index, dir, p.logDir())
 			}
@@ -98,7 +98,7 @@ func TestDescribeLogDirs(t *testing.T) {
 	}
 
 	failed := cfg.LogDirs[1]
-	b.failLogDir(filepath.Clean(failed), fmt.Errorf("write: %w", syscall.EIO))
+	b.replicas.failLogDir(filepath.Clean(failed), fmt.Errorf("write: %w", syscall.EIO))
 	req := kmsg.NewPtrDescribeLogDirsRequest()
 	resp := askBroker[*kmsg.DescribeLogDirsResponse](t, b, req)
 	if len(resp.Dirs) != 2 {

@@ -90,7 +90,7 @@ func BenchmarkProduceReplicated(b *testing.B) {
 		}
 		for _, br := range brokers {
 			for i := range int32(6) {
-				if br.partitionFor(topic, i) == nil {
+				if br.replicas.partitionFor(topic, i) == nil {
 					return false
 				}
 			}
@@ -177,7 +177,7 @@ func BenchmarkIdleReplicaMemory(bm *testing.B) {
 		before := idleFootprint(bm)
 		createWideTopic(bm, b, "idle", n)
 		produceToEach(bm, b.Addr().String(), "idle", n)
-		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.files.Open() == 0 })
+		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.replicas.files.Open() == 0 })
 		after := idleFootprint(bm)
 		if *idleHeapProfile != "" {
 			writeHeapProfile(bm, *idleHeapProfile)
@@ -297,7 +297,7 @@ func BenchmarkRestartIdleReplicas(bm *testing.B) {
 		bm.StopTimer()
 		bm.ReportMetric(elapsed.Seconds(), "s/restart")
 		bm.ReportMetric(float64(elapsed.Microseconds())/float64(n), "µs/replica")
-		bm.ReportMetric(float64(b.files.Open()), "files-open")
+		bm.ReportMetric(float64(b.replicas.files.Open()), "files-open")
 		bm.ReportMetric(0, "ns/op")
 	}
 }
@@ -410,10 +410,10 @@ func newBenchClient(tb testing.TB, seed string, opts ...kgo.Opt) *kgo.Client {
 
 // heldReplicas counts the partitions of topic b holds.
 func (b *Broker) heldReplicas(topic string) int {
-	b.replicasMu.RLock()
-	defer b.replicasMu.RUnlock()
+	b.replicas.replicasMu.RLock()
+	defer b.replicas.replicasMu.RUnlock()
 	n := 0
-	for tp := range b.replicas {
+	for tp := range b.replicas.replicas {
 		if tp.Topic == topic {
 			n++
 		}
@@ -423,10 +423,10 @@ func (b *Broker) heldReplicas(topic string) int {
 
 // heldLeaders counts the partitions of topic b holds and leads.
 func (b *Broker) heldLeaders(topic string) int {
-	b.replicasMu.RLock()
-	defer b.replicasMu.RUnlock()
+	b.replicas.replicasMu.RLock()
+	defer b.replicas.replicasMu.RUnlock()
 	n := 0
-	for tp, p := range b.replicas {
+	for tp, p := range b.replicas.replicas {
 		if tp.Topic == topic && int32(p.role().Leader) == b.cfg.BrokerID {
 			n++
 		}
@@ -523,7 +523,7 @@ func BenchmarkProduceSpread(b *testing.B) {
 		}
 		for _, br := range brokers {
 			for i := range int32(partitions) {
-				if br.partitionFor(topic, i) == nil {
+				if br.replicas.partitionFor(topic, i) == nil {
 					return false
 				}
 			}

@@ -47,21 +47,10 @@ type Broker struct {
 	// without authorizer.class.name.
 	authz *security.Authorizer
 
-	// replicasMu guards replicas: the partitions this broker holds.
-	replicasMu sync.RWMutex
-	replicas   map[coord.TopicPartition]*partition
-
-	// stateMu serialises the controller's requests; it guards
-	// controllerEpoch, the highest controller epoch accepted, and
-	// controllerID, the controller of that epoch (NoBroker before the
-	// first).
-	stateMu         sync.Mutex
-	controllerEpoch int64
-	controllerID    coord.BrokerID
-	// updateEpoch is the controller epoch of the latest UpdateMetadata
-	// accepted: the first one of a newer epoch is a new controller's full
-	// state.
-	updateEpoch int64
+	// replicas is the replica manager: the partitions this broker holds,
+	// their logs, roles, fetchers and ISR reports, and the acceptance and
+	// application of the controller's requests.
+	replicas *replicaManager
 
 	// member is this broker's membership of the cluster: its sessions
 	// and broker epochs, the controller the backend names, the controller
@@ -79,24 +68,6 @@ type Broker struct {
 	// partitions this broker leads.
 	groups  *groupCoordinator
 	metrics *metrics
-	// fetchers copy the partitions this broker follows from their
-	// leaders; isr sends the ISR changes of those it leads to the
-	// controller; hwCkpt holds the high watermarks read at start.
-	fetchers *fetcherManager
-	isr      *isrSender
-	hwCkpt   *replica.HWCheckpoints
-	// files is the pool through which every log of the broker opens its
-	// segment files (log.open.files.max).
-	files *tlog.FilePool
-	// logDirs are the log dirs: their locks, the ones gone offline and
-	// the replicas offline until restart (logdirs.go); its Failed wakes
-	// logDirLoop.
-	logDirs *replica.LogDirs
-	// waitMu guards waiting, the partitions with acks=all produces or
-	// DeleteRecords waiting (queueWait), which tickLoop ticks every
-	// interval; it is taken before a partition's repMu.
-	waitMu  sync.Mutex
-	waiting map[*partition]struct{}
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -118,11 +89,6 @@ type Broker struct {
 	dyn *dynamicConfigs
 	// leaderQuota and followerQuota are the replication throttles.
 	leaderQuota, followerQuota *replica.Quota
-
-	// openReplicaHook, if not nil, is called at the start of each
-	// openReplica: tests block it to hold a LeaderAndIsr in its log
-	// opens. It is nil in production; a test sets it with stateMu held.
-	openReplicaHook func(coord.TopicPartition)
 }
 
 // New opens the coordination backend (cfg.Coord), binds the listeners
@@ -143,19 +109,26 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		cfg:            cfg,
 		logger:         logger,
 		cache:          newMetadataCache(),
-		replicas:       make(map[coord.TopicPartition]*partition),
 		closing:        make(chan struct{}),
 		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, maxSessionRefresh), nil),
-
-		controllerID: coord.NoBroker,
-
-		waiting: map[*partition]struct{}{},
 	}
-	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.partitionFor(tp.Topic, tp.Partition) }
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
-	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota, partitions: b.allPartitions}
+	b.replicas = &replicaManager{
+		replicas:      make(map[coord.TopicPartition]*partition),
+		controllerID:  coord.NoBroker,
+		waiting:       map[*partition]struct{}{},
+		cfg:           &b.cfg,
+		logger:        logger,
+		cache:         b.cache,
+		followerQuota: b.followerQuota,
+		closing:       b.closing,
+	}
+	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.replicas.partitionFor(tp.Topic, tp.Partition) }
+	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota, partitions: b.replicas.allPartitions}
+	b.replicas.dyn = b.dyn
 	b.metrics = newMetrics(b)
+	b.replicas.metrics = b.metrics
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
 		SocketRequestMaxBytes:        cfg.SocketRequestMaxBytes,
@@ -169,24 +142,25 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		ConnectionsRefused:           b.metrics.connectionsRefused,
 	}, logger)
 	b.groups = newGroupCoordinator(b)
-	b.fetchers = newFetcherManager(b)
-	b.isr = newISRSender(b)
+	b.replicas.roleChanged, b.replicas.resign = b.groups.roleChanged, b.groups.resign
+	b.replicas.fetchers = newFetcherManager(b.replicas)
+	b.replicas.isr = newISRSender(b.replicas)
 	logDirs, err := replica.OpenLogDirs(cfg.LogDirs)
 	if err != nil {
 		return nil, err
 	}
-	b.logDirs = logDirs
+	b.replicas.logDirs = logDirs
 	lastEpoch := readRegistrationEpoch(cfg.LogDirs[0])
 	ckpt, err := replica.ReadHWCheckpoints(cfg.LogDirs)
 	if err != nil {
-		b.logDirs.Unlock()
+		logDirs.Unlock()
 		return nil, err
 	}
-	b.hwCkpt = ckpt
-	b.files = tlog.NewFilePool(int(cfg.LogOpenFilesMax))
+	b.replicas.hwCkpt = ckpt
+	b.replicas.files = tlog.NewFilePool(int(cfg.LogOpenFilesMax))
 	b.listeners, b.interBroker, err = bindListeners(cfg, logger)
 	if err != nil {
-		b.logDirs.Unlock()
+		logDirs.Unlock()
 		return nil, err
 	}
 	closeListeners := func() {
@@ -199,17 +173,18 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	cc.Logger = logger.Named("coord")
 	if err := cfg.openCoordTLS(&cc, logger.Named("coord-tls")); err != nil {
 		closeListeners()
-		b.logDirs.Unlock()
+		logDirs.Unlock()
 		return nil, err
 	}
 	backend, err := coord.Open(cc)
 	if err != nil {
 		closeListeners()
-		b.logDirs.Unlock()
+		logDirs.Unlock()
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
 	b.dyn.backend = backend
+	b.replicas.backend = backend
 	b.member = &membership{
 		cfg:         &b.cfg,
 		logger:      logger,
@@ -218,15 +193,16 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		interBroker: b.interBroker,
 		self:        b.self,
 		acceptedControllerEpoch: func() int64 {
-			b.stateMu.Lock()
-			defer b.stateMu.Unlock()
-			return b.controllerEpoch
+			b.replicas.stateMu.Lock()
+			defer b.replicas.stateMu.Unlock()
+			return b.replicas.controllerEpoch
 		},
 		newSender:   func() *sender { return newSender(b) },
 		lastEpoch:   lastEpoch,
 		brokerEpoch: -1,
 		backendCtrl: coord.ControllerInfo{ID: coord.NoBroker},
 	}
+	b.replicas.member = b.member
 	saslListeners := make([]*security.SASLListener, len(b.listeners))
 	for i, l := range b.listeners {
 		saslListeners[i] = l.sasl
@@ -286,25 +262,25 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	b.wg.Add(4)
 	go func() {
 		defer b.wg.Done()
-		b.logDirLoop()
+		b.replicas.logDirLoop()
 	}()
 	go func() {
 		defer b.wg.Done()
-		b.backgroundLoop()
+		b.replicas.backgroundLoop()
 	}()
 	go func() {
 		defer b.wg.Done()
-		b.tickLoop()
+		b.replicas.tickLoop()
 	}()
 	go func() {
 		defer b.wg.Done()
-		b.isr.run()
+		b.replicas.isr.run()
 	}()
 	if cfg.LogCleanerEnable {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			b.cleanerLoop()
+			b.replicas.cleanerLoop()
 		}()
 	}
 	b.groups.start()
@@ -354,40 +330,20 @@ func (b *Broker) Close() error {
 		}
 		b.wg.Wait()
 		b.groups.close()
-		b.fetchers.close()
-		if cerr := b.writeHWCheckpoints(); cerr != nil {
+		b.replicas.fetchers.close()
+		if cerr := b.replicas.writeHWCheckpoints(); cerr != nil {
 			b.logger.Error("high watermark checkpoint failed", "error", cerr)
 		}
-		if cerr := b.closeLogs(); cerr != nil {
+		if cerr := b.replicas.closeLogs(); cerr != nil {
 			err = cerr
 		}
-		b.logDirs.Unlock()
+		b.replicas.logDirs.Unlock()
 		b.logger.Info("broker closed")
 	})
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
 	return err
-}
-
-// closeLogs writes every open partition's producer snapshot, then
-// flushes and closes its log.
-func (b *Broker) closeLogs() error {
-	b.replicasMu.Lock()
-	defer b.replicasMu.Unlock()
-	var first error
-	for _, p := range b.replicas {
-		p.appendMu.Lock()
-		if err := b.snapshotProducers(p, false); err != nil {
-			b.logger.Warn("producer snapshot at close failed; the next open reads the log from an older one", "partition", p.name(), "error", err)
-		}
-		p.appendMu.Unlock()
-		if err := p.log.Close(); err != nil && first == nil {
-			first = fmt.Errorf("close log of %s: %w", p.name(), err)
-		}
-	}
-	b.replicas = make(map[coord.TopicPartition]*partition)
-	return first
 }
 
 // openFilesLimit returns the process's RLIMIT_NOFILE soft limit, which
@@ -398,144 +354,4 @@ func openFilesLimit() uint64 {
 		return 0
 	}
 	return lim.Cur
-}
-
-// backgroundLoop enforces retention and closes the segment files idle
-// since the last check every log.retention.check.interval.ms, writes the high watermark checkpoint every
-// replica.high.watermark.checkpoint.interval.ms, expires idle producers
-// and writes producer snapshots every
-// producer.id.expiration.check.interval.ms (maintainProducers) and, when
-// log.flush.interval.ms is set, flushes the logs on that period.
-func (b *Broker) backgroundLoop() {
-	retention := time.NewTicker(b.cfg.LogRetentionCheckInterval)
-	defer retention.Stop()
-	checkpoint := time.NewTicker(b.cfg.ReplicaHighWatermarkCheckpointInterval)
-	defer checkpoint.Stop()
-	producers := time.NewTicker(b.cfg.ProducerIDExpirationCheckInterval)
-	defer producers.Stop()
-	var flushC <-chan time.Time
-	if b.cfg.LogFlushInterval > 0 {
-		flush := time.NewTicker(b.cfg.LogFlushInterval)
-		defer flush.Stop()
-		flushC = flush.C
-	}
-	for {
-		select {
-		case <-b.closing:
-			return
-		case now := <-retention.C:
-			for _, p := range b.allPartitions() {
-				n, err := p.log.EnforceRetention(now)
-				if err != nil && !errors.Is(err, tlog.ErrClosed) {
-					b.logger.Error("enforce retention failed", "partition", p.name(), "error", err)
-					b.checkStorage(p, err)
-				}
-				if n > 0 {
-					b.logStartMoved(p)
-					b.logger.Info("retention deleted segments", "partition", p.name(), "segments", n, "log_start_offset", p.log.StartOffset())
-				}
-			}
-			// A segment file unused since the last check holds no
-			// descriptor until it is used again.
-			b.files.CloseIdle()
-		case <-checkpoint.C:
-			if err := b.writeHWCheckpoints(); err != nil {
-				b.logger.Error("high watermark checkpoint failed", "error", err)
-			}
-		case now := <-producers.C:
-			b.maintainProducers(now)
-		case <-flushC:
-			for _, p := range b.allPartitions() {
-				if err := p.log.Flush(); err != nil && !errors.Is(err, tlog.ErrClosed) {
-					b.logger.Error("flush failed", "partition", p.name(), "error", err)
-					b.checkStorage(p, err)
-				}
-			}
-		}
-	}
-}
-
-// allPartitions returns every open partition.
-func (b *Broker) allPartitions() []*partition {
-	b.replicasMu.RLock()
-	defer b.replicasMu.RUnlock()
-	out := make([]*partition, 0, len(b.replicas))
-	for _, p := range b.replicas {
-		out = append(out, p)
-	}
-	return out
-}
-
-// partitionFor returns the replica this broker holds, or nil.
-func (b *Broker) partitionFor(topic string, index int32) *partition {
-	b.replicasMu.RLock()
-	defer b.replicasMu.RUnlock()
-	return b.replicas[coord.TopicPartition{Topic: topic, Partition: index}]
-}
-
-// recoverProducers rebuilds p's producer state from its latest producer
-// snapshot and the log after it (log.RecoverProducers), warning
-// of the snapshots it could not use and of a read of the whole log, then
-// forgets the producers idle for producer.id.expiration.ms at now, as
-// Kafka skips expired producers when it loads a snapshot. The caller
-// holds p.appendMu or is the only one to know p.
-func (b *Broker) recoverProducers(p *partition, now time.Time) error {
-	load, err := p.log.RecoverProducers(p.producers)
-	p.producersLoad = load
-	for _, skipped := range load.Skipped {
-		b.logger.Warn("producer snapshot unusable, deleted", "partition", p.name(), "error", skipped)
-	}
-	if err != nil {
-		return err
-	}
-	expired := p.producers.Expire(now.UnixMilli() - b.cfg.ProducerIDExpiration.Milliseconds())
-	if load.SnapshotOffset < 0 && load.To > load.From {
-		b.logger.Warn("no usable producer snapshot, producer state read from the whole log", "partition", p.name(),
-			"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
-		return nil
-	}
-	b.logger.Debug("producer state loaded", "partition", p.name(), "snapshot_offset", load.SnapshotOffset,
-		"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
-	return nil
-}
-
-// maintainProducers forgets, in every partition, the producers whose
-// last batch is older than producer.id.expiration.ms at now, and writes
-// the producer snapshot of each partition whose log rolled a segment
-// since its latest snapshot.
-func (b *Broker) maintainProducers(now time.Time) {
-	before := now.UnixMilli() - b.cfg.ProducerIDExpiration.Milliseconds()
-	for _, p := range b.allPartitions() {
-		p.appendMu.Lock()
-		expired := p.producers.Expire(before)
-		err := b.snapshotProducers(p, true)
-		p.appendMu.Unlock()
-		if expired > 0 {
-			b.logger.Debug("expired idle producers", "partition", p.name(), "producers", expired)
-		}
-		if err != nil && !errors.Is(err, tlog.ErrClosed) {
-			b.logger.Error("producer snapshot failed", "partition", p.name(), "error", err)
-		}
-	}
-}
-
-// snapshotProducers writes p's producer state as its snapshot at the log
-// end offset unless the latest snapshot is there already or, with
-// afterRoll, is at or above the active segment's base offset (no roll
-// since): so a restart replays about one segment, as Kafka's snapshot at
-// each roll bounds it. The caller holds p.appendMu.
-func (b *Broker) snapshotProducers(p *partition, afterRoll bool) error {
-	offsets, err := p.log.ProducerSnapshots()
-	if err != nil {
-		return err
-	}
-	latest := int64(-1)
-	if len(offsets) > 0 {
-		latest = offsets[len(offsets)-1]
-	}
-	if latest == p.log.EndOffset() || (afterRoll && latest >= p.log.ActiveSegmentBaseOffset()) {
-		return nil
-	}
-	_, err = p.log.SnapshotProducers(p.producers)
-	return err
 }

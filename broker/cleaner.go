@@ -17,45 +17,45 @@ const maxCleanPassesPerRound = 8
 // compact (leaders and followers alike, each cleaning its own log, as
 // Kafka's replicas do). It ends when the broker closes; a pass under way
 // then finishes first.
-func (b *Broker) cleanerLoop() {
-	backoff := time.NewTicker(b.cfg.LogCleanerBackoff)
+func (m *replicaManager) cleanerLoop() {
+	backoff := time.NewTicker(m.cfg.LogCleanerBackoff)
 	defer backoff.Stop()
 	for {
 		select {
-		case <-b.closing:
+		case <-m.closing:
 			return
 		case now := <-backoff.C:
-			b.cleanLogs(now)
+			m.cleanLogs(now)
 		}
 	}
 }
 
 // cleanLogs runs one cleaner round at now over every compacted replica
 // and returns how many passes cleaned something.
-func (b *Broker) cleanLogs(now time.Time) int {
+func (m *replicaManager) cleanLogs(now time.Time) int {
 	cleaned := 0
-	for _, p := range b.allPartitions() {
+	for _, p := range m.allPartitions() {
 		if compact, _ := cleanupPolicy(p.topicConfigs()); !compact {
 			continue
 		}
-		cfg := b.cfg.cleanConfig(p.topicConfigs())
+		cfg := m.cfg.cleanConfig(p.topicConfigs())
 		for range maxCleanPassesPerRound {
 			select {
-			case <-b.closing:
+			case <-m.closing:
 				return cleaned
 			default:
 			}
 			res, err := p.log.Clean(cfg, now)
 			if err != nil {
 				if !errors.Is(err, tlog.ErrClosed) {
-					b.logger.Error("log cleaning failed", "partition", p.name(), "error", err)
-					b.checkStorage(p, err)
+					m.logger.Error("log cleaning failed", "partition", p.name(), "error", err)
+					m.checkStorage(p, err)
 				}
 				break
 			}
 			if res.Cleaned {
 				cleaned++
-				b.logger.Debug("log cleaned", "partition", p.name(), "from", res.FirstDirty, "to", res.CleanedTo,
+				m.logger.Debug("log cleaned", "partition", p.name(), "from", res.FirstDirty, "to", res.CleanedTo,
 					"segments", res.SegmentsRewritten, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter,
 					"records_removed", res.RecordsRemoved)
 			}

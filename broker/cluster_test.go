@@ -238,9 +238,9 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	// Controller requests from an older controller epoch, or for another
 	// incarnation of the broker, are refused.
 	target := other
-	target.stateMu.Lock()
-	controllerEpoch := target.controllerEpoch
-	target.stateMu.Unlock()
+	target.replicas.stateMu.Lock()
+	controllerEpoch := target.replicas.controllerEpoch
+	target.replicas.stateMu.Unlock()
 	brokerEpoch := target.member.currentEpoch()
 	lair := func(ce int32, be int64) *kmsg.LeaderAndISRRequest {
 		r := kmsg.NewPtrLeaderAndISRRequest()
@@ -267,12 +267,12 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	if got := askBroker[*kmsg.LeaderAndISRResponse](t, target, lair(int32(controllerEpoch), brokerEpoch-1)).ErrorCode; got != kerr.StaleBrokerEpoch.Code {
 		t.Fatalf("LeaderAndIsr for broker epoch %d (current %d): got %v, want STALE_BROKER_EPOCH", brokerEpoch-1, brokerEpoch, kerr.ErrorForCode(got))
 	}
-	if p := target.partitionFor("orders", 0); p != nil && p.role().LeaderEpoch == 99 {
+	if p := target.replicas.partitionFor("orders", 0); p != nil && p.role().LeaderEpoch == 99 {
 		t.Fatalf("a refused LeaderAndIsr changed orders-0's leader epoch to 99")
 	}
 	// A partition state with a lower leader epoch than the broker's is
 	// ignored, from a current controller too.
-	held := target.partitionFor("orders", 0)
+	held := target.replicas.partitionFor("orders", 0)
 	before := held.role()
 	stale := lair(int32(controllerEpoch), brokerEpoch)
 	stale.TopicStates[0].TopicID = held.topicID
@@ -281,7 +281,7 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	if got := askBroker[*kmsg.LeaderAndISRResponse](t, target, stale).ErrorCode; got != 0 {
 		t.Fatalf("LeaderAndIsr from the current controller: got %v, want no error", kerr.ErrorForCode(got))
 	}
-	if after := target.partitionFor("orders", 0).role(); after.Leader != before.Leader || after.LeaderEpoch != before.LeaderEpoch {
+	if after := target.replicas.partitionFor("orders", 0).role(); after.Leader != before.Leader || after.LeaderEpoch != before.LeaderEpoch {
 		t.Fatalf("orders-0 after a LeaderAndIsr at leader epoch %d: leader %d epoch %d, want leader %d epoch %d kept",
 			before.LeaderEpoch-1, after.Leader, after.LeaderEpoch, before.Leader, before.LeaderEpoch)
 	}

@@ -27,7 +27,7 @@ import (
 // long-polling Fetch request (replica id set). A partition's fetcher is
 // the one Kafka's formula picks (fetcherID).
 type fetcherManager struct {
-	b *Broker
+	rm *replicaManager
 
 	mu          sync.Mutex
 	fetchers    map[fetcherKey]*fetcher
@@ -77,8 +77,8 @@ func fetcherID(topic string, partition, n int32) int32 {
 	return v % n
 }
 
-func newFetcherManager(b *Broker) *fetcherManager {
-	return &fetcherManager{b: b, fetchers: map[fetcherKey]*fetcher{}, byPartition: map[*partition]*fetcher{},
+func newFetcherManager(rm *replicaManager) *fetcherManager {
+	return &fetcherManager{rm: rm, fetchers: map[fetcherKey]*fetcher{}, byPartition: map[*partition]*fetcher{},
 		addrs: map[coord.BrokerID]string{}, touched: map[*fetcher]bool{}}
 }
 
@@ -175,7 +175,7 @@ func (m *fetcherManager) setLeaders(leaders []coord.Broker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, l := range leaders {
-		m.addrs[l.ID] = m.b.member.peerAddr(l)
+		m.addrs[l.ID] = m.rm.member.peerAddr(l)
 	}
 }
 
@@ -188,8 +188,8 @@ func (m *fetcherManager) leaderAddr(id coord.BrokerID) (string, bool) {
 	if ok {
 		return addr, true
 	}
-	if cb, ok := m.b.cache.broker(id); ok {
-		return m.b.member.peerAddr(cb), true
+	if cb, ok := m.rm.cache.broker(id); ok {
+		return m.rm.member.peerAddr(cb), true
 	}
 	return "", false
 }
@@ -203,7 +203,7 @@ func (m *fetcherManager) assign(p *partition, leader coord.BrokerID, leaderEpoch
 		return
 	}
 	m.detachLocked(p)
-	key := fetcherKey{leader: leader, id: fetcherID(p.topic, p.index, m.b.cfg.NumReplicaFetchers)}
+	key := fetcherKey{leader: leader, id: fetcherID(p.topic, p.index, m.rm.cfg.NumReplicaFetchers)}
 	f := m.fetchers[key]
 	if f == nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -284,8 +284,8 @@ func (f *fetcher) poke() {
 
 // run fetches until the fetcher is stopped.
 func (f *fetcher) run() {
-	b := f.m.b
-	log := b.logger.With("leader", f.leader, "fetcher", f.id)
+	rm := f.m.rm
+	log := rm.logger.With("leader", f.leader, "fetcher", f.id)
 	var cl *kgo.Client
 	defer func() {
 		if cl != nil {
@@ -324,11 +324,11 @@ func (f *fetcher) run() {
 			addr, ok := f.m.leaderAddr(f.leader)
 			var err error
 			if ok {
-				cl, err = b.member.peerClient(addr)
+				cl, err = rm.member.peerClient(addr)
 			}
 			if !ok || err != nil {
 				log.Debug("no connection to leader yet", "known", ok, "error", err)
-				f.wait(time.Now().Add(b.cfg.ReplicaFetchBackoff))
+				f.wait(time.Now().Add(rm.cfg.ReplicaFetchBackoff))
 				continue
 			}
 		}
@@ -349,7 +349,7 @@ func (f *fetcher) run() {
 		cancel()
 		switch {
 		case errors.Is(err, errThrottled):
-			f.wait(time.Now().Add(b.cfg.ReplicaFetchBackoff))
+			f.wait(time.Now().Add(rm.cfg.ReplicaFetchBackoff))
 		case canceled:
 			// The partitions changed under a long poll. franz-go gives up
 			// waiting but the connection still owes the poll's answer,
@@ -363,11 +363,11 @@ func (f *fetcher) run() {
 			log.Debug("fetch session lost; starting a new one", "error", err)
 			f.session.reset()
 		case err != nil:
-			log.Debug("replica fetch failed; retrying", "error", err, "backoff", b.cfg.ReplicaFetchBackoff)
+			log.Debug("replica fetch failed; retrying", "error", err, "backoff", rm.cfg.ReplicaFetchBackoff)
 			cl.Close()
 			cl = nil
 			f.session.reset()
-			f.wait(time.Now().Add(b.cfg.ReplicaFetchBackoff))
+			f.wait(time.Now().Add(rm.cfg.ReplicaFetchBackoff))
 		}
 	}
 }
@@ -396,7 +396,7 @@ const firstRetry = 10 * time.Millisecond
 // delay puts a partition aside after an error: 10 ms, doubling with each
 // error in a row up to replica.fetch.backoff.ms.
 func (f *fetcher) delay(fp *fetchPartition) {
-	d := min(firstRetry<<min(fp.failures, 16), f.m.b.cfg.ReplicaFetchBackoff)
+	d := min(firstRetry<<min(fp.failures, 16), f.m.rm.cfg.ReplicaFetchBackoff)
 	fp.failures++
 	fp.retryAt = time.Now().Add(d)
 }
@@ -424,9 +424,9 @@ func groupByTopic(parts []*fetchPartition) (map[coord.TopicPartition]*fetchParti
 // ended (OffsetForLeaderEpoch, KIP-101/KIP-279) and truncates as the state
 // machine decides; a partition is done when its Truncation is.
 func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*fetchPartition) error {
-	b := f.m.b
+	rm := f.m.rm
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-	req.ReplicaID = b.cfg.BrokerID
+	req.ReplicaID = rm.cfg.BrokerID
 	for _, fp := range parts {
 		fp.moved = true // a truncation may move its log end
 	}
@@ -456,7 +456,7 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 			}
 			delete(index, coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition})
 			if sp.ErrorCode != 0 {
-				b.logger.Debug("offset for leader epoch refused", "partition", fp.p.name(), "leader", f.leader,
+				rm.logger.Debug("offset for leader epoch refused", "partition", fp.p.name(), "leader", f.leader,
 					"error", kerr.ErrorForCode(sp.ErrorCode))
 				f.delay(fp)
 				continue
@@ -471,10 +471,10 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 			tr, err := p.rep.EpochEndOffset(sp.LeaderEpoch, sp.EndOffset)
 			p.repMu.Unlock()
 			if err != nil {
-				b.logger.Error("epoch truncation failed", "partition", p.name(), "error", err)
+				rm.logger.Error("epoch truncation failed", "partition", p.name(), "error", err)
 				fp.truncating = false
 			} else {
-				b.truncate(p, tr.Offset, fmt.Sprintf("leader %d: epoch %d ends at %d", f.leader, sp.LeaderEpoch, sp.EndOffset))
+				rm.truncate(p, tr.Offset, fmt.Sprintf("leader %d: epoch %d ends at %d", f.leader, sp.LeaderEpoch, sp.EndOffset))
 				fp.truncating = !tr.Done
 				fp.askEpoch = tr.Epoch
 			}
@@ -491,19 +491,19 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 // are the partitions put aside after an error, which the session
 // forgets until they are fetched again.
 func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*fetchPartition) error {
-	b := f.m.b
+	rm := f.m.rm
 	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = b.cfg.BrokerID
-	req.MaxWaitMillis = int32(b.cfg.ReplicaFetchWaitMax.Milliseconds())
-	req.MinBytes = b.cfg.ReplicaFetchMinBytes
-	req.MaxBytes = max(b.cfg.ReplicaFetchMaxBytes, 10<<20)
+	req.ReplicaID = rm.cfg.BrokerID
+	req.MaxWaitMillis = int32(rm.cfg.ReplicaFetchWaitMax.Milliseconds())
+	req.MinBytes = rm.cfg.ReplicaFetchMinBytes
+	req.MaxBytes = max(rm.cfg.ReplicaFetchMaxBytes, 10<<20)
 	// The follower's throttle: a throttled replica out of the ISR is left
 	// out while the follower's rate is exceeded.
 	var throttled map[*fetchPartition]bool
 	leftOut := 0
-	exceeded := b.followerQuota.Exceeded()
+	exceeded := rm.followerQuota.Exceeded()
 	parts = slices.DeleteFunc(parts, func(fp *fetchPartition) bool {
-		if !b.followerThrottles(fp.p) {
+		if !rm.followerThrottles(fp.p) {
 			return false
 		}
 		if throttled == nil {
@@ -517,7 +517,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 		}
 		return exceeded
 	})
-	b.metrics.throttled("follower", 0, leftOut)
+	rm.metrics.throttled("follower", 0, leftOut)
 	if len(parts) == 0 {
 		return errThrottled
 	}
@@ -563,7 +563,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 		rp.CurrentLeaderEpoch = pos.leaderEpoch
 		rp.FetchOffset = pos.fetchOffset
 		rp.LogStartOffset = pos.logStart
-		rp.PartitionMaxBytes = b.cfg.ReplicaFetchMaxBytes
+		rp.PartitionMaxBytes = rm.cfg.ReplicaFetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	leaving := detached
@@ -612,8 +612,8 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 			}
 			fp.moved = true
 			if throttled[fp] && len(sp.RecordBatches) > 0 {
-				b.followerQuota.Record(len(sp.RecordBatches))
-				b.metrics.throttled("follower", len(sp.RecordBatches), 0)
+				rm.followerQuota.Record(len(sp.RecordBatches))
+				rm.metrics.throttled("follower", len(sp.RecordBatches), 0)
 			}
 			f.fetched(ctx, cl, fp, sp)
 		}
@@ -729,19 +729,19 @@ var errThrottled = errors.New("every partition is throttled")
 // followerThrottles reports whether the follower's throttle applies to p:
 // the topic's follower.replication.throttled.replicas names this replica
 // and it is not in the ISR (as the replication state has it).
-func (b *Broker) followerThrottles(p *partition) bool {
+func (m *replicaManager) followerThrottles(p *partition) bool {
 	if !p.followerThrottled.Load() {
 		return false
 	}
 	p.repMu.Lock()
 	isr := p.rep.ISR()
 	p.repMu.Unlock()
-	return !slices.Contains(isr, replication.ReplicaID(b.cfg.BrokerID))
+	return !slices.Contains(isr, replication.ReplicaID(m.cfg.BrokerID))
 }
 
 // fetched applies one partition's fetch response.
 func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartition, sp *kmsg.FetchResponseTopicPartition) {
-	b := f.m.b
+	rm := f.m.rm
 	p := fp.p
 	switch sp.ErrorCode {
 	case 0:
@@ -749,7 +749,7 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 		f.outOfRange(ctx, cl, fp, sp.LogStartOffset)
 		return
 	default:
-		b.logger.Debug("replica fetch refused", "partition", p.name(), "leader", f.leader, "error", kerr.ErrorForCode(sp.ErrorCode))
+		rm.logger.Debug("replica fetch refused", "partition", p.name(), "leader", f.leader, "error", kerr.ErrorForCode(sp.ErrorCode))
 		f.delay(fp)
 		return
 	}
@@ -760,9 +760,9 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 		return
 	}
 	if len(sp.RecordBatches) > 0 {
-		if err := b.appendAsFollower(p, sp.RecordBatches); err != nil {
-			b.logger.Error("follower append failed", "partition", p.name(), "leader", f.leader, "error", err)
-			b.checkStorage(p, err)
+		if err := rm.appendAsFollower(p, sp.RecordBatches); err != nil {
+			rm.logger.Error("follower append failed", "partition", p.name(), "leader", f.leader, "error", err)
+			rm.checkStorage(p, err)
 			f.delay(fp)
 			return
 		}
@@ -771,13 +771,13 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 	hw, err := p.rep.FollowerFetched(p.log.EndOffset(), sp.HighWatermark)
 	p.repMu.Unlock()
 	if err != nil {
-		b.logger.Debug("fetch response not applied", "partition", p.name(), "error", err)
+		rm.logger.Debug("fetch response not applied", "partition", p.name(), "error", err)
 		return
 	}
 	if hw != p.hw.Load() {
 		p.hw.Store(hw)
 	}
-	b.followLogStart(p, sp.LogStartOffset)
+	rm.followLogStart(p, sp.LogStartOffset)
 	if len(sp.RecordBatches) > 0 {
 		p.wakeAll()
 	}
@@ -787,7 +787,7 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 // from a fetch response, as far as the state machine decides (a
 // DeleteRecords on the leader, or its retention, moved it). The caller
 // holds p.appendMu.
-func (b *Broker) followLogStart(p *partition, leaderStart int64) {
+func (m *replicaManager) followLogStart(p *partition, leaderStart int64) {
 	p.repMu.Lock()
 	target, advance := p.rep.LeaderLogStart(leaderStart)
 	p.repMu.Unlock()
@@ -795,10 +795,10 @@ func (b *Broker) followLogStart(p *partition, leaderStart int64) {
 		return
 	}
 	if _, err := p.log.AdvanceStartOffset(target); err != nil {
-		b.logger.Error("follow the leader's log start failed", "partition", p.name(), "offset", target, "error", err)
-		b.checkStorage(p, err)
+		m.logger.Error("follow the leader's log start failed", "partition", p.name(), "offset", target, "error", err)
+		m.checkStorage(p, err)
 	}
-	b.logStartMoved(p)
+	m.logStartMoved(p)
 }
 
 // appendAsFollower appends the leader's batches. A first batch that
@@ -806,12 +806,12 @@ func (b *Broker) followLogStart(p *partition, leaderStart int64) {
 // than this log's, after a truncation to a high watermark inside a batch)
 // replaces this log's tail from its base offset. The caller holds
 // p.appendMu.
-func (b *Broker) appendAsFollower(p *partition, records []byte) error {
+func (m *replicaManager) appendAsFollower(p *partition, records []byte) error {
 	res, err := p.log.AppendAsFollower(records)
 	if errors.Is(err, tlog.ErrUnexpectedOffset) && len(records) >= 8 {
 		base := int64(binary.BigEndian.Uint64(records))
 		if base < p.log.EndOffset() {
-			b.truncate(p, base, "the leader's batch starts below the log end")
+			m.truncate(p, base, "the leader's batch starts below the log end")
 			res, err = p.log.AppendAsFollower(records)
 		}
 	}
@@ -830,20 +830,20 @@ func (b *Broker) appendAsFollower(p *partition, records []byte) error {
 // log start restarts its log there; one ahead of the leader's log end
 // truncates to it (asking the leader's end with ListOffsets).
 func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchPartition, leaderStart int64) {
-	b := f.m.b
+	rm := f.m.rm
 	p := fp.p
 	if leaderStart >= 0 && p.log.EndOffset() < leaderStart {
 		p.appendMu.Lock()
 		if p.followGen == fp.gen {
 			end := p.log.EndOffset()
 			if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
-				b.logger.Error("restart follower log failed", "partition", p.name(), "offset", leaderStart, "error", err)
-				b.checkStorage(p, err)
+				rm.logger.Error("restart follower log failed", "partition", p.name(), "offset", leaderStart, "error", err)
+				rm.checkStorage(p, err)
 			} else {
 				p.producers.Reset()
 				p.hw.Store(min(p.hw.Load(), leaderStart))
-				b.logStartMoved(p)
-				b.logger.Info("truncated follower log", "partition", p.name(), "mode", "log-start", "offset", leaderStart,
+				rm.logStartMoved(p)
+				rm.logger.Info("truncated follower log", "partition", p.name(), "mode", "log-start", "offset", leaderStart,
 					"log_end", end, "reason", "behind the leader's log start")
 			}
 		}
@@ -851,7 +851,7 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 		return
 	}
 	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = b.cfg.BrokerID
+	req.ReplicaID = rm.cfg.BrokerID
 	t := kmsg.NewListOffsetsRequestTopic()
 	t.Topic = p.topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -880,9 +880,9 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 	tr, err := p.rep.FetchOutOfRange(leaderEnd)
 	p.repMu.Unlock()
 	if err != nil {
-		b.logger.Warn("out of range fetch not handled", "partition", p.name(), "error", err)
+		rm.logger.Warn("out of range fetch not handled", "partition", p.name(), "error", err)
 		f.delay(fp)
 		return
 	}
-	b.truncate(p, tr.Offset, fmt.Sprintf("ahead of leader %d's log end %d", f.leader, leaderEnd))
+	rm.truncate(p, tr.Offset, fmt.Sprintf("ahead of leader %d's log end %d", f.leader, leaderEnd))
 }

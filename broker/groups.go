@@ -417,9 +417,9 @@ func (c *groupCoordinator) store(sh *groupShard, g *group.Group, v *kmsg.GroupMe
 	gen := v.Generation
 	now := time.Now()
 	batch := group.EncodeBatch([]group.KV{{Key: group.GroupRecordKey(g.ID()), Value: group.GroupRecordValue(v)}}, now)
-	_, done, err := c.b.appendAsLeader(sh.p, batch, true, now.Add(c.b.cfg.OffsetsCommitTimeout))
+	_, done, err := c.b.replicas.appendAsLeader(sh.p, batch, true, now.Add(c.b.cfg.OffsetsCommitTimeout))
 	if err != nil {
-		c.b.checkStorage(sh.p, err)
+		c.b.replicas.checkStorage(sh.p, err)
 		sh.apply(c, g, g.Stored(now, gen, group.StoreError(appendErrors.Code(err))))
 		return
 	}
@@ -476,9 +476,9 @@ var offsetStoreErrors = kafkaerr.OffsetStore(appendErrors)
 // caller holds sh.mu.
 func (c *groupCoordinator) appendOffsets(sh *groupShard, kvs []group.KV, wait bool) (int64, <-chan error, error) {
 	now := time.Now()
-	res, done, err := c.b.appendAsLeader(sh.p, group.EncodeBatch(kvs, now), wait, now.Add(c.b.cfg.OffsetsCommitTimeout))
+	res, done, err := c.b.replicas.appendAsLeader(sh.p, group.EncodeBatch(kvs, now), wait, now.Add(c.b.cfg.OffsetsCommitTimeout))
 	if err != nil {
-		c.b.checkStorage(sh.p, err)
+		c.b.replicas.checkStorage(sh.p, err)
 		return 0, nil, err
 	}
 	return res.BaseOffset, done, nil

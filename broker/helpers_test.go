@@ -71,7 +71,9 @@ func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
 	if _, err := ctrl.CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
-	if !b.waitForCache(ctx, func() bool { return b.topicReady(name, partitions) && b.partitionFor(name, int32(partitions-1)) != nil }) {
+	if !b.waitForCache(ctx, func() bool {
+		return b.topicReady(name, partitions) && b.replicas.partitionFor(name, int32(partitions-1)) != nil
+	}) {
 		t.Fatalf("topic %s: not ready on broker %d", name, b.cfg.BrokerID)
 	}
 }

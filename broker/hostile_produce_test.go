@@ -126,7 +126,7 @@ func awaitAnswer(nc net.Conn, req kmsg.Request, corr int32) ([]byte, error) {
 // endOffset is the log end offset of partition 0 of topic on b.
 func endOffset(t *testing.T, b *Broker, topic string) int64 {
 	t.Helper()
-	p := b.partitionFor(topic, 0)
+	p := b.replicas.partitionFor(topic, 0)
 	if p == nil {
 		t.Fatalf("partition %s-0: not on broker %d", topic, b.cfg.BrokerID)
 	}

@@ -27,15 +27,15 @@ const alterPartitionTimeout = 10 * time.Second
 // feeds each outcome back to the partition's state machine. One
 // goroutine, run, owned by the broker's wait group.
 type isrSender struct {
-	b *Broker
+	rm *replicaManager
 
 	mu      sync.Mutex
 	pending map[*partition]replication.Proposal
 	wake    chan struct{}
 }
 
-func newISRSender(b *Broker) *isrSender {
-	return &isrSender{b: b, pending: map[*partition]replication.Proposal{}, wake: make(chan struct{}, 1)}
+func newISRSender(rm *replicaManager) *isrSender {
+	return &isrSender{rm: rm, pending: map[*partition]replication.Proposal{}, wake: make(chan struct{}, 1)}
 }
 
 // propose queues p's proposal; a newer one for the same partition
@@ -55,12 +55,12 @@ func (s *isrSender) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-s.b.closing
+		<-s.rm.closing
 		cancel()
 	}()
 	for {
 		select {
-		case <-s.b.closing:
+		case <-s.rm.closing:
 			return
 		case <-s.wake:
 		}
@@ -82,18 +82,18 @@ type alterOutcome struct {
 
 // send delivers one batch of proposals and applies the outcomes.
 func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.Proposal) {
-	b := s.b
-	epoch := b.member.currentEpoch()
+	rm := s.rm
+	epoch := rm.member.currentEpoch()
 	outcomes := make(map[*partition]alterOutcome, len(batch))
 	rctx, cancel := context.WithTimeout(ctx, alterPartitionTimeout)
 	defer cancel()
-	if ctrl := b.member.controller(); ctrl != nil {
+	if ctrl := rm.member.controller(); ctrl != nil {
 		parts := make([]*partition, 0, len(batch))
 		reqs := make([]controller.AlterPartitionRequest, 0, len(batch))
 		for p, prop := range batch {
 			parts = append(parts, p)
 			reqs = append(reqs, controller.AlterPartitionRequest{
-				BrokerID: coord.BrokerID(b.cfg.BrokerID), BrokerEpoch: epoch,
+				BrokerID: coord.BrokerID(rm.cfg.BrokerID), BrokerEpoch: epoch,
 				Partition:   coord.TopicPartition{Topic: p.topic, Partition: p.index},
 				LeaderEpoch: prop.LeaderEpoch, PartitionEpoch: prop.PartitionEpoch, ISR: fromReplicaIDs(prop.ISR),
 			})
@@ -116,7 +116,7 @@ func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.P
 		before := p.rep.ISR()
 		if o.err == nil {
 			if err := p.rep.AlterPartitionCommitted(o.state.LeaderEpoch, o.state.PartitionEpoch, replicaIDs(o.state.ISR), now); err != nil {
-				b.logger.Debug("AlterPartition answer ignored", "partition", p.name(), "error", err)
+				rm.logger.Debug("AlterPartition answer ignored", "partition", p.name(), "error", err)
 			}
 		} else {
 			p.rep.AlterPartitionFailed(alterFailure(o.err), now)
@@ -130,13 +130,13 @@ func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.P
 			} else if len(o.state.ISR) > len(before) {
 				expands = 1
 			}
-			b.metrics.isrChanged(shrinks, expands)
-			b.logger.Info("ISR changed", "partition", p.name(), "from", before, "to", o.state.ISR,
+			rm.metrics.isrChanged(shrinks, expands)
+			rm.logger.Info("ISR changed", "partition", p.name(), "from", before, "to", o.state.ISR,
 				"partition_epoch", o.state.PartitionEpoch)
 		} else {
-			b.logger.Info("AlterPartition failed", "partition", p.name(), "proposed_isr", prop.ISR, "error", o.err)
+			rm.logger.Info("AlterPartition failed", "partition", p.name(), "proposed_isr", prop.ISR, "error", o.err)
 		}
-		b.handleReady(p, rd)
+		rm.handleReady(p, rd)
 	}
 }
 
@@ -156,10 +156,10 @@ func alterFailure(err error) replication.AlterOutcome {
 // sendRemote sends the batch as one AlterPartition request to the
 // controller.
 func (s *isrSender) sendRemote(ctx context.Context, epoch int64, batch map[*partition]replication.Proposal) map[*partition]alterOutcome {
-	b := s.b
+	rm := s.rm
 	req := kmsg.NewPtrAlterPartitionRequest()
 	req.SetVersion(alterPartitionVersion)
-	req.BrokerID = b.cfg.BrokerID
+	req.BrokerID = rm.cfg.BrokerID
 	req.BrokerEpoch = epoch
 	topics := map[string]int{}
 	for p, prop := range batch {
@@ -185,7 +185,7 @@ func (s *isrSender) sendRemote(ctx context.Context, epoch int64, batch map[*part
 		}
 		return out
 	}
-	kresp, err := b.member.askController(ctx, req)
+	kresp, err := rm.member.askController(ctx, req)
 	if err != nil {
 		return fail(err)
 	}

@@ -39,7 +39,7 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	fullyReplicated := func(topic string) func() bool {
 		return func() bool {
 			_, _, parts := metadataOf(t, leader, topic)
-			if follower.partitionFor(topic, 0) == nil {
+			if follower.replicas.partitionFor(topic, 0) == nil {
 				return false
 			}
 			if len(parts) == 0 {
@@ -67,18 +67,18 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	follower.stateMu.Lock()
-	follower.openReplicaHook = func(tp coord.TopicPartition) {
+	follower.replicas.stateMu.Lock()
+	follower.replicas.openReplicaHook = func(tp coord.TopicPartition) {
 		if tp.Topic != "fresh" {
 			return
 		}
-		follower.fetchers.mu.Lock()
-		heldInOpen.Store(follower.fetchers.held)
-		follower.fetchers.mu.Unlock()
+		follower.replicas.fetchers.mu.Lock()
+		heldInOpen.Store(follower.replicas.fetchers.held)
+		follower.replicas.fetchers.mu.Unlock()
 		entered <- tp
 		<-release
 	}
-	follower.stateMu.Unlock()
+	follower.replicas.stateMu.Unlock()
 	// fresh has two partitions, both led by the leader, so that the
 	// follower's LeaderAndIsr opens two replicas.
 	created := make(chan error, 1)
@@ -131,5 +131,5 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 
 	unblock()
 	waitFor(t, ctx, "fresh-0 to be fully replicated", fullyReplicated("fresh"))
-	waitFor(t, ctx, "fresh-1 on the follower", func() bool { return follower.partitionFor("fresh", 1) != nil })
+	waitFor(t, ctx, "fresh-1 on the follower", func() bool { return follower.replicas.partitionFor("fresh", 1) != nil })
 }

@@ -33,11 +33,11 @@ func (p *partition) logDir() string { return filepath.Dir(p.dir) }
 
 // checkStorage takes p's log dir offline when err is a storage error and
 // reports whether it was one.
-func (b *Broker) checkStorage(p *partition, err error) bool {
+func (m *replicaManager) checkStorage(p *partition, err error) bool {
 	if !replica.IsStorageError(err) {
 		return false
 	}
-	b.failLogDir(p.logDir(), err)
+	m.failLogDir(p.logDir(), err)
 	return true
 }
 
@@ -45,39 +45,39 @@ func (b *Broker) checkStorage(p *partition, err error) bool {
 // replicas answer KAFKA_STORAGE_ERROR and no new replica is placed in it.
 // It does not block: logDirLoop closes the replicas and tells the
 // controller.
-func (b *Broker) failLogDir(dir string, cause error) {
-	failed, online := b.logDirs.Fail(dir, cause)
+func (m *replicaManager) failLogDir(dir string, cause error) {
+	failed, online := m.logDirs.Fail(dir, cause)
 	if !failed {
 		return
 	}
-	b.logger.Error("log dir offline: its replicas are closed until the broker restarts", "dir", dir, "error", cause, "online_dirs", online)
+	m.logger.Error("log dir offline: its replicas are closed until the broker restarts", "dir", dir, "error", cause, "online_dirs", online)
 	if online == 0 {
-		b.logger.Error("every log dir is offline: this broker holds no replica until it restarts")
+		m.logger.Error("every log dir is offline: this broker holds no replica until it restarts")
 	}
-	b.logDirs.Announce()
+	m.logDirs.Announce()
 }
 
 // logDirLoop closes the replicas of log dirs gone offline and tells the
 // controller, retrying until a controller has taken the report in. It
 // runs until the broker closes.
-func (b *Broker) logDirLoop() {
+func (m *replicaManager) logDirLoop() {
 	for {
 		select {
-		case <-b.closing:
+		case <-m.closing:
 			return
-		case <-b.logDirs.Failed():
+		case <-m.logDirs.Failed():
 		}
-		b.closeOfflineReplicas()
+		m.closeOfflineReplicas()
 		for attempt := 1; ; attempt++ {
-			err := b.notifyLogDirFailure()
+			err := m.notifyLogDirFailure()
 			if err == nil {
 				break
 			}
-			b.logger.Warn("log dir failure not reported to the controller yet; retrying", "attempt", attempt, "error", err)
+			m.logger.Warn("log dir failure not reported to the controller yet; retrying", "attempt", attempt, "error", err)
 			t := time.NewTimer(retryBackoff)
 			select {
 			case <-t.C:
-			case <-b.closing:
+			case <-m.closing:
 				t.Stop()
 				return
 			}
@@ -87,18 +87,18 @@ func (b *Broker) logDirLoop() {
 
 // closeOfflineReplicas closes every replica whose log dir is offline,
 // failing its waiting acks=all produces with KAFKA_STORAGE_ERROR.
-func (b *Broker) closeOfflineReplicas() {
-	b.stateMu.Lock()
-	defer b.stateMu.Unlock()
-	for _, p := range b.allPartitions() {
-		if !b.logDirs.Offline(p.logDir()) {
+func (m *replicaManager) closeOfflineReplicas() {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	for _, p := range m.allPartitions() {
+		if !m.logDirs.Offline(p.logDir()) {
 			continue
 		}
 		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
-		b.logDirs.MarkReplicaOffline(tp)
+		m.logDirs.MarkReplicaOffline(tp)
 		p.failAcks(replica.ErrLogDirOffline)
-		b.removeReplica(tp, false)
-		b.logger.Warn("replica offline", "partition", tp, "dir", p.logDir())
+		m.removeReplica(tp, false)
+		m.logger.Warn("replica offline", "partition", tp, "dir", p.logDir())
 	}
 }
 
@@ -106,24 +106,24 @@ func (b *Broker) closeOfflineReplicas() {
 // log dirs: in process when this broker is the controller, else with a
 // BrokerHeartbeat listing them (OfflineLogDirs). Between sessions there is
 // nothing to tell: the controller asks the next incarnation for its state.
-func (b *Broker) notifyLogDirFailure() error {
-	epoch := b.member.currentEpoch()
+func (m *replicaManager) notifyLogDirFailure() error {
+	epoch := m.member.currentEpoch()
 	if epoch < 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	self := coord.BrokerID(b.cfg.BrokerID)
-	if ctrl := b.member.controller(); ctrl != nil {
+	self := coord.BrokerID(m.cfg.BrokerID)
+	if ctrl := m.member.controller(); ctrl != nil {
 		return ctrl.LogDirFailure(ctx, self, epoch)
 	}
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
 	req.SetVersion(brokerHeartbeatVersion)
-	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = b.cfg.BrokerID, epoch, -1
-	for _, dir := range b.logDirs.OfflineDirs() {
+	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = m.cfg.BrokerID, epoch, -1
+	for _, dir := range m.logDirs.OfflineDirs() {
 		req.OfflineLogDirs = append(req.OfflineLogDirs, logDirID(dir))
 	}
-	kresp, err := b.member.askController(ctx, req)
+	kresp, err := m.member.askController(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -147,20 +147,20 @@ func logDirID(dir string) [16]byte {
 // partitions' high watermarks, and the entries read at start for
 // partitions not opened since. A write that fails on the disk takes its
 // dir offline.
-func (b *Broker) writeHWCheckpoints() error {
+func (m *replicaManager) writeHWCheckpoints() error {
 	byDir := map[string]map[coord.TopicPartition]int64{}
-	for _, d := range b.logDirs.Online() {
+	for _, d := range m.logDirs.Online() {
 		byDir[d] = map[coord.TopicPartition]int64{}
 	}
 	open := map[coord.TopicPartition]bool{}
-	for _, p := range b.allPartitions() {
+	for _, p := range m.allPartitions() {
 		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
 		open[tp] = true
 		if m, ok := byDir[filepath.Dir(p.dir)]; ok {
 			m[tp] = p.hw.Load()
 		}
 	}
-	b.hwCkpt.Range(func(tp coord.TopicPartition, dir string, hw int64) {
+	m.hwCkpt.Range(func(tp coord.TopicPartition, dir string, hw int64) {
 		if !open[tp] {
 			if m, ok := byDir[dir]; ok {
 				m[tp] = hw
@@ -171,7 +171,7 @@ func (b *Broker) writeHWCheckpoints() error {
 	for d, entries := range byDir {
 		err := replica.WriteHWCheckpoint(d, entries)
 		if err != nil && replica.IsStorageError(err) {
-			b.failLogDir(d, err)
+			m.failLogDir(d, err)
 		}
 		if err != nil && first == nil {
 			first = fmt.Errorf("write high watermark checkpoint in %s: %w", d, err)

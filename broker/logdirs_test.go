@@ -128,7 +128,7 @@ func TestLeaderAndIsrStorageErrorMovesLeadership(t *testing.T) {
 	createAssignedTopic(t, ctx, brokers, topic, [][]int32{{2, 1, 3}})
 	tp := coord.TopicPartition{Topic: topic, Partition: 0}
 	waitFor(t, ctx, "broker 2's replica offline and out of the ISR everywhere", func() bool {
-		if !b2.logDirs.ReplicaOffline(tp) {
+		if !b2.replicas.logDirs.ReplicaOffline(tp) {
 			return false
 		}
 		for _, b := range brokers {
@@ -230,7 +230,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 	createAssignedTopic(t, ctx, brokers, topic, [][]int32{{2, 1, 3}, {2, 3, 1}, {1, 2, 3}, {3, 2, 1}})
 	waitFor(t, ctx, "broker 2 to hold every partition with a full ISR", func() bool {
 		for p := int32(0); p < 4; p++ {
-			if b2.partitionFor(topic, p) == nil {
+			if b2.replicas.partitionFor(topic, p) == nil {
 				return false
 			}
 		}
@@ -239,7 +239,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 	})
 	var inFull, inOK []int32
 	for p := int32(0); p < 4; p++ {
-		if b2.partitionFor(topic, p).logDir() == fullDir {
+		if b2.replicas.partitionFor(topic, p).logDir() == fullDir {
 			inFull = append(inFull, p)
 		} else {
 			inOK = append(inOK, p)
@@ -282,7 +282,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 
 	cluster.FillFileSystem(t, filepath.Join(fullDir, "filler"))
 	value := make([]byte, 8<<10)
-	for i := 0; !b2.logDirs.Offline(fullDir); i++ {
+	for i := 0; !b2.replicas.logDirs.Offline(fullDir); i++ {
 		if ctx.Err() != nil {
 			t.Fatalf("dir %s still online after %d produces to a full disk", fullDir, i)
 		}
@@ -349,11 +349,11 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		_, _, parts := metadataOf(t, brokers[0], topic)
 		return len(parts) == 4 && !slices.ContainsFunc(parts, func(v partitionView) bool { return !slices.Contains(v.isr, 2) })
 	})
-	if n := restarted.logDirs.OfflineCount(); n != 0 {
+	if n := restarted.replicas.logDirs.OfflineCount(); n != 0 {
 		t.Errorf("restarted broker 2: got %d offline log dirs, want 0", n)
 	}
 	for _, p := range inFull {
-		if rp := restarted.partitionFor(topic, p); rp == nil || rp.logDir() != fullDir {
+		if rp := restarted.replicas.partitionFor(topic, p); rp == nil || rp.logDir() != fullDir {
 			t.Errorf("restarted broker 2: partition %d not reopened in %s", p, fullDir)
 		}
 	}

@@ -302,7 +302,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	b := c.b
 	self := coord.BrokerID(b.cfg.BrokerID)
-	parts := b.allPartitions()
+	parts := b.replicas.allPartitions()
 	var leading, under int
 	for _, p := range parts {
 		st := p.role()
@@ -329,9 +329,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	// A controller request may hold stateMu while it opens logs or
 	// truncates: a scrape then reports the epoch it read last rather than
 	// wait.
-	if b.stateMu.TryLock() {
-		c.lastControllerEpoch.Store(b.controllerEpoch)
-		b.stateMu.Unlock()
+	if b.replicas.stateMu.TryLock() {
+		c.lastControllerEpoch.Store(b.replicas.controllerEpoch)
+		b.replicas.stateMu.Unlock()
 	}
 	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(len(parts)))
 	ch <- prometheus.MustNewConstMetric(c.leaderPartitions, prometheus.GaugeValue, float64(leading))
@@ -339,5 +339,5 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
 	ch <- prometheus.MustNewConstMetric(c.activeController, prometheus.GaugeValue, active)
 	ch <- prometheus.MustNewConstMetric(c.controllerEpoch, prometheus.GaugeValue, float64(c.lastControllerEpoch.Load()))
-	ch <- prometheus.MustNewConstMetric(c.offlineLogDirs, prometheus.GaugeValue, float64(b.logDirs.OfflineCount()))
+	ch <- prometheus.MustNewConstMetric(c.offlineLogDirs, prometheus.GaugeValue, float64(b.replicas.logDirs.OfflineCount()))
 }

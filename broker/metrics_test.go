@@ -141,7 +141,7 @@ func TestRequestLabelTellsFollowerFetches(t *testing.T) {
 // many replicas it is sent to; not a topic's first leaders, not a new
 // controller's resent state, not a partition left without a leader.
 func TestLeaderElectionsCountNewLeaderEpochsOnce(t *testing.T) {
-	b := &Broker{cache: newMetadataCache(), logDirs: &replica.LogDirs{}, member: &membership{}}
+	b := &Broker{cache: newMetadataCache(), replicas: &replicaManager{logDirs: &replica.LogDirs{}}, member: &membership{}}
 	m := newMetrics(b)
 	topicID := [16]byte{1}
 	state := func(leader coord.BrokerID, epoch int32) controller.PartitionInfo {
@@ -276,7 +276,7 @@ func TestMetricsFollowAControlledShutdown(t *testing.T) {
 // BenchmarkRequestAnswered measures what the metrics add to every request
 // the broker answers: a counter, a histogram and the byte counters.
 func BenchmarkRequestAnswered(bm *testing.B) {
-	m := newMetrics(&Broker{cache: newMetadataCache(), logDirs: &replica.LogDirs{}, member: &membership{}})
+	m := newMetrics(&Broker{cache: newMetadataCache(), replicas: &replicaManager{logDirs: &replica.LogDirs{}}, member: &membership{}})
 	req := &request{header: requestHeader{key: 0}, kreq: kmsg.NewPtrProduceRequest()}
 	frame := make([]byte, 128)
 	start := time.Now()

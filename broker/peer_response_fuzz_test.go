@@ -99,17 +99,20 @@ type peerFuzzBroker struct {
 func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 	f.Helper()
 	cfg := testConfig(f)
-	b := &Broker{cfg: cfg, logger: hclog.NewNullLogger(), cache: newMetadataCache(), closing: make(chan struct{}), logDirs: &replica.LogDirs{},
+	b := &Broker{cfg: cfg, logger: hclog.NewNullLogger(), cache: newMetadataCache(), closing: make(chan struct{}),
 		interBroker: &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: protocolPlaintext}, protocol: protocolPlaintext}}}
 	// The fetcher manager is closed at once: the harness calls the
 	// fetcher's methods itself, so applyRole must start no fetcher.
 	b.member = &membership{cfg: &b.cfg, logger: b.logger, cache: b.cache, interBroker: b.interBroker}
 	b.leaderQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
 	b.followerQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
+	b.replicas = &replicaManager{replicas: map[coord.TopicPartition]*partition{}, controllerID: coord.NoBroker, waiting: map[*partition]struct{}{},
+		cfg: &b.cfg, logger: b.logger, cache: b.cache, member: b.member, followerQuota: b.followerQuota, closing: b.closing, logDirs: &replica.LogDirs{}}
 	b.metrics = newMetrics(b)
-	b.fetchers = newFetcherManager(b)
-	b.fetchers.close()
-	b.isr = newISRSender(b)
+	b.replicas.metrics = b.metrics
+	b.replicas.fetchers = newFetcherManager(b.replicas)
+	b.replicas.fetchers.close()
+	b.replicas.isr = newISRSender(b.replicas)
 	host, port := peer.hostPort()
 	b.cache.setController(fakePeerID)
 	b.cache.setLive([]coord.Broker{{ID: fakePeerID, Host: host, Port: port}})
@@ -117,7 +120,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Cleanup(cancel)
 	pf := &peerFuzzBroker{b: b, addr: peer.ln.Addr().String()}
-	pf.fetcher = &fetcher{m: b.fetchers, leader: fakePeerID, ctx: ctx, cancel: cancel,
+	pf.fetcher = &fetcher{m: b.replicas.fetchers, leader: fakePeerID, ctx: ctx, cancel: cancel,
 		parts: map[*partition]*fetchPartition{}, byTP: map[coord.TopicPartition]*fetchPartition{}, changed: make(chan struct{}, 1)}
 	self := coord.BrokerID(cfg.BrokerID)
 	for i := int32(0); i < 2; i++ {
@@ -126,7 +129,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 				ISR: []coord.BrokerID{fakePeerID, self}},
 			Replicas: []coord.BrokerID{fakePeerID, self},
 		}
-		rep, err := b.newReplicationState(cfg, info.TopicPartition(), nil)
+		rep, err := b.replicas.newReplicationState(cfg, info.TopicPartition(), nil)
 		if err != nil {
 			f.Fatalf("replication state: %v", err)
 		}
@@ -136,7 +139,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		}
 		f.Cleanup(func() { l.Close() })
 		p := newPartition(info, l, &cfg, nil, cfg.BrokerID, rep, 0)
-		b.applyRole(p, info)
+		b.replicas.applyRole(p, info)
 		if p.rep.Role() != replication.RoleFollower {
 			f.Fatalf("partition %s: got role %v, want follower", p.name(), p.rep.Role())
 		}
@@ -195,7 +198,7 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 		for _, fp := range pf.parts {
 			batch[fp.p] = replication.Proposal{LeaderEpoch: 1, ISR: []replication.ReplicaID{fakePeerID}}
 		}
-		for _, out := range (&isrSender{b: b}).sendRemote(ctx, 1, batch) {
+		for _, out := range (&isrSender{rm: b.replicas}).sendRemote(ctx, 1, batch) {
 			if out.err != nil {
 				_ = alterFailure(out.err)
 			}

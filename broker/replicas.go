@@ -42,10 +42,10 @@ type controllerAnswer struct {
 // applyControllerRequest applies a LeaderAndIsr, UpdateMetadata or
 // StopReplica request (controller.Request is sealed: these are all its
 // types) and returns the answer; anything else (nil) is INVALID_REQUEST.
-func (b *Broker) applyControllerRequest(ctx context.Context, req controller.Request) controllerAnswer {
+func (m *replicaManager) applyControllerRequest(ctx context.Context, req controller.Request) controllerAnswer {
 	switch r := req.(type) {
 	case *controller.LeaderAndIsrRequest:
-		code, codes := b.applyLeaderAndIsr(ctx, r)
+		code, codes := m.applyLeaderAndIsr(ctx, r)
 		ans := controllerAnswer{code: code}
 		for i, c := range codes {
 			if c == kerr.KafkaStorageError.Code {
@@ -54,9 +54,9 @@ func (b *Broker) applyControllerRequest(ctx context.Context, req controller.Requ
 		}
 		return ans
 	case *controller.UpdateMetadataRequest:
-		return controllerAnswer{code: b.applyUpdateMetadata(ctx, r)}
+		return controllerAnswer{code: m.applyUpdateMetadata(ctx, r)}
 	case *controller.StopReplicaRequest:
-		return controllerAnswer{code: b.applyStopReplica(ctx, r)}
+		return controllerAnswer{code: m.applyStopReplica(ctx, r)}
 	}
 	return controllerAnswer{code: kerr.InvalidRequest.Code}
 }
@@ -70,30 +70,30 @@ func (b *Broker) applyControllerRequest(ctx context.Context, req controller.Requ
 // view the chance to catch up, awaitBackendController). A broker epoch
 // of another incarnation is STALE_BROKER_EPOCH. An accepted request
 // makes its controller and epoch the accepted ones.
-func (b *Broker) acceptControllerLocked(ctx context.Context, controllerID coord.BrokerID, controllerEpoch, brokerEpoch int64) int16 {
+func (m *replicaManager) acceptControllerLocked(ctx context.Context, controllerID coord.BrokerID, controllerEpoch, brokerEpoch int64) int16 {
 	switch {
-	case controllerEpoch < b.controllerEpoch:
+	case controllerEpoch < m.controllerEpoch:
 		return kerr.StaleControllerEpoch.Code
-	case controllerEpoch == b.controllerEpoch && b.controllerID != coord.NoBroker:
-		if controllerID != b.controllerID {
-			b.logger.Warn("refused a controller request naming another controller for the current controller epoch",
-				"controller", controllerID, "controller_epoch", controllerEpoch, "accepted_controller", b.controllerID)
+	case controllerEpoch == m.controllerEpoch && m.controllerID != coord.NoBroker:
+		if controllerID != m.controllerID {
+			m.logger.Warn("refused a controller request naming another controller for the current controller epoch",
+				"controller", controllerID, "controller_epoch", controllerEpoch, "accepted_controller", m.controllerID)
 			return kerr.StaleControllerEpoch.Code
 		}
 	default:
-		if named := b.member.backendController(); named.ID != controllerID || named.Epoch != controllerEpoch {
-			b.logger.Warn("refused a controller request whose controller and epoch the coordination backend does not name",
+		if named := m.member.backendController(); named.ID != controllerID || named.Epoch != controllerEpoch {
+			m.logger.Warn("refused a controller request whose controller and epoch the coordination backend does not name",
 				"controller", controllerID, "controller_epoch", controllerEpoch,
 				"backend_controller", named.ID, "backend_controller_epoch", named.Epoch)
 			return kerr.StaleControllerEpoch.Code
 		}
 	}
-	wait, cancel := context.WithTimeout(ctx, b.cfg.Coord.SessionTimeout)
+	wait, cancel := context.WithTimeout(ctx, m.cfg.Coord.SessionTimeout)
 	defer cancel()
-	if !b.member.checkBrokerEpoch(wait, brokerEpoch) {
+	if !m.member.checkBrokerEpoch(wait, brokerEpoch) {
 		return kerr.StaleBrokerEpoch.Code
 	}
-	b.controllerEpoch, b.controllerID = controllerEpoch, controllerID
+	m.controllerEpoch, m.controllerID = controllerEpoch, controllerID
 	return 0
 }
 
@@ -120,14 +120,14 @@ func (b *Broker) acceptControllerLocked(ctx context.Context, controllerID coord.
 // fetchers (deferring their restarts) only while the roles are applied,
 // in memory and in the order of r.Partitions: the fetchers keep
 // replicating the other partitions during the opens.
-func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndIsrRequest) (int16, []int16) {
+func (m *replicaManager) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndIsrRequest) (int16, []int16) {
 	start := time.Now()
-	b.stateMu.Lock()
-	defer b.stateMu.Unlock()
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
 	locked := time.Since(start)
 	codes := make([]int16, len(r.Partitions))
-	if code := b.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
-		b.logger.Warn("refused LeaderAndIsr", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
+	if code := m.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
+		m.logger.Warn("refused LeaderAndIsr", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
 			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
 		for i := range codes {
 			codes[i] = code
@@ -135,37 +135,37 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 		return code, codes
 	}
 	opening := time.Now()
-	opened, configsTook := b.openReplicas(ctx, r.Partitions)
+	opened, configsTook := m.openReplicas(ctx, r.Partitions)
 	openTook := time.Since(opening)
-	b.fetchers.setLeaders(r.Leaders)
-	b.fetchers.hold()
-	defer b.fetchers.release()
-	self := coord.BrokerID(b.cfg.BrokerID)
+	m.fetchers.setLeaders(r.Leaders)
+	m.fetchers.hold()
+	defer m.fetchers.release()
+	self := coord.BrokerID(m.cfg.BrokerID)
 	led, followed, ignored, unchanged, offline := 0, 0, 0, 0, 0
 	for i, info := range r.Partitions {
 		tp := info.TopicPartition()
-		p := b.partitionFor(info.Topic, info.Partition)
+		p := m.partitionFor(info.Topic, info.Partition)
 		o, isNew := opened[i]
-		if b.logDirs.ReplicaOffline(tp) || (p != nil && b.logDirs.PartitionDirOffline(p.dir)) {
+		if m.logDirs.ReplicaOffline(tp) || (p != nil && m.logDirs.PartitionDirOffline(p.dir)) {
 			codes[i] = kerr.KafkaStorageError.Code
 			offline++
 			continue
 		}
 		if isNew {
 			if o.err != nil {
-				b.logger.Error("open replica failed: the replica is offline until restart", "partition", tp, "error", o.err)
-				b.logDirs.MarkReplicaOffline(tp)
-				if dir, derr := b.logDirs.Place(info.Topic, info.Partition); derr == nil && replica.IsStorageError(o.err) {
-					b.failLogDir(filepath.Dir(dir), o.err)
+				m.logger.Error("open replica failed: the replica is offline until restart", "partition", tp, "error", o.err)
+				m.logDirs.MarkReplicaOffline(tp)
+				if dir, derr := m.logDirs.Place(info.Topic, info.Partition); derr == nil && replica.IsStorageError(o.err) {
+					m.failLogDir(filepath.Dir(dir), o.err)
 				}
 				codes[i] = kerr.KafkaStorageError.Code
 				offline++
 				continue
 			}
-			b.dyn.addReplica(o.p, func() {
-				b.replicasMu.Lock()
-				b.replicas[tp] = o.p
-				b.replicasMu.Unlock()
+			m.dyn.addReplica(o.p, func() {
+				m.replicasMu.Lock()
+				m.replicas[tp] = o.p
+				m.replicasMu.Unlock()
 			})
 			p = o.p
 		} else {
@@ -178,15 +178,15 @@ func (b *Broker) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndI
 				continue
 			}
 		}
-		b.applyRole(p, info)
-		b.groups.roleChanged(p)
+		m.applyRole(p, info)
+		m.roleChanged(p)
 		if info.Leader == self {
 			led++
 		} else {
 			followed++
 		}
 	}
-	b.logger.Info("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed,
+	m.logger.Info("LeaderAndIsr applied", "controller_epoch", r.ControllerEpoch, "leader", led, "follower", followed,
 		"stale", ignored, "unchanged", unchanged, "offline", offline, "waited", locked.Round(time.Millisecond),
 		"opened", len(opened), "configs_took", configsTook.Round(time.Millisecond), "open_took", openTook.Round(time.Millisecond),
 		"took", time.Since(start).Round(time.Millisecond))
@@ -243,23 +243,23 @@ const maxOpeners = 8
 // in parts; a partition listed twice (there should be none) is opened
 // for its first state only, and how long finding the new replicas' topic
 // configs took. The caller holds stateMu.
-func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionInfo) (map[int]openedReplica, time.Duration) {
+func (m *replicaManager) openReplicas(ctx context.Context, parts []controller.PartitionInfo) (map[int]openedReplica, time.Duration) {
 	var todo []int
 	seen := map[coord.TopicPartition]bool{}
 	var topics []string
 	for i, info := range parts {
 		tp := info.TopicPartition()
-		if seen[tp] || b.logDirs.ReplicaOffline(tp) {
+		if seen[tp] || m.logDirs.ReplicaOffline(tp) {
 			continue
 		}
-		p := b.partitionFor(info.Topic, info.Partition)
-		if p != nil && (b.logDirs.PartitionDirOffline(p.dir) || !recreated(p, info)) {
+		p := m.partitionFor(info.Topic, info.Partition)
+		if p != nil && (m.logDirs.PartitionDirOffline(p.dir) || !recreated(p, info)) {
 			continue
 		}
 		if p != nil {
 			// The old log goes first: the new one takes its directory.
-			b.logger.Info("replacing the log of a recreated topic", "partition", tp)
-			b.removeReplica(tp, true)
+			m.logger.Info("replacing the log of a recreated topic", "partition", tp)
+			m.removeReplica(tp, true)
 		}
 		seen[tp] = true
 		todo = append(todo, i)
@@ -272,10 +272,10 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 		return out, 0
 	}
 	start := time.Now()
-	configs := b.heldTopicConfigs(parts)
-	maps.Copy(configs, b.dyn.watchedTopicConfigs(topics))
+	configs := m.heldTopicConfigs(parts)
+	maps.Copy(configs, m.dyn.watchedTopicConfigs(topics))
 	topics = slices.DeleteFunc(topics, func(n string) bool { _, ok := configs[n]; return ok })
-	maps.Copy(configs, b.topicConfigs(ctx, topics))
+	maps.Copy(configs, m.topicConfigs(ctx, topics))
 	configsTook := time.Since(start)
 	// With several log dirs, dirs are chosen here, one after the other,
 	// as the opens did when sequential: logDirs.Place counts each log dir's
@@ -284,10 +284,10 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 	// opens create their dirs in parallel: on a slow disk a mkdir may take
 	// milliseconds.
 	for _, i := range todo {
-		if len(b.cfg.LogDirs) == 1 {
+		if len(m.cfg.LogDirs) == 1 {
 			break
 		}
-		if dir, err := b.logDirs.Place(parts[i].Topic, parts[i].Partition); err == nil {
+		if dir, err := m.logDirs.Place(parts[i].Topic, parts[i].Partition); err == nil {
 			_ = os.MkdirAll(dir, 0o755)
 		}
 	}
@@ -300,7 +300,7 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 			defer wg.Done()
 			for j := range next {
 				info := parts[todo[j]]
-				p, err := b.openReplica(info, configs[info.Topic])
+				p, err := m.openReplica(info, configs[info.Topic])
 				results[j] = openedReplica{p: p, err: err}
 			}
 		}()
@@ -318,11 +318,11 @@ func (b *Broker) openReplicas(ctx context.Context, parts []controller.PartitionI
 
 // openReplica opens (creating if needed) the log of a partition the
 // controller assigned to this broker. It touches no broker state.
-func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]string) (*partition, error) {
-	if b.openReplicaHook != nil {
-		b.openReplicaHook(info.TopicPartition())
+func (m *replicaManager) openReplica(info controller.PartitionInfo, configs map[string]string) (*partition, error) {
+	if m.openReplicaHook != nil {
+		m.openReplicaHook(info.TopicPartition())
 	}
-	dir, err := b.logDirs.Place(info.Topic, info.Partition)
+	dir, err := m.logDirs.Place(info.Topic, info.Partition)
 	if err != nil {
 		return nil, err
 	}
@@ -331,24 +331,24 @@ func (b *Broker) openReplica(info controller.PartitionInfo, configs map[string]s
 		return nil, fmt.Errorf("partition metadata of %s in %s: %w", info.TopicPartition(), dir, err)
 	}
 	if removed {
-		b.logger.Warn("deleted the log of an earlier topic of the same name (its topic ID differs): the topic was deleted while this broker was down",
+		m.logger.Warn("deleted the log of an earlier topic of the same name (its topic ID differs): the topic was deleted while this broker was down",
 			"partition", info.TopicPartition(), "dir", dir)
-		b.hwCkpt.Forget(info.TopicPartition())
+		m.hwCkpt.Forget(info.TopicPartition())
 	}
-	cfg := &b.dyn.current().cfg
-	rep, err := b.newReplicationState(*cfg, info.TopicPartition(), configs)
+	cfg := &m.dyn.current().cfg
+	rep, err := m.newReplicationState(*cfg, info.TopicPartition(), configs)
 	if err != nil {
 		return nil, err
 	}
 	lc := cfg.logConfig(configs)
-	lc.Files = b.files
+	lc.Files = m.files
 	l, err := tlog.Open(dir, lc)
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
 	}
-	p := newPartition(info, l, cfg, configs, b.cfg.BrokerID, rep, b.hwCkpt.Lookup(info.TopicPartition()))
+	p := newPartition(info, l, cfg, configs, m.cfg.BrokerID, rep, m.hwCkpt.Lookup(info.TopicPartition()))
 	p.dir = dir
-	if err := b.recoverProducers(p, time.Now()); err != nil {
+	if err := m.recoverProducers(p, time.Now()); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("rebuild producer state of %s: %w", info.TopicPartition(), err)
 	}
@@ -364,16 +364,16 @@ func recreated(p *partition, info controller.PartitionInfo) bool {
 
 // topicConfigs reads the config overrides of the named topics from the
 // backend; on failure the topics get the broker's defaults.
-func (b *Broker) topicConfigs(ctx context.Context, names []string) map[string]map[string]string {
+func (m *replicaManager) topicConfigs(ctx context.Context, names []string) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	if len(names) == 0 {
 		return out
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	md, err := b.backend.Load(lctx)
+	md, err := m.backend.Load(lctx)
 	if err != nil {
-		b.logger.Warn("load topic configs failed; using broker defaults", "topics", len(names), "error", err)
+		m.logger.Warn("load topic configs failed; using broker defaults", "topics", len(names), "error", err)
 		return out
 	}
 	for _, n := range names {
@@ -388,13 +388,13 @@ func (b *Broker) topicConfigs(ctx context.Context, names []string) map[string]ma
 // from a replica this broker holds of the same topic ID (a topic's
 // partitions share its configs, which the config watch keeps up to date),
 // for openReplicas to read from the backend only those of the others.
-func (b *Broker) heldTopicConfigs(parts []controller.PartitionInfo) map[string]map[string]string {
+func (m *replicaManager) heldTopicConfigs(parts []controller.PartitionInfo) map[string]map[string]string {
 	ids := map[string][16]byte{}
 	for _, info := range parts {
 		ids[info.Topic] = info.TopicID
 	}
 	out := map[string]map[string]string{}
-	for _, p := range b.allPartitions() {
+	for _, p := range m.allPartitions() {
 		id, ok := ids[p.topic]
 		if ok && (id == [16]byte{} || id == p.topicID) {
 			out[p.topic] = p.topicConfigs()
@@ -407,8 +407,8 @@ func (b *Broker) heldTopicConfigs(parts []controller.PartitionInfo) map[string]m
 // machine and, for a follower, truncating its log and handing it to the
 // fetcher of its leader. The caller holds stateMu and has found info
 // newer than p's (roleChangeOf); p's replication state then holds it.
-func (b *Broker) applyRole(p *partition, info controller.PartitionInfo) {
-	self := coord.BrokerID(b.cfg.BrokerID)
+func (m *replicaManager) applyRole(p *partition, info controller.PartitionInfo) {
+	self := coord.BrokerID(m.cfg.BrokerID)
 	st := replication.State{
 		Leader:         replication.ReplicaID(info.Leader),
 		LeaderEpoch:    info.LeaderEpoch,
@@ -437,12 +437,12 @@ func (b *Broker) applyRole(p *partition, info controller.PartitionInfo) {
 	p.repMu.Unlock()
 	if err != nil {
 		p.appendMu.Unlock()
-		b.handleReady(p, rd)
+		m.handleReady(p, rd)
 		if errors.Is(err, replication.ErrStaleEpoch) {
-			b.logger.Debug("stale partition state ignored", "partition", p.name(), "error", err)
+			m.logger.Debug("stale partition state ignored", "partition", p.name(), "error", err)
 			return
 		}
-		b.logger.Error("apply partition role failed", "partition", p.name(), "error", err)
+		m.logger.Error("apply partition role failed", "partition", p.name(), "error", err)
 		return
 	}
 	newEpoch := prevLeader != st.Leader || prevEpoch != st.LeaderEpoch
@@ -450,45 +450,45 @@ func (b *Broker) applyRole(p *partition, info controller.PartitionInfo) {
 		p.followGen++
 	}
 	if following && newEpoch && info.Leader != coord.NoBroker && tr.Offset < p.log.EndOffset() {
-		b.truncate(p, tr.Offset, "become follower")
+		m.truncate(p, tr.Offset, "become follower")
 	}
 	gen := p.followGen
 	p.appendMu.Unlock()
-	b.handleReady(p, rd)
+	m.handleReady(p, rd)
 
 	switch {
 	case !following:
-		b.fetchers.remove(p)
+		m.fetchers.remove(p)
 		if !wasLeader || newEpoch {
-			b.logger.Debug("leading partition", "partition", p.name(), "leader_epoch", st.LeaderEpoch,
+			m.logger.Debug("leading partition", "partition", p.name(), "leader_epoch", st.LeaderEpoch,
 				"log_end", p.log.EndOffset(), "high_watermark", p.hw.Load())
 		}
 	case info.Leader == coord.NoBroker:
-		b.fetchers.remove(p)
+		m.fetchers.remove(p)
 	case newEpoch:
-		b.fetchers.assign(p, info.Leader, info.LeaderEpoch, gen, tr)
+		m.fetchers.assign(p, info.Leader, info.LeaderEpoch, gen, tr)
 	}
 	p.wakeAll()
 }
 
 // truncate cuts p's log at offset as a follower and logs it. The caller
 // holds p.appendMu.
-func (b *Broker) truncate(p *partition, offset int64, why string) {
+func (m *replicaManager) truncate(p *partition, offset int64, why string) {
 	end := p.log.EndOffset()
 	if offset >= end {
 		return
 	}
 	if err := p.log.TruncateTo(offset); err != nil {
-		b.logger.Error("truncate follower log failed", "partition", p.name(), "offset", offset, "error", err)
-		b.checkStorage(p, err)
+		m.logger.Error("truncate follower log failed", "partition", p.name(), "offset", offset, "error", err)
+		m.checkStorage(p, err)
 		return
 	}
-	b.truncateProducers(p, offset)
+	m.truncateProducers(p, offset)
 	if hw := p.hw.Load(); hw > p.log.EndOffset() {
 		p.hw.Store(p.log.EndOffset())
 	}
-	b.logStartMoved(p)
-	b.logger.Info("truncated follower log", "partition", p.name(), "mode", b.cfg.ReplicationTruncation,
+	m.logStartMoved(p)
+	m.logger.Info("truncated follower log", "partition", p.name(), "mode", m.cfg.ReplicationTruncation,
 		"offset", p.log.EndOffset(), "log_end", end, "reason", why)
 }
 
@@ -498,24 +498,24 @@ func (b *Broker) truncate(p *partition, offset int64, why string) {
 // epoch replaces the cache: topics deleted while this broker was not told
 // go. (A broker that rejoins under the same controller also gets the
 // whole metadata, but possibly after a partial request, so it is merged.)
-func (b *Broker) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMetadataRequest) int16 {
+func (m *replicaManager) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMetadataRequest) int16 {
 	start := time.Now()
-	b.stateMu.Lock()
-	defer b.stateMu.Unlock()
-	if code := b.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
-		b.logger.Warn("refused UpdateMetadata", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if code := m.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
+		m.logger.Warn("refused UpdateMetadata", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
 			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
 		return code
 	}
-	full := r.ControllerEpoch > b.updateEpoch
-	b.updateEpoch = r.ControllerEpoch
-	b.cache.update(r, full)
-	b.removeStrays(r.Partitions)
+	full := r.ControllerEpoch > m.updateEpoch
+	m.updateEpoch = r.ControllerEpoch
+	m.cache.update(r, full)
+	m.removeStrays(r.Partitions)
 	if full {
 		// The first UpdateMetadata of a controller epoch is that
 		// controller's full state: from now on this broker answers
 		// Metadata as the new controller sees the cluster.
-		b.logger.Info("metadata of a new controller applied", "controller", r.ControllerID,
+		m.logger.Info("metadata of a new controller applied", "controller", r.ControllerID,
 			"controller_epoch", r.ControllerEpoch, "partitions", len(r.Partitions), "live_brokers", len(r.Live),
 			"took", time.Since(start).Round(time.Millisecond))
 	}
@@ -528,63 +528,63 @@ func (b *Broker) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMe
 // followed was lost with a controller that failed between its commit and
 // its requests (a new controller sends every broker the full state, so
 // such a replica is found then).
-func (b *Broker) removeStrays(parts []controller.PartitionInfo) {
-	self := coord.BrokerID(b.cfg.BrokerID)
+func (m *replicaManager) removeStrays(parts []controller.PartitionInfo) {
+	self := coord.BrokerID(m.cfg.BrokerID)
 	for _, info := range parts {
 		tp := info.TopicPartition()
-		if len(info.Replicas) == 0 || slices.Contains(info.Replicas, self) || b.partitionFor(tp.Topic, tp.Partition) == nil {
+		if len(info.Replicas) == 0 || slices.Contains(info.Replicas, self) || m.partitionFor(tp.Topic, tp.Partition) == nil {
 			continue
 		}
-		b.logger.Info("stray replica deleted: the partition's replicas no longer include this broker", "partition", tp, "replicas", info.Replicas)
-		b.removeReplica(tp, true)
+		m.logger.Info("stray replica deleted: the partition's replicas no longer include this broker", "partition", tp, "replicas", info.Replicas)
+		m.removeReplica(tp, true)
 	}
 }
 
 // applyStopReplica stops this broker's replicas of the listed partitions;
 // with Delete their logs are removed.
-func (b *Broker) applyStopReplica(ctx context.Context, r *controller.StopReplicaRequest) int16 {
-	b.stateMu.Lock()
-	defer b.stateMu.Unlock()
-	if code := b.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
-		b.logger.Warn("refused StopReplica", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
+func (m *replicaManager) applyStopReplica(ctx context.Context, r *controller.StopReplicaRequest) int16 {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if code := m.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
+		m.logger.Warn("refused StopReplica", "controller", r.ControllerID, "controller_epoch", r.ControllerEpoch,
 			"broker_epoch", r.BrokerEpoch, "error", kerr.ErrorForCode(code))
 		return code
 	}
 	if !r.Delete {
 		// The replica stays on disk; it no longer follows anyone.
 		for _, tp := range r.Partitions {
-			if p := b.partitionFor(tp.Topic, tp.Partition); p != nil {
-				b.fetchers.remove(p)
+			if p := m.partitionFor(tp.Topic, tp.Partition); p != nil {
+				m.fetchers.remove(p)
 			}
 		}
 		return 0
 	}
 	for _, tp := range r.Partitions {
-		b.removeReplica(tp, true)
+		m.removeReplica(tp, true)
 	}
 	return 0
 }
 
 // removeReplica forgets a replica, closing (or with deleteLog deleting)
 // its log and waking fetches waiting on it.
-func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
-	b.replicasMu.Lock()
-	p := b.replicas[tp]
-	delete(b.replicas, tp)
-	b.replicasMu.Unlock()
+func (m *replicaManager) removeReplica(tp coord.TopicPartition, deleteLog bool) {
+	m.replicasMu.Lock()
+	p := m.replicas[tp]
+	delete(m.replicas, tp)
+	m.replicasMu.Unlock()
 	if p == nil {
 		return
 	}
 	if tp.Topic == group.OffsetsTopic {
-		b.groups.resign(tp.Partition)
+		m.resign(tp.Partition)
 	}
-	b.fetchers.remove(p)
+	m.fetchers.remove(p)
 	p.appendMu.Lock()
 	p.followGen++
 	p.appendMu.Unlock()
 	p.failAcks(replication.ErrNotLeader)
 	if deleteLog {
-		b.hwCkpt.Forget(tp)
+		m.hwCkpt.Forget(tp)
 	}
 	var err error
 	if deleteLog {
@@ -593,7 +593,7 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 		err = p.log.Close()
 	}
 	if err != nil {
-		b.logger.Error("remove partition log failed", "partition", p.name(), "error", err)
+		m.logger.Error("remove partition log failed", "partition", p.name(), "error", err)
 	}
 	p.wakeAll()
 }
@@ -604,23 +604,23 @@ func (b *Broker) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 // cluster has, or may have as far as a broker knows that has not had the
 // controller's metadata yet (a restarted broker), and
 // UNKNOWN_TOPIC_OR_PARTITION for one it does not.
-func (b *Broker) leaderFor(topic string, index int32) (*partition, int16) {
-	if b.logDirs.ReplicaOffline(coord.TopicPartition{Topic: topic, Partition: index}) {
+func (m *replicaManager) leaderFor(topic string, index int32) (*partition, int16) {
+	if m.logDirs.ReplicaOffline(coord.TopicPartition{Topic: topic, Partition: index}) {
 		return nil, kerr.KafkaStorageError.Code
 	}
-	if p := b.partitionFor(topic, index); p != nil {
-		if b.logDirs.PartitionDirOffline(p.dir) {
+	if p := m.partitionFor(topic, index); p != nil {
+		if m.logDirs.PartitionDirOffline(p.dir) {
 			return nil, kerr.KafkaStorageError.Code
 		}
-		if ok, _ := p.leads(coord.BrokerID(b.cfg.BrokerID)); ok {
+		if ok, _ := p.leads(coord.BrokerID(m.cfg.BrokerID)); ok {
 			return p, 0
 		}
 		return nil, kerr.NotLeaderForPartition.Code
 	}
-	if b.cache.hasPartition(topic, index) {
+	if m.cache.hasPartition(topic, index) {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
-	if !b.cache.isSynced() {
+	if !m.cache.isSynced() {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
 	return nil, kerr.UnknownTopicOrPartition.Code

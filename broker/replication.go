@@ -27,13 +27,13 @@ import (
 // removed, rebuilding it from the latest producer snapshot below the cut
 // (the log deleted those above) and the log after it when a producer
 // lost all it had. The caller holds p.appendMu.
-func (b *Broker) truncateProducers(p *partition, offset int64) {
+func (m *replicaManager) truncateProducers(p *partition, offset int64) {
 	if !p.producers.TruncateTo(offset) {
 		return
 	}
 	p.producers.Reset()
-	if err := b.recoverProducers(p, time.Now()); err != nil {
-		b.logger.Error("rebuild producer state failed", "partition", p.name(), "error", err)
+	if err := m.recoverProducers(p, time.Now()); err != nil {
+		m.logger.Error("rebuild producer state failed", "partition", p.name(), "error", err)
 	}
 }
 
@@ -41,7 +41,7 @@ func (b *Broker) truncateProducers(p *partition, offset int64) {
 // acks=all produces and DeleteRecords that completed or failed,
 // publishes a new high watermark (waking the fetches waiting for it) and
 // sends an AlterPartition proposal to the controller.
-func (b *Broker) handleReady(p *partition, rd replication.Ready) {
+func (m *replicaManager) handleReady(p *partition, rd replication.Ready) {
 	if len(rd.Acks) > 0 || len(rd.Deletes) > 0 {
 		p.repMu.Lock()
 		for _, a := range rd.Acks {
@@ -64,7 +64,7 @@ func (b *Broker) handleReady(p *partition, rd replication.Ready) {
 		p.wakeAll()
 	}
 	if rd.Proposal != nil {
-		b.isr.propose(p, *rd.Proposal)
+		m.isr.propose(p, *rd.Proposal)
 	}
 }
 
@@ -77,7 +77,7 @@ func (b *Broker) handleReady(p *partition, rd replication.Ready) {
 // batches is answered with the original offsets and not written again
 // (acks=all still waits for the high watermark to pass it), a gap is
 // ErrOutOfOrderSequence, an older producer epoch ErrProducerFenced.
-func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, deadline time.Time) (tlog.AppendResult, <-chan error, error) {
+func (m *replicaManager) appendAsLeader(p *partition, records []byte, acksAll bool, deadline time.Time) (tlog.AppendResult, <-chan error, error) {
 	// Framing only: log.Append checks the CRC-32C of what it writes, and
 	// a duplicate's is checked below, so no batch pays for it twice.
 	metas, err := replication.ParseBatchHeaders(records)
@@ -113,7 +113,7 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 			return tlog.AppendResult{}, nil, err
 		}
 		res = tlog.AppendResult{BaseOffset: dup.FirstOffset, LastOffset: dup.LastOffset}
-		b.logger.Debug("duplicate batch answered with its original offsets", "partition", p.name(),
+		m.logger.Debug("duplicate batch answered with its original offsets", "partition", p.name(),
 			"producer_id", dup.ProducerID, "sequence", dup.BaseSequence, "offset", dup.FirstOffset)
 	} else {
 		res, err = p.log.Append(records, epoch)
@@ -128,7 +128,7 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 	p.repMu.Lock()
 	if dup == nil {
 		if err := p.rep.Appended(p.log.EndOffset(), now); err != nil {
-			b.logger.Error("record append in state machine failed", "partition", p.name(), "error", err)
+			m.logger.Error("record append in state machine failed", "partition", p.name(), "error", err)
 		}
 	}
 	if acksAll {
@@ -149,12 +149,12 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 	p.repMu.Unlock()
 	p.appendMu.Unlock()
 	if acksAll {
-		b.queueWait(p)
+		m.queueWait(p)
 	}
 	if dup == nil {
 		p.wakeAll()
 	}
-	b.handleReady(p, rd)
+	m.handleReady(p, rd)
 	return res, done, nil
 }
 
@@ -165,25 +165,25 @@ func (b *Broker) appendAsLeader(p *partition, records []byte, acksAll bool, dead
 // whose outcome arrives on the returned channel; deadline is the
 // request's timeout. It returns the Kafka error code, and the channel when
 // the offset was accepted.
-func (b *Broker) deleteRecordsAsLeader(p *partition, offset int64, deadline time.Time) (int16, <-chan replication.DeleteResult) {
+func (m *replicaManager) deleteRecordsAsLeader(p *partition, offset int64, deadline time.Time) (int16, <-chan replication.DeleteResult) {
 	p.appendMu.Lock()
 	p.repMu.Lock()
 	target, err := p.rep.DeleteRecordsOffset(offset)
 	p.repMu.Unlock()
 	if err != nil {
 		p.appendMu.Unlock()
-		b.logger.Debug("delete records refused", "partition", p.name(), "offset", offset, "error", err)
+		m.logger.Debug("delete records refused", "partition", p.name(), "offset", offset, "error", err)
 		return appendErrors.Code(err), nil
 	}
 	if _, err := p.log.AdvanceStartOffset(target); err != nil {
 		p.appendMu.Unlock()
 		switch {
-		case b.checkStorage(p, err):
+		case m.checkStorage(p, err):
 			return kerr.KafkaStorageError.Code, nil
 		case errors.Is(err, tlog.ErrClosed):
 			return kerr.NotLeaderForPartition.Code, nil
 		}
-		b.logger.Error("delete records failed", "partition", p.name(), "offset", target, "error", err)
+		m.logger.Error("delete records failed", "partition", p.name(), "offset", target, "error", err)
 		return kerr.UnknownServerError.Code, nil
 	}
 	now := time.Now()
@@ -204,12 +204,12 @@ func (b *Broker) deleteRecordsAsLeader(p *partition, offset int64, deadline time
 	rd := p.rep.Ready()
 	p.repMu.Unlock()
 	p.appendMu.Unlock()
-	b.queueWait(p)
-	b.handleReady(p, rd)
+	m.queueWait(p)
+	m.handleReady(p, rd)
 	// The followers' fetch sessions answer the new log start, which the
 	// low watermark waits for.
 	p.wakeAll()
-	b.logger.Debug("log start offset moved by delete records", "partition", p.name(), "log_start_offset", p.log.StartOffset())
+	m.logger.Debug("log start offset moved by delete records", "partition", p.name(), "log_start_offset", p.log.StartOffset())
 	return 0, done
 }
 
@@ -219,15 +219,15 @@ func (b *Broker) deleteRecordsAsLeader(p *partition, offset int64, deadline time
 // partition: OFFSET_OUT_OF_RANGE when the follower is ahead of this log,
 // NOT_LEADER_OR_FOLLOWER when this broker stopped leading or the replica
 // is not assigned the partition.
-func (b *Broker) followerFetched(p *partition, replica int32, fetchOffset, logStart int64) int16 {
+func (m *replicaManager) followerFetched(p *partition, replica int32, fetchOffset, logStart int64) int16 {
 	p.repMu.Lock()
 	err := p.rep.FollowerFetch(replication.ReplicaID(replica), fetchOffset, logStart, time.Now())
 	rd := p.rep.Ready()
 	p.repMu.Unlock()
-	b.handleReady(p, rd)
+	m.handleReady(p, rd)
 	code := kafkaerr.FollowerFetch.Code(err)
 	if code == kerr.NotLeaderForPartition.Code && errors.Is(err, replication.ErrUnknownReplica) {
-		b.logger.Warn("fetch from a replica the partition does not have", "partition", p.name(), "replica", replica)
+		m.logger.Warn("fetch from a replica the partition does not have", "partition", p.name(), "replica", replica)
 	}
 	return code
 }
@@ -240,24 +240,24 @@ func (b *Broker) followerFetched(p *partition, replica int32, fetchOffset, logSt
 // fullEvery (the same quarter, at most a second) all of them, which is
 // what the ISR checks need. At 100 000 partitions ticking them all every
 // 100 ms took a third of a broker's CPU. It runs until the broker closes.
-func (b *Broker) tickLoop() {
-	interval := max(min(b.cfg.ReplicaLagTimeMax/4, 100*time.Millisecond), time.Millisecond)
-	fullEvery := max(min(b.cfg.ReplicaLagTimeMax/4, time.Second), interval)
+func (m *replicaManager) tickLoop() {
+	interval := max(min(m.cfg.ReplicaLagTimeMax/4, 100*time.Millisecond), time.Millisecond)
+	fullEvery := max(min(m.cfg.ReplicaLagTimeMax/4, time.Second), interval)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	lastFull := time.Now()
 	for {
 		select {
-		case <-b.closing:
+		case <-m.closing:
 			return
 		case now := <-t.C:
 			if now.Sub(lastFull) < fullEvery {
-				b.tickWaiting(now)
+				m.tickWaiting(now)
 				continue
 			}
 			lastFull = now
-			for _, p := range b.allPartitions() {
-				b.tick(p, now)
+			for _, p := range m.allPartitions() {
+				m.tick(p, now)
 			}
 		}
 	}
@@ -265,7 +265,7 @@ func (b *Broker) tickLoop() {
 
 // tick advances p's state machine if p leads, and acts on what it
 // decided.
-func (b *Broker) tick(p *partition, now time.Time) {
+func (m *replicaManager) tick(p *partition, now time.Time) {
 	p.repMu.Lock()
 	if p.rep.Role() != replication.RoleLeader {
 		p.repMu.Unlock()
@@ -277,21 +277,21 @@ func (b *Broker) tick(p *partition, now time.Time) {
 		rd = p.rep.Ready()
 	}
 	p.repMu.Unlock()
-	b.handleReady(p, rd)
+	m.handleReady(p, rd)
 }
 
 // tickWaiting ticks the partitions in the waiting set, and takes out
 // those left without waits.
-func (b *Broker) tickWaiting(now time.Time) {
-	b.waitMu.Lock()
-	defer b.waitMu.Unlock()
-	for p := range b.waiting {
-		b.tick(p, now)
+func (m *replicaManager) tickWaiting(now time.Time) {
+	m.waitMu.Lock()
+	defer m.waitMu.Unlock()
+	for p := range m.waiting {
+		m.tick(p, now)
 		p.repMu.Lock()
 		if p.acks == nil && p.deletes == nil {
 			// Under repMu, where waits are added: one added later
 			// queues the partition again.
-			delete(b.waiting, p)
+			delete(m.waiting, p)
 			p.waitQueued.Store(false)
 		}
 		p.repMu.Unlock()
@@ -301,11 +301,11 @@ func (b *Broker) tickWaiting(now time.Time) {
 // queueWait puts p in the waiting set, which tickWaiting ticks, after an
 // acks=all produce or a DeleteRecords registered a wait on it. The caller
 // does not hold p.repMu.
-func (b *Broker) queueWait(p *partition) {
+func (m *replicaManager) queueWait(p *partition) {
 	if p.waitQueued.CompareAndSwap(false, true) {
-		b.waitMu.Lock()
-		b.waiting[p] = struct{}{}
-		b.waitMu.Unlock()
+		m.waitMu.Lock()
+		m.waiting[p] = struct{}{}
+		m.waitMu.Unlock()
 	}
 }
 
@@ -341,7 +341,7 @@ func (p *partition) dropEmptyWaits() {
 // may complete DeleteRecords waits. A follower's Ready is left alone:
 // its high watermark is the fetcher's to publish. The fetch sessions
 // holding p hear of it: fetch answers carry the log start.
-func (b *Broker) logStartMoved(p *partition) {
+func (m *replicaManager) logStartMoved(p *partition) {
 	p.repMu.Lock()
 	p.rep.SetLogStart(p.log.StartOffset(), time.Now())
 	var rd replication.Ready
@@ -349,7 +349,7 @@ func (b *Broker) logStartMoved(p *partition) {
 		rd = p.rep.Ready()
 	}
 	p.repMu.Unlock()
-	b.handleReady(p, rd)
+	m.handleReady(p, rd)
 	p.wakeAll()
 }
 
@@ -360,8 +360,8 @@ var appendErrors = kafkaerr.Append.With(replica.ErrLogDirOffline, kerr.KafkaStor
 
 // newReplicationState returns the state machine of a replica this broker
 // opens.
-func (b *Broker) newReplicationState(cfg Config, tp coord.TopicPartition, configs map[string]string) (*replication.Partition, error) {
-	rep, err := replication.New(cfg.replicationConfig(configs), replication.ReplicaID(b.cfg.BrokerID))
+func (m *replicaManager) newReplicationState(cfg Config, tp coord.TopicPartition, configs map[string]string) (*replication.Partition, error) {
+	rep, err := replication.New(cfg.replicationConfig(configs), replication.ReplicaID(m.cfg.BrokerID))
 	if err != nil {
 		return nil, fmt.Errorf("replication state of %s: %w", tp, err)
 	}

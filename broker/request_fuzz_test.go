@@ -329,7 +329,7 @@ func tooBigForSharedBroker(b *Broker, kreq kmsg.Request) string {
 	if creates > fuzzMaxPartitions {
 		return fmt.Sprintf("request asks for %d partitions, more than the harness's %d", creates, fuzzMaxPartitions)
 	}
-	if creates > 0 && len(b.allPartitions()) >= fuzzMaxBrokerPartitions {
+	if creates > 0 && len(b.replicas.allPartitions()) >= fuzzMaxBrokerPartitions {
 		return fmt.Sprintf("shared broker already holds %d partitions", fuzzMaxBrokerPartitions)
 	}
 	return ""

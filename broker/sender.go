@@ -249,7 +249,7 @@ func (s *sender) deliver(ctx context.Context, d *destination) {
 // the client connection cl (opened if nil), and returns the answer.
 func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req controller.Request) (controllerAnswer, error) {
 	if int32(d.to.ID) == s.b.cfg.BrokerID {
-		return s.b.applyControllerRequest(ctx, req), nil
+		return s.b.replicas.applyControllerRequest(ctx, req), nil
 	}
 	kreq := encodeControllerRequest(req)
 	if kreq == nil {

@@ -1,0 +1,308 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/replica"
+	"github.com/tripodmq/tripod/controller"
+	"github.com/tripodmq/tripod/coord"
+	tlog "github.com/tripodmq/tripod/replication/log"
+)
+
+// replicaManager owns the partitions this broker holds: their logs and the
+// log dirs they live in, their roles (applied from the controller's
+// LeaderAndIsr, StopReplica and UpdateMetadata, whose acceptance it
+// decides), the fetchers that copy the partitions it follows, the ISR
+// changes it reports for those it leads, the acks=all produces and
+// DeleteRecords waiting on them, the high watermark checkpoints, the
+// producer snapshots, retention and the log cleaner. A partition's leader,
+// epoch and ISR are held once, by its replication.Partition.
+//
+// Its dependencies on the rest of the broker are the fields below the
+// line "dependencies", set by New and not changed after:
+//
+//   - cfg, the broker's configuration, and dyn, the dynamic configs
+//     (replicaConfigs): the live config (current), the topics' configs
+//     the config watch delivers (watchedTopicConfigs) and the
+//     registration of a new replica for dynamic config changes
+//     (addReplica);
+//   - logger and metrics (replicaMetrics: throttled, isrChanged);
+//   - backend, to load the topic configs a LeaderAndIsr does not carry;
+//   - cache, the metadata cache (replicaMetadata) an UpdateMetadata
+//     updates and whose brokers the fetchers reach;
+//   - member, the cluster membership (replicaMembership): the broker
+//     epoch (currentEpoch, checkBrokerEpoch), the controllers
+//     (controller, backendController, askController) and the clients of
+//     peers (peerAddr, peerClient);
+//   - roleChanged and resign, the group coordinator's callbacks for an
+//     __consumer_offsets partition whose role changed or that went away;
+//   - followerQuota, the follower replication throttle;
+//   - closing, closed when the broker closes: the loops return on it.
+//
+// Lock order: stateMu before replicasMu before a partition's appendMu
+// before its repMu; waitMu before a partition's repMu. stateMu is held
+// for the whole application of a controller request (LeaderAndIsr,
+// StopReplica, UpdateMetadata) and while offline replicas are closed, so
+// that two never interleave.
+type replicaManager struct {
+	// replicasMu guards replicas: the partitions this broker holds.
+	replicasMu sync.RWMutex
+	replicas   map[coord.TopicPartition]*partition
+
+	// stateMu serialises the controller's requests; it guards
+	// controllerEpoch, the highest controller epoch accepted, and
+	// controllerID, the controller of that epoch (NoBroker before the
+	// first).
+	stateMu         sync.Mutex
+	controllerEpoch int64
+	controllerID    coord.BrokerID
+	// updateEpoch is the controller epoch of the latest UpdateMetadata
+	// accepted: the first one of a newer epoch is a new controller's full
+	// state.
+	updateEpoch int64
+
+	// fetchers copy the partitions this broker follows from their
+	// leaders; isr sends the ISR changes of those it leads to the
+	// controller; hwCkpt holds the high watermarks read at start.
+	fetchers *fetcherManager
+	isr      *isrSender
+	hwCkpt   *replica.HWCheckpoints
+	// files is the pool through which every log of the broker opens its
+	// segment files (log.open.files.max).
+	files *tlog.FilePool
+	// logDirs are the log dirs: their locks, the ones gone offline and
+	// the replicas offline until restart (logdirs.go); its Failed wakes
+	// logDirLoop.
+	logDirs *replica.LogDirs
+	// waitMu guards waiting, the partitions with acks=all produces or
+	// DeleteRecords waiting (queueWait), which tickLoop ticks every
+	// interval; it is taken before a partition's repMu.
+	waitMu  sync.Mutex
+	waiting map[*partition]struct{}
+
+	// openReplicaHook, if not nil, is called at the start of each
+	// openReplica: tests block it to hold a LeaderAndIsr in its log
+	// opens. It is nil in production; a test sets it with stateMu held.
+	openReplicaHook func(coord.TopicPartition)
+
+	// dependencies
+	cfg           *Config
+	dyn           replicaConfigs
+	logger        hclog.Logger
+	metrics       replicaMetrics
+	backend       coord.Backend
+	cache         replicaMetadata
+	member        replicaMembership
+	roleChanged   func(p *partition)
+	resign        func(index int32)
+	followerQuota *replica.Quota
+	closing       <-chan struct{}
+}
+
+// allPartitions returns every open partition.
+func (m *replicaManager) allPartitions() []*partition {
+	m.replicasMu.RLock()
+	defer m.replicasMu.RUnlock()
+	out := make([]*partition, 0, len(m.replicas))
+	for _, p := range m.replicas {
+		out = append(out, p)
+	}
+	return out
+}
+
+// partitionFor returns the replica this broker holds, or nil.
+func (m *replicaManager) partitionFor(topic string, index int32) *partition {
+	m.replicasMu.RLock()
+	defer m.replicasMu.RUnlock()
+	return m.replicas[coord.TopicPartition{Topic: topic, Partition: index}]
+}
+
+// backgroundLoop enforces retention and closes the segment files idle
+// since the last check every log.retention.check.interval.ms, writes the high watermark checkpoint every
+// replica.high.watermark.checkpoint.interval.ms, expires idle producers
+// and writes producer snapshots every
+// producer.id.expiration.check.interval.ms (maintainProducers) and, when
+// log.flush.interval.ms is set, flushes the logs on that period.
+func (m *replicaManager) backgroundLoop() {
+	retention := time.NewTicker(m.cfg.LogRetentionCheckInterval)
+	defer retention.Stop()
+	checkpoint := time.NewTicker(m.cfg.ReplicaHighWatermarkCheckpointInterval)
+	defer checkpoint.Stop()
+	producers := time.NewTicker(m.cfg.ProducerIDExpirationCheckInterval)
+	defer producers.Stop()
+	var flushC <-chan time.Time
+	if m.cfg.LogFlushInterval > 0 {
+		flush := time.NewTicker(m.cfg.LogFlushInterval)
+		defer flush.Stop()
+		flushC = flush.C
+	}
+	for {
+		select {
+		case <-m.closing:
+			return
+		case now := <-retention.C:
+			for _, p := range m.allPartitions() {
+				n, err := p.log.EnforceRetention(now)
+				if err != nil && !errors.Is(err, tlog.ErrClosed) {
+					m.logger.Error("enforce retention failed", "partition", p.name(), "error", err)
+					m.checkStorage(p, err)
+				}
+				if n > 0 {
+					m.logStartMoved(p)
+					m.logger.Info("retention deleted segments", "partition", p.name(), "segments", n, "log_start_offset", p.log.StartOffset())
+				}
+			}
+			// A segment file unused since the last check holds no
+			// descriptor until it is used again.
+			m.files.CloseIdle()
+		case <-checkpoint.C:
+			if err := m.writeHWCheckpoints(); err != nil {
+				m.logger.Error("high watermark checkpoint failed", "error", err)
+			}
+		case now := <-producers.C:
+			m.maintainProducers(now)
+		case <-flushC:
+			for _, p := range m.allPartitions() {
+				if err := p.log.Flush(); err != nil && !errors.Is(err, tlog.ErrClosed) {
+					m.logger.Error("flush failed", "partition", p.name(), "error", err)
+					m.checkStorage(p, err)
+				}
+			}
+		}
+	}
+}
+
+// closeLogs writes every open partition's producer snapshot, then
+// flushes and closes its log.
+func (m *replicaManager) closeLogs() error {
+	m.replicasMu.Lock()
+	defer m.replicasMu.Unlock()
+	var first error
+	for _, p := range m.replicas {
+		p.appendMu.Lock()
+		if err := m.snapshotProducers(p, false); err != nil {
+			m.logger.Warn("producer snapshot at close failed; the next open reads the log from an older one", "partition", p.name(), "error", err)
+		}
+		p.appendMu.Unlock()
+		if err := p.log.Close(); err != nil && first == nil {
+			first = fmt.Errorf("close log of %s: %w", p.name(), err)
+		}
+	}
+	m.replicas = make(map[coord.TopicPartition]*partition)
+	return first
+}
+
+// recoverProducers rebuilds p's producer state from its latest producer
+// snapshot and the log after it (log.RecoverProducers), warning
+// of the snapshots it could not use and of a read of the whole log, then
+// forgets the producers idle for producer.id.expiration.ms at now, as
+// Kafka skips expired producers when it loads a snapshot. The caller
+// holds p.appendMu or is the only one to know p.
+func (m *replicaManager) recoverProducers(p *partition, now time.Time) error {
+	load, err := p.log.RecoverProducers(p.producers)
+	p.producersLoad = load
+	for _, skipped := range load.Skipped {
+		m.logger.Warn("producer snapshot unusable, deleted", "partition", p.name(), "error", skipped)
+	}
+	if err != nil {
+		return err
+	}
+	expired := p.producers.Expire(now.UnixMilli() - m.cfg.ProducerIDExpiration.Milliseconds())
+	if load.SnapshotOffset < 0 && load.To > load.From {
+		m.logger.Warn("no usable producer snapshot, producer state read from the whole log", "partition", p.name(),
+			"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
+		return nil
+	}
+	m.logger.Debug("producer state loaded", "partition", p.name(), "snapshot_offset", load.SnapshotOffset,
+		"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
+	return nil
+}
+
+// maintainProducers forgets, in every partition, the producers whose
+// last batch is older than producer.id.expiration.ms at now, and writes
+// the producer snapshot of each partition whose log rolled a segment
+// since its latest snapshot.
+func (m *replicaManager) maintainProducers(now time.Time) {
+	before := now.UnixMilli() - m.cfg.ProducerIDExpiration.Milliseconds()
+	for _, p := range m.allPartitions() {
+		p.appendMu.Lock()
+		expired := p.producers.Expire(before)
+		err := m.snapshotProducers(p, true)
+		p.appendMu.Unlock()
+		if expired > 0 {
+			m.logger.Debug("expired idle producers", "partition", p.name(), "producers", expired)
+		}
+		if err != nil && !errors.Is(err, tlog.ErrClosed) {
+			m.logger.Error("producer snapshot failed", "partition", p.name(), "error", err)
+		}
+	}
+}
+
+// snapshotProducers writes p's producer state as its snapshot at the log
+// end offset unless the latest snapshot is there already or, with
+// afterRoll, is at or above the active segment's base offset (no roll
+// since): so a restart replays about one segment, as Kafka's snapshot at
+// each roll bounds it. The caller holds p.appendMu.
+func (m *replicaManager) snapshotProducers(p *partition, afterRoll bool) error {
+	offsets, err := p.log.ProducerSnapshots()
+	if err != nil {
+		return err
+	}
+	latest := int64(-1)
+	if len(offsets) > 0 {
+		latest = offsets[len(offsets)-1]
+	}
+	if latest == p.log.EndOffset() || (afterRoll && latest >= p.log.ActiveSegmentBaseOffset()) {
+		return nil
+	}
+	_, err = p.log.SnapshotProducers(p.producers)
+	return err
+}
+
+// replicaMembership is what the replica manager asks of the cluster
+// membership (membership): the broker epoch its controller requests
+// and AlterPartition carry, the controllers it accepts and asks, and
+// the clients its fetchers reach the leaders with.
+type replicaMembership interface {
+	currentEpoch() int64
+	checkBrokerEpoch(ctx context.Context, epoch int64) bool
+	controller() *controller.Controller
+	backendController() coord.ControllerInfo
+	askController(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	peerAddr(cb coord.Broker) string
+	peerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error)
+}
+
+// replicaMetadata is what the replica manager reads and writes of the
+// metadata cache (metadataCache): an UpdateMetadata's application, and
+// the brokers and partitions the controller last sent.
+type replicaMetadata interface {
+	update(req *controller.UpdateMetadataRequest, full bool)
+	isSynced() bool
+	hasPartition(topic string, index int32) bool
+	broker(id coord.BrokerID) (coord.Broker, bool)
+}
+
+// replicaConfigs is what the replica manager reads of the dynamic
+// configs (dynamicConfigs): the live config a replica opens with, the
+// topic configs the config watch delivered, and the registration of a
+// new replica for the changes that follow.
+type replicaConfigs interface {
+	current() *dynamicState
+	watchedTopicConfigs(names []string) map[string]map[string]string
+	addReplica(p *partition, register func())
+}
+
+// replicaMetrics is what the replica manager counts (metrics).
+type replicaMetrics interface {
+	throttled(side string, bytes, leftOut int)
+	isrChanged(shrinks, expands int)
+}
