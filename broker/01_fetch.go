@@ -3,14 +3,12 @@ package broker
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/coord"
-	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -148,8 +146,8 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 	// on arrival, as Kafka's leader does.
 	var replicaCodes map[coord.TopicPartition]int16
 	if r.ReplicaID >= 0 {
-		replicaCodes = b.recordFollowerFetch(r)
-		b.recordIdlePositions(sr.idle, r.ReplicaID)
+		replicaCodes = b.replicas.recordFollowerFetch(r)
+		b.replicas.recordIdlePositions(sr.idle, r.ReplicaID)
 	}
 
 	var timer *time.Timer
@@ -173,64 +171,6 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 		case <-b.closing:
 			return resp, short
 		}
-	}
-}
-
-// leaderThrottles reports whether the leader's throttle applies to
-// follower's fetch of p: the topic's leader.replication.throttled.replicas
-// names this replica and the follower is not in the ISR (as the
-// replication state has it: an expansion counts once committed).
-func (b *Broker) leaderThrottles(p *partition, follower int32) bool {
-	if !p.leaderThrottled.Load() {
-		return false
-	}
-	p.repMu.Lock()
-	isr := p.rep.ISR()
-	p.repMu.Unlock()
-	return !slices.Contains(isr, replication.ReplicaID(follower))
-}
-
-// recordFollowerFetch tells the replication state machine of every
-// partition a follower fetches where the follower's log ends, and returns
-// the partitions' error codes: the leader's usual ones, and
-// OFFSET_OUT_OF_RANGE for a follower ahead of this log.
-func (b *Broker) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]int16 {
-	codes := map[coord.TopicPartition]int16{}
-	for _, rt := range r.Topics {
-		for _, rp := range rt.Partitions {
-			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			p, code := b.replicas.leaderFor(rt.Topic, rp.Partition)
-			switch {
-			case p == nil:
-			case r.Version >= 9 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()) != 0:
-				code = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch())
-			case rp.FetchOffset < p.log.StartOffset():
-				code = kerr.OffsetOutOfRange.Code
-			default:
-				logStart := int64(-1)
-				if r.Version >= 5 {
-					logStart = rp.LogStartOffset
-				}
-				code = b.replicas.followerFetched(p, r.ReplicaID, rp.FetchOffset, logStart)
-			}
-			if code != 0 {
-				codes[tp] = code
-			}
-		}
-	}
-	return codes
-}
-
-// recordIdlePositions records a follower's positions in the idle
-// partitions of its session (a refresh, fetch_session.go), as
-// recordFollowerFetch records those it names. Nothing changed in them
-// since the follower was last answered, so there is no error to tell it;
-// one that stopped leading here meanwhile refuses the position (its
-// replication state is no longer a leader's), and its change is the next
-// fetch's to serve.
-func (b *Broker) recordIdlePositions(idle []idlePosition, replica int32) {
-	for _, ip := range idle {
-		b.replicas.followerFetched(ip.p, replica, ip.fetchOffset, ip.logStart)
 	}
 }
 
@@ -303,7 +243,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				upTo = p.log.EndOffset()
 			}
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			throttled := replicaCodes != nil && b.leaderThrottles(p, r.ReplicaID)
+			throttled := replicaCodes != nil && b.replicas.leaderThrottles(p, r.ReplicaID)
 			if throttled && b.leaderQuota.Exceeded() {
 				b.metrics.throttled("leader", 0, 1)
 				if rp.FetchOffset < upTo {

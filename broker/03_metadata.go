@@ -46,7 +46,7 @@ func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, 
 	if !b.cache.isSynced() {
 		return nil, func(ctx context.Context) kmsg.Response {
 			wctx, cancel := context.WithTimeout(ctx, syncWait)
-			synced := b.waitForCache(wctx, b.cache.isSynced)
+			synced := b.cache.waitFor(wctx, b.closing, b.cache.isSynced)
 			cancel()
 			return b.metadata(ctx, r, autoCreate && !allTopics && synced, req.conn.listener.name)
 		}, nil
@@ -155,7 +155,7 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 				continue
 			}
 			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
-			b.waitForCache(wctx, func() bool { return b.topicReady(name, int(b.cfg.NumPartitions)) })
+			b.cache.waitFor(wctx, b.closing, func() bool { return b.cache.topicReady(name, int(b.cfg.NumPartitions)) })
 			cancel()
 			t, ok = b.cache.topic(name)
 			if !ok {
@@ -210,5 +210,5 @@ func metadataTopic(t snapshotTopic, live map[coord.BrokerID]bool) kmsg.MetadataR
 // controller. A topic that exists already is no error.
 func (b *Broker) autoCreate(ctx context.Context, name string, liveBrokers int) error {
 	rf := min(int(b.cfg.DefaultReplicationFactor), max(liveBrokers, 1))
-	return b.createTopicViaController(ctx, controller.TopicSpec{Name: name, Partitions: int(b.cfg.NumPartitions), ReplicationFactor: rf})
+	return b.member.createTopic(ctx, controller.TopicSpec{Name: name, Partitions: int(b.cfg.NumPartitions), ReplicationFactor: rf})
 }

@@ -74,7 +74,7 @@ func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) 
 	}
 	if _, ok := b.cache.topic(group.OffsetsTopic); !ok {
 		wctx, cancel := context.WithTimeout(ctx, coordinatorWait)
-		err := b.ensureOffsetsTopic(wctx)
+		err := b.groups.ensureOffsetsTopic(wctx)
 		cancel()
 		if err != nil {
 			b.logger.Warn("no group coordinator yet", "group", key, "error", err)

@@ -65,7 +65,7 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			if err == nil {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
 				b.member.waitPropagated(wctx)
-				b.waitForCache(wctx, func() bool { _, ok := b.cache.topic(name); return !ok })
+				b.cache.waitFor(wctx, b.closing, func() bool { _, ok := b.cache.topic(name); return !ok })
 				cancel()
 			} else {
 				kind := kafkaerr.Controller.Error(err)

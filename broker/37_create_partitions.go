@@ -50,7 +50,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 			} else if !r.ValidateOnly {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
 				b.member.waitPropagated(wctx)
-				if !b.waitForCache(wctx, func() bool { return b.topicReady(rt.Topic, int(rt.Count)) }) {
+				if !b.cache.waitFor(wctx, b.closing, func() bool { return b.cache.topicReady(rt.Topic, int(rt.Count)) }) {
 					st.ErrorCode = kerr.RequestTimedOut.Code
 				}
 				cancel()

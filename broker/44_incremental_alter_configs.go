@@ -107,7 +107,7 @@ type configOutcome struct {
 // in order, read from its answer by result (ok false: the answer lacks
 // resource j).
 func (b *Broker) forwardConfigs(ctx context.Context, fr kmsg.Request, n int, result func(resp kmsg.Response, j int) (code int16, msg *string, ok bool)) ([]configOutcome, error) {
-	kresp, err := b.forwardToController(ctx, fr)
+	kresp, err := b.member.forwardToController(ctx, fr)
 	if err != nil {
 		return nil, err
 	}
@@ -329,35 +329,6 @@ func (b *Broker) awaitConfigs(ctx context.Context, cond func(*coord.ConfigState)
 // configApplyWait bounds how long an alteration waits for this broker to
 // apply it.
 const configApplyWait = 5 * time.Second
-
-// forwardToController sends req to the controller and returns its answer,
-// again while no controller answers (none elected, or the one asked is no
-// longer it), for up to forwardTimeout.
-func (b *Broker) forwardToController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
-	defer cancel()
-	backoff := 50 * time.Millisecond
-	for {
-		resp, err := b.member.askController(ctx, req)
-		if err == nil && !answeredNotController(resp) {
-			return resp, nil
-		}
-		if err == nil {
-			err = kerr.NotController
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-b.closing:
-			t.Stop()
-			return nil, fmt.Errorf("%w: the broker is closing", coord.ErrUnavailable)
-		case <-t.C:
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-}
 
 // forwardTimeout bounds forwardToController.
 const forwardTimeout = 15 * time.Second

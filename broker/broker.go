@@ -191,6 +191,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 		backend:     backend,
 		cache:       b.cache,
 		interBroker: b.interBroker,
+		closing:     b.closing,
 		self:        b.self,
 		acceptedControllerEpoch: func() int64 {
 			b.replicas.stateMu.Lock()
@@ -219,7 +220,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 			"advertised", advertised, "inter_broker", l == b.interBroker, "broker.id", cfg.BrokerID)
 	}
 	b.logger.Info("broker starting", "broker.id", cfg.BrokerID, "coordination.backend", cc.Backend, "open_files_limit", openFilesLimit())
-	b.warnUnauthenticatedListeners()
+	warnUnauthenticatedListeners(b.logger, b.listeners)
 	cfg.warnUnsecuredCoord(b.logger)
 
 	runCtx, stopRun := context.WithCancel(context.Background())

@@ -16,7 +16,6 @@ import (
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
-	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -290,15 +289,6 @@ func (c *groupCoordinator) load(sh *groupShard) {
 		"groups", len(sh.groups), "records", records, "skipped", skipped, "log_end", end, "took", time.Since(start).Round(time.Millisecond))
 }
 
-// offsetsPartitions is the partition count of __consumer_offsets: the
-// topic's, or offsets.topic.num.partitions before it exists.
-func (b *Broker) offsetsPartitions() int {
-	if t, ok := b.cache.topic(group.OffsetsTopic); ok && len(t.partitions) > 0 {
-		return len(t.partitions)
-	}
-	return int(b.cfg.OffsetsTopicNumPartitions)
-}
-
 // shard returns the locked shard coordinating groupID, or the error code
 // to answer: INVALID_GROUP_ID for an empty id, NOT_COORDINATOR when this
 // broker does not lead its partition, COORDINATOR_LOAD_IN_PROGRESS while
@@ -307,7 +297,7 @@ func (c *groupCoordinator) shard(groupID string) (*groupShard, int16) {
 	if groupID == "" {
 		return nil, kerr.InvalidGroupID.Code
 	}
-	index := group.PartitionFor(groupID, c.b.offsetsPartitions())
+	index := group.PartitionFor(groupID, c.offsetsPartitions())
 	c.mu.Lock()
 	sh := c.shards[index]
 	c.mu.Unlock()
@@ -614,69 +604,49 @@ func keysOf(keys []group.OffsetKey, id string) []group.OffsetKey {
 	return out
 }
 
+// offsetsPartitions is the partition count of __consumer_offsets: the
+// topic's, or offsets.topic.num.partitions before it exists.
+func (c *groupCoordinator) offsetsPartitions() int {
+	if t, ok := c.b.cache.topic(group.OffsetsTopic); ok && len(t.partitions) > 0 {
+		return len(t.partitions)
+	}
+	return int(c.b.cfg.OffsetsTopicNumPartitions)
+}
+
 // offsetsReplicationFactor is the replication factor __consumer_offsets
 // is created with: offsets.topic.replication.factor, or 1 on a broker
 // that is its cluster's only Raft voter (a lone `tripod serve`), which
 // can never have more.
-func (b *Broker) offsetsReplicationFactor() int {
-	cc := b.cfg.CoordConfig()
+func (c *groupCoordinator) offsetsReplicationFactor() int {
+	cc := c.b.cfg.CoordConfig()
 	if cc.Backend == "raft" && len(cc.RaftVoters) <= 1 {
 		return 1
 	}
-	return int(b.cfg.OffsetsTopicReplicationFactor)
+	return int(c.b.cfg.OffsetsTopicReplicationFactor)
 }
 
 // ensureOffsetsTopic creates __consumer_offsets if the cluster has enough
 // live brokers for offsets.topic.replication.factor, through the
 // controller, and waits (bounded by ctx) until this broker knows its
 // leaders. Otherwise it says why the topic cannot exist yet.
-func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
-	if _, ok := b.cache.topic(group.OffsetsTopic); ok {
+func (c *groupCoordinator) ensureOffsetsTopic(ctx context.Context) error {
+	if _, ok := c.b.cache.topic(group.OffsetsTopic); ok {
 		return nil
 	}
-	_, live, _ := b.cache.view()
-	rf := b.offsetsReplicationFactor()
+	_, live, _ := c.b.cache.view()
+	rf := c.offsetsReplicationFactor()
 	if len(live) < rf {
 		return fmt.Errorf("%s needs offsets.topic.replication.factor=%d live brokers and %d are live", group.OffsetsTopic, rf, len(live))
 	}
-	spec := controller.TopicSpec{Name: group.OffsetsTopic, Partitions: int(b.cfg.OffsetsTopicNumPartitions), ReplicationFactor: rf,
+	spec := controller.TopicSpec{Name: group.OffsetsTopic, Partitions: int(c.b.cfg.OffsetsTopicNumPartitions), ReplicationFactor: rf,
 		Config: map[string]string{
 			"cleanup.policy":   "compact",
 			"compression.type": "producer",
-			"segment.bytes":    fmt.Sprint(b.cfg.OffsetsTopicSegmentBytes),
+			"segment.bytes":    fmt.Sprint(c.b.cfg.OffsetsTopicSegmentBytes),
 		}}
-	if err := b.createTopicViaController(ctx, spec); err != nil {
+	if err := c.b.member.createTopic(ctx, spec); err != nil {
 		return err
 	}
-	b.waitForCache(ctx, func() bool { return b.topicReady(group.OffsetsTopic, spec.Partitions) })
-	return nil
-}
-
-// createTopicViaController creates a topic through the controller: in process
-// when this broker runs it, else by a CreateTopics forwarded to it. A
-// topic that exists already is no error.
-func (b *Broker) createTopicViaController(ctx context.Context, spec controller.TopicSpec) error {
-	if ctrl := b.member.controller(); ctrl != nil {
-		_, err := ctrl.CreateTopic(ctx, spec)
-		if err != nil && kafkaerr.Controller.Error(err) != kerr.TopicAlreadyExists {
-			return err
-		}
-		return nil
-	}
-	req := createtopics.Request(autoCreateWait, createtopics.Topic{
-		Name: spec.Name, Partitions: int32(spec.Partitions), ReplicationFactor: int16(spec.ReplicationFactor), Configs: spec.Config})
-	fctx, cancel := context.WithTimeout(ctx, autoCreateWait)
-	defer cancel()
-	kresp, err := b.member.askController(fctx, req)
-	if err != nil {
-		return fmt.Errorf("forward creation of topic %s to the controller: %w", spec.Name, err)
-	}
-	resp := kresp.(*kmsg.CreateTopicsResponse)
-	if len(resp.Topics) != 1 {
-		return fmt.Errorf("forward creation of topic %s: %d topics in the answer", spec.Name, len(resp.Topics))
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil && err != kerr.TopicAlreadyExists {
-		return fmt.Errorf("create topic %s: %w", spec.Name, err)
-	}
+	c.b.cache.waitFor(ctx, c.b.closing, func() bool { return c.b.cache.topicReady(group.OffsetsTopic, spec.Partitions) })
 	return nil
 }

@@ -41,7 +41,7 @@ func waitServing(t testing.TB, b *Broker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ok := b.waitForCache(ctx, func() bool {
+	ok := b.cache.waitFor(ctx, b.closing, func() bool {
 		id, live, _ := b.cache.view()
 		if id == coord.NoBroker {
 			return false
@@ -64,15 +64,15 @@ func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !b.waitForCache(ctx, func() bool { return b.member.controller() != nil }) {
+	if !b.cache.waitFor(ctx, b.closing, func() bool { return b.member.controller() != nil }) {
 		t.Fatalf("broker %d is not the controller", b.cfg.BrokerID)
 	}
 	ctrl := b.member.controller()
 	if _, err := ctrl.CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
-	if !b.waitForCache(ctx, func() bool {
-		return b.topicReady(name, partitions) && b.replicas.partitionFor(name, int32(partitions-1)) != nil
+	if !b.cache.waitFor(ctx, b.closing, func() bool {
+		return b.cache.topicReady(name, partitions) && b.replicas.partitionFor(name, int32(partitions-1)) != nil
 	}) {
 		t.Fatalf("topic %s: not ready on broker %d", name, b.cfg.BrokerID)
 	}

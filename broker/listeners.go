@@ -417,18 +417,18 @@ func (b *Broker) listenerNamed(name string) *listener {
 // authenticate its clients (PLAINTEXT, SSL without
 // ssl.client.auth=required; SASL ones do) should be reachable by the
 // brokers only.
-func (b *Broker) warnUnauthenticatedListeners() {
-	for _, l := range b.listeners {
+func warnUnauthenticatedListeners(logger hclog.Logger, listeners []*listener) {
+	for _, l := range listeners {
 		if l.authenticates() {
 			continue
 		}
 		if l.protected {
-			b.logger.Warn("the inter-broker listener does not authenticate its clients: keep it reachable by the brokers only, "+
+			logger.Warn("the inter-broker listener does not authenticate its clients: keep it reachable by the brokers only, "+
 				"as any client on it may send controller and replication requests",
 				"listener", l.name, "security_protocol", l.protocol, "addr", l.ln.Addr().String())
 			continue
 		}
-		b.logger.Warn("listener does not authenticate its clients and is not reserved for brokers: without an authorizer, "+
+		logger.Warn("listener does not authenticate its clients and is not reserved for brokers: without an authorizer, "+
 			"any client that reaches it may send controller requests (LeaderAndIsr, UpdateMetadata, StopReplica) and follower fetches; "+
 			"use SASL, SSL with ssl.client.auth=required, or a separate inter-broker listener that only the brokers can reach",
 			"listener", l.name, "security_protocol", l.protocol, "addr", l.ln.Addr().String())

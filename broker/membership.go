@@ -17,9 +17,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/internal/notify"
 )
 
@@ -52,6 +54,8 @@ type membership struct {
 	// (inter.broker.listener.name): its name picks a peer's endpoint,
 	// its TLS and SASL settings the client's.
 	interBroker *listener
+	// closing is closed when the broker starts to close.
+	closing <-chan struct{}
 
 	// self returns this broker as it registers: id and advertised
 	// endpoints.
@@ -605,4 +609,62 @@ func readRegistrationEpoch(dir string) int64 {
 // writeRegistrationEpoch records epoch in dir, atomically.
 func writeRegistrationEpoch(dir string, epoch int64) error {
 	return replica.WriteFileAtomic(filepath.Join(dir, registrationFile), []byte(strconv.FormatInt(epoch, 10)+"\n"))
+}
+
+// createTopic creates a topic through the controller: in process
+// when this broker runs it, else by a CreateTopics forwarded to it. A
+// topic that exists already is no error.
+func (m *membership) createTopic(ctx context.Context, spec controller.TopicSpec) error {
+	if ctrl := m.controller(); ctrl != nil {
+		_, err := ctrl.CreateTopic(ctx, spec)
+		if err != nil && kafkaerr.Controller.Error(err) != kerr.TopicAlreadyExists {
+			return err
+		}
+		return nil
+	}
+	req := createtopics.Request(autoCreateWait, createtopics.Topic{
+		Name: spec.Name, Partitions: int32(spec.Partitions), ReplicationFactor: int16(spec.ReplicationFactor), Configs: spec.Config})
+	fctx, cancel := context.WithTimeout(ctx, autoCreateWait)
+	defer cancel()
+	kresp, err := m.askController(fctx, req)
+	if err != nil {
+		return fmt.Errorf("forward creation of topic %s to the controller: %w", spec.Name, err)
+	}
+	resp := kresp.(*kmsg.CreateTopicsResponse)
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("forward creation of topic %s: %d topics in the answer", spec.Name, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil && err != kerr.TopicAlreadyExists {
+		return fmt.Errorf("create topic %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
+// forwardToController sends req to the controller and returns its answer,
+// again while no controller answers (none elected, or the one asked is no
+// longer it), for up to forwardTimeout.
+func (m *membership) forwardToController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	defer cancel()
+	backoff := 50 * time.Millisecond
+	for {
+		resp, err := m.askController(ctx, req)
+		if err == nil && !answeredNotController(resp) {
+			return resp, nil
+		}
+		if err == nil {
+			err = kerr.NotController
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-m.closing:
+			t.Stop()
+			return nil, fmt.Errorf("%w: the broker is closing", coord.ErrUnavailable)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"slices"
 	"sort"
 	"sync"
@@ -222,4 +223,50 @@ func (c *metadataCache) broker(id coord.BrokerID) (coord.Broker, bool) {
 		}
 	}
 	return coord.Broker{}, false
+}
+
+// waitFor waits until cond holds on the cache, ctx ends or closing is
+// closed; it reports whether cond held.
+func (c *metadataCache) waitFor(ctx context.Context, closing <-chan struct{}, cond func() bool) bool {
+	for {
+		_, _, changed := c.view()
+		if cond() {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return cond()
+		case <-closing:
+			return false
+		}
+	}
+}
+
+// topicReady reports whether c holds every partition of topic
+// (partitions of them) with a leader.
+func (c *metadataCache) topicReady(topic string, partitions int) bool {
+	t, ok := c.topic(topic)
+	if !ok || len(t.partitions) < partitions {
+		return false
+	}
+	for _, p := range t.partitions {
+		if p.Leader == coord.NoBroker {
+			return false
+		}
+	}
+	return true
+}
+
+// leaderEpochOf returns the leader epoch c holds for
+// a partition of the topic with the given ID.
+func (c *metadataCache) leaderEpochOf(topicID [16]byte, topic string, partition int32) (int32, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t, ok := c.topics[topic]
+	if !ok || t.id != topicID {
+		return 0, false
+	}
+	p, ok := t.partitions[partition]
+	return p.LeaderEpoch, ok
 }

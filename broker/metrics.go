@@ -235,25 +235,12 @@ func (m *metrics) leaderAndIsrSent(req controller.Request) {
 		if counted, ok := m.elected[key]; ok && p.LeaderEpoch <= counted {
 			continue
 		}
-		if cached, ok := m.b.cachedLeaderEpoch(p.TopicID, p.Topic, p.Partition); ok && p.LeaderEpoch <= cached {
+		if cached, ok := m.b.cache.leaderEpochOf(p.TopicID, p.Topic, p.Partition); ok && p.LeaderEpoch <= cached {
 			continue
 		}
 		m.elected[key] = p.LeaderEpoch
 		m.leaderElections.Inc()
 	}
-}
-
-// cachedLeaderEpoch returns the leader epoch b's metadata cache holds for
-// a partition of the topic with the given ID.
-func (b *Broker) cachedLeaderEpoch(topicID [16]byte, topic string, partition int32) (int32, bool) {
-	b.cache.mu.RLock()
-	defer b.cache.mu.RUnlock()
-	t, ok := b.cache.topics[topic]
-	if !ok || t.id != topicID {
-		return 0, false
-	}
-	p, ok := t.partitions[partition]
-	return p.LeaderEpoch, ok
 }
 
 // MetricsHandler serves the broker's metrics in Prometheus text format,

@@ -3,9 +3,11 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/broker/replica"
@@ -384,4 +386,62 @@ func fromReplicaIDs(ids []replication.ReplicaID) []coord.BrokerID {
 		out[i] = coord.BrokerID(id)
 	}
 	return out
+}
+
+// leaderThrottles reports whether the leader's throttle applies to
+// follower's fetch of p: the topic's leader.replication.throttled.replicas
+// names this replica and the follower is not in the ISR (as the
+// replication state has it: an expansion counts once committed).
+func (m *replicaManager) leaderThrottles(p *partition, follower int32) bool {
+	if !p.leaderThrottled.Load() {
+		return false
+	}
+	p.repMu.Lock()
+	isr := p.rep.ISR()
+	p.repMu.Unlock()
+	return !slices.Contains(isr, replication.ReplicaID(follower))
+}
+
+// recordFollowerFetch tells the replication state machine of every
+// partition a follower fetches where the follower's log ends, and returns
+// the partitions' error codes: the leader's usual ones, and
+// OFFSET_OUT_OF_RANGE for a follower ahead of this log.
+func (m *replicaManager) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]int16 {
+	codes := map[coord.TopicPartition]int16{}
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			p, code := m.leaderFor(rt.Topic, rp.Partition)
+			switch {
+			case p == nil:
+			case r.Version >= 9 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()) != 0:
+				code = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch())
+			case rp.FetchOffset < p.log.StartOffset():
+				code = kerr.OffsetOutOfRange.Code
+			default:
+				logStart := int64(-1)
+				if r.Version >= 5 {
+					logStart = rp.LogStartOffset
+				}
+				code = m.followerFetched(p, r.ReplicaID, rp.FetchOffset, logStart)
+			}
+			if code != 0 {
+				codes[tp] = code
+			}
+		}
+	}
+	return codes
+}
+
+// recordIdlePositions records a follower's positions in the idle
+// partitions of its session (a refresh, fetch_session.go), as
+// recordFollowerFetch records those it names. Nothing changed in them
+// since the follower was last answered, so there is no error to tell it;
+// one that stopped leading here meanwhile refuses the position (its
+// replication state is no longer a leader's), and its change is the next
+// fetch's to serve.
+func (m *replicaManager) recordIdlePositions(idle []idlePosition, replica int32) {
+	for _, ip := range idle {
+		m.followerFetched(ip.p, replica, ip.fetchOffset, ip.logStart)
+	}
 }
