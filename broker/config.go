@@ -1461,7 +1461,6 @@ var kafkaOnlyKeys = map[string]bool{
 	"transaction.state.log.replication.factor": true,
 	"transaction.state.log.min.isr":            true,
 	"transaction.state.log.num.partitions":     true,
-	"log.retention.check.interval.ms":          true,
 	"log.cleaner.threads":                      true,
 	"log.cleanup.policy":                       true,
 	"log.message.format.version":               true,

@@ -2,18 +2,17 @@ package conformance
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/sha256"
 	"crypto/sha512"
 	"errors"
 	"fmt"
-	"hash"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -25,9 +24,9 @@ const (
 )
 
 // scramCredential derives the credential of password as a Kafka client's
-// AlterUserScramCredentials does (RFC 5802: SaltedPassword =
-// PBKDF2(password, salt, iterations), StoredKey = H(HMAC(SaltedPassword,
-// "Client Key")), ServerKey = HMAC(SaltedPassword, "Server Key")).
+// AlterUserScramCredentials does: SaltedPassword = PBKDF2(password, salt,
+// iterations), from which the broker's security.ScramCredential derives
+// the stored and server keys (RFC 5802).
 func scramCredential(t T, mechanism, password string, salt []byte) coord.ScramCredential {
 	t.Helper()
 	h, size := sha256.New, sha256.Size
@@ -39,23 +38,7 @@ func scramCredential(t T, mechanism, password string, salt []byte) coord.ScramCr
 	if err != nil {
 		t.Fatalf("pbkdf2 of %s: %v", mechanism, err)
 	}
-	mac := func(key []byte, msg string) []byte {
-		m := hmac.New(h, key)
-		m.Write([]byte(msg))
-		return m.Sum(nil)
-	}
-	digest := func(b []byte) []byte {
-		var d hash.Hash = h()
-		d.Write(b)
-		return d.Sum(nil)
-	}
-	return coord.ScramCredential{
-		Mechanism:  mechanism,
-		Salt:       salt,
-		StoredKey:  digest(mac(salted, "Client Key")),
-		ServerKey:  mac(salted, "Server Key"),
-		Iterations: iterations,
-	}
+	return security.ScramCredential(mechanism, salt, salted, iterations)
 }
 
 // acl builds an ACL; pattern is "literal" or "prefixed".
