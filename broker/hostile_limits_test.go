@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -180,6 +181,13 @@ func TestHostileCreatePartitionsPastBounds(t *testing.T) {
 	cfg := testConfig(t)
 	set(t, &cfg, map[string]string{"max.partitions": "30", "max.broker.partitions": "25"})
 	b := startBroker(t, cfg)
+	// The lone broker answers CreateTopics once it runs the controller;
+	// before, it answers NOT_CONTROLLER.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !b.cache.waitFor(ctx, b.closing, func() bool { return b.member.controller() != nil }) {
+		t.Fatalf("broker %d is not the controller within 30s", b.cfg.BrokerID)
+	}
 	nc := dialBroker(t, b)
 	const topic = "bounded"
 
