@@ -29,8 +29,17 @@ vet:
 # sessions, and sharing the 2 cores with another package's tests left
 # lease renewals queued behind that apply until the controller's term
 # ended mid-commit.
+#
+# ZK_RESTART is the conformance case that stops ZooKeeper and starts it
+# again. Reconnecting with watches set, go-zookeeper v1.0.4 reads
+# Conn.lastZxid in sendSetWatches while the new connection's recvLoop
+# writes it (go-zookeeper/zk pull request 35, still open): a race inside
+# the library, not in tripod, that the detector reports in some runs. The
+# case runs without the detector, after the rest.
+ZK_RESTART = TestConformance/Availability/ServiceRestartRecovers
 test: deps vet
-	$(GO) test -race -count=1 -timeout 14m $$($(GO) list ./... | grep -v '/coord/etcd$$')
+	$(GO) test -race -count=1 -timeout 14m -skip '$(ZK_RESTART)' $$($(GO) list ./... | grep -v '/coord/etcd$$')
+	$(GO) test -count=1 -timeout 5m -run '$(ZK_RESTART)' ./coord/zk
 	$(GO) test -race -count=1 -timeout 14m ./coord/etcd
 
 # fuzz runs every fuzz target of the broker for FUZZTIME each, one after
