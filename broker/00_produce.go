@@ -3,11 +3,13 @@ package broker
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/group"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -167,7 +169,7 @@ const decompressionFactor = 64
 //     batch and retries);
 //   - UNSUPPORTED_FOR_MESSAGE_FORMAT for a magic other than 2.
 func (b *Broker) validateProduced(p *partition, records []byte, maxBytes int, sp *kmsg.ProduceResponseTopicPartition) int16 {
-	compact, _ := cleanupPolicy(p.topicConfigs())
+	compact, _ := config.CleanupPolicy(p.topicConfigs())
 	err := tlog.ValidateProduced(records, tlog.ProduceValidation{
 		Compacted:            compact,
 		MaxDecompressedBytes: int64(maxBytes) * decompressionFactor,
@@ -192,7 +194,7 @@ func (b *Broker) validateProduced(p *partition, records []byte, maxBytes int, sp
 // message.max.bytes.
 func (b *Broker) maxMessageBytes(p *partition) int {
 	if v, ok := p.topicConfigs()["max.message.bytes"]; ok {
-		if n, err := parseInt(v); err == nil {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			return int(n)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
@@ -48,19 +49,19 @@ func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, 
 			wctx, cancel := context.WithTimeout(ctx, syncWait)
 			synced := b.cache.waitFor(wctx, b.closing, b.cache.isSynced)
 			cancel()
-			return b.metadata(ctx, r, autoCreate && !allTopics && synced, req.conn.listener.name)
+			return b.metadata(ctx, r, autoCreate && !allTopics && synced, req.conn.listener.Name)
 		}, nil
 	}
 	if !allTopics && autoCreate {
 		for _, rt := range r.Topics {
-			if rt.Topic != nil && checkTopicName(*rt.Topic) == nil {
+			if rt.Topic != nil && config.ValidateTopicName(*rt.Topic) == nil {
 				if _, ok := b.cache.topic(*rt.Topic); !ok {
-					return nil, func(ctx context.Context) kmsg.Response { return b.metadata(ctx, r, true, req.conn.listener.name) }, nil
+					return nil, func(ctx context.Context) kmsg.Response { return b.metadata(ctx, r, true, req.conn.listener.Name) }, nil
 				}
 			}
 		}
 	}
-	return b.metadata(context.Background(), r, false, req.conn.listener.name), nil, nil
+	return b.metadata(context.Background(), r, false, req.conn.listener.Name), nil, nil
 }
 
 // collapseDuplicateTopics leaves each topic r names once (by name, or by
@@ -141,7 +142,7 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 		name := *rt.Topic
 		st := kmsg.NewMetadataResponseTopic()
 		st.Topic = rt.Topic
-		if err := checkTopicName(name); err != nil {
+		if err := config.ValidateTopicName(name); err != nil {
 			st.ErrorCode = kerr.InvalidTopicException.Code
 			resp.Topics = append(resp.Topics, st)
 			continue

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -29,7 +30,7 @@ func init() { registerAPI(6, updateMetadataVersion, updateMetadataVersion, handl
 func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.UpdateMetadataRequest)
 	resp := r.ResponseKind().(*kmsg.UpdateMetadataResponse)
-	cr := updateMetadataFromWire(r, b.interBroker.name)
+	cr := updateMetadataFromWire(r, b.interBroker.Name)
 	if err := b.member.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
 		return nil, nil, err
 	}
@@ -47,7 +48,7 @@ func updateMetadataFromWire(r *kmsg.UpdateMetadataRequest, interBroker string) *
 		live := coord.Broker{ID: coord.BrokerID(lb.ID), Host: lb.Host, Port: lb.Port}
 		for _, ep := range lb.Endpoints {
 			live.Endpoints = append(live.Endpoints, coord.Endpoint{Listener: ep.ListenerName, Host: ep.Host, Port: ep.Port,
-				SecurityProtocol: securityProtocolName(ep.SecurityProtocol)})
+				SecurityProtocol: config.SecurityProtocolName(ep.SecurityProtocol)})
 		}
 		// A broker's registered address is its inter-broker
 		// listener's, which every broker of the cluster shares.
@@ -102,7 +103,7 @@ func encodeUpdateMetadata(r *controller.UpdateMetadataRequest) *kmsg.UpdateMetad
 		for _, e := range endpoints {
 			ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
 			ep.Host, ep.Port, ep.ListenerName = e.Host, e.Port, e.Listener
-			ep.SecurityProtocol = securityProtocolIDs[e.SecurityProtocol]
+			ep.SecurityProtocol, _ = config.SecurityProtocolID(e.SecurityProtocol)
 			lb.Endpoints = append(lb.Endpoints, ep)
 		}
 		if l.Rack != "" {

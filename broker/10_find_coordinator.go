@@ -37,9 +37,9 @@ func handleFindCoordinator(_ context.Context, b *Broker, req *request) (kmsg.Res
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key, c.NodeID = key, -1
 			node, code, msg := b.findCoordinator(ctx, r.CoordinatorType, key)
-			ep, ok := node.ListenerEndpoint(req.conn.listener.name)
+			ep, ok := node.ListenerEndpoint(req.conn.listener.Name)
 			if code == 0 && !ok {
-				code, msg = kerr.CoordinatorNotAvailable.Code, fmt.Sprintf("the coordinator, broker %d, has no listener %s", node.ID, req.conn.listener.name)
+				code, msg = kerr.CoordinatorNotAvailable.Code, fmt.Sprintf("the coordinator, broker %d, has no listener %s", node.ID, req.conn.listener.Name)
 			}
 			c.ErrorCode = code
 			if code == 0 {

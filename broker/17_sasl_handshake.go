@@ -20,10 +20,10 @@ func init() { registerAPI(saslHandshakeKey, 0, 1, handleSaslHandshake) }
 func handleSaslHandshake(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.SASLHandshakeRequest)
 	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	if l := req.conn.listener.sasl; l != nil {
+	if l := req.conn.listener.SASL; l != nil {
 		resp.SupportedMechanisms = l.Mechanisms
 	}
-	refused, closeAfter := b.sasl.Handshake(req.conn.listener.sasl, &req.conn.sasl, r.Version, r.Mechanism)
+	refused, closeAfter := b.sasl.Handshake(req.conn.listener.SASL, &req.conn.sasl, r.Version, r.Mechanism)
 	if refused != nil {
 		resp.ErrorCode = refused.Code
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -132,7 +133,7 @@ func setCreateError(st *kmsg.CreateTopicsResponseTopic, kind *kerr.Error, err er
 // controller's TopicSpec, or returns the Kafka error kind and why.
 func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.TopicSpec, *kerr.Error, error) {
 	spec := controller.TopicSpec{Name: rt.Topic, Partitions: int(rt.NumPartitions), ReplicationFactor: int(rt.ReplicationFactor)}
-	if err := checkTopicName(rt.Topic); err != nil {
+	if err := config.ValidateTopicName(rt.Topic); err != nil {
 		return spec, kerr.InvalidTopicException, err
 	}
 	if len(rt.ReplicaAssignment) > 0 {
@@ -153,8 +154,8 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 		if spec.Partitions == -1 {
 			spec.Partitions = int(b.cfg.NumPartitions)
 		}
-		if spec.Partitions < 1 || spec.Partitions > maxPartitions {
-			return spec, kerr.InvalidPartitions, fmt.Errorf("topic %s: num partitions %d: must be between 1 and %d (or -1 for num.partitions)", rt.Topic, rt.NumPartitions, maxPartitions)
+		if spec.Partitions < 1 || spec.Partitions > config.MaxPartitions {
+			return spec, kerr.InvalidPartitions, fmt.Errorf("topic %s: num partitions %d: must be between 1 and %d (or -1 for num.partitions)", rt.Topic, rt.NumPartitions, config.MaxPartitions)
 		}
 		if spec.ReplicationFactor == -1 {
 			spec.ReplicationFactor = int(b.cfg.DefaultReplicationFactor)
@@ -167,10 +168,10 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 		if c.Value == nil {
 			return spec, kerr.InvalidConfig, fmt.Errorf("topic %s: config %s has a null value", rt.Topic, c.Name)
 		}
-		if err := validateTopicConfig(c.Name, *c.Value); err != nil {
+		if err := config.ValidateTopicConfig(c.Name, *c.Value); err != nil {
 			return spec, kerr.InvalidConfig, fmt.Errorf("topic %s: %w", rt.Topic, err)
 		}
-		if !topicConfigHasEffect(c.Name, *c.Value) {
+		if !config.TopicConfigHasEffect(c.Name, *c.Value) {
 			b.logger.Warn("topic config accepted without effect: tripod does not act on it", "topic", rt.Topic, "config", c.Name, "value", *c.Value)
 		}
 		if spec.Config == nil {
@@ -186,7 +187,7 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 func (b *Broker) createTopicConfigs(configs map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
 	st := b.dyn.current().configs
-	for _, name := range topicKeyNames() {
+	for _, name := range config.TopicKeys() {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = name
 		v, ok := configs[name]

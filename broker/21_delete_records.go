@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
 )
@@ -93,7 +94,7 @@ func (b *Broker) deleteRecords(topic string, index int32, offset int64, deadline
 	if p == nil {
 		return code, nil
 	}
-	if _, del := cleanupPolicy(p.topicConfigs()); !del {
+	if _, del := config.CleanupPolicy(p.topicConfigs()); !del {
 		return kerr.PolicyViolation.Code, nil
 	}
 	return b.replicas.deleteRecordsAsLeader(p, offset, deadline)

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/config"
 )
 
 // TestDeleteRecordsOnThreeReplicas deletes the start of a replication
@@ -27,7 +29,7 @@ import (
 // leader keeps log start 40, the old one reopens with it, and a delete
 // to the high watermark (-1) moves all three to the log end.
 func TestDeleteRecordsOnThreeReplicas(t *testing.T) {
-	brokers := startRaftClusterWith(t, 3, func(c *Config) {
+	brokers := startRaftClusterWith(t, 3, func(c *config.Config) {
 		c.ReplicaLagTimeMax = 10 * time.Second
 		c.LogRetentionCheckInterval = 50 * time.Millisecond
 	})

@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/replica"
-	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -51,14 +51,14 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 					}
 				}
 			case b.dyn.entity():
-				names := append(BrokerKeys(), leaderThrottleRateKey, followerThrottleRateKey)
+				names := append(config.BrokerKeys(), config.LeaderThrottleRateKey, config.FollowerThrottleRateKey)
 				slices.Sort(names)
 				for _, name := range names {
 					if !wanted(rr.ConfigNames, name) {
 						continue
 					}
-					c := describedConfig(r, name, b.brokerSynonyms(st, name), !isDynamicBrokerKey(name))
-					if security.SSLKeys[name].Sensitive || saslKeys[name].sensitive || coordSensitiveKeys[name] {
+					c := describedConfig(r, name, b.brokerSynonyms(st, name), !config.IsDynamicBrokerKey(name))
+					if config.Sensitive(name) {
 						// As Kafka: a key or password is never shown.
 						c.Value, c.IsSensitive = nil, true
 						for i := range c.ConfigSynonyms {
@@ -82,7 +82,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 			if !watched {
 				configs = b.replicas.topicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
 			}
-			for _, name := range topicKeyNames() {
+			for _, name := range config.TopicKeys() {
 				if !wanted(rr.ConfigNames, name) {
 					continue
 				}
@@ -119,11 +119,11 @@ func (b *Broker) brokerSynonyms(st *coord.ConfigState, name string) []configSyno
 	for _, v := range b.dyn.dynamicBrokerValues(st, name) {
 		syn = append(syn, configSynonym{name, v.value, dynamicSource(v.entity)})
 	}
-	if isRateKey(name) {
+	if config.IsThrottleRateKey(name) {
 		return append(syn, configSynonym{name, strconv.FormatInt(replica.Unthrottled, 10), kmsg.ConfigSourceDefaultConfig})
 	}
 	v, _ := b.cfg.Get(name)
-	return append(syn, configSynonym{name, kafkaMeaning(name, v), kmsg.ConfigSourceStaticBrokerConfig})
+	return append(syn, configSynonym{name, config.KafkaMeaning(name, v), kmsg.ConfigSourceStaticBrokerConfig})
 }
 
 // topicDefaultSynonyms returns the sources of topic config name's default
@@ -131,16 +131,16 @@ func (b *Broker) brokerSynonyms(st *coord.ConfigState, name string) []configSyno
 // broker key, then the static default.
 func (b *Broker) topicDefaultSynonyms(st *coord.ConfigState, name string) []configSynonym {
 	var syn []configSynonym
-	if key := topicKeys[name].brokerKey; key != "" && isDynamicBrokerKey(key) {
+	if key := config.TopicConfigSynonym(name); key != "" && config.IsDynamicBrokerKey(key) {
 		for _, v := range b.dyn.dynamicBrokerValues(st, key) {
-			syn = append(syn, configSynonym{key, kafkaMeaning(key, v.value), dynamicSource(v.entity)})
+			syn = append(syn, configSynonym{key, config.KafkaMeaning(key, v.value), dynamicSource(v.entity)})
 		}
 	}
 	name2 := name
-	if key := topicKeys[name].brokerKey; key != "" {
+	if key := config.TopicConfigSynonym(name); key != "" {
 		name2 = key
 	}
-	return append(syn, configSynonym{name2, b.cfg.topicDefault(name), kmsg.ConfigSourceDefaultConfig})
+	return append(syn, configSynonym{name2, b.cfg.TopicDefault(name), kmsg.ConfigSourceDefaultConfig})
 }
 
 // dynamicSource is the source of a dynamic broker config of entity.
@@ -167,7 +167,7 @@ func describedConfig(r *kmsg.DescribeConfigsRequest, name string, syn []configSy
 	c.ReadOnly = readOnly
 	c.Source = syn[0].source
 	c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
-	c.ConfigType = configType(name)
+	c.ConfigType = config.Type(name)
 	if r.Version == 0 {
 		c.Source = -1
 	}
@@ -189,42 +189,8 @@ func documented(r *kmsg.DescribeConfigsRequest, c kmsg.DescribeConfigsResponseRe
 	if !r.IncludeDocumentation || r.Version < 3 {
 		return c
 	}
-	if doc, ok := brokerKeyDocumentation(c.Name); ok {
+	if doc, ok := config.BrokerKeyDocumentation(c.Name); ok {
 		c.Documentation = &doc
 	}
 	return c
-}
-
-// configType is the declared type of a config, for DescribeConfigs v3+.
-func configType(name string) kmsg.ConfigType {
-	if k, ok := security.SSLKeys[name]; ok {
-		switch {
-		case k.Sensitive:
-			return kmsg.ConfigTypePassword
-		case name == "ssl.enabled.protocols" || name == "ssl.cipher.suites":
-			return kmsg.ConfigTypeList
-		}
-		return kmsg.ConfigTypeString
-	}
-	if k, ok := saslKeys[name]; ok {
-		return k.configType
-	}
-	if k, ok := authorizerKeys[name]; ok {
-		return k.configType
-	}
-	if coordSensitiveKeys[name] {
-		return kmsg.ConfigTypePassword
-	}
-	switch name {
-	case "cleanup.policy", leaderThrottledKey, followerThrottledKey:
-		return kmsg.ConfigTypeList
-	case "listeners", "advertised.listeners", "log.dirs", "listener.security.protocol.map",
-		"inter.broker.listener.name", "security.inter.broker.protocol":
-		return kmsg.ConfigTypeString
-	case "auto.create.topics.enable":
-		return kmsg.ConfigTypeBoolean
-	case "broker.id", "num.partitions", "socket.request.max.bytes", "message.max.bytes", "max.message.bytes", "segment.bytes", "index.interval.bytes":
-		return kmsg.ConfigTypeInt
-	}
-	return kmsg.ConfigTypeLong
 }

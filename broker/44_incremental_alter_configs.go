@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -198,7 +199,7 @@ func (b *Broker) alterConfigs(ctx context.Context, req *request, resources []alt
 // precheckTopicAlteration checks what needs no controller: the topic's
 // name and the alterations' keys, ops and set values.
 func precheckTopicAlteration(ar alterResource) configOutcome {
-	if err := checkTopicName(ar.name); err != nil {
+	if err := config.ValidateTopicName(ar.name); err != nil {
 		return configOutcome{kerr.InvalidTopicException, err}
 	}
 	if err := checkAlterations(ar.alts); err != nil {
@@ -208,7 +209,7 @@ func precheckTopicAlteration(ar alterResource) configOutcome {
 		if a.Op == coord.ConfigDelete {
 			continue
 		}
-		if err := validateTopicConfig(a.Key, a.Value); err != nil {
+		if err := config.ValidateTopicConfig(a.Key, a.Value); err != nil {
 			return configOutcome{kerr.InvalidConfig, fmt.Errorf("topic %s: %w", ar.name, err)}
 		}
 	}
@@ -237,7 +238,7 @@ func (b *Broker) alterTopicConfigs(ctx context.Context, ctrl *controller.Control
 		return configOutcome{kind, fmt.Errorf("topic %s: %w", ar.name, err)}
 	}
 	for key, value := range configs {
-		if !topicConfigHasEffect(key, value) {
+		if !config.TopicConfigHasEffect(key, value) {
 			b.logger.Warn("topic config accepted without effect: tripod does not act on it", "topic", ar.name, "config", key, "value", value)
 		}
 	}

@@ -34,7 +34,7 @@ func handleDescribeCluster(_ context.Context, b *Broker, req *request) (kmsg.Res
 	mreq := kmsg.NewPtrMetadataRequest()
 	mreq.SetVersion(12)
 	mreq.Topics = []kmsg.MetadataRequestTopic{}
-	md := b.metadata(context.Background(), mreq, false, req.conn.listener.name).(*kmsg.MetadataResponse)
+	md := b.metadata(context.Background(), mreq, false, req.conn.listener.Name).(*kmsg.MetadataResponse)
 	resp.ClusterID = clusterID
 	resp.ControllerID = md.ControllerID
 	for _, mb := range md.Brokers {

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -23,8 +24,8 @@ import (
 // authorizer: a CLIENT listener and an inter-broker BROKER listener, both
 // SASL_PLAINTEXT with PLAIN (users admin and alice, the brokers logging
 // in as admin) and SCRAM-SHA-256, and admin the one super user.
-func securedClusterConfig(t testing.TB) func(*Config) {
-	return func(cfg *Config) {
+func securedClusterConfig(t testing.TB) func(*config.Config) {
+	return func(cfg *config.Config) {
 		set(t, cfg, map[string]string{
 			"listeners":                            "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0",
 			"listener.security.protocol.map":       "CLIENT:SASL_PLAINTEXT,BROKER:SASL_PLAINTEXT",
@@ -299,7 +300,7 @@ func TestCreateACLsRefusesInvalidACLs(t *testing.T) {
 
 // authorizedConfig is testConfig with an authorizer whose super user is
 // PLAINTEXT's User:ANONYMOUS: every test client is a super user.
-func authorizedConfig(t testing.TB) Config {
+func authorizedConfig(t testing.TB) config.Config {
 	cfg := testConfig(t)
 	set(t, &cfg, map[string]string{"authorizer.class.name": "tripod", "super.users": "User:ANONYMOUS"})
 	return cfg

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/scale"
@@ -38,7 +39,7 @@ func BenchmarkProduce(b *testing.B) {
 		{"acks=all", kgo.AllISRAcks(), nil},
 	} {
 		b.Run(acks.name, func(b *testing.B) {
-			cfg := DefaultConfig()
+			cfg := config.DefaultConfig()
 			cfg.Listeners = "PLAINTEXT://127.0.0.1:0"
 			cfg.LogDirs = []string{b.TempDir()}
 			fastRaft(&cfg)
@@ -318,7 +319,7 @@ func BenchmarkRestartFollowerBackInISR(bm *testing.B) {
 	n := *restartPartitions
 	for range bm.N {
 		bm.StopTimer()
-		brokers := startRaftClusterWith(bm, 3, func(cfg *Config) { cfg.LogOpenFilesMax = 3000 })
+		brokers := startRaftClusterWith(bm, 3, func(cfg *config.Config) { cfg.LogOpenFilesMax = 3000 })
 		ctx := testContext(bm, 10*time.Minute)
 		cl := newBenchClient(bm, brokers[0].Addr().String())
 		adm := kadm.NewClient(cl)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
@@ -32,7 +33,7 @@ import (
 // Broker is a running Kafka-protocol server and cluster member. New starts
 // it; Close stops it.
 type Broker struct {
-	cfg    Config
+	cfg    config.Config
 	logger hclog.Logger
 	// listeners are the bound listeners, in listeners' order;
 	// interBroker is the one brokers reach each other on
@@ -97,7 +98,7 @@ type Broker struct {
 // background (membership.run), so New does not wait for the cluster to form.
 // Partition logs under cfg.LogDirs are opened when the controller assigns
 // them. logger may be nil (no logging).
-func New(cfg Config, logger hclog.Logger) (*Broker, error) {
+func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid broker config: %w", err)
 	}
@@ -171,7 +172,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 
 	cc := cfg.CoordConfig()
 	cc.Logger = logger.Named("coord")
-	if err := cfg.openCoordTLS(&cc, logger.Named("coord-tls")); err != nil {
+	if err := cfg.OpenCoordTLS(&cc, logger.Named("coord-tls")); err != nil {
 		closeListeners()
 		logDirs.Unlock()
 		return nil, err
@@ -206,22 +207,22 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	b.replicas.member = b.member
 	saslListeners := make([]*security.SASLListener, len(b.listeners))
 	for i, l := range b.listeners {
-		saslListeners[i] = l.sasl
+		saslListeners[i] = l.SASL
 	}
 	b.sasl = security.NewServer(saslListeners, cfg.SASL, cfg.Authorizer.Enabled(), backend, logger.Named("sasl"))
 	b.authz = security.NewAuthorizer(cfg.Authorizer, b.sasl, logger)
 	b.producerIDs = newProducerIDManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
 	for _, l := range b.listeners {
 		advertised := "(not advertised)"
-		if l.advertised != nil {
+		if l.Advertised != nil {
 			advertised = l.endpoint().Addr()
 		}
-		b.logger.Info("broker listening", "addr", l.ln.Addr().String(), "listener", l.name, "security_protocol", l.protocol,
+		b.logger.Info("broker listening", "addr", l.ln.Addr().String(), "listener", l.Name, "security_protocol", l.Protocol,
 			"advertised", advertised, "inter_broker", l == b.interBroker, "broker.id", cfg.BrokerID)
 	}
 	b.logger.Info("broker starting", "broker.id", cfg.BrokerID, "coordination.backend", cc.Backend, "open_files_limit", openFilesLimit())
 	warnUnauthenticatedListeners(b.logger, b.listeners)
-	cfg.warnUnsecuredCoord(b.logger)
+	cfg.WarnUnsecuredCoord(b.logger)
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	b.stopRun = stopRun
@@ -257,7 +258,7 @@ func New(cfg Config, logger hclog.Logger) (*Broker, error) {
 	for _, l := range b.listeners {
 		go func() {
 			defer b.wg.Done()
-			b.conns.Serve(network.Listener{Name: l.name, Listener: l.ln, Protected: l.protected, Handler: connHandler{b: b, l: l}})
+			b.conns.Serve(network.Listener{Name: l.Name, Listener: l.ln, Protected: l.protected, Handler: connHandler{b: b, l: l}})
 		}()
 	}
 	b.wg.Add(4)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	tlog "github.com/tripodmq/tripod/replication/log"
+
+	"github.com/tripodmq/tripod/broker/config"
 )
 
 // maxCleanPassesPerRound bounds the passes over one log in a cleaner
@@ -35,10 +37,10 @@ func (m *replicaManager) cleanerLoop() {
 func (m *replicaManager) cleanLogs(now time.Time) int {
 	cleaned := 0
 	for _, p := range m.allPartitions() {
-		if compact, _ := cleanupPolicy(p.topicConfigs()); !compact {
+		if compact, _ := config.CleanupPolicy(p.topicConfigs()); !compact {
 			continue
 		}
-		cfg := m.cfg.cleanConfig(p.topicConfigs())
+		cfg := m.cfg.CleanConfig(p.topicConfigs())
 		for range maxCleanPassesPerRound {
 			select {
 			case <-m.closing:

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/config"
 )
 
 // TestCompactedTopic produces many values for a few keys to a compacted
@@ -108,7 +110,7 @@ func TestCompactedTopic(t *testing.T) {
 // topic configs reach the log: retention only with delete, the topic's
 // compaction settings over Kafka's defaults.
 func TestCleanupPolicyConfig(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	tests := []struct {
 		policy            string
 		compact, retained bool
@@ -122,23 +124,23 @@ func TestCleanupPolicyConfig(t *testing.T) {
 	for _, tt := range tests {
 		configs := map[string]string{}
 		if tt.policy != "" {
-			if err := validateTopicConfig("cleanup.policy", tt.policy); err != nil {
+			if err := config.ValidateTopicConfig("cleanup.policy", tt.policy); err != nil {
 				t.Fatalf("validate cleanup.policy %q: %v", tt.policy, err)
 			}
 			configs["cleanup.policy"] = tt.policy
 		}
-		compact, _ := cleanupPolicy(configs)
-		lc := cfg.logConfig(configs)
+		compact, _ := config.CleanupPolicy(configs)
+		lc := cfg.LogConfig(configs)
 		if retained := lc.RetentionTime >= 0; compact != tt.compact || retained != tt.retained {
 			t.Errorf("cleanup.policy %q: got compact %v, retention %v, want %v, %v", tt.policy, compact, retained, tt.compact, tt.retained)
 		}
 	}
-	if err := validateTopicConfig("cleanup.policy", "compact,compact"); err == nil {
+	if err := config.ValidateTopicConfig("cleanup.policy", "compact,compact"); err == nil {
 		t.Error("validate cleanup.policy compact,compact: got no error, want one")
 	}
-	cc := cfg.cleanConfig(map[string]string{"delete.retention.ms": "1000", "min.cleanable.dirty.ratio": "0.25",
+	cc := cfg.CleanConfig(map[string]string{"delete.retention.ms": "1000", "min.cleanable.dirty.ratio": "0.25",
 		"min.compaction.lag.ms": "2000", "max.compaction.lag.ms": "9223372036854775807"})
 	if cc.DeleteRetention != time.Second || cc.MinCleanableDirtyRatio != 0.25 || cc.MinCompactionLag != 2*time.Second || cc.Validate() != nil {
-		t.Errorf("cleanConfig: got %+v, want the topic's settings", cc)
+		t.Errorf("CleanConfig: got %+v, want the topic's settings", cc)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -28,7 +29,7 @@ func startRaftCluster(t testing.TB, n int) []*Broker {
 
 // startRaftClusterWith is startRaftCluster with each broker's config
 // passed through configure (if not nil) before it starts.
-func startRaftClusterWith(t testing.TB, n int, configure func(*Config)) []*Broker {
+func startRaftClusterWith(t testing.TB, n int, configure func(*config.Config)) []*Broker {
 	t.Helper()
 	voters := map[coord.BrokerID]string{}
 	for id := 1; id <= n; id++ {

@@ -76,7 +76,7 @@ func (h connHandler) Open(ctx context.Context, nc net.Conn, log hclog.Logger) (n
 		nc.Close()
 		return nil, nil, err
 	}
-	log.Debug("connection opened", "security_protocol", h.l.protocol, "principal", cs.principal().String())
+	log.Debug("connection opened", "security_protocol", h.l.Protocol, "principal", cs.principal().String())
 	return conn, cs, nil
 }
 

@@ -71,7 +71,7 @@ type connState struct {
 // the client certificate's (security.Anonymous without one).
 func newConnState(l *listener, remote net.Addr, ts *tls.ConnectionState) (*connState, error) {
 	c := &connState{listener: l, remote: remote.String(), clientHost: network.HostOf(remote), tls: ts, principalID: security.Anonymous}
-	switch l.protocol {
+	switch l.Protocol {
 	case protocolPlaintext, protocolSSL:
 		c.authenticated = true
 	}
@@ -122,7 +122,7 @@ func (c *connState) Admit(key int16) error {
 	case apiVersionsKey, saslHandshakeKey, saslAuthenticateKey:
 		return nil
 	}
-	return fmt.Errorf("%s request before SASL authentication on listener %s", kmsg.NameForKey(key), c.listener.name)
+	return fmt.Errorf("%s request before SASL authentication on listener %s", kmsg.NameForKey(key), c.listener.Name)
 }
 
 // tlsHandshakeTimeout bounds a TLS handshake (and connections.max.idle.ms

@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/config"
 )
 
 // TestCoordSecurityPropertiesValidate: the coordination backend's
@@ -51,7 +53,7 @@ func TestCoordSecurityPropertiesValidate(t *testing.T) {
 }
 
 // withProps returns cfg with props set.
-func withProps(t *testing.T, cfg Config, props map[string]string) Config {
+func withProps(t *testing.T, cfg config.Config, props map[string]string) config.Config {
 	t.Helper()
 	set(t, &cfg, props)
 	return cfg
@@ -73,8 +75,8 @@ func TestCoordTLSFromFiles(t *testing.T) {
 		t.Fatalf("Validate: %v", err)
 	}
 	cc := cfg.CoordConfig()
-	if err := cfg.openCoordTLS(&cc, hclog.NewNullLogger()); err != nil {
-		t.Fatalf("openCoordTLS: %v", err)
+	if err := cfg.OpenCoordTLS(&cc, hclog.NewNullLogger()); err != nil {
+		t.Fatalf("OpenCoordTLS: %v", err)
 	}
 	if cc.RaftServerTLS == nil || cc.RaftClientTLS == nil {
 		t.Fatalf("raft TLS: got server %v, client %v; want both", cc.RaftServerTLS, cc.RaftClientTLS)
@@ -93,8 +95,8 @@ func TestCoordTLSFromFiles(t *testing.T) {
 	set(t, &etcdCfg, map[string]string{"coordination.backend": "etcd", "etcd.endpoints": "https://127.0.0.1:2379",
 		"etcd.ssl.truststore.location": ca.truststoreFile(t, dir, "etcd-ca.pem")})
 	ec := etcdCfg.CoordConfig()
-	if err := etcdCfg.openCoordTLS(&ec, hclog.NewNullLogger()); err != nil {
-		t.Fatalf("openCoordTLS for etcd: %v", err)
+	if err := etcdCfg.OpenCoordTLS(&ec, hclog.NewNullLogger()); err != nil {
+		t.Fatalf("OpenCoordTLS for etcd: %v", err)
 	}
 	certPEM, keyPEM := ca.issue(t, pkix.Name{CommonName: "etcd"})
 	serverCert, err := tls.X509KeyPair(certPEM, keyPEM)
@@ -189,7 +191,7 @@ func TestWarnUnsecuredCoord(t *testing.T) {
 		cfg := testConfig(t)
 		set(t, &cfg, c.props)
 		out := &syncBuffer{}
-		cfg.warnUnsecuredCoord(hclog.New(&hclog.LoggerOptions{Output: out, Level: hclog.Warn}))
+		cfg.WarnUnsecuredCoord(hclog.New(&hclog.LoggerOptions{Output: out, Level: hclog.Warn}))
 		got := out.String()
 		switch {
 		case c.warn == "" && got != "":

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/notify"
@@ -27,43 +28,8 @@ import (
 // this broker's dynamic config, the cluster's dynamic default, the static
 // properties, and tripod's default.
 
-// The replication throttle rates, dynamic broker configs only.
-const (
-	leaderThrottleRateKey   = "leader.replication.throttled.rate"
-	followerThrottleRateKey = "follower.replication.throttled.rate"
-	leaderThrottledKey      = "leader.replication.throttled.replicas"
-	followerThrottledKey    = "follower.replication.throttled.replicas"
-)
-
-// dynamicBrokerKeys are the broker configs that can be updated without a
-// restart: Kafka's dynamically updatable ones that tripod applies live
-// (the topic defaults its replicas read, and the throttle rates). Any
-// other key is refused as Kafka refuses it: "Cannot update these configs
-// dynamically".
-var dynamicBrokerKeys = []string{
-	followerThrottleRateKey,
-	leaderThrottleRateKey,
-	"log.flush.interval.messages",
-	"log.flush.interval.ms",
-	"log.retention.bytes",
-	"log.retention.ms",
-	"log.roll.ms",
-	"log.segment.bytes",
-	"message.max.bytes",
-	"min.insync.replicas",
-}
-
-// isDynamicBrokerKey reports whether key is one of dynamicBrokerKeys.
-func isDynamicBrokerKey(key string) bool { return slices.Contains(dynamicBrokerKeys, key) }
-
-// isRateKey reports whether key is a throttle rate, which the static
-// properties do not hold.
-func isRateKey(key string) bool {
-	return key == leaderThrottleRateKey || key == followerThrottleRateKey
-}
-
 // listKeys are the LIST configs, which APPEND and SUBTRACT change.
-var listKeys = []string{"cleanup.policy", leaderThrottledKey, followerThrottledKey}
+var listKeys = []string{"cleanup.policy", config.LeaderThrottledKey, config.FollowerThrottledKey}
 
 // dynamicState is what the config watch last delivered, and what follows
 // from it for this broker.
@@ -72,7 +38,7 @@ type dynamicState struct {
 	configs *coord.ConfigState
 	// cfg is the broker's config with this broker's dynamic configs and
 	// the cluster's dynamic default applied over the static properties.
-	cfg Config
+	cfg config.Config
 	// leaderRate and followerRate are the throttle rates in bytes/s.
 	leaderRate, followerRate int64
 }
@@ -87,7 +53,7 @@ type dynamicState struct {
 type dynamicConfigs struct {
 	// cfg is the broker's static configuration (the Broker's own, never
 	// changed after New).
-	cfg     *Config
+	cfg     *config.Config
 	logger  hclog.Logger
 	backend coord.Backend
 	// leaderQuota and followerQuota are the replication throttles whose
@@ -137,19 +103,19 @@ func (d *dynamicConfigs) effectiveConfig(st *coord.ConfigState) dynamicState {
 	if st == nil {
 		return state
 	}
-	for _, key := range dynamicBrokerKeys {
+	for _, key := range config.DynamicBrokerKeys() {
 		values := d.dynamicBrokerValues(st, key)
 		if len(values) == 0 {
 			continue
 		}
 		v := values[0].value
-		if isRateKey(key) {
+		if config.IsThrottleRateKey(key) {
 			n, err := parseRate(key, v)
 			if err != nil {
 				d.logger.Warn("ignoring a dynamic broker config", "key", key, "value", v, "error", err)
 				continue
 			}
-			if key == leaderThrottleRateKey {
+			if key == config.LeaderThrottleRateKey {
 				state.leaderRate = n
 			} else {
 				state.followerRate = n
@@ -186,19 +152,19 @@ func parseRate(key, value string) (int64, error) {
 func (d *dynamicConfigs) validateBrokerConfigs(configs map[string]string) error {
 	var notDynamic []string
 	for key := range configs {
-		if !isDynamicBrokerKey(key) {
+		if !config.IsDynamicBrokerKey(key) {
 			notDynamic = append(notDynamic, key)
 		}
 	}
 	if len(notDynamic) > 0 {
 		slices.Sort(notDynamic)
 		return fmt.Errorf("%w: %s (the dynamic broker configs are %s)", errNotDynamic,
-			strings.Join(notDynamic, ", "), strings.Join(dynamicBrokerKeys, ", "))
+			strings.Join(notDynamic, ", "), strings.Join(config.DynamicBrokerKeys(), ", "))
 	}
 	cfg := *d.cfg
 	for _, key := range slices.Sorted(maps.Keys(configs)) {
 		value := configs[key]
-		if isRateKey(key) {
+		if config.IsThrottleRateKey(key) {
 			if _, err := parseRate(key, value); err != nil {
 				return err
 			}
@@ -222,7 +188,7 @@ var errNotDynamic = errors.New("cannot update these configs dynamically")
 // CreateTopics checks them.
 func validateTopicConfigs(configs map[string]string) error {
 	for _, key := range slices.Sorted(maps.Keys(configs)) {
-		if err := validateTopicConfig(key, configs[key]); err != nil {
+		if err := config.ValidateTopicConfig(key, configs[key]); err != nil {
 			return err
 		}
 	}
@@ -257,7 +223,7 @@ func (d *dynamicConfigs) current() *dynamicState {
 
 // liveConfig returns the broker's config as the dynamic broker configs
 // make it now.
-func (d *dynamicConfigs) liveConfig() Config { return d.current().cfg }
+func (d *dynamicConfigs) liveConfig() config.Config { return d.current().cfg }
 
 // watchConfigs follows the config store until ctx ends or the backend
 // closes, applying every state (applyConfigs). A failed watch is retried
@@ -302,7 +268,7 @@ func (d *dynamicConfigs) applyConfigsTo(p *partition, state *dynamicState) bool 
 			configs = stored
 		}
 	}
-	if maps.Equal(configs, p.topicConfigs()) && state.cfg.sameTopicDefaults(p.brokerCfg()) {
+	if maps.Equal(configs, p.topicConfigs()) && state.cfg.SameTopicDefaults(p.brokerCfg()) {
 		return false
 	}
 	if err := p.setConfigs(&state.cfg, configs, d.cfg.BrokerID); err != nil {
@@ -310,22 +276,6 @@ func (d *dynamicConfigs) applyConfigsTo(p *partition, state *dynamicState) bool 
 		return false
 	}
 	d.logger.Debug("topic configs applied", "partition", p.name(), "configs", configs)
-	return true
-}
-
-// sameTopicDefaults reports whether c and o give topics the same defaults
-// (the dynamic broker configs that replicas read).
-func (c Config) sameTopicDefaults(o Config) bool {
-	for _, key := range dynamicBrokerKeys {
-		if isRateKey(key) {
-			continue
-		}
-		cv, _ := c.Get(key)
-		ov, _ := o.Get(key)
-		if cv != ov {
-			return false
-		}
-	}
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -140,7 +142,7 @@ func leaderOf(t *testing.T, ctx context.Context, brokers []*Broker, topic string
 // dynamic broker default applies to topics without an override and shows
 // with its source; bad input changes nothing.
 func TestDynamicConfigsThroughKadm(t *testing.T) {
-	brokers := startRaftClusterWith(t, 3, func(c *Config) {
+	brokers := startRaftClusterWith(t, 3, func(c *config.Config) {
 		c.LogRetentionCheckInterval = 50 * time.Millisecond
 	})
 	ctx := testContext(t, 2*time.Minute)
@@ -246,7 +248,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 		configs := describedConfigs(t, fmt.Sprintf("describe broker %d", b.ID()), rcs, err)
 		wantConfig(t, "broker configs", configs, "log.retention.ms", want, source)
 		wantConfig(t, "broker configs", configs, "num.partitions", "1", kmsg.ConfigSourceStaticBrokerConfig)
-		wantConfig(t, "broker configs", configs, leaderThrottleRateKey, "9223372036854775807", kmsg.ConfigSourceDefaultConfig)
+		wantConfig(t, "broker configs", configs, config.LeaderThrottleRateKey, "9223372036854775807", kmsg.ConfigSourceDefaultConfig)
 		// The topic without a retention.ms override takes it (asked of
 		// b itself: kadm sends a topic's DescribeConfigs to any broker).
 		configs = describeAt(t, b, kmsg.ConfigResourceTypeTopic, "live")
@@ -281,7 +283,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 	}{
 		{"a static-only key", []kadm.AlterConfig{setKey("num.partitions", "3")}, kerr.InvalidRequest},
 		{"an unknown key", []kadm.AlterConfig{setKey("log.retention.forever", "1")}, kerr.InvalidRequest},
-		{"a negative rate", []kadm.AlterConfig{setKey(leaderThrottleRateKey, "-5")}, kerr.InvalidConfig},
+		{"a negative rate", []kadm.AlterConfig{setKey(config.LeaderThrottleRateKey, "-5")}, kerr.InvalidConfig},
 		{"a value out of range", []kadm.AlterConfig{setKey("min.insync.replicas", "0")}, kerr.InvalidConfig},
 	} {
 		resps, err := adm.AlterBrokerConfigs(ctx, bad.alter)
@@ -307,7 +309,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 }
 
 func mustMillis(s string) time.Duration {
-	n, _ := parseInt(s)
+	n, _ := strconv.ParseInt(s, 10, 64)
 	return time.Duration(n) * time.Millisecond
 }
 
@@ -316,7 +318,7 @@ func mustMillis(s string) time.Duration {
 // topic, still catches up and rejoins the ISR, and the throttles measured
 // (and held back) its traffic while the in-sync one went unthrottled.
 func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
-	brokers := startRaftClusterWith(t, 3, func(c *Config) {
+	brokers := startRaftClusterWith(t, 3, func(c *config.Config) {
 		c.ReplicaFetchMaxBytes = 4096
 		c.ReplicationQuotaWindowNum = 2
 		c.ReplicaLagTimeMax = 2 * time.Second
@@ -325,7 +327,7 @@ func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
 	adm := adminOf(t, brokers)
 	waitFor(t, ctx, "topic throttled created", func() bool {
 		resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{
-			leaderThrottledKey: kadm.StringPtr("*"), followerThrottledKey: kadm.StringPtr("*"),
+			config.LeaderThrottledKey: kadm.StringPtr("*"), config.FollowerThrottledKey: kadm.StringPtr("*"),
 		}, "throttled")
 		return err == nil && (resp.Err == nil || errors.Is(resp.Err, kerr.TopicAlreadyExists))
 	})
@@ -344,7 +346,7 @@ func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
 			t.Fatalf("produce %d: error %v", i, kerr.ErrorForCode(code))
 		}
 	}
-	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{setKey(leaderThrottleRateKey, "100000"), setKey(followerThrottleRateKey, "100000")})
+	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{setKey(config.LeaderThrottleRateKey, "100000"), setKey(config.FollowerThrottleRateKey, "100000")})
 	alterOne(t, "set the throttle rates", resps, err, nil)
 	waitFor(t, ctx, "the leader to apply the rates", func() bool { return leader.dyn.current().leaderRate == 100000 })
 	before := scrape(t, leader)

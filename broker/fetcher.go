@@ -44,10 +44,6 @@ type fetcherManager struct {
 	touched map[*fetcher]bool
 }
 
-// maxReplicaFetchers bounds num.replica.fetchers: each fetcher holds a
-// connection and a fetch session on its leader.
-const maxReplicaFetchers = 64
-
 // fetcherKey names one fetcher: its leader and its number among the
 // leader's num.replica.fetchers.
 type fetcherKey struct {

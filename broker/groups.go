@@ -94,7 +94,7 @@ type groupShard struct {
 // newGroupCoordinator returns the coordinator of b; start runs its timer.
 func newGroupCoordinator(b *Broker) *groupCoordinator {
 	return &groupCoordinator{
-		b: b, cfg: b.cfg.groupConfig(),
+		b: b, cfg: b.cfg.GroupConfig(),
 		shards:  map[int32]*groupShard{},
 		wake:    make(chan struct{}, 1),
 		closing: make(chan struct{}),

@@ -14,19 +14,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/group"
 )
 
 // fastGroups makes group tests quick: no initial rebalance delay and
 // sessions of a second allowed.
-func fastGroups(cfg *Config) {
+func fastGroups(cfg *config.Config) {
 	cfg.GroupInitialRebalanceDelay = 0
 	cfg.GroupMinSessionTimeout = 500 * time.Millisecond
 	cfg.OffsetsTopicNumPartitions = 5
 }
 
 // groupTestConfig is testConfig with fastGroups.
-func groupTestConfig(t *testing.T) Config {
+func groupTestConfig(t *testing.T) config.Config {
 	cfg := testConfig(t)
 	fastGroups(&cfg)
 	return cfg

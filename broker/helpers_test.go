@@ -11,15 +11,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
 // testConfig returns a configuration for an in-process broker on a free
 // loopback port with its data in a fresh temporary directory.
-func testConfig(t testing.TB) Config {
+func testConfig(t testing.TB) config.Config {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.Listeners = "PLAINTEXT://127.0.0.1:0"
 	cfg.LogDirs = []string{t.TempDir()}
 	fastRaft(&cfg)
@@ -28,7 +29,7 @@ func testConfig(t testing.TB) Config {
 
 // fastRaft shortens the embedded Raft's timeouts and the session timeout
 // so test brokers elect themselves in a fraction of a second.
-func fastRaft(cfg *Config) {
+func fastRaft(cfg *config.Config) {
 	cfg.Coord.RaftHeartbeatTimeout = 100 * time.Millisecond
 	cfg.Coord.RaftElectionTimeout = 100 * time.Millisecond
 	cfg.Coord.RaftLeaderLeaseTimeout = 50 * time.Millisecond
@@ -89,7 +90,7 @@ func testLogger(t testing.TB) hclog.Logger {
 }
 
 // startBroker starts a broker with cfg and closes it when the test ends.
-func startBroker(t testing.TB, cfg Config) *Broker {
+func startBroker(t testing.TB, cfg config.Config) *Broker {
 	t.Helper()
 	b, err := New(cfg, testLogger(t))
 	if err != nil {

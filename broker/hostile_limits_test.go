@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/tripodmq/tripod/broker/config"
 )
 
 // hostilePartitions is the partition count of the hostile CreateTopics
@@ -401,7 +403,7 @@ func hostileLimitSeeds(tb testing.TB) []requestSeed {
 // out of its range with a message naming the key and the range, and
 // DefaultConfig's values are the ones documented.
 func TestLimitPropertiesValidated(t *testing.T) {
-	def := DefaultConfig()
+	def := config.DefaultConfig()
 	if def.MaxRequestPartitions != 100000 || def.MaxPartitions != 100000 || def.MaxBrokerPartitions != 100000 ||
 		def.SASL.FailedAuthenticationDelay != kafkaFailedAuthenticationDelay {
 		t.Errorf("defaults: got max.request.partitions %d, max.partitions %d, max.broker.partitions %d, connection.failed.authentication.delay.ms %v; want 100000, 100000, 100000, %v",

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/security"
 )
 
@@ -292,8 +293,8 @@ func attackProducer(t *testing.T, ctx context.Context, br *kgo.Broker, topic str
 // saslClusterConfig gives a broker of a cluster the listeners of
 // saslConfig: PLAINTEXT, the inter-broker one, and SASL_PLAINTEXT with
 // PLAIN (users admin and alice).
-func saslClusterConfig(t testing.TB) func(*Config) {
-	return func(cfg *Config) {
+func saslClusterConfig(t testing.TB) func(*config.Config) {
+	return func(cfg *config.Config) {
 		set(t, cfg, map[string]string{
 			"listeners":               "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
 			"sasl.enabled.mechanisms": "PLAIN",

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -52,27 +53,27 @@ func TestListenerProperties(t *testing.T) {
 			[]string{"A:PLAINTEXT@127.0.0.1:1->127.0.0.1:1", "*SSL:SSL@127.0.0.1:2->127.0.0.1:2"}},
 	}
 	for _, c := range good {
-		cfg := DefaultConfig()
+		cfg := config.DefaultConfig()
 		set(t, &cfg, c.props)
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%v: Validate: %v", c.props, err)
 			continue
 		}
-		specs, inter, err := cfg.listenerSpecs()
+		specs, inter, err := cfg.ListenerSpecs()
 		if err != nil {
 			t.Fatalf("%v: %v", c.props, err)
 		}
 		var got []string
 		for i, s := range specs {
 			adv := "-"
-			if s.advertised != nil {
-				adv = net.JoinHostPort(s.advertised.host, strconv.Itoa(s.advertised.port))
+			if s.Advertised != nil {
+				adv = net.JoinHostPort(s.Advertised.Host, strconv.Itoa(s.Advertised.Port))
 			}
 			mark := ""
 			if i == inter {
 				mark = "*"
 			}
-			got = append(got, mark+s.name+":"+s.protocol+"@"+net.JoinHostPort(s.host, strconv.Itoa(s.port))+"->"+adv)
+			got = append(got, mark+s.Name+":"+s.Protocol+"@"+net.JoinHostPort(s.Host, strconv.Itoa(s.Port))+"->"+adv)
 		}
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%v: got %v, want %v", c.props, got, c.want)
@@ -97,13 +98,13 @@ func TestListenerProperties(t *testing.T) {
 		{map[string]string{"listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT"}, "listener.security.protocol.map"},
 	}
 	for _, c := range bad {
-		cfg := DefaultConfig()
+		cfg := config.DefaultConfig()
 		set(t, &cfg, c.props)
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.key) {
 			t.Errorf("%v: Validate: got %v, want an error naming %s", c.props, err, c.key)
 		}
 	}
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	if err := cfg.Set("listener.security.protocol.map", "PLAINTEXT:TLS"); err == nil || !strings.Contains(err.Error(), "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL") {
 		t.Errorf("listener.security.protocol.map PLAINTEXT:TLS: got %v, want the protocols allowed", err)
 	}
@@ -245,7 +246,7 @@ func TestListenersShareMaxConnections(t *testing.T) {
 func TestConnStateAdmitsOnlySASLRequestsBeforeAuthentication(t *testing.T) {
 	remote := &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 4567}
 	for _, protocol := range []string{protocolPlaintext, protocolSSL, protocolSASLPlaintext, protocolSASLSSL} {
-		l := &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: "L"}, protocol: protocol}}
+		l := &listener{ListenerSpec: config.ListenerSpec{ListenerAddr: config.ListenerAddr{Name: "L"}, Protocol: protocol}}
 		cs, err := newConnState(l, remote, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", protocol, err)
@@ -270,7 +271,7 @@ func TestConnStateAdmitsOnlySASLRequestsBeforeAuthentication(t *testing.T) {
 	ca := newTestCA(t, "ca")
 	cert := ca.clientCert(t, pkix.Name{CommonName: "alice", Organization: []string{"eng"}})
 	mapper, _ := security.ParsePrincipalMappingRules("DEFAULT")
-	l := &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: "SSL"}, protocol: protocolSSL}, mapper: mapper}
+	l := &listener{ListenerSpec: config.ListenerSpec{ListenerAddr: config.ListenerAddr{Name: "SSL"}, Protocol: protocolSSL}, mapper: mapper}
 	cs, err := newConnState(l, remote, &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert.Leaf}})
 	if err != nil || cs.principal().String() != "User:CN=alice,O=eng" {
 		t.Fatalf("principal of CN=alice,O=eng: got %v, %v", cs.principal(), err)

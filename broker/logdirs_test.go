@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/cluster"
@@ -214,7 +215,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 	root := t.TempDir()
 	okDir, fullDir := filepath.Join(root, "ok"), filepath.Join(root, "tmpfs")
 	cluster.MountTmpfs(t, fullDir, "2m")
-	brokers := startRaftClusterWith(t, 3, func(c *Config) {
+	brokers := startRaftClusterWith(t, 3, func(c *config.Config) {
 		c.ReplicaLagTimeMax = 10 * time.Second
 		if c.BrokerID == 2 {
 			c.LogDirs = []string{okDir, fullDir}

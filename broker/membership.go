@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
@@ -46,7 +47,7 @@ const retryBackoff = 250 * time.Millisecond
 type membership struct {
 	// cfg is the broker's configuration (the Broker's own, never
 	// changed after New).
-	cfg     *Config
+	cfg     *config.Config
 	logger  hclog.Logger
 	backend coord.Backend
 	cache   *metadataCache
@@ -101,7 +102,7 @@ type membership struct {
 // on the inter-broker listener, or its registered address (the
 // inter-broker listener's) when it has none of that name.
 func (m *membership) peerAddr(cb coord.Broker) string {
-	if ep, ok := cb.ListenerEndpoint(m.interBroker.name); ok {
+	if ep, ok := cb.ListenerEndpoint(m.interBroker.Name); ok {
 		return ep.Addr()
 	}
 	return cb.Addr()
@@ -306,7 +307,7 @@ func (m *membership) runController(ctx context.Context, term coord.Term) {
 	m.noteBackendController(coord.ControllerInfo{ID: term.Controller(), Epoch: term.Epoch()})
 	snd := m.newSender()
 	defer snd.Close()
-	cc := m.cfg.controllerConfig(m.logger)
+	cc := m.cfg.ControllerConfig(m.logger)
 	interval := m.cfg.BrokerProbeInterval
 	atStart := &crashedAtStart{m: m, interval: interval}
 	if interval > 0 {
@@ -578,7 +579,7 @@ func (m *membership) peerClient(addr string, extra ...kgo.Opt) (*kgo.Client, err
 	if m.interBroker.tls != nil {
 		opts = append(opts, kgo.DialTLSConfig(m.interBroker.tls.ClientConfig()))
 	}
-	if s := m.interBroker.sasl; s != nil {
+	if s := m.interBroker.SASL; s != nil {
 		opts = append(opts, kgo.SASL(s.Client))
 	}
 	cl, err := kgo.NewClient(opts...)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -30,7 +31,7 @@ type partition struct {
 	// followerThrottled say whether the topic's throttled replicas
 	// configs name this replica.
 	configs           atomic.Pointer[map[string]string]
-	cfg               atomic.Pointer[Config]
+	cfg               atomic.Pointer[config.Config]
 	leaderThrottled   atomic.Bool
 	followerThrottled atomic.Bool
 
@@ -82,7 +83,7 @@ type partition struct {
 	sessions []*fetchSession
 }
 
-func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *partition {
+func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *config.Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *partition {
 	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l,
 		rep: rep, producers: replication.NewProducers()}
 	p.storeConfigs(cfg, configs, self)
@@ -99,7 +100,7 @@ func (p *partition) topicConfigs() map[string]string { return *p.configs.Load() 
 
 // brokerCfg returns the broker config the topic's configs were last
 // applied over.
-func (p *partition) brokerCfg() Config { return *p.cfg.Load() }
+func (p *partition) brokerCfg() config.Config { return *p.cfg.Load() }
 
 // noConfigs are the configs of a topic without overrides, shared by its
 // replicas.
@@ -107,14 +108,14 @@ var noConfigs = map[string]string{}
 
 // storeConfigs records configs over cfg (which the caller no longer
 // changes) and whether they throttle this replica (broker self).
-func (p *partition) storeConfigs(cfg *Config, configs map[string]string, self int32) {
+func (p *partition) storeConfigs(cfg *config.Config, configs map[string]string, self int32) {
 	if configs == nil {
 		configs = noConfigs
 	}
 	p.configs.Store(&configs)
 	p.cfg.Store(cfg)
-	p.leaderThrottled.Store(replica.ThrottledReplicas(configs[leaderThrottledKey], p.index, self))
-	p.followerThrottled.Store(replica.ThrottledReplicas(configs[followerThrottledKey], p.index, self))
+	p.leaderThrottled.Store(replica.ThrottledReplicas(configs[config.LeaderThrottledKey], p.index, self))
+	p.followerThrottled.Store(replica.ThrottledReplicas(configs[config.FollowerThrottledKey], p.index, self))
 }
 
 // setConfigs applies a topic's changed configs, over the broker config
@@ -122,12 +123,12 @@ func (p *partition) storeConfigs(cfg *Config, configs map[string]string, self in
 // replication state (min.insync.replicas) and what produce and the
 // cleaner read. Nothing changes if the log or the replication state
 // refuses them.
-func (p *partition) setConfigs(cfg *Config, configs map[string]string, self int32) error {
-	rc := cfg.replicationConfig(configs)
+func (p *partition) setConfigs(cfg *config.Config, configs map[string]string, self int32) error {
+	rc := cfg.ReplicationConfig(configs)
 	if err := rc.Validate(); err != nil {
 		return err
 	}
-	if err := p.log.SetConfig(cfg.logConfig(configs)); err != nil {
+	if err := p.log.SetConfig(cfg.LogConfig(configs)); err != nil {
 		return err
 	}
 	p.repMu.Lock()

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -100,7 +101,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 	f.Helper()
 	cfg := testConfig(f)
 	b := &Broker{cfg: cfg, logger: hclog.NewNullLogger(), cache: newMetadataCache(), closing: make(chan struct{}),
-		interBroker: &listener{listenerSpec: listenerSpec{listenerAddr: listenerAddr{name: protocolPlaintext}, protocol: protocolPlaintext}}}
+		interBroker: &listener{ListenerSpec: config.ListenerSpec{ListenerAddr: config.ListenerAddr{Name: protocolPlaintext}, Protocol: protocolPlaintext}}}
 	// The fetcher manager is closed at once: the harness calls the
 	// fetcher's methods itself, so applyRole must start no fetcher.
 	b.member = &membership{cfg: &b.cfg, logger: b.logger, cache: b.cache, interBroker: b.interBroker}
@@ -133,7 +134,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		if err != nil {
 			f.Fatalf("replication state: %v", err)
 		}
-		l, err := tlog.Open(filepath.Join(cfg.LogDirs[0], fmt.Sprintf("peer-%d", i)), cfg.logConfig(nil))
+		l, err := tlog.Open(filepath.Join(cfg.LogDirs[0], fmt.Sprintf("peer-%d", i)), cfg.LogConfig(nil))
 		if err != nil {
 			f.Fatalf("open log: %v", err)
 		}

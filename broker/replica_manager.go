@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -94,7 +95,7 @@ type replicaManager struct {
 	openReplicaHook func(coord.TopicPartition)
 
 	// dependencies
-	cfg           *Config
+	cfg           *config.Config
 	dyn           replicaConfigs
 	logger        hclog.Logger
 	metrics       replicaMetrics

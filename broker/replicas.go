@@ -340,7 +340,7 @@ func (m *replicaManager) openReplica(info controller.PartitionInfo, configs map[
 	if err != nil {
 		return nil, err
 	}
-	lc := cfg.logConfig(configs)
+	lc := cfg.LogConfig(configs)
 	lc.Files = m.files
 	l, err := tlog.Open(dir, lc)
 	if err != nil {

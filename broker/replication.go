@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
@@ -362,8 +363,8 @@ var appendErrors = kafkaerr.Append.With(replica.ErrLogDirOffline, kerr.KafkaStor
 
 // newReplicationState returns the state machine of a replica this broker
 // opens.
-func (m *replicaManager) newReplicationState(cfg Config, tp coord.TopicPartition, configs map[string]string) (*replication.Partition, error) {
-	rep, err := replication.New(cfg.replicationConfig(configs), replication.ReplicaID(m.cfg.BrokerID))
+func (m *replicaManager) newReplicationState(cfg config.Config, tp coord.TopicPartition, configs map[string]string) (*replication.Partition, error) {
+	rep, err := replication.New(cfg.ReplicationConfig(configs), replication.ReplicaID(m.cfg.BrokerID))
 	if err != nil {
 		return nil, fmt.Errorf("replication state of %s: %w", tp, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -22,7 +23,7 @@ import (
 // logs when its ack arrives (R4), the leader's high watermark reaches the
 // log end, and the followers learn it.
 func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
-	brokers := startRaftClusterWith(t, 3, func(c *Config) {
+	brokers := startRaftClusterWith(t, 3, func(c *config.Config) {
 		c.ReplicaLagTimeMax = 10 * time.Second
 	})
 	ctx := testContext(t, 2*time.Minute)
@@ -114,7 +115,7 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 // is answered at once; with min.insync.replicas above the ISR size,
 // acks=all is refused with NOT_ENOUGH_REPLICAS and nothing is written.
 func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
-	brokers := startRaftClusterWith(t, 3, func(c *Config) {
+	brokers := startRaftClusterWith(t, 3, func(c *config.Config) {
 		c.ReplicaLagTimeMax = time.Minute
 	})
 	ctx := testContext(t, 2*time.Minute)
@@ -217,7 +218,7 @@ func TestFetcherIDIsKafkas(t *testing.T) {
 // assignment of leaders would give each leader's partitions one fetcher,
 // on Kafka as here.)
 func TestNumReplicaFetchersShareTheLeader(t *testing.T) {
-	brokers := startRaftClusterWith(t, 3, func(c *Config) {
+	brokers := startRaftClusterWith(t, 3, func(c *config.Config) {
 		c.NumReplicaFetchers = 2
 		c.ReplicaLagTimeMax = 10 * time.Second
 	})

@@ -25,6 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	xscram "github.com/xdg-go/scram"
+
+	"github.com/tripodmq/tripod/broker/config"
 )
 
 // plainJAAS is the PLAIN JAAS config of the tests' SASL listeners, as
@@ -39,7 +41,7 @@ const plainJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule requi
 // saslConfig is testConfig with a PLAINTEXT listener and a SASL_PLAINTEXT
 // one that enables PLAIN (users admin and alice) and both SCRAM
 // mechanisms.
-func saslConfig(t testing.TB) Config {
+func saslConfig(t testing.TB) config.Config {
 	t.Helper()
 	cfg := testConfig(t)
 	set(t, &cfg, map[string]string{
@@ -724,7 +726,7 @@ func TestSASLHandshakeV0SendsBareTokens(t *testing.T) {
 // SCRAM credential set through one broker lets its user log in on the
 // other.
 func TestInterBrokerListenerOverSASL(t *testing.T) {
-	brokers := startRaftClusterWith(t, 2, func(cfg *Config) {
+	brokers := startRaftClusterWith(t, 2, func(cfg *config.Config) {
 		set(t, cfg, map[string]string{
 			"listeners":                                   "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0",
 			"listener.security.protocol.map":              "CLIENT:PLAINTEXT,BROKER:SASL_PLAINTEXT",

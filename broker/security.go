@@ -1,150 +1,24 @@
 package broker
 
-// This file is the broker's side of package security: the Kafka names
-// of the security properties in the broker's configuration, the
-// connection's part of a SASL exchange, and the authorizer's view of the
-// broker's metadata.
+// This file is the broker's side of package security: the connection's
+// part of a SASL exchange, and the authorizer's view of the broker's
+// metadata. The security properties are in package config's table.
 
 import (
 	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 )
-
-func init() {
-	for name, k := range security.SSLKeys {
-		brokerKeys[name] = configKey{
-			set: func(c *Config, key, v string) error { return k.Set(&c.SSL, key, v) },
-			get: func(c Config) string { return k.Get(c.SSL) },
-			doc: keyDoc{see: seeListenersTLS},
-		}
-	}
-}
-
-// saslProperty is one SASL broker property: how Config.Set sets it and
-// Config.Get shows it, whether DescribeConfigs hides its value, and its
-// DescribeConfigs type.
-type saslProperty struct {
-	configKey
-	sensitive  bool
-	configType kmsg.ConfigType
-}
-
-// saslKeys are the SASL broker properties, by Kafka name.
-var saslKeys = map[string]saslProperty{
-	"sasl.enabled.mechanisms": {
-		configKey: configKey{
-			doc: keyDoc{see: seeSASL},
-			set: func(c *Config, k, v string) error {
-				m, err := security.ParseMechanisms(k, v)
-				c.SASL.EnabledMechanisms = m
-				return err
-			},
-			get: func(c Config) string { return strings.Join(c.SASL.EnabledMechanisms, ",") },
-		},
-		configType: kmsg.ConfigTypeList,
-	},
-	"sasl.jaas.config": {
-		configKey: configKey{
-			doc: keyDoc{see: seeSASL},
-			set: func(c *Config, k, v string) error {
-				if err := security.CheckJAAS(k, v); v != "" && err != nil {
-					return err
-				}
-				c.SASL.JAASConfig = v
-				return nil
-			},
-			get: func(c Config) string { return c.SASL.JAASConfig },
-		},
-		sensitive:  true,
-		configType: kmsg.ConfigTypePassword,
-	},
-	"sasl.mechanism.inter.broker.protocol": {
-		configKey: configKey{
-			doc: keyDoc{see: seeSASL},
-			set: func(c *Config, k, v string) error {
-				m, err := security.ParseMechanism(k, v)
-				c.SASL.InterBrokerMechanism = m
-				return err
-			},
-			get: func(c Config) string { return c.SASL.InterBrokerMechanism },
-		},
-		configType: kmsg.ConfigTypeString,
-	},
-	"connections.max.reauth.ms": {
-		configKey:  millisKey(func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth }).documented(keyDoc{see: seeSASL}),
-		configType: kmsg.ConfigTypeLong,
-	},
-	"sasl.server.max.receive.size": {
-		configKey:  int32Key(func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }).documented(keyDoc{see: seeSASL}),
-		configType: kmsg.ConfigTypeInt,
-	},
-	"connection.failed.authentication.delay.ms": {
-		configKey:  millisKey(func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay }).documented(keyDoc{see: seeLimits}),
-		configType: kmsg.ConfigTypeInt,
-	},
-}
-
-func init() {
-	for name, k := range saslKeys {
-		brokerKeys[name] = k.configKey
-	}
-}
-
-// authorizerKeys are the authorizer's broker properties with their
-// DescribeConfigs types.
-var authorizerKeys = map[string]struct {
-	configKey
-	configType kmsg.ConfigType
-}{
-	"authorizer.class.name": {
-		configKey: configKey{
-			doc: keyDoc{see: seeAuthorization},
-			set: func(c *Config, _, v string) error { c.Authorizer.ClassName = v; return nil },
-			get: func(c Config) string { return c.Authorizer.ClassName },
-		},
-		configType: kmsg.ConfigTypeString,
-	},
-	"super.users": {
-		configKey: configKey{
-			doc: keyDoc{see: seeAuthorization},
-			set: func(c *Config, k, v string) error {
-				users, err := security.ParseSuperUsers(k, v)
-				if err == nil {
-					c.Authorizer.SuperUsers = users
-				}
-				return err
-			},
-			get: func(c Config) string { return strings.Join(c.Authorizer.SuperUsers, ";") },
-		},
-		configType: kmsg.ConfigTypeString,
-	},
-	"allow.everyone.if.no.acl.found": {
-		configKey: configKey{
-			doc: keyDoc{see: seeAuthorization},
-			set: func(c *Config, k, v string) error { return setBool(&c.Authorizer.AllowEveryoneIfNoACLFound, k, v) },
-			get: func(c Config) string { return strconv.FormatBool(c.Authorizer.AllowEveryoneIfNoACLFound) },
-		},
-		configType: kmsg.ConfigTypeBoolean,
-	},
-}
-
-func init() {
-	for name, k := range authorizerKeys {
-		brokerKeys[name] = k.configKey
-	}
-}
 
 // Session implements security.Conn: the connection's SASL session.
 func (c *connState) Session() *security.Session { return &c.sasl }
@@ -161,7 +35,7 @@ func (c *connState) Authenticated(p security.Principal) {
 }
 
 // Describe implements security.Conn.
-func (c *connState) Describe() (remote, listener string) { return c.remote, c.listener.name }
+func (c *connState) Describe() (remote, listener string) { return c.remote, c.listener.Name }
 
 // checkSession is Admit's check of an authenticated connection
 // (KIP-368): once its SASL session has expired, only SaslHandshake and
@@ -175,7 +49,7 @@ func (c *connState) checkSession(key int16) error {
 	case saslHandshakeKey, saslAuthenticateKey:
 		return nil
 	}
-	return fmt.Errorf("%s request after the SASL session expired (connections.max.reauth.ms) on listener %s", kmsg.NameForKey(key), c.listener.name)
+	return fmt.Errorf("%s request after the SASL session expired (connections.max.reauth.ms) on listener %s", kmsg.NameForKey(key), c.listener.Name)
 }
 
 // RawSASL reports whether the connection's next frame is a bare SASL
@@ -278,4 +152,4 @@ func (m authzMetadata) TopicExists(name string) bool {
 func (m authzMetadata) AutoCreateTopics() bool { return m.b.cfg.AutoCreateTopics }
 
 // CheckTopicName implements security.Metadata.
-func (m authzMetadata) CheckTopicName(name string) error { return checkTopicName(name) }
+func (m authzMetadata) CheckTopicName(name string) error { return config.ValidateTopicName(name) }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/security"
 )
 
@@ -14,15 +15,15 @@ import (
 // errors name the key.
 func TestAuthorizerConfig(t *testing.T) {
 	for _, class := range []string{"kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "tripod"} {
-		cfg := DefaultConfig()
+		cfg := config.DefaultConfig()
 		if err := cfg.Set("authorizer.class.name", class); err != nil || !cfg.Authorizer.Enabled() {
 			t.Errorf("authorizer.class.name=%s: got %v enabled=%v, want enabled", class, err, cfg.Authorizer.Enabled())
 		}
 	}
-	if DefaultConfig().Authorizer.Enabled() {
+	if config.DefaultConfig().Authorizer.Enabled() {
 		t.Errorf("the default config has an authorizer, want none")
 	}
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	if err := cfg.Set("super.users", " User:admin ; User:CN=broker,O=tripod;"); err != nil {
 		t.Fatalf("super.users: %v", err)
 	}
@@ -34,13 +35,13 @@ func TestAuthorizerConfig(t *testing.T) {
 		t.Errorf("Get super.users: got %q, want %q", got, want)
 	}
 	for key, value := range map[string]string{"super.users": "admin", "allow.everyone.if.no.acl.found": "yes"} {
-		cfg := DefaultConfig()
+		cfg := config.DefaultConfig()
 		err := cfg.Set(key, value)
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("Set(%s, %q): got %v, want an error naming the key", key, value, err)
 		}
 	}
-	cfg = DefaultConfig()
+	cfg = config.DefaultConfig()
 	cfg.Authorizer.SuperUsers = []string{"User:"}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "super.users") {
 		t.Errorf("Validate with super user %q: got %v, want an error naming super.users", "User:", err)
@@ -52,7 +53,7 @@ func TestAuthorizerConfig(t *testing.T) {
 // a request of every version without a panic: the reflection filterTopics
 // and denyAll use finds the fields it needs.
 func TestEveryAPIHasAnAuthzRule(t *testing.T) {
-	b := &Broker{cfg: DefaultConfig(), cache: newMetadataCache(), member: &membership{}}
+	b := &Broker{cfg: config.DefaultConfig(), cache: newMetadataCache(), member: &membership{}}
 	for _, key := range supportedKeys() {
 		if !security.HasRule(key) {
 			t.Errorf("%s (key %d) has no authorization rule in security's authzRules", kmsg.NameForKey(key), key)

@@ -25,6 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/config"
 )
 
 // testCA is a certificate authority made for one test.
@@ -137,7 +139,7 @@ func writeFile(t testing.TB, path string, data []byte) {
 
 // sslConfig is testConfig with a PLAINTEXT and an SSL listener on free
 // ports, the SSL one presenting a certificate of ca for CN=broker.
-func sslConfig(t testing.TB, ca *testCA) Config {
+func sslConfig(t testing.TB, ca *testCA) config.Config {
 	t.Helper()
 	cfg := testConfig(t)
 	dir := t.TempDir()
@@ -150,7 +152,7 @@ func sslConfig(t testing.TB, ca *testCA) Config {
 }
 
 // set sets properties on cfg, failing the test on error.
-func set(t testing.TB, cfg *Config, props map[string]string) {
+func set(t testing.TB, cfg *config.Config, props map[string]string) {
 	t.Helper()
 	for k, v := range props {
 		if err := cfg.Set(k, v); err != nil {
@@ -231,7 +233,7 @@ func (s *syncBuffer) String() string {
 
 // startLoggedBroker starts a broker whose debug log goes to the returned
 // buffer (and, with TRIPOD_TEST_LOG, to stderr).
-func startLoggedBroker(t *testing.T, cfg Config) (*Broker, *syncBuffer) {
+func startLoggedBroker(t *testing.T, cfg config.Config) (*Broker, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	var out = logs
@@ -463,7 +465,7 @@ func TestTLSConfigErrorsNameTheKey(t *testing.T) {
 			}
 		})
 	}
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	for key, want := range map[string]string{
 		"listener.name.ssl.max.connections": "cannot be set per listener",
 		"listener.name.SSL.ssl.client.auth": "lower case",
@@ -484,7 +486,7 @@ func TestInterBrokerListenerOverSSL(t *testing.T) {
 	ca := newTestCA(t, "cluster CA")
 	dir := t.TempDir()
 	truststore := ca.truststoreFile(t, dir, "ca.pem")
-	brokers := startRaftClusterWith(t, 3, func(cfg *Config) {
+	brokers := startRaftClusterWith(t, 3, func(cfg *config.Config) {
 		set(t, cfg, map[string]string{
 			"listeners":                      "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0",
 			"listener.security.protocol.map": "CLIENT:PLAINTEXT,BROKER:SSL",
@@ -497,8 +499,8 @@ func TestInterBrokerListenerOverSSL(t *testing.T) {
 	})
 	ctx := testContext(t, 2*time.Minute)
 	for _, b := range brokers {
-		if b.interBroker.name != "BROKER" || b.interBroker.tls == nil {
-			t.Fatalf("broker %d: inter-broker listener %s, want BROKER over TLS", b.ID(), b.interBroker.name)
+		if b.interBroker.Name != "BROKER" || b.interBroker.tls == nil {
+			t.Fatalf("broker %d: inter-broker listener %s, want BROKER over TLS", b.ID(), b.interBroker.Name)
 		}
 		if got, want := b.self().Addr(), b.ListenerAddr("BROKER").String(); got != want {
 			t.Fatalf("broker %d registers %s, want the BROKER listener %s", b.ID(), got, want)
@@ -541,7 +543,7 @@ func TestInlinePEMFromAPropertiesFile(t *testing.T) {
 		"ssl.keystore.certificate.chain=" + continued(certPEM) + "\n" +
 		"ssl.keystore.key=" + continued(keyPEM) + "\n" +
 		"ssl.truststore.certificates=" + continued(ca.pem) + "\n"
-	parsed, err := ParseProperties(strings.NewReader(props))
+	parsed, err := config.ParseProperties(strings.NewReader(props))
 	if err != nil {
 		t.Fatalf("parse properties: %v", err)
 	}

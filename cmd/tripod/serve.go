@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tripodmq/tripod/broker"
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/internal/gcfloor"
 )
 
@@ -141,7 +142,7 @@ on a running broker (dynamic), the values it may take and what it does.`,
 // the broker's property table.
 func writePropertyHelp(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	for _, p := range broker.PropertyDocs() {
+	for _, p := range config.PropertyDocs() {
 		dynamic := ""
 		if p.Dynamic {
 			dynamic = " (dynamic)"
@@ -153,20 +154,20 @@ func writePropertyHelp(w io.Writer) error {
 
 // config assembles the broker configuration: defaults, then the file, then
 // --set, then explicitly given flags; then validates it.
-func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
-	cfg := broker.DefaultConfig()
+func (o *serveOptions) config(cmd *cobra.Command) (config.Config, error) {
+	cfg := config.DefaultConfig()
 	if o.configFile != "" {
 		file, err := os.Open(o.configFile)
 		if err != nil {
 			return cfg, fmt.Errorf("open --config file: %w", err)
 		}
-		props, err := broker.ParseProperties(file)
+		props, err := config.ParseProperties(file)
 		file.Close()
 		if err != nil {
 			return cfg, fmt.Errorf("--config %s: %w", o.configFile, err)
 		}
 		for _, p := range props {
-			if err := cfg.Set(p.Key, p.Value); errors.Is(err, broker.ErrNoEffect) {
+			if err := cfg.Set(p.Key, p.Value); errors.Is(err, config.ErrNoEffect) {
 				o.warnings = append(o.warnings, fmt.Sprintf("--config %s line %d: %v", o.configFile, p.Line, err))
 			} else if err != nil {
 				return cfg, fmt.Errorf("--config %s line %d: %w", o.configFile, p.Line, err)
@@ -178,7 +179,7 @@ func (o *serveOptions) config(cmd *cobra.Command) (broker.Config, error) {
 		if !ok || strings.TrimSpace(k) == "" {
 			return cfg, fmt.Errorf("--set %q: must be key=value", kv)
 		}
-		if err := cfg.Set(strings.TrimSpace(k), v); errors.Is(err, broker.ErrNoEffect) {
+		if err := cfg.Set(strings.TrimSpace(k), v); errors.Is(err, config.ErrNoEffect) {
 			o.warnings = append(o.warnings, fmt.Sprintf("--set: %v", err))
 		} else if err != nil {
 			return cfg, fmt.Errorf("--set: %w", err)
@@ -254,7 +255,7 @@ const defaultHeapFloor = 64 << 20
 // (and, with opts.pprof, the runtime profiles at /debug/pprof/) until the
 // broker has closed; with opts.heapFloor the garbage collector's heap goal
 // is kept at least that large meanwhile, unless GOGC is set.
-func runServe(ctx context.Context, cfg broker.Config, opts *serveOptions, warnings []string) error {
+func runServe(ctx context.Context, cfg config.Config, opts *serveOptions, warnings []string) error {
 	metricsListen, pprof := opts.metricsListen, opts.pprof
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:   "tripod",

@@ -18,7 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tripodmq/tripod/broker"
+	"github.com/tripodmq/tripod/broker/config"
 )
 
 // tripodBin is the tripod binary TestMain builds for the process tests.
@@ -300,7 +300,7 @@ func TestServeHelpConfigListsEveryProperty(t *testing.T) {
 		t.Fatalf("serve --help-config: got %v, want nil", err)
 	}
 	text := out.String()
-	for _, p := range broker.PropertyDocs() {
+	for _, p := range config.PropertyDocs() {
 		if !strings.Contains(text, "\n"+p.Name+"=") && !strings.HasPrefix(text, p.Name+"=") {
 			t.Errorf("serve --help-config: got no line for %s, want one", p.Name)
 		}

@@ -1,4 +1,4 @@
-package broker
+package config
 
 import (
 	"flag"
@@ -6,11 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // updateDocs rewrites docs/configuration.md's property tables from
@@ -29,10 +26,10 @@ const (
 
 // TestConfigurationDocMatchesKeys fails when docs/configuration.md's
 // property tables differ from what the broker's property table
-// generates; go test ./broker -run TestConfigurationDoc -update rewrites
+// generates; go test ./broker/config -run TestConfigurationDoc -update rewrites
 // them, leaving the hand-written prose around them alone.
 func TestConfigurationDocMatchesKeys(t *testing.T) {
-	path := filepath.Join("..", "docs", "configuration.md")
+	path := filepath.Join("..", "..", "docs", "configuration.md")
 	old, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +55,7 @@ func TestConfigurationDocMatchesKeys(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("docs/configuration.md: got tables that differ from the broker's property table, want them equal; run go test ./broker -run TestConfigurationDoc -update")
+	t.Errorf("docs/configuration.md: got tables that differ from the broker's property table, want them equal; run go test ./broker/config -run TestConfigurationDoc -update")
 }
 
 // generateConfigurationDoc returns doc with the table between each pair
@@ -135,48 +132,4 @@ func seeTable(props []PropertyDoc) string {
 		fmt.Fprintf(&b, "| %s | %s |\n", strings.Join(byLink[link], ", "), link)
 	}
 	return b.String()
-}
-
-// TestDescribeConfigsDocumentation: DescribeConfigs answers a broker
-// property's documentation from the property table when the request
-// includes documentation, and none when it does not.
-func TestDescribeConfigsDocumentation(t *testing.T) {
-	b := startBroker(t, testConfig(t))
-	cl := newClient(t, b)
-	describe := func(include bool) map[string]*string {
-		req := kmsg.NewPtrDescribeConfigsRequest()
-		req.IncludeDocumentation = include
-		res := kmsg.NewDescribeConfigsRequestResource()
-		res.ResourceType = kmsg.ConfigResourceTypeBroker
-		res.ResourceName = strconv.Itoa(int(b.ID()))
-		res.ConfigNames = []string{"log.segment.bytes", "ssl.keystore.location", "leader.replication.throttled.rate"}
-		req.Resources = append(req.Resources, res)
-		dc := issue[*kmsg.DescribeConfigsResponse](t, cl, req)
-		if len(dc.Resources) != 1 || len(dc.Resources[0].Configs) != 3 {
-			t.Fatalf("DescribeConfigs: got %+v, want the 3 configs", dc.Resources)
-		}
-		docs := map[string]*string{}
-		for _, c := range dc.Resources[0].Configs {
-			docs[c.Name] = c.Documentation
-		}
-		return docs
-	}
-	want := map[string]string{
-		"log.segment.bytes":     "bytes of a segment before it rolls; allowed: 14 .. 2147483647",
-		"ssl.keystore.location": "explained in Listeners and TLS (docs/security.md#listeners-and-tls)",
-	}
-	docs := describe(true)
-	for name, w := range want {
-		if got := docs[name]; got == nil || *got != w {
-			t.Errorf("%s: got documentation %v, want %q", name, got, w)
-		}
-	}
-	if got := docs["leader.replication.throttled.rate"]; got != nil {
-		t.Errorf("leader.replication.throttled.rate: got documentation %q, want none (not in the property table)", *got)
-	}
-	for name, got := range describe(false) {
-		if got != nil {
-			t.Errorf("%s without IncludeDocumentation: got documentation %q, want none", name, *got)
-		}
-	}
 }

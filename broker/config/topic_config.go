@@ -1,4 +1,4 @@
-package broker
+package config
 
 import (
 	"fmt"
@@ -44,8 +44,8 @@ var topicKeys = map[string]topicKey{
 	"unclean.leader.election.enable": {brokerKey: "unclean.leader.election.enable", allowed: []string{"true", "false"}},
 	// The replicas the throttles apply to (replica/throttle.go): "*" or
 	// "partition:broker,...".
-	leaderThrottledKey:   {},
-	followerThrottledKey: {},
+	LeaderThrottledKey:   {},
+	FollowerThrottledKey: {},
 }
 
 // kafkaOnlyTopicKey is a Kafka topic config that tripod accepts and shows
@@ -89,9 +89,14 @@ var kafkaOnlyTopicKeys = map[string]kafkaOnlyTopicKey{
 	"segment.jitter.ms":                   {kafkaDefault: "0", kind: "long", min: 0, max: math.MaxInt64},
 }
 
-// topicKeyNames lists the topic config names, those tripod honours and
+// TopicConfigSynonym returns the broker property whose value topic
+// config name defaults to, or "" when no broker property does (Kafka's
+// topic config synonym).
+func TopicConfigSynonym(name string) string { return topicKeys[name].brokerKey }
+
+// TopicKeys lists the topic config names, those tripod honours and
 // those it only accepts, sorted.
-func topicKeyNames() []string {
+func TopicKeys() []string {
 	names := make([]string, 0, len(topicKeys)+len(kafkaOnlyTopicKeys))
 	for k := range topicKeys {
 		names = append(names, k)
@@ -103,11 +108,11 @@ func topicKeyNames() []string {
 	return names
 }
 
-// topicConfigHasEffect reports whether tripod acts on a topic config set
+// TopicConfigHasEffect reports whether tripod acts on a topic config set
 // to value: false for the Kafka configs it only accepts, except a value
 // that asks for what tripod does anyway (compression.type=producer:
 // batches are stored as produced).
-func topicConfigHasEffect(name, value string) bool {
+func TopicConfigHasEffect(name, value string) bool {
 	if _, ok := kafkaOnlyTopicKeys[name]; !ok {
 		return true
 	}
@@ -141,17 +146,17 @@ func validateKafkaOnlyTopicConfig(name, value string, k kafkaOnlyTopicKey) error
 	return nil
 }
 
-// validateTopicConfig checks one topic config and names the key, the value
+// ValidateTopicConfig checks one topic config and names the key, the value
 // and what is allowed.
-func validateTopicConfig(name, value string) error {
+func ValidateTopicConfig(name, value string) error {
 	k, ok := topicKeys[name]
 	if !ok {
 		if ko, ok := kafkaOnlyTopicKeys[name]; ok {
 			return validateKafkaOnlyTopicConfig(name, value, ko)
 		}
-		return fmt.Errorf("unknown topic config %q (known: %s)", name, strings.Join(topicKeyNames(), ", "))
+		return fmt.Errorf("unknown topic config %q (known: %s)", name, strings.Join(TopicKeys(), ", "))
 	}
-	if name == leaderThrottledKey || name == followerThrottledKey {
+	if name == LeaderThrottledKey || name == FollowerThrottledKey {
 		return replica.ValidateThrottledReplicas(name, value)
 	}
 	if name == "cleanup.policy" {
@@ -187,9 +192,9 @@ func validateTopicConfig(name, value string) error {
 	return nil
 }
 
-// topicDefault returns the value a topic config takes when the topic does
+// TopicDefault returns the value a topic config takes when the topic does
 // not override it.
-func (c Config) topicDefault(name string) string {
+func (c Config) TopicDefault(name string) string {
 	switch name {
 	case "index.interval.bytes":
 		return "4096"
@@ -211,16 +216,16 @@ func (c Config) topicDefault(name string) string {
 		return ""
 	}
 	v, _ := c.Get(topicKeys[name].brokerKey)
-	return kafkaMeaning(topicKeys[name].brokerKey, v)
+	return KafkaMeaning(topicKeys[name].brokerKey, v)
 }
 
 // neverMs is Kafka's "never" for a time in milliseconds: Long.MAX_VALUE.
 const neverMs = "9223372036854775807"
 
-// kafkaMeaning returns a broker property's value as Kafka tools read it:
+// KafkaMeaning returns a broker property's value as Kafka tools read it:
 // log.flush.interval.ms 0, tripod's "never on time", is Kafka's
 // Long.MAX_VALUE (a tool reads flush.ms=0 as "fsync every batch").
-func kafkaMeaning(key, value string) string {
+func KafkaMeaning(key, value string) string {
 	if key == "log.flush.interval.ms" && value == "0" {
 		return neverMs
 	}
@@ -230,8 +235,8 @@ func kafkaMeaning(key, value string) string {
 // validTopicName matches Kafka's legal topic names.
 var validTopicName = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
-// checkTopicName returns why name is not a legal Kafka topic name, or nil.
-func checkTopicName(name string) error {
+// ValidateTopicName returns why name is not a legal Kafka topic name, or nil.
+func ValidateTopicName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("topic name is empty")
@@ -244,6 +249,3 @@ func checkTopicName(name string) error {
 	}
 	return nil
 }
-
-// parseInt parses a decimal 64-bit integer.
-func parseInt(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }

@@ -1,4 +1,4 @@
-package broker
+package config
 
 import (
 	"bufio"
@@ -204,10 +204,10 @@ type Config struct {
 	// port + 100 (port 0 stays 0). Default: a one-broker cluster on
 	// embedded Raft. Its security settings are zookeeper.set.acl,
 	// zookeeper.digest.*, etcd.username and etcd.password; its TLS
-	// configurations are built by New from CoordSSL.
+	// configurations are built by broker.New from CoordSSL.
 	Coord coord.Config
 	// CoordSSL names the PEM files of the coordination backend's TLS,
-	// which New reads into Coord (coord reads no files).
+	// which broker.New reads into Coord (coord reads no files).
 	CoordSSL CoordSSLConfig
 	// UncleanLeaderElection lets a replica outside the ISR lead when no ISR
 	// member is live (unclean.leader.election.enable). Default false.
@@ -492,11 +492,11 @@ func coordTLSStore(name, keystore, truststore, clientAuth string, logger hclog.L
 	return security.NewTLSStore(name, ssl, func(key string) string { return name + "." + key }, logger)
 }
 
-// openCoordTLS reads CoordSSL's files into cc's TLS configurations: the
+// OpenCoordTLS reads CoordSSL's files into cc's TLS configurations: the
 // etcd client's, and the Raft transport's server (client certificates
 // required and verified) and client sides. An error names the property
 // whose file does not load.
-func (c Config) openCoordTLS(cc *coord.Config, logger hclog.Logger) error {
+func (c Config) OpenCoordTLS(cc *coord.Config, logger hclog.Logger) error {
 	switch cc.Backend {
 	case "etcd":
 		if !c.etcdTLS() {
@@ -522,7 +522,7 @@ func (c Config) openCoordTLS(cc *coord.Config, logger hclog.Logger) error {
 
 // validateCoordSecurity checks the coordination backend's security
 // properties beyond what coord.Config.Validate sees (the files, which only
-// New reads).
+// broker.New reads).
 func (c Config) validateCoordSecurity() error {
 	ssl := c.CoordSSL
 	if (ssl.RaftKeystoreLocation == "") != (ssl.RaftTruststoreLocation == "") {
@@ -538,9 +538,9 @@ func (c Config) validateCoordSecurity() error {
 	return nil
 }
 
-// warnUnsecuredCoord logs once, at startup, when the coordination backend
+// WarnUnsecuredCoord logs once, at startup, when the coordination backend
 // lets anyone who reaches it change the cluster's metadata.
-func (c Config) warnUnsecuredCoord(logger hclog.Logger) {
+func (c Config) WarnUnsecuredCoord(logger hclog.Logger) {
 	cc := c.Coord
 	switch cc.Backend {
 	case "zk":
@@ -589,23 +589,27 @@ func (c Config) CoordConfig() coord.Config {
 		cc.RaftDir = filepath.Join(c.LogDirs[0], "raft")
 	}
 	if cc.RaftListen == "" && cc.RaftVoters[cc.BrokerID] == "" {
-		if specs, inter, err := c.listenerSpecs(); err == nil {
-			p := specs[inter].port
+		if specs, inter, err := c.ListenerSpecs(); err == nil {
+			p := specs[inter].Port
 			if p != 0 {
 				p += 100
 			}
-			cc.RaftListen = net.JoinHostPort(specs[inter].host, strconv.Itoa(p))
+			cc.RaftListen = net.JoinHostPort(specs[inter].Host, strconv.Itoa(p))
 		}
 	}
 	return cc
 }
+
+// maxReplicaFetchers bounds num.replica.fetchers: each fetcher holds a
+// connection and a fetch session on its leader.
+const maxReplicaFetchers = 64
 
 // Validate checks every field's range and names the bad key.
 func (c Config) Validate() error {
 	if c.BrokerID < 0 {
 		return fmt.Errorf("broker.id %d: must be between 0 and 2147483647", c.BrokerID)
 	}
-	if _, _, err := c.listenerSpecs(); err != nil {
+	if _, _, err := c.ListenerSpecs(); err != nil {
 		return err
 	}
 	if len(c.LogDirs) == 0 {
@@ -616,8 +620,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("log.dirs %q: a directory name is empty", strings.Join(c.LogDirs, ","))
 		}
 	}
-	if c.NumPartitions < 1 || c.NumPartitions > maxPartitions {
-		return fmt.Errorf("num.partitions %d: must be between 1 and %d", c.NumPartitions, maxPartitions)
+	if c.NumPartitions < 1 || c.NumPartitions > MaxPartitions {
+		return fmt.Errorf("num.partitions %d: must be between 1 and %d", c.NumPartitions, MaxPartitions)
 	}
 	if c.MaxRequestPartitions < 1 {
 		return fmt.Errorf("max.request.partitions %d: must be between 1 and 2147483647", c.MaxRequestPartitions)
@@ -641,13 +645,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max.connections.per.ip %d: must be between 1 and 2147483647", c.MaxConnectionsPerIP)
 	}
 	// The log's own ranges, checked by replication/log, which owns them.
-	if err := c.logConfig(nil).Validate(); err != nil {
+	if err := c.LogConfig(nil).Validate(); err != nil {
 		return err
 	}
 	if c.LogRetentionCheckInterval < time.Millisecond {
 		return fmt.Errorf("log.retention.check.interval.ms %d: must be at least 1", c.LogRetentionCheckInterval.Milliseconds())
 	}
-	if err := c.cleanConfig(nil).Validate(); err != nil {
+	if err := c.CleanConfig(nil).Validate(); err != nil {
 		return err
 	}
 	if c.LogCleanerBackoff < time.Millisecond {
@@ -664,13 +668,13 @@ func (c Config) Validate() error {
 		// positive interval.
 		return fmt.Errorf("leader.imbalance.check.interval.seconds %d: must be at least 1", int64(c.LeaderImbalanceCheckInterval/time.Second))
 	}
-	if err := c.controllerConfig(nil).Validate(); err != nil {
+	if err := c.ControllerConfig(nil).Validate(); err != nil {
 		return err
 	}
 	if c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > math.MaxInt16 {
 		return fmt.Errorf("default.replication.factor %d: must be between 1 and 32767", c.DefaultReplicationFactor)
 	}
-	if err := c.replicationConfig(nil).Validate(); err != nil {
+	if err := c.ReplicationConfig(nil).Validate(); err != nil {
 		return err
 	}
 	if c.BrokerProbeInterval < 0 || c.BrokerProbeInterval > time.Minute {
@@ -723,8 +727,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	cc := c.CoordConfig()
-	// The TLS configurations are built from the files by New; stand-ins
-	// let coord check the relations of the other settings to them.
+	// The TLS configurations are built from the files by broker.New;
+	// stand-ins let coord check the relations of the other settings to
+	// them.
 	if cc.Backend == "etcd" && c.etcdTLS() {
 		cc.EtcdTLS = &tls.Config{}
 	}
@@ -737,12 +742,12 @@ func (c Config) Validate() error {
 // validateGroups checks the group coordinator's properties.
 func (c Config) validateGroups() error {
 	// The group properties' ranges are the group package's.
-	if err := c.groupConfig().Validate(); err != nil {
+	if err := c.GroupConfig().Validate(); err != nil {
 		return err
 	}
 	switch {
-	case c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > maxPartitions:
-		return fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicNumPartitions, maxPartitions)
+	case c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > MaxPartitions:
+		return fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicNumPartitions, MaxPartitions)
 	case c.OffsetsTopicReplicationFactor < 1 || c.OffsetsTopicReplicationFactor > math.MaxInt16:
 		return fmt.Errorf("offsets.topic.replication.factor %d: must be between 1 and 32767", c.OffsetsTopicReplicationFactor)
 	case c.OffsetsTopicSegmentBytes < 14:
@@ -761,8 +766,8 @@ func (c Config) validateGroups() error {
 	return nil
 }
 
-// maxPartitions bounds a topic's partition count.
-const maxPartitions = 1000000
+// MaxPartitions bounds a topic's partition count.
+const MaxPartitions = 1000000
 
 // configKey describes one broker property: how to set it on a Config,
 // how to print it back, and what it means for its user (the one source
@@ -1611,9 +1616,9 @@ func setBool(dst *bool, key, value string) error {
 	return nil
 }
 
-// logConfig is the replication/log configuration of a topic: the broker's
+// LogConfig is the replication/log configuration of a topic: the broker's
 // log.* defaults overridden by the topic's own configs (already validated).
-func (c Config) logConfig(topicConfigs map[string]string) tlog.Config {
+func (c Config) LogConfig(topicConfigs map[string]string) tlog.Config {
 	lc := tlog.DefaultConfig()
 	lc.SegmentBytes = c.LogSegmentBytes
 	lc.RollTime = c.LogRoll
@@ -1664,15 +1669,15 @@ func (c Config) logConfig(topicConfigs map[string]string) tlog.Config {
 	}
 	// Only "delete" in cleanup.policy deletes segments by age and size;
 	// a topic that is only compacted keeps them.
-	if compact, del := cleanupPolicy(topicConfigs); compact && !del {
+	if compact, del := CleanupPolicy(topicConfigs); compact && !del {
 		lc.RetentionTime, lc.RetentionBytes = -1, -1
 	}
 	return lc
 }
 
-// cleanupPolicy reports which of compact and delete a topic's
+// CleanupPolicy reports which of compact and delete a topic's
 // cleanup.policy (already validated; default delete) holds.
-func cleanupPolicy(topicConfigs map[string]string) (compact, del bool) {
+func CleanupPolicy(topicConfigs map[string]string) (compact, del bool) {
 	v, ok := topicConfigs["cleanup.policy"]
 	if !ok {
 		return false, true
@@ -1688,11 +1693,11 @@ func cleanupPolicy(topicConfigs map[string]string) (compact, del bool) {
 	return compact, del
 }
 
-// cleanConfig is the compaction configuration of a topic: Kafka's
+// CleanConfig is the compaction configuration of a topic: Kafka's
 // defaults (declared by replication/log), the broker's dedupe buffer and
 // the topic's delete.retention.ms, min.cleanable.dirty.ratio,
 // min.compaction.lag.ms and max.compaction.lag.ms (already validated).
-func (c Config) cleanConfig(topicConfigs map[string]string) tlog.CleanConfig {
+func (c Config) CleanConfig(topicConfigs map[string]string) tlog.CleanConfig {
 	cc := tlog.DefaultCleanConfig()
 	cc.DedupeBufferSize = c.LogCleanerDedupeBufferSize
 	millis := func(n int64) time.Duration {
@@ -1724,9 +1729,9 @@ func (c Config) cleanConfig(topicConfigs map[string]string) tlog.CleanConfig {
 	return cc
 }
 
-// controllerConfig is the configuration of the controller this broker
+// ControllerConfig is the configuration of the controller this broker
 // runs when it wins the election, logging to logger.
-func (c Config) controllerConfig(logger hclog.Logger) controller.Config {
+func (c Config) ControllerConfig(logger hclog.Logger) controller.Config {
 	cc := controller.DefaultConfig()
 	cc.UncleanLeaderElection = c.UncleanLeaderElection
 	cc.AutoLeaderRebalance = c.AutoLeaderRebalance
@@ -1738,8 +1743,8 @@ func (c Config) controllerConfig(logger hclog.Logger) controller.Config {
 	return cc
 }
 
-// groupConfig is the configuration of the group coordinator's groups.
-func (c Config) groupConfig() group.Config {
+// GroupConfig is the configuration of the group coordinator's groups.
+func (c Config) GroupConfig() group.Config {
 	gc := group.DefaultConfig()
 	gc.MinSessionTimeout = c.GroupMinSessionTimeout
 	gc.MaxSessionTimeout = c.GroupMaxSessionTimeout
@@ -1748,9 +1753,9 @@ func (c Config) groupConfig() group.Config {
 	return gc
 }
 
-// replicationConfig is the replication configuration of a topic: the
+// ReplicationConfig is the replication configuration of a topic: the
 // broker's defaults overridden by the topic's min.insync.replicas.
-func (c Config) replicationConfig(topicConfigs map[string]string) replication.Config {
+func (c Config) ReplicationConfig(topicConfigs map[string]string) replication.Config {
 	rc := replication.DefaultConfig()
 	rc.ReplicaLagTimeMax = c.ReplicaLagTimeMax
 	rc.MinInsyncReplicas = int(c.MinInsyncReplicas)

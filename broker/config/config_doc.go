@@ -1,4 +1,4 @@
-package broker
+package config
 
 import (
 	"regexp"
@@ -74,7 +74,7 @@ func PropertyDocs() []PropertyDoc {
 			Allowed: k.doc.allowed,
 			Meaning: k.doc.meaning,
 			See:     k.doc.see,
-			Dynamic: isDynamicBrokerKey(name),
+			Dynamic: IsDynamicBrokerKey(name),
 		})
 	}
 	return out
@@ -104,9 +104,9 @@ func (d PropertyDoc) Documentation() string {
 	return plainText(text)
 }
 
-// brokerKeyDocumentation is the documentation DescribeConfigs answers
+// BrokerKeyDocumentation is the documentation DescribeConfigs answers
 // for broker property name, or false for a name that is not one.
-func brokerKeyDocumentation(name string) (string, bool) {
+func BrokerKeyDocumentation(name string) (string, bool) {
 	k, ok := brokerKeys[name]
 	if !ok {
 		return "", false
