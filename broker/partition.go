@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/tripodmq/tripod/broker/config"
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
@@ -114,8 +113,8 @@ func (p *partition) storeConfigs(cfg *config.Config, configs map[string]string, 
 	}
 	p.configs.Store(&configs)
 	p.cfg.Store(cfg)
-	p.leaderThrottled.Store(replica.ThrottledReplicas(configs[config.LeaderThrottledKey], p.index, self))
-	p.followerThrottled.Store(replica.ThrottledReplicas(configs[config.FollowerThrottledKey], p.index, self))
+	p.leaderThrottled.Store(config.ThrottledReplicas(configs[config.LeaderThrottledKey], p.index, self))
+	p.followerThrottled.Store(config.ThrottledReplicas(configs[config.FollowerThrottledKey], p.index, self))
 }
 
 // setConfigs applies a topic's changed configs, over the broker config

@@ -105,8 +105,8 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 	// The fetcher manager is closed at once: the harness calls the
 	// fetcher's methods itself, so applyRole must start no fetcher.
 	b.member = &membership{cfg: &b.cfg, logger: b.logger, cache: b.cache, interBroker: b.interBroker}
-	b.leaderQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
-	b.followerQuota = replica.NewQuota(replica.QuotaSamples, replica.QuotaWindow, time.Now)
+	b.leaderQuota = replica.NewQuota(config.QuotaSamples, config.QuotaWindow, time.Now)
+	b.followerQuota = replica.NewQuota(config.QuotaSamples, config.QuotaWindow, time.Now)
 	b.replicas = &replicaManager{replicas: map[coord.TopicPartition]*partition{}, controllerID: coord.NoBroker, waiting: map[*partition]struct{}{},
 		cfg: &b.cfg, logger: b.logger, cache: b.cache, member: b.member, followerQuota: b.followerQuota, closing: b.closing, logDirs: &replica.LogDirs{}}
 	b.metrics = newMetrics(b)
