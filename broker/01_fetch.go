@@ -126,18 +126,18 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 		wake = sr.session.wake
 	} else {
 		wake = make(chan struct{}, 1)
-		var watched []*partition
+		var watched []*Partition
 		for _, rt := range r.Topics {
 			for _, rp := range rt.Partitions {
-				if p := b.replicas.partitionFor(rt.Topic, rp.Partition); p != nil {
-					p.watch(wake)
+				if p := b.replicas.PartitionFor(rt.Topic, rp.Partition); p != nil {
+					p.Watch(wake)
 					watched = append(watched, p)
 				}
 			}
 		}
 		defer func() {
 			for _, p := range watched {
-				p.unwatch(wake)
+				p.Unwatch(wake)
 			}
 		}()
 	}
@@ -146,8 +146,8 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 	// on arrival, as Kafka's leader does.
 	var replicaCodes map[coord.TopicPartition]int16
 	if r.ReplicaID >= 0 {
-		replicaCodes = b.replicas.recordFollowerFetch(r)
-		b.replicas.recordIdlePositions(sr.idle, r.ReplicaID)
+		replicaCodes = b.replicas.RecordFollowerFetch(r)
+		b.replicas.RecordIdlePositions(sr.idle, r.ReplicaID)
 	}
 
 	var timer *time.Timer
@@ -180,7 +180,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 // partitions answered without records below the offset read up to (the
 // response was full, or throttled; nil if none). A
 // consumer reads below the high watermark; a follower (replicaCodes not
-// nil) reads up to the log end and gets the errors recordFollowerFetch
+// nil) reads up to the log end and gets the errors RecordFollowerFetch
 // found.
 func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
@@ -209,10 +209,10 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			// An empty record set is sent as zero bytes, not null:
 			// librdkafka refuses a null one.
 			sp.RecordBatches = []byte{}
-			p, code := b.replicas.leaderFor(rt.Topic, rp.Partition)
+			p, code := b.replicas.LeaderFor(rt.Topic, rp.Partition)
 			if c, ok := replicaCodes[coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok && p != nil {
 				sp.ErrorCode = c
-				sp.HighWatermark = p.highWatermark()
+				sp.HighWatermark = p.HighWatermark()
 				sp.LogStartOffset = p.log.StartOffset()
 				hasError = true
 				st.Partitions = append(st.Partitions, sp)
@@ -225,14 +225,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()); r.Version >= 9 && code != 0 {
+			if code := CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); r.Version >= 9 && code != 0 {
 				sp.ErrorCode = code
 				sp.HighWatermark = -1
 				hasError = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			hw := p.highWatermark()
+			hw := p.HighWatermark()
 			sp.HighWatermark = hw
 			sp.LastStableOffset = hw
 			sp.LogStartOffset = p.log.StartOffset()
@@ -243,9 +243,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				upTo = p.log.EndOffset()
 			}
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			throttled := replicaCodes != nil && b.replicas.leaderThrottles(p, r.ReplicaID)
+			throttled := replicaCodes != nil && b.replicas.LeaderThrottles(p, r.ReplicaID)
 			if throttled && b.leaderQuota.Exceeded() {
-				b.metrics.throttled("leader", 0, 1)
+				b.metrics.Throttled("leader", 0, 1)
 				if rp.FetchOffset < upTo {
 					unread(tp)
 				}
@@ -268,11 +268,11 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				case errors.Is(err, tlog.ErrClosed):
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					hasError = true
-				case b.replicas.checkStorage(p, err):
+				case b.replicas.CheckStorage(p, err):
 					sp.ErrorCode = kerr.KafkaStorageError.Code
 					hasError = true
 				case err != nil:
-					b.logger.Error("read failed", "partition", p.name(), "offset", rp.FetchOffset, "error", err)
+					b.logger.Error("read failed", "partition", p.Name(), "offset", rp.FetchOffset, "error", err)
 					sp.ErrorCode = kerr.UnknownServerError.Code
 					hasError = true
 				case data != nil:
@@ -281,7 +281,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					remaining -= len(data)
 					if throttled {
 						b.leaderQuota.Record(len(data))
-						b.metrics.throttled("leader", len(data), 0)
+						b.metrics.Throttled("leader", len(data), 0)
 					}
 				}
 			}

@@ -44,10 +44,10 @@ func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, 
 	collapseDuplicateTopics(r)
 	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
 	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
-	if !b.cache.isSynced() {
+	if !b.cache.IsSynced() {
 		return nil, func(ctx context.Context) kmsg.Response {
 			wctx, cancel := context.WithTimeout(ctx, syncWait)
-			synced := b.cache.waitFor(wctx, b.closing, b.cache.isSynced)
+			synced := b.cache.waitFor(wctx, b.closing, b.cache.IsSynced)
 			cancel()
 			return b.metadata(ctx, r, autoCreate && !allTopics && synced, req.conn.listener.Name)
 		}, nil
@@ -167,7 +167,7 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 		}
 		if !ok {
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			if !b.cache.isSynced() {
+			if !b.cache.IsSynced() {
 				st.ErrorCode = kerr.LeaderNotAvailable.Code
 			}
 			resp.Topics = append(resp.Topics, st)
@@ -190,8 +190,8 @@ func metadataTopic(t snapshotTopic, live map[coord.BrokerID]bool) kmsg.MetadataR
 		sp.Partition = p.Partition
 		sp.Leader = int32(p.Leader)
 		sp.LeaderEpoch = p.LeaderEpoch
-		sp.Replicas = ids32(p.Replicas)
-		sp.ISR = ids32(p.ISR)
+		sp.Replicas = coord.Int32s(p.Replicas)
+		sp.ISR = coord.Int32s(p.ISR)
 		sp.OfflineReplicas = []int32{}
 		for _, r := range p.Replicas {
 			if !live[r] {

@@ -90,7 +90,7 @@ func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) 
 		if p.Partition != index {
 			continue
 		}
-		if node, ok := b.cache.broker(p.Leader); ok && p.Leader != coord.NoBroker {
+		if node, ok := b.cache.Broker(p.Leader); ok && p.Leader != coord.NoBroker {
 			return node, 0, ""
 		}
 	}

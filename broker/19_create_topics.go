@@ -28,7 +28,7 @@ func init() { registerAPI(19, 0, 7, handleCreateTopics) }
 func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.CreateTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	return nil, func(ctx context.Context) kmsg.Response {
 		seen := make(map[string]int)
 		for _, rt := range r.Topics {
@@ -147,7 +147,7 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 			if a.Partition != int32(i) {
 				return spec, kerr.InvalidReplicaAssignment, fmt.Errorf("topic %s: replica assignment partitions must be 0..n-1", rt.Topic)
 			}
-			spec.Assignment = append(spec.Assignment, brokerIDs(a.Replicas))
+			spec.Assignment = append(spec.Assignment, coord.BrokerIDs(a.Replicas))
 		}
 	}
 	if len(spec.Assignment) == 0 {

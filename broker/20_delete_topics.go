@@ -35,7 +35,7 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			targets = append(targets, target{name: &name})
 		}
 	}
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	return nil, func(ctx context.Context) kmsg.Response {
 		for _, tg := range targets {
 			st := kmsg.NewDeleteTopicsResponseTopic()

@@ -78,9 +78,9 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 				err = fmt.Errorf("topic %s does not exist", rr.ResourceName)
 				break
 			}
-			configs, watched := b.dyn.watchedTopicConfigs([]string{rr.ResourceName})[rr.ResourceName]
+			configs, watched := b.dyn.WatchedTopicConfigs([]string{rr.ResourceName})[rr.ResourceName]
 			if !watched {
-				configs = b.replicas.topicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
+				configs = b.replicas.TopicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
 			}
 			for _, name := range config.TopicKeys() {
 				if !wanted(rr.ConfigNames, name) {

@@ -38,8 +38,8 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, req *request) (kmsg.Res
 			}
 		}
 	}
-	parts := b.replicas.allPartitions()
-	slices.SortFunc(parts, func(x, y *partition) int {
+	parts := b.replicas.Partitions()
+	slices.SortFunc(parts, func(x, y *Partition) int {
 		return cmp.Or(cmp.Compare(x.topic, y.topic), cmp.Compare(x.index, y.index))
 	})
 	for _, dir := range b.cfg.LogDirs {
@@ -57,7 +57,7 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, req *request) (kmsg.Res
 			sd.TotalBytes, sd.UsableBytes = volumeBytes(dir)
 		}
 		for _, p := range parts {
-			if p.logDir() != filepath.Clean(dir) || (wanted != nil && !wanted[p.topic][p.index]) {
+			if p.LogDir() != filepath.Clean(dir) || (wanted != nil && !wanted[p.topic][p.index]) {
 				continue
 			}
 			if n := len(sd.Topics); n == 0 || sd.Topics[n-1].Topic != p.topic {

@@ -20,7 +20,7 @@ func init() { registerAPI(37, 0, 3, handleCreatePartitions) }
 func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.CreatePartitionsRequest)
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	return nil, func(ctx context.Context) kmsg.Response {
 		tooMany := b.checkRequestPartitions(req, b.createPartitionsCount(r))
 		for _, rt := range r.Topics {
@@ -39,7 +39,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 			} else {
 				var assignment [][]coord.BrokerID
 				for _, a := range rt.Assignment {
-					assignment = append(assignment, brokerIDs(a.Replicas))
+					assignment = append(assignment, coord.BrokerIDs(a.Replicas))
 				}
 				err = ctrl.CreatePartitions(ctx, rt.Topic, int(rt.Count), assignment, r.ValidateOnly)
 			}

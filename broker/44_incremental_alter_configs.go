@@ -142,7 +142,7 @@ func remoteConfigOutcome(code int16, msg *string) configOutcome {
 type forwarder func(ctx context.Context, topics []int) ([]configOutcome, error)
 
 // forwardedClientPrefix starts the client id of a request one broker sends
-// another (peerClient): a forwarded alteration that reaches a broker that
+// another (PeerClient): a forwarded alteration that reaches a broker that
 // is no longer the controller is answered NOT_CONTROLLER, never forwarded
 // again.
 const forwardedClientPrefix = "tripod-broker-"
@@ -156,7 +156,7 @@ func (b *Broker) alterConfigs(ctx context.Context, req *request, resources []alt
 		seen[fmt.Sprint(ar.typ, "/", ar.name)]++
 	}
 	var remote []int
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	for i, ar := range resources {
 		switch {
 		case seen[fmt.Sprint(ar.typ, "/", ar.name)] > 1:

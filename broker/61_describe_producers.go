@@ -25,7 +25,7 @@ func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.R
 		for _, index := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = index
-			p, code := b.replicas.leaderFor(rt.Topic, index)
+			p, code := b.replicas.LeaderFor(rt.Topic, index)
 			if p == nil {
 				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)

@@ -88,7 +88,7 @@ func TestCreateTopicsChecksEveryField(t *testing.T) {
 			if c.wantCreated > 0 && (!ok || int32(len(tp.partitions)) != c.wantCreated) {
 				t.Fatalf("topic %s: got %d partitions (exists %v), want %d", c.topic, len(tp.partitions), ok, c.wantCreated)
 			}
-			configs := b.replicas.topicConfigs(context.Background(), []string{c.topic})[c.topic]
+			configs := b.replicas.TopicConfigs(context.Background(), []string{c.topic})[c.topic]
 			for k, v := range c.configs {
 				if c.wantErr == nil && !c.validateOnly && configs[k] != *v {
 					t.Fatalf("config %s: got %q, want %q", k, configs[k], *v)
@@ -261,7 +261,7 @@ func TestFetchAndListOffsets(t *testing.T) {
 	go func() { done <- fetch(10, 10*time.Minute) }()
 	other := newClient(t, b, kgo.DefaultProduceTopic(topic))
 	waitFor(t, ctx, "the fetch to wait on the partition", func() bool {
-		p := b.replicas.partitionFor(topic, 0)
+		p := b.replicas.PartitionFor(topic, 0)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.waiters) > 0
@@ -409,7 +409,7 @@ func TestDeleteTopicsAndDescribeConfigs(t *testing.T) {
 		done <- err
 	}()
 	waitFor(t, ctx, "the fetch to wait on doomed-0", func() bool {
-		p := b.replicas.partitionFor("doomed", 0)
+		p := b.replicas.PartitionFor("doomed", 0)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.waiters) > 0

@@ -91,7 +91,7 @@ func BenchmarkProduceReplicated(b *testing.B) {
 		}
 		for _, br := range brokers {
 			for i := range int32(6) {
-				if br.replicas.partitionFor(topic, i) == nil {
+				if br.replicas.PartitionFor(topic, i) == nil {
 					return false
 				}
 			}
@@ -371,8 +371,8 @@ func BenchmarkRestartFollowerBackInISR(bm *testing.B) {
 func createWideTopic(tb testing.TB, b *Broker, name string, n int) {
 	tb.Helper()
 	ctx := testContext(tb, 10*time.Minute)
-	waitFor(tb, ctx, "broker to be the controller", func() bool { return b.member.controller() != nil })
-	if _, err := b.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: n, ReplicationFactor: 1}); err != nil {
+	waitFor(tb, ctx, "broker to be the controller", func() bool { return b.member.Controller() != nil })
+	if _, err := b.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: n, ReplicationFactor: 1}); err != nil {
 		tb.Fatalf("create topic %s: %v", name, err)
 	}
 	waitFor(tb, ctx, "the topic's partitions held", func() bool { return b.heldLeaders(name) == n })
@@ -428,7 +428,7 @@ func (b *Broker) heldLeaders(topic string) int {
 	defer b.replicas.replicasMu.RUnlock()
 	n := 0
 	for tp, p := range b.replicas.replicas {
-		if tp.Topic == topic && int32(p.role().Leader) == b.cfg.BrokerID {
+		if tp.Topic == topic && int32(p.Role().Leader) == b.cfg.BrokerID {
 			n++
 		}
 	}
@@ -466,9 +466,9 @@ func BenchmarkApplyUpdateMetadata100k(b *testing.B) {
 	})
 	b.Run("Apply", func(b *testing.B) {
 		c := newMetadataCache()
-		c.update(decoded, true)
+		c.Update(decoded, true)
 		for b.Loop() {
-			c.update(decoded, true)
+			c.Update(decoded, true)
 		}
 	})
 }
@@ -524,7 +524,7 @@ func BenchmarkProduceSpread(b *testing.B) {
 		}
 		for _, br := range brokers {
 			for i := range int32(partitions) {
-				if br.replicas.partitionFor(topic, i) == nil {
+				if br.replicas.PartitionFor(topic, i) == nil {
 					return false
 				}
 			}

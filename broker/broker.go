@@ -51,7 +51,7 @@ type Broker struct {
 	// replicas is the replica manager: the partitions this broker holds,
 	// their logs, roles, fetchers and ISR reports, and the acceptance and
 	// application of the controller's requests.
-	replicas *replicaManager
+	replicas *Manager
 
 	// member is this broker's membership of the cluster: its sessions
 	// and broker epochs, the controller the backend names, the controller
@@ -111,22 +111,22 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		logger:         logger,
 		cache:          newMetadataCache(),
 		closing:        make(chan struct{}),
-		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, maxSessionRefresh), nil),
+		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, MaxSessionRefresh), nil),
 	}
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
-	b.replicas = &replicaManager{
-		replicas:      make(map[coord.TopicPartition]*partition),
+	b.replicas = &Manager{
+		replicas:      make(map[coord.TopicPartition]*Partition),
 		controllerID:  coord.NoBroker,
-		waiting:       map[*partition]struct{}{},
+		waiting:       map[*Partition]struct{}{},
 		cfg:           &b.cfg,
 		logger:        logger,
 		cache:         b.cache,
 		followerQuota: b.followerQuota,
 		closing:       b.closing,
 	}
-	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.replicas.partitionFor(tp.Topic, tp.Partition) }
-	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota, partitions: b.replicas.allPartitions}
+	b.fetchSessions.resolve = func(tp coord.TopicPartition) *Partition { return b.replicas.PartitionFor(tp.Topic, tp.Partition) }
+	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota, partitions: b.replicas.Partitions}
 	b.replicas.dyn = b.dyn
 	b.metrics = newMetrics(b)
 	b.replicas.metrics = b.metrics
@@ -333,7 +333,7 @@ func (b *Broker) Close() error {
 		b.wg.Wait()
 		b.groups.close()
 		b.replicas.fetchers.close()
-		if cerr := b.replicas.writeHWCheckpoints(); cerr != nil {
+		if cerr := b.replicas.WriteHWCheckpoints(); cerr != nil {
 			b.logger.Error("high watermark checkpoint failed", "error", cerr)
 		}
 		if cerr := b.replicas.closeLogs(); cerr != nil {

@@ -50,7 +50,7 @@ func sendForged(t *testing.T, ctx context.Context, b *Broker, req kmsg.Request) 
 // to brokerEpoch.
 func forgedLeaderAndIsr(b *Broker, topic string, controller int32, controllerEpoch int32, brokerEpoch int64) *kmsg.LeaderAndISRRequest {
 	t, _ := b.cache.topic(topic)
-	p := b.replicas.partitionFor(topic, 0).role()
+	p := b.replicas.PartitionFor(topic, 0).Role()
 	req := kmsg.NewPtrLeaderAndISRRequest()
 	req.ControllerID, req.ControllerEpoch, req.BrokerEpoch = controller, controllerEpoch, brokerEpoch
 	ts := kmsg.NewLeaderAndISRRequestTopicState()
@@ -82,18 +82,18 @@ func TestForgedControllerRequestsAreRefused(t *testing.T) {
 	const topic = "guarded"
 	createTopic(t, b, topic, 1, nil)
 	waitFor(t, ctx, "the broker to lead guarded-0", func() bool {
-		p := b.replicas.partitionFor(topic, 0)
-		return p != nil && p.role().Leader == 1
+		p := b.replicas.PartitionFor(topic, 0)
+		return p != nil && p.Role().Leader == 1
 	})
 	producer := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err := producer.ProduceSync(ctx, kgo.StringRecord("before")).FirstErr(); err != nil {
 		t.Fatalf("produce before the attack: %v", err)
 	}
-	before := b.replicas.partitionFor(topic, 0).role()
+	before := b.replicas.PartitionFor(topic, 0).Role()
 	b.replicas.stateMu.Lock()
 	controllerID, controllerEpoch := int32(b.replicas.controllerID), int32(b.replicas.controllerEpoch)
 	b.replicas.stateMu.Unlock()
-	brokerEpoch := b.member.currentEpoch()
+	brokerEpoch := b.member.CurrentEpoch()
 
 	var requests []kmsg.Request
 	for e := brokerEpoch - 3; e <= brokerEpoch+3; e++ {
@@ -126,11 +126,11 @@ func TestForgedControllerRequestsAreRefused(t *testing.T) {
 	}
 	wg.Wait()
 
-	p := b.replicas.partitionFor(topic, 0)
+	p := b.replicas.PartitionFor(topic, 0)
 	if p == nil {
 		t.Fatalf("guarded-0: the replica is gone, want it kept")
 	}
-	if after := p.role(); after.Leader != before.Leader || after.LeaderEpoch != before.LeaderEpoch {
+	if after := p.Role(); after.Leader != before.Leader || after.LeaderEpoch != before.LeaderEpoch {
 		t.Fatalf("guarded-0 after the attack: leader %d epoch %d, want leader %d epoch %d",
 			after.Leader, after.LeaderEpoch, before.Leader, before.LeaderEpoch)
 	}
@@ -145,7 +145,7 @@ func TestForgedControllerRequestsAreRefused(t *testing.T) {
 	}
 	// The real controller is still obeyed.
 	createTopic(t, b, "after-attack", 1, nil)
-	waitFor(t, ctx, "after-attack-0 on the broker", func() bool { return b.replicas.partitionFor("after-attack", 0) != nil })
+	waitFor(t, ctx, "after-attack-0 on the broker", func() bool { return b.replicas.PartitionFor("after-attack", 0) != nil })
 }
 
 // TestControllerEpochIsConfirmedWithTheBackend checks the rule itself: a
@@ -155,17 +155,17 @@ func TestForgedControllerRequestsAreRefused(t *testing.T) {
 func TestControllerEpochIsConfirmedWithTheBackend(t *testing.T) {
 	b := startBroker(t, testConfig(t))
 	ctx := testContext(t, time.Minute)
-	named := b.member.backendController()
+	named := b.member.BackendController()
 	b.replicas.stateMu.Lock()
 	defer b.replicas.stateMu.Unlock()
-	if code := b.replicas.acceptControllerLocked(ctx, named.ID, named.Epoch, b.member.currentEpoch()); code != 0 {
+	if code := b.replicas.acceptControllerLocked(ctx, named.ID, named.Epoch, b.member.CurrentEpoch()); code != 0 {
 		t.Fatalf("the backend's controller %d at epoch %d: got %v, want accepted", named.ID, named.Epoch, kerr.ErrorForCode(code))
 	}
-	if code := b.replicas.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.member.currentEpoch()); code != kerr.StaleControllerEpoch.Code {
+	if code := b.replicas.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.member.CurrentEpoch()); code != kerr.StaleControllerEpoch.Code {
 		t.Fatalf("another controller at the accepted epoch: got %v, want STALE_CONTROLLER_EPOCH", kerr.ErrorForCode(code))
 	}
 	b.replicas.controllerEpoch, b.replicas.controllerID = 0, coord.NoBroker
-	if code := b.replicas.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.member.currentEpoch()); code != kerr.StaleControllerEpoch.Code {
+	if code := b.replicas.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.member.CurrentEpoch()); code != kerr.StaleControllerEpoch.Code {
 		t.Fatalf("a controller the backend does not name at its epoch: got %v, want STALE_CONTROLLER_EPOCH", kerr.ErrorForCode(code))
 	}
 	// A view that lags: a read of the backend brings it up.
@@ -175,7 +175,7 @@ func TestControllerEpochIsConfirmedWithTheBackend(t *testing.T) {
 	if err := b.member.awaitBackendController(ctx, named.Epoch); err != nil {
 		t.Fatalf("await controller epoch %d: %v", named.Epoch, err)
 	}
-	if got := b.member.backendController(); got != named {
+	if got := b.member.BackendController(); got != named {
 		t.Fatalf("backend controller after the read: got %+v, want %+v", got, named)
 	}
 }

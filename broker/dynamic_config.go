@@ -60,10 +60,10 @@ type dynamicConfigs struct {
 	// bounds the throttle rates set.
 	leaderQuota, followerQuota *replica.Quota
 	// partitions returns every replica this broker holds.
-	partitions func() []*partition
+	partitions func() []*Partition
 
 	// mu orders the application of dynamic configs (applyConfigs) with
-	// the registration of new replicas (addReplica); state is the dynamic
+	// the registration of new replicas (AddReplica); state is the dynamic
 	// state last applied, nil before the first; changed (guarded by mu)
 	// announces every state applied.
 	mu      sync.Mutex
@@ -221,6 +221,11 @@ func (d *dynamicConfigs) current() *dynamicState {
 	return d.state.Load()
 }
 
+// CurrentConfig returns the broker's config as the dynamic broker configs
+// make it now, shared by the replicas opened with it: the caller must not
+// change it.
+func (d *dynamicConfigs) CurrentConfig() *config.Config { return &d.current().cfg }
+
 // liveConfig returns the broker's config as the dynamic broker configs
 // make it now.
 func (d *dynamicConfigs) liveConfig() config.Config { return d.current().cfg }
@@ -261,29 +266,29 @@ func (d *dynamicConfigs) applyConfigs(st *coord.ConfigState) {
 // not seen yet), over the broker's live config. It reports whether p's
 // configs changed. The caller holds mu.
 // configs changed. The caller holds configsMu.
-func (d *dynamicConfigs) applyConfigsTo(p *partition, state *dynamicState) bool {
-	configs := p.topicConfigs()
+func (d *dynamicConfigs) applyConfigsTo(p *Partition, state *dynamicState) bool {
+	configs := p.TopicConfigs()
 	if state.configs != nil {
 		if stored, ok := state.configs.Topics[p.topic]; ok {
 			configs = stored
 		}
 	}
-	if maps.Equal(configs, p.topicConfigs()) && state.cfg.SameTopicDefaults(p.brokerCfg()) {
+	if maps.Equal(configs, p.TopicConfigs()) && state.cfg.SameTopicDefaults(p.brokerCfg()) {
 		return false
 	}
-	if err := p.setConfigs(&state.cfg, configs, d.cfg.BrokerID); err != nil {
-		d.logger.Warn("topic configs not applied", "partition", p.name(), "configs", configs, "error", err)
+	if err := p.SetConfigs(&state.cfg, configs, d.cfg.BrokerID); err != nil {
+		d.logger.Warn("topic configs not applied", "partition", p.Name(), "configs", configs, "error", err)
 		return false
 	}
-	d.logger.Debug("topic configs applied", "partition", p.name(), "configs", configs)
+	d.logger.Debug("topic configs applied", "partition", p.Name(), "configs", configs)
 	return true
 }
 
-// addReplica registers a replica just opened (register adds p to the
+// AddReplica registers a replica just opened (register adds p to the
 // partitions this broker holds), with the dynamic state applied to it: mu
 // orders it with applyConfigs, so that a state delivered while the
 // replica was opening is not missed.
-func (d *dynamicConfigs) addReplica(p *partition, register func()) {
+func (d *dynamicConfigs) AddReplica(p *Partition, register func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	register()
@@ -298,9 +303,9 @@ func (d *dynamicConfigs) appliedConfigs() (*coord.ConfigState, <-chan struct{}) 
 	return d.current().configs, d.changed.Next()
 }
 
-// watchedTopicConfigs returns the topic configs of names that the config
+// WatchedTopicConfigs returns the topic configs of names that the config
 // watch holds, for opening replicas without reading the backend.
-func (d *dynamicConfigs) watchedTopicConfigs(names []string) map[string]map[string]string {
+func (d *dynamicConfigs) WatchedTopicConfigs(names []string) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	st := d.current().configs
 	if st == nil {

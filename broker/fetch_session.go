@@ -22,7 +22,7 @@ import (
 // only the few that move.
 //
 // The broker's work follows the changes too. A session watches its
-// partitions (partition.watchSession): every append, high watermark or
+// partitions (partition.WatchChanges): every append, high watermark or
 // log start move, role change or removal (partition.wakeAll) marks the
 // partition changed in the session and wakes a fetch of it that waits.
 // An incremental fetch serves only the partitions it names, the ones
@@ -45,11 +45,11 @@ import (
 // used one is evicted for a new one.
 const fetchSessionCacheSlots = 1000
 
-// maxSessionRefresh bounds the interval between two fetches of a session
+// MaxSessionRefresh bounds the interval between two fetches of a session
 // that serve all its partitions: a follower's recorded fetch of an idle
 // partition is never older than this, and an ISR expansion refused by
 // the controller is proposed again within it.
-const maxSessionRefresh = time.Second
+const MaxSessionRefresh = time.Second
 
 // fetchSession is one incremental fetch session.
 type fetchSession struct {
@@ -92,12 +92,12 @@ type sessionPartition struct {
 	sent         bool
 	hw, logStart int64
 	// p is the replica the session watches (nil: this broker has none).
-	p *partition
+	p *Partition
 }
 
-// partitionChanged records that tp changed and wakes a fetch of the
+// PartitionChanged records that tp changed and wakes a fetch of the
 // session waiting for it. It is called with the partition's mu held.
-func (sess *fetchSession) partitionChanged(tp coord.TopicPartition) {
+func (sess *fetchSession) PartitionChanged(tp coord.TopicPartition) {
 	sess.changedMu.Lock()
 	if sess.changed == nil {
 		sess.changed = map[coord.TopicPartition]struct{}{}
@@ -131,7 +131,7 @@ type fetchSessions struct {
 	refreshEvery time.Duration
 	// resolve returns the replica of a partition this broker holds (nil:
 	// none); a nil resolve holds none.
-	resolve func(coord.TopicPartition) *partition
+	resolve func(coord.TopicPartition) *Partition
 	// evictions counts sessions evicted for new ones; incremental counts
 	// the incremental fetches served, named the partitions they named,
 	// served the partitions they served, refreshes those that recorded
@@ -140,7 +140,7 @@ type fetchSessions struct {
 	evictions, incremental, named, served, refreshes, recorded uint64
 }
 
-func newFetchSessions(slots int, refreshEvery time.Duration, resolve func(coord.TopicPartition) *partition) *fetchSessions {
+func newFetchSessions(slots int, refreshEvery time.Duration, resolve func(coord.TopicPartition) *Partition) *fetchSessions {
 	return &fetchSessions{sessions: map[int32]*fetchSession{}, slots: slots, refreshEvery: refreshEvery, resolve: resolve}
 }
 
@@ -162,14 +162,7 @@ type sessionRequest struct {
 	errorCode int16
 	// idle are the positions a follower's refresh records without
 	// serving them (see the top of this file).
-	idle []idlePosition
-}
-
-// idlePosition is a session's position in a partition that did not change
-// since the session was last answered for it.
-type idlePosition struct {
-	p                     *partition
-	fetchOffset, logStart int64
+	idle []IdlePosition
 }
 
 // begin resolves r's session as KIP-227 says (session id, epoch) and,
@@ -274,7 +267,7 @@ func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionReques
 			case !sp.sent:
 				serve(tp)
 			case r.ReplicaID >= 0:
-				sr.idle = append(sr.idle, idlePosition{p: sp.p, fetchOffset: sp.fetchOffset, logStart: sp.logStartOffset})
+				sr.idle = append(sr.idle, IdlePosition{Partition: sp.p, FetchOffset: sp.fetchOffset, LogStart: sp.logStartOffset})
 			}
 		}
 		s.recorded += uint64(len(sr.idle))
@@ -329,7 +322,7 @@ func (sr *sessionRequest) name(r *kmsg.FetchRequest, tp coord.TopicPartition, sp
 }
 
 // resolveTP returns this broker's replica of tp, nil if none.
-func (s *fetchSessions) resolveTP(tp coord.TopicPartition) *partition {
+func (s *fetchSessions) resolveTP(tp coord.TopicPartition) *Partition {
 	if s.resolve == nil {
 		return nil
 	}
@@ -338,7 +331,7 @@ func (s *fetchSessions) resolveTP(tp coord.TopicPartition) *partition {
 
 // watch makes sess watch p (nil: nothing) for sp in place of what it
 // watched; a closed session watches nothing. The caller holds s.mu.
-func (sess *fetchSession) watch(sp *sessionPartition, p *partition) {
+func (sess *fetchSession) watch(sp *sessionPartition, p *Partition) {
 	if sess.closed {
 		p = nil
 	}
@@ -346,11 +339,11 @@ func (sess *fetchSession) watch(sp *sessionPartition, p *partition) {
 		return
 	}
 	if sp.p != nil {
-		sp.p.unwatchSession(sess)
+		sp.p.UnwatchChanges(sess)
 	}
 	sp.p = p
 	if p != nil {
-		p.watchSession(sess)
+		p.WatchChanges(sess)
 	}
 }
 

@@ -65,15 +65,15 @@ func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !b.cache.waitFor(ctx, b.closing, func() bool { return b.member.controller() != nil }) {
+	if !b.cache.waitFor(ctx, b.closing, func() bool { return b.member.Controller() != nil }) {
 		t.Fatalf("broker %d is not the controller", b.cfg.BrokerID)
 	}
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if _, err := ctrl.CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
 	if !b.cache.waitFor(ctx, b.closing, func() bool {
-		return b.cache.topicReady(name, partitions) && b.replicas.partitionFor(name, int32(partitions-1)) != nil
+		return b.cache.topicReady(name, partitions) && b.replicas.PartitionFor(name, int32(partitions-1)) != nil
 	}) {
 		t.Fatalf("topic %s: not ready on broker %d", name, b.cfg.BrokerID)
 	}

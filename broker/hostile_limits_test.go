@@ -187,7 +187,7 @@ func TestHostileCreatePartitionsPastBounds(t *testing.T) {
 	// before, it answers NOT_CONTROLLER.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !b.cache.waitFor(ctx, b.closing, func() bool { return b.member.controller() != nil }) {
+	if !b.cache.waitFor(ctx, b.closing, func() bool { return b.member.Controller() != nil }) {
 		t.Fatalf("broker %d is not the controller within 30s", b.cfg.BrokerID)
 	}
 	nc := dialBroker(t, b)

@@ -126,7 +126,7 @@ func awaitAnswer(nc net.Conn, req kmsg.Request, corr int32) ([]byte, error) {
 // endOffset is the log end offset of partition 0 of topic on b.
 func endOffset(t *testing.T, b *Broker, topic string) int64 {
 	t.Helper()
-	p := b.replicas.partitionFor(topic, 0)
+	p := b.replicas.PartitionFor(topic, 0)
 	if p == nil {
 		t.Fatalf("partition %s-0: not on broker %d", topic, b.cfg.BrokerID)
 	}
@@ -277,7 +277,7 @@ func TestHostileProduceDecompressionBomb(t *testing.T) {
 				p.answered, p.slowest, p.err = probeMetadata(b, topic, stop)
 				probed <- p
 			}()
-			epoch := b.member.currentEpoch()
+			epoch := b.member.CurrentEpoch()
 			heap := watchHeap(t)
 			start := time.Now()
 			frame, err := awaitAnswer(nc, produceRequest(topic, bomb), 1)
@@ -305,7 +305,7 @@ func TestHostileProduceDecompressionBomb(t *testing.T) {
 			}
 			// The broker's coordination session outlived the bomb: it
 			// was not fenced and did not register again.
-			if got := b.member.currentEpoch(); got != epoch || got < 0 {
+			if got := b.member.CurrentEpoch(); got != epoch || got < 0 {
 				t.Errorf("broker epoch: got %d after the bomb, want the %d it had before", got, epoch)
 			}
 			checkConsumable(t, b, topic, [][]byte{first})

@@ -189,7 +189,7 @@ func TestHostileProducerIDsNotHandedOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the producer's id: %v", err)
 	}
-	end := b.replicas.partitionFor(topic, 0).log.EndOffset()
+	end := b.replicas.PartitionFor(topic, 0).log.EndOffset()
 	got := readPartition(t, ctx, []string{b.Addr().String()}, topic, end)
 	t.Logf("franz-go producer (id %d epoch %d): %d acknowledged, %d of them in the log of %d records", id, epoch, len(acked), countIn(got, acked), len(got))
 	checkAllRead(t, got, acked)
@@ -251,7 +251,7 @@ func TestHostileProducerIDOfAnotherPrincipal(t *testing.T) {
 		}
 		acked = append(acked, value)
 	}
-	end := b.replicas.partitionFor(topic, 0).log.EndOffset()
+	end := b.replicas.PartitionFor(topic, 0).log.EndOffset()
 	got := readPartition(t, ctx, []string{b.Addr().String()}, topic, end)
 	t.Logf("intruder: %d of its batches under alice's id written; alice: %d acknowledged, %d of them in the log of %d records",
 		accepted, len(acked), countIn(got, acked), len(got))
@@ -337,7 +337,7 @@ func TestHostileProducerIDAcrossBrokers(t *testing.T) {
 			return false
 		}
 		for _, b := range brokers {
-			if b.replicas.partitionFor(topic, 0) == nil {
+			if b.replicas.PartitionFor(topic, 0) == nil {
 				return false
 			}
 			if b.ID() == parts[0].leader {
@@ -396,7 +396,7 @@ func TestHostileProducerIDAcrossBrokers(t *testing.T) {
 		}
 		acked = append(acked, value)
 	}
-	end := leader.replicas.partitionFor(topic, 0).log.EndOffset()
+	end := leader.replicas.PartitionFor(topic, 0).log.EndOffset()
 	got := readPartition(t, ctx, seeds, topic, end)
 	t.Logf("intruder: %d of its batches under alice's id written; alice (id from broker %d, leader %d): %d acknowledged, %d of them in the log of %d records",
 		accepted, issuer.ID(), leader.ID(), len(acked), countIn(got, acked), len(got))
@@ -442,8 +442,8 @@ func TestLegacyProducerIDKeepsWriting(t *testing.T) {
 	const topic = "upgraded"
 	createLocalTopic(t, b, topic, 2)
 	const legacyID = 7
-	p := b.replicas.partitionFor(topic, 0)
-	if _, _, err := b.replicas.appendAsLeader(p, encodeBatch(time.Now().UnixMilli(), legacyID, 0, 0, []byte("before")), false, time.Now().Add(10*time.Second)); err != nil {
+	p := b.replicas.PartitionFor(topic, 0)
+	if _, _, err := b.replicas.AppendAsLeader(p, encodeBatch(time.Now().UnixMilli(), legacyID, 0, 0, []byte("before")), false, time.Now().Add(10*time.Second)); err != nil {
 		t.Fatalf("append the legacy producer's batch written before the upgrade: %v", err)
 	}
 

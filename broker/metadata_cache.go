@@ -49,12 +49,12 @@ func newMetadataCache() *metadataCache {
 	return &metadataCache{controllerID: coord.NoBroker, topics: map[string]*cachedTopic{}}
 }
 
-// update applies an UpdateMetadata: the live set and controller are
+// Update applies an UpdateMetadata: the live set and controller are
 // replaced, deleted topics removed, and each partition state replaced
 // unless it carries a lower leader epoch than the cached one (a topic
 // recreated under a new ID starts afresh). A full request (the whole
 // metadata) also drops every topic it does not name.
-func (c *metadataCache) update(req *controller.UpdateMetadataRequest, full bool) {
+func (c *metadataCache) Update(req *controller.UpdateMetadataRequest, full bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if full {
@@ -147,9 +147,9 @@ func (c *metadataCache) view() (coord.BrokerID, []coord.Broker, <-chan struct{})
 	return c.controllerID, c.live, c.changed.Next()
 }
 
-// isSynced reports whether the cache holds the cluster's metadata: until
+// IsSynced reports whether the cache holds the cluster's metadata: until
 // the first UpdateMetadata, a topic that is not cached may still exist.
-func (c *metadataCache) isSynced() bool {
+func (c *metadataCache) IsSynced() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.synced
@@ -166,10 +166,10 @@ func (c *metadataCache) topic(name string) (snapshotTopic, bool) {
 	return c.snapshotLocked(name, t), true
 }
 
-// hasPartition reports whether the cache holds partition index of topic,
-// without copying the topic (leaderFor asks it of every partition a
+// HasPartition reports whether the cache holds partition index of topic,
+// without copying the topic (LeaderFor asks it of every partition a
 // fetch names that this broker has not opened).
-func (c *metadataCache) hasPartition(topic string, index int32) bool {
+func (c *metadataCache) HasPartition(topic string, index int32) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	t, ok := c.topics[topic]
@@ -213,8 +213,8 @@ func (c *metadataCache) snapshotLocked(name string, t *cachedTopic) snapshotTopi
 	return s
 }
 
-// broker returns a live broker by ID.
-func (c *metadataCache) broker(id coord.BrokerID) (coord.Broker, bool) {
+// Broker returns a live Broker by ID.
+func (c *metadataCache) Broker(id coord.BrokerID) (coord.Broker, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, b := range c.live {

@@ -27,7 +27,7 @@ var requestDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05,
 // metrics is the broker's Prometheus registry and the counters the rest of
 // the broker reports to. Gauges of broker state are computed when scraped
 // (stateCollector); counters are bumped by hooks: requestAnswered from the
-// connection, leaderAndIsrSent from the controller's sender, isrChanged
+// connection, leaderAndIsrSent from the controller's sender, ISRChanged
 // from replication. It is safe for concurrent use.
 type metrics struct {
 	b        *Broker
@@ -195,10 +195,10 @@ func requestLabel(req *request) string {
 	return kmsg.NameForKey(req.header.key)
 }
 
-// throttled counts, on side (leader or follower), bytes of throttled
+// Throttled counts, on side (leader or follower), bytes of Throttled
 // replicas replicated, and partitions left out of a fetch by the
 // throttle.
-func (m *metrics) throttled(side string, bytes, leftOut int) {
+func (m *metrics) Throttled(side string, bytes, leftOut int) {
 	if bytes > 0 {
 		m.throttledBytes.WithLabelValues(side).Add(float64(bytes))
 	}
@@ -207,9 +207,9 @@ func (m *metrics) throttled(side string, bytes, leftOut int) {
 	}
 }
 
-// isrChanged counts ISR shrinks and expansions committed for partitions
+// ISRChanged counts ISR shrinks and expansions committed for partitions
 // this broker leads.
-func (m *metrics) isrChanged(shrinks, expands int) {
+func (m *metrics) ISRChanged(shrinks, expands int) {
 	m.isrShrinks.Add(float64(shrinks))
 	m.isrExpands.Add(float64(expands))
 }
@@ -289,10 +289,10 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	b := c.b
 	self := coord.BrokerID(b.cfg.BrokerID)
-	parts := b.replicas.allPartitions()
+	parts := b.replicas.Partitions()
 	var leading, under int
 	for _, p := range parts {
-		st := p.role()
+		st := p.Role()
 		if st.Leader != self {
 			continue
 		}
@@ -310,7 +310,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	active := 0.0
-	if b.member.controller() != nil {
+	if b.member.Controller() != nil {
 		active = 1
 	}
 	// A controller request may hold stateMu while it opens logs or

@@ -107,7 +107,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 	b.member = &membership{cfg: &b.cfg, logger: b.logger, cache: b.cache, interBroker: b.interBroker}
 	b.leaderQuota = replica.NewQuota(config.QuotaSamples, config.QuotaWindow, time.Now)
 	b.followerQuota = replica.NewQuota(config.QuotaSamples, config.QuotaWindow, time.Now)
-	b.replicas = &replicaManager{replicas: map[coord.TopicPartition]*partition{}, controllerID: coord.NoBroker, waiting: map[*partition]struct{}{},
+	b.replicas = &Manager{replicas: map[coord.TopicPartition]*Partition{}, controllerID: coord.NoBroker, waiting: map[*Partition]struct{}{},
 		cfg: &b.cfg, logger: b.logger, cache: b.cache, member: b.member, followerQuota: b.followerQuota, closing: b.closing, logDirs: &replica.LogDirs{}}
 	b.metrics = newMetrics(b)
 	b.replicas.metrics = b.metrics
@@ -122,7 +122,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 	f.Cleanup(cancel)
 	pf := &peerFuzzBroker{b: b, addr: peer.ln.Addr().String()}
 	pf.fetcher = &fetcher{m: b.replicas.fetchers, leader: fakePeerID, ctx: ctx, cancel: cancel,
-		parts: map[*partition]*fetchPartition{}, byTP: map[coord.TopicPartition]*fetchPartition{}, changed: make(chan struct{}, 1)}
+		parts: map[*Partition]*fetchPartition{}, byTP: map[coord.TopicPartition]*fetchPartition{}, changed: make(chan struct{}, 1)}
 	self := coord.BrokerID(cfg.BrokerID)
 	for i := int32(0); i < 2; i++ {
 		info := controller.PartitionInfo{
@@ -142,7 +142,7 @@ func newPeerFuzzBroker(f *testing.F, peer *fakePeer) *peerFuzzBroker {
 		p := newPartition(info, l, &cfg, nil, cfg.BrokerID, rep, 0)
 		b.replicas.applyRole(p, info)
 		if p.rep.Role() != replication.RoleFollower {
-			f.Fatalf("partition %s: got role %v, want follower", p.name(), p.rep.Role())
+			f.Fatalf("partition %s: got role %v, want follower", p.Name(), p.rep.Role())
 		}
 		p.appendMu.Lock()
 		gen := p.followGen
@@ -164,7 +164,7 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 	addr := pf.addr
 	switch key {
 	case 1, 2, 23:
-		cl, err := b.member.peerClient(addr)
+		cl, err := b.member.PeerClient(addr)
 		if err != nil {
 			t.Fatalf("client of the fake peer: %v", err)
 		}
@@ -184,7 +184,7 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 			fp.truncating, fp.retryAt, fp.failures = false, time.Time{}, 0
 		}
 	case 4, 5, 6:
-		cl, err := b.member.peerClient(addr)
+		cl, err := b.member.PeerClient(addr)
 		if err != nil {
 			t.Fatalf("client of the fake peer: %v", err)
 		}
@@ -195,7 +195,7 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 	case 19:
 		_ = b.autoCreate(ctx, "peer-auto", 1)
 	case 56:
-		batch := map[*partition]replication.Proposal{}
+		batch := map[*Partition]replication.Proposal{}
 		for _, fp := range pf.parts {
 			batch[fp.p] = replication.Proposal{LeaderEpoch: 1, ISR: []replication.ReplicaID{fakePeerID}}
 		}
@@ -273,7 +273,7 @@ func peerResponseSeeds() []peerResponseSeed {
 	fenced.Partition, fenced.ErrorCode = 1, 74
 	at.Partitions = append(at.Partitions, ok, fenced)
 	ap.Topics = append(ap.Topics, at)
-	add(ap, alterPartitionVersion)
+	add(ap, AlterPartitionVersion)
 
 	cs := kmsg.NewPtrControlledShutdownResponse()
 	rem := kmsg.NewControlledShutdownResponsePartitionsRemaining()

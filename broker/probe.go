@@ -193,7 +193,7 @@ func (m *membership) probeController(ctx context.Context, interval time.Duration
 			return
 		case <-tick.C:
 		}
-		info := m.backendController()
+		info := m.BackendController()
 		if info.ID == coord.NoBroker || info.ID == self || info == evicted {
 			continue
 		}

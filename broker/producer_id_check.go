@@ -295,7 +295,7 @@ func (b *Broker) checkProducerIDs(c *connState, topic string, partition int32, r
 // knowsProducer reports whether the producer state of topic's partition,
 // led by this broker, holds producer id id.
 func (b *Broker) knowsProducer(topic string, partition int32, id int64) bool {
-	p := b.replicas.partitionFor(topic, partition)
+	p := b.replicas.PartitionFor(topic, partition)
 	if p == nil {
 		return false
 	}

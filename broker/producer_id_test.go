@@ -102,7 +102,7 @@ func TestProducerIDsUniqueAcrossBrokers(t *testing.T) {
 			return false
 		}
 		for _, b := range brokers {
-			if b.replicas.partitionFor(topic, 0) == nil {
+			if b.replicas.PartitionFor(topic, 0) == nil {
 				return false
 			}
 			if b.ID() == parts[0].leader {
@@ -200,7 +200,7 @@ func TestInitProducerIDBumpsEpochAndFencesOlder(t *testing.T) {
 	if _, err := produceAsProducer(t, b, topic, id, epoch, 1, "zombie"); err != kerr.InvalidProducerEpoch {
 		t.Fatalf("produce at the older epoch 0 after epoch 1 wrote: got %v, want INVALID_PRODUCER_EPOCH", err)
 	}
-	if end := b.replicas.partitionFor(topic, 0).log.EndOffset(); end != 2 {
+	if end := b.replicas.PartitionFor(topic, 0).log.EndOffset(); end != 2 {
 		t.Fatalf("log end offset: got %d, want 2 (the fenced batch not written)", end)
 	}
 

@@ -11,7 +11,7 @@ import (
 
 // producerState returns how p's producer state was last recovered and how
 // many producers it holds, read under the append lock that guards them.
-func producerState(p *partition) (load loadView, producers int) {
+func producerState(p *Partition) (load loadView, producers int) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	l := p.producersLoad
@@ -50,14 +50,14 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 
 	b = startBroker(t, cfg)
 	waitFor(t, ctx, "the restarted broker to lead "+topic, func() bool {
-		p := b.replicas.partitionFor(topic, 0)
+		p := b.replicas.PartitionFor(topic, 0)
 		if p == nil {
 			return false
 		}
-		leads, _ := p.leads(coord.BrokerID(b.cfg.BrokerID))
+		leads, _ := p.Leads(coord.BrokerID(b.cfg.BrokerID))
 		return leads
 	})
-	p := b.replicas.partitionFor(topic, 0)
+	p := b.replicas.PartitionFor(topic, 0)
 	if load, producers := producerState(p); load != (loadView{3, 3, 3}) || producers != 1 {
 		t.Fatalf("producer state after restart: got load %+v with %d producers, want snapshot 3, read 3..3, 1 producer", load, producers)
 	}
@@ -95,7 +95,7 @@ func TestProducerIDExpiration(t *testing.T) {
 			t.Fatalf("produce sequence %d: got %v, want no error", seq, err)
 		}
 	}
-	p := b.replicas.partitionFor(topic, 0)
+	p := b.replicas.PartitionFor(topic, 0)
 	waitFor(t, ctx, "the producer to expire", func() bool {
 		_, producers := producerState(p)
 		return producers == 0
@@ -125,7 +125,7 @@ func TestProducerSnapshotAfterRoll(t *testing.T) {
 	const topic = "rolling"
 	createLocalTopic(t, b, topic, 1)
 	id, epoch := initProducerID(t, b, -1, -1)
-	p := b.replicas.partitionFor(topic, 0)
+	p := b.replicas.PartitionFor(topic, 0)
 	for seq := int32(0); p.log.ActiveSegmentBaseOffset() == 0; seq++ {
 		if _, err := produceAsProducer(t, b, topic, id, epoch, seq, string(make([]byte, 200))); err != nil {
 			t.Fatalf("produce sequence %d: got %v, want no error", seq, err)

@@ -388,7 +388,7 @@ func TestCloseEndsConnectionsAndGoroutines(t *testing.T) {
 		t.Fatalf("write fetch: %v", err)
 	}
 	waitFor(t, ctx, "the fetch to wait", func() bool {
-		p := b.replicas.partitionFor(topic, 0)
+		p := b.replicas.PartitionFor(topic, 0)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.waiters) > 0
@@ -413,8 +413,8 @@ func TestCloseEndsConnectionsAndGoroutines(t *testing.T) {
 	})
 
 	b = startBroker(t, cfg)
-	waitFor(t, testContext(t, 30*time.Second), "the reopened partition", func() bool { return b.replicas.partitionFor(topic, 0) != nil })
-	if end := b.replicas.partitionFor(topic, 0).log.EndOffset(); end != 2 {
+	waitFor(t, testContext(t, 30*time.Second), "the reopened partition", func() bool { return b.replicas.PartitionFor(topic, 0) != nil })
+	if end := b.replicas.PartitionFor(topic, 0).log.EndOffset(); end != 2 {
 		t.Fatalf("after reopening: got end offset %d, want 2", end)
 	}
 }
@@ -464,13 +464,13 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 	// idleness only after the polling connection's own idle deadline
 	// has passed; the poll must survive it.
 	waitFor(t, ctx, "the fetch to wait", func() bool {
-		p := b.replicas.partitionFor(topic, 0)
+		p := b.replicas.PartitionFor(topic, 0)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.waiters) > 0
 	})
 	expectClosed(t, dialBroker(t, b))
-	if _, _, err := b.replicas.appendAsLeader(b.replicas.partitionFor(topic, 0), buildBatch(t, []byte("late")), false, time.Time{}); err != nil {
+	if _, _, err := b.replicas.AppendAsLeader(b.replicas.PartitionFor(topic, 0), buildBatch(t, []byte("late")), false, time.Time{}); err != nil {
 		t.Fatalf("append: %v", err)
 	}
 	fr := decodeResponse(t, fetch, readFrame(t, polling), 1).(*kmsg.FetchResponse)

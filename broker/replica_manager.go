@@ -18,7 +18,7 @@ import (
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
-// replicaManager owns the partitions this broker holds: their logs and the
+// Manager owns the partitions this broker holds: their logs and the
 // log dirs they live in, their roles (applied from the controller's
 // LeaderAndIsr, StopReplica and UpdateMetadata, whose acceptance it
 // decides), the fetchers that copy the partitions it follows, the ISR
@@ -31,18 +31,18 @@ import (
 // line "dependencies", set by New and not changed after:
 //
 //   - cfg, the broker's configuration, and dyn, the dynamic configs
-//     (replicaConfigs): the live config (current), the topics' configs
-//     the config watch delivers (watchedTopicConfigs) and the
+//     (Configs): the live config (current), the topics' configs
+//     the config watch delivers (WatchedTopicConfigs) and the
 //     registration of a new replica for dynamic config changes
-//     (addReplica);
-//   - logger and metrics (replicaMetrics: throttled, isrChanged);
+//     (AddReplica);
+//   - logger and metrics (Metrics: throttled, ISRChanged);
 //   - backend, to load the topic configs a LeaderAndIsr does not carry;
-//   - cache, the metadata cache (replicaMetadata) an UpdateMetadata
+//   - cache, the metadata cache (Metadata) an UpdateMetadata
 //     updates and whose brokers the fetchers reach;
-//   - member, the cluster membership (replicaMembership): the broker
-//     epoch (currentEpoch, checkBrokerEpoch), the controllers
-//     (controller, backendController, askController) and the clients of
-//     peers (peerAddr, peerClient);
+//   - member, the cluster membership (Membership): the broker
+//     epoch (CurrentEpoch, CheckBrokerEpoch), the controllers
+//     (controller, BackendController, AskController) and the clients of
+//     peers (PeerAddr, PeerClient);
 //   - roleChanged and resign, the group coordinator's callbacks for an
 //     __consumer_offsets partition whose role changed or that went away;
 //   - followerQuota, the follower replication throttle;
@@ -53,10 +53,10 @@ import (
 // for the whole application of a controller request (LeaderAndIsr,
 // StopReplica, UpdateMetadata) and while offline replicas are closed, so
 // that two never interleave.
-type replicaManager struct {
+type Manager struct {
 	// replicasMu guards replicas: the partitions this broker holds.
 	replicasMu sync.RWMutex
-	replicas   map[coord.TopicPartition]*partition
+	replicas   map[coord.TopicPartition]*Partition
 
 	// stateMu serialises the controller's requests; it guards
 	// controllerEpoch, the highest controller epoch accepted, and
@@ -87,7 +87,7 @@ type replicaManager struct {
 	// DeleteRecords waiting (queueWait), which tickLoop ticks every
 	// interval; it is taken before a partition's repMu.
 	waitMu  sync.Mutex
-	waiting map[*partition]struct{}
+	waiting map[*Partition]struct{}
 
 	// openReplicaHook, if not nil, is called at the start of each
 	// openReplica: tests block it to hold a LeaderAndIsr in its log
@@ -96,31 +96,31 @@ type replicaManager struct {
 
 	// dependencies
 	cfg           *config.Config
-	dyn           replicaConfigs
+	dyn           Configs
 	logger        hclog.Logger
-	metrics       replicaMetrics
+	metrics       Metrics
 	backend       coord.Backend
-	cache         replicaMetadata
-	member        replicaMembership
-	roleChanged   func(p *partition)
+	cache         Metadata
+	member        Membership
+	roleChanged   func(p *Partition)
 	resign        func(index int32)
 	followerQuota *replica.Quota
 	closing       <-chan struct{}
 }
 
-// allPartitions returns every open partition.
-func (m *replicaManager) allPartitions() []*partition {
+// Partitions returns every open partition.
+func (m *Manager) Partitions() []*Partition {
 	m.replicasMu.RLock()
 	defer m.replicasMu.RUnlock()
-	out := make([]*partition, 0, len(m.replicas))
+	out := make([]*Partition, 0, len(m.replicas))
 	for _, p := range m.replicas {
 		out = append(out, p)
 	}
 	return out
 }
 
-// partitionFor returns the replica this broker holds, or nil.
-func (m *replicaManager) partitionFor(topic string, index int32) *partition {
+// PartitionFor returns the replica this broker holds, or nil.
+func (m *Manager) PartitionFor(topic string, index int32) *Partition {
 	m.replicasMu.RLock()
 	defer m.replicasMu.RUnlock()
 	return m.replicas[coord.TopicPartition{Topic: topic, Partition: index}]
@@ -132,7 +132,7 @@ func (m *replicaManager) partitionFor(topic string, index int32) *partition {
 // and writes producer snapshots every
 // producer.id.expiration.check.interval.ms (maintainProducers) and, when
 // log.flush.interval.ms is set, flushes the logs on that period.
-func (m *replicaManager) backgroundLoop() {
+func (m *Manager) backgroundLoop() {
 	retention := time.NewTicker(m.cfg.LogRetentionCheckInterval)
 	defer retention.Stop()
 	checkpoint := time.NewTicker(m.cfg.ReplicaHighWatermarkCheckpointInterval)
@@ -150,31 +150,31 @@ func (m *replicaManager) backgroundLoop() {
 		case <-m.closing:
 			return
 		case now := <-retention.C:
-			for _, p := range m.allPartitions() {
+			for _, p := range m.Partitions() {
 				n, err := p.log.EnforceRetention(now)
 				if err != nil && !errors.Is(err, tlog.ErrClosed) {
-					m.logger.Error("enforce retention failed", "partition", p.name(), "error", err)
-					m.checkStorage(p, err)
+					m.logger.Error("enforce retention failed", "partition", p.Name(), "error", err)
+					m.CheckStorage(p, err)
 				}
 				if n > 0 {
 					m.logStartMoved(p)
-					m.logger.Info("retention deleted segments", "partition", p.name(), "segments", n, "log_start_offset", p.log.StartOffset())
+					m.logger.Info("retention deleted segments", "partition", p.Name(), "segments", n, "log_start_offset", p.log.StartOffset())
 				}
 			}
 			// A segment file unused since the last check holds no
 			// descriptor until it is used again.
 			m.files.CloseIdle()
 		case <-checkpoint.C:
-			if err := m.writeHWCheckpoints(); err != nil {
+			if err := m.WriteHWCheckpoints(); err != nil {
 				m.logger.Error("high watermark checkpoint failed", "error", err)
 			}
 		case now := <-producers.C:
 			m.maintainProducers(now)
 		case <-flushC:
-			for _, p := range m.allPartitions() {
+			for _, p := range m.Partitions() {
 				if err := p.log.Flush(); err != nil && !errors.Is(err, tlog.ErrClosed) {
-					m.logger.Error("flush failed", "partition", p.name(), "error", err)
-					m.checkStorage(p, err)
+					m.logger.Error("flush failed", "partition", p.Name(), "error", err)
+					m.CheckStorage(p, err)
 				}
 			}
 		}
@@ -183,21 +183,21 @@ func (m *replicaManager) backgroundLoop() {
 
 // closeLogs writes every open partition's producer snapshot, then
 // flushes and closes its log.
-func (m *replicaManager) closeLogs() error {
+func (m *Manager) closeLogs() error {
 	m.replicasMu.Lock()
 	defer m.replicasMu.Unlock()
 	var first error
 	for _, p := range m.replicas {
 		p.appendMu.Lock()
 		if err := m.snapshotProducers(p, false); err != nil {
-			m.logger.Warn("producer snapshot at close failed; the next open reads the log from an older one", "partition", p.name(), "error", err)
+			m.logger.Warn("producer snapshot at close failed; the next open reads the log from an older one", "partition", p.Name(), "error", err)
 		}
 		p.appendMu.Unlock()
 		if err := p.log.Close(); err != nil && first == nil {
-			first = fmt.Errorf("close log of %s: %w", p.name(), err)
+			first = fmt.Errorf("close log of %s: %w", p.Name(), err)
 		}
 	}
-	m.replicas = make(map[coord.TopicPartition]*partition)
+	m.replicas = make(map[coord.TopicPartition]*Partition)
 	return first
 }
 
@@ -207,22 +207,22 @@ func (m *replicaManager) closeLogs() error {
 // forgets the producers idle for producer.id.expiration.ms at now, as
 // Kafka skips expired producers when it loads a snapshot. The caller
 // holds p.appendMu or is the only one to know p.
-func (m *replicaManager) recoverProducers(p *partition, now time.Time) error {
+func (m *Manager) recoverProducers(p *Partition, now time.Time) error {
 	load, err := p.log.RecoverProducers(p.producers)
 	p.producersLoad = load
 	for _, skipped := range load.Skipped {
-		m.logger.Warn("producer snapshot unusable, deleted", "partition", p.name(), "error", skipped)
+		m.logger.Warn("producer snapshot unusable, deleted", "partition", p.Name(), "error", skipped)
 	}
 	if err != nil {
 		return err
 	}
 	expired := p.producers.Expire(now.UnixMilli() - m.cfg.ProducerIDExpiration.Milliseconds())
 	if load.SnapshotOffset < 0 && load.To > load.From {
-		m.logger.Warn("no usable producer snapshot, producer state read from the whole log", "partition", p.name(),
+		m.logger.Warn("no usable producer snapshot, producer state read from the whole log", "partition", p.Name(),
 			"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
 		return nil
 	}
-	m.logger.Debug("producer state loaded", "partition", p.name(), "snapshot_offset", load.SnapshotOffset,
+	m.logger.Debug("producer state loaded", "partition", p.Name(), "snapshot_offset", load.SnapshotOffset,
 		"from", load.From, "to", load.To, "producers", p.producers.Len(), "expired", expired)
 	return nil
 }
@@ -231,18 +231,18 @@ func (m *replicaManager) recoverProducers(p *partition, now time.Time) error {
 // last batch is older than producer.id.expiration.ms at now, and writes
 // the producer snapshot of each partition whose log rolled a segment
 // since its latest snapshot.
-func (m *replicaManager) maintainProducers(now time.Time) {
+func (m *Manager) maintainProducers(now time.Time) {
 	before := now.UnixMilli() - m.cfg.ProducerIDExpiration.Milliseconds()
-	for _, p := range m.allPartitions() {
+	for _, p := range m.Partitions() {
 		p.appendMu.Lock()
 		expired := p.producers.Expire(before)
 		err := m.snapshotProducers(p, true)
 		p.appendMu.Unlock()
 		if expired > 0 {
-			m.logger.Debug("expired idle producers", "partition", p.name(), "producers", expired)
+			m.logger.Debug("expired idle producers", "partition", p.Name(), "producers", expired)
 		}
 		if err != nil && !errors.Is(err, tlog.ErrClosed) {
-			m.logger.Error("producer snapshot failed", "partition", p.name(), "error", err)
+			m.logger.Error("producer snapshot failed", "partition", p.Name(), "error", err)
 		}
 	}
 }
@@ -252,7 +252,7 @@ func (m *replicaManager) maintainProducers(now time.Time) {
 // afterRoll, is at or above the active segment's base offset (no roll
 // since): so a restart replays about one segment, as Kafka's snapshot at
 // each roll bounds it. The caller holds p.appendMu.
-func (m *replicaManager) snapshotProducers(p *partition, afterRoll bool) error {
+func (m *Manager) snapshotProducers(p *Partition, afterRoll bool) error {
 	offsets, err := p.log.ProducerSnapshots()
 	if err != nil {
 		return err
@@ -268,42 +268,42 @@ func (m *replicaManager) snapshotProducers(p *partition, afterRoll bool) error {
 	return err
 }
 
-// replicaMembership is what the replica manager asks of the cluster
+// Membership is what the replica manager asks of the cluster
 // membership (membership): the broker epoch its controller requests
 // and AlterPartition carry, the controllers it accepts and asks, and
 // the clients its fetchers reach the leaders with.
-type replicaMembership interface {
-	currentEpoch() int64
-	checkBrokerEpoch(ctx context.Context, epoch int64) bool
-	controller() *controller.Controller
-	backendController() coord.ControllerInfo
-	askController(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
-	peerAddr(cb coord.Broker) string
-	peerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error)
+type Membership interface {
+	CurrentEpoch() int64
+	CheckBrokerEpoch(ctx context.Context, epoch int64) bool
+	Controller() *controller.Controller
+	BackendController() coord.ControllerInfo
+	AskController(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	PeerAddr(cb coord.Broker) string
+	PeerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error)
 }
 
-// replicaMetadata is what the replica manager reads and writes of the
+// Metadata is what the replica manager reads and writes of the
 // metadata cache (metadataCache): an UpdateMetadata's application, and
 // the brokers and partitions the controller last sent.
-type replicaMetadata interface {
-	update(req *controller.UpdateMetadataRequest, full bool)
-	isSynced() bool
-	hasPartition(topic string, index int32) bool
-	broker(id coord.BrokerID) (coord.Broker, bool)
+type Metadata interface {
+	Update(req *controller.UpdateMetadataRequest, full bool)
+	IsSynced() bool
+	HasPartition(topic string, index int32) bool
+	Broker(id coord.BrokerID) (coord.Broker, bool)
 }
 
-// replicaConfigs is what the replica manager reads of the dynamic
+// Configs is what the replica manager reads of the dynamic
 // configs (dynamicConfigs): the live config a replica opens with, the
 // topic configs the config watch delivered, and the registration of a
 // new replica for the changes that follow.
-type replicaConfigs interface {
-	current() *dynamicState
-	watchedTopicConfigs(names []string) map[string]map[string]string
-	addReplica(p *partition, register func())
+type Configs interface {
+	CurrentConfig() *config.Config
+	WatchedTopicConfigs(names []string) map[string]map[string]string
+	AddReplica(p *Partition, register func())
 }
 
-// replicaMetrics is what the replica manager counts (metrics).
-type replicaMetrics interface {
-	throttled(side string, bytes, leftOut int)
-	isrChanged(shrinks, expands int)
+// Metrics is what the replica manager counts (metrics).
+type Metrics interface {
+	Throttled(side string, bytes, leftOut int)
+	ISRChanged(shrinks, expands int)
 }

@@ -22,55 +22,55 @@ import (
 )
 
 // This file applies the controller's requests to the replicas this broker
-// holds, each in one place: applyLeaderAndIsr (the controller epoch
+// holds, each in one place: ApplyLeaderAndIsr (the controller epoch
 // accepted, new replicas' logs opened, each partition made leader or
 // follower by its replication state, followers truncated and handed to
-// the fetchers, the group coordinator told), applyStopReplica and
-// applyUpdateMetadata. Their wire forms, versions and handlers are in
+// the fetchers, the group coordinator told), ApplyStopReplica and
+// ApplyUpdateMetadata. Their wire forms, versions and handlers are in
 // 04_leader_and_isr.go, 05_stop_replica.go and 06_update_metadata.go; the
 // fetchers that then copy from the leaders are in fetcher.go.
 
-// controllerAnswer is what a broker answered a controller request, as
+// ControllerAnswer is what a broker answered a controller request, as
 // the controller must know it: the request's Kafka error code (0,
 // STALE_CONTROLLER_EPOCH or STALE_BROKER_EPOCH) and the partitions whose
 // replicas answered KAFKA_STORAGE_ERROR (LeaderAndIsr only).
-type controllerAnswer struct {
-	code    int16
-	offline []coord.TopicPartition
+type ControllerAnswer struct {
+	Code    int16
+	Offline []coord.TopicPartition
 }
 
-// applyControllerRequest applies a LeaderAndIsr, UpdateMetadata or
+// ApplyControllerRequest applies a LeaderAndIsr, UpdateMetadata or
 // StopReplica request (controller.Request is sealed: these are all its
 // types) and returns the answer; anything else (nil) is INVALID_REQUEST.
-func (m *replicaManager) applyControllerRequest(ctx context.Context, req controller.Request) controllerAnswer {
+func (m *Manager) ApplyControllerRequest(ctx context.Context, req controller.Request) ControllerAnswer {
 	switch r := req.(type) {
 	case *controller.LeaderAndIsrRequest:
-		code, codes := m.applyLeaderAndIsr(ctx, r)
-		ans := controllerAnswer{code: code}
+		code, codes := m.ApplyLeaderAndIsr(ctx, r)
+		ans := ControllerAnswer{Code: code}
 		for i, c := range codes {
 			if c == kerr.KafkaStorageError.Code {
-				ans.offline = append(ans.offline, r.Partitions[i].TopicPartition())
+				ans.Offline = append(ans.Offline, r.Partitions[i].TopicPartition())
 			}
 		}
 		return ans
 	case *controller.UpdateMetadataRequest:
-		return controllerAnswer{code: m.applyUpdateMetadata(ctx, r)}
+		return ControllerAnswer{Code: m.ApplyUpdateMetadata(ctx, r)}
 	case *controller.StopReplicaRequest:
-		return controllerAnswer{code: m.applyStopReplica(ctx, r)}
+		return ControllerAnswer{Code: m.ApplyStopReplica(ctx, r)}
 	}
-	return controllerAnswer{code: kerr.InvalidRequest.Code}
+	return ControllerAnswer{Code: kerr.InvalidRequest.Code}
 }
 
 // acceptControllerLocked checks who sent a controller request, with
 // stateMu held. STALE_CONTROLLER_EPOCH refuses a controller epoch lower
 // than the accepted one, the accepted epoch with another controller id,
 // and a newer epoch unless the coordination backend names that very
-// controller and epoch (backendController: a request that merely claims
+// controller and epoch (BackendController: a request that merely claims
 // a high epoch is not taken on trust; handlers first give the backend's
 // view the chance to catch up, awaitBackendController). A broker epoch
 // of another incarnation is STALE_BROKER_EPOCH. An accepted request
 // makes its controller and epoch the accepted ones.
-func (m *replicaManager) acceptControllerLocked(ctx context.Context, controllerID coord.BrokerID, controllerEpoch, brokerEpoch int64) int16 {
+func (m *Manager) acceptControllerLocked(ctx context.Context, controllerID coord.BrokerID, controllerEpoch, brokerEpoch int64) int16 {
 	switch {
 	case controllerEpoch < m.controllerEpoch:
 		return kerr.StaleControllerEpoch.Code
@@ -81,7 +81,7 @@ func (m *replicaManager) acceptControllerLocked(ctx context.Context, controllerI
 			return kerr.StaleControllerEpoch.Code
 		}
 	default:
-		if named := m.member.backendController(); named.ID != controllerID || named.Epoch != controllerEpoch {
+		if named := m.member.BackendController(); named.ID != controllerID || named.Epoch != controllerEpoch {
 			m.logger.Warn("refused a controller request whose controller and epoch the coordination backend does not name",
 				"controller", controllerID, "controller_epoch", controllerEpoch,
 				"backend_controller", named.ID, "backend_controller_epoch", named.Epoch)
@@ -90,14 +90,14 @@ func (m *replicaManager) acceptControllerLocked(ctx context.Context, controllerI
 	}
 	wait, cancel := context.WithTimeout(ctx, m.cfg.Coord.SessionTimeout)
 	defer cancel()
-	if !m.member.checkBrokerEpoch(wait, brokerEpoch) {
+	if !m.member.CheckBrokerEpoch(wait, brokerEpoch) {
 		return kerr.StaleBrokerEpoch.Code
 	}
 	m.controllerEpoch, m.controllerID = controllerEpoch, controllerID
 	return 0
 }
 
-// applyLeaderAndIsr makes this broker leader or follower of each listed
+// ApplyLeaderAndIsr makes this broker leader or follower of each listed
 // partition, opening (or creating) its log when it holds no replica yet;
 // a partition state older than the one held, or the same, is ignored (a
 // new controller's full state repeats every unchanged one: at 100 000
@@ -120,7 +120,7 @@ func (m *replicaManager) acceptControllerLocked(ctx context.Context, controllerI
 // fetchers (deferring their restarts) only while the roles are applied,
 // in memory and in the order of r.Partitions: the fetchers keep
 // replicating the other partitions during the opens.
-func (m *replicaManager) applyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndIsrRequest) (int16, []int16) {
+func (m *Manager) ApplyLeaderAndIsr(ctx context.Context, r *controller.LeaderAndIsrRequest) (int16, []int16) {
 	start := time.Now()
 	m.stateMu.Lock()
 	defer m.stateMu.Unlock()
@@ -144,7 +144,7 @@ func (m *replicaManager) applyLeaderAndIsr(ctx context.Context, r *controller.Le
 	led, followed, ignored, unchanged, offline := 0, 0, 0, 0, 0
 	for i, info := range r.Partitions {
 		tp := info.TopicPartition()
-		p := m.partitionFor(info.Topic, info.Partition)
+		p := m.PartitionFor(info.Topic, info.Partition)
 		o, isNew := opened[i]
 		if m.logDirs.ReplicaOffline(tp) || (p != nil && m.logDirs.PartitionDirOffline(p.dir)) {
 			codes[i] = kerr.KafkaStorageError.Code
@@ -162,7 +162,7 @@ func (m *replicaManager) applyLeaderAndIsr(ctx context.Context, r *controller.Le
 				offline++
 				continue
 			}
-			m.dyn.addReplica(o.p, func() {
+			m.dyn.AddReplica(o.p, func() {
 				m.replicasMu.Lock()
 				m.replicas[tp] = o.p
 				m.replicasMu.Unlock()
@@ -209,7 +209,7 @@ const (
 // roleChangeOf says whether a LeaderAndIsr state is older than the one
 // the partition's replication state holds (a lower leader epoch, or the
 // same with a lower partition epoch), the same as it, or to be applied.
-func (p *partition) roleChangeOf(info controller.PartitionInfo) roleChange {
+func (p *Partition) roleChangeOf(info controller.PartitionInfo) roleChange {
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
 	leaderEpoch, partitionEpoch := p.rep.LeaderEpoch(), p.rep.PartitionEpoch()
@@ -228,7 +228,7 @@ func (p *partition) roleChangeOf(info controller.PartitionInfo) roleChange {
 // openedReplica is the outcome of one openReplica: the replica or the
 // error.
 type openedReplica struct {
-	p   *partition
+	p   *Partition
 	err error
 }
 
@@ -243,7 +243,7 @@ const maxOpeners = 8
 // in parts; a partition listed twice (there should be none) is opened
 // for its first state only, and how long finding the new replicas' topic
 // configs took. The caller holds stateMu.
-func (m *replicaManager) openReplicas(ctx context.Context, parts []controller.PartitionInfo) (map[int]openedReplica, time.Duration) {
+func (m *Manager) openReplicas(ctx context.Context, parts []controller.PartitionInfo) (map[int]openedReplica, time.Duration) {
 	var todo []int
 	seen := map[coord.TopicPartition]bool{}
 	var topics []string
@@ -252,7 +252,7 @@ func (m *replicaManager) openReplicas(ctx context.Context, parts []controller.Pa
 		if seen[tp] || m.logDirs.ReplicaOffline(tp) {
 			continue
 		}
-		p := m.partitionFor(info.Topic, info.Partition)
+		p := m.PartitionFor(info.Topic, info.Partition)
 		if p != nil && (m.logDirs.PartitionDirOffline(p.dir) || !recreated(p, info)) {
 			continue
 		}
@@ -273,9 +273,9 @@ func (m *replicaManager) openReplicas(ctx context.Context, parts []controller.Pa
 	}
 	start := time.Now()
 	configs := m.heldTopicConfigs(parts)
-	maps.Copy(configs, m.dyn.watchedTopicConfigs(topics))
+	maps.Copy(configs, m.dyn.WatchedTopicConfigs(topics))
 	topics = slices.DeleteFunc(topics, func(n string) bool { _, ok := configs[n]; return ok })
-	maps.Copy(configs, m.topicConfigs(ctx, topics))
+	maps.Copy(configs, m.TopicConfigs(ctx, topics))
 	configsTook := time.Since(start)
 	// With several log dirs, dirs are chosen here, one after the other,
 	// as the opens did when sequential: logDirs.Place counts each log dir's
@@ -318,7 +318,7 @@ func (m *replicaManager) openReplicas(ctx context.Context, parts []controller.Pa
 
 // openReplica opens (creating if needed) the log of a partition the
 // controller assigned to this broker. It touches no broker state.
-func (m *replicaManager) openReplica(info controller.PartitionInfo, configs map[string]string) (*partition, error) {
+func (m *Manager) openReplica(info controller.PartitionInfo, configs map[string]string) (*Partition, error) {
 	if m.openReplicaHook != nil {
 		m.openReplicaHook(info.TopicPartition())
 	}
@@ -335,7 +335,7 @@ func (m *replicaManager) openReplica(info controller.PartitionInfo, configs map[
 			"partition", info.TopicPartition(), "dir", dir)
 		m.hwCkpt.Forget(info.TopicPartition())
 	}
-	cfg := &m.dyn.current().cfg
+	cfg := m.dyn.CurrentConfig()
 	rep, err := m.newReplicationState(*cfg, info.TopicPartition(), configs)
 	if err != nil {
 		return nil, err
@@ -358,13 +358,13 @@ func (m *replicaManager) openReplica(info controller.PartitionInfo, configs map[
 // recreated reports whether info is for a topic of the same name as p's
 // but another ID (deleted and created again); a request without an ID is
 // taken to mean p's topic.
-func recreated(p *partition, info controller.PartitionInfo) bool {
+func recreated(p *Partition, info controller.PartitionInfo) bool {
 	return info.TopicID != [16]byte{} && p.topicID != info.TopicID
 }
 
-// topicConfigs reads the config overrides of the named topics from the
+// TopicConfigs reads the config overrides of the named topics from the
 // backend; on failure the topics get the broker's defaults.
-func (m *replicaManager) topicConfigs(ctx context.Context, names []string) map[string]map[string]string {
+func (m *Manager) TopicConfigs(ctx context.Context, names []string) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	if len(names) == 0 {
 		return out
@@ -388,16 +388,16 @@ func (m *replicaManager) topicConfigs(ctx context.Context, names []string) map[s
 // from a replica this broker holds of the same topic ID (a topic's
 // partitions share its configs, which the config watch keeps up to date),
 // for openReplicas to read from the backend only those of the others.
-func (m *replicaManager) heldTopicConfigs(parts []controller.PartitionInfo) map[string]map[string]string {
+func (m *Manager) heldTopicConfigs(parts []controller.PartitionInfo) map[string]map[string]string {
 	ids := map[string][16]byte{}
 	for _, info := range parts {
 		ids[info.Topic] = info.TopicID
 	}
 	out := map[string]map[string]string{}
-	for _, p := range m.allPartitions() {
+	for _, p := range m.Partitions() {
 		id, ok := ids[p.topic]
 		if ok && (id == [16]byte{} || id == p.topicID) {
-			out[p.topic] = p.topicConfigs()
+			out[p.topic] = p.TopicConfigs()
 		}
 	}
 	return out
@@ -407,7 +407,7 @@ func (m *replicaManager) heldTopicConfigs(parts []controller.PartitionInfo) map[
 // machine and, for a follower, truncating its log and handing it to the
 // fetcher of its leader. The caller holds stateMu and has found info
 // newer than p's (roleChangeOf); p's replication state then holds it.
-func (m *replicaManager) applyRole(p *partition, info controller.PartitionInfo) {
+func (m *Manager) applyRole(p *Partition, info controller.PartitionInfo) {
 	self := coord.BrokerID(m.cfg.BrokerID)
 	st := replication.State{
 		Leader:         replication.ReplicaID(info.Leader),
@@ -439,10 +439,10 @@ func (m *replicaManager) applyRole(p *partition, info controller.PartitionInfo) 
 		p.appendMu.Unlock()
 		m.handleReady(p, rd)
 		if errors.Is(err, replication.ErrStaleEpoch) {
-			m.logger.Debug("stale partition state ignored", "partition", p.name(), "error", err)
+			m.logger.Debug("stale partition state ignored", "partition", p.Name(), "error", err)
 			return
 		}
-		m.logger.Error("apply partition role failed", "partition", p.name(), "error", err)
+		m.logger.Error("apply partition role failed", "partition", p.Name(), "error", err)
 		return
 	}
 	newEpoch := prevLeader != st.Leader || prevEpoch != st.LeaderEpoch
@@ -460,7 +460,7 @@ func (m *replicaManager) applyRole(p *partition, info controller.PartitionInfo) 
 	case !following:
 		m.fetchers.remove(p)
 		if !wasLeader || newEpoch {
-			m.logger.Debug("leading partition", "partition", p.name(), "leader_epoch", st.LeaderEpoch,
+			m.logger.Debug("leading partition", "partition", p.Name(), "leader_epoch", st.LeaderEpoch,
 				"log_end", p.log.EndOffset(), "high_watermark", p.hw.Load())
 		}
 	case info.Leader == coord.NoBroker:
@@ -473,14 +473,14 @@ func (m *replicaManager) applyRole(p *partition, info controller.PartitionInfo) 
 
 // truncate cuts p's log at offset as a follower and logs it. The caller
 // holds p.appendMu.
-func (m *replicaManager) truncate(p *partition, offset int64, why string) {
+func (m *Manager) truncate(p *Partition, offset int64, why string) {
 	end := p.log.EndOffset()
 	if offset >= end {
 		return
 	}
 	if err := p.log.TruncateTo(offset); err != nil {
-		m.logger.Error("truncate follower log failed", "partition", p.name(), "offset", offset, "error", err)
-		m.checkStorage(p, err)
+		m.logger.Error("truncate follower log failed", "partition", p.Name(), "offset", offset, "error", err)
+		m.CheckStorage(p, err)
 		return
 	}
 	m.truncateProducers(p, offset)
@@ -488,17 +488,17 @@ func (m *replicaManager) truncate(p *partition, offset int64, why string) {
 		p.hw.Store(p.log.EndOffset())
 	}
 	m.logStartMoved(p)
-	m.logger.Info("truncated follower log", "partition", p.name(), "mode", m.cfg.ReplicationTruncation,
+	m.logger.Info("truncated follower log", "partition", p.Name(), "mode", m.cfg.ReplicationTruncation,
 		"offset", p.log.EndOffset(), "log_end", end, "reason", why)
 }
 
-// applyUpdateMetadata refreshes the metadata cache. A controller that
+// ApplyUpdateMetadata refreshes the metadata cache. A controller that
 // starts sends every broker the whole metadata before anything else
 // (coord's sendFullState), so the first request of a newer controller
 // epoch replaces the cache: topics deleted while this broker was not told
 // go. (A broker that rejoins under the same controller also gets the
 // whole metadata, but possibly after a partial request, so it is merged.)
-func (m *replicaManager) applyUpdateMetadata(ctx context.Context, r *controller.UpdateMetadataRequest) int16 {
+func (m *Manager) ApplyUpdateMetadata(ctx context.Context, r *controller.UpdateMetadataRequest) int16 {
 	start := time.Now()
 	m.stateMu.Lock()
 	defer m.stateMu.Unlock()
@@ -509,7 +509,7 @@ func (m *replicaManager) applyUpdateMetadata(ctx context.Context, r *controller.
 	}
 	full := r.ControllerEpoch > m.updateEpoch
 	m.updateEpoch = r.ControllerEpoch
-	m.cache.update(r, full)
+	m.cache.Update(r, full)
 	m.removeStrays(r.Partitions)
 	if full {
 		// The first UpdateMetadata of a controller epoch is that
@@ -528,11 +528,11 @@ func (m *replicaManager) applyUpdateMetadata(ctx context.Context, r *controller.
 // followed was lost with a controller that failed between its commit and
 // its requests (a new controller sends every broker the full state, so
 // such a replica is found then).
-func (m *replicaManager) removeStrays(parts []controller.PartitionInfo) {
+func (m *Manager) removeStrays(parts []controller.PartitionInfo) {
 	self := coord.BrokerID(m.cfg.BrokerID)
 	for _, info := range parts {
 		tp := info.TopicPartition()
-		if len(info.Replicas) == 0 || slices.Contains(info.Replicas, self) || m.partitionFor(tp.Topic, tp.Partition) == nil {
+		if len(info.Replicas) == 0 || slices.Contains(info.Replicas, self) || m.PartitionFor(tp.Topic, tp.Partition) == nil {
 			continue
 		}
 		m.logger.Info("stray replica deleted: the partition's replicas no longer include this broker", "partition", tp, "replicas", info.Replicas)
@@ -540,9 +540,9 @@ func (m *replicaManager) removeStrays(parts []controller.PartitionInfo) {
 	}
 }
 
-// applyStopReplica stops this broker's replicas of the listed partitions;
+// ApplyStopReplica stops this broker's replicas of the listed partitions;
 // with Delete their logs are removed.
-func (m *replicaManager) applyStopReplica(ctx context.Context, r *controller.StopReplicaRequest) int16 {
+func (m *Manager) ApplyStopReplica(ctx context.Context, r *controller.StopReplicaRequest) int16 {
 	m.stateMu.Lock()
 	defer m.stateMu.Unlock()
 	if code := m.acceptControllerLocked(ctx, r.ControllerID, r.ControllerEpoch, r.BrokerEpoch); code != 0 {
@@ -553,7 +553,7 @@ func (m *replicaManager) applyStopReplica(ctx context.Context, r *controller.Sto
 	if !r.Delete {
 		// The replica stays on disk; it no longer follows anyone.
 		for _, tp := range r.Partitions {
-			if p := m.partitionFor(tp.Topic, tp.Partition); p != nil {
+			if p := m.PartitionFor(tp.Topic, tp.Partition); p != nil {
 				m.fetchers.remove(p)
 			}
 		}
@@ -567,7 +567,7 @@ func (m *replicaManager) applyStopReplica(ctx context.Context, r *controller.Sto
 
 // removeReplica forgets a replica, closing (or with deleteLog deleting)
 // its log and waking fetches waiting on it.
-func (m *replicaManager) removeReplica(tp coord.TopicPartition, deleteLog bool) {
+func (m *Manager) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 	m.replicasMu.Lock()
 	p := m.replicas[tp]
 	delete(m.replicas, tp)
@@ -593,44 +593,44 @@ func (m *replicaManager) removeReplica(tp coord.TopicPartition, deleteLog bool) 
 		err = p.log.Close()
 	}
 	if err != nil {
-		m.logger.Error("remove partition log failed", "partition", p.name(), "error", err)
+		m.logger.Error("remove partition log failed", "partition", p.Name(), "error", err)
 	}
 	p.wakeAll()
 }
 
-// leaderFor returns the partition if this broker leads it, with the Kafka
+// LeaderFor returns the partition if this broker leads it, with the Kafka
 // error code otherwise: KAFKA_STORAGE_ERROR for a replica that is offline
 // here (its log dir failed), NOT_LEADER_OR_FOLLOWER for a partition the
 // cluster has, or may have as far as a broker knows that has not had the
 // controller's metadata yet (a restarted broker), and
 // UNKNOWN_TOPIC_OR_PARTITION for one it does not.
-func (m *replicaManager) leaderFor(topic string, index int32) (*partition, int16) {
+func (m *Manager) LeaderFor(topic string, index int32) (*Partition, int16) {
 	if m.logDirs.ReplicaOffline(coord.TopicPartition{Topic: topic, Partition: index}) {
 		return nil, kerr.KafkaStorageError.Code
 	}
-	if p := m.partitionFor(topic, index); p != nil {
+	if p := m.PartitionFor(topic, index); p != nil {
 		if m.logDirs.PartitionDirOffline(p.dir) {
 			return nil, kerr.KafkaStorageError.Code
 		}
-		if ok, _ := p.leads(coord.BrokerID(m.cfg.BrokerID)); ok {
+		if ok, _ := p.Leads(coord.BrokerID(m.cfg.BrokerID)); ok {
 			return p, 0
 		}
 		return nil, kerr.NotLeaderForPartition.Code
 	}
-	if m.cache.hasPartition(topic, index) {
+	if m.cache.HasPartition(topic, index) {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
-	if !m.cache.isSynced() {
+	if !m.cache.IsSynced() {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
 	return nil, kerr.UnknownTopicOrPartition.Code
 }
 
-// checkLeaderEpoch compares a client's idea of the current leader epoch
+// CheckLeaderEpoch compares a client's idea of the current leader epoch
 // with this leader's: -1 skips the check, an older one is
 // FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (the client knows
 // of an election this broker has not heard of yet).
-func checkLeaderEpoch(current, leaderEpoch int32) int16 {
+func CheckLeaderEpoch(current, leaderEpoch int32) int16 {
 	switch {
 	case current < 0 || current == leaderEpoch:
 		return 0

@@ -45,7 +45,7 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 	})
 	waitFor(t, ctx, "every broker to hold the partition", func() bool {
 		for _, b := range brokers {
-			if b.replicas.partitionFor(topic, 0) == nil {
+			if b.replicas.PartitionFor(topic, 0) == nil {
 				return false
 			}
 		}
@@ -62,7 +62,7 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 		// The ack says every ISR member has the record: with a full
 		// ISR, all three logs end past it.
 		for _, b := range brokers {
-			if end := b.replicas.partitionFor(topic, 0).log.EndOffset(); end <= r.Offset {
+			if end := b.replicas.PartitionFor(topic, 0).log.EndOffset(); end <= r.Offset {
 				t.Fatalf("record %d acked at offset %d, but broker %d's log ends at %d", i, r.Offset, b.ID(), end)
 			}
 		}
@@ -72,12 +72,12 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 		t.Fatalf("partition after %d acks=all produces: %+v, want an ISR of 3", records, parts)
 	}
 	leader := brokers[slices.IndexFunc(brokers, func(b *Broker) bool { return b.ID() == parts[0].leader })]
-	if hw := leader.replicas.partitionFor(topic, 0).highWatermark(); hw != records {
+	if hw := leader.replicas.PartitionFor(topic, 0).HighWatermark(); hw != records {
 		t.Fatalf("leader %d high watermark %d, want %d", leader.ID(), hw, records)
 	}
 	waitFor(t, ctx, "followers to learn the high watermark", func() bool {
 		for _, b := range brokers {
-			if b.replicas.partitionFor(topic, 0).highWatermark() != records {
+			if b.replicas.PartitionFor(topic, 0).HighWatermark() != records {
 				return false
 			}
 		}
@@ -137,7 +137,7 @@ func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
 			return false
 		}
 		for _, b := range brokers {
-			if p := b.replicas.partitionFor(topic, 0); p == nil {
+			if p := b.replicas.PartitionFor(topic, 0); p == nil {
 				return false
 			}
 			switch {
@@ -165,13 +165,13 @@ func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
 		resp := roundTrip(t, dialBroker(t, leader), req, 1).(*kmsg.ProduceResponse)
 		return resp.Topics[0].Partitions[0].ErrorCode
 	}
-	end := leader.replicas.partitionFor(topic, 0).log.EndOffset()
+	end := leader.replicas.PartitionFor(topic, 0).log.EndOffset()
 	start := time.Now()
 	if code := produce(-1, 300*time.Millisecond, "waits"); code != kerr.RequestTimedOut.Code {
 		t.Fatalf("acks=all with a follower not fetching: error %v, want REQUEST_TIMED_OUT", kerr.ErrorForCode(code))
 	}
 	t.Logf("acks=all answered REQUEST_TIMED_OUT after %v (request timeout 300ms)", time.Since(start).Round(time.Millisecond))
-	if got := leader.replicas.partitionFor(topic, 0).log.EndOffset(); got != end+1 {
+	if got := leader.replicas.PartitionFor(topic, 0).log.EndOffset(); got != end+1 {
 		t.Fatalf("leader log end %d after the timed-out produce, want %d: the leader writes before it waits", got, end+1)
 	}
 	if code := produce(1, 300*time.Millisecond, "leader only"); code != 0 {
@@ -187,11 +187,11 @@ func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
 		_, _, parts := metadataOf(t, leader, topic)
 		return len(parts) == 1 && len(parts[0].isr) == 2
 	})
-	end = leader.replicas.partitionFor(topic, 0).log.EndOffset()
+	end = leader.replicas.PartitionFor(topic, 0).log.EndOffset()
 	if code := produce(-1, time.Second, "refused"); code != kerr.NotEnoughReplicas.Code {
 		t.Fatalf("acks=all with ISR 2 < min.insync.replicas 3: error %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(code))
 	}
-	if got := leader.replicas.partitionFor(topic, 0).log.EndOffset(); got != end {
+	if got := leader.replicas.PartitionFor(topic, 0).log.EndOffset(); got != end {
 		t.Fatalf("leader log end %d after a refused acks=all produce, want %d", got, end)
 	}
 }
@@ -250,7 +250,7 @@ func TestNumReplicaFetchersShareTheLeader(t *testing.T) {
 		ids := map[coord.BrokerID]map[int32]bool{}
 		for p, f := range b.replicas.fetchers.byPartition {
 			if want := fetcherID(p.topic, p.index, 2); f.id != want {
-				t.Errorf("broker %d fetches %s from fetcher %d, want %d", b.ID(), p.name(), f.id, want)
+				t.Errorf("broker %d fetches %s from fetcher %d, want %d", b.ID(), p.Name(), f.id, want)
 			}
 			if ids[f.leader] == nil {
 				ids[f.leader] = map[int32]bool{}

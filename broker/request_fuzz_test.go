@@ -329,7 +329,7 @@ func tooBigForSharedBroker(b *Broker, kreq kmsg.Request) string {
 	if creates > fuzzMaxPartitions {
 		return fmt.Sprintf("request asks for %d partitions, more than the harness's %d", creates, fuzzMaxPartitions)
 	}
-	if creates > 0 && len(b.replicas.allPartitions()) >= fuzzMaxBrokerPartitions {
+	if creates > 0 && len(b.replicas.Partitions()) >= fuzzMaxBrokerPartitions {
 		return fmt.Sprintf("shared broker already holds %d partitions", fuzzMaxBrokerPartitions)
 	}
 	return ""
@@ -730,11 +730,11 @@ func clientRequests() []kmsg.Request {
 // UpdateMetadata naming it, a StopReplica deleting it, a
 // ControlledShutdown and an AlterPartition for an unknown broker.
 func controllerRequests(tb testing.TB, b *Broker) []kmsg.Request {
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if ctrl == nil {
 		tb.Fatalf("fuzz broker %d is not the controller", b.cfg.BrokerID)
 	}
-	controllerEpoch, brokerEpoch := int32(ctrl.Epoch()), b.member.currentEpoch()
+	controllerEpoch, brokerEpoch := int32(ctrl.Epoch()), b.member.CurrentEpoch()
 	self := b.cfg.BrokerID
 	const topic = "fuzz-replica"
 	topicID := [16]byte{0xf0, 0x22}
@@ -785,7 +785,7 @@ func controllerRequests(tb testing.TB, b *Broker) []kmsg.Request {
 	cs.BrokerID, cs.BrokerEpoch = self+100, 1
 
 	ap := kmsg.NewPtrAlterPartitionRequest()
-	ap.SetVersion(alterPartitionVersion)
+	ap.SetVersion(AlterPartitionVersion)
 	ap.BrokerID, ap.BrokerEpoch = self+100, 1
 	apt := kmsg.NewAlterPartitionRequestTopic()
 	apt.Topic = fuzzTopic

@@ -38,9 +38,9 @@ func TestTopicsAndDataSurviveRestart(t *testing.T) {
 	}
 
 	b = startBroker(t, cfg)
-	waitFor(t, ctx, "the partitions of kept after restart", func() bool { return b.replicas.partitionFor("kept", 2) != nil })
+	waitFor(t, ctx, "the partitions of kept after restart", func() bool { return b.replicas.PartitionFor("kept", 2) != nil })
 	after, ok := b.cache.topic("kept")
-	if !ok || after.id != before.id || len(after.partitions) != 3 || b.replicas.partitionFor("kept", 0).topicConfigs()["retention.ms"] != "86400000" {
+	if !ok || after.id != before.id || len(after.partitions) != 3 || b.replicas.PartitionFor("kept", 0).TopicConfigs()["retention.ms"] != "86400000" {
 		t.Fatalf("after restart: got %+v (exists %v), want %+v", after, ok, before)
 	}
 	end, err := kadm.NewClient(newClient(t, b)).ListEndOffsets(ctx, "kept")
@@ -83,7 +83,7 @@ func TestRetentionLoopHonoursTopicConfigs(t *testing.T) {
 		o, _ := start.Lookup("retained", 0)
 		return o.Offset > 0
 	})
-	p := b.replicas.partitionFor("retained", 0)
+	p := b.replicas.PartitionFor("retained", 0)
 	if p.log.EndOffset() != 40 {
 		t.Fatalf("got end offset %d, want 40", p.log.EndOffset())
 	}
