@@ -11,6 +11,7 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/group"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -77,7 +78,7 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 			sp := &resp.Topics[w.topic].Partitions[w.partition]
 			select {
 			case err := <-w.done:
-				sp.ErrorCode = AppendErrors.Code(err)
+				sp.ErrorCode = replica.AppendErrors.Code(err)
 			case <-backstop.C:
 				sp.ErrorCode = kerr.RequestTimedOut.Code
 			case <-ctx.Done():
@@ -127,14 +128,14 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 		if b.replicas.CheckStorage(p, err) {
 			return kerr.KafkaStorageError.Code, nil
 		}
-		code := AppendErrors.Code(err)
+		code := replica.AppendErrors.Code(err)
 		if code == kerr.UnknownServerError.Code {
 			b.logger.Error("append failed", "partition", p.Name(), "error", err)
 		}
 		return code, nil
 	}
 	sp.BaseOffset = res.BaseOffset
-	sp.LogStartOffset = p.log.StartOffset()
+	sp.LogStartOffset = p.Log().StartOffset()
 	return 0, done
 }
 
@@ -168,7 +169,7 @@ const decompressionFactor = 64
 //     decompressionFactor times maxBytes (a Java producer splits such a
 //     batch and retries);
 //   - UNSUPPORTED_FOR_MESSAGE_FORMAT for a magic other than 2.
-func (b *Broker) validateProduced(p *Partition, records []byte, maxBytes int, sp *kmsg.ProduceResponseTopicPartition) int16 {
+func (b *Broker) validateProduced(p *replica.Partition, records []byte, maxBytes int, sp *kmsg.ProduceResponseTopicPartition) int16 {
 	compact, _ := config.CleanupPolicy(p.TopicConfigs())
 	err := tlog.ValidateProduced(records, tlog.ProduceValidation{
 		Compacted:            compact,
@@ -192,11 +193,11 @@ func (b *Broker) validateProduced(p *Partition, records []byte, maxBytes int, sp
 
 // maxMessageBytes is the topic's max.message.bytes or the broker's
 // message.max.bytes.
-func (b *Broker) maxMessageBytes(p *Partition) int {
+func (b *Broker) maxMessageBytes(p *replica.Partition) int {
 	if v, ok := p.TopicConfigs()["max.message.bytes"]; ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			return int(n)
 		}
 	}
-	return int(p.cfg.Load().MessageMaxBytes)
+	return int(p.BrokerConfig().MessageMaxBytes)
 }

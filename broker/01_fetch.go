@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -126,7 +127,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 		wake = sr.session.wake
 	} else {
 		wake = make(chan struct{}, 1)
-		var watched []*Partition
+		var watched []*replica.Partition
 		for _, rt := range r.Topics {
 			for _, rp := range rt.Partitions {
 				if p := b.replicas.PartitionFor(rt.Topic, rp.Partition); p != nil {
@@ -213,7 +214,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			if c, ok := replicaCodes[coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok && p != nil {
 				sp.ErrorCode = c
 				sp.HighWatermark = p.HighWatermark()
-				sp.LogStartOffset = p.log.StartOffset()
+				sp.LogStartOffset = p.Log().StartOffset()
 				hasError = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
@@ -225,7 +226,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			if code := CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); r.Version >= 9 && code != 0 {
+			if code := replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); r.Version >= 9 && code != 0 {
 				sp.ErrorCode = code
 				sp.HighWatermark = -1
 				hasError = true
@@ -235,12 +236,12 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			hw := p.HighWatermark()
 			sp.HighWatermark = hw
 			sp.LastStableOffset = hw
-			sp.LogStartOffset = p.log.StartOffset()
+			sp.LogStartOffset = p.Log().StartOffset()
 			// The leader's throttle: a throttled replica out of the ISR
 			// gets nothing while the leader's rate is exceeded.
 			upTo := hw
 			if replicaCodes != nil {
-				upTo = p.log.EndOffset()
+				upTo = p.Log().EndOffset()
 			}
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			throttled := replicaCodes != nil && b.replicas.LeaderThrottles(p, r.ReplicaID)
@@ -260,7 +261,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				limit = 0
 			}
 			if limit > 0 || total == 0 {
-				data, err := p.log.ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
+				data, err := p.Log().ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
 				switch {
 				case errors.Is(err, tlog.ErrOffsetOutOfRange):
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/replica"
 )
 
 // ListOffsets v1..v9: v0's list of old-style offsets is not spoken; v7
@@ -49,15 +51,15 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			switch {
 			case p == nil:
 				sp.ErrorCode = code
-			case r.Version >= 4 && CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch) != 0:
-				sp.ErrorCode = CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch)
+			case r.Version >= 4 && replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch) != 0:
+				sp.ErrorCode = replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch)
 			case rp.Timestamp == listEarliest || (rp.Timestamp == listEarliestLocal && r.Version >= 8):
-				sp.Offset = p.log.StartOffset()
+				sp.Offset = p.Log().StartOffset()
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listLatestTiered && r.Version >= 9:
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listMaxTimestamp && r.Version >= 7:
-				offset, ts, ok, err := p.log.MaxTimestamp(p.HighWatermark())
+				offset, ts, ok, err := p.Log().MaxTimestamp(p.HighWatermark())
 				switch {
 				case err != nil:
 					b.logger.Error("max timestamp failed", "partition", p.Name(), "error", err)
@@ -67,7 +69,7 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 				}
 			case rp.Timestamp == listLatest && r.ReplicaID >= 0:
 				// A follower asks for the log end (to truncate to it).
-				sp.Offset = p.log.EndOffset()
+				sp.Offset = p.Log().EndOffset()
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listLatest:
 				sp.Offset = p.HighWatermark()
@@ -75,7 +77,7 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			case rp.Timestamp < 0:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			default:
-				offset, ts, ok, err := p.log.OffsetForTime(rp.Timestamp)
+				offset, ts, ok, err := p.Log().OffsetForTime(rp.Timestamp)
 				switch {
 				case err != nil:
 					b.logger.Error("offset for time failed", "partition", p.Name(), "timestamp", rp.Timestamp, "error", err)

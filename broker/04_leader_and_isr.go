@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -104,8 +105,8 @@ func encodeLeaderAndIsr(r *controller.LeaderAndIsrRequest) *kmsg.LeaderAndISRReq
 // controller: the top-level error code and the partitions answered
 // KAFKA_STORAGE_ERROR (named by topic ID in v5, by topic name before). r
 // may be nil: then v5's partitions cannot be named.
-func decodeLeaderAndIsrResponse(r *controller.LeaderAndIsrRequest, resp *kmsg.LeaderAndISRResponse) ControllerAnswer {
-	ans := ControllerAnswer{Code: resp.ErrorCode}
+func decodeLeaderAndIsrResponse(r *controller.LeaderAndIsrRequest, resp *kmsg.LeaderAndISRResponse) replica.ControllerAnswer {
+	ans := replica.ControllerAnswer{Code: resp.ErrorCode}
 	if resp.ErrorCode != 0 {
 		return ans
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
 )
@@ -69,7 +70,7 @@ func handleDeleteRecords(_ context.Context, b *Broker, req *request) (kmsg.Respo
 			select {
 			case res := <-w.done:
 				sp.LowWatermark = res.LowWatermark
-				sp.ErrorCode = AppendErrors.Code(res.Err)
+				sp.ErrorCode = replica.AppendErrors.Code(res.Err)
 			case <-backstop.C:
 				sp.ErrorCode = kerr.RequestTimedOut.Code
 			case <-ctx.Done():

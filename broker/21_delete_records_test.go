@@ -62,7 +62,7 @@ func TestDeleteRecordsOnThreeReplicas(t *testing.T) {
 	logStarts := func(of []*Broker) []int64 {
 		var out []int64
 		for _, b := range of {
-			out = append(out, b.replicas.PartitionFor(topic, 0).log.StartOffset())
+			out = append(out, b.replicas.PartitionFor(topic, 0).Log().StartOffset())
 		}
 		return out
 	}
@@ -213,7 +213,7 @@ func TestDeleteRecordsOnThreeReplicas(t *testing.T) {
 		_, _, parts := metadataOf(t, rest[0], topic)
 		return restarted.replicas.PartitionFor(topic, 0) != nil && len(parts) == 1 && len(parts[0].isr) == 3
 	})
-	if got := restarted.replicas.PartitionFor(topic, 0).log.StartOffset(); got != 40 {
+	if got := restarted.replicas.PartitionFor(topic, 0).Log().StartOffset(); got != 40 {
 		t.Fatalf("restarted broker %d's log start: got %d, want 40", cfg.BrokerID, got)
 	}
 

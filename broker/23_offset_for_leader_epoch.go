@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/replica"
 )
 
 // OffsetForLeaderEpoch v0..v4: where a leader epoch's writes ended
@@ -29,10 +31,10 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, req *request) (kms
 			switch {
 			case p == nil:
 				sp.ErrorCode = code
-			case r.Version >= 2 && CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()) != 0:
-				sp.ErrorCode = CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch())
+			case r.Version >= 2 && replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()) != 0:
+				sp.ErrorCode = replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch())
 			default:
-				sp.LeaderEpoch, sp.EndOffset = p.log.EndOffsetForEpoch(rp.LeaderEpoch)
+				sp.LeaderEpoch, sp.EndOffset = p.Log().EndOffsetForEpoch(rp.LeaderEpoch)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

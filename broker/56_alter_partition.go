@@ -7,13 +7,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
 // AlterPartition v0..v1 (topics by name): a partition leader asks the
 // controller to change its ISR.
-func init() { registerAPI(56, 0, AlterPartitionVersion, handleAlterPartition) }
+func init() { registerAPI(56, 0, replica.AlterPartitionVersion, handleAlterPartition) }
 
 // handleAlterPartition passes the partitions' ISR changes to the
 // controller this broker runs, which commits them together; a broker that

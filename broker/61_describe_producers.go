@@ -31,10 +31,7 @@ func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.R
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			p.appendMu.Lock()
-			active := p.producers.Active()
-			p.appendMu.Unlock()
-			for _, ps := range active {
+			for _, ps := range p.ActiveProducers() {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID = ps.ProducerID
 				ap.ProducerEpoch = int32(ps.ProducerEpoch)

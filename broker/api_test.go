@@ -262,9 +262,7 @@ func TestFetchAndListOffsets(t *testing.T) {
 	other := newClient(t, b, kgo.DefaultProduceTopic(topic))
 	waitFor(t, ctx, "the fetch to wait on the partition", func() bool {
 		p := b.replicas.PartitionFor(topic, 0)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.waiters) > 0
+		return p.WaitingFetches() > 0
 	})
 	if err := other.ProduceSync(ctx, &kgo.Record{Value: []byte("wake"), Timestamp: base.Add(time.Hour)}).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
@@ -410,9 +408,7 @@ func TestDeleteTopicsAndDescribeConfigs(t *testing.T) {
 	}()
 	waitFor(t, ctx, "the fetch to wait on doomed-0", func() bool {
 		p := b.replicas.PartitionFor("doomed", 0)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.waiters) > 0
+		return p.WaitingFetches() > 0
 	})
 	deleted, err := adm.DeleteTopics(ctx, "doomed")
 	if err != nil || deleted["doomed"].Err != nil {

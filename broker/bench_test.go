@@ -178,7 +178,7 @@ func BenchmarkIdleReplicaMemory(bm *testing.B) {
 		before := idleFootprint(bm)
 		createWideTopic(bm, b, "idle", n)
 		produceToEach(bm, b.Addr().String(), "idle", n)
-		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.replicas.files.Open() == 0 })
+		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.replicas.OpenSegmentFiles() == 0 })
 		after := idleFootprint(bm)
 		if *idleHeapProfile != "" {
 			writeHeapProfile(bm, *idleHeapProfile)
@@ -298,7 +298,7 @@ func BenchmarkRestartIdleReplicas(bm *testing.B) {
 		bm.StopTimer()
 		bm.ReportMetric(elapsed.Seconds(), "s/restart")
 		bm.ReportMetric(float64(elapsed.Microseconds())/float64(n), "µs/replica")
-		bm.ReportMetric(float64(b.replicas.files.Open()), "files-open")
+		bm.ReportMetric(float64(b.replicas.OpenSegmentFiles()), "files-open")
 		bm.ReportMetric(0, "ns/op")
 	}
 }
@@ -411,11 +411,9 @@ func newBenchClient(tb testing.TB, seed string, opts ...kgo.Opt) *kgo.Client {
 
 // heldReplicas counts the partitions of topic b holds.
 func (b *Broker) heldReplicas(topic string) int {
-	b.replicas.replicasMu.RLock()
-	defer b.replicas.replicasMu.RUnlock()
 	n := 0
-	for tp := range b.replicas.replicas {
-		if tp.Topic == topic {
+	for _, p := range b.replicas.Partitions() {
+		if p.Topic() == topic {
 			n++
 		}
 	}
@@ -424,11 +422,9 @@ func (b *Broker) heldReplicas(topic string) int {
 
 // heldLeaders counts the partitions of topic b holds and leads.
 func (b *Broker) heldLeaders(topic string) int {
-	b.replicas.replicasMu.RLock()
-	defer b.replicas.replicasMu.RUnlock()
 	n := 0
-	for tp, p := range b.replicas.replicas {
-		if tp.Topic == topic && int32(p.Role().Leader) == b.cfg.BrokerID {
+	for _, p := range b.replicas.Partitions() {
+		if p.Topic() == topic && int32(p.Role().Leader) == b.cfg.BrokerID {
 			n++
 		}
 	}

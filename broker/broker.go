@@ -27,7 +27,6 @@ import (
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
 	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
 	_ "github.com/tripodmq/tripod/coord/zk"   // coordination.backend=zk
-	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
 // Broker is a running Kafka-protocol server and cluster member. New starts
@@ -51,7 +50,7 @@ type Broker struct {
 	// replicas is the replica manager: the partitions this broker holds,
 	// their logs, roles, fetchers and ISR reports, and the acceptance and
 	// application of the controller's requests.
-	replicas *Manager
+	replicas *replica.Manager
 
 	// member is this broker's membership of the cluster: its sessions
 	// and broker epochs, the controller the backend names, the controller
@@ -83,7 +82,7 @@ type Broker struct {
 	stopRun context.CancelFunc
 	runWG   sync.WaitGroup
 	// wg counts the listeners' accept loops (network.Server.Serve, which
-	// returns after its connections end) and the background loops.
+	// returns after its connections end).
 	wg sync.WaitGroup
 
 	// dyn is the dynamic configs this broker follows and applies.
@@ -111,25 +110,16 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		logger:         logger,
 		cache:          newMetadataCache(),
 		closing:        make(chan struct{}),
-		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, MaxSessionRefresh), nil),
+		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, replica.MaxSessionRefresh), nil),
 	}
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
-	b.replicas = &Manager{
-		replicas:      make(map[coord.TopicPartition]*Partition),
-		controllerID:  coord.NoBroker,
-		waiting:       map[*Partition]struct{}{},
-		cfg:           &b.cfg,
-		logger:        logger,
-		cache:         b.cache,
-		followerQuota: b.followerQuota,
-		closing:       b.closing,
+	b.fetchSessions.resolve = func(tp coord.TopicPartition) *replica.Partition {
+		return b.replicas.PartitionFor(tp.Topic, tp.Partition)
 	}
-	b.fetchSessions.resolve = func(tp coord.TopicPartition) *Partition { return b.replicas.PartitionFor(tp.Topic, tp.Partition) }
-	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota, partitions: b.replicas.Partitions}
-	b.replicas.dyn = b.dyn
+	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota,
+		partitions: func() []*replica.Partition { return b.replicas.Partitions() }}
 	b.metrics = newMetrics(b)
-	b.replicas.metrics = b.metrics
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
 		SocketRequestMaxBytes:        cfg.SocketRequestMaxBytes,
@@ -143,22 +133,16 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		ConnectionsRefused:           b.metrics.connectionsRefused,
 	}, logger)
 	b.groups = newGroupCoordinator(b)
-	b.replicas.roleChanged, b.replicas.resign = b.groups.roleChanged, b.groups.resign
-	b.replicas.fetchers = newFetcherManager(b.replicas)
-	b.replicas.isr = newISRSender(b.replicas)
 	logDirs, err := replica.OpenLogDirs(cfg.LogDirs)
 	if err != nil {
 		return nil, err
 	}
-	b.replicas.logDirs = logDirs
 	lastEpoch := readRegistrationEpoch(cfg.LogDirs[0])
 	ckpt, err := replica.ReadHWCheckpoints(cfg.LogDirs)
 	if err != nil {
 		logDirs.Unlock()
 		return nil, err
 	}
-	b.replicas.hwCkpt = ckpt
-	b.replicas.files = tlog.NewFilePool(int(cfg.LogOpenFilesMax))
 	b.listeners, b.interBroker, err = bindListeners(cfg, logger)
 	if err != nil {
 		logDirs.Unlock()
@@ -185,26 +169,32 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 	}
 	b.backend = backend
 	b.dyn.backend = backend
-	b.replicas.backend = backend
 	b.member = &membership{
-		cfg:         &b.cfg,
-		logger:      logger,
-		backend:     backend,
-		cache:       b.cache,
-		interBroker: b.interBroker,
-		closing:     b.closing,
-		self:        b.self,
-		acceptedControllerEpoch: func() int64 {
-			b.replicas.stateMu.Lock()
-			defer b.replicas.stateMu.Unlock()
-			return b.replicas.controllerEpoch
-		},
-		newSender:   func() *sender { return newSender(b) },
-		lastEpoch:   lastEpoch,
-		brokerEpoch: -1,
-		backendCtrl: coord.ControllerInfo{ID: coord.NoBroker},
+		cfg:                     &b.cfg,
+		logger:                  logger,
+		backend:                 backend,
+		cache:                   b.cache,
+		interBroker:             b.interBroker,
+		closing:                 b.closing,
+		self:                    b.self,
+		acceptedControllerEpoch: func() int64 { _, epoch := b.replicas.AcceptedController(); return epoch },
+		newSender:               func() *sender { return newSender(b) },
+		lastEpoch:               lastEpoch,
+		brokerEpoch:             -1,
+		backendCtrl:             coord.ControllerInfo{ID: coord.NoBroker},
 	}
-	b.replicas.member = b.member
+	b.replicas = replica.NewManager(&b.cfg, logDirs, ckpt, replica.Deps{
+		Configs:       b.dyn,
+		Logger:        logger,
+		Metrics:       b.metrics,
+		Backend:       backend,
+		Metadata:      b.cache,
+		Membership:    b.member,
+		RoleChanged:   b.groups.roleChanged,
+		Resign:        b.groups.resign,
+		FollowerQuota: b.followerQuota,
+		Closing:       b.closing,
+	})
 	saslListeners := make([]*security.SASLListener, len(b.listeners))
 	for i, l := range b.listeners {
 		saslListeners[i] = l.SASL
@@ -261,30 +251,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 			b.conns.Serve(network.Listener{Name: l.Name, Listener: l.ln, Protected: l.protected, Handler: connHandler{b: b, l: l}})
 		}()
 	}
-	b.wg.Add(4)
-	go func() {
-		defer b.wg.Done()
-		b.replicas.logDirLoop()
-	}()
-	go func() {
-		defer b.wg.Done()
-		b.replicas.backgroundLoop()
-	}()
-	go func() {
-		defer b.wg.Done()
-		b.replicas.tickLoop()
-	}()
-	go func() {
-		defer b.wg.Done()
-		b.replicas.isr.run()
-	}()
-	if cfg.LogCleanerEnable {
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			b.replicas.cleanerLoop()
-		}()
-	}
+	b.replicas.Start()
 	b.groups.start()
 	return b, nil
 }
@@ -332,14 +299,9 @@ func (b *Broker) Close() error {
 		}
 		b.wg.Wait()
 		b.groups.close()
-		b.replicas.fetchers.close()
-		if cerr := b.replicas.WriteHWCheckpoints(); cerr != nil {
-			b.logger.Error("high watermark checkpoint failed", "error", cerr)
-		}
-		if cerr := b.replicas.closeLogs(); cerr != nil {
+		if cerr := b.replicas.Close(); cerr != nil {
 			err = cerr
 		}
-		b.replicas.logDirs.Unlock()
 		b.logger.Info("broker closed")
 	})
 	if errors.Is(err, net.ErrClosed) {

@@ -239,9 +239,7 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	// Controller requests from an older controller epoch, or for another
 	// incarnation of the broker, are refused.
 	target := other
-	target.replicas.stateMu.Lock()
-	controllerEpoch := target.replicas.controllerEpoch
-	target.replicas.stateMu.Unlock()
+	_, controllerEpoch := target.replicas.AcceptedController()
 	brokerEpoch := target.member.CurrentEpoch()
 	lair := func(ce int32, be int64) *kmsg.LeaderAndISRRequest {
 		r := kmsg.NewPtrLeaderAndISRRequest()
@@ -276,7 +274,7 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	held := target.replicas.PartitionFor("orders", 0)
 	before := held.Role()
 	stale := lair(int32(controllerEpoch), brokerEpoch)
-	stale.TopicStates[0].TopicID = held.topicID
+	stale.TopicStates[0].TopicID = held.TopicID()
 	stale.TopicStates[0].PartitionStates[0].LeaderEpoch = before.LeaderEpoch - 1
 	stale.TopicStates[0].PartitionStates[0].Replicas = coord.Int32s(before.Replicas)
 	if got := askBroker[*kmsg.LeaderAndISRResponse](t, target, stale).ErrorCode; got != 0 {

@@ -60,7 +60,7 @@ type dynamicConfigs struct {
 	// bounds the throttle rates set.
 	leaderQuota, followerQuota *replica.Quota
 	// partitions returns every replica this broker holds.
-	partitions func() []*Partition
+	partitions func() []*replica.Partition
 
 	// mu orders the application of dynamic configs (applyConfigs) with
 	// the registration of new replicas (AddReplica); state is the dynamic
@@ -265,15 +265,14 @@ func (d *dynamicConfigs) applyConfigs(st *coord.ConfigState) {
 // they are when the state does not hold the topic, deleted meanwhile or
 // not seen yet), over the broker's live config. It reports whether p's
 // configs changed. The caller holds mu.
-// configs changed. The caller holds configsMu.
-func (d *dynamicConfigs) applyConfigsTo(p *Partition, state *dynamicState) bool {
+func (d *dynamicConfigs) applyConfigsTo(p *replica.Partition, state *dynamicState) bool {
 	configs := p.TopicConfigs()
 	if state.configs != nil {
-		if stored, ok := state.configs.Topics[p.topic]; ok {
+		if stored, ok := state.configs.Topics[p.Topic()]; ok {
 			configs = stored
 		}
 	}
-	if maps.Equal(configs, p.TopicConfigs()) && state.cfg.SameTopicDefaults(p.brokerCfg()) {
+	if maps.Equal(configs, p.TopicConfigs()) && state.cfg.SameTopicDefaults(*p.BrokerConfig()) {
 		return false
 	}
 	if err := p.SetConfigs(&state.cfg, configs, d.cfg.BrokerID); err != nil {
@@ -288,7 +287,7 @@ func (d *dynamicConfigs) applyConfigsTo(p *Partition, state *dynamicState) bool 
 // partitions this broker holds), with the dynamic state applied to it: mu
 // orders it with applyConfigs, so that a state delivered while the
 // replica was opening is not missed.
-func (d *dynamicConfigs) AddReplica(p *Partition, register func()) {
+func (d *dynamicConfigs) AddReplica(p *replica.Partition, register func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	register()

@@ -222,13 +222,13 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 			t.Fatalf("produce %d: error %v", i, kerr.ErrorForCode(code))
 		}
 	}
-	if start := p.log.StartOffset(); start != 0 {
+	if start := p.Log().StartOffset(); start != 0 {
 		t.Fatalf("log start offset before retention: got %d, want 0", start)
 	}
 	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{setKey("retention.bytes", "1")}, "live")
 	alterOne(t, "set retention.bytes=1", resps, err, nil)
-	waitFor(t, ctx, "retention to delete the old segments", func() bool { return p.log.StartOffset() > 0 })
-	t.Logf("retention.bytes=1 moved the log start offset to %d of %d", p.log.StartOffset(), p.log.EndOffset())
+	waitFor(t, ctx, "retention to delete the old segments", func() bool { return p.Log().StartOffset() > 0 })
+	t.Logf("retention.bytes=1 moved the log start offset to %d of %d", p.Log().StartOffset(), p.Log().EndOffset())
 
 	// Broker configs: the cluster default and one broker's.
 	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{setKey("log.retention.ms", "3600000")})
@@ -253,7 +253,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 		// b itself: kadm sends a topic's DescribeConfigs to any broker).
 		configs = describeAt(t, b, kmsg.ConfigResourceTypeTopic, "live")
 		wantConfig(t, "topic default", configs, "retention.ms", want, source)
-		if got := b.replicas.PartitionFor("live", 0).log; got == nil {
+		if got := b.replicas.PartitionFor("live", 0).Log(); got == nil {
 			t.Fatalf("broker %d holds no log of live-0", b.ID())
 		}
 	}
@@ -357,15 +357,13 @@ func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
 		t.Fatalf("restart broker %d: %v", cfg.BrokerID, err)
 	}
 	t.Cleanup(func() { back.Close() })
-	end := leader.replicas.PartitionFor("throttled", 0).log.EndOffset()
+	end := leader.replicas.PartitionFor("throttled", 0).Log().EndOffset()
 	waitFor(t, ctx, fmt.Sprintf("broker %d to catch up and rejoin the ISR", back.ID()), func() bool {
 		_, _, parts := metadataOf(t, leader, "throttled")
 		p := back.replicas.PartitionFor("throttled", 0)
 		lp := leader.replicas.PartitionFor("throttled", 0)
-		lp.repMu.Lock()
-		isr := lp.rep.ISR()
-		lp.repMu.Unlock()
-		return len(parts) == 1 && len(parts[0].isr) == 3 && len(isr) == 3 && p != nil && p.log.EndOffset() >= end
+		isr := lp.Role().ISR
+		return len(parts) == 1 && len(parts[0].isr) == 3 && len(isr) == 3 && p != nil && p.Log().EndOffset() >= end
 	})
 	page := scrape(t, leader)
 	leaderBytes, _ := metricValue(page, `tripod_replication_throttled_bytes_total{side="leader"}`)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -44,12 +45,6 @@ import (
 // max.incremental.fetch.session.cache.slots default); the least recently
 // used one is evicted for a new one.
 const fetchSessionCacheSlots = 1000
-
-// MaxSessionRefresh bounds the interval between two fetches of a session
-// that serve all its partitions: a follower's recorded fetch of an idle
-// partition is never older than this, and an ISR expansion refused by
-// the controller is proposed again within it.
-const MaxSessionRefresh = time.Second
 
 // fetchSession is one incremental fetch session.
 type fetchSession struct {
@@ -92,7 +87,7 @@ type sessionPartition struct {
 	sent         bool
 	hw, logStart int64
 	// p is the replica the session watches (nil: this broker has none).
-	p *Partition
+	p *replica.Partition
 }
 
 // PartitionChanged records that tp changed and wakes a fetch of the
@@ -131,7 +126,7 @@ type fetchSessions struct {
 	refreshEvery time.Duration
 	// resolve returns the replica of a partition this broker holds (nil:
 	// none); a nil resolve holds none.
-	resolve func(coord.TopicPartition) *Partition
+	resolve func(coord.TopicPartition) *replica.Partition
 	// evictions counts sessions evicted for new ones; incremental counts
 	// the incremental fetches served, named the partitions they named,
 	// served the partitions they served, refreshes those that recorded
@@ -140,7 +135,7 @@ type fetchSessions struct {
 	evictions, incremental, named, served, refreshes, recorded uint64
 }
 
-func newFetchSessions(slots int, refreshEvery time.Duration, resolve func(coord.TopicPartition) *Partition) *fetchSessions {
+func newFetchSessions(slots int, refreshEvery time.Duration, resolve func(coord.TopicPartition) *replica.Partition) *fetchSessions {
 	return &fetchSessions{sessions: map[int32]*fetchSession{}, slots: slots, refreshEvery: refreshEvery, resolve: resolve}
 }
 
@@ -162,7 +157,7 @@ type sessionRequest struct {
 	errorCode int16
 	// idle are the positions a follower's refresh records without
 	// serving them (see the top of this file).
-	idle []IdlePosition
+	idle []replica.IdlePosition
 }
 
 // begin resolves r's session as KIP-227 says (session id, epoch) and,
@@ -267,7 +262,7 @@ func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionReques
 			case !sp.sent:
 				serve(tp)
 			case r.ReplicaID >= 0:
-				sr.idle = append(sr.idle, IdlePosition{Partition: sp.p, FetchOffset: sp.fetchOffset, LogStart: sp.logStartOffset})
+				sr.idle = append(sr.idle, replica.IdlePosition{Partition: sp.p, FetchOffset: sp.fetchOffset, LogStart: sp.logStartOffset})
 			}
 		}
 		s.recorded += uint64(len(sr.idle))
@@ -322,7 +317,7 @@ func (sr *sessionRequest) name(r *kmsg.FetchRequest, tp coord.TopicPartition, sp
 }
 
 // resolveTP returns this broker's replica of tp, nil if none.
-func (s *fetchSessions) resolveTP(tp coord.TopicPartition) *Partition {
+func (s *fetchSessions) resolveTP(tp coord.TopicPartition) *replica.Partition {
 	if s.resolve == nil {
 		return nil
 	}
@@ -331,7 +326,7 @@ func (s *fetchSessions) resolveTP(tp coord.TopicPartition) *Partition {
 
 // watch makes sess watch p (nil: nothing) for sp in place of what it
 // watched; a closed session watches nothing. The caller holds s.mu.
-func (sess *fetchSession) watch(sp *sessionPartition, p *Partition) {
+func (sess *fetchSession) watch(sp *sessionPartition, p *replica.Partition) {
 	if sess.closed {
 		p = nil
 	}

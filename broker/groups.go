@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
@@ -68,7 +69,7 @@ const (
 type groupShard struct {
 	index int32
 	epoch int32
-	p     *Partition
+	p     *replica.Partition
 
 	// mu guards everything below; it is taken before the partition's
 	// locks (appends happen under it).
@@ -134,17 +135,17 @@ func (c *groupCoordinator) poke() {
 // roleChanged is told of every role a __consumer_offsets replica takes:
 // leading it (at a new leader epoch) loads its groups, anything else
 // unloads them.
-func (c *groupCoordinator) roleChanged(p *Partition) {
-	if p.topic != group.OffsetsTopic {
+func (c *groupCoordinator) roleChanged(p *replica.Partition) {
+	if p.Topic() != group.OffsetsTopic {
 		return
 	}
 	leads, epoch := p.Leads(coord.BrokerID(c.b.cfg.BrokerID))
 	if !leads {
-		c.resign(p.index)
+		c.resign(p.Index())
 		return
 	}
 	c.mu.Lock()
-	old := c.shards[p.index]
+	old := c.shards[p.Index()]
 	if old != nil && old.p == p && old.epoch == epoch {
 		c.mu.Unlock()
 		return
@@ -155,11 +156,11 @@ func (c *groupCoordinator) roleChanged(p *Partition) {
 		return
 	default:
 	}
-	sh := &groupShard{index: p.index, epoch: epoch, p: p, state: shardLoading,
+	sh := &groupShard{index: p.Index(), epoch: epoch, p: p, state: shardLoading,
 		groups: map[string]*group.Group{}, deadlines: map[string]time.Time{},
 		offsets: group.NewOffsets(), offsetAt: map[group.OffsetKey]int64{},
 		waiters: map[group.Waiter]chan group.Reply{}, lastStore: map[string]chan struct{}{}}
-	c.shards[p.index] = sh
+	c.shards[p.Index()] = sh
 	c.wg.Add(1)
 	c.mu.Unlock()
 	if old != nil {
@@ -205,7 +206,7 @@ func (sh *groupShard) unload() {
 // rebuilds its groups and offsets.
 func (c *groupCoordinator) load(sh *groupShard) {
 	start := time.Now()
-	l := sh.p.log
+	l := sh.p.Log()
 	end := l.EndOffset()
 	values := map[string]*kmsg.GroupMetadataValue{}
 	offsets := group.NewOffsets()
@@ -410,7 +411,7 @@ func (c *groupCoordinator) store(sh *groupShard, g *group.Group, v *kmsg.GroupMe
 	_, done, err := c.b.replicas.AppendAsLeader(sh.p, batch, true, now.Add(c.b.cfg.OffsetsCommitTimeout))
 	if err != nil {
 		c.b.replicas.CheckStorage(sh.p, err)
-		sh.apply(c, g, g.Stored(now, gen, group.StoreError(AppendErrors.Code(err))))
+		sh.apply(c, g, g.Stored(now, gen, group.StoreError(replica.AppendErrors.Code(err))))
 		return
 	}
 	prev, told := sh.lastStore[g.ID()], make(chan struct{})
@@ -429,7 +430,7 @@ func (c *groupCoordinator) store(sh *groupShard, g *group.Group, v *kmsg.GroupMe
 			delete(sh.lastStore, g.ID())
 		}
 		if sh.state == shardActive && sh.groups[g.ID()] == g {
-			sh.apply(c, g, g.Stored(time.Now(), gen, group.StoreError(AppendErrors.Code(err))))
+			sh.apply(c, g, g.Stored(time.Now(), gen, group.StoreError(replica.AppendErrors.Code(err))))
 		}
 	}()
 }
@@ -458,7 +459,7 @@ func (c *groupCoordinator) storeErrorCode(err error) int16 {
 }
 
 // offsetStoreErrors is kafkaerr.OffsetStore of AppendErrors.
-var offsetStoreErrors = kafkaerr.OffsetStore(AppendErrors)
+var offsetStoreErrors = kafkaerr.OffsetStore(replica.AppendErrors)
 
 // appendOffsets appends offset records (nil values: tombstones) to the
 // shard's partition. With wait, it returns the channel of the replication

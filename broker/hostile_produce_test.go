@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/hostile"
+	"github.com/tripodmq/tripod/internal/kafkatest"
 )
 
 // The batches a buggy or hostile producer sends whose CRC-32C holds but
@@ -51,7 +52,7 @@ func hostileBatch(section []byte, attrs int16, count, lastOffsetDelta int32) []b
 		NumRecords: count, Records: section, Length: int32(49 + len(section)),
 	}
 	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[17:], crc32c(raw[21:]))
+	binary.BigEndian.PutUint32(raw[17:], kafkatest.CRC32C(raw[21:]))
 	return raw
 }
 
@@ -130,7 +131,7 @@ func endOffset(t *testing.T, b *Broker, topic string) int64 {
 	if p == nil {
 		t.Fatalf("partition %s-0: not on broker %d", topic, b.cfg.BrokerID)
 	}
-	return p.log.EndOffset()
+	return p.Log().EndOffset()
 }
 
 // checkConsumable reads partition 0 of topic with a franz-go consumer
@@ -174,7 +175,7 @@ func TestHostileProduceInvalidBatches(t *testing.T) {
 	corr := int32(0)
 	produceValid := func() {
 		value := fmt.Appendf(nil, "valid-%d", len(valid))
-		if sp := produceBatch(t, nc, topic, encodeBatch(time.Now().UnixMilli(), -1, -1, -1, value), corr); sp.ErrorCode != 0 {
+		if sp := produceBatch(t, nc, topic, kafkatest.EncodeBatch(time.Now().UnixMilli(), -1, -1, -1, value), corr); sp.ErrorCode != 0 {
 			t.Fatalf("valid batch: got %v, want no error", kerr.ErrorForCode(sp.ErrorCode))
 		}
 		corr++

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/security"
+	"github.com/tripodmq/tripod/internal/kafkatest"
 )
 
 // The producer id attacks: a client writes under producer ids it was not
@@ -54,7 +55,7 @@ func producerIDRequest(topic string, producerID int64, producerEpoch int16, seq 
 	for _, v := range values {
 		raw = append(raw, []byte(v))
 	}
-	rp.Records = encodeBatch(time.Now().UnixMilli(), producerID, producerEpoch, seq, raw...)
+	rp.Records = kafkatest.EncodeBatch(time.Now().UnixMilli(), producerID, producerEpoch, seq, raw...)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	return req
@@ -189,7 +190,7 @@ func TestHostileProducerIDsNotHandedOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the producer's id: %v", err)
 	}
-	end := b.replicas.PartitionFor(topic, 0).log.EndOffset()
+	end := b.replicas.PartitionFor(topic, 0).Log().EndOffset()
 	got := readPartition(t, ctx, []string{b.Addr().String()}, topic, end)
 	t.Logf("franz-go producer (id %d epoch %d): %d acknowledged, %d of them in the log of %d records", id, epoch, len(acked), countIn(got, acked), len(got))
 	checkAllRead(t, got, acked)
@@ -251,7 +252,7 @@ func TestHostileProducerIDOfAnotherPrincipal(t *testing.T) {
 		}
 		acked = append(acked, value)
 	}
-	end := b.replicas.PartitionFor(topic, 0).log.EndOffset()
+	end := b.replicas.PartitionFor(topic, 0).Log().EndOffset()
 	got := readPartition(t, ctx, []string{b.Addr().String()}, topic, end)
 	t.Logf("intruder: %d of its batches under alice's id written; alice: %d acknowledged, %d of them in the log of %d records",
 		accepted, len(acked), countIn(got, acked), len(got))
@@ -396,7 +397,7 @@ func TestHostileProducerIDAcrossBrokers(t *testing.T) {
 		}
 		acked = append(acked, value)
 	}
-	end := leader.replicas.PartitionFor(topic, 0).log.EndOffset()
+	end := leader.replicas.PartitionFor(topic, 0).Log().EndOffset()
 	got := readPartition(t, ctx, seeds, topic, end)
 	t.Logf("intruder: %d of its batches under alice's id written; alice (id from broker %d, leader %d): %d acknowledged, %d of them in the log of %d records",
 		accepted, issuer.ID(), leader.ID(), len(acked), countIn(got, acked), len(got))
@@ -443,7 +444,7 @@ func TestLegacyProducerIDKeepsWriting(t *testing.T) {
 	createLocalTopic(t, b, topic, 2)
 	const legacyID = 7
 	p := b.replicas.PartitionFor(topic, 0)
-	if _, _, err := b.replicas.AppendAsLeader(p, encodeBatch(time.Now().UnixMilli(), legacyID, 0, 0, []byte("before")), false, time.Now().Add(10*time.Second)); err != nil {
+	if _, _, err := b.replicas.AppendAsLeader(p, kafkatest.EncodeBatch(time.Now().UnixMilli(), legacyID, 0, 0, []byte("before")), false, time.Now().Add(10*time.Second)); err != nil {
 		t.Fatalf("append the legacy producer's batch written before the upgrade: %v", err)
 	}
 
@@ -463,7 +464,7 @@ func TestLegacyProducerIDKeepsWriting(t *testing.T) {
 	if _, err := producePartitionError(t, askBroker[*kmsg.ProduceResponse](t, b, req)); err != kerr.UnknownProducerID {
 		t.Fatalf("legacy id %d on a partition it never wrote to: got %v, want UNKNOWN_PRODUCER_ID", legacyID, err)
 	}
-	if end := p.log.EndOffset(); end != 5 {
+	if end := p.Log().EndOffset(); end != 5 {
 		t.Fatalf("log end offset: got %d, want 5 (the legacy producer's 5 records)", end)
 	}
 	checkServes(t, b)

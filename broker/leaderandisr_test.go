@@ -67,18 +67,14 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	follower.replicas.stateMu.Lock()
-	follower.replicas.openReplicaHook = func(tp coord.TopicPartition) {
+	follower.replicas.SetOpenReplicaHook(func(tp coord.TopicPartition, fetchersHeld bool) {
 		if tp.Topic != "fresh" {
 			return
 		}
-		follower.replicas.fetchers.mu.Lock()
-		heldInOpen.Store(follower.replicas.fetchers.held)
-		follower.replicas.fetchers.mu.Unlock()
+		heldInOpen.Store(fetchersHeld)
 		entered <- tp
 		<-release
-	}
-	follower.replicas.stateMu.Unlock()
+	})
 	// fresh has two partitions, both led by the leader, so that the
 	// follower's LeaderAndIsr opens two replicas.
 	created := make(chan error, 1)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/cluster"
@@ -53,16 +54,16 @@ func TestDecodeControllerResponse(t *testing.T) {
 		name string
 		req  controller.Request
 		resp kmsg.Response
-		want ControllerAnswer
+		want replica.ControllerAnswer
 	}{
-		{"all applied", lair, leaderAndIsr(0, map[[16]byte][]int16{idA: {0, 0}, idB: {0}}), ControllerAnswer{}},
+		{"all applied", lair, leaderAndIsr(0, map[[16]byte][]int16{idA: {0, 0}, idB: {0}}), replica.ControllerAnswer{}},
 		{"one storage error", lair, leaderAndIsr(0, map[[16]byte][]int16{idA: {0, storage}, idB: {0}}),
-			ControllerAnswer{Offline: []coord.TopicPartition{{Topic: "a", Partition: 1}}}},
+			replica.ControllerAnswer{Offline: []coord.TopicPartition{{Topic: "a", Partition: 1}}}},
 		{"storage errors in two topics", lair, leaderAndIsr(0, map[[16]byte][]int16{idA: {storage, 0}, idB: {storage}}),
-			ControllerAnswer{Offline: []coord.TopicPartition{{Topic: "a", Partition: 0}, {Topic: "b", Partition: 0}}}},
+			replica.ControllerAnswer{Offline: []coord.TopicPartition{{Topic: "a", Partition: 0}, {Topic: "b", Partition: 0}}}},
 		{"stale controller epoch", lair, leaderAndIsr(stale, map[[16]byte][]int16{idA: {stale, stale}, idB: {stale}}),
-			ControllerAnswer{Code: stale}},
-		{"stale UpdateMetadata", &controller.UpdateMetadataRequest{}, um, ControllerAnswer{Code: stale}},
+			replica.ControllerAnswer{Code: stale}},
+		{"stale UpdateMetadata", &controller.UpdateMetadataRequest{}, um, replica.ControllerAnswer{Code: stale}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := decodeControllerResponse(tc.req, tc.resp)
@@ -129,7 +130,7 @@ func TestLeaderAndIsrStorageErrorMovesLeadership(t *testing.T) {
 	createAssignedTopic(t, ctx, brokers, topic, [][]int32{{2, 1, 3}})
 	tp := coord.TopicPartition{Topic: topic, Partition: 0}
 	waitFor(t, ctx, "broker 2's replica offline and out of the ISR everywhere", func() bool {
-		if !b2.replicas.logDirs.ReplicaOffline(tp) {
+		if !b2.replicas.LogDirs().ReplicaOffline(tp) {
 			return false
 		}
 		for _, b := range brokers {
@@ -163,9 +164,9 @@ func TestLeaderAndIsrStorageErrorMovesLeadership(t *testing.T) {
 	}
 	heartbeat := func(to *Broker, epoch int64) int16 {
 		req := kmsg.NewPtrBrokerHeartbeatRequest()
-		req.SetVersion(BrokerHeartbeatVersion)
+		req.SetVersion(replica.BrokerHeartbeatVersion)
 		req.BrokerID, req.BrokerEpoch = other.cfg.BrokerID, epoch
-		req.OfflineLogDirs = [][16]byte{logDirID(other.cfg.LogDirs[0])}
+		req.OfflineLogDirs = [][16]byte{replica.LogDirID(other.cfg.LogDirs[0])}
 		return askBroker[*kmsg.BrokerHeartbeatResponse](t, to, req).ErrorCode
 	}
 	for _, tc := range []struct {
@@ -283,7 +284,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 
 	cluster.FillFileSystem(t, filepath.Join(fullDir, "filler"))
 	value := make([]byte, 8<<10)
-	for i := 0; !b2.replicas.logDirs.Offline(fullDir); i++ {
+	for i := 0; !b2.replicas.LogDirs().Offline(fullDir); i++ {
 		if ctx.Err() != nil {
 			t.Fatalf("dir %s still online after %d produces to a full disk", fullDir, i)
 		}
@@ -350,7 +351,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		_, _, parts := metadataOf(t, brokers[0], topic)
 		return len(parts) == 4 && !slices.ContainsFunc(parts, func(v partitionView) bool { return !slices.Contains(v.isr, 2) })
 	})
-	if n := restarted.replicas.logDirs.OfflineCount(); n != 0 {
+	if n := restarted.replicas.LogDirs().OfflineCount(); n != 0 {
 		t.Errorf("restarted broker 2: got %d offline log dirs, want 0", n)
 	}
 	for _, p := range inFull {

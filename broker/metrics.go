@@ -313,12 +313,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if b.member.Controller() != nil {
 		active = 1
 	}
-	// A controller request may hold stateMu while it opens logs or
+	// A controller request may hold the replica manager's state while it opens logs or
 	// truncates: a scrape then reports the epoch it read last rather than
 	// wait.
-	if b.replicas.stateMu.TryLock() {
-		c.lastControllerEpoch.Store(b.replicas.controllerEpoch)
-		b.replicas.stateMu.Unlock()
+	if epoch, ok := b.replicas.TryControllerEpoch(); ok {
+		c.lastControllerEpoch.Store(epoch)
 	}
 	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(len(parts)))
 	ch <- prometheus.MustNewConstMetric(c.leaderPartitions, prometheus.GaugeValue, float64(leading))
@@ -326,5 +325,5 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
 	ch <- prometheus.MustNewConstMetric(c.activeController, prometheus.GaugeValue, active)
 	ch <- prometheus.MustNewConstMetric(c.controllerEpoch, prometheus.GaugeValue, float64(c.lastControllerEpoch.Load()))
-	ch <- prometheus.MustNewConstMetric(c.offlineLogDirs, prometheus.GaugeValue, float64(b.replicas.logDirs.OfflineCount()))
+	ch <- prometheus.MustNewConstMetric(c.offlineLogDirs, prometheus.GaugeValue, float64(b.replicas.LogDirs().OfflineCount()))
 }

@@ -299,9 +299,7 @@ func (b *Broker) knowsProducer(topic string, partition int32, id int64) bool {
 	if p == nil {
 		return false
 	}
-	p.appendMu.Lock()
-	defer p.appendMu.Unlock()
-	return p.producers.Knows(id)
+	return p.KnowsProducer(id)
 }
 
 // producerIDRefusalLogInterval is how often at most a refused producer id

@@ -200,7 +200,7 @@ func TestInitProducerIDBumpsEpochAndFencesOlder(t *testing.T) {
 	if _, err := produceAsProducer(t, b, topic, id, epoch, 1, "zombie"); err != kerr.InvalidProducerEpoch {
 		t.Fatalf("produce at the older epoch 0 after epoch 1 wrote: got %v, want INVALID_PRODUCER_EPOCH", err)
 	}
-	if end := b.replicas.PartitionFor(topic, 0).log.EndOffset(); end != 2 {
+	if end := b.replicas.PartitionFor(topic, 0).Log().EndOffset(); end != 2 {
 		t.Fatalf("log end offset: got %d, want 2 (the fenced batch not written)", end)
 	}
 

@@ -84,8 +84,8 @@ func TestRetentionLoopHonoursTopicConfigs(t *testing.T) {
 		return o.Offset > 0
 	})
 	p := b.replicas.PartitionFor("retained", 0)
-	if p.log.EndOffset() != 40 {
-		t.Fatalf("got end offset %d, want 40", p.log.EndOffset())
+	if p.Log().EndOffset() != 40 {
+		t.Fatalf("got end offset %d, want 40", p.Log().EndOffset())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/notify"
@@ -63,7 +64,7 @@ func (s *sender) bind(r controller.Results) {
 // report hands the controller what a broker's answer to req tells it.
 // It returns once the controller took it in, or the controller or ctx
 // ended.
-func (s *sender) report(ctx context.Context, to coord.Broker, req controller.Request, ans ControllerAnswer) {
+func (s *sender) report(ctx context.Context, to coord.Broker, req controller.Request, ans replica.ControllerAnswer) {
 	if ans.Code != kerr.StaleControllerEpoch.Code && len(ans.Offline) == 0 {
 		return
 	}
@@ -247,20 +248,20 @@ func (s *sender) deliver(ctx context.Context, d *destination) {
 
 // deliverOne delivers one request, in process to this broker, else over
 // the client connection cl (opened if nil), and returns the answer.
-func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req controller.Request) (ControllerAnswer, error) {
+func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req controller.Request) (replica.ControllerAnswer, error) {
 	if int32(d.to.ID) == s.b.cfg.BrokerID {
 		return s.b.replicas.ApplyControllerRequest(ctx, req), nil
 	}
 	kreq := encodeControllerRequest(req)
 	if kreq == nil {
-		return ControllerAnswer{Code: kerr.InvalidRequest.Code}, nil
+		return replica.ControllerAnswer{Code: kerr.InvalidRequest.Code}, nil
 	}
 	if *cl == nil {
 		// The client's read deadline of a request without a timeout of
 		// its own is its timeout overhead: the controller's bound.
 		c, err := s.b.member.PeerClient(s.b.member.PeerAddr(d.to), kgo.RequestTimeoutOverhead(s.b.cfg.ControllerSocketTimeout))
 		if err != nil {
-			return ControllerAnswer{}, err
+			return replica.ControllerAnswer{}, err
 		}
 		*cl = c
 	}
@@ -268,24 +269,24 @@ func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client
 	defer cancel()
 	kresp, err := (*cl).SeedBrokers()[0].Request(rctx, kreq)
 	if err != nil {
-		return ControllerAnswer{}, err
+		return replica.ControllerAnswer{}, err
 	}
 	return decodeControllerResponse(req, kresp), nil
 }
 
 // decodeControllerResponse turns a broker's kmsg answer to req into a
 // ControllerAnswer; each request's answer is decoded in its numbered file.
-func decodeControllerResponse(req controller.Request, kresp kmsg.Response) ControllerAnswer {
+func decodeControllerResponse(req controller.Request, kresp kmsg.Response) replica.ControllerAnswer {
 	switch resp := kresp.(type) {
 	case *kmsg.LeaderAndISRResponse:
 		r, _ := req.(*controller.LeaderAndIsrRequest)
 		return decodeLeaderAndIsrResponse(r, resp)
 	case *kmsg.UpdateMetadataResponse:
-		return ControllerAnswer{Code: resp.ErrorCode}
+		return replica.ControllerAnswer{Code: resp.ErrorCode}
 	case *kmsg.StopReplicaResponse:
-		return ControllerAnswer{Code: resp.ErrorCode}
+		return replica.ControllerAnswer{Code: resp.ErrorCode}
 	}
-	return ControllerAnswer{Code: kerr.UnknownServerError.Code}
+	return replica.ControllerAnswer{Code: kerr.UnknownServerError.Code}
 }
 
 // encodeControllerRequest turns a controller request into its kmsg

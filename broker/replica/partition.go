@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"fmt"
@@ -97,9 +97,48 @@ func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *config.Config
 // caller must not change them.
 func (p *Partition) TopicConfigs() map[string]string { return *p.configs.Load() }
 
-// brokerCfg returns the broker config the topic's configs were last
-// applied over.
-func (p *Partition) brokerCfg() config.Config { return *p.cfg.Load() }
+// BrokerConfig returns the broker config the topic's configs were last
+// applied over. The caller must not change it.
+func (p *Partition) BrokerConfig() *config.Config { return p.cfg.Load() }
+
+// Topic is the partition's topic.
+func (p *Partition) Topic() string { return p.topic }
+
+// Index is the partition's index in its topic.
+func (p *Partition) Index() int32 { return p.index }
+
+// TopicID is the id of the partition's topic.
+func (p *Partition) TopicID() [16]byte { return p.topicID }
+
+// Log is the partition's log. Appends go through the replica manager
+// (AppendAsLeader, the fetchers), which orders them with the partition's
+// role changes; readers read it directly.
+func (p *Partition) Log() *tlog.Log { return p.log }
+
+// KnowsProducer reports whether the partition's producer state holds
+// producer id: a producer that wrote to it and did not expire.
+func (p *Partition) KnowsProducer(id int64) bool {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producers.Knows(id)
+}
+
+// ProducerState returns how the partition's producer state was last
+// recovered (from which snapshot, reading which offsets) and how many
+// producers it holds.
+func (p *Partition) ProducerState() (load tlog.ProducerLoad, producers int) {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producersLoad, p.producers.Len()
+}
+
+// ActiveProducers returns the idempotent producers the partition's
+// producer state holds (DescribeProducers).
+func (p *Partition) ActiveProducers() []replication.ProducerState {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producers.Active()
+}
 
 // noConfigs are the configs of a topic without overrides, shared by its
 // replicas.
@@ -207,7 +246,15 @@ func (p *Partition) Watch(wake chan struct{}) {
 	p.mu.Unlock()
 }
 
-// Unwatch removes a channel registered with watch.
+// WaitingFetches returns how many fetches wait for the partition to grow
+// (Watch).
+func (p *Partition) WaitingFetches() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.waiters)
+}
+
+// Unwatch removes a channel registered with Watch.
 func (p *Partition) Unwatch(wake chan struct{}) {
 	p.mu.Lock()
 	delete(p.waiters, wake)

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -28,7 +27,8 @@ import (
 // epoch and ISR are held once, by its replication.Partition.
 //
 // Its dependencies on the rest of the broker are the fields below the
-// line "dependencies", set by New and not changed after:
+// line "dependencies", set by NewManager (from Deps) and not changed
+// after:
 //
 //   - cfg, the broker's configuration, and dyn, the dynamic configs
 //     (Configs): the live config (current), the topics' configs
@@ -75,14 +75,14 @@ type Manager struct {
 	// controller; hwCkpt holds the high watermarks read at start.
 	fetchers *fetcherManager
 	isr      *isrSender
-	hwCkpt   *replica.HWCheckpoints
+	hwCkpt   *HWCheckpoints
 	// files is the pool through which every log of the broker opens its
 	// segment files (log.open.files.max).
 	files *tlog.FilePool
 	// logDirs are the log dirs: their locks, the ones gone offline and
 	// the replicas offline until restart (logdirs.go); its Failed wakes
 	// logDirLoop.
-	logDirs *replica.LogDirs
+	logDirs *LogDirs
 	// waitMu guards waiting, the partitions with acks=all produces or
 	// DeleteRecords waiting (queueWait), which tickLoop ticks every
 	// interval; it is taken before a partition's repMu.
@@ -90,9 +90,13 @@ type Manager struct {
 	waiting map[*Partition]struct{}
 
 	// openReplicaHook, if not nil, is called at the start of each
-	// openReplica: tests block it to hold a LeaderAndIsr in its log
-	// opens. It is nil in production; a test sets it with stateMu held.
-	openReplicaHook func(coord.TopicPartition)
+	// openReplica with whether the fetchers are held: tests block it to
+	// hold a LeaderAndIsr in its log opens (SetOpenReplicaHook). It is
+	// nil in production; it is set with stateMu held.
+	openReplicaHook func(tp coord.TopicPartition, fetchersHeld bool)
+
+	// wg counts the loops Start starts; Close waits for them.
+	wg sync.WaitGroup
 
 	// dependencies
 	cfg           *config.Config
@@ -104,11 +108,128 @@ type Manager struct {
 	member        Membership
 	roleChanged   func(p *Partition)
 	resign        func(index int32)
-	followerQuota *replica.Quota
+	followerQuota *Quota
 	closing       <-chan struct{}
 }
 
+// Deps are the replica manager's dependencies on the rest of the
+// broker (see Manager).
+type Deps struct {
+	Configs       Configs
+	Logger        hclog.Logger
+	Metrics       Metrics
+	Backend       coord.Backend
+	Metadata      Metadata
+	Membership    Membership
+	RoleChanged   func(p *Partition)
+	Resign        func(index int32)
+	FollowerQuota *Quota
+	// Closing is closed when the broker closes: the manager's loops and
+	// fetchers end on it, and Close may then be called.
+	Closing <-chan struct{}
+}
+
+// NewManager returns the replica manager of a broker configured by cfg
+// (which the caller no longer changes), holding logDirs (locked by
+// OpenLogDirs) and the high watermarks hwCkpt read from them. It opens
+// no partition: the controller's LeaderAndIsr does. Start starts its
+// loops.
+func NewManager(cfg *config.Config, logDirs *LogDirs, hwCkpt *HWCheckpoints, d Deps) *Manager {
+	m := &Manager{
+		replicas:      make(map[coord.TopicPartition]*Partition),
+		controllerID:  coord.NoBroker,
+		waiting:       map[*Partition]struct{}{},
+		hwCkpt:        hwCkpt,
+		files:         tlog.NewFilePool(int(cfg.LogOpenFilesMax)),
+		logDirs:       logDirs,
+		cfg:           cfg,
+		dyn:           d.Configs,
+		logger:        d.Logger,
+		metrics:       d.Metrics,
+		backend:       d.Backend,
+		cache:         d.Metadata,
+		member:        d.Membership,
+		roleChanged:   d.RoleChanged,
+		resign:        d.Resign,
+		followerQuota: d.FollowerQuota,
+		closing:       d.Closing,
+	}
+	m.fetchers = newFetcherManager(m)
+	m.isr = newISRSender(m)
+	return m
+}
+
+// Start starts the manager's loops: the log dir failure reports, the
+// background maintenance (retention, checkpoints, producer expiry,
+// flushes), the ticks of waiting produces, the ISR reports and, with
+// log.cleaner.enable, the log cleaner. They end when Closing closes.
+func (m *Manager) Start() {
+	loops := []func(){m.logDirLoop, m.backgroundLoop, m.tickLoop, m.isr.run}
+	if m.cfg.LogCleanerEnable {
+		loops = append(loops, m.cleanerLoop)
+	}
+	m.wg.Add(len(loops))
+	for _, loop := range loops {
+		go func() {
+			defer m.wg.Done()
+			loop()
+		}()
+	}
+}
+
+// Close, once Closing is closed and no request reaches the manager any
+// more, waits for its loops, stops its fetchers, writes the high
+// watermark checkpoint, writes the producer snapshots and closes every
+// log, and unlocks the log dirs.
+func (m *Manager) Close() error {
+	m.wg.Wait()
+	m.fetchers.close()
+	if err := m.WriteHWCheckpoints(); err != nil {
+		m.logger.Error("high watermark checkpoint failed", "error", err)
+	}
+	err := m.closeLogs()
+	m.logDirs.Unlock()
+	return err
+}
+
+// AcceptedController returns the controller whose requests were last
+// accepted (coord.NoBroker before the first) and the highest controller
+// epoch accepted.
+func (m *Manager) AcceptedController() (coord.BrokerID, int64) {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	return m.controllerID, m.controllerEpoch
+}
+
+// TryControllerEpoch returns the highest controller epoch accepted, or
+// false while a controller request is being applied (it may hold the
+// state for as long as it opens logs or truncates).
+func (m *Manager) TryControllerEpoch() (int64, bool) {
+	if !m.stateMu.TryLock() {
+		return 0, false
+	}
+	defer m.stateMu.Unlock()
+	return m.controllerEpoch, true
+}
+
+// LogDirs returns the broker's log dirs.
+func (m *Manager) LogDirs() *LogDirs { return m.logDirs }
+
+// OpenSegmentFiles returns how many segment files the broker's logs hold
+// open (log.open.files.max bounds them).
+func (m *Manager) OpenSegmentFiles() int { return m.files.Open() }
+
+// SetOpenReplicaHook makes every replica open of a LeaderAndIsr call
+// hook first, with the partition and whether the fetchers are held: a
+// test hook, to hold a LeaderAndIsr in its log opens. nil removes it.
+func (m *Manager) SetOpenReplicaHook(hook func(tp coord.TopicPartition, fetchersHeld bool)) {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	m.openReplicaHook = hook
+}
+
 // Partitions returns every open partition.
+
 func (m *Manager) Partitions() []*Partition {
 	m.replicasMu.RLock()
 	defer m.replicasMu.RUnlock()

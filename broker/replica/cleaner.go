@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"errors"
@@ -27,14 +27,14 @@ func (m *Manager) cleanerLoop() {
 		case <-m.closing:
 			return
 		case now := <-backoff.C:
-			m.cleanLogs(now)
+			m.CleanLogs(now)
 		}
 	}
 }
 
-// cleanLogs runs one cleaner round at now over every compacted replica
+// CleanLogs runs one cleaner round at now over every compacted replica
 // and returns how many passes cleaned something.
-func (m *Manager) cleanLogs(now time.Time) int {
+func (m *Manager) CleanLogs(now time.Time) int {
 	cleaned := 0
 	for _, p := range m.Partitions() {
 		if compact, _ := config.CleanupPolicy(p.TopicConfigs()); !compact {

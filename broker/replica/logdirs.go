@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -34,18 +33,18 @@ func (p *Partition) LogDir() string { return filepath.Dir(p.dir) }
 // CheckStorage takes p's log dir offline when err is a storage error and
 // reports whether it was one.
 func (m *Manager) CheckStorage(p *Partition, err error) bool {
-	if !replica.IsStorageError(err) {
+	if !IsStorageError(err) {
 		return false
 	}
-	m.failLogDir(p.LogDir(), err)
+	m.FailLogDir(p.LogDir(), err)
 	return true
 }
 
-// failLogDir takes log dir dir offline because of cause: from now on its
+// FailLogDir takes log dir dir offline because of cause: from now on its
 // replicas answer KAFKA_STORAGE_ERROR and no new replica is placed in it.
 // It does not block: logDirLoop closes the replicas and tells the
 // controller.
-func (m *Manager) failLogDir(dir string, cause error) {
+func (m *Manager) FailLogDir(dir string, cause error) {
 	failed, online := m.logDirs.Fail(dir, cause)
 	if !failed {
 		return
@@ -100,7 +99,7 @@ func (m *Manager) closeOfflineReplicas() {
 		}
 		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
 		m.logDirs.MarkReplicaOffline(tp)
-		p.failAcks(replica.ErrLogDirOffline)
+		p.failAcks(ErrLogDirOffline)
 		m.removeReplica(tp, false)
 		m.logger.Warn("replica offline", "partition", tp, "dir", p.LogDir())
 	}
@@ -125,7 +124,7 @@ func (m *Manager) notifyLogDirFailure() error {
 	req.SetVersion(BrokerHeartbeatVersion)
 	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = m.cfg.BrokerID, epoch, -1
 	for _, dir := range m.logDirs.OfflineDirs() {
-		req.OfflineLogDirs = append(req.OfflineLogDirs, logDirID(dir))
+		req.OfflineLogDirs = append(req.OfflineLogDirs, LogDirID(dir))
 	}
 	kresp, err := m.member.AskController(ctx, req)
 	if err != nil {
@@ -138,9 +137,9 @@ func (m *Manager) notifyLogDirFailure() error {
 	return kerr.ErrorForCode(code)
 }
 
-// logDirID names a log dir in OfflineLogDirs: the first 16 bytes of the
+// LogDirID names a log dir in OfflineLogDirs: the first 16 bytes of the
 // SHA-256 of its path (tripod keeps no directory.id in meta.properties).
-func logDirID(dir string) [16]byte {
+func LogDirID(dir string) [16]byte {
 	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
 	var id [16]byte
 	copy(id[:], sum[:16])
@@ -173,9 +172,9 @@ func (m *Manager) WriteHWCheckpoints() error {
 	})
 	var first error
 	for d, entries := range byDir {
-		err := replica.WriteHWCheckpoint(d, entries)
-		if err != nil && replica.IsStorageError(err) {
-			m.failLogDir(d, err)
+		err := WriteHWCheckpoint(d, entries)
+		if err != nil && IsStorageError(err) {
+			m.FailLogDir(d, err)
 		}
 		if err != nil && first == nil {
 			first = fmt.Errorf("write high watermark checkpoint in %s: %w", d, err)

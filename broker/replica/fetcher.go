@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -19,6 +19,12 @@ import (
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
+
+// MaxSessionRefresh bounds the interval between two fetches of a session
+// that serve all its partitions: a follower's recorded fetch of an idle
+// partition is never older than this, and an ISR expansion refused by
+// the controller is proposed again within it.
+const MaxSessionRefresh = time.Second
 
 // fetcherManager runs num.replica.fetchers fetchers per leader this
 // broker follows, as Kafka's replica fetcher threads: each is one
@@ -51,12 +57,12 @@ type fetcherKey struct {
 	id     int32
 }
 
-// fetcherID is the fetcher of n that fetches tp, by Kafka's formula
+// FetcherID is the fetcher of n that fetches tp, by Kafka's formula
 // (AbstractFetcherManager.getFetcherId): the absolute value of 31 times
 // the topic's Java hash code plus the partition, modulo n. A broker
 // applying the same num.replica.fetchers spreads partitions as Kafka's
 // does.
-func fetcherID(topic string, partition, n int32) int32 {
+func FetcherID(topic string, partition, n int32) int32 {
 	if n == 1 {
 		return 0 // the default: no hash on a LeaderAndIsr's path
 	}
@@ -95,6 +101,32 @@ func (m *fetcherManager) release() {
 	}
 	clear(m.touched)
 }
+
+// FetcherInfo is one partition this broker follows and the fetcher that
+// copies it: the leader it fetches from and the fetcher's number among
+// that leader's fetchers (num.replica.fetchers; Kafka's
+// ReplicaFetcherThread-<id>-<leader>).
+type FetcherInfo struct {
+	Partition coord.TopicPartition
+	Leader    coord.BrokerID
+	ID        int32
+}
+
+// Fetchers returns the partitions this broker's fetchers copy, and which
+// fetcher copies each.
+func (m *Manager) Fetchers() []FetcherInfo {
+	m.fetchers.mu.Lock()
+	defer m.fetchers.mu.Unlock()
+	out := make([]FetcherInfo, 0, len(m.fetchers.byPartition))
+	for p, f := range m.fetchers.byPartition {
+		out = append(out, FetcherInfo{Partition: coord.TopicPartition{Topic: p.topic, Partition: p.index}, Leader: f.leader, ID: f.id})
+	}
+	return out
+}
+
+// StopFetchers stops every fetcher for good: the broker no longer copies
+// the partitions it follows (a test's way to make a follower lag).
+func (m *Manager) StopFetchers() { m.fetchers.close() }
 
 // pokeLocked restarts f now, or at release while held.
 func (m *fetcherManager) pokeLocked(f *fetcher) {
@@ -199,7 +231,7 @@ func (m *fetcherManager) assign(p *Partition, leader coord.BrokerID, leaderEpoch
 		return
 	}
 	m.detachLocked(p)
-	key := fetcherKey{leader: leader, id: fetcherID(p.topic, p.index, m.rm.cfg.NumReplicaFetchers)}
+	key := fetcherKey{leader: leader, id: FetcherID(p.topic, p.index, m.rm.cfg.NumReplicaFetchers)}
 	f := m.fetchers[key]
 	if f == nil {
 		ctx, cancel := context.WithCancel(context.Background())

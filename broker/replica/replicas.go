@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
@@ -155,8 +154,8 @@ func (m *Manager) ApplyLeaderAndIsr(ctx context.Context, r *controller.LeaderAnd
 			if o.err != nil {
 				m.logger.Error("open replica failed: the replica is offline until restart", "partition", tp, "error", o.err)
 				m.logDirs.MarkReplicaOffline(tp)
-				if dir, derr := m.logDirs.Place(info.Topic, info.Partition); derr == nil && replica.IsStorageError(o.err) {
-					m.failLogDir(filepath.Dir(dir), o.err)
+				if dir, derr := m.logDirs.Place(info.Topic, info.Partition); derr == nil && IsStorageError(o.err) {
+					m.FailLogDir(filepath.Dir(dir), o.err)
 				}
 				codes[i] = kerr.KafkaStorageError.Code
 				offline++
@@ -320,13 +319,16 @@ func (m *Manager) openReplicas(ctx context.Context, parts []controller.Partition
 // controller assigned to this broker. It touches no broker state.
 func (m *Manager) openReplica(info controller.PartitionInfo, configs map[string]string) (*Partition, error) {
 	if m.openReplicaHook != nil {
-		m.openReplicaHook(info.TopicPartition())
+		m.fetchers.mu.Lock()
+		held := m.fetchers.held
+		m.fetchers.mu.Unlock()
+		m.openReplicaHook(info.TopicPartition(), held)
 	}
 	dir, err := m.logDirs.Place(info.Topic, info.Partition)
 	if err != nil {
 		return nil, err
 	}
-	removed, err := replica.ClaimPartitionDir(dir, info.TopicID)
+	removed, err := ClaimPartitionDir(dir, info.TopicID)
 	if err != nil {
 		return nil, fmt.Errorf("partition metadata of %s in %s: %w", info.TopicPartition(), dir, err)
 	}

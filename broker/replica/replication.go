@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"errors"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -359,7 +358,7 @@ func (m *Manager) logStartMoved(p *Partition) {
 // AppendErrors answers an append, an acks wait or a DeleteRecords: the
 // table's replication and log rows, and an offline log dir
 // KAFKA_STORAGE_ERROR.
-var AppendErrors = kafkaerr.Append.With(replica.ErrLogDirOffline, kerr.KafkaStorageError)
+var AppendErrors = kafkaerr.Append.With(ErrLogDirOffline, kerr.KafkaStorageError)
 
 // newReplicationState returns the state machine of a replica this broker
 // opens.
