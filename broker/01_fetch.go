@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/fetchsession"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -15,7 +16,7 @@ import (
 
 // Fetch v4..v12: v4 is the first with v2 record batches and isolation
 // levels, v7 the first with incremental fetch sessions (KIP-227,
-// fetch_session.go); v13+ names topics by ID.
+// broker/fetchsession); v13+ names topics by ID.
 func init() { registerAPI(fetchKey, 4, 12, handleFetch) }
 
 // fetchKey is Fetch's api key.
@@ -97,15 +98,15 @@ func collapseDuplicatePartitions(r *kmsg.FetchRequest) {
 // one over the partitions of the session that changed, whose answer keeps
 // only what the client has not heard), waiting as handleFetch describes.
 func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
-	sr := b.fetchSessions.begin(r, time.Now())
-	if sr.errorCode != 0 {
+	sr := b.fetchSessions.Begin(r, time.Now())
+	if sr.ErrorCode != 0 {
 		resp := r.ResponseKind().(*kmsg.FetchResponse)
 		resp.SetVersion(r.Version)
-		resp.ErrorCode = sr.errorCode
+		resp.ErrorCode = sr.ErrorCode
 		return resp
 	}
 	resp, short := b.fetchNow(ctx, r, &sr)
-	b.fetchSessions.end(sr, resp, short)
+	b.fetchSessions.End(sr, resp, short)
 	return resp
 }
 
@@ -114,7 +115,7 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 // session's wake-up and adds the partitions that change meanwhile; any
 // other watches the partitions r names. It also returns the partitions
 // answered without records though records were there to read.
-func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *sessionRequest) (*kmsg.FetchResponse, map[coord.TopicPartition]struct{}) {
+func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchsession.Request) (*kmsg.FetchResponse, map[coord.TopicPartition]struct{}) {
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
 	deadline := time.Now().Add(wait)
@@ -122,23 +123,24 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 	// Register for wake-ups before the first read so that no append
 	// between the read and the wait is missed (a session watches its
 	// partitions all along).
-	var wake chan struct{}
-	if sr.subset {
-		wake = sr.session.wake
+	var wake <-chan struct{}
+	if sr.Subset {
+		wake = sr.Session.Wake()
 	} else {
-		wake = make(chan struct{}, 1)
+		w := make(chan struct{}, 1)
+		wake = w
 		var watched []*replica.Partition
 		for _, rt := range r.Topics {
 			for _, rp := range rt.Partitions {
 				if p := b.replicas.PartitionFor(rt.Topic, rp.Partition); p != nil {
-					p.Watch(wake)
+					p.Watch(w)
 					watched = append(watched, p)
 				}
 			}
 		}
 		defer func() {
 			for _, p := range watched {
-				p.Unwatch(wake)
+				p.Unwatch(w)
 			}
 		}()
 	}
@@ -148,7 +150,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 	var replicaCodes map[coord.TopicPartition]int16
 	if r.ReplicaID >= 0 {
 		replicaCodes = b.replicas.RecordFollowerFetch(r)
-		b.replicas.RecordIdlePositions(sr.idle, r.ReplicaID)
+		b.replicas.RecordIdlePositions(sr.Idle, r.ReplicaID)
 	}
 
 	var timer *time.Timer
@@ -163,7 +165,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 		}
 		select {
 		case <-wake:
-			if sr.subset && !b.fetchSessions.extend(*sr, r) {
+			if sr.Subset && !b.fetchSessions.Extend(*sr, r) {
 				continue
 			}
 		case <-timer.C:

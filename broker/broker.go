@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/fetchsession"
 	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
@@ -73,7 +74,7 @@ type Broker struct {
 	closing   chan struct{}
 	// fetchSessions are the incremental fetch sessions of the clients
 	// and followers fetching from this broker (KIP-227).
-	fetchSessions *fetchSessions
+	fetchSessions *fetchsession.Cache
 	// conns is the connection layer serving the listeners: framing,
 	// admission, muting, connection limits and the request pool
 	// (queued.max.request.bytes).
@@ -110,13 +111,13 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		logger:         logger,
 		cache:          newMetadataCache(),
 		closing:        make(chan struct{}),
-		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, replica.MaxSessionRefresh), nil),
 	}
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
-	b.fetchSessions.resolve = func(tp coord.TopicPartition) *replica.Partition {
-		return b.replicas.PartitionFor(tp.Topic, tp.Partition)
-	}
+	b.fetchSessions = fetchsession.NewCache(fetchsession.CacheSlots, min(cfg.ReplicaLagTimeMax/4, replica.MaxSessionRefresh),
+		func(tp coord.TopicPartition) *replica.Partition {
+			return b.replicas.PartitionFor(tp.Topic, tp.Partition)
+		})
 	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota,
 		partitions: func() []*replica.Partition { return b.replicas.Partitions() }}
 	b.metrics = newMetrics(b)

@@ -441,7 +441,7 @@ type IdlePosition struct {
 }
 
 // RecordIdlePositions records a follower's positions in the idle
-// partitions of its session (a refresh, fetch_session.go), as
+// partitions of its session (a refresh, broker/fetchsession), as
 // RecordFollowerFetch records those it names. Nothing changed in them
 // since the follower was last answered, so there is no error to tell it;
 // one that stopped leading here meanwhile refuses the position (its
