@@ -68,7 +68,7 @@ func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			if err == nil && !r.ValidateOnly {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
 				b.member.waitPropagated(wctx)
-				if !b.cache.waitFor(wctx, b.closing, func() bool { return b.cache.topicReady(rt.Topic, created.Partitions()) }) {
+				if !b.cache.WaitFor(wctx, b.closing, func() bool { return b.cache.TopicReady(rt.Topic, created.Partitions()) }) {
 					kind, err = kerr.RequestTimedOut, fmt.Errorf("topic %s created; its leaders are not known here yet", rt.Topic)
 				}
 				cancel()

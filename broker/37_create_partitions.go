@@ -50,7 +50,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 			} else if !r.ValidateOnly {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
 				b.member.waitPropagated(wctx)
-				if !b.cache.waitFor(wctx, b.closing, func() bool { return b.cache.topicReady(rt.Topic, int(rt.Count)) }) {
+				if !b.cache.WaitFor(wctx, b.closing, func() bool { return b.cache.TopicReady(rt.Topic, int(rt.Count)) }) {
 					st.ErrorCode = kerr.RequestTimedOut.Code
 				}
 				cancel()
@@ -68,8 +68,8 @@ func (b *Broker) createPartitionsCount(r *kmsg.CreatePartitionsRequest) int64 {
 	var total int64
 	for _, rt := range r.Topics {
 		have := 0
-		if t, ok := b.cache.topic(rt.Topic); ok {
-			have = len(t.partitions)
+		if t, ok := b.cache.Topic(rt.Topic); ok {
+			have = len(t.Partitions)
 		}
 		if n := int64(rt.Count) - int64(have); n > 0 {
 			total += n

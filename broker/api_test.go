@@ -81,12 +81,12 @@ func TestCreateTopicsChecksEveryField(t *testing.T) {
 			if err := kerr.ErrorForCode(got.ErrorCode); err != errOrNil(c.wantErr) {
 				t.Fatalf("got error %v, want %v", err, c.wantErr)
 			}
-			tp, ok := b.cache.topic(c.topic)
+			tp, ok := b.cache.Topic(c.topic)
 			if c.wantCreated == 0 && ok {
-				t.Fatalf("topic %s exists with %d partitions, want none", c.topic, len(tp.partitions))
+				t.Fatalf("topic %s exists with %d partitions, want none", c.topic, len(tp.Partitions))
 			}
-			if c.wantCreated > 0 && (!ok || int32(len(tp.partitions)) != c.wantCreated) {
-				t.Fatalf("topic %s: got %d partitions (exists %v), want %d", c.topic, len(tp.partitions), ok, c.wantCreated)
+			if c.wantCreated > 0 && (!ok || int32(len(tp.Partitions)) != c.wantCreated) {
+				t.Fatalf("topic %s: got %d partitions (exists %v), want %d", c.topic, len(tp.Partitions), ok, c.wantCreated)
 			}
 			configs := b.replicas.TopicConfigs(context.Background(), []string{c.topic})[c.topic]
 			for k, v := range c.configs {
@@ -422,7 +422,7 @@ func TestDeleteTopicsAndDescribeConfigs(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the fetch waiting on the deleted topic was not answered")
 	}
-	if _, ok := b.cache.topic("doomed"); ok {
+	if _, ok := b.cache.Topic("doomed"); ok {
 		t.Fatalf("topic doomed still exists")
 	}
 	again, err := adm.DeleteTopics(ctx, "doomed")

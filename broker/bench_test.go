@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/scale"
@@ -328,12 +329,12 @@ func BenchmarkRestartFollowerBackInISR(bm *testing.B) {
 			return err == nil || errors.Is(err, kerr.TopicAlreadyExists)
 		})
 		inISR := func(b *Broker, id int32, want int) bool {
-			t, ok := b.cache.topic("restart")
-			if !ok || len(t.partitions) != n {
+			t, ok := b.cache.Topic("restart")
+			if !ok || len(t.Partitions) != n {
 				return false
 			}
 			count := 0
-			for _, p := range t.partitions {
+			for _, p := range t.Partitions {
 				if slices.Contains(p.ISR, coord.BrokerID(id)) {
 					count++
 				}
@@ -461,7 +462,7 @@ func BenchmarkApplyUpdateMetadata100k(b *testing.B) {
 		}
 	})
 	b.Run("Apply", func(b *testing.B) {
-		c := newMetadataCache()
+		c := metadata.NewCache()
 		c.Update(decoded, true)
 		for b.Loop() {
 			c.Update(decoded, true)

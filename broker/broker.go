@@ -21,6 +21,7 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/fetchsession"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
@@ -41,7 +42,7 @@ type Broker struct {
 	listeners   []*listener
 	interBroker *listener
 	backend     coord.Backend
-	cache       *metadataCache
+	cache       *metadata.Cache
 	// sasl answers SaslHandshake and SaslAuthenticate (security.Server).
 	sasl *security.Server
 	// authz checks every request against the ACLs (security.Authorizer); nil
@@ -109,7 +110,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		refusedBatches: rateLimitedLog{interval: time.Second},
 		cfg:            cfg,
 		logger:         logger,
-		cache:          newMetadataCache(),
+		cache:          metadata.NewCache(),
 		closing:        make(chan struct{}),
 	}
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize

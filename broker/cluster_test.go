@@ -68,7 +68,7 @@ func startRaftClusterWith(t testing.TB, n int, configure func(*config.Config)) [
 	ctx := testContext(t, time.Minute)
 	for _, b := range brokers {
 		waitFor(t, ctx, fmt.Sprintf("broker %d to see %d live brokers and a controller", b.ID(), n), func() bool {
-			id, live, _ := b.cache.view()
+			id, live, _ := b.cache.View()
 			if ctx.Err() != nil {
 				t.Logf("broker %d: controller %d, live %v", b.ID(), id, live)
 			}
@@ -140,7 +140,7 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	for _, b := range brokers {
 		byID[b.ID()] = b
 	}
-	controllerID, _, _ := brokers[0].cache.view()
+	controllerID, _, _ := brokers[0].cache.View()
 	controller := byID[int32(controllerID)]
 	var other *Broker
 	for _, b := range brokers {
@@ -361,7 +361,7 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 	for range bm.N {
 		bm.StopTimer()
 		brokers := startRaftCluster(bm, 3)
-		controllerID, _, _ := brokers[0].cache.view()
+		controllerID, _, _ := brokers[0].cache.View()
 		var ctrlBroker, victim, third *Broker
 		for _, b := range brokers {
 			switch {
@@ -387,9 +387,9 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 			bm.Fatalf("create topic wide: %v", err)
 		}
 		ledBy := func(b *Broker, id int32) int {
-			t, _ := b.cache.topic("wide")
+			t, _ := b.cache.Topic("wide")
 			n := 0
-			for _, p := range t.partitions {
+			for _, p := range t.Partitions {
 				if int32(p.Leader) == id {
 					n++
 				}

@@ -49,12 +49,12 @@ func sendForged(t *testing.T, ctx context.Context, b *Broker, req kmsg.Request) 
 // exist, in a LeaderAndIsr from controller at controllerEpoch addressed
 // to brokerEpoch.
 func forgedLeaderAndIsr(b *Broker, topic string, controller int32, controllerEpoch int32, brokerEpoch int64) *kmsg.LeaderAndISRRequest {
-	t, _ := b.cache.topic(topic)
+	t, _ := b.cache.Topic(topic)
 	p := b.replicas.PartitionFor(topic, 0).Role()
 	req := kmsg.NewPtrLeaderAndISRRequest()
 	req.ControllerID, req.ControllerEpoch, req.BrokerEpoch = controller, controllerEpoch, brokerEpoch
 	ts := kmsg.NewLeaderAndISRRequestTopicState()
-	ts.Topic, ts.TopicID = topic, t.id
+	ts.Topic, ts.TopicID = topic, t.ID
 	ps := kmsg.NewLeaderAndISRRequestTopicPartition()
 	ps.Partition, ps.ControllerEpoch = 0, controllerEpoch
 	ps.Leader, ps.LeaderEpoch, ps.ZKVersion = 2, p.LeaderEpoch+1, p.PartitionEpoch+1

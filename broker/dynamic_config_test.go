@@ -408,7 +408,7 @@ func TestTopicConfigsForwardedToTheController(t *testing.T) {
 	})
 	var other *Broker
 	for _, b := range brokers {
-		if id, _, _ := b.cache.view(); id != coord.BrokerID(b.ID()) && b.member.Controller() == nil {
+		if id, _, _ := b.cache.View(); id != coord.BrokerID(b.ID()) && b.member.Controller() == nil {
 			other = b
 		}
 	}

@@ -608,8 +608,8 @@ func keysOf(keys []group.OffsetKey, id string) []group.OffsetKey {
 // offsetsPartitions is the partition count of __consumer_offsets: the
 // topic's, or offsets.topic.num.partitions before it exists.
 func (c *groupCoordinator) offsetsPartitions() int {
-	if t, ok := c.b.cache.topic(group.OffsetsTopic); ok && len(t.partitions) > 0 {
-		return len(t.partitions)
+	if t, ok := c.b.cache.Topic(group.OffsetsTopic); ok && len(t.Partitions) > 0 {
+		return len(t.Partitions)
 	}
 	return int(c.b.cfg.OffsetsTopicNumPartitions)
 }
@@ -631,10 +631,10 @@ func (c *groupCoordinator) offsetsReplicationFactor() int {
 // controller, and waits (bounded by ctx) until this broker knows its
 // leaders. Otherwise it says why the topic cannot exist yet.
 func (c *groupCoordinator) ensureOffsetsTopic(ctx context.Context) error {
-	if _, ok := c.b.cache.topic(group.OffsetsTopic); ok {
+	if _, ok := c.b.cache.Topic(group.OffsetsTopic); ok {
 		return nil
 	}
-	_, live, _ := c.b.cache.view()
+	_, live, _ := c.b.cache.View()
 	rf := c.offsetsReplicationFactor()
 	if len(live) < rf {
 		return fmt.Errorf("%s needs offsets.topic.replication.factor=%d live brokers and %d are live", group.OffsetsTopic, rf, len(live))
@@ -648,6 +648,6 @@ func (c *groupCoordinator) ensureOffsetsTopic(ctx context.Context) error {
 	if err := c.b.member.createTopic(ctx, spec); err != nil {
 		return err
 	}
-	c.b.cache.waitFor(ctx, c.b.closing, func() bool { return c.b.cache.topicReady(group.OffsetsTopic, spec.Partitions) })
+	c.b.cache.WaitFor(ctx, c.b.closing, func() bool { return c.b.cache.TopicReady(group.OffsetsTopic, spec.Partitions) })
 	return nil
 }

@@ -42,8 +42,8 @@ func waitServing(t testing.TB, b *Broker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ok := b.cache.waitFor(ctx, b.closing, func() bool {
-		id, live, _ := b.cache.view()
+	ok := b.cache.WaitFor(ctx, b.closing, func() bool {
+		id, live, _ := b.cache.View()
 		if id == coord.NoBroker {
 			return false
 		}
@@ -65,15 +65,15 @@ func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !b.cache.waitFor(ctx, b.closing, func() bool { return b.member.Controller() != nil }) {
+	if !b.cache.WaitFor(ctx, b.closing, func() bool { return b.member.Controller() != nil }) {
 		t.Fatalf("broker %d is not the controller", b.cfg.BrokerID)
 	}
 	ctrl := b.member.Controller()
 	if _, err := ctrl.CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
-	if !b.cache.waitFor(ctx, b.closing, func() bool {
-		return b.cache.topicReady(name, partitions) && b.replicas.PartitionFor(name, int32(partitions-1)) != nil
+	if !b.cache.WaitFor(ctx, b.closing, func() bool {
+		return b.cache.TopicReady(name, partitions) && b.replicas.PartitionFor(name, int32(partitions-1)) != nil
 	}) {
 		t.Fatalf("topic %s: not ready on broker %d", name, b.cfg.BrokerID)
 	}

@@ -22,7 +22,7 @@ import (
 func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	brokers := startRaftCluster(t, 2)
 	ctx := testContext(t, 2*time.Minute)
-	controllerID, _, _ := brokers[0].cache.view()
+	controllerID, _, _ := brokers[0].cache.View()
 	var leader, follower *Broker
 	for _, b := range brokers {
 		if coord.BrokerID(b.ID()) == controllerID {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -50,7 +51,7 @@ type membership struct {
 	cfg     *config.Config
 	logger  hclog.Logger
 	backend coord.Backend
-	cache   *metadataCache
+	cache   *metadata.Cache
 	// interBroker is the listener brokers reach each other on
 	// (inter.broker.listener.name): its name picks a peer's endpoint,
 	// its TLS and SASL settings the client's.
@@ -138,7 +139,7 @@ func (m *membership) watchMembers(ctx context.Context) {
 		members, err := m.backend.WatchMembers(ctx)
 		if err == nil {
 			for live := range members {
-				m.cache.setLive(live)
+				m.cache.SetLive(live)
 			}
 		} else if ctx.Err() == nil {
 			m.logger.Warn("watch live brokers failed; retrying", "error", err)
@@ -336,7 +337,7 @@ func (m *membership) runController(ctx context.Context, term coord.Term) {
 	// the live brokers: its first UpdateMetadata to this broker shows it.
 	if m.waitAccepted(ctx, ctrl, term.Epoch()) {
 		m.setController(ctrl, snd)
-		m.cache.setController(coord.BrokerID(m.cfg.BrokerID))
+		m.cache.SetController(coord.BrokerID(m.cfg.BrokerID))
 		select {
 		case <-ctrl.Done():
 		case <-ctx.Done():
@@ -353,7 +354,7 @@ func (m *membership) runController(ctx context.Context, term coord.Term) {
 // first.
 func (m *membership) waitAccepted(ctx context.Context, ctrl *controller.Controller, epoch int64) bool {
 	for {
-		_, _, changed := m.cache.view()
+		_, _, changed := m.cache.View()
 		if m.acceptedControllerEpoch() >= epoch {
 			return true
 		}
@@ -463,7 +464,7 @@ func (m *membership) CheckBrokerEpoch(ctx context.Context, epoch int64) bool {
 // without a live session holds no leadership.
 func (m *membership) controlledShutdown(ctx context.Context) {
 	start := time.Now()
-	if _, live, _ := m.cache.view(); len(live) == 1 && int32(live[0].ID) == m.cfg.BrokerID {
+	if _, live, _ := m.cache.View(); len(live) == 1 && int32(live[0].ID) == m.cfg.BrokerID {
 		m.logger.Info("controlled shutdown skipped: no other live broker")
 		return
 	}
@@ -535,7 +536,7 @@ var errNoController = errors.New("no live controller known")
 
 // controllerBroker returns the live controller from the metadata cache.
 func (m *membership) controllerBroker() (coord.Broker, error) {
-	id, _, _ := m.cache.view()
+	id, _, _ := m.cache.View()
 	if id == coord.NoBroker {
 		return coord.Broker{}, errNoController
 	}

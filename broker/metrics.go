@@ -235,7 +235,7 @@ func (m *metrics) leaderAndIsrSent(req controller.Request) {
 		if counted, ok := m.elected[key]; ok && p.LeaderEpoch <= counted {
 			continue
 		}
-		if cached, ok := m.b.cache.leaderEpochOf(p.TopicID, p.Topic, p.Partition); ok && p.LeaderEpoch <= cached {
+		if cached, ok := m.b.cache.LeaderEpochOf(p.TopicID, p.Topic, p.Partition); ok && p.LeaderEpoch <= cached {
 			continue
 		}
 		m.elected[key] = p.LeaderEpoch
@@ -302,8 +302,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	var offline int
-	for _, t := range b.cache.allTopics() {
-		for _, p := range t.partitions {
+	for _, t := range b.cache.AllTopics() {
+		for _, p := range t.Partitions {
 			if p.Leader < 0 {
 				offline++
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -142,7 +143,7 @@ func TestRequestLabelTellsFollowerFetches(t *testing.T) {
 // many replicas it is sent to; not a topic's first leaders, not a new
 // controller's resent state, not a partition left without a leader.
 func TestLeaderElectionsCountNewLeaderEpochsOnce(t *testing.T) {
-	b := &Broker{cache: newMetadataCache(), replicas: replica.NewManager(&config.Config{}, &replica.LogDirs{}, nil, replica.Deps{}), member: &membership{}}
+	b := &Broker{cache: metadata.NewCache(), replicas: replica.NewManager(&config.Config{}, &replica.LogDirs{}, nil, replica.Deps{}), member: &membership{}}
 	m := newMetrics(b)
 	topicID := [16]byte{1}
 	state := func(leader coord.BrokerID, epoch int32) controller.PartitionInfo {
@@ -277,7 +278,7 @@ func TestMetricsFollowAControlledShutdown(t *testing.T) {
 // BenchmarkRequestAnswered measures what the metrics add to every request
 // the broker answers: a counter, a histogram and the byte counters.
 func BenchmarkRequestAnswered(bm *testing.B) {
-	m := newMetrics(&Broker{cache: newMetadataCache(), replicas: replica.NewManager(&config.Config{}, &replica.LogDirs{}, nil, replica.Deps{}), member: &membership{}})
+	m := newMetrics(&Broker{cache: metadata.NewCache(), replicas: replica.NewManager(&config.Config{}, &replica.LogDirs{}, nil, replica.Deps{}), member: &membership{}})
 	req := &request{header: requestHeader{key: 0}, kreq: kmsg.NewPtrProduceRequest()}
 	frame := make([]byte, 128)
 	start := time.Now()

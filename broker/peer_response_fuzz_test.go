@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/kafkatest"
@@ -84,14 +85,14 @@ type peerFuzzBroker struct {
 func newPeerFuzzBroker(f *testing.F, peer *kafkatest.Peer) *peerFuzzBroker {
 	f.Helper()
 	cfg := testConfig(f)
-	b := &Broker{cfg: cfg, logger: hclog.NewNullLogger(), cache: newMetadataCache(), closing: make(chan struct{}),
+	b := &Broker{cfg: cfg, logger: hclog.NewNullLogger(), cache: metadata.NewCache(), closing: make(chan struct{}),
 		interBroker: &listener{ListenerSpec: config.ListenerSpec{ListenerAddr: config.ListenerAddr{Name: protocolPlaintext}, Protocol: protocolPlaintext}}}
 	b.member = &membership{cfg: &b.cfg, logger: b.logger, cache: b.cache, interBroker: b.interBroker}
 	b.replicas = replica.NewManager(&b.cfg, &replica.LogDirs{}, nil, replica.Deps{Logger: b.logger, Metadata: b.cache, Membership: b.member, Closing: b.closing})
 	b.metrics = newMetrics(b)
 	host, port := peer.HostPort()
-	b.cache.setController(fakePeerID)
-	b.cache.setLive([]coord.Broker{{ID: fakePeerID, Host: host, Port: port}})
+	b.cache.SetController(fakePeerID)
+	b.cache.SetLive([]coord.Broker{{ID: fakePeerID, Host: host, Port: port}})
 	return &peerFuzzBroker{b: b, addr: peer.Addr()}
 }
 

@@ -31,7 +31,7 @@ func TestTopicsAndDataSurviveRestart(t *testing.T) {
 			t.Fatalf("produce: %v", err)
 		}
 	}
-	before, _ := b.cache.topic("kept")
+	before, _ := b.cache.Topic("kept")
 	cl.Close()
 	if err := b.Close(); err != nil {
 		t.Fatalf("close: %v", err)
@@ -39,8 +39,8 @@ func TestTopicsAndDataSurviveRestart(t *testing.T) {
 
 	b = startBroker(t, cfg)
 	waitFor(t, ctx, "the partitions of kept after restart", func() bool { return b.replicas.PartitionFor("kept", 2) != nil })
-	after, ok := b.cache.topic("kept")
-	if !ok || after.id != before.id || len(after.partitions) != 3 || b.replicas.PartitionFor("kept", 0).TopicConfigs()["retention.ms"] != "86400000" {
+	after, ok := b.cache.Topic("kept")
+	if !ok || after.ID != before.ID || len(after.Partitions) != 3 || b.replicas.PartitionFor("kept", 0).TopicConfigs()["retention.ms"] != "86400000" {
 		t.Fatalf("after restart: got %+v (exists %v), want %+v", after, ok, before)
 	}
 	end, err := kadm.NewClient(newClient(t, b)).ListEndOffsets(ctx, "kept")

@@ -135,16 +135,16 @@ type authzMetadata struct{ b *Broker }
 
 // TopicName implements security.Metadata.
 func (m authzMetadata) TopicName(id [16]byte) (string, bool) {
-	t, ok := m.b.cache.topicByID(id)
+	t, ok := m.b.cache.TopicByID(id)
 	if !ok {
 		return "", false
 	}
-	return t.name, true
+	return t.Name, true
 }
 
 // TopicExists implements security.Metadata.
 func (m authzMetadata) TopicExists(name string) bool {
-	_, ok := m.b.cache.topic(name)
+	_, ok := m.b.cache.Topic(name)
 	return ok
 }
 

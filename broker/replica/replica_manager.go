@@ -404,7 +404,7 @@ type Membership interface {
 }
 
 // Metadata is what the replica manager reads and writes of the
-// metadata cache (metadataCache): an UpdateMetadata's application, and
+// metadata cache (metadata.Cache): an UpdateMetadata's application, and
 // the brokers and partitions the controller last sent.
 type Metadata interface {
 	Update(req *controller.UpdateMetadataRequest, full bool)
