@@ -23,6 +23,7 @@ import (
 	"github.com/tripodmq/tripod/broker/fetchsession"
 	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/network"
+	"github.com/tripodmq/tripod/broker/producerid"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
@@ -61,11 +62,14 @@ type Broker struct {
 
 	// producerIDs hands out producer ids from blocks the backend
 	// reserves for this broker.
-	producerIDs *producerIDManager
+	producerIDs *producerid.Manager
 	// refusedBatches logs produced batches that fail validation, at most
 	// one line a second, so that a client sending garbage cannot fill the
 	// broker's log.
 	refusedBatches rateLimitedLog
+	// refusedProducerIDs logs the producer ids refused for a
+	// connection's principal, at most one line a second.
+	refusedProducerIDs rateLimitedLog
 	// groups coordinates the consumer groups of the __consumer_offsets
 	// partitions this broker leads.
 	groups  *groupCoordinator
@@ -107,11 +111,12 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		logger = hclog.NewNullLogger()
 	}
 	b := &Broker{
-		refusedBatches: rateLimitedLog{interval: time.Second},
-		cfg:            cfg,
-		logger:         logger,
-		cache:          metadata.NewCache(),
-		closing:        make(chan struct{}),
+		refusedBatches:     rateLimitedLog{interval: time.Second},
+		refusedProducerIDs: rateLimitedLog{interval: producerIDRefusalLogInterval},
+		cfg:                cfg,
+		logger:             logger,
+		cache:              metadata.NewCache(),
+		closing:            make(chan struct{}),
 	}
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
@@ -203,7 +208,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 	}
 	b.sasl = security.NewServer(saslListeners, cfg.SASL, cfg.Authorizer.Enabled(), backend, logger.Named("sasl"))
 	b.authz = security.NewAuthorizer(cfg.Authorizer, b.sasl, logger)
-	b.producerIDs = newProducerIDManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
+	b.producerIDs = producerid.NewManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
 	for _, l := range b.listeners {
 		advertised := "(not advertised)"
 		if l.Advertised != nil {
@@ -289,7 +294,7 @@ func (b *Broker) Close() error {
 		}
 		b.stopRun()
 		b.runWG.Wait()
-		b.producerIDs.close()
+		b.producerIDs.Close()
 		if cerr := b.backend.Close(); cerr != nil && !errors.Is(cerr, coord.ErrClosed) {
 			b.logger.Warn("close coordination backend failed", "error", cerr)
 		}

@@ -13,13 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/tripodmq/tripod/broker/config"
-	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/internal/kafkatest"
 )
 
 // The producer id attacks: a client writes under producer ids it was not
 // handed, to make an idempotent producer's acknowledged records vanish as
-// duplicates, or to fence it (producer_id_check.go).
+// duplicates, or to fence it (broker/producerid and producer_id_check.go).
 
 // aliceLogin and intruderLogin are two principals of the SASL listeners
 // of saslConfig: User:alice, whose records are attacked, and User:admin,
@@ -468,38 +467,4 @@ func TestLegacyProducerIDKeepsWriting(t *testing.T) {
 		t.Fatalf("log end offset: got %d, want 5 (the legacy producer's 5 records)", end)
 	}
 	checkServes(t, b)
-}
-
-// TestProducerIDSignature: a signed id verifies for the principal it was
-// signed for and for no other, nor with its mac or its counter changed,
-// nor under another key; every signed id is at least signedProducerIDMin,
-// carries its counter, and counters past producerIDCounterLimit are
-// refused.
-func TestProducerIDSignature(t *testing.T) {
-	s := &producerIDSigner{key: make([]byte, 32)}
-	other := &producerIDSigner{key: append(make([]byte, 31), 1)}
-	alice, bob := security.Principal{Type: "User", Name: "alice"}, security.Principal{Type: "User", Name: "bob"}
-	for _, counter := range []int64{0, 1, 999, 1000, producerIDCounterLimit - 2} {
-		id, err := s.sign(counter, alice)
-		if err != nil {
-			t.Fatalf("sign counter %d: %v", counter, err)
-		}
-		if id < signedProducerIDMin || producerIDCounter(id) != counter {
-			t.Fatalf("sign counter %d: got id %d (counter %d), want an id >= %d carrying the counter", counter, id, producerIDCounter(id), int64(signedProducerIDMin))
-		}
-		for what, ok := range map[string]bool{
-			"its principal":   s.verify(id, alice),
-			"another":         !s.verify(id, bob),
-			"mac changed":     !s.verify(id^1, alice),
-			"counter changed": !s.verify(id+1<<32, alice),
-			"another key":     !other.verify(id, alice),
-		} {
-			if !ok {
-				t.Errorf("id %d of counter %d verified for %s: got the wrong answer", id, counter, what)
-			}
-		}
-	}
-	if id, err := s.sign(producerIDCounterLimit-1, alice); err == nil {
-		t.Errorf("sign counter %d: got id %d, want an error (exhausted)", int64(producerIDCounterLimit-1), id)
-	}
 }
