@@ -186,7 +186,7 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 // v5+ response.
 func (b *Broker) createTopicConfigs(configs map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
-	st := b.dyn.current().configs
+	st := b.dyn.Current().Configs
 	for _, name := range config.TopicKeys() {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = name

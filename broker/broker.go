@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/dynconfig"
 	"github.com/tripodmq/tripod/broker/fetchsession"
 	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/network"
@@ -92,7 +93,7 @@ type Broker struct {
 	wg sync.WaitGroup
 
 	// dyn is the dynamic configs this broker follows and applies.
-	dyn *dynamicConfigs
+	dyn *dynconfig.Configs
 	// leaderQuota and followerQuota are the replication throttles.
 	leaderQuota, followerQuota *replica.Quota
 }
@@ -124,8 +125,6 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		func(tp coord.TopicPartition) *replica.Partition {
 			return b.replicas.PartitionFor(tp.Topic, tp.Partition)
 		})
-	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota,
-		partitions: func() []*replica.Partition { return b.replicas.Partitions() }}
 	b.metrics = newMetrics(b)
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
@@ -175,7 +174,8 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
-	b.dyn.backend = backend
+	b.dyn = dynconfig.New(&b.cfg, logger, backend, b.leaderQuota, b.followerQuota,
+		func() []*replica.Partition { return b.replicas.Partitions() })
 	b.member = &membership{
 		cfg:                     &b.cfg,
 		logger:                  logger,
@@ -230,7 +230,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 	}()
 	go func() {
 		defer b.runWG.Done()
-		b.dyn.watchConfigs(runCtx)
+		b.dyn.Watch(runCtx)
 	}()
 	go func() {
 		defer b.runWG.Done()

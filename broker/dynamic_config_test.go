@@ -241,7 +241,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 			want, source = "7200000", kmsg.ConfigSourceDynamicBrokerConfig
 		}
 		waitFor(t, ctx, fmt.Sprintf("broker %d to apply log.retention.ms", b.ID()), func() bool {
-			return b.dyn.liveConfig().LogRetention == mustMillis(want)
+			return b.dyn.LiveConfig().LogRetention == mustMillis(want)
 		})
 		badm := kadm.NewClient(newClient(t, b))
 		rcs, err := badm.DescribeBrokerConfigs(ctx, b.ID())
@@ -304,7 +304,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "log.retention.ms"}}, leader.ID())
 	alterOne(t, "delete the leader's log.retention.ms", resps, err, nil)
 	waitFor(t, ctx, "the leader to fall back to the default", func() bool {
-		return leader.dyn.liveConfig().LogRetention == time.Hour
+		return leader.dyn.LiveConfig().LogRetention == time.Hour
 	})
 }
 
@@ -348,7 +348,7 @@ func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
 	}
 	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{setKey(config.LeaderThrottleRateKey, "100000"), setKey(config.FollowerThrottleRateKey, "100000")})
 	alterOne(t, "set the throttle rates", resps, err, nil)
-	waitFor(t, ctx, "the leader to apply the rates", func() bool { return leader.dyn.current().leaderRate == 100000 })
+	waitFor(t, ctx, "the leader to apply the rates", func() bool { return leader.dyn.Current().LeaderRate == 100000 })
 	before := scrape(t, leader)
 	inSyncBytes, _ := metricValue(before, `tripod_replication_throttled_bytes_total{side="leader"}`)
 

@@ -126,7 +126,7 @@ func watchSecurity(ctx context.Context, s *security.Server, store coord.Security
 	if !s.Watching() {
 		return
 	}
-	followStore(ctx, logger, "the security state", store.WatchSecurity, s.SetState)
+	coord.Follow(ctx, logger, "the security state", store.WatchSecurity, s.SetState)
 }
 
 // authzMetadata is the broker's metadata as the authorizer's rules read
