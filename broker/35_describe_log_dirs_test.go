@@ -98,7 +98,7 @@ func TestDescribeLogDirs(t *testing.T) {
 	}
 
 	failed := cfg.LogDirs[1]
-	b.replicas.FailLogDir(filepath.Clean(failed), fmt.Errorf("write: %w", syscall.EIO))
+	b.manager().FailLogDir(filepath.Clean(failed), fmt.Errorf("write: %w", syscall.EIO))
 	req := kmsg.NewPtrDescribeLogDirsRequest()
 	resp := askBroker[*kmsg.DescribeLogDirsResponse](t, b, req)
 	if len(resp.Dirs) != 2 {

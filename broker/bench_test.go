@@ -179,7 +179,7 @@ func BenchmarkIdleReplicaMemory(bm *testing.B) {
 		before := idleFootprint(bm)
 		createWideTopic(bm, b, "idle", n)
 		produceToEach(bm, b.Addr().String(), "idle", n)
-		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.replicas.OpenSegmentFiles() == 0 })
+		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.manager().OpenSegmentFiles() == 0 })
 		after := idleFootprint(bm)
 		if *idleHeapProfile != "" {
 			writeHeapProfile(bm, *idleHeapProfile)
@@ -299,7 +299,7 @@ func BenchmarkRestartIdleReplicas(bm *testing.B) {
 		bm.StopTimer()
 		bm.ReportMetric(elapsed.Seconds(), "s/restart")
 		bm.ReportMetric(float64(elapsed.Microseconds())/float64(n), "µs/replica")
-		bm.ReportMetric(float64(b.replicas.OpenSegmentFiles()), "files-open")
+		bm.ReportMetric(float64(b.manager().OpenSegmentFiles()), "files-open")
 		bm.ReportMetric(0, "ns/op")
 	}
 }

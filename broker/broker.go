@@ -54,7 +54,7 @@ type Broker struct {
 	// replicas is the replica manager: the partitions this broker holds,
 	// their logs, roles, fetchers and ISR reports, and the acceptance and
 	// application of the controller's requests.
-	replicas *replica.Manager
+	replicas replicaManager
 
 	// member is this broker's membership of the cluster: its sessions
 	// and broker epochs, the controller the backend names, the controller

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -150,3 +151,7 @@ func dialBroker(t *testing.T, b *Broker) net.Conn {
 	t.Cleanup(func() { nc.Close() })
 	return nc
 }
+
+// manager returns b's replica manager, for the tests that reach
+// past the handlers' interface (its hooks and counters).
+func (b *Broker) manager() *replica.Manager { return b.replicas.(*replica.Manager) }

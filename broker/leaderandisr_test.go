@@ -67,7 +67,7 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	follower.replicas.SetOpenReplicaHook(func(tp coord.TopicPartition, fetchersHeld bool) {
+	follower.manager().SetOpenReplicaHook(func(tp coord.TopicPartition, fetchersHeld bool) {
 		if tp.Topic != "fresh" {
 			return
 		}

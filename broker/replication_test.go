@@ -150,7 +150,7 @@ func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
 		}
 		return leader != nil
 	})
-	lagging.replicas.StopFetchers()
+	lagging.manager().StopFetchers()
 
 	produce := func(acks int16, timeout time.Duration, value string) int16 {
 		req := kmsg.NewPtrProduceRequest()
@@ -234,7 +234,7 @@ func TestNumReplicaFetchersShareTheLeader(t *testing.T) {
 	}
 	for _, b := range brokers {
 		ids := map[coord.BrokerID]map[int32]bool{}
-		for _, f := range b.replicas.Fetchers() {
+		for _, f := range b.manager().Fetchers() {
 			if want := replica.FetcherID(f.Partition.Topic, f.Partition.Partition, 2); f.ID != want {
 				t.Errorf("broker %d fetches %s from fetcher %d, want %d", b.ID(), f.Partition, f.ID, want)
 			}
