@@ -31,17 +31,17 @@ import (
 // after:
 //
 //   - cfg, the broker's configuration, and dyn, the dynamic configs
-//     (Configs): the live config (current), the topics' configs
+//     (Configs): the live config (CurrentConfig), the topics' configs
 //     the config watch delivers (WatchedTopicConfigs) and the
 //     registration of a new replica for dynamic config changes
 //     (AddReplica);
-//   - logger and metrics (Metrics: throttled, ISRChanged);
+//   - logger and metrics (Metrics: Throttled, ISRChanged);
 //   - backend, to load the topic configs a LeaderAndIsr does not carry;
 //   - cache, the metadata cache (Metadata) an UpdateMetadata
 //     updates and whose brokers the fetchers reach;
 //   - member, the cluster membership (Membership): the broker
 //     epoch (CurrentEpoch, CheckBrokerEpoch), the controllers
-//     (controller, BackendController, AskController) and the clients of
+//     (Controller, BackendController, AskController) and the clients of
 //     peers (PeerAddr, PeerClient);
 //   - roleChanged and resign, the group coordinator's callbacks for an
 //     __consumer_offsets partition whose role changed or that went away;
