@@ -11,6 +11,7 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/group"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -77,7 +78,7 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 			sp := &resp.Topics[w.topic].Partitions[w.partition]
 			select {
 			case err := <-w.done:
-				sp.ErrorCode = appendErrors.Code(err)
+				sp.ErrorCode = replica.AppendErrors.Code(err)
 			case <-backstop.C:
 				sp.ErrorCode = kerr.RequestTimedOut.Code
 			case <-ctx.Done():
@@ -108,7 +109,7 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 		// Only the group coordinator writes it, in its own schemas.
 		return kerr.InvalidTopicException.Code, nil
 	}
-	p, code := b.replicas.leaderFor(topic, rp.Partition)
+	p, code := b.replicas.LeaderFor(topic, rp.Partition)
 	if p == nil {
 		return code, nil
 	}
@@ -122,19 +123,19 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 	if code := b.validateProduced(p, rp.Records, maxBytes, sp); code != 0 {
 		return code, nil
 	}
-	res, done, err := b.replicas.appendAsLeader(p, rp.Records, r.Acks == -1, deadline)
+	res, done, err := b.replicas.AppendAsLeader(p, rp.Records, r.Acks == -1, deadline)
 	if err != nil {
-		if b.replicas.checkStorage(p, err) {
+		if b.replicas.CheckStorage(p, err) {
 			return kerr.KafkaStorageError.Code, nil
 		}
-		code := appendErrors.Code(err)
+		code := replica.AppendErrors.Code(err)
 		if code == kerr.UnknownServerError.Code {
-			b.logger.Error("append failed", "partition", p.name(), "error", err)
+			b.logger.Error("append failed", "partition", p.Name(), "error", err)
 		}
 		return code, nil
 	}
 	sp.BaseOffset = res.BaseOffset
-	sp.LogStartOffset = p.log.StartOffset()
+	sp.LogStartOffset = p.Log().StartOffset()
 	return 0, done
 }
 
@@ -168,8 +169,8 @@ const decompressionFactor = 64
 //     decompressionFactor times maxBytes (a Java producer splits such a
 //     batch and retries);
 //   - UNSUPPORTED_FOR_MESSAGE_FORMAT for a magic other than 2.
-func (b *Broker) validateProduced(p *partition, records []byte, maxBytes int, sp *kmsg.ProduceResponseTopicPartition) int16 {
-	compact, _ := config.CleanupPolicy(p.topicConfigs())
+func (b *Broker) validateProduced(p *replica.Partition, records []byte, maxBytes int, sp *kmsg.ProduceResponseTopicPartition) int16 {
+	compact, _ := config.CleanupPolicy(p.TopicConfigs())
 	err := tlog.ValidateProduced(records, tlog.ProduceValidation{
 		Compacted:            compact,
 		MaxDecompressedBytes: int64(maxBytes) * decompressionFactor,
@@ -179,24 +180,24 @@ func (b *Broker) validateProduced(p *partition, records []byte, maxBytes int, sp
 	}
 	var nullKey *tlog.NullKeyError
 	if errors.As(err, &nullKey) {
-		msg := "Compacted topic cannot accept message without key in topic partition " + p.name() + "."
+		msg := "Compacted topic cannot accept message without key in topic partition " + p.Name() + "."
 		sp.ErrorMessage = &msg
 		sp.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: int32(nullKey.Index), ErrorMessage: &msg}}
 		return kerr.InvalidRecord.Code
 	}
 	msg := err.Error()
 	sp.ErrorMessage = &msg
-	b.refusedBatches.log(b.logger, "produced batch refused", "partition", p.name(), "error", err)
+	b.refusedBatches.log(b.logger, "produced batch refused", "partition", p.Name(), "error", err)
 	return kafkaerr.Log.Code(err)
 }
 
 // maxMessageBytes is the topic's max.message.bytes or the broker's
 // message.max.bytes.
-func (b *Broker) maxMessageBytes(p *partition) int {
-	if v, ok := p.topicConfigs()["max.message.bytes"]; ok {
+func (b *Broker) maxMessageBytes(p *replica.Partition) int {
+	if v, ok := p.TopicConfigs()["max.message.bytes"]; ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			return int(n)
 		}
 	}
-	return int(p.cfg.Load().MessageMaxBytes)
+	return int(p.BrokerConfig().MessageMaxBytes)
 }

@@ -8,13 +8,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/fetchsession"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
 // Fetch v4..v12: v4 is the first with v2 record batches and isolation
 // levels, v7 the first with incremental fetch sessions (KIP-227,
-// fetch_session.go); v13+ names topics by ID.
+// broker/fetchsession); v13+ names topics by ID.
 func init() { registerAPI(fetchKey, 4, 12, handleFetch) }
 
 // fetchKey is Fetch's api key.
@@ -96,15 +98,15 @@ func collapseDuplicatePartitions(r *kmsg.FetchRequest) {
 // one over the partitions of the session that changed, whose answer keeps
 // only what the client has not heard), waiting as handleFetch describes.
 func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
-	sr := b.fetchSessions.begin(r, time.Now())
-	if sr.errorCode != 0 {
+	sr := b.fetchSessions.Begin(r, time.Now())
+	if sr.ErrorCode != 0 {
 		resp := r.ResponseKind().(*kmsg.FetchResponse)
 		resp.SetVersion(r.Version)
-		resp.ErrorCode = sr.errorCode
+		resp.ErrorCode = sr.ErrorCode
 		return resp
 	}
 	resp, short := b.fetchNow(ctx, r, &sr)
-	b.fetchSessions.end(sr, resp, short)
+	b.fetchSessions.End(sr, resp, short)
 	return resp
 }
 
@@ -113,7 +115,7 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 // session's wake-up and adds the partitions that change meanwhile; any
 // other watches the partitions r names. It also returns the partitions
 // answered without records though records were there to read.
-func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *sessionRequest) (*kmsg.FetchResponse, map[coord.TopicPartition]struct{}) {
+func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchsession.Request) (*kmsg.FetchResponse, map[coord.TopicPartition]struct{}) {
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
 	deadline := time.Now().Add(wait)
@@ -121,23 +123,24 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 	// Register for wake-ups before the first read so that no append
 	// between the read and the wait is missed (a session watches its
 	// partitions all along).
-	var wake chan struct{}
-	if sr.subset {
-		wake = sr.session.wake
+	var wake <-chan struct{}
+	if sr.Subset {
+		wake = sr.Session.Wake()
 	} else {
-		wake = make(chan struct{}, 1)
-		var watched []*partition
+		w := make(chan struct{}, 1)
+		wake = w
+		var watched []*replica.Partition
 		for _, rt := range r.Topics {
 			for _, rp := range rt.Partitions {
-				if p := b.replicas.partitionFor(rt.Topic, rp.Partition); p != nil {
-					p.watch(wake)
+				if p := b.replicas.PartitionFor(rt.Topic, rp.Partition); p != nil {
+					p.Watch(w)
 					watched = append(watched, p)
 				}
 			}
 		}
 		defer func() {
 			for _, p := range watched {
-				p.unwatch(wake)
+				p.Unwatch(w)
 			}
 		}()
 	}
@@ -146,8 +149,8 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 	// on arrival, as Kafka's leader does.
 	var replicaCodes map[coord.TopicPartition]int16
 	if r.ReplicaID >= 0 {
-		replicaCodes = b.replicas.recordFollowerFetch(r)
-		b.replicas.recordIdlePositions(sr.idle, r.ReplicaID)
+		replicaCodes = b.replicas.RecordFollowerFetch(r)
+		b.replicas.RecordIdlePositions(sr.Idle, r.ReplicaID)
 	}
 
 	var timer *time.Timer
@@ -162,7 +165,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 		}
 		select {
 		case <-wake:
-			if sr.subset && !b.fetchSessions.extend(*sr, r) {
+			if sr.Subset && !b.fetchSessions.Extend(*sr, r) {
 				continue
 			}
 		case <-timer.C:
@@ -180,7 +183,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *session
 // partitions answered without records below the offset read up to (the
 // response was full, or throttled; nil if none). A
 // consumer reads below the high watermark; a follower (replicaCodes not
-// nil) reads up to the log end and gets the errors recordFollowerFetch
+// nil) reads up to the log end and gets the errors RecordFollowerFetch
 // found.
 func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
@@ -209,11 +212,11 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			// An empty record set is sent as zero bytes, not null:
 			// librdkafka refuses a null one.
 			sp.RecordBatches = []byte{}
-			p, code := b.replicas.leaderFor(rt.Topic, rp.Partition)
+			p, code := b.replicas.LeaderFor(rt.Topic, rp.Partition)
 			if c, ok := replicaCodes[coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok && p != nil {
 				sp.ErrorCode = c
-				sp.HighWatermark = p.highWatermark()
-				sp.LogStartOffset = p.log.StartOffset()
+				sp.HighWatermark = p.HighWatermark()
+				sp.LogStartOffset = p.Log().StartOffset()
 				hasError = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
@@ -225,27 +228,27 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()); r.Version >= 9 && code != 0 {
+			if code := replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); r.Version >= 9 && code != 0 {
 				sp.ErrorCode = code
 				sp.HighWatermark = -1
 				hasError = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			hw := p.highWatermark()
+			hw := p.HighWatermark()
 			sp.HighWatermark = hw
 			sp.LastStableOffset = hw
-			sp.LogStartOffset = p.log.StartOffset()
+			sp.LogStartOffset = p.Log().StartOffset()
 			// The leader's throttle: a throttled replica out of the ISR
 			// gets nothing while the leader's rate is exceeded.
 			upTo := hw
 			if replicaCodes != nil {
-				upTo = p.log.EndOffset()
+				upTo = p.Log().EndOffset()
 			}
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			throttled := replicaCodes != nil && b.replicas.leaderThrottles(p, r.ReplicaID)
+			throttled := replicaCodes != nil && b.replicas.LeaderThrottles(p, r.ReplicaID)
 			if throttled && b.leaderQuota.Exceeded() {
-				b.metrics.throttled("leader", 0, 1)
+				b.metrics.Throttled("leader", 0, 1)
 				if rp.FetchOffset < upTo {
 					unread(tp)
 				}
@@ -260,7 +263,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				limit = 0
 			}
 			if limit > 0 || total == 0 {
-				data, err := p.log.ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
+				data, err := p.Log().ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
 				switch {
 				case errors.Is(err, tlog.ErrOffsetOutOfRange):
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -268,11 +271,11 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				case errors.Is(err, tlog.ErrClosed):
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					hasError = true
-				case b.replicas.checkStorage(p, err):
+				case b.replicas.CheckStorage(p, err):
 					sp.ErrorCode = kerr.KafkaStorageError.Code
 					hasError = true
 				case err != nil:
-					b.logger.Error("read failed", "partition", p.name(), "offset", rp.FetchOffset, "error", err)
+					b.logger.Error("read failed", "partition", p.Name(), "offset", rp.FetchOffset, "error", err)
 					sp.ErrorCode = kerr.UnknownServerError.Code
 					hasError = true
 				case data != nil:
@@ -281,7 +284,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					remaining -= len(data)
 					if throttled {
 						b.leaderQuota.Record(len(data))
-						b.metrics.throttled("leader", len(data), 0)
+						b.metrics.Throttled("leader", len(data), 0)
 					}
 				}
 			}

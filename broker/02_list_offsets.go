@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/replica"
 )
 
 // ListOffsets v1..v9: v0's list of old-style offsets is not spoken; v7
@@ -41,46 +43,46 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			sp.Partition = rp.Partition
 			sp.Offset = -1
 			sp.Timestamp = -1
-			p, code := b.replicas.leaderFor(rt.Topic, rp.Partition)
+			p, code := b.replicas.LeaderFor(rt.Topic, rp.Partition)
 			var leaderEpoch int32
 			if p != nil {
-				leaderEpoch = p.leaderEpoch()
+				leaderEpoch = p.LeaderEpoch()
 			}
 			switch {
 			case p == nil:
 				sp.ErrorCode = code
-			case r.Version >= 4 && checkLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch) != 0:
-				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch)
+			case r.Version >= 4 && replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch) != 0:
+				sp.ErrorCode = replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch)
 			case rp.Timestamp == listEarliest || (rp.Timestamp == listEarliestLocal && r.Version >= 8):
-				sp.Offset = p.log.StartOffset()
+				sp.Offset = p.Log().StartOffset()
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listLatestTiered && r.Version >= 9:
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listMaxTimestamp && r.Version >= 7:
-				offset, ts, ok, err := p.log.MaxTimestamp(p.highWatermark())
+				offset, ts, ok, err := p.Log().MaxTimestamp(p.HighWatermark())
 				switch {
 				case err != nil:
-					b.logger.Error("max timestamp failed", "partition", p.name(), "error", err)
+					b.logger.Error("max timestamp failed", "partition", p.Name(), "error", err)
 					sp.ErrorCode = kerr.UnknownServerError.Code
 				case ok:
 					sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, leaderEpoch
 				}
 			case rp.Timestamp == listLatest && r.ReplicaID >= 0:
 				// A follower asks for the log end (to truncate to it).
-				sp.Offset = p.log.EndOffset()
+				sp.Offset = p.Log().EndOffset()
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listLatest:
-				sp.Offset = p.highWatermark()
+				sp.Offset = p.HighWatermark()
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp < 0:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			default:
-				offset, ts, ok, err := p.log.OffsetForTime(rp.Timestamp)
+				offset, ts, ok, err := p.Log().OffsetForTime(rp.Timestamp)
 				switch {
 				case err != nil:
-					b.logger.Error("offset for time failed", "partition", p.name(), "timestamp", rp.Timestamp, "error", err)
+					b.logger.Error("offset for time failed", "partition", p.Name(), "timestamp", rp.Timestamp, "error", err)
 					sp.ErrorCode = kerr.UnknownServerError.Code
-				case ok && offset < p.highWatermark():
+				case ok && offset < p.HighWatermark():
 					sp.Offset = offset
 					sp.Timestamp = ts
 					sp.LeaderEpoch = leaderEpoch

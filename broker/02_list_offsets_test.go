@@ -33,7 +33,7 @@ func TestListOffsetsByTimestampWithinABatch(t *testing.T) {
 			t.Fatalf("produce: %v", err)
 		}
 	}
-	data, err := b.replicas.partitionFor(topic, 0).log.Read(0, 1<<20)
+	data, err := b.replicas.PartitionFor(topic, 0).Log().Read(0, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
@@ -44,10 +45,10 @@ func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, 
 	collapseDuplicateTopics(r)
 	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
 	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
-	if !b.cache.isSynced() {
+	if !b.cache.IsSynced() {
 		return nil, func(ctx context.Context) kmsg.Response {
 			wctx, cancel := context.WithTimeout(ctx, syncWait)
-			synced := b.cache.waitFor(wctx, b.closing, b.cache.isSynced)
+			synced := b.cache.WaitFor(wctx, b.closing, b.cache.IsSynced)
 			cancel()
 			return b.metadata(ctx, r, autoCreate && !allTopics && synced, req.conn.listener.Name)
 		}, nil
@@ -55,7 +56,7 @@ func handleMetadata(_ context.Context, b *Broker, req *request) (kmsg.Response, 
 	if !allTopics && autoCreate {
 		for _, rt := range r.Topics {
 			if rt.Topic != nil && config.ValidateTopicName(*rt.Topic) == nil {
-				if _, ok := b.cache.topic(*rt.Topic); !ok {
+				if _, ok := b.cache.Topic(*rt.Topic); !ok {
 					return nil, func(ctx context.Context) kmsg.Response { return b.metadata(ctx, r, true, req.conn.listener.Name) }, nil
 				}
 			}
@@ -96,7 +97,7 @@ func collapseDuplicateTopics(r *kmsg.MetadataRequest) {
 // listener, auto-creating missing topics when autoCreate.
 func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCreate bool, listener string) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
-	controllerID, live, _ := b.cache.view()
+	controllerID, live, _ := b.cache.View()
 	if len(live) == 0 {
 		// Before the first UpdateMetadata the broker knows only itself.
 		live = []coord.Broker{b.self()}
@@ -121,14 +122,14 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 	resp.ControllerID = int32(controllerID)
 
 	if r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0) {
-		for _, t := range b.cache.allTopics() {
+		for _, t := range b.cache.AllTopics() {
 			resp.Topics = append(resp.Topics, metadataTopic(t, liveSet))
 		}
 		return resp
 	}
 	for _, rt := range r.Topics {
 		if rt.Topic == nil {
-			t, ok := b.cache.topicByID(rt.TopicID)
+			t, ok := b.cache.TopicByID(rt.TopicID)
 			if !ok {
 				st := kmsg.NewMetadataResponseTopic()
 				st.TopicID = rt.TopicID
@@ -147,7 +148,7 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		t, ok := b.cache.topic(name)
+		t, ok := b.cache.Topic(name)
 		if !ok && autoCreate && name != group.OffsetsTopic {
 			if err := b.autoCreate(ctx, name, len(live)); err != nil {
 				b.logger.Warn("auto-create topic failed", "topic", name, "error", err)
@@ -156,9 +157,9 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 				continue
 			}
 			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
-			b.cache.waitFor(wctx, b.closing, func() bool { return b.cache.topicReady(name, int(b.cfg.NumPartitions)) })
+			b.cache.WaitFor(wctx, b.closing, func() bool { return b.cache.TopicReady(name, int(b.cfg.NumPartitions)) })
 			cancel()
-			t, ok = b.cache.topic(name)
+			t, ok = b.cache.Topic(name)
 			if !ok {
 				st.ErrorCode = kerr.LeaderNotAvailable.Code
 				resp.Topics = append(resp.Topics, st)
@@ -167,7 +168,7 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 		}
 		if !ok {
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			if !b.cache.isSynced() {
+			if !b.cache.IsSynced() {
 				st.ErrorCode = kerr.LeaderNotAvailable.Code
 			}
 			resp.Topics = append(resp.Topics, st)
@@ -179,19 +180,19 @@ func (b *Broker) metadata(ctx context.Context, r *kmsg.MetadataRequest, autoCrea
 }
 
 // metadataTopic describes a cached topic.
-func metadataTopic(t snapshotTopic, live map[coord.BrokerID]bool) kmsg.MetadataResponseTopic {
+func metadataTopic(t metadata.Topic, live map[coord.BrokerID]bool) kmsg.MetadataResponseTopic {
 	st := kmsg.NewMetadataResponseTopic()
-	name := t.name
+	name := t.Name
 	st.Topic = &name
-	st.TopicID = t.id
+	st.TopicID = t.ID
 	st.IsInternal = name == group.OffsetsTopic
-	for _, p := range t.partitions {
+	for _, p := range t.Partitions {
 		sp := kmsg.NewMetadataResponseTopicPartition()
 		sp.Partition = p.Partition
 		sp.Leader = int32(p.Leader)
 		sp.LeaderEpoch = p.LeaderEpoch
-		sp.Replicas = ids32(p.Replicas)
-		sp.ISR = ids32(p.ISR)
+		sp.Replicas = coord.Int32s(p.Replicas)
+		sp.ISR = coord.Int32s(p.ISR)
 		sp.OfflineReplicas = []int32{}
 		for _, r := range p.Replicas {
 			if !live[r] {

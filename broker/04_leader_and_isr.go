@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -18,7 +19,7 @@ const leaderAndIsrVersion = 5
 // replica whether it leads or follows.
 func init() { registerAPI(4, leaderAndIsrVersion, leaderAndIsrVersion, handleLeaderAndIsr) }
 
-// handleLeaderAndIsr decodes the request, applies it (applyLeaderAndIsr)
+// handleLeaderAndIsr decodes the request, applies it (ApplyLeaderAndIsr)
 // and answers each partition's outcome: 0, KAFKA_STORAGE_ERROR for an
 // offline replica, or the request's refusal. A controller epoch newer
 // than the accepted one is first looked up in the coordination backend
@@ -32,7 +33,7 @@ func handleLeaderAndIsr(ctx context.Context, b *Broker, req *request) (kmsg.Resp
 		return nil, nil, err
 	}
 	var codes []int16
-	resp.ErrorCode, codes = b.replicas.applyLeaderAndIsr(ctx, cr)
+	resp.ErrorCode, codes = b.replicas.ApplyLeaderAndIsr(ctx, cr)
 	i := 0
 	for _, ts := range r.TopicStates {
 		rt := kmsg.NewLeaderAndISRResponseTopic()
@@ -58,9 +59,9 @@ func leaderAndIsrFromWire(r *kmsg.LeaderAndISRRequest) *controller.LeaderAndIsrR
 			cr.Partitions = append(cr.Partitions, controller.PartitionInfo{
 				PartitionState: coord.PartitionState{
 					Topic: ts.Topic, Partition: ps.Partition, Leader: coord.BrokerID(ps.Leader), LeaderEpoch: ps.LeaderEpoch,
-					ISR: brokerIDs(ps.ISR), PartitionEpoch: ps.ZKVersion, ControllerEpoch: int64(ps.ControllerEpoch),
+					ISR: coord.BrokerIDs(ps.ISR), PartitionEpoch: ps.ZKVersion, ControllerEpoch: int64(ps.ControllerEpoch),
 				},
-				TopicID: ts.TopicID, Replicas: brokerIDs(ps.Replicas), IsNew: ps.IsNew,
+				TopicID: ts.TopicID, Replicas: coord.BrokerIDs(ps.Replicas), IsNew: ps.IsNew,
 			})
 		}
 	}
@@ -89,7 +90,7 @@ func encodeLeaderAndIsr(r *controller.LeaderAndIsrRequest) *kmsg.LeaderAndISRReq
 		ps := kmsg.NewLeaderAndISRRequestTopicPartition()
 		ps.Partition, ps.ControllerEpoch = p.Partition, int32(p.ControllerEpoch)
 		ps.Leader, ps.LeaderEpoch, ps.ZKVersion = int32(p.Leader), p.LeaderEpoch, p.PartitionEpoch
-		ps.ISR, ps.Replicas, ps.IsNew = ids32(p.ISR), ids32(p.Replicas), p.IsNew
+		ps.ISR, ps.Replicas, ps.IsNew = coord.Int32s(p.ISR), coord.Int32s(p.Replicas), p.IsNew
 		k.TopicStates[i].PartitionStates = append(k.TopicStates[i].PartitionStates, ps)
 	}
 	for _, l := range r.Leaders {
@@ -104,8 +105,8 @@ func encodeLeaderAndIsr(r *controller.LeaderAndIsrRequest) *kmsg.LeaderAndISRReq
 // controller: the top-level error code and the partitions answered
 // KAFKA_STORAGE_ERROR (named by topic ID in v5, by topic name before). r
 // may be nil: then v5's partitions cannot be named.
-func decodeLeaderAndIsrResponse(r *controller.LeaderAndIsrRequest, resp *kmsg.LeaderAndISRResponse) controllerAnswer {
-	ans := controllerAnswer{code: resp.ErrorCode}
+func decodeLeaderAndIsrResponse(r *controller.LeaderAndIsrRequest, resp *kmsg.LeaderAndISRResponse) replica.ControllerAnswer {
+	ans := replica.ControllerAnswer{Code: resp.ErrorCode}
 	if resp.ErrorCode != 0 {
 		return ans
 	}
@@ -117,7 +118,7 @@ func decodeLeaderAndIsrResponse(r *controller.LeaderAndIsrRequest, resp *kmsg.Le
 	}
 	for _, p := range resp.Partitions { // v0..v4
 		if p.ErrorCode == kerr.KafkaStorageError.Code {
-			ans.offline = append(ans.offline, coord.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+			ans.Offline = append(ans.Offline, coord.TopicPartition{Topic: p.Topic, Partition: p.Partition})
 		}
 	}
 	for _, t := range resp.Topics {
@@ -127,7 +128,7 @@ func decodeLeaderAndIsrResponse(r *controller.LeaderAndIsrRequest, resp *kmsg.Le
 		}
 		for _, p := range t.Partitions {
 			if p.ErrorCode == kerr.KafkaStorageError.Code {
-				ans.offline = append(ans.offline, coord.TopicPartition{Topic: name, Partition: p.Partition})
+				ans.Offline = append(ans.Offline, coord.TopicPartition{Topic: name, Partition: p.Partition})
 			}
 		}
 	}

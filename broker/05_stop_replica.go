@@ -18,7 +18,7 @@ const stopReplicaVersion = 3
 // deletion.
 func init() { registerAPI(5, stopReplicaVersion, stopReplicaVersion, handleStopReplica) }
 
-// handleStopReplica decodes the request and applies it (applyStopReplica),
+// handleStopReplica decodes the request and applies it (ApplyStopReplica),
 // a newer controller epoch looked up in the backend first, as for
 // LeaderAndIsr.
 func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
@@ -45,7 +45,7 @@ func handleStopReplica(ctx context.Context, b *Broker, req *request) (kmsg.Respo
 		return nil, nil, err
 	}
 	for _, cr := range requests {
-		if code := b.replicas.applyStopReplica(ctx, cr); code != 0 {
+		if code := b.replicas.ApplyStopReplica(ctx, cr); code != 0 {
 			resp.ErrorCode = code
 		}
 	}

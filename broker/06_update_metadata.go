@@ -23,7 +23,7 @@ const deletedTopicLeader = -2
 func init() { registerAPI(6, updateMetadataVersion, updateMetadataVersion, handleUpdateMetadata) }
 
 // handleUpdateMetadata decodes the request and applies it
-// (applyUpdateMetadata). A live broker's endpoints are its listeners; its
+// (ApplyUpdateMetadata). A live broker's endpoints are its listeners; its
 // address is its endpoint on this broker's inter-broker listener. A topic
 // whose one partition state has leader -2 was deleted. A newer controller
 // epoch is looked up in the backend first, as for LeaderAndIsr.
@@ -34,7 +34,7 @@ func handleUpdateMetadata(ctx context.Context, b *Broker, req *request) (kmsg.Re
 	if err := b.member.awaitBackendController(ctx, cr.ControllerEpoch); err != nil {
 		return nil, nil, err
 	}
-	resp.ErrorCode = b.replicas.applyUpdateMetadata(ctx, cr)
+	resp.ErrorCode = b.replicas.ApplyUpdateMetadata(ctx, cr)
 	return resp, nil, nil
 }
 
@@ -71,9 +71,9 @@ func updateMetadataFromWire(r *kmsg.UpdateMetadataRequest, interBroker string) *
 			cr.Partitions = append(cr.Partitions, controller.PartitionInfo{
 				PartitionState: coord.PartitionState{
 					Topic: ts.Topic, Partition: ps.Partition, Leader: coord.BrokerID(ps.Leader), LeaderEpoch: ps.LeaderEpoch,
-					ISR: brokerIDs(ps.ISR), PartitionEpoch: ps.ZKVersion, ControllerEpoch: int64(ps.ControllerEpoch),
+					ISR: coord.BrokerIDs(ps.ISR), PartitionEpoch: ps.ZKVersion, ControllerEpoch: int64(ps.ControllerEpoch),
 				},
-				TopicID: ts.TopicID, Replicas: brokerIDs(ps.Replicas),
+				TopicID: ts.TopicID, Replicas: coord.BrokerIDs(ps.Replicas),
 			})
 		}
 	}
@@ -125,7 +125,7 @@ func encodeUpdateMetadata(r *controller.UpdateMetadataRequest) *kmsg.UpdateMetad
 		ps := kmsg.NewUpdateMetadataRequestTopicPartition()
 		ps.Partition, ps.ControllerEpoch = p.Partition, int32(p.ControllerEpoch)
 		ps.Leader, ps.LeaderEpoch, ps.ZKVersion = int32(p.Leader), p.LeaderEpoch, p.PartitionEpoch
-		ps.ISR, ps.Replicas = ids32(p.ISR), ids32(p.Replicas)
+		ps.ISR, ps.Replicas = coord.Int32s(p.ISR), coord.Int32s(p.Replicas)
 		ps.OfflineReplicas = []int32{}
 		for _, id := range p.Replicas {
 			if !live[id] {

@@ -20,7 +20,7 @@ func init() { registerAPI(7, 2, 3, handleControlledShutdown) }
 func handleControlledShutdown(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ControlledShutdownRequest)
 	resp := r.ResponseKind().(*kmsg.ControlledShutdownResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if ctrl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil, nil

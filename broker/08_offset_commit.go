@@ -70,10 +70,10 @@ func handleOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Respon
 	var pending []pendingCommit
 	var kvs []group.KV
 	for i, rt := range r.Topics {
-		t, known := b.cache.topic(rt.Topic)
+		t, known := b.cache.Topic(rt.Topic)
 		for j, rp := range rt.Partitions {
 			sp := &resp.Topics[i].Partitions[j]
-			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.partitions) {
+			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}

@@ -72,7 +72,7 @@ func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) 
 	if key == "" {
 		return coord.Broker{}, kerr.InvalidGroupID.Code, "the group id is empty"
 	}
-	if _, ok := b.cache.topic(group.OffsetsTopic); !ok {
+	if _, ok := b.cache.Topic(group.OffsetsTopic); !ok {
 		wctx, cancel := context.WithTimeout(ctx, coordinatorWait)
 		err := b.groups.ensureOffsetsTopic(wctx)
 		cancel()
@@ -81,16 +81,16 @@ func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) 
 			return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, err.Error()
 		}
 	}
-	t, ok := b.cache.topic(group.OffsetsTopic)
-	if !ok || len(t.partitions) == 0 {
+	t, ok := b.cache.Topic(group.OffsetsTopic)
+	if !ok || len(t.Partitions) == 0 {
 		return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, group.OffsetsTopic + " is being created"
 	}
-	index := group.PartitionFor(key, len(t.partitions))
-	for _, p := range t.partitions {
+	index := group.PartitionFor(key, len(t.Partitions))
+	for _, p := range t.Partitions {
 		if p.Partition != index {
 			continue
 		}
-		if node, ok := b.cache.broker(p.Leader); ok && p.Leader != coord.NoBroker {
+		if node, ok := b.cache.Broker(p.Leader); ok && p.Leader != coord.NoBroker {
 			return node, 0, ""
 		}
 	}

@@ -28,7 +28,7 @@ func init() { registerAPI(19, 0, 7, handleCreateTopics) }
 func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.CreateTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	return nil, func(ctx context.Context) kmsg.Response {
 		seen := make(map[string]int)
 		for _, rt := range r.Topics {
@@ -68,7 +68,7 @@ func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			if err == nil && !r.ValidateOnly {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
 				b.member.waitPropagated(wctx)
-				if !b.cache.waitFor(wctx, b.closing, func() bool { return b.cache.topicReady(rt.Topic, created.Partitions()) }) {
+				if !b.cache.WaitFor(wctx, b.closing, func() bool { return b.cache.TopicReady(rt.Topic, created.Partitions()) }) {
 					kind, err = kerr.RequestTimedOut, fmt.Errorf("topic %s created; its leaders are not known here yet", rt.Topic)
 				}
 				cancel()
@@ -147,7 +147,7 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 			if a.Partition != int32(i) {
 				return spec, kerr.InvalidReplicaAssignment, fmt.Errorf("topic %s: replica assignment partitions must be 0..n-1", rt.Topic)
 			}
-			spec.Assignment = append(spec.Assignment, brokerIDs(a.Replicas))
+			spec.Assignment = append(spec.Assignment, coord.BrokerIDs(a.Replicas))
 		}
 	}
 	if len(spec.Assignment) == 0 {
@@ -186,7 +186,7 @@ func (b *Broker) topicFromRequest(rt kmsg.CreateTopicsRequestTopic) (controller.
 // v5+ response.
 func (b *Broker) createTopicConfigs(configs map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
-	st := b.dyn.current().configs
+	st := b.dyn.Current().Configs
 	for _, name := range config.TopicKeys() {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = name

@@ -35,7 +35,7 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			targets = append(targets, target{name: &name})
 		}
 	}
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	return nil, func(ctx context.Context) kmsg.Response {
 		for _, tg := range targets {
 			st := kmsg.NewDeleteTopicsResponseTopic()
@@ -46,17 +46,17 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			case tg.name != nil:
 				name = *tg.name
 			default:
-				t, ok := b.cache.topicByID(tg.id)
+				t, ok := b.cache.TopicByID(tg.id)
 				if !ok {
 					st.ErrorCode = kerr.UnknownTopicID.Code
 					resp.Topics = append(resp.Topics, st)
 					continue
 				}
-				name = t.name
-				st.Topic = &t.name
+				name = t.Name
+				st.Topic = &t.Name
 			}
-			if t, ok := b.cache.topic(name); ok {
-				st.TopicID = t.id
+			if t, ok := b.cache.Topic(name); ok {
+				st.TopicID = t.ID
 			}
 			err := controller.ErrNotController
 			if ctrl != nil {
@@ -65,7 +65,7 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			if err == nil {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
 				b.member.waitPropagated(wctx)
-				b.cache.waitFor(wctx, b.closing, func() bool { _, ok := b.cache.topic(name); return !ok })
+				b.cache.WaitFor(wctx, b.closing, func() bool { _, ok := b.cache.Topic(name); return !ok })
 				cancel()
 			} else {
 				kind := kafkaerr.Controller.Error(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
 )
@@ -69,7 +70,7 @@ func handleDeleteRecords(_ context.Context, b *Broker, req *request) (kmsg.Respo
 			select {
 			case res := <-w.done:
 				sp.LowWatermark = res.LowWatermark
-				sp.ErrorCode = appendErrors.Code(res.Err)
+				sp.ErrorCode = replica.AppendErrors.Code(res.Err)
 			case <-backstop.C:
 				sp.ErrorCode = kerr.RequestTimedOut.Code
 			case <-ctx.Done():
@@ -90,12 +91,12 @@ func (b *Broker) deleteRecords(topic string, index int32, offset int64, deadline
 	if topic == group.OffsetsTopic {
 		return kerr.InvalidTopicException.Code, nil
 	}
-	p, code := b.replicas.leaderFor(topic, index)
+	p, code := b.replicas.LeaderFor(topic, index)
 	if p == nil {
 		return code, nil
 	}
-	if _, del := config.CleanupPolicy(p.topicConfigs()); !del {
+	if _, del := config.CleanupPolicy(p.TopicConfigs()); !del {
 		return kerr.PolicyViolation.Code, nil
 	}
-	return b.replicas.deleteRecordsAsLeader(p, offset, deadline)
+	return b.replicas.DeleteRecordsAsLeader(p, offset, deadline)
 }

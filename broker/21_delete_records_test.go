@@ -48,7 +48,7 @@ func TestDeleteRecordsOnThreeReplicas(t *testing.T) {
 	waitFor(t, ctx, "every broker to hold the partition with a full ISR", func() bool {
 		_, _, parts := metadataOf(t, brokers[0], topic)
 		return len(parts) == 1 && len(parts[0].isr) == 3 && !slices.Contains(brokers, nil) &&
-			!slices.ContainsFunc(brokers, func(b *Broker) bool { return b.replicas.partitionFor(topic, 0) == nil })
+			!slices.ContainsFunc(brokers, func(b *Broker) bool { return b.replicas.PartitionFor(topic, 0) == nil })
 	})
 	const records = 100
 	for i := range records {
@@ -57,12 +57,12 @@ func TestDeleteRecordsOnThreeReplicas(t *testing.T) {
 		}
 	}
 	waitFor(t, ctx, "every replica's high watermark at the log end", func() bool {
-		return !slices.ContainsFunc(brokers, func(b *Broker) bool { return b.replicas.partitionFor(topic, 0).highWatermark() != records })
+		return !slices.ContainsFunc(brokers, func(b *Broker) bool { return b.replicas.PartitionFor(topic, 0).HighWatermark() != records })
 	})
 	logStarts := func(of []*Broker) []int64 {
 		var out []int64
 		for _, b := range of {
-			out = append(out, b.replicas.partitionFor(topic, 0).log.StartOffset())
+			out = append(out, b.replicas.PartitionFor(topic, 0).Log().StartOffset())
 		}
 		return out
 	}
@@ -211,9 +211,9 @@ func TestDeleteRecordsOnThreeReplicas(t *testing.T) {
 	brokers[slices.Index(brokers, leader)] = restarted
 	waitFor(t, ctx, "the restarted broker back in the ISR", func() bool {
 		_, _, parts := metadataOf(t, rest[0], topic)
-		return restarted.replicas.partitionFor(topic, 0) != nil && len(parts) == 1 && len(parts[0].isr) == 3
+		return restarted.replicas.PartitionFor(topic, 0) != nil && len(parts) == 1 && len(parts[0].isr) == 3
 	})
-	if got := restarted.replicas.partitionFor(topic, 0).log.StartOffset(); got != 40 {
+	if got := restarted.replicas.PartitionFor(topic, 0).Log().StartOffset(); got != 40 {
 		t.Fatalf("restarted broker %d's log start: got %d, want 40", cfg.BrokerID, got)
 	}
 

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/replica"
 )
 
 // OffsetForLeaderEpoch v0..v4: where a leader epoch's writes ended
@@ -25,14 +27,14 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, req *request) (kms
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch = -1
 			sp.EndOffset = -1
-			p, code := b.replicas.leaderFor(rt.Topic, rp.Partition)
+			p, code := b.replicas.LeaderFor(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
 				sp.ErrorCode = code
-			case r.Version >= 2 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()) != 0:
-				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch())
+			case r.Version >= 2 && replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()) != 0:
+				sp.ErrorCode = replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch())
 			default:
-				sp.LeaderEpoch, sp.EndOffset = p.log.EndOffsetForEpoch(rp.LeaderEpoch)
+				sp.LeaderEpoch, sp.EndOffset = p.Log().EndOffsetForEpoch(rp.LeaderEpoch)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

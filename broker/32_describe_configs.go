@@ -30,7 +30,7 @@ func init() { registerAPI(32, 0, 4, handleDescribeConfigs) }
 func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DescribeConfigsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
-	st := b.dyn.current().configs
+	st := b.dyn.Current().Configs
 	for _, rr := range r.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType = rr.ResourceType
@@ -50,7 +50,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 						sr.Configs = append(sr.Configs, documented(r, describedConfig(r, name, syn, false)))
 					}
 				}
-			case b.dyn.entity():
+			case b.dyn.Entity():
 				names := append(config.BrokerKeys(), config.LeaderThrottleRateKey, config.FollowerThrottleRateKey)
 				slices.Sort(names)
 				for _, name := range names {
@@ -72,15 +72,15 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 				err = fmt.Errorf("broker %s: this is broker %d", rr.ResourceName, b.cfg.BrokerID)
 			}
 		case kmsg.ConfigResourceTypeTopic:
-			_, ok := b.cache.topic(rr.ResourceName)
+			_, ok := b.cache.Topic(rr.ResourceName)
 			if !ok {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				err = fmt.Errorf("topic %s does not exist", rr.ResourceName)
 				break
 			}
-			configs, watched := b.dyn.watchedTopicConfigs([]string{rr.ResourceName})[rr.ResourceName]
+			configs, watched := b.dyn.WatchedTopicConfigs([]string{rr.ResourceName})[rr.ResourceName]
 			if !watched {
-				configs = b.replicas.topicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
+				configs = b.replicas.TopicConfigs(ctx, []string{rr.ResourceName})[rr.ResourceName]
 			}
 			for _, name := range config.TopicKeys() {
 				if !wanted(rr.ConfigNames, name) {
@@ -116,8 +116,8 @@ type configSynonym struct {
 // broker, in precedence order.
 func (b *Broker) brokerSynonyms(st *coord.ConfigState, name string) []configSynonym {
 	var syn []configSynonym
-	for _, v := range b.dyn.dynamicBrokerValues(st, name) {
-		syn = append(syn, configSynonym{name, v.value, dynamicSource(v.entity)})
+	for _, v := range b.dyn.BrokerValues(st, name) {
+		syn = append(syn, configSynonym{name, v.Value, dynamicSource(v.Entity)})
 	}
 	if config.IsThrottleRateKey(name) {
 		return append(syn, configSynonym{name, strconv.FormatInt(replica.Unthrottled, 10), kmsg.ConfigSourceDefaultConfig})
@@ -132,8 +132,8 @@ func (b *Broker) brokerSynonyms(st *coord.ConfigState, name string) []configSyno
 func (b *Broker) topicDefaultSynonyms(st *coord.ConfigState, name string) []configSynonym {
 	var syn []configSynonym
 	if key := config.TopicConfigSynonym(name); key != "" && config.IsDynamicBrokerKey(key) {
-		for _, v := range b.dyn.dynamicBrokerValues(st, key) {
-			syn = append(syn, configSynonym{key, config.KafkaMeaning(key, v.value), dynamicSource(v.entity)})
+		for _, v := range b.dyn.BrokerValues(st, key) {
+			syn = append(syn, configSynonym{key, config.KafkaMeaning(key, v.Value), dynamicSource(v.Entity)})
 		}
 	}
 	name2 := name

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/replica"
 )
 
 // DescribeLogDirs v0..v4 (KIP-113; v2 is flexible, v3 adds the top-level
@@ -38,9 +40,9 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, req *request) (kmsg.Res
 			}
 		}
 	}
-	parts := b.replicas.allPartitions()
-	slices.SortFunc(parts, func(x, y *partition) int {
-		return cmp.Or(cmp.Compare(x.topic, y.topic), cmp.Compare(x.index, y.index))
+	parts := b.replicas.Partitions()
+	slices.SortFunc(parts, func(x, y *replica.Partition) int {
+		return cmp.Or(cmp.Compare(x.Topic(), y.Topic()), cmp.Compare(x.Index(), y.Index()))
 	})
 	for _, dir := range b.cfg.LogDirs {
 		sd := kmsg.NewDescribeLogDirsResponseDir()
@@ -48,7 +50,7 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, req *request) (kmsg.Res
 		if abs, err := filepath.Abs(dir); err == nil {
 			sd.Dir = abs
 		}
-		if b.replicas.logDirs.Offline(filepath.Clean(dir)) {
+		if b.replicas.LogDirs().Offline(filepath.Clean(dir)) {
 			sd.ErrorCode = kerr.KafkaStorageError.Code
 			resp.Dirs = append(resp.Dirs, sd)
 			continue
@@ -57,17 +59,17 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, req *request) (kmsg.Res
 			sd.TotalBytes, sd.UsableBytes = volumeBytes(dir)
 		}
 		for _, p := range parts {
-			if p.logDir() != filepath.Clean(dir) || (wanted != nil && !wanted[p.topic][p.index]) {
+			if p.LogDir() != filepath.Clean(dir) || (wanted != nil && !wanted[p.Topic()][p.Index()]) {
 				continue
 			}
-			if n := len(sd.Topics); n == 0 || sd.Topics[n-1].Topic != p.topic {
+			if n := len(sd.Topics); n == 0 || sd.Topics[n-1].Topic != p.Topic() {
 				st := kmsg.NewDescribeLogDirsResponseDirTopic()
-				st.Topic = p.topic
+				st.Topic = p.Topic()
 				sd.Topics = append(sd.Topics, st)
 			}
 			sp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-			sp.Partition = p.index
-			sp.Size = p.log.Size()
+			sp.Partition = p.Index()
+			sp.Size = p.Log().Size()
 			st := &sd.Topics[len(sd.Topics)-1]
 			st.Partitions = append(st.Partitions, sp)
 		}

@@ -59,11 +59,11 @@ func TestDescribeLogDirs(t *testing.T) {
 				t.Errorf("partition %d in %s and %s", index, prev, dir)
 			}
 			seen[index] = dir
-			p := b.replicas.partitionFor(topic, index)
-			if p.logDir() != filepath.Clean(dir) {
-				t.Errorf("partition %d described in %s, but its log is in %s", index, dir, p.logDir())
+			p := b.replicas.PartitionFor(topic, index)
+			if p.LogDir() != filepath.Clean(dir) {
+				t.Errorf("partition %d described in %s, but its log is in %s", index, dir, p.LogDir())
 			}
-			if want := p.log.Size(); dp.Size != want || (index > 0 && dp.Size == 0) {
+			if want := p.Log().Size(); dp.Size != want || (index > 0 && dp.Size == 0) {
 				t.Errorf("partition %d size: got %d, want %d (not 0 once written)", index, dp.Size, want)
 			}
 			if dp.OffsetLag != 0 || dp.IsFuture {
@@ -98,7 +98,7 @@ func TestDescribeLogDirs(t *testing.T) {
 	}
 
 	failed := cfg.LogDirs[1]
-	b.replicas.failLogDir(filepath.Clean(failed), fmt.Errorf("write: %w", syscall.EIO))
+	b.manager().FailLogDir(filepath.Clean(failed), fmt.Errorf("write: %w", syscall.EIO))
 	req := kmsg.NewPtrDescribeLogDirsRequest()
 	resp := askBroker[*kmsg.DescribeLogDirsResponse](t, b, req)
 	if len(resp.Dirs) != 2 {

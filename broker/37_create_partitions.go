@@ -20,7 +20,7 @@ func init() { registerAPI(37, 0, 3, handleCreatePartitions) }
 func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.CreatePartitionsRequest)
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	return nil, func(ctx context.Context) kmsg.Response {
 		tooMany := b.checkRequestPartitions(req, b.createPartitionsCount(r))
 		for _, rt := range r.Topics {
@@ -39,7 +39,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 			} else {
 				var assignment [][]coord.BrokerID
 				for _, a := range rt.Assignment {
-					assignment = append(assignment, brokerIDs(a.Replicas))
+					assignment = append(assignment, coord.BrokerIDs(a.Replicas))
 				}
 				err = ctrl.CreatePartitions(ctx, rt.Topic, int(rt.Count), assignment, r.ValidateOnly)
 			}
@@ -50,7 +50,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 			} else if !r.ValidateOnly {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
 				b.member.waitPropagated(wctx)
-				if !b.cache.waitFor(wctx, b.closing, func() bool { return b.cache.topicReady(rt.Topic, int(rt.Count)) }) {
+				if !b.cache.WaitFor(wctx, b.closing, func() bool { return b.cache.TopicReady(rt.Topic, int(rt.Count)) }) {
 					st.ErrorCode = kerr.RequestTimedOut.Code
 				}
 				cancel()
@@ -68,8 +68,8 @@ func (b *Broker) createPartitionsCount(r *kmsg.CreatePartitionsRequest) int64 {
 	var total int64
 	for _, rt := range r.Topics {
 		have := 0
-		if t, ok := b.cache.topic(rt.Topic); ok {
-			have = len(t.partitions)
+		if t, ok := b.cache.Topic(rt.Topic); ok {
+			have = len(t.Partitions)
 		}
 		if n := int64(rt.Count) - int64(have); n > 0 {
 			total += n

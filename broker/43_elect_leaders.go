@@ -20,7 +20,7 @@ func init() { registerAPI(43, 0, 2, handleElectLeaders) }
 func handleElectLeaders(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ElectLeadersRequest)
 	resp := r.ResponseKind().(*kmsg.ElectLeadersResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if r.ElectionType != 0 && r.ElectionType != 1 {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/dynconfig"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -142,7 +143,7 @@ func remoteConfigOutcome(code int16, msg *string) configOutcome {
 type forwarder func(ctx context.Context, topics []int) ([]configOutcome, error)
 
 // forwardedClientPrefix starts the client id of a request one broker sends
-// another (peerClient): a forwarded alteration that reaches a broker that
+// another (PeerClient): a forwarded alteration that reaches a broker that
 // is no longer the controller is answered NOT_CONTROLLER, never forwarded
 // again.
 const forwardedClientPrefix = "tripod-broker-"
@@ -156,7 +157,7 @@ func (b *Broker) alterConfigs(ctx context.Context, req *request, resources []alt
 		seen[fmt.Sprint(ar.typ, "/", ar.name)]++
 	}
 	var remote []int
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	for i, ar := range resources {
 		switch {
 		case seen[fmt.Sprint(ar.typ, "/", ar.name)] > 1:
@@ -202,7 +203,7 @@ func precheckTopicAlteration(ar alterResource) configOutcome {
 	if err := config.ValidateTopicName(ar.name); err != nil {
 		return configOutcome{kerr.InvalidTopicException, err}
 	}
-	if err := checkAlterations(ar.alts); err != nil {
+	if err := dynconfig.CheckAlterations(ar.alts); err != nil {
 		return configOutcome{kerr.InvalidConfig, fmt.Errorf("topic %s: %w", ar.name, err)}
 	}
 	for _, a := range ar.alts {
@@ -223,7 +224,7 @@ func (b *Broker) alterTopicConfigs(ctx context.Context, ctrl *controller.Control
 		return o
 	}
 	configs, err := ctrl.AlterTopicConfigs(ctx, controller.TopicConfigsAlteration{
-		Topic: ar.name, Replace: ar.replace, Alterations: ar.alts, Validate: validateTopicConfigs, ValidateOnly: validateOnly,
+		Topic: ar.name, Replace: ar.replace, Alterations: ar.alts, Validate: dynconfig.ValidateTopicConfigs, ValidateOnly: validateOnly,
 	})
 	switch {
 	case errors.Is(err, controller.ErrInvalidConfig):
@@ -257,9 +258,9 @@ func (b *Broker) alterBrokerConfigs(ctx context.Context, ar alterResource, valid
 		if id, err := strconv.ParseInt(ar.name, 10, 32); err != nil || int32(id) != b.cfg.BrokerID {
 			return configOutcome{kerr.InvalidRequest, fmt.Errorf("unexpected broker id, expected %d or empty string, but received %s", b.cfg.BrokerID, ar.name)}
 		}
-		entity = b.dyn.entity()
+		entity = b.dyn.Entity()
 	}
-	if err := checkAlterations(ar.alts); err != nil {
+	if err := dynconfig.CheckAlterations(ar.alts); err != nil {
 		return configOutcome{kerr.InvalidConfig, fmt.Errorf("broker %s: %w", ar.name, err)}
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -269,8 +270,8 @@ func (b *Broker) alterBrokerConfigs(ctx context.Context, ar alterResource, valid
 		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("broker configs: %w", err)}
 	}
 	next := coord.ApplyConfigAlterations(st.Brokers[entity], ar.replace, ar.alts)
-	if err := b.dyn.validateBrokerConfigs(next); err != nil {
-		if errors.Is(err, errNotDynamic) {
+	if err := b.dyn.ValidateBrokerConfigs(next); err != nil {
+		if errors.Is(err, dynconfig.ErrNotDynamic) {
 			return configOutcome{kerr.InvalidRequest, err}
 		}
 		return configOutcome{kerr.InvalidConfig, err}
@@ -313,7 +314,7 @@ func (b *Broker) awaitConfigs(ctx context.Context, cond func(*coord.ConfigState)
 	ctx, cancel := context.WithTimeout(ctx, configApplyWait)
 	defer cancel()
 	for {
-		st, changed := b.dyn.appliedConfigs()
+		st, changed := b.dyn.Applied()
 		if st != nil && cond(st) {
 			return
 		}

@@ -26,7 +26,7 @@ func init() { registerAPI(45, 0, 1, handleAlterPartitionReassignments) }
 func handleAlterPartitionReassignments(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if ctrl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		msg := fmt.Sprintf("broker %d is not the controller", b.cfg.BrokerID)
@@ -39,7 +39,7 @@ func handleAlterPartitionReassignments(_ context.Context, b *Broker, req *reques
 			re := controller.Reassignment{Partition: coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition},
 				KeepReplicationFactor: !r.AllowReplicationFactorChange}
 			if rp.Replicas != nil { // null cancels
-				re.Target = brokerIDs(rp.Replicas)
+				re.Target = coord.BrokerIDs(rp.Replicas)
 			}
 			reqs = append(reqs, re)
 		}

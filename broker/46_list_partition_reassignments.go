@@ -23,7 +23,7 @@ func init() { registerAPI(46, 0, 0, handleListPartitionReassignments) }
 func handleListPartitionReassignments(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if ctrl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		msg := fmt.Sprintf("broker %d is not the controller", b.cfg.BrokerID)
@@ -55,9 +55,9 @@ func handleListPartitionReassignments(_ context.Context, b *Broker, req *request
 			}
 			sp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
 			sp.Partition = o.Partition.Partition
-			sp.Replicas = ids32(o.Replicas)
-			sp.AddingReplicas = ids32(o.Adding)
-			sp.RemovingReplicas = ids32(o.Removing)
+			sp.Replicas = coord.Int32s(o.Replicas)
+			sp.AddingReplicas = coord.Int32s(o.Adding)
+			sp.RemovingReplicas = coord.Int32s(o.Removing)
 			t := &resp.Topics[len(resp.Topics)-1]
 			t.Partitions = append(t.Partitions, sp)
 		}

@@ -7,13 +7,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
 
 // AlterPartition v0..v1 (topics by name): a partition leader asks the
 // controller to change its ISR.
-func init() { registerAPI(56, 0, alterPartitionVersion, handleAlterPartition) }
+func init() { registerAPI(56, 0, replica.AlterPartitionVersion, handleAlterPartition) }
 
 // handleAlterPartition passes the partitions' ISR changes to the
 // controller this broker runs, which commits them together; a broker that
@@ -21,7 +22,7 @@ func init() { registerAPI(56, 0, alterPartitionVersion, handleAlterPartition) }
 func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.AlterPartitionRequest)
 	resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if ctrl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil, nil
@@ -33,7 +34,7 @@ func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Re
 				reqs = append(reqs, controller.AlterPartitionRequest{
 					BrokerID: coord.BrokerID(r.BrokerID), BrokerEpoch: r.BrokerEpoch,
 					Partition:   coord.TopicPartition{Topic: t.Topic, Partition: p.Partition},
-					LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: brokerIDs(p.NewISR),
+					LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: coord.BrokerIDs(p.NewISR),
 				})
 			}
 		}
@@ -54,7 +55,7 @@ func handleAlterPartition(ctx context.Context, b *Broker, req *request) (kmsg.Re
 				} else {
 					st := res[i].State
 					rp.LeaderID, rp.LeaderEpoch = int32(st.Leader), st.LeaderEpoch
-					rp.ISR, rp.PartitionEpoch = ids32(st.ISR), st.PartitionEpoch
+					rp.ISR, rp.PartitionEpoch = coord.Int32s(st.ISR), st.PartitionEpoch
 				}
 				i++
 				rt.Partitions = append(rt.Partitions, rp)

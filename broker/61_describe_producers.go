@@ -25,16 +25,13 @@ func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.R
 		for _, index := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = index
-			p, code := b.replicas.leaderFor(rt.Topic, index)
+			p, code := b.replicas.LeaderFor(rt.Topic, index)
 			if p == nil {
 				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			p.appendMu.Lock()
-			active := p.producers.Active()
-			p.appendMu.Unlock()
-			for _, ps := range active {
+			for _, ps := range p.ActiveProducers() {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID = ps.ProducerID
 				ap.ProducerEpoch = int32(ps.ProducerEpoch)

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -15,7 +16,9 @@ import (
 // heartbeats, so this API carries one thing only: a broker whose log dirs
 // went offline (logdirs.go) tells the controller, as Kafka's ZooKeeper
 // mode does with a log_dir_event_notification. Other fields are ignored.
-func init() { registerAPI(63, brokerHeartbeatVersion, brokerHeartbeatVersion, handleBrokerHeartbeat) }
+func init() {
+	registerAPI(63, replica.BrokerHeartbeatVersion, replica.BrokerHeartbeatVersion, handleBrokerHeartbeat)
+}
 
 // handleBrokerHeartbeat passes a report of offline log dirs to the
 // controller this broker runs (coord's LogDirFailure), which asks the
@@ -25,7 +28,7 @@ func init() { registerAPI(63, brokerHeartbeatVersion, brokerHeartbeatVersion, ha
 func handleBrokerHeartbeat(ctx context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.BrokerHeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if ctrl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil, nil

@@ -81,14 +81,14 @@ func TestCreateTopicsChecksEveryField(t *testing.T) {
 			if err := kerr.ErrorForCode(got.ErrorCode); err != errOrNil(c.wantErr) {
 				t.Fatalf("got error %v, want %v", err, c.wantErr)
 			}
-			tp, ok := b.cache.topic(c.topic)
+			tp, ok := b.cache.Topic(c.topic)
 			if c.wantCreated == 0 && ok {
-				t.Fatalf("topic %s exists with %d partitions, want none", c.topic, len(tp.partitions))
+				t.Fatalf("topic %s exists with %d partitions, want none", c.topic, len(tp.Partitions))
 			}
-			if c.wantCreated > 0 && (!ok || int32(len(tp.partitions)) != c.wantCreated) {
-				t.Fatalf("topic %s: got %d partitions (exists %v), want %d", c.topic, len(tp.partitions), ok, c.wantCreated)
+			if c.wantCreated > 0 && (!ok || int32(len(tp.Partitions)) != c.wantCreated) {
+				t.Fatalf("topic %s: got %d partitions (exists %v), want %d", c.topic, len(tp.Partitions), ok, c.wantCreated)
 			}
-			configs := b.replicas.topicConfigs(context.Background(), []string{c.topic})[c.topic]
+			configs := b.replicas.TopicConfigs(context.Background(), []string{c.topic})[c.topic]
 			for k, v := range c.configs {
 				if c.wantErr == nil && !c.validateOnly && configs[k] != *v {
 					t.Fatalf("config %s: got %q, want %q", k, configs[k], *v)
@@ -261,10 +261,8 @@ func TestFetchAndListOffsets(t *testing.T) {
 	go func() { done <- fetch(10, 10*time.Minute) }()
 	other := newClient(t, b, kgo.DefaultProduceTopic(topic))
 	waitFor(t, ctx, "the fetch to wait on the partition", func() bool {
-		p := b.replicas.partitionFor(topic, 0)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.waiters) > 0
+		p := b.replicas.PartitionFor(topic, 0)
+		return p.WaitingFetches() > 0
 	})
 	if err := other.ProduceSync(ctx, &kgo.Record{Value: []byte("wake"), Timestamp: base.Add(time.Hour)}).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
@@ -409,10 +407,8 @@ func TestDeleteTopicsAndDescribeConfigs(t *testing.T) {
 		done <- err
 	}()
 	waitFor(t, ctx, "the fetch to wait on doomed-0", func() bool {
-		p := b.replicas.partitionFor("doomed", 0)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.waiters) > 0
+		p := b.replicas.PartitionFor("doomed", 0)
+		return p.WaitingFetches() > 0
 	})
 	deleted, err := adm.DeleteTopics(ctx, "doomed")
 	if err != nil || deleted["doomed"].Err != nil {
@@ -426,7 +422,7 @@ func TestDeleteTopicsAndDescribeConfigs(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the fetch waiting on the deleted topic was not answered")
 	}
-	if _, ok := b.cache.topic("doomed"); ok {
+	if _, ok := b.cache.Topic("doomed"); ok {
 		t.Fatalf("topic doomed still exists")
 	}
 	again, err := adm.DeleteTopics(ctx, "doomed")

@@ -92,8 +92,8 @@ func TestAuthorizerEndToEnd(t *testing.T) {
 		t.Fatalf("admin creates %s: %v %v", topic, err, resp.Err)
 	}
 	waitFor(t, ctx, "the ISR to hold both brokers", func() bool {
-		p, ok := brokers[0].cache.topic(topic)
-		return ok && len(p.partitions) == 1 && len(p.partitions[0].ISR) == 2
+		p, ok := brokers[0].cache.Topic(topic)
+		return ok && len(p.Partitions) == 1 && len(p.Partitions[0].ISR) == 2
 	})
 	for i := range 3 {
 		if err := admin.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("admin-%d", i))).FirstErr(); err != nil {
@@ -321,11 +321,11 @@ func bobRequest[R kmsg.Response](t *testing.T, ctx context.Context, cl *kgo.Clie
 // cl's is, and returns the partition's error code.
 func leaderRequestCode(t *testing.T, ctx context.Context, cl *kgo.Client, brokers []*Broker, topic string, req kmsg.Request) int16 {
 	t.Helper()
-	tp, ok := brokers[0].cache.topic(topic)
+	tp, ok := brokers[0].cache.Topic(topic)
 	if !ok {
 		t.Fatalf("topic %s: not in the metadata", topic)
 	}
-	resp, err := cl.Broker(int(tp.partitions[0].Leader)).Request(ctx, req)
+	resp, err := cl.Broker(int(tp.Partitions[0].Leader)).Request(ctx, req)
 	if err != nil {
 		t.Fatalf("%s to the leader: %v", kmsg.NameForKey(req.Key()), err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/scale"
@@ -91,7 +92,7 @@ func BenchmarkProduceReplicated(b *testing.B) {
 		}
 		for _, br := range brokers {
 			for i := range int32(6) {
-				if br.replicas.partitionFor(topic, i) == nil {
+				if br.replicas.PartitionFor(topic, i) == nil {
 					return false
 				}
 			}
@@ -178,7 +179,7 @@ func BenchmarkIdleReplicaMemory(bm *testing.B) {
 		before := idleFootprint(bm)
 		createWideTopic(bm, b, "idle", n)
 		produceToEach(bm, b.Addr().String(), "idle", n)
-		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.replicas.files.Open() == 0 })
+		waitFor(bm, testContext(bm, time.Minute), "the idle segment files closed", func() bool { return b.manager().OpenSegmentFiles() == 0 })
 		after := idleFootprint(bm)
 		if *idleHeapProfile != "" {
 			writeHeapProfile(bm, *idleHeapProfile)
@@ -298,7 +299,7 @@ func BenchmarkRestartIdleReplicas(bm *testing.B) {
 		bm.StopTimer()
 		bm.ReportMetric(elapsed.Seconds(), "s/restart")
 		bm.ReportMetric(float64(elapsed.Microseconds())/float64(n), "µs/replica")
-		bm.ReportMetric(float64(b.replicas.files.Open()), "files-open")
+		bm.ReportMetric(float64(b.manager().OpenSegmentFiles()), "files-open")
 		bm.ReportMetric(0, "ns/op")
 	}
 }
@@ -328,12 +329,12 @@ func BenchmarkRestartFollowerBackInISR(bm *testing.B) {
 			return err == nil || errors.Is(err, kerr.TopicAlreadyExists)
 		})
 		inISR := func(b *Broker, id int32, want int) bool {
-			t, ok := b.cache.topic("restart")
-			if !ok || len(t.partitions) != n {
+			t, ok := b.cache.Topic("restart")
+			if !ok || len(t.Partitions) != n {
 				return false
 			}
 			count := 0
-			for _, p := range t.partitions {
+			for _, p := range t.Partitions {
 				if slices.Contains(p.ISR, coord.BrokerID(id)) {
 					count++
 				}
@@ -371,8 +372,8 @@ func BenchmarkRestartFollowerBackInISR(bm *testing.B) {
 func createWideTopic(tb testing.TB, b *Broker, name string, n int) {
 	tb.Helper()
 	ctx := testContext(tb, 10*time.Minute)
-	waitFor(tb, ctx, "broker to be the controller", func() bool { return b.member.controller() != nil })
-	if _, err := b.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: n, ReplicationFactor: 1}); err != nil {
+	waitFor(tb, ctx, "broker to be the controller", func() bool { return b.member.Controller() != nil })
+	if _, err := b.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: n, ReplicationFactor: 1}); err != nil {
 		tb.Fatalf("create topic %s: %v", name, err)
 	}
 	waitFor(tb, ctx, "the topic's partitions held", func() bool { return b.heldLeaders(name) == n })
@@ -411,11 +412,9 @@ func newBenchClient(tb testing.TB, seed string, opts ...kgo.Opt) *kgo.Client {
 
 // heldReplicas counts the partitions of topic b holds.
 func (b *Broker) heldReplicas(topic string) int {
-	b.replicas.replicasMu.RLock()
-	defer b.replicas.replicasMu.RUnlock()
 	n := 0
-	for tp := range b.replicas.replicas {
-		if tp.Topic == topic {
+	for _, p := range b.replicas.Partitions() {
+		if p.Topic() == topic {
 			n++
 		}
 	}
@@ -424,11 +423,9 @@ func (b *Broker) heldReplicas(topic string) int {
 
 // heldLeaders counts the partitions of topic b holds and leads.
 func (b *Broker) heldLeaders(topic string) int {
-	b.replicas.replicasMu.RLock()
-	defer b.replicas.replicasMu.RUnlock()
 	n := 0
-	for tp, p := range b.replicas.replicas {
-		if tp.Topic == topic && int32(p.role().Leader) == b.cfg.BrokerID {
+	for _, p := range b.replicas.Partitions() {
+		if p.Topic() == topic && int32(p.Role().Leader) == b.cfg.BrokerID {
 			n++
 		}
 	}
@@ -465,10 +462,10 @@ func BenchmarkApplyUpdateMetadata100k(b *testing.B) {
 		}
 	})
 	b.Run("Apply", func(b *testing.B) {
-		c := newMetadataCache()
-		c.update(decoded, true)
+		c := metadata.NewCache()
+		c.Update(decoded, true)
 		for b.Loop() {
-			c.update(decoded, true)
+			c.Update(decoded, true)
 		}
 	})
 }
@@ -524,7 +521,7 @@ func BenchmarkProduceSpread(b *testing.B) {
 		}
 		for _, br := range brokers {
 			for i := range int32(partitions) {
-				if br.replicas.partitionFor(topic, i) == nil {
+				if br.replicas.PartitionFor(topic, i) == nil {
 					return false
 				}
 			}

@@ -20,14 +20,17 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/dynconfig"
+	"github.com/tripodmq/tripod/broker/fetchsession"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/network"
+	"github.com/tripodmq/tripod/broker/producerid"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
 	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
 	_ "github.com/tripodmq/tripod/coord/zk"   // coordination.backend=zk
-	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
 // Broker is a running Kafka-protocol server and cluster member. New starts
@@ -41,7 +44,7 @@ type Broker struct {
 	listeners   []*listener
 	interBroker *listener
 	backend     coord.Backend
-	cache       *metadataCache
+	cache       *metadata.Cache
 	// sasl answers SaslHandshake and SaslAuthenticate (security.Server).
 	sasl *security.Server
 	// authz checks every request against the ACLs (security.Authorizer); nil
@@ -51,7 +54,7 @@ type Broker struct {
 	// replicas is the replica manager: the partitions this broker holds,
 	// their logs, roles, fetchers and ISR reports, and the acceptance and
 	// application of the controller's requests.
-	replicas *replicaManager
+	replicas replicaManager
 
 	// member is this broker's membership of the cluster: its sessions
 	// and broker epochs, the controller the backend names, the controller
@@ -60,11 +63,14 @@ type Broker struct {
 
 	// producerIDs hands out producer ids from blocks the backend
 	// reserves for this broker.
-	producerIDs *producerIDManager
+	producerIDs *producerid.Manager
 	// refusedBatches logs produced batches that fail validation, at most
 	// one line a second, so that a client sending garbage cannot fill the
 	// broker's log.
 	refusedBatches rateLimitedLog
+	// refusedProducerIDs logs the producer ids refused for a
+	// connection's principal, at most one line a second.
+	refusedProducerIDs rateLimitedLog
 	// groups coordinates the consumer groups of the __consumer_offsets
 	// partitions this broker leads.
 	groups  *groupCoordinator
@@ -74,7 +80,7 @@ type Broker struct {
 	closing   chan struct{}
 	// fetchSessions are the incremental fetch sessions of the clients
 	// and followers fetching from this broker (KIP-227).
-	fetchSessions *fetchSessions
+	fetchSessions *fetchsession.Cache
 	// conns is the connection layer serving the listeners: framing,
 	// admission, muting, connection limits and the request pool
 	// (queued.max.request.bytes).
@@ -83,11 +89,11 @@ type Broker struct {
 	stopRun context.CancelFunc
 	runWG   sync.WaitGroup
 	// wg counts the listeners' accept loops (network.Server.Serve, which
-	// returns after its connections end) and the background loops.
+	// returns after its connections end).
 	wg sync.WaitGroup
 
 	// dyn is the dynamic configs this broker follows and applies.
-	dyn *dynamicConfigs
+	dyn *dynconfig.Configs
 	// leaderQuota and followerQuota are the replication throttles.
 	leaderQuota, followerQuota *replica.Quota
 }
@@ -106,30 +112,20 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		logger = hclog.NewNullLogger()
 	}
 	b := &Broker{
-		refusedBatches: rateLimitedLog{interval: time.Second},
-		cfg:            cfg,
-		logger:         logger,
-		cache:          newMetadataCache(),
-		closing:        make(chan struct{}),
-		fetchSessions:  newFetchSessions(fetchSessionCacheSlots, min(cfg.ReplicaLagTimeMax/4, maxSessionRefresh), nil),
+		refusedBatches:     rateLimitedLog{interval: time.Second},
+		refusedProducerIDs: rateLimitedLog{interval: producerIDRefusalLogInterval},
+		cfg:                cfg,
+		logger:             logger,
+		cache:              metadata.NewCache(),
+		closing:            make(chan struct{}),
 	}
 	samples, window := int(cfg.ReplicationQuotaWindowNum), cfg.ReplicationQuotaWindowSize
 	b.leaderQuota, b.followerQuota = replica.NewQuota(samples, window, time.Now), replica.NewQuota(samples, window, time.Now)
-	b.replicas = &replicaManager{
-		replicas:      make(map[coord.TopicPartition]*partition),
-		controllerID:  coord.NoBroker,
-		waiting:       map[*partition]struct{}{},
-		cfg:           &b.cfg,
-		logger:        logger,
-		cache:         b.cache,
-		followerQuota: b.followerQuota,
-		closing:       b.closing,
-	}
-	b.fetchSessions.resolve = func(tp coord.TopicPartition) *partition { return b.replicas.partitionFor(tp.Topic, tp.Partition) }
-	b.dyn = &dynamicConfigs{cfg: &b.cfg, logger: logger, leaderQuota: b.leaderQuota, followerQuota: b.followerQuota, partitions: b.replicas.allPartitions}
-	b.replicas.dyn = b.dyn
+	b.fetchSessions = fetchsession.NewCache(fetchsession.CacheSlots, min(cfg.ReplicaLagTimeMax/4, replica.MaxSessionRefresh),
+		func(tp coord.TopicPartition) *replica.Partition {
+			return b.replicas.PartitionFor(tp.Topic, tp.Partition)
+		})
 	b.metrics = newMetrics(b)
-	b.replicas.metrics = b.metrics
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
 		SocketRequestMaxBytes:        cfg.SocketRequestMaxBytes,
@@ -143,22 +139,16 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		ConnectionsRefused:           b.metrics.connectionsRefused,
 	}, logger)
 	b.groups = newGroupCoordinator(b)
-	b.replicas.roleChanged, b.replicas.resign = b.groups.roleChanged, b.groups.resign
-	b.replicas.fetchers = newFetcherManager(b.replicas)
-	b.replicas.isr = newISRSender(b.replicas)
 	logDirs, err := replica.OpenLogDirs(cfg.LogDirs)
 	if err != nil {
 		return nil, err
 	}
-	b.replicas.logDirs = logDirs
 	lastEpoch := readRegistrationEpoch(cfg.LogDirs[0])
 	ckpt, err := replica.ReadHWCheckpoints(cfg.LogDirs)
 	if err != nil {
 		logDirs.Unlock()
 		return nil, err
 	}
-	b.replicas.hwCkpt = ckpt
-	b.replicas.files = tlog.NewFilePool(int(cfg.LogOpenFilesMax))
 	b.listeners, b.interBroker, err = bindListeners(cfg, logger)
 	if err != nil {
 		logDirs.Unlock()
@@ -184,34 +174,41 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
 	b.backend = backend
-	b.dyn.backend = backend
-	b.replicas.backend = backend
+	b.dyn = dynconfig.New(&b.cfg, logger, backend, b.leaderQuota, b.followerQuota,
+		func() []*replica.Partition { return b.replicas.Partitions() })
 	b.member = &membership{
-		cfg:         &b.cfg,
-		logger:      logger,
-		backend:     backend,
-		cache:       b.cache,
-		interBroker: b.interBroker,
-		closing:     b.closing,
-		self:        b.self,
-		acceptedControllerEpoch: func() int64 {
-			b.replicas.stateMu.Lock()
-			defer b.replicas.stateMu.Unlock()
-			return b.replicas.controllerEpoch
-		},
-		newSender:   func() *sender { return newSender(b) },
-		lastEpoch:   lastEpoch,
-		brokerEpoch: -1,
-		backendCtrl: coord.ControllerInfo{ID: coord.NoBroker},
+		cfg:                     &b.cfg,
+		logger:                  logger,
+		backend:                 backend,
+		cache:                   b.cache,
+		interBroker:             b.interBroker,
+		closing:                 b.closing,
+		self:                    b.self,
+		acceptedControllerEpoch: func() int64 { _, epoch := b.replicas.AcceptedController(); return epoch },
+		newSender:               func() *sender { return newSender(b) },
+		lastEpoch:               lastEpoch,
+		brokerEpoch:             -1,
+		backendCtrl:             coord.ControllerInfo{ID: coord.NoBroker},
 	}
-	b.replicas.member = b.member
+	b.replicas = replica.NewManager(&b.cfg, logDirs, ckpt, replica.Deps{
+		Configs:       b.dyn,
+		Logger:        logger,
+		Metrics:       b.metrics,
+		Backend:       backend,
+		Metadata:      b.cache,
+		Membership:    b.member,
+		RoleChanged:   b.groups.roleChanged,
+		Resign:        b.groups.resign,
+		FollowerQuota: b.followerQuota,
+		Closing:       b.closing,
+	})
 	saslListeners := make([]*security.SASLListener, len(b.listeners))
 	for i, l := range b.listeners {
 		saslListeners[i] = l.SASL
 	}
 	b.sasl = security.NewServer(saslListeners, cfg.SASL, cfg.Authorizer.Enabled(), backend, logger.Named("sasl"))
 	b.authz = security.NewAuthorizer(cfg.Authorizer, b.sasl, logger)
-	b.producerIDs = newProducerIDManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
+	b.producerIDs = producerid.NewManager(backend, coord.BrokerID(cfg.BrokerID), logger.Named("producer-ids"))
 	for _, l := range b.listeners {
 		advertised := "(not advertised)"
 		if l.Advertised != nil {
@@ -233,7 +230,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 	}()
 	go func() {
 		defer b.runWG.Done()
-		b.dyn.watchConfigs(runCtx)
+		b.dyn.Watch(runCtx)
 	}()
 	go func() {
 		defer b.runWG.Done()
@@ -261,30 +258,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 			b.conns.Serve(network.Listener{Name: l.Name, Listener: l.ln, Protected: l.protected, Handler: connHandler{b: b, l: l}})
 		}()
 	}
-	b.wg.Add(4)
-	go func() {
-		defer b.wg.Done()
-		b.replicas.logDirLoop()
-	}()
-	go func() {
-		defer b.wg.Done()
-		b.replicas.backgroundLoop()
-	}()
-	go func() {
-		defer b.wg.Done()
-		b.replicas.tickLoop()
-	}()
-	go func() {
-		defer b.wg.Done()
-		b.replicas.isr.run()
-	}()
-	if cfg.LogCleanerEnable {
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			b.replicas.cleanerLoop()
-		}()
-	}
+	b.replicas.Start()
 	b.groups.start()
 	return b, nil
 }
@@ -320,7 +294,7 @@ func (b *Broker) Close() error {
 		}
 		b.stopRun()
 		b.runWG.Wait()
-		b.producerIDs.close()
+		b.producerIDs.Close()
 		if cerr := b.backend.Close(); cerr != nil && !errors.Is(cerr, coord.ErrClosed) {
 			b.logger.Warn("close coordination backend failed", "error", cerr)
 		}
@@ -332,14 +306,9 @@ func (b *Broker) Close() error {
 		}
 		b.wg.Wait()
 		b.groups.close()
-		b.replicas.fetchers.close()
-		if cerr := b.replicas.writeHWCheckpoints(); cerr != nil {
-			b.logger.Error("high watermark checkpoint failed", "error", cerr)
-		}
-		if cerr := b.replicas.closeLogs(); cerr != nil {
+		if cerr := b.replicas.Close(); cerr != nil {
 			err = cerr
 		}
-		b.replicas.logDirs.Unlock()
 		b.logger.Info("broker closed")
 	})
 	if errors.Is(err, net.ErrClosed) {

@@ -47,7 +47,7 @@ func TestCompactedTopic(t *testing.T) {
 		t.Fatalf("produce without a key: got %v, want %v", err, kerr.InvalidRecord)
 	}
 
-	if n := b.replicas.cleanLogs(time.Now()); n != 1 {
+	if n := b.manager().CleanLogs(time.Now()); n != 1 {
 		t.Fatalf("cleaner round: got %d logs cleaned, want 1", n)
 	}
 

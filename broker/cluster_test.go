@@ -68,7 +68,7 @@ func startRaftClusterWith(t testing.TB, n int, configure func(*config.Config)) [
 	ctx := testContext(t, time.Minute)
 	for _, b := range brokers {
 		waitFor(t, ctx, fmt.Sprintf("broker %d to see %d live brokers and a controller", b.ID(), n), func() bool {
-			id, live, _ := b.cache.view()
+			id, live, _ := b.cache.View()
 			if ctx.Err() != nil {
 				t.Logf("broker %d: controller %d, live %v", b.ID(), id, live)
 			}
@@ -140,7 +140,7 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	for _, b := range brokers {
 		byID[b.ID()] = b
 	}
-	controllerID, _, _ := brokers[0].cache.view()
+	controllerID, _, _ := brokers[0].cache.View()
 	controller := byID[int32(controllerID)]
 	var other *Broker
 	for _, b := range brokers {
@@ -239,10 +239,8 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	// Controller requests from an older controller epoch, or for another
 	// incarnation of the broker, are refused.
 	target := other
-	target.replicas.stateMu.Lock()
-	controllerEpoch := target.replicas.controllerEpoch
-	target.replicas.stateMu.Unlock()
-	brokerEpoch := target.member.currentEpoch()
+	_, controllerEpoch := target.replicas.AcceptedController()
+	brokerEpoch := target.member.CurrentEpoch()
 	lair := func(ce int32, be int64) *kmsg.LeaderAndISRRequest {
 		r := kmsg.NewPtrLeaderAndISRRequest()
 		r.ControllerID, r.ControllerEpoch, r.BrokerEpoch = int32(controllerID), ce, be
@@ -268,21 +266,21 @@ func TestThreeBrokersOnRaft(t *testing.T) {
 	if got := askBroker[*kmsg.LeaderAndISRResponse](t, target, lair(int32(controllerEpoch), brokerEpoch-1)).ErrorCode; got != kerr.StaleBrokerEpoch.Code {
 		t.Fatalf("LeaderAndIsr for broker epoch %d (current %d): got %v, want STALE_BROKER_EPOCH", brokerEpoch-1, brokerEpoch, kerr.ErrorForCode(got))
 	}
-	if p := target.replicas.partitionFor("orders", 0); p != nil && p.role().LeaderEpoch == 99 {
+	if p := target.replicas.PartitionFor("orders", 0); p != nil && p.Role().LeaderEpoch == 99 {
 		t.Fatalf("a refused LeaderAndIsr changed orders-0's leader epoch to 99")
 	}
 	// A partition state with a lower leader epoch than the broker's is
 	// ignored, from a current controller too.
-	held := target.replicas.partitionFor("orders", 0)
-	before := held.role()
+	held := target.replicas.PartitionFor("orders", 0)
+	before := held.Role()
 	stale := lair(int32(controllerEpoch), brokerEpoch)
-	stale.TopicStates[0].TopicID = held.topicID
+	stale.TopicStates[0].TopicID = held.TopicID()
 	stale.TopicStates[0].PartitionStates[0].LeaderEpoch = before.LeaderEpoch - 1
-	stale.TopicStates[0].PartitionStates[0].Replicas = ids32(before.Replicas)
+	stale.TopicStates[0].PartitionStates[0].Replicas = coord.Int32s(before.Replicas)
 	if got := askBroker[*kmsg.LeaderAndISRResponse](t, target, stale).ErrorCode; got != 0 {
 		t.Fatalf("LeaderAndIsr from the current controller: got %v, want no error", kerr.ErrorForCode(got))
 	}
-	if after := target.replicas.partitionFor("orders", 0).role(); after.Leader != before.Leader || after.LeaderEpoch != before.LeaderEpoch {
+	if after := target.replicas.PartitionFor("orders", 0).Role(); after.Leader != before.Leader || after.LeaderEpoch != before.LeaderEpoch {
 		t.Fatalf("orders-0 after a LeaderAndIsr at leader epoch %d: leader %d epoch %d, want leader %d epoch %d kept",
 			before.LeaderEpoch-1, after.Leader, after.LeaderEpoch, before.Leader, before.LeaderEpoch)
 	}
@@ -363,7 +361,7 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 	for range bm.N {
 		bm.StopTimer()
 		brokers := startRaftCluster(bm, 3)
-		controllerID, _, _ := brokers[0].cache.view()
+		controllerID, _, _ := brokers[0].cache.View()
 		var ctrlBroker, victim, third *Broker
 		for _, b := range brokers {
 			switch {
@@ -376,7 +374,7 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 			}
 		}
 		ctx := testContext(bm, 5*time.Minute)
-		waitFor(bm, ctx, "the controller to serve", func() bool { return ctrlBroker.member.controller() != nil })
+		waitFor(bm, ctx, "the controller to serve", func() bool { return ctrlBroker.member.Controller() != nil })
 		assignment := make([][]coord.BrokerID, partitions)
 		for p := range assignment {
 			follower := ctrlBroker.ID()
@@ -385,13 +383,13 @@ func BenchmarkControlledShutdown1000(bm *testing.B) {
 			}
 			assignment[p] = []coord.BrokerID{coord.BrokerID(victim.ID()), coord.BrokerID(follower)}
 		}
-		if _, err := ctrlBroker.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: "wide", Assignment: assignment}); err != nil {
+		if _, err := ctrlBroker.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: "wide", Assignment: assignment}); err != nil {
 			bm.Fatalf("create topic wide: %v", err)
 		}
 		ledBy := func(b *Broker, id int32) int {
-			t, _ := b.cache.topic("wide")
+			t, _ := b.cache.Topic("wide")
 			n := 0
-			for _, p := range t.partitions {
+			for _, p := range t.Partitions {
 				if int32(p.Leader) == id {
 					n++
 				}

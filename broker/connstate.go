@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/network"
+	"github.com/tripodmq/tripod/broker/producerid"
 	"github.com/tripodmq/tripod/broker/security"
 )
 
@@ -62,8 +63,8 @@ type connState struct {
 	saslFailureAnswer []byte
 
 	// producerIDs caches the producer ids verified for the connection's
-	// principal (producer_id_check.go).
-	producerIDs verifiedProducerIDs
+	// principal (broker/producerid).
+	producerIDs producerid.Verified
 }
 
 // newConnState makes the state of a connection from remote accepted on

@@ -49,12 +49,12 @@ func sendForged(t *testing.T, ctx context.Context, b *Broker, req kmsg.Request) 
 // exist, in a LeaderAndIsr from controller at controllerEpoch addressed
 // to brokerEpoch.
 func forgedLeaderAndIsr(b *Broker, topic string, controller int32, controllerEpoch int32, brokerEpoch int64) *kmsg.LeaderAndISRRequest {
-	t, _ := b.cache.topic(topic)
-	p := b.replicas.partitionFor(topic, 0).role()
+	t, _ := b.cache.Topic(topic)
+	p := b.replicas.PartitionFor(topic, 0).Role()
 	req := kmsg.NewPtrLeaderAndISRRequest()
 	req.ControllerID, req.ControllerEpoch, req.BrokerEpoch = controller, controllerEpoch, brokerEpoch
 	ts := kmsg.NewLeaderAndISRRequestTopicState()
-	ts.Topic, ts.TopicID = topic, t.id
+	ts.Topic, ts.TopicID = topic, t.ID
 	ps := kmsg.NewLeaderAndISRRequestTopicPartition()
 	ps.Partition, ps.ControllerEpoch = 0, controllerEpoch
 	ps.Leader, ps.LeaderEpoch, ps.ZKVersion = 2, p.LeaderEpoch+1, p.PartitionEpoch+1
@@ -82,18 +82,17 @@ func TestForgedControllerRequestsAreRefused(t *testing.T) {
 	const topic = "guarded"
 	createTopic(t, b, topic, 1, nil)
 	waitFor(t, ctx, "the broker to lead guarded-0", func() bool {
-		p := b.replicas.partitionFor(topic, 0)
-		return p != nil && p.role().Leader == 1
+		p := b.replicas.PartitionFor(topic, 0)
+		return p != nil && p.Role().Leader == 1
 	})
 	producer := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err := producer.ProduceSync(ctx, kgo.StringRecord("before")).FirstErr(); err != nil {
 		t.Fatalf("produce before the attack: %v", err)
 	}
-	before := b.replicas.partitionFor(topic, 0).role()
-	b.replicas.stateMu.Lock()
-	controllerID, controllerEpoch := int32(b.replicas.controllerID), int32(b.replicas.controllerEpoch)
-	b.replicas.stateMu.Unlock()
-	brokerEpoch := b.member.currentEpoch()
+	before := b.replicas.PartitionFor(topic, 0).Role()
+	acceptedID, acceptedEpoch := b.replicas.AcceptedController()
+	controllerID, controllerEpoch := int32(acceptedID), int32(acceptedEpoch)
+	brokerEpoch := b.member.CurrentEpoch()
 
 	var requests []kmsg.Request
 	for e := brokerEpoch - 3; e <= brokerEpoch+3; e++ {
@@ -126,17 +125,15 @@ func TestForgedControllerRequestsAreRefused(t *testing.T) {
 	}
 	wg.Wait()
 
-	p := b.replicas.partitionFor(topic, 0)
+	p := b.replicas.PartitionFor(topic, 0)
 	if p == nil {
 		t.Fatalf("guarded-0: the replica is gone, want it kept")
 	}
-	if after := p.role(); after.Leader != before.Leader || after.LeaderEpoch != before.LeaderEpoch {
+	if after := p.Role(); after.Leader != before.Leader || after.LeaderEpoch != before.LeaderEpoch {
 		t.Fatalf("guarded-0 after the attack: leader %d epoch %d, want leader %d epoch %d",
 			after.Leader, after.LeaderEpoch, before.Leader, before.LeaderEpoch)
 	}
-	b.replicas.stateMu.Lock()
-	accepted := b.replicas.controllerEpoch
-	b.replicas.stateMu.Unlock()
+	_, accepted := b.replicas.AcceptedController()
 	if accepted != int64(controllerEpoch) {
 		t.Fatalf("accepted controller epoch after the attack: got %d, want %d", accepted, controllerEpoch)
 	}
@@ -145,29 +142,22 @@ func TestForgedControllerRequestsAreRefused(t *testing.T) {
 	}
 	// The real controller is still obeyed.
 	createTopic(t, b, "after-attack", 1, nil)
-	waitFor(t, ctx, "after-attack-0 on the broker", func() bool { return b.replicas.partitionFor("after-attack", 0) != nil })
+	waitFor(t, ctx, "after-attack-0 on the broker", func() bool { return b.replicas.PartitionFor("after-attack", 0) != nil })
 }
 
-// TestControllerEpochIsConfirmedWithTheBackend checks the rule itself: a
-// newer epoch is accepted when the backend names its controller, even
-// before the watch has shown it (a read catches up), and refused when
-// the backend names another controller for it.
+// TestControllerEpochIsConfirmedWithTheBackend checks the backend's view
+// that the replica manager confirms a newer controller epoch with (its
+// rule is replica's TestAcceptController): a view that lags behind the
+// backend, before the watch has shown a new controller, is brought up
+// by a read.
 func TestControllerEpochIsConfirmedWithTheBackend(t *testing.T) {
 	b := startBroker(t, testConfig(t))
 	ctx := testContext(t, time.Minute)
-	named := b.member.backendController()
-	b.replicas.stateMu.Lock()
-	defer b.replicas.stateMu.Unlock()
-	if code := b.replicas.acceptControllerLocked(ctx, named.ID, named.Epoch, b.member.currentEpoch()); code != 0 {
-		t.Fatalf("the backend's controller %d at epoch %d: got %v, want accepted", named.ID, named.Epoch, kerr.ErrorForCode(code))
-	}
-	if code := b.replicas.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.member.currentEpoch()); code != kerr.StaleControllerEpoch.Code {
-		t.Fatalf("another controller at the accepted epoch: got %v, want STALE_CONTROLLER_EPOCH", kerr.ErrorForCode(code))
-	}
-	b.replicas.controllerEpoch, b.replicas.controllerID = 0, coord.NoBroker
-	if code := b.replicas.acceptControllerLocked(ctx, named.ID+1, named.Epoch, b.member.currentEpoch()); code != kerr.StaleControllerEpoch.Code {
-		t.Fatalf("a controller the backend does not name at its epoch: got %v, want STALE_CONTROLLER_EPOCH", kerr.ErrorForCode(code))
-	}
+	var named coord.ControllerInfo
+	waitFor(t, ctx, "the backend to name a controller", func() bool {
+		named = b.member.BackendController()
+		return named.ID != coord.NoBroker
+	})
 	// A view that lags: a read of the backend brings it up.
 	b.member.backendCtrlMu.Lock()
 	b.member.backendCtrl = coord.ControllerInfo{ID: coord.NoBroker}
@@ -175,7 +165,7 @@ func TestControllerEpochIsConfirmedWithTheBackend(t *testing.T) {
 	if err := b.member.awaitBackendController(ctx, named.Epoch); err != nil {
 		t.Fatalf("await controller epoch %d: %v", named.Epoch, err)
 	}
-	if got := b.member.backendController(); got != named {
+	if got := b.member.BackendController(); got != named {
 		t.Fatalf("backend controller after the read: got %+v, want %+v", got, named)
 	}
 }

@@ -16,7 +16,7 @@ func TestDescribeClusterNamesControllerAndBrokers(t *testing.T) {
 	brokers := startRaftCluster(t, 3)
 	for _, b := range brokers {
 		ctx := testContext(t, 30*time.Second)
-		if !b.cache.waitFor(ctx, b.closing, func() bool { _, live, _ := b.cache.view(); return len(live) == 3 }) {
+		if !b.cache.WaitFor(ctx, b.closing, func() bool { _, live, _ := b.cache.View(); return len(live) == 3 }) {
 			t.Fatalf("broker %d does not list 3 live brokers within 30s", b.ID())
 		}
 		controller, live, _ := metadataOf(t, b, "")

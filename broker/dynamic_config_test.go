@@ -130,7 +130,7 @@ func leaderOf(t *testing.T, ctx context.Context, brokers []*Broker, topic string
 				others = append(others, b)
 			}
 		}
-		return leader != nil && leader.replicas.partitionFor(topic, 0) != nil
+		return leader != nil && leader.replicas.PartitionFor(topic, 0) != nil
 	})
 	return leader, others
 }
@@ -159,7 +159,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 	alterOne(t, "set min.insync.replicas=3", resps, err, nil)
 	for _, b := range brokers {
 		waitFor(t, ctx, fmt.Sprintf("broker %d to apply min.insync.replicas=3", b.ID()), func() bool {
-			return b.replicas.partitionFor("live", 0).topicConfigs()["min.insync.replicas"] == "3"
+			return b.replicas.PartitionFor("live", 0).TopicConfigs()["min.insync.replicas"] == "3"
 		})
 		configs := describeAt(t, b, kmsg.ConfigResourceTypeTopic, "live")
 		wantConfig(t, "after the alteration", configs, "min.insync.replicas", "3", kmsg.ConfigSourceDynamicTopicConfig)
@@ -208,7 +208,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 	resps, err = adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{setKey("min.insync.replicas", "2"), setKey("segment.bytes", "1024")}, "live")
 	alterOne(t, "replace the set with min.insync.replicas=2", resps, err, nil)
 	waitFor(t, ctx, "the leader to apply min.insync.replicas=2", func() bool {
-		c := leader.replicas.partitionFor("live", 0).topicConfigs()
+		c := leader.replicas.PartitionFor("live", 0).TopicConfigs()
 		return c["min.insync.replicas"] == "2" && c["retention.ms"] == ""
 	})
 	if code := produceRaw(t, leader, "live", -1, "two are enough"); code != 0 {
@@ -216,19 +216,19 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 	}
 
 	// retention.bytes lowered: the old segments go, without a restart.
-	p := leader.replicas.partitionFor("live", 0)
+	p := leader.replicas.PartitionFor("live", 0)
 	for i := range 20 {
 		if code := produceRaw(t, leader, "live", 1, strings.Repeat("r", 400)+fmt.Sprint(i)); code != 0 {
 			t.Fatalf("produce %d: error %v", i, kerr.ErrorForCode(code))
 		}
 	}
-	if start := p.log.StartOffset(); start != 0 {
+	if start := p.Log().StartOffset(); start != 0 {
 		t.Fatalf("log start offset before retention: got %d, want 0", start)
 	}
 	resps, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{setKey("retention.bytes", "1")}, "live")
 	alterOne(t, "set retention.bytes=1", resps, err, nil)
-	waitFor(t, ctx, "retention to delete the old segments", func() bool { return p.log.StartOffset() > 0 })
-	t.Logf("retention.bytes=1 moved the log start offset to %d of %d", p.log.StartOffset(), p.log.EndOffset())
+	waitFor(t, ctx, "retention to delete the old segments", func() bool { return p.Log().StartOffset() > 0 })
+	t.Logf("retention.bytes=1 moved the log start offset to %d of %d", p.Log().StartOffset(), p.Log().EndOffset())
 
 	// Broker configs: the cluster default and one broker's.
 	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{setKey("log.retention.ms", "3600000")})
@@ -241,7 +241,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 			want, source = "7200000", kmsg.ConfigSourceDynamicBrokerConfig
 		}
 		waitFor(t, ctx, fmt.Sprintf("broker %d to apply log.retention.ms", b.ID()), func() bool {
-			return b.dyn.liveConfig().LogRetention == mustMillis(want)
+			return b.dyn.LiveConfig().LogRetention == mustMillis(want)
 		})
 		badm := kadm.NewClient(newClient(t, b))
 		rcs, err := badm.DescribeBrokerConfigs(ctx, b.ID())
@@ -253,7 +253,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 		// b itself: kadm sends a topic's DescribeConfigs to any broker).
 		configs = describeAt(t, b, kmsg.ConfigResourceTypeTopic, "live")
 		wantConfig(t, "topic default", configs, "retention.ms", want, source)
-		if got := b.replicas.partitionFor("live", 0).log; got == nil {
+		if got := b.replicas.PartitionFor("live", 0).Log(); got == nil {
 			t.Fatalf("broker %d holds no log of live-0", b.ID())
 		}
 	}
@@ -304,7 +304,7 @@ func TestDynamicConfigsThroughKadm(t *testing.T) {
 	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "log.retention.ms"}}, leader.ID())
 	alterOne(t, "delete the leader's log.retention.ms", resps, err, nil)
 	waitFor(t, ctx, "the leader to fall back to the default", func() bool {
-		return leader.dyn.liveConfig().LogRetention == time.Hour
+		return leader.dyn.LiveConfig().LogRetention == time.Hour
 	})
 }
 
@@ -348,7 +348,7 @@ func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
 	}
 	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{setKey(config.LeaderThrottleRateKey, "100000"), setKey(config.FollowerThrottleRateKey, "100000")})
 	alterOne(t, "set the throttle rates", resps, err, nil)
-	waitFor(t, ctx, "the leader to apply the rates", func() bool { return leader.dyn.current().leaderRate == 100000 })
+	waitFor(t, ctx, "the leader to apply the rates", func() bool { return leader.dyn.Current().LeaderRate == 100000 })
 	before := scrape(t, leader)
 	inSyncBytes, _ := metricValue(before, `tripod_replication_throttled_bytes_total{side="leader"}`)
 
@@ -357,15 +357,13 @@ func TestReplicationThrottleLetsAReplicaCatchUp(t *testing.T) {
 		t.Fatalf("restart broker %d: %v", cfg.BrokerID, err)
 	}
 	t.Cleanup(func() { back.Close() })
-	end := leader.replicas.partitionFor("throttled", 0).log.EndOffset()
+	end := leader.replicas.PartitionFor("throttled", 0).Log().EndOffset()
 	waitFor(t, ctx, fmt.Sprintf("broker %d to catch up and rejoin the ISR", back.ID()), func() bool {
 		_, _, parts := metadataOf(t, leader, "throttled")
-		p := back.replicas.partitionFor("throttled", 0)
-		lp := leader.replicas.partitionFor("throttled", 0)
-		lp.repMu.Lock()
-		isr := lp.rep.ISR()
-		lp.repMu.Unlock()
-		return len(parts) == 1 && len(parts[0].isr) == 3 && len(isr) == 3 && p != nil && p.log.EndOffset() >= end
+		p := back.replicas.PartitionFor("throttled", 0)
+		lp := leader.replicas.PartitionFor("throttled", 0)
+		isr := lp.Role().ISR
+		return len(parts) == 1 && len(parts[0].isr) == 3 && len(isr) == 3 && p != nil && p.Log().EndOffset() >= end
 	})
 	page := scrape(t, leader)
 	leaderBytes, _ := metricValue(page, `tripod_replication_throttled_bytes_total{side="leader"}`)
@@ -410,7 +408,7 @@ func TestTopicConfigsForwardedToTheController(t *testing.T) {
 	})
 	var other *Broker
 	for _, b := range brokers {
-		if id, _, _ := b.cache.view(); id != coord.BrokerID(b.ID()) && b.member.controller() == nil {
+		if id, _, _ := b.cache.View(); id != coord.BrokerID(b.ID()) && b.member.Controller() == nil {
 			other = b
 		}
 	}
@@ -428,7 +426,7 @@ func TestTopicConfigsForwardedToTheController(t *testing.T) {
 	if code := resp.Resources[0].ErrorCode; code != 0 {
 		t.Fatalf("IncrementalAlterConfigs at broker %d, not the controller: got %v (%v), want success", other.ID(), kerr.ErrorForCode(code), deref(resp.Resources[0].ErrorMessage))
 	}
-	if got := other.replicas.partitionFor("fwd", 0).topicConfigs()["retention.ms"]; got != "1000" {
+	if got := other.replicas.PartitionFor("fwd", 0).TopicConfigs()["retention.ms"]; got != "1000" {
 		t.Fatalf("broker %d after its answer: retention.ms %q, want 1000 applied", other.ID(), got)
 	}
 	legacy := kmsg.NewPtrAlterConfigsRequest()
@@ -442,7 +440,7 @@ func TestTopicConfigsForwardedToTheController(t *testing.T) {
 	if code := lresp.Resources[0].ErrorCode; code != 0 {
 		t.Fatalf("AlterConfigs at broker %d: got %v, want success", other.ID(), kerr.ErrorForCode(code))
 	}
-	if got := other.replicas.partitionFor("fwd", 0).topicConfigs(); len(got) != 1 || got["cleanup.policy"] != "compact" {
+	if got := other.replicas.PartitionFor("fwd", 0).TopicConfigs(); len(got) != 1 || got["cleanup.policy"] != "compact" {
 		t.Fatalf("broker %d after AlterConfigs: %v, want only cleanup.policy=compact", other.ID(), got)
 	}
 
@@ -458,7 +456,7 @@ func TestTopicConfigsForwardedToTheController(t *testing.T) {
 	if code := kresp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != kerr.NotController.Code {
 		t.Fatalf("a forwarded request at a broker that is not the controller: got %v, want NOT_CONTROLLER", kerr.ErrorForCode(code))
 	}
-	if got := other.replicas.partitionFor("fwd", 0).topicConfigs()["cleanup.policy"]; got != "compact" {
+	if got := other.replicas.PartitionFor("fwd", 0).TopicConfigs()["cleanup.policy"]; got != "compact" {
 		t.Fatalf("after the refused request: cleanup.policy %q, want compact kept", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
@@ -68,7 +69,7 @@ const (
 type groupShard struct {
 	index int32
 	epoch int32
-	p     *partition
+	p     *replica.Partition
 
 	// mu guards everything below; it is taken before the partition's
 	// locks (appends happen under it).
@@ -134,17 +135,17 @@ func (c *groupCoordinator) poke() {
 // roleChanged is told of every role a __consumer_offsets replica takes:
 // leading it (at a new leader epoch) loads its groups, anything else
 // unloads them.
-func (c *groupCoordinator) roleChanged(p *partition) {
-	if p.topic != group.OffsetsTopic {
+func (c *groupCoordinator) roleChanged(p *replica.Partition) {
+	if p.Topic() != group.OffsetsTopic {
 		return
 	}
-	leads, epoch := p.leads(coord.BrokerID(c.b.cfg.BrokerID))
+	leads, epoch := p.Leads(coord.BrokerID(c.b.cfg.BrokerID))
 	if !leads {
-		c.resign(p.index)
+		c.resign(p.Index())
 		return
 	}
 	c.mu.Lock()
-	old := c.shards[p.index]
+	old := c.shards[p.Index()]
 	if old != nil && old.p == p && old.epoch == epoch {
 		c.mu.Unlock()
 		return
@@ -155,11 +156,11 @@ func (c *groupCoordinator) roleChanged(p *partition) {
 		return
 	default:
 	}
-	sh := &groupShard{index: p.index, epoch: epoch, p: p, state: shardLoading,
+	sh := &groupShard{index: p.Index(), epoch: epoch, p: p, state: shardLoading,
 		groups: map[string]*group.Group{}, deadlines: map[string]time.Time{},
 		offsets: group.NewOffsets(), offsetAt: map[group.OffsetKey]int64{},
 		waiters: map[group.Waiter]chan group.Reply{}, lastStore: map[string]chan struct{}{}}
-	c.shards[p.index] = sh
+	c.shards[p.Index()] = sh
 	c.wg.Add(1)
 	c.mu.Unlock()
 	if old != nil {
@@ -205,7 +206,7 @@ func (sh *groupShard) unload() {
 // rebuilds its groups and offsets.
 func (c *groupCoordinator) load(sh *groupShard) {
 	start := time.Now()
-	l := sh.p.log
+	l := sh.p.Log()
 	end := l.EndOffset()
 	values := map[string]*kmsg.GroupMetadataValue{}
 	offsets := group.NewOffsets()
@@ -226,13 +227,13 @@ func (c *groupCoordinator) load(sh *groupShard) {
 		}
 		if err != nil {
 			c.b.logger.Error("load of group coordinator partition failed; its groups are unavailable here",
-				"partition", sh.p.name(), "offset", off, "error", err)
+				"partition", sh.p.Name(), "offset", off, "error", err)
 			return
 		}
 		next := off
 		if err := tlog.EachBatch(data, false, func(bi tlog.BatchInfo) { next = bi.LastOffset + 1 }); err != nil || next <= off {
 			c.b.logger.Error("load of group coordinator partition stopped at a batch it cannot read",
-				"partition", sh.p.name(), "offset", off, "error", err)
+				"partition", sh.p.Name(), "offset", off, "error", err)
 			return
 		}
 		err = group.EachRecord(data, func(o int64, key, value []byte) error {
@@ -259,7 +260,7 @@ func (c *groupCoordinator) load(sh *groupShard) {
 			return nil
 		})
 		if err != nil {
-			c.b.logger.Error("load of group coordinator partition failed", "partition", sh.p.name(), "offset", off, "error", err)
+			c.b.logger.Error("load of group coordinator partition failed", "partition", sh.p.Name(), "offset", off, "error", err)
 			return
 		}
 		off = next
@@ -285,7 +286,7 @@ func (c *groupCoordinator) load(sh *groupShard) {
 	}
 	sh.offsets, sh.offsetAt = offsets, offsetAt
 	sh.state = shardActive
-	c.b.logger.Info("loaded group coordinator partition", "partition", sh.p.name(), "leader_epoch", sh.epoch,
+	c.b.logger.Info("loaded group coordinator partition", "partition", sh.p.Name(), "leader_epoch", sh.epoch,
 		"groups", len(sh.groups), "records", records, "skipped", skipped, "log_end", end, "took", time.Since(start).Round(time.Millisecond))
 }
 
@@ -407,10 +408,10 @@ func (c *groupCoordinator) store(sh *groupShard, g *group.Group, v *kmsg.GroupMe
 	gen := v.Generation
 	now := time.Now()
 	batch := group.EncodeBatch([]group.KV{{Key: group.GroupRecordKey(g.ID()), Value: group.GroupRecordValue(v)}}, now)
-	_, done, err := c.b.replicas.appendAsLeader(sh.p, batch, true, now.Add(c.b.cfg.OffsetsCommitTimeout))
+	_, done, err := c.b.replicas.AppendAsLeader(sh.p, batch, true, now.Add(c.b.cfg.OffsetsCommitTimeout))
 	if err != nil {
-		c.b.replicas.checkStorage(sh.p, err)
-		sh.apply(c, g, g.Stored(now, gen, group.StoreError(appendErrors.Code(err))))
+		c.b.replicas.CheckStorage(sh.p, err)
+		sh.apply(c, g, g.Stored(now, gen, group.StoreError(replica.AppendErrors.Code(err))))
 		return
 	}
 	prev, told := sh.lastStore[g.ID()], make(chan struct{})
@@ -429,7 +430,7 @@ func (c *groupCoordinator) store(sh *groupShard, g *group.Group, v *kmsg.GroupMe
 			delete(sh.lastStore, g.ID())
 		}
 		if sh.state == shardActive && sh.groups[g.ID()] == g {
-			sh.apply(c, g, g.Stored(time.Now(), gen, group.StoreError(appendErrors.Code(err))))
+			sh.apply(c, g, g.Stored(time.Now(), gen, group.StoreError(replica.AppendErrors.Code(err))))
 		}
 	}()
 }
@@ -457,8 +458,8 @@ func (c *groupCoordinator) storeErrorCode(err error) int16 {
 	return code
 }
 
-// offsetStoreErrors is kafkaerr.OffsetStore of appendErrors.
-var offsetStoreErrors = kafkaerr.OffsetStore(appendErrors)
+// offsetStoreErrors is kafkaerr.OffsetStore of AppendErrors.
+var offsetStoreErrors = kafkaerr.OffsetStore(replica.AppendErrors)
 
 // appendOffsets appends offset records (nil values: tombstones) to the
 // shard's partition. With wait, it returns the channel of the replication
@@ -466,9 +467,9 @@ var offsetStoreErrors = kafkaerr.OffsetStore(appendErrors)
 // caller holds sh.mu.
 func (c *groupCoordinator) appendOffsets(sh *groupShard, kvs []group.KV, wait bool) (int64, <-chan error, error) {
 	now := time.Now()
-	res, done, err := c.b.replicas.appendAsLeader(sh.p, group.EncodeBatch(kvs, now), wait, now.Add(c.b.cfg.OffsetsCommitTimeout))
+	res, done, err := c.b.replicas.AppendAsLeader(sh.p, group.EncodeBatch(kvs, now), wait, now.Add(c.b.cfg.OffsetsCommitTimeout))
 	if err != nil {
-		c.b.replicas.checkStorage(sh.p, err)
+		c.b.replicas.CheckStorage(sh.p, err)
 		return 0, nil, err
 	}
 	return res.BaseOffset, done, nil
@@ -580,7 +581,7 @@ func (c *groupCoordinator) expireShard(sh *groupShard, now time.Time) {
 	}
 	base, _, err := c.appendOffsets(sh, kvs, false)
 	if err != nil {
-		c.b.logger.Warn("write of expired offsets' tombstones failed; retried at the next check", "partition", sh.p.name(), "error", err)
+		c.b.logger.Warn("write of expired offsets' tombstones failed; retried at the next check", "partition", sh.p.Name(), "error", err)
 		return
 	}
 	for i, k := range expired {
@@ -590,7 +591,7 @@ func (c *groupCoordinator) expireShard(sh *groupShard, now time.Time) {
 		delete(sh.groups, id)
 		delete(sh.deadlines, id)
 	}
-	c.b.logger.Info("expired committed offsets", "partition", sh.p.name(), "offsets", len(expired), "groups_removed", len(dead))
+	c.b.logger.Info("expired committed offsets", "partition", sh.p.Name(), "offsets", len(expired), "groups_removed", len(dead))
 }
 
 // keysOf returns the keys of one group.
@@ -607,8 +608,8 @@ func keysOf(keys []group.OffsetKey, id string) []group.OffsetKey {
 // offsetsPartitions is the partition count of __consumer_offsets: the
 // topic's, or offsets.topic.num.partitions before it exists.
 func (c *groupCoordinator) offsetsPartitions() int {
-	if t, ok := c.b.cache.topic(group.OffsetsTopic); ok && len(t.partitions) > 0 {
-		return len(t.partitions)
+	if t, ok := c.b.cache.Topic(group.OffsetsTopic); ok && len(t.Partitions) > 0 {
+		return len(t.Partitions)
 	}
 	return int(c.b.cfg.OffsetsTopicNumPartitions)
 }
@@ -630,10 +631,10 @@ func (c *groupCoordinator) offsetsReplicationFactor() int {
 // controller, and waits (bounded by ctx) until this broker knows its
 // leaders. Otherwise it says why the topic cannot exist yet.
 func (c *groupCoordinator) ensureOffsetsTopic(ctx context.Context) error {
-	if _, ok := c.b.cache.topic(group.OffsetsTopic); ok {
+	if _, ok := c.b.cache.Topic(group.OffsetsTopic); ok {
 		return nil
 	}
-	_, live, _ := c.b.cache.view()
+	_, live, _ := c.b.cache.View()
 	rf := c.offsetsReplicationFactor()
 	if len(live) < rf {
 		return fmt.Errorf("%s needs offsets.topic.replication.factor=%d live brokers and %d are live", group.OffsetsTopic, rf, len(live))
@@ -647,6 +648,6 @@ func (c *groupCoordinator) ensureOffsetsTopic(ctx context.Context) error {
 	if err := c.b.member.createTopic(ctx, spec); err != nil {
 		return err
 	}
-	c.b.cache.waitFor(ctx, c.b.closing, func() bool { return c.b.cache.topicReady(group.OffsetsTopic, spec.Partitions) })
+	c.b.cache.WaitFor(ctx, c.b.closing, func() bool { return c.b.cache.TopicReady(group.OffsetsTopic, spec.Partitions) })
 	return nil
 }

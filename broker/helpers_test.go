@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -42,8 +43,8 @@ func waitServing(t testing.TB, b *Broker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ok := b.cache.waitFor(ctx, b.closing, func() bool {
-		id, live, _ := b.cache.view()
+	ok := b.cache.WaitFor(ctx, b.closing, func() bool {
+		id, live, _ := b.cache.View()
 		if id == coord.NoBroker {
 			return false
 		}
@@ -65,15 +66,15 @@ func createLocalTopic(t testing.TB, b *Broker, name string, partitions int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !b.cache.waitFor(ctx, b.closing, func() bool { return b.member.controller() != nil }) {
+	if !b.cache.WaitFor(ctx, b.closing, func() bool { return b.member.Controller() != nil }) {
 		t.Fatalf("broker %d is not the controller", b.cfg.BrokerID)
 	}
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if _, err := ctrl.CreateTopic(ctx, controller.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
-	if !b.cache.waitFor(ctx, b.closing, func() bool {
-		return b.cache.topicReady(name, partitions) && b.replicas.partitionFor(name, int32(partitions-1)) != nil
+	if !b.cache.WaitFor(ctx, b.closing, func() bool {
+		return b.cache.TopicReady(name, partitions) && b.replicas.PartitionFor(name, int32(partitions-1)) != nil
 	}) {
 		t.Fatalf("topic %s: not ready on broker %d", name, b.cfg.BrokerID)
 	}
@@ -150,3 +151,7 @@ func dialBroker(t *testing.T, b *Broker) net.Conn {
 	t.Cleanup(func() { nc.Close() })
 	return nc
 }
+
+// manager returns b's replica manager, for the tests that reach
+// past the handlers' interface (its hooks and counters).
+func (b *Broker) manager() *replica.Manager { return b.replicas.(*replica.Manager) }

@@ -119,8 +119,8 @@ func checkRefused(t *testing.T, what string, code int16, msg *string, property s
 // topics, or as directories under b's log dir.
 func checkNothingCreated(t *testing.T, b *Broker, nc net.Conn, topic string, have int) {
 	t.Helper()
-	if c, ok := b.cache.topic(topic); ok && len(c.partitions) != have || !ok && have > 0 {
-		t.Errorf("metadata cache: got topic %s with %d partitions, want %d", topic, len(c.partitions), have)
+	if c, ok := b.cache.Topic(topic); ok && len(c.Partitions) != have || !ok && have > 0 {
+		t.Errorf("metadata cache: got topic %s with %d partitions, want %d", topic, len(c.Partitions), have)
 	}
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version = 9
@@ -187,7 +187,7 @@ func TestHostileCreatePartitionsPastBounds(t *testing.T) {
 	// before, it answers NOT_CONTROLLER.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !b.cache.waitFor(ctx, b.closing, func() bool { return b.member.controller() != nil }) {
+	if !b.cache.WaitFor(ctx, b.closing, func() bool { return b.member.Controller() != nil }) {
 		t.Fatalf("broker %d is not the controller within 30s", b.cfg.BrokerID)
 	}
 	nc := dialBroker(t, b)

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/hostile"
+	"github.com/tripodmq/tripod/internal/kafkatest"
 )
 
 // The batches a buggy or hostile producer sends whose CRC-32C holds but
@@ -51,7 +52,7 @@ func hostileBatch(section []byte, attrs int16, count, lastOffsetDelta int32) []b
 		NumRecords: count, Records: section, Length: int32(49 + len(section)),
 	}
 	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[17:], crc32c(raw[21:]))
+	binary.BigEndian.PutUint32(raw[17:], kafkatest.CRC32C(raw[21:]))
 	return raw
 }
 
@@ -126,11 +127,11 @@ func awaitAnswer(nc net.Conn, req kmsg.Request, corr int32) ([]byte, error) {
 // endOffset is the log end offset of partition 0 of topic on b.
 func endOffset(t *testing.T, b *Broker, topic string) int64 {
 	t.Helper()
-	p := b.replicas.partitionFor(topic, 0)
+	p := b.replicas.PartitionFor(topic, 0)
 	if p == nil {
 		t.Fatalf("partition %s-0: not on broker %d", topic, b.cfg.BrokerID)
 	}
-	return p.log.EndOffset()
+	return p.Log().EndOffset()
 }
 
 // checkConsumable reads partition 0 of topic with a franz-go consumer
@@ -174,7 +175,7 @@ func TestHostileProduceInvalidBatches(t *testing.T) {
 	corr := int32(0)
 	produceValid := func() {
 		value := fmt.Appendf(nil, "valid-%d", len(valid))
-		if sp := produceBatch(t, nc, topic, encodeBatch(time.Now().UnixMilli(), -1, -1, -1, value), corr); sp.ErrorCode != 0 {
+		if sp := produceBatch(t, nc, topic, kafkatest.EncodeBatch(time.Now().UnixMilli(), -1, -1, -1, value), corr); sp.ErrorCode != 0 {
 			t.Fatalf("valid batch: got %v, want no error", kerr.ErrorForCode(sp.ErrorCode))
 		}
 		corr++
@@ -277,7 +278,7 @@ func TestHostileProduceDecompressionBomb(t *testing.T) {
 				p.answered, p.slowest, p.err = probeMetadata(b, topic, stop)
 				probed <- p
 			}()
-			epoch := b.member.currentEpoch()
+			epoch := b.member.CurrentEpoch()
 			heap := watchHeap(t)
 			start := time.Now()
 			frame, err := awaitAnswer(nc, produceRequest(topic, bomb), 1)
@@ -305,7 +306,7 @@ func TestHostileProduceDecompressionBomb(t *testing.T) {
 			}
 			// The broker's coordination session outlived the bomb: it
 			// was not fenced and did not register again.
-			if got := b.member.currentEpoch(); got != epoch || got < 0 {
+			if got := b.member.CurrentEpoch(); got != epoch || got < 0 {
 				t.Errorf("broker epoch: got %d after the bomb, want the %d it had before", got, epoch)
 			}
 			checkConsumable(t, b, topic, [][]byte{first})

@@ -13,12 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/tripodmq/tripod/broker/config"
-	"github.com/tripodmq/tripod/broker/security"
+	"github.com/tripodmq/tripod/internal/kafkatest"
 )
 
 // The producer id attacks: a client writes under producer ids it was not
 // handed, to make an idempotent producer's acknowledged records vanish as
-// duplicates, or to fence it (producer_id_check.go).
+// duplicates, or to fence it (broker/producerid and producer_id_check.go).
 
 // aliceLogin and intruderLogin are two principals of the SASL listeners
 // of saslConfig: User:alice, whose records are attacked, and User:admin,
@@ -54,7 +54,7 @@ func producerIDRequest(topic string, producerID int64, producerEpoch int16, seq 
 	for _, v := range values {
 		raw = append(raw, []byte(v))
 	}
-	rp.Records = encodeBatch(time.Now().UnixMilli(), producerID, producerEpoch, seq, raw...)
+	rp.Records = kafkatest.EncodeBatch(time.Now().UnixMilli(), producerID, producerEpoch, seq, raw...)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	return req
@@ -189,7 +189,7 @@ func TestHostileProducerIDsNotHandedOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the producer's id: %v", err)
 	}
-	end := b.replicas.partitionFor(topic, 0).log.EndOffset()
+	end := b.replicas.PartitionFor(topic, 0).Log().EndOffset()
 	got := readPartition(t, ctx, []string{b.Addr().String()}, topic, end)
 	t.Logf("franz-go producer (id %d epoch %d): %d acknowledged, %d of them in the log of %d records", id, epoch, len(acked), countIn(got, acked), len(got))
 	checkAllRead(t, got, acked)
@@ -251,7 +251,7 @@ func TestHostileProducerIDOfAnotherPrincipal(t *testing.T) {
 		}
 		acked = append(acked, value)
 	}
-	end := b.replicas.partitionFor(topic, 0).log.EndOffset()
+	end := b.replicas.PartitionFor(topic, 0).Log().EndOffset()
 	got := readPartition(t, ctx, []string{b.Addr().String()}, topic, end)
 	t.Logf("intruder: %d of its batches under alice's id written; alice: %d acknowledged, %d of them in the log of %d records",
 		accepted, len(acked), countIn(got, acked), len(got))
@@ -337,7 +337,7 @@ func TestHostileProducerIDAcrossBrokers(t *testing.T) {
 			return false
 		}
 		for _, b := range brokers {
-			if b.replicas.partitionFor(topic, 0) == nil {
+			if b.replicas.PartitionFor(topic, 0) == nil {
 				return false
 			}
 			if b.ID() == parts[0].leader {
@@ -396,7 +396,7 @@ func TestHostileProducerIDAcrossBrokers(t *testing.T) {
 		}
 		acked = append(acked, value)
 	}
-	end := leader.replicas.partitionFor(topic, 0).log.EndOffset()
+	end := leader.replicas.PartitionFor(topic, 0).Log().EndOffset()
 	got := readPartition(t, ctx, seeds, topic, end)
 	t.Logf("intruder: %d of its batches under alice's id written; alice (id from broker %d, leader %d): %d acknowledged, %d of them in the log of %d records",
 		accepted, issuer.ID(), leader.ID(), len(acked), countIn(got, acked), len(got))
@@ -442,8 +442,8 @@ func TestLegacyProducerIDKeepsWriting(t *testing.T) {
 	const topic = "upgraded"
 	createLocalTopic(t, b, topic, 2)
 	const legacyID = 7
-	p := b.replicas.partitionFor(topic, 0)
-	if _, _, err := b.replicas.appendAsLeader(p, encodeBatch(time.Now().UnixMilli(), legacyID, 0, 0, []byte("before")), false, time.Now().Add(10*time.Second)); err != nil {
+	p := b.replicas.PartitionFor(topic, 0)
+	if _, _, err := b.replicas.AppendAsLeader(p, kafkatest.EncodeBatch(time.Now().UnixMilli(), legacyID, 0, 0, []byte("before")), false, time.Now().Add(10*time.Second)); err != nil {
 		t.Fatalf("append the legacy producer's batch written before the upgrade: %v", err)
 	}
 
@@ -463,42 +463,8 @@ func TestLegacyProducerIDKeepsWriting(t *testing.T) {
 	if _, err := producePartitionError(t, askBroker[*kmsg.ProduceResponse](t, b, req)); err != kerr.UnknownProducerID {
 		t.Fatalf("legacy id %d on a partition it never wrote to: got %v, want UNKNOWN_PRODUCER_ID", legacyID, err)
 	}
-	if end := p.log.EndOffset(); end != 5 {
+	if end := p.Log().EndOffset(); end != 5 {
 		t.Fatalf("log end offset: got %d, want 5 (the legacy producer's 5 records)", end)
 	}
 	checkServes(t, b)
-}
-
-// TestProducerIDSignature: a signed id verifies for the principal it was
-// signed for and for no other, nor with its mac or its counter changed,
-// nor under another key; every signed id is at least signedProducerIDMin,
-// carries its counter, and counters past producerIDCounterLimit are
-// refused.
-func TestProducerIDSignature(t *testing.T) {
-	s := &producerIDSigner{key: make([]byte, 32)}
-	other := &producerIDSigner{key: append(make([]byte, 31), 1)}
-	alice, bob := security.Principal{Type: "User", Name: "alice"}, security.Principal{Type: "User", Name: "bob"}
-	for _, counter := range []int64{0, 1, 999, 1000, producerIDCounterLimit - 2} {
-		id, err := s.sign(counter, alice)
-		if err != nil {
-			t.Fatalf("sign counter %d: %v", counter, err)
-		}
-		if id < signedProducerIDMin || producerIDCounter(id) != counter {
-			t.Fatalf("sign counter %d: got id %d (counter %d), want an id >= %d carrying the counter", counter, id, producerIDCounter(id), int64(signedProducerIDMin))
-		}
-		for what, ok := range map[string]bool{
-			"its principal":   s.verify(id, alice),
-			"another":         !s.verify(id, bob),
-			"mac changed":     !s.verify(id^1, alice),
-			"counter changed": !s.verify(id+1<<32, alice),
-			"another key":     !other.verify(id, alice),
-		} {
-			if !ok {
-				t.Errorf("id %d of counter %d verified for %s: got the wrong answer", id, counter, what)
-			}
-		}
-	}
-	if id, err := s.sign(producerIDCounterLimit-1, alice); err == nil {
-		t.Errorf("sign counter %d: got id %d, want an error (exhausted)", int64(producerIDCounterLimit-1), id)
-	}
 }

@@ -89,7 +89,7 @@ func kafkaErrorAPIs() map[string]func(error) int16 {
 	groups := &groupCoordinator{b: &Broker{logger: hclog.NewNullLogger(), member: &membership{}}}
 	return map[string]func(error) int16{
 		"produce (log)":   kafkaerr.Log.Code,
-		"append":          appendErrors.Code,
+		"append":          replica.AppendErrors.Code,
 		"offset store":    groups.storeErrorCode,
 		"controller":      kafkaerr.Controller.Code,
 		"alter partition": kafkaerr.AlterPartition.Code,

@@ -22,7 +22,7 @@ import (
 func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	brokers := startRaftCluster(t, 2)
 	ctx := testContext(t, 2*time.Minute)
-	controllerID, _, _ := brokers[0].cache.view()
+	controllerID, _, _ := brokers[0].cache.View()
 	var leader, follower *Broker
 	for _, b := range brokers {
 		if coord.BrokerID(b.ID()) == controllerID {
@@ -31,15 +31,15 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 			follower = b
 		}
 	}
-	waitFor(t, ctx, "the controller to serve", func() bool { return leader.member.controller() != nil })
+	waitFor(t, ctx, "the controller to serve", func() bool { return leader.member.Controller() != nil })
 	ids := []coord.BrokerID{coord.BrokerID(leader.ID()), coord.BrokerID(follower.ID())}
-	if _, err := leader.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: "steady", Assignment: [][]coord.BrokerID{ids}}); err != nil {
+	if _, err := leader.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: "steady", Assignment: [][]coord.BrokerID{ids}}); err != nil {
 		t.Fatalf("create topic steady: %v", err)
 	}
 	fullyReplicated := func(topic string) func() bool {
 		return func() bool {
 			_, _, parts := metadataOf(t, leader, topic)
-			if follower.replicas.partitionFor(topic, 0) == nil {
+			if follower.replicas.PartitionFor(topic, 0) == nil {
 				return false
 			}
 			if len(parts) == 0 {
@@ -67,23 +67,19 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	follower.replicas.stateMu.Lock()
-	follower.replicas.openReplicaHook = func(tp coord.TopicPartition) {
+	follower.manager().SetOpenReplicaHook(func(tp coord.TopicPartition, fetchersHeld bool) {
 		if tp.Topic != "fresh" {
 			return
 		}
-		follower.replicas.fetchers.mu.Lock()
-		heldInOpen.Store(follower.replicas.fetchers.held)
-		follower.replicas.fetchers.mu.Unlock()
+		heldInOpen.Store(fetchersHeld)
 		entered <- tp
 		<-release
-	}
-	follower.replicas.stateMu.Unlock()
+	})
 	// fresh has two partitions, both led by the leader, so that the
 	// follower's LeaderAndIsr opens two replicas.
 	created := make(chan error, 1)
 	go func() {
-		_, err := leader.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: "fresh", Assignment: [][]coord.BrokerID{ids, ids}})
+		_, err := leader.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: "fresh", Assignment: [][]coord.BrokerID{ids, ids}})
 		created <- err
 	}()
 	select {
@@ -131,5 +127,5 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 
 	unblock()
 	waitFor(t, ctx, "fresh-0 to be fully replicated", fullyReplicated("fresh"))
-	waitFor(t, ctx, "fresh-1 on the follower", func() bool { return follower.replicas.partitionFor("fresh", 1) != nil })
+	waitFor(t, ctx, "fresh-1 on the follower", func() bool { return follower.replicas.PartitionFor("fresh", 1) != nil })
 }

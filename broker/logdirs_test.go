@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/cluster"
@@ -53,20 +54,20 @@ func TestDecodeControllerResponse(t *testing.T) {
 		name string
 		req  controller.Request
 		resp kmsg.Response
-		want controllerAnswer
+		want replica.ControllerAnswer
 	}{
-		{"all applied", lair, leaderAndIsr(0, map[[16]byte][]int16{idA: {0, 0}, idB: {0}}), controllerAnswer{}},
+		{"all applied", lair, leaderAndIsr(0, map[[16]byte][]int16{idA: {0, 0}, idB: {0}}), replica.ControllerAnswer{}},
 		{"one storage error", lair, leaderAndIsr(0, map[[16]byte][]int16{idA: {0, storage}, idB: {0}}),
-			controllerAnswer{offline: []coord.TopicPartition{{Topic: "a", Partition: 1}}}},
+			replica.ControllerAnswer{Offline: []coord.TopicPartition{{Topic: "a", Partition: 1}}}},
 		{"storage errors in two topics", lair, leaderAndIsr(0, map[[16]byte][]int16{idA: {storage, 0}, idB: {storage}}),
-			controllerAnswer{offline: []coord.TopicPartition{{Topic: "a", Partition: 0}, {Topic: "b", Partition: 0}}}},
+			replica.ControllerAnswer{Offline: []coord.TopicPartition{{Topic: "a", Partition: 0}, {Topic: "b", Partition: 0}}}},
 		{"stale controller epoch", lair, leaderAndIsr(stale, map[[16]byte][]int16{idA: {stale, stale}, idB: {stale}}),
-			controllerAnswer{code: stale}},
-		{"stale UpdateMetadata", &controller.UpdateMetadataRequest{}, um, controllerAnswer{code: stale}},
+			replica.ControllerAnswer{Code: stale}},
+		{"stale UpdateMetadata", &controller.UpdateMetadataRequest{}, um, replica.ControllerAnswer{Code: stale}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := decodeControllerResponse(tc.req, tc.resp)
-			if got.code != tc.want.code || !slices.Equal(got.offline, tc.want.offline) {
+			if got.Code != tc.want.Code || !slices.Equal(got.Offline, tc.want.Offline) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
@@ -79,7 +80,7 @@ func controllerOf(t *testing.T, ctx context.Context, brokers []*Broker) *Broker 
 	var found *Broker
 	waitFor(t, ctx, "a controller", func() bool {
 		for _, b := range brokers {
-			if b.member.controller() != nil {
+			if b.member.Controller() != nil {
 				found = b
 				return true
 			}
@@ -129,7 +130,7 @@ func TestLeaderAndIsrStorageErrorMovesLeadership(t *testing.T) {
 	createAssignedTopic(t, ctx, brokers, topic, [][]int32{{2, 1, 3}})
 	tp := coord.TopicPartition{Topic: topic, Partition: 0}
 	waitFor(t, ctx, "broker 2's replica offline and out of the ISR everywhere", func() bool {
-		if !b2.replicas.logDirs.ReplicaOffline(tp) {
+		if !b2.replicas.LogDirs().ReplicaOffline(tp) {
 			return false
 		}
 		for _, b := range brokers {
@@ -163,9 +164,9 @@ func TestLeaderAndIsrStorageErrorMovesLeadership(t *testing.T) {
 	}
 	heartbeat := func(to *Broker, epoch int64) int16 {
 		req := kmsg.NewPtrBrokerHeartbeatRequest()
-		req.SetVersion(brokerHeartbeatVersion)
+		req.SetVersion(replica.BrokerHeartbeatVersion)
 		req.BrokerID, req.BrokerEpoch = other.cfg.BrokerID, epoch
-		req.OfflineLogDirs = [][16]byte{logDirID(other.cfg.LogDirs[0])}
+		req.OfflineLogDirs = [][16]byte{replica.LogDirID(other.cfg.LogDirs[0])}
 		return askBroker[*kmsg.BrokerHeartbeatResponse](t, to, req).ErrorCode
 	}
 	for _, tc := range []struct {
@@ -174,9 +175,9 @@ func TestLeaderAndIsrStorageErrorMovesLeadership(t *testing.T) {
 		epoch int64
 		want  int16
 	}{
-		{"at the controller", ctrl, other.member.currentEpoch(), 0},
-		{"from another incarnation", ctrl, other.member.currentEpoch() + 1000, kerr.StaleBrokerEpoch.Code},
-		{"at another broker", other, other.member.currentEpoch(), kerr.NotController.Code},
+		{"at the controller", ctrl, other.member.CurrentEpoch(), 0},
+		{"from another incarnation", ctrl, other.member.CurrentEpoch() + 1000, kerr.StaleBrokerEpoch.Code},
+		{"at another broker", other, other.member.CurrentEpoch(), kerr.NotController.Code},
 	} {
 		if got := heartbeat(tc.to, tc.epoch); got != tc.want {
 			t.Errorf("BrokerHeartbeat %s: got %v, want %v", tc.name, kerr.ErrorForCode(got), kerr.ErrorForCode(tc.want))
@@ -231,7 +232,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 	createAssignedTopic(t, ctx, brokers, topic, [][]int32{{2, 1, 3}, {2, 3, 1}, {1, 2, 3}, {3, 2, 1}})
 	waitFor(t, ctx, "broker 2 to hold every partition with a full ISR", func() bool {
 		for p := int32(0); p < 4; p++ {
-			if b2.replicas.partitionFor(topic, p) == nil {
+			if b2.replicas.PartitionFor(topic, p) == nil {
 				return false
 			}
 		}
@@ -240,7 +241,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 	})
 	var inFull, inOK []int32
 	for p := int32(0); p < 4; p++ {
-		if b2.replicas.partitionFor(topic, p).logDir() == fullDir {
+		if b2.replicas.PartitionFor(topic, p).LogDir() == fullDir {
 			inFull = append(inFull, p)
 		} else {
 			inOK = append(inOK, p)
@@ -253,7 +254,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		t.Fatalf("broker 2: got partitions %v in %s and %v in %s, leaders %+v; want it to lead one in each dir", inFull, fullDir, inOK, okDir, parts)
 	}
 	keptPartition := inOK[ledInOK]
-	sessionEpoch := b2.member.currentEpoch()
+	sessionEpoch := b2.member.CurrentEpoch()
 
 	seeds := []string{brokers[0].Addr().String(), brokers[2].Addr().String(), b2.Addr().String()}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -283,7 +284,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 
 	cluster.FillFileSystem(t, filepath.Join(fullDir, "filler"))
 	value := make([]byte, 8<<10)
-	for i := 0; !b2.replicas.logDirs.Offline(fullDir); i++ {
+	for i := 0; !b2.replicas.LogDirs().Offline(fullDir); i++ {
 		if ctx.Err() != nil {
 			t.Fatalf("dir %s still online after %d produces to a full disk", fullDir, i)
 		}
@@ -293,7 +294,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 			_ = produce(p, fmt.Sprintf("full-%d-%d-%s", p, i, value))
 		}
 	}
-	t.Logf("log dir %s offline on broker 2 (the controller broker: %v)", fullDir, b2.member.controller() != nil)
+	t.Logf("log dir %s offline on broker 2 (the controller broker: %v)", fullDir, b2.member.Controller() != nil)
 
 	waitFor(t, ctx, "the controller to move broker 2's offline replicas out of leadership and ISRs", func() bool {
 		_, _, parts := metadataOf(t, brokers[0], topic)
@@ -314,7 +315,7 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		t.Errorf("partition %d in broker 2's online dir: got leader %d ISR %v, want leader 2 and a full ISR",
 			keptPartition, parts[keptPartition].leader, parts[keptPartition].isr)
 	}
-	if got := b2.member.currentEpoch(); got != sessionEpoch {
+	if got := b2.member.CurrentEpoch(); got != sessionEpoch {
 		t.Errorf("broker 2's session: got broker epoch %d, want %d kept", got, sessionEpoch)
 	}
 	if v, ok := metricValue(scrape(t, b2), "tripod_offline_log_dirs"); !ok || v != 1 {
@@ -350,11 +351,11 @@ func TestFullDiskTakesLogDirOffline(t *testing.T) {
 		_, _, parts := metadataOf(t, brokers[0], topic)
 		return len(parts) == 4 && !slices.ContainsFunc(parts, func(v partitionView) bool { return !slices.Contains(v.isr, 2) })
 	})
-	if n := restarted.replicas.logDirs.OfflineCount(); n != 0 {
+	if n := restarted.replicas.LogDirs().OfflineCount(); n != 0 {
 		t.Errorf("restarted broker 2: got %d offline log dirs, want 0", n)
 	}
 	for _, p := range inFull {
-		if rp := restarted.replicas.partitionFor(topic, p); rp == nil || rp.logDir() != fullDir {
+		if rp := restarted.replicas.PartitionFor(topic, p); rp == nil || rp.LogDir() != fullDir {
 			t.Errorf("restarted broker 2: partition %d not reopened in %s", p, fullDir)
 		}
 	}

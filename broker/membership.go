@@ -19,6 +19,7 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -50,7 +51,7 @@ type membership struct {
 	cfg     *config.Config
 	logger  hclog.Logger
 	backend coord.Backend
-	cache   *metadataCache
+	cache   *metadata.Cache
 	// interBroker is the listener brokers reach each other on
 	// (inter.broker.listener.name): its name picks a peer's endpoint,
 	// its TLS and SASL settings the client's.
@@ -73,7 +74,7 @@ type membership struct {
 	// Read by New, then owned by the membership loop (run).
 	lastEpoch int64
 
-	// epochMu guards the broker epoch state (see checkBrokerEpoch).
+	// epochMu guards the broker epoch state (see CheckBrokerEpoch).
 	epochMu sync.Mutex
 	// brokerEpoch is the live session's broker epoch, -1 between
 	// sessions; epochFloor is the lowest epoch that may still be this
@@ -98,10 +99,10 @@ type membership struct {
 	snd    *sender
 }
 
-// peerAddr is where this broker reaches another: that broker's endpoint
+// PeerAddr is where this broker reaches another: that broker's endpoint
 // on the inter-broker listener, or its registered address (the
 // inter-broker listener's) when it has none of that name.
-func (m *membership) peerAddr(cb coord.Broker) string {
+func (m *membership) PeerAddr(cb coord.Broker) string {
 	if ep, ok := cb.ListenerEndpoint(m.interBroker.Name); ok {
 		return ep.Addr()
 	}
@@ -138,7 +139,7 @@ func (m *membership) watchMembers(ctx context.Context) {
 		members, err := m.backend.WatchMembers(ctx)
 		if err == nil {
 			for live := range members {
-				m.cache.setLive(live)
+				m.cache.SetLive(live)
 			}
 		} else if ctx.Err() == nil {
 			m.logger.Warn("watch live brokers failed; retrying", "error", err)
@@ -179,9 +180,9 @@ func (m *membership) noteBackendController(info coord.ControllerInfo) {
 	m.backendCtrlChanged.Notify()
 }
 
-// backendController returns the controller the backend names, as this
+// BackendController returns the controller the backend names, as this
 // broker last learnt it.
-func (m *membership) backendController() coord.ControllerInfo {
+func (m *membership) BackendController() coord.ControllerInfo {
 	m.backendCtrlMu.Lock()
 	defer m.backendCtrlMu.Unlock()
 	return m.backendCtrl
@@ -202,7 +203,7 @@ func (m *membership) awaitBackendController(ctx context.Context, epoch int64) er
 	caughtUp := func(known coord.ControllerInfo) bool {
 		return known.Epoch > epoch || (known.Epoch == epoch && known.ID != coord.NoBroker)
 	}
-	if caughtUp(m.backendController()) {
+	if caughtUp(m.BackendController()) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Coord.SessionTimeout)
@@ -336,7 +337,7 @@ func (m *membership) runController(ctx context.Context, term coord.Term) {
 	// the live brokers: its first UpdateMetadata to this broker shows it.
 	if m.waitAccepted(ctx, ctrl, term.Epoch()) {
 		m.setController(ctrl, snd)
-		m.cache.setController(coord.BrokerID(m.cfg.BrokerID))
+		m.cache.SetController(coord.BrokerID(m.cfg.BrokerID))
 		select {
 		case <-ctrl.Done():
 		case <-ctx.Done():
@@ -353,7 +354,7 @@ func (m *membership) runController(ctx context.Context, term coord.Term) {
 // first.
 func (m *membership) waitAccepted(ctx context.Context, ctrl *controller.Controller, epoch int64) bool {
 	for {
-		_, _, changed := m.cache.view()
+		_, _, changed := m.cache.View()
 		if m.acceptedControllerEpoch() >= epoch {
 			return true
 		}
@@ -376,8 +377,8 @@ func (m *membership) resign(term coord.Term) {
 	}
 }
 
-// controller returns the controller this broker runs, or nil.
-func (m *membership) controller() *controller.Controller {
+// Controller returns the Controller this broker runs, or nil.
+func (m *membership) Controller() *controller.Controller {
 	m.ctrlMu.Lock()
 	defer m.ctrlMu.Unlock()
 	return m.ctrl
@@ -426,18 +427,18 @@ func (m *membership) endSession(sess coord.Session) {
 	m.epochChanged.Notify()
 }
 
-// currentEpoch returns the live session's broker epoch, or -1.
-func (m *membership) currentEpoch() int64 {
+// CurrentEpoch returns the live session's broker epoch, or -1.
+func (m *membership) CurrentEpoch() int64 {
 	m.epochMu.Lock()
 	defer m.epochMu.Unlock()
 	return m.brokerEpoch
 }
 
-// checkBrokerEpoch reports whether a controller request addressed to
+// CheckBrokerEpoch reports whether a controller request addressed to
 // broker epoch epoch is for this incarnation. While the broker registers,
 // a request may carry the new epoch before Register has returned it: such
 // a request waits (until ctx ends) for the registration, then is checked.
-func (m *membership) checkBrokerEpoch(ctx context.Context, epoch int64) bool {
+func (m *membership) CheckBrokerEpoch(ctx context.Context, epoch int64) bool {
 	for {
 		m.epochMu.Lock()
 		current, floor, changed := m.brokerEpoch, m.epochFloor, m.epochChanged.Next()
@@ -463,13 +464,13 @@ func (m *membership) checkBrokerEpoch(ctx context.Context, epoch int64) bool {
 // without a live session holds no leadership.
 func (m *membership) controlledShutdown(ctx context.Context) {
 	start := time.Now()
-	if _, live, _ := m.cache.view(); len(live) == 1 && int32(live[0].ID) == m.cfg.BrokerID {
+	if _, live, _ := m.cache.View(); len(live) == 1 && int32(live[0].ID) == m.cfg.BrokerID {
 		m.logger.Info("controlled shutdown skipped: no other live broker")
 		return
 	}
 	previous := -1
 	for attempt := 1; ; attempt++ {
-		epoch := m.currentEpoch()
+		epoch := m.CurrentEpoch()
 		if epoch < 0 {
 			// Between sessions the controller has already moved every
 			// leadership of the ended one.
@@ -500,14 +501,14 @@ func (m *membership) controlledShutdown(ctx context.Context) {
 // process when it is this broker) and returns how many partitions this
 // broker still leads.
 func (m *membership) askControlledShutdown(ctx context.Context, epoch int64) (int, error) {
-	if ctrl := m.controller(); ctrl != nil {
+	if ctrl := m.Controller(); ctrl != nil {
 		remaining, err := ctrl.ControlledShutdown(ctx, coord.BrokerID(m.cfg.BrokerID), epoch)
 		return len(remaining), err
 	}
 	req := kmsg.NewPtrControlledShutdownRequest()
 	req.BrokerID = m.cfg.BrokerID
 	req.BrokerEpoch = epoch
-	kresp, err := m.askController(ctx, req)
+	kresp, err := m.AskController(ctx, req)
 	if err != nil {
 		return -1, err
 	}
@@ -535,30 +536,30 @@ var errNoController = errors.New("no live controller known")
 
 // controllerBroker returns the live controller from the metadata cache.
 func (m *membership) controllerBroker() (coord.Broker, error) {
-	id, _, _ := m.cache.view()
+	id, _, _ := m.cache.View()
 	if id == coord.NoBroker {
 		return coord.Broker{}, errNoController
 	}
-	cb, ok := m.cache.broker(id)
+	cb, ok := m.cache.Broker(id)
 	if !ok {
 		return coord.Broker{}, fmt.Errorf("controller %d: %w", id, errNoController)
 	}
 	return cb, nil
 }
 
-// askController sends req to the controller over a client connection.
-func (m *membership) askController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+// AskController sends req to the controller over a client connection.
+func (m *membership) AskController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	cb, err := m.controllerBroker()
 	if err != nil {
 		return nil, err
 	}
-	return m.requestTo(ctx, m.peerAddr(cb), req)
+	return m.requestTo(ctx, m.PeerAddr(cb), req)
 }
 
 // requestTo sends req to the broker at addr over a new client connection
 // and returns its answer.
 func (m *membership) requestTo(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
-	cl, err := m.peerClient(addr)
+	cl, err := m.PeerClient(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -566,13 +567,13 @@ func (m *membership) requestTo(ctx context.Context, addr string, req kmsg.Reques
 	return cl.SeedBrokers()[0].Request(ctx, req)
 }
 
-// peerClient returns a franz-go client of one other broker at addr, its
-// inter-broker listener's endpoint (peerAddr), for broker-to-broker
+// PeerClient returns a franz-go client of one other broker at addr, its
+// inter-broker listener's endpoint (PeerAddr), for broker-to-broker
 // requests: over TLS with that listener's ssl.* settings when it is SSL
 // (the truststore as it is now, this broker's certificate as it is at
 // each handshake), authenticated by sasl.mechanism.inter.broker.protocol
 // when it is SASL.
-func (m *membership) peerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error) {
+func (m *membership) PeerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("tripod-broker-%d", m.cfg.BrokerID)),
 		kgo.DialTimeout(5 * time.Second)}
 	opts = append(opts, extra...)
@@ -616,7 +617,7 @@ func writeRegistrationEpoch(dir string, epoch int64) error {
 // when this broker runs it, else by a CreateTopics forwarded to it. A
 // topic that exists already is no error.
 func (m *membership) createTopic(ctx context.Context, spec controller.TopicSpec) error {
-	if ctrl := m.controller(); ctrl != nil {
+	if ctrl := m.Controller(); ctrl != nil {
 		_, err := ctrl.CreateTopic(ctx, spec)
 		if err != nil && kafkaerr.Controller.Error(err) != kerr.TopicAlreadyExists {
 			return err
@@ -627,7 +628,7 @@ func (m *membership) createTopic(ctx context.Context, spec controller.TopicSpec)
 		Name: spec.Name, Partitions: int32(spec.Partitions), ReplicationFactor: int16(spec.ReplicationFactor), Configs: spec.Config})
 	fctx, cancel := context.WithTimeout(ctx, autoCreateWait)
 	defer cancel()
-	kresp, err := m.askController(fctx, req)
+	kresp, err := m.AskController(fctx, req)
 	if err != nil {
 		return fmt.Errorf("forward creation of topic %s to the controller: %w", spec.Name, err)
 	}
@@ -649,7 +650,7 @@ func (m *membership) forwardToController(ctx context.Context, req kmsg.Request) 
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
-		resp, err := m.askController(ctx, req)
+		resp, err := m.AskController(ctx, req)
 		if err == nil && !answeredNotController(resp) {
 			return resp, nil
 		}

@@ -27,7 +27,7 @@ var requestDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05,
 // metrics is the broker's Prometheus registry and the counters the rest of
 // the broker reports to. Gauges of broker state are computed when scraped
 // (stateCollector); counters are bumped by hooks: requestAnswered from the
-// connection, leaderAndIsrSent from the controller's sender, isrChanged
+// connection, leaderAndIsrSent from the controller's sender, ISRChanged
 // from replication. It is safe for concurrent use.
 type metrics struct {
 	b        *Broker
@@ -195,10 +195,10 @@ func requestLabel(req *request) string {
 	return kmsg.NameForKey(req.header.key)
 }
 
-// throttled counts, on side (leader or follower), bytes of throttled
+// Throttled counts, on side (leader or follower), bytes of Throttled
 // replicas replicated, and partitions left out of a fetch by the
 // throttle.
-func (m *metrics) throttled(side string, bytes, leftOut int) {
+func (m *metrics) Throttled(side string, bytes, leftOut int) {
 	if bytes > 0 {
 		m.throttledBytes.WithLabelValues(side).Add(float64(bytes))
 	}
@@ -207,9 +207,9 @@ func (m *metrics) throttled(side string, bytes, leftOut int) {
 	}
 }
 
-// isrChanged counts ISR shrinks and expansions committed for partitions
+// ISRChanged counts ISR shrinks and expansions committed for partitions
 // this broker leads.
-func (m *metrics) isrChanged(shrinks, expands int) {
+func (m *metrics) ISRChanged(shrinks, expands int) {
 	m.isrShrinks.Add(float64(shrinks))
 	m.isrExpands.Add(float64(expands))
 }
@@ -235,7 +235,7 @@ func (m *metrics) leaderAndIsrSent(req controller.Request) {
 		if counted, ok := m.elected[key]; ok && p.LeaderEpoch <= counted {
 			continue
 		}
-		if cached, ok := m.b.cache.leaderEpochOf(p.TopicID, p.Topic, p.Partition); ok && p.LeaderEpoch <= cached {
+		if cached, ok := m.b.cache.LeaderEpochOf(p.TopicID, p.Topic, p.Partition); ok && p.LeaderEpoch <= cached {
 			continue
 		}
 		m.elected[key] = p.LeaderEpoch
@@ -289,10 +289,10 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	b := c.b
 	self := coord.BrokerID(b.cfg.BrokerID)
-	parts := b.replicas.allPartitions()
+	parts := b.replicas.Partitions()
 	var leading, under int
 	for _, p := range parts {
-		st := p.role()
+		st := p.Role()
 		if st.Leader != self {
 			continue
 		}
@@ -302,23 +302,22 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	var offline int
-	for _, t := range b.cache.allTopics() {
-		for _, p := range t.partitions {
+	for _, t := range b.cache.AllTopics() {
+		for _, p := range t.Partitions {
 			if p.Leader < 0 {
 				offline++
 			}
 		}
 	}
 	active := 0.0
-	if b.member.controller() != nil {
+	if b.member.Controller() != nil {
 		active = 1
 	}
-	// A controller request may hold stateMu while it opens logs or
+	// A controller request may hold the replica manager's state while it opens logs or
 	// truncates: a scrape then reports the epoch it read last rather than
 	// wait.
-	if b.replicas.stateMu.TryLock() {
-		c.lastControllerEpoch.Store(b.replicas.controllerEpoch)
-		b.replicas.stateMu.Unlock()
+	if epoch, ok := b.replicas.TryControllerEpoch(); ok {
+		c.lastControllerEpoch.Store(epoch)
 	}
 	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(len(parts)))
 	ch <- prometheus.MustNewConstMetric(c.leaderPartitions, prometheus.GaugeValue, float64(leading))
@@ -326,5 +325,5 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
 	ch <- prometheus.MustNewConstMetric(c.activeController, prometheus.GaugeValue, active)
 	ch <- prometheus.MustNewConstMetric(c.controllerEpoch, prometheus.GaugeValue, float64(c.lastControllerEpoch.Load()))
-	ch <- prometheus.MustNewConstMetric(c.offlineLogDirs, prometheus.GaugeValue, float64(b.replicas.logDirs.OfflineCount()))
+	ch <- prometheus.MustNewConstMetric(c.offlineLogDirs, prometheus.GaugeValue, float64(b.replicas.LogDirs().OfflineCount()))
 }

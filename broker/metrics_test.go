@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -141,7 +143,7 @@ func TestRequestLabelTellsFollowerFetches(t *testing.T) {
 // many replicas it is sent to; not a topic's first leaders, not a new
 // controller's resent state, not a partition left without a leader.
 func TestLeaderElectionsCountNewLeaderEpochsOnce(t *testing.T) {
-	b := &Broker{cache: newMetadataCache(), replicas: &replicaManager{logDirs: &replica.LogDirs{}}, member: &membership{}}
+	b := &Broker{cache: metadata.NewCache(), replicas: replica.NewManager(&config.Config{}, &replica.LogDirs{}, nil, replica.Deps{}), member: &membership{}}
 	m := newMetrics(b)
 	topicID := [16]byte{1}
 	state := func(leader coord.BrokerID, epoch int32) controller.PartitionInfo {
@@ -157,7 +159,7 @@ func TestLeaderElectionsCountNewLeaderEpochsOnce(t *testing.T) {
 		for range 3 {
 			m.leaderAndIsrSent(&controller.LeaderAndIsrRequest{Partitions: []controller.PartitionInfo{p}})
 		}
-		b.cache.update(&controller.UpdateMetadataRequest{Partitions: []controller.PartitionInfo{p}}, false)
+		b.cache.Update(&controller.UpdateMetadataRequest{Partitions: []controller.PartitionInfo{p}}, false)
 	}
 	steps := []struct {
 		what  string
@@ -210,14 +212,14 @@ func TestMetricsFollowAControlledShutdown(t *testing.T) {
 	var ctrl *Broker
 	waitFor(t, ctx, "a broker to run the controller", func() bool {
 		for _, b := range brokers {
-			if b.member.controller() != nil {
+			if b.member.Controller() != nil {
 				ctrl = b
 				return true
 			}
 		}
 		return false
 	})
-	if _, err := ctrl.member.controller().CreateTopic(ctx, controller.TopicSpec{Name: topic, Partitions: 3, ReplicationFactor: 3}); err != nil {
+	if _, err := ctrl.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: topic, Partitions: 3, ReplicationFactor: 3}); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
 	for _, b := range brokers {
@@ -276,7 +278,7 @@ func TestMetricsFollowAControlledShutdown(t *testing.T) {
 // BenchmarkRequestAnswered measures what the metrics add to every request
 // the broker answers: a counter, a histogram and the byte counters.
 func BenchmarkRequestAnswered(bm *testing.B) {
-	m := newMetrics(&Broker{cache: newMetadataCache(), replicas: &replicaManager{logDirs: &replica.LogDirs{}}, member: &membership{}})
+	m := newMetrics(&Broker{cache: metadata.NewCache(), replicas: replica.NewManager(&config.Config{}, &replica.LogDirs{}, nil, replica.Deps{}), member: &membership{}})
 	req := &request{header: requestHeader{key: 0}, kreq: kmsg.NewPtrProduceRequest()}
 	frame := make([]byte, 128)
 	start := time.Now()

@@ -193,11 +193,11 @@ func (m *membership) probeController(ctx context.Context, interval time.Duration
 			return
 		case <-tick.C:
 		}
-		info := m.backendController()
+		info := m.BackendController()
 		if info.ID == coord.NoBroker || info.ID == self || info == evicted {
 			continue
 		}
-		_, live, _ := m.cache.view()
+		_, live, _ := m.cache.View()
 		var addr string
 		for _, br := range live {
 			if br.ID == info.ID {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/producerid"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -57,7 +58,7 @@ func produceAsProducer(t *testing.T, b *Broker, topic string, producerID int64, 
 // TestProducerIDsUniqueAcrossBrokers runs three in-process brokers on one
 // embedded Raft cluster: InitProducerID sent to each broker gives three
 // distinct producer ids, from three blocks (the ids' counters, their
-// upper 32 bits, producer_id_check.go); two idempotent producers that
+// upper 32 bits, broker/producerid); two idempotent producers that
 // got their ids from two brokers both write their first batch (sequence 0,
 // epoch 0) to the same partition with acks=all, and a consumer reads both
 // records back at distinct offsets: the leader does not take the second
@@ -74,7 +75,7 @@ func TestProducerIDsUniqueAcrossBrokers(t *testing.T) {
 			t.Fatalf("InitProducerID to broker %d: got id %d epoch %d, want epoch 0 and an id not in %v", b.ID(), id, epoch, ids)
 		}
 		ids = append(ids, id)
-		blocks[producerIDCounter(id)/coord.ProducerIDBlockSize] = true
+		blocks[producerid.Counter(id)/coord.ProducerIDBlockSize] = true
 	}
 	if len(blocks) != len(brokers) {
 		t.Fatalf("producer ids %v: from %d blocks, want one block per broker", ids, len(blocks))
@@ -102,7 +103,7 @@ func TestProducerIDsUniqueAcrossBrokers(t *testing.T) {
 			return false
 		}
 		for _, b := range brokers {
-			if b.replicas.partitionFor(topic, 0) == nil {
+			if b.replicas.PartitionFor(topic, 0) == nil {
 				return false
 			}
 			if b.ID() == parts[0].leader {
@@ -200,7 +201,7 @@ func TestInitProducerIDBumpsEpochAndFencesOlder(t *testing.T) {
 	if _, err := produceAsProducer(t, b, topic, id, epoch, 1, "zombie"); err != kerr.InvalidProducerEpoch {
 		t.Fatalf("produce at the older epoch 0 after epoch 1 wrote: got %v, want INVALID_PRODUCER_EPOCH", err)
 	}
-	if end := b.replicas.partitionFor(topic, 0).log.EndOffset(); end != 2 {
+	if end := b.replicas.PartitionFor(topic, 0).Log().EndOffset(); end != 2 {
 		t.Fatalf("log end offset: got %d, want 2 (the fenced batch not written)", end)
 	}
 
@@ -210,50 +211,12 @@ func TestInitProducerIDBumpsEpochAndFencesOlder(t *testing.T) {
 	}
 }
 
-// TestProducerIDsPrefetchNextBlock: the first InitProducerID reserves a
-// block; once 90 % of it is handed out the next block is reserved in the
-// background, so the id after the block's last is ready without waiting
-// and comes from the next block.
-func TestProducerIDsPrefetchNextBlock(t *testing.T) {
-	b := startBroker(t, testConfig(t))
-	ctx := testContext(t, 30*time.Second)
-	m := b.producerIDs
-	first, err := m.generate(ctx)
-	if err != nil {
-		t.Fatalf("first producer id: %v", err)
-	}
-	m.mu.Lock()
-	block := m.current
-	m.mu.Unlock()
-	for id := first + 1; id < block.First+block.Size*producerIDPrefetch/10; id++ {
-		if got, ok := m.take(); !ok || got != id {
-			t.Fatalf("take: got %d, %v, want %d, true", got, ok, id)
-		}
-	}
-	waitFor(t, ctx, "the next block reserved after 90 % of the first was handed out", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.prefetched != nil
-	})
-	var last int64
-	for id := block.First + block.Size*producerIDPrefetch/10; id <= block.Last()+1; id++ {
-		got, ok := m.take()
-		if !ok || (id <= block.Last() && got != id) {
-			t.Fatalf("take: got %d, %v, want %d, true", got, ok, id)
-		}
-		last = got
-	}
-	if last <= block.Last() {
-		t.Fatalf("the id after %v: got %d, want one of the next block", block, last)
-	}
-}
-
 // TestInitProducerIDWithoutBlockIsRetriable: a broker that cannot reserve
 // a block of producer ids answers InitProducerID with the retriable
 // COORDINATOR_LOAD_IN_PROGRESS, as Kafka does when no block is ready.
 func TestInitProducerIDWithoutBlockIsRetriable(t *testing.T) {
 	b := startBroker(t, testConfig(t))
-	b.producerIDs.close()
+	b.producerIDs.Close()
 	resp := askBroker[*kmsg.InitProducerIDResponse](t, b, kmsg.NewPtrInitProducerIDRequest())
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != kerr.CoordinatorLoadInProgress {
 		t.Fatalf("InitProducerID without a block: got %v, want COORDINATOR_LOAD_IN_PROGRESS", err)

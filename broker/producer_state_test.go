@@ -6,16 +6,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 )
 
 // producerState returns how p's producer state was last recovered and how
-// many producers it holds, read under the append lock that guards them.
-func producerState(p *partition) (load loadView, producers int) {
-	p.appendMu.Lock()
-	defer p.appendMu.Unlock()
-	l := p.producersLoad
-	return loadView{snapshot: l.SnapshotOffset, from: l.From, to: l.To}, p.producers.Len()
+// many producers it holds.
+func producerState(p *replica.Partition) (load loadView, producers int) {
+	l, n := p.ProducerState()
+	return loadView{snapshot: l.SnapshotOffset, from: l.From, to: l.To}, n
 }
 
 // loadView is the part of a log.ProducerLoad the tests compare.
@@ -50,14 +49,14 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 
 	b = startBroker(t, cfg)
 	waitFor(t, ctx, "the restarted broker to lead "+topic, func() bool {
-		p := b.replicas.partitionFor(topic, 0)
+		p := b.replicas.PartitionFor(topic, 0)
 		if p == nil {
 			return false
 		}
-		leads, _ := p.leads(coord.BrokerID(b.cfg.BrokerID))
+		leads, _ := p.Leads(coord.BrokerID(b.cfg.BrokerID))
 		return leads
 	})
-	p := b.replicas.partitionFor(topic, 0)
+	p := b.replicas.PartitionFor(topic, 0)
 	if load, producers := producerState(p); load != (loadView{3, 3, 3}) || producers != 1 {
 		t.Fatalf("producer state after restart: got load %+v with %d producers, want snapshot 3, read 3..3, 1 producer", load, producers)
 	}
@@ -70,7 +69,7 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 	if offset, err := produceAsProducer(t, b, topic, id, epoch, 3, "after restart"); err != nil || offset != 3 {
 		t.Fatalf("sequence 3: got offset %d (%v), want 3", offset, err)
 	}
-	if end := p.log.EndOffset(); end != 4 {
+	if end := p.Log().EndOffset(); end != 4 {
 		t.Fatalf("log end offset: got %d, want 4 (the retry not written)", end)
 	}
 }
@@ -95,7 +94,7 @@ func TestProducerIDExpiration(t *testing.T) {
 			t.Fatalf("produce sequence %d: got %v, want no error", seq, err)
 		}
 	}
-	p := b.replicas.partitionFor(topic, 0)
+	p := b.replicas.PartitionFor(topic, 0)
 	waitFor(t, ctx, "the producer to expire", func() bool {
 		_, producers := producerState(p)
 		return producers == 0
@@ -125,15 +124,15 @@ func TestProducerSnapshotAfterRoll(t *testing.T) {
 	const topic = "rolling"
 	createLocalTopic(t, b, topic, 1)
 	id, epoch := initProducerID(t, b, -1, -1)
-	p := b.replicas.partitionFor(topic, 0)
-	for seq := int32(0); p.log.ActiveSegmentBaseOffset() == 0; seq++ {
+	p := b.replicas.PartitionFor(topic, 0)
+	for seq := int32(0); p.Log().ActiveSegmentBaseOffset() == 0; seq++ {
 		if _, err := produceAsProducer(t, b, topic, id, epoch, seq, string(make([]byte, 200))); err != nil {
 			t.Fatalf("produce sequence %d: got %v, want no error", seq, err)
 		}
 	}
-	base := p.log.ActiveSegmentBaseOffset()
+	base := p.Log().ActiveSegmentBaseOffset()
 	waitFor(t, ctx, "a producer snapshot after the roll", func() bool {
-		offsets, err := p.log.ProducerSnapshots()
+		offsets, err := p.Log().ProducerSnapshots()
 		return err == nil && len(offsets) > 0 && offsets[len(offsets)-1] >= base
 	})
 }

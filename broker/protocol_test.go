@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/internal/kafkatest"
 )
 
 // encodeRequest frames req as a client would, with correlation id corr.
@@ -305,43 +306,8 @@ func buildBatch(t *testing.T, values ...[]byte) []byte {
 // (-1, -1, -1: no producer).
 func buildProducerBatch(t *testing.T, producerID int64, producerEpoch int16, firstSequence int32, values ...[]byte) []byte {
 	t.Helper()
-	return encodeBatch(time.Now().UnixMilli(), producerID, producerEpoch, firstSequence, values...)
+	return kafkatest.EncodeBatch(time.Now().UnixMilli(), producerID, producerEpoch, firstSequence, values...)
 }
-
-// encodeBatch returns a v2 record batch (no compression) with timestamp
-// ts (ms), producer id, epoch and base sequence, holding one record per
-// value, with its length and CRC set.
-func encodeBatch(ts int64, producerID int64, producerEpoch int16, firstSequence int32, values ...[]byte) []byte {
-	var records []byte
-	for i, v := range values {
-		rec := kmsg.NewRecord()
-		rec.OffsetDelta = int32(i)
-		rec.Value = v
-		// Length counts the bytes after itself: encode once with a
-		// one-byte zero length to learn it.
-		rec.Length = int32(len(rec.AppendTo(nil)) - 1)
-		records = rec.AppendTo(records)
-	}
-	batch := kmsg.NewRecordBatch()
-	batch.Magic = 2
-	batch.LastOffsetDelta = int32(len(values) - 1)
-	batch.FirstTimestamp = ts
-	batch.MaxTimestamp = ts
-	batch.ProducerID = producerID
-	batch.ProducerEpoch = producerEpoch
-	batch.FirstSequence = firstSequence
-	batch.NumRecords = int32(len(values))
-	batch.Records = records
-	raw := batch.AppendTo(nil)
-	// Length covers everything after the length field; CRC-32C covers
-	// attributes to the end.
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32c(raw[21:]))
-	return raw
-}
-
-// crc32c is the CRC-32C (Castagnoli) of a record batch.
-func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
 
 // TestCloseEndsConnectionsAndGoroutines closes a broker while a client
 // waits in a long-poll fetch and another connection idles: Close returns,
@@ -388,10 +354,8 @@ func TestCloseEndsConnectionsAndGoroutines(t *testing.T) {
 		t.Fatalf("write fetch: %v", err)
 	}
 	waitFor(t, ctx, "the fetch to wait", func() bool {
-		p := b.replicas.partitionFor(topic, 0)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.waiters) > 0
+		p := b.replicas.PartitionFor(topic, 0)
+		return p.WaitingFetches() > 0
 	})
 
 	if err := b.Close(); err != nil {
@@ -413,8 +377,8 @@ func TestCloseEndsConnectionsAndGoroutines(t *testing.T) {
 	})
 
 	b = startBroker(t, cfg)
-	waitFor(t, testContext(t, 30*time.Second), "the reopened partition", func() bool { return b.replicas.partitionFor(topic, 0) != nil })
-	if end := b.replicas.partitionFor(topic, 0).log.EndOffset(); end != 2 {
+	waitFor(t, testContext(t, 30*time.Second), "the reopened partition", func() bool { return b.replicas.PartitionFor(topic, 0) != nil })
+	if end := b.replicas.PartitionFor(topic, 0).Log().EndOffset(); end != 2 {
 		t.Fatalf("after reopening: got end offset %d, want 2", end)
 	}
 }
@@ -464,13 +428,11 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 	// idleness only after the polling connection's own idle deadline
 	// has passed; the poll must survive it.
 	waitFor(t, ctx, "the fetch to wait", func() bool {
-		p := b.replicas.partitionFor(topic, 0)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.waiters) > 0
+		p := b.replicas.PartitionFor(topic, 0)
+		return p.WaitingFetches() > 0
 	})
 	expectClosed(t, dialBroker(t, b))
-	if _, _, err := b.replicas.appendAsLeader(b.replicas.partitionFor(topic, 0), buildBatch(t, []byte("late")), false, time.Time{}); err != nil {
+	if _, _, err := b.replicas.AppendAsLeader(b.replicas.PartitionFor(topic, 0), buildBatch(t, []byte("late")), false, time.Time{}); err != nil {
 		t.Fatalf("append: %v", err)
 	}
 	fr := decodeResponse(t, fetch, readFrame(t, polling), 1).(*kmsg.FetchResponse)

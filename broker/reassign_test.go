@@ -110,9 +110,9 @@ func TestPartitionReassignment(t *testing.T) {
 			return true
 		})
 	}
-	waitFor(t, ctx, "broker 2 to drop its replica of moves-1", func() bool { return brokers[1].replicas.partitionFor("moves", 1) == nil })
+	waitFor(t, ctx, "broker 2 to drop its replica of moves-1", func() bool { return brokers[1].replicas.PartitionFor("moves", 1) == nil })
 	for _, b := range brokers[2:] {
-		if b.replicas.partitionFor("moves", 0) == nil {
+		if b.replicas.PartitionFor("moves", 0) == nil {
 			t.Errorf("broker %d holds no replica of moves-0, want one", b.ID())
 		}
 	}

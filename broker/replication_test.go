@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -45,7 +46,7 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 	})
 	waitFor(t, ctx, "every broker to hold the partition", func() bool {
 		for _, b := range brokers {
-			if b.replicas.partitionFor(topic, 0) == nil {
+			if b.replicas.PartitionFor(topic, 0) == nil {
 				return false
 			}
 		}
@@ -62,7 +63,7 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 		// The ack says every ISR member has the record: with a full
 		// ISR, all three logs end past it.
 		for _, b := range brokers {
-			if end := b.replicas.partitionFor(topic, 0).log.EndOffset(); end <= r.Offset {
+			if end := b.replicas.PartitionFor(topic, 0).Log().EndOffset(); end <= r.Offset {
 				t.Fatalf("record %d acked at offset %d, but broker %d's log ends at %d", i, r.Offset, b.ID(), end)
 			}
 		}
@@ -72,12 +73,12 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 		t.Fatalf("partition after %d acks=all produces: %+v, want an ISR of 3", records, parts)
 	}
 	leader := brokers[slices.IndexFunc(brokers, func(b *Broker) bool { return b.ID() == parts[0].leader })]
-	if hw := leader.replicas.partitionFor(topic, 0).highWatermark(); hw != records {
+	if hw := leader.replicas.PartitionFor(topic, 0).HighWatermark(); hw != records {
 		t.Fatalf("leader %d high watermark %d, want %d", leader.ID(), hw, records)
 	}
 	waitFor(t, ctx, "followers to learn the high watermark", func() bool {
 		for _, b := range brokers {
-			if b.replicas.partitionFor(topic, 0).highWatermark() != records {
+			if b.replicas.PartitionFor(topic, 0).HighWatermark() != records {
 				return false
 			}
 		}
@@ -137,7 +138,7 @@ func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
 			return false
 		}
 		for _, b := range brokers {
-			if p := b.replicas.partitionFor(topic, 0); p == nil {
+			if p := b.replicas.PartitionFor(topic, 0); p == nil {
 				return false
 			}
 			switch {
@@ -149,7 +150,7 @@ func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
 		}
 		return leader != nil
 	})
-	lagging.replicas.fetchers.close()
+	lagging.manager().StopFetchers()
 
 	produce := func(acks int16, timeout time.Duration, value string) int16 {
 		req := kmsg.NewPtrProduceRequest()
@@ -165,13 +166,13 @@ func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
 		resp := roundTrip(t, dialBroker(t, leader), req, 1).(*kmsg.ProduceResponse)
 		return resp.Topics[0].Partitions[0].ErrorCode
 	}
-	end := leader.replicas.partitionFor(topic, 0).log.EndOffset()
+	end := leader.replicas.PartitionFor(topic, 0).Log().EndOffset()
 	start := time.Now()
 	if code := produce(-1, 300*time.Millisecond, "waits"); code != kerr.RequestTimedOut.Code {
 		t.Fatalf("acks=all with a follower not fetching: error %v, want REQUEST_TIMED_OUT", kerr.ErrorForCode(code))
 	}
 	t.Logf("acks=all answered REQUEST_TIMED_OUT after %v (request timeout 300ms)", time.Since(start).Round(time.Millisecond))
-	if got := leader.replicas.partitionFor(topic, 0).log.EndOffset(); got != end+1 {
+	if got := leader.replicas.PartitionFor(topic, 0).Log().EndOffset(); got != end+1 {
 		t.Fatalf("leader log end %d after the timed-out produce, want %d: the leader writes before it waits", got, end+1)
 	}
 	if code := produce(1, 300*time.Millisecond, "leader only"); code != 0 {
@@ -187,26 +188,12 @@ func TestAcksAllWaitsForEveryISRMember(t *testing.T) {
 		_, _, parts := metadataOf(t, leader, topic)
 		return len(parts) == 1 && len(parts[0].isr) == 2
 	})
-	end = leader.replicas.partitionFor(topic, 0).log.EndOffset()
+	end = leader.replicas.PartitionFor(topic, 0).Log().EndOffset()
 	if code := produce(-1, time.Second, "refused"); code != kerr.NotEnoughReplicas.Code {
 		t.Fatalf("acks=all with ISR 2 < min.insync.replicas 3: error %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(code))
 	}
-	if got := leader.replicas.partitionFor(topic, 0).log.EndOffset(); got != end {
+	if got := leader.replicas.PartitionFor(topic, 0).Log().EndOffset(); got != end {
 		t.Fatalf("leader log end %d after a refused acks=all produce, want %d", got, end)
-	}
-}
-
-// TestFetcherIDIsKafkas checks the partition-to-fetcher hash against
-// values a Kafka broker computes: "hello".hashCode() is 99162322 in Java,
-// and Utils.abs(31*h + partition) % 3 gives 0, 2, 1, 0.
-func TestFetcherIDIsKafkas(t *testing.T) {
-	for partition, want := range []int32{0, 2, 1, 0} {
-		if got := fetcherID("hello", int32(partition), 3); got != want {
-			t.Errorf("fetcherID(hello, %d, 3) = %d, want %d", partition, got, want)
-		}
-	}
-	if got := fetcherID("hello", 7, 1); got != 0 {
-		t.Errorf("fetcherID(hello, 7, 1) = %d, want 0", got)
 	}
 }
 
@@ -246,18 +233,16 @@ func TestNumReplicaFetchersShareTheLeader(t *testing.T) {
 		}
 	}
 	for _, b := range brokers {
-		b.replicas.fetchers.mu.Lock()
 		ids := map[coord.BrokerID]map[int32]bool{}
-		for p, f := range b.replicas.fetchers.byPartition {
-			if want := fetcherID(p.topic, p.index, 2); f.id != want {
-				t.Errorf("broker %d fetches %s from fetcher %d, want %d", b.ID(), p.name(), f.id, want)
+		for _, f := range b.manager().Fetchers() {
+			if want := replica.FetcherID(f.Partition.Topic, f.Partition.Partition, 2); f.ID != want {
+				t.Errorf("broker %d fetches %s from fetcher %d, want %d", b.ID(), f.Partition, f.ID, want)
 			}
-			if ids[f.leader] == nil {
-				ids[f.leader] = map[int32]bool{}
+			if ids[f.Leader] == nil {
+				ids[f.Leader] = map[int32]bool{}
 			}
-			ids[f.leader][f.id] = true
+			ids[f.Leader][f.ID] = true
 		}
-		b.replicas.fetchers.mu.Unlock()
 		for leader, set := range ids {
 			if len(set) < 2 {
 				t.Errorf("broker %d fetches from leader %d over fetchers %v, want several", b.ID(), leader, set)

@@ -2,14 +2,12 @@ package broker
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -18,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/network"
+	"github.com/tripodmq/tripod/broker/replica"
+	"github.com/tripodmq/tripod/internal/kafkatest"
 )
 
 // FuzzRequest feeds arbitrary request bodies through a live broker's real
@@ -329,7 +329,7 @@ func tooBigForSharedBroker(b *Broker, kreq kmsg.Request) string {
 	if creates > fuzzMaxPartitions {
 		return fmt.Sprintf("request asks for %d partitions, more than the harness's %d", creates, fuzzMaxPartitions)
 	}
-	if creates > 0 && len(b.replicas.allPartitions()) >= fuzzMaxBrokerPartitions {
+	if creates > 0 && len(b.replicas.Partitions()) >= fuzzMaxBrokerPartitions {
 		return fmt.Sprintf("shared broker already holds %d partitions", fuzzMaxBrokerPartitions)
 	}
 	return ""
@@ -570,7 +570,7 @@ func deepRequests(tb testing.TB, b *Broker) []kmsg.Request {
 // clientRequests returns valid client requests for the fuzz broker's
 // topics, each with its version set.
 func clientRequests() []kmsg.Request {
-	batch := fuzzRecordBatch([]byte("seed-one"), []byte("seed-two"))
+	batch := kafkatest.FuzzBatch([]byte("seed-one"), []byte("seed-two"))
 	var out []kmsg.Request
 
 	meta := kmsg.NewPtrMetadataRequest()
@@ -730,11 +730,11 @@ func clientRequests() []kmsg.Request {
 // UpdateMetadata naming it, a StopReplica deleting it, a
 // ControlledShutdown and an AlterPartition for an unknown broker.
 func controllerRequests(tb testing.TB, b *Broker) []kmsg.Request {
-	ctrl := b.member.controller()
+	ctrl := b.member.Controller()
 	if ctrl == nil {
 		tb.Fatalf("fuzz broker %d is not the controller", b.cfg.BrokerID)
 	}
-	controllerEpoch, brokerEpoch := int32(ctrl.Epoch()), b.member.currentEpoch()
+	controllerEpoch, brokerEpoch := int32(ctrl.Epoch()), b.member.CurrentEpoch()
 	self := b.cfg.BrokerID
 	const topic = "fuzz-replica"
 	topicID := [16]byte{0xf0, 0x22}
@@ -785,7 +785,7 @@ func controllerRequests(tb testing.TB, b *Broker) []kmsg.Request {
 	cs.BrokerID, cs.BrokerEpoch = self+100, 1
 
 	ap := kmsg.NewPtrAlterPartitionRequest()
-	ap.SetVersion(alterPartitionVersion)
+	ap.SetVersion(replica.AlterPartitionVersion)
 	ap.BrokerID, ap.BrokerEpoch = self+100, 1
 	apt := kmsg.NewAlterPartitionRequestTopic()
 	apt.Topic = fuzzTopic
@@ -797,13 +797,9 @@ func controllerRequests(tb testing.TB, b *Broker) []kmsg.Request {
 	return []kmsg.Request{lai, um, sr, cs, ap}
 }
 
-// fuzzRecordBatch returns a v2 record batch (no compression, no producer,
-// timestamp 0 so that the corpus is the same at every write) holding one
-// record per value: buildBatch for callers without a *testing.T.
-func fuzzRecordBatch(values ...[]byte) []byte { return encodeBatch(0, -1, -1, -1, values...) }
-
 // TestWriteFuzzCorpus writes the seed corpora under testdata/fuzz (the
-// client requests of FuzzRequest, the responses of FuzzPeerResponse) when
+// client requests of FuzzRequest, the responses of FuzzPeerResponse;
+// replica's TestWriteFuzzCorpus writes FuzzFollowerResponse's) when
 // TRIPOD_WRITE_FUZZ_CORPUS is set; `go test` then runs every fuzz target
 // over them. Regenerate after changing the seeds:
 //
@@ -815,25 +811,10 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	for _, kreq := range clientRequests() {
 		key, version := registeredKeyVersion(kreq.Key(), kreq.GetVersion())
 		kreq.SetVersion(version)
-		writeCorpusEntry(t, "FuzzRequest", key, version, kreq.AppendTo(nil))
+		kafkatest.WriteCorpusEntry(t, "FuzzRequest", key, version, kreq.AppendTo(nil))
 	}
 	for _, s := range peerResponseSeeds() {
-		writeCorpusEntry(t, "FuzzPeerResponse", s.key, s.version, s.body)
-	}
-}
-
-// writeCorpusEntry writes one (key, version, body) input of target in the
-// "go test fuzz v1" format, named by its hash as the fuzzer names them.
-func writeCorpusEntry(t *testing.T, target string, key, version int16, body []byte) {
-	t.Helper()
-	entry := fmt.Sprintf("go test fuzz v1\nint16(%d)\nint16(%d)\n[]byte(%q)\n", key, version, body)
-	dir := filepath.Join("testdata", "fuzz", target)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("create corpus dir: %v", err)
-	}
-	name := fmt.Sprintf("%x", sha256.Sum256([]byte(entry)))[:16]
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(entry), 0o644); err != nil {
-		t.Fatalf("write corpus entry: %v", err)
+		kafkatest.WriteCorpusEntry(t, "FuzzPeerResponse", s.key, s.version, s.body)
 	}
 }
 

@@ -31,16 +31,16 @@ func TestTopicsAndDataSurviveRestart(t *testing.T) {
 			t.Fatalf("produce: %v", err)
 		}
 	}
-	before, _ := b.cache.topic("kept")
+	before, _ := b.cache.Topic("kept")
 	cl.Close()
 	if err := b.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
 
 	b = startBroker(t, cfg)
-	waitFor(t, ctx, "the partitions of kept after restart", func() bool { return b.replicas.partitionFor("kept", 2) != nil })
-	after, ok := b.cache.topic("kept")
-	if !ok || after.id != before.id || len(after.partitions) != 3 || b.replicas.partitionFor("kept", 0).topicConfigs()["retention.ms"] != "86400000" {
+	waitFor(t, ctx, "the partitions of kept after restart", func() bool { return b.replicas.PartitionFor("kept", 2) != nil })
+	after, ok := b.cache.Topic("kept")
+	if !ok || after.ID != before.ID || len(after.Partitions) != 3 || b.replicas.PartitionFor("kept", 0).TopicConfigs()["retention.ms"] != "86400000" {
 		t.Fatalf("after restart: got %+v (exists %v), want %+v", after, ok, before)
 	}
 	end, err := kadm.NewClient(newClient(t, b)).ListEndOffsets(ctx, "kept")
@@ -83,9 +83,9 @@ func TestRetentionLoopHonoursTopicConfigs(t *testing.T) {
 		o, _ := start.Lookup("retained", 0)
 		return o.Offset > 0
 	})
-	p := b.replicas.partitionFor("retained", 0)
-	if p.log.EndOffset() != 40 {
-		t.Fatalf("got end offset %d, want 40", p.log.EndOffset())
+	p := b.replicas.PartitionFor("retained", 0)
+	if p.Log().EndOffset() != 40 {
+		t.Fatalf("got end offset %d, want 40", p.Log().EndOffset())
 	}
 }
 

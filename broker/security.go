@@ -126,7 +126,7 @@ func watchSecurity(ctx context.Context, s *security.Server, store coord.Security
 	if !s.Watching() {
 		return
 	}
-	followStore(ctx, logger, "the security state", store.WatchSecurity, s.SetState)
+	coord.Follow(ctx, logger, "the security state", store.WatchSecurity, s.SetState)
 }
 
 // authzMetadata is the broker's metadata as the authorizer's rules read
@@ -135,16 +135,16 @@ type authzMetadata struct{ b *Broker }
 
 // TopicName implements security.Metadata.
 func (m authzMetadata) TopicName(id [16]byte) (string, bool) {
-	t, ok := m.b.cache.topicByID(id)
+	t, ok := m.b.cache.TopicByID(id)
 	if !ok {
 		return "", false
 	}
-	return t.name, true
+	return t.Name, true
 }
 
 // TopicExists implements security.Metadata.
 func (m authzMetadata) TopicExists(name string) bool {
-	_, ok := m.b.cache.topic(name)
+	_, ok := m.b.cache.Topic(name)
 	return ok
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/security"
 )
 
@@ -53,7 +54,7 @@ func TestAuthorizerConfig(t *testing.T) {
 // a request of every version without a panic: the reflection filterTopics
 // and denyAll use finds the fields it needs.
 func TestEveryAPIHasAnAuthzRule(t *testing.T) {
-	b := &Broker{cfg: config.DefaultConfig(), cache: newMetadataCache(), member: &membership{}}
+	b := &Broker{cfg: config.DefaultConfig(), cache: metadata.NewCache(), member: &membership{}}
 	for _, key := range supportedKeys() {
 		if !security.HasRule(key) {
 			t.Errorf("%s (key %d) has no authorization rule in security's authzRules", kmsg.NameForKey(key), key)

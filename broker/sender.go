@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/notify"
@@ -63,8 +64,8 @@ func (s *sender) bind(r controller.Results) {
 // report hands the controller what a broker's answer to req tells it.
 // It returns once the controller took it in, or the controller or ctx
 // ended.
-func (s *sender) report(ctx context.Context, to coord.Broker, req controller.Request, ans controllerAnswer) {
-	if ans.code != kerr.StaleControllerEpoch.Code && len(ans.offline) == 0 {
+func (s *sender) report(ctx context.Context, to coord.Broker, req controller.Request, ans replica.ControllerAnswer) {
+	if ans.Code != kerr.StaleControllerEpoch.Code && len(ans.Offline) == 0 {
 		return
 	}
 	select {
@@ -72,14 +73,14 @@ func (s *sender) report(ctx context.Context, to coord.Broker, req controller.Req
 	case <-ctx.Done():
 		return
 	}
-	if ans.code == kerr.StaleControllerEpoch.Code {
+	if ans.Code == kerr.StaleControllerEpoch.Code {
 		s.b.logger.Warn("a broker refused this controller's epoch as stale: a newer controller exists", "to", to.ID, "request", fmt.Sprintf("%T", req))
 		if err := s.results.Deposed(ctx, to.ID, requestControllerEpoch(req)); err != nil {
 			s.b.logger.Debug("deposed controller not told", "error", err)
 		}
 		return
 	}
-	if err := s.results.ReplicasOffline(ctx, to, ans.offline); err != nil {
+	if err := s.results.ReplicasOffline(ctx, to, ans.Offline); err != nil {
 		s.b.logger.Debug("offline replicas not reported to the controller", "to", to.ID, "error", err)
 	}
 }
@@ -145,7 +146,7 @@ func (s *sender) Send(to coord.Broker, req controller.Request) {
 		return
 	}
 	d := s.dests[to.ID]
-	if d != nil && (d.to.Epoch != to.Epoch || s.b.member.peerAddr(d.to) != s.b.member.peerAddr(to)) {
+	if d != nil && (d.to.Epoch != to.Epoch || s.b.member.PeerAddr(d.to) != s.b.member.PeerAddr(to)) {
 		d.cancel()
 		d = nil
 	}
@@ -247,20 +248,20 @@ func (s *sender) deliver(ctx context.Context, d *destination) {
 
 // deliverOne delivers one request, in process to this broker, else over
 // the client connection cl (opened if nil), and returns the answer.
-func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req controller.Request) (controllerAnswer, error) {
+func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client, req controller.Request) (replica.ControllerAnswer, error) {
 	if int32(d.to.ID) == s.b.cfg.BrokerID {
-		return s.b.replicas.applyControllerRequest(ctx, req), nil
+		return s.b.replicas.ApplyControllerRequest(ctx, req), nil
 	}
 	kreq := encodeControllerRequest(req)
 	if kreq == nil {
-		return controllerAnswer{code: kerr.InvalidRequest.Code}, nil
+		return replica.ControllerAnswer{Code: kerr.InvalidRequest.Code}, nil
 	}
 	if *cl == nil {
 		// The client's read deadline of a request without a timeout of
 		// its own is its timeout overhead: the controller's bound.
-		c, err := s.b.member.peerClient(s.b.member.peerAddr(d.to), kgo.RequestTimeoutOverhead(s.b.cfg.ControllerSocketTimeout))
+		c, err := s.b.member.PeerClient(s.b.member.PeerAddr(d.to), kgo.RequestTimeoutOverhead(s.b.cfg.ControllerSocketTimeout))
 		if err != nil {
-			return controllerAnswer{}, err
+			return replica.ControllerAnswer{}, err
 		}
 		*cl = c
 	}
@@ -268,31 +269,31 @@ func (s *sender) deliverOne(ctx context.Context, d *destination, cl **kgo.Client
 	defer cancel()
 	kresp, err := (*cl).SeedBrokers()[0].Request(rctx, kreq)
 	if err != nil {
-		return controllerAnswer{}, err
+		return replica.ControllerAnswer{}, err
 	}
 	return decodeControllerResponse(req, kresp), nil
 }
 
 // decodeControllerResponse turns a broker's kmsg answer to req into a
-// controllerAnswer; each request's answer is decoded in its numbered file.
-func decodeControllerResponse(req controller.Request, kresp kmsg.Response) controllerAnswer {
+// ControllerAnswer; each request's answer is decoded in its numbered file.
+func decodeControllerResponse(req controller.Request, kresp kmsg.Response) replica.ControllerAnswer {
 	switch resp := kresp.(type) {
 	case *kmsg.LeaderAndISRResponse:
 		r, _ := req.(*controller.LeaderAndIsrRequest)
 		return decodeLeaderAndIsrResponse(r, resp)
 	case *kmsg.UpdateMetadataResponse:
-		return controllerAnswer{code: resp.ErrorCode}
+		return replica.ControllerAnswer{Code: resp.ErrorCode}
 	case *kmsg.StopReplicaResponse:
-		return controllerAnswer{code: resp.ErrorCode}
+		return replica.ControllerAnswer{Code: resp.ErrorCode}
 	}
-	return controllerAnswer{code: kerr.UnknownServerError.Code}
+	return replica.ControllerAnswer{Code: kerr.UnknownServerError.Code}
 }
 
 // encodeControllerRequest turns a controller request into its kmsg
 // request, encoded in the request's numbered file. controller.Request is
 // sealed, so the three cases are all its types; a nil request (or a type
 // added to controller but not here) gives nil, which deliverOne answers
-// INVALID_REQUEST, as applyControllerRequest does in process.
+// INVALID_REQUEST, as ApplyControllerRequest does in process.
 func encodeControllerRequest(req controller.Request) kmsg.Request {
 	switch r := req.(type) {
 	case *controller.LeaderAndIsrRequest:
@@ -303,22 +304,4 @@ func encodeControllerRequest(req controller.Request) kmsg.Request {
 		return encodeStopReplica(r)
 	}
 	return nil
-}
-
-// ids32 converts broker IDs to the wire's int32s.
-func ids32(ids []coord.BrokerID) []int32 {
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out
-}
-
-// brokerIDs converts the wire's int32s to broker IDs.
-func brokerIDs(ids []int32) []coord.BrokerID {
-	out := make([]coord.BrokerID, len(ids))
-	for i, id := range ids {
-		out[i] = coord.BrokerID(id)
-	}
-	return out
 }

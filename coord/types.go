@@ -14,6 +14,24 @@ import (
 // BrokerID identifies a broker in the cluster (Kafka's broker.id).
 type BrokerID int32
 
+// Int32s converts broker IDs to the Kafka protocol's int32s.
+func Int32s(ids []BrokerID) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+// BrokerIDs converts the Kafka protocol's int32s to broker IDs.
+func BrokerIDs(ids []int32) []BrokerID {
+	out := make([]BrokerID, len(ids))
+	for i, id := range ids {
+		out[i] = BrokerID(id)
+	}
+	return out
+}
+
 // NoBroker is the leader of a partition that has none, and the controller ID
 // while no controller is elected (Kafka's -1).
 const NoBroker BrokerID = -1

@@ -19,7 +19,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -424,8 +423,8 @@ func DefaultConfig() Config {
 		NumReplicaFetchers:                     1,
 		ReplicaFetchMaxBytes:                   1 << 20,
 		ReplicaFetchBackoff:                    200 * time.Millisecond,
-		ReplicationQuotaWindowNum:              replica.QuotaSamples,
-		ReplicationQuotaWindowSize:             replica.QuotaWindow,
+		ReplicationQuotaWindowNum:              QuotaSamples,
+		ReplicationQuotaWindowSize:             QuotaWindow,
 		ReplicaHighWatermarkCheckpointInterval: 5 * time.Second,
 
 		ProducerIDExpiration:              24 * time.Hour,

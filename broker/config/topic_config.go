@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tripodmq/tripod/broker/replica"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
@@ -157,7 +156,7 @@ func ValidateTopicConfig(name, value string) error {
 		return fmt.Errorf("unknown topic config %q (known: %s)", name, strings.Join(TopicKeys(), ", "))
 	}
 	if name == LeaderThrottledKey || name == FollowerThrottledKey {
-		return replica.ValidateThrottledReplicas(name, value)
+		return ValidateThrottledReplicas(name, value)
 	}
 	if name == "cleanup.policy" {
 		// Kafka takes a list: compact, delete or both, in any order.

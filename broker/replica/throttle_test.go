@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/tripodmq/tripod/broker/config"
 )
 
 // fakeClock is a clock the test moves.
@@ -79,7 +81,7 @@ func TestByteRate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newFakeClock()
-			r := newByteRate(QuotaSamples, QuotaWindow, clock.now)
+			r := newByteRate(config.QuotaSamples, config.QuotaWindow, clock.now)
 			for _, s := range tt.steps {
 				clock.set(s.at)
 				if s.record != 0 {
@@ -98,7 +100,7 @@ func TestByteRate(t *testing.T) {
 // the next check.
 func TestReplicationQuota(t *testing.T) {
 	clock := newFakeClock()
-	q := NewQuota(QuotaSamples, QuotaWindow, clock.now)
+	q := NewQuota(config.QuotaSamples, config.QuotaWindow, clock.now)
 	q.Record(1 << 30)
 	if q.Exceeded() {
 		t.Fatalf("unthrottled: exceeded, want not")
@@ -107,7 +109,7 @@ func TestReplicationQuota(t *testing.T) {
 	if !q.Exceeded() {
 		t.Fatalf("bound 200 with %v B/s: not exceeded, want exceeded", q.rate.Rate())
 	}
-	q = NewQuota(QuotaSamples, QuotaWindow, clock.now)
+	q = NewQuota(config.QuotaSamples, config.QuotaWindow, clock.now)
 	q.SetBound(100)
 	q.Record(1000) // 100 B/s over the least span
 	if q.Exceeded() {
@@ -125,41 +127,5 @@ func TestReplicationQuota(t *testing.T) {
 	clock.set(12 * time.Second)
 	if q.Exceeded() {
 		t.Fatalf("after the span without bytes: exceeded, want not")
-	}
-}
-
-// TestThrottledReplicas reads the throttled replicas configs as Kafka
-// does: "*" or partition:broker pairs for this broker.
-func TestThrottledReplicas(t *testing.T) {
-	tests := []struct {
-		value     string
-		partition int32
-		broker    int32
-		want      bool
-	}{
-		{"", 0, 1, false},
-		{"*", 7, 3, true},
-		{" * ", 0, 1, true},
-		{"0:1", 0, 1, true},
-		{"0:1", 0, 2, false},
-		{"0:1", 1, 1, false},
-		{"0:1,1:2,2:3", 1, 2, true},
-		{"0:1, 1:2 ,2:3", 2, 3, true},
-		{"0:1,1:2", 2, 3, false},
-	}
-	for _, tt := range tests {
-		if got := ThrottledReplicas(tt.value, tt.partition, tt.broker); got != tt.want {
-			t.Errorf("ThrottledReplicas(%q, %d, %d): got %v, want %v", tt.value, tt.partition, tt.broker, got, tt.want)
-		}
-	}
-	for _, good := range []string{"", "*", "0:1", "0:1,1:2", " 0 : 1 , 12:101 "} {
-		if err := ValidateThrottledReplicas("leader.replication.throttled.replicas", good); err != nil {
-			t.Errorf("validate %q: got %v, want nil", good, err)
-		}
-	}
-	for _, bad := range []string{"**", "0", "0:", ":1", "a:1", "0:b", "-1:1", "0:1,", "0:1;1:2", "*,0:1"} {
-		if err := ValidateThrottledReplicas("leader.replication.throttled.replicas", bad); err == nil {
-			t.Errorf("validate %q: got nil, want an error", bad)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package coord
 
 import (
 	"context"
@@ -6,16 +6,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/tripodmq/tripod/coord"
 )
 
-// followStore takes every state a backend watch sends (watch is one of
-// coord's Watch* methods) and hands it to apply, until ctx ends or the
+// Follow takes every state a backend watch sends (watch is one of
+// a Backend's Watch* methods) and hands it to apply, until ctx ends or the
 // backend closes. A watch that fails or ends (its channel closes when the
 // backend's connection does) is started again after a backoff that
 // doubles from 100 ms up to 5 s and is reset by every state.
-func followStore[S any](ctx context.Context, log hclog.Logger, what string, watch func(context.Context) (<-chan S, error), apply func(S)) {
+func Follow[S any](ctx context.Context, log hclog.Logger, what string, watch func(context.Context) (<-chan S, error), apply func(S)) {
 	backoff := 100 * time.Millisecond
 	for {
 		states, err := watch(ctx)
@@ -26,7 +24,7 @@ func followStore[S any](ctx context.Context, log hclog.Logger, what string, watc
 			}
 			err = errors.New("the watch ended")
 		}
-		if ctx.Err() != nil || errors.Is(err, coord.ErrClosed) {
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			return
 		}
 		log.Warn("watching "+what+" failed, retrying", "error", err, "backoff", backoff)

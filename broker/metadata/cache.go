@@ -1,4 +1,8 @@
-package broker
+// Package metadata holds a broker's metadata cache: what it knows of the
+// cluster from the controller's UpdateMetadata requests and the
+// backend's member watch, which Metadata, FindCoordinator and the
+// replica manager read.
+package metadata
 
 import (
 	"context"
@@ -11,11 +15,11 @@ import (
 	"github.com/tripodmq/tripod/internal/notify"
 )
 
-// metadataCache is what this broker knows of the cluster from the
+// Cache is what this broker knows of the cluster from the
 // controller's UpdateMetadata requests: the live brokers, the controller
 // and every partition's leader, leader epoch, replicas and ISR. Every
 // broker answers Metadata from it. It is safe for concurrent use.
-type metadataCache struct {
+type Cache struct {
 	mu           sync.RWMutex
 	controllerID coord.BrokerID
 	live         []coord.Broker
@@ -45,16 +49,16 @@ type cachedTopic struct {
 	partitions map[int32]controller.PartitionInfo
 }
 
-func newMetadataCache() *metadataCache {
-	return &metadataCache{controllerID: coord.NoBroker, topics: map[string]*cachedTopic{}}
+func NewCache() *Cache {
+	return &Cache{controllerID: coord.NoBroker, topics: map[string]*cachedTopic{}}
 }
 
-// update applies an UpdateMetadata: the live set and controller are
+// Update applies an UpdateMetadata: the live set and controller are
 // replaced, deleted topics removed, and each partition state replaced
 // unless it carries a lower leader epoch than the cached one (a topic
 // recreated under a new ID starts afresh). A full request (the whole
 // metadata) also drops every topic it does not name.
-func (c *metadataCache) update(req *controller.UpdateMetadataRequest, full bool) {
+func (c *Cache) Update(req *controller.UpdateMetadataRequest, full bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if full {
@@ -97,11 +101,11 @@ func (c *metadataCache) update(req *controller.UpdateMetadataRequest, full bool)
 	c.changed.Notify()
 }
 
-// setLive replaces the live brokers with the backend's member set.
+// SetLive replaces the live brokers with the backend's member set.
 // coord's controller sends UpdateMetadata only to a broker that joins,
 // and none at all when a broker that holds no partition leaves, so the
 // other brokers learn membership from the backend directly.
-func (c *metadataCache) setLive(live []coord.Broker) {
+func (c *Cache) SetLive(live []coord.Broker) {
 	c.mu.Lock()
 	c.watched = slices.Clone(live)
 	sort.Slice(c.watched, func(i, j int) bool { return c.watched[i].ID < c.watched[j].ID })
@@ -113,7 +117,7 @@ func (c *metadataCache) setLive(live []coord.Broker) {
 
 // filterLiveLocked sets the live set to the watched brokers that the
 // controller announced (all of them before its first UpdateMetadata).
-func (c *metadataCache) filterLiveLocked() {
+func (c *Cache) filterLiveLocked() {
 	c.live = c.live[:0:0]
 	for _, b := range c.watched {
 		if c.announced == nil || c.announced[b.ID] {
@@ -122,54 +126,54 @@ func (c *metadataCache) filterLiveLocked() {
 	}
 }
 
-// setController records the controller as this broker learnt it other
+// SetController records the controller as this broker learnt it other
 // than by UpdateMetadata (its own election).
-func (c *metadataCache) setController(id coord.BrokerID) {
+func (c *Cache) SetController(id coord.BrokerID) {
 	c.mu.Lock()
 	c.controllerID = id
 	c.changed.Notify()
 	c.mu.Unlock()
 }
 
-// snapshotTopic is a copy of one cached topic with its partitions in
+// Topic is a copy of one cached topic with its partitions in
 // partition order.
-type snapshotTopic struct {
-	name       string
-	id         [16]byte
-	partitions []controller.PartitionInfo
+type Topic struct {
+	Name       string
+	ID         [16]byte
+	Partitions []controller.PartitionInfo
 }
 
-// view returns the controller, the live brokers and a wait channel that
+// View returns the controller, the live brokers and a wait channel that
 // is closed at the next change.
-func (c *metadataCache) view() (coord.BrokerID, []coord.Broker, <-chan struct{}) {
+func (c *Cache) View() (coord.BrokerID, []coord.Broker, <-chan struct{}) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.controllerID, c.live, c.changed.Next()
 }
 
-// isSynced reports whether the cache holds the cluster's metadata: until
+// IsSynced reports whether the cache holds the cluster's metadata: until
 // the first UpdateMetadata, a topic that is not cached may still exist.
-func (c *metadataCache) isSynced() bool {
+func (c *Cache) IsSynced() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.synced
 }
 
-// topic returns the named topic, if cached.
-func (c *metadataCache) topic(name string) (snapshotTopic, bool) {
+// Topic returns the named Topic, if cached.
+func (c *Cache) Topic(name string) (Topic, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	t, ok := c.topics[name]
 	if !ok {
-		return snapshotTopic{}, false
+		return Topic{}, false
 	}
 	return c.snapshotLocked(name, t), true
 }
 
-// hasPartition reports whether the cache holds partition index of topic,
-// without copying the topic (leaderFor asks it of every partition a
+// HasPartition reports whether the cache holds partition index of topic,
+// without copying the topic (LeaderFor asks it of every partition a
 // fetch names that this broker has not opened).
-func (c *metadataCache) hasPartition(topic string, index int32) bool {
+func (c *Cache) HasPartition(topic string, index int32) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	t, ok := c.topics[topic]
@@ -180,8 +184,8 @@ func (c *metadataCache) hasPartition(topic string, index int32) bool {
 	return ok
 }
 
-// topicByID returns the topic with the given ID, if cached.
-func (c *metadataCache) topicByID(id [16]byte) (snapshotTopic, bool) {
+// TopicByID returns the topic with the given ID, if cached.
+func (c *Cache) TopicByID(id [16]byte) (Topic, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for name, t := range c.topics {
@@ -189,32 +193,32 @@ func (c *metadataCache) topicByID(id [16]byte) (snapshotTopic, bool) {
 			return c.snapshotLocked(name, t), true
 		}
 	}
-	return snapshotTopic{}, false
+	return Topic{}, false
 }
 
-// allTopics returns every cached topic, sorted by name.
-func (c *metadataCache) allTopics() []snapshotTopic {
+// AllTopics returns every cached topic, sorted by name.
+func (c *Cache) AllTopics() []Topic {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]snapshotTopic, 0, len(c.topics))
+	out := make([]Topic, 0, len(c.topics))
 	for name, t := range c.topics {
 		out = append(out, c.snapshotLocked(name, t))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-func (c *metadataCache) snapshotLocked(name string, t *cachedTopic) snapshotTopic {
-	s := snapshotTopic{name: name, id: t.id, partitions: make([]controller.PartitionInfo, 0, len(t.partitions))}
+func (c *Cache) snapshotLocked(name string, t *cachedTopic) Topic {
+	s := Topic{Name: name, ID: t.id, Partitions: make([]controller.PartitionInfo, 0, len(t.partitions))}
 	for _, p := range t.partitions {
-		s.partitions = append(s.partitions, p)
+		s.Partitions = append(s.Partitions, p)
 	}
-	sort.Slice(s.partitions, func(i, j int) bool { return s.partitions[i].Partition < s.partitions[j].Partition })
+	sort.Slice(s.Partitions, func(i, j int) bool { return s.Partitions[i].Partition < s.Partitions[j].Partition })
 	return s
 }
 
-// broker returns a live broker by ID.
-func (c *metadataCache) broker(id coord.BrokerID) (coord.Broker, bool) {
+// Broker returns a live Broker by ID.
+func (c *Cache) Broker(id coord.BrokerID) (coord.Broker, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, b := range c.live {
@@ -225,11 +229,11 @@ func (c *metadataCache) broker(id coord.BrokerID) (coord.Broker, bool) {
 	return coord.Broker{}, false
 }
 
-// waitFor waits until cond holds on the cache, ctx ends or closing is
+// WaitFor waits until cond holds on the cache, ctx ends or closing is
 // closed; it reports whether cond held.
-func (c *metadataCache) waitFor(ctx context.Context, closing <-chan struct{}, cond func() bool) bool {
+func (c *Cache) WaitFor(ctx context.Context, closing <-chan struct{}, cond func() bool) bool {
 	for {
-		_, _, changed := c.view()
+		_, _, changed := c.View()
 		if cond() {
 			return true
 		}
@@ -243,14 +247,14 @@ func (c *metadataCache) waitFor(ctx context.Context, closing <-chan struct{}, co
 	}
 }
 
-// topicReady reports whether c holds every partition of topic
+// TopicReady reports whether c holds every partition of topic
 // (partitions of them) with a leader.
-func (c *metadataCache) topicReady(topic string, partitions int) bool {
-	t, ok := c.topic(topic)
-	if !ok || len(t.partitions) < partitions {
+func (c *Cache) TopicReady(topic string, partitions int) bool {
+	t, ok := c.Topic(topic)
+	if !ok || len(t.Partitions) < partitions {
 		return false
 	}
-	for _, p := range t.partitions {
+	for _, p := range t.Partitions {
 		if p.Leader == coord.NoBroker {
 			return false
 		}
@@ -258,9 +262,9 @@ func (c *metadataCache) topicReady(topic string, partitions int) bool {
 	return true
 }
 
-// leaderEpochOf returns the leader epoch c holds for
+// LeaderEpochOf returns the leader epoch c holds for
 // a partition of the topic with the given ID.
-func (c *metadataCache) leaderEpochOf(topicID [16]byte, topic string, partition int32) (int32, bool) {
+func (c *Cache) LeaderEpochOf(topicID [16]byte, topic string, partition int32) (int32, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	t, ok := c.topics[topic]

@@ -1,18 +1,5 @@
-package broker
-
-import (
-	"math/rand/v2"
-	"slices"
-	"sync"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/tripodmq/tripod/coord"
-)
-
-// Incremental fetch sessions (KIP-227). A client (a consumer, or a
+// Package fetchsession holds a broker's incremental fetch sessions
+// (KIP-227). A client (a consumer, or a
 // follower replicating from this leader) that opens a session with a full
 // fetch then sends, at each next epoch, only the partitions whose fetch
 // position changed and the ones it no longer wants; the broker answers
@@ -22,8 +9,8 @@ import (
 // only the few that move.
 //
 // The broker's work follows the changes too. A session watches its
-// partitions (partition.watchSession): every append, high watermark or
-// log start move, role change or removal (partition.wakeAll) marks the
+// partitions (replica.Partition.WatchChanges): every append, high watermark or
+// log start move, role change or removal (the partition's wakeAll) marks the
 // partition changed in the session and wakes a fetch of it that waits.
 // An incremental fetch serves only the partitions it names, the ones
 // changed since, and the ones its last answer left unfinished (records
@@ -35,24 +22,32 @@ import (
 // those positions of the session's idle partitions as if the follower had
 // sent them, so an idle partition's follower stays caught up (in the ISR)
 // as with Kafka's leader, which records them at every fetch. It records
-// them only (sessionRequest.idle): an idle partition has nothing to read
+// them only (Request.Idle): an idle partition has nothing to read
 // and nothing to answer, and reading and answering the 33 000 partitions
 // a follower holds on a leader at 100 000 partitions, once a second, was
 // most of an idle broker's CPU.
+package fetchsession
 
-// fetchSessionCacheSlots is how many sessions a broker keeps (Kafka's
+import (
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/replica"
+	"github.com/tripodmq/tripod/coord"
+)
+
+// CacheSlots is how many sessions a broker keeps (Kafka's
 // max.incremental.fetch.session.cache.slots default); the least recently
 // used one is evicted for a new one.
-const fetchSessionCacheSlots = 1000
+const CacheSlots = 1000
 
-// maxSessionRefresh bounds the interval between two fetches of a session
-// that serve all its partitions: a follower's recorded fetch of an idle
-// partition is never older than this, and an ISR expansion refused by
-// the controller is proposed again within it.
-const maxSessionRefresh = time.Second
-
-// fetchSession is one incremental fetch session.
-type fetchSession struct {
+// Session is one incremental fetch session.
+type Session struct {
 	id int32
 	// epoch is the epoch the next incremental fetch must carry.
 	epoch int32
@@ -92,12 +87,12 @@ type sessionPartition struct {
 	sent         bool
 	hw, logStart int64
 	// p is the replica the session watches (nil: this broker has none).
-	p *partition
+	p *replica.Partition
 }
 
-// partitionChanged records that tp changed and wakes a fetch of the
+// PartitionChanged records that tp changed and wakes a fetch of the
 // session waiting for it. It is called with the partition's mu held.
-func (sess *fetchSession) partitionChanged(tp coord.TopicPartition) {
+func (sess *Session) PartitionChanged(tp coord.TopicPartition) {
 	sess.changedMu.Lock()
 	if sess.changed == nil {
 		sess.changed = map[coord.TopicPartition]struct{}{}
@@ -110,9 +105,13 @@ func (sess *fetchSession) partitionChanged(tp coord.TopicPartition) {
 	}
 }
 
+// Wake is signalled when a partition the session watches changes: a
+// fetch of the session waits on it.
+func (sess *Session) Wake() <-chan struct{} { return sess.wake }
+
 // drainChanged returns and forgets the partitions changed since the last
 // drain.
-func (sess *fetchSession) drainChanged() map[coord.TopicPartition]struct{} {
+func (sess *Session) drainChanged() map[coord.TopicPartition]struct{} {
 	sess.changedMu.Lock()
 	defer sess.changedMu.Unlock()
 	ch := sess.changed
@@ -120,18 +119,18 @@ func (sess *fetchSession) drainChanged() map[coord.TopicPartition]struct{} {
 	return ch
 }
 
-// fetchSessions is a broker's session cache. It is safe for concurrent
+// Cache is a broker's session cache. It is safe for concurrent
 // use.
-type fetchSessions struct {
+type Cache struct {
 	mu       sync.Mutex
-	sessions map[int32]*fetchSession
+	sessions map[int32]*Session
 	slots    int
 	// refreshEvery is how often a session's fetch serves all its
 	// partitions.
 	refreshEvery time.Duration
 	// resolve returns the replica of a partition this broker holds (nil:
 	// none); a nil resolve holds none.
-	resolve func(coord.TopicPartition) *partition
+	resolve func(coord.TopicPartition) *replica.Partition
 	// evictions counts sessions evicted for new ones; incremental counts
 	// the incremental fetches served, named the partitions they named,
 	// served the partitions they served, refreshes those that recorded
@@ -140,48 +139,41 @@ type fetchSessions struct {
 	evictions, incremental, named, served, refreshes, recorded uint64
 }
 
-func newFetchSessions(slots int, refreshEvery time.Duration, resolve func(coord.TopicPartition) *partition) *fetchSessions {
-	return &fetchSessions{sessions: map[int32]*fetchSession{}, slots: slots, refreshEvery: refreshEvery, resolve: resolve}
+func NewCache(slots int, refreshEvery time.Duration, resolve func(coord.TopicPartition) *replica.Partition) *Cache {
+	return &Cache{sessions: map[int32]*Session{}, slots: slots, refreshEvery: refreshEvery, resolve: resolve}
 }
 
-// sessionRequest is how a fetch request relates to sessions, and what to
+// Request is how a fetch request relates to sessions, and what to
 // answer it with when it cannot be served.
-type sessionRequest struct {
-	// session is the session the request runs in (nil: sessionless).
-	session *fetchSession
+type Request struct {
+	// Session is the Session the request runs in (nil: sessionless).
+	Session *Session
 	// full is set when the response carries every partition.
 	full bool
-	// subset is set when the request was rewritten to the partitions of
+	// Subset is set when the request was rewritten to the partitions of
 	// the session that changed (serving), with the index of its topics
 	// (topicAt); more join while it waits (extend).
-	subset  bool
+	Subset  bool
 	serving map[coord.TopicPartition]struct{}
 	topicAt map[string]int
-	// errorCode is a top-level error (FETCH_SESSION_ID_NOT_FOUND,
+	// ErrorCode is a top-level error (FETCH_SESSION_ID_NOT_FOUND,
 	// INVALID_FETCH_SESSION_EPOCH) to answer at once.
-	errorCode int16
-	// idle are the positions a follower's refresh records without
+	ErrorCode int16
+	// Idle are the positions a follower's refresh records without
 	// serving them (see the top of this file).
-	idle []idlePosition
+	Idle []replica.IdlePosition
 }
 
-// idlePosition is a session's position in a partition that did not change
-// since the session was last answered for it.
-type idlePosition struct {
-	p                     *partition
-	fetchOffset, logStart int64
-}
-
-// begin resolves r's session as KIP-227 says (session id, epoch) and,
+// Begin resolves r's session as KIP-227 says (session id, epoch) and,
 // for an incremental fetch, rewrites r in place to name the partitions
 // of the session to serve at their cached positions, with the request's
 // changes and forgotten partitions applied: every partition when the
 // session is due a refresh, else those changed (a subset). The caller
 // answers r, then trims the response with end. A session is claimed
 // until end.
-func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionRequest {
+func (s *Cache) Begin(r *kmsg.FetchRequest, now time.Time) Request {
 	if r.Version < 7 {
-		return sessionRequest{full: true}
+		return Request{full: true}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -189,19 +181,19 @@ func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionReques
 	case r.SessionEpoch == -1:
 		// A full fetch outside any session; a session id closes it.
 		s.closeLocked(r.SessionID)
-		return sessionRequest{full: true}
+		return Request{full: true}
 	case r.SessionEpoch == 0:
 		// A new session, closing the one named.
 		s.closeLocked(r.SessionID)
 		sess := s.newLocked(r, now)
-		return sessionRequest{session: sess, full: true}
+		return Request{Session: sess, full: true}
 	}
 	sess, ok := s.sessions[r.SessionID]
 	if !ok || sess.replica != r.ReplicaID {
-		return sessionRequest{errorCode: kerr.FetchSessionIDNotFound.Code}
+		return Request{ErrorCode: kerr.FetchSessionIDNotFound.Code}
 	}
 	if sess.inUse || r.SessionEpoch != sess.epoch {
-		return sessionRequest{errorCode: kerr.InvalidFetchSessionEpoch.Code}
+		return Request{ErrorCode: kerr.InvalidFetchSessionEpoch.Code}
 	}
 	sess.inUse = true
 	sess.lastUsed = now
@@ -231,7 +223,7 @@ func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionReques
 	named := s.add(sess, r)
 	s.named += uint64(len(named))
 
-	sr := sessionRequest{session: sess, subset: true, serving: map[coord.TopicPartition]struct{}{}, topicAt: map[string]int{}}
+	sr := Request{Session: sess, Subset: true, serving: map[coord.TopicPartition]struct{}{}, topicAt: map[string]int{}}
 	r.Topics = nil
 	serve := func(tp coord.TopicPartition) {
 		sp := sess.parts[tp]
@@ -274,20 +266,20 @@ func (s *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) sessionReques
 			case !sp.sent:
 				serve(tp)
 			case r.ReplicaID >= 0:
-				sr.idle = append(sr.idle, idlePosition{p: sp.p, fetchOffset: sp.fetchOffset, logStart: sp.logStartOffset})
+				sr.Idle = append(sr.Idle, replica.IdlePosition{Partition: sp.p, FetchOffset: sp.fetchOffset, LogStart: sp.logStartOffset})
 			}
 		}
-		s.recorded += uint64(len(sr.idle))
+		s.recorded += uint64(len(sr.Idle))
 	}
 	s.served += uint64(len(sr.serving))
 	return sr
 }
 
-// extend adds to r, a subset fetch of sr's session waiting for records,
+// Extend adds to r, a subset fetch of sr's session waiting for records,
 // the session's partitions that changed since it began or was last
 // extended. It reports whether it added any.
-func (s *fetchSessions) extend(sr sessionRequest, r *kmsg.FetchRequest) bool {
-	sess := sr.session
+func (s *Cache) Extend(sr Request, r *kmsg.FetchRequest) bool {
+	sess := sr.Session
 	changed := sess.drainChanged()
 	if len(changed) == 0 {
 		return false
@@ -310,7 +302,7 @@ func (s *fetchSessions) extend(sr sessionRequest, r *kmsg.FetchRequest) bool {
 }
 
 // name adds tp to r at the position sp holds, under its topic.
-func (sr *sessionRequest) name(r *kmsg.FetchRequest, tp coord.TopicPartition, sp *sessionPartition) {
+func (sr *Request) name(r *kmsg.FetchRequest, tp coord.TopicPartition, sp *sessionPartition) {
 	i, ok := sr.topicAt[tp.Topic]
 	if !ok {
 		t := kmsg.NewFetchRequestTopic()
@@ -329,7 +321,7 @@ func (sr *sessionRequest) name(r *kmsg.FetchRequest, tp coord.TopicPartition, sp
 }
 
 // resolveTP returns this broker's replica of tp, nil if none.
-func (s *fetchSessions) resolveTP(tp coord.TopicPartition) *partition {
+func (s *Cache) resolveTP(tp coord.TopicPartition) *replica.Partition {
 	if s.resolve == nil {
 		return nil
 	}
@@ -338,7 +330,7 @@ func (s *fetchSessions) resolveTP(tp coord.TopicPartition) *partition {
 
 // watch makes sess watch p (nil: nothing) for sp in place of what it
 // watched; a closed session watches nothing. The caller holds s.mu.
-func (sess *fetchSession) watch(sp *sessionPartition, p *partition) {
+func (sess *Session) watch(sp *sessionPartition, p *replica.Partition) {
 	if sess.closed {
 		p = nil
 	}
@@ -346,18 +338,18 @@ func (sess *fetchSession) watch(sp *sessionPartition, p *partition) {
 		return
 	}
 	if sp.p != nil {
-		sp.p.unwatchSession(sess)
+		sp.p.UnwatchChanges(sess)
 	}
 	sp.p = p
 	if p != nil {
-		p.watchSession(sess)
+		p.WatchChanges(sess)
 	}
 }
 
 // add records the positions r names in sess, adding new partitions at the
 // end of its order and watching them, and returns the partitions named.
 // The caller holds s.mu.
-func (s *fetchSessions) add(sess *fetchSession, r *kmsg.FetchRequest) []coord.TopicPartition {
+func (s *Cache) add(sess *Session, r *kmsg.FetchRequest) []coord.TopicPartition {
 	var named []coord.TopicPartition
 	for _, rt := range r.Topics {
 		for _, rp := range rt.Partitions {
@@ -380,12 +372,12 @@ func (s *fetchSessions) add(sess *fetchSession, r *kmsg.FetchRequest) []coord.To
 // newLocked creates a session for r's partitions, evicting the least
 // recently used one (not in use) when the cache is full; it returns nil
 // (sessionless) when every slot is in use.
-func (s *fetchSessions) newLocked(r *kmsg.FetchRequest, now time.Time) *fetchSession {
+func (s *Cache) newLocked(r *kmsg.FetchRequest, now time.Time) *Session {
 	if s.slots <= 0 {
 		return nil
 	}
 	if len(s.sessions) >= s.slots {
-		var oldest *fetchSession
+		var oldest *Session
 		for _, sess := range s.sessions {
 			if !sess.inUse && (oldest == nil || sess.lastUsed.Before(oldest.lastUsed)) {
 				oldest = sess
@@ -401,7 +393,7 @@ func (s *fetchSessions) newLocked(r *kmsg.FetchRequest, now time.Time) *fetchSes
 	for s.sessions[id] != nil {
 		id = rand.Int32N(1<<31-1) + 1
 	}
-	sess := &fetchSession{id: id, epoch: 0, replica: r.ReplicaID, parts: map[coord.TopicPartition]*sessionPartition{},
+	sess := &Session{id: id, epoch: 0, replica: r.ReplicaID, parts: map[coord.TopicPartition]*sessionPartition{},
 		lastUsed: now, refreshed: now, inUse: true, again: map[coord.TopicPartition]struct{}{}, wake: make(chan struct{}, 1)}
 	s.add(sess, r)
 	s.sessions[id] = sess
@@ -410,7 +402,7 @@ func (s *fetchSessions) newLocked(r *kmsg.FetchRequest, now time.Time) *fetchSes
 
 // closeLocked forgets session id (0: none), which stops watching its
 // partitions.
-func (s *fetchSessions) closeLocked(id int32) {
+func (s *Cache) closeLocked(id int32) {
 	sess := s.sessions[id]
 	if id == 0 || sess == nil {
 		return
@@ -422,15 +414,15 @@ func (s *fetchSessions) closeLocked(id int32) {
 	}
 }
 
-// end finishes a fetch of sr's session: an incremental response keeps
+// End finishes a fetch of sr's session: an incremental response keeps
 // only the partitions with records or an error, or whose high watermark
 // or log start offset changed since the session last told them; the
 // session records what resp tells and which partitions the next fetch
 // serves again (those with records or an error, and short: those left
 // with records unread), moves to the next epoch and is released. resp
 // carries the session id.
-func (s *fetchSessions) end(sr sessionRequest, resp *kmsg.FetchResponse, short map[coord.TopicPartition]struct{}) {
-	sess := sr.session
+func (s *Cache) End(sr Request, resp *kmsg.FetchResponse, short map[coord.TopicPartition]struct{}) {
+	sess := sr.Session
 	if sess == nil {
 		return
 	}
@@ -472,8 +464,25 @@ func (s *fetchSessions) end(sr sessionRequest, resp *kmsg.FetchResponse, short m
 	sess.lastUsed = time.Now()
 }
 
-// stats returns the number of sessions and of partitions they cache.
-func (s *fetchSessions) stats() (sessions, partitions int, evictions uint64) {
+// Counters are the incremental fetches a Cache served since it started:
+// how many (Incremental), the partitions they named (Named) and served
+// (Served), how many were refreshes that recorded a follower's idle
+// positions too (Refreshes), and how many positions those recorded
+// (Recorded).
+type Counters struct {
+	Incremental, Named, Served, Refreshes, Recorded uint64
+}
+
+// Counters returns the cache's counters.
+func (s *Cache) Counters() Counters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Counters{Incremental: s.incremental, Named: s.named, Served: s.served, Refreshes: s.refreshes, Recorded: s.recorded}
+}
+
+// Stats returns the number of sessions and of partitions they cache, and
+// how many sessions were evicted for new ones.
+func (s *Cache) Stats() (sessions, partitions int, evictions uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sess := range s.sessions {

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"fmt"
@@ -7,17 +7,16 @@ import (
 	"sync/atomic"
 
 	"github.com/tripodmq/tripod/broker/config"
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
-// partition is one replica this broker holds: its log, its replication
+// Partition is one replica this broker holds: its log, its replication
 // state (which alone holds its leader, leader epoch, replicas and ISR), and
 // the fetches waiting for it to grow.
-type partition struct {
+type Partition struct {
 	topic   string
 	index   int32
 	topicID [16]byte
@@ -77,14 +76,14 @@ type partition struct {
 
 	// mu guards waiters, the fetches' wake-up channels (watch), and
 	// sessions, the fetch sessions that hold the partition
-	// (watchSession); both nil until the first.
+	// (WatchChanges); both nil until the first.
 	mu       sync.Mutex
 	waiters  map[chan struct{}]struct{}
-	sessions []*fetchSession
+	sessions []ChangeWatcher
 }
 
-func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *config.Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *partition {
-	p := &partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l,
+func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *config.Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *Partition {
+	p := &Partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l,
 		rep: rep, producers: replication.NewProducers()}
 	p.storeConfigs(cfg, configs, self)
 	// A checkpointed high watermark older than a DeleteRecords that moved
@@ -94,13 +93,52 @@ func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *config.Config
 	return p
 }
 
-// topicConfigs returns the topic's config overrides as last applied. The
+// TopicConfigs returns the topic's config overrides as last applied. The
 // caller must not change them.
-func (p *partition) topicConfigs() map[string]string { return *p.configs.Load() }
+func (p *Partition) TopicConfigs() map[string]string { return *p.configs.Load() }
 
-// brokerCfg returns the broker config the topic's configs were last
-// applied over.
-func (p *partition) brokerCfg() config.Config { return *p.cfg.Load() }
+// BrokerConfig returns the broker config the topic's configs were last
+// applied over. The caller must not change it.
+func (p *Partition) BrokerConfig() *config.Config { return p.cfg.Load() }
+
+// Topic is the partition's topic.
+func (p *Partition) Topic() string { return p.topic }
+
+// Index is the partition's index in its topic.
+func (p *Partition) Index() int32 { return p.index }
+
+// TopicID is the id of the partition's topic.
+func (p *Partition) TopicID() [16]byte { return p.topicID }
+
+// Log is the partition's log. Appends go through the replica manager
+// (AppendAsLeader, the fetchers), which orders them with the partition's
+// role changes; readers read it directly.
+func (p *Partition) Log() *tlog.Log { return p.log }
+
+// KnowsProducer reports whether the partition's producer state holds
+// producer id: a producer that wrote to it and did not expire.
+func (p *Partition) KnowsProducer(id int64) bool {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producers.Knows(id)
+}
+
+// ProducerState returns how the partition's producer state was last
+// recovered (from which snapshot, reading which offsets) and how many
+// producers it holds.
+func (p *Partition) ProducerState() (load tlog.ProducerLoad, producers int) {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producersLoad, p.producers.Len()
+}
+
+// ActiveProducers returns the idempotent producers the partition's
+// producer state holds (DescribeProducers).
+func (p *Partition) ActiveProducers() []replication.ProducerState {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producers.Active()
+}
 
 // noConfigs are the configs of a topic without overrides, shared by its
 // replicas.
@@ -108,22 +146,22 @@ var noConfigs = map[string]string{}
 
 // storeConfigs records configs over cfg (which the caller no longer
 // changes) and whether they throttle this replica (broker self).
-func (p *partition) storeConfigs(cfg *config.Config, configs map[string]string, self int32) {
+func (p *Partition) storeConfigs(cfg *config.Config, configs map[string]string, self int32) {
 	if configs == nil {
 		configs = noConfigs
 	}
 	p.configs.Store(&configs)
 	p.cfg.Store(cfg)
-	p.leaderThrottled.Store(replica.ThrottledReplicas(configs[config.LeaderThrottledKey], p.index, self))
-	p.followerThrottled.Store(replica.ThrottledReplicas(configs[config.FollowerThrottledKey], p.index, self))
+	p.leaderThrottled.Store(config.ThrottledReplicas(configs[config.LeaderThrottledKey], p.index, self))
+	p.followerThrottled.Store(config.ThrottledReplicas(configs[config.FollowerThrottledKey], p.index, self))
 }
 
-// setConfigs applies a topic's changed configs, over the broker config
+// SetConfigs applies a topic's changed configs, over the broker config
 // cfg, to the running replica: its log (segments, retention, flush), its
 // replication state (min.insync.replicas) and what produce and the
 // cleaner read. Nothing changes if the log or the replication state
 // refuses them.
-func (p *partition) setConfigs(cfg *config.Config, configs map[string]string, self int32) error {
+func (p *Partition) SetConfigs(cfg *config.Config, configs map[string]string, self int32) error {
 	rc := cfg.ReplicationConfig(configs)
 	if err := rc.Validate(); err != nil {
 		return err
@@ -141,9 +179,9 @@ func (p *partition) setConfigs(cfg *config.Config, configs map[string]string, se
 	return nil
 }
 
-// partitionRole is a partition's leader, leader epoch, partition epoch,
+// Role is a partition's leader, leader epoch, partition epoch,
 // replicas and ISR, as its replication state holds them.
-type partitionRole struct {
+type Role struct {
 	Leader         coord.BrokerID
 	LeaderEpoch    int32
 	PartitionEpoch int32
@@ -151,14 +189,14 @@ type partitionRole struct {
 	ISR            []coord.BrokerID
 }
 
-// role returns the partition's leader, epochs, replicas and ISR from its
+// Role returns the partition's leader, epochs, replicas and ISR from its
 // replication state: those of the latest LeaderAndIsr applied, with the
 // ISR changes committed since (AlterPartition). Before the first
 // LeaderAndIsr the leader is coord.NoBroker and the epochs -1.
-func (p *partition) role() partitionRole {
+func (p *Partition) Role() Role {
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
-	return partitionRole{
+	return Role{
 		Leader:         coord.BrokerID(p.rep.Leader()),
 		LeaderEpoch:    p.rep.LeaderEpoch(),
 		PartitionEpoch: p.rep.PartitionEpoch(),
@@ -167,33 +205,39 @@ func (p *partition) role() partitionRole {
 	}
 }
 
-// leaderEpoch returns the leader epoch of the partition's replication
+// LeaderEpoch returns the leader epoch of the partition's replication
 // state, -1 before the first LeaderAndIsr.
-func (p *partition) leaderEpoch() int32 {
+func (p *Partition) LeaderEpoch() int32 {
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
 	return p.rep.LeaderEpoch()
 }
 
-// leads reports whether broker id leads this partition, and at which
+// Leads reports whether broker id Leads this partition, and at which
 // leader epoch.
-func (p *partition) leads(id coord.BrokerID) (bool, int32) {
+func (p *Partition) Leads(id coord.BrokerID) (bool, int32) {
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
 	return coord.BrokerID(p.rep.Leader()) == id, p.rep.LeaderEpoch()
 }
 
-// name is the partition's "topic-index" name for logs and errors.
-func (p *partition) name() string { return fmt.Sprintf("%s-%d", p.topic, p.index) }
+// Name is the partition's "topic-index" Name for logs and errors.
+func (p *Partition) Name() string { return fmt.Sprintf("%s-%d", p.topic, p.index) }
 
-// highWatermark is the offset below which consumers may read: the
+// HighWatermark is the offset below which consumers may read: the
 // minimum log end offset over the ISR, as the replication state machine
 // last decided.
-func (p *partition) highWatermark() int64 { return p.hw.Load() }
+func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 
-// watch registers wake to be signalled (non-blocking send on a buffered
+// ChangeWatcher is told of every change of the partitions it watches
+// (WatchChanges): a fetch session of a client or follower.
+type ChangeWatcher interface {
+	PartitionChanged(tp coord.TopicPartition)
+}
+
+// Watch registers wake to be signalled (non-blocking send on a buffered
 // channel) whenever the partition grows, until unwatch.
-func (p *partition) watch(wake chan struct{}) {
+func (p *Partition) Watch(wake chan struct{}) {
 	p.mu.Lock()
 	if p.waiters == nil {
 		p.waiters = make(map[chan struct{}]struct{})
@@ -202,23 +246,31 @@ func (p *partition) watch(wake chan struct{}) {
 	p.mu.Unlock()
 }
 
-// unwatch removes a channel registered with watch.
-func (p *partition) unwatch(wake chan struct{}) {
+// WaitingFetches returns how many fetches wait for the partition to grow
+// (Watch).
+func (p *Partition) WaitingFetches() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.waiters)
+}
+
+// Unwatch removes a channel registered with Watch.
+func (p *Partition) Unwatch(wake chan struct{}) {
 	p.mu.Lock()
 	delete(p.waiters, wake)
 	p.mu.Unlock()
 }
 
-// watchSession makes every change of the partition (wakeAll) known to
-// sess, until unwatchSession.
-func (p *partition) watchSession(sess *fetchSession) {
+// WatchChanges makes every change of the partition (wakeAll) known to
+// sess, until UnwatchChanges.
+func (p *Partition) WatchChanges(sess ChangeWatcher) {
 	p.mu.Lock()
 	p.sessions = append(p.sessions, sess)
 	p.mu.Unlock()
 }
 
-// unwatchSession removes a session registered with watchSession.
-func (p *partition) unwatchSession(sess *fetchSession) {
+// UnwatchChanges removes a session registered with WatchChanges.
+func (p *Partition) UnwatchChanges(sess ChangeWatcher) {
 	p.mu.Lock()
 	if i := slices.Index(p.sessions, sess); i >= 0 {
 		p.sessions = slices.Delete(p.sessions, i, i+1)
@@ -232,7 +284,7 @@ func (p *partition) unwatchSession(sess *fetchSession) {
 // wakeAll signals every registered waiter and tells every fetch session
 // holding the partition that it changed: it grew, its high watermark or
 // log start moved, its role changed or it went away.
-func (p *partition) wakeAll() {
+func (p *Partition) wakeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for w := range p.waiters {
@@ -244,7 +296,7 @@ func (p *partition) wakeAll() {
 	if len(p.sessions) > 0 {
 		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
 		for _, sess := range p.sessions {
-			sess.partitionChanged(tp)
+			sess.PartitionChanged(tp)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"errors"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/kafkaerr"
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
@@ -30,13 +29,13 @@ import (
 // removed, rebuilding it from the latest producer snapshot below the cut
 // (the log deleted those above) and the log after it when a producer
 // lost all it had. The caller holds p.appendMu.
-func (m *replicaManager) truncateProducers(p *partition, offset int64) {
+func (m *Manager) truncateProducers(p *Partition, offset int64) {
 	if !p.producers.TruncateTo(offset) {
 		return
 	}
 	p.producers.Reset()
 	if err := m.recoverProducers(p, time.Now()); err != nil {
-		m.logger.Error("rebuild producer state failed", "partition", p.name(), "error", err)
+		m.logger.Error("rebuild producer state failed", "partition", p.Name(), "error", err)
 	}
 }
 
@@ -44,7 +43,7 @@ func (m *replicaManager) truncateProducers(p *partition, offset int64) {
 // acks=all produces and DeleteRecords that completed or failed,
 // publishes a new high watermark (waking the fetches waiting for it) and
 // sends an AlterPartition proposal to the controller.
-func (m *replicaManager) handleReady(p *partition, rd replication.Ready) {
+func (m *Manager) handleReady(p *Partition, rd replication.Ready) {
 	if len(rd.Acks) > 0 || len(rd.Deletes) > 0 {
 		p.repMu.Lock()
 		for _, a := range rd.Acks {
@@ -71,7 +70,7 @@ func (m *replicaManager) handleReady(p *partition, rd replication.Ready) {
 	}
 }
 
-// appendAsLeader appends a produce's records to p, stamped with the leader
+// AppendAsLeader appends a produce's records to p, stamped with the leader
 // epoch, and tells the state machine. With acks=all it first checks
 // min.insync.replicas and then registers a wait for the high watermark to
 // pass the batch, whose outcome arrives on the returned channel; deadline
@@ -80,7 +79,7 @@ func (m *replicaManager) handleReady(p *partition, rd replication.Ready) {
 // batches is answered with the original offsets and not written again
 // (acks=all still waits for the high watermark to pass it), a gap is
 // ErrOutOfOrderSequence, an older producer epoch ErrProducerFenced.
-func (m *replicaManager) appendAsLeader(p *partition, records []byte, acksAll bool, deadline time.Time) (tlog.AppendResult, <-chan error, error) {
+func (m *Manager) AppendAsLeader(p *Partition, records []byte, acksAll bool, deadline time.Time) (tlog.AppendResult, <-chan error, error) {
 	// Framing only: log.Append checks the CRC-32C of what it writes, and
 	// a duplicate's is checked below, so no batch pays for it twice.
 	metas, err := replication.ParseBatchHeaders(records)
@@ -116,7 +115,7 @@ func (m *replicaManager) appendAsLeader(p *partition, records []byte, acksAll bo
 			return tlog.AppendResult{}, nil, err
 		}
 		res = tlog.AppendResult{BaseOffset: dup.FirstOffset, LastOffset: dup.LastOffset}
-		m.logger.Debug("duplicate batch answered with its original offsets", "partition", p.name(),
+		m.logger.Debug("duplicate batch answered with its original offsets", "partition", p.Name(),
 			"producer_id", dup.ProducerID, "sequence", dup.BaseSequence, "offset", dup.FirstOffset)
 	} else {
 		res, err = p.log.Append(records, epoch)
@@ -131,7 +130,7 @@ func (m *replicaManager) appendAsLeader(p *partition, records []byte, acksAll bo
 	p.repMu.Lock()
 	if dup == nil {
 		if err := p.rep.Appended(p.log.EndOffset(), now); err != nil {
-			m.logger.Error("record append in state machine failed", "partition", p.name(), "error", err)
+			m.logger.Error("record append in state machine failed", "partition", p.Name(), "error", err)
 		}
 	}
 	if acksAll {
@@ -161,32 +160,32 @@ func (m *replicaManager) appendAsLeader(p *partition, records []byte, acksAll bo
 	return res, done, nil
 }
 
-// deleteRecordsAsLeader moves the log start offset of p, which this
+// DeleteRecordsAsLeader moves the log start offset of p, which this
 // broker leads, to offset (DeleteRecords): the state machine checks it and
 // says where the log is to start (DeleteRecordsOffset), the log advances
 // its start, and a wait for the low watermark to reach it is registered,
 // whose outcome arrives on the returned channel; deadline is the
 // request's timeout. It returns the Kafka error code, and the channel when
 // the offset was accepted.
-func (m *replicaManager) deleteRecordsAsLeader(p *partition, offset int64, deadline time.Time) (int16, <-chan replication.DeleteResult) {
+func (m *Manager) DeleteRecordsAsLeader(p *Partition, offset int64, deadline time.Time) (int16, <-chan replication.DeleteResult) {
 	p.appendMu.Lock()
 	p.repMu.Lock()
 	target, err := p.rep.DeleteRecordsOffset(offset)
 	p.repMu.Unlock()
 	if err != nil {
 		p.appendMu.Unlock()
-		m.logger.Debug("delete records refused", "partition", p.name(), "offset", offset, "error", err)
-		return appendErrors.Code(err), nil
+		m.logger.Debug("delete records refused", "partition", p.Name(), "offset", offset, "error", err)
+		return AppendErrors.Code(err), nil
 	}
 	if _, err := p.log.AdvanceStartOffset(target); err != nil {
 		p.appendMu.Unlock()
 		switch {
-		case m.checkStorage(p, err):
+		case m.CheckStorage(p, err):
 			return kerr.KafkaStorageError.Code, nil
 		case errors.Is(err, tlog.ErrClosed):
 			return kerr.NotLeaderForPartition.Code, nil
 		}
-		m.logger.Error("delete records failed", "partition", p.name(), "offset", target, "error", err)
+		m.logger.Error("delete records failed", "partition", p.Name(), "offset", target, "error", err)
 		return kerr.UnknownServerError.Code, nil
 	}
 	now := time.Now()
@@ -212,7 +211,7 @@ func (m *replicaManager) deleteRecordsAsLeader(p *partition, offset int64, deadl
 	// The followers' fetch sessions answer the new log start, which the
 	// low watermark waits for.
 	p.wakeAll()
-	m.logger.Debug("log start offset moved by delete records", "partition", p.name(), "log_start_offset", p.log.StartOffset())
+	m.logger.Debug("log start offset moved by delete records", "partition", p.Name(), "log_start_offset", p.log.StartOffset())
 	return 0, done
 }
 
@@ -222,7 +221,7 @@ func (m *replicaManager) deleteRecordsAsLeader(p *partition, offset int64, deadl
 // partition: OFFSET_OUT_OF_RANGE when the follower is ahead of this log,
 // NOT_LEADER_OR_FOLLOWER when this broker stopped leading or the replica
 // is not assigned the partition.
-func (m *replicaManager) followerFetched(p *partition, replica int32, fetchOffset, logStart int64) int16 {
+func (m *Manager) followerFetched(p *Partition, replica int32, fetchOffset, logStart int64) int16 {
 	p.repMu.Lock()
 	err := p.rep.FollowerFetch(replication.ReplicaID(replica), fetchOffset, logStart, time.Now())
 	rd := p.rep.Ready()
@@ -230,7 +229,7 @@ func (m *replicaManager) followerFetched(p *partition, replica int32, fetchOffse
 	m.handleReady(p, rd)
 	code := kafkaerr.FollowerFetch.Code(err)
 	if code == kerr.NotLeaderForPartition.Code && errors.Is(err, replication.ErrUnknownReplica) {
-		m.logger.Warn("fetch from a replica the partition does not have", "partition", p.name(), "replica", replica)
+		m.logger.Warn("fetch from a replica the partition does not have", "partition", p.Name(), "replica", replica)
 	}
 	return code
 }
@@ -243,7 +242,7 @@ func (m *replicaManager) followerFetched(p *partition, replica int32, fetchOffse
 // fullEvery (the same quarter, at most a second) all of them, which is
 // what the ISR checks need. At 100 000 partitions ticking them all every
 // 100 ms took a third of a broker's CPU. It runs until the broker closes.
-func (m *replicaManager) tickLoop() {
+func (m *Manager) tickLoop() {
 	interval := max(min(m.cfg.ReplicaLagTimeMax/4, 100*time.Millisecond), time.Millisecond)
 	fullEvery := max(min(m.cfg.ReplicaLagTimeMax/4, time.Second), interval)
 	t := time.NewTicker(interval)
@@ -259,7 +258,7 @@ func (m *replicaManager) tickLoop() {
 				continue
 			}
 			lastFull = now
-			for _, p := range m.allPartitions() {
+			for _, p := range m.Partitions() {
 				m.tick(p, now)
 			}
 		}
@@ -268,7 +267,7 @@ func (m *replicaManager) tickLoop() {
 
 // tick advances p's state machine if p leads, and acts on what it
 // decided.
-func (m *replicaManager) tick(p *partition, now time.Time) {
+func (m *Manager) tick(p *Partition, now time.Time) {
 	p.repMu.Lock()
 	if p.rep.Role() != replication.RoleLeader {
 		p.repMu.Unlock()
@@ -285,7 +284,7 @@ func (m *replicaManager) tick(p *partition, now time.Time) {
 
 // tickWaiting ticks the partitions in the waiting set, and takes out
 // those left without waits.
-func (m *replicaManager) tickWaiting(now time.Time) {
+func (m *Manager) tickWaiting(now time.Time) {
 	m.waitMu.Lock()
 	defer m.waitMu.Unlock()
 	for p := range m.waiting {
@@ -304,7 +303,7 @@ func (m *replicaManager) tickWaiting(now time.Time) {
 // queueWait puts p in the waiting set, which tickWaiting ticks, after an
 // acks=all produce or a DeleteRecords registered a wait on it. The caller
 // does not hold p.repMu.
-func (m *replicaManager) queueWait(p *partition) {
+func (m *Manager) queueWait(p *Partition) {
 	if p.waitQueued.CompareAndSwap(false, true) {
 		m.waitMu.Lock()
 		m.waiting[p] = struct{}{}
@@ -314,7 +313,7 @@ func (m *replicaManager) queueWait(p *partition) {
 
 // failAcks answers every acks=all produce and DeleteRecords waiting on p
 // with err (the partition is going away).
-func (p *partition) failAcks(err error) {
+func (p *Partition) failAcks(err error) {
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
 	for id, ch := range p.acks {
@@ -330,7 +329,7 @@ func (p *partition) failAcks(err error) {
 
 // dropEmptyWaits lets go of the acks and deletes maps once they are
 // empty. The caller holds repMu.
-func (p *partition) dropEmptyWaits() {
+func (p *Partition) dropEmptyWaits() {
 	if len(p.acks) == 0 {
 		p.acks = nil
 	}
@@ -344,7 +343,7 @@ func (p *partition) dropEmptyWaits() {
 // may complete DeleteRecords waits. A follower's Ready is left alone:
 // its high watermark is the fetcher's to publish. The fetch sessions
 // holding p hear of it: fetch answers carry the log start.
-func (m *replicaManager) logStartMoved(p *partition) {
+func (m *Manager) logStartMoved(p *Partition) {
 	p.repMu.Lock()
 	p.rep.SetLogStart(p.log.StartOffset(), time.Now())
 	var rd replication.Ready
@@ -356,14 +355,14 @@ func (m *replicaManager) logStartMoved(p *partition) {
 	p.wakeAll()
 }
 
-// appendErrors answers an append, an acks wait or a DeleteRecords: the
+// AppendErrors answers an append, an acks wait or a DeleteRecords: the
 // table's replication and log rows, and an offline log dir
 // KAFKA_STORAGE_ERROR.
-var appendErrors = kafkaerr.Append.With(replica.ErrLogDirOffline, kerr.KafkaStorageError)
+var AppendErrors = kafkaerr.Append.With(ErrLogDirOffline, kerr.KafkaStorageError)
 
 // newReplicationState returns the state machine of a replica this broker
 // opens.
-func (m *replicaManager) newReplicationState(cfg config.Config, tp coord.TopicPartition, configs map[string]string) (*replication.Partition, error) {
+func (m *Manager) newReplicationState(cfg config.Config, tp coord.TopicPartition, configs map[string]string) (*replication.Partition, error) {
 	rep, err := replication.New(cfg.ReplicationConfig(configs), replication.ReplicaID(m.cfg.BrokerID))
 	if err != nil {
 		return nil, fmt.Errorf("replication state of %s: %w", tp, err)
@@ -389,11 +388,11 @@ func fromReplicaIDs(ids []replication.ReplicaID) []coord.BrokerID {
 	return out
 }
 
-// leaderThrottles reports whether the leader's throttle applies to
+// LeaderThrottles reports whether the leader's throttle applies to
 // follower's fetch of p: the topic's leader.replication.throttled.replicas
 // names this replica and the follower is not in the ISR (as the
 // replication state has it: an expansion counts once committed).
-func (m *replicaManager) leaderThrottles(p *partition, follower int32) bool {
+func (m *Manager) LeaderThrottles(p *Partition, follower int32) bool {
 	if !p.leaderThrottled.Load() {
 		return false
 	}
@@ -403,20 +402,20 @@ func (m *replicaManager) leaderThrottles(p *partition, follower int32) bool {
 	return !slices.Contains(isr, replication.ReplicaID(follower))
 }
 
-// recordFollowerFetch tells the replication state machine of every
+// RecordFollowerFetch tells the replication state machine of every
 // partition a follower fetches where the follower's log ends, and returns
 // the partitions' error codes: the leader's usual ones, and
 // OFFSET_OUT_OF_RANGE for a follower ahead of this log.
-func (m *replicaManager) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]int16 {
+func (m *Manager) RecordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]int16 {
 	codes := map[coord.TopicPartition]int16{}
 	for _, rt := range r.Topics {
 		for _, rp := range rt.Partitions {
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			p, code := m.leaderFor(rt.Topic, rp.Partition)
+			p, code := m.LeaderFor(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
-			case r.Version >= 9 && checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()) != 0:
-				code = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch())
+			case r.Version >= 9 && CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()) != 0:
+				code = CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch())
 			case rp.FetchOffset < p.log.StartOffset():
 				code = kerr.OffsetOutOfRange.Code
 			default:
@@ -434,15 +433,22 @@ func (m *replicaManager) recordFollowerFetch(r *kmsg.FetchRequest) map[coord.Top
 	return codes
 }
 
-// recordIdlePositions records a follower's positions in the idle
-// partitions of its session (a refresh, fetch_session.go), as
-// recordFollowerFetch records those it names. Nothing changed in them
+// IdlePosition is a session's position in a partition that did not change
+// since the session was last answered for it.
+type IdlePosition struct {
+	Partition             *Partition
+	FetchOffset, LogStart int64
+}
+
+// RecordIdlePositions records a follower's positions in the idle
+// partitions of its session (a refresh, broker/fetchsession), as
+// RecordFollowerFetch records those it names. Nothing changed in them
 // since the follower was last answered, so there is no error to tell it;
 // one that stopped leading here meanwhile refuses the position (its
 // replication state is no longer a leader's), and its change is the next
 // fetch's to serve.
-func (m *replicaManager) recordIdlePositions(idle []idlePosition, replica int32) {
+func (m *Manager) RecordIdlePositions(idle []IdlePosition, replica int32) {
 	for _, ip := range idle {
-		m.followerFetched(ip.p, replica, ip.fetchOffset, ip.logStart)
+		m.followerFetched(ip.Partition, replica, ip.FetchOffset, ip.LogStart)
 	}
 }

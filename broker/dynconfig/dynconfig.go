@@ -1,4 +1,13 @@
-package broker
+// Package dynconfig follows a broker's dynamic configs: the broker
+// configs that IncrementalAlterConfigs and
+// AlterConfigs change for the whole cluster (the "<default>" entity) or
+// one broker, kept in the coordination backend's config store, and the
+// topic configs the controller commits with the metadata. Every broker
+// watches both (coord.ConfigStore) and applies them to the replicas it
+// holds without a restart. Precedence is Kafka's: a topic's override, then
+// this broker's dynamic config, the cluster's dynamic default, the static
+// properties, and tripod's default.
+package dynconfig
 
 import (
 	"context"
@@ -19,38 +28,29 @@ import (
 	"github.com/tripodmq/tripod/internal/notify"
 )
 
-// Dynamic configs: the broker configs that IncrementalAlterConfigs and
-// AlterConfigs change for the whole cluster (the "<default>" entity) or
-// one broker, kept in the coordination backend's config store, and the
-// topic configs the controller commits with the metadata. Every broker
-// watches both (coord.ConfigStore) and applies them to the replicas it
-// holds without a restart. Precedence is Kafka's: a topic's override, then
-// this broker's dynamic config, the cluster's dynamic default, the static
-// properties, and tripod's default.
-
 // listKeys are the LIST configs, which APPEND and SUBTRACT change.
 var listKeys = []string{"cleanup.policy", config.LeaderThrottledKey, config.FollowerThrottledKey}
 
-// dynamicState is what the config watch last delivered, and what follows
+// State is what the config watch last delivered, and what follows
 // from it for this broker.
-type dynamicState struct {
-	// configs is the stored state, nil before the first.
-	configs *coord.ConfigState
+type State struct {
+	// Configs is the stored state, nil before the first.
+	Configs *coord.ConfigState
 	// cfg is the broker's config with this broker's dynamic configs and
 	// the cluster's dynamic default applied over the static properties.
 	cfg config.Config
-	// leaderRate and followerRate are the throttle rates in bytes/s.
-	leaderRate, followerRate int64
+	// LeaderRate and FollowerRate are the throttle rates in bytes/s.
+	LeaderRate, FollowerRate int64
 }
 
-// dynamicConfigs holds the dynamic configs this broker follows: the
+// Configs holds the dynamic configs this broker follows: the
 // state the config watch last delivered, what follows from it for this
 // broker (its live config and the throttle rates), and their application
 // to every replica held. The Broker owns one and runs its watch; handlers
 // read the live config and validate alterations through it. It does not
 // write the config store: alterations go through the controller or the
 // backend.
-type dynamicConfigs struct {
+type Configs struct {
 	// cfg is the broker's static configuration (the Broker's own, never
 	// changed after New).
 	cfg     *config.Config
@@ -60,36 +60,44 @@ type dynamicConfigs struct {
 	// bounds the throttle rates set.
 	leaderQuota, followerQuota *replica.Quota
 	// partitions returns every replica this broker holds.
-	partitions func() []*partition
+	partitions func() []*replica.Partition
 
 	// mu orders the application of dynamic configs (applyConfigs) with
-	// the registration of new replicas (addReplica); state is the dynamic
+	// the registration of new replicas (AddReplica); state is the dynamic
 	// state last applied, nil before the first; changed (guarded by mu)
 	// announces every state applied.
 	mu      sync.Mutex
-	state   atomic.Pointer[dynamicState]
+	state   atomic.Pointer[State]
 	changed notify.Broadcast
 }
 
-// entity returns this broker's config entity: its id in decimal.
-func (d *dynamicConfigs) entity() string { return strconv.Itoa(int(d.cfg.BrokerID)) }
-
-// brokerSource is where a dynamic broker config's value comes from.
-type brokerSource struct {
-	entity string // coord.DefaultBrokerEntity or this broker's id
-	value  string
+// New returns the dynamic configs of a broker configured by cfg (which
+// the caller no longer changes), whose replication throttles are
+// leaderQuota and followerQuota and whose replicas partitions returns;
+// Watch follows backend's config store.
+func New(cfg *config.Config, logger hclog.Logger, backend coord.Backend, leaderQuota, followerQuota *replica.Quota, partitions func() []*replica.Partition) *Configs {
+	return &Configs{cfg: cfg, logger: logger, backend: backend, leaderQuota: leaderQuota, followerQuota: followerQuota, partitions: partitions}
 }
 
-// dynamicBrokerValues returns the dynamic values of key for this broker
+// Entity returns this broker's config entity: its id in decimal.
+func (d *Configs) Entity() string { return strconv.Itoa(int(d.cfg.BrokerID)) }
+
+// BrokerSource is where a dynamic broker config's value comes from.
+type BrokerSource struct {
+	Entity string // coord.DefaultBrokerEntity or this broker's id
+	Value  string
+}
+
+// BrokerValues returns the dynamic values of key for this broker
 // in precedence order: its own, then the cluster default.
-func (d *dynamicConfigs) dynamicBrokerValues(st *coord.ConfigState, key string) []brokerSource {
+func (d *Configs) BrokerValues(st *coord.ConfigState, key string) []BrokerSource {
 	if st == nil {
 		return nil
 	}
-	var out []brokerSource
-	for _, entity := range []string{d.entity(), coord.DefaultBrokerEntity} {
+	var out []BrokerSource
+	for _, entity := range []string{d.Entity(), coord.DefaultBrokerEntity} {
 		if v, ok := st.Brokers[entity][key]; ok {
-			out = append(out, brokerSource{entity: entity, value: v})
+			out = append(out, BrokerSource{Entity: entity, Value: v})
 		}
 	}
 	return out
@@ -98,17 +106,17 @@ func (d *dynamicConfigs) dynamicBrokerValues(st *coord.ConfigState, key string) 
 // effectiveConfig applies st's dynamic broker configs for this broker over
 // the static ones. A value the store holds that does not apply (written
 // by another tool, or by a newer tripod) is skipped with a warning.
-func (d *dynamicConfigs) effectiveConfig(st *coord.ConfigState) dynamicState {
-	state := dynamicState{configs: st, cfg: *d.cfg, leaderRate: replica.Unthrottled, followerRate: replica.Unthrottled}
+func (d *Configs) effectiveConfig(st *coord.ConfigState) State {
+	state := State{Configs: st, cfg: *d.cfg, LeaderRate: replica.Unthrottled, FollowerRate: replica.Unthrottled}
 	if st == nil {
 		return state
 	}
 	for _, key := range config.DynamicBrokerKeys() {
-		values := d.dynamicBrokerValues(st, key)
+		values := d.BrokerValues(st, key)
 		if len(values) == 0 {
 			continue
 		}
-		v := values[0].value
+		v := values[0].Value
 		if config.IsThrottleRateKey(key) {
 			n, err := parseRate(key, v)
 			if err != nil {
@@ -116,9 +124,9 @@ func (d *dynamicConfigs) effectiveConfig(st *coord.ConfigState) dynamicState {
 				continue
 			}
 			if key == config.LeaderThrottleRateKey {
-				state.leaderRate = n
+				state.LeaderRate = n
 			} else {
-				state.followerRate = n
+				state.FollowerRate = n
 			}
 			continue
 		}
@@ -146,10 +154,10 @@ func parseRate(key, value string) (int64, error) {
 	return n, nil
 }
 
-// validateBrokerConfigs checks a broker entity's dynamic configs as they
+// ValidateBrokerConfigs checks a broker entity's dynamic configs as they
 // would become: only dynamic keys, each value as the static properties
 // would take it. A non-dynamic key is errNotDynamic, naming the keys.
-func (d *dynamicConfigs) validateBrokerConfigs(configs map[string]string) error {
+func (d *Configs) ValidateBrokerConfigs(configs map[string]string) error {
 	var notDynamic []string
 	for key := range configs {
 		if !config.IsDynamicBrokerKey(key) {
@@ -158,7 +166,7 @@ func (d *dynamicConfigs) validateBrokerConfigs(configs map[string]string) error 
 	}
 	if len(notDynamic) > 0 {
 		slices.Sort(notDynamic)
-		return fmt.Errorf("%w: %s (the dynamic broker configs are %s)", errNotDynamic,
+		return fmt.Errorf("%w: %s (the dynamic broker configs are %s)", ErrNotDynamic,
 			strings.Join(notDynamic, ", "), strings.Join(config.DynamicBrokerKeys(), ", "))
 	}
 	cfg := *d.cfg
@@ -180,13 +188,13 @@ func (d *dynamicConfigs) validateBrokerConfigs(configs map[string]string) error 
 	return nil
 }
 
-// errNotDynamic: a broker config that cannot be updated without a restart
+// ErrNotDynamic: a broker config that cannot be updated without a restart
 // (Kafka's "Cannot update these configs dynamically").
-var errNotDynamic = errors.New("cannot update these configs dynamically")
+var ErrNotDynamic = errors.New("cannot update these configs dynamically")
 
-// validateTopicConfigs checks a topic's configs as they would become, as
+// ValidateTopicConfigs checks a topic's configs as they would become, as
 // CreateTopics checks them.
-func validateTopicConfigs(configs map[string]string) error {
+func ValidateTopicConfigs(configs map[string]string) error {
 	for _, key := range slices.Sorted(maps.Keys(configs)) {
 		if err := config.ValidateTopicConfig(key, configs[key]); err != nil {
 			return err
@@ -195,9 +203,9 @@ func validateTopicConfigs(configs map[string]string) error {
 	return nil
 }
 
-// checkAlterations refuses APPEND and SUBTRACT of a key that is not a
+// CheckAlterations refuses APPEND and SUBTRACT of a key that is not a
 // LIST, as Kafka does, and a DELETE or SET without a key.
-func checkAlterations(alts []coord.ConfigAlteration) error {
+func CheckAlterations(alts []coord.ConfigAlteration) error {
 	for _, a := range alts {
 		if err := a.Validate(); err != nil {
 			return err
@@ -209,10 +217,10 @@ func checkAlterations(alts []coord.ConfigAlteration) error {
 	return nil
 }
 
-// dynamic returns the dynamic state last applied. Before the first, it
+// Current returns the dynamic state last applied. Before the first, it
 // stores the static one, so that the replicas opened meanwhile share its
 // config.
-func (d *dynamicConfigs) current() *dynamicState {
+func (d *Configs) Current() *State {
 	if state := d.state.Load(); state != nil {
 		return state
 	}
@@ -221,30 +229,35 @@ func (d *dynamicConfigs) current() *dynamicState {
 	return d.state.Load()
 }
 
-// liveConfig returns the broker's config as the dynamic broker configs
-// make it now.
-func (d *dynamicConfigs) liveConfig() config.Config { return d.current().cfg }
+// CurrentConfig returns the broker's config as the dynamic broker configs
+// make it now, shared by the replicas opened with it: the caller must not
+// change it.
+func (d *Configs) CurrentConfig() *config.Config { return &d.Current().cfg }
 
-// watchConfigs follows the config store until ctx ends or the backend
+// LiveConfig returns the broker's config as the dynamic broker configs
+// make it now.
+func (d *Configs) LiveConfig() config.Config { return d.Current().cfg }
+
+// Watch follows the config store until ctx ends or the backend
 // closes, applying every state (applyConfigs). A failed watch is retried
 // with backoff.
-func (d *dynamicConfigs) watchConfigs(ctx context.Context) {
-	followStore(ctx, d.logger, "dynamic configs", d.backend.WatchConfigs, d.applyConfigs)
+func (d *Configs) Watch(ctx context.Context) {
+	coord.Follow(ctx, d.logger, "dynamic configs", d.backend.WatchConfigs, d.applyConfigs)
 }
 
 // applyConfigs makes st the dynamic state, unless a newer one is applied,
 // and applies it to every replica held and to the throttles.
-func (d *dynamicConfigs) applyConfigs(st *coord.ConfigState) {
+func (d *Configs) applyConfigs(st *coord.ConfigState) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if old := d.state.Load(); old != nil && old.configs != nil && st.Version < old.configs.Version {
+	if old := d.state.Load(); old != nil && old.Configs != nil && st.Version < old.Configs.Version {
 		return
 	}
 	state := d.effectiveConfig(st)
 	d.state.Store(&state)
 	d.changed.Notify()
-	d.leaderQuota.SetBound(state.leaderRate)
-	d.followerQuota.SetBound(state.followerRate)
+	d.leaderQuota.SetBound(state.LeaderRate)
+	d.followerQuota.SetBound(state.FollowerRate)
 	applied := 0
 	for _, p := range d.partitions() {
 		if d.applyConfigsTo(p, &state) {
@@ -260,49 +273,48 @@ func (d *dynamicConfigs) applyConfigs(st *coord.ConfigState) {
 // they are when the state does not hold the topic, deleted meanwhile or
 // not seen yet), over the broker's live config. It reports whether p's
 // configs changed. The caller holds mu.
-// configs changed. The caller holds configsMu.
-func (d *dynamicConfigs) applyConfigsTo(p *partition, state *dynamicState) bool {
-	configs := p.topicConfigs()
-	if state.configs != nil {
-		if stored, ok := state.configs.Topics[p.topic]; ok {
+func (d *Configs) applyConfigsTo(p *replica.Partition, state *State) bool {
+	configs := p.TopicConfigs()
+	if state.Configs != nil {
+		if stored, ok := state.Configs.Topics[p.Topic()]; ok {
 			configs = stored
 		}
 	}
-	if maps.Equal(configs, p.topicConfigs()) && state.cfg.SameTopicDefaults(p.brokerCfg()) {
+	if maps.Equal(configs, p.TopicConfigs()) && state.cfg.SameTopicDefaults(*p.BrokerConfig()) {
 		return false
 	}
-	if err := p.setConfigs(&state.cfg, configs, d.cfg.BrokerID); err != nil {
-		d.logger.Warn("topic configs not applied", "partition", p.name(), "configs", configs, "error", err)
+	if err := p.SetConfigs(&state.cfg, configs, d.cfg.BrokerID); err != nil {
+		d.logger.Warn("topic configs not applied", "partition", p.Name(), "configs", configs, "error", err)
 		return false
 	}
-	d.logger.Debug("topic configs applied", "partition", p.name(), "configs", configs)
+	d.logger.Debug("topic configs applied", "partition", p.Name(), "configs", configs)
 	return true
 }
 
-// addReplica registers a replica just opened (register adds p to the
+// AddReplica registers a replica just opened (register adds p to the
 // partitions this broker holds), with the dynamic state applied to it: mu
 // orders it with applyConfigs, so that a state delivered while the
 // replica was opening is not missed.
-func (d *dynamicConfigs) addReplica(p *partition, register func()) {
+func (d *Configs) AddReplica(p *replica.Partition, register func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	register()
-	d.applyConfigsTo(p, d.current())
+	d.applyConfigsTo(p, d.Current())
 }
 
-// appliedConfigs returns the stored state last applied (nil before the
+// Applied returns the stored state last applied (nil before the
 // first) and a channel closed when a newer one is applied.
-func (d *dynamicConfigs) appliedConfigs() (*coord.ConfigState, <-chan struct{}) {
+func (d *Configs) Applied() (*coord.ConfigState, <-chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.current().configs, d.changed.Next()
+	return d.Current().Configs, d.changed.Next()
 }
 
-// watchedTopicConfigs returns the topic configs of names that the config
+// WatchedTopicConfigs returns the topic configs of names that the config
 // watch holds, for opening replicas without reading the backend.
-func (d *dynamicConfigs) watchedTopicConfigs(names []string) map[string]map[string]string {
+func (d *Configs) WatchedTopicConfigs(names []string) map[string]map[string]string {
 	out := map[string]map[string]string{}
-	st := d.current().configs
+	st := d.Current().Configs
 	if st == nil {
 		return out
 	}

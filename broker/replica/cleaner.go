@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ const maxCleanPassesPerRound = 8
 // compact (leaders and followers alike, each cleaning its own log, as
 // Kafka's replicas do). It ends when the broker closes; a pass under way
 // then finishes first.
-func (m *replicaManager) cleanerLoop() {
+func (m *Manager) cleanerLoop() {
 	backoff := time.NewTicker(m.cfg.LogCleanerBackoff)
 	defer backoff.Stop()
 	for {
@@ -27,20 +27,20 @@ func (m *replicaManager) cleanerLoop() {
 		case <-m.closing:
 			return
 		case now := <-backoff.C:
-			m.cleanLogs(now)
+			m.CleanLogs(now)
 		}
 	}
 }
 
-// cleanLogs runs one cleaner round at now over every compacted replica
+// CleanLogs runs one cleaner round at now over every compacted replica
 // and returns how many passes cleaned something.
-func (m *replicaManager) cleanLogs(now time.Time) int {
+func (m *Manager) CleanLogs(now time.Time) int {
 	cleaned := 0
-	for _, p := range m.allPartitions() {
-		if compact, _ := config.CleanupPolicy(p.topicConfigs()); !compact {
+	for _, p := range m.Partitions() {
+		if compact, _ := config.CleanupPolicy(p.TopicConfigs()); !compact {
 			continue
 		}
-		cfg := m.cfg.CleanConfig(p.topicConfigs())
+		cfg := m.cfg.CleanConfig(p.TopicConfigs())
 		for range maxCleanPassesPerRound {
 			select {
 			case <-m.closing:
@@ -50,14 +50,14 @@ func (m *replicaManager) cleanLogs(now time.Time) int {
 			res, err := p.log.Clean(cfg, now)
 			if err != nil {
 				if !errors.Is(err, tlog.ErrClosed) {
-					m.logger.Error("log cleaning failed", "partition", p.name(), "error", err)
-					m.checkStorage(p, err)
+					m.logger.Error("log cleaning failed", "partition", p.Name(), "error", err)
+					m.CheckStorage(p, err)
 				}
 				break
 			}
 			if res.Cleaned {
 				cleaned++
-				m.logger.Debug("log cleaned", "partition", p.name(), "from", res.FirstDirty, "to", res.CleanedTo,
+				m.logger.Debug("log cleaned", "partition", p.Name(), "from", res.FirstDirty, "to", res.CleanedTo,
 					"segments", res.SegmentsRewritten, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter,
 					"records_removed", res.RecordsRemoved)
 			}

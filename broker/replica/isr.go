@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 	"github.com/tripodmq/tripod/replication"
 )
 
-// alterPartitionVersion is the AlterPartition version brokers send: v1
+// AlterPartitionVersion is the AlterPartition version brokers send: v1
 // names topics (v2+ uses topic IDs).
-const alterPartitionVersion = 1
+const AlterPartitionVersion = 1
 
 // alterPartitionTimeout bounds one AlterPartition round trip.
 const alterPartitionTimeout = 10 * time.Second
@@ -27,20 +27,20 @@ const alterPartitionTimeout = 10 * time.Second
 // feeds each outcome back to the partition's state machine. One
 // goroutine, run, owned by the broker's wait group.
 type isrSender struct {
-	rm *replicaManager
+	rm *Manager
 
 	mu      sync.Mutex
-	pending map[*partition]replication.Proposal
+	pending map[*Partition]replication.Proposal
 	wake    chan struct{}
 }
 
-func newISRSender(rm *replicaManager) *isrSender {
-	return &isrSender{rm: rm, pending: map[*partition]replication.Proposal{}, wake: make(chan struct{}, 1)}
+func newISRSender(rm *Manager) *isrSender {
+	return &isrSender{rm: rm, pending: map[*Partition]replication.Proposal{}, wake: make(chan struct{}, 1)}
 }
 
 // propose queues p's proposal; a newer one for the same partition
 // replaces it.
-func (s *isrSender) propose(p *partition, prop replication.Proposal) {
+func (s *isrSender) propose(p *Partition, prop replication.Proposal) {
 	s.mu.Lock()
 	s.pending[p] = prop
 	s.mu.Unlock()
@@ -66,7 +66,7 @@ func (s *isrSender) run() {
 		}
 		s.mu.Lock()
 		batch := s.pending
-		s.pending = map[*partition]replication.Proposal{}
+		s.pending = map[*Partition]replication.Proposal{}
 		s.mu.Unlock()
 		if len(batch) > 0 {
 			s.send(ctx, batch)
@@ -81,14 +81,14 @@ type alterOutcome struct {
 }
 
 // send delivers one batch of proposals and applies the outcomes.
-func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.Proposal) {
+func (s *isrSender) send(ctx context.Context, batch map[*Partition]replication.Proposal) {
 	rm := s.rm
-	epoch := rm.member.currentEpoch()
-	outcomes := make(map[*partition]alterOutcome, len(batch))
+	epoch := rm.member.CurrentEpoch()
+	outcomes := make(map[*Partition]alterOutcome, len(batch))
 	rctx, cancel := context.WithTimeout(ctx, alterPartitionTimeout)
 	defer cancel()
-	if ctrl := rm.member.controller(); ctrl != nil {
-		parts := make([]*partition, 0, len(batch))
+	if ctrl := rm.member.Controller(); ctrl != nil {
+		parts := make([]*Partition, 0, len(batch))
 		reqs := make([]controller.AlterPartitionRequest, 0, len(batch))
 		for p, prop := range batch {
 			parts = append(parts, p)
@@ -116,7 +116,7 @@ func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.P
 		before := p.rep.ISR()
 		if o.err == nil {
 			if err := p.rep.AlterPartitionCommitted(o.state.LeaderEpoch, o.state.PartitionEpoch, replicaIDs(o.state.ISR), now); err != nil {
-				rm.logger.Debug("AlterPartition answer ignored", "partition", p.name(), "error", err)
+				rm.logger.Debug("AlterPartition answer ignored", "partition", p.Name(), "error", err)
 			}
 		} else {
 			p.rep.AlterPartitionFailed(alterFailure(o.err), now)
@@ -130,11 +130,11 @@ func (s *isrSender) send(ctx context.Context, batch map[*partition]replication.P
 			} else if len(o.state.ISR) > len(before) {
 				expands = 1
 			}
-			rm.metrics.isrChanged(shrinks, expands)
-			rm.logger.Info("ISR changed", "partition", p.name(), "from", before, "to", o.state.ISR,
+			rm.metrics.ISRChanged(shrinks, expands)
+			rm.logger.Info("ISR changed", "partition", p.Name(), "from", before, "to", o.state.ISR,
 				"partition_epoch", o.state.PartitionEpoch)
 		} else {
-			rm.logger.Info("AlterPartition failed", "partition", p.name(), "proposed_isr", prop.ISR, "error", o.err)
+			rm.logger.Info("AlterPartition failed", "partition", p.Name(), "proposed_isr", prop.ISR, "error", o.err)
 		}
 		rm.handleReady(p, rd)
 	}
@@ -155,10 +155,10 @@ func alterFailure(err error) replication.AlterOutcome {
 
 // sendRemote sends the batch as one AlterPartition request to the
 // controller.
-func (s *isrSender) sendRemote(ctx context.Context, epoch int64, batch map[*partition]replication.Proposal) map[*partition]alterOutcome {
+func (s *isrSender) sendRemote(ctx context.Context, epoch int64, batch map[*Partition]replication.Proposal) map[*Partition]alterOutcome {
 	rm := s.rm
 	req := kmsg.NewPtrAlterPartitionRequest()
-	req.SetVersion(alterPartitionVersion)
+	req.SetVersion(AlterPartitionVersion)
 	req.BrokerID = rm.cfg.BrokerID
 	req.BrokerEpoch = epoch
 	topics := map[string]int{}
@@ -175,17 +175,17 @@ func (s *isrSender) sendRemote(ctx context.Context, epoch int64, batch map[*part
 		rp.Partition = p.index
 		rp.LeaderEpoch = prop.LeaderEpoch
 		rp.PartitionEpoch = prop.PartitionEpoch
-		rp.NewISR = ids32(fromReplicaIDs(prop.ISR))
+		rp.NewISR = coord.Int32s(fromReplicaIDs(prop.ISR))
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	out := make(map[*partition]alterOutcome, len(batch))
-	fail := func(err error) map[*partition]alterOutcome {
+	out := make(map[*Partition]alterOutcome, len(batch))
+	fail := func(err error) map[*Partition]alterOutcome {
 		for p := range batch {
 			out[p] = alterOutcome{err: err}
 		}
 		return out
 	}
-	kresp, err := rm.member.askController(ctx, req)
+	kresp, err := rm.member.AskController(ctx, req)
 	if err != nil {
 		return fail(err)
 	}
@@ -193,7 +193,7 @@ func (s *isrSender) sendRemote(ctx context.Context, epoch int64, batch map[*part
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return fail(err)
 	}
-	byName := map[coord.TopicPartition]*partition{}
+	byName := map[coord.TopicPartition]*Partition{}
 	for p := range batch {
 		byName[coord.TopicPartition{Topic: p.topic, Partition: p.index}] = p
 	}
@@ -209,7 +209,7 @@ func (s *isrSender) sendRemote(ctx context.Context, epoch int64, batch map[*part
 			}
 			out[p] = alterOutcome{state: coord.PartitionState{
 				Topic: t.Topic, Partition: rp.Partition, Leader: coord.BrokerID(rp.LeaderID),
-				LeaderEpoch: rp.LeaderEpoch, ISR: brokerIDs(rp.ISR), PartitionEpoch: rp.PartitionEpoch,
+				LeaderEpoch: rp.LeaderEpoch, ISR: coord.BrokerIDs(rp.ISR), PartitionEpoch: rp.PartitionEpoch,
 			}}
 		}
 	}

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -24,28 +23,28 @@ import (
 // KAFKA_STORAGE_ERROR answers and moves their leaderships. A restart
 // opens every dir again.
 
-// brokerHeartbeatVersion is the BrokerHeartbeat version the broker sends
+// BrokerHeartbeatVersion is the BrokerHeartbeat version the broker sends
 // and accepts: v1 carries OfflineLogDirs.
-const brokerHeartbeatVersion = 1
+const BrokerHeartbeatVersion = 1
 
-// logDir is the log dir holding p's log.
-func (p *partition) logDir() string { return filepath.Dir(p.dir) }
+// LogDir is the log dir holding p's log.
+func (p *Partition) LogDir() string { return filepath.Dir(p.dir) }
 
-// checkStorage takes p's log dir offline when err is a storage error and
+// CheckStorage takes p's log dir offline when err is a storage error and
 // reports whether it was one.
-func (m *replicaManager) checkStorage(p *partition, err error) bool {
-	if !replica.IsStorageError(err) {
+func (m *Manager) CheckStorage(p *Partition, err error) bool {
+	if !IsStorageError(err) {
 		return false
 	}
-	m.failLogDir(p.logDir(), err)
+	m.FailLogDir(p.LogDir(), err)
 	return true
 }
 
-// failLogDir takes log dir dir offline because of cause: from now on its
+// FailLogDir takes log dir dir offline because of cause: from now on its
 // replicas answer KAFKA_STORAGE_ERROR and no new replica is placed in it.
 // It does not block: logDirLoop closes the replicas and tells the
 // controller.
-func (m *replicaManager) failLogDir(dir string, cause error) {
+func (m *Manager) FailLogDir(dir string, cause error) {
 	failed, online := m.logDirs.Fail(dir, cause)
 	if !failed {
 		return
@@ -57,10 +56,14 @@ func (m *replicaManager) failLogDir(dir string, cause error) {
 	m.logDirs.Announce()
 }
 
+// logDirReportBackoff is the wait between two attempts to report a log
+// dir failure to the controller.
+const logDirReportBackoff = 250 * time.Millisecond
+
 // logDirLoop closes the replicas of log dirs gone offline and tells the
 // controller, retrying until a controller has taken the report in. It
 // runs until the broker closes.
-func (m *replicaManager) logDirLoop() {
+func (m *Manager) logDirLoop() {
 	for {
 		select {
 		case <-m.closing:
@@ -74,7 +77,7 @@ func (m *replicaManager) logDirLoop() {
 				break
 			}
 			m.logger.Warn("log dir failure not reported to the controller yet; retrying", "attempt", attempt, "error", err)
-			t := time.NewTimer(retryBackoff)
+			t := time.NewTimer(logDirReportBackoff)
 			select {
 			case <-t.C:
 			case <-m.closing:
@@ -87,18 +90,18 @@ func (m *replicaManager) logDirLoop() {
 
 // closeOfflineReplicas closes every replica whose log dir is offline,
 // failing its waiting acks=all produces with KAFKA_STORAGE_ERROR.
-func (m *replicaManager) closeOfflineReplicas() {
+func (m *Manager) closeOfflineReplicas() {
 	m.stateMu.Lock()
 	defer m.stateMu.Unlock()
-	for _, p := range m.allPartitions() {
-		if !m.logDirs.Offline(p.logDir()) {
+	for _, p := range m.Partitions() {
+		if !m.logDirs.Offline(p.LogDir()) {
 			continue
 		}
 		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
 		m.logDirs.MarkReplicaOffline(tp)
-		p.failAcks(replica.ErrLogDirOffline)
+		p.failAcks(ErrLogDirOffline)
 		m.removeReplica(tp, false)
-		m.logger.Warn("replica offline", "partition", tp, "dir", p.logDir())
+		m.logger.Warn("replica offline", "partition", tp, "dir", p.LogDir())
 	}
 }
 
@@ -106,24 +109,24 @@ func (m *replicaManager) closeOfflineReplicas() {
 // log dirs: in process when this broker is the controller, else with a
 // BrokerHeartbeat listing them (OfflineLogDirs). Between sessions there is
 // nothing to tell: the controller asks the next incarnation for its state.
-func (m *replicaManager) notifyLogDirFailure() error {
-	epoch := m.member.currentEpoch()
+func (m *Manager) notifyLogDirFailure() error {
+	epoch := m.member.CurrentEpoch()
 	if epoch < 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	self := coord.BrokerID(m.cfg.BrokerID)
-	if ctrl := m.member.controller(); ctrl != nil {
+	if ctrl := m.member.Controller(); ctrl != nil {
 		return ctrl.LogDirFailure(ctx, self, epoch)
 	}
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
-	req.SetVersion(brokerHeartbeatVersion)
+	req.SetVersion(BrokerHeartbeatVersion)
 	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = m.cfg.BrokerID, epoch, -1
 	for _, dir := range m.logDirs.OfflineDirs() {
-		req.OfflineLogDirs = append(req.OfflineLogDirs, logDirID(dir))
+		req.OfflineLogDirs = append(req.OfflineLogDirs, LogDirID(dir))
 	}
-	kresp, err := m.member.askController(ctx, req)
+	kresp, err := m.member.AskController(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -134,26 +137,26 @@ func (m *replicaManager) notifyLogDirFailure() error {
 	return kerr.ErrorForCode(code)
 }
 
-// logDirID names a log dir in OfflineLogDirs: the first 16 bytes of the
+// LogDirID names a log dir in OfflineLogDirs: the first 16 bytes of the
 // SHA-256 of its path (tripod keeps no directory.id in meta.properties).
-func logDirID(dir string) [16]byte {
+func LogDirID(dir string) [16]byte {
 	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
 	var id [16]byte
 	copy(id[:], sum[:16])
 	return id
 }
 
-// writeHWCheckpoints writes every online log dir's checkpoint: the open
+// WriteHWCheckpoints writes every online log dir's checkpoint: the open
 // partitions' high watermarks, and the entries read at start for
 // partitions not opened since. A write that fails on the disk takes its
 // dir offline.
-func (m *replicaManager) writeHWCheckpoints() error {
+func (m *Manager) WriteHWCheckpoints() error {
 	byDir := map[string]map[coord.TopicPartition]int64{}
 	for _, d := range m.logDirs.Online() {
 		byDir[d] = map[coord.TopicPartition]int64{}
 	}
 	open := map[coord.TopicPartition]bool{}
-	for _, p := range m.allPartitions() {
+	for _, p := range m.Partitions() {
 		tp := coord.TopicPartition{Topic: p.topic, Partition: p.index}
 		open[tp] = true
 		if m, ok := byDir[filepath.Dir(p.dir)]; ok {
@@ -169,9 +172,9 @@ func (m *replicaManager) writeHWCheckpoints() error {
 	})
 	var first error
 	for d, entries := range byDir {
-		err := replica.WriteHWCheckpoint(d, entries)
-		if err != nil && replica.IsStorageError(err) {
-			m.failLogDir(d, err)
+		err := WriteHWCheckpoint(d, entries)
+		if err != nil && IsStorageError(err) {
+			m.FailLogDir(d, err)
 		}
 		if err != nil && first == nil {
 			first = fmt.Errorf("write high watermark checkpoint in %s: %w", d, err)

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -20,6 +20,12 @@ import (
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
+// MaxSessionRefresh bounds the interval between two fetches of a session
+// that serve all its partitions: a follower's recorded fetch of an idle
+// partition is never older than this, and an ISR expansion refused by
+// the controller is proposed again within it.
+const MaxSessionRefresh = time.Second
+
 // fetcherManager runs num.replica.fetchers fetchers per leader this
 // broker follows, as Kafka's replica fetcher threads: each is one
 // goroutine with one connection and fetch session that fetches its share
@@ -27,11 +33,11 @@ import (
 // long-polling Fetch request (replica id set). A partition's fetcher is
 // the one Kafka's formula picks (fetcherID).
 type fetcherManager struct {
-	rm *replicaManager
+	rm *Manager
 
 	mu          sync.Mutex
 	fetchers    map[fetcherKey]*fetcher
-	byPartition map[*partition]*fetcher
+	byPartition map[*Partition]*fetcher
 	// addrs are the leaders' addresses from the latest LeaderAndIsr
 	// (its live leaders), fresher than the metadata cache.
 	addrs  map[coord.BrokerID]string
@@ -51,12 +57,12 @@ type fetcherKey struct {
 	id     int32
 }
 
-// fetcherID is the fetcher of n that fetches tp, by Kafka's formula
+// FetcherID is the fetcher of n that fetches tp, by Kafka's formula
 // (AbstractFetcherManager.getFetcherId): the absolute value of 31 times
 // the topic's Java hash code plus the partition, modulo n. A broker
 // applying the same num.replica.fetchers spreads partitions as Kafka's
 // does.
-func fetcherID(topic string, partition, n int32) int32 {
+func FetcherID(topic string, partition, n int32) int32 {
 	if n == 1 {
 		return 0 // the default: no hash on a LeaderAndIsr's path
 	}
@@ -73,8 +79,8 @@ func fetcherID(topic string, partition, n int32) int32 {
 	return v % n
 }
 
-func newFetcherManager(rm *replicaManager) *fetcherManager {
-	return &fetcherManager{rm: rm, fetchers: map[fetcherKey]*fetcher{}, byPartition: map[*partition]*fetcher{},
+func newFetcherManager(rm *Manager) *fetcherManager {
+	return &fetcherManager{rm: rm, fetchers: map[fetcherKey]*fetcher{}, byPartition: map[*Partition]*fetcher{},
 		addrs: map[coord.BrokerID]string{}, touched: map[*fetcher]bool{}}
 }
 
@@ -95,6 +101,32 @@ func (m *fetcherManager) release() {
 	}
 	clear(m.touched)
 }
+
+// FetcherInfo is one partition this broker follows and the fetcher that
+// copies it: the leader it fetches from and the fetcher's number among
+// that leader's fetchers (num.replica.fetchers; Kafka's
+// ReplicaFetcherThread-<id>-<leader>).
+type FetcherInfo struct {
+	Partition coord.TopicPartition
+	Leader    coord.BrokerID
+	ID        int32
+}
+
+// Fetchers returns the partitions this broker's fetchers copy, and which
+// fetcher copies each.
+func (m *Manager) Fetchers() []FetcherInfo {
+	m.fetchers.mu.Lock()
+	defer m.fetchers.mu.Unlock()
+	out := make([]FetcherInfo, 0, len(m.fetchers.byPartition))
+	for p, f := range m.fetchers.byPartition {
+		out = append(out, FetcherInfo{Partition: coord.TopicPartition{Topic: p.topic, Partition: p.index}, Leader: f.leader, ID: f.id})
+	}
+	return out
+}
+
+// StopFetchers stops every fetcher for good: the broker no longer copies
+// the partitions it follows (a test's way to make a follower lag).
+func (m *Manager) StopFetchers() { m.fetchers.close() }
 
 // pokeLocked restarts f now, or at release while held.
 func (m *fetcherManager) pokeLocked(f *fetcher) {
@@ -119,7 +151,7 @@ type fetcher struct {
 	session followerSession
 
 	mu    sync.Mutex
-	parts map[*partition]*fetchPartition
+	parts map[*Partition]*fetchPartition
 	// byTP indexes parts by partition; detached are the partitions taken
 	// out of parts since the last fetch, which the session forgets.
 	byTP     map[coord.TopicPartition]*fetchPartition
@@ -140,7 +172,7 @@ type fetcher struct {
 // created by assign and then read and written by the fetcher's goroutine
 // only.
 type fetchPartition struct {
-	p           *partition
+	p           *Partition
 	leaderEpoch int32
 	// gen is p.followGen when the role was applied; appends for another
 	// generation are dropped.
@@ -160,7 +192,7 @@ type fetchPartition struct {
 	// moved says this fetcher changed the partition's log since it last
 	// compared the log's position with held. A fetch looks only at the
 	// partitions moved or not held, and at every one each
-	// maxSessionRefresh (a log start that local retention moved).
+	// MaxSessionRefresh (a log start that local retention moved).
 	held   fetchPosition
 	heldIn uint64
 	moved  bool
@@ -171,7 +203,7 @@ func (m *fetcherManager) setLeaders(leaders []coord.Broker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, l := range leaders {
-		m.addrs[l.ID] = m.rm.member.peerAddr(l)
+		m.addrs[l.ID] = m.rm.member.PeerAddr(l)
 	}
 }
 
@@ -184,26 +216,26 @@ func (m *fetcherManager) leaderAddr(id coord.BrokerID) (string, bool) {
 	if ok {
 		return addr, true
 	}
-	if cb, ok := m.rm.cache.broker(id); ok {
-		return m.rm.member.peerAddr(cb), true
+	if cb, ok := m.rm.cache.Broker(id); ok {
+		return m.rm.member.PeerAddr(cb), true
 	}
 	return "", false
 }
 
 // assign makes p fetched from leader at leaderEpoch, starting with the
 // truncation tr decided; it leaves any other fetcher.
-func (m *fetcherManager) assign(p *partition, leader coord.BrokerID, leaderEpoch int32, gen uint64, tr replication.Truncation) {
+func (m *fetcherManager) assign(p *Partition, leader coord.BrokerID, leaderEpoch int32, gen uint64, tr replication.Truncation) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return
 	}
 	m.detachLocked(p)
-	key := fetcherKey{leader: leader, id: fetcherID(p.topic, p.index, m.rm.cfg.NumReplicaFetchers)}
+	key := fetcherKey{leader: leader, id: FetcherID(p.topic, p.index, m.rm.cfg.NumReplicaFetchers)}
 	f := m.fetchers[key]
 	if f == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		f = &fetcher{m: m, leader: leader, id: key.id, ctx: ctx, cancel: cancel, parts: map[*partition]*fetchPartition{},
+		f = &fetcher{m: m, leader: leader, id: key.id, ctx: ctx, cancel: cancel, parts: map[*Partition]*fetchPartition{},
 			byTP: map[coord.TopicPartition]*fetchPartition{}, changed: make(chan struct{}, 1)}
 		m.fetchers[key] = f
 		m.wg.Add(1)
@@ -222,7 +254,7 @@ func (m *fetcherManager) assign(p *partition, leader coord.BrokerID, leaderEpoch
 }
 
 // remove stops fetching p.
-func (m *fetcherManager) remove(p *partition) {
+func (m *fetcherManager) remove(p *Partition) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.detachLocked(p)
@@ -230,7 +262,7 @@ func (m *fetcherManager) remove(p *partition) {
 
 // detachLocked removes p from its fetcher, stopping a fetcher left with
 // nothing to fetch.
-func (m *fetcherManager) detachLocked(p *partition) {
+func (m *fetcherManager) detachLocked(p *Partition) {
 	f := m.byPartition[p]
 	if f == nil {
 		return
@@ -260,7 +292,7 @@ func (m *fetcherManager) close() {
 		f.cancel()
 	}
 	m.fetchers = map[fetcherKey]*fetcher{}
-	m.byPartition = map[*partition]*fetcher{}
+	m.byPartition = map[*Partition]*fetcher{}
 	m.mu.Unlock()
 	m.wg.Wait()
 }
@@ -320,7 +352,7 @@ func (f *fetcher) run() {
 			addr, ok := f.m.leaderAddr(f.leader)
 			var err error
 			if ok {
-				cl, err = rm.member.peerClient(addr)
+				cl, err = rm.member.PeerClient(addr)
 			}
 			if !ok || err != nil {
 				log.Debug("no connection to leader yet", "known", ok, "error", err)
@@ -452,7 +484,7 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 			}
 			delete(index, coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition})
 			if sp.ErrorCode != 0 {
-				rm.logger.Debug("offset for leader epoch refused", "partition", fp.p.name(), "leader", f.leader,
+				rm.logger.Debug("offset for leader epoch refused", "partition", fp.p.Name(), "leader", f.leader,
 					"error", kerr.ErrorForCode(sp.ErrorCode))
 				f.delay(fp)
 				continue
@@ -467,7 +499,7 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 			tr, err := p.rep.EpochEndOffset(sp.LeaderEpoch, sp.EndOffset)
 			p.repMu.Unlock()
 			if err != nil {
-				rm.logger.Error("epoch truncation failed", "partition", p.name(), "error", err)
+				rm.logger.Error("epoch truncation failed", "partition", p.Name(), "error", err)
 				fp.truncating = false
 			} else {
 				rm.truncate(p, tr.Offset, fmt.Sprintf("leader %d: epoch %d ends at %d", f.leader, sp.LeaderEpoch, sp.EndOffset))
@@ -513,7 +545,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 		}
 		return exceeded
 	})
-	rm.metrics.throttled("follower", 0, leftOut)
+	rm.metrics.Throttled("follower", 0, leftOut)
 	if len(parts) == 0 {
 		return errThrottled
 	}
@@ -525,11 +557,11 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 	// session does not hold, can have a position to send: the others are
 	// left untouched, so a fetch costs what changed, not the tens of
 	// thousands of partitions a follower may hold on this leader. Once
-	// each maxSessionRefresh every partition's position is compared, for
+	// each MaxSessionRefresh every partition's position is compared, for
 	// a log start moved by this broker's retention.
 	now := time.Now()
 	inc := f.session.inc
-	scan := f.session.epoch == 0 || now.Sub(f.scanned) >= maxSessionRefresh
+	scan := f.session.epoch == 0 || now.Sub(f.scanned) >= MaxSessionRefresh
 	if scan {
 		f.scanned = now
 	}
@@ -609,7 +641,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 			fp.moved = true
 			if throttled[fp] && len(sp.RecordBatches) > 0 {
 				rm.followerQuota.Record(len(sp.RecordBatches))
-				rm.metrics.throttled("follower", len(sp.RecordBatches), 0)
+				rm.metrics.Throttled("follower", len(sp.RecordBatches), 0)
 			}
 			f.fetched(ctx, cl, fp, sp)
 		}
@@ -725,7 +757,7 @@ var errThrottled = errors.New("every partition is throttled")
 // followerThrottles reports whether the follower's throttle applies to p:
 // the topic's follower.replication.throttled.replicas names this replica
 // and it is not in the ISR (as the replication state has it).
-func (m *replicaManager) followerThrottles(p *partition) bool {
+func (m *Manager) followerThrottles(p *Partition) bool {
 	if !p.followerThrottled.Load() {
 		return false
 	}
@@ -745,7 +777,7 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 		f.outOfRange(ctx, cl, fp, sp.LogStartOffset)
 		return
 	default:
-		rm.logger.Debug("replica fetch refused", "partition", p.name(), "leader", f.leader, "error", kerr.ErrorForCode(sp.ErrorCode))
+		rm.logger.Debug("replica fetch refused", "partition", p.Name(), "leader", f.leader, "error", kerr.ErrorForCode(sp.ErrorCode))
 		f.delay(fp)
 		return
 	}
@@ -757,8 +789,8 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 	}
 	if len(sp.RecordBatches) > 0 {
 		if err := rm.appendAsFollower(p, sp.RecordBatches); err != nil {
-			rm.logger.Error("follower append failed", "partition", p.name(), "leader", f.leader, "error", err)
-			rm.checkStorage(p, err)
+			rm.logger.Error("follower append failed", "partition", p.Name(), "leader", f.leader, "error", err)
+			rm.CheckStorage(p, err)
 			f.delay(fp)
 			return
 		}
@@ -767,7 +799,7 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 	hw, err := p.rep.FollowerFetched(p.log.EndOffset(), sp.HighWatermark)
 	p.repMu.Unlock()
 	if err != nil {
-		rm.logger.Debug("fetch response not applied", "partition", p.name(), "error", err)
+		rm.logger.Debug("fetch response not applied", "partition", p.Name(), "error", err)
 		return
 	}
 	if hw != p.hw.Load() {
@@ -783,7 +815,7 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 // from a fetch response, as far as the state machine decides (a
 // DeleteRecords on the leader, or its retention, moved it). The caller
 // holds p.appendMu.
-func (m *replicaManager) followLogStart(p *partition, leaderStart int64) {
+func (m *Manager) followLogStart(p *Partition, leaderStart int64) {
 	p.repMu.Lock()
 	target, advance := p.rep.LeaderLogStart(leaderStart)
 	p.repMu.Unlock()
@@ -791,8 +823,8 @@ func (m *replicaManager) followLogStart(p *partition, leaderStart int64) {
 		return
 	}
 	if _, err := p.log.AdvanceStartOffset(target); err != nil {
-		m.logger.Error("follow the leader's log start failed", "partition", p.name(), "offset", target, "error", err)
-		m.checkStorage(p, err)
+		m.logger.Error("follow the leader's log start failed", "partition", p.Name(), "offset", target, "error", err)
+		m.CheckStorage(p, err)
 	}
 	m.logStartMoved(p)
 }
@@ -802,7 +834,7 @@ func (m *replicaManager) followLogStart(p *partition, leaderStart int64) {
 // than this log's, after a truncation to a high watermark inside a batch)
 // replaces this log's tail from its base offset. The caller holds
 // p.appendMu.
-func (m *replicaManager) appendAsFollower(p *partition, records []byte) error {
+func (m *Manager) appendAsFollower(p *Partition, records []byte) error {
 	res, err := p.log.AppendAsFollower(records)
 	if errors.Is(err, tlog.ErrUnexpectedOffset) && len(records) >= 8 {
 		base := int64(binary.BigEndian.Uint64(records))
@@ -833,13 +865,13 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 		if p.followGen == fp.gen {
 			end := p.log.EndOffset()
 			if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
-				rm.logger.Error("restart follower log failed", "partition", p.name(), "offset", leaderStart, "error", err)
-				rm.checkStorage(p, err)
+				rm.logger.Error("restart follower log failed", "partition", p.Name(), "offset", leaderStart, "error", err)
+				rm.CheckStorage(p, err)
 			} else {
 				p.producers.Reset()
 				p.hw.Store(min(p.hw.Load(), leaderStart))
 				rm.logStartMoved(p)
-				rm.logger.Info("truncated follower log", "partition", p.name(), "mode", "log-start", "offset", leaderStart,
+				rm.logger.Info("truncated follower log", "partition", p.Name(), "mode", "log-start", "offset", leaderStart,
 					"log_end", end, "reason", "behind the leader's log start")
 			}
 		}
@@ -853,7 +885,7 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
 	rp.Partition = p.index
 	rp.CurrentLeaderEpoch = fp.leaderEpoch
-	rp.Timestamp = listLatest
+	rp.Timestamp = -1 // ListOffsets' latest: the log end offset
 	t.Partitions = append(t.Partitions, rp)
 	req.Topics = append(req.Topics, t)
 	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
@@ -876,7 +908,7 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 	tr, err := p.rep.FetchOutOfRange(leaderEnd)
 	p.repMu.Unlock()
 	if err != nil {
-		rm.logger.Warn("out of range fetch not handled", "partition", p.name(), "error", err)
+		rm.logger.Warn("out of range fetch not handled", "partition", p.Name(), "error", err)
 		f.delay(fp)
 		return
 	}

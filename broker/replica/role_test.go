@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"testing"
@@ -46,11 +46,11 @@ func TestRoleChangeOf(t *testing.T) {
 			PartitionEpoch: st.PartitionEpoch, Replicas: replicaIDs(st.Replicas), ISR: replicaIDs(st.ISR)}, 0, 0, nil); err != nil {
 			t.Fatalf("hold the state: %v", err)
 		}
-		p := &partition{topicID: held.TopicID, rep: rep}
+		p := &Partition{topicID: held.TopicID, rep: rep}
 		if got := p.roleChangeOf(c.info); got != c.want {
 			t.Errorf("%s: got %d, want %d", c.name, got, c.want)
 		}
-		if got := p.role(); got.PartitionEpoch != held.PartitionEpoch {
+		if got := p.Role(); got.PartitionEpoch != held.PartitionEpoch {
 			t.Errorf("%s: got the held state changed to %+v, want partition epoch %d", c.name, got, held.PartitionEpoch)
 		}
 	}
