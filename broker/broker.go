@@ -1,11 +1,12 @@
 // Package broker is tripod's Kafka-protocol server over broker/network's
-// connections: one handler per API (00_produce.go, 01_fetch.go, ...), the
-// partitions' logs, and the broker's membership of a cluster: it registers
-// with the coordination backend, campaigns, runs the controller.Controller when
-// it wins, and applies the controller's LeaderAndIsr, UpdateMetadata and
-// StopReplica requests. It speaks the protocol through franz-go's kmsg and
-// stores records through replication/log; leadership decisions belong to
-// coord's controller and replication decisions to replication/.
+// connections: one handler per API (00_produce.go, 01_fetch.go, ...) and
+// the broker's membership of a cluster: it registers with the
+// coordination backend, campaigns, runs the controller.Controller when it
+// wins, and hands the controller's LeaderAndIsr, UpdateMetadata and
+// StopReplica requests to its replica manager (broker/replica), which
+// owns the partitions' logs. It speaks the protocol through franz-go's
+// kmsg; leadership decisions belong to the controller and replication
+// decisions to replication/.
 package broker
 
 import (

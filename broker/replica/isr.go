@@ -25,7 +25,7 @@ const alterPartitionTimeout = 10 * time.Second
 // propose to the controller (in process when this broker is the
 // controller, else one AlterPartition request for all pending ones) and
 // feeds each outcome back to the partition's state machine. One
-// goroutine, run, owned by the broker's wait group.
+// goroutine, run, started by Manager.Start and waited for by its Close.
 type isrSender struct {
 	rm *Manager
 

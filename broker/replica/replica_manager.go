@@ -390,7 +390,7 @@ func (m *Manager) snapshotProducers(p *Partition, afterRoll bool) error {
 }
 
 // Membership is what the replica manager asks of the cluster
-// membership (membership): the broker epoch its controller requests
+// membership (package broker's membership): the broker epoch its controller requests
 // and AlterPartition carry, the controllers it accepts and asks, and
 // the clients its fetchers reach the leaders with.
 type Membership interface {
@@ -414,7 +414,7 @@ type Metadata interface {
 }
 
 // Configs is what the replica manager reads of the dynamic
-// configs (dynamicConfigs): the live config a replica opens with, the
+// configs (dynconfig.Configs): the live config a replica opens with, the
 // topic configs the config watch delivered, and the registration of a
 // new replica for the changes that follow.
 type Configs interface {
@@ -423,7 +423,8 @@ type Configs interface {
 	AddReplica(p *Partition, register func())
 }
 
-// Metrics is what the replica manager counts (metrics).
+// Metrics is what the replica manager counts (package broker's
+// metrics).
 type Metrics interface {
 	Throttled(side string, bytes, leftOut int)
 	ISRChanged(shrinks, expands int)
