@@ -3,6 +3,8 @@ package replication
 import (
 	"cmp"
 	"slices"
+
+	"github.com/tripodmq/tripod/replication/log"
 )
 
 // Txns is one partition's view of the transactions written to it (KIP-98):
@@ -23,7 +25,7 @@ import (
 //   - A transactional data batch appended (leader or follower):
 //     Data(producer id, the batch's first offset).
 //   - A control batch appended, the marker of producer id's transaction
-//     at offset: Marker(id, offset, commit). An AbortedTxn it returns
+//     at offset: Marker(id, offset, commit). A log.AbortedTxn it returns
 //     goes to the aborted-transaction index of the segment holding the
 //     marker.
 //   - The high watermark moved: HighWatermark(hw). LastStable(hw) is then
@@ -52,17 +54,6 @@ type CompletedTxn struct {
 	Aborted     bool
 }
 
-// AbortedTxn is an entry of the aborted-transaction index (Kafka's
-// AbortedTxn): producer id's transaction from FirstOffset to its abort
-// marker at LastOffset, and the LSO once the marker was written, which
-// bounds the index entries a read_committed fetch must look at.
-type AbortedTxn struct {
-	ProducerID       int64
-	FirstOffset      int64
-	LastOffset       int64
-	LastStableOffset int64
-}
-
 // NewTxns returns the state of a partition without transactions.
 func NewTxns() *Txns { return &Txns{open: map[int64]int64{}, lastMarker: -1} }
 
@@ -86,7 +77,7 @@ func (t *Txns) Data(producerID, firstOffset int64) {
 // of a producer with no open transaction (a transaction without data on
 // this partition, or a retried marker) ends an empty transaction at
 // offset. An abort also returns its aborted-transaction index entry.
-func (t *Txns) Marker(producerID, offset int64, commit bool) (CompletedTxn, *AbortedTxn) {
+func (t *Txns) Marker(producerID, offset int64, commit bool) (CompletedTxn, *log.AbortedTxn) {
 	first, ok := t.open[producerID]
 	if !ok {
 		first = offset
@@ -105,7 +96,7 @@ func (t *Txns) Marker(producerID, offset int64, commit bool) (CompletedTxn, *Abo
 	if first, ok := t.firstOpen(); ok {
 		lso = first
 	}
-	return done, &AbortedTxn{ProducerID: producerID, FirstOffset: first, LastOffset: offset, LastStableOffset: lso}
+	return done, &log.AbortedTxn{ProducerID: producerID, FirstOffset: first, LastOffset: offset, LastStableOffset: lso}
 }
 
 // firstOpen returns the lowest first offset of the open transactions.

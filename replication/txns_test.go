@@ -3,6 +3,8 @@ package replication
 import (
 	"reflect"
 	"testing"
+
+	"github.com/tripodmq/tripod/replication/log"
 )
 
 // TestTxnsLastStableOffset follows two interleaved transactions on one
@@ -38,7 +40,7 @@ func TestTxnsLastStableOffset(t *testing.T) {
 		t.Fatalf("commit marker replicated: LSO %d, want producer 2's first offset 12", got)
 	}
 	done, aborted = x.Marker(2, 15, false)
-	want := AbortedTxn{ProducerID: 2, FirstOffset: 12, LastOffset: 15, LastStableOffset: 16}
+	want := log.AbortedTxn{ProducerID: 2, FirstOffset: 12, LastOffset: 15, LastStableOffset: 16}
 	if aborted == nil || *aborted != want || !done.Aborted {
 		t.Fatalf("abort of producer 2: got %+v %+v, want index entry %+v", done, aborted, want)
 	}
