@@ -3,7 +3,9 @@
 // caught up, the high watermark (HW = min LEO over the ISR), when the ISR
 // shrinks and grows, which acks=all produces complete or fail, where a
 // new follower truncates its log, and where DeleteRecords moves the log
-// start offset and when every ISR member has followed it. It is a
+// start offset and when every ISR member has followed it; and, for
+// transactions (Txns), which offsets are decided: the last stable offset
+// and the aborted-transaction index entries. It is a
 // deterministic state machine in the style of etcd-io/raft's
 // Ready/Advance: events go in through methods, decisions come out as
 // return values and as a Ready. It does no I/O, starts no goroutines and

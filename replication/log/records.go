@@ -21,6 +21,11 @@ type KV struct {
 // CRC-32C. Record i has offset delta i, timestamp delta 0 and no headers.
 // With no kvs it returns nil: a batch holds at least one record.
 func BuildBatch(kvs []KV, now time.Time) []byte {
+	return buildBatchAs(kvs, now, 0, -1, -1)
+}
+
+// buildBatchAs is BuildBatch with the batch's attributes and producer.
+func buildBatchAs(kvs []KV, now time.Time, attributes int16, producerID int64, producerEpoch int16) []byte {
 	if len(kvs) == 0 {
 		return nil
 	}
@@ -47,8 +52,9 @@ func BuildBatch(kvs []KV, now time.Time) []byte {
 	be.PutUint32(b[fieldLastOffsetDelta:], uint32(len(kvs)-1))
 	be.PutUint64(b[fieldBaseTimestamp:], ts)
 	be.PutUint64(b[fieldMaxTimestamp:], ts)
-	be.PutUint64(b[fieldProducerID:], ^uint64(0))
-	be.PutUint16(b[fieldProducerEpoch:], ^uint16(0))
+	be.PutUint16(b[fieldAttributes:], uint16(attributes))
+	be.PutUint64(b[fieldProducerID:], uint64(producerID))
+	be.PutUint16(b[fieldProducerEpoch:], uint16(producerEpoch))
 	be.PutUint32(b[fieldBaseSequence:], ^uint32(0))
 	be.PutUint32(b[fieldRecordCount:], uint32(len(kvs)))
 	be.PutUint32(b[fieldCRC:], crc32.Checksum(b[fieldAttributes:], castagnoli))
