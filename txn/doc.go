@@ -35,8 +35,10 @@
 //     topic's partition of the group for AddOffsetsToTxn).
 //   - EndTxn: EndTxn; store the Prepare Transit, answer the client, send
 //     WriteTxnMarkers to the leaders of every partition of the
-//     transaction, and when all are written Complete the transaction with
+//     transaction, acting on each partition's answer as MarkerOutcome
+//     says, and when all are written Complete the transaction with
 //     PrepareComplete.
+//   - ListTransactions: ParseStates and a ListFilter's Matches.
 //   - Every transaction.abort.timed.out.transaction.cleanup.interval.ms:
 //     TimedOut names the transactions to abort (fence and abort); every
 //     transactional.id.expiration.ms check, Expired the ids to forget
