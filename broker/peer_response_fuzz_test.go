@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -34,10 +33,10 @@ func FuzzPeerResponse(f *testing.F) {
 	peer := kafkatest.Start(f)
 	pb := newPeerFuzzBroker(f, peer)
 	for _, s := range peerResponseSeeds() {
-		f.Add(s.key, s.version, s.body)
+		f.Add(s.Key, s.Version, s.Body)
 	}
 	f.Fuzz(func(t *testing.T, key, version int16, body []byte) {
-		key, version = peerKeyVersion(key, version)
+		key, version = kafkatest.KeyVersion(peerResponseKeys, key, version)
 		peer.Set(key, version, body)
 		start := time.Now()
 		pb.applyPeerResponse(t, key)
@@ -51,19 +50,6 @@ func FuzzPeerResponse(f *testing.F) {
 // peerResponseKeys are the APIs whose responses a broker decodes outside
 // the replica manager.
 var peerResponseKeys = []int16{4, 5, 6, 7, 19}
-
-// peerKeyVersion maps a fuzzed key and version onto peerResponseKeys and
-// the versions kmsg knows for the key; a key of the list and a known
-// version are kept.
-func peerKeyVersion(key, version int16) (int16, int16) {
-	if !slices.Contains(peerResponseKeys, key) {
-		key = peerResponseKeys[int(uint16(key))%len(peerResponseKeys)]
-	}
-	if maxVersion := kmsg.ResponseForKey(key).MaxVersion(); version < 0 || version > maxVersion {
-		version = int16(int(uint16(version)) % (int(maxVersion) + 1))
-	}
-	return key, version
-}
 
 // fakePeerID is the broker id of the fake peer: the controller the fuzz
 // broker asks.
@@ -120,39 +106,23 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 	}
 }
 
-// peerResponseSeed is one FuzzPeerResponse input.
-type peerResponseSeed struct {
-	key, version int16
-	body         []byte
-}
-
 // peerResponseSeeds returns FuzzPeerResponse's seeds: every response kind
 // with kmsg's defaults at its highest version, answers that reach the
 // handling (partitions remaining, a created topic), and truncated
 // copies.
-func peerResponseSeeds() []peerResponseSeed {
-	var seeds []peerResponseSeed
-	add := func(resp kmsg.Response, version int16) {
-		resp.SetVersion(version)
-		body := resp.AppendTo(nil)
-		seeds = append(seeds, peerResponseSeed{key: resp.Key(), version: version, body: body},
-			peerResponseSeed{key: resp.Key(), version: version, body: body[:len(body)/2]})
-	}
-	for _, key := range peerResponseKeys {
-		resp := kmsg.ResponseForKey(key)
-		add(resp, resp.MaxVersion())
-	}
+func peerResponseSeeds() kafkatest.Seeds {
+	seeds := kafkatest.DefaultResponses(peerResponseKeys)
 
 	cs := kmsg.NewPtrControlledShutdownResponse()
 	rem := kmsg.NewControlledShutdownResponsePartitionsRemaining()
 	rem.Topic = "peer"
 	cs.PartitionsRemaining = append(cs.PartitionsRemaining, rem)
-	add(cs, 3)
+	seeds.Add(cs, 3)
 
 	ct := kmsg.NewPtrCreateTopicsResponse()
 	ctt := kmsg.NewCreateTopicsResponseTopic()
 	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "peer-auto", 1, 1
 	ct.Topics = append(ct.Topics, ctt)
-	add(ct, 7)
+	seeds.Add(ct, 7)
 	return seeds
 }

@@ -814,7 +814,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		kafkatest.WriteCorpusEntry(t, "FuzzRequest", key, version, kreq.AppendTo(nil))
 	}
 	for _, s := range peerResponseSeeds() {
-		kafkatest.WriteCorpusEntry(t, "FuzzPeerResponse", s.key, s.version, s.body)
+		kafkatest.WriteCorpusEntry(t, "FuzzPeerResponse", s.Key, s.Version, s.Body)
 	}
 }
 

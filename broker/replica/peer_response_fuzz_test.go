@@ -41,10 +41,10 @@ func FuzzFollowerResponse(f *testing.F) {
 	peer := kafkatest.Start(f)
 	pb := newPeerFuzzBroker(f, peer)
 	for _, s := range peerResponseSeeds() {
-		f.Add(s.key, s.version, s.body)
+		f.Add(s.Key, s.Version, s.Body)
 	}
 	f.Fuzz(func(t *testing.T, key, version int16, body []byte) {
-		key, version = peerKeyVersion(key, version)
+		key, version = kafkatest.KeyVersion(peerResponseKeys, key, version)
 		peer.Set(key, version, body)
 		start := time.Now()
 		pb.applyPeerResponse(t, key)
@@ -58,19 +58,6 @@ func FuzzFollowerResponse(f *testing.F) {
 // peerResponseKeys are the APIs whose responses the replica manager
 // decodes.
 var peerResponseKeys = []int16{1, 2, 23, 56}
-
-// peerKeyVersion maps a fuzzed key and version onto peerResponseKeys and
-// the versions kmsg knows for the key; a key of the list and a known
-// version are kept.
-func peerKeyVersion(key, version int16) (int16, int16) {
-	if !slices.Contains(peerResponseKeys, key) {
-		key = peerResponseKeys[int(uint16(key))%len(peerResponseKeys)]
-	}
-	if maxVersion := kmsg.ResponseForKey(key).MaxVersion(); version < 0 || version > maxVersion {
-		version = int16(int(uint16(version)) % (int(maxVersion) + 1))
-	}
-	return key, version
-}
 
 // fakePeerID is the broker id of the fake peer: the leader the follower
 // partitions fetch from and the controller the manager asks.
@@ -232,28 +219,12 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 	}
 }
 
-// peerResponseSeed is one FuzzFollowerResponse input.
-type peerResponseSeed struct {
-	key, version int16
-	body         []byte
-}
-
 // peerResponseSeeds returns FuzzFollowerResponse's seeds: every response
 // kind with kmsg's defaults at its highest version, answers that reach
 // the handling (a fetch with records, an out-of-range fetch, epoch ends,
 // ISR changes), and truncated copies.
-func peerResponseSeeds() []peerResponseSeed {
-	var seeds []peerResponseSeed
-	add := func(resp kmsg.Response, version int16) {
-		resp.SetVersion(version)
-		body := resp.AppendTo(nil)
-		seeds = append(seeds, peerResponseSeed{key: resp.Key(), version: version, body: body},
-			peerResponseSeed{key: resp.Key(), version: version, body: body[:len(body)/2]})
-	}
-	for _, key := range peerResponseKeys {
-		resp := kmsg.ResponseForKey(key)
-		add(resp, resp.MaxVersion())
-	}
+func peerResponseSeeds() kafkatest.Seeds {
+	seeds := kafkatest.DefaultResponses(peerResponseKeys)
 
 	fetch := kmsg.NewPtrFetchResponse()
 	ft := kmsg.NewFetchResponseTopic()
@@ -265,7 +236,7 @@ func peerResponseSeeds() []peerResponseSeed {
 	oor.Partition, oor.ErrorCode, oor.LogStartOffset = 1, 1, 5
 	ft.Partitions = append(ft.Partitions, fp, oor)
 	fetch.Topics = append(fetch.Topics, ft)
-	add(fetch, 11)
+	seeds.Add(fetch, 11)
 
 	lo := kmsg.NewPtrListOffsetsResponse()
 	lt := kmsg.NewListOffsetsResponseTopic()
@@ -274,7 +245,7 @@ func peerResponseSeeds() []peerResponseSeed {
 	lp.Offset = 1
 	lt.Partitions = append(lt.Partitions, lp)
 	lo.Topics = append(lo.Topics, lt)
-	add(lo, 4)
+	seeds.Add(lo, 4)
 
 	oe := kmsg.NewPtrOffsetForLeaderEpochResponse()
 	ot := kmsg.NewOffsetForLeaderEpochResponseTopic()
@@ -285,7 +256,7 @@ func peerResponseSeeds() []peerResponseSeed {
 		ot.Partitions = append(ot.Partitions, op)
 	}
 	oe.Topics = append(oe.Topics, ot)
-	add(oe, 3)
+	seeds.Add(oe, 3)
 
 	ap := kmsg.NewPtrAlterPartitionResponse()
 	at := kmsg.NewAlterPartitionResponseTopic()
@@ -296,7 +267,7 @@ func peerResponseSeeds() []peerResponseSeed {
 	fenced.Partition, fenced.ErrorCode = 1, 74
 	at.Partitions = append(at.Partitions, ok, fenced)
 	ap.Topics = append(ap.Topics, at)
-	add(ap, AlterPartitionVersion)
+	seeds.Add(ap, AlterPartitionVersion)
 
 	return seeds
 }
@@ -311,6 +282,6 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		t.Skip("set TRIPOD_WRITE_FUZZ_CORPUS to write testdata/fuzz")
 	}
 	for _, s := range peerResponseSeeds() {
-		kafkatest.WriteCorpusEntry(t, "FuzzFollowerResponse", s.key, s.version, s.body)
+		kafkatest.WriteCorpusEntry(t, "FuzzFollowerResponse", s.Key, s.Version, s.Body)
 	}
 }
