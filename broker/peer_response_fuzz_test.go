@@ -32,19 +32,7 @@ import (
 func FuzzPeerResponse(f *testing.F) {
 	peer := kafkatest.Start(f)
 	pb := newPeerFuzzBroker(f, peer)
-	for _, s := range peerResponseSeeds() {
-		f.Add(s.Key, s.Version, s.Body)
-	}
-	f.Fuzz(func(t *testing.T, key, version int16, body []byte) {
-		key, version = kafkatest.KeyVersion(peerResponseKeys, key, version)
-		peer.Set(key, version, body)
-		start := time.Now()
-		pb.applyPeerResponse(t, key)
-		if took := time.Since(start); took > 2*peerCallTimeout {
-			t.Errorf("%s v%d response (%d bytes): got a return after %v, want one within %v",
-				kmsg.NameForKey(key), version, len(body), took, 2*peerCallTimeout)
-		}
-	})
+	kafkatest.FuzzResponses(f, peer, peerResponseKeys, peerResponseSeeds(), peerCallTimeout, pb.applyPeerResponse)
 }
 
 // peerResponseKeys are the APIs whose responses a broker decodes outside

@@ -2,6 +2,8 @@ package kafkatest
 
 import (
 	"slices"
+	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -47,4 +49,24 @@ func KeyVersion(keys []int16, key, version int16) (int16, int16) {
 		version = int16(int(uint16(version)) % (int(maxVersion) + 1))
 	}
 	return key, version
+}
+
+// FuzzResponses runs f over the responses peer gives: seeds first, then
+// fuzzed inputs, each mapped onto keys (KeyVersion), set as peer's answer
+// and read by apply, which must return within bound (twice it is an
+// error).
+func FuzzResponses(f *testing.F, peer *Peer, keys []int16, seeds Seeds, bound time.Duration, apply func(t *testing.T, key int16)) {
+	for _, s := range seeds {
+		f.Add(s.Key, s.Version, s.Body)
+	}
+	f.Fuzz(func(t *testing.T, key, version int16, body []byte) {
+		key, version = KeyVersion(keys, key, version)
+		peer.Set(key, version, body)
+		start := time.Now()
+		apply(t, key)
+		if took := time.Since(start); took > 2*bound {
+			t.Errorf("%s v%d response (%d bytes): got a return after %v, want one within %v",
+				kmsg.NameForKey(key), version, len(body), took, 2*bound)
+		}
+	})
 }
