@@ -1,0 +1,423 @@
+package broker
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/txn"
+)
+
+// txnConfig is testConfig with a small __transaction_state.
+func txnConfig(t *testing.T) config.Config {
+	cfg := testConfig(t)
+	cfg.TransactionStateLogNumPartitions = 3
+	return cfg
+}
+
+// rawConn is one connection to a broker on which requests are sent at
+// the version they name, without a client's routing or retries.
+type rawConn struct {
+	nc   net.Conn
+	corr int32
+}
+
+func newRawConn(t *testing.T, b *Broker) *rawConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", b.Addr().String())
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &rawConn{nc: nc}
+}
+
+// txnRequest sends req to b on cl and returns the answer.
+func txnRequest[R kmsg.Response](t *testing.T, _ context.Context, cl *rawConn, _ *Broker, req kmsg.Request) R {
+	t.Helper()
+	cl.corr++
+	return roundTrip(t, cl.nc, req, cl.corr).(R)
+}
+
+// findTxnCoordinator asks b for id's coordinator (FindCoordinator v3,
+// key type 1) until it answers.
+func findTxnCoordinator(t *testing.T, ctx context.Context, cl *rawConn, b *Broker, id string) *kmsg.FindCoordinatorResponse {
+	t.Helper()
+	for {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.Version, req.CoordinatorKey, req.CoordinatorType = 3, id, 1
+		resp := txnRequest[*kmsg.FindCoordinatorResponse](t, ctx, cl, b, req)
+		if resp.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+			return resp
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("FindCoordinator(%q): still COORDINATOR_NOT_AVAILABLE", id)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// initTxnProducer sends InitProducerId (v4) for id until the coordinator
+// has loaded, and returns the answer.
+func initTxnProducer(t *testing.T, ctx context.Context, cl *rawConn, b *Broker, id string, timeoutMs int32, pid int64, epoch int16) *kmsg.InitProducerIDResponse {
+	t.Helper()
+	for {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.Version, req.TransactionalID, req.TransactionTimeoutMillis = 4, &id, timeoutMs
+		req.ProducerID, req.ProducerEpoch = pid, epoch
+		resp := txnRequest[*kmsg.InitProducerIDResponse](t, ctx, cl, b, req)
+		if resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code && resp.ErrorCode != kerr.NotCoordinator.Code {
+			return resp
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("InitProducerId(%q): coordinator not loaded: %v", id, kerr.ErrorForCode(resp.ErrorCode))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func addPartitionsToTxn(t *testing.T, ctx context.Context, cl *rawConn, b *Broker, version int16, id string, pid int64, epoch int16, topic string, partitions ...int32) int16 {
+	t.Helper()
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version, req.TransactionalID, req.ProducerID, req.ProducerEpoch = version, id, pid, epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = topic, partitions
+	req.Topics = append(req.Topics, rt)
+	resp := txnRequest[*kmsg.AddPartitionsToTxnResponse](t, ctx, cl, b, req)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != len(partitions) {
+		t.Fatalf("AddPartitionsToTxn: got %+v, want one topic with %d partitions", resp.Topics, len(partitions))
+	}
+	code := resp.Topics[0].Partitions[0].ErrorCode
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != code {
+			t.Fatalf("AddPartitionsToTxn: got codes %+v, want one code", resp.Topics[0].Partitions)
+		}
+	}
+	return code
+}
+
+func endTxn(t *testing.T, ctx context.Context, cl *rawConn, b *Broker, version int16, id string, pid int64, epoch int16, commit bool) int16 {
+	t.Helper()
+	req := kmsg.NewPtrEndTxnRequest()
+	req.Version, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = version, id, pid, epoch, commit
+	return txnRequest[*kmsg.EndTxnResponse](t, ctx, cl, b, req).ErrorCode
+}
+
+func describeTxn(t *testing.T, ctx context.Context, cl *rawConn, b *Broker, id string) kmsg.DescribeTransactionsResponseTransactionState {
+	t.Helper()
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{id}
+	resp := txnRequest[*kmsg.DescribeTransactionsResponse](t, ctx, cl, b, req)
+	if len(resp.TransactionStates) != 1 {
+		t.Fatalf("DescribeTransactions: got %d states, want 1", len(resp.TransactionStates))
+	}
+	return resp.TransactionStates[0]
+}
+
+func listTxns(t *testing.T, ctx context.Context, cl *rawConn, b *Broker, version int16, states []string, pids []int64, durationMs int64) *kmsg.ListTransactionsResponse {
+	t.Helper()
+	req := kmsg.NewPtrListTransactionsRequest()
+	req.Version, req.StateFilters, req.ProducerIDFilters, req.DurationFilterMillis = version, states, pids, durationMs
+	return txnRequest[*kmsg.ListTransactionsResponse](t, ctx, cl, b, req)
+}
+
+// waitTxnState waits until DescribeTransactions shows id in state.
+func waitTxnState(t *testing.T, ctx context.Context, cl *rawConn, b *Broker, id string, state txn.State) kmsg.DescribeTransactionsResponseTransactionState {
+	t.Helper()
+	for {
+		st := describeTxn(t, ctx, cl, b, id)
+		if st.ErrorCode == 0 && st.State == state.String() {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("transaction %q: got %+v, want state %v", id, st, state)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// deleteTopic deletes topic through kadm.
+func deleteTopic(t *testing.T, ctx context.Context, b *Broker, topic string) {
+	t.Helper()
+	resp, err := kadm.NewClient(newClient(t, b)).DeleteTopics(ctx, topic)
+	if err != nil {
+		t.Fatalf("delete topic %s: %v", topic, err)
+	}
+	if err := resp[topic].Err; err != nil {
+		t.Fatalf("delete topic %s: %v", topic, err)
+	}
+}
+
+// TestTxnFindCoordinatorAndInitProducerID: FindCoordinator for a
+// transactional id creates __transaction_state and names this broker;
+// InitProducerId hands out a producer id at epoch 0 and bumps the epoch
+// of the same id the next time; timeouts past transaction.max.timeout.ms
+// and an empty id are refused as Kafka refuses them.
+func TestTxnFindCoordinatorAndInitProducerID(t *testing.T) {
+	cfg := txnConfig(t)
+	cfg.TransactionMaxTimeout = time.Minute
+	b := startBroker(t, cfg)
+	ctx := testContext(t, time.Minute)
+	cl := newRawConn(t, b)
+
+	fc := findTxnCoordinator(t, ctx, cl, b, "tx-a")
+	if fc.ErrorCode != 0 || fc.NodeID != b.ID() {
+		t.Fatalf("FindCoordinator: got node %d (%v), want %d", fc.NodeID, kerr.ErrorForCode(fc.ErrorCode), b.ID())
+	}
+	if topic, ok := b.cache.Topic(txn.StateTopic); !ok || len(topic.Partitions) != 3 {
+		t.Fatalf("%s: got %+v (exists %v), want 3 partitions", txn.StateTopic, topic, ok)
+	}
+	if configs := b.replicas.TopicConfigs(ctx, []string{txn.StateTopic})[txn.StateTopic]; configs["cleanup.policy"] != "compact" || configs["min.insync.replicas"] != "1" {
+		t.Errorf("%s configs: got %v, want cleanup.policy=compact and min.insync.replicas=1 (the min ISR capped by the replication factor)", txn.StateTopic, configs)
+	}
+
+	first := initTxnProducer(t, ctx, cl, b, "tx-a", 10000, -1, -1)
+	if first.ErrorCode != 0 || first.ProducerID < 0 || first.ProducerEpoch != 0 {
+		t.Fatalf("first InitProducerId: got id %d epoch %d (%v), want a producer id at epoch 0", first.ProducerID, first.ProducerEpoch, kerr.ErrorForCode(first.ErrorCode))
+	}
+	second := initTxnProducer(t, ctx, cl, b, "tx-a", 10000, -1, -1)
+	if second.ErrorCode != 0 || second.ProducerID != first.ProducerID || second.ProducerEpoch != 1 {
+		t.Fatalf("second InitProducerId: got id %d epoch %d (%v), want id %d at epoch 1", second.ProducerID, second.ProducerEpoch, kerr.ErrorForCode(second.ErrorCode), first.ProducerID)
+	}
+	// KIP-360: a producer naming its id and current epoch is bumped; one
+	// naming an epoch it never held is fenced.
+	third := initTxnProducer(t, ctx, cl, b, "tx-a", 10000, first.ProducerID, 1)
+	if third.ErrorCode != 0 || third.ProducerID != first.ProducerID || third.ProducerEpoch != 2 {
+		t.Fatalf("InitProducerId naming epoch 1: got id %d epoch %d (%v), want id %d at epoch 2", third.ProducerID, third.ProducerEpoch, kerr.ErrorForCode(third.ErrorCode), first.ProducerID)
+	}
+	if got := initTxnProducer(t, ctx, cl, b, "tx-a", 10000, first.ProducerID, 0); got.ErrorCode != kerr.ProducerFenced.Code {
+		t.Errorf("InitProducerId naming an old epoch: got %v, want PRODUCER_FENCED", kerr.ErrorForCode(got.ErrorCode))
+	}
+	if got := initTxnProducer(t, ctx, cl, b, "tx-a", 61000, -1, -1); got.ErrorCode != kerr.InvalidTransactionTimeout.Code {
+		t.Errorf("InitProducerId with a timeout past transaction.max.timeout.ms: got %v, want INVALID_TRANSACTION_TIMEOUT", kerr.ErrorForCode(got.ErrorCode))
+	}
+	if got := initTxnProducer(t, ctx, cl, b, "", 10000, -1, -1); got.ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("InitProducerId with an empty transactional id: got %v, want INVALID_REQUEST", kerr.ErrorForCode(got.ErrorCode))
+	}
+}
+
+// TestTxnOldEpochIsFenced: once a newer InitProducerId bumped the epoch,
+// the old epoch's AddPartitionsToTxn and EndTxn are refused, with
+// INVALID_PRODUCER_EPOCH before KIP-588's versions and PRODUCER_FENCED
+// from them on; another producer id is INVALID_PRODUCER_ID_MAPPING.
+func TestTxnOldEpochIsFenced(t *testing.T) {
+	b := startBroker(t, txnConfig(t))
+	ctx := testContext(t, time.Minute)
+	cl := newRawConn(t, b)
+	createTopic(t, b, "fenced", 2, nil)
+	findTxnCoordinator(t, ctx, cl, b, "tx-f")
+	old := initTxnProducer(t, ctx, cl, b, "tx-f", 10000, -1, -1)
+	cur := initTxnProducer(t, ctx, cl, b, "tx-f", 10000, -1, -1)
+	if old.ErrorCode != 0 || cur.ErrorCode != 0 || cur.ProducerEpoch != old.ProducerEpoch+1 {
+		t.Fatalf("InitProducerId twice: got epochs %d, %d (%v, %v)", old.ProducerEpoch, cur.ProducerEpoch, kerr.ErrorForCode(old.ErrorCode), kerr.ErrorForCode(cur.ErrorCode))
+	}
+	pid := cur.ProducerID
+	for _, tc := range []struct {
+		version int16
+		want    *kerr.Error
+	}{{1, kerr.InvalidProducerEpoch}, {2, kerr.ProducerFenced}, {3, kerr.ProducerFenced}} {
+		if got := addPartitionsToTxn(t, ctx, cl, b, tc.version, "tx-f", pid, old.ProducerEpoch, "fenced", 0); got != tc.want.Code {
+			t.Errorf("AddPartitionsToTxn v%d at the old epoch: got %v, want %v", tc.version, kerr.ErrorForCode(got), tc.want)
+		}
+		if got := endTxn(t, ctx, cl, b, tc.version, "tx-f", pid, old.ProducerEpoch, true); got != tc.want.Code {
+			t.Errorf("EndTxn v%d at the old epoch: got %v, want %v", tc.version, kerr.ErrorForCode(got), tc.want)
+		}
+	}
+	if got := addPartitionsToTxn(t, ctx, cl, b, 3, "tx-f", pid+1, cur.ProducerEpoch, "fenced", 0); got != kerr.InvalidProducerIDMapping.Code {
+		t.Errorf("AddPartitionsToTxn of another producer id: got %v, want INVALID_PRODUCER_ID_MAPPING", kerr.ErrorForCode(got))
+	}
+	if got := addPartitionsToTxn(t, ctx, cl, b, 3, "tx-f", pid, cur.ProducerEpoch, "no-such-topic", 0); got != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("AddPartitionsToTxn of an unknown topic: got %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(got))
+	}
+	// An EndTxn with no transaction open is INVALID_TXN_STATE.
+	if got := endTxn(t, ctx, cl, b, 3, "tx-f", pid, cur.ProducerEpoch, true); got != kerr.InvalidTxnState.Code {
+		t.Errorf("EndTxn with no open transaction: got %v, want INVALID_TXN_STATE", kerr.ErrorForCode(got))
+	}
+	if st := describeTxn(t, ctx, cl, b, "tx-f"); st.State != txn.Empty.String() || len(st.Topics) != 0 {
+		t.Errorf("after the refused requests: got %+v, want Empty with no partitions", st)
+	}
+}
+
+// TestTxnCommitCompletesAndSurvivesRestart adds partitions to a
+// transaction (DescribeTransactions and ListTransactions show it Ongoing
+// with them), commits it, and sees it reach CompleteCommit: the markers
+// go to the partitions' leader, and if it cannot write them yet the
+// topic's deletion leaves none to write, as Kafka's coordinator skips a
+// deleted partition. A new broker on the same directory then reloads the
+// state from __transaction_state.
+func TestTxnCommitCompletesAndSurvivesRestart(t *testing.T) {
+	cfg := txnConfig(t)
+	b, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	waitServing(t, b)
+	ctx := testContext(t, 2*time.Minute)
+	cl := newRawConn(t, b)
+	createTopic(t, b, "committed", 3, nil)
+	findTxnCoordinator(t, ctx, cl, b, "tx-c")
+	ip := initTxnProducer(t, ctx, cl, b, "tx-c", 60000, -1, -1)
+	if ip.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(ip.ErrorCode))
+	}
+	pid, epoch := ip.ProducerID, ip.ProducerEpoch
+	if got := addPartitionsToTxn(t, ctx, cl, b, 3, "tx-c", pid, epoch, "committed", 0, 2); got != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(got))
+	}
+	// Adding a partition already added is answered at once.
+	if got := addPartitionsToTxn(t, ctx, cl, b, 3, "tx-c", pid, epoch, "committed", 2); got != 0 {
+		t.Fatalf("AddPartitionsToTxn again: %v", kerr.ErrorForCode(got))
+	}
+	st := describeTxn(t, ctx, cl, b, "tx-c")
+	if st.ErrorCode != 0 || st.State != "Ongoing" || st.ProducerID != pid || st.ProducerEpoch != epoch || st.TimeoutMillis != 60000 ||
+		st.StartTimestamp <= 0 || len(st.Topics) != 1 || st.Topics[0].Topic != "committed" || len(st.Topics[0].Partitions) != 2 {
+		t.Fatalf("DescribeTransactions: got %+v, want Ongoing with committed-0 and committed-2", st)
+	}
+	if got := describeTxn(t, ctx, cl, b, "tx-unknown"); got.ErrorCode != kerr.TransactionalIDNotFound.Code {
+		t.Errorf("DescribeTransactions of an unknown id: got %v, want TRANSACTIONAL_ID_NOT_FOUND", kerr.ErrorForCode(got.ErrorCode))
+	}
+
+	initTxnProducer(t, ctx, cl, b, "tx-idle", 60000, -1, -1)
+	ids := func(resp *kmsg.ListTransactionsResponse) []string {
+		var out []string
+		for _, s := range resp.TransactionStates {
+			out = append(out, s.TransactionalID+"="+s.TransactionState)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name       string
+		version    int16
+		states     []string
+		pids       []int64
+		durationMs int64
+		want       []string
+		unknown    int
+	}{
+		{"all", 0, nil, nil, -1, []string{"tx-c=Ongoing", "tx-idle=Empty"}, 0},
+		{"by state", 0, []string{"Ongoing"}, nil, -1, []string{"tx-c=Ongoing"}, 0},
+		{"by producer id", 0, nil, []int64{pid}, -1, []string{"tx-c=Ongoing"}, 0},
+		{"unknown state only", 0, []string{"Bogus"}, nil, -1, nil, 1},
+		{"running longer than an hour", 1, []string{"Ongoing"}, nil, 3600000, nil, 0},
+		{"running longer than nothing", 1, []string{"Ongoing"}, nil, 0, []string{"tx-c=Ongoing"}, 0},
+	} {
+		resp := listTxns(t, ctx, cl, b, tc.version, tc.states, tc.pids, tc.durationMs)
+		if got := ids(resp); resp.ErrorCode != 0 || len(resp.UnknownStateFilters) != tc.unknown || !equalStrings(got, tc.want) {
+			t.Errorf("ListTransactions %s: got %v, unknown %v (%v), want %v", tc.name, got, resp.UnknownStateFilters, kerr.ErrorForCode(resp.ErrorCode), tc.want)
+		}
+	}
+
+	if got := endTxn(t, ctx, cl, b, 3, "tx-c", pid, epoch, true); got != 0 {
+		t.Fatalf("EndTxn(commit): %v", kerr.ErrorForCode(got))
+	}
+	if st := describeTxn(t, ctx, cl, b, "tx-c"); st.State != "PrepareCommit" && st.State != "CompleteCommit" {
+		t.Fatalf("after EndTxn: got %+v, want PrepareCommit or CompleteCommit", st)
+	}
+	// A retried EndTxn while the markers are written is
+	// CONCURRENT_TRANSACTIONS, once they are a success; an abort is
+	// INVALID_TXN_STATE once the commit completed.
+	if got := endTxn(t, ctx, cl, b, 3, "tx-c", pid, epoch, true); got != 0 && got != kerr.ConcurrentTransactions.Code {
+		t.Errorf("EndTxn(commit) again: got %v, want none or CONCURRENT_TRANSACTIONS", kerr.ErrorForCode(got))
+	}
+	deleteTopic(t, ctx, b, "committed")
+	done := waitTxnState(t, ctx, cl, b, "tx-c", txn.CompleteCommit)
+	if len(done.Topics) != 0 || done.ProducerEpoch != epoch {
+		t.Errorf("CompleteCommit: got %+v, want no partitions at epoch %d", done, epoch)
+	}
+	if got := endTxn(t, ctx, cl, b, 3, "tx-c", pid, epoch, true); got != 0 {
+		t.Errorf("EndTxn(commit) retried after completion: got %v, want none", kerr.ErrorForCode(got))
+	}
+	if got := endTxn(t, ctx, cl, b, 3, "tx-c", pid, epoch, false); got != kerr.InvalidTxnState.Code {
+		t.Errorf("EndTxn(abort) after the commit: got %v, want INVALID_TXN_STATE", kerr.ErrorForCode(got))
+	}
+
+	cl.nc.Close()
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	b = startBroker(t, cfg)
+	cl = newRawConn(t, b)
+	after := initTxnProducer(t, ctx, cl, b, "tx-c", 60000, -1, -1)
+	if after.ErrorCode != 0 || after.ProducerID != pid || after.ProducerEpoch != epoch+1 {
+		t.Errorf("InitProducerId after restart: got id %d epoch %d (%v), want id %d at epoch %d", after.ProducerID, after.ProducerEpoch, kerr.ErrorForCode(after.ErrorCode), pid, epoch+1)
+	}
+	if st := describeTxn(t, ctx, cl, b, "tx-idle"); st.ErrorCode != 0 || st.State != "Empty" {
+		t.Errorf("tx-idle after restart: got %+v, want Empty", st)
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTxnFenceAndTimeoutAbort: an InitProducerId while the id's
+// transaction is open fences its producer and aborts it (the client is
+// answered CONCURRENT_TRANSACTIONS and retries), and a transaction past
+// its timeout is aborted by the coordinator's timer, its epoch bumped.
+func TestTxnFenceAndTimeoutAbort(t *testing.T) {
+	cfg := txnConfig(t)
+	cfg.TransactionAbortTimedOutCleanupInterval = 50 * time.Millisecond
+	b := startBroker(t, cfg)
+	ctx := testContext(t, time.Minute)
+	cl := newRawConn(t, b)
+	createTopic(t, b, "fence", 1, nil)
+	createTopic(t, b, "slow", 1, nil)
+	findTxnCoordinator(t, ctx, cl, b, "tx-fence")
+
+	first := initTxnProducer(t, ctx, cl, b, "tx-fence", 60000, -1, -1)
+	if got := addPartitionsToTxn(t, ctx, cl, b, 3, "tx-fence", first.ProducerID, first.ProducerEpoch, "fence", 0); got != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(got))
+	}
+	if got := initTxnProducer(t, ctx, cl, b, "tx-fence", 60000, -1, -1); got.ErrorCode != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("InitProducerId with a transaction open: got %v, want CONCURRENT_TRANSACTIONS", kerr.ErrorForCode(got.ErrorCode))
+	}
+	if st := describeTxn(t, ctx, cl, b, "tx-fence"); (st.State != "PrepareAbort" && st.State != "CompleteAbort") || st.ProducerEpoch != first.ProducerEpoch+1 {
+		t.Fatalf("after the fence: got %+v, want PrepareAbort or CompleteAbort at epoch %d", st, first.ProducerEpoch+1)
+	}
+	if got := endTxn(t, ctx, cl, b, 3, "tx-fence", first.ProducerID, first.ProducerEpoch, true); got != kerr.ProducerFenced.Code {
+		t.Errorf("the fenced producer's EndTxn: got %v, want PRODUCER_FENCED", kerr.ErrorForCode(got))
+	}
+	deleteTopic(t, ctx, b, "fence")
+	waitTxnState(t, ctx, cl, b, "tx-fence", txn.CompleteAbort)
+	if got := initTxnProducer(t, ctx, cl, b, "tx-fence", 60000, -1, -1); got.ErrorCode != 0 || got.ProducerEpoch != first.ProducerEpoch+2 {
+		t.Errorf("InitProducerId retried after the abort: got epoch %d (%v), want %d", got.ProducerEpoch, kerr.ErrorForCode(got.ErrorCode), first.ProducerEpoch+2)
+	}
+
+	slow := initTxnProducer(t, ctx, cl, b, "tx-slow", 200, -1, -1)
+	if got := addPartitionsToTxn(t, ctx, cl, b, 3, "tx-slow", slow.ProducerID, slow.ProducerEpoch, "slow", 0); got != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(got))
+	}
+	for {
+		st := describeTxn(t, ctx, cl, b, "tx-slow")
+		if st.State == "PrepareAbort" || st.State == "CompleteAbort" {
+			if st.ProducerEpoch != slow.ProducerEpoch+1 {
+				t.Errorf("timed-out transaction: got epoch %d, want %d (fenced)", st.ProducerEpoch, slow.ProducerEpoch+1)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed-out transaction: got %+v, want it aborted", st)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	deleteTopic(t, ctx, b, "slow")
+	waitTxnState(t, ctx, cl, b, "tx-slow", txn.CompleteAbort)
+}
