@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/txn"
 )
 
@@ -249,11 +250,12 @@ func TestTxnOldEpochIsFenced(t *testing.T) {
 
 // TestTxnCommitCompletesAndSurvivesRestart adds partitions to a
 // transaction (DescribeTransactions and ListTransactions show it Ongoing
-// with them), commits it, and sees it reach CompleteCommit: the markers
-// go to the partitions' leader, and if it cannot write them yet the
-// topic's deletion leaves none to write, as Kafka's coordinator skips a
-// deleted partition. A new broker on the same directory then reloads the
-// state from __transaction_state.
+// with them, a leader's KIP-890 verification finds them), commits it,
+// and restarts the broker on the same directory: the new broker reloads
+// the state from __transaction_state and resumes the commit, which
+// reaches CompleteCommit: the markers go to the partitions' leader, and
+// if it cannot write them yet the topic's deletion leaves none to write,
+// as Kafka's coordinator skips a deleted partition.
 func TestTxnCommitCompletesAndSurvivesRestart(t *testing.T) {
 	cfg := txnConfig(t)
 	b, err := New(cfg, testLogger(t))
@@ -294,6 +296,7 @@ func TestTxnCommitCompletesAndSurvivesRestart(t *testing.T) {
 		}
 		return out
 	}
+	time.Sleep(5 * time.Millisecond) // so that tx-c has run longer than 0 ms
 	for _, tc := range []struct {
 		name       string
 		version    int16
@@ -316,6 +319,21 @@ func TestTxnCommitCompletesAndSurvivesRestart(t *testing.T) {
 		}
 	}
 
+	// KIP-890 part 1: a leader verifies that a partition is in the open
+	// transaction before it appends the producer's transactional batch.
+	verify := kmsg.NewPtrAddPartitionsToTxnRequest()
+	verify.Version = 4
+	verify.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{{TransactionalID: "tx-c", ProducerID: pid, ProducerEpoch: epoch, VerifyOnly: true,
+		Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "committed", Partitions: []int32{0, 1}}}}}
+	vresp := txnRequest[*kmsg.AddPartitionsToTxnResponse](t, ctx, cl, b, verify)
+	if len(vresp.Transactions) != 1 || len(vresp.Transactions[0].Topics) != 1 || len(vresp.Transactions[0].Topics[0].Partitions) != 2 ||
+		vresp.Transactions[0].Topics[0].Partitions[0].ErrorCode != 0 || vresp.Transactions[0].Topics[0].Partitions[1].ErrorCode != kerr.InvalidTxnState.Code {
+		t.Errorf("AddPartitionsToTxn v4 VerifyOnly: got %+v, want committed-0 verified and committed-1 INVALID_TXN_STATE", vresp.Transactions)
+	}
+	if st := describeTxn(t, ctx, cl, b, "tx-c"); len(st.Topics) != 1 || len(st.Topics[0].Partitions) != 2 {
+		t.Errorf("after a verification: got %+v, want the same two partitions", st)
+	}
+
 	if got := endTxn(t, ctx, cl, b, 3, "tx-c", pid, epoch, true); got != 0 {
 		t.Fatalf("EndTxn(commit): %v", kerr.ErrorForCode(got))
 	}
@@ -328,6 +346,22 @@ func TestTxnCommitCompletesAndSurvivesRestart(t *testing.T) {
 	if got := endTxn(t, ctx, cl, b, 3, "tx-c", pid, epoch, true); got != 0 && got != kerr.ConcurrentTransactions.Code {
 		t.Errorf("EndTxn(commit) again: got %v, want none or CONCURRENT_TRANSACTIONS", kerr.ErrorForCode(got))
 	}
+
+	// A new broker on the same directory reloads the state; a commit
+	// whose markers were not all written is resumed.
+	cl.nc.Close()
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	b = startBroker(t, cfg)
+	cl = newRawConn(t, b)
+	waitFor(t, ctx, "the coordinator to load", func() bool { return describeTxn(t, ctx, cl, b, "tx-c").ErrorCode == 0 })
+	if st := describeTxn(t, ctx, cl, b, "tx-c"); st.State != "PrepareCommit" && st.State != "CompleteCommit" {
+		t.Fatalf("after restart: got %+v, want PrepareCommit or CompleteCommit", st)
+	}
+	if st := describeTxn(t, ctx, cl, b, "tx-idle"); st.ErrorCode != 0 || st.State != "Empty" {
+		t.Errorf("tx-idle after restart: got %+v, want Empty", st)
+	}
 	deleteTopic(t, ctx, b, "committed")
 	done := waitTxnState(t, ctx, cl, b, "tx-c", txn.CompleteCommit)
 	if len(done.Topics) != 0 || done.ProducerEpoch != epoch {
@@ -339,19 +373,9 @@ func TestTxnCommitCompletesAndSurvivesRestart(t *testing.T) {
 	if got := endTxn(t, ctx, cl, b, 3, "tx-c", pid, epoch, false); got != kerr.InvalidTxnState.Code {
 		t.Errorf("EndTxn(abort) after the commit: got %v, want INVALID_TXN_STATE", kerr.ErrorForCode(got))
 	}
-
-	cl.nc.Close()
-	if err := b.Close(); err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	b = startBroker(t, cfg)
-	cl = newRawConn(t, b)
 	after := initTxnProducer(t, ctx, cl, b, "tx-c", 60000, -1, -1)
 	if after.ErrorCode != 0 || after.ProducerID != pid || after.ProducerEpoch != epoch+1 {
 		t.Errorf("InitProducerId after restart: got id %d epoch %d (%v), want id %d at epoch %d", after.ProducerID, after.ProducerEpoch, kerr.ErrorForCode(after.ErrorCode), pid, epoch+1)
-	}
-	if st := describeTxn(t, ctx, cl, b, "tx-idle"); st.ErrorCode != 0 || st.State != "Empty" {
-		t.Errorf("tx-idle after restart: got %+v, want Empty", st)
 	}
 }
 
@@ -420,4 +444,40 @@ func TestTxnFenceAndTimeoutAbort(t *testing.T) {
 	}
 	deleteTopic(t, ctx, b, "slow")
 	waitTxnState(t, ctx, cl, b, "tx-slow", txn.CompleteAbort)
+}
+
+// TestTxnOffsetsAndExpiry: AddOffsetsToTxn adds the group's
+// __consumer_offsets partition to the transaction, an abort then
+// completes (no marker is owed to a partition of a topic that does not
+// exist), and an id unchanged for transactional.id.expiration.ms is
+// removed.
+func TestTxnOffsetsAndExpiry(t *testing.T) {
+	cfg := txnConfig(t)
+	cfg.TransactionalIDExpiration = 500 * time.Millisecond
+	cfg.TransactionRemoveExpiredCleanupInterval = 50 * time.Millisecond
+	b := startBroker(t, cfg)
+	ctx := testContext(t, time.Minute)
+	cl := newRawConn(t, b)
+	findTxnCoordinator(t, ctx, cl, b, "tx-o")
+	ip := initTxnProducer(t, ctx, cl, b, "tx-o", 60000, -1, -1)
+	req := kmsg.NewPtrAddOffsetsToTxnRequest()
+	req.Version, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = 3, "tx-o", ip.ProducerID, ip.ProducerEpoch, "grp"
+	if got := txnRequest[*kmsg.AddOffsetsToTxnResponse](t, ctx, cl, b, req); got.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v", kerr.ErrorForCode(got.ErrorCode))
+	}
+	want := group.PartitionFor("grp", int(cfg.OffsetsTopicNumPartitions))
+	if st := describeTxn(t, ctx, cl, b, "tx-o"); st.State != "Ongoing" || len(st.Topics) != 1 || st.Topics[0].Topic != group.OffsetsTopic ||
+		len(st.Topics[0].Partitions) != 1 || st.Topics[0].Partitions[0] != want {
+		t.Fatalf("after AddOffsetsToTxn: got %+v, want Ongoing with %s-%d", st, group.OffsetsTopic, want)
+	}
+	req.ProducerEpoch--
+	if got := txnRequest[*kmsg.AddOffsetsToTxnResponse](t, ctx, cl, b, req); got.ErrorCode != kerr.ProducerFenced.Code {
+		t.Errorf("AddOffsetsToTxn v3 at an old epoch: got %v, want PRODUCER_FENCED", kerr.ErrorForCode(got.ErrorCode))
+	}
+	if got := endTxn(t, ctx, cl, b, 3, "tx-o", ip.ProducerID, ip.ProducerEpoch, false); got != 0 {
+		t.Fatalf("EndTxn(abort): %v", kerr.ErrorForCode(got))
+	}
+	waitFor(t, ctx, "the expired id to be removed", func() bool {
+		return describeTxn(t, ctx, cl, b, "tx-o").ErrorCode == kerr.TransactionalIDNotFound.Code
+	})
 }
