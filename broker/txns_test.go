@@ -481,3 +481,85 @@ func TestTxnOffsetsAndExpiry(t *testing.T) {
 		return describeTxn(t, ctx, cl, b, "tx-o").ErrorCode == kerr.TransactionalIDNotFound.Code
 	})
 }
+
+// TestTxnCoordinatorFailover runs three brokers with __transaction_state
+// replicated on all: FindCoordinator names the leader of the id's
+// partition from any broker, the others answer NOT_COORDINATOR, and when
+// the coordinator stops, the partition's new leader loads the id and
+// bumps the same producer id's epoch.
+func TestTxnCoordinatorFailover(t *testing.T) {
+	brokers := startRaftClusterWith(t, 3, func(cfg *config.Config) { cfg.TransactionStateLogNumPartitions = 1 })
+	ctx := testContext(t, 2*time.Minute)
+	conns := map[int32]*rawConn{}
+	for _, b := range brokers {
+		conns[b.ID()] = newRawConn(t, b)
+	}
+	byID := func(id int32) *Broker {
+		for _, b := range brokers {
+			if b.ID() == id {
+				return b
+			}
+		}
+		t.Fatalf("no broker %d", id)
+		return nil
+	}
+	fc := findTxnCoordinator(t, ctx, conns[brokers[0].ID()], brokers[0], "tx-fo")
+	if fc.ErrorCode != 0 {
+		t.Fatalf("FindCoordinator: %v", kerr.ErrorForCode(fc.ErrorCode))
+	}
+	coordinator := byID(fc.NodeID)
+	waitFor(t, ctx, "__transaction_state's ISR to hold the three brokers", func() bool {
+		topic, ok := coordinator.cache.Topic(txn.StateTopic)
+		return ok && len(topic.Partitions) == 1 && len(topic.Partitions[0].ISR) == 3
+	})
+	for _, b := range brokers {
+		if b == coordinator {
+			continue
+		}
+		if got := initTxnProducerOnce(t, ctx, conns[b.ID()], b, "tx-fo"); got.ErrorCode != kerr.NotCoordinator.Code {
+			t.Errorf("InitProducerId at broker %d, not the coordinator: got %v, want NOT_COORDINATOR", b.ID(), kerr.ErrorForCode(got.ErrorCode))
+		}
+	}
+	first := initTxnProducer(t, ctx, conns[coordinator.ID()], coordinator, "tx-fo", 60000, -1, -1)
+	second := initTxnProducer(t, ctx, conns[coordinator.ID()], coordinator, "tx-fo", 60000, -1, -1)
+	if first.ErrorCode != 0 || second.ErrorCode != 0 || second.ProducerEpoch != 1 || second.ProducerID != first.ProducerID {
+		t.Fatalf("InitProducerId twice: got %+v then %+v", first, second)
+	}
+
+	if err := coordinator.Close(); err != nil {
+		t.Fatalf("close the coordinator: %v", err)
+	}
+	var survivor *Broker
+	for _, b := range brokers {
+		if b != coordinator {
+			survivor = b
+			break
+		}
+	}
+	var next *Broker
+	waitFor(t, ctx, "a new transaction coordinator", func() bool {
+		fc := findTxnCoordinator(t, ctx, conns[survivor.ID()], survivor, "tx-fo")
+		if fc.ErrorCode != 0 || fc.NodeID == coordinator.ID() {
+			return false
+		}
+		next = byID(fc.NodeID)
+		return true
+	})
+	var got *kmsg.InitProducerIDResponse
+	waitFor(t, ctx, "the new coordinator to answer", func() bool {
+		got = initTxnProducerOnce(t, ctx, conns[next.ID()], next, "tx-fo")
+		return got.ErrorCode != kerr.NotCoordinator.Code && got.ErrorCode != kerr.CoordinatorLoadInProgress.Code
+	})
+	if got.ErrorCode != 0 || got.ProducerID != first.ProducerID || got.ProducerEpoch != 2 {
+		t.Errorf("InitProducerId at the new coordinator, broker %d: got id %d epoch %d (%v), want id %d at epoch 2",
+			next.ID(), got.ProducerID, got.ProducerEpoch, kerr.ErrorForCode(got.ErrorCode), first.ProducerID)
+	}
+}
+
+// initTxnProducerOnce sends one InitProducerId (v4) for id to b.
+func initTxnProducerOnce(t *testing.T, ctx context.Context, cl *rawConn, b *Broker, id string) *kmsg.InitProducerIDResponse {
+	t.Helper()
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.Version, req.TransactionalID, req.TransactionTimeoutMillis = 4, &id, 60000
+	return txnRequest[*kmsg.InitProducerIDResponse](t, ctx, cl, b, req)
+}
