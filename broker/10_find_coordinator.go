@@ -62,19 +62,19 @@ func handleFindCoordinator(_ context.Context, b *Broker, req *request) (kmsg.Res
 // findCoordinator returns the broker coordinating key, or the error code
 // and why.
 func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) (coord.Broker, int16, string) {
-	var topic string
+	var topic, what, none string
 	var ensure func(context.Context) error
 	switch keyType {
 	case 0:
 		if key == "" {
 			return coord.Broker{}, kerr.InvalidGroupID.Code, "the group id is empty"
 		}
-		topic, ensure = group.OffsetsTopic, b.groups.ensureOffsetsTopic
+		topic, what, none, ensure = group.OffsetsTopic, "group", "no group coordinator yet", b.groups.ensureOffsetsTopic
 	case 1:
 		if key == "" {
 			return coord.Broker{}, kerr.InvalidRequest.Code, "the transactional id is empty"
 		}
-		topic, ensure = txn.StateTopic, b.ensureTxnStateTopic
+		topic, what, none, ensure = txn.StateTopic, "transactional_id", "no transaction coordinator yet", b.ensureTxnStateTopic
 	default:
 		return coord.Broker{}, kerr.InvalidRequest.Code, fmt.Sprintf("unknown coordinator type %d", keyType)
 	}
@@ -83,7 +83,7 @@ func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) 
 		err := ensure(wctx)
 		cancel()
 		if err != nil {
-			b.logger.Warn("no coordinator yet", "key", key, "key_type", keyType, "error", err)
+			b.logger.Warn(none, what, key, "error", err)
 			return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, err.Error()
 		}
 	}
