@@ -8,9 +8,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/producerid"
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/txn"
 )
@@ -562,4 +566,51 @@ func initTxnProducerOnce(t *testing.T, ctx context.Context, cl *rawConn, b *Brok
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.Version, req.TransactionalID, req.TransactionTimeoutMillis = 4, &id, 60000
 	return txnRequest[*kmsg.InitProducerIDResponse](t, ctx, cl, b, req)
+}
+
+// TestTxnProducerIDFollowsPrincipal: a transactional id's producer id is
+// issued to the principal that asked, as idempotent producers' are; when
+// another principal initializes the id with no transaction open it gets
+// a new producer id, one its Produce requests pass the producer id check
+// with, instead of the other principal's.
+func TestTxnProducerIDFollowsPrincipal(t *testing.T) {
+	cfg := saslConfig(t)
+	cfg.TransactionStateLogNumPartitions = 1
+	b := startBroker(t, cfg)
+	ctx := testContext(t, time.Minute)
+	findTxnCoordinator(t, ctx, newRawConn(t, b), b, "tx-p")
+	admin := saslClient(t, b, plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())
+	alice := saslClient(t, b, plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism())
+	initPID := func(cl *kgo.Client) *kmsg.InitProducerIDResponse {
+		t.Helper()
+		for {
+			req := kmsg.NewPtrInitProducerIDRequest()
+			id := "tx-p"
+			req.TransactionalID, req.TransactionTimeoutMillis = &id, 60000
+			resp, err := cl.Broker(int(b.ID())).Request(ctx, req)
+			if err != nil {
+				t.Fatalf("InitProducerId: %v", err)
+			}
+			r := resp.(*kmsg.InitProducerIDResponse)
+			if r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+				return r
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	first, again := initPID(admin), initPID(admin)
+	if first.ErrorCode != 0 || again.ErrorCode != 0 || again.ProducerID != first.ProducerID || again.ProducerEpoch != first.ProducerEpoch+1 {
+		t.Fatalf("admin's InitProducerId twice: got %+v then %+v, want the same producer id, epoch bumped", first, again)
+	}
+	other := initPID(alice)
+	if other.ErrorCode != 0 || other.ProducerID == first.ProducerID || other.ProducerEpoch != 0 {
+		t.Fatalf("alice's InitProducerId: got id %d epoch %d (%v), want a new producer id at epoch 0", other.ProducerID, other.ProducerEpoch, kerr.ErrorForCode(other.ErrorCode))
+	}
+	if v := b.producerIDs.Verify(security.Principal{Type: "User", Name: "alice"}, &producerid.Verified{}, other.ProducerID); v != producerid.Issued {
+		t.Errorf("alice's producer id: got verdict %v for alice, want Issued", v)
+	}
+	back := initPID(admin)
+	if back.ErrorCode != 0 || back.ProducerID == other.ProducerID || back.ProducerID == first.ProducerID {
+		t.Errorf("admin's InitProducerId after alice's: got id %d (%v), want a third producer id", back.ProducerID, kerr.ErrorForCode(back.ErrorCode))
+	}
 }
