@@ -208,6 +208,18 @@ func TestTxnFindCoordinatorAndInitProducerID(t *testing.T) {
 	if got := initTxnProducer(t, ctx, cl, b, "", 10000, -1, -1); got.ErrorCode != kerr.InvalidRequest.Code {
 		t.Errorf("InitProducerId with an empty transactional id: got %v, want INVALID_REQUEST", kerr.ErrorForCode(got.ErrorCode))
 	}
+
+	// franz-go's admin client finds the coordinator and reads it, as
+	// kafka-transactions.sh list and describe do.
+	adm := kadm.NewClient(newClient(t, b))
+	listed, err := adm.ListTransactions(ctx, nil, nil)
+	if err != nil || len(listed) != 1 || listed["tx-a"].ProducerID != first.ProducerID || listed["tx-a"].State != "Empty" {
+		t.Errorf("kadm ListTransactions: got %+v (%v), want tx-a Empty with producer id %d", listed, err, first.ProducerID)
+	}
+	described, err := adm.DescribeTransactions(ctx, "tx-a")
+	if d := described["tx-a"]; err != nil || d.Err != nil || d.Coordinator != b.ID() || d.ProducerEpoch != 2 || d.TimeoutMillis != 10000 {
+		t.Errorf("kadm DescribeTransactions: got %+v (%v), want tx-a at epoch 2 coordinated by %d", d, err, b.ID())
+	}
 }
 
 // TestTxnOldEpochIsFenced: once a newer InitProducerId bumped the epoch,
