@@ -43,8 +43,10 @@ import (
 //     epoch (CurrentEpoch, CheckBrokerEpoch), the controllers
 //     (Controller, BackendController, AskController) and the clients of
 //     peers (PeerAddr, PeerClient);
-//   - roleChanged and resign, the group coordinator's callbacks for an
-//     __consumer_offsets partition whose role changed or that went away;
+//   - roleChanged and resign, the coordinators' callbacks for a
+//     partition whose role changed or that went away (the group
+//     coordinator's __consumer_offsets, the transaction coordinator's
+//     __transaction_state);
 //   - followerQuota, the follower replication throttle;
 //   - closing, closed when the broker closes: the loops return on it.
 //
@@ -107,7 +109,7 @@ type Manager struct {
 	cache         Metadata
 	member        Membership
 	roleChanged   func(p *Partition)
-	resign        func(index int32)
+	resign        func(tp coord.TopicPartition)
 	followerQuota *Quota
 	closing       <-chan struct{}
 }
@@ -122,7 +124,7 @@ type Deps struct {
 	Metadata      Metadata
 	Membership    Membership
 	RoleChanged   func(p *Partition)
-	Resign        func(index int32)
+	Resign        func(tp coord.TopicPartition)
 	FollowerQuota *Quota
 	// Closing is closed when the broker closes: the manager's loops and
 	// fetchers end on it, and Close may then be called.

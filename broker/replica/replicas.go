@@ -15,7 +15,6 @@ import (
 
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
-	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -577,9 +576,7 @@ func (m *Manager) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 	if p == nil {
 		return
 	}
-	if tp.Topic == group.OffsetsTopic {
-		m.resign(tp.Partition)
-	}
+	m.resign(tp)
 	m.fetchers.remove(p)
 	p.appendMu.Lock()
 	p.followGen++

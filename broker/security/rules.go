@@ -54,6 +54,9 @@ var authzRules = map[int16]authzRule{
 	20: authorizeDeleteTopics,                                             // TOPIC DELETE
 	22: authorizeInitProducerID,                                           // IDEMPOTENT_WRITE, or WRITE on some topic
 	23: authorizeOffsetForLeaderEpoch,                                     // CLUSTER CLUSTER_ACTION, else TOPIC DESCRIBE
+	24: authorizeAddPartitionsToTxn,                                       // TRANSACTIONAL_ID WRITE, TOPIC WRITE; v4+ CLUSTER CLUSTER_ACTION
+	25: authorizeAddOffsetsToTxn,                                          // TRANSACTIONAL_ID WRITE, GROUP READ
+	26: transactionalIDOp(coord.ACLOperationWrite),                        // EndTxn
 	29: clusterOp(coord.ACLOperationDescribe),                             // DescribeAcls
 	30: authorizeCreateACLs,                                               // CLUSTER ALTER
 	31: authorizeDeleteACLs,                                               // CLUSTER ALTER
@@ -68,6 +71,8 @@ var authzRules = map[int16]authzRule{
 	56: clusterOp(coord.ACLOperationClusterAction),                        // AlterPartition
 	60: authorizeDescribeCluster,                                          // CLUSTER DESCRIBE
 	63: clusterOp(coord.ACLOperationClusterAction),                        // BrokerHeartbeat
+	65: authorizeDescribeTransactions,                                     // TRANSACTIONAL_ID DESCRIBE, TOPIC DESCRIBE
+	66: authorizeListTransactions,                                         // TRANSACTIONAL_ID DESCRIBE per id
 	21: topics(coord.ACLOperationDelete),                                  // DeleteRecords
 	35: clusterOp(coord.ACLOperationDescribe),                             // DescribeLogDirs
 	45: clusterOp(coord.ACLOperationAlter),                                // AlterPartitionReassignments
