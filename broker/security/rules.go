@@ -54,6 +54,7 @@ var authzRules = map[int16]authzRule{
 	20: authorizeDeleteTopics,                                             // TOPIC DELETE
 	22: authorizeInitProducerID,                                           // IDEMPOTENT_WRITE, or WRITE on some topic
 	23: authorizeOffsetForLeaderEpoch,                                     // CLUSTER CLUSTER_ACTION, else TOPIC DESCRIBE
+	28: authorizeTxnOffsetCommit,                                          // TRANSACTIONAL_ID WRITE, GROUP READ, TOPIC READ
 	29: clusterOp(coord.ACLOperationDescribe),                             // DescribeAcls
 	30: authorizeCreateACLs,                                               // CLUSTER ALTER
 	31: authorizeDeleteACLs,                                               // CLUSTER ALTER
@@ -263,6 +264,18 @@ func authorizeProduce(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Res
 		return denyAll(req, kerr.TransactionalIDAuthorizationFailed), nil
 	}
 	return nil, filterTopics(req, a.topic(coord.ACLOperationWrite), kerr.TopicAuthorizationFailed)
+}
+
+// authorizeTxnOffsetCommit: WRITE on the transactional id (else
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), READ on the
+// group (else GROUP_AUTHORIZATION_FAILED), READ on each topic, as Kafka's
+// handleTxnOffsetCommitRequest.
+func authorizeTxnOffsetCommit(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	r := req.(*kmsg.TxnOffsetCommitRequest)
+	if !a.allowed(coord.ACLOperationWrite, coord.ACLResourceTransactionalID, r.TransactionalID) {
+		return denyAll(req, kerr.TransactionalIDAuthorizationFailed), nil
+	}
+	return groupThenTopics(coord.ACLOperationRead, coord.ACLOperationRead)(a, req)
 }
 
 // authorizeFetch: a follower's fetch (a replica id) needs CLUSTER_ACTION
