@@ -275,7 +275,9 @@ func EachBatchRecord(records []byte, batch func(h log.BatchInfo, m *log.Marker),
 
 // Transactional reports whether a batch belongs to a transaction: the
 // offsets a TxnOffsetCommit wrote, which its marker decides.
-func Transactional(h log.BatchInfo) bool { return h.Attributes&attrTransactional != 0 && h.ProducerID >= 0 }
+func Transactional(h log.BatchInfo) bool {
+	return h.Attributes&attrTransactional != 0 && h.ProducerID >= 0
+}
 
 // The v2 batch framing (base offset int64, batch length int32) and the
 // attribute bits the loader reads.
