@@ -182,6 +182,19 @@ consumer stepping over an offset known to hold a value) and wrong-offset
 acks1 losses and misplacements, and plain duplicates, are reported but are not
 anomalies.
 
+With --workload txn the producers are transactional (txn=2 by default): each
+transaction writes 3 records to 3 partitions, every 4th is aborted on purpose.
+A consume-transform-produce stage (a consumer group whose transactions write
+each record it reads, transformed, to the topic verify-out and commit its
+input offsets, every 5th aborted on purpose) runs meanwhile, and the consumers
+read read_committed. After the faults, each partition gets an "end" record,
+the stage finishes, and both topics are read back read_committed. The checks
+add: aborted-read (a read_committed consumer reading an aborted write, G1a),
+partial-read (part of a committed transaction, or of one whose commit was
+never answered, in the final read), transform-lost (an input record the stage
+committed past with no transformation in its output) and transform-duplicated
+(an input record transformed twice in its output).
+
 It prints the fault log as it goes, then a table, and writes everything to
 --out as JSON. Exit status: 0 when every check is clean, 1 when an anomaly was
 found, 2 when the run itself failed.`,
@@ -189,6 +202,7 @@ found, 2 when the run itself failed.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.SeedSet = cmd.Flags().Changed("seed")
 			cfg.FaultsSet = cmd.Flags().Changed("faults")
+			cfg.ProducersSet = cmd.Flags().Changed("producers")
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return verify.Run(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -203,7 +217,8 @@ found, 2 when the run itself failed.`,
 	f.StringSliceVar(&cfg.Faults, "faults", cfg.Faults, "fault kinds to inject: kill, pause, cut, restart, coord (comma list; empty for none)")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule (default: from the clock; printed so that a run can be replayed)")
 	f.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the topic")
-	f.StringSliceVar(&cfg.Producers, "producers", cfg.Producers, "producers per kind, KIND=COUNT with KIND idempotent, plain or acks1 (comma list)")
+	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what the clients do: records (idempotent, plain and acks1 producers) or txn (transactional producers, a consume-transform-produce stage, read_committed consumers)")
+	f.StringSliceVar(&cfg.Producers, "producers", cfg.Producers, "producers per kind, KIND=COUNT with KIND idempotent, plain or acks1; txn with --workload txn (default txn=2) (comma list)")
 	f.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "consumers reading every partition during the run")
 	f.Float64Var(&cfg.Rate, "rate", cfg.Rate, "records/s each producer writes, over all partitions")
 	f.StringVar(&cfg.Out, "out", cfg.Out, "file the result is written to as JSON")
