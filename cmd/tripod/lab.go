@@ -21,7 +21,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark a tripod cluster (produce throughput and latency)",
 	}
-	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd())
+	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd(), newBenchTxnCmd())
 	return cmd
 }
 
@@ -64,6 +64,43 @@ embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
 	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
 	f.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression.type of the producer: none, gzip, snappy, lz4 or zstd; compressed runs send records of random letters that differ from one another, as real records do")
 	f.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "produce requests in flight per broker (max.in.flight.requests.per.connection) of acks=1 runs; acks=all runs are idempotent, with 5")
+	return cmd
+}
+
+// newBenchTxnCmd builds `tripod bench txn`.
+func newBenchTxnCmd() *cobra.Command {
+	cfg := bench.DefaultTxnConfig()
+	cmd := &cobra.Command{
+		Use:   "txn",
+		Short: "Measure transactions per second, and what read_committed costs a consumer",
+		Long: `Measure a transactional producer: --transactions transactions, one at a
+time, each of --records-per-txn records of --record-size bytes spread over
+every partition and committed, printing transactions/s, records/s and the
+commit latency; then the same records through an idempotent producer
+without transactions; then the topic read from its start by fresh
+consumers at read_uncommitted and read_committed, alternated --runs times,
+with the ratio of their MB/s. With --bootstrap it uses that cluster;
+without it, it starts --brokers brokers of this binary on --coord.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return bench.Txn(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "HOST:PORT[,HOST:PORT] of an existing cluster; empty: start one")
+	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster started without --bootstrap: raft, zk or etcd")
+	f.IntVar(&cfg.Brokers, "brokers", cfg.Brokers, "brokers of the cluster started without --bootstrap")
+	f.IntVar(&cfg.Transactions, "transactions", cfg.Transactions, "transactions to commit")
+	f.IntVar(&cfg.RecordsPerTxn, "records-per-txn", cfg.RecordsPerTxn, "records per transaction, spread over every partition")
+	f.IntVar(&cfg.RecordSize, "record-size", cfg.RecordSize, "record value size in bytes")
+	f.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the topic")
+	f.IntVar(&cfg.ReplicationFactor, "replication-factor", cfg.ReplicationFactor, "replication factor of the topic")
+	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "reads of the topic per isolation level, alternated")
+	f.StringVar(&cfg.JSONPath, "json", cfg.JSONPath, "file to write the figures to as JSON")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long the whole benchmark may take")
+	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
 	return cmd
 }
 
