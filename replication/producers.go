@@ -201,7 +201,7 @@ func (e *producerEntry) add(b BatchMeta) {
 // duplicate returns the retained batch with b's epoch and exact sequence
 // range, if any (Kafka's ProducerStateEntry.findDuplicateBatch).
 func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
-	if b.ProducerEpoch != e.epoch {
+	if b.ProducerEpoch != e.epoch || b.BaseSequence == NoSequence {
 		return BatchMeta{}, false
 	}
 	for _, kept := range e.batches {
@@ -348,6 +348,9 @@ type pendingProducer struct {
 //     appended one (wrapping from math.MaxInt32 to 0), else
 //     ErrOutOfOrderSequence: a gap, a reorder, or a retry older than the
 //     retained batches.
+//   - A batch without a sequence (NoSequence), which only a coordinator
+//     writes (the offsets of a TxnOffsetCommit), is checked for its epoch
+//     only, as Kafka checks its coordinator-origin appends.
 //   - A producer id the partition does not know is accepted at any
 //     sequence and epoch, as Kafka 2.5+ does (KIP-360): its earlier
 //     batches may have left the log through retention, or it may have
@@ -391,6 +394,10 @@ func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
 		case b.ProducerEpoch < current.epoch:
 			return nil, fmt.Errorf("%w: batch %d of producer %d has epoch %d, current epoch %d",
 				ErrProducerFenced, i, b.ProducerID, b.ProducerEpoch, current.epoch)
+		case b.BaseSequence == NoSequence:
+			// A coordinator's transactional records (TxnOffsetCommit's
+			// offsets): only the epoch is checked. A client's batch with a
+			// producer id always carries a sequence (log.ValidateProduced).
 		case b.ProducerEpoch != current.epoch:
 			if b.BaseSequence != 0 && current.epoch != NoProducerEpoch {
 				return nil, fmt.Errorf("%w: batch %d of producer %d starts new epoch %d at sequence %d, want 0 (current epoch %d)",

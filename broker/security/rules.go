@@ -57,6 +57,7 @@ var authzRules = map[int16]authzRule{
 	24: authorizeAddPartitionsToTxn,                                       // TRANSACTIONAL_ID WRITE, TOPIC WRITE; v4+ CLUSTER CLUSTER_ACTION
 	25: authorizeAddOffsetsToTxn,                                          // TRANSACTIONAL_ID WRITE, GROUP READ
 	26: transactionalIDOp(coord.ACLOperationWrite),                        // EndTxn
+	28: authorizeTxnOffsetCommit,                                          // TRANSACTIONAL_ID WRITE, GROUP READ, TOPIC READ
 	29: clusterOp(coord.ACLOperationDescribe),                             // DescribeAcls
 	30: authorizeCreateACLs,                                               // CLUSTER ALTER
 	31: authorizeDeleteACLs,                                               // CLUSTER ALTER

@@ -120,3 +120,15 @@ func authorizeListTransactions(a *access, _ kmsg.Request) (kmsg.Response, func(k
 		})
 	}
 }
+
+// authorizeTxnOffsetCommit: WRITE on the transactional id (else
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), READ on the
+// group (else GROUP_AUTHORIZATION_FAILED), READ on each topic, as Kafka's
+// handleTxnOffsetCommitRequest.
+func authorizeTxnOffsetCommit(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	r := req.(*kmsg.TxnOffsetCommitRequest)
+	if !a.allowed(coord.ACLOperationWrite, coord.ACLResourceTransactionalID, r.TransactionalID) {
+		return denyAll(req, kerr.TransactionalIDAuthorizationFailed), nil
+	}
+	return groupThenTopics(coord.ACLOperationRead, coord.ACLOperationRead)(a, req)
+}

@@ -24,6 +24,15 @@ func BuildBatch(kvs []KV, now time.Time) []byte {
 	return buildBatchAs(kvs, now, 0, -1, -1)
 }
 
+// BuildTxnBatch is BuildBatch for records a coordinator writes on behalf
+// of a transaction (the offsets of a TxnOffsetCommit): the batch carries
+// the transactional attribute and the transaction's producer id and
+// epoch, and no sequence (-1), as Kafka's coordinator writes them; the
+// transaction's marker on the same partition decides them.
+func BuildTxnBatch(kvs []KV, now time.Time, producerID int64, producerEpoch int16) []byte {
+	return buildBatchAs(kvs, now, attrTransactional, producerID, producerEpoch)
+}
+
 // buildBatchAs is BuildBatch with the batch's attributes and producer.
 func buildBatchAs(kvs []KV, now time.Time, attributes int16, producerID int64, producerEpoch int16) []byte {
 	if len(kvs) == 0 {
