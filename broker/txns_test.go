@@ -26,6 +26,14 @@ func txnConfig(t *testing.T) config.Config {
 	return cfg
 }
 
+// txnTestConfig is txnConfig with quick groups (fastGroups), for the
+// tests of transactional clients that consume in groups too.
+func txnTestConfig(t *testing.T) config.Config {
+	cfg := txnConfig(t)
+	fastGroups(&cfg)
+	return cfg
+}
+
 // rawConn is one connection to a broker on which requests are sent at
 // the version they name, without a client's routing or retries.
 type rawConn struct {
