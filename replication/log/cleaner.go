@@ -40,8 +40,16 @@ package log
 // the active segment reads as a batch (Kafka's readers move on to the
 // next segment instead; tripod's producer-state load counts an empty read
 // below the log end as corruption).
-// Transactional and control batches are kept as they are (tripod refuses
-// transactions).
+// Transactional and control batches are kept as they are, records of
+// aborted transactions included: their keys do not enter the offset map,
+// so they neither supersede nor are superseded, and a segment's
+// aborted-transaction index (whose file keeps its name through the swap)
+// still describes it, so a read_committed fetch still skips what was
+// aborted. Kafka's cleaner drops aborted records and, once the
+// transaction is decided, merges committed ones with the rest; tripod
+// leaves both for a later version. No segment is cleaned that ends
+// above the first unstable offset (CleanBelow's bound, the last stable
+// offset), as Kafka's firstUncleanableOffset holds.
 //
 // Swap protocol, crash safe as Kafka's: a segment's cleaned files are
 // written as <base>.log.cleaned, <base>.index.cleaned and
@@ -188,6 +196,13 @@ type cleanSegment struct {
 // the dedupe buffer cannot hold one batch's keys, and the file system's.
 // The log is then as it was, or has some segments cleaned.
 func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
+	return l.CleanBelow(cfg, now, math.MaxInt64)
+}
+
+// CleanBelow is Clean bounded by firstUnstable, the partition's last
+// stable offset: a segment that ends above it (whose records include
+// undecided transactions) is not cleaned, nor any after it.
+func (l *Log) CleanBelow(cfg CleanConfig, now time.Time, firstUnstable int64) (CleanResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return CleanResult{}, err
 	}
@@ -222,6 +237,9 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 	forced := false
 	firstDirtySeen := false
 	for _, c := range closed {
+		if c.next > firstUnstable {
+			uncleanable = min(uncleanable, c.seg.baseOffset)
+		}
 		switch {
 		case c.next <= firstDirty:
 			cleanBytes += c.size
@@ -580,6 +598,10 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 	s.offsetsFile = indexFileState{entries: len(s.offsets), valid: len(s.offsets)}
 	s.timesFile = indexFileState{entries: len(s.times), valid: len(s.times)}
 	s.indexFiles = true
+	// Transactional and control batches are copied as they are, so the
+	// segment's aborted-transaction index, whose file keeps its name,
+	// still describes the cleaned one.
+	s.txns = c.seg.txns
 	l.mu.Lock()
 	l.segments[i] = s
 	l.publishLocked()
@@ -587,7 +609,8 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 	l.dirDirty = true
 	l.appendMu.Unlock()
 	// No reader holds the old segment any more: they take it under mu.
-	c.seg.close()
+	// Its transaction index lives on in s.
+	c.seg.log.Close()
 	return true, nil
 }
 
