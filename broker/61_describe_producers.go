@@ -11,9 +11,11 @@ func init() { registerAPI(61, 0, 0, handleDescribeProducers) }
 
 // handleDescribeProducers lists, for each requested partition this broker
 // leads, the idempotent producers its producer state remembers: producer
-// id, epoch, last sequence and the max timestamp of the last batch.
-// tripod has no transactions, so every coordinator epoch and current
-// transaction start offset is -1. A partition led elsewhere is
+// id, epoch, last sequence, the max timestamp of the last batch and the
+// first offset of its open transaction (CurrentTxnStartOffset, -1 when
+// none is open: kafka-transactions.sh finds hanging transactions by it).
+// The partition does not keep the coordinator epoch of a producer's last
+// marker, so CoordinatorEpoch is -1. A partition led elsewhere is
 // NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION, as
 // Kafka answers.
 func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
@@ -38,7 +40,7 @@ func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.R
 				ap.LastSequence = ps.LastSequence
 				ap.LastTimestamp = ps.LastTimestamp
 				ap.CoordinatorEpoch = -1
-				ap.CurrentTxnStartOffset = -1
+				ap.CurrentTxnStartOffset = ps.CurrentTxnStartOffset
 				sp.ActiveProducers = append(sp.ActiveProducers, ap)
 			}
 			st.Partitions = append(st.Partitions, sp)

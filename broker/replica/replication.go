@@ -30,6 +30,9 @@ import (
 // (the log deleted those above) and the log after it when a producer
 // lost all it had. The caller holds p.appendMu.
 func (m *Manager) truncateProducers(p *Partition, offset int64) {
+	// The log cuts whole batches: its end may be below offset.
+	offset = min(offset, p.log.EndOffset())
+	defer p.publishTxns()
 	if !p.producers.TruncateTo(offset) {
 		return
 	}
@@ -123,7 +126,10 @@ func (m *Manager) AppendAsLeader(p *Partition, records []byte, acksAll bool, dea
 			p.appendMu.Unlock()
 			return res, nil, err
 		}
-		p.producers.Appended(metas, res.BaseOffset)
+		if err := p.recordAppended(metas, res.BaseOffset); err != nil {
+			m.logger.Error("record transaction markers failed", "partition", p.Name(), "error", err)
+			m.CheckStorage(p, err)
+		}
 	}
 	now := time.Now()
 	var done chan error
