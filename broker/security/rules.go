@@ -54,6 +54,7 @@ var authzRules = map[int16]authzRule{
 	20: authorizeDeleteTopics,                                             // TOPIC DELETE
 	22: authorizeInitProducerID,                                           // IDEMPOTENT_WRITE, or WRITE on some topic
 	23: authorizeOffsetForLeaderEpoch,                                     // CLUSTER CLUSTER_ACTION, else TOPIC DESCRIBE
+	27: clusterOp(coord.ACLOperationClusterAction),                        // WriteTxnMarkers
 	29: clusterOp(coord.ACLOperationDescribe),                             // DescribeAcls
 	30: authorizeCreateACLs,                                               // CLUSTER ALTER
 	31: authorizeDeleteACLs,                                               // CLUSTER ALTER

@@ -1,0 +1,277 @@
+package broker
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/internal/kafkatest"
+)
+
+// produceTxn sends one batch of values (acks=all) with transactional id
+// txnID: a transactional batch of producer id/epoch from sequence seq, or
+// for id -1 a plain one. It returns the base offset and the partition's
+// error code.
+func produceTxn(t *testing.T, cl *kgo.Client, topic string, txnID *string, id int64, epoch int16, seq int32, values ...string) (int64, int16) {
+	t.Helper()
+	var raw [][]byte
+	for _, v := range values {
+		raw = append(raw, []byte(v))
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 10_000
+	req.TransactionID = txnID
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = kafkatest.EncodeTransactionalBatch(time.Now().UnixMilli(), id, epoch, seq, raw...)
+	if id < 0 {
+		rp.Records = kafkatest.EncodeBatch(time.Now().UnixMilli(), -1, -1, -1, raw...)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	sp := issue[*kmsg.ProduceResponse](t, cl, req).Topics[0].Partitions[0]
+	return sp.BaseOffset, sp.ErrorCode
+}
+
+// fetchIsolated fetches topic's partition 0 from offset at isolation
+// level isolation (1: read_committed), waiting up to wait for a byte.
+func fetchIsolated(t *testing.T, cl *kgo.Client, topic string, offset int64, isolation int8, wait time.Duration) kmsg.FetchResponseTopicPartition {
+	t.Helper()
+	return issue[*kmsg.FetchResponse](t, cl, isolatedFetch(topic, offset, isolation, wait)).Topics[0].Partitions[0]
+}
+
+// isolatedFetch is fetchIsolated's request.
+func isolatedFetch(topic string, offset int64, isolation int8, wait time.Duration) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = int32(wait.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	req.IsolationLevel = isolation
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.FetchOffset = offset
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	return req
+}
+
+// listLatestAt asks for topic's partition 0's latest offset at isolation
+// level isolation.
+func listLatestAt(t *testing.T, cl *kgo.Client, topic string, isolation int8) int64 {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = isolation
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = -1
+	rp.CurrentLeaderEpoch = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	sp := issue[*kmsg.ListOffsetsResponse](t, cl, req).Topics[0].Partitions[0]
+	if sp.ErrorCode != 0 {
+		t.Fatalf("ListOffsets latest, isolation %d: %v", isolation, kerr.ErrorForCode(sp.ErrorCode))
+	}
+	return sp.Offset
+}
+
+// writeMarkers sends WriteTxnMarkers and returns each marker's error code
+// on each partition, in the request's order.
+func writeMarkers(t *testing.T, cl *kgo.Client, markers ...kmsg.WriteTxnMarkersRequestMarker) [][]int16 {
+	t.Helper()
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Markers = markers
+	// Straight to the broker: the client would route the request by
+	// its partitions' leaders, and refuse one it does not know.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		t.Fatalf("WriteTxnMarkers: %v", err)
+	}
+	resp := kresp.(*kmsg.WriteTxnMarkersResponse)
+	var out [][]int16
+	for _, m := range resp.Markers {
+		var codes []int16
+		for _, rt := range m.Topics {
+			for _, rp := range rt.Partitions {
+				codes = append(codes, rp.ErrorCode)
+			}
+		}
+		out = append(out, codes)
+	}
+	return out
+}
+
+// txnMarker is a WriteTxnMarkers marker of producer id at epoch on the
+// partitions of topic.
+func txnMarker(id int64, epoch int16, commit bool, topic string, partitions ...int32) kmsg.WriteTxnMarkersRequestMarker {
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = id, epoch, commit, 1
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic = topic
+	mt.Partitions = partitions
+	m.Topics = append(m.Topics, mt)
+	return m
+}
+
+// TestTransactionsOnAPartition writes two transactions and a plain
+// record to a partition, then ends them with WriteTxnMarkers as a
+// coordinator would (one aborted, one committed): until the markers, a
+// read_committed fetch stops at the first transaction's first record (the
+// last stable offset), ListOffsets read_committed answers it and
+// DescribeProducers shows the open transactions; a read_committed fetch
+// waiting for a byte is woken by the markers; afterwards it reads
+// everything with the aborted transaction listed, while read_uncommitted
+// reads everything without the list. A marker of an older producer
+// epoch is INVALID_PRODUCER_EPOCH, one to a partition the broker does not
+// hold UNKNOWN_TOPIC_OR_PARTITION, and a transactional produce without a
+// transactional id TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+func TestTransactionsOnAPartition(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	const topic = "txns"
+	createLocalTopic(t, b, topic, 1)
+	ctx := testContext(t, time.Minute)
+	waitFor(t, ctx, "the broker to lead the partition", func() bool {
+		p, _ := b.replicas.LeaderFor(topic, 0)
+		return p != nil
+	})
+	cl := newClient(t, b)
+	idA, epochA := initProducerID(t, b, -1, -1)
+	idB, epochB := initProducerID(t, b, -1, -1)
+	txnA, txnB := "txn-a", "txn-b"
+
+	if _, code := produceTxn(t, cl, topic, nil, idA, epochA, 0, "no id"); code != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("transactional produce without a transactional id: got %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+	}
+	for _, w := range []struct {
+		txn   *string
+		id    int64
+		epoch int16
+		seq   int32
+		want  int64
+		vals  []string
+	}{
+		{&txnA, idA, epochA, 0, 0, []string{"a1", "a2"}},
+		{nil, -1, -1, -1, 2, []string{"plain"}},
+		{&txnB, idB, epochB, 0, 3, []string{"b1"}},
+	} {
+		if base, code := produceTxn(t, cl, topic, w.txn, w.id, w.epoch, w.seq, w.vals...); code != 0 || base != w.want {
+			t.Fatalf("produce %v: got base offset %d, %v, want %d", w.vals, base, kerr.ErrorForCode(code), w.want)
+		}
+	}
+
+	p := fetchIsolated(t, cl, topic, 0, 1, 0)
+	if p.ErrorCode != 0 || p.HighWatermark != 4 || p.LastStableOffset != 0 || len(p.RecordBatches) != 0 {
+		t.Fatalf("read_committed fetch before the markers: got error %v, HW %d, LSO %d, %d bytes, want HW 4, LSO 0, nothing",
+			kerr.ErrorForCode(p.ErrorCode), p.HighWatermark, p.LastStableOffset, len(p.RecordBatches))
+	}
+	if got := listLatestAt(t, cl, topic, 1); got != 0 {
+		t.Fatalf("ListOffsets latest read_committed before the markers: got %d, want the LSO 0", got)
+	}
+	if got := listLatestAt(t, cl, topic, 0); got != 4 {
+		t.Fatalf("ListOffsets latest read_uncommitted: got %d, want the HW 4", got)
+	}
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dt := kmsg.NewDescribeProducersRequestTopic()
+	dt.Topic, dt.Partitions = topic, []int32{0}
+	dp.Topics = append(dp.Topics, dt)
+	starts := map[int64]int64{}
+	for _, ap := range issue[*kmsg.DescribeProducersResponse](t, cl, dp).Topics[0].Partitions[0].ActiveProducers {
+		starts[ap.ProducerID] = ap.CurrentTxnStartOffset
+	}
+	if starts[idA] != 0 || starts[idB] != 3 {
+		t.Fatalf("DescribeProducers' CurrentTxnStartOffset: got %v, want %d at 0 and %d at 3", starts, idA, idB)
+	}
+
+	// A read_committed fetch waiting for a byte, woken by the markers.
+	type fetched struct {
+		resp kmsg.Response
+		err  error
+		took time.Duration
+	}
+	waiting := make(chan fetched, 1)
+	go func() {
+		start := time.Now()
+		resp, err := cl.Request(ctx, isolatedFetch(topic, 0, 1, 20*time.Second))
+		waiting <- fetched{resp, err, time.Since(start)}
+	}()
+	waitFor(t, ctx, "the read_committed fetch to wait", func() bool {
+		p, _ := b.replicas.LeaderFor(topic, 0)
+		return p.WaitingFetches() > 0
+	})
+
+	codes := writeMarkers(t, cl, txnMarker(idA, epochA, false, topic, 0), txnMarker(idB, epochB, true, topic, 0), txnMarker(idB, epochB, true, "no-such-topic", 0))
+	if want := [][]int16{{0}, {0}, {kerr.UnknownTopicOrPartition.Code}}; !slices.EqualFunc(codes, want, slices.Equal[[]int16]) {
+		t.Fatalf("WriteTxnMarkers: got codes %v, want %v", codes, want)
+	}
+	var woken fetched
+	select {
+	case woken = <-waiting:
+	case <-ctx.Done():
+		t.Fatal("the read_committed fetch was not answered")
+	}
+	if woken.err != nil {
+		t.Fatalf("waiting read_committed fetch: %v", woken.err)
+	}
+	if wp := woken.resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]; woken.took >= 20*time.Second || len(wp.RecordBatches) == 0 {
+		t.Fatalf("waiting read_committed fetch: answered after %v with %d bytes, want records before its 20s wait", woken.took, len(wp.RecordBatches))
+	}
+
+	p = fetchIsolated(t, cl, topic, 0, 1, 0)
+	want := []kmsg.FetchResponseTopicPartitionAbortedTransaction{{ProducerID: idA, FirstOffset: 0}}
+	if p.ErrorCode != 0 || p.HighWatermark != 6 || p.LastStableOffset != 6 || !reflect.DeepEqual(p.AbortedTransactions, want) {
+		t.Fatalf("read_committed fetch after the markers: got error %v, HW %d, LSO %d, aborted %+v, want HW and LSO 6, aborted %+v",
+			kerr.ErrorForCode(p.ErrorCode), p.HighWatermark, p.LastStableOffset, p.AbortedTransactions, want)
+	}
+	if next, ok := nextOffset(p.RecordBatches); !ok || next != 6 {
+		t.Fatalf("read_committed fetch after the markers: read up to %d, want 6", next)
+	}
+	if got := listLatestAt(t, cl, topic, 1); got != 6 {
+		t.Fatalf("ListOffsets latest read_committed after the markers: got %d, want 6", got)
+	}
+	p = fetchIsolated(t, cl, topic, 0, 0, 0)
+	if next, ok := nextOffset(p.RecordBatches); p.ErrorCode != 0 || !ok || next != 6 || p.AbortedTransactions != nil {
+		t.Fatalf("read_uncommitted fetch: got error %v, up to %d, aborted %+v, want everything to 6 and no aborted list",
+			kerr.ErrorForCode(p.ErrorCode), next, p.AbortedTransactions)
+	}
+	// Past producer A's abort marker (at 4), its transaction is behind.
+	if p = fetchIsolated(t, cl, topic, 5, 1, 0); len(p.RecordBatches) == 0 || len(p.AbortedTransactions) != 0 {
+		t.Fatalf("read_committed fetch from 5: got %d bytes, aborted %+v, want the commit marker and none", len(p.RecordBatches), p.AbortedTransactions)
+	}
+
+	// The coordinator bumped producer A's epoch and aborts with it: a
+	// marker of the old epoch is fenced.
+	if codes := writeMarkers(t, cl, txnMarker(idA, epochA+1, false, topic, 0)); codes[0][0] != 0 {
+		t.Fatalf("marker of a newer epoch: got %v, want it written", kerr.ErrorForCode(codes[0][0]))
+	}
+	if codes := writeMarkers(t, cl, txnMarker(idA, epochA, false, topic, 0)); codes[0][0] != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("marker of an older epoch: got %v, want INVALID_PRODUCER_EPOCH", kerr.ErrorForCode(codes[0][0]))
+	}
+}
+
+// nextOffset is the offset after the last batch of records.
+func nextOffset(records []byte) (int64, bool) {
+	var next int64
+	ok := false
+	for len(records) >= 61 {
+		var rb kmsg.RecordBatch
+		if rb.ReadFrom(records) != nil {
+			break
+		}
+		next, ok = rb.FirstOffset+int64(rb.LastOffsetDelta)+1, true
+		records = records[rb.Length+12:]
+	}
+	return next, ok
+}
