@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/kafkatest"
+	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
 // produceTxn sends one batch of values (acks=all) with transactional id
@@ -274,4 +276,58 @@ func nextOffset(records []byte) (int64, bool) {
 		records = records[rb.Length+12:]
 	}
 	return next, ok
+}
+
+// TestTransactionsReplicated ends a transaction on a partition with two
+// replicas: the follower, which replicates the leader's batches, keeps
+// the same transactions (open until the marker, none after) and the
+// same aborted-transaction index entry, so that it can serve
+// read_committed fetches when it leads.
+func TestTransactionsReplicated(t *testing.T) {
+	brokers := startRaftCluster(t, 2)
+	ctx := testContext(t, 2*time.Minute)
+	const topic = "replicated-txns"
+	adm := kadm.NewClient(newClient(t, brokers[0]))
+	if created, err := adm.CreateTopic(ctx, 1, 2, nil, topic); err != nil || created.Err != nil {
+		t.Fatalf("create topic %s: %v %v", topic, err, created.Err)
+	}
+	var leader, follower *Broker
+	waitFor(t, ctx, "a leader and an in-sync follower", func() bool {
+		for i, b := range brokers {
+			if p, _ := b.replicas.LeaderFor(topic, 0); p != nil && len(p.Role().ISR) == 2 {
+				leader, follower = b, brokers[1-i]
+				return follower.replicas.PartitionFor(topic, 0) != nil
+			}
+		}
+		return false
+	})
+	cl := newClient(t, leader)
+	id, epoch := initProducerID(t, leader, -1, -1)
+	txn := "txn"
+	if _, code := produceTxn(t, cl, topic, &txn, id, epoch, 0, "x", "y"); code != 0 {
+		t.Fatalf("transactional produce: %v", kerr.ErrorForCode(code))
+	}
+	fp := follower.replicas.PartitionFor(topic, 0)
+	openAt := func(want int64) func() bool {
+		return func() bool {
+			for _, ap := range fp.ActiveProducers() {
+				if ap.ProducerID == id {
+					return ap.CurrentTxnStartOffset == want
+				}
+			}
+			return false
+		}
+	}
+	waitFor(t, ctx, "the follower to see the transaction open at 0", openAt(0))
+	if codes := writeMarkers(t, newClient(t, leader), txnMarker(id, epoch, false, topic, 0)); codes[0][0] != 0 {
+		t.Fatalf("abort marker: %v", kerr.ErrorForCode(codes[0][0]))
+	}
+	waitFor(t, ctx, "the follower to see the transaction ended", openAt(-1))
+	want := []tlog.AbortedTxn{{ProducerID: id, FirstOffset: 0, LastOffset: 2, LastStableOffset: 3}}
+	waitFor(t, ctx, "the follower's index entry", func() bool {
+		return reflect.DeepEqual(fp.Log().CollectAbortedTxns(0, 3), want)
+	})
+	if lp := leader.replicas.PartitionFor(topic, 0); lp.LastStableOffset() != 3 {
+		t.Fatalf("leader's LSO after the replicated abort: got %d, want 3", lp.LastStableOffset())
+	}
 }

@@ -237,11 +237,15 @@ func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 // LastStableOffset is the offset below which every transaction is
 // decided (KIP-98): the high watermark, or the first offset of the
 // earliest transaction that is open or whose marker the ISR has not all
-// replicated, when that is lower. A read_committed consumer reads below
-// it. It takes no lock.
+// replicated, when that is lower; never below the log start offset (an
+// open transaction whose first records retention or DeleteRecords
+// removed holds it there, as Kafka's UnifiedLog bounds its first
+// unstable offset). A read_committed consumer reads below it. It takes
+// no lock.
 func (p *Partition) LastStableOffset() int64 {
 	u := p.unstable.Load()
-	return u.LastStable(p.hw.Load())
+	hw := p.hw.Load()
+	return max(u.LastStable(hw), min(p.log.StartOffset(), hw))
 }
 
 // publishTxns forgets the transactions whose marker is below the high
