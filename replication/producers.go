@@ -26,6 +26,11 @@ var (
 	// or a batch of a new producer epoch that does not start at sequence 0
 	// (OUT_OF_ORDER_SEQUENCE_NUMBER).
 	ErrOutOfOrderSequence = errors.New("replication: out of order sequence number")
+	// ErrInvalidTxnState refuses a batch that is not transactional from
+	// a producer whose transaction on the partition is open: it must
+	// write transactionally until the transaction's marker
+	// (INVALID_TXN_STATE, as Kafka's ProducerAppendInfo answers).
+	ErrInvalidTxnState = errors.New("replication: a non-transactional batch from a producer whose transaction is open")
 )
 
 // Kafka's RecordBatch constants for a batch without a producer.
@@ -377,6 +382,8 @@ type pendingProducer struct {
 //     appended one (wrapping from math.MaxInt32 to 0), else
 //     ErrOutOfOrderSequence: a gap, a reorder, or a retry older than the
 //     retained batches.
+//   - A batch that is not transactional, from a producer whose
+//     transaction is open, is ErrInvalidTxnState.
 //   - A producer id the partition does not know is accepted at any
 //     sequence and epoch, as Kafka 2.5+ does (KIP-360): its earlier
 //     batches may have left the log through retention, or it may have
@@ -434,6 +441,10 @@ func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
 		case known && !inSequence(current.lastSequence, b.BaseSequence):
 			return nil, fmt.Errorf("%w: batch %d of producer %d epoch %d has sequence %d, want %d",
 				ErrOutOfOrderSequence, i, b.ProducerID, b.ProducerEpoch, b.BaseSequence, incrementSequence(current.lastSequence, 1))
+		}
+		if first, open := p.txns.open[b.ProducerID]; open && !b.Transactional {
+			return nil, fmt.Errorf("%w: batch %d of producer %d, whose transaction is open since offset %d",
+				ErrInvalidTxnState, i, b.ProducerID, first)
 		}
 		current.epoch, current.lastSequence = b.ProducerEpoch, b.LastSequence
 		if at >= 0 {

@@ -72,8 +72,9 @@ func txnScenario(t *testing.T, p *Producers, l *log.Log) {
 // state as the leader writes them: the LSO stops at the first open
 // transaction until its marker is below the high watermark, the abort
 // marker's entry reaches the log's index (CollectAbortedTxns), the open
-// transaction shows in Active, and a marker of an older epoch is fenced
-// while a newer one moves the producer to its epoch.
+// transaction shows in Active, a non-transactional batch of a producer
+// in a transaction is ErrInvalidTxnState, and a marker of an older epoch
+// is fenced while a newer one moves the producer to its epoch.
 func TestProducersTxnMarkers(t *testing.T) {
 	l := openTestLog(t)
 	p := NewProducers()
@@ -105,6 +106,15 @@ func TestProducersTxnMarkers(t *testing.T) {
 	}
 	if !slices.Equal(open, []int64{-1, -1, 7}) {
 		t.Fatalf("CurrentTxnStartOffset of producers 1, 2, 3: got %v, want [-1 -1 7]", open)
+	}
+
+	// Producer 3 may not write outside its open transaction.
+	plain, err := ParseBatchMeta(producerBatch(t, spec{3, 0, 2, 1}, 8, 1004))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Check(plain); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("non-transactional batch during producer 3's transaction: got %v, want ErrInvalidTxnState", err)
 	}
 
 	// Producer 3's coordinator bumped it to epoch 2 and aborts with it:

@@ -58,6 +58,7 @@ var table = []row{
 	{replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange, fromReplication},
 	{replication.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber, fromReplication},
 	{replication.ErrProducerFenced, kerr.InvalidProducerEpoch, fromReplication},
+	{replication.ErrInvalidTxnState, kerr.InvalidTxnState, fromReplication},
 
 	{tlog.ErrCorruptMessage, kerr.CorruptMessage, fromLog},
 	{tlog.ErrInvalidRecord, kerr.InvalidRecord, fromLog},
