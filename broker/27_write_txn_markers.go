@@ -30,7 +30,9 @@ const txnMarkerTimeout = 30 * time.Second
 // (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION); a marker whose
 // producer epoch is older than the partition's current epoch for the
 // producer id gets INVALID_PRODUCER_EPOCH (a newer one is written and
-// becomes the producer's epoch); an append's other errors and the
+// becomes the producer's epoch), one whose coordinator epoch is older
+// than that of the producer's last marker TRANSACTION_COORDINATOR_FENCED;
+// an append's other errors and the
 // outcome of the wait for the high watermark are mapped as Produce maps
 // them. The waits run after the connection's reader moves on. Once a
 // marker is replicated on a partition of __consumer_offsets, the group

@@ -13,9 +13,9 @@ func init() { registerAPI(61, 0, 0, handleDescribeProducers) }
 // leads, the idempotent producers its producer state remembers: producer
 // id, epoch, last sequence, the max timestamp of the last batch and the
 // first offset of its open transaction (CurrentTxnStartOffset, -1 when
-// none is open: kafka-transactions.sh finds hanging transactions by it).
-// The partition does not keep the coordinator epoch of a producer's last
-// marker, so CoordinatorEpoch is -1. A partition led elsewhere is
+// none is open: kafka-transactions.sh finds hanging transactions by it)
+// and the coordinator epoch of its last transaction marker (-1 if none).
+// A partition led elsewhere is
 // NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION, as
 // Kafka answers.
 func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
@@ -39,7 +39,7 @@ func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.R
 				ap.ProducerEpoch = int32(ps.ProducerEpoch)
 				ap.LastSequence = ps.LastSequence
 				ap.LastTimestamp = ps.LastTimestamp
-				ap.CoordinatorEpoch = -1
+				ap.CoordinatorEpoch = ps.CoordinatorEpoch
 				ap.CurrentTxnStartOffset = ps.CurrentTxnStartOffset
 				sp.ActiveProducers = append(sp.ActiveProducers, ap)
 			}

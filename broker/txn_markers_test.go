@@ -137,7 +137,8 @@ func txnMarker(id int64, epoch int16, commit bool, topic string, partitions ...i
 // waiting for a byte is woken by the markers; afterwards it reads
 // everything with the aborted transaction listed, while read_uncommitted
 // reads everything without the list. A marker of an older producer
-// epoch is INVALID_PRODUCER_EPOCH, one to a partition the broker does not
+// epoch is INVALID_PRODUCER_EPOCH, one of an older coordinator epoch
+// TRANSACTION_COORDINATOR_FENCED, one to a partition the broker does not
 // hold UNKNOWN_TOPIC_OR_PARTITION, and a transactional produce without a
 // transactional id TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 func TestTransactionsOnAPartition(t *testing.T) {
@@ -260,6 +261,18 @@ func TestTransactionsOnAPartition(t *testing.T) {
 	}
 	if codes := writeMarkers(t, cl, txnMarker(idA, epochA, false, topic, 0)); codes[0][0] != kerr.InvalidProducerEpoch.Code {
 		t.Fatalf("marker of an older epoch: got %v, want INVALID_PRODUCER_EPOCH", kerr.ErrorForCode(codes[0][0]))
+	}
+	// A coordinator older than the one that wrote the last marker (epoch
+	// 1) is fenced.
+	old := txnMarker(idA, epochA+1, false, topic, 0)
+	old.CoordinatorEpoch = 0
+	if codes := writeMarkers(t, cl, old); codes[0][0] != kerr.TransactionCoordinatorFenced.Code {
+		t.Fatalf("marker of an older coordinator epoch: got %v, want TRANSACTION_COORDINATOR_FENCED", kerr.ErrorForCode(codes[0][0]))
+	}
+	for _, ap := range issue[*kmsg.DescribeProducersResponse](t, cl, dp).Topics[0].Partitions[0].ActiveProducers {
+		if ap.ProducerID == idA && (ap.CoordinatorEpoch != 1 || ap.ProducerEpoch != int32(epochA+1) || ap.CurrentTxnStartOffset != -1) {
+			t.Fatalf("DescribeProducers of producer A after its markers: got %+v, want coordinator epoch 1, epoch %d, no transaction", ap, epochA+1)
+		}
 	}
 }
 

@@ -31,6 +31,11 @@ var (
 	// write transactionally until the transaction's marker
 	// (INVALID_TXN_STATE, as Kafka's ProducerAppendInfo answers).
 	ErrInvalidTxnState = errors.New("replication: a non-transactional batch from a producer whose transaction is open")
+	// ErrCoordinatorFenced refuses a transaction marker written for a
+	// transaction coordinator older than the one whose marker the
+	// partition last wrote for the producer: a newer coordinator has
+	// taken the transactional id over (TRANSACTION_COORDINATOR_FENCED).
+	ErrCoordinatorFenced = errors.New("replication: transaction marker of an older transaction coordinator")
 )
 
 // Kafka's RecordBatch constants for a batch without a producer.
@@ -89,6 +94,9 @@ type BatchMeta struct {
 	Control bool
 	// Commit is what a control batch's marker says: COMMIT, not ABORT.
 	Commit bool
+	// CoordinatorEpoch is the epoch of the coordinator that wrote a
+	// control batch's marker; 0, and meaningless, for other batches.
+	CoordinatorEpoch int32
 }
 
 // idempotent reports whether the checks apply to the batch.
@@ -162,6 +170,9 @@ func batchMeta(h log.BatchInfo) BatchMeta {
 		Control:       h.Attributes&attrControl != 0,
 		Commit:        h.Commit,
 	}
+	if meta.Control {
+		meta.CoordinatorEpoch = h.CoordinatorEpoch
+	}
 	if meta.BaseSequence != NoSequence {
 		meta.LastSequence = incrementSequence(meta.BaseSequence, int32(h.LastOffset-h.BaseOffset))
 	}
@@ -177,6 +188,9 @@ type producerEntry struct {
 	// lastTimestamp is the max timestamp (ms) of the producer's last
 	// batch, data or marker, -1 if none is known: Expire's clock.
 	lastTimestamp int64
+	// coordinatorEpoch is the coordinator epoch of the producer's last
+	// marker, -1 before the first.
+	coordinatorEpoch int32
 }
 
 // lastSequence is the sequence of the producer's last appended record.
@@ -327,6 +341,9 @@ type ProducerState struct {
 	// CurrentTxnStartOffset is the first offset of its open transaction,
 	// -1 if it has none.
 	CurrentTxnStartOffset int64
+	// CoordinatorEpoch is the epoch of the transaction coordinator that
+	// wrote its last marker, -1 if none did.
+	CoordinatorEpoch int32
 }
 
 // Active returns the producers the partition remembers, by producer id
@@ -334,7 +351,8 @@ type ProducerState struct {
 func (p *Producers) Active() []ProducerState {
 	out := make([]ProducerState, 0, len(p.entries))
 	for id, e := range p.entries {
-		st := ProducerState{ProducerID: id, ProducerEpoch: e.epoch, LastSequence: e.lastSequence(), LastTimestamp: e.lastTimestamp, CurrentTxnStartOffset: -1}
+		st := ProducerState{ProducerID: id, ProducerEpoch: e.epoch, LastSequence: e.lastSequence(), LastTimestamp: e.lastTimestamp,
+			CurrentTxnStartOffset: -1, CoordinatorEpoch: e.coordinatorEpoch}
 		if first, ok := p.txns.open[id]; ok {
 			st.CurrentTxnStartOffset = first
 		}
@@ -361,9 +379,11 @@ type pendingProducer struct {
 // Check decides, before a leader appends a produce's batches (as
 // ParseBatchMeta returned them, in order), whether they may be written.
 // Batches with ProducerID < 0 are not checked. A control batch (a
-// transaction marker WriteTxnMarkers writes) is checked for its epoch
-// only: one older than the producer's current epoch is
-// ErrProducerFenced, as Kafka's appendEndTxnMarker decides. For each
+// transaction marker WriteTxnMarkers writes) is checked for its epochs
+// only, as Kafka's appendEndTxnMarker decides: a producer epoch older
+// than the producer's current one is ErrProducerFenced, a coordinator
+// epoch older than that of the producer's last marker
+// ErrCoordinatorFenced. For each
 // other batch, in order, as Kafka's UnifiedLog and
 // ProducerAppendInfo.checkSequence decide:
 //
@@ -399,9 +419,15 @@ func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
 	pending := pendingSpace[:0]
 	for i, b := range batches {
 		if b.Control && b.ProducerID >= 0 {
-			if e := p.entries[b.ProducerID]; e != nil && b.ProducerEpoch < e.epoch {
+			e := p.entries[b.ProducerID]
+			switch {
+			case e == nil:
+			case b.ProducerEpoch < e.epoch:
 				return nil, fmt.Errorf("%w: transaction marker %d of producer %d has epoch %d, current epoch %d",
 					ErrProducerFenced, i, b.ProducerID, b.ProducerEpoch, e.epoch)
+			case b.CoordinatorEpoch < e.coordinatorEpoch:
+				return nil, fmt.Errorf("%w: transaction marker %d of producer %d has coordinator epoch %d, the last one %d",
+					ErrCoordinatorFenced, i, b.ProducerID, b.CoordinatorEpoch, e.coordinatorEpoch)
 			}
 		}
 		if !b.idempotent() {
@@ -490,7 +516,7 @@ func (p *Producers) record(b BatchMeta) *log.AbortedTxn {
 	}
 	e := p.entries[b.ProducerID]
 	if e == nil {
-		e = &producerEntry{epoch: NoProducerEpoch, lastTimestamp: -1}
+		e = &producerEntry{epoch: NoProducerEpoch, lastTimestamp: -1, coordinatorEpoch: -1}
 		p.entries[b.ProducerID] = e
 	}
 	if b.Control {
@@ -501,6 +527,7 @@ func (p *Producers) record(b BatchMeta) *log.AbortedTxn {
 			e.batches = e.batches[:0]
 		}
 		e.lastTimestamp = b.MaxTimestamp
+		e.coordinatorEpoch = b.CoordinatorEpoch
 		_, aborted := p.txns.Marker(b.ProducerID, b.LastOffset, b.Commit)
 		return aborted
 	}
@@ -609,6 +636,7 @@ var ErrCorruptSnapshot = errors.New("replication: corrupt producer snapshot")
 //	  lastTimestamp  int64   the max timestamp of its last batch or marker, -1
 //	  txnFirstOffset int64   the first offset of its open transaction, -1 if none
 //	                         (Kafka's currentTxnFirstOffset)
+//	  coordEpoch     int32   the coordinator epoch of its last marker, -1
 //	  batchCount     int8    0..ProducerBatchesRetained, oldest first
 //	  batches:
 //	    baseSequence int32
@@ -618,15 +646,16 @@ var ErrCorruptSnapshot = errors.New("replication: corrupt producer snapshot")
 //	    maxTimestamp int64
 //	    flags        int8    bit 0: transactional
 //
-// Version 1, which tripod wrote before transactions, lacks lastTimestamp
-// and txnFirstOffset (its producers had no open transaction, and the
-// last batch's maxTimestamp is their last timestamp) and has 1..5
+// Version 1, which tripod wrote before transactions, lacks lastTimestamp,
+// txnFirstOffset and coordEpoch (its producers had no open transaction
+// nor marker, and the last batch's maxTimestamp is their last timestamp)
+// and has 1..5
 // batches per producer; RestoreSnapshot still reads it.
 const (
 	snapshotVersion       = 2
 	snapshotVersionV1     = 1
 	snapshotHeaderSize    = 2 + 4 + 8 + 4
-	snapshotProducerSize  = 8 + 2 + 8 + 8 + 1
+	snapshotProducerSize  = 8 + 2 + 8 + 8 + 4 + 1
 	snapshotProducerV1    = 8 + 2 + 1
 	snapshotBatchSize     = 4 + 4 + 8 + 8 + 8 + 1
 	snapshotTransactional = 1
@@ -658,6 +687,7 @@ func (p *Producers) Snapshot(offset int64) []byte {
 		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
 		b = binary.BigEndian.AppendUint64(b, uint64(e.lastTimestamp))
 		b = binary.BigEndian.AppendUint64(b, uint64(txnFirst))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.coordinatorEpoch))
 		b = append(b, byte(len(e.batches)))
 		for _, batch := range e.batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(batch.BaseSequence))
@@ -734,10 +764,11 @@ func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, map[in
 		}
 		id := int64(binary.BigEndian.Uint64(rest))
 		epoch := int16(binary.BigEndian.Uint16(rest[8:]))
-		lastTimestamp, txnFirst, minBatches := int64(-1), int64(-1), 1
+		lastTimestamp, txnFirst, coordinatorEpoch, minBatches := int64(-1), int64(-1), int32(-1), 1
 		if version == snapshotVersion {
 			lastTimestamp = int64(binary.BigEndian.Uint64(rest[10:]))
 			txnFirst = int64(binary.BigEndian.Uint64(rest[18:]))
+			coordinatorEpoch = int32(binary.BigEndian.Uint32(rest[26:]))
 			minBatches = 0
 		}
 		n := int(rest[producerSize-1])
@@ -751,7 +782,7 @@ func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, map[in
 		if txnFirst < -1 || txnFirst >= offset {
 			return nil, nil, fmt.Errorf("producer %d: got open transaction at offset %d, want -1 or below %d", id, txnFirst, offset)
 		}
-		e := &producerEntry{epoch: epoch, batches: make([]BatchMeta, n, ProducerBatchesRetained), lastTimestamp: lastTimestamp}
+		e := &producerEntry{epoch: epoch, batches: make([]BatchMeta, n, ProducerBatchesRetained), lastTimestamp: lastTimestamp, coordinatorEpoch: coordinatorEpoch}
 		next := int64(0)
 		for j := range e.batches {
 			b := BatchMeta{

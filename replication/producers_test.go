@@ -508,8 +508,8 @@ func TestProducersActive(t *testing.T) {
 		p.Appended(batch, 0)
 	}
 	want := []ProducerState{
-		{ProducerID: 4, ProducerEpoch: 3, LastSequence: 1, LastTimestamp: 250, CurrentTxnStartOffset: -1},
-		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 4, LastTimestamp: 200, CurrentTxnStartOffset: -1},
+		{ProducerID: 4, ProducerEpoch: 3, LastSequence: 1, LastTimestamp: 250, CurrentTxnStartOffset: -1, CoordinatorEpoch: -1},
+		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 4, LastTimestamp: 200, CurrentTxnStartOffset: -1, CoordinatorEpoch: -1},
 	}
 	if got := p.Active(); !slices.Equal(got, want) {
 		t.Fatalf("Active: got %+v, want %+v", got, want)

@@ -74,7 +74,8 @@ func txnScenario(t *testing.T, p *Producers, l *log.Log) {
 // marker's entry reaches the log's index (CollectAbortedTxns), the open
 // transaction shows in Active, a non-transactional batch of a producer
 // in a transaction is ErrInvalidTxnState, and a marker of an older epoch
-// is fenced while a newer one moves the producer to its epoch.
+// or of an older coordinator epoch is fenced while a newer one moves the
+// producer to its epoch.
 func TestProducersTxnMarkers(t *testing.T) {
 	l := openTestLog(t)
 	p := NewProducers()
@@ -127,8 +128,17 @@ func TestProducersTxnMarkers(t *testing.T) {
 	if _, err := p.Check(metas); !errors.Is(err, ErrProducerFenced) {
 		t.Fatalf("marker of an older epoch: got %v, want ErrProducerFenced", err)
 	}
-	if st := p.Active()[2]; st.ProducerEpoch != 2 || st.CurrentTxnStartOffset != -1 || st.LastSequence != NoSequence {
-		t.Fatalf("producer 3 after its abort at epoch 2: got %+v, want epoch 2, no transaction, no sequence", st)
+	// Its last marker came from coordinator epoch 3: one of epoch 2 is
+	// from a coordinator since replaced.
+	metas, err = ParseBatchMeta(log.BuildMarker(3, 2, 2, false, time.UnixMilli(5000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Check(metas); !errors.Is(err, ErrCoordinatorFenced) {
+		t.Fatalf("marker of an older coordinator epoch: got %v, want ErrCoordinatorFenced", err)
+	}
+	if st := p.Active()[2]; st.ProducerEpoch != 2 || st.CurrentTxnStartOffset != -1 || st.LastSequence != NoSequence || st.CoordinatorEpoch != 3 {
+		t.Fatalf("producer 3 after its abort at epoch 2: got %+v, want epoch 2, no transaction, no sequence, coordinator epoch 3", st)
 	}
 	// Epoch 2 starts at sequence 0.
 	leaderAppend(t, p, l, txnBatch(t, spec{3, 2, 0, 1}, 1005))

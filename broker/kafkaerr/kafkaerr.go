@@ -59,6 +59,7 @@ var table = []row{
 	{replication.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber, fromReplication},
 	{replication.ErrProducerFenced, kerr.InvalidProducerEpoch, fromReplication},
 	{replication.ErrInvalidTxnState, kerr.InvalidTxnState, fromReplication},
+	{replication.ErrCoordinatorFenced, kerr.TransactionCoordinatorFenced, fromReplication},
 
 	{tlog.ErrCorruptMessage, kerr.CorruptMessage, fromLog},
 	{tlog.ErrInvalidRecord, kerr.InvalidRecord, fromLog},

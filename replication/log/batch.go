@@ -195,6 +195,10 @@ type BatchInfo struct {
 	// control bit 0x20): its control record's type is COMMIT (1), not
 	// ABORT (0). It is false for every other batch.
 	Commit bool
+	// CoordinatorEpoch is the epoch of the transaction coordinator that
+	// wrote a control batch's marker (its EndTransactionMarker value);
+	// -1 for every other batch.
+	CoordinatorEpoch int32
 }
 
 // batchInfo is h as a BatchInfo, raw being the whole batch: a control
@@ -203,31 +207,36 @@ func batchInfo(h batchHeader, raw []byte) (BatchInfo, *batchError) {
 	info := BatchInfo{
 		BaseOffset: h.baseOffset, LastOffset: h.lastOffset(), MaxTimestamp: h.maxTimestamp,
 		Attributes: h.attributes, ProducerID: h.producerID, ProducerEpoch: h.producerEpoch, BaseSequence: h.baseSequence,
+		CoordinatorEpoch: -1,
 	}
 	if h.attributes&attrControl == 0 || h.recordCount == 0 {
 		// A control batch compaction emptied says nothing any more.
 		return info, nil
 	}
-	commit, err := controlCommit(raw, h)
-	info.Commit = commit
+	var err *batchError
+	info.Commit, info.CoordinatorEpoch, err = controlMarker(raw, h)
 	return info, err
 }
 
-// controlCommit reads the type of the first control record of the
-// control batch raw: true for COMMIT, false for ABORT. A key too short
-// or of another type is corrupt.
-func controlCommit(raw []byte, h batchHeader) (bool, *batchError) {
+// controlMarker reads the first control record of the control batch raw:
+// its type, true for COMMIT and false for ABORT, and the coordinator
+// epoch of its EndTransactionMarker value. A key or value too short, or a
+// type other than the two, is corrupt.
+func controlMarker(raw []byte, h batchHeader) (bool, int32, *batchError) {
 	var commit, seen bool
+	coordinatorEpoch := int32(-1)
 	var bad *batchError
 	err := eachRecord(raw, h, func(_ int64, r parsedRecord) {
 		if seen {
 			return
 		}
 		seen = true
-		if !r.hasKey || len(r.key) < controlKeySize {
-			bad = corrupt("control batch at offset %d: control record key of %d bytes, want at least %d", h.baseOffset, len(r.key), controlKeySize)
+		if !r.hasKey || len(r.key) < controlKeySize || len(r.value) < markerValueSize {
+			bad = corrupt("control batch at offset %d: control record of %d key and %d value bytes, want at least %d and %d",
+				h.baseOffset, len(r.key), len(r.value), controlKeySize, markerValueSize)
 			return
 		}
+		coordinatorEpoch = int32(binary.BigEndian.Uint32(r.value[2:]))
 		switch t := binary.BigEndian.Uint16(r.key[2:]); t {
 		case controlTypeCommit:
 			commit = true
@@ -239,11 +248,11 @@ func controlCommit(raw []byte, h batchHeader) (bool, *batchError) {
 	if err != nil {
 		var be *batchError
 		if errors.As(err, &be) {
-			return false, be
+			return false, -1, be
 		}
-		return false, corrupt("control batch at offset %d: %v", h.baseOffset, err)
+		return false, -1, corrupt("control batch at offset %d: %v", h.baseOffset, err)
 	}
-	return commit, bad
+	return commit, coordinatorEpoch, bad
 }
 
 // EachBatch checks every batch of records (one or more concatenated v2
