@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -322,5 +323,48 @@ func TestProducersSnapshotVersions(t *testing.T) {
 	// snapshot: a cut below it reloads.
 	if !restored.TruncateTo(l.EndOffset() - 1) {
 		t.Fatal("restored state cut below its snapshot: got no reload, want one")
+	}
+}
+
+// TestProducersTxnIndexCorrupt opens a log whose aborted-transaction
+// index is corrupt: the log deletes it and the producer snapshots, so
+// that the recovery reads the whole log and writes the entry again.
+func TestProducersTxnIndexCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	cfg := log.DefaultConfig()
+	l, err := log.Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewProducers()
+	txnScenario(t, p, l)
+	if _, err := l.SnapshotProducers(p); err != nil {
+		t.Fatal(err)
+	}
+	want := l.CollectAbortedTxns(0, l.EndOffset())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(dir, "00000000000000000000.txnindex")
+	if err := os.WriteFile(index, bytes.Repeat([]byte{0xff}, 34), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err = log.Open(dir, cfg)
+	if err != nil {
+		t.Fatalf("open with a corrupt transaction index: %v", err)
+	}
+	defer l.Close()
+	if got := snapshotFiles(t, l); len(got) != 0 {
+		t.Fatalf("producer snapshots after a corrupt transaction index: got %v, want none", got)
+	}
+	recovered := NewProducers()
+	if _, err := l.RecoverProducers(recovered); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.CollectAbortedTxns(0, l.EndOffset()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("index after the recovery: got %+v, want %+v", got, want)
+	}
+	if got, want := recovered.Txns().Open(), p.Txns().Open(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("open transactions: got %+v, want %+v", got, want)
 	}
 }

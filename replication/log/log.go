@@ -239,7 +239,11 @@ func (l *Log) SetConfig(cfg Config) error {
 // offset-index entry on; after a crash (no clean-shutdown marker) it is
 // verified from its start and its indexes are rebuilt. The indexes of the
 // last segment are also rebuilt if they are missing or malformed. Earlier
-// segments are trusted.
+// segments are trusted. A segment's aborted-transaction index loses a
+// last entry torn by a crash and the entries of markers cut off with the
+// tail; one that is corrupt is deleted together with every producer
+// snapshot, so that the producer state's recovery (RecoverProducers)
+// reads the whole log and writes its entries again.
 func Open(dir string, cfg Config) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -334,11 +338,24 @@ func (l *Log) load(clean bool) error {
 		l.segments = []*segment{s}
 		l.dirDirty = true
 	}
+	// lostTxns is set when a transaction index was corrupt: it is
+	// deleted, and so are the producer snapshots, so that the producer
+	// state's recovery reads the whole log and writes its entries again.
+	lostTxns := false
 	for i, base := range bases {
 		s := openSegment(l.files, l.dir, base)
 		l.segments = append(l.segments, s)
-		if s.txns, err = loadTxnIndex(s.txns.path); err != nil {
+		txns, err := loadTxnIndex(s.txns.path)
+		switch {
+		case errors.Is(err, ErrCorruptTxnIndex):
+			if err := os.Remove(s.txns.path); err != nil {
+				return fmt.Errorf("remove corrupt transaction index: %w", err)
+			}
+			lostTxns = true
+		case err != nil:
 			return err
+		default:
+			s.txns = txns
 		}
 		if i < len(bases)-1 {
 			err = l.loadTrusted(s, bases[i+1])
@@ -361,6 +378,9 @@ func (l *Log) load(clean bool) error {
 	// lists every snapshot.
 	snapshots := snapshotsAmong(entries)
 	i := sort.Search(len(snapshots), func(i int) bool { return snapshots[i] > end })
+	if lostTxns {
+		i = 0
+	}
 	if err := removeSnapshots(l.dir, snapshots[i:], true); err != nil {
 		return err
 	}
