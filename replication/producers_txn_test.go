@@ -368,3 +368,46 @@ func TestProducersTxnIndexCorrupt(t *testing.T) {
 		t.Fatalf("open transactions: got %+v, want %+v", got, want)
 	}
 }
+
+// TestProducersTxnAfterClean compacts a log holding transactions below
+// its last stable offset: the producer state a load of the cleaned log
+// gives has the same open transaction, and the index the same entries.
+func TestProducersTxnAfterClean(t *testing.T) {
+	cfg := log.DefaultConfig()
+	cfg.SegmentBytes = 300
+	l, err := log.Open(t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := NewProducers()
+	txnScenario(t, p, l)
+	for i := range 10 {
+		leaderAppend(t, p, l, producerBatch(t, spec{NoProducerID, NoProducerEpoch, NoSequence, 1}, 8, int64(2000+i)))
+	}
+	p.Txns().HighWatermark(l.EndOffset())
+	lso := p.Txns().LastStable(l.EndOffset())
+	if lso != 7 {
+		t.Fatalf("LSO %d, want producer 3's open transaction at 7", lso)
+	}
+	clean := log.DefaultCleanConfig()
+	clean.MinCleanableDirtyRatio = 0
+	res, err := l.CleanBelow(clean, time.UnixMilli(3000), lso)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SegmentsRewritten == 0 || res.CleanedTo > lso {
+		t.Fatalf("CleanBelow(%d): %+v, want segments rewritten below it", lso, res)
+	}
+	reloaded := NewProducers()
+	if err := l.LoadProducers(reloaded); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := reloaded.Txns().Open(), p.Txns().Open(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("open transactions after cleaning: got %+v, want %+v", got, want)
+	}
+	want := []log.AbortedTxn{{ProducerID: 1, FirstOffset: 1, LastOffset: 5, LastStableOffset: 3}}
+	if got := l.CollectAbortedTxns(0, l.EndOffset()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("index after cleaning: got %+v, want %+v", got, want)
+	}
+}

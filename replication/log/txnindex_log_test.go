@@ -155,18 +155,29 @@ func TestLogTxnIndexPerSegment(t *testing.T) {
 	}
 }
 
-// TestCleanKeepsTransactions compacts a log holding an aborted
-// transaction: its records, its marker and its index entry survive the
-// swap, keys written in transactions supersede nothing, and CleanBelow
-// leaves the segments ending above its bound alone.
-func TestCleanKeepsTransactions(t *testing.T) {
+// TestCleanTransactions compacts a log holding transactions, as Kafka's
+// cleaner does: an aborted transaction's records are removed and
+// supersede nothing, a committed transaction's are compacted as any
+// other (superseding and superseded), the markers and the index entry
+// survive the swap, and CleanBelow leaves the segments ending above its
+// bound alone.
+func TestCleanTransactions(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestLog(t, dir, compactConfig())
-	kvs := func(v string) []KV { return []KV{{Key: []byte("k"), Value: []byte(v)}} }
+	kv := func(k, v string) []KV { return []KV{{Key: []byte(k), Value: []byte(v)}} }
 	ts := time.UnixMilli(baseTime.UnixMilli())
-	mustAppend(t, l, BuildBatch(kvs("committed"), ts))
-	aborted := mustAppend(t, l, buildBatchAs(kvs("aborted"), ts, attrTransactional, 7, 0)).BaseOffset
-	a := abortAt(t, l, 7, aborted)
+	commitAt := func(id int64) int64 {
+		return mustAppend(t, l, BuildMarker(id, 0, 1, true, ts)).BaseOffset
+	}
+	mustAppend(t, l, BuildBatch(kv("k", "committed"), ts))                                                // 0
+	aborted := mustAppend(t, l, buildBatchAs(kv("k", "aborted"), ts, attrTransactional, 7, 0)).BaseOffset // 1
+	a := abortAt(t, l, 7, aborted)                                                                        // 2
+	mustAppend(t, l, buildBatchAs(kv("k2", "txn"), ts, attrTransactional, 8, 0))                          // 3
+	commitAt(8)                                                                                           // 4
+	mustAppend(t, l, BuildBatch(kv("k2", "plain"), ts))                                                   // 5
+	mustAppend(t, l, BuildBatch(kv("k3", "old"), ts))                                                     // 6
+	mustAppend(t, l, buildBatchAs(kv("k3", "new"), ts, attrTransactional, 9, 0))                          // 7
+	commitAt(9)                                                                                           // 8
 	for i := range 20 {
 		mustAppend(t, l, BuildBatch([]KV{{Key: []byte("other"), Value: []byte{byte(i)}}}, ts))
 	}
@@ -188,26 +199,29 @@ func TestCleanKeepsTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = EachRecord(all, func(offset int64, key, value []byte) error {
-		if string(key) == "k" {
-			values[offset] = string(value)
+		if string(key) != "other" {
+			values[offset] = string(key) + "=" + string(value)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if values[0] != "committed" || values[aborted] != "aborted" {
-		t.Fatalf("key k after cleaning: got %v, want the committed value at 0 and the aborted one at %d", values, aborted)
+	want := map[int64]string{0: "k=committed", 5: "k2=plain", 7: "k3=new"}
+	if !reflect.DeepEqual(values, want) {
+		t.Fatalf("after cleaning: got %v, want %v", values, want)
 	}
 	if got := l.CollectAbortedTxns(0, l.EndOffset()); !reflect.DeepEqual(got, []AbortedTxn{a}) {
 		t.Fatalf("index after cleaning: got %+v, want %+v", got, a)
 	}
-	data, err := l.Read(a.LastOffset, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err := ReadMarker(data[:batchSizeAt(data)]); err != nil || m.ProducerID != 7 || m.Commit {
-		t.Fatalf("marker after cleaning: got %+v, %v", m, err)
+	for _, at := range []int64{a.LastOffset, 4, 8} {
+		data, err := l.Read(at, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := ReadMarker(data[:batchSizeAt(data)]); err != nil || parseBatchHeader(data).baseOffset != at {
+			t.Fatalf("marker at %d after cleaning: got %+v, %v", at, m, err)
+		}
 	}
 }
 
