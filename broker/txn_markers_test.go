@@ -344,3 +344,63 @@ func TestTransactionsReplicated(t *testing.T) {
 		t.Fatalf("leader's LSO after the replicated abort: got %d, want 3", lp.LastStableOffset())
 	}
 }
+
+// TestTransactionsSurviveRestart restarts a broker whose partition holds
+// an aborted transaction and an open one: the open transaction still
+// holds the last stable offset (the producer snapshot keeps it), the
+// aborted one is still listed to read_committed fetches (the .txnindex
+// file), and the open one's marker after the restart moves the LSO on.
+func TestTransactionsSurviveRestart(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := testContext(t, time.Minute)
+	const topic = "txn-restart"
+	b, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	waitServing(t, b)
+	createLocalTopic(t, b, topic, 1)
+	waitFor(t, ctx, "the broker to lead the partition", func() bool {
+		p, _ := b.replicas.LeaderFor(topic, 0)
+		return p != nil
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idA, epochA := initProducerID(t, b, -1, -1)
+	idB, epochB := initProducerID(t, b, -1, -1)
+	txnA, txnB := "txn-a", "txn-b"
+	if _, code := produceTxn(t, cl, topic, &txnA, idA, epochA, 0, "a1", "a2"); code != 0 {
+		t.Fatalf("produce of A: %v", kerr.ErrorForCode(code))
+	}
+	if codes := writeMarkers(t, cl, txnMarker(idA, epochA, false, topic, 0)); codes[0][0] != 0 {
+		t.Fatalf("abort of A: %v", kerr.ErrorForCode(codes[0][0]))
+	}
+	if base, code := produceTxn(t, cl, topic, &txnB, idB, epochB, 0, "b1"); code != 0 || base != 3 {
+		t.Fatalf("produce of B: got base offset %d, %v, want 3", base, kerr.ErrorForCode(code))
+	}
+	cl.Close()
+	if err := b.Close(); err != nil {
+		t.Fatalf("close broker: %v", err)
+	}
+
+	b = startBroker(t, cfg)
+	waitFor(t, ctx, "the restarted broker to lead "+topic, func() bool {
+		p, _ := b.replicas.LeaderFor(topic, 0)
+		return p != nil && p.HighWatermark() == 4
+	})
+	cl = newClient(t, b)
+	want := []kmsg.FetchResponseTopicPartitionAbortedTransaction{{ProducerID: idA, FirstOffset: 0}}
+	p := fetchIsolated(t, cl, topic, 0, 1, 0)
+	if next, _ := nextOffset(p.RecordBatches); p.ErrorCode != 0 || p.LastStableOffset != 3 || next != 3 || !reflect.DeepEqual(p.AbortedTransactions, want) {
+		t.Fatalf("read_committed fetch after the restart: got error %v, LSO %d, up to %d, aborted %+v, want LSO 3, up to 3, aborted %+v",
+			kerr.ErrorForCode(p.ErrorCode), p.LastStableOffset, next, p.AbortedTransactions, want)
+	}
+	if codes := writeMarkers(t, cl, txnMarker(idB, epochB, true, topic, 0)); codes[0][0] != 0 {
+		t.Fatalf("commit of B after the restart: %v", kerr.ErrorForCode(codes[0][0]))
+	}
+	if got := listLatestAt(t, cl, topic, 1); got != 5 {
+		t.Fatalf("ListOffsets latest read_committed after B's commit: got %d, want 5", got)
+	}
+}
