@@ -138,7 +138,7 @@ func (p *Partition) ProducerState() (load tlog.ProducerLoad, producers int) {
 }
 
 // ActiveProducers returns the idempotent producers the partition's
-// producer state holds (DescribeProducers).
+// producer state holds, with their open transactions (DescribeProducers).
 func (p *Partition) ActiveProducers() []replication.ProducerState {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
