@@ -800,6 +800,15 @@ func (l *Log) roll() (*segment, error) {
 	if err := old.persistIndexes(false); err != nil {
 		return nil, err
 	}
+	// A rolled segment's transaction index takes entries only from a
+	// recovery, which opens it again: synced and closed, it holds no
+	// descriptor, as the FilePool holds none for an idle segment.
+	if err := old.txns.Flush(); err != nil {
+		return nil, err
+	}
+	if err := old.txns.Close(); err != nil {
+		return nil, err
+	}
 	// The epochs of the segment rolled are durable before any batch of
 	// the next: Open rebuilds only the last segment's (see setEpochs).
 	if err := l.syncEpochs(); err != nil {

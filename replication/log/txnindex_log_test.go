@@ -39,7 +39,8 @@ func abortAt(tb testing.TB, l *Log, id, first int64) AbortedTxn {
 
 // TestLogTxnIndexPerSegment writes abort markers across rolled segments:
 // each segment's <base>.txnindex holds the entries of its markers, an
-// entry already present is skipped, CollectAbortedTxns walks the
+// entry already present is skipped, a rolled segment's index holds no
+// descriptor, CollectAbortedTxns walks the
 // segments from the fetch offset, and the files follow the segments
 // through truncation, a reopen after a crash that tore an entry,
 // retention and TruncateFullyAndStartAt.
@@ -72,6 +73,13 @@ func TestLogTxnIndexPerSegment(t *testing.T) {
 	if got := txnIndexFiles(t, dir); !slices.Equal(got, holding) {
 		t.Fatalf("txnindex files: got %v, want those of the segments holding a marker %v", got, holding)
 	}
+	l.mu.RLock()
+	for _, s := range l.segments[:len(l.segments)-1] {
+		if s.txns.f != nil {
+			t.Errorf("rolled segment %d holds its transaction index open", s.baseOffset)
+		}
+	}
+	l.mu.RUnlock()
 	if err := l.AppendAbortedTxn(want[2]); err != nil {
 		t.Fatal(err)
 	}
