@@ -645,11 +645,12 @@ var ErrCorruptSnapshot = errors.New("replication: corrupt producer snapshot")
 //	    lastOffset   int64
 //	    maxTimestamp int64
 //	    flags        int8    bit 0: transactional
+//	lastMarker     int64   the offset of the latest transaction marker, -1
 //
 // Version 1, which tripod wrote before transactions, lacks lastTimestamp,
-// txnFirstOffset and coordEpoch (its producers had no open transaction
-// nor marker, and the last batch's maxTimestamp is their last timestamp)
-// and has 1..5
+// txnFirstOffset, coordEpoch and lastMarker (its producers had no open
+// transaction nor marker, and the last batch's maxTimestamp is their last
+// timestamp) and has 1..5
 // batches per producer; RestoreSnapshot still reads it.
 const (
 	snapshotVersion       = 2
@@ -673,6 +674,7 @@ func (p *Producers) Snapshot(offset int64) []byte {
 	for _, id := range ids {
 		size += snapshotProducerSize + len(p.entries[id].batches)*snapshotBatchSize
 	}
+	size += 8 // lastMarker
 	b := make([]byte, 6, size)
 	binary.BigEndian.PutUint16(b, snapshotVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(offset))
@@ -702,6 +704,7 @@ func (p *Producers) Snapshot(offset int64) []byte {
 			b = append(b, flags)
 		}
 	}
+	b = binary.BigEndian.AppendUint64(b, uint64(p.txns.lastMarker))
 	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], snapshotCRC))
 	return b
 }
@@ -710,30 +713,54 @@ func (p *Producers) Snapshot(offset int64) []byte {
 // Snapshot wrote it, version 2, or version 1), which must be the
 // snapshot at log offset offset. Every field is checked: the CRC, the
 // version, the offset, ascending producer ids, batch counts, batch
-// offsets ascending below offset and open transactions' first offsets
-// below offset. The transactions are those the snapshot holds open;
-// since the markers below offset are not in it, a later truncation below
-// offset asks for a reload (TruncateTo).
+// offsets ascending below offset, open transactions' first offsets and
+// the latest marker's offset below offset. The transactions are those the
+// snapshot holds open, and a later truncation at or below its latest
+// marker asks for a reload (TruncateTo), as the transaction that marker
+// ended is open again.
 //
 // Errors wrap ErrCorruptSnapshot and say what is wrong; the state is then
 // unchanged.
 func (p *Producers) RestoreSnapshot(data []byte, offset int64) error {
-	entries, open, err := decodeSnapshot(data, offset)
+	entries, open, lastMarker, err := decodeSnapshot(data, offset)
 	if err != nil {
 		return fmt.Errorf("%w at offset %d: %s", ErrCorruptSnapshot, offset, err)
 	}
 	p.entries = entries
 	p.txns.Reset()
 	maps.Copy(p.txns.open, open)
-	p.txns.lastMarker = offset - 1
+	p.txns.lastMarker = lastMarker
 	return nil
 }
 
 // decodeSnapshot implements RestoreSnapshot; its errors say what is
 // wrong, without the sentinel.
-func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, map[int64]int64, error) {
+func decodeSnapshot(data []byte, offset int64) (_ map[int64]*producerEntry, _ map[int64]int64, lastMarker int64, err error) {
+	entries, open, rest, err := decodeSnapshotProducers(data, offset)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	lastMarker = -1
+	if binary.BigEndian.Uint16(data) == snapshotVersion {
+		if len(rest) < 8 {
+			return nil, nil, 0, fmt.Errorf("got %d bytes after the last producer, want the latest marker's offset", len(rest))
+		}
+		lastMarker, rest = int64(binary.BigEndian.Uint64(rest)), rest[8:]
+		if lastMarker < -1 || lastMarker >= offset {
+			return nil, nil, 0, fmt.Errorf("got latest marker at offset %d, want -1 or below %d", lastMarker, offset)
+		}
+	}
+	if len(rest) != 0 {
+		return nil, nil, 0, fmt.Errorf("got %d bytes after the last producer", len(rest))
+	}
+	return entries, open, lastMarker, nil
+}
+
+// decodeSnapshotProducers decodes the header and the producers of a
+// snapshot, returning what follows them.
+func decodeSnapshotProducers(data []byte, offset int64) (map[int64]*producerEntry, map[int64]int64, []byte, error) {
 	if len(data) < snapshotHeaderSize {
-		return nil, nil, fmt.Errorf("got %d bytes, want at least %d", len(data), snapshotHeaderSize)
+		return nil, nil, nil, fmt.Errorf("got %d bytes, want at least %d", len(data), snapshotHeaderSize)
 	}
 	version := int16(binary.BigEndian.Uint16(data))
 	producerSize := snapshotProducerSize
@@ -742,25 +769,25 @@ func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, map[in
 	case snapshotVersionV1:
 		producerSize = snapshotProducerV1
 	default:
-		return nil, nil, fmt.Errorf("got version %d, want %d or %d", version, snapshotVersionV1, snapshotVersion)
+		return nil, nil, nil, fmt.Errorf("got version %d, want %d or %d", version, snapshotVersionV1, snapshotVersion)
 	}
 	if got, want := crc32.Checksum(data[6:], snapshotCRC), binary.BigEndian.Uint32(data[2:]); got != want {
-		return nil, nil, fmt.Errorf("got CRC-32C %#08x, want %#08x", got, want)
+		return nil, nil, nil, fmt.Errorf("got CRC-32C %#08x, want %#08x", got, want)
 	}
 	if got := int64(binary.BigEndian.Uint64(data[6:])); got != offset {
-		return nil, nil, fmt.Errorf("got snapshot of offset %d, want %d", got, offset)
+		return nil, nil, nil, fmt.Errorf("got snapshot of offset %d, want %d", got, offset)
 	}
 	count := int64(binary.BigEndian.Uint32(data[14:]))
 	rest := data[snapshotHeaderSize:]
 	if count < 0 || count > int64(len(rest)/producerSize) {
-		return nil, nil, fmt.Errorf("got %d producers in %d bytes", count, len(rest))
+		return nil, nil, nil, fmt.Errorf("got %d producers in %d bytes", count, len(rest))
 	}
 	entries := make(map[int64]*producerEntry, count)
 	open := make(map[int64]int64)
 	prevID := int64(-1)
 	for i := range count {
 		if len(rest) < producerSize {
-			return nil, nil, fmt.Errorf("producer %d: cut short", i)
+			return nil, nil, nil, fmt.Errorf("producer %d: cut short", i)
 		}
 		id := int64(binary.BigEndian.Uint64(rest))
 		epoch := int16(binary.BigEndian.Uint16(rest[8:]))
@@ -774,13 +801,13 @@ func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, map[in
 		n := int(rest[producerSize-1])
 		rest = rest[producerSize:]
 		if id <= prevID {
-			return nil, nil, fmt.Errorf("producer %d: got id %d after %d, want ascending ids from 0", i, id, prevID)
+			return nil, nil, nil, fmt.Errorf("producer %d: got id %d after %d, want ascending ids from 0", i, id, prevID)
 		}
 		if n < minBatches || n > ProducerBatchesRetained || len(rest) < n*snapshotBatchSize {
-			return nil, nil, fmt.Errorf("producer %d: got %d batches in %d bytes, want %d..%d", id, n, len(rest), minBatches, ProducerBatchesRetained)
+			return nil, nil, nil, fmt.Errorf("producer %d: got %d batches in %d bytes, want %d..%d", id, n, len(rest), minBatches, ProducerBatchesRetained)
 		}
 		if txnFirst < -1 || txnFirst >= offset {
-			return nil, nil, fmt.Errorf("producer %d: got open transaction at offset %d, want -1 or below %d", id, txnFirst, offset)
+			return nil, nil, nil, fmt.Errorf("producer %d: got open transaction at offset %d, want -1 or below %d", id, txnFirst, offset)
 		}
 		e := &producerEntry{epoch: epoch, batches: make([]BatchMeta, n, ProducerBatchesRetained), lastTimestamp: lastTimestamp, coordinatorEpoch: coordinatorEpoch}
 		next := int64(0)
@@ -797,7 +824,7 @@ func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, map[in
 			}
 			rest = rest[snapshotBatchSize:]
 			if b.FirstOffset < next || b.LastOffset < b.FirstOffset || b.LastOffset >= offset {
-				return nil, nil, fmt.Errorf("producer %d batch %d: got offsets %d..%d, want ascending from %d and below %d",
+				return nil, nil, nil, fmt.Errorf("producer %d batch %d: got offsets %d..%d, want ascending from %d and below %d",
 					id, j, b.FirstOffset, b.LastOffset, next, offset)
 			}
 			next = b.LastOffset + 1
@@ -812,8 +839,5 @@ func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, map[in
 		entries[id] = e
 		prevID = id
 	}
-	if len(rest) != 0 {
-		return nil, nil, fmt.Errorf("got %d bytes after the last producer", len(rest))
-	}
-	return entries, open, nil
+	return entries, open, rest, nil
 }

@@ -282,8 +282,10 @@ func snapshotV1(t *testing.T, p *Producers, offset int64) []byte {
 
 // TestProducersSnapshotVersions restores a version 1 snapshot (written
 // before transactions) to the state it describes, with each producer's
-// last timestamp from its last batch, and round-trips a version 2 one
-// with open transactions and a producer a marker left without batches.
+// last timestamp from its last batch and no marker, and round-trips a
+// version 2 one with open transactions, a producer a marker left without
+// batches and the latest marker's offset, which decides whether a cut
+// reloads.
 func TestProducersSnapshotVersions(t *testing.T) {
 	old := NewProducers()
 	appendSpecs(t, old, spec{7, 0, 0, 2}, spec{7, 0, 2, 2}, spec{8, 1, 0, 1})
@@ -297,11 +299,15 @@ func TestProducersSnapshotVersions(t *testing.T) {
 	if got, want := restored.Active(), old.Active(); !slices.Equal(got, want) {
 		t.Fatalf("version 1 Active: got %+v, want %+v", got, want)
 	}
+	if restored.TruncateTo(999) {
+		t.Fatal("version 1 state cut above its batches: got a reload, want none (no marker before transactions)")
+	}
 
 	l := openTestLog(t)
 	p := NewProducers()
 	txnScenario(t, p, l)
-	leaderAppend(t, p, l, marker(4, 5, true)) // producer 4: a marker only
+	lastMarker := leaderAppend(t, p, l, marker(4, 5, true)) // producer 4: a marker only
+	leaderAppend(t, p, l, producerBatch(t, spec{NoProducerID, NoProducerEpoch, NoSequence, 1}, 8, 1006))
 	data := p.Snapshot(l.EndOffset())
 	if v := binary.BigEndian.Uint16(data); v != 2 {
 		t.Fatalf("Snapshot writes version %d, want 2", v)
@@ -319,10 +325,13 @@ func TestProducersSnapshotVersions(t *testing.T) {
 	if again := restored.Snapshot(l.EndOffset()); !slices.Equal(again, data) {
 		t.Fatalf("version 2 encoded again: got %x, want %x", again, data)
 	}
-	// Restored, the state cannot tell which markers lie below the
-	// snapshot: a cut below it reloads.
-	if !restored.TruncateTo(l.EndOffset() - 1) {
-		t.Fatal("restored state cut below its snapshot: got no reload, want one")
+	// The snapshot keeps the latest marker: a cut above it keeps the
+	// state, a cut at it reloads.
+	if restored.TruncateTo(lastMarker + 1) {
+		t.Fatal("restored state cut above its latest marker: got a reload, want none")
+	}
+	if !restored.TruncateTo(lastMarker) {
+		t.Fatal("restored state cut at its latest marker: got no reload, want one")
 	}
 }
 
