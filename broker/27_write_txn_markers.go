@@ -32,11 +32,11 @@ const txnMarkerTimeout = 30 * time.Second
 // producer id gets INVALID_PRODUCER_EPOCH (a newer one is written and
 // becomes the producer's epoch), one whose coordinator epoch is older
 // than that of the producer's last marker TRANSACTION_COORDINATOR_FENCED;
-// an append's other errors and the
-// outcome of the wait for the high watermark are mapped as Produce maps
-// them. The waits run after the connection's reader moves on. Once a
-// marker is replicated on a partition of __consumer_offsets, the group
-// coordinator is told (txnMarkerWritten).
+// an append's other errors and the outcome of the wait for the high
+// watermark are mapped as Produce maps them. The waits run after the
+// connection's reader moves on. Once a marker is replicated on a
+// partition of __consumer_offsets, the group coordinator is told
+// (txnMarkerWritten).
 func handleWriteTxnMarkers(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.WriteTxnMarkersRequest)
 	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
