@@ -420,3 +420,27 @@ func TestProducersTxnAfterClean(t *testing.T) {
 		t.Fatalf("index after cleaning: got %+v, want %+v", got, want)
 	}
 }
+
+// TestProducersTxnExpireAndRetention keeps a producer whose transaction
+// is open through expiry and through retention of its batches, as Kafka
+// keeps it, and forgets it once its marker is written.
+func TestProducersTxnExpireAndRetention(t *testing.T) {
+	l := openTestLog(t)
+	p := NewProducers()
+	txnScenario(t, p, l) // producer 3 open at 7, its batch at 1004 ms
+	if n := p.Expire(1_000_000); n != 2 || !p.Knows(3) {
+		t.Fatalf("Expire: forgot %d, knows producer 3: %v; want producers 1 and 2 forgotten, 3 kept", n, p.Knows(3))
+	}
+	p.ForgetBelow(9)
+	if !p.Knows(3) {
+		t.Fatal("ForgetBelow past its batches forgot producer 3, whose transaction is open")
+	}
+	p.Txns().HighWatermark(100)
+	if got := p.Txns().LastStable(100); got != 7 {
+		t.Fatalf("LSO after expiry and retention: got %d, want 7", got)
+	}
+	leaderAppend(t, p, l, marker(3, 0, true))
+	if n := p.Expire(1_000_000); n != 1 || p.Knows(3) {
+		t.Fatalf("Expire after producer 3's commit: forgot %d, knows it: %v; want it forgotten", n, p.Knows(3))
+	}
+}
