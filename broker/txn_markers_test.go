@@ -136,7 +136,8 @@ func txnMarker(id int64, epoch int16, commit bool, topic string, partitions ...i
 // DescribeProducers shows the open transactions; a read_committed fetch
 // waiting for a byte is woken by the markers; afterwards it reads
 // everything with the aborted transaction listed, while read_uncommitted
-// reads everything without the list. A marker of an older producer
+// reads everything without the list, and franz-go's read_committed
+// consumer sees the committed records only. A marker of an older producer
 // epoch is INVALID_PRODUCER_EPOCH, one of an older coordinator epoch
 // TRANSACTION_COORDINATOR_FENCED, one to a partition the broker does not
 // hold UNKNOWN_TOPIC_OR_PARTITION, and a transactional produce without a
@@ -249,6 +250,32 @@ func TestTransactionsOnAPartition(t *testing.T) {
 		t.Fatalf("read_uncommitted fetch: got error %v, up to %d, aborted %+v, want everything to 6 and no aborted list",
 			kerr.ErrorForCode(p.ErrorCode), next, p.AbortedTransactions)
 	}
+	// franz-go's consumers: read_committed skips the aborted records and
+	// the markers, read_uncommitted only the markers.
+	for _, tc := range []struct {
+		isolation kgo.IsolationLevel
+		want      []string
+	}{
+		{kgo.ReadCommitted(), []string{"plain", "b1"}},
+		{kgo.ReadUncommitted(), []string{"a1", "a2", "plain", "b1"}},
+	} {
+		consumer := newClient(t, b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(tc.isolation))
+		var got []string
+		for len(got) < len(tc.want) {
+			fetches := consumer.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				t.Fatalf("consume: got %v, want %v: %v", got, tc.want, err)
+			}
+			fetches.EachError(func(topic string, partition int32, err error) {
+				t.Fatalf("consume %s-%d: %v", topic, partition, err)
+			})
+			fetches.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Fatalf("franz-go consumer: got %v, want %v", got, tc.want)
+		}
+	}
+
 	// Past producer A's abort marker (at 4), its transaction is behind.
 	if p = fetchIsolated(t, cl, topic, 5, 1, 0); len(p.RecordBatches) == 0 || len(p.AbortedTransactions) != 0 {
 		t.Fatalf("read_committed fetch from 5: got %d bytes, aborted %+v, want the commit marker and none", len(p.RecordBatches), p.AbortedTransactions)
