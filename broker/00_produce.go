@@ -30,13 +30,15 @@ func init() { registerAPI(0, 3, 11, handleProduce) }
 // than min.insync.replicas an acks=all produce writes nothing and gets
 // NOT_ENOUGH_REPLICAS. An append that fails on the disk (ENOSPC, EIO)
 // takes the partition's log dir offline and gets KAFKA_STORAGE_ERROR, as
-// does every later produce to a replica there.
+// does every later produce to a replica there. A transaction's batches
+// (KIP-98) are appended as any idempotent producer's; they need the
+// request's transactional id (which the authorizer checks for WRITE),
+// else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers. Whether
+// the partition was added to the transaction is the coordinator's
+// business, not checked here (Kafka checks it only with KIP-890).
 func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ProduceRequest)
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
-	if r.TransactionID != nil {
-		b.logger.Warn("transactional produce refused", "transactional.id", *r.TransactionID, "remote", req.conn.remote)
-	}
 	deadline := time.Now().Add(time.Duration(max(r.TimeoutMillis, 0)) * time.Millisecond)
 	// waiting is an acks=all partition: its place in the response and
 	// the channel its outcome arrives on.
@@ -99,9 +101,6 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 	if code := b.checkProducerIDs(c, topic, rp.Partition, rp.Records); code != 0 {
 		return code, nil
 	}
-	if r.TransactionID != nil {
-		return kerr.TransactionalIDAuthorizationFailed.Code, nil
-	}
 	if r.Acks != 0 && r.Acks != 1 && r.Acks != -1 {
 		return kerr.InvalidRequiredAcks.Code, nil
 	}
@@ -122,6 +121,11 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 	}
 	if code := b.validateProduced(p, rp.Records, maxBytes, sp); code != 0 {
 		return code, nil
+	}
+	if r.TransactionID == nil && transactional(rp.Records) {
+		// Kafka's KafkaApis: transactional records come with the
+		// transactional id the authorizer checked (WRITE on it).
+		return kerr.TransactionalIDAuthorizationFailed.Code, nil
 	}
 	res, done, err := b.replicas.AppendAsLeader(p, rp.Records, r.Acks == -1, deadline)
 	if err != nil {
@@ -161,7 +165,8 @@ const decompressionFactor = 64
 //   - UNSUPPORTED_COMPRESSION_TYPE for a codec other than none, gzip,
 //     snappy, lz4 and zstd;
 //   - INVALID_RECORD, as Kafka's LogValidator, for a header a client may
-//     not write (record count, control or transactional bit) and for
+//     not write (record count, control bit, a transactional batch
+//     without a producer id and epoch) and for
 //     records that do not parse; and for a record without a key on a
 //     topic whose cleanup.policy holds compact (Kafka 2.5+, KIP-467),
 //     with the record's index in sp's ErrorRecords;
@@ -200,4 +205,17 @@ func (b *Broker) maxMessageBytes(p *replica.Partition) int {
 		}
 	}
 	return int(p.BrokerConfig().MessageMaxBytes)
+}
+
+// transactionalAttr is the transactional bit of a v2 batch's attributes.
+const transactionalAttr = 0x10
+
+// transactional reports whether records (validated) hold a batch of a
+// transaction.
+func transactional(records []byte) bool {
+	found := false
+	tlog.EachBatch(records, false, func(h tlog.BatchInfo) {
+		found = found || h.Attributes&transactionalAttr != 0
+	})
+	return found
 }

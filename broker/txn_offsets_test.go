@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/group"
-	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
 // txnOffsetCommit commits offset for groupID's topic partition in the
@@ -55,24 +54,25 @@ func fetchOffset(t *testing.T, ctx context.Context, cl *kgo.Client, groupID, top
 }
 
 // writeOffsetsMarker ends producer id's transaction on groupID's
-// __consumer_offsets partition as the transaction coordinator's
-// WriteTxnMarkers does there.
-func writeOffsetsMarker(t *testing.T, b *Broker, groupID string, id int64, epoch int16, commit bool) {
+// __consumer_offsets partition with the WriteTxnMarkers the transaction
+// coordinator sends.
+func writeOffsetsMarker(t *testing.T, ctx context.Context, b *Broker, cl *kgo.Client, groupID string, id int64, epoch int16, commit bool) {
 	t.Helper()
 	index := group.PartitionFor(groupID, b.groups.offsetsPartitions())
-	p := b.replicas.PartitionFor(group.OffsetsTopic, index)
-	if p == nil {
-		t.Fatalf("no replica of %s-%d here", group.OffsetsTopic, index)
-	}
-	now := time.Now()
-	_, done, err := b.replicas.AppendAsLeader(p, tlog.BuildMarker(id, epoch, 0, commit, now), true, now.Add(10*time.Second))
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = id, epoch, commit
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = group.OffsetsTopic, []int32{index}
+	m.Topics = append(m.Topics, mt)
+	req.Markers = append(req.Markers, m)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(b.cfg.BrokerID)))
 	if err != nil {
-		t.Fatalf("append marker: %v", err)
+		t.Fatalf("WriteTxnMarkers: %v", err)
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("marker replication: %v", err)
+	if code := resp.Markers[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("WriteTxnMarkers on %s-%d: %v", group.OffsetsTopic, index, kerr.ErrorForCode(code))
 	}
-	b.groups.txnCompleted(index, id, commit)
 }
 
 // TestTxnOffsetCommitPendingUntilMarker follows a transaction's offsets
@@ -105,7 +105,7 @@ func TestTxnOffsetCommitPendingUntilMarker(t *testing.T) {
 	if off, code := fetchOffset(t, ctx, cl, groupID, topic, 0, false); code != 0 || off != -1 {
 		t.Fatalf("plain fetch of a pending offset: offset %d code %d, want -1 and no error", off, code)
 	}
-	writeOffsetsMarker(t, b, groupID, id, epoch, true)
+	writeOffsetsMarker(t, ctx, b, cl, groupID, id, epoch, true)
 	if off, code := fetchOffset(t, ctx, cl, groupID, topic, 0, true); code != 0 || off != 5 {
 		t.Fatalf("after the commit marker: offset %d code %d, want 5", off, code)
 	}
@@ -114,7 +114,7 @@ func TestTxnOffsetCommitPendingUntilMarker(t *testing.T) {
 	if code := txnOffsetCommit(t, ctx, cl, groupID, topic, 0, 9, id, epoch); code != 0 {
 		t.Fatalf("second TxnOffsetCommit: code %d", code)
 	}
-	writeOffsetsMarker(t, b, groupID, id, epoch, false)
+	writeOffsetsMarker(t, ctx, b, cl, groupID, id, epoch, false)
 	if off, code := fetchOffset(t, ctx, cl, groupID, topic, 0, true); code != 0 || off != 5 {
 		t.Fatalf("after the abort marker: offset %d code %d, want 5", off, code)
 	}
@@ -145,7 +145,7 @@ func TestTxnOffsetCommitPendingUntilMarker(t *testing.T) {
 	if off, code := fetchOffset(t, ctx, cl, groupID, topic, 1, true); code != kerr.UnstableOffsetCommit.Code {
 		t.Fatalf("after the restart, the open transaction's offset: offset %d code %d, want UNSTABLE_OFFSET_COMMIT", off, code)
 	}
-	writeOffsetsMarker(t, b, groupID, id, epoch+1, true)
+	writeOffsetsMarker(t, ctx, b, cl, groupID, id, epoch+1, true)
 	if off, code := fetchOffset(t, ctx, cl, groupID, topic, 1, true); code != 0 || off != 3 {
 		t.Fatalf("after the restart and the commit marker: offset %d code %d, want 3", off, code)
 	}

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -246,11 +247,18 @@ func TestParseBatchMeta(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 
+	for _, commit := range []bool{false, true} {
+		marker := log.BuildMarker(5, 2, 7, commit, time.UnixMilli(1234))
+		if got, err := ParseBatchMeta(marker); err != nil || !got[0].Transactional || !got[0].Control || got[0].Commit != commit {
+			t.Fatalf("got %+v, %v, want a transactional control batch, commit %v", got, err, commit)
+		}
+	}
+	// A control batch whose control record is not a marker's is corrupt.
 	attrs := slices.Clone(a)
 	binary.BigEndian.PutUint16(attrs[batchFieldAttributes:], attrTransactional|attrControl)
 	binary.BigEndian.PutUint32(attrs[batchFieldCRC:], crc32.Checksum(attrs[batchFieldAttributes:], crcTable))
-	if got, err := ParseBatchMeta(attrs); err != nil || !got[0].Transactional || !got[0].Control {
-		t.Fatalf("got %+v, %v, want a transactional control batch", got, err)
+	if got, err := ParseBatchMeta(attrs); !errors.Is(err, log.ErrCorruptMessage) {
+		t.Fatalf("control batch of data records: got %+v, %v, want ErrCorruptMessage", got, err)
 	}
 
 	badCRC := slices.Clone(a)
@@ -504,8 +512,8 @@ func TestProducersActive(t *testing.T) {
 		p.Appended(batch, 0)
 	}
 	want := []ProducerState{
-		{ProducerID: 4, ProducerEpoch: 3, LastSequence: 1, LastTimestamp: 250},
-		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 4, LastTimestamp: 200},
+		{ProducerID: 4, ProducerEpoch: 3, LastSequence: 1, LastTimestamp: 250, CurrentTxnStartOffset: -1, CoordinatorEpoch: -1},
+		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 4, LastTimestamp: 200, CurrentTxnStartOffset: -1, CoordinatorEpoch: -1},
 	}
 	if got := p.Active(); !slices.Equal(got, want) {
 		t.Fatalf("Active: got %+v, want %+v", got, want)

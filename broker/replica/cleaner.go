@@ -47,7 +47,7 @@ func (m *Manager) CleanLogs(now time.Time) int {
 				return cleaned
 			default:
 			}
-			res, err := p.log.Clean(cfg, now)
+			res, err := p.log.CleanBelow(cfg, now, p.LastStableOffset())
 			if err != nil {
 				if !errors.Is(err, tlog.ErrClosed) {
 					m.logger.Error("log cleaning failed", "partition", p.Name(), "error", err)

@@ -333,6 +333,7 @@ func (m *Manager) closeLogs() error {
 func (m *Manager) recoverProducers(p *Partition, now time.Time) error {
 	load, err := p.log.RecoverProducers(p.producers)
 	p.producersLoad = load
+	p.publishTxns()
 	for _, skipped := range load.Skipped {
 		m.logger.Warn("producer snapshot unusable, deleted", "partition", p.Name(), "error", skipped)
 	}

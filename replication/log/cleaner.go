@@ -40,8 +40,17 @@ package log
 // the active segment reads as a batch (Kafka's readers move on to the
 // next segment instead; tripod's producer-state load counts an empty read
 // below the log end as corruption).
-// Transactional and control batches are kept as they are (tripod refuses
-// transactions).
+// Transactions (KIP-98), as Kafka's cleaner treats them: no segment is
+// cleaned that ends above the first unstable offset (CleanBelow's bound,
+// the last stable offset, as Kafka's firstUncleanableOffset holds), so
+// every transaction whose records a pass sees is decided. A batch of an
+// aborted transaction (one an aborted-transaction index entry of its
+// producer covers) is removed, its keys never entering the offset map:
+// an aborted value is never a key's latest. A committed transaction's
+// batches are cleaned as any other. Control batches (the markers) are
+// kept as they are, as are the segments' aborted-transaction indexes,
+// whose files keep their names through the swap: an entry whose records
+// are gone costs a read_committed consumer nothing.
 //
 // Swap protocol, crash safe as Kafka's: a segment's cleaned files are
 // written as <base>.log.cleaned, <base>.index.cleaned and
@@ -188,6 +197,15 @@ type cleanSegment struct {
 // the dedupe buffer cannot hold one batch's keys, and the file system's.
 // The log is then as it was, or has some segments cleaned.
 func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
+	return l.CleanBelow(cfg, now, math.MaxInt64)
+}
+
+// CleanBelow is Clean bounded by firstUnstable, the partition's last
+// stable offset: a segment that ends above it (whose records include
+// undecided transactions) is not cleaned, nor any after it. Clean, which
+// has no bound, takes every transaction without an abort entry for
+// committed: it is for logs whose transactions are all decided.
+func (l *Log) CleanBelow(cfg CleanConfig, now time.Time, firstUnstable int64) (CleanResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return CleanResult{}, err
 	}
@@ -215,6 +233,7 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 			closed = append(closed, cleanSegment{seg: s, size: s.tail.size, next: s.tail.nextOffset})
 		}
 	}
+	aborted := abortedRanges(l.segments)
 	firstDirty := min(max(checkpoint, start), active.baseOffset)
 	uncleanable := active.baseOffset
 	nowMs := now.UnixMilli()
@@ -222,6 +241,9 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 	forced := false
 	firstDirtySeen := false
 	for _, c := range closed {
+		if c.next > firstUnstable {
+			uncleanable = min(uncleanable, c.seg.baseOffset)
+		}
 		switch {
 		case c.next <= firstDirty:
 			cleanBytes += c.size
@@ -260,7 +282,7 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 		return res, err
 	}
 	m := newOffsetMap(cfg.DedupeBufferSize, records)
-	mapEnd, more, err := l.fillOffsetMap(m, closed, firstDirty, uncleanable)
+	mapEnd, more, err := l.fillOffsetMap(m, closed, firstDirty, uncleanable, aborted)
 	if err != nil {
 		return res, err
 	}
@@ -279,7 +301,7 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 		if c.seg.baseOffset >= mapEnd {
 			break
 		}
-		cleaned, err := l.cleanSegmentFile(c, m, mapEnd, tombstoneHorizon, lastBatch)
+		cleaned, err := l.cleanSegmentFile(c, m, mapEnd, tombstoneHorizon, lastBatch, aborted)
 		if err != nil {
 			removeSegmentFiles(l.dir, c.seg.baseOffset, cleanedSuffix)
 			return res, err
@@ -310,11 +332,46 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 	return res, writeCleanerCheckpoint(l.dir, mapEnd)
 }
 
+// abortedTxns are the aborted transactions of a log by producer id, as
+// its segments' aborted-transaction indexes list them.
+type abortedTxns map[int64][]AbortedTxn
+
+// abortedRanges collects the aborted transactions of segments. The
+// caller holds mu.
+func abortedRanges(segments []*segment) abortedTxns {
+	var out abortedTxns
+	for _, s := range segments {
+		for _, a := range s.txns.Entries() {
+			if out == nil {
+				out = abortedTxns{}
+			}
+			out[a.ProducerID] = append(out[a.ProducerID], a)
+		}
+	}
+	return out
+}
+
+// covers reports whether the transactional data batch h belongs to an
+// aborted transaction: one of its producer's that began at or before it
+// and ended after it (a producer has one transaction open at a time).
+func (a abortedTxns) covers(h batchHeader) bool {
+	if h.attributes&(attrTransactional|attrControl) != attrTransactional {
+		return false
+	}
+	for _, t := range a[h.producerID] {
+		if t.FirstOffset <= h.baseOffset && h.baseOffset < t.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
 // fillOffsetMap puts the keys of the batches of closed from firstDirty to
 // uncleanable into m, batch by batch, stopping before a batch whose
-// records might not fit. It returns the offset after the last batch it
-// put, and whether it stopped before uncleanable.
-func (l *Log) fillOffsetMap(m *offsetMap, closed []cleanSegment, firstDirty, uncleanable int64) (end int64, more bool, err error) {
+// records might not fit; control batches and those of aborted
+// transactions are left out. It returns the offset after the last batch
+// it put, and whether it stopped before uncleanable.
+func (l *Log) fillOffsetMap(m *offsetMap, closed []cleanSegment, firstDirty, uncleanable int64, aborted abortedTxns) (end int64, more bool, err error) {
 	end = firstDirty
 	for _, c := range closed {
 		if c.next <= firstDirty {
@@ -332,7 +389,7 @@ func (l *Log) fillOffsetMap(m *offsetMap, closed []cleanSegment, firstDirty, unc
 			if err != nil {
 				return 0, false, err
 			}
-			if h.lastOffset() < firstDirty || h.attributes&(attrTransactional|attrControl) != 0 {
+			if h.lastOffset() < firstDirty || h.attributes&attrControl != 0 || aborted.covers(h) {
 				end = max(end, h.nextOffset())
 				continue
 			}
@@ -433,9 +490,11 @@ type cleanedFile struct {
 // fsynced, and returns it; nil (and no file) when nothing is removed.
 // A record at or after mapEnd is kept; below it, one is dropped when its
 // key is null, maps to a higher offset, or it is a tombstone whose batch's
-// maxTimestamp is below tombstoneHorizon. lastBatch holds the base
-// offsets of the batches kept even when left empty.
-func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHorizon int64, lastBatch map[int64]int64) (*cleanedFile, error) {
+// maxTimestamp is below tombstoneHorizon, and every record of a batch of
+// an aborted transaction is. Control batches are kept as they are.
+// lastBatch holds the base offsets of the batches kept even when left
+// empty.
+func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHorizon int64, lastBatch map[int64]int64, aborted abortedTxns) (*cleanedFile, error) {
 	base := c.seg.baseOffset
 	path := segmentPath(l.dir, base, logSuffix+cleanedSuffix)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -467,15 +526,19 @@ func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHo
 		if err != nil {
 			return nil, err
 		}
-		if h.baseOffset >= mapEnd || h.attributes&(attrTransactional|attrControl) != 0 {
+		if h.baseOffset >= mapEnd || h.attributes&attrControl != 0 {
 			if err := add(raw, h); err != nil {
 				return nil, err
 			}
 			continue
 		}
+		abortedBatch := aborted.covers(h)
 		keep := func(offset int64, r parsedRecord) bool {
 			if offset >= mapEnd {
 				return true
+			}
+			if abortedBatch {
+				return false
 			}
 			if !r.hasKey {
 				return false
@@ -580,6 +643,10 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 	s.offsetsFile = indexFileState{entries: len(s.offsets), valid: len(s.offsets)}
 	s.timesFile = indexFileState{entries: len(s.times), valid: len(s.times)}
 	s.indexFiles = true
+	// Transactional and control batches are copied as they are, so the
+	// segment's aborted-transaction index, whose file keeps its name,
+	// still describes the cleaned one.
+	s.txns = c.seg.txns
 	l.mu.Lock()
 	l.segments[i] = s
 	l.publishLocked()
@@ -587,7 +654,8 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 	l.dirDirty = true
 	l.appendMu.Unlock()
 	// No reader holds the old segment any more: they take it under mu.
-	c.seg.close()
+	// Its transaction index lives on in s.
+	c.seg.log.Close()
 	return true, nil
 }
 

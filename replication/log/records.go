@@ -93,7 +93,10 @@ func EachRecord(records []byte, fn func(offset int64, key, value []byte) error) 
 		return nil
 	}
 	var headers []batchHeader
-	if err := walkBatches(records[:complete], true, func(h batchHeader) { headers = append(headers, h) }); err != nil {
+	if err := walkBatches(records[:complete], true, func(h batchHeader, _ []byte) *batchError {
+		headers = append(headers, h)
+		return nil
+	}); err != nil {
 		return err
 	}
 	pos := 0

@@ -77,6 +77,20 @@ func OpenTxnIndex(path string) (*TxnIndex, error) {
 	return x, nil
 }
 
+// loadTxnIndex is OpenTxnIndex for a log being opened: an index whose
+// last entry is cut short (an append torn by a crash) is cut back to its
+// whole entries first, as the producer state's recovery writes the lost
+// entries again.
+func loadTxnIndex(path string) (*TxnIndex, error) {
+	fi, err := os.Stat(path)
+	if err == nil && fi.Size()%txnEntrySize != 0 {
+		if err := os.Truncate(path, fi.Size()-fi.Size()%txnEntrySize); err != nil {
+			return nil, fmt.Errorf("cut torn transaction index %s: %w", path, err)
+		}
+	}
+	return OpenTxnIndex(path)
+}
+
 // check refuses an entry that does not follow the index: its marker must
 // come after the last one, as Kafka's TransactionIndex.append requires.
 func (x *TxnIndex) check(a AbortedTxn) error {
