@@ -501,9 +501,11 @@ func checkSkipped(ix *index, h History) CheckResult {
 		for _, r := range c.Reads {
 			p, ok := prev[r.Partition]
 			if !ok {
-				p = -1 // Every consumer reads from offset 0.
+				// Every consumer reads from offset 0, but a resumed one
+				// from where it was told: its first read is no skip.
+				p = -1
 			}
-			if r.Offset > p+1 {
+			if r.Offset > p+1 && (ok || !c.Resumed) {
 				known := ix.known[r.Partition]
 				i, _ := slices.BinarySearch(known, p+1)
 				for c.ReadCommitted && i < len(known) && known[i] < r.Offset && !committedAt(position{r.Partition, known[i]}) {

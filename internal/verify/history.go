@@ -153,6 +153,10 @@ type Consumer struct {
 	// start to its end offset after the faults were healed: a value
 	// missing from its reads is missing from the log.
 	Final bool
+	// Resumed is true for a consumer that starts each partition where it
+	// was told to (a group's committed offset), not at offset 0: its
+	// first read of a partition is not a skip.
+	Resumed bool
 	// ReadCommitted is true for a consumer at isolation level
 	// read_committed, which must never read an aborted transaction's
 	// write.

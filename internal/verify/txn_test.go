@@ -70,6 +70,14 @@ func TestCheckTransactions(t *testing.T) {
 			anomalies: 1,
 		},
 		{
+			name: "clean: a resumed consumer starts where its group committed",
+			h: History{Producers: txnProducers, Writes: writes, Txns: txns, Consumers: []Consumer{
+				committedReader("c1", false, reads(0, 0, "t-0")),
+				{Name: "c2", Resumed: true, ReadCommitted: true, Reads: reads(0, 3, "t-4")},
+				committedReader("final", true, reads(0, 0, "t-0", "", "", "t-4"), reads(1, 0, "t-1")),
+			}},
+		},
+		{
 			name: "aborted read: read_committed reads an aborted write",
 			h: History{Producers: txnProducers, Writes: writes, Txns: txns, Consumers: []Consumer{
 				committedReader("final", true, reads(0, 0, "t-0", "t-2", "", "t-4"), reads(1, 0, "t-1")),

@@ -222,7 +222,9 @@ func (x *verifyTransform) newSession() (*kgo.GroupTransactSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transform %s: %w", x.name, err)
 	}
-	x.sessions = append(x.sessions, history.Consumer{Name: fmt.Sprintf("%s#%d", x.name, len(x.sessions)+1), ReadCommitted: true})
+	// A session after the first starts where the group committed.
+	x.sessions = append(x.sessions, history.Consumer{Name: fmt.Sprintf("%s#%d", x.name, len(x.sessions)+1), ReadCommitted: true,
+		Resumed: len(x.sessions) > 0})
 	return s, nil
 }
 
