@@ -612,4 +612,6 @@ func (r *verifyRun) runTxns(ctx context.Context, runner *faultRunner) error {
 }
 
 // isEnd reports whether value is an "end" record's.
-func isEnd(value string) bool { return len(value) > len(endValue) && value[:len(endValue)+1] == endValue+"-" }
+func isEnd(value string) bool {
+	return len(value) > len(endValue) && value[:len(endValue)+1] == endValue+"-"
+}
