@@ -3,6 +3,7 @@ package txncoord
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -101,6 +102,39 @@ type Coordinator struct {
 	wg     sync.WaitGroup
 	goMu   sync.Mutex
 	closed bool
+
+	// timedOut counts the transactions aborted past their timeout.
+	timedOut atomic.Int64
+}
+
+// Stats are a coordinator's figures for the broker's metrics.
+type Stats struct {
+	// Ongoing counts the transactional ids with a transaction open or
+	// ending (Ongoing, PrepareCommit, PrepareAbort, PrepareEpochFence).
+	Ongoing int
+	// AbortedOnTimeout counts the transactions aborted past their
+	// transaction.timeout.ms since the coordinator started.
+	AbortedOnTimeout int64
+}
+
+// Stats returns the coordinator's figures, over the partitions it has
+// loaded.
+func (c *Coordinator) Stats() Stats {
+	shards, _ := c.allShards()
+	st := Stats{AbortedOnTimeout: c.timedOut.Load()}
+	for _, sh := range shards {
+		sh.mu.Lock()
+		if sh.state == shardActive {
+			for _, m := range sh.txns {
+				switch m.State {
+				case txn.Ongoing, txn.PrepareCommit, txn.PrepareAbort, txn.PrepareEpochFence:
+					st.Ongoing++
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return st
 }
 
 // shardState is where a shard is in its life.

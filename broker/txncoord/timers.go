@@ -45,6 +45,7 @@ func (c *Coordinator) AbortTimedOut() int {
 					"timeout_ms", m.TimeoutMs, "started_ms", m.StartMs)
 				wait := c.store(sh, m, t)
 				n++
+				c.timedOut.Add(1)
 				c.goroutine(func() {
 					if c.finish(sh, m, t, wait()) == 0 {
 						c.writeMarkers(sh, m)
