@@ -93,22 +93,13 @@ func handleTxnOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Res
 	var pending []txnCommit
 	var kvs []group.KV
 	for i, rt := range r.Topics {
-		t, known := b.cache.Topic(rt.Topic)
 		for j, rp := range rt.Partitions {
 			sp := &resp.Topics[i].Partitions[j]
-			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			v, code := b.offsetToCommit(rt.Topic, rp.Partition, rp.Offset, rp.Metadata, now)
+			if code != 0 {
+				sp.ErrorCode = code
 				continue
 			}
-			var meta string
-			if rp.Metadata != nil {
-				meta = *rp.Metadata
-			}
-			if len(meta) > int(b.cfg.OffsetMetadataMaxBytes) {
-				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-				continue
-			}
-			v := group.Offset{Offset: rp.Offset, LeaderEpoch: -1, Metadata: meta, CommitTimestamp: now.UnixMilli(), ExpireTimestamp: -1}
 			if r.Version >= 2 {
 				v.LeaderEpoch = rp.LeaderEpoch
 			}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -116,24 +115,11 @@ func Txn(ctx context.Context, cfg TxnConfig, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	pc := &ProduceConfig{Bootstrap: opts.Bootstrap, Coord: opts.Coord, Brokers: opts.Brokers, BrokerGoMaxProcs: opts.BrokerGoMaxProcs, Binary: opts.Binary}
-	var seeds []string
-	if opts.Bootstrap != "" {
-		for _, s := range strings.Split(opts.Bootstrap, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				seeds = append(seeds, s)
-			}
-		}
-		if len(seeds) == 0 {
-			return fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", opts.Bootstrap)
-		}
-	} else {
-		bootstrap, stop, err := startBenchCluster(ctx, pc, out)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		seeds = bootstrap
+	seeds, stop, err := benchCluster(ctx, pc, out)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	runID := time.Now().UnixNano()
 	res := txnResult{Topic: fmt.Sprintf("bench-txn-%d", runID), Partitions: opts.Partitions, ReplicationFactor: opts.ReplicationFactor,
 		RecordSize: opts.RecordSize, RecordsPerTxn: opts.RecordsPerTxn, Transactions: opts.Transactions, BrokerGoMaxProcs: pc.startedBrokerProcs()}

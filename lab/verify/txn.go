@@ -434,30 +434,14 @@ func (r *verifyRun) runTxns(ctx context.Context, runner *faultRunner) error {
 	if err := r.createTopicNamed(ctx, out); err != nil {
 		return err
 	}
-	var producers []*verifyProducer
+	producers, consumers, err := r.newClients(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	defer func() {
 		for _, p := range producers {
 			p.client.Close()
 		}
 	}()
-	for i, spec := range opts.producerSet {
-		p, err := newVerifyProducer(spec.name, spec.kind, r.topic, r.seeds[i%len(r.seeds)])
-		if err != nil {
-			return err
-		}
-		producers = append(producers, p)
-	}
-	var consumers []*verifyConsumer
-	for i := range opts.Consumers {
-		c, err := newVerifyConsumer("c"+strconv.Itoa(i+1), r.topic, opts.Partitions, r.seeds[(i+1)%len(r.seeds)],
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-		if err != nil {
-			for _, c := range consumers {
-				c.client.Close()
-			}
-			return err
-		}
-		consumers = append(consumers, c)
+	if err != nil {
+		return err
 	}
 	x := &verifyTransform{name: "x", in: r.topic, out: out, seeds: r.seeds[len(r.seeds)-1], partitions: opts.Partitions}
 	var endsMu sync.Mutex

@@ -486,29 +486,14 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 
 	// The workload: producers and consumers, each on its own goroutine,
 	// all owned by this function and awaited before the final read.
-	var producers []*verifyProducer
+	producers, consumers, err := r.newClients()
 	defer func() {
 		for _, p := range producers {
 			p.client.Close()
 		}
 	}()
-	for i, spec := range opts.producerSet {
-		p, err := newVerifyProducer(spec.name, spec.kind, r.topic, r.seeds[i%len(r.seeds)])
-		if err != nil {
-			return err
-		}
-		producers = append(producers, p)
-	}
-	var consumers []*verifyConsumer
-	for i := range opts.Consumers {
-		c, err := newVerifyConsumer("c"+strconv.Itoa(i+1), r.topic, opts.Partitions, r.seeds[(i+1)%len(r.seeds)])
-		if err != nil {
-			for _, c := range consumers {
-				c.client.Close()
-			}
-			return err
-		}
-		consumers = append(consumers, c)
+	if err != nil {
+		return err
 	}
 	stopProducing := make(chan struct{})
 	consumeCtx, stopConsuming := context.WithCancel(ctx)
@@ -588,6 +573,32 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 		runErr = errors.New("no record was read")
 	}
 	return runErr
+}
+
+// newClients returns the run's producers, each starting from another
+// broker, and its consumers, with extra options (an isolation level);
+// on an error, the clients made so far are returned for closing.
+func (r *verifyRun) newClients(consumerOpts ...kgo.Opt) ([]*verifyProducer, []*verifyConsumer, error) {
+	var producers []*verifyProducer
+	for i, spec := range r.opts.producerSet {
+		p, err := newVerifyProducer(spec.name, spec.kind, r.topic, r.seeds[i%len(r.seeds)])
+		if err != nil {
+			return producers, nil, err
+		}
+		producers = append(producers, p)
+	}
+	var consumers []*verifyConsumer
+	for i := range r.opts.Consumers {
+		c, err := newVerifyConsumer("c"+strconv.Itoa(i+1), r.topic, r.opts.Partitions, r.seeds[(i+1)%len(r.seeds)], consumerOpts...)
+		if err != nil {
+			for _, c := range consumers {
+				c.client.Close()
+			}
+			return producers, nil, err
+		}
+		consumers = append(consumers, c)
+	}
+	return producers, consumers, nil
 }
 
 // runFaults injects the faults on this goroutine until --duration ends
