@@ -105,6 +105,8 @@ type Coordinator struct {
 
 	// timedOut counts the transactions aborted past their timeout.
 	timedOut atomic.Int64
+	// held counts the requests held until a transaction completes.
+	held atomic.Int32
 }
 
 // Stats are a coordinator's figures for the broker's metrics.
@@ -157,10 +159,14 @@ type shard struct {
 	// gone is closed when the shard unloads.
 	gone chan struct{}
 
-	// mu guards state and txns.
+	// mu guards state, txns and settled.
 	mu    sync.Mutex
 	state shardState
 	txns  map[string]*txn.Metadata
+	// settled is closed, and replaced, whenever a transaction of the
+	// shard leaves PrepareCommit or PrepareAbort: requests held while it
+	// ended look again.
+	settled chan struct{}
 }
 
 // New returns the coordinator; it coordinates nothing until Lead.
@@ -231,7 +237,8 @@ func (c *Coordinator) Lead(index, leaderEpoch int32, log StateLog) {
 		c.mu.Unlock()
 		return
 	}
-	sh := &shard{index: index, epoch: leaderEpoch, log: log, gone: make(chan struct{}), state: shardLoading, txns: map[string]*txn.Metadata{}}
+	sh := &shard{index: index, epoch: leaderEpoch, log: log, gone: make(chan struct{}), state: shardLoading, txns: map[string]*txn.Metadata{},
+		settled: make(chan struct{})}
 	c.shards[index] = sh
 	c.mu.Unlock()
 	if old != nil {
@@ -408,7 +415,37 @@ func (c *Coordinator) finish(sh *shard, m *txn.Metadata, t txn.Transit, code int
 	if t.State == txn.Dead {
 		delete(sh.txns, m.TransactionalID)
 	}
+	if t.State == txn.CompleteCommit || t.State == txn.CompleteAbort {
+		close(sh.settled)
+		sh.settled = make(chan struct{})
+	}
 	return 0
+}
+
+// concurrentHold bounds how long a request that finds its transactional
+// id's previous transaction still ending (its markers being written) is
+// held before it is answered CONCURRENT_TRANSACTIONS: a producer that
+// begins its next transaction at once is answered as soon as the last
+// one completes, rather than retrying after a backoff.
+const concurrentHold = time.Second
+
+// awaitSettled waits until a transaction of the shard completes, the
+// deadline passes, the shard unloads or the coordinator closes; it
+// reports whether one completed. settled is the shard's settled read
+// under its mu.
+func (c *Coordinator) awaitSettled(sh *shard, settled <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	c.held.Add(1)
+	defer c.held.Add(-1)
+	select {
+	case <-settled:
+		return true
+	case <-t.C:
+	case <-sh.gone:
+	case <-c.closing:
+	}
+	return false
 }
 
 // illegal logs a transition txn refused (a bug) and answers it.

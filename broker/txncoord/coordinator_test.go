@@ -309,3 +309,34 @@ func TestLoadResumesEndingTransaction(t *testing.T) {
 		t.Errorf("after Close: got %v, want NOT_COORDINATOR", kerr.ErrorForCode(d.Code))
 	}
 }
+
+// TestNextTransactionHeldUntilTheLastCompletes: a producer that begins
+// its next transaction while the last one's markers are being written is
+// not answered CONCURRENT_TRANSACTIONS: its AddPartitionsToTxn is held
+// until the last transaction completes, then succeeds.
+func TestNextTransactionHeldUntilTheLastCompletes(t *testing.T) {
+	release := make(chan struct{})
+	cl := &leaders{leader: map[txn.TopicPartition]int32{a0: 1}}
+	cl.answer = func(_ int32, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+		<-release
+		return answerAll(req, 0), nil
+	}
+	c := startCoordinator(t, &memLog{}, cl)
+	res := openTxn(t, c, "x", a0)
+	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, true); code != 0 {
+		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(code))
+	}
+	if st := c.Describe("x").State; st != txn.PrepareCommit {
+		t.Fatalf("state with the markers unanswered: %v, want PrepareCommit", st)
+	}
+	got := make(chan int16, 1)
+	go func() { got <- c.AddPartitions("x", res.ProducerID, res.ProducerEpoch, []txn.TopicPartition{b0}) }()
+	waitUntil(t, "the next AddPartitionsToTxn to be held", func() bool { return c.held.Load() == 1 })
+	close(release)
+	if code := <-got; code != 0 {
+		t.Fatalf("the held AddPartitionsToTxn: %v, want no error once the last transaction completed", kerr.ErrorForCode(code))
+	}
+	if d := c.Describe("x"); d.State != txn.Ongoing || len(d.Partitions) != 1 {
+		t.Errorf("after the held add: %v with %v, want Ongoing with b-0", d.State, d.Partitions)
+	}
+}

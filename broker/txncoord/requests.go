@@ -3,6 +3,7 @@ package txncoord
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -131,27 +132,44 @@ func (c *Coordinator) forgetUnused(sh *shard, m *txn.Metadata) {
 // with the group's __consumer_offsets partition) of producer id at
 // epoch: the code for every partition.
 func (c *Coordinator) AddPartitions(transactionalID string, producerID int64, epoch int16, tps []txn.TopicPartition) int16 {
+	deadline := time.Now().Add(concurrentHold)
+	for {
+		code, settled, sh := c.addPartitions(transactionalID, producerID, epoch, tps)
+		if settled == nil || !c.awaitSettled(sh, settled, deadline) {
+			return code
+		}
+	}
+}
+
+// addPartitions is one attempt of AddPartitions. When the previous
+// transaction is still ending, it answers CONCURRENT_TRANSACTIONS with
+// the shard's settled channel, on which the caller may wait to try again.
+func (c *Coordinator) addPartitions(transactionalID string, producerID int64, epoch int16, tps []txn.TopicPartition) (int16, <-chan struct{}, *shard) {
 	sh, code := c.shard(transactionalID)
 	if code != 0 {
-		return code
+		return code, nil, nil
 	}
 	m := sh.txns[transactionalID]
 	if m == nil {
 		sh.mu.Unlock()
-		return kerr.InvalidProducerIDMapping.Code
+		return kerr.InvalidProducerIDMapping.Code, nil, nil
 	}
 	code, t, err := m.AddPartitions(producerID, epoch, tps, c.nowMs())
 	if err != nil {
 		sh.mu.Unlock()
-		return c.illegal(transactionalID, err)
+		return c.illegal(transactionalID, err), nil, nil
 	}
 	if t == nil {
+		var settled <-chan struct{}
+		if code == kerr.ConcurrentTransactions.Code && (m.State == txn.PrepareCommit || m.State == txn.PrepareAbort) {
+			settled = sh.settled
+		}
 		sh.mu.Unlock()
-		return code
+		return code, settled, sh
 	}
 	wait := c.store(sh, m, *t)
 	sh.mu.Unlock()
-	return c.finish(sh, m, *t, wait())
+	return c.finish(sh, m, *t, wait()), nil, nil
 }
 
 // VerifyPartitions answers a partition leader's check (KIP-890 part 1)
