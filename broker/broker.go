@@ -207,6 +207,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		Membership:    b.member,
 		RoleChanged:   b.roleChanged,
 		Resign:        b.resign,
+		TopicsDeleted: func(topics []string) { b.groups.topicsDeleted(topics) },
 		FollowerQuota: b.followerQuota,
 		Closing:       b.closing,
 	})

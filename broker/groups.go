@@ -681,6 +681,53 @@ func (c *groupCoordinator) expireShard(sh *groupShard, now time.Time) {
 	c.b.logger.Info("expired committed offsets", "partition", sh.p.Name(), "offsets", len(expired), "groups_removed", len(dead))
 }
 
+// topicsDeleted drops every group's committed offsets of the deleted
+// topics, as Kafka's coordinator does when topics are deleted
+// (onPartitionsDeleted): with tombstones in each active shard's
+// partition, so that a coordinator that loads it later does not bring
+// them back, and so that a topic created again with the same name starts
+// with no committed offsets. A shard still loading keeps them.
+func (c *groupCoordinator) topicsDeleted(topics []string) {
+	gone := map[string]bool{}
+	for _, t := range topics {
+		gone[t] = true
+	}
+	shards, _ := c.activeShards()
+	for _, sh := range shards {
+		sh.mu.Lock()
+		if sh.state == shardActive {
+			c.dropTopicOffsets(sh, gone)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// dropTopicOffsets is topicsDeleted for one shard. The caller holds sh.mu.
+func (c *groupCoordinator) dropTopicOffsets(sh *groupShard, gone map[string]bool) {
+	var keys []group.OffsetKey
+	var kvs []group.KV
+	for _, id := range sh.offsets.Groups() {
+		for _, k := range sh.offsets.Keys(id) {
+			if gone[k.Topic] {
+				keys = append(keys, k)
+				kvs = append(kvs, group.KV{Key: group.OffsetRecordKey(k)})
+			}
+		}
+	}
+	if len(kvs) == 0 {
+		return
+	}
+	base, _, err := c.appendOffsets(sh, kvs, false)
+	if err != nil {
+		c.b.logger.Warn("write of deleted topics' offsets' tombstones failed", "partition", sh.p.Name(), "error", err)
+		return
+	}
+	for i, k := range keys {
+		sh.applyOffset(k, nil, base+int64(i))
+	}
+	c.b.logger.Info("removed the committed offsets of deleted topics", "partition", sh.p.Name(), "offsets", len(keys))
+}
+
 // keysOf returns the keys of one group.
 func keysOf(keys []group.OffsetKey, id string) []group.OffsetKey {
 	var out []group.OffsetKey

@@ -110,12 +110,15 @@ type Manager struct {
 	member        Membership
 	roleChanged   func(p *Partition)
 	resign        func(tp coord.TopicPartition)
+	topicsDeleted func(topics []string)
 	followerQuota *Quota
 	closing       <-chan struct{}
 }
 
 // Deps are the replica manager's dependencies on the rest of the
-// broker (see Manager).
+// broker (see Manager). TopicsDeleted, if set, is told of the topics an
+// UpdateMetadata request says were deleted, with stateMu held (as
+// RoleChanged is).
 type Deps struct {
 	Configs       Configs
 	Logger        hclog.Logger
@@ -125,6 +128,7 @@ type Deps struct {
 	Membership    Membership
 	RoleChanged   func(p *Partition)
 	Resign        func(tp coord.TopicPartition)
+	TopicsDeleted func(topics []string)
 	FollowerQuota *Quota
 	// Closing is closed when the broker closes: the manager's loops and
 	// fetchers end on it, and Close may then be called.
@@ -153,6 +157,7 @@ func NewManager(cfg *config.Config, logDirs *LogDirs, hwCkpt *HWCheckpoints, d D
 		member:        d.Membership,
 		roleChanged:   d.RoleChanged,
 		resign:        d.Resign,
+		topicsDeleted: d.TopicsDeleted,
 		followerQuota: d.FollowerQuota,
 		closing:       d.Closing,
 	}
