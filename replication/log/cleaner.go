@@ -62,7 +62,13 @@ package log
 //     own timestamp for both);
 //   - it is the last batch of its segment, or of its producer in the
 //     log (kept whole, where a data batch would be kept empty);
-//   - it is at or above the end of the pass's offset map.
+//   - it is at or above the end of the pass's offset map, or the oldest
+//     producer snapshot at or above the log start: RecoverProducers may
+//     restore any of them and replays the log above it, where the marker
+//     of a transaction the snapshot holds open must be found (Kafka
+//     snapshots at every roll, so its latest snapshot is never below the
+//     cleaned range; tripod writes its snapshot after the roll, and
+//     falls back to the older one when the newest cannot be read).
 // The marker of a transaction with a batch left stays, so that the
 // producer state loaded from the cleaned log closes that transaction; a
 // transaction whose batches and marker are both gone leaves nothing
@@ -327,6 +333,18 @@ func (l *Log) CleanBelow(cfg CleanConfig, now time.Time, firstUnstable int64) (C
 		return res, err
 	}
 
+	// Markers go only below the oldest producer snapshot recovery may
+	// restore: it replays the log above the snapshot, where the marker of
+	// a transaction the snapshot holds open must still be.
+	snapshots, err := l.ProducerSnapshots()
+	if err != nil {
+		return res, err
+	}
+	markerEnd := mapEnd
+	if i := slices.IndexFunc(snapshots, func(o int64) bool { return o >= start }); i >= 0 {
+		markerEnd = min(markerEnd, snapshots[i])
+	}
+
 	// Rewrite the segments below mapEnd, oldest first: txns follows the
 	// transactions through all of them, those left as they are included.
 	tombstoneHorizon := nowMs - cfg.DeleteRetention.Milliseconds()
@@ -335,7 +353,7 @@ func (l *Log) CleanBelow(cfg CleanConfig, now time.Time, firstUnstable int64) (C
 		if c.seg.baseOffset >= mapEnd {
 			break
 		}
-		cleaned, err := l.cleanSegmentFile(c, m, mapEnd, tombstoneHorizon, lastBatch, aborted, txns)
+		cleaned, err := l.cleanSegmentFile(c, m, mapEnd, markerEnd, tombstoneHorizon, lastBatch, aborted, txns)
 		if err != nil {
 			removeSegmentFiles(l.dir, c.seg.baseOffset, cleanedSuffix)
 			return res, err
@@ -557,14 +575,14 @@ type cleanedFile struct {
 // A record at or after mapEnd is kept; below it, one is dropped when its
 // key is null, maps to a higher offset, or it is a tombstone whose batch's
 // maxTimestamp is below tombstoneHorizon, and every record of a batch of
-// an aborted transaction is. A transaction marker below mapEnd is
+// an aborted transaction is. A transaction marker below markerEnd is
 // dropped when txns saw no batch of its transaction kept, its batch's
 // maxTimestamp is below tombstoneHorizon, and it is neither the last
 // batch of the segment nor its producer's last (lastBatch); the entries
 // of the dropped abort markers leave the segment's aborted-transaction
 // index. Other control batches are kept as they are. lastBatch holds the
 // base offsets of the batches kept even when left empty.
-func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHorizon int64, lastBatch map[int64]int64, aborted abortedTxns, txns cleanedTxns) (*cleanedFile, error) {
+func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, markerEnd, tombstoneHorizon int64, lastBatch map[int64]int64, aborted abortedTxns, txns cleanedTxns) (*cleanedFile, error) {
 	base := c.seg.baseOffset
 	// The index's entries, read under mu: AppendAbortedTxn adds to it
 	// under mu (swapSegment checks that it did not meanwhile).
@@ -606,7 +624,7 @@ func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHo
 		if h.attributes&attrControl != 0 {
 			kept := txns.marker(h)
 			lb, ok := lastBatch[h.producerID]
-			if !kept && h.baseOffset < mapEnd && h.maxTimestamp < tombstoneHorizon && br.pos < br.end && (!ok || lb != h.baseOffset) {
+			if !kept && h.baseOffset < markerEnd && h.maxTimestamp < tombstoneHorizon && br.pos < br.end && (!ok || lb != h.baseOffset) {
 				// A control batch that is no marker tripod reads is kept.
 				if _, err := ReadMarker(raw); err == nil {
 					out.markersRemoved++

@@ -224,3 +224,77 @@ func TestCleanedTxnLogReadCommitted(t *testing.T) {
 		t.Fatalf("read_committed latest values: got %v, want %v", seen, latest)
 	}
 }
+
+// TestCleanKeepsMarkersAboveProducerSnapshot keeps, past
+// delete.retention.ms, the marker of a transaction that a producer
+// snapshot holds open: recovery restores the snapshot and replays the log
+// above it, so without the marker the producer's next transaction, still
+// open, would be taken for the same one, and the LSO held at the first
+// one's start. Once that snapshot is gone the marker goes.
+func TestCleanKeepsMarkersAboveProducerSnapshot(t *testing.T) {
+	l, err := log.Open(t.TempDir(), log.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ts := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	appendBatch := func(b []byte) int64 {
+		t.Helper()
+		res, err := l.Append(b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.BaseOffset
+	}
+	appendBatch(log.BuildTxnBatchForTest(200, ts, "s=1"))
+	appendBatch(log.BuildKeyedBatchForTest(t, 0, 0, ts.UnixMilli(), "u=1"))
+	log.RollForTest(t, l)
+	p := replication.NewProducers()
+	if err := l.LoadProducers(p); err != nil {
+		t.Fatal(err)
+	}
+	snapshot, err := l.SnapshotProducers(p) // producer 200's transaction open
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendBatch(log.BuildKeyedBatchForTest(t, 0, 0, ts.UnixMilli(), "s=2"))
+	commit := appendBatch(log.BuildMarker(200, 0, 1, true, ts))
+	appendBatch(log.BuildKeyedBatchForTest(t, 0, 0, ts.UnixMilli(), "filler=1"))
+	log.RollForTest(t, l)
+	next := appendBatch(log.BuildTxnBatchForTest(200, ts, "t=1")) // open
+	wantOpen := []replication.CompletedTxn{{ProducerID: 200, FirstOffset: next, LastOffset: -1}}
+
+	clean := log.DefaultCleanConfig()
+	clean.MinCleanableDirtyRatio = 0
+	clean.DeleteRetention = time.Hour
+	res, err := l.CleanBelow(clean, ts.Add(2*time.Hour), next)
+	if err != nil || res.RecordsRemoved == 0 || res.MarkersRemoved != 0 {
+		t.Fatalf("pass past delete.retention.ms: %+v, %v; want records removed, no marker", res, err)
+	}
+	recovered := replication.NewProducers()
+	load, err := l.RecoverProducers(recovered)
+	if err != nil || load.SnapshotOffset != snapshot {
+		t.Fatalf("RecoverProducers: %+v, %v; want the snapshot at %d restored", load, err, snapshot)
+	}
+	if open := recovered.Txns().Open(); !reflect.DeepEqual(open, wantOpen) {
+		t.Fatalf("open transactions after recovery from the snapshot at %d: %+v, want %+v", snapshot, open, wantOpen)
+	}
+
+	if err := l.DeleteProducerSnapshot(snapshot); err != nil {
+		t.Fatal(err)
+	}
+	appendBatch(log.BuildMarker(200, 0, 1, true, ts))
+	log.RollForTest(t, l)
+	appendBatch(log.BuildKeyedBatchForTest(t, 0, 0, ts.UnixMilli(), "filler=2"))
+	res, err = l.CleanBelow(clean, ts.Add(2*time.Hour), l.EndOffset())
+	if err != nil || res.MarkersRemoved != 1 {
+		t.Fatalf("pass without the snapshot: %+v, %v; want the marker at %d removed", res, err, commit)
+	}
+	reloaded := replication.NewProducers()
+	if err := l.LoadProducers(reloaded); err != nil {
+		t.Fatal(err)
+	}
+	if open := reloaded.Txns().Open(); len(open) != 0 {
+		t.Fatalf("open transactions after the marker went: %+v, want none", open)
+	}
+}
