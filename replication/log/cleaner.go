@@ -153,8 +153,9 @@ type CleanConfig struct {
 	// (max.compaction.lag.ms). Default math.MaxInt64: never; at least
 	// MinCompactionLag and 1 ms.
 	MaxCompactionLag time.Duration
-	// DeleteRetention is how long a tombstone is kept, counted from its
-	// batch's maxTimestamp (delete.retention.ms). Default 1 day.
+	// DeleteRetention is how long a tombstone, or a transaction marker
+	// the cleaner may remove, is kept, counted from its batch's
+	// maxTimestamp (delete.retention.ms). Default 1 day.
 	DeleteRetention time.Duration
 }
 
@@ -212,8 +213,9 @@ type CleanResult struct {
 	// pass dropped.
 	MarkersRemoved int64
 	// Abandoned is set when the log was truncated, closed or had segments
-	// removed during the pass: the rest of the pass was given up and the
-	// checkpoint not moved.
+	// removed during the pass, or an aborted-transaction index entry was
+	// added to a segment the pass removed markers from: the rest of the
+	// pass was given up and the checkpoint not moved.
 	Abandoned bool
 }
 
@@ -226,9 +228,10 @@ type cleanSegment struct {
 
 // Clean runs one compaction pass over the log's closed segments (see the
 // comment at the top of cleaner.go) and returns what it did. now is the
-// clock for the compaction lags and tombstone retention. Appends and reads
-// go on during the pass; it holds the writer lock only to swap a cleaned
-// segment in, and one pass runs at a time per log.
+// clock for the compaction lags and the retention of tombstones and
+// markers. Appends and reads go on during the pass; it holds the writer
+// lock only to swap a cleaned segment in, and one pass runs at a time per
+// log.
 //
 // Errors: ErrClosed, the config's Validate error, ErrCorruptMessage for a
 // batch or record the pass cannot parse, an error naming the offset when
@@ -748,8 +751,11 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 
 	l.appendMu.Lock()
 	i := l.segmentFor(base)
+	// An index entry added meanwhile (a recovery writing lost entries
+	// again) may be a dropped marker's, or missing from the cleaned index.
+	txnsAdded := len(c.seg.txns.Entries()) != cleaned.txnsRead
 	if l.closed || l.truncations.Load() != generation || l.segments[i] != c.seg || i == len(l.segments)-1 || c.seg.tail.size != c.size ||
-		len(c.seg.txns.Entries()) != cleaned.txnsRead {
+		(txnsAdded && cleaned.markersRemoved > 0) {
 		l.appendMu.Unlock()
 		removeSegmentFiles(l.dir, base, swapSuffix)
 		return false, nil
