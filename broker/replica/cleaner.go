@@ -59,7 +59,7 @@ func (m *Manager) CleanLogs(now time.Time) int {
 				cleaned++
 				m.logger.Debug("log cleaned", "partition", p.Name(), "from", res.FirstDirty, "to", res.CleanedTo,
 					"segments", res.SegmentsRewritten, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter,
-					"records_removed", res.RecordsRemoved)
+					"records_removed", res.RecordsRemoved, "markers_removed", res.MarkersRemoved)
 			}
 			if !res.More || res.Abandoned {
 				break

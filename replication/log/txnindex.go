@@ -116,17 +116,30 @@ func (x *TxnIndex) Append(a AbortedTxn) error {
 		}
 		x.f = f
 	}
-	var e [txnEntrySize]byte
-	binary.BigEndian.PutUint16(e[:], txnEntryVersion)
-	binary.BigEndian.PutUint64(e[2:], uint64(a.ProducerID))
-	binary.BigEndian.PutUint64(e[10:], uint64(a.FirstOffset))
-	binary.BigEndian.PutUint64(e[18:], uint64(a.LastOffset))
-	binary.BigEndian.PutUint64(e[26:], uint64(a.LastStableOffset))
-	if _, err := x.f.Write(e[:]); err != nil {
+	if _, err := x.f.Write(appendTxnEntry(nil, a)); err != nil {
 		return fmt.Errorf("write transaction index %s: %w", x.path, err)
 	}
 	x.entries = append(x.entries, a)
 	return nil
+}
+
+// appendTxnEntry appends a in the index file's format to b.
+func appendTxnEntry(b []byte, a AbortedTxn) []byte {
+	b = binary.BigEndian.AppendUint16(b, txnEntryVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(a.ProducerID))
+	b = binary.BigEndian.AppendUint64(b, uint64(a.FirstOffset))
+	b = binary.BigEndian.AppendUint64(b, uint64(a.LastOffset))
+	return binary.BigEndian.AppendUint64(b, uint64(a.LastStableOffset))
+}
+
+// writeTxnIndexFile writes entries, in marker order, as a whole index
+// file at path, fsynced: the cleaner's copy of a segment's index.
+func writeTxnIndexFile(path string, entries []AbortedTxn) error {
+	data := make([]byte, 0, len(entries)*txnEntrySize)
+	for _, a := range entries {
+		data = appendTxnEntry(data, a)
+	}
+	return writeIndexFile(path, data, 0, true)
 }
 
 // Collect returns the entries a read_committed fetch from fetchOffset up
