@@ -85,8 +85,30 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 			return resp, nil, nil
 		}
 	}
+	// The deferred parts run concurrently: the appends after a
+	// verification wait for those of the connection's previous produce
+	// that verified, which its pipelined batches follow.
+	var appended, previous chan struct{}
+	if len(verifies) > 0 {
+		appended = make(chan struct{})
+		if p := req.conn.txnAppends.Swap(&appended); p != nil {
+			previous = *p
+		}
+	}
 	return nil, func(ctx context.Context) kmsg.Response {
-		for _, v := range b.verifyProduced(ctx, r, verifies, deadline) {
+		verified := b.verifyProduced(ctx, r, verifies, deadline)
+		if previous != nil {
+			select {
+			case <-previous:
+			case <-ctx.Done():
+				// No answer goes out; an append now could pass
+				// the previous produce's.
+				verified = nil
+			case <-b.closing:
+				verified = nil
+			}
+		}
+		for _, v := range verified {
 			sp := &resp.Topics[v.topic].Partitions[v.partition]
 			rp := r.Topics[v.topic].Partitions[v.partition]
 			if v.code != 0 {
@@ -98,6 +120,9 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 			if done != nil {
 				waits = append(waits, waiting{topic: v.topic, partition: v.partition, done: done})
 			}
+		}
+		if appended != nil {
+			close(appended)
 		}
 		if r.Acks == 0 {
 			return nil

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,6 +38,37 @@ func produceTxnRaw(t *testing.T, ctx context.Context, cl *rawConn, b *Broker, id
 		t.Fatalf("Produce: got %+v, want one partition", resp.Topics)
 	}
 	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// produceTxnPipelined sends n transactional produces of one record each,
+// sequences 0..n-1, to topic's partition on cl without waiting for an
+// answer in between, then reads the answers and returns their codes.
+func produceTxnPipelined(t *testing.T, cl *rawConn, id, topic string, partition int32, pid int64, epoch int16, n int) []int16 {
+	t.Helper()
+	var reqs []*kmsg.ProduceRequest
+	first := cl.corr + 1
+	for i := range n {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 9, -1, 10_000, &id
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = partition
+		rp.Records = kafkatest.EncodeTransactionalBatch(time.Now().UnixMilli(), pid, epoch, int32(i), []byte("pipelined"))
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		reqs = append(reqs, req)
+		cl.corr++
+		if _, err := cl.nc.Write(encodeRequest(req, cl.corr)); err != nil {
+			t.Fatalf("write produce %d: %v", i, err)
+		}
+	}
+	codes := make([]int16, n)
+	for i, req := range reqs {
+		resp := decodeResponse(t, req, readFrame(t, cl.nc), first+int32(i)).(*kmsg.ProduceResponse)
+		codes[i] = resp.Topics[0].Partitions[0].ErrorCode
+	}
+	return codes
 }
 
 // wantProduceCode fails t unless got is want.
@@ -210,5 +242,16 @@ func TestTxnVerifyRemoteCoordinator(t *testing.T) {
 	p := leaders[1].replicas.PartitionFor("remote", remote[1])
 	if p.Log().EndOffset() != 0 || p.TxnOpen(pid) {
 		t.Fatalf("the unverified partition: end %d, open %v; want nothing appended", p.Log().EndOffset(), p.TxnOpen(pid))
+	}
+
+	// Pipelined first batches, each verified, are appended in order.
+	if got := addPartitionsToTxn(t, ctx, conns[coordinator.ID()], coordinator, 3, "tx-r", pid, epoch, "remote", remote[1]); got != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(got))
+	}
+	for i, code := range produceTxnPipelined(t, conns[leaders[1].ID()], "tx-r", "remote", remote[1], pid, epoch, 8) {
+		wantProduceCode(t, fmt.Sprintf("pipelined produce %d", i), code, nil)
+	}
+	if end := p.Log().EndOffset(); end != 8 {
+		t.Fatalf("the partition after 8 pipelined produces: end %d, want 8", end)
 	}
 }
