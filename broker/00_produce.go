@@ -96,19 +96,27 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 		}
 	}
 	return nil, func(ctx context.Context) kmsg.Response {
-		verified := b.verifyProduced(ctx, r, verifies, deadline)
+		checked := b.verifyProduced(ctx, r, verifies, deadline)
+		stopped := false
 		if previous != nil {
 			select {
 			case <-previous:
 			case <-ctx.Done():
-				// No answer goes out; an append now could pass
-				// the previous produce's.
-				verified = nil
+				stopped = true
 			case <-b.closing:
-				verified = nil
+				stopped = true
 			}
 		}
-		for _, v := range verified {
+		if stopped {
+			// An append now could pass the previous produce's;
+			// the producer retries these.
+			for i := range checked {
+				if checked[i].code == 0 {
+					checked[i].code = kerr.NotLeaderForPartition.Code
+				}
+			}
+		}
+		for _, v := range checked {
 			sp := &resp.Topics[v.topic].Partitions[v.partition]
 			rp := r.Topics[v.topic].Partitions[v.partition]
 			if v.code != 0 {
@@ -171,9 +179,9 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 	return code, done, nil
 }
 
-// verifyProduced asks the transaction coordinators for verifies, bounded
-// by ctx and deadline, and returns those verified; the others' partitions
-// in resp get the error code.
+// verifyProduced asks the transaction coordinators for verifies, one
+// request per producer id and epoch, bounded by ctx and deadline, and
+// returns them with their outcome in code (0: verified, to append).
 func (b *Broker) verifyProduced(ctx context.Context, r *kmsg.ProduceRequest, verifies []txnVerification, deadline time.Time) []txnVerification {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -190,7 +198,7 @@ func (b *Broker) verifyProduced(ctx context.Context, r *kmsg.ProduceRequest, ver
 		}
 		byProducer[k] = append(byProducer[k], v)
 	}
-	var verified []txnVerification
+	var checked []txnVerification
 	for _, k := range order {
 		vs := byProducer[k]
 		tps := make([]txn.TopicPartition, len(vs))
@@ -199,10 +207,10 @@ func (b *Broker) verifyProduced(ctx context.Context, r *kmsg.ProduceRequest, ver
 		}
 		for i, code := range b.verifyTxnPartitions(ctx, *r.TransactionID, k.id, k.epoch, tps) {
 			vs[i].code = code
-			verified = append(verified, vs[i])
+			checked = append(checked, vs[i])
 		}
 	}
-	return verified
+	return checked
 }
 
 // appendProduced appends a partition's batches once the transaction
