@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/internal/kafkatest"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -41,6 +42,15 @@ func produceTxn(t *testing.T, cl *kgo.Client, topic string, txnID *string, id in
 	req.Topics = append(req.Topics, rt)
 	sp := issue[*kmsg.ProduceResponse](t, cl, req).Topics[0].Partitions[0]
 	return sp.BaseOffset, sp.ErrorCode
+}
+
+// partitionTxnConfig is testConfig without transaction.partition.
+// verification.enable: the tests of the partition side write the markers
+// of transactions no coordinator holds.
+func partitionTxnConfig(t *testing.T) config.Config {
+	cfg := testConfig(t)
+	cfg.TransactionPartitionVerification = false
+	return cfg
 }
 
 // fetchIsolated fetches topic's partition 0 from offset at isolation
@@ -143,7 +153,7 @@ func txnMarker(id int64, epoch int16, commit bool, topic string, partitions ...i
 // hold UNKNOWN_TOPIC_OR_PARTITION, and a transactional produce without a
 // transactional id TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 func TestTransactionsOnAPartition(t *testing.T) {
-	b := startBroker(t, testConfig(t))
+	b := startBroker(t, partitionTxnConfig(t))
 	const topic = "txns"
 	createLocalTopic(t, b, topic, 1)
 	ctx := testContext(t, time.Minute)
@@ -324,7 +334,7 @@ func nextOffset(records []byte) (int64, bool) {
 // same aborted-transaction index entry, so that it can serve
 // read_committed fetches when it leads.
 func TestTransactionsReplicated(t *testing.T) {
-	brokers := startRaftCluster(t, 2)
+	brokers := startRaftClusterWith(t, 2, func(cfg *config.Config) { cfg.TransactionPartitionVerification = false })
 	ctx := testContext(t, 2*time.Minute)
 	const topic = "replicated-txns"
 	adm := kadm.NewClient(newClient(t, brokers[0]))
@@ -378,7 +388,7 @@ func TestTransactionsReplicated(t *testing.T) {
 // aborted one is still listed to read_committed fetches (the .txnindex
 // file), and the open one's marker after the restart moves the LSO on.
 func TestTransactionsSurviveRestart(t *testing.T) {
-	cfg := testConfig(t)
+	cfg := partitionTxnConfig(t)
 	ctx := testContext(t, time.Minute)
 	const topic = "txn-restart"
 	b, err := New(cfg, testLogger(t))

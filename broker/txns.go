@@ -176,6 +176,17 @@ type markerClient struct {
 }
 
 func (s *markerSender) WriteTxnMarkers(ctx context.Context, broker int32, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+	kresp, err := s.request(ctx, broker, req)
+	if err != nil {
+		return nil, err
+	}
+	return kresp.(*kmsg.WriteTxnMarkersResponse), nil
+}
+
+// request sends req to broker on the client kept for it: the markers,
+// and a partition leader's verifications (AddPartitionsToTxn VerifyOnly)
+// sent to a transaction coordinator.
+func (s *markerSender) request(ctx context.Context, broker int32, req kmsg.Request) (kmsg.Response, error) {
 	node, ok := s.b.cache.Broker(coord.BrokerID(broker))
 	if !ok {
 		return nil, fmt.Errorf("broker %d is not live", broker)
@@ -204,11 +215,7 @@ func (s *markerSender) WriteTxnMarkers(ctx context.Context, broker int32, req *k
 		s.clients[broker] = mc
 	}
 	s.mu.Unlock()
-	kresp, err := mc.cl.Request(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return kresp.(*kmsg.WriteTxnMarkersResponse), nil
+	return mc.cl.Request(ctx, req)
 }
 
 // close closes the clients; WriteTxnMarkers fails from then on.

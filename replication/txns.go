@@ -64,6 +64,13 @@ func (t *Txns) Reset() {
 	t.lastMarker = -1
 }
 
+// IsOpen reports whether producerID has an open transaction on the
+// partition.
+func (t *Txns) IsOpen(producerID int64) bool {
+	_, ok := t.open[producerID]
+	return ok
+}
+
 // Data records a transactional data batch of producerID appended at
 // firstOffset: the first one opens the producer's transaction there.
 func (t *Txns) Data(producerID, firstOffset int64) {

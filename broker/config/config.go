@@ -383,6 +383,12 @@ type Config struct {
 	// more is INVALID_TRANSACTION_TIMEOUT. Default 15 minutes; at least
 	// 1 ms.
 	TransactionMaxTimeout time.Duration
+	// TransactionPartitionVerification makes a partition leader ask the
+	// transaction coordinator, before it appends the first batch of a
+	// producer's transaction, whether the partition was added to that
+	// transaction (KIP-890 part 1;
+	// transaction.partition.verification.enable). Default true.
+	TransactionPartitionVerification bool
 	// TransactionalIDExpiration is how long the coordinator keeps a
 	// transactional id with no open transaction after its last change
 	// (transactional.id.expiration.ms). Default 7 days; 1 ms .. 2^31-1
@@ -488,6 +494,7 @@ func DefaultConfig() Config {
 		TransactionStateLogSegmentBytes:         104857600,
 		TransactionStateLogMinISR:               2,
 		TransactionMaxTimeout:                   15 * time.Minute,
+		TransactionPartitionVerification:        true,
 		TransactionalIDExpiration:               7 * 24 * time.Hour,
 		TransactionAbortTimedOutCleanupInterval: 10 * time.Second,
 		TransactionRemoveExpiredCleanupInterval: time.Hour,
@@ -1024,6 +1031,14 @@ var brokerKeys = map[string]configKey{
 		},
 		set: func(c *Config, k, v string) error { return setBool(&c.AutoCreateTopics, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
+	},
+	"transaction.partition.verification.enable": {
+		doc: keyDoc{
+			section: "Transaction coordinator", allowed: "true, false",
+			meaning: "a partition leader asks the transaction coordinator whether the partition is in the producer's transaction before appending the transaction's first batch there (KIP-890 part 1; INVALID_TXN_STATE if not)",
+		},
+		set: func(c *Config, k, v string) error { return setBool(&c.TransactionPartitionVerification, k, v) },
+		get: func(c Config) string { return strconv.FormatBool(c.TransactionPartitionVerification) },
 	},
 	"max.connections": {
 		doc: keyDoc{

@@ -78,6 +78,7 @@ func TestDefaultConfigPinned(t *testing.T) {
 		"transaction.state.log.segment.bytes":                         "104857600",
 		"transaction.state.log.min.isr":                               "2",
 		"transaction.max.timeout.ms":                                  "900000",
+		"transaction.partition.verification.enable":                   "true",
 		"transactional.id.expiration.ms":                              "604800000",
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
 		"transaction.remove.expired.transaction.cleanup.interval.ms":  "3600000",

@@ -128,6 +128,14 @@ func (p *Partition) KnowsProducer(id int64) bool {
 	return p.producers.Knows(id)
 }
 
+// TxnOpen reports whether producer id has an open transaction on the
+// partition: a batch of it was appended and no marker ended it.
+func (p *Partition) TxnOpen(id int64) bool {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producers.Txns().IsOpen(id)
+}
+
 // ProducerState returns how the partition's producer state was last
 // recovered (from which snapshot, reading which offsets) and how many
 // producers it holds.
