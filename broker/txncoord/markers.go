@@ -99,6 +99,8 @@ func (c *Coordinator) writeMarkers(sh *shard, m *txn.Metadata) {
 			continue
 		}
 		pid, epoch, commit := m.ProducerID, m.ProducerEpoch, m.State == txn.PrepareCommit
+		c.logger.Debug("writing transaction markers", "transactional_id", m.TransactionalID, "producer_id", pid, "epoch", epoch,
+			"commit", commit, "leaders", byLeader)
 		sh.mu.Unlock()
 
 		actions := c.sendMarkers(sh, byLeader, pid, epoch, commit)

@@ -82,6 +82,10 @@ func (c *Coordinator) InitProducerID(ctx context.Context, r InitRequest) InitRes
 		default:
 			d, err = m.InitProducerID(c.cfg.Limits, r.TimeoutMs, r.ProducerID, r.ProducerEpoch, newID, now)
 		}
+		if m != nil {
+			c.logger.Debug("InitProducerId", "transactional_id", r.TransactionalID, "producer_id", r.ProducerID, "epoch", r.ProducerEpoch,
+				"state", m.State, "current_epoch", m.ProducerEpoch, "code", d.Code, "abort_first", d.AbortFirst, "need_id", d.NeedProducerID)
+		}
 		if err != nil {
 			sh.mu.Unlock()
 			return fail(c.illegal(r.TransactionalID, err))
@@ -155,6 +159,10 @@ func (c *Coordinator) addPartitions(transactionalID string, producerID int64, ep
 		return kerr.InvalidProducerIDMapping.Code, nil, nil
 	}
 	code, t, err := m.AddPartitions(producerID, epoch, tps, c.nowMs())
+	if c.logger.IsDebug() {
+		c.logger.Debug("AddPartitionsToTxn", "transactional_id", transactionalID, "producer_id", producerID, "epoch", epoch, "add", tps,
+			"state", m.State, "partitions", m.SortedPartitions(), "code", code, "transit", t != nil)
+	}
 	if err != nil {
 		sh.mu.Unlock()
 		return c.illegal(transactionalID, err), nil, nil
@@ -209,6 +217,10 @@ func (c *Coordinator) EndTxn(transactionalID string, producerID int64, epoch int
 		return kerr.InvalidProducerIDMapping.Code, -1, -1
 	}
 	code, t, err := m.EndTxn(producerID, epoch, commit, c.nowMs())
+	if c.logger.IsDebug() {
+		c.logger.Debug("EndTxn", "transactional_id", transactionalID, "producer_id", producerID, "epoch", epoch, "commit", commit,
+			"state", m.State, "partitions", m.SortedPartitions(), "code", code, "transit", t != nil)
+	}
 	if err != nil {
 		sh.mu.Unlock()
 		return c.illegal(transactionalID, err), -1, -1
