@@ -279,7 +279,11 @@ func (x *verifyTransform) run(ctx context.Context, ends func() map[int32]int64) 
 		}
 		var mine []int
 		reached := map[int32]int64{}
+		// mu guards x.writes against the promises while records are
+		// added; wg counts the promises, failed says one failed.
 		var mu sync.Mutex
+		var wg sync.WaitGroup
+		failed := false
 		fs.EachRecord(func(r *kgo.Record) {
 			reader.Reads = append(reader.Reads, history.Read{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 			reached[r.Partition] = max(reached[r.Partition], r.Offset+1)
@@ -287,19 +291,38 @@ func (x *verifyTransform) run(ctx context.Context, ends func() map[int32]int64) 
 				return
 			}
 			w := history.Write{Producer: x.name, Value: fmt.Sprintf("x-%s-%d", r.Value, round), Partition: r.Partition, Txn: id, Source: string(r.Value)}
+			mu.Lock()
 			i := len(x.writes)
 			x.writes = append(x.writes, w)
+			mu.Unlock()
 			mine = append(mine, i)
+			wg.Add(1)
 			s.Produce(ctx, &kgo.Record{Partition: w.Partition, Value: []byte(w.Value)}, func(rec *kgo.Record, err error) {
+				defer wg.Done()
 				mu.Lock()
 				defer mu.Unlock()
-				if err == nil {
-					x.writes[i].Offset = rec.Offset
+				if err != nil {
+					failed = true
+					return
 				}
+				x.writes[i].Offset = rec.Offset
 			})
 		})
 		abort := round%transformAbortEvery == 0
 		round++
+		// A round with a record that failed must not commit: its input
+		// offsets would be committed without that output (franz-go
+		// commits what was written when asked to; its own ETL test ends
+		// with TryCommit only when no promise failed).
+		if !abort {
+			if err := s.Client().Flush(ctx); err != nil {
+				abort = true
+			}
+		}
+		wg.Wait()
+		mu.Lock()
+		abort = abort || failed
+		mu.Unlock()
 		ectx, cancel := context.WithTimeout(ctx, 3*txnTimeout)
 		committed, err := s.End(ectx, kgo.TransactionEndTry(!abort))
 		cancel()
