@@ -14,6 +14,7 @@ import (
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/group"
 	tlog "github.com/tripodmq/tripod/replication/log"
+	"github.com/tripodmq/tripod/txn"
 )
 
 // Produce v3..v11: v3 is the first carrying v2 record batches (the only
@@ -30,13 +31,20 @@ func init() { registerAPI(0, 3, 11, handleProduce) }
 // than min.insync.replicas an acks=all produce writes nothing and gets
 // NOT_ENOUGH_REPLICAS. An append that fails on the disk (ENOSPC, EIO)
 // takes the partition's log dir offline and gets KAFKA_STORAGE_ERROR, as
-// does every later produce to a replica there.
+// does every later produce to a replica there. A transaction's batches
+// (KIP-98) are appended as any idempotent producer's; they need the
+// request's transactional id (which the authorizer checks for WRITE),
+// else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers. With
+// transaction.partition.verification.enable (KIP-890 part 1), the first
+// batch of a producer's transaction on a partition is appended only once
+// the transaction coordinator has verified, in the deferred part of the
+// request (bounded by its timeout), that the partition is in that
+// producer's ongoing transaction (txn_verify.go); otherwise the partition
+// gets INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH for a fenced epoch, or
+// NOT_ENOUGH_REPLICAS, retriable, without a coordinator.
 func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ProduceRequest)
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
-	if r.TransactionID != nil {
-		b.logger.Warn("transactional produce refused", "transactional.id", *r.TransactionID, "remote", req.conn.remote)
-	}
 	deadline := time.Now().Add(time.Duration(max(r.TimeoutMillis, 0)) * time.Millisecond)
 	// waiting is an acks=all partition: its place in the response and
 	// the channel its outcome arrives on.
@@ -45,6 +53,7 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 		done             <-chan error
 	}
 	var waits []waiting
+	var verifies []txnVerification
 	for _, rt := range r.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -55,21 +64,77 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 			sp.LogAppendTime = -1
 			sp.LogStartOffset = -1
 			var done <-chan error
-			sp.ErrorCode, done = b.producePartition(req.conn, r, rt.Topic, rp, &sp, deadline)
+			var verify *txnVerification
+			sp.ErrorCode, done, verify = b.producePartition(req.conn, r, rt.Topic, rp, &sp, deadline)
 			st.Partitions = append(st.Partitions, sp)
 			if done != nil {
 				waits = append(waits, waiting{topic: len(resp.Topics), partition: len(st.Partitions) - 1, done: done})
 			}
+			if verify != nil {
+				verify.topic, verify.partition = len(resp.Topics), len(st.Partitions)-1
+				verifies = append(verifies, *verify)
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if r.Acks == 0 {
-		return nil, nil, nil
+	if len(verifies) == 0 {
+		if r.Acks == 0 {
+			return nil, nil, nil
+		}
+		if len(waits) == 0 {
+			return resp, nil, nil
+		}
 	}
-	if len(waits) == 0 {
-		return resp, nil, nil
+	// The deferred parts run concurrently: the appends after a
+	// verification wait for those of the connection's previous produce
+	// that verified, which its pipelined batches follow.
+	var appended, previous chan struct{}
+	if len(verifies) > 0 {
+		appended = make(chan struct{})
+		if p := req.conn.txnAppends.Swap(&appended); p != nil {
+			previous = *p
+		}
 	}
 	return nil, func(ctx context.Context) kmsg.Response {
+		checked := b.verifyProduced(ctx, r, verifies, deadline)
+		stopped := false
+		if previous != nil {
+			select {
+			case <-previous:
+			case <-ctx.Done():
+				stopped = true
+			case <-b.closing:
+				stopped = true
+			}
+		}
+		if stopped {
+			// An append now could pass the previous produce's;
+			// the producer retries these.
+			for i := range checked {
+				if checked[i].code == 0 {
+					checked[i].code = kerr.NotLeaderForPartition.Code
+				}
+			}
+		}
+		for _, v := range checked {
+			sp := &resp.Topics[v.topic].Partitions[v.partition]
+			rp := r.Topics[v.topic].Partitions[v.partition]
+			if v.code != 0 {
+				sp.ErrorCode = v.code
+				continue
+			}
+			var done <-chan error
+			sp.ErrorCode, done = b.appendProduced(r, r.Topics[v.topic].Topic, rp, sp, deadline)
+			if done != nil {
+				waits = append(waits, waiting{topic: v.topic, partition: v.partition, done: done})
+			}
+		}
+		if appended != nil {
+			close(appended)
+		}
+		if r.Acks == 0 {
+			return nil
+		}
 		// The state machine fails a wait at its deadline; the timer is
 		// a backstop for a partition removed while waiting.
 		backstop := time.NewTimer(time.Until(deadline) + time.Second)
@@ -94,14 +159,74 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 // producePartition appends one partition's batches, which arrived on
 // connection c, and fills sp; it returns the Kafka error code and, for
 // acks=all, the channel on which the outcome of the wait for the high
-// watermark arrives.
-func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time) (int16, <-chan error) {
+// watermark arrives; or, for the first batch of a transaction on the
+// partition, nothing appended yet and the verification to ask the
+// transaction coordinator for before appendProduced.
+func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time) (int16, <-chan error, *txnVerification) {
 	if code := b.checkProducerIDs(c, topic, rp.Partition, rp.Records); code != 0 {
+		return code, nil, nil
+	}
+	code, p := b.checkProduced(r, topic, rp, sp)
+	if p == nil {
+		return code, nil, nil
+	}
+	if r.TransactionID != nil && b.cfg.TransactionPartitionVerification {
+		if id, epoch, ok := firstTxnBatch(rp.Records); ok && !p.TxnOpen(id) {
+			return 0, nil, &txnVerification{tp: txn.TopicPartition{Topic: topic, Partition: rp.Partition}, producerID: id, epoch: epoch}
+		}
+	}
+	code, done := b.appendAsLeader(p, r, rp, sp, deadline)
+	return code, done, nil
+}
+
+// verifyProduced asks the transaction coordinators for verifies, one
+// request per producer id and epoch, bounded by ctx and deadline, and
+// returns them with their outcome in code (0: verified, to append).
+func (b *Broker) verifyProduced(ctx context.Context, r *kmsg.ProduceRequest, verifies []txnVerification, deadline time.Time) []txnVerification {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	type producer struct {
+		id    int64
+		epoch int16
+	}
+	var order []producer
+	byProducer := map[producer][]txnVerification{}
+	for _, v := range verifies {
+		k := producer{v.producerID, v.epoch}
+		if _, ok := byProducer[k]; !ok {
+			order = append(order, k)
+		}
+		byProducer[k] = append(byProducer[k], v)
+	}
+	var checked []txnVerification
+	for _, k := range order {
+		vs := byProducer[k]
+		tps := make([]txn.TopicPartition, len(vs))
+		for i, v := range vs {
+			tps[i] = v.tp
+		}
+		for i, code := range b.verifyTxnPartitions(ctx, *r.TransactionID, k.id, k.epoch, tps) {
+			vs[i].code = code
+			checked = append(checked, vs[i])
+		}
+	}
+	return checked
+}
+
+// appendProduced appends a partition's batches once the transaction
+// coordinator verified them, as producePartition does, to the partition
+// if this broker still leads it.
+func (b *Broker) appendProduced(r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time) (int16, <-chan error) {
+	p, code := b.replicas.LeaderFor(topic, rp.Partition)
+	if p == nil {
 		return code, nil
 	}
-	if r.TransactionID != nil {
-		return kerr.TransactionalIDAuthorizationFailed.Code, nil
-	}
+	return b.appendAsLeader(p, r, rp, sp, deadline)
+}
+
+// checkProduced checks a partition's batches before their append and
+// returns the partition this broker leads, or nil and the error code.
+func (b *Broker) checkProduced(r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (int16, *replica.Partition) {
 	if r.Acks != 0 && r.Acks != 1 && r.Acks != -1 {
 		return kerr.InvalidRequiredAcks.Code, nil
 	}
@@ -123,6 +248,17 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 	if code := b.validateProduced(p, rp.Records, maxBytes, sp); code != 0 {
 		return code, nil
 	}
+	if r.TransactionID == nil && transactional(rp.Records) {
+		// Kafka's KafkaApis: transactional records come with the
+		// transactional id the authorizer checked (WRITE on it).
+		return kerr.TransactionalIDAuthorizationFailed.Code, nil
+	}
+	return 0, p
+}
+
+// appendAsLeader appends a partition's checked batches to p, which this
+// broker leads, and fills sp.
+func (b *Broker) appendAsLeader(p *replica.Partition, r *kmsg.ProduceRequest, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time) (int16, <-chan error) {
 	res, done, err := b.replicas.AppendAsLeader(p, rp.Records, r.Acks == -1, deadline)
 	if err != nil {
 		if b.replicas.CheckStorage(p, err) {
@@ -161,7 +297,8 @@ const decompressionFactor = 64
 //   - UNSUPPORTED_COMPRESSION_TYPE for a codec other than none, gzip,
 //     snappy, lz4 and zstd;
 //   - INVALID_RECORD, as Kafka's LogValidator, for a header a client may
-//     not write (record count, control or transactional bit) and for
+//     not write (record count, control bit, a transactional batch
+//     without a producer id and epoch) and for
 //     records that do not parse; and for a record without a key on a
 //     topic whose cleanup.policy holds compact (Kafka 2.5+, KIP-467),
 //     with the record's index in sp's ErrorRecords;
@@ -200,4 +337,17 @@ func (b *Broker) maxMessageBytes(p *replica.Partition) int {
 		}
 	}
 	return int(p.BrokerConfig().MessageMaxBytes)
+}
+
+// transactionalAttr is the transactional bit of a v2 batch's attributes.
+const transactionalAttr = 0x10
+
+// transactional reports whether records (validated) hold a batch of a
+// transaction.
+func transactional(records []byte) bool {
+	found := false
+	tlog.EachBatch(records, false, func(h tlog.BatchInfo) {
+		found = found || h.Attributes&transactionalAttr != 0
+	})
+	return found
 }

@@ -27,9 +27,12 @@ const fetchKey = 1
 const maxFetchWait = 5 * time.Minute
 
 // handleFetch reads each partition from its fetch offset up to the high
-// watermark. If fewer than min.bytes are available it waits, woken by
-// appends to the requested partitions, until min.bytes are there, max.wait.ms
-// passes, or the connection or broker closes.
+// watermark, or for a read_committed consumer (isolation level 1) up to
+// the last stable offset, with the aborted transactions among the records
+// read. If fewer than min.bytes are available it waits, woken by appends
+// to the requested partitions and moves of their high watermarks (which
+// are what moves a last stable offset), until min.bytes are there,
+// max.wait.ms passes, or the connection or broker closes.
 func handleFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.FetchRequest)
 	collapseDuplicatePartitions(r)
@@ -182,7 +185,10 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 // partition carries an error (which answers the fetch at once), and the
 // partitions answered without records below the offset read up to (the
 // response was full, or throttled; nil if none). A
-// consumer reads below the high watermark; a follower (replicaCodes not
+// consumer reads below the high watermark, a read_committed one below the
+// last stable offset, and is told of the aborted transactions whose
+// records it may have read (AbortedTransactions; null for
+// read_uncommitted, as Kafka sends it); a follower (replicaCodes not
 // nil) reads up to the log end and gets the errors RecordFollowerFetch
 // found.
 func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
@@ -236,15 +242,20 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				continue
 			}
 			hw := p.HighWatermark()
+			lso := p.LastStableOffset()
 			sp.HighWatermark = hw
-			sp.LastStableOffset = hw
+			sp.LastStableOffset = lso
 			sp.LogStartOffset = p.Log().StartOffset()
+			upTo := hw
+			readCommitted := replicaCodes == nil && r.IsolationLevel == 1
+			switch {
+			case replicaCodes != nil:
+				upTo = p.Log().EndOffset()
+			case readCommitted:
+				upTo = lso
+			}
 			// The leader's throttle: a throttled replica out of the ISR
 			// gets nothing while the leader's rate is exceeded.
-			upTo := hw
-			if replicaCodes != nil {
-				upTo = p.Log().EndOffset()
-			}
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			throttled := replicaCodes != nil && b.replicas.LeaderThrottles(p, r.ReplicaID)
 			if throttled && b.leaderQuota.Exceeded() {
@@ -282,6 +293,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					sp.RecordBatches = data
 					total += len(data)
 					remaining -= len(data)
+					if readCommitted {
+						sp.AbortedTransactions = abortedTransactions(p.Log(), rp.FetchOffset, data)
+					}
 					if throttled {
 						b.leaderQuota.Record(len(data))
 						b.metrics.Throttled("leader", len(data), 0)
@@ -296,4 +310,23 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, total, hasError, short
+}
+
+// abortedTransactions returns, for a read_committed fetch from
+// fetchOffset that read data, the aborted transactions whose records data
+// may hold (Kafka's collectAbortedTransactions up to the offset after the
+// last batch read), as the response lists them: an empty list when there
+// are none.
+func abortedTransactions(l *tlog.Log, fetchOffset int64, data []byte) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	out := []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	end, ok := tlog.NextOffset(data)
+	if !ok {
+		return out
+	}
+	for _, a := range l.CollectAbortedTxns(fetchOffset, end) {
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+		out = append(out, at)
+	}
+	return out
 }

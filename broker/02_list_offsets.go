@@ -31,7 +31,9 @@ const (
 // last offset of the batch below the high watermark with the largest
 // timestamp), latest-tiered (-5: -1, nothing is tiered) and by-timestamp
 // queries (the first offset whose timestamp is at or after it, or -1 if
-// none).
+// none). For a read_committed consumer (isolation level 1) the last
+// stable offset takes the high watermark's place in each, as Kafka's
+// lastFetchableOffset does.
 func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ListOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -45,8 +47,13 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			sp.Timestamp = -1
 			p, code := b.replicas.LeaderFor(rt.Topic, rp.Partition)
 			var leaderEpoch int32
+			var fetchable int64
 			if p != nil {
 				leaderEpoch = p.LeaderEpoch()
+				fetchable = p.HighWatermark()
+				if r.IsolationLevel == 1 {
+					fetchable = p.LastStableOffset()
+				}
 			}
 			switch {
 			case p == nil:
@@ -59,7 +66,7 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			case rp.Timestamp == listLatestTiered && r.Version >= 9:
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listMaxTimestamp && r.Version >= 7:
-				offset, ts, ok, err := p.Log().MaxTimestamp(p.HighWatermark())
+				offset, ts, ok, err := p.Log().MaxTimestamp(fetchable)
 				switch {
 				case err != nil:
 					b.logger.Error("max timestamp failed", "partition", p.Name(), "error", err)
@@ -72,7 +79,7 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 				sp.Offset = p.Log().EndOffset()
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listLatest:
-				sp.Offset = p.HighWatermark()
+				sp.Offset = fetchable
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp < 0:
 				sp.ErrorCode = kerr.InvalidRequest.Code
@@ -82,7 +89,7 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 				case err != nil:
 					b.logger.Error("offset for time failed", "partition", p.Name(), "timestamp", rp.Timestamp, "error", err)
 					sp.ErrorCode = kerr.UnknownServerError.Code
-				case ok && offset < p.HighWatermark():
+				case ok && offset < fetchable:
 					sp.Offset = offset
 					sp.Timestamp = ts
 					sp.LeaderEpoch = leaderEpoch

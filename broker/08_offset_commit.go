@@ -22,6 +22,25 @@ type pendingCommit struct {
 	sp *kmsg.OffsetCommitResponseTopicPartition
 }
 
+// offsetToCommit checks one partition of an offset commit, as Kafka's
+// coordinator does (the topic's partition known, the metadata within
+// offset.metadata.max.bytes), and returns the offset to store, committed
+// now, without leader epoch or expiry, or the partition's error code.
+func (b *Broker) offsetToCommit(topic string, partition int32, offset int64, metadata *string, now time.Time) (group.Offset, int16) {
+	t, known := b.cache.Topic(topic)
+	if !known || partition < 0 || int(partition) >= len(t.Partitions) {
+		return group.Offset{}, kerr.UnknownTopicOrPartition.Code
+	}
+	var meta string
+	if metadata != nil {
+		meta = *metadata
+	}
+	if len(meta) > int(b.cfg.OffsetMetadataMaxBytes) {
+		return group.Offset{}, kerr.OffsetMetadataTooLarge.Code
+	}
+	return group.Offset{Offset: offset, LeaderEpoch: -1, Metadata: meta, CommitTimestamp: now.UnixMilli(), ExpireTimestamp: -1}, 0
+}
+
 // handleOffsetCommit checks the member and generation, appends the
 // offsets to the group's __consumer_offsets partition and answers once
 // every in-sync replica has them (offsets.commit.timeout.ms at most).
@@ -70,22 +89,13 @@ func handleOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Respon
 	var pending []pendingCommit
 	var kvs []group.KV
 	for i, rt := range r.Topics {
-		t, known := b.cache.Topic(rt.Topic)
 		for j, rp := range rt.Partitions {
 			sp := &resp.Topics[i].Partitions[j]
-			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			v, code := b.offsetToCommit(rt.Topic, rp.Partition, rp.Offset, rp.Metadata, now)
+			if code != 0 {
+				sp.ErrorCode = code
 				continue
 			}
-			var meta string
-			if rp.Metadata != nil {
-				meta = *rp.Metadata
-			}
-			if len(meta) > int(b.cfg.OffsetMetadataMaxBytes) {
-				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-				continue
-			}
-			v := group.Offset{Offset: rp.Offset, LeaderEpoch: -1, Metadata: meta, CommitTimestamp: now.UnixMilli(), ExpireTimestamp: -1}
 			if r.Version >= 6 {
 				v.LeaderEpoch = rp.LeaderEpoch
 			}

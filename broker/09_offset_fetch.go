@@ -4,7 +4,10 @@ import (
 	"context"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/group"
 )
 
 // OffsetFetch v0..v8 (v2+: every topic when none is named; v8: several
@@ -12,9 +15,10 @@ import (
 func init() { registerAPI(9, 0, 8, handleOffsetFetch) }
 
 // handleOffsetFetch answers the committed offsets of groups this broker
-// coordinates; a partition without one gets offset -1. tripod has no
-// transactions, so no offset is ever pending and require_stable changes
-// nothing.
+// coordinates; a partition without one gets offset -1. With
+// require_stable (v7+), a partition whose offset an open transaction has
+// committed (TxnOffsetCommit, not yet decided by its marker) is answered
+// UNSTABLE_OFFSET_COMMIT, which clients retry, as Kafka does (KIP-447).
 func handleOffsetFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.OffsetFetchRequest)
 	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
@@ -29,7 +33,7 @@ func handleOffsetFetch(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			}
 			sg := kmsg.NewOffsetFetchResponseGroup()
 			sg.Group = rg.Group
-			code, got := b.fetchOffsets(rg.Group, topics)
+			code, got := b.fetchOffsets(rg.Group, topics, r.RequireStable)
 			sg.ErrorCode = code
 			for _, t := range got {
 				st := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -52,7 +56,7 @@ func handleOffsetFetch(_ context.Context, b *Broker, req *request) (kmsg.Respons
 	if r.Topics == nil && r.Version >= 2 {
 		topics = nil
 	}
-	code, got := b.fetchOffsets(r.Group, topics)
+	code, got := b.fetchOffsets(r.Group, topics, r.Version >= 7 && r.RequireStable)
 	if r.Version >= 2 {
 		resp.ErrorCode = code
 	}
@@ -92,8 +96,10 @@ type fetchedOffset struct {
 
 // fetchOffsets returns a group's committed offsets of topics (nil: every
 // topic it has committed), or the group's error code; with an error every
-// named partition carries it too, as Kafka's v0 and v1 answers need.
-func (b *Broker) fetchOffsets(groupID string, topics []offsetFetchTopic) (int16, []fetchedTopic) {
+// named partition carries it too, as Kafka's v0 and v1 answers need. With
+// requireStable a partition with a transactional offset pending gets
+// UNSTABLE_OFFSET_COMMIT and offset -1.
+func (b *Broker) fetchOffsets(groupID string, topics []offsetFetchTopic, requireStable bool) (int16, []fetchedTopic) {
 	sh, code := b.groups.shard(groupID)
 	if code != 0 {
 		out := make([]fetchedTopic, 0, len(topics))
@@ -126,7 +132,9 @@ func (b *Broker) fetchOffsets(groupID string, topics []offsetFetchTopic) (int16,
 			fo := fetchedOffset{partition: p, offset: -1, leaderEpoch: -1}
 			empty := ""
 			fo.metadata = &empty
-			if o, ok := committed[t.topic][p]; ok {
+			if requireStable && sh.txnOffsets.Pending(group.OffsetKey{Group: groupID, Topic: t.topic, Partition: p}) {
+				fo.code = kerr.UnstableOffsetCommit.Code
+			} else if o, ok := committed[t.topic][p]; ok {
 				meta := o.Metadata
 				fo.offset, fo.leaderEpoch, fo.metadata = o.Offset, o.LeaderEpoch, &meta
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
+	"github.com/tripodmq/tripod/txn"
 )
 
 // FindCoordinator v0..v4 (v4: several keys at once).
@@ -19,12 +20,11 @@ func init() { registerAPI(10, 0, 4, handleFindCoordinator) }
 // __consumer_offsets to be created and its leaders known.
 const coordinatorWait = 5 * time.Second
 
-// handleFindCoordinator names each group's coordinator: the leader of
-// partition abs(hashCode(group)) % partitions of __consumer_offsets,
+// handleFindCoordinator names each key's coordinator: for a group the
+// leader of partition abs(hashCode(group)) % partitions of
+// __consumer_offsets, for a transactional id that of __transaction_state,
 // creating the topic on first use, at its endpoint on the request's
 // listener (COORDINATOR_NOT_AVAILABLE when it has none, as in Kafka).
-// Transaction coordinators do not exist in tripod:
-// COORDINATOR_NOT_AVAILABLE.
 func handleFindCoordinator(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.FindCoordinatorRequest)
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
@@ -62,29 +62,36 @@ func handleFindCoordinator(_ context.Context, b *Broker, req *request) (kmsg.Res
 // findCoordinator returns the broker coordinating key, or the error code
 // and why.
 func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) (coord.Broker, int16, string) {
+	var topic, what, none string
+	var ensure func(context.Context) error
 	switch keyType {
 	case 0:
+		if key == "" {
+			return coord.Broker{}, kerr.InvalidGroupID.Code, "the group id is empty"
+		}
+		topic, what, none, ensure = group.OffsetsTopic, "group", "no group coordinator yet", b.groups.ensureOffsetsTopic
 	case 1:
-		return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, "tripod has no transaction coordinator"
+		if key == "" {
+			return coord.Broker{}, kerr.InvalidRequest.Code, "the transactional id is empty"
+		}
+		topic, what, none, ensure = txn.StateTopic, "transactional_id", "no transaction coordinator yet", b.ensureTxnStateTopic
 	default:
 		return coord.Broker{}, kerr.InvalidRequest.Code, fmt.Sprintf("unknown coordinator type %d", keyType)
 	}
-	if key == "" {
-		return coord.Broker{}, kerr.InvalidGroupID.Code, "the group id is empty"
-	}
-	if _, ok := b.cache.Topic(group.OffsetsTopic); !ok {
+	if _, ok := b.cache.Topic(topic); !ok {
 		wctx, cancel := context.WithTimeout(ctx, coordinatorWait)
-		err := b.groups.ensureOffsetsTopic(wctx)
+		err := ensure(wctx)
 		cancel()
 		if err != nil {
-			b.logger.Warn("no group coordinator yet", "group", key, "error", err)
+			b.logger.Warn(none, what, key, "error", err)
 			return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, err.Error()
 		}
 	}
-	t, ok := b.cache.Topic(group.OffsetsTopic)
+	t, ok := b.cache.Topic(topic)
 	if !ok || len(t.Partitions) == 0 {
-		return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, group.OffsetsTopic + " is being created"
+		return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, topic + " is being created"
 	}
+	// The same hash places groups and transactional ids.
 	index := group.PartitionFor(key, len(t.Partitions))
 	for _, p := range t.Partitions {
 		if p.Partition != index {
@@ -94,5 +101,5 @@ func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) 
 			return node, 0, ""
 		}
 	}
-	return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, fmt.Sprintf("%s-%d has no live leader", group.OffsetsTopic, index)
+	return coord.Broker{}, kerr.CoordinatorNotAvailable.Code, fmt.Sprintf("%s-%d has no live leader", topic, index)
 }

@@ -9,10 +9,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/producerid"
+	"github.com/tripodmq/tripod/broker/txncoord"
 )
 
-// InitProducerID v0..v4 (v3+ may ask to bump an existing producer's epoch).
-func init() { registerAPI(22, 0, 4, handleInitProducerID) }
+// InitProducerID v0..v5 (v3+ may ask to bump an existing producer's
+// epoch; v5 is KIP-890's, answered as v4).
+func init() { registerAPI(22, 0, 5, handleInitProducerID) }
 
 // producerIDWait bounds how long an InitProducerID waits for a block of
 // producer ids when the broker has none left; then it is answered
@@ -26,16 +28,15 @@ const producerIDWait = 5 * time.Second
 // exhaustion, gets a fresh id. Ids come from blocks the
 // coordination backend reserves for this broker; a request that finds no
 // id ready waits for the next block off the connection's reader, at most
-// producerIDWait. Transactional producers are refused: tripod has no
-// transaction coordinator yet.
+// producerIDWait. A transactional producer is answered by the
+// transaction coordinator (initTransactionalProducerID).
 func handleInitProducerID(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID = -1
 	resp.ProducerEpoch = -1
 	if r.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return resp, nil, nil
+		return initTransactionalProducerID(b, req, r, resp)
 	}
 	if r.Version >= 3 && r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {
 		if b.producerIDs.Verify(req.conn.principal(), &req.conn.producerIDs, r.ProducerID) == producerid.Issued {
@@ -78,4 +79,59 @@ func (b *Broker) answerProducerID(c *connState, resp *kmsg.InitProducerIDRespons
 		return
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
+}
+
+// initTransactionalProducerID answers an InitProducerId with a
+// transactional id through the transaction coordinator, once its state
+// is stored: the producer ids it hands out are this broker's, issued to
+// the connection's principal so that its Produce requests pass the
+// producer id check, and an id held by another principal is replaced
+// when no transaction is open. An empty transactional id is
+// INVALID_REQUEST, as in Kafka.
+func initTransactionalProducerID(b *Broker, req *request, r *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) (kmsg.Response, laterFunc, error) {
+	if *r.TransactionalID == "" {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil, nil
+	}
+	c := req.conn
+	principal := c.principal()
+	ir := txncoord.InitRequest{
+		TransactionalID: *r.TransactionalID,
+		TimeoutMs:       r.TransactionTimeoutMillis,
+		ProducerID:      -1,
+		ProducerEpoch:   -1,
+		NewProducerID: func(ctx context.Context) (int64, error) {
+			counter, ok := b.producerIDs.Take()
+			if !ok {
+				ctx, cancel := context.WithTimeout(ctx, producerIDWait)
+				defer cancel()
+				var err error
+				if counter, err = b.producerIDs.Generate(ctx); err != nil {
+					return 0, err
+				}
+			}
+			return b.producerIDs.Issue(principal, &c.producerIDs, counter)
+		},
+		Owns: func(id int64) bool {
+			v := b.producerIDs.Verify(principal, &c.producerIDs, id)
+			return v == producerid.Issued || v == producerid.KeyUnknown
+		},
+	}
+	if r.Version >= 3 {
+		ir.ProducerID, ir.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+	}
+	return nil, func(ctx context.Context) kmsg.Response {
+		res := b.txns.InitProducerID(ctx, ir)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = fencedBefore(r.Version, 4, res.Code), res.ProducerID, res.ProducerEpoch
+		return resp
+	}, nil
+}
+
+// fencedBefore is code as a request of version answers it: before
+// version since (KIP-588), PRODUCER_FENCED is INVALID_PRODUCER_EPOCH.
+func fencedBefore(version, since, code int16) int16 {
+	if version < since && code == kerr.ProducerFenced.Code {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
 }

@@ -11,9 +11,11 @@ func init() { registerAPI(61, 0, 0, handleDescribeProducers) }
 
 // handleDescribeProducers lists, for each requested partition this broker
 // leads, the idempotent producers its producer state remembers: producer
-// id, epoch, last sequence and the max timestamp of the last batch.
-// tripod has no transactions, so every coordinator epoch and current
-// transaction start offset is -1. A partition led elsewhere is
+// id, epoch, last sequence, the max timestamp of the last batch and the
+// first offset of its open transaction (CurrentTxnStartOffset, -1 when
+// none is open: kafka-transactions.sh finds hanging transactions by it)
+// and the coordinator epoch of its last transaction marker (-1 if none).
+// A partition led elsewhere is
 // NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION, as
 // Kafka answers.
 func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
@@ -37,8 +39,8 @@ func handleDescribeProducers(_ context.Context, b *Broker, req *request) (kmsg.R
 				ap.ProducerEpoch = int32(ps.ProducerEpoch)
 				ap.LastSequence = ps.LastSequence
 				ap.LastTimestamp = ps.LastTimestamp
-				ap.CoordinatorEpoch = -1
-				ap.CurrentTxnStartOffset = -1
+				ap.CoordinatorEpoch = ps.CoordinatorEpoch
+				ap.CurrentTxnStartOffset = ps.CurrentTxnStartOffset
 				sp.ActiveProducers = append(sp.ActiveProducers, ap)
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -28,6 +28,7 @@ import (
 	"github.com/tripodmq/tripod/broker/producerid"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
+	"github.com/tripodmq/tripod/broker/txncoord"
 	"github.com/tripodmq/tripod/coord"
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
 	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
@@ -74,7 +75,11 @@ type Broker struct {
 	refusedProducerIDs rateLimitedLog
 	// groups coordinates the consumer groups of the __consumer_offsets
 	// partitions this broker leads.
-	groups  *groupCoordinator
+	groups *groupCoordinator
+	// txns coordinates the transactional ids of the __transaction_state
+	// partitions this broker leads; markers sends its WriteTxnMarkers.
+	txns    *txncoord.Coordinator
+	markers *markerSender
 	metrics *metrics
 
 	closeOnce sync.Once
@@ -140,6 +145,8 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		ConnectionsRefused:           b.metrics.connectionsRefused,
 	}, logger)
 	b.groups = newGroupCoordinator(b)
+	b.markers = &markerSender{b: b}
+	b.txns = newTxnCoordinator(b)
 	logDirs, err := replica.OpenLogDirs(cfg.LogDirs)
 	if err != nil {
 		return nil, err
@@ -198,8 +205,9 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		Backend:       backend,
 		Metadata:      b.cache,
 		Membership:    b.member,
-		RoleChanged:   b.groups.roleChanged,
-		Resign:        b.groups.resign,
+		RoleChanged:   b.roleChanged,
+		Resign:        b.resign,
+		TopicsDeleted: func(topics []string) { b.groups.topicsDeleted(topics) },
 		FollowerQuota: b.followerQuota,
 		Closing:       b.closing,
 	})
@@ -261,6 +269,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 	}
 	b.replicas.Start()
 	b.groups.start()
+	b.txns.Start()
 	return b, nil
 }
 
@@ -305,6 +314,10 @@ func (b *Broker) Close() error {
 				err = cerr
 			}
 		}
+		// The transaction coordinator's stores end on its close, which
+		// the handlers waiting for them need to return.
+		b.txns.Close()
+		b.markers.close()
 		b.wg.Wait()
 		b.groups.close()
 		if cerr := b.replicas.Close(); cerr != nil {

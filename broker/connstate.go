@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -65,6 +66,12 @@ type connState struct {
 	// producerIDs caches the producer ids verified for the connection's
 	// principal (broker/producerid).
 	producerIDs producerid.Verified
+
+	// txnAppends is closed once the appends of the connection's latest
+	// produce that waited for a transaction verification are done
+	// (handleProduce): the next such produce appends after it, so that
+	// verifying keeps the order of a producer's pipelined batches.
+	txnAppends atomic.Pointer[chan struct{}]
 }
 
 // newConnState makes the state of a connection from remote accepted on

@@ -84,6 +84,9 @@ type groupShard struct {
 	// after a later one's does not overwrite it.
 	offsets  *group.Offsets
 	offsetAt map[group.OffsetKey]int64
+	// txnOffsets are the offsets open transactions committed
+	// (TxnOffsetCommit), applied or dropped by their markers.
+	txnOffsets *group.TxnOffsets
 	// waiters are the held JoinGroup and SyncGroup requests.
 	waiters map[group.Waiter]chan group.Reply
 	// lastStore is, per group, closed when the outcome of its latest
@@ -158,7 +161,7 @@ func (c *groupCoordinator) roleChanged(p *replica.Partition) {
 	}
 	sh := &groupShard{index: p.Index(), epoch: epoch, p: p, state: shardLoading,
 		groups: map[string]*group.Group{}, deadlines: map[string]time.Time{},
-		offsets: group.NewOffsets(), offsetAt: map[group.OffsetKey]int64{},
+		offsets: group.NewOffsets(), offsetAt: map[group.OffsetKey]int64{}, txnOffsets: group.NewTxnOffsets(),
 		waiters: map[group.Waiter]chan group.Reply{}, lastStore: map[string]chan struct{}{}}
 	c.shards[p.Index()] = sh
 	c.wg.Add(1)
@@ -211,6 +214,24 @@ func (c *groupCoordinator) load(sh *groupShard) {
 	values := map[string]*kmsg.GroupMetadataValue{}
 	offsets := group.NewOffsets()
 	offsetAt := map[group.OffsetKey]int64{}
+	txnOffsets := group.NewTxnOffsets()
+	// apply sets a committed offset the log holds at logOffset unless a
+	// later record of its key was applied (a transaction's offsets apply
+	// at its marker, possibly after later plain commits of the same key).
+	apply := func(k group.OffsetKey, v *group.Offset, logOffset int64) {
+		if at, ok := offsetAt[k]; ok && at > logOffset {
+			return
+		}
+		offsets.Apply(k, v)
+		if v == nil {
+			delete(offsetAt, k)
+		} else {
+			offsetAt[k] = logOffset
+		}
+	}
+	// txnProducer is the producer of the batch being read when it is a
+	// transaction's (TxnOffsetCommit), -1 otherwise.
+	txnProducer := int64(-1)
 	records, skipped := 0, 0
 	off := l.StartOffset()
 	for off < end {
@@ -236,7 +257,19 @@ func (c *groupCoordinator) load(sh *groupShard) {
 				"partition", sh.p.Name(), "offset", off, "error", err)
 			return
 		}
-		err = group.EachRecord(data, func(o int64, key, value []byte) error {
+		err = group.EachBatchRecord(data, func(h tlog.BatchInfo, m *tlog.Marker) {
+			txnProducer = -1
+			switch {
+			case h.BaseOffset >= end:
+			case m != nil:
+				for _, c := range txnOffsets.Complete(m.ProducerID, m.Commit) {
+					v := c.Value.Offset
+					apply(c.Key, &v, c.Value.LogOffset)
+				}
+			case group.Transactional(h):
+				txnProducer = h.ProducerID
+			}
+		}, func(o int64, key, value []byte) error {
 			if o >= end {
 				return nil
 			}
@@ -247,13 +280,12 @@ func (c *groupCoordinator) load(sh *groupShard) {
 			}
 			records++
 			switch {
-			case rec.OffsetKey != nil:
-				offsets.Apply(*rec.OffsetKey, rec.OffsetValue)
-				if rec.OffsetValue == nil {
-					delete(offsetAt, *rec.OffsetKey)
-				} else {
-					offsetAt[*rec.OffsetKey] = o
+			case rec.OffsetKey != nil && txnProducer >= 0:
+				if rec.OffsetValue != nil {
+					txnOffsets.Add(txnProducer, *rec.OffsetKey, *rec.OffsetValue, o)
 				}
+			case rec.OffsetKey != nil:
+				apply(*rec.OffsetKey, rec.OffsetValue, o)
 			case rec.Group != "":
 				values[rec.Group] = rec.GroupValue
 			}
@@ -284,7 +316,7 @@ func (c *groupCoordinator) load(sh *groupShard) {
 			sh.groups[id] = group.New(id, c.cfg)
 		}
 	}
-	sh.offsets, sh.offsetAt = offsets, offsetAt
+	sh.offsets, sh.offsetAt, sh.txnOffsets = offsets, offsetAt, txnOffsets
 	sh.state = shardActive
 	c.b.logger.Info("loaded group coordinator partition", "partition", sh.p.Name(), "leader_epoch", sh.epoch,
 		"groups", len(sh.groups), "records", records, "skipped", skipped, "log_end", end, "took", time.Since(start).Round(time.Millisecond))
@@ -458,6 +490,20 @@ func (c *groupCoordinator) storeErrorCode(err error) int16 {
 	return code
 }
 
+// txnStoreErrorCode is storeErrorCode for a TxnOffsetCommit of version:
+// an older producer epoch than the partition has seen is
+// INVALID_PRODUCER_EPOCH, PRODUCER_FENCED from v5 on (KIP-890), which
+// the producer treats as fatal either way.
+func (c *groupCoordinator) txnStoreErrorCode(err error, version int16) int16 {
+	if errors.Is(err, replication.ErrProducerFenced) {
+		if version >= 5 {
+			return kerr.ProducerFenced.Code
+		}
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return c.storeErrorCode(err)
+}
+
 // offsetStoreErrors is kafkaerr.OffsetStore of AppendErrors.
 var offsetStoreErrors = kafkaerr.OffsetStore(replica.AppendErrors)
 
@@ -473,6 +519,47 @@ func (c *groupCoordinator) appendOffsets(sh *groupShard, kvs []group.KV, wait bo
 		return 0, nil, err
 	}
 	return res.BaseOffset, done, nil
+}
+
+// appendTxnOffsets appends the offset records of producerID's open
+// transaction at producerEpoch (TxnOffsetCommit) to the shard's
+// partition and waits for their replication as appendOffsets does with
+// wait. The caller holds sh.mu.
+func (c *groupCoordinator) appendTxnOffsets(sh *groupShard, kvs []group.KV, producerID int64, producerEpoch int16) (int64, <-chan error, error) {
+	now := time.Now()
+	batch := group.EncodeTxnBatch(kvs, now, producerID, producerEpoch)
+	res, done, err := c.b.replicas.AppendAsLeader(sh.p, batch, true, now.Add(c.b.cfg.OffsetsCommitTimeout))
+	if err != nil {
+		c.b.replicas.CheckStorage(sh.p, err)
+		return 0, nil, err
+	}
+	return res.BaseOffset, done, nil
+}
+
+// txnCompleted is told that the marker of producerID's transaction was
+// written to __consumer_offsets partition index and replicated: a commit
+// makes the offsets the transaction committed there the groups' (unless
+// a later commit of the same partition was applied), an abort drops them.
+func (c *groupCoordinator) txnCompleted(index int32, producerID int64, commit bool) {
+	c.mu.Lock()
+	sh := c.shards[index]
+	c.mu.Unlock()
+	if sh == nil {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.state != shardActive {
+		// A shard still loading reads the marker from the log.
+		return
+	}
+	for _, done := range sh.txnOffsets.Complete(producerID, commit) {
+		v := done.Value.Offset
+		sh.applyOffset(done.Key, &v, done.Value.LogOffset)
+		if sh.groups[done.Key.Group] == nil {
+			sh.groups[done.Key.Group] = group.New(done.Key.Group, c.cfg)
+		}
+	}
 }
 
 // applyOffset records a committed offset that the log holds at logOffset,
@@ -592,6 +679,53 @@ func (c *groupCoordinator) expireShard(sh *groupShard, now time.Time) {
 		delete(sh.deadlines, id)
 	}
 	c.b.logger.Info("expired committed offsets", "partition", sh.p.Name(), "offsets", len(expired), "groups_removed", len(dead))
+}
+
+// topicsDeleted drops every group's committed offsets of the deleted
+// topics, as Kafka's coordinator does when topics are deleted
+// (onPartitionsDeleted): with tombstones in each active shard's
+// partition, so that a coordinator that loads it later does not bring
+// them back, and so that a topic created again with the same name starts
+// with no committed offsets. A shard still loading keeps them.
+func (c *groupCoordinator) topicsDeleted(topics []string) {
+	gone := map[string]bool{}
+	for _, t := range topics {
+		gone[t] = true
+	}
+	shards, _ := c.activeShards()
+	for _, sh := range shards {
+		sh.mu.Lock()
+		if sh.state == shardActive {
+			c.dropTopicOffsets(sh, gone)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// dropTopicOffsets is topicsDeleted for one shard. The caller holds sh.mu.
+func (c *groupCoordinator) dropTopicOffsets(sh *groupShard, gone map[string]bool) {
+	var keys []group.OffsetKey
+	var kvs []group.KV
+	for _, id := range sh.offsets.Groups() {
+		for _, k := range sh.offsets.Keys(id) {
+			if gone[k.Topic] {
+				keys = append(keys, k)
+				kvs = append(kvs, group.KV{Key: group.OffsetRecordKey(k)})
+			}
+		}
+	}
+	if len(kvs) == 0 {
+		return
+	}
+	base, _, err := c.appendOffsets(sh, kvs, false)
+	if err != nil {
+		c.b.logger.Warn("write of deleted topics' offsets' tombstones failed", "partition", sh.p.Name(), "error", err)
+		return
+	}
+	for i, k := range keys {
+		sh.applyOffset(k, nil, base+int64(i))
+	}
+	c.b.logger.Info("removed the committed offsets of deleted topics", "partition", sh.p.Name(), "offsets", len(keys))
 }
 
 // keysOf returns the keys of one group.

@@ -463,3 +463,53 @@ func TestGroupCoordinatorFollowsLeadership(t *testing.T) {
 	m2 := startMember(t, survivor, "movers", topic)
 	waitFor(t, ctx, "a member on the new coordinator to consume only the 10 new records", func() bool { return m2.consumed() == 10 })
 }
+
+// TestOffsetsOfDeletedTopicAreDropped checks that deleting a topic drops
+// every group's committed offsets of it, as Kafka does: a topic created
+// again with the same name starts with none (sarama's functional tests,
+// which re-create their topics, found tripod applying the old topic's
+// offsets to the new one), and the group's offsets of other topics stay.
+func TestOffsetsOfDeletedTopicAreDropped(t *testing.T) {
+	b := startBroker(t, groupTestConfig(t))
+	ctx := testContext(t, time.Minute)
+	createTopic(t, b, "doomed", 2, nil)
+	createTopic(t, b, "kept", 1, nil)
+	adm := kadm.NewClient(newClient(t, b))
+	commit := kadm.Offsets{}
+	commit.AddOffset("doomed", 0, 5, -1)
+	commit.AddOffset("doomed", 1, 7, -1)
+	commit.AddOffset("kept", 0, 3, -1)
+	if resp, err := adm.CommitOffsets(ctx, "g", commit); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	if _, err := adm.DeleteTopics(ctx, "doomed"); err != nil {
+		t.Fatalf("delete topic: %v", err)
+	}
+	for {
+		fo, err := adm.FetchOffsets(ctx, "g")
+		if err == nil {
+			if _, ok := fo.Lookup("doomed", 0); !ok {
+				if _, ok := fo.Lookup("doomed", 1); !ok {
+					break
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("group g still has offsets of the deleted topic: %v (%v)", fo, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	createTopic(t, b, "doomed", 2, nil)
+	fo, err := adm.FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatalf("fetch offsets: %v", err)
+	}
+	for p := range int32(2) {
+		if o, ok := fo.Lookup("doomed", p); ok {
+			t.Errorf("group g has offset %d for doomed-%d, created again after its deletion: want none", o.At, p)
+		}
+	}
+	if o, ok := fo.Lookup("kept", 0); !ok || o.At != 3 {
+		t.Errorf("group g's offset of kept-0 is %v (%v), want 3", o.At, ok)
+	}
+}

@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// kafkaPythonPath returns a Python 3 that imports kafka-python (Debian's
-// python3-kafka is in /usr/bin/python3's path, which another python3
-// first on PATH may not see). None skips the test, except under CI=true
-// where it fails, as a missing kcat does.
-func kafkaPythonPath(t *testing.T) string {
+// pythonWith returns a Python 3 that imports module, from Debian's package
+// pkg (in /usr/bin/python3's path, which another python3 first on PATH
+// may not see). None skips the test, except under CI=true where it fails,
+// as a missing kcat does.
+func pythonWith(t *testing.T, module, pkg string) string {
 	t.Helper()
 	var tried []string
 	for _, name := range []string{"/usr/bin/python3", "python3"} {
@@ -23,18 +23,21 @@ func kafkaPythonPath(t *testing.T) string {
 			tried = append(tried, name+": "+err.Error())
 			continue
 		}
-		if out, err := exec.Command(path, "-c", "import kafka").CombinedOutput(); err != nil {
+		if out, err := exec.Command(path, "-c", "import "+module).CombinedOutput(); err != nil {
 			tried = append(tried, path+": "+strings.TrimSpace(string(out)))
 			continue
 		}
 		return path
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("kafka-python is not installed (CI=true; apt-get install python3-kafka): %s", strings.Join(tried, "; "))
+		t.Fatalf("Python's %s is not installed (CI=true; apt-get install %s): %s", module, pkg, strings.Join(tried, "; "))
 	}
-	t.Skipf("kafka-python is not installed (apt-get install python3-kafka): %s", strings.Join(tried, "; "))
+	t.Skipf("Python's %s is not installed (apt-get install %s): %s", module, pkg, strings.Join(tried, "; "))
 	return ""
 }
+
+// kafkaPythonPath returns a Python 3 that imports kafka-python.
+func kafkaPythonPath(t *testing.T) string { return pythonWith(t, "kafka", "python3-kafka") }
 
 // TestKafkaPythonACLs runs testdata/kafka_python_acls.py, kafka-python's
 // KafkaAdminClient logged in as the super user admin over SASL/PLAIN,

@@ -256,6 +256,9 @@ type stateCollector struct {
 
 	partitions, leaderPartitions, underReplicated, offline *prometheus.Desc
 	activeController, controllerEpoch, offlineLogDirs      *prometheus.Desc
+	// The transactions': the coordinator's open ones and timeout aborts,
+	// and the partitions led here whose last stable offset lags.
+	txnOngoing, txnTimedOut, lsoLagMax, unstable *prometheus.Desc
 }
 
 func newStateCollector(b *Broker) *stateCollector {
@@ -275,12 +278,21 @@ func newStateCollector(b *Broker) *stateCollector {
 			"Highest controller epoch this broker accepted a controller request from (Kafka's controller epoch).", nil, nil),
 		offlineLogDirs: prometheus.NewDesc("tripod_offline_log_dirs",
 			"Log dirs of this broker offline after a disk error, until it restarts (Kafka's OfflineLogDirectoryCount).", nil, nil),
+		txnOngoing: prometheus.NewDesc("tripod_transactions_ongoing",
+			"Transactions open or ending (Ongoing, PrepareCommit, PrepareAbort, PrepareEpochFence) among the transactional ids this broker coordinates.", nil, nil),
+		txnTimedOut: prometheus.NewDesc("tripod_transactions_aborted_on_timeout_total",
+			"Transactions this broker's coordinator aborted because they passed their transaction.timeout.ms.", nil, nil),
+		lsoLagMax: prometheus.NewDesc("tripod_last_stable_offset_lag_max",
+			"The largest high watermark minus last stable offset of the partitions this broker leads: how far read_committed consumers trail (Kafka's LastStableOffsetLag, the worst partition's).", nil, nil),
+		unstable: prometheus.NewDesc("tripod_unstable_partitions",
+			"Partitions this broker leads whose last stable offset is below their high watermark: an open transaction holds their read_committed consumers back.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.partitions, c.leaderPartitions, c.underReplicated, c.offline, c.activeController, c.controllerEpoch, c.offlineLogDirs} {
+	for _, d := range []*prometheus.Desc{c.partitions, c.leaderPartitions, c.underReplicated, c.offline, c.activeController, c.controllerEpoch, c.offlineLogDirs,
+		c.txnOngoing, c.txnTimedOut, c.lsoLagMax, c.unstable} {
 		ch <- d
 	}
 }
@@ -290,7 +302,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	b := c.b
 	self := coord.BrokerID(b.cfg.BrokerID)
 	parts := b.replicas.Partitions()
-	var leading, under int
+	var leading, under, unstable int
+	var lagMax int64
 	for _, p := range parts {
 		st := p.Role()
 		if st.Leader != self {
@@ -299,6 +312,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		leading++
 		if len(st.ISR) < len(st.Replicas) {
 			under++
+		}
+		if lag := p.HighWatermark() - p.LastStableOffset(); lag > 0 {
+			unstable++
+			lagMax = max(lagMax, lag)
 		}
 	}
 	var offline int
@@ -326,4 +343,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.activeController, prometheus.GaugeValue, active)
 	ch <- prometheus.MustNewConstMetric(c.controllerEpoch, prometheus.GaugeValue, float64(c.lastControllerEpoch.Load()))
 	ch <- prometheus.MustNewConstMetric(c.offlineLogDirs, prometheus.GaugeValue, float64(b.replicas.LogDirs().OfflineCount()))
+	txns := b.txns.Stats()
+	ch <- prometheus.MustNewConstMetric(c.txnOngoing, prometheus.GaugeValue, float64(txns.Ongoing))
+	ch <- prometheus.MustNewConstMetric(c.txnTimedOut, prometheus.CounterValue, float64(txns.AbortedOnTimeout))
+	ch <- prometheus.MustNewConstMetric(c.lsoLagMax, prometheus.GaugeValue, float64(lagMax))
+	ch <- prometheus.MustNewConstMetric(c.unstable, prometheus.GaugeValue, float64(unstable))
 }

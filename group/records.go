@@ -224,6 +224,13 @@ type KV = log.KV
 // log.BuildBatch); with no kvs it returns nil.
 func EncodeBatch(kvs []KV, now time.Time) []byte { return log.BuildBatch(kvs, now) }
 
+// EncodeTxnBatch is EncodeBatch for the offsets of a TxnOffsetCommit: a
+// transactional batch of the transaction's producer id and epoch (see
+// log.BuildTxnBatch).
+func EncodeTxnBatch(kvs []KV, now time.Time, producerID int64, producerEpoch int16) []byte {
+	return log.BuildTxnBatch(kvs, now, producerID, producerEpoch)
+}
+
 // EachRecord walks the records of the v2 batches in records, as read from
 // a __consumer_offsets partition, calling fn with each record's offset,
 // key and value (nil for a tombstone); see log.EachRecord. Compressed
@@ -231,6 +238,54 @@ func EncodeBatch(kvs []KV, now time.Time) []byte { return log.BuildBatch(kvs, no
 func EachRecord(records []byte, fn func(offset int64, key, value []byte) error) error {
 	return log.EachRecord(records, fn)
 }
+
+// EachBatchRecord walks the v2 batches of records, as read from a
+// __consumer_offsets partition: batch is called with each batch's header
+// and, for a control batch, its transaction marker; then record with each
+// record of a batch that is not a control batch, as EachRecord calls it.
+// A truncated batch at the end (a read cut short) ends the walk. Errors
+// are the log's, naming the batch.
+func EachBatchRecord(records []byte, batch func(h log.BatchInfo, m *log.Marker), record func(offset int64, key, value []byte) error) error {
+	for len(records) >= batchFramingSize {
+		size := batchFramingSize + int(int32(binary.BigEndian.Uint32(records[8:12])))
+		if size <= batchFramingSize || size > len(records) {
+			return nil
+		}
+		one := records[:size]
+		records = records[size:]
+		var h log.BatchInfo
+		if err := log.EachBatch(one, false, func(bi log.BatchInfo) { h = bi }); err != nil {
+			return err
+		}
+		if h.Attributes&attrControl != 0 {
+			m, err := log.ReadMarker(one)
+			if err != nil {
+				return err
+			}
+			batch(h, &m)
+			continue
+		}
+		batch(h, nil)
+		if err := log.EachRecord(one, record); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Transactional reports whether a batch belongs to a transaction: the
+// offsets a TxnOffsetCommit wrote, which its marker decides.
+func Transactional(h log.BatchInfo) bool {
+	return h.Attributes&attrTransactional != 0 && h.ProducerID >= 0
+}
+
+// The v2 batch framing (base offset int64, batch length int32) and the
+// attribute bits the loader reads.
+const (
+	batchFramingSize  = 8 + 4
+	attrTransactional = 0x10
+	attrControl       = 0x20
+)
 
 // NextOffset returns the offset after the last complete batch of records,
 // where a loader reading in chunks reads on; see log.NextOffset.

@@ -26,6 +26,16 @@ var (
 	// or a batch of a new producer epoch that does not start at sequence 0
 	// (OUT_OF_ORDER_SEQUENCE_NUMBER).
 	ErrOutOfOrderSequence = errors.New("replication: out of order sequence number")
+	// ErrInvalidTxnState refuses a batch that is not transactional from
+	// a producer whose transaction on the partition is open: it must
+	// write transactionally until the transaction's marker
+	// (INVALID_TXN_STATE, as Kafka's ProducerAppendInfo answers).
+	ErrInvalidTxnState = errors.New("replication: a non-transactional batch from a producer whose transaction is open")
+	// ErrCoordinatorFenced refuses a transaction marker written for a
+	// transaction coordinator older than the one whose marker the
+	// partition last wrote for the producer: a newer coordinator has
+	// taken the transactional id over (TRANSACTION_COORDINATOR_FENCED).
+	ErrCoordinatorFenced = errors.New("replication: transaction marker of an older transaction coordinator")
 )
 
 // Kafka's RecordBatch constants for a batch without a producer.
@@ -79,9 +89,14 @@ type BatchMeta struct {
 	// Transactional says the batch belongs to a transaction.
 	Transactional bool
 	// Control says the batch is a control batch (a transaction marker);
-	// control batches carry no sequence and are neither checked nor
-	// recorded.
+	// control batches carry no sequence: only their producer epoch is
+	// checked, and they end the producer's transaction.
 	Control bool
+	// Commit is what a control batch's marker says: COMMIT, not ABORT.
+	Commit bool
+	// CoordinatorEpoch is the epoch of the coordinator that wrote a
+	// control batch's marker; 0, and meaningless, for other batches.
+	CoordinatorEpoch int32
 }
 
 // idempotent reports whether the checks apply to the batch.
@@ -153,6 +168,10 @@ func batchMeta(h log.BatchInfo) BatchMeta {
 		MaxTimestamp:  h.MaxTimestamp,
 		Transactional: h.Attributes&attrTransactional != 0,
 		Control:       h.Attributes&attrControl != 0,
+		Commit:        h.Commit,
+	}
+	if meta.Control {
+		meta.CoordinatorEpoch = h.CoordinatorEpoch
 	}
 	if meta.BaseSequence != NoSequence {
 		meta.LastSequence = incrementSequence(meta.BaseSequence, int32(h.LastOffset-h.BaseOffset))
@@ -166,6 +185,12 @@ func batchMeta(h log.BatchInfo) BatchMeta {
 type producerEntry struct {
 	epoch   int16
 	batches []BatchMeta
+	// lastTimestamp is the max timestamp (ms) of the producer's last
+	// batch, data or marker, -1 if none is known: Expire's clock.
+	lastTimestamp int64
+	// coordinatorEpoch is the coordinator epoch of the producer's last
+	// marker, -1 before the first.
+	coordinatorEpoch int32
 }
 
 // lastSequence is the sequence of the producer's last appended record.
@@ -180,6 +205,7 @@ func (e *producerEntry) lastSequence() int32 {
 // old one, and only the last ProducerBatchesRetained batches are kept
 // (Kafka's ProducerStateEntry.addBatch).
 func (e *producerEntry) add(b BatchMeta) {
+	e.lastTimestamp = b.MaxTimestamp
 	if b.ProducerEpoch != e.epoch {
 		e.epoch = b.ProducerEpoch
 		e.batches = e.batches[:0]
@@ -201,7 +227,7 @@ func (e *producerEntry) add(b BatchMeta) {
 // duplicate returns the retained batch with b's epoch and exact sequence
 // range, if any (Kafka's ProducerStateEntry.findDuplicateBatch).
 func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
-	if b.ProducerEpoch != e.epoch {
+	if b.ProducerEpoch != e.epoch || b.BaseSequence == NoSequence {
 		return BatchMeta{}, false
 	}
 	for _, kept := range e.batches {
@@ -222,8 +248,13 @@ func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
 // (log.RecoverProducers), and after a truncation (TruncateTo, then Reset
 // and log.RecoverProducers when TruncateTo says so).
 //
-// Producers is Kafka's ProducerStateManager without transactions. It does
-// no I/O: the log reads and writes it (it is a log.ProducerState, fed by
+// Producers is Kafka's ProducerStateManager. Its transactions (KIP-98)
+// are a Txns it keeps from the same batches: a transactional data batch
+// opens its producer's transaction, a control batch (a marker) ends it,
+// and Appended and Replay return the aborted-transaction index entries
+// the markers make, which the caller adds to the log
+// (log.AppendAbortedTxn; log.LoadProducersFrom does it for Replay). It
+// does no I/O: the log reads and writes it (it is a log.ProducerState, fed by
 // Replay and persisted by Snapshot and RestoreSnapshot). It is not safe
 // for concurrent use: the broker calls it under the partition's append lock,
 // the lock that orders the log's appends and truncations, so the state
@@ -267,6 +298,8 @@ func (e *producerEntry) duplicate(b BatchMeta) (BatchMeta, bool) {
 //     the next open reads nothing but the snapshot.
 type Producers struct {
 	entries map[int64]*producerEntry
+	// txns are the partition's transactions.
+	txns *Txns
 }
 
 // Producers is what the log loads, recovers and snapshots.
@@ -274,8 +307,14 @@ var _ log.ProducerState = (*Producers)(nil)
 
 // NewProducers returns an empty state.
 func NewProducers() *Producers {
-	return &Producers{entries: make(map[int64]*producerEntry)}
+	return &Producers{entries: make(map[int64]*producerEntry), txns: NewTxns()}
 }
+
+// Txns is the partition's transactions, as the batches recorded left
+// them: the broker asks it for the last stable offset (after
+// HighWatermark) and the open transactions. Changing it other than
+// through HighWatermark is the Producers' business.
+func (p *Producers) Txns() *Txns { return p.txns }
 
 // Len is the number of producer ids the partition remembers.
 func (p *Producers) Len() int { return len(p.entries) }
@@ -299,6 +338,12 @@ type ProducerState struct {
 	// LastTimestamp is the max timestamp (ms) of its last appended batch,
 	// -1 if none is remembered.
 	LastTimestamp int64
+	// CurrentTxnStartOffset is the first offset of its open transaction,
+	// -1 if it has none.
+	CurrentTxnStartOffset int64
+	// CoordinatorEpoch is the epoch of the transaction coordinator that
+	// wrote its last marker, -1 if none did.
+	CoordinatorEpoch int32
 }
 
 // Active returns the producers the partition remembers, by producer id
@@ -306,9 +351,10 @@ type ProducerState struct {
 func (p *Producers) Active() []ProducerState {
 	out := make([]ProducerState, 0, len(p.entries))
 	for id, e := range p.entries {
-		st := ProducerState{ProducerID: id, ProducerEpoch: e.epoch, LastSequence: e.lastSequence(), LastTimestamp: -1}
-		if n := len(e.batches); n > 0 {
-			st.LastTimestamp = e.batches[n-1].MaxTimestamp
+		st := ProducerState{ProducerID: id, ProducerEpoch: e.epoch, LastSequence: e.lastSequence(), LastTimestamp: e.lastTimestamp,
+			CurrentTxnStartOffset: -1, CoordinatorEpoch: e.coordinatorEpoch}
+		if first, ok := p.txns.open[id]; ok {
+			st.CurrentTxnStartOffset = first
 		}
 		out = append(out, st)
 	}
@@ -316,8 +362,11 @@ func (p *Producers) Active() []ProducerState {
 	return out
 }
 
-// Reset forgets every producer.
-func (p *Producers) Reset() { clear(p.entries) }
+// Reset forgets every producer and transaction.
+func (p *Producers) Reset() {
+	clear(p.entries)
+	p.txns.Reset()
+}
 
 // pendingProducer is a producer's state as the earlier batches of the
 // request under Check would leave it.
@@ -329,8 +378,13 @@ type pendingProducer struct {
 
 // Check decides, before a leader appends a produce's batches (as
 // ParseBatchMeta returned them, in order), whether they may be written.
-// Batches with ProducerID < 0 and control batches are not checked. For
-// each other batch, in order, as Kafka's UnifiedLog and
+// Batches with ProducerID < 0 are not checked. A control batch (a
+// transaction marker WriteTxnMarkers writes) is checked for its epochs
+// only, as Kafka's appendEndTxnMarker decides: a producer epoch older
+// than the producer's current one is ErrProducerFenced, a coordinator
+// epoch older than that of the producer's last marker
+// ErrCoordinatorFenced. For each
+// other batch, in order, as Kafka's UnifiedLog and
 // ProducerAppendInfo.checkSequence decide:
 //
 //   - A batch with the producer's current epoch and the exact sequence
@@ -348,6 +402,11 @@ type pendingProducer struct {
 //     appended one (wrapping from math.MaxInt32 to 0), else
 //     ErrOutOfOrderSequence: a gap, a reorder, or a retry older than the
 //     retained batches.
+//   - A batch without a sequence (NoSequence), which only a coordinator
+//     writes (the offsets of a TxnOffsetCommit), is checked for its epoch
+//     only, as Kafka checks its coordinator-origin appends.
+//   - A batch that is not transactional, from a producer whose
+//     transaction is open, is ErrInvalidTxnState.
 //   - A producer id the partition does not know is accepted at any
 //     sequence and epoch, as Kafka 2.5+ does (KIP-360): its earlier
 //     batches may have left the log through retention, or it may have
@@ -362,6 +421,18 @@ func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
 	var pendingSpace [4]pendingProducer
 	pending := pendingSpace[:0]
 	for i, b := range batches {
+		if b.Control && b.ProducerID >= 0 {
+			e := p.entries[b.ProducerID]
+			switch {
+			case e == nil:
+			case b.ProducerEpoch < e.epoch:
+				return nil, fmt.Errorf("%w: transaction marker %d of producer %d has epoch %d, current epoch %d",
+					ErrProducerFenced, i, b.ProducerID, b.ProducerEpoch, e.epoch)
+			case b.CoordinatorEpoch < e.coordinatorEpoch:
+				return nil, fmt.Errorf("%w: transaction marker %d of producer %d has coordinator epoch %d, the last one %d",
+					ErrCoordinatorFenced, i, b.ProducerID, b.CoordinatorEpoch, e.coordinatorEpoch)
+			}
+		}
 		if !b.idempotent() {
 			continue
 		}
@@ -391,6 +462,10 @@ func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
 		case b.ProducerEpoch < current.epoch:
 			return nil, fmt.Errorf("%w: batch %d of producer %d has epoch %d, current epoch %d",
 				ErrProducerFenced, i, b.ProducerID, b.ProducerEpoch, current.epoch)
+		case b.BaseSequence == NoSequence:
+			// A coordinator's transactional records (TxnOffsetCommit's
+			// offsets): only the epoch is checked. A client's batch with a
+			// producer id always carries a sequence (log.ValidateProduced).
 		case b.ProducerEpoch != current.epoch:
 			if b.BaseSequence != 0 && current.epoch != NoProducerEpoch {
 				return nil, fmt.Errorf("%w: batch %d of producer %d starts new epoch %d at sequence %d, want 0 (current epoch %d)",
@@ -399,6 +474,10 @@ func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
 		case known && !inSequence(current.lastSequence, b.BaseSequence):
 			return nil, fmt.Errorf("%w: batch %d of producer %d epoch %d has sequence %d, want %d",
 				ErrOutOfOrderSequence, i, b.ProducerID, b.ProducerEpoch, b.BaseSequence, incrementSequence(current.lastSequence, 1))
+		}
+		if first, open := p.txns.open[b.ProducerID]; open && !b.Transactional {
+			return nil, fmt.Errorf("%w: batch %d of producer %d, whose transaction is open since offset %d",
+				ErrInvalidTxnState, i, b.ProducerID, first)
 		}
 		current.epoch, current.lastSequence = b.ProducerEpoch, b.LastSequence
 		if at >= 0 {
@@ -416,43 +495,72 @@ func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
 // the previous one, whatever offsets their headers held. It validates
 // nothing (a follower takes its leader's word, as Kafka's REPLICATION
 // origin does): a new epoch replaces the producer's batches, and only the
-// last ProducerBatchesRetained are kept. Batches with ProducerID < 0 and
-// control batches are skipped. The caller's slice is not modified.
-func (p *Producers) Appended(batches []BatchMeta, baseOffset int64) {
+// last ProducerBatchesRetained are kept. Batches with ProducerID < 0 are
+// skipped. A transactional batch opens its producer's transaction; a
+// control batch ends it (and moves the producer to the marker's epoch if
+// newer), and an abort's index entry is returned, in marker order, for
+// the caller to add to the log (log.AppendAbortedTxn) before it lets go
+// of the append lock. The caller's slice is not modified.
+func (p *Producers) Appended(batches []BatchMeta, baseOffset int64) []log.AbortedTxn {
+	var aborted []log.AbortedTxn
 	next := baseOffset
 	for _, b := range batches {
 		records := b.LastOffset - b.FirstOffset
 		b.FirstOffset, b.LastOffset = next, next+records
 		next = b.LastOffset + 1
-		p.record(b)
+		if a := p.record(b); a != nil {
+			aborted = append(aborted, *a)
+		}
 	}
+	return aborted
 }
 
-// record adds one batch with its final offsets.
-func (p *Producers) record(b BatchMeta) {
-	if !b.idempotent() {
-		return
+// record adds one batch with its final offsets, and returns the
+// aborted-transaction index entry of an abort marker.
+func (p *Producers) record(b BatchMeta) *log.AbortedTxn {
+	if b.ProducerID < 0 {
+		return nil
 	}
 	e := p.entries[b.ProducerID]
 	if e == nil {
-		e = &producerEntry{epoch: NoProducerEpoch}
+		e = &producerEntry{epoch: NoProducerEpoch, lastTimestamp: -1, coordinatorEpoch: -1}
 		p.entries[b.ProducerID] = e
 	}
+	if b.Control {
+		// Kafka's appendEndTxnMarker: a newer epoch (the coordinator
+		// fenced the producer and aborted for it) starts afresh.
+		if b.ProducerEpoch > e.epoch {
+			e.epoch = b.ProducerEpoch
+			e.batches = e.batches[:0]
+		}
+		e.lastTimestamp = b.MaxTimestamp
+		e.coordinatorEpoch = b.CoordinatorEpoch
+		_, aborted := p.txns.Marker(b.ProducerID, b.LastOffset, b.Commit)
+		return aborted
+	}
 	e.add(b)
+	if b.Transactional {
+		p.txns.Data(b.ProducerID, b.FirstOffset)
+	}
+	return nil
 }
 
 // ForgetBelow drops the retained batches that end below offset, and the
-// producers left with none: what retention removed from the log
-// (log.ProducerState).
+// producers left with none, unless their transaction is open: what
+// retention removed from the log (log.ProducerState). A producer a marker
+// alone left without batches stays until it expires.
 func (p *Producers) ForgetBelow(offset int64) {
 	for id, e := range p.entries {
 		drop := 0
 		for drop < len(e.batches) && e.batches[drop].LastOffset < offset {
 			drop++
 		}
+		_, open := p.txns.open[id]
 		switch {
-		case drop == len(e.batches):
+		case drop == len(e.batches) && drop > 0 && !open:
 			delete(p.entries, id)
+		case drop == len(e.batches):
+			e.batches = e.batches[:0]
 		case drop > 0:
 			e.batches = append(e.batches[:0], e.batches[drop:]...)
 		}
@@ -461,7 +569,9 @@ func (p *Producers) ForgetBelow(offset int64) {
 
 // Replay records a batch that the log holds, at the offsets the log gave
 // it, without a check: what a load of the log does (log.ProducerState).
-func (p *Producers) Replay(h log.BatchInfo) { p.record(batchMeta(h)) }
+// It returns an abort marker's aborted-transaction index entry, which
+// the log adds to its index if it lacks it.
+func (p *Producers) Replay(h log.BatchInfo) *log.AbortedTxn { return p.record(batchMeta(h)) }
 
 // TruncateTo forgets the batches at and above offset, after the broker
 // cut the log there (log.TruncateTo). A producer that keeps some batches
@@ -472,7 +582,10 @@ func (p *Producers) Replay(h log.BatchInfo) { p.record(batchMeta(h)) }
 // then returns reload: the caller must Reset and Load from the truncated
 // log to be exact. A follower's truncation usually cuts only the tail
 // written under the previous leader, so the log is rarely read again.
+// The transactions follow (Txns.TruncateTo): a cut transaction marker
+// also asks for the reload.
 func (p *Producers) TruncateTo(offset int64) (reload bool) {
+	reload = p.txns.TruncateTo(offset)
 	for id, e := range p.entries {
 		keep := len(e.batches)
 		for keep > 0 && e.batches[keep-1].LastOffset >= offset {
@@ -495,11 +608,15 @@ func (p *Producers) TruncateTo(offset int64) (reload bool) {
 // before (ms), as Kafka does after producer.id.expiration.ms (default one
 // day) without a write, so a long-lived broker does not keep every
 // producer id it ever saw. An expired producer's next batch is accepted
-// at any sequence. Expire returns how many were forgotten.
+// at any sequence. A producer whose transaction is open is kept, as
+// Kafka keeps it. Expire returns how many were forgotten.
 func (p *Producers) Expire(before int64) int {
 	n := 0
 	for id, e := range p.entries {
-		if len(e.batches) == 0 || e.batches[len(e.batches)-1].MaxTimestamp < before {
+		if _, open := p.txns.open[id]; open {
+			continue
+		}
+		if e.lastTimestamp < before {
 			delete(p.entries, id)
 			n++
 		}
@@ -512,18 +629,22 @@ func (p *Producers) Expire(before int64) int {
 // log.RecoverProducers deletes such a snapshot and reads the log instead.
 var ErrCorruptSnapshot = errors.New("replication: corrupt producer snapshot")
 
-// Producer snapshot layout, version 1, every field big-endian (tripod's
+// Producer snapshot layout, version 2, every field big-endian (tripod's
 // own format: Kafka's snapshots keep one batch per producer and cannot be
 // read here):
 //
-//	version        int16   1
+//	version        int16   2
 //	crc            uint32  CRC-32C (Castagnoli) of everything after it
 //	offset         int64   the log offset the snapshot describes
 //	producerCount  int32
 //	producers, by ascending producer id:
 //	  producerID     int64
 //	  epoch          int16
-//	  batchCount     int8    1..ProducerBatchesRetained, oldest first
+//	  lastTimestamp  int64   the max timestamp of its last batch or marker, -1
+//	  txnFirstOffset int64   the first offset of its open transaction, -1 if none
+//	                         (Kafka's currentTxnFirstOffset)
+//	  coordEpoch     int32   the coordinator epoch of its last marker, -1
+//	  batchCount     int8    0..ProducerBatchesRetained, oldest first
 //	  batches:
 //	    baseSequence int32
 //	    lastSequence int32
@@ -531,10 +652,19 @@ var ErrCorruptSnapshot = errors.New("replication: corrupt producer snapshot")
 //	    lastOffset   int64
 //	    maxTimestamp int64
 //	    flags        int8    bit 0: transactional
+//	lastMarker     int64   the offset of the latest transaction marker, -1
+//
+// Version 1, which tripod wrote before transactions, lacks lastTimestamp,
+// txnFirstOffset, coordEpoch and lastMarker (its producers had no open
+// transaction nor marker, and the last batch's maxTimestamp is their last
+// timestamp) and has 1..5
+// batches per producer; RestoreSnapshot still reads it.
 const (
-	snapshotVersion       = 1
+	snapshotVersion       = 2
+	snapshotVersionV1     = 1
 	snapshotHeaderSize    = 2 + 4 + 8 + 4
-	snapshotProducerSize  = 8 + 2 + 1
+	snapshotProducerSize  = 8 + 2 + 8 + 8 + 4 + 1
+	snapshotProducerV1    = 8 + 2 + 1
 	snapshotBatchSize     = 4 + 4 + 8 + 8 + 8 + 1
 	snapshotTransactional = 1
 )
@@ -543,22 +673,30 @@ const (
 var snapshotCRC = crc32.MakeTable(crc32.Castagnoli)
 
 // Snapshot encodes the state as the producer snapshot at log offset
-// offset (the log end offset the state describes). Equal states give
-// equal bytes.
+// offset (the log end offset the state describes), in version 2. Equal
+// states give equal bytes.
 func (p *Producers) Snapshot(offset int64) []byte {
 	ids := slices.Sorted(maps.Keys(p.entries))
 	size := snapshotHeaderSize
 	for _, id := range ids {
 		size += snapshotProducerSize + len(p.entries[id].batches)*snapshotBatchSize
 	}
+	size += 8 // lastMarker
 	b := make([]byte, 6, size)
 	binary.BigEndian.PutUint16(b, snapshotVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(offset))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ids)))
 	for _, id := range ids {
 		e := p.entries[id]
+		txnFirst, ok := p.txns.open[id]
+		if !ok {
+			txnFirst = -1
+		}
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.lastTimestamp))
+		b = binary.BigEndian.AppendUint64(b, uint64(txnFirst))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.coordinatorEpoch))
 		b = append(b, byte(len(e.batches)))
 		for _, batch := range e.batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(batch.BaseSequence))
@@ -573,63 +711,112 @@ func (p *Producers) Snapshot(offset int64) []byte {
 			b = append(b, flags)
 		}
 	}
+	b = binary.BigEndian.AppendUint64(b, uint64(p.txns.lastMarker))
 	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], snapshotCRC))
 	return b
 }
 
 // RestoreSnapshot replaces the state with the one data encodes (as
-// Snapshot wrote it), which must be the snapshot at log offset offset.
-// Every field is checked: the CRC, the version, the offset, ascending
-// producer ids, batch counts, and batch offsets ascending below offset.
+// Snapshot wrote it, version 2, or version 1), which must be the
+// snapshot at log offset offset. Every field is checked: the CRC, the
+// version, the offset, ascending producer ids, batch counts, batch
+// offsets ascending below offset, open transactions' first offsets and
+// the latest marker's offset below offset. The transactions are those the
+// snapshot holds open, and a later truncation at or below its latest
+// marker asks for a reload (TruncateTo), as the transaction that marker
+// ended is open again.
 //
 // Errors wrap ErrCorruptSnapshot and say what is wrong; the state is then
 // unchanged.
 func (p *Producers) RestoreSnapshot(data []byte, offset int64) error {
-	entries, err := decodeSnapshot(data, offset)
+	entries, open, lastMarker, err := decodeSnapshot(data, offset)
 	if err != nil {
 		return fmt.Errorf("%w at offset %d: %s", ErrCorruptSnapshot, offset, err)
 	}
 	p.entries = entries
+	p.txns.Reset()
+	maps.Copy(p.txns.open, open)
+	p.txns.lastMarker = lastMarker
 	return nil
 }
 
 // decodeSnapshot implements RestoreSnapshot; its errors say what is
 // wrong, without the sentinel.
-func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, error) {
-	if len(data) < snapshotHeaderSize {
-		return nil, fmt.Errorf("got %d bytes, want at least %d", len(data), snapshotHeaderSize)
+func decodeSnapshot(data []byte, offset int64) (_ map[int64]*producerEntry, _ map[int64]int64, lastMarker int64, err error) {
+	entries, open, rest, err := decodeSnapshotProducers(data, offset)
+	if err != nil {
+		return nil, nil, 0, err
 	}
-	if v := int16(binary.BigEndian.Uint16(data)); v != snapshotVersion {
-		return nil, fmt.Errorf("got version %d, want %d", v, snapshotVersion)
+	lastMarker = -1
+	if binary.BigEndian.Uint16(data) == snapshotVersion {
+		if len(rest) < 8 {
+			return nil, nil, 0, fmt.Errorf("got %d bytes after the last producer, want the latest marker's offset", len(rest))
+		}
+		lastMarker, rest = int64(binary.BigEndian.Uint64(rest)), rest[8:]
+		if lastMarker < -1 || lastMarker >= offset {
+			return nil, nil, 0, fmt.Errorf("got latest marker at offset %d, want -1 or below %d", lastMarker, offset)
+		}
+	}
+	if len(rest) != 0 {
+		return nil, nil, 0, fmt.Errorf("got %d bytes after the last producer", len(rest))
+	}
+	return entries, open, lastMarker, nil
+}
+
+// decodeSnapshotProducers decodes the header and the producers of a
+// snapshot, returning what follows them.
+func decodeSnapshotProducers(data []byte, offset int64) (map[int64]*producerEntry, map[int64]int64, []byte, error) {
+	if len(data) < snapshotHeaderSize {
+		return nil, nil, nil, fmt.Errorf("got %d bytes, want at least %d", len(data), snapshotHeaderSize)
+	}
+	version := int16(binary.BigEndian.Uint16(data))
+	producerSize := snapshotProducerSize
+	switch version {
+	case snapshotVersion:
+	case snapshotVersionV1:
+		producerSize = snapshotProducerV1
+	default:
+		return nil, nil, nil, fmt.Errorf("got version %d, want %d or %d", version, snapshotVersionV1, snapshotVersion)
 	}
 	if got, want := crc32.Checksum(data[6:], snapshotCRC), binary.BigEndian.Uint32(data[2:]); got != want {
-		return nil, fmt.Errorf("got CRC-32C %#08x, want %#08x", got, want)
+		return nil, nil, nil, fmt.Errorf("got CRC-32C %#08x, want %#08x", got, want)
 	}
 	if got := int64(binary.BigEndian.Uint64(data[6:])); got != offset {
-		return nil, fmt.Errorf("got snapshot of offset %d, want %d", got, offset)
+		return nil, nil, nil, fmt.Errorf("got snapshot of offset %d, want %d", got, offset)
 	}
 	count := int64(binary.BigEndian.Uint32(data[14:]))
 	rest := data[snapshotHeaderSize:]
-	if count < 0 || count > int64(len(rest)/snapshotProducerSize) {
-		return nil, fmt.Errorf("got %d producers in %d bytes", count, len(rest))
+	if count < 0 || count > int64(len(rest)/producerSize) {
+		return nil, nil, nil, fmt.Errorf("got %d producers in %d bytes", count, len(rest))
 	}
 	entries := make(map[int64]*producerEntry, count)
+	open := make(map[int64]int64)
 	prevID := int64(-1)
 	for i := range count {
-		if len(rest) < snapshotProducerSize {
-			return nil, fmt.Errorf("producer %d: cut short", i)
+		if len(rest) < producerSize {
+			return nil, nil, nil, fmt.Errorf("producer %d: cut short", i)
 		}
 		id := int64(binary.BigEndian.Uint64(rest))
 		epoch := int16(binary.BigEndian.Uint16(rest[8:]))
-		n := int(rest[10])
-		rest = rest[snapshotProducerSize:]
+		lastTimestamp, txnFirst, coordinatorEpoch, minBatches := int64(-1), int64(-1), int32(-1), 1
+		if version == snapshotVersion {
+			lastTimestamp = int64(binary.BigEndian.Uint64(rest[10:]))
+			txnFirst = int64(binary.BigEndian.Uint64(rest[18:]))
+			coordinatorEpoch = int32(binary.BigEndian.Uint32(rest[26:]))
+			minBatches = 0
+		}
+		n := int(rest[producerSize-1])
+		rest = rest[producerSize:]
 		if id <= prevID {
-			return nil, fmt.Errorf("producer %d: got id %d after %d, want ascending ids from 0", i, id, prevID)
+			return nil, nil, nil, fmt.Errorf("producer %d: got id %d after %d, want ascending ids from 0", i, id, prevID)
 		}
-		if n < 1 || n > ProducerBatchesRetained || len(rest) < n*snapshotBatchSize {
-			return nil, fmt.Errorf("producer %d: got %d batches in %d bytes, want 1..%d", id, n, len(rest), ProducerBatchesRetained)
+		if n < minBatches || n > ProducerBatchesRetained || len(rest) < n*snapshotBatchSize {
+			return nil, nil, nil, fmt.Errorf("producer %d: got %d batches in %d bytes, want %d..%d", id, n, len(rest), minBatches, ProducerBatchesRetained)
 		}
-		e := &producerEntry{epoch: epoch, batches: make([]BatchMeta, n, ProducerBatchesRetained)}
+		if txnFirst < -1 || txnFirst >= offset {
+			return nil, nil, nil, fmt.Errorf("producer %d: got open transaction at offset %d, want -1 or below %d", id, txnFirst, offset)
+		}
+		e := &producerEntry{epoch: epoch, batches: make([]BatchMeta, n, ProducerBatchesRetained), lastTimestamp: lastTimestamp, coordinatorEpoch: coordinatorEpoch}
 		next := int64(0)
 		for j := range e.batches {
 			b := BatchMeta{
@@ -644,17 +831,20 @@ func decodeSnapshot(data []byte, offset int64) (map[int64]*producerEntry, error)
 			}
 			rest = rest[snapshotBatchSize:]
 			if b.FirstOffset < next || b.LastOffset < b.FirstOffset || b.LastOffset >= offset {
-				return nil, fmt.Errorf("producer %d batch %d: got offsets %d..%d, want ascending from %d and below %d",
+				return nil, nil, nil, fmt.Errorf("producer %d batch %d: got offsets %d..%d, want ascending from %d and below %d",
 					id, j, b.FirstOffset, b.LastOffset, next, offset)
 			}
 			next = b.LastOffset + 1
 			e.batches[j] = b
 		}
+		if version == snapshotVersionV1 {
+			e.lastTimestamp = e.batches[n-1].MaxTimestamp
+		}
+		if txnFirst >= 0 {
+			open[id] = txnFirst
+		}
 		entries[id] = e
 		prevID = id
 	}
-	if len(rest) != 0 {
-		return nil, fmt.Errorf("got %d bytes after the last producer", len(rest))
-	}
-	return entries, nil
+	return entries, open, rest, nil
 }

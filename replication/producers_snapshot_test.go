@@ -138,12 +138,20 @@ func TestProducersSnapshotCorrupt(t *testing.T) {
 		"cut header":     func(b []byte) []byte { return b[:10] },
 		"cut body":       func(b []byte) []byte { return resealed(b[:len(b)-5]) },
 		"flipped bit":    func(b []byte) []byte { b[len(b)-1] ^= 1; return b },
-		"version 2":      func(b []byte) []byte { b[1] = 2; return b },
+		"version 3":      func(b []byte) []byte { b[1] = 3; return resealed(b) },
 		"other offset":   func(b []byte) []byte { binary.BigEndian.PutUint64(b[6:], 201); return resealed(b) },
 		"trailing bytes": func(b []byte) []byte { return resealed(append(b, 0)) },
 		"huge count":     func(b []byte) []byte { binary.BigEndian.PutUint32(b[14:], 1<<30); return resealed(b) },
-		"no batches":     func(b []byte) []byte { b[snapshotHeaderSize+10] = 0; return resealed(b) },
-		"six batches":    func(b []byte) []byte { b[snapshotHeaderSize+10] = 6; return resealed(b) },
+		"six batches":    func(b []byte) []byte { b[snapshotHeaderSize+snapshotProducerSize-1] = 6; return resealed(b) },
+		"open transaction past the offset": func(b []byte) []byte {
+			binary.BigEndian.PutUint64(b[snapshotHeaderSize+18:], 200)
+			return resealed(b)
+		},
+		"v1 without batches": func(b []byte) []byte {
+			v1 := snapshotV1(t, state, offset)
+			v1[snapshotHeaderSize+snapshotProducerV1-1] = 0
+			return resealed(v1)
+		},
 		"descending ids": func(b []byte) []byte { binary.BigEndian.PutUint64(b[snapshotHeaderSize:], 9); return resealed(b) },
 		// Producer 7's second batch ends at 103, not below 102.
 		"batch past the offset": func(b []byte) []byte { return state.Snapshot(102) },

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -150,6 +151,10 @@ func TestProducersCheck(t *testing.T) {
 		{"an epoch bump inside a request", fiveAfterOne, []spec{{7, 3, 12, 2}, {7, 4, 0, 1}, {7, 4, 1, 1}}, -1, nil},
 		{"a request's batch repeated is out of order, not a duplicate", fiveAfterOne, []spec{{7, 3, 12, 2}, {7, 3, 12, 2}}, -1, ErrOutOfOrderSequence},
 		{"a later batch that is a retry answers the request", fiveAfterOne, []spec{{7, 3, 12, 2}, {7, 3, 10, 2}}, 5, nil},
+		{"a coordinator's batch without a sequence: the epoch only", fiveAfterOne, []spec{{7, 3, -1, 2}}, -1, nil},
+		{"a coordinator's batch is never a duplicate", []spec{{7, 3, -1, 1}}, []spec{{7, 3, -1, 1}}, -1, nil},
+		{"a coordinator's batch of a new epoch", fiveAfterOne, []spec{{7, 4, -1, 1}}, -1, nil},
+		{"a coordinator's batch of an older epoch is fenced", fiveAfterOne, []spec{{7, 2, -1, 1}}, -1, ErrProducerFenced},
 		{"wrap: after MaxInt32 comes 0", []spec{{7, 3, maxSeq - 1, 2}}, []spec{{7, 3, 0, 1}}, -1, nil},
 		{"wrap: MaxInt32+1 is not a sequence", []spec{{7, 3, maxSeq - 1, 2}}, []spec{{7, 3, 1, 1}}, -1, ErrOutOfOrderSequence},
 		{"wrap: a batch across MaxInt32", []spec{{7, 3, maxSeq - 3, 2}}, []spec{{7, 3, maxSeq - 1, 4}}, -1, nil},
@@ -242,11 +247,18 @@ func TestParseBatchMeta(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 
+	for _, commit := range []bool{false, true} {
+		marker := log.BuildMarker(5, 2, 7, commit, time.UnixMilli(1234))
+		if got, err := ParseBatchMeta(marker); err != nil || !got[0].Transactional || !got[0].Control || got[0].Commit != commit {
+			t.Fatalf("got %+v, %v, want a transactional control batch, commit %v", got, err, commit)
+		}
+	}
+	// A control batch whose control record is not a marker's is corrupt.
 	attrs := slices.Clone(a)
 	binary.BigEndian.PutUint16(attrs[batchFieldAttributes:], attrTransactional|attrControl)
 	binary.BigEndian.PutUint32(attrs[batchFieldCRC:], crc32.Checksum(attrs[batchFieldAttributes:], crcTable))
-	if got, err := ParseBatchMeta(attrs); err != nil || !got[0].Transactional || !got[0].Control {
-		t.Fatalf("got %+v, %v, want a transactional control batch", got, err)
+	if got, err := ParseBatchMeta(attrs); !errors.Is(err, log.ErrCorruptMessage) {
+		t.Fatalf("control batch of data records: got %+v, %v, want ErrCorruptMessage", got, err)
 	}
 
 	badCRC := slices.Clone(a)
@@ -500,8 +512,8 @@ func TestProducersActive(t *testing.T) {
 		p.Appended(batch, 0)
 	}
 	want := []ProducerState{
-		{ProducerID: 4, ProducerEpoch: 3, LastSequence: 1, LastTimestamp: 250},
-		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 4, LastTimestamp: 200},
+		{ProducerID: 4, ProducerEpoch: 3, LastSequence: 1, LastTimestamp: 250, CurrentTxnStartOffset: -1, CoordinatorEpoch: -1},
+		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 4, LastTimestamp: 200, CurrentTxnStartOffset: -1, CoordinatorEpoch: -1},
 	}
 	if got := p.Active(); !slices.Equal(got, want) {
 		t.Fatalf("Active: got %+v, want %+v", got, want)

@@ -64,6 +64,13 @@ func (t *Txns) Reset() {
 	t.lastMarker = -1
 }
 
+// IsOpen reports whether producerID has an open transaction on the
+// partition.
+func (t *Txns) IsOpen(producerID int64) bool {
+	_, ok := t.open[producerID]
+	return ok
+}
+
 // Data records a transactional data batch of producerID appended at
 // firstOffset: the first one opens the producer's transaction there.
 func (t *Txns) Data(producerID, firstOffset int64) {
@@ -171,4 +178,49 @@ func (t *Txns) TruncateTo(offset int64) (rebuild bool) {
 		}
 	}
 	return t.lastMarker >= offset
+}
+
+// Unstable is a copy of what decides a partition's last stable offset at
+// one moment (Txns.Unstable), for readers that do not hold the append
+// lock: the broker publishes it after every append and truncation, and a
+// fetch computes the LSO from it and the high watermark it reads. The
+// nil *Unstable is a partition without undecided transactions.
+type Unstable struct {
+	// firstOpen is the lowest first offset of the open transactions,
+	// hasOpen false when none is open.
+	firstOpen int64
+	hasOpen   bool
+	// ended are the transactions whose marker was not below the high
+	// watermark when the copy was made, by marker offset.
+	ended []CompletedTxn
+}
+
+// Unstable returns a copy of the open transactions' lowest first offset
+// and of the ended ones not yet replicated, nil when there are none. It
+// is for the broker to publish, as Txns itself needs the append lock.
+func (t *Txns) Unstable() *Unstable {
+	first, open := t.firstOpen()
+	if !open && len(t.unreplicated) == 0 {
+		return nil
+	}
+	return &Unstable{firstOpen: first, hasOpen: open, ended: slices.Clone(t.unreplicated)}
+}
+
+// LastStable returns the last stable offset at high watermark hw, as
+// Txns.LastStable would after HighWatermark(hw): an ended transaction
+// whose marker is below hw is decided.
+func (u *Unstable) LastStable(hw int64) int64 {
+	if u == nil {
+		return hw
+	}
+	lso := hw
+	if u.hasOpen {
+		lso = min(lso, u.firstOpen)
+	}
+	for _, c := range u.ended {
+		if c.LastOffset >= hw {
+			lso = min(lso, c.FirstOffset)
+		}
+	}
+	return lso
 }

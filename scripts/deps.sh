@@ -2,7 +2,9 @@
 # deps.sh installs what tripod's tests need and a fresh Debian machine lacks:
 # a ZooKeeper server (Debian's `zookeeper`, run from its jars by the test
 # harness), kcat (a librdkafka client for the command-line checks) and
-# kafka-python (Debian's python3-kafka, whose admin client the ACL tests run).
+# kafka-python (Debian's python3-kafka, whose admin client the ACL tests run)
+# and confluent-kafka (Debian's python3-confluent-kafka, librdkafka's Python
+# binding, whose transactional producer the transaction tests run).
 set -euo pipefail
 
 missing=()
@@ -10,6 +12,7 @@ missing=()
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
+/usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 sudo=""

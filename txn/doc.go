@@ -22,7 +22,7 @@
 //
 // # Wiring it into the broker
 //
-// The broker keeps one *Metadata per transactional id whose
+// broker/txncoord does what follows. The broker keeps one *Metadata per transactional id whose
 // __transaction_state partition it leads, guarded by a lock, and:
 //
 //   - InitProducerId with a transactional id: InitProducerID, then store

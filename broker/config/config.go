@@ -359,6 +359,52 @@ type Config struct {
 	// (offsets.load.buffer.size). Default 5242880; at least 1.
 	OffsetsLoadBufferSize int32
 
+	// TransactionStateLogNumPartitions is the partition count of
+	// __transaction_state when the broker creates it
+	// (transaction.state.log.num.partitions). Default 50; 1 .. 1000000.
+	TransactionStateLogNumPartitions int32
+	// TransactionStateLogReplicationFactor is the replication factor of
+	// __transaction_state (transaction.state.log.replication.factor):
+	// with fewer live brokers the topic is not created and
+	// FindCoordinator answers COORDINATOR_NOT_AVAILABLE, except on a
+	// broker that is its cluster's only Raft voter, where it is 1.
+	// Default 3; 1 .. 32767.
+	TransactionStateLogReplicationFactor int32
+	// TransactionStateLogSegmentBytes is __transaction_state's
+	// segment.bytes (transaction.state.log.segment.bytes). Default
+	// 104857600; at least 14.
+	TransactionStateLogSegmentBytes int32
+	// TransactionStateLogMinISR is __transaction_state's
+	// min.insync.replicas, capped by its replication factor
+	// (transaction.state.log.min.isr). Default 2; at least 1.
+	TransactionStateLogMinISR int32
+	// TransactionMaxTimeout bounds the transaction.timeout.ms a
+	// transactional producer may ask for (transaction.max.timeout.ms);
+	// more is INVALID_TRANSACTION_TIMEOUT. Default 15 minutes; at least
+	// 1 ms.
+	TransactionMaxTimeout time.Duration
+	// TransactionPartitionVerification makes a partition leader ask the
+	// transaction coordinator, before it appends the first batch of a
+	// producer's transaction, whether the partition was added to that
+	// transaction (KIP-890 part 1;
+	// transaction.partition.verification.enable). Default true.
+	TransactionPartitionVerification bool
+	// TransactionalIDExpiration is how long the coordinator keeps a
+	// transactional id with no open transaction after its last change
+	// (transactional.id.expiration.ms). Default 7 days; 1 ms .. 2^31-1
+	// ms.
+	TransactionalIDExpiration time.Duration
+	// TransactionAbortTimedOutCleanupInterval is how often open
+	// transactions past their timeout are aborted
+	// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	// Default 10 s; at least 1 ms.
+	TransactionAbortTimedOutCleanupInterval time.Duration
+	// TransactionRemoveExpiredCleanupInterval is how often expired
+	// transactional ids are removed
+	// (transaction.remove.expired.transaction.cleanup.interval.ms).
+	// Default 1 hour; at least 1 ms.
+	TransactionRemoveExpiredCleanupInterval time.Duration
+
 	// SASL holds the SASL properties (security.SASLConfig).
 	SASL security.SASLConfig
 	// Authorizer holds the ACL authorizer's properties
@@ -442,6 +488,16 @@ func DefaultConfig() Config {
 		OffsetsCommitTimeout:          5 * time.Second,
 		OffsetMetadataMaxBytes:        4096,
 		OffsetsLoadBufferSize:         5242880,
+
+		TransactionStateLogNumPartitions:        50,
+		TransactionStateLogReplicationFactor:    3,
+		TransactionStateLogSegmentBytes:         104857600,
+		TransactionStateLogMinISR:               2,
+		TransactionMaxTimeout:                   15 * time.Minute,
+		TransactionPartitionVerification:        true,
+		TransactionalIDExpiration:               7 * 24 * time.Hour,
+		TransactionAbortTimedOutCleanupInterval: 10 * time.Second,
+		TransactionRemoveExpiredCleanupInterval: time.Hour,
 	}
 }
 
@@ -722,6 +778,9 @@ func (c Config) Validate() error {
 	if err := c.validateGroups(); err != nil {
 		return err
 	}
+	if err := c.validateTransactions(); err != nil {
+		return err
+	}
 	if err := c.validateCoordSecurity(); err != nil {
 		return err
 	}
@@ -761,6 +820,29 @@ func (c Config) validateGroups() error {
 		return fmt.Errorf("offset.metadata.max.bytes %d: must be between 0 and 2147483647", c.OffsetMetadataMaxBytes)
 	case c.OffsetsLoadBufferSize < 1:
 		return fmt.Errorf("offsets.load.buffer.size %d: must be between 1 and 2147483647", c.OffsetsLoadBufferSize)
+	}
+	return nil
+}
+
+// validateTransactions checks the transaction coordinator's properties.
+func (c Config) validateTransactions() error {
+	switch {
+	case c.TransactionStateLogNumPartitions < 1 || c.TransactionStateLogNumPartitions > MaxPartitions:
+		return fmt.Errorf("transaction.state.log.num.partitions %d: must be between 1 and %d", c.TransactionStateLogNumPartitions, MaxPartitions)
+	case c.TransactionStateLogReplicationFactor < 1 || c.TransactionStateLogReplicationFactor > math.MaxInt16:
+		return fmt.Errorf("transaction.state.log.replication.factor %d: must be between 1 and 32767", c.TransactionStateLogReplicationFactor)
+	case c.TransactionStateLogSegmentBytes < 14:
+		return fmt.Errorf("transaction.state.log.segment.bytes %d: must be between 14 and 2147483647", c.TransactionStateLogSegmentBytes)
+	case c.TransactionStateLogMinISR < 1:
+		return fmt.Errorf("transaction.state.log.min.isr %d: must be between 1 and 2147483647", c.TransactionStateLogMinISR)
+	case c.TransactionMaxTimeout < time.Millisecond || c.TransactionMaxTimeout > math.MaxInt32*time.Millisecond:
+		return fmt.Errorf("transaction.max.timeout.ms %d: must be between 1 and 2147483647", c.TransactionMaxTimeout.Milliseconds())
+	case c.TransactionalIDExpiration < time.Millisecond || c.TransactionalIDExpiration > math.MaxInt32*time.Millisecond:
+		return fmt.Errorf("transactional.id.expiration.ms %d: must be between 1 and 2147483647", c.TransactionalIDExpiration.Milliseconds())
+	case c.TransactionAbortTimedOutCleanupInterval < time.Millisecond:
+		return fmt.Errorf("transaction.abort.timed.out.transaction.cleanup.interval.ms %d: must be at least 1", c.TransactionAbortTimedOutCleanupInterval.Milliseconds())
+	case c.TransactionRemoveExpiredCleanupInterval < time.Millisecond:
+		return fmt.Errorf("transaction.remove.expired.transaction.cleanup.interval.ms %d: must be at least 1", c.TransactionRemoveExpiredCleanupInterval.Milliseconds())
 	}
 	return nil
 }
@@ -880,6 +962,42 @@ var brokerKeys = map[string]configKey{
 		section: "Group coordinator", allowed: "1 .. 2147483647",
 		meaning: "bytes read at a time when a coordinator loads its partition",
 	}),
+	"transaction.state.log.num.partitions": int32Key(func(c *Config) *int32 { return &c.TransactionStateLogNumPartitions }).documented(keyDoc{
+		section: "Transaction coordinator", allowed: "1 .. 1000000",
+		meaning: "partitions of `__transaction_state`",
+	}),
+	"transaction.state.log.replication.factor": int32Key(func(c *Config) *int32 { return &c.TransactionStateLogReplicationFactor }).documented(keyDoc{
+		section: "Transaction coordinator", allowed: "1 .. 32767",
+		meaning: "replicas of `__transaction_state`",
+	}),
+	"transaction.state.log.segment.bytes": int32Key(func(c *Config) *int32 { return &c.TransactionStateLogSegmentBytes }).documented(keyDoc{
+		section: "Transaction coordinator", allowed: "14 .. 2147483647",
+		meaning: "segment size of `__transaction_state`",
+	}),
+	"transaction.state.log.min.isr": int32Key(func(c *Config) *int32 { return &c.TransactionStateLogMinISR }).documented(keyDoc{
+		section: "Transaction coordinator", allowed: "1 .. 2147483647",
+		meaning: "`min.insync.replicas` of `__transaction_state`, capped by its replication factor",
+	}),
+	"transaction.max.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }).documented(keyDoc{
+		section: "Transaction coordinator", allowed: "1 .. 2147483647",
+		meaning: "the longest `transaction.timeout.ms` a producer may ask for (INVALID_TRANSACTION_TIMEOUT past it)",
+	}),
+	"transactional.id.expiration.ms": millisKey(func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }).documented(keyDoc{
+		section: "Transaction coordinator", allowed: "1 .. 2147483647",
+		meaning: "how long a transactional id with no open transaction is kept after its last change",
+	}),
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms": millisKey(func(c *Config) *time.Duration {
+		return &c.TransactionAbortTimedOutCleanupInterval
+	}).documented(keyDoc{
+		section: "Transaction coordinator", allowed: "≥ 1",
+		meaning: "how often open transactions past their timeout are aborted",
+	}),
+	"transaction.remove.expired.transaction.cleanup.interval.ms": millisKey(func(c *Config) *time.Duration {
+		return &c.TransactionRemoveExpiredCleanupInterval
+	}).documented(keyDoc{
+		section: "Transaction coordinator", allowed: "≥ 1",
+		meaning: "how often expired transactional ids are removed",
+	}),
 	"offsets.retention.minutes": {
 		doc: keyDoc{
 			section: "Group coordinator", allowed: "≥ 1",
@@ -913,6 +1031,14 @@ var brokerKeys = map[string]configKey{
 		},
 		set: func(c *Config, k, v string) error { return setBool(&c.AutoCreateTopics, k, v) },
 		get: func(c Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
+	},
+	"transaction.partition.verification.enable": {
+		doc: keyDoc{
+			section: "Transaction coordinator", allowed: "true, false",
+			meaning: "a partition leader asks the transaction coordinator whether the partition is in the producer's transaction before appending the transaction's first batch there (KIP-890 part 1; INVALID_TXN_STATE if not)",
+		},
+		set: func(c *Config, k, v string) error { return setBool(&c.TransactionPartitionVerification, k, v) },
+		get: func(c Config) string { return strconv.FormatBool(c.TransactionPartitionVerification) },
 	},
 	"max.connections": {
 		doc: keyDoc{

@@ -73,6 +73,16 @@ func TestDefaultConfigPinned(t *testing.T) {
 		"offset.metadata.max.bytes":           "4096",
 		"offsets.load.buffer.size":            "5242880",
 
+		"transaction.state.log.num.partitions":                        "50",
+		"transaction.state.log.replication.factor":                    "3",
+		"transaction.state.log.segment.bytes":                         "104857600",
+		"transaction.state.log.min.isr":                               "2",
+		"transaction.max.timeout.ms":                                  "900000",
+		"transaction.partition.verification.enable":                   "true",
+		"transactional.id.expiration.ms":                              "604800000",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+		"transaction.remove.expired.transaction.cleanup.interval.ms":  "3600000",
+
 		"raft.heartbeat.timeout.ms":    "500",
 		"raft.election.timeout.ms":     "500",
 		"raft.leader.lease.timeout.ms": "400",

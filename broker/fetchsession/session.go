@@ -82,10 +82,10 @@ type Session struct {
 type sessionPartition struct {
 	fetchOffset, logStartOffset int64
 	maxBytes, leaderEpoch       int32
-	// sent is false until a response has carried the partition; hw and
-	// logStart are what the last one that did said.
-	sent         bool
-	hw, logStart int64
+	// sent is false until a response has carried the partition; hw,
+	// lso and logStart are what the last one that did said.
+	sent              bool
+	hw, lso, logStart int64
 	// p is the replica the session watches (nil: this broker has none).
 	p *replica.Partition
 }
@@ -415,8 +415,9 @@ func (s *Cache) closeLocked(id int32) {
 }
 
 // End finishes a fetch of sr's session: an incremental response keeps
-// only the partitions with records or an error, or whose high watermark
-// or log start offset changed since the session last told them; the
+// only the partitions with records or an error, or whose high watermark,
+// last stable offset or log start offset changed since the session last
+// told them (Kafka's CachedPartition.maybeUpdateResponseData); the
 // session records what resp tells and which partitions the next fetch
 // serves again (those with records or an error, and short: those left
 // with records unread), moves to the next epoch and is released. resp
@@ -436,9 +437,9 @@ func (s *Cache) End(sr Request, resp *kmsg.FetchResponse, short map[coord.TopicP
 			tp := coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}
 			cached := sess.parts[tp]
 			keep := sr.full || cached == nil || len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 ||
-				!cached.sent || cached.hw != sp.HighWatermark || cached.logStart != sp.LogStartOffset
+				!cached.sent || cached.hw != sp.HighWatermark || cached.lso != sp.LastStableOffset || cached.logStart != sp.LogStartOffset
 			if cached != nil {
-				cached.sent, cached.hw, cached.logStart = true, sp.HighWatermark, sp.LogStartOffset
+				cached.sent, cached.hw, cached.lso, cached.logStart = true, sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset
 				_, unread := short[tp]
 				if len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 || unread || cached.p == nil {
 					sess.again[tp] = struct{}{}

@@ -140,3 +140,34 @@ func TestFetchSessions(t *testing.T) {
 		t.Errorf("the session closed by epoch -1: got error %d, want FETCH_SESSION_ID_NOT_FOUND", sr.ErrorCode)
 	}
 }
+
+// TestFetchSessionLastStableOffset: an incremental answer keeps a
+// partition whose last stable offset moved though its high watermark
+// did not (a transaction's marker replicated while the producers were
+// idle), as Kafka's sessions do, so that a read_committed consumer
+// learns it may read on.
+func TestFetchSessionLastStableOffset(t *testing.T) {
+	s := NewCache(2, time.Hour, nil)
+	now := time.Now()
+	full := fetchOf(0, 0, []int32{0, 1})
+	sr := s.Begin(full, now)
+	resp := answerOf(full, 5)
+	s.End(sr, resp, nil)
+	id := resp.SessionID
+	inc := fetchOf(id, 1, nil)
+	sr = s.Begin(inc, now)
+	resp = answerOf(inc, 5)
+	resp.Topics[0].Partitions[1].LastStableOffset = 5
+	s.End(sr, resp, nil)
+	if got := partitionsOf(resp); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("incremental answer after partition 1's LSO moved: partitions %v, want only 1", got)
+	}
+	inc = fetchOf(id, 2, nil)
+	sr = s.Begin(inc, now)
+	resp = answerOf(inc, 5)
+	resp.Topics[0].Partitions[1].LastStableOffset = 5
+	s.End(sr, resp, nil)
+	if got := partitionsOf(resp); len(got) != 0 {
+		t.Fatalf("incremental answer with nothing moved: partitions %v, want none", got)
+	}
+}

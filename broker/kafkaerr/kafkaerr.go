@@ -58,6 +58,8 @@ var table = []row{
 	{replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange, fromReplication},
 	{replication.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber, fromReplication},
 	{replication.ErrProducerFenced, kerr.InvalidProducerEpoch, fromReplication},
+	{replication.ErrInvalidTxnState, kerr.InvalidTxnState, fromReplication},
+	{replication.ErrCoordinatorFenced, kerr.TransactionCoordinatorFenced, fromReplication},
 
 	{tlog.ErrCorruptMessage, kerr.CorruptMessage, fromLog},
 	{tlog.ErrInvalidRecord, kerr.InvalidRecord, fromLog},

@@ -47,7 +47,7 @@ func (m *Manager) CleanLogs(now time.Time) int {
 				return cleaned
 			default:
 			}
-			res, err := p.log.Clean(cfg, now)
+			res, err := p.log.CleanBelow(cfg, now, p.LastStableOffset())
 			if err != nil {
 				if !errors.Is(err, tlog.ErrClosed) {
 					m.logger.Error("log cleaning failed", "partition", p.Name(), "error", err)
@@ -59,7 +59,7 @@ func (m *Manager) CleanLogs(now time.Time) int {
 				cleaned++
 				m.logger.Debug("log cleaned", "partition", p.Name(), "from", res.FirstDirty, "to", res.CleanedTo,
 					"segments", res.SegmentsRewritten, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter,
-					"records_removed", res.RecordsRemoved)
+					"records_removed", res.RecordsRemoved, "markers_removed", res.MarkersRemoved)
 			}
 			if !res.More || res.Abandoned {
 				break

@@ -850,8 +850,7 @@ func (m *Manager) appendAsFollower(p *Partition, records []byte) error {
 	if err != nil {
 		return fmt.Errorf("producer state of appended batches: %w", err)
 	}
-	p.producers.Appended(metas, res.BaseOffset)
-	return nil
+	return p.recordAppended(metas, res.BaseOffset)
 }
 
 // outOfRange handles OFFSET_OUT_OF_RANGE: a follower behind the leader's
@@ -870,6 +869,7 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 			} else {
 				p.producers.Reset()
 				p.hw.Store(min(p.hw.Load(), leaderStart))
+				p.publishTxns()
 				rm.logStartMoved(p)
 				rm.logger.Info("truncated follower log", "partition", p.Name(), "mode", "log-start", "offset", leaderStart,
 					"log_end", end, "reason", "behind the leader's log start")

@@ -73,6 +73,11 @@ type Partition struct {
 	// hw is the high watermark as of the latest Ready: consumers read
 	// below it, fetch responses carry it and the checkpoint stores it.
 	hw atomic.Int64
+	// unstable is what decides the last stable offset besides hw (the
+	// transactions open or ended above the high watermark), published
+	// under appendMu by publishTxns after every append and truncation;
+	// nil while every transaction is decided.
+	unstable atomic.Pointer[replication.Unstable]
 
 	// mu guards waiters, the fetches' wake-up channels (watch), and
 	// sessions, the fetch sessions that hold the partition
@@ -123,6 +128,14 @@ func (p *Partition) KnowsProducer(id int64) bool {
 	return p.producers.Knows(id)
 }
 
+// TxnOpen reports whether producer id has an open transaction on the
+// partition: a batch of it was appended and no marker ended it.
+func (p *Partition) TxnOpen(id int64) bool {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producers.Txns().IsOpen(id)
+}
+
 // ProducerState returns how the partition's producer state was last
 // recovered (from which snapshot, reading which offsets) and how many
 // producers it holds.
@@ -133,7 +146,7 @@ func (p *Partition) ProducerState() (load tlog.ProducerLoad, producers int) {
 }
 
 // ActiveProducers returns the idempotent producers the partition's
-// producer state holds (DescribeProducers).
+// producer state holds, with their open transactions (DescribeProducers).
 func (p *Partition) ActiveProducers() []replication.ProducerState {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
@@ -228,6 +241,47 @@ func (p *Partition) Name() string { return fmt.Sprintf("%s-%d", p.topic, p.index
 // minimum log end offset over the ISR, as the replication state machine
 // last decided.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
+
+// LastStableOffset is the offset below which every transaction is
+// decided (KIP-98): the high watermark, or the first offset of the
+// earliest transaction that is open or whose marker the ISR has not all
+// replicated, when that is lower; never below the log start offset (an
+// open transaction whose first records retention or DeleteRecords
+// removed holds it there, as Kafka's UnifiedLog bounds its first
+// unstable offset). A read_committed consumer reads below it. It takes
+// no lock.
+func (p *Partition) LastStableOffset() int64 {
+	u := p.unstable.Load()
+	hw := p.hw.Load()
+	return max(u.LastStable(hw), min(p.log.StartOffset(), hw))
+}
+
+// publishTxns forgets the transactions whose marker is below the high
+// watermark and publishes what LastStableOffset needs. The caller holds
+// p.appendMu.
+func (p *Partition) publishTxns() {
+	txns := p.producers.Txns()
+	txns.HighWatermark(p.hw.Load())
+	u := txns.Unstable()
+	if u != nil || p.unstable.Load() != nil {
+		p.unstable.Store(u)
+	}
+}
+
+// recordAppended records in the producer state the batches (metas) the
+// log just appended from base, adds the aborted-transaction index entries
+// of their abort markers to the log and publishes the last stable
+// offset's state. The caller holds p.appendMu.
+func (p *Partition) recordAppended(metas []replication.BatchMeta, base int64) error {
+	var first error
+	for _, a := range p.producers.Appended(metas, base) {
+		if err := p.log.AppendAbortedTxn(a); err != nil && first == nil {
+			first = fmt.Errorf("aborted transaction index entry %+v: %w", a, err)
+		}
+	}
+	p.publishTxns()
+	return first
+}
 
 // ChangeWatcher is told of every change of the partitions it watches
 // (WatchChanges): a fetch session of a client or follower.

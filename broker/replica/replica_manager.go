@@ -43,8 +43,10 @@ import (
 //     epoch (CurrentEpoch, CheckBrokerEpoch), the controllers
 //     (Controller, BackendController, AskController) and the clients of
 //     peers (PeerAddr, PeerClient);
-//   - roleChanged and resign, the group coordinator's callbacks for an
-//     __consumer_offsets partition whose role changed or that went away;
+//   - roleChanged and resign, the coordinators' callbacks for a
+//     partition whose role changed or that went away (the group
+//     coordinator's __consumer_offsets, the transaction coordinator's
+//     __transaction_state);
 //   - followerQuota, the follower replication throttle;
 //   - closing, closed when the broker closes: the loops return on it.
 //
@@ -107,13 +109,16 @@ type Manager struct {
 	cache         Metadata
 	member        Membership
 	roleChanged   func(p *Partition)
-	resign        func(index int32)
+	resign        func(tp coord.TopicPartition)
+	topicsDeleted func(topics []string)
 	followerQuota *Quota
 	closing       <-chan struct{}
 }
 
 // Deps are the replica manager's dependencies on the rest of the
-// broker (see Manager).
+// broker (see Manager). TopicsDeleted, if set, is told of the topics an
+// UpdateMetadata request says were deleted, with stateMu held (as
+// RoleChanged is).
 type Deps struct {
 	Configs       Configs
 	Logger        hclog.Logger
@@ -122,7 +127,8 @@ type Deps struct {
 	Metadata      Metadata
 	Membership    Membership
 	RoleChanged   func(p *Partition)
-	Resign        func(index int32)
+	Resign        func(tp coord.TopicPartition)
+	TopicsDeleted func(topics []string)
 	FollowerQuota *Quota
 	// Closing is closed when the broker closes: the manager's loops and
 	// fetchers end on it, and Close may then be called.
@@ -151,6 +157,7 @@ func NewManager(cfg *config.Config, logDirs *LogDirs, hwCkpt *HWCheckpoints, d D
 		member:        d.Membership,
 		roleChanged:   d.RoleChanged,
 		resign:        d.Resign,
+		topicsDeleted: d.TopicsDeleted,
 		followerQuota: d.FollowerQuota,
 		closing:       d.Closing,
 	}
@@ -331,6 +338,7 @@ func (m *Manager) closeLogs() error {
 func (m *Manager) recoverProducers(p *Partition, now time.Time) error {
 	load, err := p.log.RecoverProducers(p.producers)
 	p.producersLoad = load
+	p.publishTxns()
 	for _, skipped := range load.Skipped {
 		m.logger.Warn("producer snapshot unusable, deleted", "partition", p.Name(), "error", skipped)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
-	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -500,6 +499,7 @@ func (m *Manager) truncate(p *Partition, offset int64, why string) {
 // epoch replaces the cache: topics deleted while this broker was not told
 // go. (A broker that rejoins under the same controller also gets the
 // whole metadata, but possibly after a partial request, so it is merged.)
+// The topics it says were deleted are told to TopicsDeleted.
 func (m *Manager) ApplyUpdateMetadata(ctx context.Context, r *controller.UpdateMetadataRequest) int16 {
 	start := time.Now()
 	m.stateMu.Lock()
@@ -513,6 +513,9 @@ func (m *Manager) ApplyUpdateMetadata(ctx context.Context, r *controller.UpdateM
 	m.updateEpoch = r.ControllerEpoch
 	m.cache.Update(r, full)
 	m.removeStrays(r.Partitions)
+	if len(r.Deleted) > 0 && m.topicsDeleted != nil {
+		m.topicsDeleted(r.Deleted)
+	}
 	if full {
 		// The first UpdateMetadata of a controller epoch is that
 		// controller's full state: from now on this broker answers
@@ -577,9 +580,7 @@ func (m *Manager) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 	if p == nil {
 		return
 	}
-	if tp.Topic == group.OffsetsTopic {
-		m.resign(tp.Partition)
-	}
+	m.resign(tp)
 	m.fetchers.remove(p)
 	p.appendMu.Lock()
 	p.followGen++

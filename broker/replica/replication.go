@@ -30,6 +30,9 @@ import (
 // (the log deleted those above) and the log after it when a producer
 // lost all it had. The caller holds p.appendMu.
 func (m *Manager) truncateProducers(p *Partition, offset int64) {
+	// The log cuts whole batches: its end may be below offset.
+	offset = min(offset, p.log.EndOffset())
+	defer p.publishTxns()
 	if !p.producers.TruncateTo(offset) {
 		return
 	}
@@ -78,7 +81,12 @@ func (m *Manager) handleReady(p *Partition, rd replication.Ready) {
 // against the producer's sequence first: a retry of one of its last five
 // batches is answered with the original offsets and not written again
 // (acks=all still waits for the high watermark to pass it), a gap is
-// ErrOutOfOrderSequence, an older producer epoch ErrProducerFenced.
+// ErrOutOfOrderSequence, an older producer epoch ErrProducerFenced, a
+// batch outside its producer's open transaction ErrInvalidTxnState. A
+// transaction marker (WriteTxnMarkers' control batch) is checked for its
+// producer epoch (ErrProducerFenced) and coordinator epoch
+// (ErrCoordinatorFenced); an abort's aborted-transaction index entry is
+// added to the log with it.
 func (m *Manager) AppendAsLeader(p *Partition, records []byte, acksAll bool, deadline time.Time) (tlog.AppendResult, <-chan error, error) {
 	// Framing only: log.Append checks the CRC-32C of what it writes, and
 	// a duplicate's is checked below, so no batch pays for it twice.
@@ -123,7 +131,10 @@ func (m *Manager) AppendAsLeader(p *Partition, records []byte, acksAll bool, dea
 			p.appendMu.Unlock()
 			return res, nil, err
 		}
-		p.producers.Appended(metas, res.BaseOffset)
+		if err := p.recordAppended(metas, res.BaseOffset); err != nil {
+			m.logger.Error("record transaction markers failed", "partition", p.Name(), "error", err)
+			m.CheckStorage(p, err)
+		}
 	}
 	now := time.Now()
 	var done chan error

@@ -201,6 +201,8 @@ func TestFutureAPIRules(t *testing.T) {
 	incremental.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: configResourceBroker, ResourceName: "1"}}
 	describeProducers := kmsg.NewPtrDescribeProducersRequest()
 	describeProducers.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	writeTxnMarkers := kmsg.NewPtrWriteTxnMarkersRequest()
+	writeTxnMarkers.Markers = []kmsg.WriteTxnMarkersRequestMarker{{ProducerID: 7, Topics: []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "t", Partitions: []int32{0}}}}}
 	cases := []struct {
 		rule authzRule
 		req  kmsg.Request
@@ -232,6 +234,13 @@ func TestFutureAPIRules(t *testing.T) {
 		{topics(coord.ACLOperationRead), describeProducers, func(r kmsg.Response) int16 {
 			return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode
 		}, kerr.TopicAuthorizationFailed},
+		{authorizeWriteTxnMarkers, writeTxnMarkers, func(r kmsg.Response) int16 {
+			m := r.(*kmsg.WriteTxnMarkersResponse).Markers[0]
+			if m.ProducerID != 7 || m.Topics[0].Topic != "t" || m.Topics[0].Partitions[0].Partition != 0 {
+				return -1
+			}
+			return m.Topics[0].Partitions[0].ErrorCode
+		}, kerr.ClusterAuthorizationFailed},
 	}
 	for _, c := range cases {
 		c.req.SetVersion(c.req.MaxVersion())

@@ -54,6 +54,11 @@ var authzRules = map[int16]authzRule{
 	20: authorizeDeleteTopics,                                             // TOPIC DELETE
 	22: authorizeInitProducerID,                                           // IDEMPOTENT_WRITE, or WRITE on some topic
 	23: authorizeOffsetForLeaderEpoch,                                     // CLUSTER CLUSTER_ACTION, else TOPIC DESCRIBE
+	24: authorizeAddPartitionsToTxn,                                       // TRANSACTIONAL_ID WRITE, TOPIC WRITE; v4+ CLUSTER CLUSTER_ACTION
+	25: authorizeAddOffsetsToTxn,                                          // TRANSACTIONAL_ID WRITE, GROUP READ
+	26: transactionalIDOp(coord.ACLOperationWrite),                        // EndTxn
+	27: authorizeWriteTxnMarkers,                                          // CLUSTER CLUSTER_ACTION
+	28: authorizeTxnOffsetCommit,                                          // TRANSACTIONAL_ID WRITE, GROUP READ, TOPIC READ
 	29: clusterOp(coord.ACLOperationDescribe),                             // DescribeAcls
 	30: authorizeCreateACLs,                                               // CLUSTER ALTER
 	31: authorizeDeleteACLs,                                               // CLUSTER ALTER
@@ -68,6 +73,8 @@ var authzRules = map[int16]authzRule{
 	56: clusterOp(coord.ACLOperationClusterAction),                        // AlterPartition
 	60: authorizeDescribeCluster,                                          // CLUSTER DESCRIBE
 	63: clusterOp(coord.ACLOperationClusterAction),                        // BrokerHeartbeat
+	65: authorizeDescribeTransactions,                                     // TRANSACTIONAL_ID DESCRIBE, TOPIC DESCRIBE
+	66: authorizeListTransactions,                                         // TRANSACTIONAL_ID DESCRIBE per id
 	21: topics(coord.ACLOperationDelete),                                  // DeleteRecords
 	35: clusterOp(coord.ACLOperationDescribe),                             // DescribeLogDirs
 	45: clusterOp(coord.ACLOperationAlter),                                // AlterPartitionReassignments
@@ -216,6 +223,35 @@ func clusterOp(op coord.ACLOperation) authzRule {
 		}
 		return denyAll(req, kerr.ClusterAuthorizationFailed), nil
 	}
+}
+
+// authorizeWriteTxnMarkers: only a transaction coordinator, with
+// CLUSTER_ACTION on the cluster, writes markers; anyone else gets
+// CLUSTER_AUTHORIZATION_FAILED on every partition of every marker, as
+// Kafka's WriteTxnMarkersRequest.getErrorResponse answers (the response
+// has no request-wide error code).
+func authorizeWriteTxnMarkers(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(coord.ACLOperationClusterAction) {
+		return nil, nil
+	}
+	r := req.(*kmsg.WriteTxnMarkersRequest)
+	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range r.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return resp, nil
 }
 
 // topics is the rule of an API that needs op on each topic it names in

@@ -314,7 +314,7 @@ topics, Read on the groups). Adding an ACL that exists is no error.`,
 	f.addResourceFlags(cmd, "literal")
 	f.addEntryFlags(cmd)
 	fs := cmd.Flags()
-	fs.BoolVar(&f.producer, "producer", false, "add what a producer needs on the topics (Write, Describe, Create)")
+	fs.BoolVar(&f.producer, "producer", false, "add what a producer needs on the topics (Write, Describe, Create) and transactional ids (Write, Describe)")
 	fs.BoolVar(&f.consumer, "consumer", false, "add what a consumer needs on the topics (Read, Describe) and groups (Read)")
 	fs.BoolVar(&f.idempotent, "idempotent", false, "with --producer: IdempotentWrite on the cluster too")
 	return cmd
@@ -328,8 +328,11 @@ func (f *aclFlags) entries(pattern coord.ACLPatternType) ([]coord.ACL, error) {
 	}
 	var grants []grant
 	if f.producer || f.consumer {
-		if len(f.operations) > 0 || f.cluster || len(f.transactionalIDs) > 0 {
-			return nil, errors.New("--producer and --consumer name their operations: give --topic (and --group) only")
+		if len(f.operations) > 0 || f.cluster {
+			return nil, errors.New("--producer and --consumer name their operations: give --topic (and --group or --transactional-id) only")
+		}
+		if len(f.transactionalIDs) > 0 && !f.producer {
+			return nil, errors.New("--transactional-id goes with --producer")
 		}
 		if len(f.topics) == 0 {
 			return nil, errors.New("--producer and --consumer need --topic")
@@ -350,6 +353,11 @@ func (f *aclFlags) entries(pattern coord.ACLPatternType) ([]coord.ACL, error) {
 			for _, g := range f.groups {
 				grants = append(grants, grant{aclResource{coord.ACLResourceGroup, g}, []coord.ACLOperation{coord.ACLOperationRead}})
 			}
+		}
+		for _, id := range f.transactionalIDs {
+			// A transactional producer, as kafka-acls --producer
+			// --transactional-id grants it.
+			grants = append(grants, grant{aclResource{coord.ACLResourceTransactionalID, id}, []coord.ACLOperation{coord.ACLOperationWrite, coord.ACLOperationDescribe}})
 		}
 		if f.producer && f.idempotent {
 			grants = append(grants, grant{aclResource{coord.ACLResourceCluster, "kafka-cluster"}, []coord.ACLOperation{coord.ACLOperationIdempotentWrite}})

@@ -101,9 +101,12 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	cfg.BasePort, cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.basePort, opts.sessionTimeout, opts.sets, opts.logLevel
 	if opts.brokers < 3 {
 		// A dev cluster never has more brokers than it starts with:
-		// __consumer_offsets gets one replica per broker, as Kafka's
-		// single-node configs set it. A --set of its own still wins.
-		cfg.Sets = append([]string{fmt.Sprintf("offsets.topic.replication.factor=%d", opts.brokers)}, cfg.Sets...)
+		// __consumer_offsets and __transaction_state get one replica
+		// per broker, as Kafka's single-node configs set them (the
+		// latter's min ISR is capped by its replication factor). A
+		// --set of its own still wins.
+		cfg.Sets = append([]string{fmt.Sprintf("offsets.topic.replication.factor=%d", opts.brokers),
+			fmt.Sprintf("transaction.state.log.replication.factor=%d", opts.brokers)}, cfg.Sets...)
 	}
 	var pki *devTLS
 	if opts.tls {

@@ -21,7 +21,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark a tripod cluster (produce throughput and latency)",
 	}
-	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd())
+	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd(), newBenchTxnCmd())
 	return cmd
 }
 
@@ -64,6 +64,43 @@ embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
 	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
 	f.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression.type of the producer: none, gzip, snappy, lz4 or zstd; compressed runs send records of random letters that differ from one another, as real records do")
 	f.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "produce requests in flight per broker (max.in.flight.requests.per.connection) of acks=1 runs; acks=all runs are idempotent, with 5")
+	return cmd
+}
+
+// newBenchTxnCmd builds `tripod bench txn`.
+func newBenchTxnCmd() *cobra.Command {
+	cfg := bench.DefaultTxnConfig()
+	cmd := &cobra.Command{
+		Use:   "txn",
+		Short: "Measure transactions per second, and what read_committed costs a consumer",
+		Long: `Measure a transactional producer: --transactions transactions, one at a
+time, each of --records-per-txn records of --record-size bytes spread over
+every partition and committed, printing transactions/s, records/s and the
+commit latency; then the same records through an idempotent producer
+without transactions; then the topic read from its start by fresh
+consumers at read_uncommitted and read_committed, alternated --runs times,
+with the ratio of their MB/s. With --bootstrap it uses that cluster;
+without it, it starts --brokers brokers of this binary on --coord.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return bench.Txn(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "HOST:PORT[,HOST:PORT] of an existing cluster; empty: start one")
+	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster started without --bootstrap: raft, zk or etcd")
+	f.IntVar(&cfg.Brokers, "brokers", cfg.Brokers, "brokers of the cluster started without --bootstrap")
+	f.IntVar(&cfg.Transactions, "transactions", cfg.Transactions, "transactions to commit")
+	f.IntVar(&cfg.RecordsPerTxn, "records-per-txn", cfg.RecordsPerTxn, "records per transaction, spread over every partition")
+	f.IntVar(&cfg.RecordSize, "record-size", cfg.RecordSize, "record value size in bytes")
+	f.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the topic")
+	f.IntVar(&cfg.ReplicationFactor, "replication-factor", cfg.ReplicationFactor, "replication factor of the topic")
+	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "reads of the topic per isolation level, alternated")
+	f.StringVar(&cfg.JSONPath, "json", cfg.JSONPath, "file to write the figures to as JSON")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long the whole benchmark may take")
+	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
 	return cmd
 }
 
@@ -182,6 +219,19 @@ consumer stepping over an offset known to hold a value) and wrong-offset
 acks1 losses and misplacements, and plain duplicates, are reported but are not
 anomalies.
 
+With --workload txn the producers are transactional (txn=2 by default): each
+transaction writes 3 records to 3 partitions, every 4th is aborted on purpose.
+A consume-transform-produce stage (a consumer group whose transactions write
+each record it reads, transformed, to the topic verify-out and commit its
+input offsets, every 5th aborted on purpose) runs meanwhile, and the consumers
+read read_committed. After the faults, each partition gets an "end" record,
+the stage finishes, and both topics are read back read_committed. The checks
+add: aborted-read (a read_committed consumer reading an aborted write, G1a),
+partial-read (part of a committed transaction, or of one whose commit was
+never answered, in the final read), transform-lost (an input record the stage
+committed past with no transformation in its output) and transform-duplicated
+(an input record transformed twice in its output).
+
 It prints the fault log as it goes, then a table, and writes everything to
 --out as JSON. Exit status: 0 when every check is clean, 1 when an anomaly was
 found, 2 when the run itself failed.`,
@@ -189,6 +239,7 @@ found, 2 when the run itself failed.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.SeedSet = cmd.Flags().Changed("seed")
 			cfg.FaultsSet = cmd.Flags().Changed("faults")
+			cfg.ProducersSet = cmd.Flags().Changed("producers")
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return verify.Run(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -203,7 +254,8 @@ found, 2 when the run itself failed.`,
 	f.StringSliceVar(&cfg.Faults, "faults", cfg.Faults, "fault kinds to inject: kill, pause, cut, restart, coord (comma list; empty for none)")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule (default: from the clock; printed so that a run can be replayed)")
 	f.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the topic")
-	f.StringSliceVar(&cfg.Producers, "producers", cfg.Producers, "producers per kind, KIND=COUNT with KIND idempotent, plain or acks1 (comma list)")
+	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "what the clients do: records (idempotent, plain and acks1 producers) or txn (transactional producers, a consume-transform-produce stage, read_committed consumers)")
+	f.StringSliceVar(&cfg.Producers, "producers", cfg.Producers, "producers per kind, KIND=COUNT with KIND idempotent, plain or acks1; txn with --workload txn (default txn=2) (comma list)")
 	f.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "consumers reading every partition during the run")
 	f.Float64Var(&cfg.Rate, "rate", cfg.Rate, "records/s each producer writes, over all partitions")
 	f.StringVar(&cfg.Out, "out", cfg.Out, "file the result is written to as JSON")

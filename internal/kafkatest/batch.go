@@ -11,6 +11,17 @@ import (
 // per value at timestamp ts, written by producer producerID at
 // producerEpoch from sequence firstSequence (-1, -1, -1 for none).
 func EncodeBatch(ts int64, producerID int64, producerEpoch int16, firstSequence int32, values ...[]byte) []byte {
+	return encodeBatch(0, ts, producerID, producerEpoch, firstSequence, values...)
+}
+
+// EncodeTransactionalBatch is EncodeBatch with the transactional
+// attribute: a batch of producerID's open transaction (KIP-98).
+func EncodeTransactionalBatch(ts int64, producerID int64, producerEpoch int16, firstSequence int32, values ...[]byte) []byte {
+	return encodeBatch(0x10, ts, producerID, producerEpoch, firstSequence, values...)
+}
+
+// encodeBatch implements EncodeBatch with the batch's attributes.
+func encodeBatch(attributes int16, ts int64, producerID int64, producerEpoch int16, firstSequence int32, values ...[]byte) []byte {
 	var records []byte
 	for i, v := range values {
 		rec := kmsg.NewRecord()
@@ -23,6 +34,7 @@ func EncodeBatch(ts int64, producerID int64, producerEpoch int16, firstSequence 
 	}
 	batch := kmsg.NewRecordBatch()
 	batch.Magic = 2
+	batch.Attributes = attributes
 	batch.LastOffsetDelta = int32(len(values) - 1)
 	batch.FirstTimestamp = ts
 	batch.MaxTimestamp = ts

@@ -25,26 +25,44 @@ const (
 	// partition while some read (by any consumer) saw a value at an
 	// offset between them. Every consumer reads from offset 0, so a first
 	// read above 0 skips the values known below it. tripod's offsets are
-	// contiguous (no transactions, no compaction), so any gap is a skip.
+	// contiguous for every consumer but a read_committed one, which steps
+	// over aborted writes and transaction markers; no consumer reads
+	// either (an aborted read is its own anomaly), so a gap over an offset
+	// someone read is a skip.
 	Skipped = "skipped"
 	// WrongOffset is an acknowledged write read, but never at the
 	// (partition, offset) its acknowledgement named.
 	WrongOffset = "wrong-offset"
+	// AbortedRead is a read_committed consumer reading a write of an
+	// aborted transaction (Adya's G1a).
+	AbortedRead = "aborted-read"
+	// PartialRead is a transaction, committed or of unknown outcome, of
+	// which the final read holds some writes but not all.
+	PartialRead = "partial-read"
+	// TransformLost is a source value (History.Sources) whose
+	// transformation the final read does not hold.
+	TransformLost = "transform-lost"
+	// TransformDuplicated is a source value transformed more than once in
+	// the final read: the stage's output and its committed input offsets
+	// were not one transaction.
+	TransformDuplicated = "transform-duplicated"
 )
 
 // Checks lists every check in table order.
-var Checks = []string{Lost, Duplicated, InconsistentOffsets, NonMonotonic, Skipped, WrongOffset}
+var Checks = []string{Lost, Duplicated, InconsistentOffsets, NonMonotonic, Skipped, WrongOffset,
+	AbortedRead, PartialRead, TransformLost, TransformDuplicated}
 
 // IsAnomaly reports whether a count of check for producers of kind k is an
 // anomaly, rather than a behaviour the kind allows: acks=1 may lose and
 // misplace what a dead leader acknowledged alone, and a plain producer's
-// retries may duplicate; nothing may read inconsistently.
+// retries may duplicate; nothing may read inconsistently, and the
+// transaction checks allow nothing.
 func IsAnomaly(check string, k Kind) bool {
 	switch check {
 	case Lost, WrongOffset:
 		return k != AcksOne
 	case Duplicated:
-		return k == Idempotent
+		return k == Idempotent || k == Transactional
 	}
 	return true
 }
@@ -52,10 +70,11 @@ func IsAnomaly(check string, k Kind) bool {
 // Counts holds one number per producer kind, and Other for values no
 // write of the history sent.
 type Counts struct {
-	Idempotent int `json:"idempotent"`
-	Plain      int `json:"plain"`
-	AcksOne    int `json:"acks1"`
-	Other      int `json:"other,omitempty"`
+	Idempotent    int `json:"idempotent"`
+	Plain         int `json:"plain"`
+	AcksOne       int `json:"acks1"`
+	Transactional int `json:"txn,omitempty"`
+	Other         int `json:"other,omitempty"`
 }
 
 // Of returns the count of kind k.
@@ -67,12 +86,14 @@ func (c Counts) Of(k Kind) int {
 		return c.Plain
 	case AcksOne:
 		return c.AcksOne
+	case Transactional:
+		return c.Transactional
 	}
 	return 0
 }
 
 // Total returns the sum of every count.
-func (c Counts) Total() int { return c.Idempotent + c.Plain + c.AcksOne + c.Other }
+func (c Counts) Total() int { return c.Idempotent + c.Plain + c.AcksOne + c.Transactional + c.Other }
 
 // add counts one for kind k, or for Other when known is false.
 func (c *Counts) add(k Kind, known bool) {
@@ -85,6 +106,8 @@ func (c *Counts) add(k Kind, known bool) {
 		c.Plain++
 	case k == AcksOne:
 		c.AcksOne++
+	case k == Transactional:
+		c.Transactional++
 	}
 }
 
@@ -342,7 +365,8 @@ func Check(h History) Result {
 			res.Unknown++
 		}
 	}
-	for _, check := range []func(*index, History) CheckResult{checkLost, checkDuplicated, checkInconsistent, checkNonMonotonic, checkSkipped, checkWrongOffset} {
+	for _, check := range []func(*index, History) CheckResult{checkLost, checkDuplicated, checkInconsistent, checkNonMonotonic, checkSkipped, checkWrongOffset,
+		checkAbortedRead, checkPartialRead, checkTransformLost, checkTransformDuplicated} {
 		cr := check(ix, h)
 		res.Anomalies += cr.Anomalies
 		res.Checks = append(res.Checks, cr)
@@ -458,16 +482,35 @@ func checkNonMonotonic(ix *index, h History) CheckResult {
 // which some read saw a value. A step backwards is checkNonMonotonic's.
 func checkSkipped(ix *index, h History) CheckResult {
 	rc := newRecorder(ix, Skipped)
+	outcomes := txnOutcomes(h)
+	// committedAt reports whether a read_committed consumer must read
+	// what some consumer read at pos: a value outside any transaction,
+	// or of a committed one (a read_uncommitted consumer may have read an
+	// aborted write there, or one of a transaction of unknown outcome).
+	committedAt := func(pos position) bool {
+		for _, v := range ix.valuesAt[pos] {
+			w, ok := ix.writes[v]
+			if !ok || w.Txn == "" || outcomes[w.Txn] == Committed {
+				return true
+			}
+		}
+		return false
+	}
 	for _, c := range h.Consumers {
 		prev := map[int32]int64{}
 		for _, r := range c.Reads {
 			p, ok := prev[r.Partition]
 			if !ok {
-				p = -1 // Every consumer reads from offset 0.
+				// Every consumer reads from offset 0, but a resumed one
+				// from where it was told: its first read is no skip.
+				p = -1
 			}
-			if r.Offset > p+1 {
+			if r.Offset > p+1 && (ok || !c.Resumed) {
 				known := ix.known[r.Partition]
 				i, _ := slices.BinarySearch(known, p+1)
+				for c.ReadCommitted && i < len(known) && known[i] < r.Offset && !committedAt(position{r.Partition, known[i]}) {
+					i++
+				}
 				if i < len(known) && known[i] < r.Offset {
 					missed := known[i]
 					vs := ix.valuesAt[position{r.Partition, missed}]

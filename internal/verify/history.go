@@ -1,7 +1,9 @@
 // Package verify checks a history of Kafka writes and reads for the
 // anomalies Jepsen's Kafka checker names: lost writes, duplicates,
-// inconsistent offsets, non-monotonic and skipped reads, and writes read at
-// another offset than their acknowledgement named. It owns the history
+// inconsistent offsets, non-monotonic and skipped reads, writes read at
+// another offset than their acknowledgement named, and for transactions
+// aborted reads (G1a), transactions read in part, and a
+// consume-transform-produce stage that loses or repeats its input. It owns the history
 // model and the checks; it must not do I/O, so that `tripod verify` (which
 // runs the workload and the faults) and its table tests feed it the same
 // way and every check runs in microseconds.
@@ -23,10 +25,14 @@ const (
 	// AcksOne is a producer with acks=1: a leader that dies before its
 	// followers copied a record loses it, so its losses are expected.
 	AcksOne
+	// Transactional is a transactional producer (acks=all, idempotent):
+	// the writes of a committed transaction must all be read, once; those
+	// of an aborted one never by a read_committed consumer.
+	Transactional
 )
 
 // Kinds lists every Kind in table order.
-var Kinds = []Kind{Idempotent, Plain, AcksOne}
+var Kinds = []Kind{Idempotent, Plain, AcksOne, Transactional}
 
 // String returns the kind's name as tables and flags spell it.
 func (k Kind) String() string {
@@ -37,18 +43,21 @@ func (k Kind) String() string {
 		return "plain"
 	case AcksOne:
 		return "acks1"
+	case Transactional:
+		return "txn"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
 
-// ParseKind returns the Kind named s ("idempotent", "plain", "acks1").
+// ParseKind returns the Kind named s ("idempotent", "plain", "acks1",
+// "txn").
 func ParseKind(s string) (Kind, error) {
 	for _, k := range Kinds {
 		if k.String() == s {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("producer kind %q: must be idempotent, plain or acks1", s)
+	return 0, fmt.Errorf("producer kind %q: must be idempotent, plain, acks1 or txn", s)
 }
 
 // MarshalText implements encoding.TextMarshaler, so that kinds are names
@@ -76,6 +85,35 @@ type History struct {
 	Writes []Write
 	// Consumers holds every consumer's reads.
 	Consumers []Consumer
+	// Txns holds the outcome of every transaction the writes name.
+	Txns []Txn
+	// Sources are values of another history (a consume-transform-produce
+	// stage's input, read up to where the stage committed) whose
+	// transformation, a write whose Source names them, the final read
+	// must hold exactly once.
+	Sources []string
+}
+
+// TxnOutcome is how a transaction ended, as its producer saw it.
+type TxnOutcome int
+
+const (
+	// Committed: EndTxn(commit) succeeded.
+	Committed TxnOutcome = iota
+	// Aborted: EndTxn(abort) succeeded, or the producer was fenced before
+	// it asked to commit.
+	Aborted
+	// Unknown: the commit was asked and its answer never came or was an
+	// error: either outcome is allowed, but for every write of the
+	// transaction alike.
+	Unknown
+)
+
+// Txn is one transaction of a History.
+type Txn struct {
+	// ID names the transaction; every Write of it names it.
+	ID      string
+	Outcome TxnOutcome
 }
 
 // Producer is one producer of a History.
@@ -99,6 +137,12 @@ type Write struct {
 	Acked bool
 	// Offset is the offset the acknowledgement named (Acked only).
 	Offset int64
+	// Txn names the transaction the write was part of ("" for none). A
+	// transactional write is Acked when its transaction committed.
+	Txn string
+	// Source is the value a consume-transform-produce stage read and
+	// wrote this record for ("" for none).
+	Source string
 }
 
 // Consumer is one consumer's reads, in the order it polled them.
@@ -109,6 +153,14 @@ type Consumer struct {
 	// start to its end offset after the faults were healed: a value
 	// missing from its reads is missing from the log.
 	Final bool
+	// Resumed is true for a consumer that starts each partition where it
+	// was told to (a group's committed offset), not at offset 0: its
+	// first read of a partition is not a skip.
+	Resumed bool
+	// ReadCommitted is true for a consumer at isolation level
+	// read_committed, which must never read an aborted transaction's
+	// write.
+	ReadCommitted bool
 	// Reads are the records read, in poll order.
 	Reads []Read
 }

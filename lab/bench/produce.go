@@ -254,24 +254,11 @@ func Produce(ctx context.Context, cfg ProduceConfig, out io.Writer) error {
 	if err := opts.validate(); err != nil {
 		return err
 	}
-	var seeds []string
-	if opts.Bootstrap != "" {
-		for _, s := range strings.Split(opts.Bootstrap, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				seeds = append(seeds, s)
-			}
-		}
-		if len(seeds) == 0 {
-			return fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", opts.Bootstrap)
-		}
-	} else {
-		bootstrap, stop, err := startBenchCluster(ctx, opts, out)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		seeds = bootstrap
+	seeds, stop, err := benchCluster(ctx, opts, out)
+	if err != nil {
+		return err
 	}
+	defer stop()
 
 	payloads := map[int][][]byte{}
 	for _, size := range opts.RecordSizes {
@@ -338,6 +325,24 @@ func inFlight(acks string, opts *ProduceConfig) int {
 func (r produceResult) line() string {
 	return fmt.Sprintf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.",
 		r.Records, r.RecordsPerSec, r.MBPerSec, r.AvgMs, r.MaxMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P999Ms)
+}
+
+// benchCluster returns the seeds of the cluster a benchmark measures:
+// --bootstrap's, or a cluster it starts (startBenchCluster), and the
+// function that stops what it started.
+func benchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (seeds []string, stop func(), err error) {
+	if opts.Bootstrap == "" {
+		return startBenchCluster(ctx, opts, out)
+	}
+	for _, s := range strings.Split(opts.Bootstrap, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, nil, fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", opts.Bootstrap)
+	}
+	return seeds, func() {}, nil
 }
 
 // startBenchCluster starts a cluster of this binary as `tripod dev` does,

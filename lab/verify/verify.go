@@ -70,10 +70,14 @@ type Config struct {
 	SeedSet bool
 	// Partitions is the topic's partition count.
 	Partitions int
-	// Producers are KIND=COUNT, KIND idempotent, plain or acks1; Consumers
-	// the number of consumers reading during the run.
-	Producers []string
-	Consumers int
+	// Workload is what the clients do: WorkloadRecords or WorkloadTxn.
+	Workload string
+	// Producers are KIND=COUNT, KIND idempotent, plain, acks1 or txn
+	// (ProducersSet says the user chose them); Consumers the number of
+	// consumers reading during the run.
+	Producers    []string
+	ProducersSet bool
+	Consumers    int
 	// Rate is the records/s each producer writes, over all partitions.
 	Rate float64
 	// Out is the file the result is written to as JSON.
@@ -103,10 +107,22 @@ type Config struct {
 	producerSet []producerSpec
 }
 
+// The workloads of --workload.
+const (
+	// WorkloadRecords: producers of the idempotent, plain and acks1
+	// kinds, read_uncommitted consumers.
+	WorkloadRecords = "records"
+	// WorkloadTxn: transactional producers, some transactions aborted on
+	// purpose, a consume-transform-produce stage, read_committed
+	// consumers (runTxns).
+	WorkloadTxn = "txn"
+)
+
 // DefaultConfig returns the defaults of `tripod verify`.
 func DefaultConfig() Config {
 	return Config{
 		Coord:          "raft",
+		Workload:       WorkloadRecords,
 		Duration:       60 * time.Second,
 		Faults:         slices.Clone(FaultKinds),
 		Partitions:     6,
@@ -167,6 +183,15 @@ func (o *Config) validate() error {
 	if o.Partitions < 1 || o.Partitions > 1000 {
 		return fmt.Errorf("--partitions %d: must be between 1 and 1000", o.Partitions)
 	}
+	switch o.Workload {
+	case WorkloadRecords:
+	case WorkloadTxn:
+		if !o.ProducersSet {
+			o.Producers = []string{"txn=2"}
+		}
+	default:
+		return fmt.Errorf("--workload %q: must be %s or %s", o.Workload, WorkloadRecords, WorkloadTxn)
+	}
 	o.producerSet = nil
 	counts := map[history.Kind]int{}
 	for _, spec := range o.Producers {
@@ -176,7 +201,10 @@ func (o *Config) validate() error {
 		}
 		kind, err := history.ParseKind(kindName)
 		if err != nil {
-			return fmt.Errorf("--producers %q: kind must be idempotent, plain or acks1", spec)
+			return fmt.Errorf("--producers %q: kind must be idempotent, plain, acks1 or txn", spec)
+		}
+		if (kind == history.Transactional) != (o.Workload == WorkloadTxn) {
+			return fmt.Errorf("--producers %q: --workload txn takes txn producers only, and txn producers need --workload txn", spec)
 		}
 		n, err := strconv.Atoi(countText)
 		if err != nil || n < 0 || n > 16 {
@@ -230,8 +258,13 @@ type verifyReport struct {
 	// FaultCounts counts the faults injected per kind.
 	FaultCounts map[string]int `json:"fault_counts"`
 	Notes       []string       `json:"notes,omitempty"`
+	// Workload is --workload.
+	Workload string `json:"workload"`
 	// Result holds the checks' counts per kind and their examples.
 	Result *history.Result `json:"result"`
+	// Transform holds the checks of the transaction workload's output
+	// topic, which its consume-transform-produce stage wrote.
+	Transform *history.Result `json:"transform,omitempty"`
 	// Valid is true when the run completed and found no anomaly.
 	Valid   bool    `json:"valid"`
 	Error   string  `json:"error,omitempty"`
@@ -300,6 +333,7 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 		SessionTimeoutS: opts.SessionTimeout.Seconds(),
 		Partitions:      opts.Partitions,
 		RatePerProducer: opts.Rate,
+		Workload:        opts.Workload,
 		Faults:          []faultRecord{},
 		FaultCounts:     map[string]int{},
 	}
@@ -314,8 +348,8 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 	if opts.Bootstrap != "" {
 		where = "cluster at " + opts.Bootstrap
 	}
-	fmt.Fprintf(out, "tripod verify: %s, %v, faults %s, seed %d (replay with --seed %d)\n  %d partitions, producers %s at %g records/s each, %d consumers\n",
-		where, opts.Duration, orNone(opts.Faults), opts.Seed, opts.Seed, opts.Partitions, strings.Join(kinds, " "), opts.Rate, opts.Consumers)
+	fmt.Fprintf(out, "tripod verify: %s, %v, workload %s, faults %s, seed %d (replay with --seed %d)\n  %d partitions, producers %s at %g records/s each, %d consumers\n",
+		where, opts.Duration, opts.Workload, orNone(opts.Faults), opts.Seed, opts.Seed, opts.Partitions, strings.Join(kinds, " "), opts.Rate, opts.Consumers)
 
 	root, err := os.MkdirTemp("", "tripod-verify-")
 	if err != nil {
@@ -324,7 +358,20 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 	runErr := r.run(ctx, root)
 	r.report.WallS = time.Since(r.start).Seconds()
 	res := r.report.Result
-	anomalies := res != nil && res.Anomalies > 0
+	total := 0
+	var found []string
+	for _, rs := range []*history.Result{res, r.report.Transform} {
+		if rs == nil {
+			continue
+		}
+		total += rs.Anomalies
+		for _, cr := range rs.Checks {
+			if cr.Anomalies > 0 {
+				found = append(found, fmt.Sprintf("%s %d", cr.Name, cr.Anomalies))
+			}
+		}
+	}
+	anomalies := total > 0
 	if runErr != nil {
 		r.report.Error = runErr.Error()
 	}
@@ -354,13 +401,7 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 	case runErr != nil:
 		return failed(fmt.Errorf("verify run failed: %w", runErr))
 	case anomalies:
-		var found []string
-		for _, cr := range res.Checks {
-			if cr.Anomalies > 0 {
-				found = append(found, fmt.Sprintf("%s %d", cr.Name, cr.Anomalies))
-			}
-		}
-		return &ExitError{Code: ExitAnomaly, Err: fmt.Errorf("verify: %d anomalies found (%s); seed %d", res.Anomalies, strings.Join(found, ", "), opts.Seed)}
+		return &ExitError{Code: ExitAnomaly, Err: fmt.Errorf("verify: %d anomalies found (%s); seed %d", total, strings.Join(found, ", "), opts.Seed)}
 	}
 	return nil
 }
@@ -439,32 +480,20 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 	if runner != nil {
 		r.report.FaultKinds = runner.kinds
 	}
+	if opts.Workload == WorkloadTxn {
+		return r.runTxns(ctx, runner)
+	}
 
 	// The workload: producers and consumers, each on its own goroutine,
 	// all owned by this function and awaited before the final read.
-	var producers []*verifyProducer
+	producers, consumers, err := r.newClients()
 	defer func() {
 		for _, p := range producers {
 			p.client.Close()
 		}
 	}()
-	for i, spec := range opts.producerSet {
-		p, err := newVerifyProducer(spec.name, spec.kind, r.topic, r.seeds[i%len(r.seeds)])
-		if err != nil {
-			return err
-		}
-		producers = append(producers, p)
-	}
-	var consumers []*verifyConsumer
-	for i := range opts.Consumers {
-		c, err := newVerifyConsumer("c"+strconv.Itoa(i+1), r.topic, opts.Partitions, r.seeds[(i+1)%len(r.seeds)])
-		if err != nil {
-			for _, c := range consumers {
-				c.client.Close()
-			}
-			return err
-		}
-		consumers = append(consumers, c)
+	if err != nil {
+		return err
 	}
 	stopProducing := make(chan struct{})
 	consumeCtx, stopConsuming := context.WithCancel(ctx)
@@ -501,25 +530,8 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 	})
 	defer stopWorkload()
 
-	// The faults, on this goroutine, until the duration ends and every
-	// kind has been injected once.
-	durationCtx, cancel := context.WithTimeout(ctx, opts.Duration)
-	var faultErr error
-	if runner != nil {
-		faultErr = runner.run(ctx, durationCtx, newFaultPlan(opts.Seed, runner.kinds, opts.SessionTimeout))
-		r.report.Faults = runner.faults
-		for _, f := range runner.faults {
-			r.report.FaultCounts[f.Kind]++
-		}
-	}
-	<-durationCtx.Done()
-	cancel()
+	runErr := r.runFaults(ctx, runner)
 	stopWorkload()
-
-	var runErr error
-	if faultErr != nil {
-		runErr = faultErr
-	}
 	if ctx.Err() != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("interrupted: %w", ctx.Err()))
 	}
@@ -561,6 +573,50 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 		runErr = errors.New("no record was read")
 	}
 	return runErr
+}
+
+// newClients returns the run's producers, each starting from another
+// broker, and its consumers, with extra options (an isolation level);
+// on an error, the clients made so far are returned for closing.
+func (r *verifyRun) newClients(consumerOpts ...kgo.Opt) ([]*verifyProducer, []*verifyConsumer, error) {
+	var producers []*verifyProducer
+	for i, spec := range r.opts.producerSet {
+		p, err := newVerifyProducer(spec.name, spec.kind, r.topic, r.seeds[i%len(r.seeds)])
+		if err != nil {
+			return producers, nil, err
+		}
+		producers = append(producers, p)
+	}
+	var consumers []*verifyConsumer
+	for i := range r.opts.Consumers {
+		c, err := newVerifyConsumer("c"+strconv.Itoa(i+1), r.topic, r.opts.Partitions, r.seeds[(i+1)%len(r.seeds)], consumerOpts...)
+		if err != nil {
+			for _, c := range consumers {
+				c.client.Close()
+			}
+			return producers, nil, err
+		}
+		consumers = append(consumers, c)
+	}
+	return producers, consumers, nil
+}
+
+// runFaults injects the faults on this goroutine until --duration ends
+// and every kind has been injected once (none without a runner), and
+// records them in the report.
+func (r *verifyRun) runFaults(ctx context.Context, runner *faultRunner) error {
+	durationCtx, cancel := context.WithTimeout(ctx, r.opts.Duration)
+	defer cancel()
+	var err error
+	if runner != nil {
+		err = runner.run(ctx, durationCtx, newFaultPlan(r.opts.Seed, runner.kinds, r.opts.SessionTimeout))
+		r.report.Faults = runner.faults
+		for _, f := range runner.faults {
+			r.report.FaultCounts[f.Kind]++
+		}
+	}
+	<-durationCtx.Done()
+	return err
 }
 
 // faultRunner returns the runner of the faults that apply to this run,
@@ -622,20 +678,23 @@ func brokerAddrs(ctx context.Context, seeds []string) ([]string, error) {
 
 // createTopic creates the run's topic: --partitions partitions,
 // replication factor 3, min.insync.replicas=2 and no unclean election.
-func (r *verifyRun) createTopic(ctx context.Context) error {
+func (r *verifyRun) createTopic(ctx context.Context) error { return r.createTopicNamed(ctx, r.topic) }
+
+// createTopicNamed creates topic as createTopic creates the run's topic.
+func (r *verifyRun) createTopicNamed(ctx context.Context, topic string) error {
 	cl, err := kgo.NewClient(verifyClientOpts("verify-admin", r.allSeeds)...)
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
 	defer cl.Close()
 	req := createtopics.Request(time.Minute, createtopics.Topic{
-		Name: r.topic, Partitions: int32(r.opts.Partitions), ReplicationFactor: lab.Brokers,
+		Name: topic, Partitions: int32(r.opts.Partitions), ReplicationFactor: lab.Brokers,
 		Configs: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}})
 	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	resp, err := req.RequestWith(cctx, cl)
 	if err != nil {
-		return fmt.Errorf("create topic %s: %w", r.topic, err)
+		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	for i := range resp.Topics {
 		if err := createtopics.TopicError(&resp.Topics[i]); err != nil {
@@ -693,15 +752,54 @@ func printVerifyResult(out io.Writer, rep *verifyReport) {
 		}
 		fmt.Fprintf(out, "faults injected: %d (%s)\n", len(rep.Faults), strings.Join(parts, ", "))
 	}
-	const row = "%-22s %10v %7v %7v  %s\n"
-	fmt.Fprintf(out, row, "check", "idempotent", "plain", "acks1", "verdict")
-	for _, cr := range res.Checks {
-		fmt.Fprintf(out, row, cr.Name, cr.Counts.Idempotent, cr.Counts.Plain, cr.Counts.AcksOne, verdict(cr))
+	printChecks(out, res, len(rep.Consumers))
+	if rep.Transform != nil {
+		fmt.Fprintln(out, "the transform's output topic:")
+		printChecks(out, rep.Transform, 1)
 	}
-	fmt.Fprintf(out, "acknowledged: idempotent %d, plain %d, acks1 %d (of %d, %d, %d sent)\n",
-		res.Acked.Idempotent, res.Acked.Plain, res.Acked.AcksOne, res.Attempted.Idempotent, res.Attempted.Plain, res.Attempted.AcksOne)
-	fmt.Fprintf(out, "read: %d distinct values written (idempotent %d, plain %d, acks1 %d); %d records read by %d consumers",
-		res.Read.Total(), res.Read.Idempotent, res.Read.Plain, res.Read.AcksOne, res.Reads, len(rep.Consumers))
+	switch {
+	case rep.Error != "":
+		fmt.Fprintf(out, "RUN FAILED: %s\n", rep.Error)
+	case res.Anomalies > 0 || rep.Transform != nil && rep.Transform.Anomalies > 0:
+		n := res.Anomalies
+		if rep.Transform != nil {
+			n += rep.Transform.Anomalies
+		}
+		fmt.Fprintf(out, "INVALID: %d anomalies\n", n)
+	default:
+		fmt.Fprintln(out, "valid: no anomaly")
+	}
+}
+
+// printChecks prints the table of res's checks, one column per producer
+// kind that wrote, its figures, and up to three examples per check.
+func printChecks(out io.Writer, res *history.Result, consumers int) {
+	var kinds []history.Kind
+	for _, k := range history.Kinds {
+		if res.Attempted.Of(k) > 0 {
+			kinds = append(kinds, k)
+		}
+	}
+	fmt.Fprintf(out, "%-22s", "check")
+	for _, k := range kinds {
+		fmt.Fprintf(out, " %10s", k)
+	}
+	fmt.Fprintln(out, "  verdict")
+	for _, cr := range res.Checks {
+		fmt.Fprintf(out, "%-22s", cr.Name)
+		for _, k := range kinds {
+			fmt.Fprintf(out, " %10d", cr.Counts.Of(k))
+		}
+		fmt.Fprintf(out, "  %s\n", verdict(cr))
+	}
+	var acked, read []string
+	for _, k := range kinds {
+		acked = append(acked, fmt.Sprintf("%s %d of %d sent", k, res.Acked.Of(k), res.Attempted.Of(k)))
+		read = append(read, fmt.Sprintf("%s %d", k, res.Read.Of(k)))
+	}
+	fmt.Fprintf(out, "acknowledged: %s\n", strings.Join(acked, ", "))
+	fmt.Fprintf(out, "read: %d distinct values written (%s); %d records read by %d consumers",
+		res.Read.Total(), strings.Join(read, ", "), res.Reads, consumers)
 	if res.Unknown > 0 {
 		fmt.Fprintf(out, "; %d values read that no producer wrote", res.Unknown)
 	}
@@ -713,14 +811,6 @@ func printVerifyResult(out io.Writer, rep *verifyReport) {
 			}
 			fmt.Fprintf(out, "  %s: %s\n", cr.Name, ex)
 		}
-	}
-	switch {
-	case rep.Error != "":
-		fmt.Fprintf(out, "RUN FAILED: %s\n", rep.Error)
-	case res.Anomalies > 0:
-		fmt.Fprintf(out, "INVALID: %d anomalies\n", res.Anomalies)
-	default:
-		fmt.Fprintln(out, "valid: no anomaly")
 	}
 }
 

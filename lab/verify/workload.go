@@ -37,11 +37,17 @@ type verifyProducer struct {
 	kind   history.Kind
 	seeds  []string
 	client *kgo.Client
+	// opts build client, again when a transactional one is replaced.
+	opts []kgo.Opt
 
 	mu       sync.Mutex
 	writes   []history.Write
 	failed   int
 	firstErr error
+	// txns are a transactional producer's transactions, and txnErrors
+	// counts the errors of their ends.
+	txns      []history.Txn
+	txnErrors int
 }
 
 // newVerifyProducer returns a producer of kind to topic through seeds.
@@ -61,12 +67,15 @@ func newVerifyProducer(name string, kind history.Kind, topic string, seeds []str
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
 	case history.AcksOne:
 		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	case history.Transactional:
+		opts = append(txnClientOpts(name, "verify-"+name, seeds), kgo.DefaultProduceTopic(topic),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(2000))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("producer %s: %w", name, err)
 	}
-	return &verifyProducer{name: name, kind: kind, seeds: seeds, client: cl}, nil
+	return &verifyProducer{name: name, kind: kind, seeds: seeds, client: cl, opts: opts}, nil
 }
 
 // run writes rate records/s in total, round robin over partitions, until
@@ -74,6 +83,10 @@ func newVerifyProducer(name string, kind history.Kind, topic string, seeds []str
 // those sent keep their chance to be acknowledged. A full buffer fails a
 // write at once rather than blocking the loop.
 func (p *verifyProducer) run(ctx context.Context, stop <-chan struct{}, partitions int, rate float64) {
+	if p.kind == history.Transactional {
+		p.runTxn(ctx, stop, partitions, rate)
+		return
+	}
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 	for seq := 0; ; seq++ {
@@ -139,16 +152,18 @@ type verifyConsumer struct {
 	errs   int
 }
 
-// newVerifyConsumer returns a consumer of every partition of topic.
-func newVerifyConsumer(name, topic string, partitions int, seeds []string) (*verifyConsumer, error) {
+// newVerifyConsumer returns a consumer of every partition of topic, with
+// extra client options.
+func newVerifyConsumer(name, topic string, partitions int, seeds []string, extra ...kgo.Opt) (*verifyConsumer, error) {
 	offsets := map[int32]kgo.Offset{}
 	for p := range partitions {
 		offsets[int32(p)] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(append(verifyClientOpts(name, seeds),
+	opts := append(verifyClientOpts(name, seeds),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchMaxWait(500*time.Millisecond),
-	)...)
+	)
+	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", name, err)
 	}

@@ -2,6 +2,7 @@ package log
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 )
@@ -134,7 +135,10 @@ func checkCRC(h batchHeader, b []byte) *batchError {
 // name the batch by index and byte position.
 func splitBatches(records []byte) ([]batchHeader, error) {
 	var headers []batchHeader
-	err := walkBatches(records, true, func(h batchHeader) { headers = append(headers, h) })
+	err := walkBatches(records, true, func(h batchHeader, _ []byte) *batchError {
+		headers = append(headers, h)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +146,10 @@ func splitBatches(records []byte) ([]batchHeader, error) {
 }
 
 // walkBatches validates every batch of records in order, the CRC-32C only
-// if withCRC, and calls fn with each header. It stops at the first bad
-// batch and returns its error, naming the batch by index and byte
-// position.
-func walkBatches(records []byte, withCRC bool, fn func(batchHeader)) error {
+// if withCRC, and calls fn with each header and the batch's bytes. It
+// stops at the first bad batch, or the first error fn returns, and
+// returns that error, naming the batch by index and byte position.
+func walkBatches(records []byte, withCRC bool, fn func(h batchHeader, raw []byte) *batchError) error {
 	if len(records) == 0 {
 		return corrupt("no record batch")
 	}
@@ -159,11 +163,13 @@ func walkBatches(records []byte, withCRC bool, fn func(batchHeader)) error {
 		if err == nil && withCRC {
 			err = checkCRC(h, rest)
 		}
+		if err == nil {
+			err = fn(h, rest[:h.size])
+		}
 		if err != nil {
 			err.where = fmt.Sprintf("batch %d at byte %d", n, pos)
 			return err
 		}
-		fn(h)
 		pos += int(h.size)
 	}
 	return nil
@@ -185,6 +191,68 @@ type BatchInfo struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	BaseSequence  int32
+	// Commit is what a control batch's marker says (Attributes has the
+	// control bit 0x20): its control record's type is COMMIT (1), not
+	// ABORT (0). It is false for every other batch.
+	Commit bool
+	// CoordinatorEpoch is the epoch of the transaction coordinator that
+	// wrote a control batch's marker (its EndTransactionMarker value);
+	// -1 for every other batch.
+	CoordinatorEpoch int32
+}
+
+// batchInfo is h as a BatchInfo, raw being the whole batch: a control
+// batch's control record is read for its type (Kafka's ControlRecordType).
+func batchInfo(h batchHeader, raw []byte) (BatchInfo, *batchError) {
+	info := BatchInfo{
+		BaseOffset: h.baseOffset, LastOffset: h.lastOffset(), MaxTimestamp: h.maxTimestamp,
+		Attributes: h.attributes, ProducerID: h.producerID, ProducerEpoch: h.producerEpoch, BaseSequence: h.baseSequence,
+		CoordinatorEpoch: -1,
+	}
+	if h.attributes&attrControl == 0 || h.recordCount == 0 {
+		// A control batch compaction emptied says nothing any more.
+		return info, nil
+	}
+	var err *batchError
+	info.Commit, info.CoordinatorEpoch, err = controlMarker(raw, h)
+	return info, err
+}
+
+// controlMarker reads the first control record of the control batch raw:
+// its type, true for COMMIT and false for ABORT, and the coordinator
+// epoch of its EndTransactionMarker value. A key or value too short, or a
+// type other than the two, is corrupt.
+func controlMarker(raw []byte, h batchHeader) (bool, int32, *batchError) {
+	var commit, seen bool
+	coordinatorEpoch := int32(-1)
+	var bad *batchError
+	err := eachRecord(raw, h, func(_ int64, r parsedRecord) {
+		if seen {
+			return
+		}
+		seen = true
+		if !r.hasKey || len(r.key) < controlKeySize || len(r.value) < markerValueSize {
+			bad = corrupt("control batch at offset %d: control record of %d key and %d value bytes, want at least %d and %d",
+				h.baseOffset, len(r.key), len(r.value), controlKeySize, markerValueSize)
+			return
+		}
+		coordinatorEpoch = int32(binary.BigEndian.Uint32(r.value[2:]))
+		switch t := binary.BigEndian.Uint16(r.key[2:]); t {
+		case controlTypeCommit:
+			commit = true
+		case controlTypeAbort:
+		default:
+			bad = corrupt("control batch at offset %d: control record of type %d, want ABORT (0) or COMMIT (1)", h.baseOffset, t)
+		}
+	})
+	if err != nil {
+		var be *batchError
+		if errors.As(err, &be) {
+			return false, -1, be
+		}
+		return false, -1, corrupt("control batch at offset %d: %v", h.baseOffset, err)
+	}
+	return commit, coordinatorEpoch, bad
 }
 
 // EachBatch checks every batch of records (one or more concatenated v2
@@ -194,11 +262,12 @@ type BatchInfo struct {
 // ErrUnsupportedMagic and name the batch by index and byte position; fn
 // has then seen the batches before it.
 func EachBatch(records []byte, checkCRC bool, fn func(BatchInfo)) error {
-	return walkBatches(records, checkCRC, func(h batchHeader) {
-		fn(BatchInfo{
-			BaseOffset: h.baseOffset, LastOffset: h.lastOffset(), MaxTimestamp: h.maxTimestamp,
-			Attributes: h.attributes, ProducerID: h.producerID, ProducerEpoch: h.producerEpoch, BaseSequence: h.baseSequence,
-		})
+	return walkBatches(records, checkCRC, func(h batchHeader, raw []byte) *batchError {
+		info, err := batchInfo(h, raw)
+		if err == nil {
+			fn(info)
+		}
+		return err
 	})
 }
 
@@ -207,18 +276,21 @@ func EachBatch(records []byte, checkCRC bool, fn func(BatchInfo)) error {
 // not lastOffsetDelta+1 (only compaction leaves batches with fewer
 // records, so only a follower or a reader of the log sees those).
 func EachProducedBatch(records []byte, fn func(BatchInfo)) error {
-	headers, err := splitBatches(records)
+	var infos []BatchInfo
+	var headers []batchHeader
+	err := walkBatches(records, true, func(h batchHeader, raw []byte) *batchError {
+		info, err := batchInfo(h, raw)
+		headers, infos = append(headers, h), append(infos, info)
+		return err
+	})
 	if err == nil {
 		err = checkProduced(headers)
 	}
 	if err != nil {
 		return err
 	}
-	for _, h := range headers {
-		fn(BatchInfo{
-			BaseOffset: h.baseOffset, LastOffset: h.lastOffset(), MaxTimestamp: h.maxTimestamp,
-			Attributes: h.attributes, ProducerID: h.producerID, ProducerEpoch: h.producerEpoch, BaseSequence: h.baseSequence,
-		})
+	for _, info := range infos {
+		fn(info)
 	}
 	return nil
 }

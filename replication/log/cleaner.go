@@ -40,19 +40,61 @@ package log
 // the active segment reads as a batch (Kafka's readers move on to the
 // next segment instead; tripod's producer-state load counts an empty read
 // below the log end as corruption).
-// Transactional and control batches are kept as they are (tripod refuses
-// transactions).
+// Transactions (KIP-98), as Kafka's cleaner treats them: no segment is
+// cleaned that ends above the first unstable offset (CleanBelow's bound,
+// the last stable offset, as Kafka's firstUncleanableOffset holds), so
+// every transaction whose records a pass sees is decided. A batch of an
+// aborted transaction (one an aborted-transaction index entry of its
+// producer covers) is removed, its keys never entering the offset map:
+// an aborted value is never a key's latest. A committed transaction's
+// batches are cleaned as any other. A transaction marker (control batch)
+// is removed, as Kafka's CleanedTransactionMetadata decides, once no
+// batch of its transaction is left: the pass follows each producer's
+// transaction in progress through the segments in offset order, and a
+// COMMIT or ABORT marker none of whose transaction's batches the pass
+// kept (a batch kept empty, by the rules above, counts as kept) goes,
+// unless:
+//   - its batch's maxTimestamp is not yet older than delete.retention.ms:
+//     the tombstones' rule, so that a consumer reading the log within
+//     delete.retention.ms sees the marker of what it read (Kafka >= 2.8
+//     counts from a delete horizon the cleaner records in the batch,
+//     KIP-534, as it does for tombstones; tripod counts from the batch's
+//     own timestamp for both);
+//   - it is the last batch of its segment, or of its producer in the
+//     log (kept whole, where a data batch would be kept empty);
+//   - it is at or above the end of the pass's offset map, or the oldest
+//     producer snapshot at or above the log start: RecoverProducers may
+//     restore any of them and replays the log above it, where the marker
+//     of a transaction the snapshot holds open must be found (Kafka
+//     snapshots at every roll, so its latest snapshot is never below the
+//     cleaned range; tripod writes its snapshot after the roll, and
+//     falls back to the older one when the newest cannot be read).
+// The marker of a transaction with a batch left stays, so that the
+// producer state loaded from the cleaned log closes that transaction; a
+// transaction whose batches and marker are both gone leaves nothing
+// behind. A segment's aborted-transaction index keeps an entry while its
+// abort marker stays (Kafka appends to the cleaned segment's index only
+// the aborted transactions whose marker it keeps): a read_committed
+// consumer told of an aborted transaction skips its producer's batches
+// until it reads the abort marker, so an entry without its marker would
+// hide the producer's later committed batches. When a pass drops an
+// entry the cleaned segment gets a new index, <base>.txnindex.cleaned;
+// otherwise the index file keeps its name through the swap.
 //
 // Swap protocol, crash safe as Kafka's: a segment's cleaned files are
-// written as <base>.log.cleaned, <base>.index.cleaned and
-// <base>.timeindex.cleaned and fsynced; then renamed to .swap (the log
-// first, then the indexes) and the directory fsynced; then, holding the
-// log's writer lock, renamed into place (the indexes first, then the log)
-// and the segment replaced in the segment list under the readers' lock.
-// Open deletes any .cleaned file, completes every <base>.log.swap (an
-// index with no .swap beside it is deleted and rebuilt from the log), and
-// moves any remaining index .swap into place: each rename leaves the
-// directory in a state one of these rules finishes.
+// written as <base>.log.cleaned, <base>.index.cleaned,
+// <base>.timeindex.cleaned (and <base>.txnindex.cleaned when its
+// aborted-transaction index changed) and fsynced; then renamed to .swap
+// (the transaction index first, then the log, then the other indexes)
+// and the directory fsynced; then, holding the log's writer lock,
+// renamed into place (the indexes first, then the log) and the segment
+// replaced in the segment list under the readers' lock. Open deletes any
+// .cleaned file, completes every <base>.log.swap (an offset or time index
+// with no .swap beside it is deleted and rebuilt from the log; a
+// transaction index with none is the cleaned segment's already), deletes
+// a <base>.txnindex.swap without a <base>.log.swap beside it (the log was
+// not swapped), and moves any remaining index .swap into place: each
+// rename leaves the directory in a state one of these rules finishes.
 
 import (
 	"bufio"
@@ -65,6 +107,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,8 +153,9 @@ type CleanConfig struct {
 	// (max.compaction.lag.ms). Default math.MaxInt64: never; at least
 	// MinCompactionLag and 1 ms.
 	MaxCompactionLag time.Duration
-	// DeleteRetention is how long a tombstone is kept, counted from its
-	// batch's maxTimestamp (delete.retention.ms). Default 1 day.
+	// DeleteRetention is how long a tombstone, or a transaction marker
+	// the cleaner may remove, is kept, counted from its batch's
+	// maxTimestamp (delete.retention.ms). Default 1 day.
 	DeleteRetention time.Duration
 }
 
@@ -162,11 +206,16 @@ type CleanResult struct {
 	// BytesBefore and BytesAfter are the sizes of the rewritten segments
 	// before and after.
 	BytesBefore, BytesAfter int64
-	// RecordsRemoved counts the records the pass dropped.
+	// RecordsRemoved counts the records the pass dropped, transaction
+	// markers not included.
 	RecordsRemoved int64
+	// MarkersRemoved counts the transaction markers (control batches) the
+	// pass dropped.
+	MarkersRemoved int64
 	// Abandoned is set when the log was truncated, closed or had segments
-	// removed during the pass: the rest of the pass was given up and the
-	// checkpoint not moved.
+	// removed during the pass, or an aborted-transaction index entry was
+	// added to a segment the pass removed markers from: the rest of the
+	// pass was given up and the checkpoint not moved.
 	Abandoned bool
 }
 
@@ -179,15 +228,25 @@ type cleanSegment struct {
 
 // Clean runs one compaction pass over the log's closed segments (see the
 // comment at the top of cleaner.go) and returns what it did. now is the
-// clock for the compaction lags and tombstone retention. Appends and reads
-// go on during the pass; it holds the writer lock only to swap a cleaned
-// segment in, and one pass runs at a time per log.
+// clock for the compaction lags and the retention of tombstones and
+// markers. Appends and reads go on during the pass; it holds the writer
+// lock only to swap a cleaned segment in, and one pass runs at a time per
+// log.
 //
 // Errors: ErrClosed, the config's Validate error, ErrCorruptMessage for a
 // batch or record the pass cannot parse, an error naming the offset when
 // the dedupe buffer cannot hold one batch's keys, and the file system's.
 // The log is then as it was, or has some segments cleaned.
 func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
+	return l.CleanBelow(cfg, now, math.MaxInt64)
+}
+
+// CleanBelow is Clean bounded by firstUnstable, the partition's last
+// stable offset: a segment that ends above it (whose records include
+// undecided transactions) is not cleaned, nor any after it. Clean, which
+// has no bound, takes every transaction without an abort entry for
+// committed: it is for logs whose transactions are all decided.
+func (l *Log) CleanBelow(cfg CleanConfig, now time.Time, firstUnstable int64) (CleanResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return CleanResult{}, err
 	}
@@ -215,6 +274,7 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 			closed = append(closed, cleanSegment{seg: s, size: s.tail.size, next: s.tail.nextOffset})
 		}
 	}
+	aborted := abortedRanges(l.segments)
 	firstDirty := min(max(checkpoint, start), active.baseOffset)
 	uncleanable := active.baseOffset
 	nowMs := now.UnixMilli()
@@ -222,6 +282,9 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 	forced := false
 	firstDirtySeen := false
 	for _, c := range closed {
+		if c.next > firstUnstable {
+			uncleanable = min(uncleanable, c.seg.baseOffset)
+		}
 		switch {
 		case c.next <= firstDirty:
 			cleanBytes += c.size
@@ -260,7 +323,7 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 		return res, err
 	}
 	m := newOffsetMap(cfg.DedupeBufferSize, records)
-	mapEnd, more, err := l.fillOffsetMap(m, closed, firstDirty, uncleanable)
+	mapEnd, more, err := l.fillOffsetMap(m, closed, firstDirty, uncleanable, aborted)
 	if err != nil {
 		return res, err
 	}
@@ -273,13 +336,27 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 		return res, err
 	}
 
-	// Rewrite the segments below mapEnd, oldest first.
+	// Markers go only below the oldest producer snapshot recovery may
+	// restore: it replays the log above the snapshot, where the marker of
+	// a transaction the snapshot holds open must still be.
+	snapshots, err := l.ProducerSnapshots()
+	if err != nil {
+		return res, err
+	}
+	markerEnd := mapEnd
+	if i := slices.IndexFunc(snapshots, func(o int64) bool { return o >= start }); i >= 0 {
+		markerEnd = min(markerEnd, snapshots[i])
+	}
+
+	// Rewrite the segments below mapEnd, oldest first: txns follows the
+	// transactions through all of them, those left as they are included.
 	tombstoneHorizon := nowMs - cfg.DeleteRetention.Milliseconds()
+	txns := cleanedTxns{}
 	for _, c := range closed {
 		if c.seg.baseOffset >= mapEnd {
 			break
 		}
-		cleaned, err := l.cleanSegmentFile(c, m, mapEnd, tombstoneHorizon, lastBatch)
+		cleaned, err := l.cleanSegmentFile(c, m, mapEnd, markerEnd, tombstoneHorizon, lastBatch, aborted, txns)
 		if err != nil {
 			removeSegmentFiles(l.dir, c.seg.baseOffset, cleanedSuffix)
 			return res, err
@@ -288,6 +365,7 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 			continue
 		}
 		res.RecordsRemoved += cleaned.removed
+		res.MarkersRemoved += cleaned.markersRemoved
 		swapped, err := l.swapSegment(c, cleaned, generation)
 		if err != nil {
 			return res, err
@@ -310,11 +388,46 @@ func (l *Log) Clean(cfg CleanConfig, now time.Time) (CleanResult, error) {
 	return res, writeCleanerCheckpoint(l.dir, mapEnd)
 }
 
+// abortedTxns are the aborted transactions of a log by producer id, as
+// its segments' aborted-transaction indexes list them.
+type abortedTxns map[int64][]AbortedTxn
+
+// abortedRanges collects the aborted transactions of segments. The
+// caller holds mu.
+func abortedRanges(segments []*segment) abortedTxns {
+	var out abortedTxns
+	for _, s := range segments {
+		for _, a := range s.txns.Entries() {
+			if out == nil {
+				out = abortedTxns{}
+			}
+			out[a.ProducerID] = append(out[a.ProducerID], a)
+		}
+	}
+	return out
+}
+
+// covers reports whether the transactional data batch h belongs to an
+// aborted transaction: one of its producer's that began at or before it
+// and ended after it (a producer has one transaction open at a time).
+func (a abortedTxns) covers(h batchHeader) bool {
+	if h.attributes&(attrTransactional|attrControl) != attrTransactional {
+		return false
+	}
+	for _, t := range a[h.producerID] {
+		if t.FirstOffset <= h.baseOffset && h.baseOffset < t.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
 // fillOffsetMap puts the keys of the batches of closed from firstDirty to
 // uncleanable into m, batch by batch, stopping before a batch whose
-// records might not fit. It returns the offset after the last batch it
-// put, and whether it stopped before uncleanable.
-func (l *Log) fillOffsetMap(m *offsetMap, closed []cleanSegment, firstDirty, uncleanable int64) (end int64, more bool, err error) {
+// records might not fit; control batches and those of aborted
+// transactions are left out. It returns the offset after the last batch
+// it put, and whether it stopped before uncleanable.
+func (l *Log) fillOffsetMap(m *offsetMap, closed []cleanSegment, firstDirty, uncleanable int64, aborted abortedTxns) (end int64, more bool, err error) {
 	end = firstDirty
 	for _, c := range closed {
 		if c.next <= firstDirty {
@@ -332,7 +445,7 @@ func (l *Log) fillOffsetMap(m *offsetMap, closed []cleanSegment, firstDirty, unc
 			if err != nil {
 				return 0, false, err
 			}
-			if h.lastOffset() < firstDirty || h.attributes&(attrTransactional|attrControl) != 0 {
+			if h.lastOffset() < firstDirty || h.attributes&attrControl != 0 || aborted.covers(h) {
 				end = max(end, h.nextOffset())
 				continue
 			}
@@ -421,22 +534,65 @@ func lastProducerBatches(closed []cleanSegment, active *segment, activeSize, map
 	return last, nil
 }
 
+// cleanedTxns follows, through the batches of a pass in offset order,
+// each producer's transaction in progress: whether a batch of it was
+// kept (Kafka's CleanedTransactionMetadata). A producer has one
+// transaction open at a time, so its transactional data batches since its
+// last marker are its transaction's, and its next marker ends it.
+type cleanedTxns map[int64]bool
+
+// kept records that the batch h was kept, its records or empty.
+func (t cleanedTxns) kept(h batchHeader) {
+	if h.attributes&(attrTransactional|attrControl) == attrTransactional {
+		t[h.producerID] = true
+	}
+}
+
+// marker ends the transaction of the marker h and returns whether a
+// batch of it was kept.
+func (t cleanedTxns) marker(h batchHeader) bool {
+	kept := t[h.producerID]
+	delete(t, h.producerID)
+	return kept
+}
+
 // cleanedFile is a cleaned copy of a segment, written as .cleaned files.
 type cleanedFile struct {
 	tail    segmentTail
 	offsets []offsetEntry
 	times   []timeEntry
 	removed int64
+	// markersRemoved counts the markers dropped.
+	markersRemoved int64
+	// txnsRead is how many entries the segment's aborted-transaction
+	// index had when the pass read it; txns, when txnsChanged, are the
+	// entries of the cleaned index (those whose marker was kept), written
+	// as <base>.txnindex.cleaned.
+	txnsRead    int
+	txns        []AbortedTxn
+	txnsChanged bool
 }
 
 // cleanSegmentFile writes the cleaned copy of segment c as .cleaned files,
 // fsynced, and returns it; nil (and no file) when nothing is removed.
 // A record at or after mapEnd is kept; below it, one is dropped when its
 // key is null, maps to a higher offset, or it is a tombstone whose batch's
-// maxTimestamp is below tombstoneHorizon. lastBatch holds the base
-// offsets of the batches kept even when left empty.
-func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHorizon int64, lastBatch map[int64]int64) (*cleanedFile, error) {
+// maxTimestamp is below tombstoneHorizon, and every record of a batch of
+// an aborted transaction is. A transaction marker below markerEnd is
+// dropped when txns saw no batch of its transaction kept, its batch's
+// maxTimestamp is below tombstoneHorizon, and it is neither the last
+// batch of the segment nor its producer's last (lastBatch); the entries
+// of the dropped abort markers leave the segment's aborted-transaction
+// index. Other control batches are kept as they are. lastBatch holds the
+// base offsets of the batches kept even when left empty.
+func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, markerEnd, tombstoneHorizon int64, lastBatch map[int64]int64, aborted abortedTxns, txns cleanedTxns) (*cleanedFile, error) {
 	base := c.seg.baseOffset
+	// The index's entries, read under mu: AppendAbortedTxn adds to it
+	// under mu (swapSegment checks that it did not meanwhile).
+	l.mu.RLock()
+	entries := slices.Clone(c.seg.txns.Entries())
+	l.mu.RUnlock()
+	var droppedMarkers map[int64]bool
 	path := segmentPath(l.dir, base, logSuffix+cleanedSuffix)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -446,6 +602,7 @@ func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHo
 	w := bufio.NewWriterSize(f, 1<<20)
 	out := &cleanedFile{tail: segmentTail{nextOffset: base, maxTimestamp: -1, maxTimestampOffset: -1, lastIndexedTimestamp: -1}}
 	add := func(b []byte, h batchHeader) error {
+		txns.kept(h)
 		if _, err := w.Write(b); err != nil {
 			return fmt.Errorf("write cleaned segment %d: %w", base, err)
 		}
@@ -467,15 +624,34 @@ func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHo
 		if err != nil {
 			return nil, err
 		}
-		if h.baseOffset >= mapEnd || h.attributes&(attrTransactional|attrControl) != 0 {
+		if h.attributes&attrControl != 0 {
+			kept := txns.marker(h)
+			lb, ok := lastBatch[h.producerID]
+			if !kept && h.baseOffset < markerEnd && h.maxTimestamp < tombstoneHorizon && br.pos < br.end && (!ok || lb != h.baseOffset) {
+				// A control batch that is no marker tripod reads is kept.
+				if _, err := ReadMarker(raw); err == nil {
+					out.markersRemoved++
+					if droppedMarkers == nil {
+						droppedMarkers = map[int64]bool{}
+					}
+					droppedMarkers[h.baseOffset] = true
+					continue
+				}
+			}
+		}
+		if h.baseOffset >= mapEnd || h.attributes&attrControl != 0 {
 			if err := add(raw, h); err != nil {
 				return nil, err
 			}
 			continue
 		}
+		abortedBatch := aborted.covers(h)
 		keep := func(offset int64, r parsedRecord) bool {
 			if offset >= mapEnd {
 				return true
+			}
+			if abortedBatch {
+				return false
 			}
 			if !r.hasKey {
 				return false
@@ -503,10 +679,18 @@ func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHo
 			return nil, err
 		}
 	}
-	if out.removed == 0 {
+	if out.removed == 0 && out.markersRemoved == 0 {
 		f.Close()
 		os.Remove(path)
 		return nil, nil
+	}
+	out.txnsRead = len(entries)
+	for _, a := range entries {
+		if droppedMarkers[a.LastOffset] {
+			out.txnsChanged = true
+		} else {
+			out.txns = append(out.txns, a)
+		}
 	}
 	if t := out.tail; t.maxTimestamp > t.lastIndexedTimestamp {
 		out.times = append(out.times, timeEntry{timestamp: t.maxTimestamp, relOffset: uint32(t.maxTimestampOffset - base)})
@@ -532,6 +716,11 @@ func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHo
 	if err := writeIndexFile(segmentPath(l.dir, base, timeIndexSuffix+cleanedSuffix), appendTimeEntries(nil, out.times), 0, true); err != nil {
 		return nil, fmt.Errorf("write time index of cleaned segment %d: %w", base, err)
 	}
+	if out.txnsChanged {
+		if err := writeTxnIndexFile(segmentPath(l.dir, base, txnIndexSuffix+cleanedSuffix), out.txns); err != nil {
+			return nil, fmt.Errorf("write transaction index of cleaned segment %d: %w", base, err)
+		}
+	}
 	return out, nil
 }
 
@@ -541,7 +730,14 @@ func (l *Log) cleanSegmentFile(c cleanSegment, m *offsetMap, mapEnd, tombstoneHo
 // planned for: removed, truncated, or the log closed.
 func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint64) (bool, error) {
 	base := c.seg.baseOffset
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	// The transaction index goes to .swap before the log: beside a
+	// <base>.log.swap, a missing .txnindex.swap means the one in place is
+	// the cleaned segment's (unchanged, or already moved into place).
+	suffixes := []string{logSuffix, indexSuffix, timeIndexSuffix}
+	if cleaned.txnsChanged {
+		suffixes = append([]string{txnIndexSuffix}, suffixes...)
+	}
+	for _, suffix := range suffixes {
 		from := segmentPath(l.dir, base, suffix+cleanedSuffix)
 		if err := os.Rename(from, segmentPath(l.dir, base, suffix+swapSuffix)); err != nil {
 			removeSegmentFiles(l.dir, base, cleanedSuffix)
@@ -555,7 +751,11 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 
 	l.appendMu.Lock()
 	i := l.segmentFor(base)
-	if l.closed || l.truncations.Load() != generation || l.segments[i] != c.seg || i == len(l.segments)-1 || c.seg.tail.size != c.size {
+	// An index entry added meanwhile (a recovery writing lost entries
+	// again) may be a dropped marker's, or missing from the cleaned index.
+	txnsAdded := len(c.seg.txns.Entries()) != cleaned.txnsRead
+	if l.closed || l.truncations.Load() != generation || l.segments[i] != c.seg || i == len(l.segments)-1 || c.seg.tail.size != c.size ||
+		(txnsAdded && cleaned.markersRemoved > 0) {
 		l.appendMu.Unlock()
 		removeSegmentFiles(l.dir, base, swapSuffix)
 		return false, nil
@@ -569,7 +769,11 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 		return false, fmt.Errorf("swap cleaned segment %d: %w", base, err)
 	}
 	defer c.seg.log.unpin()
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	into := []string{indexSuffix, timeIndexSuffix, logSuffix}
+	if cleaned.txnsChanged {
+		into = append([]string{txnIndexSuffix}, into...)
+	}
+	for _, suffix := range into {
 		if err := os.Rename(segmentPath(l.dir, base, suffix+swapSuffix), segmentPath(l.dir, base, suffix)); err != nil {
 			l.appendMu.Unlock()
 			return false, fmt.Errorf("swap cleaned segment %d: %w", base, err)
@@ -580,21 +784,36 @@ func (l *Log) swapSegment(c cleanSegment, cleaned *cleanedFile, generation uint6
 	s.offsetsFile = indexFileState{entries: len(s.offsets), valid: len(s.offsets)}
 	s.timesFile = indexFileState{entries: len(s.times), valid: len(s.times)}
 	s.indexFiles = true
+	// The segment's aborted-transaction index goes on as it is unless a
+	// marker of one of its entries was dropped.
+	old := c.seg.txns
+	s.txns = old
+	if cleaned.txnsChanged {
+		s.txns = &TxnIndex{path: segmentPath(l.dir, base, txnIndexSuffix), entries: cleaned.txns}
+	} else {
+		old = nil
+	}
 	l.mu.Lock()
 	l.segments[i] = s
 	l.publishLocked()
 	l.mu.Unlock()
 	l.dirDirty = true
+	// The replaced index's file is written only under appendMu.
+	var err error
+	if old != nil {
+		err = old.Close()
+	}
 	l.appendMu.Unlock()
 	// No reader holds the old segment any more: they take it under mu.
-	c.seg.close()
-	return true, nil
+	// Its transaction index lives on in s unless it was replaced.
+	c.seg.log.Close()
+	return true, err
 }
 
 // removeSegmentFiles removes the files of the segment at base that end in
 // suffix after their segment suffix, ignoring those missing.
 func removeSegmentFiles(dir string, base int64, suffix string) {
-	for _, s := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, s := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		os.Remove(segmentPath(dir, base, s+suffix))
 	}
 }
@@ -635,6 +854,16 @@ func recoverSwaps(dir string, entries []os.DirEntry) (changed bool, err error) {
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), swapSuffix)
 		if !ok || strings.HasSuffix(name, logSuffix) {
+			continue
+		}
+		// A transaction index renamed to .swap before its log was: without
+		// the log's .swap the segment was not swapped, and its index in
+		// place describes it.
+		if base, ok := parseSegmentName(name, txnIndexSuffix); ok && !names[filepath.Base(segmentPath(dir, base, logSuffix+swapSuffix))] {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return false, fmt.Errorf("remove left-over %s: %w", e.Name(), err)
+			}
+			changed = true
 			continue
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dir, name)); err != nil {

@@ -239,7 +239,11 @@ func (l *Log) SetConfig(cfg Config) error {
 // offset-index entry on; after a crash (no clean-shutdown marker) it is
 // verified from its start and its indexes are rebuilt. The indexes of the
 // last segment are also rebuilt if they are missing or malformed. Earlier
-// segments are trusted.
+// segments are trusted. A segment's aborted-transaction index loses a
+// last entry torn by a crash and the entries of markers cut off with the
+// tail; one that is corrupt is deleted together with every producer
+// snapshot, so that the producer state's recovery (RecoverProducers)
+// reads the whole log and writes its entries again.
 func Open(dir string, cfg Config) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -312,6 +316,9 @@ func (l *Log) load(clean bool) error {
 		if !isIndex {
 			base, isIndex = parseSegmentName(name, timeIndexSuffix)
 		}
+		if !isIndex {
+			base, isIndex = parseSegmentName(name, txnIndexSuffix)
+		}
 		if (isIndex && !logs[base]) || strings.HasSuffix(name, ".tmp") {
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
 				return fmt.Errorf("remove left-over %s: %w", name, err)
@@ -331,13 +338,35 @@ func (l *Log) load(clean bool) error {
 		l.segments = []*segment{s}
 		l.dirDirty = true
 	}
+	// lostTxns is set when a transaction index was corrupt: it is
+	// deleted, and so are the producer snapshots, so that the producer
+	// state's recovery reads the whole log and writes its entries again.
+	lostTxns := false
 	for i, base := range bases {
 		s := openSegment(l.files, l.dir, base)
 		l.segments = append(l.segments, s)
+		txns, err := loadTxnIndex(s.txns.path)
+		switch {
+		case errors.Is(err, ErrCorruptTxnIndex):
+			if err := os.Remove(s.txns.path); err != nil {
+				return fmt.Errorf("remove corrupt transaction index: %w", err)
+			}
+			lostTxns = true
+		case err != nil:
+			return err
+		default:
+			s.txns = txns
+		}
 		if i < len(bases)-1 {
 			err = l.loadTrusted(s, bases[i+1])
 		} else {
 			err = l.recover(s, clean)
+		}
+		if err == nil {
+			// Entries of markers the recovery cut off go with them;
+			// entries lost to a crash are written again by the producer
+			// state's recovery (LoadProducersFrom).
+			err = s.txns.TruncateTo(s.tail.nextOffset)
 		}
 		if err != nil {
 			return err
@@ -349,6 +378,9 @@ func (l *Log) load(clean bool) error {
 	// lists every snapshot.
 	snapshots := snapshotsAmong(entries)
 	i := sort.Search(len(snapshots), func(i int) bool { return snapshots[i] > end })
+	if lostTxns {
+		i = 0
+	}
 	if err := removeSnapshots(l.dir, snapshots[i:], true); err != nil {
 		return err
 	}
@@ -768,6 +800,15 @@ func (l *Log) roll() (*segment, error) {
 	if err := old.persistIndexes(false); err != nil {
 		return nil, err
 	}
+	// A rolled segment's transaction index takes entries only from a
+	// recovery, which opens it again: synced and closed, it holds no
+	// descriptor, as the FilePool holds none for an idle segment.
+	if err := old.txns.Flush(); err != nil {
+		return nil, err
+	}
+	if err := old.txns.Close(); err != nil {
+		return nil, err
+	}
 	// The epochs of the segment rolled are durable before any batch of
 	// the next: Open rebuilds only the last segment's (see setEpochs).
 	if err := l.syncEpochs(); err != nil {
@@ -1094,6 +1135,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.segments = l.segments[: i+1 : i+1]
 	s.tail, s.offsets, s.times = cut.tail, cut.offsets, cut.times
 	l.publishLocked()
+	txnErr := s.txns.TruncateTo(s.tail.nextOffset)
 	l.mu.Unlock()
 	s.offsetsFile, s.timesFile = cut.offsetsFile, cut.timesFile
 
@@ -1103,6 +1145,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	s.dirty = true
 	l.setEpochs(trimEpochs(l.epochs, l.startOffset, s.tail.nextOffset))
 	first := l.dropSnapshotsAbove(s.tail.nextOffset)
+	if txnErr != nil && first == nil {
+		first = txnErr
+	}
 	if err := s.log.Truncate(pos); err != nil && first == nil {
 		first = fmt.Errorf("truncate segment %d at byte %d: %w", s.baseOffset, pos, err)
 	}
@@ -1376,4 +1421,85 @@ func (l *Log) Delete() error {
 		return fmt.Errorf("remove log directory %s: %w", l.dir, err)
 	}
 	return closeErr
+}
+
+// AppendAbortedTxn adds a to the aborted-transaction index of the segment
+// holding its marker (a.LastOffset), as Kafka's UnifiedLog does after it
+// appends an abort marker. An entry whose marker is not after the
+// segment's last entry is one the index holds already (a recovery
+// replaying markers written before a crash) and is skipped. The entry is
+// written to the file, not synced: the next flush syncs it with the
+// segment. The caller holds the partition's append lock, which orders
+// the markers.
+//
+// Errors: ErrOffsetOutOfRange for a marker outside the log, ErrClosed,
+// and the file system's.
+func (l *Log) AppendAbortedTxn(a AbortedTxn) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if a.LastOffset < l.segments[0].baseOffset || a.LastOffset >= l.active().tail.nextOffset {
+		return fmt.Errorf("%w: aborted transaction marker at offset %d, log holds %d..%d",
+			ErrOffsetOutOfRange, a.LastOffset, l.segments[0].baseOffset, l.active().tail.nextOffset)
+	}
+	s := l.segments[l.segmentFor(a.LastOffset)]
+	if e := s.txns.Entries(); len(e) > 0 && a.LastOffset <= e[len(e)-1].LastOffset {
+		return nil
+	}
+	l.mu.Lock()
+	err := s.txns.Append(a)
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.dirty = true
+	return nil
+}
+
+// CollectAbortedTxns returns the aborted transactions a read_committed
+// fetch of the records from fetchOffset up to upperBound (the end of what
+// it read) must be told of: those whose marker is at or after fetchOffset
+// and whose first offset is below upperBound, from the aborted-transaction
+// indexes of the segment holding fetchOffset and the ones after it, until
+// an entry's last stable offset shows no later one can matter (Kafka's
+// collectAbortedTransactions). The result is the caller's; nil when there
+// are none.
+func (l *Log) CollectAbortedTxns(fetchOffset, upperBound int64) []AbortedTxn {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil
+	}
+	var out []AbortedTxn
+	for i := l.segmentFor(fetchOffset); i < len(l.segments); i++ {
+		s := l.segments[i]
+		if s.baseOffset >= upperBound {
+			break
+		}
+		txns, complete := s.txns.Collect(fetchOffset, upperBound)
+		out = append(out, txns...)
+		if complete {
+			break
+		}
+	}
+	return out
+}
+
+// syncTxnIndexes fsyncs the aborted-transaction indexes, so that no
+// producer snapshot is durable before the entries of the markers below
+// it: a recovery replays only the markers above its snapshot.
+func (l *Log) syncTxnIndexes() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	for _, s := range l.segments {
+		if err := s.txns.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

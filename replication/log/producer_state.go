@@ -13,8 +13,10 @@ type ProducerState interface {
 	// offset, and the producers left with none.
 	ForgetBelow(offset int64)
 	// Replay records a batch that the log holds, at the offsets the log
-	// gave it.
-	Replay(h BatchInfo)
+	// gave it, and returns the aborted-transaction index entry of an
+	// abort marker (nil for any other batch), which the log adds to its
+	// index if it lacks it.
+	Replay(h BatchInfo) *AbortedTxn
 	// Snapshot encodes the state as of offset.
 	Snapshot(offset int64) []byte
 	// RestoreSnapshot replaces the state with the snapshot data taken at
@@ -64,12 +66,22 @@ func (l *Log) LoadProducersFrom(p ProducerState, from int64) error {
 		if len(data) == 0 {
 			return fmt.Errorf("load producer state at offset %d: %w: empty read below the log end offset %d", offset, ErrCorruptMessage, end)
 		}
+		var aborted []AbortedTxn
 		err = EachBatch(data, false, func(h BatchInfo) {
 			if h.LastOffset >= from {
-				p.Replay(h)
+				if a := p.Replay(h); a != nil {
+					aborted = append(aborted, *a)
+				}
 			}
 			offset = h.LastOffset + 1
 		})
+		// The entries of the markers read so far, which a crash may have
+		// kept from the index (AppendAbortedTxn skips those it holds).
+		for _, a := range aborted {
+			if aerr := l.AppendAbortedTxn(a); aerr != nil && err == nil {
+				err = aerr
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("load producer state at offset %d: %w", offset, err)
 		}
@@ -148,6 +160,9 @@ func (l *Log) RecoverProducers(p ProducerState) (ProducerLoad, error) {
 // Errors: ErrClosed and the file system's.
 func (l *Log) SnapshotProducers(p ProducerState) (int64, error) {
 	offset := l.EndOffset()
+	if err := l.syncTxnIndexes(); err != nil {
+		return offset, err
+	}
 	if err := l.WriteProducerSnapshot(offset, p.Snapshot(offset)); err != nil {
 		return offset, err
 	}

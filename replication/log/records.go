@@ -24,6 +24,15 @@ func BuildBatch(kvs []KV, now time.Time) []byte {
 	return buildBatchAs(kvs, now, 0, -1, -1)
 }
 
+// BuildTxnBatch is BuildBatch for records a coordinator writes on behalf
+// of a transaction (the offsets of a TxnOffsetCommit): the batch carries
+// the transactional attribute and the transaction's producer id and
+// epoch, and no sequence (-1), as Kafka's coordinator writes them; the
+// transaction's marker on the same partition decides them.
+func BuildTxnBatch(kvs []KV, now time.Time, producerID int64, producerEpoch int16) []byte {
+	return buildBatchAs(kvs, now, attrTransactional, producerID, producerEpoch)
+}
+
 // buildBatchAs is BuildBatch with the batch's attributes and producer.
 func buildBatchAs(kvs []KV, now time.Time, attributes int16, producerID int64, producerEpoch int16) []byte {
 	if len(kvs) == 0 {
@@ -84,7 +93,10 @@ func EachRecord(records []byte, fn func(offset int64, key, value []byte) error) 
 		return nil
 	}
 	var headers []batchHeader
-	if err := walkBatches(records[:complete], true, func(h batchHeader) { headers = append(headers, h) }); err != nil {
+	if err := walkBatches(records[:complete], true, func(h batchHeader, _ []byte) *batchError {
+		headers = append(headers, h)
+		return nil
+	}); err != nil {
 		return err
 	}
 	pos := 0

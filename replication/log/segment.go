@@ -19,6 +19,9 @@ const (
 	logSuffix       = ".log"
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
+	// txnIndexSuffix is the segment's aborted-transaction index
+	// (TxnIndex), which exists once the segment holds an abort marker.
+	txnIndexSuffix = ".txnindex"
 
 	// offsetEntrySize is an offset-index entry: relative offset uint32,
 	// file position uint32.
@@ -143,6 +146,9 @@ type segment struct {
 	offsetsFile, timesFile indexFileState
 	// indexFiles is set once both index files exist.
 	indexFiles bool
+	// txns is the segment's aborted-transaction index: its entries are
+	// changed under both appendMu and mu, read under either.
+	txns *TxnIndex
 }
 
 // indexFileState tracks an index file against the entries in memory.
@@ -188,6 +194,11 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 // is created.)
 func createSegment(pool *FilePool, dir string, base int64) (*segment, error) {
 	s := newSegment(dir, base)
+	// A transaction index left at base (a segment truncated away, whose
+	// deletion was cut short) describes none of this segment's batches.
+	if err := os.Remove(s.txns.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("create segment %d: remove left-over transaction index: %w", base, err)
+	}
 	var err error
 	if s.log, err = openSegmentFile(pool, dir, base, os.O_RDWR|os.O_CREATE|os.O_TRUNC); err != nil {
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
@@ -203,20 +214,28 @@ func openSegment(pool *FilePool, dir string, base int64) *segment {
 	return s
 }
 
-// newSegment is an empty segment at base, without its file.
+// newSegment is an empty segment at base, without its file, with an empty
+// transaction index (whose file is created by its first entry).
 func newSegment(dir string, base int64) *segment {
-	s := &segment{dir: dir, baseOffset: base, rollTimestamp: -1}
+	s := &segment{dir: dir, baseOffset: base, rollTimestamp: -1, txns: &TxnIndex{path: segmentPath(dir, base, txnIndexSuffix)}}
 	s.tail = segmentTail{nextOffset: base, maxTimestamp: -1, maxTimestampOffset: -1, lastIndexedTimestamp: -1}
 	return s
 }
 
-// close closes the segment's log file (once its last user is done).
-func (s *segment) close() error { return s.log.Close() }
+// close closes the segment's log file (once its last user is done) and
+// its transaction index.
+func (s *segment) close() error {
+	first := s.log.Close()
+	if err := s.txns.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
 
 // remove closes and deletes the segment's files.
 func (s *segment) remove() error {
 	first := s.close()
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		if err := os.Remove(segmentPath(s.dir, s.baseOffset, suffix)); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
 			first = err
 		}
@@ -228,6 +247,9 @@ func (s *segment) remove() error {
 func (s *segment) sync() error {
 	if err := s.log.Sync(); err != nil {
 		return fmt.Errorf("fsync segment %d: %w", s.baseOffset, err)
+	}
+	if err := s.txns.Flush(); err != nil {
+		return err
 	}
 	return s.persistIndexes(true)
 }

@@ -77,6 +77,20 @@ func OpenTxnIndex(path string) (*TxnIndex, error) {
 	return x, nil
 }
 
+// loadTxnIndex is OpenTxnIndex for a log being opened: an index whose
+// last entry is cut short (an append torn by a crash) is cut back to its
+// whole entries first, as the producer state's recovery writes the lost
+// entries again.
+func loadTxnIndex(path string) (*TxnIndex, error) {
+	fi, err := os.Stat(path)
+	if err == nil && fi.Size()%txnEntrySize != 0 {
+		if err := os.Truncate(path, fi.Size()-fi.Size()%txnEntrySize); err != nil {
+			return nil, fmt.Errorf("cut torn transaction index %s: %w", path, err)
+		}
+	}
+	return OpenTxnIndex(path)
+}
+
 // check refuses an entry that does not follow the index: its marker must
 // come after the last one, as Kafka's TransactionIndex.append requires.
 func (x *TxnIndex) check(a AbortedTxn) error {
@@ -102,17 +116,30 @@ func (x *TxnIndex) Append(a AbortedTxn) error {
 		}
 		x.f = f
 	}
-	var e [txnEntrySize]byte
-	binary.BigEndian.PutUint16(e[:], txnEntryVersion)
-	binary.BigEndian.PutUint64(e[2:], uint64(a.ProducerID))
-	binary.BigEndian.PutUint64(e[10:], uint64(a.FirstOffset))
-	binary.BigEndian.PutUint64(e[18:], uint64(a.LastOffset))
-	binary.BigEndian.PutUint64(e[26:], uint64(a.LastStableOffset))
-	if _, err := x.f.Write(e[:]); err != nil {
+	if _, err := x.f.Write(appendTxnEntry(nil, a)); err != nil {
 		return fmt.Errorf("write transaction index %s: %w", x.path, err)
 	}
 	x.entries = append(x.entries, a)
 	return nil
+}
+
+// appendTxnEntry appends a in the index file's format to b.
+func appendTxnEntry(b []byte, a AbortedTxn) []byte {
+	b = binary.BigEndian.AppendUint16(b, txnEntryVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(a.ProducerID))
+	b = binary.BigEndian.AppendUint64(b, uint64(a.FirstOffset))
+	b = binary.BigEndian.AppendUint64(b, uint64(a.LastOffset))
+	return binary.BigEndian.AppendUint64(b, uint64(a.LastStableOffset))
+}
+
+// writeTxnIndexFile writes entries, in marker order, as a whole index
+// file at path, fsynced: the cleaner's copy of a segment's index.
+func writeTxnIndexFile(path string, entries []AbortedTxn) error {
+	data := make([]byte, 0, len(entries)*txnEntrySize)
+	for _, a := range entries {
+		data = appendTxnEntry(data, a)
+	}
+	return writeIndexFile(path, data, 0, true)
 }
 
 // Collect returns the entries a read_committed fetch from fetchOffset up

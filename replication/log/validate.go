@@ -54,8 +54,9 @@ func (e *NullKeyError) Unwrap() error { return ErrInvalidRecord }
 //   - its compression codec, one of none, gzip, snappy, lz4 and zstd:
 //     ErrUnsupportedCompression;
 //   - its header as a client may write it: a record count of at least
-//     one and equal to lastOffsetDelta+1, neither the control nor the
-//     transactional bit, a base sequence for a producer id:
+//     one and equal to lastOffsetDelta+1, no control bit (only
+//     WriteTxnMarkers writes control batches), a base sequence for a
+//     producer id, a producer id and epoch for a transactional batch:
 //     ErrInvalidRecord;
 //   - its records, decompressed as a stream that stops past
 //     v.MaxDecompressedBytes (ErrRecordTooLarge) or at a payload the
@@ -66,9 +67,9 @@ func (e *NullKeyError) Unwrap() error { return ErrInvalidRecord }
 //     nothing after them: ErrInvalidRecord;
 //   - with v.Compacted, a key on every record: a *NullKeyError.
 //
-// The transactional bit is refused because tripod has no transactions
-// yet: a transactional producer's batches will be let through here once
-// it does (issue 28).
+// A transactional batch is checked as any idempotent producer's here;
+// its producer epoch and sequence are the producer state's to check
+// (replication.Producers.Check), as Kafka's are.
 //
 // ValidateProduced holds no lock and reads records only: a compressed
 // batch costs a bounded buffer (a codec's window, a snappy block), never
@@ -147,9 +148,8 @@ func checkClientHeader(h batchHeader) *batchError {
 		return invalid("recordCount %d, want lastOffsetDelta+1 = %d", h.recordCount, int64(h.lastOffsetDelta)+1)
 	case h.attributes&attrControl != 0:
 		return invalid("a client may not write a control batch")
-	case h.attributes&attrTransactional != 0:
-		// Issue 28 lets a transactional producer's batches through.
-		return invalid("a transactional batch, and transactions are not supported")
+	case h.attributes&attrTransactional != 0 && (h.producerID < 0 || h.producerEpoch < 0):
+		return invalid("a transactional batch of producer id %d epoch %d, want a producer id and epoch", h.producerID, h.producerEpoch)
 	case h.producerID >= 0 && h.baseSequence < 0:
 		return invalid("base sequence %d for producer id %d", h.baseSequence, h.producerID)
 	}

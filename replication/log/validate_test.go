@@ -143,7 +143,18 @@ func TestValidateProduced(t *testing.T) {
 		{"record count zero", rawBatch(nil, 0, 0, -1), false, ErrInvalidRecord},
 		{"offset deltas 0, 0", rawBatch(append(bytes.Clone(r0), r0...), 0, 2, 1), false, ErrInvalidRecord},
 		{"control bit", withCRC(keyed, func(b []byte) { b[fieldAttributes+1] |= attrControl }), false, ErrInvalidRecord},
-		{"transactional bit", withCRC(keyed, func(b []byte) { b[fieldAttributes+1] |= attrTransactional }), false, ErrInvalidRecord},
+		{"transactional bit without a producer id", withCRC(keyed, func(b []byte) { b[fieldAttributes+1] |= attrTransactional }), false, ErrInvalidRecord},
+		{"transactional bit without a producer epoch", withCRC(keyed, func(b []byte) {
+			b[fieldAttributes+1] |= attrTransactional
+			binary.BigEndian.PutUint64(b[fieldProducerID:], 7)
+			binary.BigEndian.PutUint32(b[fieldBaseSequence:], 0)
+		}), false, ErrInvalidRecord},
+		{"transactional batch of a producer", withCRC(keyed, func(b []byte) {
+			b[fieldAttributes+1] |= attrTransactional
+			binary.BigEndian.PutUint64(b[fieldProducerID:], 7)
+			binary.BigEndian.PutUint16(b[fieldProducerEpoch:], 0)
+			binary.BigEndian.PutUint32(b[fieldBaseSequence:], 0)
+		}), false, nil},
 		{"producer id without a sequence", withCRC(keyed, func(b []byte) { binary.BigEndian.PutUint64(b[fieldProducerID:], 7) }), false, ErrInvalidRecord},
 		{"null key, compacted", unkeyed, true, ErrInvalidRecord},
 		{"null key in zstd, compacted", compressed(kgo.ZstdCompression(), testRecord{value: []byte("v")}), true, ErrInvalidRecord},
