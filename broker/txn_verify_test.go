@@ -91,11 +91,7 @@ func wantProduceCode(t *testing.T, what string, got int16, want *kerr.Error) {
 // last stable offset back; batches of a verified transaction are
 // appended.
 func TestTxnVerifyRefusesUnverifiedProduce(t *testing.T) {
-	b, err := New(txnConfig(t), testLogger(t))
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	waitServing(t, b)
+	b := startBroker(t, txnConfig(t))
 	ctx := testContext(t, 2*time.Minute)
 	cl := newRawConn(t, b)
 	createTopic(t, b, "verified", 2, nil)
@@ -163,11 +159,7 @@ func TestTxnVerifyRefusesUnverifiedProduce(t *testing.T) {
 func TestTxnVerifyDisabled(t *testing.T) {
 	cfg := txnConfig(t)
 	cfg.TransactionPartitionVerification = false
-	b, err := New(cfg, testLogger(t))
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	waitServing(t, b)
+	b := startBroker(t, cfg)
 	ctx := testContext(t, 2*time.Minute)
 	cl := newRawConn(t, b)
 	createTopic(t, b, "unverified", 1, nil)

@@ -120,8 +120,11 @@ type Stats struct {
 }
 
 // Stats returns the coordinator's figures, over the partitions it has
-// loaded.
+// loaded; a nil coordinator (a broker built in part, in tests) has none.
 func (c *Coordinator) Stats() Stats {
+	if c == nil {
+		return Stats{}
+	}
 	shards, _ := c.allShards()
 	st := Stats{AbortedOnTimeout: c.timedOut.Load()}
 	for _, sh := range shards {

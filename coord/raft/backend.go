@@ -58,6 +58,9 @@ type Backend struct {
 	trans *hraft.NetworkTransport
 	mux   *mux
 	store *raftboltdb.BoltStore
+	// stable is store as the Raft node's stable store (its term and
+	// vote), closed with it.
+	stable *closingStable
 
 	// closing is closed by Close; every goroutine of the backend ends then.
 	closing   chan struct{}
@@ -200,7 +203,8 @@ func Open(cfg coord.Config) (*Backend, error) {
 	if err := hraft.ValidateConfig(rc); err != nil {
 		return fail(fmt.Errorf("raft timeouts: %w", err))
 	}
-	r, err := hraft.NewRaft(rc, b.fsm, logs, store, snaps, b.trans)
+	b.stable = &closingStable{StableStore: store}
+	r, err := hraft.NewRaft(rc, b.fsm, logs, b.stable, snaps, b.trans)
 	if err != nil {
 		return fail(fmt.Errorf("start raft node %d: %w", cfg.BrokerID, err))
 	}
@@ -260,9 +264,11 @@ func (b *Backend) Close() error {
 		b.stopped = true
 		b.mu.Unlock()
 		b.wg.Wait()
-		if err := b.store.Close(); err != nil {
-			b.log.Warn("close raft log store", "error", err)
-		}
+		b.stable.close(func() {
+			if err := b.store.Close(); err != nil {
+				b.log.Warn("close raft log store", "error", err)
+			}
+		})
 	})
 	return nil
 }
@@ -649,4 +655,49 @@ func (b *Backend) verifyLeader() error {
 		return errNotLeader
 	}
 	return err
+}
+
+// closingStable is the Raft node's stable store (its current term and
+// vote) that, once the backend has closed it, drops writes instead of
+// failing them. hashicorp/raft answers a heartbeat on its transport's
+// goroutine, which can still be running after Shutdown and after the
+// store is closed, and panics when it cannot save a new term. Close
+// closes every Raft connection before the store, so the answer to such
+// a heartbeat is never delivered: the term it would have saved was
+// promised to no one.
+type closingStable struct {
+	hraft.StableStore
+	// mu is held to write, and to close: no write runs while the store
+	// closes.
+	mu     sync.RWMutex
+	closed bool
+}
+
+// Set implements hraft.StableStore.
+func (s *closingStable) Set(key, val []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil
+	}
+	return s.StableStore.Set(key, val)
+}
+
+// SetUint64 implements hraft.StableStore.
+func (s *closingStable) SetUint64(key []byte, val uint64) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil
+	}
+	return s.StableStore.SetUint64(key, val)
+}
+
+// close marks the store closed and runs closeStore, with no write in
+// between or after.
+func (s *closingStable) close(closeStore func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	closeStore()
 }
