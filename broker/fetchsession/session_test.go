@@ -52,6 +52,19 @@ func answerOf(r *kmsg.FetchRequest, hw int64, withData ...int32) *kmsg.FetchResp
 	return resp
 }
 
+// setLSO sets partition p's last stable offset in resp: an incremental
+// request names no partitions, so the order of the answer's partitions is
+// the session's, not the test's.
+func setLSO(resp *kmsg.FetchResponse, p int32, lso int64) {
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if resp.Topics[i].Partitions[j].Partition == p {
+				resp.Topics[i].Partitions[j].LastStableOffset = lso
+			}
+		}
+	}
+}
+
 func partitionsOf(resp *kmsg.FetchResponse) []int32 {
 	var out []int32
 	for _, t := range resp.Topics {
@@ -157,7 +170,7 @@ func TestFetchSessionLastStableOffset(t *testing.T) {
 	inc := fetchOf(id, 1, nil)
 	sr = s.Begin(inc, now)
 	resp = answerOf(inc, 5)
-	resp.Topics[0].Partitions[1].LastStableOffset = 5
+	setLSO(resp, 1, 5)
 	s.End(sr, resp, nil)
 	if got := partitionsOf(resp); len(got) != 1 || got[0] != 1 {
 		t.Fatalf("incremental answer after partition 1's LSO moved: partitions %v, want only 1", got)
@@ -165,7 +178,7 @@ func TestFetchSessionLastStableOffset(t *testing.T) {
 	inc = fetchOf(id, 2, nil)
 	sr = s.Begin(inc, now)
 	resp = answerOf(inc, 5)
-	resp.Topics[0].Partitions[1].LastStableOffset = 5
+	setLSO(resp, 1, 5)
 	s.End(sr, resp, nil)
 	if got := partitionsOf(resp); len(got) != 0 {
 		t.Fatalf("incremental answer with nothing moved: partitions %v, want none", got)
