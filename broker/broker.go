@@ -249,6 +249,11 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		defer b.runWG.Done()
 		b.member.watchMembers(runCtx)
 	}()
+	b.runWG.Add(1)
+	go func() {
+		defer b.runWG.Done()
+		b.sasl.Run(runCtx)
+	}()
 	if cfg.BrokerProbeInterval > 0 {
 		b.runWG.Add(1)
 		go func() {

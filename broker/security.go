@@ -153,3 +153,13 @@ func (m authzMetadata) AutoCreateTopics() bool { return m.b.cfg.AutoCreateTopics
 
 // CheckTopicName implements security.Metadata.
 func (m authzMetadata) CheckTopicName(name string) error { return config.ValidateTopicName(name) }
+
+// TopicNames implements security.Metadata.
+func (m authzMetadata) TopicNames() []string {
+	topics := m.b.cache.AllTopics()
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = t.Name
+	}
+	return names
+}

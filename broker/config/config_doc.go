@@ -27,6 +27,7 @@ type keyDoc struct {
 const (
 	seeListenersTLS  = "[Listeners and TLS](security.md#listeners-and-tls)"
 	seeSASL          = "[SASL](security.md#sasl)"
+	seeOAuthBearer   = "[OAUTHBEARER](security.md#oauthbearer)"
 	seeAuthorization = "[Authorization](security.md#authorization)"
 	seeCoordSecurity = "[Securing the coordination backend](security.md#securing-the-coordination-backend)"
 	seeLimits        = "[Limits and hostile clients](operations.md#limits-and-hostile-clients)"

@@ -89,6 +89,25 @@ var saslKeys = map[string]saslProperty{
 }
 
 func init() {
+	for name, p := range security.OAuthBearerKeys {
+		configType := kmsg.ConfigTypeLong
+		switch {
+		case name == "sasl.oauthbearer.expected.audience":
+			configType = kmsg.ConfigTypeList
+		case name == "sasl.oauthbearer.clock.skew.seconds":
+			configType = kmsg.ConfigTypeInt
+		case !strings.HasSuffix(name, ".ms"):
+			configType = kmsg.ConfigTypeString
+		}
+		saslKeys[name] = saslProperty{
+			configKey: configKey{
+				doc: keyDoc{see: seeOAuthBearer},
+				set: func(c *Config, k, v string) error { return p.Set(&c.SASL.OAuthBearer, k, v) },
+				get: func(c Config) string { return p.Get(c.SASL.OAuthBearer) },
+			},
+			configType: configType,
+		}
+	}
 	for name, k := range saslKeys {
 		brokerKeys[name] = k.configKey
 	}

@@ -62,6 +62,9 @@ const (
 	wireBytes
 	// wireArray is an array of elements.
 	wireArray
+	// wireNullableStruct is a struct kmsg holds by pointer: an int8, -1
+	// for null or 1, then the struct (DescribeTopicPartitions' Cursor).
+	wireNullableStruct
 )
 
 // wireField is one field of a struct as a version encodes it.
@@ -72,11 +75,13 @@ type wireField struct {
 	// nullable is set for a string kmsg holds as *string: decoding one
 	// that is not null allocates its pointer.
 	nullable bool
-	// elem is the element of an array: a struct's shape, or nil for an
-	// array of scalars described by elemKind and fixed.
+	// elem is the element of an array (or a nullable struct's shape): a
+	// struct's shape, or nil for an array of scalars described by
+	// elemKind and fixed.
 	elem     *wireShape
 	elemKind wireKind
-	// elemGoSize is the Go size of one element of an array.
+	// elemGoSize is the Go size of one element of an array, or of a
+	// nullable struct.
 	elemGoSize int
 }
 
@@ -123,15 +128,21 @@ type shapeProber struct {
 }
 
 // build returns a request of the prober's key and version in which every
-// array along path (field indexes, each naming an array field of the
-// struct before it) holds one zero element, and calls set, if not nil,
-// on the innermost struct.
+// array along path (field indexes, each naming an array field or a
+// nullable struct of the struct before it) holds one zero element (a
+// nullable struct is set to a zero one), and calls set, if not nil, on
+// the innermost struct.
 func (p shapeProber) build(path []int, set func(reflect.Value)) kmsg.Request {
 	kreq := kmsg.RequestForKey(p.key)
 	kreq.SetVersion(p.version)
 	v := reflect.ValueOf(kreq).Elem()
 	for _, i := range path {
 		f := v.Field(i)
+		if f.Kind() == reflect.Pointer {
+			f.Set(reflect.New(f.Type().Elem()))
+			v = f.Elem()
+			continue
+		}
 		f.Set(reflect.MakeSlice(f.Type(), 1, 1))
 		v = f.Index(0)
 	}
@@ -179,6 +190,13 @@ func (p shapeProber) shape(path []int) (*wireShape, error) {
 func (p shapeProber) field(path []int, i int, t reflect.Type) (wireField, error) {
 	if k, size, ok := scalarKind(t); ok {
 		return wireField{kind: k, fixed: size, nullable: t.Kind() == reflect.Pointer}, nil
+	}
+	if t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct {
+		elem, err := p.shape(append(append([]int(nil), path...), i))
+		if err != nil {
+			return wireField{}, err
+		}
+		return wireField{kind: wireNullableStruct, elem: elem, elemGoSize: int(t.Elem().Size())}, nil
 	}
 	if t.Kind() != reflect.Slice {
 		return wireField{}, fmt.Errorf("unsupported type %v", t)
@@ -251,6 +269,10 @@ func setProbe(v reflect.Value) error {
 	case reflect.Array:
 		v.Index(0).Set(reflect.ValueOf(uint8(5)).Convert(v.Type().Elem()))
 	case reflect.Pointer:
+		if v.Type().Elem().Kind() == reflect.Struct {
+			v.Set(reflect.New(v.Type().Elem()))
+			break
+		}
 		if v.Type().Elem().Kind() != reflect.String {
 			return fmt.Errorf("unsupported type %v", v.Type())
 		}
@@ -381,6 +403,13 @@ func (w *costWalker) walk(s *wireShape) {
 
 // walkField walks one field.
 func (w *costWalker) walkField(f *wireField, flexible bool) {
+	if f.kind == wireNullableStruct {
+		if b := w.take(1); b != nil && int8(b[0]) >= 0 {
+			w.cost += f.elemGoSize
+			w.walk(f.elem)
+		}
+		return
+	}
 	if f.kind != wireArray {
 		w.walkScalar(f.kind, f.fixed, f.nullable, flexible)
 		return

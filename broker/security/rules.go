@@ -82,6 +82,7 @@ var authzRules = map[int16]authzRule{
 	61: topics(coord.ACLOperationRead),                                    // DescribeProducers
 	33: configResources(coord.ACLOperationAlterConfigs),                   // AlterConfigs
 	44: configResources(coord.ACLOperationAlterConfigs),                   // IncrementalAlterConfigs
+	75: authorizeDescribeTopicPartitions,                                  // TOPIC DESCRIBE
 }
 
 // authzRule checks one request (see authzRules). deny, when not nil, is
@@ -113,6 +114,8 @@ type Metadata interface {
 	AutoCreateTopics() bool
 	// CheckTopicName returns why name cannot be a topic's, or nil.
 	CheckTopicName(name string) error
+	// TopicNames returns the names of every topic, sorted.
+	TopicNames() []string
 }
 
 // allowed reports whether the request may perform op on the resource.
@@ -347,6 +350,76 @@ func (a *access) authorizedOperations(rt coord.ACLResourceType, name string) int
 		}
 	}
 	return bits
+}
+
+// AllOperations is the bit field of every operation Kafka supports on a
+// resource of type rt: the authorized operations Kafka reports without
+// an authorizer.
+func AllOperations(rt coord.ACLResourceType) int32 {
+	var bits int32
+	for _, op := range supportedOperations[rt] {
+		bits |= 1 << op
+	}
+	return bits
+}
+
+// authorizeDescribeTopicPartitions asks DESCRIBE on each topic before
+// the handler pages through them, as Kafka's
+// DescribeTopicPartitionsRequestHandler: a named topic it is denied is
+// taken out and answered TOPIC_AUTHORIZATION_FAILED (without its id nor
+// whether it exists); when the request names none (all topics), the
+// request is rewritten to name the topics it may DESCRIBE, from the
+// cursor's on, so that the pages hold only those. A cursor whose topic
+// is left out moves to the next topic kept, at its first partition,
+// which is where Kafka's next page would start. Each topic answered
+// reports the principal's authorized operations.
+func authorizeDescribeTopicPartitions(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	r := req.(*kmsg.DescribeTopicPartitionsRequest)
+	describe := a.topic(coord.ACLOperationDescribe)
+	var denied []kmsg.DescribeTopicPartitionsResponseTopic
+	if len(r.Topics) == 0 {
+		from := ""
+		if r.Cursor != nil {
+			from = r.Cursor.Topic
+		}
+		for _, name := range a.md.TopicNames() {
+			if name >= from && describe(name) {
+				r.Topics = append(r.Topics, kmsg.DescribeTopicPartitionsRequestTopic{Topic: name})
+			}
+		}
+		if len(r.Topics) == 0 {
+			return r.ResponseKind(), nil
+		}
+		if r.Cursor != nil && r.Topics[0].Topic != r.Cursor.Topic {
+			r.Cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: r.Topics[0].Topic}
+		}
+	} else {
+		kept := r.Topics[:0]
+		for _, t := range r.Topics {
+			if describe(t.Topic) {
+				kept = append(kept, t)
+				continue
+			}
+			st := kmsg.NewDescribeTopicPartitionsResponseTopic()
+			st.Topic, st.ErrorCode = kmsg.StringPtr(t.Topic), kerr.TopicAuthorizationFailed.Code
+			denied = append(denied, st)
+		}
+		r.Topics = kept
+		if len(kept) == 0 {
+			resp := r.ResponseKind().(*kmsg.DescribeTopicPartitionsResponse)
+			resp.Topics = denied
+			return resp, nil
+		}
+	}
+	return nil, func(resp kmsg.Response) {
+		dr := resp.(*kmsg.DescribeTopicPartitionsResponse)
+		for i := range dr.Topics {
+			if t := &dr.Topics[i]; t.Topic != nil && t.ErrorCode == 0 {
+				t.AuthorizedOperations = a.authorizedOperations(coord.ACLResourceTopic, *t.Topic)
+			}
+		}
+		dr.Topics = append(dr.Topics, denied...)
+	}
 }
 
 // then returns an amend doing first, when not nil, then second.

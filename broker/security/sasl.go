@@ -42,6 +42,10 @@ type Server struct {
 	// decoyKey makes the salts of decoy credentials (decoyCredential).
 	decoyKey []byte
 
+	// jwks are the JWKS of the listeners validating signed OAUTHBEARER
+	// tokens, kept fresh by Run.
+	jwks []*jwks
+
 	// mu guards credentials, the latest security state the watch
 	// delivered (nil until the first), and changed, announcing every new
 	// state.
@@ -58,11 +62,33 @@ func NewServer(listeners []*SASLListener, cfg SASLConfig, authorizer bool, store
 	s := &Server{store: store, logger: logger, reauth: cfg.ConnectionsMaxReauth, decoyKey: make([]byte, 32), watch: authorizer}
 	rand.Read(s.decoyKey)
 	for _, l := range listeners {
-		if l != nil && (l.Enables(coord.ScramSHA256) || l.Enables(coord.ScramSHA512)) {
+		if l == nil {
+			continue
+		}
+		if l.Enables(coord.ScramSHA256) || l.Enables(coord.ScramSHA512) {
 			s.watch = true
+		}
+		if l.oauthJWKS != nil {
+			l.oauthJWKS.logger = logger.With("listener", l.name)
+			s.jwks = append(s.jwks, l.oauthJWKS)
+		}
+		if l.Enables(MechanismOAuthBearer) && l.OAuthUnsecured() {
+			logger.Warn("listener accepts unsecured OAUTHBEARER tokens, which anyone can make: for development only; set sasl.oauthbearer.jwks.endpoint.url to validate signed tokens",
+				"listener", l.name)
 		}
 	}
 	return s
+}
+
+// Run fetches the JWKS of the listeners validating signed OAUTHBEARER
+// tokens, and keeps them fresh, until ctx ends; it returns once every
+// goroutine it started has.
+func (s *Server) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, j := range s.jwks {
+		wg.Go(func() { j.Run(ctx) })
+	}
+	wg.Wait()
 }
 
 // Watching reports whether the security state (SCRAM credentials and
@@ -216,6 +242,14 @@ type saslExchange interface {
 	step(ctx context.Context, token []byte) (answer []byte, done bool, principal Principal, err error)
 }
 
+// expiringExchange is an exchange whose credential expires (an
+// OAUTHBEARER token): the session ends then at the latest.
+type expiringExchange interface {
+	// expires is when the credential the exchange validated expires,
+	// zero for never; valid once the exchange succeeded.
+	expires() time.Time
+}
+
 // authError is a failed exchange whose reason may be told to the client.
 type authError struct{ msg string }
 
@@ -223,8 +257,11 @@ func (e *authError) Error() string { return e.msg }
 
 // newExchange starts an exchange of mechanism for a client of l.
 func (s *Server) newExchange(l *SASLListener, mechanism string) saslExchange {
-	if mechanism == mechanismPlain {
+	switch mechanism {
+	case mechanismPlain:
 		return &plainExchange{users: l.plainUsers}
+	case MechanismOAuthBearer:
+		return &oauthExchange{server: s, validator: l.oauth}
 	}
 	return &scramExchange{server: s, mechanism: mechanism}
 }
@@ -391,8 +428,8 @@ func scramField(msg, key string) string {
 // exchange begins) and whether the connection closes after the answer,
 // as Kafka's
 // SaslServerAuthenticator and KafkaApis answer:
-//   - on a PLAINTEXT or SSL listener, or after an authentication when
-//     sessions do not expire, ILLEGAL_SASL_STATE, and the connection
+//   - on a PLAINTEXT or SSL listener, or after an authentication whose
+//     session does not expire, ILLEGAL_SASL_STATE, and the connection
 //     stays;
 //   - during an exchange, ILLEGAL_SASL_STATE, and it closes;
 //   - for a mechanism the listener does not enable,
@@ -407,7 +444,7 @@ func (s *Server) Handshake(l *SASLListener, ss *Session, v int16, mechanism stri
 	case ss.step != saslIdle:
 		ss.step = saslFailed
 		return kerr.IllegalSaslState, true
-	case ss.authMechanism != "" && s.reauth == 0:
+	case ss.authMechanism != "" && ss.expires.IsZero():
 		return kerr.IllegalSaslState, false
 	case !l.Enables(mechanism):
 		ss.step = saslFailed
@@ -419,7 +456,9 @@ func (s *Server) Handshake(l *SASLListener, ss *Session, v int16, mechanism stri
 
 // Authenticate takes the exchange's next token on cs. It returns the
 // answer and, once the exchange succeeded, the session's lifetime (0:
-// no limit). An error fails the exchange; its message for the client is
+// no limit): connections.max.reauth.ms, shortened to the credential's
+// own lifetime when it expires (an OAUTHBEARER token), as Kafka's
+// SaslServerAuthenticator does. An error fails the exchange; its message for the client is
 // ClientMessage's. SCRAM's first step may read the security store
 // (State).
 func (s *Server) Authenticate(ctx context.Context, cs Conn, token []byte) (answer []byte, lifetime time.Duration, err error) {
@@ -430,7 +469,8 @@ func (s *Server) Authenticate(ctx context.Context, cs Conn, token []byte) (answe
 		ss.step = saslFailed
 		return nil, 0, &authError{fmt.Sprintf("SASL mechanism '%s' requested by client is not supported for re-authentication of mechanism '%s'", ss.mechanism, ss.authMechanism)}
 	}
-	answer, done, p, err := ss.exchange.step(ctx, token)
+	exchange := ss.exchange
+	answer, done, p, err := exchange.step(ctx, token)
 	if err == nil && done && ss.authMechanism != "" && p != cs.Principal() {
 		was := cs.Principal()
 		err = &authError{fmt.Sprintf("Cannot change principals during re-authentication from %s.%s: %s.%s", was.Type, was.Name, p.Type, p.Name)}
@@ -444,13 +484,22 @@ func (s *Server) Authenticate(ctx context.Context, cs Conn, token []byte) (answe
 		return answer, 0, nil
 	}
 	ss.step, ss.raw, ss.exchange, ss.authMechanism = saslIdle, false, nil, ss.mechanism
+	lifetime = s.reauth
+	if ee, ok := exchange.(expiringExchange); ok && !ee.expires().IsZero() {
+		// A token within the clock skew of its expiry still gets a
+		// session, of 1 ms: 0 would tell the client it never ends.
+		left := max(time.Until(ee.expires()), time.Millisecond)
+		if lifetime == 0 || left < lifetime {
+			lifetime = left
+		}
+	}
 	ss.expires = time.Time{}
-	if s.reauth > 0 {
-		ss.expires = time.Now().Add(s.reauth)
+	if lifetime > 0 {
+		ss.expires = time.Now().Add(lifetime)
 	}
 	cs.Authenticated(p)
-	s.logger.Debug("SASL "+what+" succeeded", "remote", remote, "listener", listener, "mechanism", ss.mechanism, "principal", p.String())
-	return answer, s.reauth, nil
+	s.logger.Debug("SASL "+what+" succeeded", "remote", remote, "listener", listener, "mechanism", ss.mechanism, "principal", p.String(), "session_lifetime", lifetime)
+	return answer, lifetime, nil
 }
 
 // ClientMessage is what a failed exchange of ss, failed with err, tells

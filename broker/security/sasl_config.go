@@ -22,9 +22,8 @@ import (
 const mechanismPlain = "PLAIN"
 
 // saslMechanisms are the mechanisms tripod implements, as Kafka names
-// them, in the order errors list them. Kafka's GSSAPI and OAUTHBEARER are
-// not among them.
-var saslMechanisms = []string{mechanismPlain, coord.ScramSHA256, coord.ScramSHA512}
+// them, in the order errors list them. Kafka's GSSAPI is not among them.
+var saslMechanisms = []string{mechanismPlain, coord.ScramSHA256, coord.ScramSHA512, MechanismOAuthBearer}
 
 // The login modules of Kafka's JAAS configs for tripod's mechanisms.
 const (
@@ -34,8 +33,11 @@ const (
 
 // loginModuleOf is the login module a mechanism's JAAS config names.
 func loginModuleOf(mechanism string) string {
-	if mechanism == mechanismPlain {
+	switch mechanism {
+	case mechanismPlain:
 		return plainLoginModule
+	case MechanismOAuthBearer:
+		return oauthLoginModule
 	}
 	return scramLoginModule
 }
@@ -46,7 +48,7 @@ func loginModuleOf(mechanism string) string {
 // listener.name.<lower-cased listener name>.<key> (SASLListenerKeys).
 type SASLConfig struct {
 	// EnabledMechanisms are the mechanisms a SASL listener offers, of
-	// PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (sasl.enabled.mechanisms,
+	// PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (sasl.enabled.mechanisms,
 	// comma separated; a listener's own with
 	// listener.name.<listener>.sasl.enabled.mechanisms). Default empty:
 	// Kafka's default, GSSAPI, is not implemented, so every SASL listener
@@ -88,11 +90,14 @@ type SASLConfig struct {
 	// under max.connections; the broker's Close does not wait for it.
 	// Default 100 ms; 0 answers and closes at once; 0 .. 2147483647.
 	FailedAuthenticationDelay time.Duration
+	// OAuthBearer is how OAUTHBEARER tokens are validated
+	// (sasl.oauthbearer.*), on listeners that do not override it.
+	OAuthBearer OAuthBearerConfig
 }
 
 // DefaultSASLConfig returns Kafka's SASL defaults.
 func DefaultSASLConfig() SASLConfig {
-	return SASLConfig{ServerMaxReceiveSize: 524288, FailedAuthenticationDelay: 100 * time.Millisecond}
+	return SASLConfig{ServerMaxReceiveSize: 524288, FailedAuthenticationDelay: 100 * time.Millisecond, OAuthBearer: DefaultOAuthBearerConfig()}
 }
 
 // SASLListenerKeys are the SASL properties a listener may override as
@@ -107,6 +112,17 @@ var SASLListenerKeys = map[string]func(key, value string) error{
 	"plain.sasl.jaas.config":         CheckJAAS,
 	"scram-sha-256.sasl.jaas.config": CheckJAAS,
 	"scram-sha-512.sasl.jaas.config": CheckJAAS,
+	"oauthbearer.sasl.jaas.config":   CheckJAAS,
+	oauthHandlerKey:                  checkOAuthHandler,
+}
+
+func init() {
+	for name, p := range OAuthBearerKeys {
+		SASLListenerKeys["oauthbearer."+name] = func(key, value string) error {
+			var c OAuthBearerConfig
+			return p.Set(&c, key, value)
+		}
+	}
 }
 
 // CheckJAAS checks that value is one JAAS login module entry; its error
@@ -168,9 +184,12 @@ func (c SASLConfig) Validate() error {
 		if err != nil {
 			return err
 		}
-		if e.module != plainLoginModule && e.module != scramLoginModule {
-			return fmt.Errorf("sasl.jaas.config: login module %s is not supported (allowed: %s, %s)", e.module, plainLoginModule, scramLoginModule)
+		if e.module != plainLoginModule && e.module != scramLoginModule && e.module != oauthLoginModule {
+			return fmt.Errorf("sasl.jaas.config: login module %s is not supported (allowed: %s, %s, %s)", e.module, plainLoginModule, scramLoginModule, oauthLoginModule)
 		}
+	}
+	if err := c.OAuthBearer.Validate(""); err != nil {
+		return err
 	}
 	if c.ConnectionsMaxReauth < 0 {
 		return fmt.Errorf("connections.max.reauth.ms %d: must be at least 0 (0: sessions do not expire)", c.ConnectionsMaxReauth.Milliseconds())
@@ -193,6 +212,13 @@ type SASLListener struct {
 	// plainUsers are PLAIN's users and their passwords, from the
 	// user_<name> options of the listener's PlainLoginModule.
 	plainUsers map[string]string
+	// name is the listener's name, for logs.
+	name string
+	// oauth validates OAUTHBEARER tokens when the listener enables it;
+	// oauthJWKS is its JWKS when it validates signed tokens, which the
+	// Server keeps fresh (Run).
+	oauth     tokenValidator
+	oauthJWKS *jwks
 	// Client is what this broker authenticates with when it connects to
 	// the listener, set on the inter-broker listener only
 	// (sasl.mechanism.inter.broker.protocol with the username and
@@ -233,7 +259,7 @@ func (c SASLConfig) Listener(name, protocol string, overrides map[string]string,
 		}
 		return nil, nil
 	}
-	l := &SASLListener{Mechanisms: c.EnabledMechanisms}
+	l := &SASLListener{Mechanisms: c.EnabledMechanisms, name: name}
 	if v, ok := overrides["sasl.enabled.mechanisms"]; ok {
 		m, err := ParseMechanisms(key("sasl.enabled.mechanisms"), v)
 		if err != nil {
@@ -289,10 +315,22 @@ func (c SASLConfig) Listener(name, protocol string, overrides map[string]string,
 			}
 		}
 	}
+	if l.Enables(MechanismOAuthBearer) {
+		e, from, ok, err := jaas(MechanismOAuthBearer)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.oauthListener(l, lower, overrides, e, from, ok); err != nil {
+			return nil, err
+		}
+	}
 	if !interBroker {
 		return l, nil
 	}
 	m := c.InterBrokerMechanism
+	if m == MechanismOAuthBearer {
+		return nil, fmt.Errorf("sasl.mechanism.inter.broker.protocol %s: brokers cannot log in to each other with OAUTHBEARER in tripod (no token retrieval); use PLAIN or SCRAM on the inter-broker listener %s", m, name)
+	}
 	if m == "" || !l.Enables(m) {
 		return nil, fmt.Errorf("sasl.mechanism.inter.broker.protocol %q: the inter-broker listener %s is %s, so brokers authenticate to each other: set it to one of the listener's mechanisms (%s)",
 			m, name, protocol, strings.Join(l.Mechanisms, ", "))
@@ -315,6 +353,69 @@ func (c SASLConfig) Listener(name, protocol string, overrides map[string]string,
 		l.Client = scram.Auth{User: user, Pass: password}.AsSha512Mechanism()
 	}
 	return l, nil
+}
+
+// oauthListener resolves OAUTHBEARER's validation on listener l (its
+// lower-cased name lower): the listener's
+// oauthbearer.sasl.oauthbearer.* overrides over c.OAuthBearer, and the
+// validator. Kafka's
+// listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class
+// chooses it; without one, tripod validates signed tokens when a JWKS
+// endpoint is set, and accepts unsecured tokens otherwise (Kafka's
+// default handler), with the unsecuredValidator* options of the JAAS
+// entry e (read from from; hasJAAS false when there is none).
+func (c SASLConfig) oauthListener(l *SASLListener, lower string, overrides map[string]string, e jaasEntry, from string, hasJAAS bool) error {
+	prefix := ListenerPrefix + lower + ".oauthbearer."
+	oc := c.OAuthBearer
+	validatePrefix := "" // the broker-wide properties, unless overridden
+	for _, name := range slices.Sorted(maps.Keys(OAuthBearerKeys)) {
+		if v, ok := overrides["oauthbearer."+name]; ok {
+			if err := OAuthBearerKeys[name].Set(&oc, prefix+name, v); err != nil {
+				return err
+			}
+			validatePrefix = prefix
+		}
+	}
+	if err := oc.Validate(validatePrefix); err != nil {
+		return err
+	}
+	handler := strings.TrimSpace(overrides[oauthHandlerKey])
+	if err := checkOAuthHandler(ListenerPrefix+lower+"."+oauthHandlerKey, handler); err != nil {
+		return err
+	}
+	urlKey := "sasl.oauthbearer.jwks.endpoint.url"
+	if _, ok := overrides["oauthbearer."+urlKey]; ok {
+		urlKey = prefix + urlKey
+	}
+	switch {
+	case handler == OAuthBearerValidatorHandler || handler == oauthBearerValidatorHandlerSecured || (handler == "" && oc.JWKSEndpointURL != ""):
+		if oc.JWKSEndpointURL == "" {
+			return fmt.Errorf("%s: listener %s validates OAUTHBEARER tokens with %s, which needs the identity provider's JWKS: set %s",
+				ListenerPrefix+lower+"."+oauthHandlerKey, l.name, handler, urlKey)
+		}
+		l.oauthJWKS = newJWKS(oc, nil)
+		l.oauth = &jwtValidator{cfg: oc, keys: l.oauthJWKS}
+	default:
+		var opts unsecuredOptions
+		var err error
+		if hasJAAS {
+			if opts, err = parseUnsecuredOptions(from, e.options); err != nil {
+				return err
+			}
+		} else {
+			opts, _ = parseUnsecuredOptions(from, nil)
+		}
+		l.oauth = &unsecuredValidator{opts: opts}
+	}
+	return nil
+}
+
+// OAuthUnsecured reports whether the listener accepts unsecured
+// OAUTHBEARER tokens (alg "none"), which anyone can make: for
+// development only.
+func (l *SASLListener) OAuthUnsecured() bool {
+	_, ok := l.oauth.(*unsecuredValidator)
+	return ok
 }
 
 // jaasEntry is one login module entry of a JAAS configuration, the value
