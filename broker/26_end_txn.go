@@ -17,7 +17,7 @@ func handleEndTxn(_ context.Context, b *Broker, req *request) (kmsg.Response, la
 	r := req.kreq.(*kmsg.EndTxnRequest)
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
 	return nil, func(context.Context) kmsg.Response {
-		code, id, epoch := b.txns.EndTxn(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit)
+		code, id, epoch := b.txns.EndTxn(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit, req.received)
 		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = fencedBefore(r.Version, 2, code), id, epoch
 		return resp
 	}, nil

@@ -33,6 +33,8 @@ type request struct {
 	// conn is the security state of the connection the request came on:
 	// listener, client host, principal (see connState).
 	conn *connState
+	// received is when the request was read off its connection.
+	received time.Time
 }
 
 // connHandler serves the connections of one listener for the connection
@@ -236,7 +238,7 @@ func (b *Broker) decodeRequest(frame []byte, cs *connState) (*request, []byte, e
 	if err := kreq.ReadFrom(rest); err != nil {
 		return nil, nil, fmt.Errorf("parse %s v%d request: %w", kmsg.NameForKey(h.key), h.version, err)
 	}
-	return &request{header: h, kreq: kreq, conn: cs}, nil, nil
+	return &request{header: h, kreq: kreq, conn: cs, received: time.Now()}, nil, nil
 }
 
 // skipTags skips a tagged-field section.

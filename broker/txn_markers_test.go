@@ -441,3 +441,37 @@ func TestTransactionsSurviveRestart(t *testing.T) {
 		t.Fatalf("ListOffsets latest read_committed after B's commit: got %d, want 5", got)
 	}
 }
+
+// TestTxnReusedSequenceRefused: a transactional batch repeating the
+// sequence of a batch whose transaction was aborted is refused
+// OUT_OF_ORDER_SEQUENCE_NUMBER, not answered as a duplicate written at
+// the aborted batch's offset (which would count a record written that
+// never was); the next sequence goes on.
+func TestTxnReusedSequenceRefused(t *testing.T) {
+	b := startBroker(t, partitionTxnConfig(t))
+	const topic = "reused"
+	createLocalTopic(t, b, topic, 1)
+	ctx := testContext(t, time.Minute)
+	waitFor(t, ctx, "the broker to lead the partition", func() bool {
+		p, _ := b.replicas.LeaderFor(topic, 0)
+		return p != nil
+	})
+	cl := newClient(t, b)
+	id, epoch := initProducerID(t, b, -1, -1)
+	txnID := "txn-reused"
+	if base, code := produceTxn(t, cl, topic, &txnID, id, epoch, 0, "given-up"); code != 0 || base != 0 {
+		t.Fatalf("first batch: got base %d, %v, want 0", base, kerr.ErrorForCode(code))
+	}
+	if base, code := produceTxn(t, cl, topic, &txnID, id, epoch, 0, "given-up"); code != 0 || base != 0 {
+		t.Fatalf("its retry in the open transaction: got base %d, %v, want the duplicate at 0", base, kerr.ErrorForCode(code))
+	}
+	if codes := writeMarkers(t, cl, txnMarker(id, epoch, false, topic, 0)); codes[0][0] != 0 {
+		t.Fatalf("abort marker: %v", kerr.ErrorForCode(codes[0][0]))
+	}
+	if _, code := produceTxn(t, cl, topic, &txnID, id, epoch, 0, "next"); code != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("sequence 0 again after the abort: got %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", kerr.ErrorForCode(code))
+	}
+	if base, code := produceTxn(t, cl, topic, &txnID, id, epoch, 1, "next"); code != 0 || base != 2 {
+		t.Fatalf("sequence 1: got base %d, %v, want 2", base, kerr.ErrorForCode(code))
+	}
+}

@@ -183,9 +183,9 @@ func (s *markerSender) WriteTxnMarkers(ctx context.Context, broker int32, req *k
 	return kresp.(*kmsg.WriteTxnMarkersResponse), nil
 }
 
-// request sends req to broker on the client kept for it: the markers,
-// and a partition leader's verifications (AddPartitionsToTxn VerifyOnly)
-// sent to a transaction coordinator.
+// request sends req to broker, on the client kept for it and without
+// retries: the markers, and a partition leader's verifications
+// (AddPartitionsToTxn VerifyOnly) sent to a transaction coordinator.
 func (s *markerSender) request(ctx context.Context, broker int32, req kmsg.Request) (kmsg.Response, error) {
 	node, ok := s.b.cache.Broker(coord.BrokerID(broker))
 	if !ok {
@@ -215,7 +215,16 @@ func (s *markerSender) request(ctx context.Context, broker int32, req kmsg.Reque
 		s.clients[broker] = mc
 	}
 	s.mu.Unlock()
-	return mc.cl.Request(ctx, req)
+	// The seed, that broker alone: the client's own request routing
+	// would send a marker to the leader its metadata names and retry
+	// it there on its own, after the coordinator's round may have moved
+	// on, and a verification to the coordinator FindCoordinator names.
+	// The coordinator decides where each goes and when to retry.
+	seeds := mc.cl.SeedBrokers()
+	if len(seeds) != 1 {
+		return nil, fmt.Errorf("client of broker %d has %d seeds, want 1", broker, len(seeds))
+	}
+	return seeds[0].Request(ctx, req)
 }
 
 // close closes the clients; WriteTxnMarkers fails from then on.

@@ -396,6 +396,15 @@ type pendingProducer struct {
 //     brokers sent). A request whose later batch is a duplicate is
 //     answered the same way, as Kafka does; produce v3+ carries one batch
 //     per partition, so real clients never send such a request.
+//   - A transactional batch with the sequences of a retained batch whose
+//     transaction has ended (a marker came after it) is not a retry: a
+//     client retries a batch only while its transaction is open, so the
+//     producer reused sequences of a batch it gave up on while its fate
+//     was unknown (franz-go v1.22 does, after AbortBufferedRecords while
+//     a batch awaits a retry). Kafka would answer it as a duplicate and
+//     the client would count a record written that never was; tripod
+//     refuses it with ErrOutOfOrderSequence, which fails the record and
+//     so the transaction.
 //   - An epoch older than the producer's current one: ErrProducerFenced.
 //   - A newer epoch must start at sequence 0, else ErrOutOfOrderSequence.
 //   - The current epoch must continue at the sequence after the last
@@ -439,6 +448,10 @@ func (p *Producers) Check(batches []BatchMeta) (dup *BatchMeta, err error) {
 		committed := p.entries[b.ProducerID]
 		if committed != nil {
 			if kept, ok := committed.duplicate(b); ok {
+				if first, open := p.txns.open[b.ProducerID]; b.Transactional && (!open || kept.FirstOffset < first) {
+					return nil, fmt.Errorf("%w: batch %d of producer %d epoch %d repeats sequences %d..%d of the batch at offset %d, whose transaction has ended: the sequences were reused, not retried",
+						ErrOutOfOrderSequence, i, b.ProducerID, b.ProducerEpoch, b.BaseSequence, b.LastSequence, kept.FirstOffset)
+				}
 				// A copy declared here, so only a duplicate allocates.
 				dup = new(BatchMeta)
 				*dup = kept

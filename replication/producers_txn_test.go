@@ -444,3 +444,40 @@ func TestProducersTxnExpireAndRetention(t *testing.T) {
 		t.Fatalf("Expire after producer 3's commit: forgot %d, knows it: %v; want it forgotten", n, p.Knows(3))
 	}
 }
+
+// TestProducersTxnReusedSequence: a retry of a transactional batch while
+// its transaction is open is a duplicate, answered with the offsets it
+// was written at; the same sequences once a marker ended that
+// transaction are a reuse (the producer gave the batch up), refused with
+// ErrOutOfOrderSequence rather than acknowledged as written.
+func TestProducersTxnReusedSequence(t *testing.T) {
+	l := openTestLog(t)
+	p := NewProducers()
+	first := leaderAppend(t, p, l, txnBatch(t, spec{5, 0, 0, 1}, 1000))
+	retry, err := ParseBatchMeta(txnBatch(t, spec{5, 0, 0, 1}, 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dup, err := p.Check(retry); err != nil || dup == nil || dup.FirstOffset != first {
+		t.Fatalf("retry in the open transaction: got (%+v, %v), want the duplicate at %d", dup, err, first)
+	}
+	leaderAppend(t, p, l, marker(5, 0, false))
+	if dup, err := p.Check(retry); !errors.Is(err, ErrOutOfOrderSequence) || dup != nil {
+		t.Fatalf("the sequences after the abort: got (%+v, %v), want ErrOutOfOrderSequence", dup, err)
+	}
+	// The next transaction opens at the next sequence, and a retry of
+	// its batch is a duplicate again.
+	next := leaderAppend(t, p, l, txnBatch(t, spec{5, 0, 1, 1}, 1001))
+	again, err := ParseBatchMeta(txnBatch(t, spec{5, 0, 1, 1}, 1001))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dup, err := p.Check(again); err != nil || dup == nil || dup.FirstOffset != next {
+		t.Fatalf("retry in the next transaction: got (%+v, %v), want the duplicate at %d", dup, err, next)
+	}
+	// The first transaction's sequences are still refused while the
+	// next one is open: its batch is older than the open transaction.
+	if _, err := p.Check(retry); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("the first transaction's sequences in the next one: got %v, want ErrOutOfOrderSequence", err)
+	}
+}

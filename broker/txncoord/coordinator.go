@@ -162,10 +162,15 @@ type shard struct {
 	// gone is closed when the shard unloads.
 	gone chan struct{}
 
-	// mu guards state, txns and settled.
+	// mu guards state, txns, began and settled.
 	mu    sync.Mutex
 	state shardState
 	txns  map[string]*txn.Metadata
+	// began holds, per transactional id whose open transaction this
+	// shard began, when it decided to begin it (this process's clock,
+	// monotonic): a request received before then was sent for an
+	// earlier transaction.
+	began map[string]time.Time
 	// settled is closed, and replaced, whenever a transaction of the
 	// shard leaves PrepareCommit or PrepareAbort: requests held while it
 	// ended look again.
@@ -241,7 +246,7 @@ func (c *Coordinator) Lead(index, leaderEpoch int32, log StateLog) {
 		return
 	}
 	sh := &shard{index: index, epoch: leaderEpoch, log: log, gone: make(chan struct{}), state: shardLoading, txns: map[string]*txn.Metadata{},
-		settled: make(chan struct{})}
+		began: map[string]time.Time{}, settled: make(chan struct{})}
 	c.shards[index] = sh
 	c.mu.Unlock()
 	if old != nil {
@@ -417,6 +422,9 @@ func (c *Coordinator) finish(sh *shard, m *txn.Metadata, t txn.Transit, code int
 	}
 	if t.State == txn.Dead {
 		delete(sh.txns, m.TransactionalID)
+	}
+	if t.State != txn.Ongoing {
+		delete(sh.began, m.TransactionalID)
 	}
 	if t.State == txn.CompleteCommit || t.State == txn.CompleteAbort {
 		close(sh.settled)

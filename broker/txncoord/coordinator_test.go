@@ -74,6 +74,7 @@ type leaders struct {
 type sentMarkers struct {
 	broker int32
 	tps    []txn.TopicPartition
+	commit bool
 }
 
 func (c *leaders) StatePartitions() int { return 1 }
@@ -91,7 +92,7 @@ func (c *leaders) WriteTxnMarkers(_ context.Context, broker int32, req *kmsg.Wri
 			tps = append(tps, txn.TopicPartition{Topic: t.Topic, Partition: p})
 		}
 	}
-	c.sent = append(c.sent, sentMarkers{broker, tps})
+	c.sent = append(c.sent, sentMarkers{broker, tps, req.Markers[0].Committed})
 	c.mu.Unlock()
 	return c.answer(broker, req)
 }
@@ -199,7 +200,7 @@ func TestMarkersRetriedUntilWritten(t *testing.T) {
 	log := &memLog{}
 	c := startCoordinator(t, log, cl)
 	res := openTxn(t, c, "x", a0, b0)
-	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, true); code != 0 {
+	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, true, time.Now()); code != 0 {
 		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(code))
 	}
 	waitUntil(t, "CompleteCommit", func() bool { return c.Describe("x").State == txn.CompleteCommit })
@@ -234,7 +235,7 @@ func TestMarkersAbandonedOrDropped(t *testing.T) {
 	}
 	c := startCoordinator(t, &memLog{}, cl)
 	res := openTxn(t, c, "x", a0, b0)
-	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, false); code != 0 {
+	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, false, time.Now()); code != 0 {
 		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(code))
 	}
 	waitUntil(t, "the markers to be sent", func() bool { return len(cl.requests()) == 2 })
@@ -254,7 +255,7 @@ func TestMarkersAbandonedOrDropped(t *testing.T) {
 	}
 	c2 := startCoordinator(t, &memLog{}, cl2)
 	res = openTxn(t, c2, "y", a0)
-	if code, _, _ := c2.EndTxn("y", res.ProducerID, res.ProducerEpoch, false); code != 0 {
+	if code, _, _ := c2.EndTxn("y", res.ProducerID, res.ProducerEpoch, false, time.Now()); code != 0 {
 		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(code))
 	}
 	waitUntil(t, "CompleteAbort", func() bool { return c2.Describe("y").State == txn.CompleteAbort })
@@ -291,7 +292,7 @@ func TestLoadResumesEndingTransaction(t *testing.T) {
 	}
 	c2 := startCoordinator(t, &memLog{}, stuck)
 	res := openTxn(t, c2, "z", a0)
-	if code, _, _ := c2.EndTxn("z", res.ProducerID, res.ProducerEpoch, true); code != 0 {
+	if code, _, _ := c2.EndTxn("z", res.ProducerID, res.ProducerEpoch, true, time.Now()); code != 0 {
 		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(code))
 	}
 	waitUntil(t, "a marker to be sent", func() bool { return len(stuck.requests()) > 0 })
@@ -323,7 +324,7 @@ func TestNextTransactionHeldUntilTheLastCompletes(t *testing.T) {
 	}
 	c := startCoordinator(t, &memLog{}, cl)
 	res := openTxn(t, c, "x", a0)
-	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, true); code != 0 {
+	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, true, time.Now()); code != 0 {
 		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(code))
 	}
 	if st := c.Describe("x").State; st != txn.PrepareCommit {
@@ -338,5 +339,45 @@ func TestNextTransactionHeldUntilTheLastCompletes(t *testing.T) {
 	}
 	if d := c.Describe("x"); d.State != txn.Ongoing || len(d.Partitions) != 1 {
 		t.Errorf("after the held add: %v with %v, want Ongoing with b-0", d.State, d.Partitions)
+	}
+}
+
+// TestLateEndTxnIsNotApplied: an EndTxn(abort) read off its connection
+// before the producer's next transaction began, and handled only once
+// that transaction is open (its client gave up on it and retried, and
+// the retry ended the first transaction), is refused with
+// INVALID_TXN_STATE and writes no marker: the open transaction commits
+// whole.
+func TestLateEndTxnIsNotApplied(t *testing.T) {
+	cl := &leaders{leader: map[txn.TopicPartition]int32{a0: 1, b0: 1}}
+	cl.answer = func(_ int32, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+		return answerAll(req, 0), nil
+	}
+	c := startCoordinator(t, &memLog{}, cl)
+	res := openTxn(t, c, "x", a0)
+	late := time.Now()
+	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, false, time.Now()); code != 0 {
+		t.Fatalf("EndTxn(abort), the retry: %v", kerr.ErrorForCode(code))
+	}
+	waitUntil(t, "CompleteAbort", func() bool { return c.Describe("x").State == txn.CompleteAbort })
+	if code := c.AddPartitions("x", res.ProducerID, res.ProducerEpoch, []txn.TopicPartition{b0}); code != 0 {
+		t.Fatalf("AddPartitions of the next transaction: %v", kerr.ErrorForCode(code))
+	}
+	sent := len(cl.requests())
+
+	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, false, late); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("the late EndTxn(abort): got %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+	if d := c.Describe("x"); d.State != txn.Ongoing || len(d.Partitions) != 1 || d.Partitions[0] != b0 {
+		t.Fatalf("after the late EndTxn: %v with %v, want Ongoing with b-0", d.State, d.Partitions)
+	}
+	if code, _, _ := c.EndTxn("x", res.ProducerID, res.ProducerEpoch, true, time.Now()); code != 0 {
+		t.Fatalf("EndTxn(commit) of the open transaction: %v", kerr.ErrorForCode(code))
+	}
+	waitUntil(t, "CompleteCommit", func() bool { return c.Describe("x").State == txn.CompleteCommit })
+	for _, r := range cl.requests()[sent:] {
+		if len(r.tps) != 1 || r.tps[0] != b0 || !r.commit {
+			t.Errorf("marker after the late EndTxn: %+v, want a COMMIT on b-0 only", r)
+		}
 	}
 }

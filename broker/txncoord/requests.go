@@ -129,6 +129,7 @@ func (c *Coordinator) forgetUnused(sh *shard, m *txn.Metadata) {
 	defer sh.mu.Unlock()
 	if _, pending := m.Pending(); sh.txns[m.TransactionalID] == m && m.ProducerEpoch == txn.NoProducerEpoch && !pending {
 		delete(sh.txns, m.TransactionalID)
+		delete(sh.began, m.TransactionalID)
 	}
 }
 
@@ -175,9 +176,18 @@ func (c *Coordinator) addPartitions(transactionalID string, producerID int64, ep
 		sh.mu.Unlock()
 		return code, settled, sh
 	}
+	opening, decided := m.State != txn.Ongoing, time.Now()
 	wait := c.store(sh, m, *t)
 	sh.mu.Unlock()
-	return c.finish(sh, m, *t, wait()), nil, nil
+	code = c.finish(sh, m, *t, wait())
+	if code == 0 && opening {
+		sh.mu.Lock()
+		if sh.txns[transactionalID] == m && m.State == txn.Ongoing {
+			sh.began[transactionalID] = decided
+		}
+		sh.mu.Unlock()
+	}
+	return code, nil, nil
 }
 
 // VerifyPartitions answers a partition leader's check (KIP-890 part 1)
@@ -202,11 +212,20 @@ func (c *Coordinator) VerifyPartitions(transactionalID string, producerID int64,
 	return 0, codes
 }
 
-// EndTxn answers a client's EndTxn of producer id at epoch: once the
-// end is stored the client is answered and the markers are written in
-// the background. It returns the code and the producer id and epoch the
-// id holds (EndTxn v5).
-func (c *Coordinator) EndTxn(transactionalID string, producerID int64, epoch int16, commit bool) (int16, int64, int16) {
+// EndTxn answers a client's EndTxn of producer id at epoch, received
+// (read off its connection) at received: once the end is stored the
+// client is answered and the markers are written in the background. It
+// returns the code and the producer id and epoch the id holds (EndTxn
+// v5).
+//
+// An EndTxn received before this coordinator began the open transaction
+// was sent for an earlier one: its client gave up waiting, ended that
+// transaction with a retry, and began this one. Protocol v1 gives both
+// transactions one producer epoch, so nothing else tells them apart; it
+// is answered INVALID_TXN_STATE and not applied, as applying it would
+// end a transaction its producer is still writing (an abort would drop
+// records of a transaction the producer then commits).
+func (c *Coordinator) EndTxn(transactionalID string, producerID int64, epoch int16, commit bool, received time.Time) (int16, int64, int16) {
 	sh, code := c.shard(transactionalID)
 	if code != 0 {
 		return code, -1, -1
@@ -215,6 +234,13 @@ func (c *Coordinator) EndTxn(transactionalID string, producerID int64, epoch int
 	if m == nil {
 		sh.mu.Unlock()
 		return kerr.InvalidProducerIDMapping.Code, -1, -1
+	}
+	if began, ok := sh.began[transactionalID]; ok && m.State == txn.Ongoing && received.Before(began) {
+		sh.mu.Unlock()
+		c.logger.Info("EndTxn received before the transaction it would end began: a late request for an earlier transaction, not applied",
+			"transactional_id", transactionalID, "producer_id", producerID, "epoch", epoch, "commit", commit,
+			"received_before_begin", began.Sub(received))
+		return kerr.InvalidTxnState.Code, -1, -1
 	}
 	code, t, err := m.EndTxn(producerID, epoch, commit, c.nowMs())
 	if c.logger.IsDebug() {
