@@ -433,9 +433,11 @@ func (w *costWalker) walkScalar(kind wireKind, fixed int, nullable, flexible boo
 	case wireFixed:
 		w.take(fixed)
 	case wireString:
+		// A length beyond the bytes left is refused by the decoder,
+		// which allocates nothing for it: the walk stops without
+		// counting it.
 		n := w.length(flexible, 2)
-		if n >= 0 {
-			w.take(n)
+		if n >= 0 && w.take(n) != nil {
 			w.cost += n
 			if nullable {
 				w.cost += pointerGoBytes

@@ -97,6 +97,31 @@ func TestDecodeCostFetchWithPartitions(t *testing.T) {
 	}
 }
 
+// TestDecodeCostUncountedPastEnd checks that a string whose length runs
+// past the end of the body costs nothing: the decoder refuses it before
+// allocating, and a length read from the wrong place once made a valid
+// Fetch cost 34 GB.
+func TestDecodeCostUncountedPastEnd(t *testing.T) {
+	kreq := kmsg.NewPtrMetadataRequest()
+	kreq.SetVersion(12)
+	topic := kmsg.NewMetadataRequestTopic()
+	name := "verify"
+	topic.Topic = &name
+	kreq.Topics = append(kreq.Topics, topic)
+	body := kreq.AppendTo(nil)
+	// The topic name's compact length is the byte after the topic's
+	// 16-byte ID: make it claim 2^28 bytes.
+	at := 1 + 16
+	truncated := append(append(append([]byte(nil), body[:at]...), 0x81, 0x80, 0x80, 0x80, 0x01), body[at+1:]...)
+	cost, err := DecodeCost(kreq.Key(), kreq.GetVersion(), truncated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit := MaxDecodeExpansion * len(truncated); cost > limit {
+		t.Errorf("got a decode cost of %d for a %d-byte body whose topic name runs past its end, want at most %d", cost, len(truncated), limit)
+	}
+}
+
 // fillRequest sets every field of the kmsg struct v, at every depth, to a
 // value that is not its default, every array to one element: a request
 // that carries every field its version knows, tagged ones too.
