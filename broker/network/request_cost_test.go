@@ -32,12 +32,55 @@ func checkWalk(t *testing.T, name string, kreq kmsg.Request) costWalker {
 	return w
 }
 
-// TestDecodeCostFetchWithPartitions walks Fetch v12 requests as tripod
-// saw them refused in verify runs: a replica fetcher's and a franz-go
-// consumer's, several topics of several partitions, a session, forgotten
-// topics and a rack. The walk once read 24 bytes per partition that are
-// not there (two tagged fields taken for fields in line) and counted a
-// string length read from the wrong place as gigabytes.
+// TestDecodeCostFetchFromReplicaFetcher prices the Fetch v12 a replica
+// fetcher sent in a `tripod verify --workload txn` run, which its leader
+// refused as costing 268437016 bytes for 188: the walk read 24 bytes per
+// partition that are not there (two tagged fields taken for fields in
+// line) and took a string length from the next topic's bytes.
+func TestDecodeCostFetchFromReplicaFetcher(t *testing.T) {
+	kreq := kmsg.NewPtrFetchRequest()
+	kreq.SetVersion(12)
+	kreq.ReplicaID = 2
+	kreq.MaxWaitMillis = 500
+	kreq.MinBytes = 1
+	kreq.MaxBytes = 10 << 20
+	kreq.SessionID = 1769742654
+	kreq.SessionEpoch = 17
+	for _, tp := range []struct {
+		topic      string
+		partitions []int32
+	}{
+		{"__consumer_offsets", []int32{48}},
+		{"verify-out", []int32{2, 1}},
+	} {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = tp.topic
+		for _, p := range tp.partitions {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition = p
+			rp.FetchOffset = 10
+			rp.LogStartOffset = 0
+			rp.PartitionMaxBytes = 1 << 20
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		kreq.Topics = append(kreq.Topics, rt)
+	}
+	body := kreq.AppendTo(nil)
+	cost, err := DecodeCost(kreq.Key(), kreq.GetVersion(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit := MaxDecodeExpansion*len(body) + DecodeCostSlack; cost > limit {
+		t.Errorf("got a decode cost of %d for a %d-byte body, want at most %d", cost, len(body), limit)
+	}
+	checkWalk(t, "replica fetcher", kreq)
+}
+
+// TestDecodeCostFetchWithPartitions walks Fetch v12 requests of every
+// partition shape tripod receives: a franz-go consumer's (tagged fields
+// at their defaults, not sent) and one whose partitions carry a tagged
+// HighWatermark, several topics of several partitions, a session,
+// forgotten topics and a rack.
 func TestDecodeCostFetchWithPartitions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -48,7 +91,7 @@ func TestDecodeCostFetchWithPartitions(t *testing.T) {
 		replicaID     int32
 	}{
 		{"consumer", 1<<63 - 1, -1},
-		{"replica fetcher", 0, 2},
+		{"tagged high watermark", 0, 2},
 	} {
 		kreq := kmsg.NewPtrFetchRequest()
 		kreq.SetVersion(12)
