@@ -129,9 +129,17 @@ type shapeProber struct {
 
 // build returns a request of the prober's key and version in which every
 // array along path (field indexes, each naming an array field or a
-// nullable struct of the struct before it) holds one zero element (a
-// nullable struct is set to a zero one), and calls set, if not nil, on
-// the innermost struct.
+// nullable struct of the struct before it) holds one element at its
+// defaults (a nullable struct is set to one), and calls set, if not nil,
+// on the innermost struct.
+//
+// The element must hold its defaults, not Go's zero values: kmsg encodes
+// a tagged field whenever it differs from its default, at every flexible
+// version, and a zero element of Fetch's partitions (HighWatermark 0, not
+// its default MaxInt64) already carries a tag. isTagged then sees a probe
+// turn a tag count of one into two, takes the tagged field for one in
+// line, and the walk of every Fetch v12+ partition would read 24 bytes
+// that are not there.
 func (p shapeProber) build(path []int, set func(reflect.Value)) kmsg.Request {
 	kreq := kmsg.RequestForKey(p.key)
 	kreq.SetVersion(p.version)
@@ -141,10 +149,12 @@ func (p shapeProber) build(path []int, set func(reflect.Value)) kmsg.Request {
 		if f.Kind() == reflect.Pointer {
 			f.Set(reflect.New(f.Type().Elem()))
 			v = f.Elem()
+			setDefaults(v)
 			continue
 		}
 		f.Set(reflect.MakeSlice(f.Type(), 1, 1))
 		v = f.Index(0)
+		setDefaults(v)
 	}
 	if set != nil {
 		set(v)
@@ -218,6 +228,13 @@ func (p shapeProber) field(path []int, i int, t reflect.Type) (wireField, error)
 	}
 	f.elem = elem
 	return f, nil
+}
+
+// setDefaults sets v, an addressable kmsg struct, to its defaults.
+func setDefaults(v reflect.Value) {
+	if d, ok := v.Addr().Interface().(interface{ Default() }); ok {
+		d.Default()
+	}
 }
 
 // scalarKind returns how a field of Go type t that is not an array of
@@ -312,7 +329,9 @@ func boolInt(b bool) int64 {
 
 // isTagged reports whether probed differs from base by a tagged field:
 // the encodings' first difference turns a tag count of zero into one and
-// the encoding grows. A field in line either keeps the length (a fixed
+// the encoding grows. base must encode no tagged field (build keeps every
+// struct at its defaults), or a tag count of one turned into two would
+// look like an array of one element turned into two. A field in line either keeps the length (a fixed
 // field) or changes a length or count from one that is never zero to one
 // that is never one (a string of three bytes, an array of one element).
 func isTagged(base, probed []byte) bool {
@@ -444,9 +463,11 @@ func (w *costWalker) walkScalar(kind wireKind, fixed int, nullable, flexible boo
 	case wireFixed:
 		w.take(fixed)
 	case wireString:
+		// A length beyond the bytes left is refused by the decoder,
+		// which allocates nothing for it: the walk stops without
+		// counting it.
 		n := w.length(flexible, 2)
-		if n >= 0 {
-			w.take(n)
+		if n >= 0 && w.take(n) != nil {
 			w.cost += n
 			if nullable {
 				w.cost += pointerGoBytes
