@@ -26,6 +26,7 @@ import (
 	"github.com/tripodmq/tripod/broker/metadata"
 	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/producerid"
+	"github.com/tripodmq/tripod/broker/quota"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/broker/txncoord"
@@ -102,6 +103,8 @@ type Broker struct {
 	dyn *dynconfig.Configs
 	// leaderQuota and followerQuota are the replication throttles.
 	leaderQuota, followerQuota *replica.Quota
+	// quotas enforces the client quotas (quotas.go).
+	quotas *quota.Manager
 }
 
 // New opens the coordination backend (cfg.Coord), binds the listeners
@@ -131,6 +134,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		func(tp coord.TopicPartition) *replica.Partition {
 			return b.replicas.PartitionFor(tp.Topic, tp.Partition)
 		})
+	b.quotas = quota.NewManager(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
 	b.metrics = newMetrics(b)
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
@@ -183,7 +187,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 	}
 	b.backend = backend
 	b.dyn = dynconfig.New(&b.cfg, logger, backend, b.leaderQuota, b.followerQuota,
-		func() []*replica.Partition { return b.replicas.Partitions() })
+		func() []*replica.Partition { return b.replicas.Partitions() }, b.quotas)
 	b.member = &membership{
 		cfg:                     &b.cfg,
 		logger:                  logger,

@@ -92,11 +92,11 @@ func (h connHandler) Handle(ctx context.Context, c network.Conn, frame []byte, s
 		return network.Response{}, err
 	}
 	start := time.Now()
-	resp, later, err := b.dispatch(ctx, req, reply)
+	resp, later, err := b.dispatch(ctx, req, reply, size, start)
 	if err != nil && resp == nil {
 		return network.Response{}, err
 	}
-	r := network.Response{Fetch: req != nil && req.header.key == fetchKey}
+	r := network.Response{Fetch: req != nil && req.header.key == fetchKey, Serial: b.underQuota(req)}
 	if later == nil {
 		r.Answer = func(context.Context) []byte { return b.metrics.requestAnswered(req, start, size, resp) }
 		return r, err
@@ -128,7 +128,7 @@ func (h connHandler) Closed(ctx context.Context, conn net.Conn, c network.Conn, 
 // the connection, with the encoded response to send first when it wraps
 // network.ErrAnswerThenClose. A ready reply (from decodeRequest) is passed
 // through.
-func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]byte, laterFunc, error) {
+func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte, size int, start time.Time) ([]byte, laterFunc, error) {
 	if reply != nil {
 		return reply, nil, nil
 	}
@@ -153,6 +153,7 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 	}
 	api := apis[req.header.key]
 	resp, later, err := api.handle(ctx, b, req)
+	handled := time.Since(start)
 	if err != nil {
 		err = fmt.Errorf("%s request failed: %w", kmsg.NameForKey(req.header.key), err)
 		if errors.Is(err, network.ErrAnswerThenClose) && resp != nil {
@@ -161,21 +162,21 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte) ([]by
 		return nil, nil, err
 	}
 	if later != nil {
-		if amend != nil {
-			handle := later
-			later = func(ctx context.Context) kmsg.Response {
-				resp := handle(ctx)
-				if resp != nil {
-					amend(resp)
-				}
-				return resp
+		handle := later
+		later = func(ctx context.Context) kmsg.Response {
+			resp := handle(ctx)
+			if amend != nil && resp != nil {
+				amend(resp)
 			}
+			b.applyQuotas(req, resp, size, handled)
+			return resp
 		}
 		return nil, later, nil
 	}
 	if amend != nil && resp != nil {
 		amend(resp)
 	}
+	b.applyQuotas(req, resp, size, handled)
 	return b.encode(req, resp), nil, nil
 }
 

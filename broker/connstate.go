@@ -72,6 +72,30 @@ type connState struct {
 	// (handleProduce): the next such produce appends after it, so that
 	// verifying keeps the order of a producer's pipelined batches.
 	txnAppends atomic.Pointer[chan struct{}]
+
+	// mutedUntil is when a client quota's throttle of the connection ends
+	// (Unix nanoseconds, 0: none): it reads no request before (KIP-219).
+	mutedUntil atomic.Int64
+}
+
+// MutedUntil implements network.Conn: the end of the connection's
+// throttle (zero: none).
+func (c *connState) MutedUntil() time.Time {
+	if n := c.mutedUntil.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// mute keeps the connection from reading requests until at least until.
+func (c *connState) mute(until time.Time) {
+	n := until.UnixNano()
+	for {
+		old := c.mutedUntil.Load()
+		if old >= n || c.mutedUntil.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // newConnState makes the state of a connection from remote accepted on

@@ -135,6 +135,7 @@ func newMetrics(b *Broker) *metrics {
 		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors, m.connectionsRefused,
 		m.throttledBytes, m.throttledPartitions,
 		newStateCollector(b),
+		b.quotas,
 	)
 	// Every API the broker speaks is listed from the start, at zero, so
 	// rates over a broker's whole life need no special case.

@@ -69,7 +69,7 @@ func describeConfigs(s *coord.ConfigState) string {
 	if s == nil {
 		return "nil state"
 	}
-	return fmt.Sprintf("version %d, brokers %v, topics %v", s.Version, s.Brokers, s.Topics)
+	return fmt.Sprintf("version %d, brokers %v, topics %v, quotas %v", s.Version, s.Brokers, s.Topics, s.Quotas)
 }
 
 // checkBrokerConfigs fails t unless s holds want for entity (nil: none).

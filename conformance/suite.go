@@ -113,6 +113,8 @@ func cases() []testCase {
 		{"Configs", "ConcurrentWritersBothLand", needsNothing, testConcurrentConfigWriters},
 		{"Configs", "WatchSeesEveryChange", needsNothing, testConfigWatchSeesEveryChange},
 		{"Configs", "SurviveRestart", needsNothing, testConfigsSurviveRestart},
+		{"ClientQuotas", "Lifecycle", needsNothing, testClientQuotasLifecycle},
+		{"ClientQuotas", "BesideScramCredentials", needsNothing, testClientQuotasBesideScramCredentials},
 		{"Availability", "CutOffCallsFailThenRecover", needsNothing, testCutOffCallsFailThenRecover},
 		{"Availability", "CallsFailWithinDeadline", needsOutage, testCallsFailWithinDeadline},
 		{"Availability", "ServiceRestartRecovers", needsRestarter, testServiceRestartRecovers},

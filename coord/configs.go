@@ -50,6 +50,16 @@ type ConfigStore interface {
 	// backends wrap it together with ErrUnavailable: test with errors.Is);
 	// ErrClosed.
 	AlterBrokerConfigs(ctx context.Context, entity string, replace bool, alterations []ConfigAlteration) (map[string]string, error)
+
+	// AlterClientQuotas applies alterations (SET or DELETE of the
+	// entity's quota keys, QuotaEntity.Keys) to the client quotas of
+	// entity as stored when the write lands (Kafka's AlterClientQuotas)
+	// and returns the entity's quotas as written. An entity left with no
+	// quota is removed. It blocks until the write is durable or ctx ends
+	// (then its outcome is unknown). Errors: an invalid entity or
+	// alteration (ValidateQuotaAlterations; nothing is written, no
+	// sentinel wrapped); ErrUnavailable; ctx.Err(); ErrClosed.
+	AlterClientQuotas(ctx context.Context, entity QuotaEntity, alterations []ConfigAlteration) (map[string]string, error)
 }
 
 // DefaultBrokerEntity names the cluster-wide default of the dynamic broker
@@ -70,17 +80,24 @@ type ConfigState struct {
 	// Topics holds each topic's configs (Topic.Config) by topic name; a
 	// topic without overrides may have an empty entry or none.
 	Topics map[string]map[string]string
+	// Quotas holds the client quotas by entity (values as Kafka writes
+	// them: decimal numbers). An entity without quotas has no entry.
+	Quotas map[QuotaEntity]map[string]string
 }
 
 // NewConfigState returns an empty ConfigState.
 func NewConfigState() *ConfigState {
-	return &ConfigState{Brokers: map[string]map[string]string{}, Topics: map[string]map[string]string{}}
+	return &ConfigState{Brokers: map[string]map[string]string{}, Topics: map[string]map[string]string{},
+		Quotas: map[QuotaEntity]map[string]string{}}
 }
 
 // Clone returns a deep copy of s.
 func (s *ConfigState) Clone() *ConfigState {
 	out := &ConfigState{Version: s.Version, Brokers: make(map[string]map[string]string, len(s.Brokers)),
-		Topics: make(map[string]map[string]string, len(s.Topics))}
+		Topics: make(map[string]map[string]string, len(s.Topics)), Quotas: make(map[QuotaEntity]map[string]string, len(s.Quotas))}
+	for e, c := range s.Quotas {
+		out.Quotas[e] = maps.Clone(c)
+	}
 	for e, c := range s.Brokers {
 		out.Brokers[e] = maps.Clone(c)
 	}
@@ -93,8 +110,13 @@ func (s *ConfigState) Clone() *ConfigState {
 // SameContent reports whether s and o hold the same configs, whatever
 // their Versions; a topic with an empty entry equals one with none.
 func (s *ConfigState) SameContent(o *ConfigState) bool {
-	if len(s.Brokers) != len(o.Brokers) {
+	if len(s.Brokers) != len(o.Brokers) || len(s.Quotas) != len(o.Quotas) {
 		return false
+	}
+	for e, c := range s.Quotas {
+		if oc, ok := o.Quotas[e]; !ok || !maps.Equal(c, oc) {
+			return false
+		}
 	}
 	for e, c := range s.Brokers {
 		if oc, ok := o.Brokers[e]; !ok || !maps.Equal(c, oc) {

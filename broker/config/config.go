@@ -290,6 +290,13 @@ type Config struct {
 	// ReplicationQuotaWindowSize is the length of each sample
 	// (replication.quota.window.size.seconds). Default 1 s; at least 1 s.
 	ReplicationQuotaWindowSize time.Duration
+	// QuotaWindowNum is how many samples the client quotas measure a
+	// rate over (quota.window.num, broker/quota). Default 11; at least 1.
+	QuotaWindowNum int32
+	// QuotaWindowSize is the length of each client quota sample
+	// (quota.window.size.seconds). Default 1 s; whole seconds, at least
+	// 1 s.
+	QuotaWindowSize time.Duration
 	// ReplicaHighWatermarkCheckpointInterval is how often the broker
 	// writes every partition's high watermark to
 	// replication-offset-checkpoint in each log dir
@@ -471,6 +478,8 @@ func DefaultConfig() Config {
 		ReplicaFetchBackoff:                    200 * time.Millisecond,
 		ReplicationQuotaWindowNum:              QuotaSamples,
 		ReplicationQuotaWindowSize:             QuotaWindow,
+		QuotaWindowNum:                         QuotaSamples,
+		QuotaWindowSize:                        QuotaWindow,
 		ReplicaHighWatermarkCheckpointInterval: 5 * time.Second,
 
 		ProducerIDExpiration:              24 * time.Hour,
@@ -750,6 +759,12 @@ func (c Config) Validate() error {
 	}
 	if c.ReplicationQuotaWindowSize < time.Second || c.ReplicationQuotaWindowSize%time.Second != 0 {
 		return fmt.Errorf("replication.quota.window.size.seconds %v: must be a whole number of seconds, at least 1", c.ReplicationQuotaWindowSize)
+	}
+	if c.QuotaWindowNum < 1 {
+		return fmt.Errorf("quota.window.num %d: must be at least 1", c.QuotaWindowNum)
+	}
+	if c.QuotaWindowSize < time.Second || c.QuotaWindowSize%time.Second != 0 {
+		return fmt.Errorf("quota.window.size.seconds %v: must be a whole number of seconds, at least 1", c.QuotaWindowSize)
 	}
 	if c.ReplicaFetchMaxBytes < 1 {
 		return fmt.Errorf("replica.fetch.max.bytes %d: must be between 1 and 2147483647", c.ReplicaFetchMaxBytes)
@@ -1434,6 +1449,25 @@ var brokerKeys = map[string]configKey{
 			return nil
 		},
 		get: func(c Config) string { return strconv.FormatInt(int64(c.ReplicationQuotaWindowSize/time.Second), 10) },
+	},
+	"quota.window.num": int32Key(func(c *Config) *int32 { return &c.QuotaWindowNum }).documented(keyDoc{
+		section: "Client quotas", allowed: "≥ 1",
+		meaning: "samples over which a client quota's rate is measured",
+	}),
+	"quota.window.size.seconds": {
+		doc: keyDoc{
+			section: "Client quotas", allowed: "whole seconds, ≥ 1",
+			meaning: "the length of one client quota sample",
+		},
+		set: func(c *Config, k, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				return fmt.Errorf("%s %q: must be a whole number of seconds", k, v)
+			}
+			c.QuotaWindowSize = time.Duration(n) * time.Second
+			return nil
+		},
+		get: func(c Config) string { return strconv.FormatInt(int64(c.QuotaWindowSize/time.Second), 10) },
 	},
 	"replica.fetch.max.bytes": {
 		doc: keyDoc{

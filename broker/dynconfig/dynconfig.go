@@ -6,7 +6,8 @@
 // watches both (coord.ConfigStore) and applies them to the replicas it
 // holds without a restart. Precedence is Kafka's: a topic's override, then
 // this broker's dynamic config, the cluster's dynamic default, the static
-// properties, and tripod's default.
+// properties, and tripod's default. The client quotas the store holds
+// are handed to the broker's quota manager (broker/quota) as they change.
 package dynconfig
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/quota"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/notify"
@@ -61,6 +63,8 @@ type Configs struct {
 	leaderQuota, followerQuota *replica.Quota
 	// partitions returns every replica this broker holds.
 	partitions func() []*replica.Partition
+	// quotas enforces the client quotas the store holds.
+	quotas *quota.Manager
 
 	// mu orders the application of dynamic configs (applyConfigs) with
 	// the registration of new replicas (AddReplica); state is the dynamic
@@ -73,10 +77,11 @@ type Configs struct {
 
 // New returns the dynamic configs of a broker configured by cfg (which
 // the caller no longer changes), whose replication throttles are
-// leaderQuota and followerQuota and whose replicas partitions returns;
+// leaderQuota and followerQuota, whose replicas partitions returns and
+// whose client quotas quotas enforces;
 // Watch follows backend's config store.
-func New(cfg *config.Config, logger hclog.Logger, backend coord.Backend, leaderQuota, followerQuota *replica.Quota, partitions func() []*replica.Partition) *Configs {
-	return &Configs{cfg: cfg, logger: logger, backend: backend, leaderQuota: leaderQuota, followerQuota: followerQuota, partitions: partitions}
+func New(cfg *config.Config, logger hclog.Logger, backend coord.Backend, leaderQuota, followerQuota *replica.Quota, partitions func() []*replica.Partition, quotas *quota.Manager) *Configs {
+	return &Configs{cfg: cfg, logger: logger, backend: backend, leaderQuota: leaderQuota, followerQuota: followerQuota, partitions: partitions, quotas: quotas}
 }
 
 // Entity returns this broker's config entity: its id in decimal.
@@ -258,6 +263,11 @@ func (d *Configs) applyConfigs(st *coord.ConfigState) {
 	d.changed.Notify()
 	d.leaderQuota.SetBound(state.LeaderRate)
 	d.followerQuota.SetBound(state.FollowerRate)
+	quotas, errs := quota.ParseQuotas(st.Quotas)
+	for _, err := range errs {
+		d.logger.Warn("ignoring a client quota", "error", err)
+	}
+	d.quotas.SetQuotas(quotas)
 	applied := 0
 	for _, p := range d.partitions() {
 		if d.applyConfigsTo(p, &state) {

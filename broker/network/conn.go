@@ -27,8 +27,9 @@ const readChunk = 64 << 10
 // the handler sends the encoded frame (or nil for no response) once.
 type pendingResponse struct {
 	frame chan []byte
-	// fetch marks a Fetch's slot: the reader reads nothing more from the
-	// connection until the writer has written it (connFlow).
+	// fetch marks a Fetch's slot (or a Serial one): the reader reads
+	// nothing more from the connection until the writer has written it
+	// (connFlow).
 	fetch bool
 }
 
@@ -209,6 +210,9 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 		if err := flow.wait(ctx, br); err != nil {
 			return err
 		}
+		if err := waitUnmuted(ctx, cs); err != nil {
+			return err
+		}
 		// A whole request must arrive within connections.max.idle.ms
 		// of the previous one, unless the client is waiting for an
 		// answer (a long poll), which is not idleness.
@@ -281,7 +285,7 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 			release()
 			return err
 		}
-		slot := &pendingResponse{frame: make(chan []byte, 1), fetch: resp.Fetch}
+		slot := &pendingResponse{frame: make(chan []byte, 1), fetch: resp.Fetch || resp.Serial}
 		if slot.fetch {
 			flow.unwrittenFetches.Add(1)
 		}
@@ -317,6 +321,25 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 			flow.produced(frame)
 			slot.frame <- frame
 		}()
+	}
+}
+
+// waitUnmuted returns once the connection's client quota throttle has
+// passed (Conn.MutedUntil), or when ctx ends: a client over its quota
+// is not read from meanwhile, so it slows down while others do not.
+func waitUnmuted(ctx context.Context, cs Conn) error {
+	for {
+		wait := time.Until(cs.MutedUntil())
+		if wait <= 0 {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
 }
 

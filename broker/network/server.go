@@ -85,6 +85,10 @@ type Conn interface {
 	// Admit returns an error, closing the connection, when the
 	// connection may not send a request of api key.
 	Admit(key int16) error
+	// MutedUntil returns when the connection's throttle for a client
+	// quota ends: no request is read from it before (Kafka's muted
+	// channel, KIP-219). The zero time is no throttle.
+	MutedUntil() time.Time
 }
 
 // Response is a Handler's answer to one request.
@@ -100,6 +104,11 @@ type Response struct {
 	// Fetch marks a Fetch's response: the connection reads nothing more
 	// until it has been written (connFlow).
 	Fetch bool
+	// Serial marks the response of a client under a quota: as Fetch, the
+	// connection reads nothing more until it has been written, so that,
+	// as in Kafka, a throttle applies from the next request on and no
+	// pipelined request slips past it.
+	Serial bool
 }
 
 // ErrAnswerThenClose, wrapped in a Handler's error, asks for the

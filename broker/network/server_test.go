@@ -26,6 +26,8 @@ type testConn struct {
 
 func (c *testConn) IsAuthenticated() bool { return c.admit == nil }
 func (c *testConn) RawSASL() bool         { return false }
+func (c *testConn) MutedUntil() time.Time { return time.Time{} }
+
 func (c *testConn) Admit(key int16) error {
 	if c.admit == nil {
 		return nil

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/tripodmq/tripod/internal/rate"
 )
 
 // Replication throttles, as Kafka's ReplicationQuotaManager: a leader
@@ -19,75 +21,21 @@ import (
 // Unthrottled is Kafka's default rate, Long.MAX_VALUE: no bound.
 const Unthrottled = math.MaxInt64
 
-// byteRate measures a rate in bytes per second as Kafka's Rate over a
-// SampledStat does: the bytes recorded in the samples of the last
-// samples × window, divided by the time those samples span, and at least
-// (samples-1) windows, so that a burst right after a quiet spell is not
-// taken for a high rate. It reads time only from now. It is not safe for
-// concurrent use.
+// byteRate is the rate of the throttled bytes, read from now.
 type byteRate struct {
-	window  time.Duration
-	samples []rateSample
-	current int
-	now     func() time.Time
-}
-
-// rateSample is the bytes recorded in one window from start.
-type rateSample struct {
-	start time.Time
-	bytes int64
+	rate *rate.Rate
+	now  func() time.Time
 }
 
 func newByteRate(samples int, window time.Duration, now func() time.Time) *byteRate {
-	r := &byteRate{window: window, samples: make([]rateSample, samples), now: now}
-	r.samples[0].start = now()
-	return r
-}
-
-// advance moves to a new sample when the current one's window has passed,
-// and forgets the samples older than the whole span.
-func (r *byteRate) advance(now time.Time) {
-	cur := &r.samples[r.current]
-	if now.Sub(cur.start) >= r.window {
-		r.current = (r.current + 1) % len(r.samples)
-		r.samples[r.current] = rateSample{start: now}
-	}
-	span := time.Duration(len(r.samples)) * r.window
-	for i := range r.samples {
-		if i != r.current && now.Sub(r.samples[i].start) >= span {
-			r.samples[i] = rateSample{}
-		}
-	}
+	return &byteRate{rate: rate.New(samples, window, now()), now: now}
 }
 
 // Record adds n bytes at the current time.
-func (r *byteRate) Record(n int64) {
-	now := r.now()
-	r.advance(now)
-	r.samples[r.current].bytes += n
-}
+func (r *byteRate) Record(n int64) { r.rate.Record(float64(n), r.now()) }
 
 // Rate returns the measured bytes per second at the current time.
-func (r *byteRate) Rate() float64 {
-	now := r.now()
-	r.advance(now)
-	var total int64
-	oldest := r.samples[r.current].start
-	for _, s := range r.samples {
-		if s.start.IsZero() {
-			continue
-		}
-		total += s.bytes
-		if s.start.Before(oldest) {
-			oldest = s.start
-		}
-	}
-	elapsed := now.Sub(oldest)
-	if full, least := int(elapsed/r.window), len(r.samples)-1; full < least {
-		elapsed += time.Duration(least-full) * r.window
-	}
-	return float64(total) / elapsed.Seconds()
-}
+func (r *byteRate) Rate() float64 { return r.rate.Measure(r.now()) }
 
 // Quota is one side's replication throttle (the leader's or the
 // follower's): its bound and the rate of the throttled bytes. It is safe

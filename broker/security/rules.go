@@ -68,6 +68,8 @@ var authzRules = map[int16]authzRule{
 	42: authorizeDeleteGroups,                                             // GROUP DELETE
 	43: clusterOp(coord.ACLOperationAlter),                                // ElectLeaders
 	47: groupThenTopics(coord.ACLOperationDelete, coord.ACLOperationRead), // OffsetDelete
+	48: clusterOp(coord.ACLOperationDescribeConfigs),                      // DescribeClientQuotas
+	49: authorizeAlterClientQuotas,                                        // CLUSTER ALTER_CONFIGS
 	50: clusterOp(coord.ACLOperationDescribe),                             // DescribeUserScramCredentials
 	51: authorizeAlterUserScramCredentials,                                // CLUSTER ALTER
 	56: clusterOp(coord.ACLOperationClusterAction),                        // AlterPartition
@@ -226,6 +228,28 @@ func clusterOp(op coord.ACLOperation) authzRule {
 		}
 		return denyAll(req, kerr.ClusterAuthorizationFailed), nil
 	}
+}
+
+// authorizeAlterClientQuotas: ALTER_CONFIGS on the cluster, else every
+// entry is answered CLUSTER_AUTHORIZATION_FAILED, as Kafka's
+// AlterClientQuotasRequest.getErrorResponse does.
+func authorizeAlterClientQuotas(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(coord.ACLOperationAlterConfigs) {
+		return nil, nil
+	}
+	r := req.(*kmsg.AlterClientQuotasRequest)
+	resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	for _, e := range r.Entries {
+		re := kmsg.NewAlterClientQuotasResponseEntry()
+		re.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		for _, p := range e.Entity {
+			d := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			d.Type, d.Name = p.Type, p.Name
+			re.Entity = append(re.Entity, d)
+		}
+		resp.Entries = append(resp.Entries, re)
+	}
+	return resp, nil
 }
 
 // authorizeWriteTxnMarkers: only a transaction coordinator, with

@@ -21,6 +21,9 @@ import (
 //	<prefix>/configs/brokers/<default>   {"leader.replication.throttled.rate":"1048576"}
 //	<prefix>/configs/brokers/<id>        the same, for one broker
 //
+//	<prefix>/configs/quotas/<entity path> {"producer_byte_rate":"1048576"}, the entity path as
+//	                                      coord.QuotaEntity.String writes it (users/<user>/clients/<client-id>, ips/<ip>, ...)
+//
 // A write is a transaction comparing the key's mod revision with the one
 // read (compare-and-set), retried on conflict; an entity left with no
 // config is deleted. Topic configs are the Config of the topic keys
@@ -36,15 +39,23 @@ func (b *Backend) brokerConfigKey(entity string) string {
 	return b.brokerConfigsPrefix() + entity
 }
 
-// configView is a config watch's or load's view of the two ranges.
+func (b *Backend) quotasPrefix() string { return b.prefix + "/configs/quotas/" }
+
+// configsPrefix holds both the broker configs and the client quotas, so
+// that one watched range follows both.
+func (b *Backend) configsPrefix() string { return b.prefix + "/configs/" }
+
+// configView is a config watch's or load's view of the three ranges.
 type configView struct {
 	b       *Backend
 	brokers map[string]map[string]string
 	topics  map[string]map[string]string
+	quotas  map[coord.QuotaEntity]map[string]string
 }
 
 func (b *Backend) newConfigView() *configView {
-	return &configView{b: b, brokers: map[string]map[string]string{}, topics: map[string]map[string]string{}}
+	return &configView{b: b, brokers: map[string]map[string]string{}, topics: map[string]map[string]string{},
+		quotas: map[coord.QuotaEntity]map[string]string{}}
 }
 
 // put applies one key as stored; a key that does not decode is skipped
@@ -63,6 +74,21 @@ func (v *configView) put(kv *mvccpb.KeyValue) {
 		}
 		return
 	}
+	if p, ok := strings.CutPrefix(key, v.b.quotasPrefix()); ok {
+		var quotas map[string]string
+		entity, err := coord.ParseQuotaEntity(p)
+		if err == nil {
+			err = json.Unmarshal(kv.Value, &quotas)
+		}
+		if err != nil {
+			v.b.log.Warn("skipping unreadable client quotas", "key", key, "error", err)
+			return
+		}
+		if len(quotas) > 0 {
+			v.quotas[entity] = quotas
+		}
+		return
+	}
 	if name, ok := strings.CutPrefix(key, v.b.topicsPrefix()); ok {
 		var t coord.Topic
 		if err := json.Unmarshal(kv.Value, &t); err != nil {
@@ -78,12 +104,16 @@ func (v *configView) remove(key string) {
 		delete(v.brokers, entity)
 	} else if name, ok := strings.CutPrefix(key, v.b.topicsPrefix()); ok {
 		delete(v.topics, name)
+	} else if p, ok := strings.CutPrefix(key, v.b.quotasPrefix()); ok {
+		if entity, err := coord.ParseQuotaEntity(p); err == nil {
+			delete(v.quotas, entity)
+		}
 	}
 }
 
 // state builds the ConfigState of the view at version.
 func (v *configView) state(version int64) *coord.ConfigState {
-	s := &coord.ConfigState{Version: version, Brokers: v.brokers, Topics: v.topics}
+	s := &coord.ConfigState{Version: version, Brokers: v.brokers, Topics: v.topics, Quotas: v.quotas}
 	return s.Clone()
 }
 
@@ -92,7 +122,7 @@ func (v *configView) state(version int64) *coord.ConfigState {
 func (b *Backend) loadConfigView(ctx context.Context) (*configView, int64, error) {
 	for {
 		v := b.newConfigView()
-		rev, err := b.rangeAt(ctx, b.brokerConfigsPrefix(), 0, v.put)
+		rev, err := b.rangeAt(ctx, b.configsPrefix(), 0, v.put)
 		if err == nil {
 			_, err = b.rangeAt(ctx, b.topicsPrefix(), rev, v.put)
 		}
@@ -118,12 +148,12 @@ func (b *Backend) LoadConfigs(ctx context.Context) (*coord.ConfigState, error) {
 	return v.state(rev), nil
 }
 
-// WatchConfigs implements coord.ConfigStore. It follows the broker configs'
-// range and the topics' (not the partition states'); a state is sent when
-// a config changes.
+// WatchConfigs implements coord.ConfigStore. It follows the range of the
+// broker configs and client quotas and the topics' (not the partition
+// states'); a state is sent when a config changes.
 func (b *Backend) WatchConfigs(ctx context.Context) (<-chan *coord.ConfigState, error) {
 	return watchView(ctx, b, "configs", [][2]string{
-		{b.brokerConfigsPrefix(), clientv3.GetPrefixRangeEnd(b.brokerConfigsPrefix())},
+		{b.configsPrefix(), clientv3.GetPrefixRangeEnd(b.configsPrefix())},
 		{b.topicsPrefix(), clientv3.GetPrefixRangeEnd(b.topicsPrefix())},
 	}, b.loadConfigView)
 }
@@ -135,7 +165,23 @@ func (b *Backend) AlterBrokerConfigs(ctx context.Context, entity string, replace
 		return nil, err
 	}
 	key := b.brokerConfigKey(entity)
-	what := "alter broker configs " + key
+	return b.alterConfigKey(ctx, key, "alter broker configs "+key, replace, alterations)
+}
+
+// AlterClientQuotas implements coord.ConfigStore: as AlterBrokerConfigs,
+// on the entity's key.
+func (b *Backend) AlterClientQuotas(ctx context.Context, entity coord.QuotaEntity, alterations []coord.ConfigAlteration) (map[string]string, error) {
+	if err := coord.ValidateQuotaAlterations(entity, alterations); err != nil {
+		return nil, err
+	}
+	key := b.quotasPrefix() + entity.String()
+	return b.alterConfigKey(ctx, key, "alter client quotas "+key, false, alterations)
+}
+
+// alterConfigKey applies alterations to the config map stored at key: a
+// get, then a transaction conditional on the key's mod revision, again on
+// conflict.
+func (b *Backend) alterConfigKey(ctx context.Context, key, what string, replace bool, alterations []coord.ConfigAlteration) (map[string]string, error) {
 	if b.isClosed() {
 		return nil, fmt.Errorf("%w: %s", coord.ErrClosed, what)
 	}

@@ -13,8 +13,14 @@ import (
 // log serialises concurrent writers.
 const cmdAlterBrokerConfigs cmdType = "alter_broker_configs"
 
+// cmdAlterClientQuotas alters one client quota entity, as
+// alter_broker_configs does a broker config entity.
+const cmdAlterClientQuotas cmdType = "alter_client_quotas"
+
 // configsCommand holds the fields of alter_broker_configs.
 type configsCommand struct {
+	// Entity is the broker config entity, or the client quota entity's
+	// path (coord.QuotaEntity.String) in alter_client_quotas.
 	Entity      string                   `json:"entity"`
 	Replace     bool                     `json:"replace,omitempty"`
 	Alterations []coord.ConfigAlteration `json:"alterations,omitempty"`
@@ -28,7 +34,11 @@ type configsCommand struct {
 type configsData struct {
 	// Brokers holds the dynamic configs by entity.
 	Brokers map[string]map[string]string `json:"brokers,omitempty"`
-	// Version is the index of the last entry that changed Brokers.
+	// Quotas holds the client quotas by entity path
+	// (coord.QuotaEntity.String), replaced as Brokers is.
+	Quotas map[string]map[string]string `json:"quotas,omitempty"`
+	// Version is the index of the last entry that changed Brokers or
+	// Quotas.
 	Version uint64 `json:"version,omitempty"`
 }
 
@@ -40,23 +50,33 @@ func (f *fsm) applyConfigsLocked(index uint64, cmd *command) applyResult {
 	if cc == nil {
 		return applyResult{Err: fmt.Errorf("raft log entry %d: %s command without its fields", index, cmd.Type)}
 	}
-	if err := coord.ValidateConfigAlterations(cc.Entity, cc.Alterations); err != nil {
+	d := &f.data.Configs
+	entities := &d.Brokers
+	if cmd.Type == cmdAlterClientQuotas {
+		entity, err := coord.ParseQuotaEntity(cc.Entity)
+		if err == nil {
+			err = coord.ValidateQuotaAlterations(entity, cc.Alterations)
+		}
+		if err != nil {
+			return applyResult{Err: err}
+		}
+		entities = &d.Quotas
+	} else if err := coord.ValidateConfigAlterations(cc.Entity, cc.Alterations); err != nil {
 		return applyResult{Err: err}
 	}
-	d := &f.data.Configs
-	stored := d.Brokers[cc.Entity]
+	stored := (*entities)[cc.Entity]
 	next := coord.ApplyConfigAlterations(stored, cc.Replace, cc.Alterations)
 	if !maps.Equal(stored, next) {
-		brokers := maps.Clone(d.Brokers)
-		if brokers == nil {
-			brokers = map[string]map[string]string{}
+		changed := maps.Clone(*entities)
+		if changed == nil {
+			changed = map[string]map[string]string{}
 		}
 		if len(next) == 0 {
-			delete(brokers, cc.Entity)
+			delete(changed, cc.Entity)
 		} else {
-			brokers[cc.Entity] = next
+			changed[cc.Entity] = next
 		}
-		d.Brokers, d.Version = brokers, index
+		*entities, d.Version = changed, index
 	}
 	return applyResult{Configs: maps.Clone(next)}
 }
@@ -70,6 +90,12 @@ func (f *fsm) configs() *coord.ConfigState {
 		Brokers: f.data.Configs.Brokers, Topics: make(map[string]map[string]string, len(f.data.Topics))}
 	for name, ts := range f.data.Topics {
 		s.Topics[name] = ts.Topic.Config
+	}
+	s.Quotas = make(map[coord.QuotaEntity]map[string]string, len(f.data.Configs.Quotas))
+	for p, quotas := range f.data.Configs.Quotas {
+		if entity, err := coord.ParseQuotaEntity(p); err == nil {
+			s.Quotas[entity] = quotas
+		}
 	}
 	return s.Clone()
 }
@@ -110,6 +136,24 @@ func (b *Backend) AlterBrokerConfigs(ctx context.Context, entity string, replace
 	what := fmt.Sprintf("alter broker configs of %s", entity)
 	res, err := b.apply(ctx, what, &command{Type: cmdAlterBrokerConfigs,
 		Configs: &configsCommand{Entity: entity, Replace: replace, Alterations: alterations}})
+	if err != nil {
+		return nil, err
+	}
+	if res.Configs == nil {
+		res.Configs = map[string]string{}
+	}
+	return res.Configs, nil
+}
+
+// AlterClientQuotas implements coord.ConfigStore: one
+// alter_client_quotas entry.
+func (b *Backend) AlterClientQuotas(ctx context.Context, entity coord.QuotaEntity, alterations []coord.ConfigAlteration) (map[string]string, error) {
+	if err := coord.ValidateQuotaAlterations(entity, alterations); err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("alter client quotas of %s", entity)
+	res, err := b.apply(ctx, what, &command{Type: cmdAlterClientQuotas,
+		Configs: &configsCommand{Entity: entity.String(), Alterations: alterations}})
 	if err != nil {
 		return nil, err
 	}

@@ -277,7 +277,7 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		return applyResult{ProducerIDKey: d.ProducerIDKey}
 	case cmdSetScramCredential, cmdDeleteScramCredential, cmdCreateACLs, cmdDeleteACLs:
 		return f.applySecurityLocked(index, cmd)
-	case cmdAlterBrokerConfigs:
+	case cmdAlterBrokerConfigs, cmdAlterClientQuotas:
 		return f.applyConfigsLocked(index, cmd)
 	}
 	return applyResult{Err: fmt.Errorf("raft log entry %d: unknown command type %q", index, cmd.Type)}

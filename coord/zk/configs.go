@@ -3,6 +3,7 @@ package zk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"path"
 	"slices"
@@ -20,6 +21,14 @@ import (
 //	/config/brokers/<id>                         the same, for one broker
 //	/config/changes/config_change_<seq>          {"version":2,"entity_path":"brokers/<default>"}
 //	/config/topics/<topic>                       written by Commit with the metadata; watched here
+//	/config/users/<user>                         {"version":1,"config":{"producer_byte_rate":"1048576"}}, beside the user's SCRAM credentials
+//	/config/users/<user>/clients/<client-id>     the same, for a user and client id
+//	/config/clients/<client-id>                  the same, for a client id
+//	/config/ips/<ip>                             {"version":1,"config":{"connection_creation_rate":"10"}}
+//	/config/changes/config_change_<seq>          {"version":2,"entity_path":"users/<user>/clients/<client-id>"}
+//
+// Client quota entities' names are sanitized as Kafka's Sanitizer does,
+// <default> excepted.
 //
 // An entity's znode is written with its version as compare-and-set,
 // together with its change notification in one multi, and removed when no
@@ -36,6 +45,16 @@ func (b *Backend) brokerConfigChange(entity string) *zk.CreateRequest {
 	data, _ := json.Marshal(configChangeZNode{Version: 2, EntityPath: "brokers/" + entity})
 	path := b.configChangesPath() + "/config_change_"
 	return &zk.CreateRequest{Path: path, Data: data, Acl: b.aclFor(path), Flags: zk.FlagSequence}
+}
+
+// quotaDirs are the directories of the client quota entities.
+func (b *Backend) quotaDirs() []string {
+	return []string{b.usersPath(), b.path("/config/clients"), b.path("/config/ips")}
+}
+
+// isUserClientsDir reports whether p is /config/users/<user>/clients.
+func (b *Backend) isUserClientsDir(p string) bool {
+	return path.Base(p) == "clients" && path.Dir(path.Dir(p)) == b.usersPath()
 }
 
 // LoadConfigs implements coord.ConfigStore. It reads every broker and
@@ -88,6 +107,79 @@ func (b *Backend) AlterBrokerConfigs(ctx context.Context, entity string, replace
 	return written, nil
 }
 
+// AlterClientQuotas implements coord.ConfigStore: one compare-and-set of
+// the entity's znode, with its change notification, after creating its
+// parents as Kafka does. A user's znode keeps its SCRAM credentials.
+func (b *Backend) AlterClientQuotas(ctx context.Context, entity coord.QuotaEntity, alterations []coord.ConfigAlteration) (map[string]string, error) {
+	if err := coord.ValidateQuotaAlterations(entity, alterations); err != nil {
+		return nil, err
+	}
+	if err := b.ensureBase(ctx); err != nil {
+		return nil, err
+	}
+	p := b.path("/config/" + entity.String())
+	parents := b.quotaDirs()
+	if entity.User != "" && entity.ClientID != "" {
+		user := path.Dir(path.Dir(p))
+		parents = append(parents, user, user+"/clients")
+	}
+	for _, parent := range parents {
+		err := b.do(ctx, parent, func(c *zk.Conn) error {
+			var data []byte
+			if parent == path.Dir(path.Dir(p)) {
+				data = encodeConfig(nil)
+			}
+			_, err := c.Create(parent, data, 0, b.aclFor(parent))
+			if errors.Is(err, zk.ErrNodeExists) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return nil, convertError(err, "create "+parent)
+		}
+	}
+	data, _ := json.Marshal(configChangeZNode{Version: 2, EntityPath: entity.String()})
+	changePath := b.configChangesPath() + "/config_change_"
+	change := &zk.CreateRequest{Path: changePath, Data: data, Acl: b.aclFor(changePath), Flags: zk.FlagSequence}
+	var written map[string]string
+	what := "alter client quotas at " + p
+	err := b.updateZNode(ctx, p, b.configChangesPath(), what, func(data []byte, stat *zk.Stat) ([]any, error) {
+		stored, err := decodeConfig(entity.String(), data)
+		if err != nil {
+			return nil, err
+		}
+		next := coord.ApplyConfigAlterations(stored, false, alterations)
+		written = quotasOf(entity, next)
+		switch {
+		case maps.Equal(stored, next):
+			return nil, nil
+		case stat == nil:
+			return []any{&zk.CreateRequest{Path: p, Data: encodeConfig(next), Acl: b.aclFor(p)}, change}, nil
+		case len(next) == 0 && stat.NumChildren == 0:
+			return []any{&zk.DeleteRequest{Path: p, Version: stat.Version}, change}, nil
+		default:
+			return []any{&zk.SetDataRequest{Path: p, Data: encodeConfig(next), Version: stat.Version}, change}, nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return written, nil
+}
+
+// quotasOf returns the quota keys of config, which may hold other keys
+// (a user's SCRAM credentials).
+func quotasOf(entity coord.QuotaEntity, config map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, k := range entity.Keys() {
+		if v, ok := config[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // WatchConfigs implements coord.ConfigStore. It keeps a copy of the broker
 // and topic configs up to date with one ZooKeeper watch per znode (the two
 // directories' children, each entity's and topic's data), re-reading only
@@ -100,7 +192,8 @@ func (b *Backend) WatchConfigs(ctx context.Context) (<-chan *coord.ConfigState, 
 	return w.out, nil
 }
 
-// configWatcher follows /config/brokers and /config/topics.
+// configWatcher follows /config/brokers, /config/topics and the client
+// quota entities' directories.
 type configWatcher struct {
 	znodeTree
 	b   *Backend
@@ -112,10 +205,16 @@ type configWatcher struct {
 
 func (b *Backend) newConfigWatcher(out chan *coord.ConfigState) *configWatcher {
 	w := &configWatcher{b: b, out: out}
-	dirs := []string{b.brokerConfigsPath(), b.path("/config/topics")}
+	dirs := append([]string{b.brokerConfigsPath(), b.path("/config/topics")}, b.quotaDirs()...)
 	w.znodeTree = znodeTree{
-		dirs:   dirs,
-		isDir:  func(p string) bool { return slices.Contains(dirs, p) },
+		dirs:  dirs,
+		isDir: func(p string) bool { return slices.Contains(dirs, p) || b.isUserClientsDir(p) },
+		subdirs: func(p string) []string {
+			if path.Dir(p) == b.usersPath() {
+				return []string{p + "/clients"}
+			}
+			return nil
+		},
 		forget: func(p string) { delete(w.configs, p) },
 		decode: func(p, _, name string, data []byte) {
 			config, err := decodeConfig(name, data)
@@ -149,6 +248,14 @@ func (w *configWatcher) snapshot() *coord.ConfigState {
 			s.Brokers[name] = maps.Clone(config)
 		case dir == w.dirs[1]:
 			s.Topics[name] = maps.Clone(config)
+		default:
+			entity, err := coord.ParseQuotaEntity(strings.TrimPrefix(p, w.b.path("/config/")))
+			if err != nil {
+				continue // not an entity tripod knows
+			}
+			if quotas := quotasOf(entity, config); len(quotas) > 0 {
+				s.Quotas[entity] = quotas
+			}
 		}
 	}
 	return s

@@ -133,18 +133,7 @@ func (b *Backend) ensureSecurityBase(ctx context.Context) error {
 // sanitize encodes a user name for a znode name as Kafka's
 // Sanitizer.sanitize does: every byte but ASCII letters, digits and
 // ".-_~" is percent-encoded (so '/' and '*' are too).
-func sanitize(name string) string {
-	var sb strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(".-_~", c) >= 0 {
-			sb.WriteByte(c)
-		} else {
-			fmt.Fprintf(&sb, "%%%02X", c)
-		}
-	}
-	return sb.String()
-}
+func sanitize(name string) string { return coord.SanitizeName(name) }
 
 // desanitize decodes a znode name written by sanitize, or by Kafka (whose
 // URL decoding reads '+' as a space).

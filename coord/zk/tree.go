@@ -22,6 +22,10 @@ type znodeTree struct {
 	dirs   []string
 	decode func(p, dir, name string, data []byte)
 	forget func(p string)
+	// subdirs, when set, names the directories below a child that has
+	// data of its own (a user's clients under /config/users/<user>); a
+	// child read makes them stale unless they are followed already.
+	subdirs func(p string) []string
 
 	version  int64
 	children map[string]map[string]bool // by directory
@@ -151,6 +155,13 @@ func (t *znodeTree) apply(r secRead) {
 		return
 	}
 	t.decode(r.path, dir, name, r.data)
+	if t.subdirs != nil {
+		for _, sub := range t.subdirs(r.path) {
+			if _, followed := t.children[sub]; !followed {
+				t.stale[sub] = struct{}{}
+			}
+		}
+	}
 }
 
 // ready reports whether a state may be sent: nothing is stale and

@@ -1,0 +1,307 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	kafka "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+func strPtr(s string) *string { return &s }
+
+// describedQuotas formats kadm's answer as "entity: key=value ..." lines,
+// sorted, for comparison.
+func describedQuotas(qs kadm.DescribedClientQuotas) []string {
+	var out []string
+	for _, q := range qs {
+		line := q.Entity.String() + ":"
+		for _, v := range q.Values {
+			line += fmt.Sprintf(" %s=%g", v.Key, v.Value)
+		}
+		out = append(out, line)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestClientQuotasThroughKadm: AlterClientQuotas stores quotas of every
+// entity shape, validate_only stores nothing, an unknown key or a bad
+// entity is INVALID_REQUEST with Kafka's message; DescribeClientQuotas
+// filters by exact name, default and any, strictly or not.
+func TestClientQuotasThroughKadm(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	ctx := testContext(t, time.Minute)
+	adm := kadm.NewClient(newClient(t, b))
+	user := func(name *string) kadm.ClientQuotaEntityComponent {
+		return kadm.ClientQuotaEntityComponent{Type: "user", Name: name}
+	}
+	client := func(name *string) kadm.ClientQuotaEntityComponent {
+		return kadm.ClientQuotaEntityComponent{Type: "client-id", Name: name}
+	}
+	set := func(key string, v float64) kadm.AlterClientQuotaOp {
+		return kadm.AlterClientQuotaOp{Key: key, Value: v}
+	}
+	entries := []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{user(strPtr("alice"))}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1048576)}},
+		{Entity: kadm.ClientQuotaEntity{user(strPtr("alice")), client(strPtr("app"))}, Ops: []kadm.AlterClientQuotaOp{set("consumer_byte_rate", 2048), set("request_percentage", 50.5)}},
+		{Entity: kadm.ClientQuotaEntity{user(nil)}, Ops: []kadm.AlterClientQuotaOp{set("controller_mutation_rate", 10)}},
+		{Entity: kadm.ClientQuotaEntity{client(nil)}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 500)}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: strPtr("10.0.0.1")}}, Ops: []kadm.AlterClientQuotaOp{set("connection_creation_rate", 5)}},
+	}
+	if res, err := adm.ValidateAlterClientQuotas(ctx, entries); err != nil {
+		t.Fatalf("validate: %v", err)
+	} else {
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("validate %s: got %v, want no error", r.Entity, r.Err)
+			}
+		}
+	}
+	if got, err := adm.DescribeClientQuotas(ctx, false, nil); err != nil || len(got) != 0 {
+		t.Fatalf("after validate_only: got %v, %v, want no quota", describedQuotas(got), err)
+	}
+	res, err := adm.AlterClientQuotas(ctx, entries)
+	if err != nil {
+		t.Fatalf("alter: %v", err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("alter %s: got %v, want no error", r.Entity, r.Err)
+		}
+	}
+	for _, bad := range []struct {
+		entry kadm.AlterClientQuotaEntry
+		msg   string
+	}{
+		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{user(strPtr("alice"))}, Ops: []kadm.AlterClientQuotaOp{set("producer.byte.rate", 1)}},
+			"Invalid configuration key producer.byte.rate"},
+		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{user(strPtr("alice"))}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1.5)}},
+			"Configuration producer_byte_rate must be a Long value"},
+		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: strPtr("10.0.0.1")}, user(nil)}, Ops: []kadm.AlterClientQuotaOp{set("connection_creation_rate", 1)}},
+			"Invalid quota entity combination, IP entity should not be used with user/client ID entity."},
+		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "group", Name: strPtr("g")}}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}},
+			"Unhandled client quota entity type: group"},
+		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{user(strPtr(""))}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}},
+			"Empty user not supported"},
+	} {
+		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{bad.entry})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("alter %s: got %v, %v, want one result", bad.entry.Entity, res, err)
+		}
+		if !errors.Is(res[0].Err, kerr.InvalidRequest) || res[0].ErrMessage != bad.msg {
+			t.Errorf("alter %s %v: got %v %q, want INVALID_REQUEST %q", bad.entry.Entity, bad.entry.Ops, res[0].Err, res[0].ErrMessage, bad.msg)
+		}
+	}
+
+	exact := func(typ, name string) kadm.DescribeClientQuotaComponent {
+		return kadm.DescribeClientQuotaComponent{Type: typ, MatchName: strPtr(name), MatchType: 0}
+	}
+	for _, c := range []struct {
+		what   string
+		strict bool
+		filter []kadm.DescribeClientQuotaComponent
+		want   []string
+	}{
+		{"everything", false, nil, []string{
+			"{client-id=<default>}: producer_byte_rate=500",
+			"{ip=10.0.0.1}: connection_creation_rate=5",
+			"{user=<default>}: controller_mutation_rate=10",
+			"{user=alice, client-id=app}: consumer_byte_rate=2048 request_percentage=50.5",
+			"{user=alice}: producer_byte_rate=1.048576e+06",
+		}},
+		{"user alice", false, []kadm.DescribeClientQuotaComponent{exact("user", "alice")}, []string{
+			"{user=alice, client-id=app}: consumer_byte_rate=2048 request_percentage=50.5",
+			"{user=alice}: producer_byte_rate=1.048576e+06",
+		}},
+		{"user alice, strictly", true, []kadm.DescribeClientQuotaComponent{exact("user", "alice")}, []string{
+			"{user=alice}: producer_byte_rate=1.048576e+06",
+		}},
+		{"the default user", false, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchType: 1}}, []string{
+			"{user=<default>}: controller_mutation_rate=10",
+		}},
+		{"any client id", true, []kadm.DescribeClientQuotaComponent{{Type: "client-id", MatchType: 2}}, []string{
+			"{client-id=<default>}: producer_byte_rate=500",
+		}},
+		{"an ip", false, []kadm.DescribeClientQuotaComponent{exact("ip", "10.0.0.1")}, []string{
+			"{ip=10.0.0.1}: connection_creation_rate=5",
+		}},
+	} {
+		got, err := adm.DescribeClientQuotas(ctx, c.strict, c.filter)
+		if err != nil {
+			t.Fatalf("describe %s: %v", c.what, err)
+		}
+		if g := describedQuotas(got); !slices.Equal(g, c.want) {
+			t.Errorf("describe %s: got %q, want %q", c.what, g, c.want)
+		}
+	}
+	_, err = adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchType: 2}, {Type: "ip", MatchType: 2}})
+	if !errors.Is(err, kerr.InvalidRequest) {
+		t.Errorf("describe users with ips: got %v, want INVALID_REQUEST", err)
+	}
+
+	// Removing every quota of an entity removes it.
+	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: kadm.ClientQuotaEntity{user(strPtr("alice"))},
+		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("remove alice's quota: got %v, %v", res, err)
+	}
+	got, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{exact("user", "alice")})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("after removing alice's quota: got %q, %v, want none", describedQuotas(got), err)
+	}
+}
+
+// TestClientQuotasSaramaAndKafkaGo: the calls of sarama's
+// TestFuncAdminQuotas and kafka-go's TestClientAlterClientQuotas.
+func TestClientQuotasSaramaAndKafkaGo(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	ctx := testContext(t, time.Minute)
+
+	cfg := sarama.NewConfig()
+	cfg.Version = saramaVersion
+	admin, err := sarama.NewClusterAdmin([]string{b.Addr().String()}, cfg)
+	if err != nil {
+		t.Fatalf("sarama admin: %v", err)
+	}
+	defer admin.Close()
+	entity := []sarama.QuotaEntityComponent{{EntityType: sarama.QuotaEntityUser, MatchType: sarama.QuotaMatchExact, Name: "sarama-user"},
+		{EntityType: sarama.QuotaEntityClientID, MatchType: sarama.QuotaMatchDefault}}
+	if err := admin.AlterClientQuotas(entity, sarama.ClientQuotasOp{Key: "producer_byte_rate", Value: 1024000}, false); err != nil {
+		t.Fatalf("sarama AlterClientQuotas: %v", err)
+	}
+	described, err := admin.DescribeClientQuotas([]sarama.QuotaFilterComponent{{EntityType: sarama.QuotaEntityUser, MatchType: sarama.QuotaMatchExact, Match: "sarama-user"}}, false)
+	if err != nil {
+		t.Fatalf("sarama DescribeClientQuotas: %v", err)
+	}
+	if len(described) != 1 || described[0].Values["producer_byte_rate"] != 1024000 || len(described[0].Entity) != 2 {
+		t.Fatalf("sarama DescribeClientQuotas: got %+v, want sarama-user's default client's producer_byte_rate 1024000", described)
+	}
+
+	client := &kafka.Client{Addr: kafka.TCP(b.Addr().String()), Timeout: 30 * time.Second}
+	alterResp, err := client.AlterClientQuotas(ctx, &kafka.AlterClientQuotasRequest{Entries: []kafka.AlterClientQuotaEntry{{
+		Entities: []kafka.AlterClientQuotaEntity{{EntityType: "client-id", EntityName: "my-client-id"}},
+		Ops:      []kafka.AlterClientQuotaOps{{Key: "producer_byte_rate", Value: 500000}},
+	}}})
+	if err != nil || len(alterResp.Entries) != 1 || alterResp.Entries[0].Error != nil {
+		t.Fatalf("kafka-go AlterClientQuotas: got %+v, %v", alterResp, err)
+	}
+	describeResp, err := client.DescribeClientQuotas(ctx, &kafka.DescribeClientQuotasRequest{Components: []kafka.DescribeClientQuotasRequestComponent{
+		{EntityType: "client-id", MatchType: 0, Match: "my-client-id"}}})
+	if err != nil || describeResp.Error != nil || len(describeResp.Entries) != 1 ||
+		len(describeResp.Entries[0].Values) != 1 || describeResp.Entries[0].Values[0].Value != 500000 {
+		t.Fatalf("kafka-go DescribeClientQuotas: got %+v, %v", describeResp, err)
+	}
+}
+
+// TestProducerByteRateQuota: two producers on one broker produce as fast
+// as they can side by side; one's client id has a 1 MiB/s
+// producer_byte_rate. Over whole cycles of the quota's window, the
+// limited one produces within 10 % of its quota, throttled and muted,
+// while the other is not held back (several times the quota).
+func TestProducerByteRateQuota(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for half a minute")
+	}
+	const quota = 1 << 20
+	b := startBroker(t, testConfig(t))
+	ctx := testContext(t, 2*time.Minute)
+	const topic = "quota"
+	createTopic(t, b, topic, 2, nil)
+	if _, err := b.backend.AlterClientQuotas(ctx, coord.QuotaEntity{ClientID: "limited"},
+		[]coord.ConfigAlteration{{Op: coord.ConfigSet, Key: coord.QuotaProducerByteRate, Value: fmt.Sprint(quota)}}); err != nil {
+		t.Fatalf("set the quota: %v", err)
+	}
+	if !waitUntil(30*time.Second, func() bool {
+		st, _ := b.dyn.Applied()
+		return st != nil && len(st.Quotas) == 1
+	}) {
+		t.Fatalf("the broker did not apply the quota within 30 s")
+	}
+
+	// Each producer sends 16 KiB records, uncompressed, as fast as its
+	// acknowledgements come back; produced counts the bytes acknowledged.
+	value := make([]byte, 16<<10)
+	var produced [2]atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, id := range []string{"limited", "unlimited"} {
+		cl := newClient(t, b, kgo.ClientID(id), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+			kgo.MaxBufferedRecords(256), kgo.ProducerBatchMaxBytes(64<<10))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cl.Produce(ctx, &kgo.Record{Partition: int32(i), Value: value}, func(r *kgo.Record, err error) {
+					if err == nil {
+						produced[i].Add(int64(len(r.Value)))
+					}
+				})
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+
+	// A client as greedy as these gets its quota in bursts: the rate is
+	// measured over quota.window.num samples of
+	// quota.window.size.seconds, at least all but one of them (Kafka's
+	// Rate), so a client takes quota × 10 s at once, is throttled until
+	// that burst's sample leaves the span, and starts again: one burst
+	// every 11 s (the quota unit tests show the same of Kafka's
+	// arithmetic). Its rate is its quota over whole cycles, so the test
+	// measures two cycles, from the middle of a quiet spell: it finds a
+	// burst after the first (the throttle's first cycle), waits half a
+	// cycle, and measures 22 s.
+	const cycle = 11 * time.Second
+	waitFor := func(d time.Duration) {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			t.Fatal("test context ended")
+		}
+	}
+	waitFor(cycle / 2)
+	last := produced[0].Load()
+	for {
+		waitFor(100 * time.Millisecond)
+		now := produced[0].Load()
+		if now-last > 2*quota/10 {
+			break // more than twice the quota's rate: a burst
+		}
+		last = now
+	}
+	waitFor(cycle / 2)
+	start := [2]int64{produced[0].Load(), produced[1].Load()}
+	began := time.Now()
+	waitFor(2 * cycle)
+	elapsed := time.Since(began).Seconds()
+	limited := float64(produced[0].Load()-start[0]) / elapsed
+	unlimited := float64(produced[1].Load()-start[1]) / elapsed
+	t.Logf("over %.1f s: limited %.0f B/s (%.2f × quota), unlimited %.0f B/s (%.2f × quota)",
+		elapsed, limited, limited/quota, unlimited, unlimited/quota)
+	if limited > 1.1*quota || limited < 0.9*quota {
+		t.Errorf("limited producer: got %.0f B/s, want within 10%% of %d", limited, quota)
+	}
+	if unlimited < 4*quota {
+		t.Errorf("unlimited producer: got %.0f B/s, want at least 4 × %d", unlimited, quota)
+	}
+}
