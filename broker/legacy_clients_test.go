@@ -2,13 +2,17 @@ package broker
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -186,4 +190,109 @@ func checkStoredCodec(t *testing.T, b *Broker, topic string, codec int16) {
 		}
 		pos += 12 + int(int32(uint32(data[pos+8])<<24|uint32(data[pos+9])<<16|uint32(data[pos+10])<<8|uint32(data[pos+11])))
 	}
+}
+
+// legacyMessage encodes one message of magic (0 or 1) with kmsg, its
+// size and CRC-32 computed here.
+func legacyMessage(magic int8, offset int64, attrs int8, key, value []byte) []byte {
+	var raw []byte
+	if magic == 0 {
+		m := kmsg.MessageV0{Offset: offset, Magic: 0, Attributes: attrs, Key: key, Value: value}
+		raw = m.AppendTo(nil)
+	} else {
+		m := kmsg.MessageV1{Offset: offset, Magic: 1, Attributes: attrs, Timestamp: time.Now().UnixMilli(), Key: key, Value: value}
+		raw = m.AppendTo(nil)
+	}
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[12:], crc32.ChecksumIEEE(raw[16:]))
+	return raw
+}
+
+// gzipped returns b gzip-compressed.
+func gzipped(t testing.TB, b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// hostileLegacySets are legacy message sets that must be refused, with
+// the error each gets.
+func hostileLegacySets(t testing.TB) []struct {
+	name string
+	set  []byte
+	want error
+} {
+	good := legacyMessage(1, 0, 0, []byte("k"), []byte("v"))
+	badCRC := append([]byte(nil), good...)
+	badCRC[len(badCRC)-1] ^= 0xff
+	magic2 := append([]byte(nil), good...)
+	magic2[16] = 2
+	binary.BigEndian.PutUint32(magic2[12:], crc32.ChecksumIEEE(magic2[16:]))
+	nested := legacyMessage(1, 0, 1, nil, gzipped(t, legacyMessage(1, 0, 1, nil, gzipped(t, good))))
+	// 96 MiB of zeros gzip to about 100 KiB: past the 64 MiB bound of the
+	// default max.message.bytes.
+	bomb := legacyMessage(1, 0, 1, nil, gzipped(t, make([]byte, 96<<20)))
+	return []struct {
+		name string
+		set  []byte
+		want error
+	}{
+		{"bad crc", badCRC, kerr.CorruptMessage},
+		{"cut short", good[:len(good)-2], kerr.CorruptMessage},
+		{"magic 2 in Produce v2", magic2, kerr.InvalidRecord},
+		{"nested wrapper", nested, kerr.InvalidRecord},
+		{"gzip bomb", bomb, kerr.MessageTooLarge},
+	}
+}
+
+// TestHostileLegacyProduce sends malformed legacy message sets in
+// Produce v2 and v0 on one connection: each gets its Kafka error and
+// appends nothing, valid sets between them are appended, and the broker
+// keeps serving.
+func TestHostileLegacyProduce(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	const topic = "hostile-legacy"
+	createLocalTopic(t, b, topic, 1)
+	nc := dialBroker(t, b)
+	corr := int32(0)
+	produce := func(version int16, set []byte) kmsg.ProduceResponseTopicPartition {
+		req := produceRequest(topic, set)
+		req.SetVersion(version)
+		corr++
+		return roundTrip(t, nc, req, corr).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	}
+	var valid [][]byte
+	produceValid := func(version int16) {
+		value := fmt.Appendf(nil, "valid-%d", len(valid))
+		magic := int8(0)
+		if version == 2 {
+			magic = 1
+		}
+		set := legacyMessage(magic, 0, 1, nil, gzipped(t, legacyMessage(magic, 0, 0, nil, value)))
+		if sp := produce(version, set); sp.ErrorCode != 0 {
+			t.Fatalf("valid set in Produce v%d: got %v, want no error", version, kerr.ErrorForCode(sp.ErrorCode))
+		}
+		valid = append(valid, value)
+	}
+	produceValid(2)
+	for _, c := range hostileLegacySets(t) {
+		for _, version := range []int16{0, 2} {
+			before := endOffset(t, b, topic)
+			if err := kerr.ErrorForCode(produce(version, c.set).ErrorCode); err != c.want {
+				t.Errorf("%s in Produce v%d: got %v, want %v", c.name, version, err, c.want)
+			}
+			if after := endOffset(t, b, topic); after != before {
+				t.Errorf("%s: got the end offset moved from %d to %d, want it unmoved", c.name, before, after)
+			}
+			produceValid(version)
+		}
+	}
+	checkConsumable(t, b, topic, valid)
+	checkServes(t, b)
 }
