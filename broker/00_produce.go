@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -17,10 +18,13 @@ import (
 	"github.com/tripodmq/tripod/txn"
 )
 
-// Produce v3..v11: v3 is the first carrying v2 record batches (the only
-// format the log stores); v12+ is for transactions v2 and v13+ names
-// topics by ID.
-func init() { registerAPI(0, 3, 11, handleProduce) }
+// Produce v0..v11: v0 to v2 carry the legacy message sets (magic 0; magic
+// 1 from v2), which are converted to v2 record batches, the only format
+// the log stores (convertLegacy); v3 is the first carrying v2 batches;
+// v12+ is for transactions v2 and v13+ names topics by ID. librdkafka
+// compresses with gzip, snappy or lz4 only for a broker whose Produce
+// versions include 0 (even when it sends v3+).
+func init() { registerAPI(0, 0, 11, handleProduce) }
 
 // handleProduce appends each partition's batches to its log, stamped with
 // the partition's leader epoch; a partition this broker does not lead gets
@@ -166,7 +170,7 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 	if code := b.checkProducerIDs(c, topic, rp.Partition, rp.Records); code != 0 {
 		return code, nil, nil
 	}
-	code, p := b.checkProduced(r, topic, rp, sp)
+	code, p := b.checkProduced(r, topic, &rp, sp)
 	if p == nil {
 		return code, nil, nil
 	}
@@ -225,8 +229,10 @@ func (b *Broker) appendProduced(r *kmsg.ProduceRequest, topic string, rp kmsg.Pr
 }
 
 // checkProduced checks a partition's batches before their append and
-// returns the partition this broker leads, or nil and the error code.
-func (b *Broker) checkProduced(r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (int16, *replica.Partition) {
+// returns the partition this broker leads, or nil and the error code. A
+// legacy message set (Produce v0-v2) is replaced in rp by the v2 batch
+// it converts to.
+func (b *Broker) checkProduced(r *kmsg.ProduceRequest, topic string, rp *kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (int16, *replica.Partition) {
 	if r.Acks != 0 && r.Acks != 1 && r.Acks != -1 {
 		return kerr.InvalidRequiredAcks.Code, nil
 	}
@@ -245,7 +251,13 @@ func (b *Broker) checkProduced(r *kmsg.ProduceRequest, topic string, rp kmsg.Pro
 	if len(rp.Records) > maxBytes {
 		return kerr.MessageTooLarge.Code, nil
 	}
-	if code := b.validateProduced(p, rp.Records, maxBytes, sp); code != 0 {
+	if r.Version < 3 {
+		converted, code := b.convertLegacy(p, rp.Records, maxBytes, sp)
+		if code != 0 {
+			return code, nil
+		}
+		rp.Records = converted
+	} else if code := b.validateProduced(p, rp.Records, maxBytes, sp); code != 0 {
 		return code, nil
 	}
 	if r.TransactionID == nil && transactional(rp.Records) {
@@ -315,6 +327,36 @@ func (b *Broker) validateProduced(p *replica.Partition, records []byte, maxBytes
 	if err == nil {
 		return 0
 	}
+	return b.refuseProduced(p, err, sp)
+}
+
+// convertLegacy checks a partition's legacy message set (Produce v0-v2)
+// to the last message and converts it to one v2 batch
+// (log.ConvertLegacy, as Kafka's LogValidator converts to message format
+// 2), which the append then treats as a producer's batch without
+// producer id. It returns the batch, or the Kafka error code with the
+// reason in sp's ErrorMessage: those of validateProduced, with
+// INVALID_RECORD too for a message of magic 2 or a compressed message
+// nested in another, and MESSAGE_TOO_LARGE for a batch beyond maxBytes
+// once converted.
+func (b *Broker) convertLegacy(p *replica.Partition, records []byte, maxBytes int, sp *kmsg.ProduceResponseTopicPartition) ([]byte, int16) {
+	compact, _ := config.CleanupPolicy(p.TopicConfigs())
+	batch, err := tlog.ConvertLegacy(records, tlog.ProduceValidation{
+		Compacted:            compact,
+		MaxDecompressedBytes: int64(maxBytes) * decompressionFactor,
+	})
+	if err == nil && len(batch) > maxBytes {
+		err = fmt.Errorf("%w: the converted batch takes %d bytes, max.message.bytes is %d", tlog.ErrRecordTooLarge, len(batch), maxBytes)
+	}
+	if err != nil {
+		return nil, b.refuseProduced(p, err, sp)
+	}
+	return batch, 0
+}
+
+// refuseProduced returns the Kafka error code of a partition's batches
+// that failed their check with err, and puts the reason in sp.
+func (b *Broker) refuseProduced(p *replica.Partition, err error, sp *kmsg.ProduceResponseTopicPartition) int16 {
 	var nullKey *tlog.NullKeyError
 	if errors.As(err, &nullKey) {
 		msg := "Compacted topic cannot accept message without key in topic partition " + p.Name() + "."

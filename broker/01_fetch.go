@@ -14,10 +14,12 @@ import (
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
-// Fetch v4..v12: v4 is the first with v2 record batches and isolation
-// levels, v7 the first with incremental fetch sessions (KIP-227,
-// broker/fetchsession); v13+ names topics by ID.
-func init() { registerAPI(fetchKey, 4, 12, handleFetch) }
+// Fetch v0..v12: v0 to v3 read the legacy message format (magic 0; magic
+// 1 from v2), to which the stored v2 batches are converted
+// (downConvertedRead); v4 is the first with v2 record batches and
+// isolation levels, v7 the first with incremental fetch sessions
+// (KIP-227, broker/fetchsession); v13+ names topics by ID.
+func init() { registerAPI(fetchKey, 0, 12, handleFetch) }
 
 // fetchKey is Fetch's api key.
 const fetchKey = 1
@@ -274,7 +276,13 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				limit = 0
 			}
 			if limit > 0 || total == 0 {
-				data, err := p.Log().ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
+				var data []byte
+				var err error
+				if r.Version < 4 && replicaCodes == nil {
+					data, err = downConvertedRead(p.Log(), r.Version, rp.FetchOffset, max(limit, 1), upTo)
+				} else {
+					data, err = p.Log().ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
+				}
 				switch {
 				case errors.Is(err, tlog.ErrOffsetOutOfRange):
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -284,6 +292,11 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					hasError = true
 				case b.replicas.CheckStorage(p, err):
 					sp.ErrorCode = kerr.KafkaStorageError.Code
+					hasError = true
+				case errors.Is(err, tlog.ErrUnsupportedCompression):
+					// zstd (KIP-110): Kafka answers so a consumer
+					// too old to read it.
+					sp.ErrorCode = kerr.UnsupportedCompressionType.Code
 					hasError = true
 				case err != nil:
 					b.logger.Error("read failed", "partition", p.Name(), "offset", rp.FetchOffset, "error", err)
@@ -310,6 +323,36 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, total, hasError, short
+}
+
+// downConvertedRead reads a partition's log l from fetchOffset, as
+// ReadUpTo(fetchOffset, limit, upTo) does, for a Fetch of version (0 to
+// 3) and returns the records in the legacy format that version reads:
+// magic 1 for v2 and v3, magic 0 before (log.DownConvert, as Kafka's
+// LazyDownConversionRecords), within limit but for a first message that
+// is always whole. A read whose batches all convert to nothing
+// (transaction markers) reads on from after them, so that the consumer
+// gets the records that follow, as Kafka's does.
+func downConvertedRead(l *tlog.Log, version int16, fetchOffset int64, limit int, upTo int64) ([]byte, error) {
+	magic := int8(0)
+	if version >= 2 {
+		magic = 1
+	}
+	for offset := fetchOffset; ; {
+		data, err := l.ReadUpTo(offset, limit, upTo)
+		if err != nil || data == nil {
+			return data, err
+		}
+		converted, err := tlog.DownConvert(data, magic, fetchOffset, limit)
+		if err != nil || len(converted) > 0 {
+			return converted, err
+		}
+		next, ok := tlog.NextOffset(data)
+		if !ok || next <= offset || next >= upTo {
+			return nil, nil
+		}
+		offset = next
+	}
 }
 
 // abortedTransactions returns, for a read_committed fetch from

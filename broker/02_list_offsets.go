@@ -9,10 +9,11 @@ import (
 	"github.com/tripodmq/tripod/broker/replica"
 )
 
-// ListOffsets v1..v9: v0's list of old-style offsets is not spoken; v7
+// ListOffsets v0..v9: v0 answers a list of old-style offsets (sarama
+// configured for Kafka 0.10.0 and older asks so), v1 the one offset; v7
 // adds the max-timestamp query (KIP-734), v8 and v9 the tiered-storage
 // ones (KIP-1005).
-func init() { registerAPI(2, 1, 9, handleListOffsets) }
+func init() { registerAPI(2, 0, 9, handleListOffsets) }
 
 // Special timestamps of a ListOffsets query.
 const (
@@ -34,6 +35,11 @@ const (
 // none). For a read_committed consumer (isolation level 1) the last
 // stable offset takes the high watermark's place in each, as Kafka's
 // lastFetchableOffset does.
+//
+// v0 answers the offset in a list of at most MaxNumOffsets: for earliest
+// and latest what Kafka's legacy answer starts with (the log start; the
+// high watermark), for a timestamp the offset v1 answers. Kafka lists,
+// after the first, the base offsets of older segments; tripod lists none.
 func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ListOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -93,6 +99,12 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 					sp.Offset = offset
 					sp.Timestamp = ts
 					sp.LeaderEpoch = leaderEpoch
+				}
+			}
+			if r.Version == 0 {
+				sp.OldStyleOffsets = []int64{}
+				if sp.ErrorCode == 0 && sp.Offset >= 0 && rp.MaxNumOffsets > 0 {
+					sp.OldStyleOffsets = append(sp.OldStyleOffsets, sp.Offset)
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -407,5 +407,20 @@ func hostileProduceSeeds(tb testing.TB) []requestSeed {
 		req := produceRequest(fuzzTopic, batch)
 		seeds = append(seeds, requestSeed{key: req.Key(), version: req.GetVersion(), body: req.AppendTo(nil)})
 	}
+	// Legacy message sets, valid and not, in Produce v0 and v2; not the
+	// bomb, whose conversion holds what it decompresses.
+	sets := [][]byte{legacyMessage(1, 0, 1, nil, gzipped(tb, legacyMessage(1, 0, 0, []byte("k"), []byte("v"))))}
+	for _, c := range hostileLegacySets(tb) {
+		if c.want != kerr.MessageTooLarge {
+			sets = append(sets, c.set)
+		}
+	}
+	for _, set := range sets {
+		for _, version := range []int16{0, 2} {
+			req := produceRequest(fuzzTopic, set)
+			req.SetVersion(version)
+			seeds = append(seeds, requestSeed{key: req.Key(), version: req.GetVersion(), body: req.AppendTo(nil)})
+		}
+	}
 	return seeds
 }

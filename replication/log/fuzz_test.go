@@ -54,3 +54,49 @@ func FuzzAppend(f *testing.F) {
 		}
 	})
 }
+
+// FuzzConvertLegacy feeds arbitrary bytes to ConvertLegacy, as a produce
+// request of version 0 to 2 may carry them: each call either fails with
+// one of the errors the broker maps to a Kafka code, or returns one v2
+// batch that validates as a producer's and reads back, down-converted to
+// either legacy magic, as records of the same keys and values.
+func FuzzConvertLegacy(f *testing.F) {
+	kvs := someKVs(4)
+	for _, magic := range []int8{0, 1} {
+		f.Add(legacySet(magic, 0, kvs))
+		for _, codec := range []int16{codecGzip, codecSnappy, codecLZ4} {
+			f.Add(wrapper(f, magic, codec, "", kvs))
+		}
+	}
+	f.Add(wrapper(f, 0, codecLZ4, "kafka-0.9", kvs))
+	f.Add(encodeLegacy(1, 0, codecGzip, legacyKV{value: compressWith(f, codecGzip, "", wrapper(f, 1, codecGzip, "", kvs))}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, records []byte) {
+		batch, err := ConvertLegacy(records, ProduceValidation{MaxDecompressedBytes: 1 << 20})
+		if err != nil {
+			for _, want := range []error{ErrCorruptMessage, ErrInvalidRecord, ErrUnsupportedMagic, ErrUnsupportedCompression, ErrRecordTooLarge} {
+				if errors.Is(err, want) {
+					return
+				}
+			}
+			t.Fatalf("ConvertLegacy: unexpected error %v", err)
+		}
+		converted, _ := readV2(t, batch)
+		for _, magic := range []int8{0, 1} {
+			down, err := DownConvert(batch, magic, 0, 1<<30)
+			if err != nil {
+				t.Fatalf("DownConvert to magic %d: %v", magic, err)
+			}
+			msgs := readLegacy(t, down)
+			if len(msgs) != len(converted) {
+				t.Fatalf("magic %d: %d messages, want %d", magic, len(msgs), len(converted))
+			}
+			for i, m := range msgs {
+				r := converted[i]
+				if m.offset != r.offset || !bytes.Equal(m.key, r.key) || (m.key == nil) != (r.key == nil) || !bytes.Equal(m.value, r.value) || (m.value == nil) != (r.value == nil) {
+					t.Fatalf("magic %d message %d: got offset %d key %q value %q, want offset %d key %q value %q", magic, i, m.offset, m.key, m.value, r.offset, r.key, r.value)
+				}
+			}
+		}
+	})
+}
