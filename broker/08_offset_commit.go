@@ -10,9 +10,10 @@ import (
 	"github.com/tripodmq/tripod/group"
 )
 
-// OffsetCommit v0..v8 (v1: commit timestamps, v2..v4: retention, v6:
-// leader epochs, v7: static members).
-func init() { registerAPI(8, 0, 8, handleOffsetCommit) }
+// OffsetCommit v0..v9 (v1: commit timestamps, v2..v4: retention, v6:
+// leader epochs, v7: static members, v9: members of consumer groups of
+// the consumer protocol, by member epoch).
+func init() { registerAPI(8, 0, 9, handleOffsetCommit) }
 
 // pendingCommit is one partition of a commit being written.
 type pendingCommit struct {
@@ -39,6 +40,26 @@ func (b *Broker) offsetToCommit(topic string, partition int32, offset int64, met
 		return group.Offset{}, kerr.OffsetMetadataTooLarge.Code
 	}
 	return group.Offset{Offset: offset, LeaderEpoch: -1, Metadata: meta, CommitTimestamp: now.UnixMilli(), ExpireTimestamp: -1}, 0
+}
+
+// validateCommit checks an OffsetCommit's member and generation (or, in
+// a consumer group of the consumer protocol, member epoch) against its
+// group. The caller holds sh.mu.
+func (c *groupCoordinator) validateCommit(sh *groupShard, r *kmsg.OffsetCommitRequest, now time.Time) int16 {
+	if cg := sh.consumers[r.Group]; cg != nil {
+		return cg.ValidateCommit(r.MemberID, r.Generation, false, r.Version)
+	}
+	g := sh.groups[r.Group]
+	switch {
+	case g == nil && r.Generation >= 0:
+		return kerr.IllegalGeneration.Code
+	case g == nil:
+		g = sh.getOrCreate(c, r.Group)
+		defer sh.dropIfUnused(g)
+	}
+	code, out := g.ValidateCommit(now, r.Generation, r.MemberID, r.InstanceID)
+	sh.apply(c, g, out)
+	return code
 }
 
 // handleOffsetCommit checks the member and generation, appends the
@@ -71,18 +92,7 @@ func handleOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Respon
 	}
 	defer sh.mu.Unlock()
 	now := time.Now()
-	g := sh.groups[r.Group]
-	switch {
-	case g == nil && r.Generation >= 0:
-		setAll(kerr.IllegalGeneration.Code)
-		return resp, nil, nil
-	case g == nil:
-		g = sh.getOrCreate(b.groups, r.Group)
-		defer sh.dropIfUnused(g)
-	}
-	code, out := g.ValidateCommit(now, r.Generation, r.MemberID, r.InstanceID)
-	sh.apply(b.groups, g, out)
-	if code != 0 {
+	if code := b.groups.validateCommit(sh, r, now); code != 0 {
 		setAll(code)
 		return resp, nil, nil
 	}

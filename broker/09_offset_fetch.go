@@ -10,9 +10,10 @@ import (
 	"github.com/tripodmq/tripod/group"
 )
 
-// OffsetFetch v0..v8 (v2+: every topic when none is named; v8: several
-// groups at once).
-func init() { registerAPI(9, 0, 8, handleOffsetFetch) }
+// OffsetFetch v0..v9 (v2+: every topic when none is named; v8: several
+// groups at once; v9: the member id and epoch of a consumer-protocol
+// member, checked as Kafka does).
+func init() { registerAPI(9, 0, 9, handleOffsetFetch) }
 
 // handleOffsetFetch answers the committed offsets of groups this broker
 // coordinates; a partition without one gets offset -1. With
@@ -33,7 +34,7 @@ func handleOffsetFetch(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			}
 			sg := kmsg.NewOffsetFetchResponseGroup()
 			sg.Group = rg.Group
-			code, got := b.fetchOffsets(rg.Group, topics, r.RequireStable)
+			code, got := b.fetchOffsets(rg.Group, topics, r.RequireStable, rg.MemberID, rg.MemberEpoch)
 			sg.ErrorCode = code
 			for _, t := range got {
 				st := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -56,7 +57,7 @@ func handleOffsetFetch(_ context.Context, b *Broker, req *request) (kmsg.Respons
 	if r.Topics == nil && r.Version >= 2 {
 		topics = nil
 	}
-	code, got := b.fetchOffsets(r.Group, topics, r.Version >= 7 && r.RequireStable)
+	code, got := b.fetchOffsets(r.Group, topics, r.Version >= 7 && r.RequireStable, nil, -1)
 	if r.Version >= 2 {
 		resp.ErrorCode = code
 	}
@@ -98,8 +99,10 @@ type fetchedOffset struct {
 // topic it has committed), or the group's error code; with an error every
 // named partition carries it too, as Kafka's v0 and v1 answers need. With
 // requireStable a partition with a transactional offset pending gets
-// UNSTABLE_OFFSET_COMMIT and offset -1.
-func (b *Broker) fetchOffsets(groupID string, topics []offsetFetchTopic, requireStable bool) (int16, []fetchedTopic) {
+// UNSTABLE_OFFSET_COMMIT and offset -1. memberID (nil: none) and
+// memberEpoch are an OffsetFetch v9's, checked against a consumer group
+// of the consumer protocol (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
+func (b *Broker) fetchOffsets(groupID string, topics []offsetFetchTopic, requireStable bool, memberID *string, memberEpoch int32) (int16, []fetchedTopic) {
 	sh, code := b.groups.shard(groupID)
 	if code != 0 {
 		out := make([]fetchedTopic, 0, len(topics))
@@ -113,6 +116,15 @@ func (b *Broker) fetchOffsets(groupID string, topics []offsetFetchTopic, require
 		return code, out
 	}
 	defer sh.mu.Unlock()
+	if cg := sh.consumers[groupID]; cg != nil {
+		id := ""
+		if memberID != nil {
+			id = *memberID
+		}
+		if code := cg.ValidateFetch(id, memberEpoch); code != 0 {
+			return code, nil
+		}
+	}
 	committed := sh.offsets.Group(groupID)
 	if topics == nil {
 		for topic, parts := range committed {

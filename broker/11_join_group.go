@@ -28,6 +28,14 @@ func handleJoinGroup(_ context.Context, b *Broker, req *request) (kmsg.Response,
 		return failed(code), nil, nil
 	}
 	defer sh.mu.Unlock()
+	if cg := sh.consumers[r.Group]; cg != nil {
+		if cg.NumMembers() > 0 {
+			// Kafka without its online migration: a classic member
+			// cannot join a consumer group of the consumer protocol.
+			return failed(kerr.GroupIDNotFound.Code), nil, nil
+		}
+		b.groups.dropEmptyConsumerGroup(sh, r.Group)
+	}
 	g := sh.getOrCreate(b.groups, r.Group)
 	w, ch := b.groups.newWaiter(sh)
 	sh.apply(b.groups, g, g.Join(time.Now(), w, r, clientID(req), clientHost(req)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -24,7 +25,10 @@ func handleDescribeGroups(_ context.Context, b *Broker, req *request) (kmsg.Resp
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}
-		if g := sh.groups[id]; g != nil {
+		if sh.consumers[id] != nil {
+			// Kafka: DescribeGroups describes classic groups only.
+			dg.ErrorCode = kerr.GroupIDNotFound.Code
+		} else if g := sh.groups[id]; g != nil {
 			dg = g.Describe()
 			dg.Group = id
 		} else {

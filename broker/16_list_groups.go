@@ -35,6 +35,15 @@ func handleListGroups(_ context.Context, b *Broker, req *request) (kmsg.Response
 				lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, g.ProtocolType(), state, "classic"
 				resp.Groups = append(resp.Groups, lg)
 			}
+			for id, g := range sh.consumers {
+				state := g.State()
+				if len(r.StatesFilter) > 0 && !slices.ContainsFunc(r.StatesFilter, func(s string) bool { return strings.EqualFold(s, state) }) {
+					continue
+				}
+				lg := kmsg.NewListGroupsResponseGroup()
+				lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, "consumer", state, "consumer"
+				resp.Groups = append(resp.Groups, lg)
+			}
 		}
 		sh.mu.Unlock()
 	}

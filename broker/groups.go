@@ -17,6 +17,7 @@ import (
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
+	"github.com/tripodmq/tripod/group/consumer"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -34,6 +35,9 @@ import (
 type groupCoordinator struct {
 	b   *Broker
 	cfg group.Config
+	// ccfg is the configuration of consumer groups of the consumer
+	// protocol (KIP-848).
+	ccfg consumer.Config
 
 	// mu guards shards. It is never held while a shard's mu is taken,
 	// nor taken while one is held.
@@ -77,7 +81,10 @@ type groupShard struct {
 	state shardState
 	// groups are the groups this shard coordinates, with the time each
 	// must next be ticked (absent: no timer).
-	groups    map[string]*group.Group
+	groups map[string]*group.Group
+	// consumers are the consumer groups of the consumer protocol
+	// (KIP-848); a group id is in groups or consumers, never both.
+	consumers map[string]*consumer.Group
 	deadlines map[string]time.Time
 	// offsets are the committed offsets, and offsetAt the log offset of
 	// the record each came from: a commit whose replication completes
@@ -98,7 +105,7 @@ type groupShard struct {
 // newGroupCoordinator returns the coordinator of b; start runs its timer.
 func newGroupCoordinator(b *Broker) *groupCoordinator {
 	return &groupCoordinator{
-		b: b, cfg: b.cfg.GroupConfig(),
+		b: b, cfg: b.cfg.GroupConfig(), ccfg: b.cfg.ConsumerGroupConfig(),
 		shards:  map[int32]*groupShard{},
 		wake:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
@@ -160,7 +167,7 @@ func (c *groupCoordinator) roleChanged(p *replica.Partition) {
 	default:
 	}
 	sh := &groupShard{index: p.Index(), epoch: epoch, p: p, state: shardLoading,
-		groups: map[string]*group.Group{}, deadlines: map[string]time.Time{},
+		groups: map[string]*group.Group{}, consumers: map[string]*consumer.Group{}, deadlines: map[string]time.Time{},
 		offsets: group.NewOffsets(), offsetAt: map[group.OffsetKey]int64{}, txnOffsets: group.NewTxnOffsets(),
 		waiters: map[group.Waiter]chan group.Reply{}, lastStore: map[string]chan struct{}{}}
 	c.shards[p.Index()] = sh
@@ -212,6 +219,7 @@ func (c *groupCoordinator) load(sh *groupShard) {
 	l := sh.p.Log()
 	end := l.EndOffset()
 	values := map[string]*kmsg.GroupMetadataValue{}
+	consumers := consumer.NewLoader()
 	offsets := group.NewOffsets()
 	offsetAt := map[group.OffsetKey]int64{}
 	txnOffsets := group.NewTxnOffsets()
@@ -273,6 +281,14 @@ func (c *groupCoordinator) load(sh *groupShard) {
 			if o >= end {
 				return nil
 			}
+			if consumer.IsConsumerGroupKey(key) {
+				if err := consumers.Apply(key, value); err != nil {
+					skipped++
+					return nil
+				}
+				records++
+				return nil
+			}
 			rec, err := group.DecodeRecord(key, value)
 			if err != nil {
 				skipped++
@@ -311,8 +327,12 @@ func (c *groupCoordinator) load(sh *groupShard) {
 		sh.groups[id] = g
 		sh.apply(c, g, out)
 	}
+	for _, g := range consumers.Groups(c.ccfg, now) {
+		sh.consumers[g.ID()] = g
+		sh.setDeadline(c, g.ID(), g.Deadline())
+	}
 	for _, id := range offsets.Groups() {
-		if sh.groups[id] == nil {
+		if sh.groups[id] == nil && sh.consumers[id] == nil {
 			sh.groups[id] = group.New(id, c.cfg)
 		}
 	}
@@ -406,6 +426,17 @@ func (sh *groupShard) dropIfUnused(g *group.Group) {
 		delete(sh.groups, g.ID())
 		delete(sh.deadlines, g.ID())
 	}
+}
+
+// setDeadline sets when group id's timer must next fire (zero: none).
+// The caller holds sh.mu.
+func (sh *groupShard) setDeadline(c *groupCoordinator, id string, deadline time.Time) {
+	if deadline.IsZero() {
+		delete(sh.deadlines, id)
+		return
+	}
+	sh.deadlines[id] = deadline
+	c.poke()
 }
 
 // deliver hands replies to their held requests. The caller holds sh.mu.
@@ -612,8 +643,13 @@ func (c *groupCoordinator) tick(now time.Time) time.Time {
 		sh.mu.Lock()
 		if sh.state == shardActive {
 			for id, dl := range sh.deadlines {
-				if g := sh.groups[id]; g != nil && !dl.After(now) {
+				if dl.After(now) {
+					continue
+				}
+				if g := sh.groups[id]; g != nil {
 					sh.apply(c, g, g.Tick(now))
+				} else if cg := sh.consumers[id]; cg != nil {
+					c.applyConsumer(sh, cg, cg.Tick(now))
 				}
 			}
 			for _, dl := range sh.deadlines {
@@ -645,6 +681,9 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 // expireShard is expireOffsets for one shard. The caller holds sh.mu.
 func (c *groupCoordinator) expireShard(sh *groupShard, now time.Time) {
 	expired := sh.offsets.Expired(now, c.b.cfg.OffsetsRetention, func(id string) group.Activity {
+		if cg := sh.consumers[id]; cg != nil {
+			return group.Activity{Known: true, HasMembers: cg.NumMembers() > 0, ProtocolType: "consumer"}
+		}
 		g := sh.groups[id]
 		if g == nil {
 			return group.Activity{}
@@ -697,6 +736,9 @@ func (c *groupCoordinator) topicsDeleted(topics []string) {
 		sh.mu.Lock()
 		if sh.state == shardActive {
 			c.dropTopicOffsets(sh, gone)
+			for _, cg := range sh.consumers {
+				c.applyConsumer(sh, cg, cg.MetadataChanged(c.image()))
+			}
 		}
 		sh.mu.Unlock()
 	}

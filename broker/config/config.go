@@ -23,6 +23,7 @@ import (
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/group"
+	"github.com/tripodmq/tripod/group/consumer"
 	"github.com/tripodmq/tripod/replication"
 	tlog "github.com/tripodmq/tripod/replication/log"
 )
@@ -330,6 +331,33 @@ type Config struct {
 	// GroupMaxSize bounds a group's members (group.max.size). Default
 	// 2147483647; at least 1.
 	GroupMaxSize int32
+	// GroupConsumerSessionTimeout is how long a member of a consumer
+	// group of the consumer protocol (KIP-848) may go without a
+	// heartbeat before it is removed (group.consumer.session.timeout.ms,
+	// default 45 s), within GroupConsumerMinSessionTimeout and
+	// GroupConsumerMaxSessionTimeout (group.consumer.min.session.timeout.ms,
+	// default 45 s, at least 1 ms; group.consumer.max.session.timeout.ms,
+	// default 60 s).
+	GroupConsumerSessionTimeout    time.Duration
+	GroupConsumerMinSessionTimeout time.Duration
+	GroupConsumerMaxSessionTimeout time.Duration
+	// GroupConsumerHeartbeatInterval is how often such members are told
+	// to heartbeat (group.consumer.heartbeat.interval.ms, default 5 s),
+	// below the session timeout and within
+	// GroupConsumerMinHeartbeatInterval and
+	// GroupConsumerMaxHeartbeatInterval
+	// (group.consumer.min.heartbeat.interval.ms, default 5 s, at least
+	// 1 ms; group.consumer.max.heartbeat.interval.ms, default 15 s).
+	GroupConsumerHeartbeatInterval    time.Duration
+	GroupConsumerMinHeartbeatInterval time.Duration
+	GroupConsumerMaxHeartbeatInterval time.Duration
+	// GroupConsumerAssignors are the server-side assignors of consumer
+	// groups, the first the default (group.consumer.assignors, default
+	// uniform,range; each uniform or range).
+	GroupConsumerAssignors []string
+	// GroupConsumerMaxSize bounds a consumer group's members
+	// (group.consumer.max.size). Default 2147483647; at least 1.
+	GroupConsumerMaxSize int32
 	// OffsetsTopicNumPartitions is the partition count of
 	// __consumer_offsets when the broker creates it
 	// (offsets.topic.num.partitions). Default 50; 1 .. 1000000.
@@ -426,6 +454,7 @@ func DefaultConfig() Config {
 	defaultReplication := replication.DefaultConfig()
 	defaultLog := tlog.DefaultConfig()
 	defaultGroup := group.DefaultConfig()
+	defaultConsumerGroup := consumer.DefaultConfig()
 	return Config{
 		BrokerID:                   1,
 		Listeners:                  "PLAINTEXT://127.0.0.1:9092",
@@ -485,10 +514,20 @@ func DefaultConfig() Config {
 		ProducerIDExpiration:              24 * time.Hour,
 		ProducerIDExpirationCheckInterval: 10 * time.Minute,
 
-		GroupMinSessionTimeout:        defaultGroup.MinSessionTimeout,
-		GroupMaxSessionTimeout:        defaultGroup.MaxSessionTimeout,
-		GroupInitialRebalanceDelay:    defaultGroup.InitialRebalanceDelay,
-		GroupMaxSize:                  int32(defaultGroup.MaxSize),
+		GroupMinSessionTimeout:     defaultGroup.MinSessionTimeout,
+		GroupMaxSessionTimeout:     defaultGroup.MaxSessionTimeout,
+		GroupInitialRebalanceDelay: defaultGroup.InitialRebalanceDelay,
+		GroupMaxSize:               int32(defaultGroup.MaxSize),
+
+		GroupConsumerSessionTimeout:       defaultConsumerGroup.SessionTimeout,
+		GroupConsumerMinSessionTimeout:    45 * time.Second,
+		GroupConsumerMaxSessionTimeout:    60 * time.Second,
+		GroupConsumerHeartbeatInterval:    defaultConsumerGroup.HeartbeatInterval,
+		GroupConsumerMinHeartbeatInterval: 5 * time.Second,
+		GroupConsumerMaxHeartbeatInterval: 15 * time.Second,
+		GroupConsumerAssignors:            defaultConsumerGroup.Assignors,
+		GroupConsumerMaxSize:              int32(defaultConsumerGroup.MaxSize),
+
 		OffsetsTopicNumPartitions:     50,
 		OffsetsTopicReplicationFactor: 3,
 		OffsetsTopicSegmentBytes:      104857600,
@@ -818,6 +857,9 @@ func (c Config) validateGroups() error {
 	if err := c.GroupConfig().Validate(); err != nil {
 		return err
 	}
+	if err := c.validateConsumerGroups(); err != nil {
+		return err
+	}
 	switch {
 	case c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > MaxPartitions:
 		return fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicNumPartitions, MaxPartitions)
@@ -948,6 +990,49 @@ var brokerKeys = map[string]configKey{
 	"group.max.size": int32Key(func(c *Config) *int32 { return &c.GroupMaxSize }).documented(keyDoc{
 		section: "Group coordinator", allowed: "1 .. 2147483647",
 		meaning: "members of one group (GROUP_MAX_SIZE_REACHED past it)",
+	}),
+	"group.consumer.session.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupConsumerSessionTimeout }).documented(keyDoc{
+		section: "Group coordinator", allowed: "`group.consumer.min.session.timeout.ms` .. `group.consumer.max.session.timeout.ms`",
+		meaning: "how long a consumer-protocol member (KIP-848) may go without a heartbeat before it is removed",
+	}),
+	"group.consumer.min.session.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupConsumerMinSessionTimeout }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 1",
+		meaning: "the lower bound of `group.consumer.session.timeout.ms`",
+	}),
+	"group.consumer.max.session.timeout.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupConsumerMaxSessionTimeout }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ `group.consumer.min.session.timeout.ms`",
+		meaning: "the upper bound of `group.consumer.session.timeout.ms`",
+	}),
+	"group.consumer.heartbeat.interval.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupConsumerHeartbeatInterval }).documented(keyDoc{
+		section: "Group coordinator", allowed: "`group.consumer.min.heartbeat.interval.ms` .. `group.consumer.max.heartbeat.interval.ms`, < `group.consumer.session.timeout.ms`",
+		meaning: "how often consumer-protocol members are told to heartbeat",
+	}),
+	"group.consumer.min.heartbeat.interval.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupConsumerMinHeartbeatInterval }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ 1",
+		meaning: "the lower bound of `group.consumer.heartbeat.interval.ms`",
+	}),
+	"group.consumer.max.heartbeat.interval.ms": millisKey(func(c *Config) *time.Duration { return &c.GroupConsumerMaxHeartbeatInterval }).documented(keyDoc{
+		section: "Group coordinator", allowed: "≥ `group.consumer.min.heartbeat.interval.ms`",
+		meaning: "the upper bound of `group.consumer.heartbeat.interval.ms`",
+	}),
+	"group.consumer.assignors": configKey{
+		set: func(c *Config, k, v string) error {
+			c.GroupConsumerAssignors = nil
+			for _, a := range strings.Split(v, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					c.GroupConsumerAssignors = append(c.GroupConsumerAssignors, a)
+				}
+			}
+			return nil
+		},
+		get: func(c Config) string { return strings.Join(c.GroupConsumerAssignors, ",") },
+	}.documented(keyDoc{
+		section: "Group coordinator", allowed: "`uniform`, `range`",
+		meaning: "the server-side assignors of consumer-protocol groups, the first the default",
+	}),
+	"group.consumer.max.size": int32Key(func(c *Config) *int32 { return &c.GroupConsumerMaxSize }).documented(keyDoc{
+		section: "Group coordinator", allowed: "1 .. 2147483647",
+		meaning: "members of one consumer-protocol group (GROUP_MAX_SIZE_REACHED past it)",
 	}),
 	"offsets.topic.num.partitions": int32Key(func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }).documented(keyDoc{
 		section: "Group coordinator", allowed: "1 .. 1000000",
@@ -1910,6 +1995,46 @@ func (c Config) GroupConfig() group.Config {
 	gc.InitialRebalanceDelay = c.GroupInitialRebalanceDelay
 	gc.MaxSize = int(c.GroupMaxSize)
 	return gc
+}
+
+// ConsumerGroupConfig is the configuration of the group coordinator's
+// consumer groups of the consumer protocol (KIP-848).
+func (c Config) ConsumerGroupConfig() consumer.Config {
+	cc := consumer.DefaultConfig()
+	cc.SessionTimeout = c.GroupConsumerSessionTimeout
+	cc.HeartbeatInterval = c.GroupConsumerHeartbeatInterval
+	cc.Assignors = c.GroupConsumerAssignors
+	cc.MaxSize = int(c.GroupConsumerMaxSize)
+	return cc
+}
+
+// validateConsumerGroups checks the consumer group properties: Kafka's
+// bounds and relations (GroupCoordinatorConfig), then the consumer
+// package's.
+func (c Config) validateConsumerGroups() error {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	switch {
+	case c.GroupConsumerMinSessionTimeout < time.Millisecond:
+		return fmt.Errorf("group.consumer.min.session.timeout.ms %d: must be at least 1", ms(c.GroupConsumerMinSessionTimeout))
+	case c.GroupConsumerMaxSessionTimeout < c.GroupConsumerMinSessionTimeout:
+		return fmt.Errorf("group.consumer.max.session.timeout.ms %d: must be at least group.consumer.min.session.timeout.ms (%d)",
+			ms(c.GroupConsumerMaxSessionTimeout), ms(c.GroupConsumerMinSessionTimeout))
+	case c.GroupConsumerSessionTimeout < c.GroupConsumerMinSessionTimeout || c.GroupConsumerSessionTimeout > c.GroupConsumerMaxSessionTimeout:
+		return fmt.Errorf("group.consumer.session.timeout.ms %d: must be between group.consumer.min.session.timeout.ms (%d) and group.consumer.max.session.timeout.ms (%d)",
+			ms(c.GroupConsumerSessionTimeout), ms(c.GroupConsumerMinSessionTimeout), ms(c.GroupConsumerMaxSessionTimeout))
+	case c.GroupConsumerMinHeartbeatInterval < time.Millisecond:
+		return fmt.Errorf("group.consumer.min.heartbeat.interval.ms %d: must be at least 1", ms(c.GroupConsumerMinHeartbeatInterval))
+	case c.GroupConsumerMaxHeartbeatInterval < c.GroupConsumerMinHeartbeatInterval:
+		return fmt.Errorf("group.consumer.max.heartbeat.interval.ms %d: must be at least group.consumer.min.heartbeat.interval.ms (%d)",
+			ms(c.GroupConsumerMaxHeartbeatInterval), ms(c.GroupConsumerMinHeartbeatInterval))
+	case c.GroupConsumerHeartbeatInterval < c.GroupConsumerMinHeartbeatInterval || c.GroupConsumerHeartbeatInterval > c.GroupConsumerMaxHeartbeatInterval:
+		return fmt.Errorf("group.consumer.heartbeat.interval.ms %d: must be between group.consumer.min.heartbeat.interval.ms (%d) and group.consumer.max.heartbeat.interval.ms (%d)",
+			ms(c.GroupConsumerHeartbeatInterval), ms(c.GroupConsumerMinHeartbeatInterval), ms(c.GroupConsumerMaxHeartbeatInterval))
+	case c.GroupConsumerHeartbeatInterval >= c.GroupConsumerSessionTimeout:
+		return fmt.Errorf("group.consumer.heartbeat.interval.ms %d: must be below group.consumer.session.timeout.ms (%d)",
+			ms(c.GroupConsumerHeartbeatInterval), ms(c.GroupConsumerSessionTimeout))
+	}
+	return c.ConsumerGroupConfig().Validate()
 }
 
 // ReplicationConfig is the replication configuration of a topic: the

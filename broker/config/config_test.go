@@ -43,6 +43,16 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 		{"broker.id", "-1", false},
 		{"controller.socket.timeout.ms", "50", false},
 		{"controller.socket.timeout.ms", "soon", true},
+		{"group.consumer.session.timeout.ms", "1000", false},
+		{"group.consumer.session.timeout.ms", "61000", false},
+		{"group.consumer.min.session.timeout.ms", "0", false},
+		{"group.consumer.max.session.timeout.ms", "1000", false},
+		{"group.consumer.heartbeat.interval.ms", "4000", false},
+		{"group.consumer.min.heartbeat.interval.ms", "0", false},
+		{"group.consumer.max.heartbeat.interval.ms", "1000", false},
+		{"group.consumer.assignors", "sticky", false},
+		{"group.consumer.assignors", "", false},
+		{"group.consumer.max.size", "0", false},
 		{"no.such.key", "1", true},
 	}
 	for _, c := range cases {
