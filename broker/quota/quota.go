@@ -272,7 +272,11 @@ func (m *Manager) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector: one series of each per entity
 // measured, labelled as Kafka's quota metrics (type, user, client-id).
+// A nil Manager (a broker built without one, in tests) collects nothing.
 func (m *Manager) Collect(ch chan<- prometheus.Metric) {
+	if m == nil {
+		return
+	}
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
