@@ -150,7 +150,12 @@ a note on stderr says it has none, or that the group is rebalancing.
 
 --members prints its members instead (GROUP CONSUMER-ID HOST CLIENT-ID
 #PARTITIONS, and ASSIGNMENT with --verbose); --state prints its
-coordinator, assignment strategy, state and member count.`,
+coordinator, assignment strategy, state and member count.
+
+A group of the consumer protocol (KIP-848, group.protocol=consumer) is
+described as Kafka 4's tool describes one: --state adds GROUP-EPOCH and
+TARGET-ASSIGNMENT-EPOCH, and --members --verbose prints each member's
+CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH and TARGET-ASSIGNMENT.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case allGroups && len(args) > 0:
@@ -182,21 +187,36 @@ coordinator, assignment strategy, state and member count.`,
 				}
 			}
 			out, notes := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			// KIP-848 groups are described with ConsumerGroupDescribe,
+			// the others (classic groups) with DescribeGroups.
+			modern, names := consumerProtocolGroups(ctx, adm, names)
+			var modernErr error
+			switch {
+			case state:
+				modernErr = writeConsumerGroupStates(out, modern)
+			case members:
+				modernErr = writeConsumerGroupMembers(out, modern, verbose)
+			default:
+				modernErr = writeConsumerGroupOffsets(ctx, out, adm, modern)
+			}
+			if len(names) == 0 {
+				return modernErr
+			}
 			if members || state {
 				described, err := adm.DescribeGroups(ctx, names...)
 				if err != nil && len(described) == 0 {
 					return fmt.Errorf("describe groups: %w", err)
 				}
 				if state {
-					return writeGroupStates(out, notes, names, described, err)
+					return errors.Join(modernErr, writeGroupStates(out, notes, names, described, err))
 				}
-				return writeGroupMembers(out, notes, names, described, verbose, err)
+				return errors.Join(modernErr, writeGroupMembers(out, notes, names, described, verbose, err))
 			}
 			lags, err := adm.Lag(ctx, names...)
 			if err != nil {
-				return fmt.Errorf("describe groups: %w", err)
+				return errors.Join(modernErr, fmt.Errorf("describe groups: %w", err))
 			}
-			return writeGroupOffsets(out, notes, names, lags)
+			return errors.Join(modernErr, writeGroupOffsets(out, notes, names, lags))
 		},
 	}
 	f := cmd.Flags()
