@@ -134,7 +134,8 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		func(tp coord.TopicPartition) *replica.Partition {
 			return b.replicas.PartitionFor(tp.Topic, tp.Partition)
 		})
-	b.quotas = quota.NewManager(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
+	b.quotas = quota.NewManager(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize,
+		MutationSamples: int(cfg.ControllerQuotaWindowNum), MutationWindow: cfg.ControllerQuotaWindowSize})
 	b.metrics = newMetrics(b)
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,

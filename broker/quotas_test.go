@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/tripodmq/tripod/coord"
 )
@@ -303,5 +305,155 @@ func TestProducerByteRateQuota(t *testing.T) {
 	}
 	if unlimited < 4*quota {
 		t.Errorf("unlimited producer: got %.0f B/s, want at least 4 × %d", unlimited, quota)
+	}
+}
+
+// setClientQuota stores a client quota through the backend and waits
+// until b applies it.
+func setClientQuota(t *testing.T, b *Broker, entity coord.QuotaEntity, key, value string) {
+	t.Helper()
+	ctx := testContext(t, 30*time.Second)
+	if _, err := b.backend.AlterClientQuotas(ctx, entity,
+		[]coord.ConfigAlteration{{Op: coord.ConfigSet, Key: key, Value: value}}); err != nil {
+		t.Fatalf("set %s=%s of %s: %v", key, value, entity, err)
+	}
+	if !waitUntil(30*time.Second, func() bool {
+		st, _ := b.dyn.Applied()
+		return st != nil && st.Quotas[entity][key] == value
+	}) {
+		t.Fatalf("the broker did not apply %s=%s of %s within 30 s", key, value, entity)
+	}
+}
+
+// throttleHook keeps the longest throttle a franz-go client was told of.
+type throttleHook struct{ longest *atomic.Int64 }
+
+// OnBrokerThrottle implements kgo.HookBrokerThrottle.
+func (h throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, throttle time.Duration, _ bool) {
+	for {
+		old := h.longest.Load()
+		if int64(throttle) <= old || h.longest.CompareAndSwap(old, int64(throttle)) {
+			return
+		}
+	}
+}
+
+// TestControllerMutationRateQuota: a client whose controller_mutation_rate
+// is 4 partitions/s, with a burst of 4 (controller.quota.window.num=1),
+// creates six topics of 4 partitions at once through kadm (CreateTopics
+// v7, strict): the topics beyond the burst and the one that crosses it
+// are THROTTLING_QUOTA_EXCEEDED, the response throttles the client, and
+// the refused topics are created once it has waited. An old CreateTopics
+// (v5, permissive) is never refused, only throttled; so is an old
+// DeleteTopics.
+func TestControllerMutationRateQuota(t *testing.T) {
+	const rate, partitions = 4, 4
+	cfg := testConfig(t)
+	cfg.ControllerQuotaWindowNum = 1
+	b := startBroker(t, cfg)
+	ctx := testContext(t, time.Minute)
+	setClientQuota(t, b, coord.QuotaEntity{ClientID: "admin"}, coord.QuotaControllerMutationRate, fmt.Sprint(rate))
+
+	var throttle atomic.Int64
+	adm := kadm.NewClient(newClient(t, b, kgo.ClientID("admin"), kgo.WithHooks(throttleHook{&throttle})))
+	var topics []string
+	for i := range 6 {
+		topics = append(topics, fmt.Sprintf("mutation-%d", i))
+	}
+	began := time.Now()
+	resps, err := adm.CreateTopics(ctx, partitions, 1, nil, topics...)
+	elapsed := time.Since(began)
+	if err != nil {
+		t.Fatalf("create topics: %v", err)
+	}
+	var created, refused []string
+	for _, r := range resps.Sorted() {
+		switch {
+		case r.Err == nil:
+			created = append(created, r.Topic)
+		case errors.Is(r.Err, kerr.ThrottlingQuotaExceeded):
+			refused = append(refused, r.Topic)
+		default:
+			t.Fatalf("create %s: got %v, want no error or THROTTLING_QUOTA_EXCEEDED", r.Topic, r.Err)
+		}
+	}
+	t.Logf("in %v: created %v, refused %v, throttled %v", elapsed, created, refused, time.Duration(throttle.Load()))
+	// The burst, what the quota earned meanwhile, and the one topic that
+	// takes the bucket below zero.
+	if most := rate + rate*elapsed.Seconds() + partitions; float64(len(created)*partitions) > most {
+		t.Errorf("created %d partitions in %v: want at most %.0f", len(created)*partitions, elapsed, most)
+	}
+	if len(created) == 0 || len(refused) == 0 {
+		t.Fatalf("got created %v and refused %v, want some of each", created, refused)
+	}
+	if throttle.Load() == 0 {
+		t.Errorf("a request over the quota: got no throttle_time_ms, want one")
+	}
+
+	// The client retries what was refused; franz-go waits out each
+	// throttle before its next request, and the quota lets the topics
+	// through as it earns credits back.
+	for len(refused) > 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("topics %v still refused when the test's time ran out", refused)
+		}
+		resps, err := adm.CreateTopics(ctx, partitions, 1, nil, refused...)
+		if err != nil {
+			t.Fatalf("create topics again: %v", err)
+		}
+		refused = refused[:0]
+		for _, r := range resps.Sorted() {
+			switch {
+			case r.Err == nil:
+			case errors.Is(r.Err, kerr.ThrottlingQuotaExceeded):
+				refused = append(refused, r.Topic)
+			default:
+				t.Fatalf("create %s again: got %v", r.Topic, r.Err)
+			}
+		}
+	}
+	if waited := time.Since(began); waited < time.Duration(float64(len(topics)*partitions-rate-partitions)/rate*float64(time.Second)) {
+		t.Errorf("all %d partitions created in %v: faster than the quota allows", len(topics)*partitions, waited)
+	}
+
+	// Old versions are permissive: everything is created or deleted,
+	// and the response is throttled.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(19, 5)
+	versions.SetMaxKeyVersion(20, 4)
+	old := newClient(t, b, kgo.ClientID("admin"), kgo.MaxVersions(versions))
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.TimeoutMillis = 30000
+	for i := range 4 {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("permissive-%d", i), partitions, 1
+		create.Topics = append(create.Topics, rt)
+	}
+	createResp, err := create.RequestWith(ctx, old)
+	if err != nil {
+		t.Fatalf("CreateTopics v5: %v", err)
+	}
+	for _, rt := range createResp.Topics {
+		if rt.ErrorCode != 0 {
+			t.Errorf("CreateTopics v5 %s: got %v, want no error", rt.Topic, kerr.ErrorForCode(rt.ErrorCode))
+		}
+	}
+	if createResp.ThrottleMillis <= 0 {
+		t.Errorf("CreateTopics v5 of 16 partitions over a 4/s quota: got throttle_time_ms %d, want > 0", createResp.ThrottleMillis)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TimeoutMillis = 30000
+	del.TopicNames = topics
+	delResp, err := del.RequestWith(ctx, old)
+	if err != nil {
+		t.Fatalf("DeleteTopics v4: %v", err)
+	}
+	for _, rt := range delResp.Topics {
+		if rt.ErrorCode != 0 {
+			t.Errorf("DeleteTopics v4 %s: got %v, want no error", *rt.Topic, kerr.ErrorForCode(rt.ErrorCode))
+		}
+	}
+	if delResp.ThrottleMillis <= 0 {
+		t.Errorf("DeleteTopics v4 of 24 partitions over a 4/s quota: got throttle_time_ms %d, want > 0", delResp.ThrottleMillis)
 	}
 }
