@@ -148,6 +148,11 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		Closing:                      b.closing,
 		AcceptErrors:                 b.metrics.acceptErrors,
 		ConnectionsRefused:           b.metrics.connectionsRefused,
+		ConnectionsThrottled:         b.metrics.connectionsThrottled,
+		MaxConnectionCreationRate:    cfg.MaxConnectionCreationRate,
+		ConnectionCreationRate:       b.quotas.ConnectionCreationRate,
+		QuotaWindowNum:               int(cfg.QuotaWindowNum),
+		QuotaWindowSize:              cfg.QuotaWindowSize,
 	}, logger)
 	b.groups = newGroupCoordinator(b)
 	b.markers = &markerSender{b: b}

@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -455,5 +457,47 @@ func TestControllerMutationRateQuota(t *testing.T) {
 	}
 	if delResp.ThrottleMillis <= 0 {
 		t.Errorf("DeleteTopics v4 of 24 partitions over a 4/s quota: got throttle_time_ms %d, want > 0", delResp.ThrottleMillis)
+	}
+}
+
+// TestConnectionCreationRateQuota: a connection_creation_rate of 1/s
+// stored for 127.0.0.1 reaches the broker's listener: of connections
+// made in a row from 127.0.0.1, one is soon closed unanswered, while
+// 127.0.0.2, under the default ip's 1000/s, is answered every time.
+func TestConnectionCreationRateQuota(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.QuotaWindowNum = 2
+	b := startBroker(t, cfg)
+	setClientQuota(t, b, coord.QuotaEntity{IP: "127.0.0.1"}, coord.QuotaConnectionCreationRate, "1")
+	setClientQuota(t, b, coord.QuotaEntity{IP: coord.DefaultQuotaEntity}, coord.QuotaConnectionCreationRate, "1000")
+	apiVersions := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff} // v0, correlation id 1, null client id
+	answered := func(from string) bool {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 10 * time.Second}
+		nc, err := d.Dial("tcp", b.Addr().String())
+		if err != nil {
+			t.Fatalf("dial from %s: %v", from, err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := nc.Write(apiVersions); err != nil {
+			return false
+		}
+		_, err = io.ReadFull(nc, make([]byte, 4))
+		return err == nil
+	}
+	throttled := false
+	for range 20 {
+		if !answered("127.0.0.1") {
+			throttled = true
+			break
+		}
+	}
+	if !throttled {
+		t.Errorf("20 connections from 127.0.0.1 at connection_creation_rate=1: got all answered, want one closed unanswered")
+	}
+	for i := range 20 {
+		if !answered("127.0.0.2") {
+			t.Fatalf("connection %d from 127.0.0.2: got closed unanswered, want answered", i)
+		}
 	}
 }

@@ -139,6 +139,11 @@ type Config struct {
 	// client address; one more is closed at once (max.connections.per.ip).
 	// Default 2147483647; 1 .. 2147483647.
 	MaxConnectionsPerIP int32
+	// MaxConnectionCreationRate is max.connection.creation.rate: the
+	// connections per second the broker accepts over all listeners but
+	// the inter-broker one when there are others (KIP-612); over it, the
+	// accept waits. Default 2147483647, no limit; at least 0.
+	MaxConnectionCreationRate int32
 	// MaxConnectionsPerIPOverrides are per-address limits that replace
 	// MaxConnectionsPerIP, "host:N,host:N" (max.connections.per.ip.overrides,
 	// hosts as IP addresses). Default none; each N 0 .. 2147483647.
@@ -448,6 +453,7 @@ func DefaultConfig() Config {
 		FetchMaxBytes:              57671680,
 		MaxConnections:             math.MaxInt32,
 		MaxConnectionsPerIP:        math.MaxInt32,
+		MaxConnectionCreationRate:  math.MaxInt32,
 		LogSegmentBytes:            defaultLog.SegmentBytes,
 		LogRoll:                    defaultLog.RollTime,
 		LogRetentionBytes:          defaultLog.RetentionBytes,
@@ -714,6 +720,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnections < 1 {
 		return fmt.Errorf("max.connections %d: must be between 1 and 2147483647", c.MaxConnections)
+	}
+	if c.MaxConnectionCreationRate < 0 {
+		return fmt.Errorf("max.connection.creation.rate %d: must be at least 0", c.MaxConnectionCreationRate)
 	}
 	if c.MaxConnectionsPerIP < 1 {
 		return fmt.Errorf("max.connections.per.ip %d: must be between 1 and 2147483647", c.MaxConnectionsPerIP)
@@ -1086,6 +1095,14 @@ var brokerKeys = map[string]configKey{
 		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnectionsPerIP, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnectionsPerIP)) },
+	},
+	"max.connection.creation.rate": {
+		doc: keyDoc{
+			section: "Broker", allowed: "0 .. 2147483647",
+			meaning: "connections per second accepted over all listeners but a protected inter-broker one; over it, accepting waits (2147483647: no limit)",
+		},
+		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnectionCreationRate, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnectionCreationRate)) },
 	},
 	"max.connections.per.ip.overrides": {
 		doc: keyDoc{

@@ -316,3 +316,20 @@ func (m *Manager) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(throttleDesc, prometheus.CounterValue, s.throttle.Seconds(), labels...)
 	}
 }
+
+// ConnectionCreationRate returns the connection_creation_rate quota of
+// connections from ip (KIP-612): ip's own, else the default ip's; ok is
+// false when neither is stored.
+func (m *Manager) ConnectionCreationRate(ip string) (bound float64, ok bool) {
+	if !m.any.Load() {
+		return 0, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, entity := range []coord.QuotaEntity{{IP: ip}, {IP: coord.DefaultQuotaEntity}} {
+		if b, found := m.quotas[entity][coord.QuotaConnectionCreationRate]; found {
+			return b, true
+		}
+	}
+	return 0, false
+}
