@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -391,6 +393,11 @@ func TestControllerMutationRateQuota(t *testing.T) {
 	if throttle.Load() == 0 {
 		t.Errorf("a request over the quota: got no throttle_time_ms, want one")
 	}
+	page := scrape(t, b)
+	series := `{client_id="admin",type="ControllerMutation",user=""}`
+	wantMetric(t, page, "tripod_client_quota_limit"+series, "the quota, 4", func(v float64) bool { return v == rate })
+	wantMetric(t, page, "tripod_client_quota_rate"+series, "the partitions created", func(v float64) bool { return v > 0 })
+	wantMetric(t, page, "tripod_client_quota_throttle_time_seconds_total"+series, "the throttle", func(v float64) bool { return v > 0 })
 
 	// The client retries what was refused; franz-go waits out each
 	// throttle before its next request, and the quota lets the topics
@@ -499,5 +506,184 @@ func TestConnectionCreationRateQuota(t *testing.T) {
 		if !answered("127.0.0.2") {
 			t.Fatalf("connection %d from 127.0.0.2: got closed unanswered, want answered", i)
 		}
+	}
+}
+
+// TestConsumerByteRateQuota: two consumers on one broker read a topic as
+// fast as they can side by side, starting over whenever they reach its
+// end; one's client id has a 512 KiB/s consumer_byte_rate. Measured as
+// TestProducerByteRateQuota measures producers (over whole cycles of the
+// quota's window, since a greedy client gets its quota in bursts), the
+// limited one reads within 10 % of its quota, the other several times
+// more.
+func TestConsumerByteRateQuota(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for half a minute")
+	}
+	const quota = 512 << 10
+	b := startBroker(t, testConfig(t))
+	ctx := testContext(t, 2*time.Minute)
+	const topic = "consumer-quota"
+	createTopic(t, b, topic, 1, nil)
+	value := make([]byte, 16<<10)
+	producer := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const records = 1024 // 16 MiB
+	for range records / 64 {
+		batch := make([]*kgo.Record, 64)
+		for i := range batch {
+			batch[i] = &kgo.Record{Value: value}
+		}
+		if err := producer.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	setClientQuota(t, b, coord.QuotaEntity{ClientID: "limited"}, coord.QuotaConsumerByteRate, fmt.Sprint(quota))
+
+	var consumed [2]atomic.Int64
+	var wg sync.WaitGroup
+	cctx, stop := context.WithCancel(ctx)
+	for i, id := range []string{"limited", "unlimited"} {
+		start := map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}
+		cl := newClient(t, b, kgo.ClientID(id), kgo.ConsumePartitions(start),
+			kgo.FetchMaxBytes(256<<10), kgo.FetchMaxPartitionBytes(256<<10))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for cctx.Err() == nil {
+				fetches := cl.PollFetches(cctx)
+				fetches.EachRecord(func(r *kgo.Record) {
+					consumed[i].Add(int64(len(r.Value)))
+					if r.Offset == records-1 {
+						cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {0: {Epoch: -1, Offset: 0}}})
+					}
+				})
+			}
+		}()
+	}
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+
+	// The limited consumer gets its quota in bursts, as the producer
+	// does, but its throttles come per fetch response (up to 256 KiB,
+	// half a second of the quota), so between its big bursts (quota ×
+	// 10 s, when a sample leaves the span) come small ones, and its cycle
+	// is not exactly 11 s. The test samples both counts every 100 ms for
+	// 45 s and measures from the start of one big burst (more than 5 s
+	// of the quota within a second) to the start of the first big burst
+	// 20 s or more later: whole cycles.
+	type sample struct {
+		at       time.Time
+		consumed [2]int64
+	}
+	var samples []sample
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(45 * time.Second); time.Now().Before(end); {
+		select {
+		case now := <-tick.C:
+			samples = append(samples, sample{now, [2]int64{consumed[0].Load(), consumed[1].Load()}})
+		case <-ctx.Done():
+			t.Fatal("test context ended")
+		}
+	}
+	burstAt := func(i int) bool {
+		return i > 0 && i+10 < len(samples) && samples[i].consumed[0] > samples[i-1].consumed[0] &&
+			samples[i+10].consumed[0]-samples[i-1].consumed[0] > 5*quota &&
+			(i < 11 || samples[i-1].consumed[0]-samples[i-11].consumed[0] < 5*quota)
+	}
+	first, last := -1, -1
+	for i := range samples {
+		if !burstAt(i) {
+			continue
+		}
+		if first < 0 {
+			first = i
+		} else if samples[i].at.Sub(samples[first].at) >= 20*time.Second {
+			last = i
+			break
+		}
+	}
+	if first < 0 || last < 0 {
+		t.Fatalf("no two big bursts 20 s apart in 45 s of the limited consumer")
+	}
+	from, to := samples[first-1], samples[last-1]
+	elapsed := to.at.Sub(from.at).Seconds()
+	limited := float64(to.consumed[0]-from.consumed[0]) / elapsed
+	unlimited := float64(to.consumed[1]-from.consumed[1]) / elapsed
+	t.Logf("over %.1f s: limited %.0f B/s (%.2f × quota), unlimited %.0f B/s (%.2f × quota)",
+		elapsed, limited, limited/quota, unlimited, unlimited/quota)
+	if limited > 1.1*quota || limited < 0.9*quota {
+		t.Errorf("limited consumer: got %.0f B/s, want within 10%% of %d", limited, quota)
+	}
+	if unlimited < 4*quota {
+		t.Errorf("unlimited consumer: got %.0f B/s, want at least 4 × %d", unlimited, quota)
+	}
+}
+
+// TestRequestPercentageQuota: a client whose request_percentage is far
+// below what even one Metadata request takes gets throttle_time_ms, at
+// most one sample (Kafka bounds a request quota's throttle to
+// quota.window.size.seconds), and its connection reads its next request
+// only once the throttle has passed.
+func TestRequestPercentageQuota(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	setClientQuota(t, b, coord.QuotaEntity{ClientID: "busy"}, coord.QuotaRequestPercentage, "0.000001")
+	nc, err := net.Dial("tcp", b.Addr().String())
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(30 * time.Second))
+	metadata := func(correlationID int32) int32 {
+		t.Helper()
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 4
+		frame := []byte{0, 0, 0, 0, 0, 3, 0, 4}
+		frame = binary.BigEndian.AppendUint32(frame, uint32(correlationID))
+		frame = binary.BigEndian.AppendUint16(frame, 4)
+		frame = req.AppendTo(append(frame, "busy"...))
+		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+		if _, err := nc.Write(frame); err != nil {
+			t.Fatalf("write Metadata: %v", err)
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(nc, size[:]); err != nil {
+			t.Fatalf("read Metadata answer: %v", err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(nc, body); err != nil {
+			t.Fatalf("read Metadata answer: %v", err)
+		}
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.Version = 4
+		if err := resp.ReadFrom(body[4:]); err != nil {
+			t.Fatalf("decode Metadata answer: %v", err)
+		}
+		return resp.ThrottleMillis
+	}
+	throttle := metadata(1)
+	if throttle <= 0 || throttle > 1000 {
+		t.Fatalf("Metadata over request_percentage: got throttle_time_ms %d, want 1 .. 1000", throttle)
+	}
+	answered := time.Now()
+	metadata(2)
+	// The mute began as the first answer was written, before it was read
+	// here.
+	if waited, least := time.Since(answered), time.Duration(throttle)*time.Millisecond-100*time.Millisecond; waited < least {
+		t.Errorf("the request after a throttle of %d ms: answered after %v, want at least %v", throttle, waited, least)
+	}
+
+	// The entity's metrics, labelled as Kafka's (a client-id quota is
+	// shared by the client id, whatever the user).
+	page := scrape(t, b)
+	series := `{client_id="busy",type="Request",user=""}`
+	wantMetric(t, page, "tripod_client_quota_limit"+series, "the quota, 1e-06", func(v float64) bool { return v == 0.000001 })
+	wantMetric(t, page, "tripod_client_quota_rate"+series, "above the quota", func(v float64) bool { return v > 0.000001 })
+	wantMetric(t, page, "tripod_client_quota_throttle_time_seconds_total"+series, fmt.Sprintf("at least the first throttle, %d ms", throttle),
+		func(v float64) bool { return v >= float64(throttle)/1000 })
+	if _, ok := metricValue(page, `tripod_client_quota_rate{client_id="busy",type="Produce",user=""}`); ok {
+		t.Errorf("scrape has a Produce rate of a client without a producer_byte_rate, want none")
 	}
 }

@@ -243,6 +243,12 @@ func (m *Manager) Record(kind Kind, user, clientID string, value float64, now ti
 	s := m.sensorLocked(kind, shared, bound, now)
 	s.rate.Record(value, now)
 	t := ThrottleTime(s.rate.Measure(now), bound, s.rate.WindowSize(now))
+	if kind == Request {
+		// As Kafka's ClientRequestQuotaManager, a request quota's
+		// throttle is at most one sample: request time is not a
+		// volume a client can send less of.
+		t = min(t, m.cfg.Window)
+	}
 	s.throttle += t
 	return t
 }
