@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,7 +30,9 @@ func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 	r := req.kreq.(*kmsg.CreateTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
 	ctrl := b.member.Controller()
+	mutations := b.mutationQuota(req, 6)
 	return nil, func(ctx context.Context) kmsg.Response {
+		defer b.throttleMutations(req, resp, mutations)
 		seen := make(map[string]int)
 		for _, rt := range r.Topics {
 			seen[rt.Topic]++
@@ -58,6 +61,18 @@ func handleCreateTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			spec, kind, err := b.topicFromRequest(rt)
 			spec.ValidateOnly = r.ValidateOnly
 			var created coord.Topic
+			if err == nil && !r.ValidateOnly {
+				partitions := spec.Partitions
+				if len(spec.Assignment) > 0 {
+					partitions = len(spec.Assignment)
+				}
+				if mutations.Record(partitions, time.Now()) != nil {
+					st.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
+					st.ErrorMessage = kmsg.StringPtr(mutationRefused)
+					resp.Topics = append(resp.Topics, st)
+					continue
+				}
+			}
 			if err == nil {
 				created, err = ctrl.CreateTopic(ctx, spec)
 				kind = kafkaerr.Controller.Error(err)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,7 +37,9 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 		}
 	}
 	ctrl := b.member.Controller()
+	mutations := b.mutationQuota(req, 5)
 	return nil, func(ctx context.Context) kmsg.Response {
+		defer b.throttleMutations(req, resp, mutations)
 		for _, tg := range targets {
 			st := kmsg.NewDeleteTopicsResponseTopic()
 			st.Topic = tg.name
@@ -55,8 +58,17 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 				name = t.Name
 				st.Topic = &t.Name
 			}
+			// A topic this broker knows counts its partitions against
+			// the client's controller_mutation_rate; one it does not is
+			// left to the controller to answer.
 			if t, ok := b.cache.Topic(name); ok {
 				st.TopicID = t.ID
+				if ctrl != nil && mutations.Record(len(t.Partitions), time.Now()) != nil {
+					st.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
+					st.ErrorMessage = kmsg.StringPtr(mutationRefused)
+					resp.Topics = append(resp.Topics, st)
+					continue
+				}
 			}
 			err := controller.ErrNotController
 			if ctrl != nil {

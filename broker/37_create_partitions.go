@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,7 +22,9 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 	r := req.kreq.(*kmsg.CreatePartitionsRequest)
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	ctrl := b.member.Controller()
+	mutations := b.mutationQuota(req, 3)
 	return nil, func(ctx context.Context) kmsg.Response {
+		defer b.throttleMutations(req, resp, mutations)
 		tooMany := b.checkRequestPartitions(req, b.createPartitionsCount(r))
 		for _, rt := range r.Topics {
 			st := kmsg.NewCreatePartitionsResponseTopic()
@@ -31,6 +34,12 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 				st.ErrorCode = kerr.PolicyViolation.Code
 				msg := tooMany.Error()
 				st.ErrorMessage = &msg
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			if ctrl != nil && !r.ValidateOnly && mutations.Record(b.addedPartitions(rt.Topic, rt.Count), time.Now()) != nil {
+				st.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
+				st.ErrorMessage = kmsg.StringPtr(mutationRefused)
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
@@ -67,13 +76,18 @@ func handleCreatePartitions(_ context.Context, b *Broker, req *request) (kmsg.Re
 func (b *Broker) createPartitionsCount(r *kmsg.CreatePartitionsRequest) int64 {
 	var total int64
 	for _, rt := range r.Topics {
-		have := 0
-		if t, ok := b.cache.Topic(rt.Topic); ok {
-			have = len(t.Partitions)
-		}
-		if n := int64(rt.Count) - int64(have); n > 0 {
-			total += n
-		}
+		total += int64(b.addedPartitions(rt.Topic, rt.Count))
 	}
 	return total
+}
+
+// addedPartitions counts the partitions that growing topic to count
+// adds, by this broker's metadata cache (a topic it does not know counts
+// in full, as if new).
+func (b *Broker) addedPartitions(topic string, count int32) int {
+	have := 0
+	if t, ok := b.cache.Topic(topic); ok {
+		have = len(t.Partitions)
+	}
+	return max(0, int(count)-have)
 }

@@ -134,7 +134,8 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		func(tp coord.TopicPartition) *replica.Partition {
 			return b.replicas.PartitionFor(tp.Topic, tp.Partition)
 		})
-	b.quotas = quota.NewManager(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize})
+	b.quotas = quota.NewManager(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize,
+		MutationSamples: int(cfg.ControllerQuotaWindowNum), MutationWindow: cfg.ControllerQuotaWindowSize})
 	b.metrics = newMetrics(b)
 	b.conns = network.NewServer(network.Config{
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
@@ -147,6 +148,11 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		Closing:                      b.closing,
 		AcceptErrors:                 b.metrics.acceptErrors,
 		ConnectionsRefused:           b.metrics.connectionsRefused,
+		ConnectionsThrottled:         b.metrics.connectionsThrottled,
+		MaxConnectionCreationRate:    cfg.MaxConnectionCreationRate,
+		ConnectionCreationRate:       b.quotas.ConnectionCreationRate,
+		QuotaWindowNum:               int(cfg.QuotaWindowNum),
+		QuotaWindowSize:              cfg.QuotaWindowSize,
 	}, logger)
 	b.groups = newGroupCoordinator(b)
 	b.markers = &markerSender{b: b}

@@ -51,6 +51,9 @@ type metrics struct {
 	// connectionsRefused counts connections closed at once for
 	// max.connections.per.ip.
 	connectionsRefused prometheus.Counter
+	// connectionsThrottled counts connections closed unserved for their
+	// address's connection_creation_rate.
+	connectionsThrottled prometheus.Counter
 	// throttledBytes and throttledPartitions count, by side (leader,
 	// follower), the bytes of throttled replicas sent or fetched and the
 	// partitions left out of a fetch while the throttle was exceeded.
@@ -118,6 +121,10 @@ func newMetrics(b *Broker) *metrics {
 			Name: "tripod_connections_refused_total",
 			Help: "Connections closed at once because their address had max.connections.per.ip open (Kafka's connection quota rejections).",
 		}),
+		connectionsThrottled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_connections_throttled_total",
+			Help: "Connections closed unserved, after a delay, because their address was over its connection_creation_rate quota (Kafka's connection rate throttling, KIP-612).",
+		}),
 		throttledBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tripod_replication_throttled_bytes_total",
 			Help: "Bytes of throttled replicas out of the ISR that this broker sent as leader or fetched as follower, by side=leader|follower: the bytes the replication throttles measure (Kafka's LeaderReplication and FollowerReplication byte-rate).",
@@ -132,7 +139,7 @@ func newMetrics(b *Broker) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.bytesIn, m.bytesOut,
-		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors, m.connectionsRefused,
+		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors, m.connectionsRefused, m.connectionsThrottled,
 		m.throttledBytes, m.throttledPartitions,
 		newStateCollector(b),
 		b.quotas,

@@ -74,3 +74,32 @@ func (b *Broker) applyQuotas(req *request, resp kmsg.Response, size int, handled
 	}
 	req.conn.mute(now.Add(throttle))
 }
+
+// mutationQuota returns the controller mutation quota of a CreateTopics,
+// CreatePartitions or DeleteTopics request (KIP-599): strict from the
+// version whose clients know THROTTLING_QUOTA_EXCEEDED (strictFrom on),
+// permissive before.
+func (b *Broker) mutationQuota(req *request, strictFrom int16) *quota.MutationQuota {
+	user, clientID := quotaClient(req)
+	return b.quotas.MutationQuota(user, clientID, req.header.version >= strictFrom)
+}
+
+// throttleMutations sets resp's throttle_time_ms to what is left of q's
+// throttle, if longer, and mutes the connection as long, as Kafka throttles
+// a request over its controller mutation quota.
+func (b *Broker) throttleMutations(req *request, resp kmsg.Response, q *quota.MutationQuota) {
+	now := time.Now()
+	throttle := q.ThrottleTime(now)
+	if throttle <= 0 {
+		return
+	}
+	ms := int32(min(throttle.Milliseconds(), int64(1<<31-1)))
+	if old, _ := resp.(kmsg.ThrottleResponse).Throttle(); old < ms {
+		resp.(kmsg.SetThrottleResponse).SetThrottle(ms)
+	}
+	req.conn.mute(now.Add(throttle))
+}
+
+// mutationRefused is the error message of a topic refused by a strict
+// controller mutation quota, Kafka's.
+const mutationRefused = "The throttling quota has been exceeded."

@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/tripodmq/tripod/coord"
 )
@@ -303,5 +309,381 @@ func TestProducerByteRateQuota(t *testing.T) {
 	}
 	if unlimited < 4*quota {
 		t.Errorf("unlimited producer: got %.0f B/s, want at least 4 × %d", unlimited, quota)
+	}
+}
+
+// setClientQuota stores a client quota through the backend and waits
+// until b applies it.
+func setClientQuota(t *testing.T, b *Broker, entity coord.QuotaEntity, key, value string) {
+	t.Helper()
+	ctx := testContext(t, 30*time.Second)
+	if _, err := b.backend.AlterClientQuotas(ctx, entity,
+		[]coord.ConfigAlteration{{Op: coord.ConfigSet, Key: key, Value: value}}); err != nil {
+		t.Fatalf("set %s=%s of %s: %v", key, value, entity, err)
+	}
+	if !waitUntil(30*time.Second, func() bool {
+		st, _ := b.dyn.Applied()
+		return st != nil && st.Quotas[entity][key] == value
+	}) {
+		t.Fatalf("the broker did not apply %s=%s of %s within 30 s", key, value, entity)
+	}
+}
+
+// throttleHook keeps the longest throttle a franz-go client was told of.
+type throttleHook struct{ longest *atomic.Int64 }
+
+// OnBrokerThrottle implements kgo.HookBrokerThrottle.
+func (h throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, throttle time.Duration, _ bool) {
+	for {
+		old := h.longest.Load()
+		if int64(throttle) <= old || h.longest.CompareAndSwap(old, int64(throttle)) {
+			return
+		}
+	}
+}
+
+// TestControllerMutationRateQuota: a client whose controller_mutation_rate
+// is 4 partitions/s, with a burst of 4 (controller.quota.window.num=1),
+// creates six topics of 4 partitions at once through kadm (CreateTopics
+// v7, strict): the topics beyond the burst and the one that crosses it
+// are THROTTLING_QUOTA_EXCEEDED, the response throttles the client, and
+// the refused topics are created once it has waited. An old CreateTopics
+// (v5, permissive) is never refused, only throttled; so is an old
+// DeleteTopics.
+func TestControllerMutationRateQuota(t *testing.T) {
+	const rate, partitions = 4, 4
+	cfg := testConfig(t)
+	cfg.ControllerQuotaWindowNum = 1
+	b := startBroker(t, cfg)
+	ctx := testContext(t, time.Minute)
+	setClientQuota(t, b, coord.QuotaEntity{ClientID: "admin"}, coord.QuotaControllerMutationRate, fmt.Sprint(rate))
+
+	var throttle atomic.Int64
+	adm := kadm.NewClient(newClient(t, b, kgo.ClientID("admin"), kgo.WithHooks(throttleHook{&throttle})))
+	var topics []string
+	for i := range 6 {
+		topics = append(topics, fmt.Sprintf("mutation-%d", i))
+	}
+	began := time.Now()
+	resps, err := adm.CreateTopics(ctx, partitions, 1, nil, topics...)
+	elapsed := time.Since(began)
+	if err != nil {
+		t.Fatalf("create topics: %v", err)
+	}
+	var created, refused []string
+	for _, r := range resps.Sorted() {
+		switch {
+		case r.Err == nil:
+			created = append(created, r.Topic)
+		case errors.Is(r.Err, kerr.ThrottlingQuotaExceeded):
+			refused = append(refused, r.Topic)
+		default:
+			t.Fatalf("create %s: got %v, want no error or THROTTLING_QUOTA_EXCEEDED", r.Topic, r.Err)
+		}
+	}
+	t.Logf("in %v: created %v, refused %v, throttled %v", elapsed, created, refused, time.Duration(throttle.Load()))
+	// The burst, what the quota earned meanwhile, and the one topic that
+	// takes the bucket below zero.
+	if most := rate + rate*elapsed.Seconds() + partitions; float64(len(created)*partitions) > most {
+		t.Errorf("created %d partitions in %v: want at most %.0f", len(created)*partitions, elapsed, most)
+	}
+	if len(created) == 0 || len(refused) == 0 {
+		t.Fatalf("got created %v and refused %v, want some of each", created, refused)
+	}
+	if throttle.Load() == 0 {
+		t.Errorf("a request over the quota: got no throttle_time_ms, want one")
+	}
+	page := scrape(t, b)
+	series := `{client_id="admin",type="ControllerMutation",user=""}`
+	wantMetric(t, page, "tripod_client_quota_limit"+series, "the quota, 4", func(v float64) bool { return v == rate })
+	wantMetric(t, page, "tripod_client_quota_rate"+series, "the partitions created", func(v float64) bool { return v > 0 })
+	wantMetric(t, page, "tripod_client_quota_throttle_time_seconds_total"+series, "the throttle", func(v float64) bool { return v > 0 })
+
+	// The client retries what was refused; franz-go waits out each
+	// throttle before its next request, and the quota lets the topics
+	// through as it earns credits back.
+	for len(refused) > 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("topics %v still refused when the test's time ran out", refused)
+		}
+		resps, err := adm.CreateTopics(ctx, partitions, 1, nil, refused...)
+		if err != nil {
+			t.Fatalf("create topics again: %v", err)
+		}
+		refused = refused[:0]
+		for _, r := range resps.Sorted() {
+			switch {
+			case r.Err == nil:
+			case errors.Is(r.Err, kerr.ThrottlingQuotaExceeded):
+				refused = append(refused, r.Topic)
+			default:
+				t.Fatalf("create %s again: got %v", r.Topic, r.Err)
+			}
+		}
+	}
+	if waited := time.Since(began); waited < time.Duration(float64(len(topics)*partitions-rate-partitions)/rate*float64(time.Second)) {
+		t.Errorf("all %d partitions created in %v: faster than the quota allows", len(topics)*partitions, waited)
+	}
+
+	// Old versions are permissive: everything is created or deleted,
+	// and the response is throttled.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(19, 5)
+	versions.SetMaxKeyVersion(20, 4)
+	old := newClient(t, b, kgo.ClientID("admin"), kgo.MaxVersions(versions))
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.TimeoutMillis = 30000
+	for i := range 4 {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("permissive-%d", i), partitions, 1
+		create.Topics = append(create.Topics, rt)
+	}
+	createResp, err := create.RequestWith(ctx, old)
+	if err != nil {
+		t.Fatalf("CreateTopics v5: %v", err)
+	}
+	for _, rt := range createResp.Topics {
+		if rt.ErrorCode != 0 {
+			t.Errorf("CreateTopics v5 %s: got %v, want no error", rt.Topic, kerr.ErrorForCode(rt.ErrorCode))
+		}
+	}
+	if createResp.ThrottleMillis <= 0 {
+		t.Errorf("CreateTopics v5 of 16 partitions over a 4/s quota: got throttle_time_ms %d, want > 0", createResp.ThrottleMillis)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TimeoutMillis = 30000
+	del.TopicNames = topics
+	delResp, err := del.RequestWith(ctx, old)
+	if err != nil {
+		t.Fatalf("DeleteTopics v4: %v", err)
+	}
+	for _, rt := range delResp.Topics {
+		if rt.ErrorCode != 0 {
+			t.Errorf("DeleteTopics v4 %s: got %v, want no error", *rt.Topic, kerr.ErrorForCode(rt.ErrorCode))
+		}
+	}
+	if delResp.ThrottleMillis <= 0 {
+		t.Errorf("DeleteTopics v4 of 24 partitions over a 4/s quota: got throttle_time_ms %d, want > 0", delResp.ThrottleMillis)
+	}
+}
+
+// TestConnectionCreationRateQuota: a connection_creation_rate of 1/s
+// stored for 127.0.0.1 reaches the broker's listener: of connections
+// made in a row from 127.0.0.1, one is soon closed unanswered, while
+// 127.0.0.2, under the default ip's 1000/s, is answered every time.
+func TestConnectionCreationRateQuota(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.QuotaWindowNum = 2
+	b := startBroker(t, cfg)
+	setClientQuota(t, b, coord.QuotaEntity{IP: "127.0.0.1"}, coord.QuotaConnectionCreationRate, "1")
+	setClientQuota(t, b, coord.QuotaEntity{IP: coord.DefaultQuotaEntity}, coord.QuotaConnectionCreationRate, "1000")
+	apiVersions := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff} // v0, correlation id 1, null client id
+	answered := func(from string) bool {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 10 * time.Second}
+		nc, err := d.Dial("tcp", b.Addr().String())
+		if err != nil {
+			t.Fatalf("dial from %s: %v", from, err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := nc.Write(apiVersions); err != nil {
+			return false
+		}
+		_, err = io.ReadFull(nc, make([]byte, 4))
+		return err == nil
+	}
+	throttled := false
+	for range 20 {
+		if !answered("127.0.0.1") {
+			throttled = true
+			break
+		}
+	}
+	if !throttled {
+		t.Errorf("20 connections from 127.0.0.1 at connection_creation_rate=1: got all answered, want one closed unanswered")
+	}
+	for i := range 20 {
+		if !answered("127.0.0.2") {
+			t.Fatalf("connection %d from 127.0.0.2: got closed unanswered, want answered", i)
+		}
+	}
+}
+
+// TestConsumerByteRateQuota: two consumers on one broker read a topic as
+// fast as they can side by side, starting over whenever they reach its
+// end; one's client id has a 512 KiB/s consumer_byte_rate. Measured as
+// TestProducerByteRateQuota measures producers (over whole cycles of the
+// quota's window, since a greedy client gets its quota in bursts), the
+// limited one reads within 10 % of its quota, the other several times
+// more.
+func TestConsumerByteRateQuota(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for half a minute")
+	}
+	const quota = 512 << 10
+	b := startBroker(t, testConfig(t))
+	ctx := testContext(t, 2*time.Minute)
+	const topic = "consumer-quota"
+	createTopic(t, b, topic, 1, nil)
+	value := make([]byte, 16<<10)
+	producer := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const records = 1024 // 16 MiB
+	for range records / 64 {
+		batch := make([]*kgo.Record, 64)
+		for i := range batch {
+			batch[i] = &kgo.Record{Value: value}
+		}
+		if err := producer.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	setClientQuota(t, b, coord.QuotaEntity{ClientID: "limited"}, coord.QuotaConsumerByteRate, fmt.Sprint(quota))
+
+	var consumed [2]atomic.Int64
+	var wg sync.WaitGroup
+	cctx, stop := context.WithCancel(ctx)
+	for i, id := range []string{"limited", "unlimited"} {
+		start := map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}
+		cl := newClient(t, b, kgo.ClientID(id), kgo.ConsumePartitions(start),
+			kgo.FetchMaxBytes(256<<10), kgo.FetchMaxPartitionBytes(256<<10))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for cctx.Err() == nil {
+				fetches := cl.PollFetches(cctx)
+				fetches.EachRecord(func(r *kgo.Record) {
+					consumed[i].Add(int64(len(r.Value)))
+					if r.Offset == records-1 {
+						cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {0: {Epoch: -1, Offset: 0}}})
+					}
+				})
+			}
+		}()
+	}
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+
+	// The limited consumer gets its quota in bursts, as the producer
+	// does, but its throttles come per fetch response (up to 256 KiB,
+	// half a second of the quota), so between its big bursts (quota ×
+	// 10 s, when a sample leaves the span) come small ones, and its cycle
+	// is not exactly 11 s. The test samples both counts every 100 ms for
+	// 45 s and measures from the start of one big burst (more than 5 s
+	// of the quota within a second) to the start of the first big burst
+	// 20 s or more later: whole cycles.
+	type sample struct {
+		at       time.Time
+		consumed [2]int64
+	}
+	var samples []sample
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(45 * time.Second); time.Now().Before(end); {
+		select {
+		case now := <-tick.C:
+			samples = append(samples, sample{now, [2]int64{consumed[0].Load(), consumed[1].Load()}})
+		case <-ctx.Done():
+			t.Fatal("test context ended")
+		}
+	}
+	burstAt := func(i int) bool {
+		return i > 0 && i+10 < len(samples) && samples[i].consumed[0] > samples[i-1].consumed[0] &&
+			samples[i+10].consumed[0]-samples[i-1].consumed[0] > 5*quota &&
+			(i < 11 || samples[i-1].consumed[0]-samples[i-11].consumed[0] < 5*quota)
+	}
+	first, last := -1, -1
+	for i := range samples {
+		if !burstAt(i) {
+			continue
+		}
+		if first < 0 {
+			first = i
+		} else if samples[i].at.Sub(samples[first].at) >= 20*time.Second {
+			last = i
+			break
+		}
+	}
+	if first < 0 || last < 0 {
+		t.Fatalf("no two big bursts 20 s apart in 45 s of the limited consumer")
+	}
+	from, to := samples[first-1], samples[last-1]
+	elapsed := to.at.Sub(from.at).Seconds()
+	limited := float64(to.consumed[0]-from.consumed[0]) / elapsed
+	unlimited := float64(to.consumed[1]-from.consumed[1]) / elapsed
+	t.Logf("over %.1f s: limited %.0f B/s (%.2f × quota), unlimited %.0f B/s (%.2f × quota)",
+		elapsed, limited, limited/quota, unlimited, unlimited/quota)
+	if limited > 1.1*quota || limited < 0.9*quota {
+		t.Errorf("limited consumer: got %.0f B/s, want within 10%% of %d", limited, quota)
+	}
+	if unlimited < 4*quota {
+		t.Errorf("unlimited consumer: got %.0f B/s, want at least 4 × %d", unlimited, quota)
+	}
+}
+
+// TestRequestPercentageQuota: a client whose request_percentage is far
+// below what even one Metadata request takes gets throttle_time_ms, at
+// most one sample (Kafka bounds a request quota's throttle to
+// quota.window.size.seconds), and its connection reads its next request
+// only once the throttle has passed.
+func TestRequestPercentageQuota(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	setClientQuota(t, b, coord.QuotaEntity{ClientID: "busy"}, coord.QuotaRequestPercentage, "0.000001")
+	nc, err := net.Dial("tcp", b.Addr().String())
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(30 * time.Second))
+	metadata := func(correlationID int32) int32 {
+		t.Helper()
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 4
+		frame := []byte{0, 0, 0, 0, 0, 3, 0, 4}
+		frame = binary.BigEndian.AppendUint32(frame, uint32(correlationID))
+		frame = binary.BigEndian.AppendUint16(frame, 4)
+		frame = req.AppendTo(append(frame, "busy"...))
+		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+		if _, err := nc.Write(frame); err != nil {
+			t.Fatalf("write Metadata: %v", err)
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(nc, size[:]); err != nil {
+			t.Fatalf("read Metadata answer: %v", err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(nc, body); err != nil {
+			t.Fatalf("read Metadata answer: %v", err)
+		}
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.Version = 4
+		if err := resp.ReadFrom(body[4:]); err != nil {
+			t.Fatalf("decode Metadata answer: %v", err)
+		}
+		return resp.ThrottleMillis
+	}
+	throttle := metadata(1)
+	if throttle <= 0 || throttle > 1000 {
+		t.Fatalf("Metadata over request_percentage: got throttle_time_ms %d, want 1 .. 1000", throttle)
+	}
+	answered := time.Now()
+	metadata(2)
+	// The mute began as the first answer was written, before it was read
+	// here.
+	if waited, least := time.Since(answered), time.Duration(throttle)*time.Millisecond-100*time.Millisecond; waited < least {
+		t.Errorf("the request after a throttle of %d ms: answered after %v, want at least %v", throttle, waited, least)
+	}
+
+	// The entity's metrics, labelled as Kafka's (a client-id quota is
+	// shared by the client id, whatever the user).
+	page := scrape(t, b)
+	series := `{client_id="busy",type="Request",user=""}`
+	wantMetric(t, page, "tripod_client_quota_limit"+series, "the quota, 1e-06", func(v float64) bool { return v == 0.000001 })
+	wantMetric(t, page, "tripod_client_quota_rate"+series, "above the quota", func(v float64) bool { return v > 0.000001 })
+	wantMetric(t, page, "tripod_client_quota_throttle_time_seconds_total"+series, fmt.Sprintf("at least the first throttle, %d ms", throttle),
+		func(v float64) bool { return v >= float64(throttle)/1000 })
+	if _, ok := metricValue(page, `tripod_client_quota_rate{client_id="busy",type="Produce",user=""}`); ok {
+		t.Errorf("scrape has a Produce rate of a client without a producer_byte_rate, want none")
 	}
 }

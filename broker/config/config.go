@@ -140,6 +140,11 @@ type Config struct {
 	// client address; one more is closed at once (max.connections.per.ip).
 	// Default 2147483647; 1 .. 2147483647.
 	MaxConnectionsPerIP int32
+	// MaxConnectionCreationRate is max.connection.creation.rate: the
+	// connections per second the broker accepts over all listeners but
+	// the inter-broker one when there are others (KIP-612); over it, the
+	// accept waits. Default 2147483647, no limit; at least 0.
+	MaxConnectionCreationRate int32
 	// MaxConnectionsPerIPOverrides are per-address limits that replace
 	// MaxConnectionsPerIP, "host:N,host:N" (max.connections.per.ip.overrides,
 	// hosts as IP addresses). Default none; each N 0 .. 2147483647.
@@ -298,6 +303,14 @@ type Config struct {
 	// (quota.window.size.seconds). Default 1 s; whole seconds, at least
 	// 1 s.
 	QuotaWindowSize time.Duration
+	// ControllerQuotaWindowNum and ControllerQuotaWindowSize are
+	// controller.quota.window.num and
+	// controller.quota.window.size.seconds: a controller_mutation_rate
+	// quota lets a client create or delete up to the quota × num × size
+	// partitions at once (KIP-599's burst). Defaults 11 and 1 s; at least
+	// 1, whole seconds.
+	ControllerQuotaWindowNum  int32
+	ControllerQuotaWindowSize time.Duration
 	// ReplicaHighWatermarkCheckpointInterval is how often the broker
 	// writes every partition's high watermark to
 	// replication-offset-checkpoint in each log dir
@@ -469,6 +482,7 @@ func DefaultConfig() Config {
 		FetchMaxBytes:              57671680,
 		MaxConnections:             math.MaxInt32,
 		MaxConnectionsPerIP:        math.MaxInt32,
+		MaxConnectionCreationRate:  math.MaxInt32,
 		LogSegmentBytes:            defaultLog.SegmentBytes,
 		LogRoll:                    defaultLog.RollTime,
 		LogRetentionBytes:          defaultLog.RetentionBytes,
@@ -509,6 +523,8 @@ func DefaultConfig() Config {
 		ReplicationQuotaWindowSize:             QuotaWindow,
 		QuotaWindowNum:                         QuotaSamples,
 		QuotaWindowSize:                        QuotaWindow,
+		ControllerQuotaWindowNum:               QuotaSamples,
+		ControllerQuotaWindowSize:              QuotaWindow,
 		ReplicaHighWatermarkCheckpointInterval: 5 * time.Second,
 
 		ProducerIDExpiration:              24 * time.Hour,
@@ -744,6 +760,9 @@ func (c Config) Validate() error {
 	if c.MaxConnections < 1 {
 		return fmt.Errorf("max.connections %d: must be between 1 and 2147483647", c.MaxConnections)
 	}
+	if c.MaxConnectionCreationRate < 0 {
+		return fmt.Errorf("max.connection.creation.rate %d: must be at least 0", c.MaxConnectionCreationRate)
+	}
 	if c.MaxConnectionsPerIP < 1 {
 		return fmt.Errorf("max.connections.per.ip %d: must be between 1 and 2147483647", c.MaxConnectionsPerIP)
 	}
@@ -804,6 +823,12 @@ func (c Config) Validate() error {
 	}
 	if c.QuotaWindowSize < time.Second || c.QuotaWindowSize%time.Second != 0 {
 		return fmt.Errorf("quota.window.size.seconds %v: must be a whole number of seconds, at least 1", c.QuotaWindowSize)
+	}
+	if c.ControllerQuotaWindowNum < 1 {
+		return fmt.Errorf("controller.quota.window.num %d: must be at least 1", c.ControllerQuotaWindowNum)
+	}
+	if c.ControllerQuotaWindowSize < time.Second || c.ControllerQuotaWindowSize%time.Second != 0 {
+		return fmt.Errorf("controller.quota.window.size.seconds %v: must be a whole number of seconds, at least 1", c.ControllerQuotaWindowSize)
 	}
 	if c.ReplicaFetchMaxBytes < 1 {
 		return fmt.Errorf("replica.fetch.max.bytes %d: must be between 1 and 2147483647", c.ReplicaFetchMaxBytes)
@@ -1155,6 +1180,14 @@ var brokerKeys = map[string]configKey{
 		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnectionsPerIP, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnectionsPerIP)) },
+	},
+	"max.connection.creation.rate": {
+		doc: keyDoc{
+			section: "Broker", allowed: "0 .. 2147483647",
+			meaning: "connections per second accepted over all listeners but a protected inter-broker one; over it, accepting waits (2147483647: no limit)",
+		},
+		set: func(c *Config, k, v string) error { return setInt32(&c.MaxConnectionCreationRate, k, v) },
+		get: func(c Config) string { return strconv.Itoa(int(c.MaxConnectionCreationRate)) },
 	},
 	"max.connections.per.ip.overrides": {
 		doc: keyDoc{
@@ -1553,6 +1586,25 @@ var brokerKeys = map[string]configKey{
 			return nil
 		},
 		get: func(c Config) string { return strconv.FormatInt(int64(c.QuotaWindowSize/time.Second), 10) },
+	},
+	"controller.quota.window.num": int32Key(func(c *Config) *int32 { return &c.ControllerQuotaWindowNum }).documented(keyDoc{
+		section: "Client quotas", allowed: "≥ 1",
+		meaning: "samples of a controller_mutation_rate quota: its burst is the quota × this × controller.quota.window.size.seconds",
+	}),
+	"controller.quota.window.size.seconds": {
+		doc: keyDoc{
+			section: "Client quotas", allowed: "whole seconds, ≥ 1",
+			meaning: "the length of one controller_mutation_rate sample",
+		},
+		set: func(c *Config, k, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				return fmt.Errorf("%s %q: must be a whole number of seconds", k, v)
+			}
+			c.ControllerQuotaWindowSize = time.Duration(n) * time.Second
+			return nil
+		},
+		get: func(c Config) string { return strconv.FormatInt(int64(c.ControllerQuotaWindowSize/time.Second), 10) },
 	},
 	"replica.fetch.max.bytes": {
 		doc: keyDoc{

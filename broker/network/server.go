@@ -35,13 +35,27 @@ type Config struct {
 	MaxConnections               int32
 	MaxConnectionsPerIP          int32
 	MaxConnectionsPerIPOverrides map[string]int32
+	// MaxConnectionCreationRate is max.connection.creation.rate: the
+	// connections per second all listeners but a protected one accept
+	// (0 or 2147483647: no limit). ConnectionCreationRate returns an address's
+	// connection_creation_rate client quota (its own, else the default
+	// ip's); ok is false when it has none, and a nil func is no quota.
+	// Both are measured over QuotaWindowNum samples of QuotaWindowSize
+	// (quota.window.num, quota.window.size.seconds; connrate.go).
+	MaxConnectionCreationRate int32
+	ConnectionCreationRate    func(ip string) (quota float64, ok bool)
+	QuotaWindowNum            int
+	QuotaWindowSize           time.Duration
 	// Closing is closed when the broker closes: the accept loops stop and
 	// every connection closes.
 	Closing <-chan struct{}
 	// AcceptErrors counts failed accepts; ConnectionsRefused counts
-	// connections closed at once for max.connections.per.ip.
-	AcceptErrors       prometheus.Counter
-	ConnectionsRefused prometheus.Counter
+	// connections closed at once for max.connections.per.ip;
+	// ConnectionsThrottled counts connections closed unserved, after a
+	// delay, for their address's connection_creation_rate.
+	AcceptErrors         prometheus.Counter
+	ConnectionsRefused   prometheus.Counter
+	ConnectionsThrottled prometheus.Counter
 }
 
 // Handler is what the broker does with a connection: the connection layer
@@ -136,6 +150,7 @@ type Server struct {
 	cfg      Config
 	logger   hclog.Logger
 	limits   *connLimiter
+	rates    *connRates
 	requests *requestPool
 }
 
@@ -146,6 +161,7 @@ func NewServer(cfg Config, logger hclog.Logger) *Server {
 		cfg:      cfg,
 		logger:   logger,
 		limits:   newConnLimiter(cfg),
+		rates:    newConnRates(cfg),
 		requests: newRequestPool(cfg.QueuedMaxRequestBytes, logger),
 	}
 }
@@ -166,10 +182,11 @@ const (
 )
 
 // Serve accepts connections on l until it closes or Config.Closing is
-// closed, within max.connections (counted over all listeners, which
-// share limits; a protected listener is exempt) and
-// max.connections.per.ip, and serves each on goroutines of its own. It
-// returns once every connection it accepted has ended.
+// closed, within max.connections and max.connection.creation.rate
+// (counted over all listeners, which share limits; a protected listener
+// is exempt), max.connections.per.ip and the connection_creation_rate of
+// each address, and serves each on goroutines of its own. It returns
+// once every connection it accepted has ended.
 func (s *Server) Serve(l Listener) {
 	var conns sync.WaitGroup
 	defer conns.Wait()
@@ -217,6 +234,21 @@ func (s *Server) Serve(l Listener) {
 			continue
 		}
 		backoff = 0
+		if !l.Protected {
+			if !s.waitAccept(nc) {
+				return
+			}
+		}
+		if delay := s.rates.ipDelay(hostOf(nc.RemoteAddr()), time.Now()); delay > 0 {
+			s.logger.Debug("connection throttled: connection_creation_rate reached", "listener", l.Name, "remote", nc.RemoteAddr().String(), "delay", delay)
+			s.cfg.ConnectionsThrottled.Inc()
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				s.closeAfter(nc, delay)
+			}()
+			continue
+		}
 		if ok, limit := limits.admit(nc.RemoteAddr()); !ok {
 			s.logger.Info("connection refused: max.connections.per.ip reached", "listener", l.Name, "remote", nc.RemoteAddr().String(), "limit", limit)
 			s.cfg.ConnectionsRefused.Inc()
@@ -230,4 +262,38 @@ func (s *Server) Serve(l Listener) {
 			s.serveConn(nc, l)
 		}()
 	}
+}
+
+// waitAccept holds the accept loop for as long as the connection just
+// accepted is over max.connection.creation.rate, as Kafka's acceptor
+// waits for a connection slot. It reports false, having closed nc, when
+// the broker closes meanwhile.
+func (s *Server) waitAccept(nc net.Conn) bool {
+	delay := s.rates.acceptDelay(time.Now())
+	if delay <= 0 {
+		return true
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.cfg.Closing:
+		nc.Close()
+		return false
+	}
+}
+
+// closeAfter closes a throttled connection, unread, once delay has passed
+// or the broker closes, as Kafka delays closing a connection over its
+// address's connection_creation_rate so that its client does not
+// reconnect at once.
+func (s *Server) closeAfter(nc net.Conn, delay time.Duration) {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.cfg.Closing:
+	}
+	nc.Close()
 }

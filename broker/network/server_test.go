@@ -75,12 +75,18 @@ func (h *echoHandler) Closed(ctx context.Context, conn net.Conn, c Conn, err err
 // startServer serves h on a listener on 127.0.0.1 until the test ends.
 func startServer(t *testing.T, h Handler) (*Server, string) {
 	t.Helper()
+	return startServerWith(t, h, func(*Config) {})
+}
+
+// startServerWith is startServer with the config as edit leaves it.
+func startServerWith(t *testing.T, h Handler, edit func(*Config)) (*Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
 	closing := make(chan struct{})
-	s := NewServer(Config{
+	cfg := Config{
 		ConnectionsMaxIdle:       time.Minute,
 		SocketRequestMaxBytes:    1 << 20,
 		SASLServerMaxReceiveSize: 1 << 10,
@@ -90,7 +96,10 @@ func startServer(t *testing.T, h Handler) (*Server, string) {
 		Closing:                  closing,
 		AcceptErrors:             prometheus.NewCounter(prometheus.CounterOpts{Name: "accept_errors"}),
 		ConnectionsRefused:       prometheus.NewCounter(prometheus.CounterOpts{Name: "connections_refused"}),
-	}, hclog.NewNullLogger())
+		ConnectionsThrottled:     prometheus.NewCounter(prometheus.CounterOpts{Name: "connections_throttled"}),
+	}
+	edit(&cfg)
+	s := NewServer(cfg, hclog.NewNullLogger())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -36,16 +36,23 @@ const (
 	// Request counts the time handling a client's requests takes, in
 	// percent of one thread (request_percentage, KIP-124).
 	Request
+	// Mutation counts the partitions a client's CreateTopics,
+	// CreatePartitions and DeleteTopics create or delete
+	// (controller_mutation_rate, KIP-599); it is recorded through a
+	// MutationQuota, not Record.
+	Mutation
 	numKinds
 )
 
 // Key returns the quota key of k.
 func (k Kind) Key() string {
-	return [...]string{coord.QuotaProducerByteRate, coord.QuotaConsumerByteRate, coord.QuotaRequestPercentage}[k]
+	return [...]string{coord.QuotaProducerByteRate, coord.QuotaConsumerByteRate, coord.QuotaRequestPercentage, coord.QuotaControllerMutationRate}[k]
 }
 
 // metricType is Kafka's metric type of k (kafka.server:type=Produce, ...).
-func (k Kind) metricType() string { return [...]string{"Produce", "Fetch", "Request"}[k] }
+func (k Kind) metricType() string {
+	return [...]string{"Produce", "Fetch", "Request", "ControllerMutation"}[k]
+}
 
 // idleExpiry is how long a sensor of no activity is kept, as Kafka's
 // quota sensors expire after an hour without use.
@@ -59,6 +66,12 @@ type Config struct {
 	// Window is quota.window.size.seconds: one sample's length
 	// (default 1 s, whole seconds, at least 1 s).
 	Window time.Duration
+	// MutationSamples and MutationWindow are controller.quota.window.num
+	// and controller.quota.window.size.seconds: a controller mutation
+	// quota's burst is the quota × MutationSamples × MutationWindow
+	// (Kafka's defaults 11 and 1 s; at least 1, whole seconds).
+	MutationSamples int
+	MutationWindow  time.Duration
 }
 
 // Validate checks c's ranges, naming the property.
@@ -68,6 +81,12 @@ func (c Config) Validate() error {
 	}
 	if c.Window < time.Second || c.Window%time.Second != 0 {
 		return fmt.Errorf("quota.window.size.seconds %v: must be a whole number of seconds, at least 1", c.Window)
+	}
+	if c.MutationSamples < 1 {
+		return fmt.Errorf("controller.quota.window.num %d: must be at least 1", c.MutationSamples)
+	}
+	if c.MutationWindow < time.Second || c.MutationWindow%time.Second != 0 {
+		return fmt.Errorf("controller.quota.window.size.seconds %v: must be a whole number of seconds, at least 1", c.MutationWindow)
 	}
 	return nil
 }
@@ -150,9 +169,12 @@ type sensorKey struct {
 	entity coord.QuotaEntity
 }
 
-// sensor is one entity's rate of one kind, with its throttle total.
+// sensor is one entity's rate of one kind, with its throttle total; a
+// Mutation sensor enforces its quota with bucket and measures rate for
+// the metrics only.
 type sensor struct {
 	rate     *rate.Rate
+	bucket   rate.TokenBucket
 	bound    float64
 	throttle time.Duration
 	last     time.Time
@@ -218,18 +240,35 @@ func (m *Manager) Record(kind Kind, user, clientID string, value float64, now ti
 	if !ok {
 		return 0
 	}
+	s := m.sensorLocked(kind, shared, bound, now)
+	s.rate.Record(value, now)
+	t := ThrottleTime(s.rate.Measure(now), bound, s.rate.WindowSize(now))
+	if kind == Request {
+		// As Kafka's ClientRequestQuotaManager, a request quota's
+		// throttle is at most one sample: request time is not a
+		// volume a client can send less of.
+		t = min(t, m.cfg.Window)
+	}
+	s.throttle += t
+	return t
+}
+
+// sensorLocked returns the sensor of kind for the entity shared, made
+// if new, with its bound and last use set; m.mu is held.
+func (m *Manager) sensorLocked(kind Kind, shared coord.QuotaEntity, bound float64, now time.Time) *sensor {
 	m.sweepLocked(now)
 	key := sensorKey{kind: kind, entity: shared}
 	s := m.sensors[key]
 	if s == nil {
-		s = &sensor{rate: rate.New(m.cfg.Samples, m.cfg.Window, now)}
+		samples, window := m.cfg.Samples, m.cfg.Window
+		if kind == Mutation {
+			samples, window = m.cfg.MutationSamples, m.cfg.MutationWindow
+		}
+		s = &sensor{rate: rate.New(samples, window, now)}
 		m.sensors[key] = s
 	}
 	s.bound, s.last = bound, now
-	s.rate.Record(value, now)
-	t := ThrottleTime(s.rate.Measure(now), bound, s.rate.WindowSize(now))
-	s.throttle += t
-	return t
+	return s
 }
 
 // sweepLocked forgets the sensors idle for idleExpiry, at most once a
@@ -253,7 +292,7 @@ func NanosToPercent(d time.Duration) float64 { return float64(d) * 100 / float64
 
 var (
 	rateDesc = prometheus.NewDesc("tripod_client_quota_rate",
-		"Rate measured for a client quota entity (Kafka's byte-rate for type Produce and Fetch in bytes/s, request-time for type Request in percent of a thread)",
+		"Rate measured for a client quota entity (Kafka's byte-rate for type Produce and Fetch in bytes/s, request-time for type Request in percent of a thread, mutation-rate for type ControllerMutation in partitions/s)",
 		[]string{"type", "user", "client_id"}, nil)
 	boundDesc = prometheus.NewDesc("tripod_client_quota_limit",
 		"The quota that applies to the entity, in the unit of tripod_client_quota_rate",
@@ -286,4 +325,21 @@ func (m *Manager) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(boundDesc, prometheus.GaugeValue, s.bound, labels...)
 		ch <- prometheus.MustNewConstMetric(throttleDesc, prometheus.CounterValue, s.throttle.Seconds(), labels...)
 	}
+}
+
+// ConnectionCreationRate returns the connection_creation_rate quota of
+// connections from ip (KIP-612): ip's own, else the default ip's; ok is
+// false when neither is stored.
+func (m *Manager) ConnectionCreationRate(ip string) (bound float64, ok bool) {
+	if !m.any.Load() {
+		return 0, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, entity := range []coord.QuotaEntity{{IP: ip}, {IP: coord.DefaultQuotaEntity}} {
+		if b, found := m.quotas[entity][coord.QuotaConnectionCreationRate]; found {
+			return b, true
+		}
+	}
+	return 0, false
 }

@@ -110,3 +110,47 @@ func TestGreedyClientConvergesToItsQuota(t *testing.T) {
 		t.Fatalf("a greedy client's rate after %v: got %.0f B/s, want within 10%% of %d", warmup, got, bound)
 	}
 }
+
+// TestMutationQuotaStrictAndPermissive: a controller_mutation_rate of 2
+// with a burst of 2 × 2 samples × 1 s takes 4 partitions at once; a
+// strict quota lets the topic that takes the bucket below zero through
+// and refuses the next while it is below, with the time to earn the
+// credits back; a permissive one refuses nothing and only throttles.
+func TestMutationQuotaStrictAndPermissive(t *testing.T) {
+	m := NewManager(Config{Samples: 11, Window: time.Second, MutationSamples: 2, MutationWindow: time.Second})
+	m.SetQuotas(Quotas{{ClientID: "admin"}: {coord.QuotaControllerMutationRate: 2}})
+	now := time.Unix(1000, 0)
+
+	strict := m.MutationQuota("ANONYMOUS", "admin", true)
+	for i, c := range []struct {
+		partitions int
+		want       error
+	}{{3, nil}, {3, nil}, {1, ErrThrottlingQuotaExceeded}} {
+		if err := strict.Record(c.partitions, now); err != c.want {
+			t.Fatalf("strict record %d of %d partitions: got %v, want %v", i, c.partitions, err, c.want)
+		}
+	}
+	// 4 - 3 - 3 = -2 credits at 2 per second: a second to wait.
+	if got := strict.ThrottleTime(now); got != time.Second {
+		t.Fatalf("strict throttle: got %v, want 1s", got)
+	}
+	if got := strict.ThrottleTime(now.Add(300 * time.Millisecond)); got != 700*time.Millisecond {
+		t.Fatalf("strict throttle 300 ms later: got %v, want 700ms", got)
+	}
+	later := now.Add(time.Second)
+	if err := m.MutationQuota("ANONYMOUS", "admin", true).Record(1, later); err != nil {
+		t.Fatalf("strict record after the throttle: got %v, want nil", err)
+	}
+
+	permissive := m.MutationQuota("ANONYMOUS", "admin", false)
+	if err := permissive.Record(5, later); err != nil {
+		t.Fatalf("permissive record: got %v, want nil", err)
+	}
+	// -1 - 5 = -6 credits: three seconds.
+	if got := permissive.ThrottleTime(later); got != 3*time.Second {
+		t.Fatalf("permissive throttle: got %v, want 3s", got)
+	}
+	if err := m.MutationQuota("ANONYMOUS", "other", true).Record(100, later); err != nil {
+		t.Fatalf("a client without a quota: got %v, want nil", err)
+	}
+}

@@ -118,33 +118,44 @@ func (b *Backend) AlterClientQuotas(ctx context.Context, entity coord.QuotaEntit
 		return nil, err
 	}
 	p := b.path("/config/" + entity.String())
-	parents := b.quotaDirs()
+	// A user's client quota lives under the user's znode, which a
+	// concurrent SCRAM credential delete removes when it is empty. The
+	// write that creates the quota's znode creates the parents found
+	// missing in the same multi, so that a delete between the two
+	// cannot fail it; after a conflict the parents are looked at again.
+	if err := b.do(ctx, p, func(c *zk.Conn) error { return createDirs(c, b, b.quotaDirs()) }); err != nil {
+		return nil, convertError(err, "create the client quota directories")
+	}
+	var userParents, missingParents []string
 	if entity.User != "" && entity.ClientID != "" {
 		user := path.Dir(path.Dir(p))
-		parents = append(parents, user, user+"/clients")
+		userParents = []string{user, user + "/clients"}
 	}
-	for _, parent := range parents {
-		err := b.do(ctx, parent, func(c *zk.Conn) error {
-			var data []byte
-			if parent == path.Dir(path.Dir(p)) {
-				data = encodeConfig(nil)
+	findMissing := func(ctx context.Context, _ bool) error {
+		missingParents = missingParents[:0]
+		return convertError(b.do(ctx, p, func(c *zk.Conn) error {
+			missingParents = missingParents[:0]
+			for _, parent := range userParents {
+				ok, _, err := c.Exists(parent)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					missingParents = append(missingParents, parent)
+				}
 			}
-			_, err := c.Create(parent, data, 0, b.aclFor(parent))
-			if errors.Is(err, zk.ErrNodeExists) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			return nil, convertError(err, "create "+parent)
-		}
+			return nil
+		}), "look for the parents of "+p)
+	}
+	if err := findMissing(ctx, false); err != nil {
+		return nil, err
 	}
 	data, _ := json.Marshal(configChangeZNode{Version: 2, EntityPath: entity.String()})
 	changePath := b.configChangesPath() + "/config_change_"
 	change := &zk.CreateRequest{Path: changePath, Data: data, Acl: b.aclFor(changePath), Flags: zk.FlagSequence}
 	var written map[string]string
 	what := "alter client quotas at " + p
-	err := b.updateZNode(ctx, p, b.configChangesPath(), what, func(data []byte, stat *zk.Stat) ([]any, error) {
+	err := b.updateZNodeUnder(ctx, p, b.configChangesPath(), what, findMissing, func(data []byte, stat *zk.Stat) ([]any, error) {
 		stored, err := decodeConfig(entity.String(), data)
 		if err != nil {
 			return nil, err
@@ -155,7 +166,15 @@ func (b *Backend) AlterClientQuotas(ctx context.Context, entity coord.QuotaEntit
 		case maps.Equal(stored, next):
 			return nil, nil
 		case stat == nil:
-			return []any{&zk.CreateRequest{Path: p, Data: encodeConfig(next), Acl: b.aclFor(p)}, change}, nil
+			var ops []any
+			for _, parent := range missingParents {
+				var data []byte
+				if parent == path.Dir(path.Dir(p)) {
+					data = encodeConfig(nil)
+				}
+				ops = append(ops, &zk.CreateRequest{Path: parent, Data: data, Acl: b.aclFor(parent)})
+			}
+			return append(ops, &zk.CreateRequest{Path: p, Data: encodeConfig(next), Acl: b.aclFor(p)}, change), nil
 		case len(next) == 0 && stat.NumChildren == 0:
 			return []any{&zk.DeleteRequest{Path: p, Version: stat.Version}, change}, nil
 		default:
@@ -274,3 +293,13 @@ func (w *configWatcher) publish() {
 }
 
 func (w *configWatcher) close() { close(w.out) }
+
+// createDirs makes each of dirs, empty, unless it exists.
+func createDirs(c *zk.Conn, b *Backend, dirs []string) error {
+	for _, dir := range dirs {
+		if _, err := c.Create(dir, nil, 0, b.aclFor(dir)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	return nil
+}

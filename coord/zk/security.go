@@ -416,6 +416,19 @@ type update func(data []byte, stat *zk.Stat) ([]any, error)
 // notifications of changes. A write whose answer was lost may be made
 // again on the znode as it is then: update must build on what it reads.
 func (b *Backend) updateZNode(ctx context.Context, p, changes, what string, up update) error {
+	return b.updateZNodeUnder(ctx, p, changes, what, func(ctx context.Context, missing bool) error {
+		if !missing {
+			return nil
+		}
+		return b.ensureSecurityBase(ctx)
+	}, up)
+}
+
+// updateZNodeUnder is updateZNode with ensure called after every
+// conflicting write, missing set when a znode the write needed was not
+// there (deleted meanwhile, or never made): it may make the parents again
+// or note which the next write is to make.
+func (b *Backend) updateZNodeUnder(ctx context.Context, p, changes, what string, ensure func(ctx context.Context, missing bool) error, up update) error {
 	if err := b.ensureBase(ctx); err != nil {
 		return err
 	}
@@ -459,12 +472,10 @@ func (b *Backend) updateZNode(ctx context.Context, p, changes, what string, up u
 		if !conflict {
 			return nil
 		}
-		if missing {
-			// A directory may be missing (a fresh chroot), or the znode
-			// went between the read and the write.
-			if err := b.ensureSecurityBase(ctx); err != nil {
-				return err
-			}
+		// A directory may be missing (a fresh chroot), or the znode
+		// went between the read and the write.
+		if err := ensure(ctx, missing); err != nil {
+			return err
 		}
 	}
 	return fmt.Errorf("%w: %s: %d conflicting writes in a row", coord.ErrUnavailable, what, maxSecurityConflicts)

@@ -141,3 +141,46 @@ func TestSecurityKafkaLayout(t *testing.T) {
 		t.Errorf("CreateACLs of a group named team/app: got %v, want an error naming the resource name", err)
 	}
 }
+
+// TestClientQuotaConvergesWhileUserZNodeIsDeleted: a user's client quota
+// is written under the user's znode, which a SCRAM credential delete
+// removes when it is empty. With another client deleting the empty user
+// znode (and its clients directory) in a loop, setting and removing
+// alice's quota for client app still succeeds every time: a write that
+// finds its parent gone makes it again.
+func TestClientQuotaConvergesWhileUserZNodeIsDeleted(t *testing.T) {
+	s := server(t)
+	root := chroot()
+	b := open(t, s.Addr()+root, 6*time.Second, nil)
+	conn := raw(t, s.Addr())
+	ctx := ctxFor(t, time.Minute)
+	entity := coord.QuotaEntity{User: "alice", ClientID: "app"}
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			conn.Delete(root+"/config/users/alice/clients", -1) // fails unless empty
+			conn.Delete(root+"/config/users/alice", -1)
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	for i := range 50 {
+		op := coord.ConfigAlteration{Op: coord.ConfigSet, Key: coord.QuotaProducerByteRate, Value: "1024"}
+		if i%2 == 1 {
+			op = coord.ConfigAlteration{Op: coord.ConfigDelete, Key: coord.QuotaProducerByteRate}
+		}
+		if _, err := b.AlterClientQuotas(ctx, entity, []coord.ConfigAlteration{op}); err != nil {
+			t.Fatalf("alteration %d (%v) of %s: %v", i, op.Op, entity, err)
+		}
+	}
+}

@@ -90,3 +90,39 @@ func (r *Rate) Idle(now time.Time) bool {
 	total, _ := r.measure(now)
 	return total == 0
 }
+
+// TokenBucket is Kafka's TokenBucket (KIP-599), the measure behind the
+// controller mutation quota: credits come back at the quota's rate per
+// second up to a burst of the quota × samples × window, and a record takes
+// its value in credits, possibly below zero; a client is over its quota
+// while the credits are below zero. The quota is passed at each call, so
+// a changed quota applies at once. It is not safe for concurrent use.
+type TokenBucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// refill adds the credits earned since the last call, at quota per
+// second, up to burst; a bucket never used starts full.
+func (b *TokenBucket) refill(quota, burst float64, now time.Time) {
+	if b.last.IsZero() {
+		b.tokens = burst
+	} else if elapsed := now.Sub(b.last); elapsed > 0 {
+		b.tokens = min(burst, b.tokens+quota*elapsed.Seconds())
+	}
+	if now.After(b.last) {
+		b.last = now
+	}
+}
+
+// Tokens returns the credits left at now, negative when over the quota.
+func (b *TokenBucket) Tokens(quota, burst float64, now time.Time) float64 {
+	b.refill(quota, burst, now)
+	return b.tokens
+}
+
+// Record takes v credits at now.
+func (b *TokenBucket) Record(v, quota, burst float64, now time.Time) {
+	b.refill(quota, burst, now)
+	b.tokens = min(burst, b.tokens-v)
+}
