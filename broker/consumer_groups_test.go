@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -321,4 +323,63 @@ func TestConsumerProtocolGroupRegexPicksUpNewTopics(t *testing.T) {
 		t.Fatalf("the member's subscription is not a regex")
 	}
 	c.close()
+}
+
+// TestGroupsOfOneProtocolRefuseTheOther: without KIP-848's online
+// migration, a classic group with a member refuses a member of the
+// consumer protocol, and a consumer-protocol group with a member refuses
+// a classic JoinGroup, each with GROUP_ID_NOT_FOUND as Kafka answers;
+// neither group is disturbed.
+func TestGroupsOfOneProtocolRefuseTheOther(t *testing.T) {
+	cfg := testConfig(t)
+	fastConsumerGroups(&cfg)
+	b := startBroker(t, cfg)
+	const topic = "mixed-topic"
+	createLocalTopic(t, b, topic, 1)
+	ctx := testContext(t, time.Minute)
+	cl := newClient(t, b)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+
+	// A classic member in group "classic".
+	classic := newClient(t, b, kgo.ConsumerGroup("classic"), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for n := 0; n == 0; {
+		fetches := classic.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("the classic member consumed nothing")
+		}
+		n = fetches.NumRecords()
+	}
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch = "classic", "a-consumer-protocol-member", 0
+	hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames = 10000, []string{topic}
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{} // none owned: a join
+	if resp := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb); resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("ConsumerGroupHeartbeat to a classic group with a member: got %v (%v), want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+	}
+
+	// A consumer-protocol member in group "modern".
+	hb.Group = "modern"
+	if resp := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb); resp.ErrorCode != 0 || resp.MemberEpoch <= 0 {
+		t.Fatalf("ConsumerGroupHeartbeat joining group modern: got %v, epoch %d, want a member epoch", kerr.ErrorForCode(resp.ErrorCode), resp.MemberEpoch)
+	}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.SetVersion(5)
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "modern", 10000, 10000, "consumer"
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0, 0, 0, 0, 0, 0, 0}}}
+	if resp := issue[*kmsg.JoinGroupResponse](t, cl, join); resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("JoinGroup to a consumer-protocol group with a member: got %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode))
+	}
+
+	// Both groups are as they were.
+	adm := kadm.NewClient(cl)
+	classicDescribed, err := adm.DescribeGroups(ctx, "classic")
+	if err != nil || len(classicDescribed["classic"].Members) != 1 {
+		t.Errorf("group classic after the refusal: %+v, %v; want its one member", classicDescribed["classic"], err)
+	}
+	modern, err := adm.DescribeConsumerGroups(ctx, "modern")
+	if err != nil || len(modern["modern"].Members) != 1 || modern["modern"].Members[0].MemberID != hb.MemberID {
+		t.Errorf("group modern after the refusal: %+v, %v; want member %s", modern["modern"], err, hb.MemberID)
+	}
 }
