@@ -133,6 +133,17 @@ func TestAuthorizerEndToEnd(t *testing.T) {
 	if got := bobRequest[*kmsg.FindCoordinatorResponse](t, ctx, bob, fc); len(got.Coordinators) != 1 || got.Coordinators[0].ErrorCode != kerr.GroupAuthorizationFailed.Code {
 		t.Fatalf("bob's FindCoordinator without ACLs: got %+v, want GROUP_AUTHORIZATION_FAILED", got)
 	}
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames = groupID, "bob-member", 10000, []string{topic}
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if got := bobRequest[*kmsg.ConsumerGroupHeartbeatResponse](t, ctx, bob, hb); got.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("bob's ConsumerGroupHeartbeat without ACLs: got %v, want GROUP_AUTHORIZATION_FAILED", kerr.ErrorForCode(got.ErrorCode))
+	}
+	cgd := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cgd.Groups = []string{groupID}
+	if got := bobRequest[*kmsg.ConsumerGroupDescribeResponse](t, ctx, bob, cgd); len(got.Groups) != 1 || got.Groups[0].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("bob's ConsumerGroupDescribe without ACLs: got %+v, want GROUP_AUTHORIZATION_FAILED", got.Groups)
+	}
 	if got := bobRequest[*kmsg.DescribeClusterResponse](t, ctx, bob, kmsg.NewPtrDescribeClusterRequest()); got.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Fatalf("bob describes the cluster: got %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(got.ErrorCode))
 	}

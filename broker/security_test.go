@@ -109,6 +109,8 @@ func fillNames(req kmsg.Request) {
 		r.CoordinatorKey, r.CoordinatorKeys = "g", []string{"g"}
 	case *kmsg.DescribeGroupsRequest:
 		r.Groups = []string{"g"}
+	case *kmsg.ConsumerGroupDescribeRequest:
+		r.Groups = []string{"g"}
 	case *kmsg.DeleteGroupsRequest:
 		r.Groups = []string{"g"}
 	case *kmsg.CreateTopicsRequest:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,6 +86,8 @@ var authzRules = map[int16]authzRule{
 	33: configResources(coord.ACLOperationAlterConfigs),                   // AlterConfigs
 	44: configResources(coord.ACLOperationAlterConfigs),                   // IncrementalAlterConfigs
 	75: authorizeDescribeTopicPartitions,                                  // TOPIC DESCRIBE
+	68: authorizeConsumerGroupHeartbeat,                                   // GROUP READ, TOPIC DESCRIBE of the subscribed names
+	69: authorizeConsumerGroupDescribe,                                    // GROUP DESCRIBE
 }
 
 // authzRule checks one request (see authzRules). deny, when not nil, is
@@ -695,6 +698,63 @@ func authorizeDescribeGroups(a *access, req kmsg.Request) (kmsg.Response, func(k
 		}
 		for _, name := range denied {
 			g := kmsg.NewDescribeGroupsResponseGroup()
+			g.Group, g.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
+			dr.Groups = append(dr.Groups, g)
+		}
+	}
+}
+
+// authorizeConsumerGroupHeartbeat: a member of the consumer group
+// protocol (KIP-848) needs READ on its group, else
+// GROUP_AUTHORIZATION_FAILED, and DESCRIBE on every topic it subscribes
+// to by name, else TOPIC_AUTHORIZATION_FAILED, as Kafka 4 checks them.
+func authorizeConsumerGroupHeartbeat(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	r := req.(*kmsg.ConsumerGroupHeartbeatRequest)
+	fail := func(code *kerr.Error, msg string) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode, resp.ErrorMessage = code.Code, &msg
+		return resp
+	}
+	if !a.group(coord.ACLOperationRead, r.Group) {
+		return fail(kerr.GroupAuthorizationFailed, "Not authorized to access group "+r.Group+"."), nil
+	}
+	var denied []string
+	for _, t := range r.SubscribedTopicNames {
+		if !a.topic(coord.ACLOperationDescribe)(t) {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) > 0 {
+		return fail(kerr.TopicAuthorizationFailed, "Unauthorized topics: "+strings.Join(denied, ", ")+"."), nil
+	}
+	return nil, nil
+}
+
+// authorizeConsumerGroupDescribe: each consumer-protocol group needs
+// DESCRIBE, else GROUP_AUTHORIZATION_FAILED for it; the groups'
+// authorized operations are reported when asked.
+func authorizeConsumerGroupDescribe(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	r := req.(*kmsg.ConsumerGroupDescribeRequest)
+	var denied []string
+	r.Groups = slices.DeleteFunc(r.Groups, func(g string) bool {
+		if a.group(coord.ACLOperationDescribe, g) {
+			return false
+		}
+		denied = append(denied, g)
+		return true
+	})
+	if len(denied) == 0 && !r.IncludeAuthorizedOperations {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		dr := resp.(*kmsg.ConsumerGroupDescribeResponse)
+		if r.IncludeAuthorizedOperations {
+			for i := range dr.Groups {
+				dr.Groups[i].AuthorizedOperations = a.authorizedOperations(coord.ACLResourceGroup, dr.Groups[i].Group)
+			}
+		}
+		for _, name := range denied {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
 			g.Group, g.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
 			dr.Groups = append(dr.Groups, g)
 		}
