@@ -496,7 +496,11 @@ func (b *Backend) applyLocal(ctx context.Context, cmd *command) (applyResult, er
 	if err != nil {
 		return applyResult{}, fmt.Errorf("encode %s command: %w", cmd.Type, err)
 	}
-	enqueue := b.cfg.RaftElectionTimeout
+	// The leader's loop takes commands one at a time; on a loaded
+	// machine (a disk slow to sync) it may not take this one within an
+	// election timeout though it still leads, so the wait to enqueue is
+	// bounded by the caller's ctx, or the session timeout without one.
+	enqueue := max(b.cfg.SessionTimeout, b.cfg.RaftElectionTimeout)
 	if d, ok := ctx.Deadline(); ok {
 		enqueue = min(enqueue, max(time.Until(d), time.Millisecond))
 	}
