@@ -6,7 +6,7 @@ GO ?= go
 FUZZTIME ?= 30s
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build test deps vet fuzz
+.PHONY: all build test deps vet fuzz compat
 
 all: build
 
@@ -50,3 +50,12 @@ fuzz:
 		echo "== $$target ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./broker/; \
 	done
+
+# compat runs Kafka clients' own integration suites (franz-go's pkg/kgo,
+# sarama's functional tests, at the versions in go.mod) against `tripod
+# dev` clusters and writes docs/compat.md; it fails when a test does not
+# pass without a reason in scripts/compat/known.txt. It is not part of
+# `make test`: it takes about 15 minutes and needs ports 29091..29095,
+# 39092..39094 and 8474 free. See docs/clients.md.
+compat:
+	$(GO) run ./scripts/compat

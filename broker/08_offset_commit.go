@@ -142,6 +142,14 @@ func handleOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Respon
 				sh.applyOffset(pc.key, &v, base+int64(i))
 			}
 		}
+		if code == 0 && sh.state == shardActive {
+			// A group that only commits offsets (generation -1, no
+			// members) exists as long as it holds them, as Kafka's Empty
+			// group does: ListGroups lists it, DescribeGroups and
+			// DeleteGroups find it. The handler dropped the group it
+			// created while the commit was not yet applied.
+			sh.getOrCreate(b.groups, r.Group)
+		}
 		return resp
 	}, nil
 }

@@ -528,3 +528,75 @@ func TestKafkaGoReaderGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestSaramaOffsetsOnlyGroup is sarama's functional test
+// TestFuncAdminDeleteGroup: a group that only commits offsets, with no
+// member and generation -1 (sarama's OffsetManager), is listed by
+// ListGroups as Kafka lists its Empty group, and DeleteGroups deletes it
+// with its offsets.
+func TestSaramaOffsetsOnlyGroup(t *testing.T) {
+	b := startBroker(t, groupTestConfig(t))
+	const topic, groupID = "sarama-ledger", "sarama-offsets-only"
+	createTopic(t, b, topic, 1, nil)
+
+	client, err := sarama.NewClient([]string{b.Addr().String()}, saramaConfig(sarama.NewBalanceStrategyRange()))
+	if err != nil {
+		t.Fatalf("sarama client: %v", err)
+	}
+	defer client.Close()
+	om, err := sarama.NewOffsetManagerFromClient(groupID, client)
+	if err != nil {
+		t.Fatalf("sarama offset manager: %v", err)
+	}
+	pom, err := om.ManagePartition(topic, 0)
+	if err != nil {
+		t.Fatalf("manage partition: %v", err)
+	}
+	pom.MarkOffset(1, "")
+	// Closed first, so that the commit releases it.
+	pom.AsyncClose()
+	om.Commit()
+	if err := pom.Close(); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if err := om.Close(); err != nil {
+		t.Fatalf("close offset manager: %v", err)
+	}
+
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		t.Fatalf("sarama admin: %v", err)
+	}
+	groups, err := admin.ListConsumerGroups()
+	if err != nil {
+		t.Fatalf("list groups: %v", err)
+	}
+	if _, ok := groups[groupID]; !ok {
+		t.Fatalf("got groups %v, want %s among them", groups, groupID)
+	}
+	described, err := admin.DescribeConsumerGroups([]string{groupID})
+	if err != nil || len(described) != 1 {
+		t.Fatalf("describe group: got %v, %v", described, err)
+	}
+	if got := described[0]; got.Err != sarama.ErrNoError || got.State != "Empty" {
+		t.Fatalf("described group: got state %q, error %v; want Empty, no error", got.State, got.Err)
+	}
+
+	if err := admin.DeleteConsumerGroup(groupID); err != nil {
+		t.Fatalf("delete group: %v", err)
+	}
+	groups, err = admin.ListConsumerGroups()
+	if err != nil {
+		t.Fatalf("list groups: %v", err)
+	}
+	if _, ok := groups[groupID]; ok {
+		t.Fatalf("got groups %v after the delete, want %s gone", groups, groupID)
+	}
+	offsets, err := admin.ListConsumerGroupOffsets(groupID, map[string][]int32{topic: {0}})
+	if err != nil {
+		t.Fatalf("fetch offsets: %v", err)
+	}
+	if got := offsets.GetBlock(topic, 0); got == nil || got.Offset != -1 {
+		t.Fatalf("got committed offset %+v after the delete, want -1", got)
+	}
+}

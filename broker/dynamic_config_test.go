@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -458,5 +459,47 @@ func TestTopicConfigsForwardedToTheController(t *testing.T) {
 	}
 	if got := other.replicas.PartitionFor("fwd", 0).TopicConfigs()["cleanup.policy"]; got != "compact" {
 		t.Fatalf("after the refused request: cleanup.policy %q, want compact kept", got)
+	}
+}
+
+// TestSaramaAltersCleanerBackoff is sarama's functional test
+// TestFuncAdminIncrementalAlterConfigs: log.cleaner.backoff.ms is a
+// dynamic broker config, as in Kafka, which IncrementalAlterConfigs sets
+// for one broker and DescribeConfigs then reports, and the broker's
+// cleaner waits for.
+func TestSaramaAltersCleanerBackoff(t *testing.T) {
+	b := startBroker(t, testConfig(t))
+	ctx := testContext(t, time.Minute)
+	cfg := sarama.NewConfig()
+	cfg.Version = saramaVersion
+	admin, err := sarama.NewClusterAdmin([]string{b.Addr().String()}, cfg)
+	if err != nil {
+		t.Fatalf("sarama admin: %v", err)
+	}
+	defer admin.Close()
+	broker := strconv.Itoa(int(b.cfg.BrokerID))
+	describe := func() sarama.ConfigEntry {
+		t.Helper()
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.BrokerResource, Name: broker, ConfigNames: []string{config.LogCleanerBackoffKey}})
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("describe %s: got %+v, %v, want one entry", config.LogCleanerBackoffKey, entries, err)
+		}
+		return entries[0]
+	}
+	want := strconv.FormatInt(b.cfg.LogCleanerBackoff.Milliseconds()+1, 10)
+	if got := describe().Value; got == want {
+		t.Fatalf("before the alteration: got %s, want the static value", got)
+	}
+	err = admin.IncrementalAlterConfig(sarama.BrokerResource, broker, map[string]sarama.IncrementalAlterConfigsEntry{
+		config.LogCleanerBackoffKey: {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &want},
+	}, false)
+	if err != nil {
+		t.Fatalf("alter %s: %v", config.LogCleanerBackoffKey, err)
+	}
+	waitFor(t, ctx, "the broker to apply the new backoff", func() bool {
+		return b.dyn.CurrentConfig().LogCleanerBackoff == time.Duration(b.cfg.LogCleanerBackoff.Milliseconds()+1)*time.Millisecond
+	})
+	if got := describe(); got.Value != want || got.Source != sarama.SourceDynamicBroker {
+		t.Fatalf("after the alteration: got %s from %v, want %s from the broker's dynamic config", got.Value, got.Source, want)
 	}
 }

@@ -23,12 +23,13 @@ const (
 
 // dynamicBrokerKeys are the broker configs that can be updated without a
 // restart: Kafka's dynamically updatable ones that tripod applies live
-// (the topic defaults its replicas read, and the throttle rates). Any
-// other key is refused as Kafka refuses it: "Cannot update these configs
-// dynamically".
+// (the topic defaults its replicas read, the cleaner's backoff and the
+// throttle rates). Any other key is refused as Kafka refuses it: "Cannot
+// update these configs dynamically".
 var dynamicBrokerKeys = []string{
 	FollowerThrottleRateKey,
 	LeaderThrottleRateKey,
+	LogCleanerBackoffKey,
 	"log.flush.interval.messages",
 	"log.flush.interval.ms",
 	"log.retention.bytes",
@@ -47,6 +48,11 @@ func DynamicBrokerKeys() []string { return slices.Clone(dynamicBrokerKeys) }
 // restart.
 func IsDynamicBrokerKey(key string) bool { return slices.Contains(dynamicBrokerKeys, key) }
 
+// LogCleanerBackoffKey is the cleaner's wait between rounds, dynamic as
+// in Kafka (LogCleaner's reconfigurable configs); the cleaner reads it
+// before each wait.
+const LogCleanerBackoffKey = "log.cleaner.backoff.ms"
+
 // IsThrottleRateKey reports whether key is a throttle rate, which the
 // static properties do not hold.
 func IsThrottleRateKey(key string) bool {
@@ -57,7 +63,7 @@ func IsThrottleRateKey(key string) bool {
 // (the dynamic broker configs that replicas read).
 func (c Config) SameTopicDefaults(o Config) bool {
 	for _, key := range dynamicBrokerKeys {
-		if IsThrottleRateKey(key) {
+		if IsThrottleRateKey(key) || key == LogCleanerBackoffKey {
 			continue
 		}
 		cv, _ := c.Get(key)

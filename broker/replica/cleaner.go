@@ -17,10 +17,12 @@ const maxCleanPassesPerRound = 8
 // cleanerLoop is the log cleaner: every log.cleaner.backoff.ms it runs a
 // compaction pass over each replica of a topic whose cleanup.policy holds
 // compact (leaders and followers alike, each cleaning its own log, as
-// Kafka's replicas do). It ends when the broker closes; a pass under way
-// then finishes first.
+// Kafka's replicas do). The backoff is read from the live config before
+// each wait, so that a dynamic change (IncrementalAlterConfigs) applies
+// from the next round without a restart. It ends when the broker closes;
+// a pass under way then finishes first.
 func (m *Manager) cleanerLoop() {
-	backoff := time.NewTicker(m.cfg.LogCleanerBackoff)
+	backoff := time.NewTimer(m.cleanerBackoff())
 	defer backoff.Stop()
 	for {
 		select {
@@ -28,8 +30,18 @@ func (m *Manager) cleanerLoop() {
 			return
 		case now := <-backoff.C:
 			m.CleanLogs(now)
+			backoff.Reset(m.cleanerBackoff())
 		}
 	}
+}
+
+// cleanerBackoff is log.cleaner.backoff.ms as the dynamic broker configs
+// make it now.
+func (m *Manager) cleanerBackoff() time.Duration {
+	if m.dyn == nil {
+		return m.cfg.LogCleanerBackoff
+	}
+	return m.dyn.CurrentConfig().LogCleanerBackoff
 }
 
 // CleanLogs runs one cleaner round at now over every compacted replica
