@@ -480,11 +480,11 @@ func TestSaramaAltersCleanerBackoff(t *testing.T) {
 	broker := strconv.Itoa(int(b.cfg.BrokerID))
 	describe := func() sarama.ConfigEntry {
 		t.Helper()
-		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.BrokerResource, Name: broker, ConfigNames: []string{config.LogCleanerBackoffKey}})
-		if err != nil || len(entries) != 1 {
-			t.Fatalf("describe %s: got %+v, %v, want one entry", config.LogCleanerBackoffKey, entries, err)
+		results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.BrokerResource, Name: broker, ConfigNames: []string{config.LogCleanerBackoffKey}}}, sarama.DescribeConfigsOptions{})
+		if err != nil || len(results) != 1 || results[0].ErrorCode != sarama.ErrNoError || len(results[0].Configs) != 1 {
+			t.Fatalf("describe %s: got %+v, %v, want one entry", config.LogCleanerBackoffKey, results, err)
 		}
-		return entries[0]
+		return results[0].Configs[0]
 	}
 	want := strconv.FormatInt(b.cfg.LogCleanerBackoff.Milliseconds()+1, 10)
 	if got := describe().Value; got == want {
