@@ -142,11 +142,21 @@ func TestDecodeAllocationBounded(t *testing.T) {
 	worst := map[string]float64{}
 	for _, wc := range worstCaseFrames() {
 		name := fmt.Sprintf("%s v%d %s", kmsg.NameForKey(wc.key), wc.version, wc.name)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		req, _, err := b.decodeRequest(wc.frame, cs)
-		runtime.ReadMemStats(&after)
-		allocated := int(after.TotalAlloc-before.TotalAlloc) / raceAllocFactor
+		// TotalAlloc counts every goroutine's allocations, and a
+		// goroutine of an earlier test may still be ending: the least of
+		// three decodes is the decoder's own.
+		var req *request
+		var err error
+		allocated := -1
+		for range 3 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			req, _, err = b.decodeRequest(wc.frame, cs)
+			runtime.ReadMemStats(&after)
+			if a := int(after.TotalAlloc-before.TotalAlloc) / raceAllocFactor; allocated < 0 || a < allocated {
+				allocated = a
+			}
+		}
 		ratio := float64(allocated) / float64(len(wc.frame))
 		if ratio > worst[kmsg.NameForKey(wc.key)] {
 			worst[kmsg.NameForKey(wc.key)] = ratio
