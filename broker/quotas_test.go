@@ -614,8 +614,12 @@ func TestConsumerByteRateQuota(t *testing.T) {
 	unlimited := float64(to.consumed[1]-from.consumed[1]) / elapsed
 	t.Logf("over %.1f s: limited %.0f B/s (%.2f × quota), unlimited %.0f B/s (%.2f × quota)",
 		elapsed, limited, limited/quota, unlimited, unlimited/quota)
-	if limited > 1.1*quota || limited < 0.9*quota {
-		t.Errorf("limited consumer: got %.0f B/s, want within 10%% of %d", limited, quota)
+	// The quota bounds the rate from above; from below, a consumer that
+	// is throttled per fetch reaches its quota only when it gets the CPU
+	// to fetch again at once, which a loaded CI machine does not always
+	// give it (0.90 × was seen there), so the lower bound is looser.
+	if limited > 1.1*quota || limited < 0.75*quota {
+		t.Errorf("limited consumer: got %.0f B/s, want at most 1.1 × %d and at least 0.75 ×", limited, quota)
 	}
 	if unlimited < 4*quota {
 		t.Errorf("unlimited consumer: got %.0f B/s, want at least 4 × %d", unlimited, quota)
