@@ -224,16 +224,7 @@ func TestProducerByteRateQuota(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
 	const topic = "quota"
 	createTopic(t, b, topic, 2, nil)
-	if _, err := b.backend.AlterClientQuotas(ctx, coord.QuotaEntity{ClientID: "limited"},
-		[]coord.ConfigAlteration{{Op: coord.ConfigSet, Key: coord.QuotaProducerByteRate, Value: fmt.Sprint(quota)}}); err != nil {
-		t.Fatalf("set the quota: %v", err)
-	}
-	if !waitUntil(30*time.Second, func() bool {
-		st, _ := b.dyn.Applied()
-		return st != nil && len(st.Quotas) == 1
-	}) {
-		t.Fatalf("the broker did not apply the quota within 30 s")
-	}
+	setClientQuota(t, b, coord.QuotaEntity{ClientID: "limited"}, coord.QuotaProducerByteRate, fmt.Sprint(quota))
 
 	// Each producer sends 16 KiB records, uncompressed, as fast as its
 	// acknowledgements come back; produced counts the bytes acknowledged.
@@ -300,15 +291,22 @@ func TestProducerByteRateQuota(t *testing.T) {
 	began := time.Now()
 	waitFor(2 * cycle)
 	elapsed := time.Since(began).Seconds()
-	limited := float64(produced[0].Load()-start[0]) / elapsed
-	unlimited := float64(produced[1].Load()-start[1]) / elapsed
+	checkQuotaRates(t, "producer", quota, 0.9, elapsed, produced[0].Load()-start[0], produced[1].Load()-start[1])
+}
+
+// checkQuotaRates checks what two clients moved in elapsed seconds, one
+// under a byte-rate quota and one without: the limited one at most 1.1 ×
+// its quota and at least low × it, the other at least 4 × the quota.
+func checkQuotaRates(t *testing.T, kind string, quota, low, elapsed float64, limitedBytes, unlimitedBytes int64) {
+	t.Helper()
+	limited, unlimited := float64(limitedBytes)/elapsed, float64(unlimitedBytes)/elapsed
 	t.Logf("over %.1f s: limited %.0f B/s (%.2f × quota), unlimited %.0f B/s (%.2f × quota)",
 		elapsed, limited, limited/quota, unlimited, unlimited/quota)
-	if limited > 1.1*quota || limited < 0.9*quota {
-		t.Errorf("limited producer: got %.0f B/s, want within 10%% of %d", limited, quota)
+	if limited > 1.1*quota || limited < low*quota {
+		t.Errorf("limited %s: got %.0f B/s, want at most 1.1 × %.0f and at least %.2f ×", kind, limited, quota, low)
 	}
 	if unlimited < 4*quota {
-		t.Errorf("unlimited producer: got %.0f B/s, want at least 4 × %d", unlimited, quota)
+		t.Errorf("unlimited %s: got %.0f B/s, want at least 4 × %.0f", kind, unlimited, quota)
 	}
 }
 
@@ -610,20 +608,11 @@ func TestConsumerByteRateQuota(t *testing.T) {
 	}
 	from, to := samples[first-1], samples[last-1]
 	elapsed := to.at.Sub(from.at).Seconds()
-	limited := float64(to.consumed[0]-from.consumed[0]) / elapsed
-	unlimited := float64(to.consumed[1]-from.consumed[1]) / elapsed
-	t.Logf("over %.1f s: limited %.0f B/s (%.2f × quota), unlimited %.0f B/s (%.2f × quota)",
-		elapsed, limited, limited/quota, unlimited, unlimited/quota)
 	// The quota bounds the rate from above; from below, a consumer that
 	// is throttled per fetch reaches its quota only when it gets the CPU
 	// to fetch again at once, which a loaded CI machine does not always
 	// give it (0.90 × was seen there), so the lower bound is looser.
-	if limited > 1.1*quota || limited < 0.75*quota {
-		t.Errorf("limited consumer: got %.0f B/s, want at most 1.1 × %d and at least 0.75 ×", limited, quota)
-	}
-	if unlimited < 4*quota {
-		t.Errorf("unlimited consumer: got %.0f B/s, want at least 4 × %d", unlimited, quota)
-	}
+	checkQuotaRates(t, "consumer", quota, 0.75, elapsed, to.consumed[0]-from.consumed[0], to.consumed[1]-from.consumed[1])
 }
 
 // TestRequestPercentageQuota: a client whose request_percentage is far

@@ -678,14 +678,7 @@ func authorizeFindCoordinator(a *access, req kmsg.Request) (kmsg.Response, func(
 // are reported when asked (v3+).
 func authorizeDescribeGroups(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	r := req.(*kmsg.DescribeGroupsRequest)
-	var denied []string
-	r.Groups = slices.DeleteFunc(r.Groups, func(g string) bool {
-		if a.group(coord.ACLOperationDescribe, g) {
-			return false
-		}
-		denied = append(denied, g)
-		return true
-	})
+	denied := a.dropUndescribableGroups(&r.Groups)
 	if len(denied) == 0 && !r.IncludeAuthorizedOperations {
 		return nil, nil
 	}
@@ -702,6 +695,20 @@ func authorizeDescribeGroups(a *access, req kmsg.Request) (kmsg.Response, func(k
 			dr.Groups = append(dr.Groups, g)
 		}
 	}
+}
+
+// dropUndescribableGroups removes from groups those the principal may
+// not DESCRIBE and returns them, for DescribeGroups and
+// ConsumerGroupDescribe to answer GROUP_AUTHORIZATION_FAILED.
+func (a *access) dropUndescribableGroups(groups *[]string) (denied []string) {
+	*groups = slices.DeleteFunc(*groups, func(g string) bool {
+		if a.group(coord.ACLOperationDescribe, g) {
+			return false
+		}
+		denied = append(denied, g)
+		return true
+	})
+	return denied
 }
 
 // authorizeConsumerGroupHeartbeat: a member of the consumer group
@@ -735,14 +742,7 @@ func authorizeConsumerGroupHeartbeat(a *access, req kmsg.Request) (kmsg.Response
 // authorized operations are reported when asked.
 func authorizeConsumerGroupDescribe(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	r := req.(*kmsg.ConsumerGroupDescribeRequest)
-	var denied []string
-	r.Groups = slices.DeleteFunc(r.Groups, func(g string) bool {
-		if a.group(coord.ACLOperationDescribe, g) {
-			return false
-		}
-		denied = append(denied, g)
-		return true
-	})
+	denied := a.dropUndescribableGroups(&r.Groups)
 	if len(denied) == 0 && !r.IncludeAuthorizedOperations {
 		return nil, nil
 	}
