@@ -45,7 +45,13 @@ func init() { registerAPI(0, 0, 11, handleProduce) }
 // request (bounded by its timeout), that the partition is in that
 // producer's ongoing transaction (txn_verify.go); otherwise the partition
 // gets INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH for a fenced epoch, or
-// NOT_ENOUGH_REPLICAS, retriable, without a coordinator.
+// NOT_ENOUGH_REPLICAS, retriable, without a coordinator. A produce read
+// while the connection's previous one still waits to append (tripod reads
+// a connection's next request before answering the last, where Kafka
+// mutes the connection) appends after it, so a producer's pipelined
+// batches keep their order: a later batch that needs no verification
+// would otherwise pass an earlier one that waits for it, and be refused
+// as out of order.
 func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ProduceRequest)
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
@@ -58,6 +64,7 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 	}
 	var waits []waiting
 	var verifies []txnVerification
+	queue := req.conn.appendsPending()
 	for _, rt := range r.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -69,7 +76,7 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 			sp.LogStartOffset = -1
 			var done <-chan error
 			var verify *txnVerification
-			sp.ErrorCode, done, verify = b.producePartition(req.conn, r, rt.Topic, rp, &sp, deadline)
+			sp.ErrorCode, done, verify = b.producePartition(req.conn, r, rt.Topic, rp, &sp, deadline, queue)
 			st.Partitions = append(st.Partitions, sp)
 			if done != nil {
 				waits = append(waits, waiting{topic: len(resp.Topics), partition: len(st.Partitions) - 1, done: done})
@@ -165,8 +172,11 @@ func handleProduce(_ context.Context, b *Broker, req *request) (kmsg.Response, l
 // acks=all, the channel on which the outcome of the wait for the high
 // watermark arrives; or, for the first batch of a transaction on the
 // partition, nothing appended yet and the verification to ask the
-// transaction coordinator for before appendProduced.
-func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time) (int16, <-chan error, *txnVerification) {
+// transaction coordinator for before appendProduced. With queue (the
+// connection's previous produce has not appended yet) nothing is
+// appended either: the batches are returned as queued, for
+// appendProduced after the previous produce's appends.
+func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, deadline time.Time, queue bool) (int16, <-chan error, *txnVerification) {
 	if code := b.checkProducerIDs(c, topic, rp.Partition, rp.Records); code != 0 {
 		return code, nil, nil
 	}
@@ -179,13 +189,17 @@ func (b *Broker) producePartition(c *connState, r *kmsg.ProduceRequest, topic st
 			return 0, nil, &txnVerification{tp: txn.TopicPartition{Topic: topic, Partition: rp.Partition}, producerID: id, epoch: epoch}
 		}
 	}
+	if queue {
+		return 0, nil, &txnVerification{tp: txn.TopicPartition{Topic: topic, Partition: rp.Partition}, queued: true}
+	}
 	code, done := b.appendAsLeader(p, r, rp, sp, deadline)
 	return code, done, nil
 }
 
 // verifyProduced asks the transaction coordinators for verifies, one
 // request per producer id and epoch, bounded by ctx and deadline, and
-// returns them with their outcome in code (0: verified, to append).
+// returns them with their outcome in code (0: verified, to append); a
+// queued one needs no verification and is returned as it is.
 func (b *Broker) verifyProduced(ctx context.Context, r *kmsg.ProduceRequest, verifies []txnVerification, deadline time.Time) []txnVerification {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -195,14 +209,18 @@ func (b *Broker) verifyProduced(ctx context.Context, r *kmsg.ProduceRequest, ver
 	}
 	var order []producer
 	byProducer := map[producer][]txnVerification{}
+	var checked []txnVerification
 	for _, v := range verifies {
+		if v.queued {
+			checked = append(checked, v)
+			continue
+		}
 		k := producer{v.producerID, v.epoch}
 		if _, ok := byProducer[k]; !ok {
 			order = append(order, k)
 		}
 		byProducer[k] = append(byProducer[k], v)
 	}
-	var checked []txnVerification
 	for _, k := range order {
 		vs := byProducer[k]
 		tps := make([]txn.TopicPartition, len(vs))

@@ -69,18 +69,11 @@ func handleTxnOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Res
 		return resp, nil, nil
 	}
 	defer sh.mu.Unlock()
-	g := sh.groups[r.Group]
-	if g == nil {
-		// A transactional producer may commit for a group nobody has
-		// joined, as a plain OffsetCommit may for an Empty one.
-		g = sh.getOrCreate(b.groups, r.Group)
-		defer sh.dropIfUnused(g)
-	}
 	generation, memberID, instanceID := int32(-1), "", (*string)(nil)
 	if r.Version >= 3 {
 		generation, memberID, instanceID = r.Generation, r.MemberID, r.InstanceID
 	}
-	if code := g.ValidateTxnCommit(generation, memberID, instanceID); code != 0 {
+	if code := b.groups.validateTxnCommit(sh, r.Group, generation, memberID, instanceID, r.Version); code != 0 {
 		setAll(code)
 		return resp, nil, nil
 	}
@@ -131,4 +124,22 @@ func handleTxnOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Res
 		}
 		return resp
 	}, nil
+}
+
+// validateTxnCommit checks a TxnOffsetCommit's member and generation
+// against its group: in a consumer group of the consumer protocol
+// (KIP-848) the generation is the member epoch, as Kafka's
+// ConsumerGroup.validateOffsetCommit checks a transactional commit. A
+// transactional producer may commit for a group nobody has joined, as a
+// plain OffsetCommit may for an Empty one. The caller holds sh.mu.
+func (c *groupCoordinator) validateTxnCommit(sh *groupShard, id string, generation int32, memberID string, instanceID *string, version int16) int16 {
+	if cg := sh.consumers[id]; cg != nil {
+		return cg.ValidateCommit(memberID, generation, true, version)
+	}
+	g := sh.groups[id]
+	if g == nil {
+		g = sh.getOrCreate(c, id)
+		defer sh.dropIfUnused(g)
+	}
+	return g.ValidateTxnCommit(generation, memberID, instanceID)
 }

@@ -68,9 +68,10 @@ type connState struct {
 	producerIDs producerid.Verified
 
 	// txnAppends is closed once the appends of the connection's latest
-	// produce that waited for a transaction verification are done
-	// (handleProduce): the next such produce appends after it, so that
-	// verifying keeps the order of a producer's pipelined batches.
+	// produce that deferred them (to wait for a transaction verification)
+	// are done (handleProduce): every produce read while it is open
+	// appends after it, so that verifying keeps the order of a producer's
+	// pipelined batches.
 	txnAppends atomic.Pointer[chan struct{}]
 
 	// mutedUntil is when a client quota's throttle of the connection ends
@@ -182,3 +183,18 @@ type closeRaw struct {
 }
 
 func (c closeRaw) Close() error { return c.raw.Close() }
+
+// appendsPending reports whether the appends of the connection's latest
+// deferred produce are not done yet (txnAppends).
+func (c *connState) appendsPending() bool {
+	p := c.txnAppends.Load()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-*p:
+		return false
+	default:
+		return true
+	}
+}

@@ -59,6 +59,13 @@ func readToEnds(t *testing.T, ctx context.Context, b *Broker, topic string, part
 // read_committed, holds every input record exactly once; read
 // read_uncommitted, the aborted transactions' records too.
 func TestFranzGroupTransactSession(t *testing.T) {
+	t.Run("classic", func(t *testing.T) { testFranzGroupTransactSession(t) })
+	// The consumer group protocol (KIP-848): TxnOffsetCommit carries the
+	// member epoch as its generation.
+	t.Run("consumer", func(t *testing.T) { testFranzGroupTransactSession(t, kgo.ServerSideBalancer()) })
+}
+
+func testFranzGroupTransactSession(t *testing.T, opts ...kgo.Opt) {
 	cfg := txnTestConfig(t)
 	b := startBroker(t, cfg)
 	const in, out, records = "etl-in", "etl-out", 300
@@ -67,11 +74,11 @@ func TestFranzGroupTransactSession(t *testing.T) {
 	produceNumbered(t, newClient(t, b), in, 0, records)
 
 	ctx := testContext(t, 2*time.Minute)
-	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(b.Addr().String()),
-		kgo.TransactionalID("etl-1"), kgo.TransactionTimeout(30*time.Second),
+	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{kgo.SeedBrokers(b.Addr().String()),
+		kgo.TransactionalID("etl-1"), kgo.TransactionTimeout(30 * time.Second),
 		kgo.ConsumerGroup("etl"), kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxBytes(4<<10), kgo.MaxBufferedRecords(1000))
+		kgo.FetchMaxBytes(4 << 10), kgo.MaxBufferedRecords(1000)}, opts...)...)
 	if err != nil {
 		t.Fatalf("new session: %v", err)
 	}

@@ -38,6 +38,10 @@ type txnVerification struct {
 	// code is the verification's outcome, 0 when verified, else what
 	// the partition is answered.
 	code int16
+	// queued is a partition that needs no verification, appended in the
+	// deferred part only to follow the connection's previous produce
+	// (handleProduce).
+	queued bool
 }
 
 // firstTxnBatch returns the producer id and epoch of the first

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/kafkatest"
 	"github.com/tripodmq/tripod/txn"
@@ -150,6 +151,77 @@ func TestTxnVerifyRefusesUnverifiedProduce(t *testing.T) {
 	wantProduceCode(t, "produce at the new epoch", produceTxnRaw(t, ctx, cl, b, "tx-v", "verified", 0, pid, epoch+1, 0, "new"), nil)
 	if !p0.TxnOpen(pid) {
 		t.Fatal("verified-0 holds no open transaction after the verified produce")
+	}
+}
+
+// TestProduceWaitsForTheConnectionsPreviousAppends: a produce read while
+// the connection's previous produce still waits to append (for a
+// transaction verification) appends after it, even a batch that needs no
+// verification of its own. franz-go pipelines five produces per
+// connection: its second batch of a transaction's partition, read while
+// the first waited for its verification, waits too; its third, read once
+// the first was appended, found the partition's transaction open and
+// used to be appended at once, before the second, and was refused
+// OUT_OF_ORDER_SEQUENCE_NUMBER (franz-go's TestTxnEtl saw it now and
+// then). The test holds the previous produce's appends open itself.
+func TestProduceWaitsForTheConnectionsPreviousAppends(t *testing.T) {
+	b := startBroker(t, txnConfig(t))
+	ctx := testContext(t, 2*time.Minute)
+	cl := newRawConn(t, b)
+	createTopic(t, b, "ordered", 1, nil)
+	findTxnCoordinator(t, ctx, cl, b, "tx-o")
+	ip := initTxnProducer(t, ctx, cl, b, "tx-o", 60000, -1, -1)
+	if ip.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(ip.ErrorCode))
+	}
+	pid, epoch := ip.ProducerID, ip.ProducerEpoch
+	if got := addPartitionsToTxn(t, ctx, cl, b, 3, "tx-o", pid, epoch, "ordered", 0); got != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(got))
+	}
+	wantProduceCode(t, "first produce of the transaction", produceTxnRaw(t, ctx, cl, b, "tx-o", "ordered", 0, pid, epoch, 0, "a"), nil)
+	p := b.replicas.PartitionFor("ordered", 0)
+	if p == nil || !p.TxnOpen(pid) {
+		t.Fatal("ordered-0 holds no open transaction after the first produce")
+	}
+	end := p.Log().EndOffset()
+
+	// A connection whose previous produce has not appended yet.
+	cs := &connState{authenticated: true, principalID: security.Anonymous}
+	previous := make(chan struct{})
+	cs.txnAppends.Store(&previous)
+	id := "tx-o"
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 9, 1, 10_000, &id
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "ordered"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = kafkatest.EncodeTransactionalBatch(time.Now().UnixMilli(), pid, epoch, 1, []byte("b"))
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, later, err := handleProduce(ctx, b, &request{kreq: req, conn: cs, received: time.Now()})
+	if err != nil || resp != nil || later == nil {
+		t.Fatalf("handleProduce behind a pending produce: got response %v, deferred %v, error %v; want it deferred", resp, later != nil, err)
+	}
+	if got := p.Log().EndOffset(); got != end {
+		t.Fatalf("ordered-0 ends at %d before the previous produce appended, was %d: the produce passed it", got, end)
+	}
+	answered := make(chan kmsg.Response, 1)
+	go func() { answered <- later(ctx) }()
+	select {
+	case r := <-answered:
+		t.Fatalf("the produce was answered (%+v) before the previous one appended", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(previous)
+	var r kmsg.Response
+	select {
+	case r = <-answered:
+	case <-ctx.Done():
+		t.Fatal("the produce was not answered after the previous one appended")
+	}
+	wantProduceCode(t, "the produce after the previous one", r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode, nil)
+	if got := p.Log().EndOffset(); got != end+1 {
+		t.Fatalf("ordered-0 ends at %d after the deferred produce, want %d", got, end+1)
 	}
 }
 
