@@ -126,9 +126,13 @@ func FromClassic(id string, cfg Config, s group.Snapshot, md Metadata, now time.
 
 // ClassicSnapshot returns the group as a classic group would have it
 // after Output.Downgrade (Kafka's ClassicGroup.fromConsumerGroup): its
-// classic members, each with its target assignment, at the group epoch.
+// classic members, each with its target assignment, at the group epoch
+// from before the removal that downgrades it.
 func (g *Group) ClassicSnapshot(md Metadata) group.Snapshot {
 	s := group.Snapshot{Generation: g.epoch, ProtocolType: ConsumerProtocolType}
+	if g.downgradeEpoch > 0 {
+		s.Generation = g.downgradeEpoch
+	}
 	for _, id := range g.memberIDs() {
 		m := g.members[id]
 		if m.Classic == nil {

@@ -419,8 +419,10 @@ func TestDowngrade(t *testing.T) {
 			g.cfg.MigrationPolicy = tc.policy
 			s.g, s.records = g, out.Records
 			s.heartbeat(hb{member: "c", epoch: 0, topics: []string{"a"}})
-			s.join("m1", s.g.Member("m1").Assigned[a]...)
-			s.join("m2", s.g.Member("m2").Assigned[a]...)
+			for range 2 { // the second join is after any revocation
+				s.join("m1", s.g.Member("m1").Assigned[a]...)
+				s.join("m2", s.g.Member("m2").Assigned[a]...)
+			}
 
 			req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 			req.Group, req.MemberID, req.MemberEpoch = "g", "c", LeaveEpoch
@@ -433,8 +435,13 @@ func TestDowngrade(t *testing.T) {
 				return
 			}
 			snap := s.g.ClassicSnapshot(s.md)
-			if snap.Generation != s.g.Epoch() || snap.ProtocolType != "consumer" || len(snap.Members) != 2 {
-				t.Fatalf("got snapshot %+v, want generation %d and m1, m2", snap, s.g.Epoch())
+			if snap.Generation != s.g.Epoch()-1 || snap.ProtocolType != "consumer" || len(snap.Members) != 2 {
+				t.Fatalf("got snapshot %+v, want generation %d (the members' epoch, before c left) and m1, m2", snap, s.g.Epoch()-1)
+			}
+			for _, id := range []string{"m1", "m2"} {
+				if e := s.g.Member(id).Epoch; e != snap.Generation {
+					t.Fatalf("member %s: got epoch %d, want the classic generation %d it goes on committing at", id, e, snap.Generation)
+				}
 			}
 			for _, sm := range snap.Members {
 				got, err := decodeAssignment(sm.Assignment, s.md)

@@ -275,6 +275,11 @@ type Group struct {
 	// owners is, for every partition a member owns (assigned or pending
 	// revocation), that member: never two.
 	owners map[topicPartition]string
+	// downgradeEpoch is the group epoch before the removal that set
+	// Output.Downgrade: the classic group's generation, as Kafka's
+	// downgrade does not move the epoch on for the member leaving, so
+	// that classic members at that epoch keep committing.
+	downgradeEpoch int32
 
 	out Output
 }
@@ -927,11 +932,12 @@ func (g *Group) leave(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
 // classic protocol and the policy says so, the Output says the group may
 // downgrade.
 func (g *Group) remove(m *Member) {
-	defer func() {
+	defer func(epoch int32) {
 		if m.Classic == nil && len(g.members) > 0 && g.cfg.MigrationPolicy.Downgrades() && g.allClassic() {
 			g.out.Downgrade = true
+			g.downgradeEpoch = epoch
 		}
-	}()
+	}(g.epoch)
 	g.release(m)
 	g.removeRecords(m.ID)
 	delete(g.members, m.ID)
