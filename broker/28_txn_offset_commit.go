@@ -24,7 +24,8 @@ func init() { registerAPI(28, 0, 5, handleTxnOffsetCommit) }
 // marker is written to that partition: a commit makes them the group's
 // committed offsets, an abort drops them (groupCoordinator.txnCompleted).
 // The member and generation are checked as Kafka's
-// handleTxnCommitOffsets checks them (group.ValidateTxnCommit); a
+// handleTxnCommitOffsets checks them (group.ValidateTxnCommit; in a
+// consumer group of the consumer protocol, consumer.ValidateCommit); a
 // producer epoch older than the partition has seen for the producer id is
 // fenced, and a producer id not handed to the connection's principal is
 // INVALID_PRODUCER_ID_MAPPING.
@@ -69,19 +70,25 @@ func handleTxnOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Res
 		return resp, nil, nil
 	}
 	defer sh.mu.Unlock()
-	g := sh.groups[r.Group]
-	if g == nil {
-		// A transactional producer may commit for a group nobody has
-		// joined, as a plain OffsetCommit may for an Empty one.
-		g = sh.getOrCreate(b.groups, r.Group)
-		defer sh.dropIfUnused(g)
-	}
 	generation, memberID, instanceID := int32(-1), "", (*string)(nil)
 	if r.Version >= 3 {
 		generation, memberID, instanceID = r.Generation, r.MemberID, r.InstanceID
 	}
-	if code := g.ValidateTxnCommit(generation, memberID, instanceID); code != 0 {
-		setAll(code)
+	var validated int16
+	if cg := sh.consumers[r.Group]; cg != nil {
+		validated = cg.ValidateCommit(memberID, generation, true, r.Version)
+	} else {
+		g := sh.groups[r.Group]
+		if g == nil {
+			// A transactional producer may commit for a group nobody
+			// has joined, as a plain OffsetCommit may for an Empty one.
+			g = sh.getOrCreate(b.groups, r.Group)
+			defer sh.dropIfUnused(g)
+		}
+		validated = g.ValidateTxnCommit(generation, memberID, instanceID)
+	}
+	if validated != 0 {
+		setAll(validated)
 		return resp, nil, nil
 	}
 	now := time.Now()
