@@ -19,14 +19,14 @@ import (
 // one by members of the consumer protocol, and back.
 
 // classicOpts make a franz-go consumer a quick classic member: the
-// default cooperative-sticky balancer, heartbeats every 200 ms, a 3 s
-// session.
-func classicOpts(topic string) []kgo.Opt {
-	return []kgo.Opt{
+// default cooperative-sticky balancer unless more opts say otherwise,
+// heartbeats every 200 ms, a 3 s session.
+func classicOpts(topic string, more ...kgo.Opt) []kgo.Opt {
+	return append([]kgo.Opt{
 		kgo.ConsumeTopics(topic),
 		kgo.SessionTimeout(3 * time.Second), kgo.HeartbeatInterval(200 * time.Millisecond),
 		kgo.FetchMaxWait(200 * time.Millisecond),
-	}
+	}, more...)
 }
 
 // numberedProducer writes records "0", "1", ... to a topic, 20 every
@@ -177,15 +177,23 @@ func classicMembers(ctx context.Context, adm *kadm.Client, groupID string) (stab
 }
 
 // TestClassicGroupUpgradesAsMembersRoll is KIP-848's online upgrade: a
-// classic group of three cooperative-sticky consumers reads a
-// six-partition topic while a producer writes to it; each is replaced in
-// turn by a consumer of the consumer protocol. The first to join turns
-// the group into a consumer-protocol group whose classic members stay
-// and are assigned by the coordinator through SyncGroup; at every step
-// all partitions are assigned and no partition is owned twice; at the
-// end the group is a consumer-protocol group of three, every record
-// produced was consumed, and no committed offset ever went back.
+// classic group of three consumers (cooperative-sticky, franz-go's
+// default, or the eager range balancer) reads a six-partition topic
+// while a producer writes to it; each is replaced in turn by a consumer
+// of the consumer protocol. The first to join turns the group into a
+// consumer-protocol group whose classic members stay and are assigned by
+// the coordinator through SyncGroup; at every step all partitions are
+// assigned and no partition is owned twice; at the end the group is a
+// consumer-protocol group of three, every record produced was consumed,
+// and no committed offset ever went back.
 func TestClassicGroupUpgradesAsMembersRoll(t *testing.T) {
+	t.Run("cooperative-sticky", func(t *testing.T) { testUpgradeRoll(t) })
+	t.Run("range", func(t *testing.T) { testUpgradeRoll(t, kgo.Balancers(kgo.RangeBalancer())) })
+}
+
+// testUpgradeRoll is TestClassicGroupUpgradesAsMembersRoll with classic
+// consumers of balancer.
+func testUpgradeRoll(t *testing.T, balancer ...kgo.Opt) {
 	cfg := groupTestConfig(t)
 	fastConsumerGroups(&cfg)
 	b := startBroker(t, cfg)
@@ -201,7 +209,7 @@ func TestClassicGroupUpgradesAsMembersRoll(t *testing.T) {
 
 	classic := make([]*consumer848, 3)
 	for i := range classic {
-		classic[i] = startGroupConsumer(t, b, fmt.Sprintf("classic-%d", i), groupID, own, tl, classicOpts(topic)...)
+		classic[i] = startGroupConsumer(t, b, fmt.Sprintf("classic-%d", i), groupID, own, tl, classicOpts(topic, balancer...)...)
 	}
 	waitFor(t, ctx, "a Stable classic group of three, every partition assigned and records consumed", func() bool {
 		watch.check(ctx)
@@ -249,11 +257,18 @@ func TestClassicGroupUpgradesAsMembersRoll(t *testing.T) {
 
 // TestConsumerGroupDowngradesAsMembersRoll is the reverse roll: a group
 // of three consumer-protocol members is replaced one by one by classic
-// consumers, which join it as classic members; when the last
-// consumer-protocol member leaves, the group becomes a classic group
-// again and rebalances; every record is consumed and no committed offset
-// goes back.
+// consumers (cooperative-sticky or range), which join it as classic
+// members; when the last consumer-protocol member leaves, the group
+// becomes a classic group again and rebalances; every record is consumed
+// and no committed offset goes back.
 func TestConsumerGroupDowngradesAsMembersRoll(t *testing.T) {
+	t.Run("cooperative-sticky", func(t *testing.T) { testDowngradeRoll(t) })
+	t.Run("range", func(t *testing.T) { testDowngradeRoll(t, kgo.Balancers(kgo.RangeBalancer())) })
+}
+
+// testDowngradeRoll is TestConsumerGroupDowngradesAsMembersRoll with
+// classic consumers of balancer.
+func testDowngradeRoll(t *testing.T, balancer ...kgo.Opt) {
 	cfg := groupTestConfig(t)
 	fastConsumerGroups(&cfg)
 	b := startBroker(t, cfg)
@@ -277,7 +292,7 @@ func TestConsumerGroupDowngradesAsMembersRoll(t *testing.T) {
 		return stable && c == 0 && m == 3 && parts == 6 && tl.distinct() > 0
 	})
 	for i := range modern {
-		startGroupConsumer(t, b, fmt.Sprintf("classic-%d", i), groupID, own, tl, classicOpts(topic)...)
+		startGroupConsumer(t, b, fmt.Sprintf("classic-%d", i), groupID, own, tl, classicOpts(topic, balancer...)...)
 		waitFor(t, ctx, fmt.Sprintf("classic-%d to join as a classic member", i), func() bool {
 			watch.check(ctx)
 			stable, c, m, parts := mixedMembers(t, ctx, cl, groupID)
@@ -311,6 +326,9 @@ func TestConsumerGroupDowngradesAsMembersRoll(t *testing.T) {
 	checkCommittedAtEnds(t, ctx, adm, groupID, topic, 6)
 	watch.next = time.Time{}
 	watch.check(ctx)
+	if watch.checks < 5 {
+		t.Fatalf("the committed offsets were checked %d times, want many", watch.checks)
+	}
 	if own.double.Load() != 0 {
 		t.Fatalf("%d partitions were owned by two consumers at once", own.double.Load())
 	}

@@ -470,3 +470,42 @@ func TestDowngrade(t *testing.T) {
 		})
 	}
 }
+
+// TestClassicRejoin: after a consumer-protocol member joined the
+// converted group, what a classic member's JoinGroup says it owns
+// decides where its reconciliation goes: an eager member, which revoked
+// everything before joining, and a cooperative one that revoked what it
+// lost both move to the new epoch at once; a cooperative one still
+// owning a partition it must give up stays at its epoch, told to
+// revoke it.
+func TestClassicRejoin(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		owned      func(assigned, target []int32) []int32
+		generation int32
+		state      MemberState
+	}{
+		{"eager, owning nothing", func(_, _ []int32) []int32 { return nil }, 6, Stable},
+		{"cooperative, revoked already", func(_, target []int32) []int32 { return target }, 6, Stable},
+		{"cooperative, still owning all", func(assigned, _ []int32) []int32 { return assigned }, 5, UnrevokedPartitions},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := classicScenario(t, MigrationBidirectional)
+			s.heartbeat(hb{member: "c", epoch: 0, topics: []string{"a"}})
+			giver := "m1"
+			if s.g.Target("m1").Len() == 2 {
+				giver = "m2"
+			}
+			owned := tc.owned(s.g.Member(giver).Assigned[a], s.g.Target(giver)[a])
+			j := s.join(giver, owned...)
+			m := s.g.Member(giver)
+			if j.ErrorCode != 0 || j.Generation != tc.generation || m.State != tc.state {
+				t.Fatalf("%s joins owning %v: got %v, generation %d, state %v; want generation %d, %v",
+					giver, owned, kerr.ErrorForCode(j.ErrorCode), j.Generation, m.State, tc.generation, tc.state)
+			}
+			if _, ps := s.sync(giver, j.Generation); len(ps) != 1 {
+				t.Fatalf("%s syncs: got %v, want the one partition it keeps", giver, ps)
+			}
+		})
+	}
+}
