@@ -54,6 +54,10 @@ func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, req *request) (k
 			return failedWith(kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s is not a consumer group.", r.Group)), nil, nil
 		case r.MemberEpoch != consumer.JoinEpoch:
 			return failedWith(kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s not found.", r.Group)), nil, nil
+		case cg != nil && cg.NumMembers() == b.groups.ccfg.MaxSize:
+			// Kafka converts the group, then refuses the member and
+			// drops the conversion with it: the group stays classic.
+			return failedWith(kerr.GroupMaxSizeReached.Code, fmt.Sprintf("The consumer group has reached its maximum capacity of %d members.", b.groups.ccfg.MaxSize)), nil, nil
 		case cg != nil && cg.NumMembers() > 0:
 			var err error
 			if g, pre, err = b.groups.upgrade(sh, cg, now); err != nil {

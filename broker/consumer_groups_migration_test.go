@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // KIP-848's online migration, end to end with franz-go: a classic group
@@ -390,5 +391,38 @@ func TestMixedGroupSurvivesRestart(t *testing.T) {
 			t.Fatalf("member %d after the restart: got %s type %d epoch %d %v, want %s type %d epoch %d %v", i,
 				m.MemberID, m.MemberType, m.MemberEpoch, m.Assignment.TopicPartitions, w.MemberID, w.MemberType, w.MemberEpoch, w.Assignment.TopicPartitions)
 		}
+	}
+}
+
+// TestUpgradeRefusedAtMaxSize: a classic group already at
+// group.consumer.max.size members is not upgraded by a
+// consumer-protocol join, which gets GROUP_MAX_SIZE_REACHED, as in
+// Kafka; the classic group keeps its member.
+func TestUpgradeRefusedAtMaxSize(t *testing.T) {
+	cfg := groupTestConfig(t)
+	fastConsumerGroups(&cfg)
+	cfg.GroupConsumerMaxSize = 1
+	b := startBroker(t, cfg)
+	const topic, groupID = "full", "full-group"
+	createTopic(t, b, topic, 2, nil)
+	cl := newClient(t, b)
+	produceNumbered(t, cl, topic, 0, 10)
+	ctx := testContext(t, time.Minute)
+	tl := newTally()
+	startGroupConsumer(t, b, "classic", groupID, &ownership{t: t, owner: map[string]string{}}, tl, classicOpts(topic)...)
+	adm := kadm.NewClient(cl)
+	waitFor(t, ctx, "a Stable classic group of one", func() bool {
+		stable, members, _ := classicMembers(ctx, adm, groupID)
+		return stable && members == 1
+	})
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch = groupID, "one-too-many", 0
+	hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames = 10000, []string{topic}
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if resp := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb); resp.ErrorCode != kerr.GroupMaxSizeReached.Code {
+		t.Fatalf("ConsumerGroupHeartbeat to a classic group at the maximum size: got %v (%v), want GROUP_MAX_SIZE_REACHED", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+	}
+	if stable, members, _ := classicMembers(ctx, adm, groupID); !stable || members != 1 {
+		t.Fatalf("the classic group after the refusal: stable %v with %d members, want its one member", stable, members)
 	}
 }
