@@ -15,7 +15,10 @@ import (
 func init() { registerAPI(11, 0, 9, handleJoinGroup) }
 
 // handleJoinGroup adds the member to its group (created on first join)
-// and holds the answer until the group's rebalance completes.
+// and holds the answer until the group's rebalance completes. A consumer
+// group of the consumer protocol with members takes it as a classic
+// member (KIP-848's online migration) and answers once its records are
+// replicated; an empty one is dropped for a classic group.
 func handleJoinGroup(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.JoinGroupRequest)
 	failed := func(code int16) kmsg.Response {
@@ -30,9 +33,8 @@ func handleJoinGroup(_ context.Context, b *Broker, req *request) (kmsg.Response,
 	defer sh.mu.Unlock()
 	if cg := sh.consumers[r.Group]; cg != nil {
 		if cg.NumMembers() > 0 {
-			// Kafka without its online migration: a classic member
-			// cannot join a consumer group of the consumer protocol.
-			return failed(kerr.GroupIDNotFound.Code), nil, nil
+			resp, out := cg.JoinClassic(time.Now(), r, clientID(req), clientHost(req), b.groups.image())
+			return b.groups.respondConsumer(sh, cg, nil, out, resp, failed)
 		}
 		b.groups.dropEmptyConsumerGroup(sh, r.Group)
 	}

@@ -12,7 +12,8 @@ import (
 func init() { registerAPI(12, 0, 4, handleHeartbeat) }
 
 // handleHeartbeat renews a member's session; REBALANCE_IN_PROGRESS tells
-// it to rejoin.
+// it to rejoin. A classic member of a consumer group is answered by the
+// consumer group.
 func handleHeartbeat(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.HeartbeatRequest)
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
@@ -22,6 +23,12 @@ func handleHeartbeat(_ context.Context, b *Broker, req *request) (kmsg.Response,
 		return resp, nil, nil
 	}
 	defer sh.mu.Unlock()
+	if cg := sh.consumers[r.Group]; cg != nil {
+		code, out := cg.HeartbeatClassic(time.Now(), r)
+		b.groups.settleConsumer(sh, cg, out) // a classic heartbeat writes nothing
+		resp.ErrorCode = code
+		return resp, nil, nil
+	}
 	g := sh.groups[r.Group]
 	if g == nil {
 		resp.ErrorCode = kerr.UnknownMemberID.Code

@@ -12,6 +12,8 @@ import (
 func init() { registerAPI(13, 0, 5, handleLeaveGroup) }
 
 // handleLeaveGroup removes members from their group, which rebalances.
+// Classic members of a consumer group leave it, and the answer waits
+// for the records of their removal.
 func handleLeaveGroup(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.LeaveGroupRequest)
 	failed := func(code int16) kmsg.Response {
@@ -24,6 +26,10 @@ func handleLeaveGroup(_ context.Context, b *Broker, req *request) (kmsg.Response
 		return failed(code), nil, nil
 	}
 	defer sh.mu.Unlock()
+	if cg := sh.consumers[r.Group]; cg != nil {
+		resp, out := cg.LeaveClassic(time.Now(), r)
+		return b.groups.respondConsumer(sh, cg, nil, out, resp, failed)
+	}
 	g := sh.groups[r.Group]
 	if g == nil {
 		resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)

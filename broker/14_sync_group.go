@@ -14,7 +14,9 @@ import (
 func init() { registerAPI(14, 0, 5, handleSyncGroup) }
 
 // handleSyncGroup hands a member its assignment once the leader's has
-// arrived and the group's metadata is replicated.
+// arrived and the group's metadata is replicated. A classic member of a
+// consumer group is given at once the assignment the coordinator
+// computed for it.
 func handleSyncGroup(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.SyncGroupRequest)
 	failed := func(code int16) kmsg.Response {
@@ -27,6 +29,10 @@ func handleSyncGroup(_ context.Context, b *Broker, req *request) (kmsg.Response,
 		return failed(code), nil, nil
 	}
 	defer sh.mu.Unlock()
+	if cg := sh.consumers[r.Group]; cg != nil {
+		resp, out := cg.SyncClassic(time.Now(), r, b.groups.image())
+		return b.groups.respondConsumer(sh, cg, nil, out, resp, failed)
+	}
 	g := sh.groups[r.Group]
 	if g == nil {
 		return failed(kerr.UnknownMemberID.Code), nil, nil

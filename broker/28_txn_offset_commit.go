@@ -24,7 +24,8 @@ func init() { registerAPI(28, 0, 5, handleTxnOffsetCommit) }
 // marker is written to that partition: a commit makes them the group's
 // committed offsets, an abort drops them (groupCoordinator.txnCompleted).
 // The member and generation are checked as Kafka's
-// handleTxnCommitOffsets checks them (group.ValidateTxnCommit); a
+// handleTxnCommitOffsets checks them (group.ValidateTxnCommit; in a
+// consumer group of the consumer protocol, consumer.ValidateCommit); a
 // producer epoch older than the partition has seen for the producer id is
 // fenced, and a producer id not handed to the connection's principal is
 // INVALID_PRODUCER_ID_MAPPING.

@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/group"
 	"github.com/tripodmq/tripod/group/consumer"
 )
@@ -20,12 +19,16 @@ func init() { registerAPI(68, 0, 1, handleConsumerGroupHeartbeat) }
 // handleConsumerGroupHeartbeat joins, heartbeats or leaves a consumer
 // group of the consumer protocol, and answers once the records of what
 // changed are replicated to the group's __consumer_offsets partition.
-// A classic group with members refuses it with GROUP_ID_NOT_FOUND, as
-// Kafka does without its online migration; an empty one becomes a
-// consumer group.
+// A join to a classic group with members upgrades it to a consumer
+// group, its members staying as classic members, when
+// group.consumer.migration.policy allows and they use the consumer
+// protocol type; otherwise it is refused with GROUP_ID_NOT_FOUND, as
+// Kafka does. An empty classic group becomes a consumer group. A leave
+// that removes the last consumer-protocol member of a group of classic
+// members may downgrade it back to a classic group.
 func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
-	failed := func(code int16, msg string) *kmsg.ConsumerGroupHeartbeatResponse {
+	failedWith := func(code int16, msg string) *kmsg.ConsumerGroupHeartbeatResponse {
 		resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 		resp.ErrorCode = code
 		if msg != "" {
@@ -34,47 +37,43 @@ func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, req *request) (k
 		return resp
 	}
 	if code, msg := consumer.ValidateHeartbeat(r, b.groups.ccfg); code != 0 {
-		return failed(code, msg), nil, nil
+		return failedWith(code, msg), nil, nil
 	}
 	sh, code := b.groups.shard(r.Group)
 	if code != 0 {
-		return failed(code, ""), nil, nil
+		return failedWith(code, ""), nil, nil
 	}
 	defer sh.mu.Unlock()
+	now := time.Now()
 	var pre []group.KV
 	g := sh.consumers[r.Group]
 	if g == nil {
-		if cg := sh.groups[r.Group]; cg != nil && cg.NumMembers() > 0 {
-			return failed(kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s is not a consumer group.", r.Group)), nil, nil
+		cg := sh.groups[r.Group]
+		switch {
+		case r.MemberEpoch != consumer.JoinEpoch && cg != nil && cg.NumMembers() > 0:
+			return failedWith(kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s is not a consumer group.", r.Group)), nil, nil
+		case r.MemberEpoch != consumer.JoinEpoch:
+			return failedWith(kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s not found.", r.Group)), nil, nil
+		case cg != nil && cg.NumMembers() == b.groups.ccfg.MaxSize:
+			// Kafka converts the group, then refuses the member and
+			// drops the conversion with it: the group stays classic.
+			return failedWith(kerr.GroupMaxSizeReached.Code, fmt.Sprintf("The consumer group has reached its maximum capacity of %d members.", b.groups.ccfg.MaxSize)), nil, nil
+		case cg != nil && cg.NumMembers() > 0:
+			var err error
+			if g, pre, err = b.groups.upgrade(sh, cg, now); err != nil {
+				return failedWith(kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s is not a consumer group: %v.", r.Group, err)), nil, nil
+			}
+		default:
+			if cg != nil {
+				// An empty classic group becomes a consumer group.
+				delete(sh.groups, r.Group)
+				delete(sh.deadlines, r.Group)
+				pre = append(pre, group.KV{Key: group.GroupRecordKey(r.Group)})
+			}
+			g = consumer.New(r.Group, b.groups.ccfg)
+			sh.consumers[r.Group] = g
 		}
-		if r.MemberEpoch != consumer.JoinEpoch {
-			return failed(kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s not found.", r.Group)), nil, nil
-		}
-		if cg := sh.groups[r.Group]; cg != nil {
-			// An empty classic group becomes a consumer group.
-			delete(sh.groups, r.Group)
-			delete(sh.deadlines, r.Group)
-			pre = append(pre, group.KV{Key: group.GroupRecordKey(r.Group)})
-		}
-		g = consumer.New(r.Group, b.groups.ccfg)
-		sh.consumers[r.Group] = g
 	}
-	resp, out := g.Heartbeat(time.Now(), r, clientID(req), clientHost(req), b.groups.image())
-	sh.setDeadline(b.groups, g.ID(), out.Deadline)
-	if resp.ErrorCode != 0 && len(pre) == 0 && len(out.Records) == 0 {
-		return resp, nil, nil
-	}
-	done, code := b.groups.storeConsumer(sh, append(pre, out.Records...))
-	if code != 0 {
-		return failed(code, ""), nil, nil
-	}
-	if done == nil {
-		return resp, nil, nil
-	}
-	return nil, func(context.Context) kmsg.Response {
-		if err := b.groups.awaitReplicated(done); err != nil {
-			return failed(group.StoreError(replica.AppendErrors.Code(err)), "")
-		}
-		return resp
-	}, nil
+	resp, out := g.Heartbeat(now, r, clientID(req), clientHost(req), b.groups.image())
+	return b.groups.respondConsumer(sh, g, pre, out, resp, func(code int16) kmsg.Response { return failedWith(code, "") })
 }

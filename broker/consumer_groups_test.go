@@ -77,10 +77,18 @@ type consumer848 struct {
 // startConsumer848 runs a consumer of group; opts add to its options.
 func startConsumer848(t *testing.T, b *Broker, name, groupID string, own *ownership, tl *tally, opts ...kgo.Opt) *consumer848 {
 	t.Helper()
+	return startGroupConsumer(t, b, name, groupID, own, tl, append([]kgo.Opt{kgo.ServerSideBalancer()}, opts...)...)
+}
+
+// startGroupConsumer runs a consumer of group of the protocol opts
+// choose (the classic one unless kgo.ServerSideBalancer) that counts
+// what it consumed in tl, reports its partitions to own and commits
+// after every poll and before giving partitions up.
+func startGroupConsumer(t *testing.T, b *Broker, name, groupID string, own *ownership, tl *tally, opts ...kgo.Opt) *consumer848 {
+	t.Helper()
 	all := append([]kgo.Opt{
 		kgo.SeedBrokers(b.Addr().String()),
 		kgo.ConsumerGroup(groupID),
-		kgo.ServerSideBalancer(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.assigned(name, ps) }),
@@ -99,7 +107,12 @@ func startConsumer848(t *testing.T, b *Broker, name, groupID string, own *owners
 	go func() {
 		defer close(c.done)
 		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
+			// A poll returns within a second even without records, so
+			// that a commit that failed (the member's generation moved
+			// on under it) is retried, as autocommit would.
+			pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+			fs := cl.PollFetches(pollCtx)
+			cancel()
 			fs.EachRecord(func(r *kgo.Record) { tl.add(r.Value) })
 			_ = cl.CommitUncommittedOffsets(ctx)
 		}
@@ -325,14 +338,19 @@ func TestConsumerProtocolGroupRegexPicksUpNewTopics(t *testing.T) {
 	c.close()
 }
 
-// TestGroupsOfOneProtocolRefuseTheOther: without KIP-848's online
-// migration, a classic group with a member refuses a member of the
-// consumer protocol, and a consumer-protocol group with a member refuses
-// a classic JoinGroup, each with GROUP_ID_NOT_FOUND as Kafka answers;
-// neither group is disturbed.
-func TestGroupsOfOneProtocolRefuseTheOther(t *testing.T) {
+// TestMigrationDisabledKeepsGroupsApart: with
+// group.consumer.migration.policy=disabled, a classic group with a
+// member refuses a member of the consumer protocol with
+// GROUP_ID_NOT_FOUND, as Kafka answers, and is not disturbed; a classic
+// JoinGroup to a consumer-protocol group with members is taken as a
+// classic member whatever the policy, as in Kafka, its generation the
+// member epoch.
+func TestMigrationDisabledKeepsGroupsApart(t *testing.T) {
 	cfg := testConfig(t)
 	fastConsumerGroups(&cfg)
+	if err := cfg.Set("group.consumer.migration.policy", "DISABLED"); err != nil {
+		t.Fatal(err)
+	}
 	b := startBroker(t, cfg)
 	const topic = "mixed-topic"
 	createLocalTopic(t, b, topic, 1)
@@ -358,28 +376,44 @@ func TestGroupsOfOneProtocolRefuseTheOther(t *testing.T) {
 	if resp := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb); resp.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Fatalf("ConsumerGroupHeartbeat to a classic group with a member: got %v (%v), want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
 	}
-
-	// A consumer-protocol member in group "modern".
-	hb.Group = "modern"
-	if resp := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb); resp.ErrorCode != 0 || resp.MemberEpoch <= 0 {
-		t.Fatalf("ConsumerGroupHeartbeat joining group modern: got %v, epoch %d, want a member epoch", kerr.ErrorForCode(resp.ErrorCode), resp.MemberEpoch)
-	}
-	join := kmsg.NewPtrJoinGroupRequest()
-	join.SetVersion(5)
-	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "modern", 10000, 10000, "consumer"
-	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0, 0, 0, 0, 0, 0, 0}}}
-	if resp := issue[*kmsg.JoinGroupResponse](t, cl, join); resp.ErrorCode != kerr.GroupIDNotFound.Code {
-		t.Fatalf("JoinGroup to a consumer-protocol group with a member: got %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode))
-	}
-
-	// Both groups are as they were.
 	adm := kadm.NewClient(cl)
 	classicDescribed, err := adm.DescribeGroups(ctx, "classic")
 	if err != nil || len(classicDescribed["classic"].Members) != 1 {
 		t.Errorf("group classic after the refusal: %+v, %v; want its one member", classicDescribed["classic"], err)
 	}
+
+	// A consumer-protocol member in group "modern", then a classic one.
+	hb.Group = "modern"
+	joined := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb)
+	if joined.ErrorCode != 0 || joined.MemberEpoch <= 0 {
+		t.Fatalf("ConsumerGroupHeartbeat joining group modern: got %v, epoch %d, want a member epoch", kerr.ErrorForCode(joined.ErrorCode), joined.MemberEpoch)
+	}
+	sub := kmsg.NewConsumerMemberMetadata()
+	sub.Topics = []string{topic}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.SetVersion(5)
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "modern", 10000, 10000, "consumer"
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: sub.AppendTo(nil)}}
+	first := issue[*kmsg.JoinGroupResponse](t, cl, join)
+	if first.ErrorCode != kerr.MemberIDRequired.Code || first.MemberID == "" {
+		t.Fatalf("JoinGroup v5 without member id to a consumer-protocol group: got %v, member id %q; want MEMBER_ID_REQUIRED and an id", kerr.ErrorForCode(first.ErrorCode), first.MemberID)
+	}
+	join.MemberID = first.MemberID
+	second := issue[*kmsg.JoinGroupResponse](t, cl, join)
+	if second.ErrorCode != 0 || second.Generation <= joined.MemberEpoch || second.Protocol == nil || *second.Protocol != "range" || second.LeaderID != "" {
+		t.Fatalf("JoinGroup with the member id: got %v, generation %d, protocol %v, leader %q; want a generation past %d, range and no leader",
+			kerr.ErrorForCode(second.ErrorCode), second.Generation, second.Protocol, second.LeaderID, joined.MemberEpoch)
+	}
 	modern, err := adm.DescribeConsumerGroups(ctx, "modern")
-	if err != nil || len(modern["modern"].Members) != 1 || modern["modern"].Members[0].MemberID != hb.MemberID {
-		t.Errorf("group modern after the refusal: %+v, %v; want member %s", modern["modern"], err, hb.MemberID)
+	if err != nil || len(modern["modern"].Members) != 2 {
+		t.Fatalf("group modern with a classic member: %+v, %v; want 2 members", modern["modern"], err)
+	}
+	d := describe848(t, ctx, cl, "modern")
+	types := map[string]int8{}
+	for _, m := range d.Members {
+		types[m.MemberID] = m.MemberType
+	}
+	if types[hb.MemberID] != 1 || types[join.MemberID] != 0 {
+		t.Fatalf("ConsumerGroupDescribe member types: got %v, want %s of the consumer protocol (1) and %s classic (0)", types, hb.MemberID, join.MemberID)
 	}
 }

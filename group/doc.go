@@ -38,7 +38,9 @@
 // SyncGroup -> Sync (held until a Reply), Heartbeat -> Heartbeat,
 // LeaveGroup -> Leave, OffsetCommit -> ValidateCommit before storing,
 // TxnOffsetCommit -> ValidateTxnCommit, OffsetFetch -> ValidateFetch,
-// DescribeGroups -> Describe, DeleteGroups -> Deletable. A broker that
+// DescribeGroups -> Describe, DeleteGroups -> Deletable. KIP-848's online
+// migration hands a group to package group/consumer with Snapshot and
+// HandOver, and takes one back with FromConsumer (convert.go). A broker that
 // becomes coordinator of a __consumer_offsets partition rebuilds each group
 // from its latest metadata record with Restore (a group without one is New
 // when a member first joins or commits); one that stops being coordinator

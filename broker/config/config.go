@@ -371,6 +371,14 @@ type Config struct {
 	// GroupConsumerMaxSize bounds a consumer group's members
 	// (group.consumer.max.size). Default 2147483647; at least 1.
 	GroupConsumerMaxSize int32
+	// GroupConsumerMigrationPolicy says which of KIP-848's online
+	// conversions the coordinator makes: a classic group whose members
+	// use the consumer protocol type becomes a consumer group when a
+	// consumer-protocol member joins (upgrade), a consumer group left
+	// with classic members only becomes classic again (downgrade)
+	// (group.consumer.migration.policy: disabled, upgrade, downgrade or
+	// bidirectional, any case; default bidirectional).
+	GroupConsumerMigrationPolicy string
 	// OffsetsTopicNumPartitions is the partition count of
 	// __consumer_offsets when the broker creates it
 	// (offsets.topic.num.partitions). Default 50; 1 .. 1000000.
@@ -543,6 +551,7 @@ func DefaultConfig() Config {
 		GroupConsumerMaxHeartbeatInterval: 15 * time.Second,
 		GroupConsumerAssignors:            defaultConsumerGroup.Assignors,
 		GroupConsumerMaxSize:              int32(defaultConsumerGroup.MaxSize),
+		GroupConsumerMigrationPolicy:      string(defaultConsumerGroup.MigrationPolicy),
 
 		OffsetsTopicNumPartitions:     50,
 		OffsetsTopicReplicationFactor: 3,
@@ -1058,6 +1067,16 @@ var brokerKeys = map[string]configKey{
 	"group.consumer.max.size": int32Key(func(c *Config) *int32 { return &c.GroupConsumerMaxSize }).documented(keyDoc{
 		section: "Group coordinator", allowed: "1 .. 2147483647",
 		meaning: "members of one consumer-protocol group (GROUP_MAX_SIZE_REACHED past it)",
+	}),
+	"group.consumer.migration.policy": configKey{
+		set: func(c *Config, k, v string) error {
+			c.GroupConsumerMigrationPolicy = strings.ToLower(strings.TrimSpace(v))
+			return nil
+		},
+		get: func(c Config) string { return c.GroupConsumerMigrationPolicy },
+	}.documented(keyDoc{
+		section: "Group coordinator", allowed: "`disabled`, `upgrade`, `downgrade`, `bidirectional`",
+		meaning: "KIP-848's online migration: whether a classic group becomes a consumer-protocol group when a consumer-protocol member joins it (upgrade), and back when its last consumer-protocol member leaves (downgrade)",
 	}),
 	"offsets.topic.num.partitions": int32Key(func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }).documented(keyDoc{
 		section: "Group coordinator", allowed: "1 .. 1000000",
@@ -2057,6 +2076,7 @@ func (c Config) ConsumerGroupConfig() consumer.Config {
 	cc.HeartbeatInterval = c.GroupConsumerHeartbeatInterval
 	cc.Assignors = c.GroupConsumerAssignors
 	cc.MaxSize = int(c.GroupConsumerMaxSize)
+	cc.MigrationPolicy = consumer.MigrationPolicy(c.GroupConsumerMigrationPolicy)
 	return cc
 }
 

@@ -72,6 +72,7 @@ func TestDefaultConfigPinned(t *testing.T) {
 		"group.consumer.max.heartbeat.interval.ms": "15000",
 		"group.consumer.assignors":                 "uniform,range",
 		"group.consumer.max.size":                  "2147483647",
+		"group.consumer.migration.policy":          "bidirectional",
 		"offsets.topic.num.partitions":             "50",
 		"offsets.topic.replication.factor":         "3",
 		"offsets.topic.segment.bytes":              "104857600",

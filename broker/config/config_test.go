@@ -53,6 +53,7 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 		{"group.consumer.assignors", "sticky", false},
 		{"group.consumer.assignors", "", false},
 		{"group.consumer.max.size", "0", false},
+		{"group.consumer.migration.policy", "sideways", false},
 		{"no.such.key", "1", true},
 	}
 	for _, c := range cases {

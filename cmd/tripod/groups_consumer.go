@@ -49,8 +49,11 @@ func writeConsumerGroupStates(out io.Writer, groups []kadm.DescribedConsumerGrou
 }
 
 // writeConsumerGroupMembers prints describe --members of
-// consumer-protocol groups; --verbose adds each member's epoch and its
-// current and target assignments.
+// consumer-protocol groups; --verbose adds each member's epoch, its
+// current and target assignments, and UPGRADED: true for a member of the
+// consumer protocol, false for a classic member of the group (one that
+// joined with JoinGroup, KIP-848's online migration), as Kafka 4's
+// kafka-consumer-groups.sh shows it (KIP-1099).
 func writeConsumerGroupMembers(out io.Writer, groups []kadm.DescribedConsumerGroup, verbose bool) error {
 	blocks := &blockWriter{out: out}
 	for _, g := range groups {
@@ -60,14 +63,14 @@ func writeConsumerGroupMembers(out io.Writer, groups []kadm.DescribedConsumerGro
 		tw := blocks.table()
 		header := "GROUP\tCONSUMER-ID\tHOST\tCLIENT-ID\t#PARTITIONS"
 		if verbose {
-			header += "\tCURRENT-EPOCH\tCURRENT-ASSIGNMENT\tTARGET-EPOCH\tTARGET-ASSIGNMENT"
+			header += "\tCURRENT-EPOCH\tCURRENT-ASSIGNMENT\tTARGET-EPOCH\tTARGET-ASSIGNMENT\tUPGRADED"
 		}
 		fmt.Fprintln(tw, header)
 		for _, m := range g.Members {
 			current := m.Assignment.Sorted()
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d", g.Group, orDash(m.MemberID), orDash(m.ClientHost), orDash(m.ClientID), countPartitions(current))
 			if verbose {
-				fmt.Fprintf(tw, "\t%d\t%s\t%d\t%s", m.MemberEpoch, formatAssignment(current), g.AssignmentEpoch, formatAssignment(m.TargetAssignment.Sorted()))
+				fmt.Fprintf(tw, "\t%d\t%s\t%d\t%s\t%s", m.MemberEpoch, formatAssignment(current), g.AssignmentEpoch, formatAssignment(m.TargetAssignment.Sorted()), upgraded(m.MemberType))
 			}
 			fmt.Fprintln(tw)
 		}
@@ -175,4 +178,17 @@ func countPartitions(assigned kadm.TopicsList) int {
 		n += len(t.Partitions)
 	}
 	return n
+}
+
+// upgraded is the UPGRADED column of a member of type memberType
+// (ConsumerGroupDescribe v1): whether it uses the consumer protocol, "-"
+// when the broker does not say.
+func upgraded(memberType int8) string {
+	switch memberType {
+	case 0:
+		return "false"
+	case 1:
+		return "true"
+	}
+	return "-"
 }

@@ -104,11 +104,86 @@ func TestGroupsDescribeConsumerProtocol(t *testing.T) {
 	}
 
 	members := table(runTripod(t, "groups", "describe", group, "--members", "--verbose", "--bootstrap", addr))
-	wantMembers := "GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT"
+	wantMembers := "GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT UPGRADED"
 	if len(members) != 2 || strings.Join(members[0], " ") != wantMembers {
 		t.Fatalf("describe --members --verbose: got %v", members)
 	}
-	if r := members[1]; r[1] != memberID || r[3] != clientID || r[4] != "2" || r[5] == "0" || r[6] != topic+"(0,1)" || r[8] != topic+"(0,1)" {
-		t.Errorf("describe --members --verbose row: got %v, want member %s with 2 partitions, epoch > 0, current and target %s(0,1)", r, memberID, topic)
+	if r := members[1]; r[1] != memberID || r[3] != clientID || r[4] != "2" || r[5] == "0" || r[6] != topic+"(0,1)" || r[8] != topic+"(0,1)" || r[9] != "true" {
+		t.Errorf("describe --members --verbose row: got %v, want member %s with 2 partitions, epoch > 0, current and target %s(0,1), upgraded", r, memberID, topic)
+	}
+}
+
+// TestGroupsDescribeMixedGroup: a classic franz-go consumer reads topic
+// "mixed" in group "rolling"; a consumer of the consumer protocol joins,
+// which upgrades the group (KIP-848's online migration). `tripod groups
+// describe --members --verbose` shows both members, the classic one with
+// UPGRADED false and its share of the partitions, which the coordinator
+// assigned it through SyncGroup.
+func TestGroupsDescribeMixedGroup(t *testing.T) {
+	const topic, group = "mixed", "rolling"
+	srv := startServe(t, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--set", "offsets.topic.replication.factor=1",
+		"--set", "offsets.topic.num.partitions=3",
+		"--set", "group.initial.rebalance.delay.ms=0",
+		"--set", "group.consumer.min.heartbeat.interval.ms=100",
+		"--set", "group.consumer.heartbeat.interval.ms=200")
+	addr := srv.addr
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runTripod(t, "topics", "create", topic, "--partitions", "4", "--replication-factor", "1", "--bootstrap", addr)
+	consume := func(clientID string, opts ...kgo.Opt) (*kgo.Client, string) {
+		t.Helper()
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.ClientID(clientID), kgo.HeartbeatInterval(200 * time.Millisecond)}, opts...)...)
+		if err != nil {
+			t.Fatalf("new consumer: %v", err)
+		}
+		t.Cleanup(cl.Close)
+		done := make(chan struct{})
+		pollCtx, stop := context.WithCancel(ctx)
+		go func() {
+			defer close(done)
+			for pollCtx.Err() == nil {
+				cl.PollFetches(pollCtx)
+			}
+		}()
+		t.Cleanup(func() { stop(); <-done })
+		for {
+			if id, _ := cl.GroupMetadata(); id != "" {
+				return cl, id
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s never joined group %s", clientID, group)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	_, classicID := consume("classic-consumer")
+	_, modernID := consume("modern-consumer", kgo.ServerSideBalancer())
+
+	want := "GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT UPGRADED"
+	var rows [][]string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rows = table(runTripod(t, "groups", "describe", group, "--members", "--verbose", "--bootstrap", addr))
+		byID := map[string][]string{}
+		for _, r := range rows[1:] {
+			byID[r[1]] = r
+		}
+		c, m := byID[classicID], byID[modernID]
+		if len(rows) == 3 && strings.Join(rows[0], " ") == want && c != nil && m != nil &&
+			c[4] == "2" && m[4] == "2" && c[9] == "false" && m[9] == "true" && c[3] == "classic-consumer" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("describe --members --verbose of the mixed group: got %v, want %s with classic member %s (UPGRADED false) and %s (true), 2 partitions each",
+				rows, want, classicID, modernID)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

@@ -27,4 +27,14 @@
 //     Deadline replaces an earlier one's.
 //   - OffsetCommit and OffsetFetch: ValidateCommit and ValidateFetch.
 //   - ConsumerGroupDescribe: Describe.
+//
+// # Classic members and online migration
+//
+// A group may also have classic members (KIP-848's online migration,
+// classic.go): FromClassic converts a classic group with members for a
+// ConsumerGroupHeartbeat that joins it; JoinGroup, SyncGroup, Heartbeat
+// and LeaveGroup of a classic member go to JoinClassic, SyncClassic,
+// HeartbeatClassic and LeaveClassic, answered once Output.Records are
+// written; an Output with Downgrade set may be acted on with
+// ClassicSnapshot (for group.FromConsumer) and Tombstones.
 package consumer

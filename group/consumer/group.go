@@ -47,6 +47,41 @@ type Config struct {
 	// MaxSize is the most members a group may have
 	// (group.consumer.max.size, default MaxInt32).
 	MaxSize int
+	// MigrationPolicy says which of KIP-848's online conversions
+	// between classic and consumer groups the coordinator makes
+	// (group.consumer.migration.policy, default bidirectional).
+	MigrationPolicy MigrationPolicy
+}
+
+// MigrationPolicy is a value of group.consumer.migration.policy (Kafka's
+// ConsumerGroupMigrationPolicy).
+type MigrationPolicy string
+
+const (
+	// MigrationDisabled: a group keeps the protocol it was created with
+	// while it has members.
+	MigrationDisabled MigrationPolicy = "disabled"
+	// MigrationUpgrade: a classic group becomes a consumer group when a
+	// member of the consumer protocol joins it (FromClassic).
+	MigrationUpgrade MigrationPolicy = "upgrade"
+	// MigrationDowngrade: a consumer group left with classic members
+	// only becomes a classic group (Output.Downgrade).
+	MigrationDowngrade MigrationPolicy = "downgrade"
+	// MigrationBidirectional: both.
+	MigrationBidirectional MigrationPolicy = "bidirectional"
+)
+
+// MigrationPolicies are the values of group.consumer.migration.policy.
+var MigrationPolicies = []MigrationPolicy{MigrationDisabled, MigrationUpgrade, MigrationDowngrade, MigrationBidirectional}
+
+// Upgrades reports whether classic groups are converted to consumer
+// groups.
+func (p MigrationPolicy) Upgrades() bool { return p == MigrationUpgrade || p == MigrationBidirectional }
+
+// Downgrades reports whether consumer groups are converted back to
+// classic groups.
+func (p MigrationPolicy) Downgrades() bool {
+	return p == MigrationDowngrade || p == MigrationBidirectional
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -56,6 +91,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval: 5 * time.Second,
 		Assignors:         []string{UniformAssignor, RangeAssignor},
 		MaxSize:           math.MaxInt32,
+		MigrationPolicy:   MigrationBidirectional,
 	}
 }
 
@@ -71,6 +107,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("group.consumer.assignors: must name at least one of %s, %s", UniformAssignor, RangeAssignor)
 	case c.MaxSize < 1 || c.MaxSize > math.MaxInt32:
 		return fmt.Errorf("group.consumer.max.size %d: must be between 1 and %d", c.MaxSize, math.MaxInt32)
+	}
+	if !slices.Contains(MigrationPolicies, c.MigrationPolicy) {
+		return fmt.Errorf("group.consumer.migration.policy %q: must be one of %s, %s, %s, %s",
+			c.MigrationPolicy, MigrationDisabled, MigrationUpgrade, MigrationDowngrade, MigrationBidirectional)
 	}
 	for _, a := range c.Assignors {
 		if Assignors[a] == nil {
@@ -100,6 +140,12 @@ type Output struct {
 	Records []log.KV
 	// Deadline is when Tick must next be called; zero if never.
 	Deadline time.Time
+	// Downgrade says that the group's last member of the consumer
+	// protocol was removed, its members left all use the classic
+	// protocol and the migration policy downgrades: the caller may
+	// replace the group with the classic group of ClassicSnapshot,
+	// writing Tombstones (Kafka's convertToClassicGroup), or keep it.
+	Downgrade bool
 }
 
 // ---------------------------------------------------------------------------
@@ -159,6 +205,11 @@ type Member struct {
 	Assigned          Assignment
 	PendingRevocation Assignment
 
+	// Classic is the classic protocol's metadata of a member that joined
+	// with JoinGroup (a classic member of the group, KIP-848's online
+	// migration), nil for a member of the consumer protocol.
+	Classic *ClassicMetadata
+
 	// regex is SubscribedTopicRegex compiled, anchored at both ends.
 	regex *regexp.Regexp
 	// sessionDeadline is when the member is removed unless it
@@ -166,6 +217,21 @@ type Member struct {
 	// unless it has revoked PendingRevocation.
 	sessionDeadline    time.Time
 	revocationDeadline time.Time
+	// joinDeadline, when not zero, is when a classic member that was
+	// told to join again is removed unless it has; syncDeadline, when
+	// not zero, when one that joined is removed unless it has sent
+	// SyncGroup (Kafka's consumer group join and sync timeouts).
+	joinDeadline time.Time
+	syncDeadline time.Time
+}
+
+// sessionTimeout returns how long m may go without a heartbeat: the
+// group's session timeout, or a classic member's own.
+func (g *Group) sessionTimeout(m *Member) time.Duration {
+	if m.Classic != nil {
+		return m.Classic.SessionTimeout
+	}
+	return g.cfg.SessionTimeout
 }
 
 // owned returns every partition the member owns: assigned and pending
@@ -209,6 +275,11 @@ type Group struct {
 	// owners is, for every partition a member owns (assigned or pending
 	// revocation), that member: never two.
 	owners map[topicPartition]string
+	// downgradeEpoch is the group epoch before the removal that set
+	// Output.Downgrade: the classic group's generation, as Kafka's
+	// downgrade does not move the epoch on for the member leaving, so
+	// that classic members at that epoch keep committing.
+	downgradeEpoch int32
 
 	out Output
 }
@@ -378,6 +449,12 @@ func (g *Group) Heartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest
 	}
 	before := *m
 	before.Assigned = m.Assigned.clone()
+	if m.Classic != nil {
+		// A classic member (or the static member it replaces) joins
+		// with the consumer protocol now.
+		m.Classic = nil
+		m.joinDeadline, m.syncDeadline = time.Time{}, time.Time{}
+	}
 
 	// 1. The member and its subscription; the group epoch moves on with
 	// any change to who subscribes to what.
@@ -440,6 +517,9 @@ func (g *Group) memberFor(req *kmsg.ConsumerGroupHeartbeatRequest) (*Member, boo
 		g.members[m.ID] = m
 		return m, true, 0, ""
 	}
+	if m := g.members[memberID]; m != nil && m.Classic != nil && !join {
+		return nil, false, kerr.UnknownMemberID.Code, fmt.Sprintf("Member %s uses the classic protocol.", memberID)
+	}
 	if req.InstanceID == nil {
 		if m := g.members[memberID]; m != nil {
 			return m, false, 0, ""
@@ -466,12 +546,17 @@ func (g *Group) memberFor(req *kmsg.ConsumerGroupHeartbeatRequest) (*Member, boo
 		return m, isNew, code, msg
 	case old.ID == memberID:
 		return old, false, 0, ""
-	case old.Epoch != StaticLeaveEpoch:
+	case old.Epoch != StaticLeaveEpoch && old.Classic == nil:
 		return nil, false, kerr.UnreleasedInstanceID.Code, fmt.Sprintf("Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", memberID, instance, old.ID)
 	}
-	// The static member is back under a new member id: the new member
-	// takes over the old one's assignment at epoch 0 (Kafka's
-	// replaceMember).
+	return g.replaceStatic(old, memberID), false, 0, ""
+}
+
+// replaceStatic gives a static member back under a new member id the
+// old one's place: the new member takes over the old one's assignment
+// at epoch 0 (Kafka's replaceMember).
+func (g *Group) replaceStatic(old *Member, memberID string) *Member {
+	instance := *old.InstanceID
 	m := &Member{}
 	*m = *old
 	m.ID = memberID
@@ -491,7 +576,7 @@ func (g *Group) memberFor(req *kmsg.ConsumerGroupHeartbeatRequest) (*Member, boo
 	g.claim(m)
 	g.writeMemberMetadata(m)
 	g.writeCurrent(m)
-	return m, false, 0, ""
+	return m
 }
 
 // checkEpoch fences a heartbeat whose epoch is not the member's, except
@@ -561,7 +646,8 @@ func sameMetadata(a, b *Member) bool {
 	return eqString(a.InstanceID, b.InstanceID) && eqString(a.RackID, b.RackID) &&
 		a.ClientID == b.ClientID && a.ClientHost == b.ClientHost &&
 		a.RebalanceTimeout == b.RebalanceTimeout && a.ServerAssignor == b.ServerAssignor &&
-		slices.Equal(a.SubscribedTopicNames, b.SubscribedTopicNames) && a.SubscribedTopicRegex == b.SubscribedTopicRegex
+		slices.Equal(a.SubscribedTopicNames, b.SubscribedTopicNames) && a.SubscribedTopicRegex == b.SubscribedTopicRegex &&
+		a.Classic.equal(b.Classic)
 }
 
 // subscribes lists the existing topics m subscribes to, by name.
@@ -841,8 +927,17 @@ func (g *Group) leave(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
 	return 0, ""
 }
 
-// remove takes m out of the group and moves the group epoch on.
+// remove takes m out of the group and moves the group epoch on. When m
+// was the last member of the consumer protocol, the members left use the
+// classic protocol and the policy says so, the Output says the group may
+// downgrade.
 func (g *Group) remove(m *Member) {
+	defer func(epoch int32) {
+		if m.Classic == nil && len(g.members) > 0 && g.cfg.MigrationPolicy.Downgrades() && g.allClassic() {
+			g.out.Downgrade = true
+			g.downgradeEpoch = epoch
+		}
+	}(g.epoch)
 	g.release(m)
 	g.removeRecords(m.ID)
 	delete(g.members, m.ID)
@@ -868,8 +963,9 @@ func (g *Group) Tick(now time.Time) Output {
 	sort.Strings(ids)
 	for _, id := range ids {
 		m := g.members[id]
-		expired := !m.sessionDeadline.IsZero() && !now.Before(m.sessionDeadline)
-		late := m.State == UnrevokedPartitions && !m.revocationDeadline.IsZero() && !now.Before(m.revocationDeadline)
+		due := func(t time.Time) bool { return !t.IsZero() && !now.Before(t) }
+		expired := due(m.sessionDeadline) || due(m.joinDeadline) || due(m.syncDeadline)
+		late := m.State == UnrevokedPartitions && due(m.revocationDeadline)
 		if expired || late {
 			g.remove(m)
 		}
@@ -881,7 +977,7 @@ func (g *Group) Tick(now time.Time) Output {
 func (g *Group) deadline() time.Time {
 	var next time.Time
 	for _, m := range g.members {
-		for _, t := range []time.Time{m.sessionDeadline, m.revocationDeadline} {
+		for _, t := range []time.Time{m.sessionDeadline, m.revocationDeadline, m.joinDeadline, m.syncDeadline} {
 			if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 				next = t
 			}
@@ -905,8 +1001,9 @@ func (g *Group) flush() Output {
 // TxnOffsetCommit) against the group as Kafka's ConsumerGroup
 // validateOffsetCommit: a commit without member (epoch < 0) only to an
 // empty group; a member's commit needs OffsetCommit v9+ and the member's
-// current epoch (STALE_MEMBER_EPOCH otherwise); an unknown member is
-// UNKNOWN_MEMBER_ID.
+// current epoch (STALE_MEMBER_EPOCH otherwise); a classic member's, any
+// version and its epoch as generation (ILLEGAL_GENERATION otherwise); an
+// unknown member is UNKNOWN_MEMBER_ID.
 func (g *Group) ValidateCommit(memberID string, epoch int32, transactional bool, version int16) int16 {
 	if epoch < 0 && len(g.members) == 0 {
 		return 0
@@ -918,6 +1015,10 @@ func (g *Group) ValidateCommit(memberID string, epoch int32, transactional bool,
 	switch {
 	case m == nil:
 		return kerr.UnknownMemberID.Code
+	case m.Classic != nil && epoch != m.Epoch:
+		return kerr.IllegalGeneration.Code
+	case m.Classic != nil:
+		return 0
 	case !transactional && version < 9:
 		return kerr.UnsupportedVersion.Code
 	case epoch != m.Epoch:
@@ -938,6 +1039,8 @@ func (g *Group) ValidateFetch(memberID string, epoch int32) int16 {
 	switch {
 	case m == nil:
 		return kerr.UnknownMemberID.Code
+	case epoch != m.Epoch && m.Classic != nil:
+		return kerr.IllegalGeneration.Code
 	case epoch != m.Epoch:
 		return kerr.StaleMemberEpoch.Code
 	}
@@ -981,6 +1084,9 @@ func (g *Group) Describe(md Metadata) kmsg.ConsumerGroupDescribeResponseGroup {
 		dm.Assignment = describeAssignment(m.Assigned, md)
 		dm.TargetAssignment = describeAssignment(g.target[id], md)
 		dm.MemberType = 1 // consumer protocol (KIP-1099)
+		if m.Classic != nil {
+			dm.MemberType = 0 // classic protocol
+		}
 		d.Members = append(d.Members, dm)
 	}
 	return d

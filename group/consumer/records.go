@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/replication/log"
 )
@@ -108,7 +110,8 @@ func (g *Group) writePartitionMetadata() {
 	g.emit(groupKey(KeyPartitionMetadata, g.id, "", false), endTags(v))
 }
 
-// writeMemberMetadata stores m (ConsumerGroupMemberMetadataValue).
+// writeMemberMetadata stores m (ConsumerGroupMemberMetadataValue); a
+// classic member's ClassicMemberMetadata is its tagged field 0.
 func (g *Group) writeMemberMetadata(m *Member) {
 	v := kbin.AppendCompactNullableString(value(), m.InstanceID)
 	v = kbin.AppendCompactNullableString(v, m.RackID)
@@ -121,7 +124,48 @@ func (g *Group) writeMemberMetadata(m *Member) {
 	v = kbin.AppendCompactNullableString(v, nonEmpty(m.SubscribedTopicRegex))
 	v = kbin.AppendInt32(v, int32(m.RebalanceTimeout.Milliseconds()))
 	v = kbin.AppendCompactNullableString(v, nonEmpty(m.ServerAssignor))
-	g.emit(groupKey(KeyMemberMetadata, g.id, m.ID, true), endTags(v))
+	if m.Classic == nil {
+		v = endTags(v)
+	} else {
+		c := appendClassicMetadata(nil, m.Classic)
+		v = kbin.AppendUvarint(v, 1) // one tagged field
+		v = kbin.AppendUvarint(v, 0) // tag 0: ClassicMemberMetadata
+		v = kbin.AppendUvarint(v, uint32(1+len(c)))
+		v = kbin.AppendUvarint(v, 1) // a nullable struct that is not null
+		v = append(v, c...)
+	}
+	g.emit(groupKey(KeyMemberMetadata, g.id, m.ID, true), v)
+}
+
+// appendClassicMetadata appends c as Kafka's ClassicMemberMetadata
+// (SessionTimeoutMs, SupportedProtocols of Name and Metadata).
+func appendClassicMetadata(b []byte, c *ClassicMetadata) []byte {
+	b = kbin.AppendInt32(b, int32(c.SessionTimeout.Milliseconds()))
+	b = kbin.AppendCompactArrayLen(b, len(c.Protocols))
+	for _, p := range c.Protocols {
+		b = kbin.AppendCompactString(b, p.Name)
+		b = kbin.AppendCompactBytes(b, p.Metadata)
+		b = endTags(b)
+	}
+	return endTags(b)
+}
+
+// readClassicMetadata reads the value of tag 0 of a member's metadata:
+// nil for a null struct, or a ClassicMetadata, or false if it does not
+// decode.
+func readClassicMetadata(b []byte) (*ClassicMetadata, bool) {
+	r := kbin.Reader{Src: b}
+	if r.Int8() < 0 {
+		return nil, r.Ok()
+	}
+	c := &ClassicMetadata{SessionTimeout: time.Duration(r.Int32()) * time.Millisecond}
+	for range max(r.CompactArrayLen(), 0) {
+		p := kmsg.JoinGroupRequestProtocol{Name: r.CompactString(), Metadata: bytes.Clone(r.CompactBytes())}
+		skipTags(&r)
+		c.Protocols = append(c.Protocols, p)
+	}
+	skipTags(&r)
+	return c, r.Ok() && len(c.Protocols) > 0
 }
 
 // writeTargetMember stores a member's target assignment
@@ -284,7 +328,22 @@ func (l *Loader) Apply(key, val []byte) error {
 		if a := v.CompactNullableString(); a != nil {
 			m.ServerAssignor = *a
 		}
+		for range v.Uvarint() {
+			tag, data := v.Uvarint(), v.Span(int(v.Uvarint()))
+			if tag != 0 {
+				continue
+			}
+			c, ok := readClassicMetadata(data)
+			if !ok {
+				return fmt.Errorf("%w: group %q: member %q: ClassicMemberMetadata does not decode", ErrRecord, group, member)
+			}
+			m.Classic = c
+		}
+		if !v.Ok() {
+			return fmt.Errorf("%w: group %q: value of type %d is truncated", ErrRecord, group, typ)
+		}
 		lg.members[member] = m
+		return nil
 	case KeyTargetAssignmentMetadata:
 		lg.assignmentEpoch = v.Int32()
 	case KeyTargetAssignmentMember:
@@ -351,7 +410,7 @@ func (l *Loader) Groups(cfg Config, now time.Time) []*Group {
 				m.Epoch, m.PreviousEpoch, m.State = c.Epoch, c.PreviousEpoch, c.State
 				m.Assigned, m.PendingRevocation = c.Assigned, c.PendingRevocation
 			}
-			m.sessionDeadline = now.Add(cfg.SessionTimeout)
+			m.sessionDeadline = now.Add(g.sessionTimeout(m))
 			if m.State == UnrevokedPartitions {
 				m.revocationDeadline = now.Add(m.RebalanceTimeout)
 			}
