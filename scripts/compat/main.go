@@ -605,26 +605,30 @@ func (r *result) sameInChild(t *test) bool {
 	return false
 }
 
-var fileLine = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
+var fileLine = regexp.MustCompile(`^\s+\S+\.go:\d+:(?: (.*))?$`)
 
 // skipMessage is the message the test logged at its skip.
 func skipMessage(t *test) string {
 	for i := len(t.output) - 1; i >= 0; i-- {
 		if m := fileLine.FindStringSubmatch(t.output[i]); m != nil {
-			return m[1]
+			return strings.TrimSpace(m[1])
 		}
 	}
 	return ""
 }
 
 // failMessage is the first message the test logged from its own file,
-// the usual shape of a t.Error or t.Fatal.
+// the usual shape of a t.Error or t.Fatal, or of a testify assertion's
+// report on the lines that follow its file and line.
 func failMessage(t *test) string {
-	for _, line := range t.output {
+	for i, line := range t.output {
 		if m := fileLine.FindStringSubmatch(line); m != nil {
-			msg := m[1]
+			msg := strings.TrimSpace(m[1])
+			if msg == "" {
+				msg = testifyMessage(t.output[i+1:])
+			}
 			if len(msg) > 240 {
-				msg = msg[:240] + "…"
+				msg = strings.ToValidUTF8(msg[:240], "") + "…"
 			}
 			return msg
 		}
@@ -633,6 +637,31 @@ func failMessage(t *test) string {
 		return strings.TrimSpace(t.output[len(t.output)-1])
 	}
 	return ""
+}
+
+// testifyMessage is the Error and Messages of a testify report, lines
+// such as "\tError Trace:\t...", "\tError:\t...", "\tMessages:\t..."
+// and their continuations, up to the report's end.
+func testifyMessage(lines []string) string {
+	var parts []string
+	keep := false
+	for _, line := range lines {
+		text := strings.TrimSpace(line)
+		if text == "" || text == line || fileLine.MatchString(line) || strings.HasPrefix(text, "---") || strings.HasPrefix(text, "===") {
+			break
+		}
+		label, rest, ok := strings.Cut(text, ":")
+		switch {
+		case ok && (label == "Error" || label == "Messages"):
+			keep = true
+			parts = append(parts, strings.TrimSpace(rest))
+		case ok && (label == "Error Trace" || label == "Test"):
+			keep = false
+		case keep:
+			parts = append(parts, text)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // knownEntry is a line of the known file: suite, test name (a trailing *

@@ -44,3 +44,28 @@ func TestRenderKeepsSuitesNotRun(t *testing.T) {
 		t.Errorf("page kept sarama's old section:\n%s", page)
 	}
 }
+
+// TestFailMessage checks the message of a t.Fatal and of a testify
+// assertion, which reports on the lines after its file and line.
+func TestFailMessage(t *testing.T) {
+	for _, tc := range []struct {
+		output []string
+		want   string
+	}{
+		{[]string{"=== RUN   TestA", "    a_test.go:12: boom", "--- FAIL: TestA (0.00s)"}, "boom"},
+		{[]string{
+			"=== RUN   TestB",
+			"    functional_admin_test.go:1085: ",
+			"        \tError Trace:\t/tmp/sarama/functional_admin_test.go:1085",
+			"        \tError:      \tTarget error should be in err chain:",
+			"        \t            \texpected: \"x\"",
+			"        \tTest:       \tTestB",
+			"        \tMessages:   \tfailed to read",
+			"--- FAIL: TestB (0.02s)",
+		}, `Target error should be in err chain: expected: "x" failed to read`},
+	} {
+		if got := failMessage(&test{output: tc.output}); got != tc.want {
+			t.Errorf("failMessage(%q) = %q, want %q", tc.output, got, tc.want)
+		}
+	}
+}
