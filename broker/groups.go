@@ -339,7 +339,7 @@ func (c *groupCoordinator) load(sh *groupShard) {
 	sh.offsets, sh.offsetAt, sh.txnOffsets = offsets, offsetAt, txnOffsets
 	sh.state = shardActive
 	c.b.logger.Info("loaded group coordinator partition", "partition", sh.p.Name(), "leader_epoch", sh.epoch,
-		"groups", len(sh.groups), "records", records, "skipped", skipped, "log_end", end, "took", time.Since(start).Round(time.Millisecond))
+		"groups", len(sh.groups), "consumer_groups", len(sh.consumers), "records", records, "skipped", skipped, "log_end", end, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // shard returns the locked shard coordinating groupID, or the error code
