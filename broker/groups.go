@@ -587,7 +587,9 @@ func (c *groupCoordinator) txnCompleted(index int32, producerID int64, commit bo
 	for _, done := range sh.txnOffsets.Complete(producerID, commit) {
 		v := done.Value.Offset
 		sh.applyOffset(done.Key, &v, done.Value.LogOffset)
-		if sh.groups[done.Key.Group] == nil {
+		// An offsets-only group stays, as after an OffsetCommit; a
+		// consumer-protocol group holds its offsets itself.
+		if sh.groups[done.Key.Group] == nil && sh.consumers[done.Key.Group] == nil {
 			sh.groups[done.Key.Group] = group.New(done.Key.Group, c.cfg)
 		}
 	}

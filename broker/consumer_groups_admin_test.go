@@ -1,0 +1,113 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// joinLikeLibrdkafka joins groupID as librdkafka's KIP-848 consumer
+// (npm's @confluentinc/kafka-javascript with group.protocol=consumer)
+// does: a member id of its own, the topic names beside an empty
+// SubscribedTopicRegex, no server assignor, max.poll.interval.ms as the
+// rebalance timeout. It heartbeats once more owning what it was given
+// and returns its member epoch.
+func joinLikeLibrdkafka(t *testing.T, cl *kgo.Client, groupID, memberID string, topics ...string) int32 {
+	t.Helper()
+	empty := ""
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch = groupID, memberID, 0
+	hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames, hb.SubscribedTopicRegex = 300000, topics, &empty
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	joined := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb)
+	if joined.ErrorCode != 0 || joined.MemberEpoch <= 0 || joined.Assignment == nil {
+		t.Fatalf("join of %s: %v (%v), epoch %d, assignment %v; want an epoch and an assignment",
+			groupID, kerr.ErrorForCode(joined.ErrorCode), joined.ErrorMessage, joined.MemberEpoch, joined.Assignment)
+	}
+	hb = kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch = groupID, memberID, joined.MemberEpoch
+	for _, at := range joined.Assignment.Topics {
+		hb.Topics = append(hb.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: at.TopicID, Partitions: at.Partitions})
+	}
+	owned := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb)
+	if owned.ErrorCode != 0 || owned.MemberEpoch != joined.MemberEpoch {
+		t.Fatalf("heartbeat of %s owning its assignment: %v, epoch %d; want epoch %d",
+			groupID, kerr.ErrorForCode(owned.ErrorCode), owned.MemberEpoch, joined.MemberEpoch)
+	}
+	return joined.MemberEpoch
+}
+
+// commitAt commits offset for partitions 0..n-1 of topic as member of
+// groupID at epoch (OffsetCommit v9 carries them), failing the test on
+// any error.
+func commitAt(t *testing.T, cl *kgo.Client, groupID, memberID string, epoch int32, topic string, n int, offset int64) {
+	t.Helper()
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.MemberID, oc.Generation = groupID, memberID, epoch
+	ot := kmsg.NewOffsetCommitRequestTopic()
+	ot.Topic = topic
+	for p := range n {
+		op := kmsg.NewOffsetCommitRequestTopicPartition()
+		op.Partition, op.Offset = int32(p), offset
+		ot.Partitions = append(ot.Partitions, op)
+	}
+	oc.Topics = append(oc.Topics, ot)
+	resp := issue[*kmsg.OffsetCommitResponse](t, cl, oc)
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				t.Fatalf("commit of %s-%d by %s at epoch %d: %v", rt.Topic, rp.Partition, memberID, epoch, kerr.ErrorForCode(rp.ErrorCode))
+			}
+		}
+	}
+}
+
+// listed returns the ListGroups entries of groupID.
+func listed(t *testing.T, cl *kgo.Client, groupID string) []kmsg.ListGroupsResponseGroup {
+	t.Helper()
+	resp := issue[*kmsg.ListGroupsResponse](t, cl, kmsg.NewPtrListGroupsRequest())
+	if resp.ErrorCode != 0 {
+		t.Fatalf("ListGroups: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	var out []kmsg.ListGroupsResponseGroup
+	for _, g := range resp.Groups {
+		if g.Group == groupID {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// TestConsumerProtocolGroupCommitsKeepOneGroup: offsets committed by a
+// member of a consumer-protocol group belong to that group. A successful
+// OffsetCommit used to create, beside it, a classic group of the same id
+// (as it does for a group that only commits offsets), so ListGroups
+// listed the group twice, once as an Empty group without protocol type,
+// which librdkafka's ListConsumerGroups took for a simple group of
+// unknown type (found by @confluentinc/kafka-javascript's admin client).
+func TestConsumerProtocolGroupCommitsKeepOneGroup(t *testing.T) {
+	cfg := testConfig(t)
+	fastConsumerGroups(&cfg)
+	b := startBroker(t, cfg)
+	const topic, groupID, memberID = "kjs-topic", "kjs-group", "kjs-member-1"
+	createLocalTopic(t, b, topic, 6)
+	cl := newClient(t, b)
+
+	epoch := joinLikeLibrdkafka(t, cl, groupID, memberID, topic)
+	commitAt(t, cl, groupID, memberID, epoch, topic, 6, 10)
+	deadline := time.Now().Add(10 * time.Second)
+	var gs []kmsg.ListGroupsResponseGroup
+	for {
+		gs = listed(t, cl, groupID)
+		if len(gs) == 1 && gs[0].GroupState == "Stable" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(gs) != 1 || gs[0].ProtocolType != "consumer" || gs[0].GroupState != "Stable" {
+		t.Fatalf("ListGroups lists %s as %+v; want it once, protocol type consumer, Stable", groupID, gs)
+	}
+}
