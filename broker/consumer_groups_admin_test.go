@@ -65,10 +65,13 @@ func commitAt(t *testing.T, cl *kgo.Client, groupID, memberID string, epoch int3
 	}
 }
 
-// listed returns the ListGroups entries of groupID.
-func listed(t *testing.T, cl *kgo.Client, groupID string) []kmsg.ListGroupsResponseGroup {
+// listed returns the ListGroups entries of groupID, of the types given
+// (all without).
+func listed(t *testing.T, cl *kgo.Client, groupID string, types ...string) []kmsg.ListGroupsResponseGroup {
 	t.Helper()
-	resp := issue[*kmsg.ListGroupsResponse](t, cl, kmsg.NewPtrListGroupsRequest())
+	req := kmsg.NewPtrListGroupsRequest()
+	req.TypesFilter = types
+	resp := issue[*kmsg.ListGroupsResponse](t, cl, req)
 	if resp.ErrorCode != 0 {
 		t.Fatalf("ListGroups: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
@@ -107,7 +110,46 @@ func TestConsumerProtocolGroupCommitsKeepOneGroup(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if len(gs) != 1 || gs[0].ProtocolType != "consumer" || gs[0].GroupState != "Stable" {
-		t.Fatalf("ListGroups lists %s as %+v; want it once, protocol type consumer, Stable", groupID, gs)
+	if len(gs) != 1 || gs[0].ProtocolType != "consumer" || gs[0].GroupState != "Stable" || gs[0].GroupType != "consumer" {
+		t.Fatalf("ListGroups lists %s as %+v; want it once, protocol type consumer, Stable, of type consumer", groupID, gs)
+	}
+}
+
+// TestListGroupsFiltersByType: ListGroups v5 (KIP-848) says each group's
+// type, classic or consumer, and lists only the types asked for,
+// whatever their case, as Kafka 4 does. librdkafka's ListConsumerGroups
+// reads the type from it; tripod offered v4, without types, and every
+// group was of unknown type to it.
+func TestListGroupsFiltersByType(t *testing.T) {
+	cfg := testConfig(t)
+	fastConsumerGroups(&cfg)
+	b := startBroker(t, cfg)
+	const topic = "types-topic"
+	createLocalTopic(t, b, topic, 2)
+	cl := newClient(t, b)
+	joinLikeLibrdkafka(t, cl, "modern", "modern-member", topic)
+	// A group that only commits offsets is a classic group.
+	commitAt(t, cl, "classic", "", -1, topic, 2, 1)
+
+	for _, c := range []struct {
+		group string
+		types []string
+		want  string // the type listed, "" for none
+	}{
+		{"modern", nil, "consumer"},
+		{"classic", nil, "classic"},
+		{"modern", []string{"Consumer"}, "consumer"},
+		{"classic", []string{"Consumer"}, ""},
+		{"modern", []string{"CLASSIC"}, ""},
+		{"classic", []string{"classic", "consumer"}, "classic"},
+		{"modern", []string{"share"}, ""},
+	} {
+		gs := listed(t, cl, c.group, c.types...)
+		switch {
+		case c.want == "" && len(gs) != 0:
+			t.Errorf("ListGroups of types %q lists %s as %+v; want it not listed", c.types, c.group, gs)
+		case c.want != "" && (len(gs) != 1 || gs[0].GroupType != c.want):
+			t.Errorf("ListGroups of types %q lists %s as %+v; want it once, of type %s", c.types, c.group, gs, c.want)
+		}
 	}
 }
