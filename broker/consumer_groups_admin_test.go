@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -151,5 +152,118 @@ func TestListGroupsFiltersByType(t *testing.T) {
 		case c.want != "" && (len(gs) != 1 || gs[0].GroupType != c.want):
 			t.Errorf("ListGroups of types %q lists %s as %+v; want it once, of type %s", c.types, c.group, gs, c.want)
 		}
+	}
+}
+
+// TestConsumerProtocolGroupDeleteAndOffsetDelete: DeleteGroups and
+// OffsetDelete take consumer-protocol groups, as Kafka does. DeleteGroups
+// refuses one with members (NON_EMPTY_GROUP) and deletes an Empty one
+// with its offsets, so that the id starts afresh; OffsetDelete deletes
+// the offsets of a topic no member subscribes to and refuses, per
+// partition, those of a subscribed topic (GROUP_SUBSCRIBED_TO_TOPIC).
+// Both answered GROUP_ID_NOT_FOUND for such a group, unless a commit had
+// made a classic group of its id beside it, which they then took for it.
+func TestConsumerProtocolGroupDeleteAndOffsetDelete(t *testing.T) {
+	cfg := testConfig(t)
+	fastConsumerGroups(&cfg)
+	b := startBroker(t, cfg)
+	const topic, other, groupID, memberID = "del-topic", "other-topic", "del-group", "del-member"
+	createLocalTopic(t, b, topic, 3)
+	createLocalTopic(t, b, other, 1)
+	ctx := testContext(t, time.Minute)
+	cl := newClient(t, b)
+	adm := kadm.NewClient(cl)
+
+	epoch := joinLikeLibrdkafka(t, cl, groupID, memberID, topic)
+	commitAt(t, cl, groupID, memberID, epoch, topic, 3, 10)
+	commitAt(t, cl, groupID, memberID, epoch, other, 1, 5)
+
+	deleteGroup := func() int16 {
+		t.Helper()
+		req := kmsg.NewPtrDeleteGroupsRequest()
+		req.Groups = []string{groupID}
+		resp := issue[*kmsg.DeleteGroupsResponse](t, cl, req)
+		if len(resp.Groups) != 1 {
+			t.Fatalf("DeleteGroups answered %+v", resp.Groups)
+		}
+		return resp.Groups[0].ErrorCode
+	}
+	if code := deleteGroup(); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("DeleteGroups of the group with its member: %v, want NON_EMPTY_GROUP", kerr.ErrorForCode(code))
+	}
+
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = groupID
+	od.Topics = []kmsg.OffsetDeleteRequestTopic{
+		{Topic: topic, Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}},
+		{Topic: other, Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}},
+	}
+	odResp := issue[*kmsg.OffsetDeleteResponse](t, cl, od)
+	if odResp.ErrorCode != 0 || len(odResp.Topics) != 2 ||
+		odResp.Topics[0].Partitions[0].ErrorCode != kerr.GroupSubscribedToTopic.Code || odResp.Topics[1].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("OffsetDelete of %s-0 (subscribed) and %s-0: %v, %+v; want GROUP_SUBSCRIBED_TO_TOPIC and deleted",
+			topic, other, kerr.ErrorForCode(odResp.ErrorCode), odResp.Topics)
+	}
+	fetched, err := adm.FetchOffsets(ctx, groupID)
+	if err != nil {
+		t.Fatalf("fetch offsets: %v", err)
+	}
+	if o, ok := fetched.Lookup(topic, 0); !ok || o.At != 10 {
+		t.Errorf("committed offset of %s-0 after the refused delete: %+v, want 10", topic, o)
+	}
+	if o, ok := fetched.Lookup(other, 0); ok && o.At >= 0 {
+		t.Errorf("committed offset of %s-0 after its delete: %+v, want none", other, o)
+	}
+
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch = groupID, memberID, -1
+	if resp := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb); resp.ErrorCode != 0 {
+		t.Fatalf("leave: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if code := deleteGroup(); code != 0 {
+		t.Fatalf("DeleteGroups of the Empty group: %v, want it deleted", kerr.ErrorForCode(code))
+	}
+	if gs := listed(t, cl, groupID); len(gs) != 0 {
+		t.Errorf("ListGroups after the delete lists %+v; want nothing", gs)
+	}
+	described := issue[*kmsg.ConsumerGroupDescribeResponse](t, cl, &kmsg.ConsumerGroupDescribeRequest{Groups: []string{groupID}})
+	if len(described.Groups) != 1 || described.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("ConsumerGroupDescribe after the delete: %+v; want GROUP_ID_NOT_FOUND", described.Groups)
+	}
+	fetched, err = adm.FetchOffsets(ctx, groupID)
+	if err != nil {
+		t.Fatalf("fetch offsets after the delete: %v", err)
+	}
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 {
+			t.Errorf("committed offset of %s-%d after the delete: %d, want none", o.Topic, o.Partition, o.At)
+		}
+	})
+	if code := deleteGroup(); code != kerr.GroupIDNotFound.Code {
+		t.Errorf("DeleteGroups of the deleted group: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(code))
+	}
+	// The deletion is in the log: a coordinator that loads the partition
+	// again has neither the group nor its offsets.
+	cl.Close()
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	b = startBroker(t, cfg)
+	cl = newClient(t, b)
+	adm = kadm.NewClient(cl)
+	if gs := listed(t, cl, groupID); len(gs) != 0 {
+		t.Errorf("ListGroups after the delete and a restart lists %+v; want nothing", gs)
+	}
+	if fetched, err = adm.FetchOffsets(ctx, groupID); err != nil {
+		t.Fatalf("fetch offsets after the restart: %v", err)
+	}
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 {
+			t.Errorf("committed offset of %s-%d after the delete and a restart: %d, want none", o.Topic, o.Partition, o.At)
+		}
+	})
+	// The id starts afresh.
+	if epoch := joinLikeLibrdkafka(t, cl, groupID, "del-member-2", topic); epoch != 1 {
+		t.Errorf("first member of the group after its delete: epoch %d, want 1", epoch)
 	}
 }

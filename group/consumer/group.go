@@ -354,6 +354,19 @@ func (g *Group) State() string {
 	return "Stable"
 }
 
+// SubscribedTo reports whether a member subscribes to topic: by name
+// (whether or not the topic exists) or through its regex, as Kafka's
+// ConsumerGroup.isSubscribedToTopic, which keeps OffsetDelete from
+// deleting the offsets of a topic the group consumes.
+func (g *Group) SubscribedTo(topic string) bool {
+	for _, m := range g.members {
+		if slices.Contains(m.SubscribedTopicNames, topic) || m.regex != nil && m.regex.MatchString(topic) {
+			return true
+		}
+	}
+	return false
+}
+
 // ---------------------------------------------------------------------------
 // ConsumerGroupHeartbeat
 

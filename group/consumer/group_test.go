@@ -349,6 +349,27 @@ func TestNamesAndRegexSubscribeTogether(t *testing.T) {
 	}
 }
 
+// TestSubscribedTo: a topic is the group's while a member names it,
+// existing or not, or its regex matches it; not once they have left.
+func TestSubscribedTo(t *testing.T) {
+	s := newScenario(t, topics{"a": topicA, "bee": topicB})
+	s.heartbeat(hb{member: "m1", epoch: 0, topics: []string{"a", "later"}, emptyRegex: true})
+	s.heartbeat(hb{member: "m2", epoch: 0, regex: "b.*"})
+	check := func(step string, want map[string]bool) {
+		t.Helper()
+		for topic, w := range want {
+			if got := s.g.SubscribedTo(topic); got != w {
+				t.Errorf("%s: SubscribedTo(%q) = %v, want %v", step, topic, got, w)
+			}
+		}
+	}
+	check("m1 names a and later, m2's regex matches bee", map[string]bool{"a": true, "later": true, "bee": true, "ant": false, "c": false})
+	s.heartbeat(hb{member: "m2", epoch: LeaveEpoch})
+	check("m2 left", map[string]bool{"a": true, "later": true, "bee": false})
+	s.heartbeat(hb{member: "m1", epoch: LeaveEpoch})
+	check("both left", map[string]bool{"a": false, "later": false, "bee": false})
+}
+
 func TestRangeAssignorChosen(t *testing.T) {
 	s := newScenario(t, topics{"a": topicA})
 	want(t, "m1", s.heartbeat(hb{member: "m1", epoch: 0, topics: []string{"a"}, assignor: "range"}), 0, 1, Assignment{a: {0, 1, 2, 3}})
