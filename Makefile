@@ -57,5 +57,9 @@ fuzz:
 # pass without a reason in scripts/compat/known.txt. It is not part of
 # `make test`: it takes about 15 minutes and needs ports 29091..29095,
 # 39092..39094 and 8474 free. See docs/clients.md.
+# Its kafka-javascript suite (a KIP-848 group of npm's
+# @confluentinc/kafka-javascript, scripts/compat/kafkajs848) needs node
+# and npm, builds the package from source (about 6 more minutes; `-work
+# DIR` keeps the build) and ports 27092..27094 and 27192..27194.
 compat:
 	$(GO) run ./scripts/compat
