@@ -5,7 +5,9 @@ package main
 // `tripod dev` cluster. Unlike the Go suites it is not the client's own
 // test suite, which needs a docker Kafka: it is tripod's program
 // (scripts/compat/kafkajs848/consumer848.js) of what a user of such a
-// group relies on, each check reported as a go test -json event.
+// group relies on, each check reported as a go test -json event. It is
+// given the brokers' PIDs and kills the group's coordinator (SIGKILL)
+// halfway: the broker stays down for the rest of the run.
 //
 // The package is installed at the version its package.json pins (with
 // package-lock.json) into the work directory. The npm registry serves
@@ -95,6 +97,10 @@ func runNodeSuite(ctx context.Context, s suite, repo, work string) (*result, err
 		bootstrap = append(bootstrap, fmt.Sprintf("127.0.0.1:%d", s.port+i))
 	}
 	env := append(os.Environ(), "BOOTSTRAP="+strings.Join(bootstrap, ","), "TRIPOD="+filepath.Join(work, "tripod"))
+	// The program kills the group's coordinator (its failover checks).
+	if pids := brokerPIDs(filepath.Join(work, s.name+"-cluster.log")); pids != "" {
+		env = append(env, "BROKER_PIDS="+pids)
+	}
 	env = append(env, s.env...)
 	jsonPath := filepath.Join(work, s.name+".json")
 	log.Printf("%s %s: node %s (log %s)", s.name, version, s.pkg, logPath)
@@ -133,6 +139,24 @@ func runNodeSuite(ctx context.Context, s suite, repo, work string) (*result, err
 	}
 	log.Printf("%s: %d passed, %d failed, %d skipped in %s", s.name, r.count("pass"), r.count("fail"), r.count("skip"), r.elapsed.Round(time.Second))
 	return r, nil
+}
+
+var brokerLine = regexp.MustCompile(`^broker (\d+): \S+ pid (\d+)`)
+
+// brokerPIDs returns the brokers' ids and PIDs as id:pid,... from the
+// lines `tripod dev` printed (startCluster copies them to its log).
+func brokerPIDs(logPath string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := brokerLine.FindStringSubmatch(line); m != nil {
+			out = append(out, m[1]+":"+m[2])
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // nodeBuildEnv is the environment of the package's build from source:
