@@ -60,5 +60,9 @@ fuzz:
 # 23092 and 39092: Kafka, +100 Raft, +200 sarama's CLIENT listeners) and
 # of toxiproxy (8474, and 29091..29095 where sarama finds its brokers).
 # See docs/clients.md.
+# Its kafka-javascript suite (a KIP-848 group of npm's
+# @confluentinc/kafka-javascript, scripts/compat/kafkajs848) needs node
+# and npm, builds the package from source (about 6 more minutes; `-work
+# DIR` keeps the build) and ports 27092..27094 and 27192..27194.
 compat:
 	$(GO) run ./scripts/compat

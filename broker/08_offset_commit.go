@@ -142,12 +142,16 @@ func handleOffsetCommit(_ context.Context, b *Broker, req *request) (kmsg.Respon
 				sh.applyOffset(pc.key, &v, base+int64(i))
 			}
 		}
-		if code == 0 && sh.state == shardActive {
+		if code == 0 && sh.state == shardActive && sh.consumers[r.Group] == nil {
 			// A group that only commits offsets (generation -1, no
 			// members) exists as long as it holds them, as Kafka's Empty
 			// group does: ListGroups lists it, DescribeGroups and
 			// DeleteGroups find it. The handler dropped the group it
-			// created while the commit was not yet applied.
+			// created while the commit was not yet applied. A consumer
+			// group of the consumer protocol holds its offsets itself:
+			// a classic group of its id beside it would be listed as a
+			// second, empty group, and deleting that one would delete
+			// the consumer group's offsets under its members.
 			sh.getOrCreate(b.groups, r.Group)
 		}
 		return resp

@@ -10,12 +10,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListGroups v0..v4 (v4: filtered by state).
-func init() { registerAPI(16, 0, 4, handleListGroups) }
+// ListGroups v0..v5 (v4: filtered by state; v5: filtered by type, and
+// each group's type, KIP-848).
+func init() { registerAPI(16, 0, 5, handleListGroups) }
 
 // handleListGroups lists the groups this broker coordinates, answering
 // COORDINATOR_LOAD_IN_PROGRESS with those it has while a partition still
-// loads.
+// loads. A group's type is "classic" or "consumer" (a group of the
+// consumer protocol, mixed ones too); the state and type filters match
+// regardless of case, as Kafka's.
 func handleListGroups(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ListGroupsRequest)
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
@@ -23,12 +26,15 @@ func handleListGroups(_ context.Context, b *Broker, req *request) (kmsg.Response
 	if loading {
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 	}
+	matches := func(filter []string, v string) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(s string) bool { return strings.EqualFold(s, v) })
+	}
 	for _, sh := range shards {
 		sh.mu.Lock()
 		if sh.state == shardActive {
 			for id, g := range sh.groups {
 				state := g.State().String()
-				if len(r.StatesFilter) > 0 && !slices.ContainsFunc(r.StatesFilter, func(s string) bool { return strings.EqualFold(s, state) }) {
+				if !matches(r.StatesFilter, state) || !matches(r.TypesFilter, "classic") {
 					continue
 				}
 				lg := kmsg.NewListGroupsResponseGroup()
@@ -37,7 +43,7 @@ func handleListGroups(_ context.Context, b *Broker, req *request) (kmsg.Response
 			}
 			for id, g := range sh.consumers {
 				state := g.State()
-				if len(r.StatesFilter) > 0 && !slices.ContainsFunc(r.StatesFilter, func(s string) bool { return strings.EqualFold(s, state) }) {
+				if !matches(r.StatesFilter, state) || !matches(r.TypesFilter, "consumer") {
 					continue
 				}
 				lg := kmsg.NewListGroupsResponseGroup()

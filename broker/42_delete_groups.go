@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/group"
+	"github.com/tripodmq/tripod/group/consumer"
 )
 
 // DeleteGroups v0..v2.
@@ -16,6 +17,7 @@ func init() { registerAPI(42, 0, 2, handleDeleteGroups) }
 // it writes the tombstones of the group's metadata and every offset, and
 // answers once they are replicated. A group with members is
 // NON_EMPTY_GROUP, one the coordinator does not have GROUP_ID_NOT_FOUND.
+// Groups of both protocols are deleted alike, as in Kafka.
 func handleDeleteGroups(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.DeleteGroupsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
@@ -44,15 +46,29 @@ func (b *Broker) deleteGroup(id string) (int16, <-chan error) {
 		return code, nil
 	}
 	defer sh.mu.Unlock()
-	g := sh.groups[id]
-	if g == nil {
-		return kerr.GroupIDNotFound.Code, nil
+	var kvs []group.KV
+	if cg := sh.consumers[id]; cg != nil {
+		// A consumer group of the consumer protocol (KIP-848), mixed
+		// ones too: Kafka's ConsumerGroup.validateDeleteGroup wants it
+		// Empty; its group records' tombstones go first.
+		if cg.NumMembers() > 0 {
+			return kerr.NonEmptyGroup.Code, nil
+		}
+		for _, k := range consumer.GroupKeys(id) {
+			kvs = append(kvs, group.KV{Key: k})
+		}
+	} else {
+		g := sh.groups[id]
+		if g == nil {
+			return kerr.GroupIDNotFound.Code, nil
+		}
+		if code := g.Deletable(); code != 0 {
+			return code, nil
+		}
+		kvs = append(kvs, group.KV{Key: group.GroupRecordKey(id)})
 	}
-	if code := g.Deletable(); code != 0 {
-		return code, nil
-	}
+	first := int64(len(kvs)) // the first offset tombstone's place
 	keys := sh.offsets.Keys(id)
-	kvs := []group.KV{{Key: group.GroupRecordKey(id)}}
 	for _, k := range keys {
 		kvs = append(kvs, group.KV{Key: group.OffsetRecordKey(k)})
 	}
@@ -61,9 +77,10 @@ func (b *Broker) deleteGroup(id string) (int16, <-chan error) {
 		return b.groups.storeErrorCode(err), nil
 	}
 	for i, k := range keys {
-		sh.applyOffset(k, nil, base+1+int64(i))
+		sh.applyOffset(k, nil, base+first+int64(i))
 	}
 	delete(sh.groups, id)
+	delete(sh.consumers, id)
 	delete(sh.deadlines, id)
 	return 0, done
 }

@@ -15,7 +15,8 @@ func init() { registerAPI(47, 0, 0, handleOffsetDelete) }
 // handleOffsetDelete deletes a group's committed offsets of some
 // partitions, as Kafka's: refused with NON_EMPTY_GROUP for a group with
 // members that does not use the consumer protocol, and per partition with
-// GROUP_SUBSCRIBED_TO_TOPIC for a topic a member is subscribed to.
+// GROUP_SUBSCRIBED_TO_TOPIC for a topic a member is subscribed to (in a
+// group of the consumer protocol, KIP-848, by name or regex).
 func handleOffsetDelete(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.OffsetDeleteRequest)
 	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
@@ -25,18 +26,24 @@ func handleOffsetDelete(_ context.Context, b *Broker, req *request) (kmsg.Respon
 		return resp, nil, nil
 	}
 	defer sh.mu.Unlock()
-	g := sh.groups[r.Group]
-	if g == nil {
-		resp.ErrorCode = kerr.GroupIDNotFound.Code
-		return resp, nil, nil
-	}
-	subscribed := map[string]bool{}
-	if g.NumMembers() > 0 {
-		if g.ProtocolType() != "consumer" {
-			resp.ErrorCode = kerr.NonEmptyGroup.Code
+	var subscribedTo func(topic string) bool
+	if cg := sh.consumers[r.Group]; cg != nil {
+		subscribedTo = cg.SubscribedTo
+	} else {
+		g := sh.groups[r.Group]
+		if g == nil {
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
 			return resp, nil, nil
 		}
-		subscribed = subscribedTopics(g.Describe())
+		subscribed := map[string]bool{}
+		if g.NumMembers() > 0 {
+			if g.ProtocolType() != "consumer" {
+				resp.ErrorCode = kerr.NonEmptyGroup.Code
+				return resp, nil, nil
+			}
+			subscribed = subscribedTopics(g.Describe())
+		}
+		subscribedTo = func(topic string) bool { return subscribed[topic] }
 	}
 	var kvs []group.KV
 	var keys []group.OffsetKey
@@ -54,7 +61,7 @@ func handleOffsetDelete(_ context.Context, b *Broker, req *request) (kmsg.Respon
 	for i, rt := range r.Topics {
 		for j, rp := range rt.Partitions {
 			sp := &resp.Topics[i].Partitions[j]
-			if subscribed[rt.Topic] {
+			if subscribedTo(rt.Topic) {
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 				continue
 			}

@@ -135,6 +135,11 @@ func testFranzGroupTransactSession(t *testing.T, opts ...kgo.Opt) {
 		t.Fatalf("no transaction was aborted in %d rounds: the test proves nothing about aborts", rounds)
 	}
 	t.Logf("%d rounds, %d records committed, %d aborted", rounds, done, aborted)
+	// The transactions' offsets are the group's: no second group of the
+	// same id holds them.
+	if gs := listed(t, sess.Client(), "etl"); len(gs) != 1 || gs[0].ProtocolType != "consumer" || gs[0].GroupState == "Empty" {
+		t.Errorf("ListGroups lists group etl as %+v; want it once, of protocol type consumer, with its member", gs)
+	}
 
 	endMarkers(t, ctx, b, out, 3)
 	seen := readToEnds(t, ctx, b, out, 3, kgo.ReadCommitted())

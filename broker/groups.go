@@ -339,7 +339,7 @@ func (c *groupCoordinator) load(sh *groupShard) {
 	sh.offsets, sh.offsetAt, sh.txnOffsets = offsets, offsetAt, txnOffsets
 	sh.state = shardActive
 	c.b.logger.Info("loaded group coordinator partition", "partition", sh.p.Name(), "leader_epoch", sh.epoch,
-		"groups", len(sh.groups), "records", records, "skipped", skipped, "log_end", end, "took", time.Since(start).Round(time.Millisecond))
+		"groups", len(sh.groups), "consumer_groups", len(sh.consumers), "records", records, "skipped", skipped, "log_end", end, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // shard returns the locked shard coordinating groupID, or the error code
@@ -587,7 +587,9 @@ func (c *groupCoordinator) txnCompleted(index int32, producerID int64, commit bo
 	for _, done := range sh.txnOffsets.Complete(producerID, commit) {
 		v := done.Value.Offset
 		sh.applyOffset(done.Key, &v, done.Value.LogOffset)
-		if sh.groups[done.Key.Group] == nil {
+		// An offsets-only group stays, as after an OffsetCommit; a
+		// consumer-protocol group holds its offsets itself.
+		if sh.groups[done.Key.Group] == nil && sh.consumers[done.Key.Group] == nil {
 			sh.groups[done.Key.Group] = group.New(done.Key.Group, c.cfg)
 		}
 	}

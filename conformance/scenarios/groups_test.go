@@ -300,12 +300,14 @@ type groupMember struct {
 	owned   map[int32]bool
 	pending map[int32]*resume
 	resumes []*resume
-	// consumed is the highest offset fetched per partition.
-	consumed      map[int32]int64
-	commitErrs    int
-	lastCommitErr error
-	lastFetchErr  error
-	leaveErr      error
+	// consumed is the highest offset fetched per partition, and
+	// fetchedOffsets every offset fetched per partition.
+	consumed       map[int32]int64
+	fetchedOffsets map[int32]map[int64]bool
+	commitErrs     int
+	lastCommitErr  error
+	lastFetchErr   error
+	leaveErr       error
 }
 
 // resume is one partition's assignment to a member: when it began, the
@@ -320,21 +322,24 @@ type resume struct {
 	first      int64 // -1 until a record is fetched
 }
 
-// startGroupMember starts member name of groupID consuming topic.
-func startGroupMember(t *testing.T, c *cluster.Cluster, name, topic string, ledger *commitLedger) *groupMember {
+// startGroupMember starts member name of groupID consuming topic; opts
+// come after the member's own options (kgo.ServerSideBalancer makes it a
+// member of a consumer-protocol group, KIP-848).
+func startGroupMember(t *testing.T, c *cluster.Cluster, name, topic string, ledger *commitLedger, opts ...kgo.Opt) *groupMember {
 	t.Helper()
 	m := &groupMember{
 		name: name, ledger: ledger,
-		logPath:  filepath.Join(c.Config().Dir, "member-"+name+".log"),
-		owned:    map[int32]bool{},
-		pending:  map[int32]*resume{},
-		consumed: map[int32]int64{},
+		logPath:        filepath.Join(c.Config().Dir, "member-"+name+".log"),
+		owned:          map[int32]bool{},
+		pending:        map[int32]*resume{},
+		consumed:       map[int32]int64{},
+		fetchedOffsets: map[int32]map[int64]bool{},
 	}
 	logFile, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatalf("log of member %s: %v", name, err)
 	}
-	m.cl, err = kgo.NewClient(
+	m.cl, err = kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(c.Bootstrap()...),
 		kgo.ConsumerGroup(groupID),
 		kgo.ConsumeTopics(topic),
@@ -348,13 +353,13 @@ func startGroupMember(t *testing.T, c *cluster.Cluster, name, topic string, ledg
 		kgo.OnPartitionsRevoked(m.revoked),
 		kgo.OnPartitionsLost(m.revoked),
 		kgo.AdjustFetchOffsetsFn(m.resumeFrom),
-		kgo.MetadataMinAge(100*time.Millisecond),
-		kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.MetadataMinAge(100 * time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
 		kgo.WithLogger(kgo.BasicLogger(logFile, kgo.LogLevelInfo, func() string {
 			return time.Now().Format("15:04:05.000 ")
 		})),
-	)
+	}, opts...)...)
 	if err != nil {
 		logFile.Close()
 		t.Fatalf("member %s: %v", name, err)
@@ -485,6 +490,10 @@ func (m *groupMember) fetched(r *kgo.Record) {
 	if o, ok := m.consumed[r.Partition]; !ok || r.Offset > o {
 		m.consumed[r.Partition] = r.Offset
 	}
+	if m.fetchedOffsets[r.Partition] == nil {
+		m.fetchedOffsets[r.Partition] = map[int64]bool{}
+	}
+	m.fetchedOffsets[r.Partition][r.Offset] = true
 }
 
 func (m *groupMember) noteFetchErr(err error) {
@@ -533,6 +542,31 @@ func (m *groupMember) consumedUpTo(partition int32) int64 {
 		return o
 	}
 	return -1
+}
+
+// unfetched returns an error naming the first offset of 0..upTo in
+// partition that none of members fetched, and how many such there are.
+func unfetched(partition int32, upTo int64, members ...*groupMember) error {
+	first, missing := int64(-1), 0
+	for o := int64(0); o <= upTo; o++ {
+		if !slices.ContainsFunc(members, func(m *groupMember) bool { return m.hasFetched(partition, o) }) {
+			if first < 0 {
+				first = o
+			}
+			missing++
+		}
+	}
+	if missing > 0 {
+		return fmt.Errorf("partition %d: %d of offsets 0..%d fetched by no member, the first %d", partition, missing, upTo, first)
+	}
+	return nil
+}
+
+// hasFetched reports whether the member fetched offset of partition.
+func (m *groupMember) hasFetched(partition int32, offset int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fetchedOffsets[partition][offset]
 }
 
 // assignmentsSince returns how many partitions were assigned to the

@@ -190,7 +190,8 @@ type Member struct {
 	// partitions.
 	RebalanceTimeout time.Duration
 	// SubscribedTopicNames and SubscribedTopicRegex are the member's
-	// subscription ("" regex: none).
+	// subscription: the topics named and those the regex matches, as in
+	// Kafka ("" regex: none).
 	SubscribedTopicNames []string
 	SubscribedTopicRegex string
 	// ServerAssignor is the assignor the member asked for, "" if none.
@@ -251,6 +252,18 @@ func (m *Member) owned() Assignment {
 // package documentation of the broker for where they differ.
 func CompileRegex(re string) (*regexp.Regexp, error) {
 	return regexp.Compile(`^(?:` + re + `)$`)
+}
+
+// subscriptionRegex returns a member's SubscribedTopicRegex compiled, or
+// nil for "": an empty regex subscribes to no topic, as in Kafka, and is
+// what librdkafka sends beside its topic names to say it has none. re
+// must have passed ValidateHeartbeat.
+func subscriptionRegex(re string) *regexp.Regexp {
+	if re == "" {
+		return nil
+	}
+	compiled, _ := CompileRegex(re)
+	return compiled
 }
 
 // ---------------------------------------------------------------------------
@@ -341,6 +354,19 @@ func (g *Group) State() string {
 	return "Stable"
 }
 
+// SubscribedTo reports whether a member subscribes to topic: by name
+// (whether or not the topic exists) or through its regex, as Kafka's
+// ConsumerGroup.isSubscribedToTopic, which keeps OffsetDelete from
+// deleting the offsets of a topic the group consumes.
+func (g *Group) SubscribedTo(topic string) bool {
+	for _, m := range g.members {
+		if slices.Contains(m.SubscribedTopicNames, topic) || m.regex != nil && m.regex.MatchString(topic) {
+			return true
+		}
+	}
+	return false
+}
+
 // ---------------------------------------------------------------------------
 // ConsumerGroupHeartbeat
 
@@ -383,9 +409,6 @@ func ValidateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, cfg Config) (int
 		}
 	default:
 		return invalid(fmt.Sprintf("MemberEpoch %d is invalid.", e))
-	}
-	if req.SubscribedTopicRegex != nil && req.SubscribedTopicNames != nil && len(req.SubscribedTopicNames) > 0 {
-		return invalid("SubscribedTopicNames and SubscribedTopicRegex cannot be used together.")
 	}
 	if a := req.ServerAssignor; a != nil && !slices.Contains(cfg.Assignors, *a) {
 		return kerr.UnsupportedAssignor.Code, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: %v.", *a, cfg.Assignors)
@@ -633,7 +656,7 @@ func (g *Group) updateMember(m *Member, req *kmsg.ConsumerGroupHeartbeatRequest,
 	}
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.SubscribedTopicRegex {
 		m.SubscribedTopicRegex = *req.SubscribedTopicRegex
-		m.regex, _ = CompileRegex(m.SubscribedTopicRegex) // ValidateHeartbeat compiled it
+		m.regex = subscriptionRegex(m.SubscribedTopicRegex)
 		changed = true
 	}
 	m.ClientID, m.ClientHost = clientID, clientHost

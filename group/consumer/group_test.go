@@ -53,16 +53,20 @@ func newScenario(t *testing.T, md topics) *scenario {
 	return &scenario{t: t, g: New("g", cfg), md: md, now: t0}
 }
 
-// hb is one heartbeat: owned nil sends Topics null (a keepalive).
+// hb is one heartbeat: owned nil sends Topics null (a keepalive). A join
+// or full heartbeat subscribes to regex when it is not "" (or emptyRegex
+// is set: an empty regex, as librdkafka sends), and to topics when
+// regex is "" or topics is not nil.
 type hb struct {
-	member   string
-	epoch    int32
-	instance string
-	topics   []string
-	regex    string
-	assignor string
-	owned    Assignment
-	full     bool
+	member     string
+	epoch      int32
+	instance   string
+	topics     []string
+	regex      string
+	emptyRegex bool
+	assignor   string
+	owned      Assignment
+	full       bool
 }
 
 func (s *scenario) heartbeat(h hb) *kmsg.ConsumerGroupHeartbeatResponse {
@@ -77,9 +81,10 @@ func (s *scenario) heartbeat(h hb) *kmsg.ConsumerGroupHeartbeatResponse {
 	}
 	if h.epoch == 0 || h.full {
 		req.RebalanceTimeoutMillis = 30000
-		if h.regex != "" {
+		if h.regex != "" || h.emptyRegex {
 			req.SubscribedTopicRegex = &h.regex
-		} else {
+		}
+		if h.regex == "" || h.topics != nil {
 			req.SubscribedTopicNames = h.topics
 			if req.SubscribedTopicNames == nil {
 				req.SubscribedTopicNames = []string{}
@@ -326,6 +331,45 @@ func TestTopicChanges(t *testing.T) {
 	want(t, "revoked", s.heartbeat(hb{member: "m1", epoch: 3, owned: Assignment{a: {0, 1, 2, 3, 4}}}), 0, 4, nil)
 }
 
+// TestNamesAndRegexSubscribeTogether: a member subscribes to the topics
+// it names and to those its regex matches, as in Kafka. librdkafka's
+// consumer joins with its topic names beside an empty regex, which adds
+// no topic.
+func TestNamesAndRegexSubscribeTogether(t *testing.T) {
+	s := newScenario(t, topics{"a": topicA, "bee": topicB})
+	b := tid(2)
+	want(t, "librdkafka's join: names and an empty regex", s.heartbeat(hb{member: "m1", epoch: 0, topics: []string{"a"}, emptyRegex: true}), 0, 1, Assignment{a: {0, 1, 2, 3}})
+	want(t, "a regex beside the names", s.heartbeat(hb{member: "m1", epoch: 1, topics: []string{"a"}, regex: "b.*", full: true, owned: Assignment{a: {0, 1, 2, 3}}}),
+		0, 2, Assignment{a: {0, 1, 2, 3}, b: {0, 1}})
+	want(t, "the regex emptied", s.heartbeat(hb{member: "m1", epoch: 2, topics: []string{"a"}, emptyRegex: true, full: true, owned: Assignment{a: {0, 1, 2, 3}, b: {0, 1}}}),
+		0, 2, Assignment{a: {0, 1, 2, 3}})
+	want(t, "bee revoked", s.heartbeat(hb{member: "m1", epoch: 2, owned: Assignment{a: {0, 1, 2, 3}}}), 0, 3, nil)
+	if m := s.g.members["m1"]; m.SubscribedTopicRegex != "" || m.regex != nil {
+		t.Fatalf("m1's regex after an empty one: got %q (compiled %v), want none", m.SubscribedTopicRegex, m.regex)
+	}
+}
+
+// TestSubscribedTo: a topic is the group's while a member names it,
+// existing or not, or its regex matches it; not once they have left.
+func TestSubscribedTo(t *testing.T) {
+	s := newScenario(t, topics{"a": topicA, "bee": topicB})
+	s.heartbeat(hb{member: "m1", epoch: 0, topics: []string{"a", "later"}, emptyRegex: true})
+	s.heartbeat(hb{member: "m2", epoch: 0, regex: "b.*"})
+	check := func(step string, want map[string]bool) {
+		t.Helper()
+		for topic, w := range want {
+			if got := s.g.SubscribedTo(topic); got != w {
+				t.Errorf("%s: SubscribedTo(%q) = %v, want %v", step, topic, got, w)
+			}
+		}
+	}
+	check("m1 names a and later, m2's regex matches bee", map[string]bool{"a": true, "later": true, "bee": true, "ant": false, "c": false})
+	s.heartbeat(hb{member: "m2", epoch: LeaveEpoch})
+	check("m2 left", map[string]bool{"a": true, "later": true, "bee": false})
+	s.heartbeat(hb{member: "m1", epoch: LeaveEpoch})
+	check("both left", map[string]bool{"a": false, "later": false, "bee": false})
+}
+
 func TestRangeAssignorChosen(t *testing.T) {
 	s := newScenario(t, topics{"a": topicA})
 	want(t, "m1", s.heartbeat(hb{member: "m1", epoch: 0, topics: []string{"a"}, assignor: "range"}), 0, 1, Assignment{a: {0, 1, 2, 3}})
@@ -355,6 +399,8 @@ func TestValidateHeartbeat(t *testing.T) {
 		{"static leave without instance", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -2 }, kerr.InvalidRequest.Code},
 		{"epoch -3", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -3 }, kerr.InvalidRequest.Code},
 		{"unknown assignor", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.ServerAssignor = str("sticky") }, kerr.UnsupportedAssignor.Code},
+		{"names beside a regex", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicRegex = str("b.*") }, 0},
+		{"names beside an empty regex (librdkafka)", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicRegex = str("") }, 0},
 		{"bad regex", func(r *kmsg.ConsumerGroupHeartbeatRequest) {
 			r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, str("a(")
 		}, kerr.InvalidRegularExpression.Code},

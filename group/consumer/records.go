@@ -322,7 +322,7 @@ func (l *Loader) Apply(key, val []byte) error {
 		}
 		if re := v.CompactNullableString(); re != nil {
 			m.SubscribedTopicRegex = *re
-			m.regex, _ = CompileRegex(*re)
+			m.regex = subscriptionRegex(*re)
 		}
 		m.RebalanceTimeout = time.Duration(v.Int32()) * time.Millisecond
 		if a := v.CompactNullableString(); a != nil {

@@ -56,6 +56,9 @@ type suite struct {
 	// CLIENT listener; the API is at toxiproxyAPI. It also puts the docker
 	// stand-in (scripts/sarama-docker) first in the suite's PATH.
 	proxyPort int
+	// node is the directory (from the repository's root) of a Node.js
+	// program to run instead of a Go suite, pkg its file (node.go).
+	node string
 }
 
 // toxiproxyPkg is the toxiproxy server that compat installs with go
@@ -83,12 +86,16 @@ var suites = []suite{
 		set:       []string{"auto.create.topics.enable=false"},
 		proxyPort: 29091,
 	},
+	{
+		// npm's librdkafka binding in a KIP-848 consumer group (node.go).
+		name: "kafka-javascript", node: "scripts/compat/kafkajs848", pkg: "consumer848.js", brokers: 3, port: 27092,
+	},
 }
 
 func main() {
 	out := flag.String("out", "docs/compat.md", "page to write")
 	known := flag.String("known", "scripts/compat/known.txt", "known reasons of the tests that do not pass")
-	only := flag.String("suites", "", "comma-separated suites to run (default all): franz-go, sarama")
+	only := flag.String("suites", "", "comma-separated suites to run (default all): franz-go, sarama, kafka-javascript")
 	run := flag.String("run", "", "go test -run of every suite (default all tests)")
 	timeout := flag.Duration("timeout", 40*time.Minute, "go test -timeout of each suite")
 	work := flag.String("work", "", "work directory (default a temporary one, removed at the end)")
@@ -184,6 +191,9 @@ func runAll(ctx context.Context, out, knownPath, only, run string, timeout time.
 // runSuite starts the suite's cluster, runs its tests and stops the
 // cluster.
 func runSuite(ctx context.Context, s suite, repo, work, run string, timeout time.Duration) (*result, error) {
+	if s.node != "" {
+		return runNodeSuite(ctx, s, repo, work)
+	}
 	version := strings.TrimSpace(output(ctx, "go", "list", "-m", "-f", "{{.Version}}", s.module))
 	dir := strings.TrimSpace(output(ctx, "go", "list", "-m", "-f", "{{.Dir}}", s.module))
 	if version == "" || dir == "" {
