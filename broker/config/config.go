@@ -685,11 +685,13 @@ func (c Config) WarnUnsecuredCoord(logger hclog.Logger) {
 		}
 	case "raft":
 		// A lone voter on a loopback address (tripod serve on a laptop)
-		// is reached by local processes only: no warning for it.
+		// is reached by local processes only: no warning for it. An
+		// observer of a one-voter cluster is not lone: other brokers
+		// join through it.
 		listen := c.CoordConfig().RaftListen
 		host, _, _ := net.SplitHostPort(listen)
 		ip := net.ParseIP(host)
-		lone := len(cc.RaftVoters) <= 1 && (host == "localhost" || (ip != nil && ip.IsLoopback()))
+		lone := c.CoordConfig().LoneRaftVoter() && (host == "localhost" || (ip != nil && ip.IsLoopback()))
 		if c.CoordSSL.RaftKeystoreLocation == "" && !lone {
 			logger.Warn("the Raft transport is plain TCP: anyone who reaches the Raft port can vote, replicate into the log and change the cluster's metadata; "+
 				"set raft.ssl.keystore.location and raft.ssl.truststore.location for mutual TLS",

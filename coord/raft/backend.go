@@ -209,12 +209,16 @@ func Open(cfg coord.Config) (*Backend, error) {
 		return fail(fmt.Errorf("start raft node %d: %w", cfg.BrokerID, err))
 	}
 	b.raft = r
-	var servers []hraft.Server
-	for id, addr := range voters {
-		servers = append(servers, hraft.Server{Suffrage: hraft.Voter, ID: serverID(id), Address: hraft.ServerAddress(addr)})
-	}
-	if err := r.BootstrapCluster(hraft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, hraft.ErrCantBootstrap) {
-		return fail(fmt.Errorf("bootstrap raft voters %s: %w", coord.FormatRaftVoters(voters), err))
+	if _, voter := voters[cfg.BrokerID]; voter {
+		// Only the voters start a cluster; a broker not among them never
+		// bootstraps one of its own.
+		var servers []hraft.Server
+		for id, addr := range voters {
+			servers = append(servers, hraft.Server{Suffrage: hraft.Voter, ID: serverID(id), Address: hraft.ServerAddress(addr)})
+		}
+		if err := r.BootstrapCluster(hraft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, hraft.ErrCantBootstrap) {
+			return fail(fmt.Errorf("bootstrap raft voters %s: %w", coord.FormatRaftVoters(voters), err))
+		}
 	}
 	b.observations = make(chan hraft.Observation, 16)
 	r.RegisterObserver(hraft.NewObserver(b.observations, false, func(o *hraft.Observation) bool {
