@@ -203,6 +203,13 @@ func (f *fsm) Apply(l *hraft.Log) any {
 // the configuration index quorum changes are conditioned on (hashicorp/raft
 // v1.7 does not say it: GetConfiguration's Index is 0).
 func (f *fsm) StoreConfiguration(index uint64, _ hraft.Configuration) {
+	f.noteConfigIndex(index)
+}
+
+// noteConfigIndex records index as the committed configuration's, unless
+// a later one is recorded: StoreConfiguration, or the leader whose change
+// was committed at index, which need not wait for its state machine.
+func (f *fsm) noteConfigIndex(index uint64) {
 	for {
 		old := f.configIndex.Load()
 		if index <= old || f.configIndex.CompareAndSwap(old, index) {

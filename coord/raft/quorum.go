@@ -92,10 +92,10 @@ func (b *Backend) memberLoop(ctx context.Context) {
 			b.log.Debug("report to the raft leader", "failures", failures, "error", err)
 		}
 		// Backing off while no leader is known (an election, or no voter
-		// reachable); a leader known since is asked soon.
+		// reachable); a leader known since is asked within an interval.
 		retry := min(interval/4<<min(failures-1, 6), 4*interval)
 		if addr, _ := b.raft.LeaderWithID(); addr != "" {
-			retry = interval / 4
+			retry = min(retry, interval)
 		}
 		timer.Reset(retry)
 	}
@@ -178,6 +178,11 @@ func (b *Backend) joinRequest(ctx context.Context, from coord.BrokerID, addr str
 	}
 	b.recordProgress(lead, from, index)
 	what := fmt.Sprintf("join of broker %d at %s", from, addr)
+	// A new leader's state machine knows the committed configuration
+	// once the entries of earlier terms are applied.
+	if err := waitReady(ctx, lead); err != nil {
+		return err
+	}
 	member := func() (bool, error) {
 		srv, ok := findServer(b.configuration(), from)
 		switch {
@@ -191,7 +196,7 @@ func (b *Backend) joinRequest(ctx context.Context, from coord.BrokerID, addr str
 	if ok, err := member(); ok || err != nil {
 		return err
 	}
-	release, err := b.lockQuorum(ctx, what)
+	release, err := b.lockQuorum(ctx)
 	if err != nil {
 		return err
 	}
@@ -240,7 +245,7 @@ func (b *Backend) leaveRequest(ctx context.Context, from coord.BrokerID) error {
 	if ok, err := observer(); !ok || err != nil {
 		return err
 	}
-	release, err := b.lockQuorum(ctx, what)
+	release, err := b.lockQuorum(ctx)
 	if err != nil {
 		return err
 	}
@@ -298,7 +303,7 @@ func (b *Backend) expireObservers(lead *leadership) {
 	}
 	lead.mu.Unlock()
 	for _, id := range stale {
-		release, err := b.tryLockQuorum(fmt.Sprintf("remove silent observer %d", id))
+		release, err := b.tryLockQuorum()
 		if err != nil {
 			return
 		}
@@ -398,7 +403,10 @@ func (b *Backend) describeQuorumLocal(_ context.Context, lead *leadership) (coor
 
 // AddVoter implements coord.Quorum. The observer is made a voter once
 // its last report, recent, shows it within caughtUpLag entries of the
-// leader's log, and only if the voters then have a live majority.
+// leader's log, and only if the voters then have a live majority. A
+// change waits for the one in progress on the leader, if any, until ctx
+// ends (ErrQuorumChangeInProgress); one that meets a change of an
+// earlier leader not yet committed fails with ErrQuorumChangeInProgress.
 func (b *Backend) AddVoter(ctx context.Context, id coord.BrokerID) error {
 	_, err := b.onLeader(ctx, fmt.Sprintf("add voter %d", id), fwdRequest{Op: fwdAddVoter, Voter: id}, func(ctx context.Context, lead *leadership) (fwdResponse, error) {
 		return fwdResponse{}, b.addVoterLocal(ctx, lead, id)
@@ -408,7 +416,6 @@ func (b *Backend) AddVoter(ctx context.Context, id coord.BrokerID) error {
 
 // addVoterLocal is AddVoter on the leader.
 func (b *Backend) addVoterLocal(ctx context.Context, lead *leadership, id coord.BrokerID) error {
-	what := fmt.Sprintf("add voter %d", id)
 	if err := waitReady(ctx, lead); err != nil {
 		return err
 	}
@@ -425,10 +432,10 @@ func (b *Backend) addVoterLocal(ctx context.Context, lead *leadership, id coord.
 	if _, err := observer(); err != nil {
 		return err
 	}
-	if err := b.waitCaughtUp(ctx, lead, id, what); err != nil {
+	if err := b.waitCaughtUp(ctx, lead, id); err != nil {
 		return err
 	}
-	release, err := b.tryLockQuorum(what)
+	release, err := b.lockQuorum(ctx)
 	if err != nil {
 		return err
 	}
@@ -454,7 +461,7 @@ func (b *Backend) addVoterLocal(ctx context.Context, lead *leadership, id coord.
 // recent and shows it caught up. It gives up a fifth of ctx's remaining
 // time (at most a second) before ctx ends, so that the change that
 // follows has time to commit.
-func (b *Backend) waitCaughtUp(ctx context.Context, lead *leadership, id coord.BrokerID, what string) error {
+func (b *Backend) waitCaughtUp(ctx context.Context, lead *leadership, id coord.BrokerID) error {
 	waitCtx := ctx
 	if d, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -482,7 +489,7 @@ func (b *Backend) waitCaughtUp(ctx context.Context, lead *leadership, id coord.B
 		case <-lead.ctx.Done():
 			return errNotLeader
 		case <-b.closing:
-			return fmt.Errorf("%w: %s", coord.ErrClosed, what)
+			return coord.ErrClosed
 		}
 	}
 }
@@ -490,7 +497,7 @@ func (b *Backend) waitCaughtUp(ctx context.Context, lead *leadership, id coord.B
 // RemoveVoter implements coord.Quorum. A voter the leader heard from
 // within liveWindow is demoted, so that it goes on as an observer without
 // joining again; a silent one is removed (it joins again as an observer
-// if it comes back).
+// if it comes back). Changes go one at a time as for AddVoter.
 func (b *Backend) RemoveVoter(ctx context.Context, id coord.BrokerID) error {
 	_, err := b.onLeader(ctx, fmt.Sprintf("remove voter %d", id), fwdRequest{Op: fwdRemoveVoter, Voter: id}, func(ctx context.Context, lead *leadership) (fwdResponse, error) {
 		return fwdResponse{}, b.removeVoterLocal(ctx, lead, id)
@@ -500,7 +507,6 @@ func (b *Backend) RemoveVoter(ctx context.Context, id coord.BrokerID) error {
 
 // removeVoterLocal is RemoveVoter on the leader.
 func (b *Backend) removeVoterLocal(ctx context.Context, lead *leadership, id coord.BrokerID) error {
-	what := fmt.Sprintf("remove voter %d", id)
 	if err := waitReady(ctx, lead); err != nil {
 		return err
 	}
@@ -513,7 +519,7 @@ func (b *Backend) removeVoterLocal(ctx context.Context, lead *leadership, id coo
 	if err := voter(); err != nil {
 		return err
 	}
-	release, err := b.tryLockQuorum(what)
+	release, err := b.lockQuorum(ctx)
 	if err != nil {
 		return err
 	}
@@ -528,7 +534,7 @@ func (b *Backend) removeVoterLocal(ctx context.Context, lead *leadership, id coo
 		case <-lead.ctx.Done():
 			return errNotLeader
 		case <-b.closing:
-			return fmt.Errorf("%w: %s", coord.ErrClosed, what)
+			return coord.ErrClosed
 		}
 	}
 	if err := voter(); err != nil {
@@ -628,27 +634,29 @@ func (b *Backend) onLeader(ctx context.Context, what string, req fwdRequest, loc
 	}
 }
 
-// lockQuorum takes the leader's quorum-change token, waiting for a change
-// in progress until ctx ends; release gives it back.
-func (b *Backend) lockQuorum(ctx context.Context, what string) (release func(), err error) {
+// lockQuorum takes the leader's quorum-change token, waiting for the
+// change in progress, if any, until ctx ends (ErrQuorumChangeInProgress);
+// release gives it back. Changes on one leader so go one after the
+// other, each checked against the configuration the last one left.
+func (b *Backend) lockQuorum(ctx context.Context) (release func(), err error) {
 	select {
 	case b.quorumSem <- struct{}{}:
 		return func() { <-b.quorumSem }, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %s: %w", coord.ErrQuorumChangeInProgress, what, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", coord.ErrQuorumChangeInProgress, ctx.Err())
 	case <-b.closing:
-		return nil, fmt.Errorf("%w: %s", coord.ErrClosed, what)
+		return nil, coord.ErrClosed
 	}
 }
 
 // tryLockQuorum takes the quorum-change token if no change is in
 // progress, and fails with ErrQuorumChangeInProgress otherwise.
-func (b *Backend) tryLockQuorum(what string) (release func(), err error) {
+func (b *Backend) tryLockQuorum() (release func(), err error) {
 	select {
 	case b.quorumSem <- struct{}{}:
 		return func() { <-b.quorumSem }, nil
 	default:
-		return nil, fmt.Errorf("%w: %s", coord.ErrQuorumChangeInProgress, what)
+		return nil, coord.ErrQuorumChangeInProgress
 	}
 }
 
@@ -674,7 +682,13 @@ func (b *Backend) changeConfiguration(ctx context.Context, change func(prevIndex
 	default:
 	}
 	f := change(b.configIndex(), enqueue)
-	return b.waitFuture(ctx, f, b.raftOps.RUnlock)
+	if err := b.waitFuture(ctx, f, b.raftOps.RUnlock); err != nil {
+		return err
+	}
+	// The next change is conditioned on this one, committed now, though
+	// the state machine may not have seen it yet.
+	b.fsm.noteConfigIndex(f.Index())
+	return nil
 }
 
 // configIndex is the log index of the committed configuration: the last

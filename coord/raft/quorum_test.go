@@ -355,8 +355,10 @@ func TestObserversReadWriteAndLeave(t *testing.T) {
 // while two observers become voters (one change asked through an
 // observer, forwarded) and are removed again (one asking for its own
 // removal); the live ones stay observers. Requests naming a voter to add
-// or a stranger are refused with their sentinels. Every commit that
-// returned is on every node at the end, and commits went on through
+// or a stranger are refused with their sentinels, changes made right
+// after one another are each conditioned on the last, and an observer
+// cut off is not made a voter (ErrNotCaughtUp). Every commit that
+// returned is on every live node at the end, and commits went on through
 // every change.
 func TestQuorumGrowsAndShrinks(t *testing.T) {
 	qn := newQuorumNet(t, 3, 2, nil)
@@ -456,13 +458,43 @@ func TestQuorumGrowsAndShrinks(t *testing.T) {
 		t.Fatalf("RemoveVoter of observer 4: got %v, want ErrVoterNotFound", err)
 	}
 
+	// Changes right after one another are each conditioned on the last.
+	if err := qn.node(1).AddVoter(ctx, 4); err != nil {
+		t.Fatalf("AddVoter(4) again: %v", err)
+	}
+	if err := qn.node(1).RemoveVoter(ctx, 4); err != nil {
+		t.Fatalf("RemoveVoter(4) right after its AddVoter: %v", err)
+	}
+
+	// An observer that stopped reporting is not made a voter. Its broker
+	// registered (through node 1) keeps it in the configuration.
+	s5, err := qn.node(1).Register(ctx, coord.Broker{ID: 5, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("Register of broker 5: %v", err)
+	}
+	defer s5.Close()
+	qn.crash(5)
+	waitFor(t, 10*time.Second, "the leader no longer hearing from observer 5", func() bool {
+		leader := qn.leader()
+		lead := leader.currentLead()
+		return lead != nil && !leader.heardFrom(lead, 5)
+	})
+	shortCtx, shortCancel := context.WithTimeout(ctx, time.Second)
+	err = qn.node(2).AddVoter(shortCtx, 5)
+	shortCancel()
+	if !errors.Is(err, coord.ErrNotCaughtUp) {
+		t.Fatalf("AddVoter of observer 5, cut off: got %v, want ErrNotCaughtUp", err)
+	}
+	t.Logf("refused: %v", err)
+	qn.waitMembership(time.Second, "voters [1 2 3] observers [4 5]")
+
 	close(stop)
 	<-done
 	mu.Lock()
 	want := slices.Clone(committed)
 	t.Logf("%d topics committed across the changes, %d commit attempts retried: %v", len(want), len(failures), failures)
 	mu.Unlock()
-	for id := coord.BrokerID(1); id <= 5; id++ {
+	for id := coord.BrokerID(1); id <= 4; id++ {
 		md, err := qn.node(id).Load(ctx)
 		if err != nil {
 			t.Fatalf("Load on node %d: %v", id, err)
