@@ -794,11 +794,10 @@ func (c *groupCoordinator) offsetsPartitions() int {
 
 // offsetsReplicationFactor is the replication factor __consumer_offsets
 // is created with: offsets.topic.replication.factor, or 1 on a broker
-// that is its cluster's only Raft voter (a lone `tripod serve`), which
-// can never have more.
+// that its flags make its cluster's only Raft voter (a lone `tripod
+// serve`, not an observer of another broker's quorum).
 func (c *groupCoordinator) offsetsReplicationFactor() int {
-	cc := c.b.cfg.CoordConfig()
-	if cc.Backend == "raft" && len(cc.RaftVoters) <= 1 {
+	if c.b.cfg.CoordConfig().LoneRaftVoter() {
 		return 1
 	}
 	return int(c.b.cfg.OffsetsTopicReplicationFactor)

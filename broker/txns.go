@@ -240,11 +240,10 @@ func (s *markerSender) close() {
 
 // txnStateReplicationFactor is the replication factor __transaction_state
 // is created with: transaction.state.log.replication.factor, or 1 on a
-// broker that is its cluster's only Raft voter, as for
+// broker that its flags make its cluster's only Raft voter, as for
 // __consumer_offsets.
 func (b *Broker) txnStateReplicationFactor() int {
-	cc := b.cfg.CoordConfig()
-	if cc.Backend == "raft" && len(cc.RaftVoters) <= 1 {
+	if b.cfg.CoordConfig().LoneRaftVoter() {
 		return 1
 	}
 	return int(b.cfg.TransactionStateLogReplicationFactor)

@@ -38,10 +38,29 @@ func NewRaftHarness(sessionTimeout time.Duration, opts ...HarnessOption) Harness
 	return raftHarness{sessionTimeout: sessionTimeout, opts: opts}
 }
 
+// NewRaftHarnessWithObservers is NewRaftHarness whose clusters also run
+// two observers: Raft nodes of brokers 1001 and 1002, not among the
+// voters, that join the quorum, receive the log and count toward no
+// majority. The cases never use them (Backend(i) is voter i+1): they
+// show that the contract holds with observers in the quorum, that
+// stopping a majority of the voters stops the cluster though most of
+// its nodes are up, and that the observers' joins and reports disturb
+// nothing.
+func NewRaftHarnessWithObservers(sessionTimeout time.Duration, opts ...HarnessOption) Harness {
+	return raftHarness{sessionTimeout: sessionTimeout, observers: 2, opts: opts}
+}
+
 type raftHarness struct {
 	sessionTimeout time.Duration
-	opts           []HarnessOption
+	// observers is how many observers each cluster runs beside its
+	// voters.
+	observers int
+	opts      []HarnessOption
 }
+
+// firstObserver is the broker of a cluster's first observer, above the
+// brokers the cases register.
+const firstObserver coord.BrokerID = 1001
 
 // Name implements Harness.
 func (h raftHarness) Name() string { return "raft" }
@@ -52,62 +71,83 @@ func (h raftHarness) SessionTimeout() time.Duration { return h.sessionTimeout }
 // NewCluster implements Harness.
 func (h raftHarness) NewCluster(t T, n int) Cluster {
 	t.Helper()
+	nodes := n + h.observers
 	c := &raftCluster{
 		h:        h,
 		dir:      t.TempDir(),
+		n:        n,
 		voters:   map[coord.BrokerID]string{},
-		nets:     make([]*faultnet.Net, n),
-		backends: make([]coord.Backend, n),
+		addrs:    make([]string, nodes),
+		nets:     make([]*faultnet.Net, nodes),
+		backends: make([]coord.Backend, nodes),
 		logger:   raftTestLogger(t),
 	}
-	listeners := make([]net.Listener, n)
-	for i := range n {
+	listeners := make([]net.Listener, nodes)
+	for i := range nodes {
 		c.nets[i] = faultnet.New()
 		ln, err := c.nets[i].Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			for _, l := range listeners[:i] {
 				l.Close()
 			}
-			t.Fatalf("raft harness: listen for node %d: %v", i+1, err)
+			t.Fatalf("raft harness: listen for node %d: %v", c.brokerOf(i), err)
 		}
 		listeners[i] = ln
-		c.voters[coord.BrokerID(i+1)] = ln.Addr().String()
+		c.addrs[i] = ln.Addr().String()
+		if i < n {
+			c.voters[coord.BrokerID(i+1)] = c.addrs[i]
+		}
 	}
 	t.Cleanup(c.close)
-	for i := range n {
+	for i := range nodes {
 		b, err := c.open(i, listeners[i])
 		if err != nil {
 			for _, l := range listeners[i+1:] {
 				l.Close()
 			}
-			t.Fatalf("raft harness: open node %d: %v", i+1, err)
+			t.Fatalf("raft harness: open node %d: %v", c.brokerOf(i), err)
 		}
 		c.backends[i] = b
 	}
 	return c
 }
 
-// raftCluster is n Raft nodes, one per broker, each behind its own
-// faultnet.Net.
+// raftCluster is n Raft voters, one per broker, then the harness's
+// observers, each behind its own faultnet.Net.
 type raftCluster struct {
-	h      raftHarness
-	dir    string
+	h   raftHarness
+	dir string
+	// n is the number of voters, brokers 1..n.
+	n      int
 	voters map[coord.BrokerID]string
+	// addrs and nets are node i's Raft address and network, voters
+	// first.
+	addrs  []string
 	nets   []*faultnet.Net
 	logger hclog.Logger
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// backends are the voters' (Backend(i)), then the observers'.
 	backends []coord.Backend
+}
+
+// brokerOf is the broker of node i: i+1 for a voter, firstObserver and
+// up for an observer.
+func (c *raftCluster) brokerOf(i int) coord.BrokerID {
+	if i < c.n {
+		return coord.BrokerID(i + 1)
+	}
+	return firstObserver + coord.BrokerID(i-c.n)
 }
 
 // open opens node i; ln, when non-nil, is its already open listener.
 func (c *raftCluster) open(i int, ln net.Listener) (coord.Backend, error) {
-	id := coord.BrokerID(i + 1)
+	id := c.brokerOf(i)
 	cfg := coord.DefaultConfig()
 	cfg.Backend = "raft"
 	cfg.BrokerID = id
 	cfg.SessionTimeout = c.h.sessionTimeout
-	cfg.RaftListen = c.voters[id]
+	cfg.RaftListen = c.addrs[i]
 	cfg.RaftVoters = c.voters
 	cfg.RaftDir = filepath.Join(c.dir, fmt.Sprintf("node-%d", id))
 	cfg.RaftHeartbeatTimeout = harnessRaftHeartbeat

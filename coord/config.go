@@ -70,11 +70,19 @@ type Config struct {
 
 	// RaftListen is the TCP address of this node's Raft transport
 	// (raft.listen, flag --raft-listen). Default: this node's address in
-	// RaftVoters.
+	// RaftVoters. A broker not among RaftVoters (an observer) needs it,
+	// with a host the voters can reach: it is the address the observer
+	// gives the leader when it joins; port 0 picks a free port.
 	RaftListen string
-	// RaftVoters maps every voter's broker ID to its Raft address
+	// RaftVoters maps the voters of a new cluster to their Raft addresses
 	// (raft.voters, flag --raft-voters "1@127.0.0.1:19192,2@..."). Empty
-	// means a one-node cluster of BrokerID at RaftListen.
+	// means a one-node cluster of BrokerID at RaftListen. A broker among
+	// them starts the cluster with them (Raft's bootstrap); a broker not
+	// among them joins it as an observer, through them, and becomes a
+	// voter only by a quorum change (coord.Quorum). It is read on the
+	// first start only, when RaftDir is empty: afterwards the quorum
+	// recorded in RaftDir wins, and a node whose flags disagree with it
+	// says so once, at WARN, and follows it.
 	RaftVoters map[BrokerID]string
 	// RaftServerTLS and RaftClientTLS, when set, make the Raft transport
 	// (Raft RPCs and forward RPCs) mutual TLS (raft.ssl.keystore.location,
@@ -182,11 +190,8 @@ func (c *Config) Validate() error {
 			}
 		}
 	case "raft":
-		if c.RaftListen == "" && c.RaftVoters[c.BrokerID] == "" {
-			return fmt.Errorf("raft.listen: required with coordination.backend=raft")
-		}
-		if len(c.RaftVoters) > 0 && c.RaftVoters[c.BrokerID] == "" {
-			return fmt.Errorf("raft.voters: broker.id %d is not among the voters", c.BrokerID)
+		if err := c.validateRaftMembers(); err != nil {
+			return err
 		}
 		if (c.RaftServerTLS == nil) != (c.RaftClientTLS == nil) {
 			return fmt.Errorf("raft.ssl.keystore.location / raft.ssl.truststore.location: set both or neither")
@@ -205,6 +210,76 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("coordination.backend %q: must be one of raft, zk, etcd", c.Backend)
 	}
 	return nil
+}
+
+// validateRaftMembers checks raft.listen and raft.voters: a broker among
+// the voters (or alone, with no voters) listens at its address; any
+// other broker is an observer and needs a raft.listen the voters can
+// reach, which is not a voter's.
+func (c *Config) validateRaftMembers() error {
+	if id, other, addr, ok := sharedRaftAddress(c.RaftVoters); ok {
+		return fmt.Errorf("raft.voters %s: brokers %d and %d have the same address %s; each voter needs its own", FormatRaftVoters(c.RaftVoters), id, other, addr)
+	}
+	if _, voter := c.RaftVoters[c.BrokerID]; voter || len(c.RaftVoters) == 0 {
+		if c.RaftListen == "" && !voter {
+			return fmt.Errorf("raft.listen: required with coordination.backend=raft")
+		}
+		return nil
+	}
+	if c.RaftListen == "" {
+		return fmt.Errorf("raft.listen: required for broker.id %d, which is not among raft.voters %s: it joins the quorum as an observer and gives the leader this address",
+			c.BrokerID, FormatRaftVoters(c.RaftVoters))
+	}
+	host, _, err := net.SplitHostPort(c.RaftListen)
+	if err != nil {
+		return fmt.Errorf("raft.listen %q: want host:port: %v", c.RaftListen, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("raft.listen %q: broker.id %d is not among raft.voters, so it gives the leader this address when it joins as an observer: it needs a host the voters can reach, not %q",
+			c.RaftListen, c.BrokerID, host)
+	}
+	for id, addr := range c.RaftVoters {
+		if addr == c.RaftListen {
+			return fmt.Errorf("raft.listen %s: the address of voter %d in raft.voters, but broker.id is %d", c.RaftListen, id, c.BrokerID)
+		}
+	}
+	return nil
+}
+
+// sharedRaftAddress finds two voters with the same address.
+func sharedRaftAddress(voters map[BrokerID]string) (BrokerID, BrokerID, string, bool) {
+	ids := make([]int, 0, len(voters))
+	for id := range voters {
+		ids = append(ids, int(id))
+	}
+	sort.Ints(ids)
+	seen := map[string]BrokerID{}
+	for _, id := range ids {
+		addr := voters[BrokerID(id)]
+		if first, ok := seen[addr]; ok {
+			return first, BrokerID(id), addr, true
+		}
+		seen[addr] = BrokerID(id)
+	}
+	return 0, 0, "", false
+}
+
+// LoneRaftVoter reports whether c is an embedded-Raft broker that its
+// flags make the only voter of its cluster: raft.voters is empty, or
+// names this broker alone (a lone `tripod serve`). A broker that is not
+// among raft.voters is an observer, never lone.
+func (c Config) LoneRaftVoter() bool {
+	if c.Backend != "raft" {
+		return false
+	}
+	switch len(c.RaftVoters) {
+	case 0:
+		return true
+	case 1:
+		_, self := c.RaftVoters[c.BrokerID]
+		return self
+	}
+	return false
 }
 
 // ParseRaftVoters parses "1@127.0.0.1:19192,2@127.0.0.1:19193".

@@ -36,10 +36,13 @@ type Quorum interface {
 	AddVoter(ctx context.Context, id BrokerID) error
 
 	// RemoveVoter removes broker id from the voters, live or dead: a live
-	// broker stays an observer. It refuses to remove the last voter.
+	// broker stays an observer. It refuses to remove the last voter, and
+	// any voter whose removal would leave the new voters without a live
+	// majority (the quorum could not commit, not even the change).
 	// Committed through the quorum as AddVoter. Errors: ErrVoterNotFound
-	// when id is not a voter; ErrQuorumChangeInProgress; ErrUnavailable;
-	// ctx.Err(); ErrClosed; an error naming the rule for the last voter.
+	// when id is not a voter; ErrNoLiveMajority, naming the rule, for the
+	// last voter or a change leaving no live majority (nothing changed);
+	// ErrQuorumChangeInProgress; ErrUnavailable; ctx.Err(); ErrClosed.
 	RemoveVoter(ctx context.Context, id BrokerID) error
 }
 
@@ -50,8 +53,10 @@ type QuorumState struct {
 	LeaderID BrokerID
 	// LeaderEpoch is the leader's epoch (the Raft term).
 	LeaderEpoch int64
-	// HighWatermark is the log index committed by a majority of the
-	// voters.
+	// HighWatermark is the index after the last log entry committed by a
+	// majority of the voters (exclusive, as Kafka's high watermark and
+	// LogEndOffset are: a member whose LogEndOffset equals the leader's
+	// has its whole log).
 	HighWatermark int64
 	// Voters and Observers, ordered by ID.
 	Voters    []QuorumMember
@@ -74,10 +79,13 @@ type QuorumMember struct {
 }
 
 // Errors of Quorum, Kafka's DUPLICATE_VOTER, VOTER_NOT_FOUND and the
-// others of AddRaftVoter and RemoveRaftVoter.
+// others of AddRaftVoter and RemoveRaftVoter. ErrNoLiveMajority is a
+// request the quorum refuses as unsafe (Kafka's INVALID_REQUEST with the
+// rule as its message).
 var (
 	ErrDuplicateVoter         = errors.New("coord: already a voter")
 	ErrVoterNotFound          = errors.New("coord: not a member of the quorum")
 	ErrNotCaughtUp            = errors.New("coord: not caught up with the leader's log")
 	ErrQuorumChangeInProgress = errors.New("coord: another quorum change is in progress")
+	ErrNoLiveMajority         = errors.New("coord: the new voters would have no live majority")
 )

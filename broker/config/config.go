@@ -205,9 +205,11 @@ type Config struct {
 	// raft.voters and the session timeout (zookeeper.session.timeout.ms or
 	// etcd.lease.ttl.ms, both set Coord.SessionTimeout). Coord.BrokerID is
 	// broker.id; an empty Coord.RaftDir is <first log dir>/raft and an
-	// empty Coord.RaftListen is the inter-broker listener's host with its
-	// port + 100 (port 0 stays 0). Default: a one-broker cluster on
-	// embedded Raft. Its security settings are zookeeper.set.acl,
+	// empty Coord.RaftListen is, for a broker alone (no raft.voters), the
+	// inter-broker listener's host with its port + 100 (port 0 stays 0); a
+	// voter's is its raft.voters address, and a broker not among
+	// raft.voters (an observer) must set raft.listen, the address it
+	// gives the leader. Default: a one-broker cluster on embedded Raft. Its security settings are zookeeper.set.acl,
 	// zookeeper.digest.*, etcd.username and etcd.password; its TLS
 	// configurations are built by broker.New from CoordSSL.
 	Coord coord.Config
@@ -685,11 +687,13 @@ func (c Config) WarnUnsecuredCoord(logger hclog.Logger) {
 		}
 	case "raft":
 		// A lone voter on a loopback address (tripod serve on a laptop)
-		// is reached by local processes only: no warning for it.
+		// is reached by local processes only: no warning for it. An
+		// observer of a one-voter cluster is not lone: other brokers
+		// join through it.
 		listen := c.CoordConfig().RaftListen
 		host, _, _ := net.SplitHostPort(listen)
 		ip := net.ParseIP(host)
-		lone := len(cc.RaftVoters) <= 1 && (host == "localhost" || (ip != nil && ip.IsLoopback()))
+		lone := c.CoordConfig().LoneRaftVoter() && (host == "localhost" || (ip != nil && ip.IsLoopback()))
 		if c.CoordSSL.RaftKeystoreLocation == "" && !lone {
 			logger.Warn("the Raft transport is plain TCP: anyone who reaches the Raft port can vote, replicate into the log and change the cluster's metadata; "+
 				"set raft.ssl.keystore.location and raft.ssl.truststore.location for mutual TLS",
@@ -707,8 +711,10 @@ func defaultCoordConfig() coord.Config {
 }
 
 // CoordConfig returns the coordination config with its derived fields
-// filled in: broker id, Raft directory and Raft listener (the
-// inter-broker listener's host, its port + 100).
+// filled in: broker id, Raft directory and, for a broker alone, Raft
+// listener (the inter-broker listener's host, its port + 100). An
+// observer's Raft listener is never derived: it is the address the
+// voters reach it at, which an operator states.
 func (c Config) CoordConfig() coord.Config {
 	cc := c.Coord
 	cc.BrokerID = coord.BrokerID(c.BrokerID)
@@ -716,7 +722,7 @@ func (c Config) CoordConfig() coord.Config {
 	if cc.RaftDir == "" && len(c.LogDirs) > 0 {
 		cc.RaftDir = filepath.Join(c.LogDirs[0], "raft")
 	}
-	if cc.RaftListen == "" && cc.RaftVoters[cc.BrokerID] == "" {
+	if cc.RaftListen == "" && len(cc.RaftVoters) == 0 {
 		if specs, inter, err := c.ListenerSpecs(); err == nil {
 			p := specs[inter].Port
 			if p != 0 {

@@ -153,6 +153,33 @@ func TestPropertiesApplyInFileOrder(t *testing.T) {
 	}
 }
 
+// TestRaftObserverStatesItsListener: a broker not among raft.voters is
+// an observer; its Raft address is not derived from its listener, so
+// without raft.listen it is refused naming raft.listen and raft.voters,
+// and with it, it is accepted.
+func TestRaftObserverStatesItsListener(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BrokerID = 4
+	cfg.Listeners = "PLAINTEXT://10.0.0.4:9092"
+	cfg.LogDirs = []string{t.TempDir()}
+	if err := cfg.Set("raft.voters", "1@10.0.0.1:9192,2@10.0.0.2:9192,3@10.0.0.3:9192"); err != nil {
+		t.Fatalf("set raft.voters: %v", err)
+	}
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "raft.listen") || !strings.Contains(err.Error(), "raft.voters") {
+		t.Fatalf("Validate of an observer without raft.listen: got %v, want an error naming raft.listen and raft.voters", err)
+	}
+	if err := cfg.Set("raft.listen", "10.0.0.4:9192"); err != nil {
+		t.Fatalf("set raft.listen: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate of an observer with raft.listen: %v", err)
+	}
+	if cc := cfg.CoordConfig(); cc.RaftListen != "10.0.0.4:9192" || cc.LoneRaftVoter() {
+		t.Fatalf("observer's coord config: raft.listen %q, lone %v; want 10.0.0.4:9192, not lone", cc.RaftListen, cc.LoneRaftVoter())
+	}
+}
+
 // TestCoordConfigIsDerivedFromBrokerSettings checks the coordination
 // settings a broker derives (Raft directory and listener, broker id) and
 // the properties that set the others.

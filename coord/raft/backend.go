@@ -16,6 +16,35 @@
 // the local state machine has applied their entries, so a broker reads its
 // own writes.
 //
+// Voters and observers (quorum.go). The voters elect the leader and
+// commit; an observer (hashicorp/raft's non-voter, KRaft's observer)
+// receives the log, serves its broker's reads from it, sends its writes
+// to the leader and never counts toward a quorum. A broker among
+// raft.voters starts the cluster with the others (Raft's bootstrap, on an
+// empty raft.dir only); any other broker is an observer: it never
+// bootstraps, and while it is not in the Raft configuration it knows, or
+// hears from no leader, it asks to join through the leader or any
+// raft.voters address, and the leader adds it as a non-voter. Every node
+// reports its log end to the leader as often (the same request), which
+// is what DescribeQuorum shows and what AddVoter waits for. The voters
+// change only by AddVoter (an observer that has caught up) and
+// RemoveVoter (a live voter is demoted to observer, a dead one removed),
+// one change at a time, committed before the call returns, and never to
+// a set of voters without a live majority.
+//
+// An observer leaves the configuration when it stops: a clean Close
+// removes it through the leader, and the leader removes one that has
+// neither reported nor held a broker registration for a session timeout
+// (a crashed observer); a restarted observer is not in the configuration,
+// or hears from no leader, and joins again. Voters never leave by
+// themselves: a stopped voter is still a voter.
+//
+// The quorum lives in raft.dir: hashicorp/raft keeps the configuration in
+// its log and snapshots, and a node that restarts with existing stores
+// uses the configuration recorded there, whatever raft.voters says (it
+// warns once when they disagree). raft.voters is read on a node's first
+// start, and afterwards only as addresses to join through.
+//
 // The package owns its Raft node, transport, stores and goroutines; it
 // must not import broker or replication.
 package raft
@@ -29,6 +58,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,21 +78,47 @@ func init() {
 // Backend is a coord.Backend on an embedded Raft node. Open one per broker
 // process.
 type Backend struct {
-	cfg    coord.Config
-	log    hclog.Logger
-	id     coord.BrokerID
-	voters map[coord.BrokerID]string
+	cfg coord.Config
+	log hclog.Logger
+	id  coord.BrokerID
+	// flagVoters are raft.voters (this broker alone when empty): the
+	// cluster a new node bootstraps, then addresses to join through.
+	// The live voters are in the Raft configuration (configuration).
+	flagVoters map[coord.BrokerID]string
+	// advertised is this node's Raft address in the configuration: its
+	// raft.voters address, or raft.listen (with the port it listens on
+	// when that is 0) for an observer.
+	advertised string
 
 	fsm   *fsm
 	raft  *hraft.Raft
 	trans *hraft.NetworkTransport
 	mux   *mux
 	store *raftboltdb.BoltStore
+	snaps hraft.SnapshotStore
+	// loneLease is set when this node started as the only voter, with
+	// the lone voter's short timeouts (see Open); loneReloaded once it
+	// has the configured heartbeat and election timeouts again, and
+	// loneLeft once its quorum has had other voters since (see
+	// followQuorumTimeouts). loneReloaded belongs to the member loop.
+	loneLease    bool
+	loneReloaded bool
+	loneLeft     atomic.Bool
+	// quorumSem is held (a token in it) while this node, as leader,
+	// makes a configuration change: one at a time.
+	quorumSem chan struct{}
+	// memberCancel ends the member loop (its reports and joins), which
+	// closes memberDone when it has returned.
+	memberCancel context.CancelFunc
+	memberDone   chan struct{}
 	// stable is store as the Raft node's stable store (its term and
 	// vote), closed with it.
 	stable *closingStable
 
-	// closing is closed by Close; every goroutine of the backend ends then.
+	// opened is closed once Open has started the Raft node: forward
+	// requests wait for it. closing is closed by Close (or by a failed
+	// Open); every goroutine of the backend ends then.
+	opened    chan struct{}
 	closing   chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -109,8 +165,9 @@ type Backend struct {
 
 // Open starts this broker's Raft node from cfg: it opens the log and
 // snapshot stores in cfg.RaftDir, listens on cfg.RaftListen (through
-// cfg.Listen when set), and bootstraps the static voters of cfg.RaftVoters
-// when the stores are empty. It does not wait for a leader.
+// cfg.Listen when set), and, when the stores are empty and this broker
+// is among cfg.RaftVoters, bootstraps those voters. An observer starts
+// asking to join at once. It does not wait for a leader.
 func Open(cfg coord.Config) (*Backend, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -131,9 +188,12 @@ func Open(cfg coord.Config) (*Backend, error) {
 		cfg:             cfg,
 		log:             cfg.Logger.Named("coord-raft"),
 		id:              cfg.BrokerID,
-		voters:          voters,
+		flagVoters:      voters,
 		fsm:             newFSM(),
+		quorumSem:       make(chan struct{}, 1),
+		opened:          make(chan struct{}),
 		closing:         make(chan struct{}),
+		memberDone:      make(chan struct{}),
 		sessions:        map[*session]struct{}{},
 		interest:        map[coord.BrokerID]time.Time{},
 	}
@@ -146,6 +206,7 @@ func Open(cfg coord.Config) (*Backend, error) {
 	}
 	b.store = store
 	fail := func(err error) (*Backend, error) {
+		close(b.closing)
 		if b.raft != nil {
 			b.raft.Shutdown().Error()
 		}
@@ -166,6 +227,22 @@ func Open(cfg coord.Config) (*Backend, error) {
 	if err != nil {
 		return fail(fmt.Errorf("raft.dir %s: open snapshot store: %w", cfg.RaftDir, err))
 	}
+	b.snaps = snaps
+	// The quorum recorded in raft.dir wins over raft.voters; a new node
+	// starts from raft.voters (an observer from nothing).
+	stored, recorded, err := storedConfiguration(store, snaps)
+	if err != nil {
+		return fail(fmt.Errorf("raft.dir %s: read the raft configuration: %w", cfg.RaftDir, err))
+	}
+	_, voter := voters[cfg.BrokerID]
+	quorum := stored
+	if !recorded && voter {
+		quorum = votersConfiguration(voters)
+	}
+	if recorded && !sameVoters(stored, voters) {
+		b.log.Warn("raft.voters differs from the quorum recorded in raft.dir, which wins: raft.voters is read on a node's first start only; change the quorum with AddRaftVoter and RemoveRaftVoter",
+			"raft.voters", coord.FormatRaftVoters(voters), "recorded_voters", formatVoters(stored), "raft.dir", cfg.RaftDir)
+	}
 	listenFn := cfg.Listen
 	if listenFn == nil {
 		listenFn = net.Listen
@@ -174,6 +251,7 @@ func Open(cfg coord.Config) (*Backend, error) {
 	if err != nil {
 		return fail(fmt.Errorf("raft.listen %s: %w", listen, err))
 	}
+	b.advertised = advertisedAddress(voters[cfg.BrokerID], listen, ln.Addr())
 	b.mux = newMux(ln, cfg.Dialer, cfg.RaftServerTLS, cfg.RaftClientTLS, b.log.Named("transport"), b.serveForward)
 	b.trans = hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
 		Stream:  streamLayer{m: b.mux},
@@ -187,14 +265,24 @@ func Open(cfg coord.Config) (*Backend, error) {
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
 	rc.ElectionTimeout = cfg.RaftElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.RaftLeaderLeaseTimeout
-	if _, self := voters[cfg.BrokerID]; self && len(voters) == 1 {
+	if onlyVoter(quorum, cfg.BrokerID) {
 		// A lone voter has no peer to split a vote with or to hear from:
 		// waiting a heartbeat timeout before electing itself only delays
-		// a restarted `tripod serve` (by up to twice that timeout).
+		// a restarted `tripod serve` (by up to twice that timeout). Once
+		// others join, it takes the configured heartbeat and election
+		// timeouts; Raft fixes the lease at start, and the short one,
+		// harmless to a lone voter, makes this node leave leadership to
+		// other voters, if the quorum grows, until it restarts
+		// (followQuorumTimeouts).
+		b.loneLease = true
 		rc.HeartbeatTimeout = min(rc.HeartbeatTimeout, loneVoterTimeout)
 		rc.ElectionTimeout = min(rc.ElectionTimeout, loneVoterTimeout)
 		rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, rc.HeartbeatTimeout)
 	}
+	// A voter removed from the quorum, or demoted, stays a follower
+	// (hashicorp/raft would shut it down): as an observer it still
+	// serves its broker.
+	rc.ShutdownOnRemove = false
 	if cfg.RaftSnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.RaftSnapshotThreshold
 		rc.TrailingLogs = min(rc.TrailingLogs, cfg.RaftSnapshotThreshold)
@@ -209,12 +297,16 @@ func Open(cfg coord.Config) (*Backend, error) {
 		return fail(fmt.Errorf("start raft node %d: %w", cfg.BrokerID, err))
 	}
 	b.raft = r
-	var servers []hraft.Server
-	for id, addr := range voters {
-		servers = append(servers, hraft.Server{Suffrage: hraft.Voter, ID: serverID(id), Address: hraft.ServerAddress(addr)})
-	}
-	if err := r.BootstrapCluster(hraft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, hraft.ErrCantBootstrap) {
-		return fail(fmt.Errorf("bootstrap raft voters %s: %w", coord.FormatRaftVoters(voters), err))
+	if voter {
+		// Only the voters start a cluster; a broker not among them never
+		// bootstraps one of its own.
+		var servers []hraft.Server
+		for id, addr := range voters {
+			servers = append(servers, hraft.Server{Suffrage: hraft.Voter, ID: serverID(id), Address: hraft.ServerAddress(addr)})
+		}
+		if err := r.BootstrapCluster(hraft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, hraft.ErrCantBootstrap) {
+			return fail(fmt.Errorf("bootstrap raft voters %s: %w", coord.FormatRaftVoters(voters), err))
+		}
 	}
 	b.observations = make(chan hraft.Observation, 16)
 	r.RegisterObserver(hraft.NewObserver(b.observations, false, func(o *hraft.Observation) bool {
@@ -223,6 +315,10 @@ func Open(cfg coord.Config) (*Backend, error) {
 	}))
 	b.wg.Add(1)
 	go b.leaderLoop()
+	memberCtx, memberCancel := context.WithCancel(context.Background())
+	b.memberCancel = memberCancel
+	go b.memberLoop(memberCtx)
+	close(b.opened)
 	return b, nil
 }
 
@@ -247,9 +343,17 @@ func (b *Backend) Close() error {
 		for _, s := range sessions {
 			s.Close()
 		}
+		// No report or join after this: an observer that stops leaves
+		// the configuration, so that the leader stops replicating to it.
+		b.memberCancel()
+		<-b.memberDone
+		conf := b.configuration()
+		if self, ok := findServer(conf, b.id); ok && self.Suffrage != hraft.Voter {
+			b.leave()
+		}
 		// A leader hands over before it stops, so the others need not
 		// wait for an election timeout.
-		if b.raft.State() == hraft.Leader && len(b.voters) > 1 {
+		if b.raft.State() == hraft.Leader && voterCount(conf) > 1 {
 			b.raft.LeadershipTransfer().Error()
 		}
 		close(b.closing)
@@ -322,10 +426,17 @@ type leadership struct {
 	// not one session timeout after the election that followed.
 	previous        coord.BrokerID
 	previousContact time.Time
+	// started is when this tenure began: members that have not reported
+	// to it yet count from then.
+	started time.Time
 
 	mu sync.Mutex
 	// renewed holds each registration's last renewal seen by this leader.
 	renewed map[registrationKey]time.Time
+	// progress holds what each node last reported to this leader.
+	progress map[coord.BrokerID]*memberProgress
+	// reported announces every report; guarded by mu.
+	reported notify.Broadcast
 }
 
 // registrationKey identifies one registration: a broker and its broker
@@ -366,7 +477,8 @@ func (b *Backend) setLeader(isLeader bool) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	lead := &leadership{ctx: ctx, cancel: cancel, ready: make(chan struct{}), base: base, renewed: map[registrationKey]time.Time{},
-		previous: b.lastOtherLeader, previousContact: b.raft.LastContact().Add(b.cfg.RaftLeaderLeaseTimeout)}
+		previous: b.lastOtherLeader, previousContact: b.raft.LastContact().Add(b.cfg.RaftLeaderLeaseTimeout),
+		started: now, progress: map[coord.BrokerID]*memberProgress{}}
 	if b.raft.LastContact().IsZero() || lead.previousContact.After(now) {
 		lead.previous = coord.NoBroker
 	}
@@ -388,6 +500,9 @@ func (b *Backend) currentLead() *leadership {
 // registrations that stopped renewing.
 func (b *Backend) leaderDuties(lead *leadership) {
 	defer b.wg.Done()
+	if b.loneLeft.Load() {
+		b.handOff(lead)
+	}
 	for {
 		err := b.raft.Barrier(b.cfg.RaftElectionTimeout).Error()
 		if err == nil {
@@ -420,6 +535,7 @@ func (b *Backend) leaderDuties(lead *leadership) {
 			return
 		case <-tick.C:
 			b.expireStale(lead)
+			b.expireObservers(lead)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	hraft "github.com/hashicorp/raft"
+
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -59,7 +61,9 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 			if errors.Is(err, coord.ErrSessionExpired) && sess.Err() != nil {
 				return nil, sess.Err()
 			}
-		} else if lead == nil && time.Since(lastAsk) >= ask {
+		} else if lead == nil && time.Since(lastAsk) >= ask && b.mayLead() {
+			// An observer never leads: it waits here, asking no one,
+			// until it is made a voter.
 			lastAsk = time.Now()
 			b.askLeadership(ctx, ask)
 		}
@@ -98,10 +102,11 @@ func (b *Backend) campaignRequest(from coord.BrokerID) error {
 	if b.currentLead() == nil {
 		return errNotLeader
 	}
-	addr, ok := b.voters[from]
-	if !ok {
+	srv, ok := findServer(b.configuration(), from)
+	if !ok || srv.Suffrage != hraft.Voter {
 		return fmt.Errorf("campaign request from broker %d: not a raft voter", from)
 	}
+	addr := string(srv.Address)
 	b.mu.Lock()
 	b.interest[from] = time.Now()
 	transfer := b.term == nil && b.campaigners == 0 && !b.transferring
@@ -115,11 +120,12 @@ func (b *Backend) campaignRequest(from coord.BrokerID) error {
 	return nil
 }
 
-// transfer hands Raft leadership to node id. The caller has set
-// b.transferring, with no live term on this node: a leader holding a term
-// never hands over, because the new leader is elected at once, without
-// waiting for this node's lease to run out. No claim is made here until
-// the transfer has ended.
+// transfer hands Raft leadership to node id, or to the voter with the
+// longest log when id is NoBroker. The caller has set b.transferring,
+// with no live term on this node: a leader holding a term never hands
+// over, because the new leader is elected at once, without waiting for
+// this node's lease to run out. No claim is made here until the transfer
+// has ended.
 func (b *Backend) transfer(id coord.BrokerID, addr string) {
 	b.raftOps.RLock()
 	select {
@@ -131,8 +137,13 @@ func (b *Backend) transfer(id coord.BrokerID, addr string) {
 		return
 	default:
 	}
-	b.log.Debug("handing raft leadership to a campaigner", "to", id)
-	f := b.raft.LeadershipTransferToServer(serverID(id), raftAddr(addr))
+	b.log.Debug("handing raft leadership over", "to", id)
+	var f hraft.Future
+	if id == coord.NoBroker {
+		f = b.raft.LeadershipTransfer()
+	} else {
+		f = b.raft.LeadershipTransferToServer(serverID(id), raftAddr(addr))
+	}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -294,8 +305,10 @@ func (t *term) Resign(ctx context.Context) error {
 		if _, err := b.applyLocal(ctx, &command{Type: cmdRelease, Epoch: t.epoch}); err != nil {
 			b.log.Debug("release controller", "broker", t.sess.broker.ID, "epoch", t.epoch, "error", err)
 		}
-		if id, ok := b.interestedNode(); ok {
-			b.transfer(id, b.voters[id])
+		id, interested := b.interestedNode()
+		srv, member := findServer(b.configuration(), id)
+		if interested && member && srv.Suffrage == hraft.Voter {
+			b.transfer(id, string(srv.Address))
 		} else {
 			b.mu.Lock()
 			b.transferring = false

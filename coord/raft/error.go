@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	hraft "github.com/hashicorp/raft"
 
@@ -27,6 +28,11 @@ var wireCodes = []struct {
 	{"exists", coord.ErrExists},
 	{"version_mismatch", coord.ErrVersionMismatch},
 	{"no_controller", coord.ErrNoController},
+	{"duplicate_voter", coord.ErrDuplicateVoter},
+	{"voter_not_found", coord.ErrVoterNotFound},
+	{"not_caught_up", coord.ErrNotCaughtUp},
+	{"quorum_change_in_progress", coord.ErrQuorumChangeInProgress},
+	{"no_live_majority", coord.ErrNoLiveMajority},
 	{"not_leader", errNotLeader},
 	{"unavailable", coord.ErrUnavailable},
 }
@@ -74,7 +80,7 @@ func translate(what string, err error) error {
 			return fmt.Errorf("%w: %s: %w", coord.ErrUnavailable, what, errNotLeader)
 		}
 		if sentinel := wireError(re.Code); sentinel != nil {
-			return fmt.Errorf("%w: %s: %s", sentinel, what, re.Msg)
+			return fmt.Errorf("%w: %s: %s", sentinel, what, strings.TrimPrefix(re.Msg, sentinel.Error()+": "))
 		}
 		return fmt.Errorf("%s: %s", what, re.Msg)
 	case errors.Is(err, errNotLeader),
@@ -86,6 +92,16 @@ func translate(what string, err error) error {
 		return fmt.Errorf("%w: %s: %w", coord.ErrUnavailable, what, err)
 	case errors.Is(err, hraft.ErrRaftShutdown):
 		return fmt.Errorf("%w: %s: raft is shut down", coord.ErrClosed, what)
+	case strings.Contains(err.Error(), "configuration changed since"):
+		// A configuration change with our prevIndex met a newer one
+		// (hashicorp/raft's nextConfiguration has no sentinel for it).
+		return fmt.Errorf("%w: %s: %w", coord.ErrQuorumChangeInProgress, what, err)
+	case strings.Contains(err.Error(), "need at least one voter"):
+		return fmt.Errorf("%w: %s: %w", coord.ErrNoLiveMajority, what, err)
+	case strings.Contains(err.Error(), "found duplicate"), strings.Contains(err.Error(), "found empty"):
+		// A configuration hashicorp/raft refuses: two servers with one
+		// ID or address, or a server without one.
+		return fmt.Errorf("%s: %w", what, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %s: %w", coord.ErrUnavailable, what, err)
 	case errorCode(err) != "":

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	hraft "github.com/hashicorp/raft"
 
@@ -164,6 +165,10 @@ type fsm struct {
 	mu      sync.RWMutex
 	data    fsmData
 	changed notify.Broadcast
+	// configIndex is the log index of the last Raft configuration entry
+	// applied (StoreConfiguration); not part of the replicated state,
+	// since hashicorp/raft keeps the configuration itself.
+	configIndex atomic.Uint64
 }
 
 func newFSM() *fsm {
@@ -191,6 +196,26 @@ func (f *fsm) Apply(l *hraft.Log) any {
 	f.changed.Notify()
 	f.mu.Unlock()
 	return res
+}
+
+// StoreConfiguration implements hraft.ConfigurationStore: it records the
+// index of each Raft configuration entry as it is committed, which is
+// the configuration index quorum changes are conditioned on (hashicorp/raft
+// v1.7 does not say it: GetConfiguration's Index is 0).
+func (f *fsm) StoreConfiguration(index uint64, _ hraft.Configuration) {
+	f.noteConfigIndex(index)
+}
+
+// noteConfigIndex records index as the committed configuration's, unless
+// a later one is recorded: StoreConfiguration, or the leader whose change
+// was committed at index, which need not wait for its state machine.
+func (f *fsm) noteConfigIndex(index uint64) {
+	for {
+		old := f.configIndex.Load()
+		if index <= old || f.configIndex.CompareAndSwap(old, index) {
+			return
+		}
+	}
 }
 
 func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {

@@ -296,3 +296,42 @@ func TestMutualTLSNeedsBoth(t *testing.T) {
 		t.Fatalf("Open with RaftServerTLS only: got nil error, want one naming raft.ssl.*")
 	}
 }
+
+// TestMutualTLSObserverJoins: joins and reports travel on the Raft port,
+// behind its mutual TLS. Of three voters and two observers, all with the
+// cluster's CA, the observer with a certificate of it joins, registers
+// and reads; the one that offers no client certificate is refused at
+// the handshake by every node it asks, and never enters the
+// configuration.
+func TestMutualTLSObserverJoins(t *testing.T) {
+	ca := testca.New(t, "cluster CA")
+	logs := &logBuffer{}
+	qn := newQuorumNet(t, 3, 2, func(cfg *coord.Config) {
+		withMutualTLS(t, ca, cfg)
+		if cfg.BrokerID == 5 {
+			cfg.RaftClientTLS = ca.ClientConfig(t, "")
+		}
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: logs}).With("broker", cfg.BrokerID)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	qn.waitMembership(20*time.Second, "voters [1 2 3] observers [4]")
+	s, err := qn.node(4).Register(ctx, coord.Broker{ID: 4, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("Register on observer 4: %v", err)
+	}
+	defer s.Close()
+	if members, err := qn.node(4).Members(ctx); err != nil || len(members) != 1 {
+		t.Fatalf("Members on observer 4: got %v, %v; want its registration", members, err)
+	}
+	// Observer 5 asks each of the three voters in turn.
+	waitFor(t, 20*time.Second, "the voters refusing observer 5's connections", func() bool {
+		return logs.count("refused a Raft connection") >= 3
+	})
+	if got := membership(qn.leader()); got != "voters [1 2 3] observers [4]" {
+		t.Fatalf("configuration with observer 5 refused: got %s, want voters [1 2 3] observers [4]", got)
+	}
+	if _, err := qn.node(5).Members(ctx); err == nil {
+		t.Fatalf("Members on observer 5, refused by the cluster: got nil error, want ErrUnavailable")
+	}
+}

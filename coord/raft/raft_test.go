@@ -27,6 +27,12 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.NewRaftHarness(conformanceSession))
 }
 
+// TestConformanceWithObservers runs the suite on clusters that also run
+// two observers, which join the quorum and count toward no majority.
+func TestConformanceWithObservers(t *testing.T) {
+	conformance.Run(t, conformance.NewRaftHarnessWithObservers(conformanceSession))
+}
+
 // TestConformanceMutualTLS runs the suite on 3-node clusters whose Raft
 // transport (Raft and forward RPCs) is mutual TLS with one test CA.
 func TestConformanceMutualTLS(t *testing.T) {
