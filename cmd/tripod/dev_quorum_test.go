@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -102,8 +104,16 @@ func freeDevPorts(t *testing.T, n int) int {
 // It needs the Raft backend's coord.Quorum and its observers.
 func TestDevQuorumWithObserver(t *testing.T) {
 	base := freeDevPorts(t, 4)
+	dir := t.TempDir()
 	dev := startDev(t, "--brokers", "4", "--voters", "3", "--coord", "raft",
-		"--base-port", strconv.Itoa(base), "--session-timeout", "2s", "--data-dir", t.TempDir())
+		"--base-port", strconv.Itoa(base), "--session-timeout", "2s", "--data-dir", dir)
+	t.Cleanup(func() {
+		if t.Failed() { // why the observer stopped, if it did
+			if log, err := os.ReadFile(filepath.Join(dir, "broker-4", "tripod.log")); err == nil {
+				t.Logf("broker 4's log ends:\n%s", log[max(0, len(log)-2048):])
+			}
+		}
+	})
 	var quorumSaid string
 	dev.waitReady(t, func(line string) {
 		if strings.HasPrefix(line, "raft quorum: ") {
