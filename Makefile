@@ -55,7 +55,10 @@ fuzz:
 # sarama's functional tests, at the versions in go.mod) against `tripod
 # dev` clusters and writes docs/compat.md; it fails when a test does not
 # pass without a reason in scripts/compat/known.txt. It is not part of
-# `make test`: it takes about 15 minutes and needs ports 29091..29095,
-# 39092..39094 and 8474 free. See docs/clients.md.
+# `make test`: it takes about 15 minutes, installs toxiproxy (go install)
+# in its work directory, and needs free the ports of its clusters (from
+# 23092 and 39092: Kafka, +100 Raft, +200 sarama's CLIENT listeners) and
+# of toxiproxy (8474, and 29091..29095 where sarama finds its brokers).
+# See docs/clients.md.
 compat:
 	$(GO) run ./scripts/compat

@@ -30,6 +30,7 @@ type devOptions struct {
 	etcdPrefix     string
 	dataDir        string
 	basePort       int
+	proxyBasePort  int
 	sessionTimeout time.Duration
 	sets           []string
 	logLevel       string
@@ -61,7 +62,14 @@ commands connect.
 
 On raft, brokers 1..--voters (default: up to 3) vote in the quorum that
 holds the cluster's metadata; the others join it as observers, which
-` + "`tripod quorum add-voter`" + ` can promote.`,
+` + "`tripod quorum add-voter`" + ` can promote.
+
+With --client-proxy-base-port P the cluster sits behind proxies you run
+(toxiproxy), as Kafka clients' own test clusters do: broker N gets a
+second listener, CLIENT, on base-port+200+N-1 and tells clients it is at
+127.0.0.1:P+N-1, where its proxy listens and forwards to CLIENT. The
+brokers reach each other on their first listener, past the proxies, so
+cutting a proxy cuts clients off a broker and not its replication.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -79,6 +87,7 @@ holds the cluster's metadata; the others join it as observers, which
 	f.StringVar(&opts.etcdPrefix, "etcd-prefix", "/tripod", "etcd key prefix of the cluster")
 	f.StringVar(&opts.dataDir, "data-dir", "", "directory for the brokers' data and logs (kept); empty: a temporary directory removed at exit")
 	f.IntVar(&opts.basePort, "base-port", 19092, "Kafka port of broker 1; broker N listens on base-port+N-1, its Raft on base-port+100+N-1")
+	f.IntVar(&opts.proxyBasePort, "client-proxy-base-port", 0, "advertise broker N to clients at 127.0.0.1:PORT+N-1, a proxy forwarding to its CLIENT listener on base-port+200+N-1; 0: no proxies")
 	f.DurationVar(&opts.sessionTimeout, "session-timeout", 6*time.Second, "every broker's session timeout (failure detection time)")
 	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
 	f.StringVar(&opts.logLevel, "log-level", "info", "brokers' log level: trace, debug, info, warn or error")
@@ -114,6 +123,10 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, opts.coord, opts.brokers
 	cfg.BasePort, cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.basePort, opts.sessionTimeout, opts.sets, opts.logLevel
 	cfg.Voters = voters
+	cfg.ClientProxyBasePort = opts.proxyBasePort
+	if opts.proxyBasePort != 0 && opts.tls {
+		return errors.New("--client-proxy-base-port: not with --tls")
+	}
 	if opts.brokers < 3 {
 		// A dev cluster never has more brokers than it starts with:
 		// __consumer_offsets and __transaction_state get one replica
@@ -183,6 +196,10 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 		pid := b.PID()
 		fmt.Fprintf(out, "broker %d: %s pid %d log %s; stop: kill -TERM %d; crash: kill -KILL %d\n",
 			b.ID, b.Addr, pid, b.LogPath, pid, pid)
+		if b.ClientAddr != "" {
+			fmt.Fprintf(out, "broker %d: clients at 127.0.0.1:%d, a proxy to its CLIENT listener %s\n",
+				b.ID, opts.proxyBasePort+int(b.ID)-1, b.ClientAddr)
+		}
 	}
 	if err := c.WaitServing(ctx, time.Minute); err != nil {
 		if ctx.Err() != nil {

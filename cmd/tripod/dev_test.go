@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,11 +15,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/cluster"
 )
@@ -221,8 +224,10 @@ func runTripod(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// freeBasePort returns a port p such that p, p+1, p+2 (Kafka) and p+100,
-// p+101, p+102 (Raft) are free on 127.0.0.1 when probed.
+// freeBasePort returns a port p such that p, p+1, p+2 (Kafka), p+100,
+// p+101, p+102 (Raft), p+200, p+201, p+202 (the CLIENT listeners of
+// --client-proxy-base-port) and p+300, p+301, p+302 (their proxies, in
+// TestDevBehindProxies) are free on 127.0.0.1 when probed.
 func freeBasePort(t *testing.T) int {
 	t.Helper()
 	for attempt := 0; attempt < 50; attempt++ {
@@ -232,11 +237,12 @@ func freeBasePort(t *testing.T) int {
 		}
 		base := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		if base+102 > 65535 {
+		if base+302 > 65535 {
 			continue
 		}
 		free := true
-		for _, p := range []int{base, base + 1, base + 2, base + 100, base + 101, base + 102} {
+		for _, p := range []int{base, base + 1, base + 2, base + 100, base + 101, base + 102,
+			base + 200, base + 201, base + 202, base + 300, base + 301, base + 302} {
 			pl, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 			if err != nil {
 				free = false
@@ -331,4 +337,112 @@ func TestDevTLS(t *testing.T) {
 		t.Fatalf("a plaintext client got metadata %+v from an SSL listener, want no answer", md)
 	}
 	dev.interrupt(t)
+}
+
+// TestDevBehindProxies runs `tripod dev --brokers 2
+// --client-proxy-base-port P` behind two forwarders on P and P+1, as
+// toxiproxy stands in front of sarama's test cluster: a client that
+// comes through a proxy is told both brokers are at the proxies'
+// addresses, one that reaches a broker's first listener is told their
+// first listeners (the brokers' own way to each other), and a produce
+// with acks=all through the proxies is replicated.
+func TestDevBehindProxies(t *testing.T) {
+	base := freeBasePort(t)
+	proxyBase := base + 300
+	dev := startDev(t, "--brokers", "2", "--coord", "raft", "--base-port", strconv.Itoa(base),
+		"--client-proxy-base-port", strconv.Itoa(proxyBase), "--session-timeout", "2s", "--data-dir", t.TempDir(),
+		"--set", "offsets.topic.replication.factor=2")
+	clientLine := regexp.MustCompile(`^broker (\d+): clients at (\S+), a proxy to its CLIENT listener (\S+)$`)
+	clients := map[string]string{}
+	dev.waitReady(t, func(line string) {
+		if m := clientLine.FindStringSubmatch(line); m != nil {
+			clients[m[2]] = m[3]
+		}
+	})
+	for i := range 2 {
+		proxy, listener := "127.0.0.1:"+strconv.Itoa(proxyBase+i), "127.0.0.1:"+strconv.Itoa(base+200+i)
+		if clients[proxy] != listener {
+			t.Fatalf("dev printed proxies %v, want %s forwarding to %s", clients, proxy, listener)
+		}
+		forward(t, proxy, listener)
+	}
+
+	brokersAt := func(seed string) []string {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("metadata from %s: %v", seed, err)
+		}
+		var addrs []string
+		for _, b := range resp.Brokers {
+			addrs = append(addrs, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+		}
+		slices.Sort(addrs)
+		return addrs
+	}
+	proxies := []string{"127.0.0.1:" + strconv.Itoa(proxyBase), "127.0.0.1:" + strconv.Itoa(proxyBase+1)}
+	if got := brokersAt(proxies[1]); !slices.Equal(got, proxies) {
+		t.Fatalf("brokers told to a client through a proxy: got %v, want %v", got, proxies)
+	}
+	internal := []string{"127.0.0.1:" + strconv.Itoa(base), "127.0.0.1:" + strconv.Itoa(base+1)}
+	if got := brokersAt(internal[0]); !slices.Equal(got, internal) {
+		t.Fatalf("brokers told to a client on the first listener: got %v, want %v", got, internal)
+	}
+
+	runTripod(t, "topics", "create", "proxied", "--partitions", "2", "--replication-factor", "2", "--bootstrap", internal[0])
+	cl, err := kgo.NewClient(kgo.SeedBrokers(proxies...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("proxied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 4 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: int32(i % 2), Value: []byte("through a proxy")}).FirstErr(); err != nil {
+			t.Fatalf("produce with acks=all through the proxies: %v", err)
+		}
+	}
+	dev.interrupt(t)
+}
+
+// forward listens on addr and forwards every connection to target until
+// the test ends.
+func forward(t *testing.T, addr, target string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			// Each copy ends when either side closes: the test's
+			// clients and dev's brokers all close by the cleanup.
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(server, client); server.Close(); client.Close() }()
+			go func() { defer wg.Done(); io.Copy(client, server); server.Close(); client.Close() }()
+		}
+	}()
 }

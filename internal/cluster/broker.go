@@ -23,6 +23,10 @@ type Broker struct {
 	ID int32
 	// Addr is the Kafka listener, host:port.
 	Addr string
+	// ClientAddr is the CLIENT listener, host:port, that a proxy outside
+	// the cluster forwards clients to; empty unless the cluster was
+	// started with Config.ClientProxyBasePort.
+	ClientAddr string
 	// RaftAddr is the Raft transport address (raft backend only).
 	RaftAddr string
 	// DataDir is the broker's --data-dir.

@@ -83,6 +83,17 @@ type Config struct {
 	// BasePort+i-1 and the Raft port BasePort+100+i-1; zero picks free
 	// loopback ports.
 	BasePort int
+	// ClientProxyBasePort, when not zero, puts every broker behind a
+	// proxy that runs outside the cluster (toxiproxy), as Kafka clients'
+	// own test clusters do: broker i gets a second PLAINTEXT listener,
+	// CLIENT, on port BasePort+200+i-1 (Broker.ClientAddr), which it
+	// advertises as 127.0.0.1:ClientProxyBasePort+i-1, the proxy's
+	// address. The first listener, INTERNAL on Broker.Addr, stays the one
+	// the brokers reach each other on and the cluster's own clients use,
+	// so that cutting a proxy cuts clients off a broker but not its
+	// replication. It needs BasePort, and neither Proxies nor ClientTLS.
+	// Default 0.
+	ClientProxyBasePort int
 	// ClientTLS, when set, makes every broker's one listener an SSL
 	// listener (listeners=SSL://..., also the inter-broker listener)
 	// instead of PLAINTEXT, and is the TLS configuration with which the
@@ -132,6 +143,18 @@ func (c *Config) Validate() error {
 	}
 	if c.BasePort < 0 || c.BasePort+200 > 65535 {
 		return fmt.Errorf("cluster base port %d: must be 0 or between 1 and 65335", c.BasePort)
+	}
+	if c.ClientProxyBasePort != 0 {
+		switch {
+		case c.ClientProxyBasePort < 1 || c.ClientProxyBasePort+c.Brokers-1 > 65535:
+			return fmt.Errorf("cluster client proxy base port %d: must be 0 or between 1 and %d", c.ClientProxyBasePort, 65536-c.Brokers)
+		case c.BasePort == 0 || c.BasePort+300 > 65535:
+			return fmt.Errorf("cluster client proxy base port %d: needs a base port between 1 and 65235, not %d", c.ClientProxyBasePort, c.BasePort)
+		case c.Proxies:
+			return fmt.Errorf("cluster client proxy base port %d: not with the cluster's own proxies", c.ClientProxyBasePort)
+		case c.ClientTLS != nil:
+			return fmt.Errorf("cluster client proxy base port %d: not with TLS", c.ClientProxyBasePort)
+		}
 	}
 	switch c.Backend {
 	case "zk":
@@ -226,9 +249,19 @@ func (c *Cluster) makeBrokers(from int, kafkaPorts, raftPorts, voters []string) 
 			b.env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cfg.GoMaxProcs))
 		}
 		listen := []string{"--listen", b.Addr}
-		if cfg.ClientTLS != nil {
+		switch {
+		case cfg.ClientTLS != nil:
 			b.clientOpts = []kgo.Opt{kgo.DialTLSConfig(cfg.ClientTLS.Clone())}
 			listen = []string{"--set", "listeners=SSL://" + b.Addr, "--set", "inter.broker.listener.name=SSL"}
+		case cfg.ClientProxyBasePort != 0:
+			b.ClientAddr = "127.0.0.1:" + strconv.Itoa(cfg.BasePort+200+i)
+			proxied := "127.0.0.1:" + strconv.Itoa(cfg.ClientProxyBasePort+i)
+			listen = []string{
+				"--set", "listeners=INTERNAL://" + b.Addr + ",CLIENT://" + b.ClientAddr,
+				"--set", "advertised.listeners=INTERNAL://" + b.Addr + ",CLIENT://" + proxied,
+				"--set", "listener.security.protocol.map=INTERNAL:PLAINTEXT,CLIENT:PLAINTEXT",
+				"--set", "inter.broker.listener.name=INTERNAL",
+			}
 		}
 		b.args = append([]string{"serve",
 			"--broker-id", strconv.Itoa(int(id))},

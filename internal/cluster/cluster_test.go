@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -128,5 +129,33 @@ func TestBrokerProcessControl(t *testing.T) {
 	}
 	if !slices.Equal(c.Bootstrap(), []string{b1.Addr, b2.Addr}) {
 		t.Fatalf("bootstrap %v", c.Bootstrap())
+	}
+}
+
+// TestValidateClientProxyBasePort checks what Config.ClientProxyBasePort
+// needs: a base port with room for the CLIENT listeners, and neither the
+// cluster's own proxies nor TLS.
+func TestValidateClientProxyBasePort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // in the error; "" for none
+	}{
+		{"with a base port", func(c *Config) {}, ""},
+		{"without a base port", func(c *Config) { c.BasePort = 0 }, "needs a base port"},
+		{"no room for the CLIENT listeners", func(c *Config) { c.BasePort = 65300 }, "needs a base port"},
+		{"past the last port", func(c *Config) { c.ClientProxyBasePort = 65535 }, "must be 0 or between 1 and 65533"},
+		{"with the cluster's proxies", func(c *Config) { c.Proxies = true }, "not with the cluster's own proxies"},
+		{"with TLS", func(c *Config) { c.ClientTLS = &tls.Config{} }, "not with TLS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Binary, cfg.Dir, cfg.BasePort, cfg.ClientProxyBasePort = "tripod", "dir", 29191, 29091
+			tc.edit(&cfg)
+			err := cfg.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -5,11 +5,12 @@
 // Every test that does not pass needs a reason in the known file
 // (scripts/compat/known.txt); one without is "unexplained" and makes the
 // command exit 1. `make compat` runs it; docs/clients.md explains the
-// suites and the stand-ins (scripts/faketoxiproxy, scripts/sarama-docker).
+// suites, the toxiproxy in front of sarama's cluster and the stand-in for
+// docker (scripts/sarama-docker).
 //
-// It stops every process it started (the clusters, the brokers the docker
-// stand-in restarted, the test binaries) when it ends, fails or is
-// interrupted.
+// It stops every process it started (the clusters, toxiproxy, the brokers
+// the docker stand-in restarted, the test binaries) when it ends, fails
+// or is interrupted.
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -47,9 +49,23 @@ type suite struct {
 	// set are broker properties besides tripod dev's, as the suite's own
 	// cluster has them.
 	set []string
-	// toxiproxy: run scripts/faketoxiproxy and the docker stand-in.
-	toxiproxy bool
+	// proxyPort, when not zero, puts the cluster behind toxiproxy, as the
+	// suite's own cluster is: toxiproxy's proxy kafkaN listens on
+	// 127.0.0.1:proxyPort+N-1, where broker N is advertised to clients
+	// (tripod dev --client-proxy-base-port), and forwards to the broker's
+	// CLIENT listener; the API is at toxiproxyAPI. It also puts the docker
+	// stand-in (scripts/sarama-docker) first in the suite's PATH.
+	proxyPort int
 }
+
+// toxiproxyPkg is the toxiproxy server that compat installs with go
+// install into its work directory: the newest version the Go module proxy
+// serves (sarama's docker-compose.yml runs 2.12.0, published only as an
+// image). toxiproxyAPI is where it serves its HTTP API.
+const (
+	toxiproxyPkg = "github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0"
+	toxiproxyAPI = "127.0.0.1:8474"
+)
 
 var suites = []suite{
 	{
@@ -57,12 +73,15 @@ var suites = []suite{
 		env: []string{"KGO_SEEDS=127.0.0.1:39092,127.0.0.1:39093,127.0.0.1:39094", "KGO_LOG_LEVEL=none"},
 	},
 	{
-		name: "sarama", module: "github.com/IBM/sarama", pkg: ".", brokers: 5, port: 29091, tags: "functional",
-		env: []string{"TOXIPROXY_ADDR=http://127.0.0.1:8474", "KAFKA_VERSION=4.0.0"},
+		// The tests reach the brokers at 127.0.0.1:29091..29095, the
+		// proxies kafka1..kafka5 (functional_test.go,
+		// setupToxiProxies), which find them on 23292..23296.
+		name: "sarama", module: "github.com/IBM/sarama", pkg: ".", brokers: 5, port: 23092, tags: "functional",
+		env: []string{"TOXIPROXY_ADDR=http://" + toxiproxyAPI, "KAFKA_VERSION=4.0.0"},
 		// sarama's docker-compose.yml disables auto creation;
 		// TestFuncClientMetadata expects it off.
 		set:       []string{"auto.create.topics.enable=false"},
-		toxiproxy: true,
+		proxyPort: 29091,
 	},
 }
 
@@ -105,16 +124,29 @@ func runAll(ctx context.Context, out, knownPath, only, run string, timeout time.
 		commit += " (with uncommitted changes)"
 	}
 	log.Printf("building tripod in %s", work)
-	for _, b := range [][]string{{"-o", filepath.Join(work, "tripod"), "./cmd/tripod"}, {"-o", filepath.Join(work, "faketoxiproxy"), "./scripts/faketoxiproxy"}} {
-		if err := runCmd(ctx, "", nil, "go", append([]string{"build"}, b...)...); err != nil {
+	if err := runCmd(ctx, "", nil, "go", "build", "-o", filepath.Join(work, "tripod"), "./cmd/tripod"); err != nil {
+		return 0, err
+	}
+	var selected []suite
+	for _, s := range suites {
+		if only == "" || slices.Contains(strings.Split(only, ","), s.name) {
+			selected = append(selected, s)
+		}
+	}
+	if len(selected) == 0 {
+		return 0, fmt.Errorf("-suites %q: no such suite", only)
+	}
+	if slices.ContainsFunc(selected, func(s suite) bool { return s.proxyPort != 0 }) {
+		log.Printf("installing %s in %s", toxiproxyPkg, work)
+		// Outside tripod's module: go install pkg@version builds the
+		// toxiproxy module with its own go.mod.
+		env := append(os.Environ(), "GOBIN="+filepath.Join(work, "toxiproxy"), "GOFLAGS=")
+		if err := runCmd(ctx, work, env, "go", "install", toxiproxyPkg); err != nil {
 			return 0, err
 		}
 	}
 	var results []*result
-	for _, s := range suites {
-		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
-			continue
-		}
+	for _, s := range selected {
 		r, err := runSuite(ctx, s, repo, work, run, timeout)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", s.name, err)
@@ -125,7 +157,11 @@ func runAll(ctx context.Context, out, knownPath, only, run string, timeout time.
 		r.explain(known)
 		results = append(results, r)
 	}
-	page := render(results, commit, run)
+	old, err := os.ReadFile(out)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	page := render(results, commit, run, string(old))
 	if err := os.WriteFile(out, []byte(page), 0o644); err != nil {
 		return 0, err
 	}
@@ -165,9 +201,10 @@ func runSuite(ctx context.Context, s suite, repo, work, run string, timeout time
 	}
 	env := append(os.Environ(), "GOFLAGS=-mod=mod")
 	env = append(env, s.env...)
-	if s.toxiproxy {
+	if s.proxyPort != 0 {
 		env = append(env, "PATH="+filepath.Join(repo, "scripts", "sarama-docker")+":"+os.Getenv("PATH"),
-			"TRIPOD_DOCKER_SHIM_DIR="+filepath.Join(work, s.name+"-docker"))
+			"TRIPOD_DOCKER_SHIM_DIR="+filepath.Join(work, s.name+"-docker"),
+			"TRIPOD_DOCKER_SHIM_BASE_PORT="+strconv.Itoa(s.port))
 	}
 	args := []string{"test", "-json", "-count=1", "-timeout", timeout.String()}
 	if s.tags != "" {
@@ -229,6 +266,9 @@ func startCluster(ctx context.Context, s suite, work, data string) (*cluster, er
 	defer logFile.Close()
 	args := []string{"dev", "--brokers", strconv.Itoa(s.brokers), "--base-port", strconv.Itoa(s.port), "--data-dir", data,
 		"--log-level", "warn", "--set", "group.initial.rebalance.delay.ms=0"}
+	if s.proxyPort != 0 {
+		args = append(args, "--client-proxy-base-port", strconv.Itoa(s.proxyPort))
+	}
 	for _, kv := range s.set {
 		args = append(args, "--set", kv)
 	}
@@ -242,21 +282,29 @@ func startCluster(ctx context.Context, s suite, work, data string) (*cluster, er
 		return cl, err
 	}
 	cl.procs = append(cl.procs, cmd)
-	ready := make(chan bool, 1)
+	// ready gets the proxies tripod dev asks for (broker N's: the
+	// address it is advertised at, and its CLIENT listener) when the
+	// cluster is ready, nil if tripod dev exits first.
+	ready := make(chan []proxy, 1)
 	go func() {
+		var proxies []proxy
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			fmt.Fprintln(logFile, sc.Text())
+			if m := proxyLine.FindStringSubmatch(sc.Text()); m != nil {
+				proxies = append(proxies, proxy{Name: "kafka" + m[1], Listen: m[2], Upstream: m[3]})
+			}
 			if strings.HasPrefix(sc.Text(), "cluster ready") {
-				ready <- true
+				ready <- proxies
 			}
 		}
-		ready <- false
+		ready <- nil
 	}()
+	var proxies []proxy
 	select {
-	case ok := <-ready:
-		if !ok {
-			return cl, fmt.Errorf("tripod dev exited before the cluster was ready (log %s)", logPath)
+	case proxies = <-ready:
+		if proxies == nil && s.proxyPort != 0 {
+			return cl, fmt.Errorf("tripod dev exited before the cluster was ready, or named no proxies (log %s)", logPath)
 		}
 	case <-time.After(2 * time.Minute):
 		return cl, fmt.Errorf("cluster not ready after 2m (log %s)", logPath)
@@ -264,20 +312,70 @@ func startCluster(ctx context.Context, s suite, work, data string) (*cluster, er
 		return cl, ctx.Err()
 	}
 	log.Printf("%s: %d brokers on 127.0.0.1:%d.. (log %s)", s.name, s.brokers, s.port, logPath)
-	if s.toxiproxy {
-		p := command(context.WithoutCancel(ctx), "", nil, filepath.Join(work, "faketoxiproxy"),
-			"--proxies", strconv.Itoa(s.brokers), "--base-port", strconv.Itoa(s.port))
-		p.Stderr = logFile
-		if err := p.Start(); err != nil {
+	if s.proxyPort != 0 {
+		if err := cl.startToxiproxy(ctx, work, s.name, proxies); err != nil {
 			return cl, err
 		}
-		cl.procs = append(cl.procs, p)
 	}
 	return cl, nil
 }
 
+// proxyLine is the line with which tripod dev --client-proxy-base-port
+// asks for broker N's proxy.
+var proxyLine = regexp.MustCompile(`^broker (\d+): clients at (\S+), a proxy to its CLIENT listener (\S+)$`)
+
+// proxy is a toxiproxy proxy as its API describes it.
+type proxy struct {
+	Name     string `json:"name"`
+	Listen   string `json:"listen"`
+	Upstream string `json:"upstream"`
+}
+
+// startToxiproxy runs the toxiproxy server that compat installed in work,
+// its API on toxiproxyAPI, and creates the proxies through its API. The
+// suite's harness finds them by name and only changes them (toxics,
+// disabling, resets): it would create missing ones forwarding to its
+// docker containers' names.
+func (cl *cluster) startToxiproxy(ctx context.Context, work, name string, proxies []proxy) error {
+	logPath := filepath.Join(work, name+"-toxiproxy.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	host, port, _ := strings.Cut(toxiproxyAPI, ":")
+	// Info: its API calls and the proxies' changes, without a line for
+	// every connection's every write.
+	env := append(os.Environ(), "LOG_LEVEL=info")
+	p := command(context.WithoutCancel(ctx), "", env, filepath.Join(work, "toxiproxy", "server"), "-host", host, "-port", port)
+	p.Stdout, p.Stderr = logFile, logFile
+	if err := p.Start(); err != nil {
+		return err
+	}
+	cl.procs = append(cl.procs, p)
+	api := "http://" + toxiproxyAPI
+	body, _ := json.Marshal(proxies)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Post(api+"/populate", "application/json", bytes.NewReader(body))
+		if err == nil {
+			msg, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				return fmt.Errorf("toxiproxy: creating proxies %s: %s %s (log %s)", body, resp.Status, bytes.TrimSpace(msg), logPath)
+			}
+			log.Printf("%s: toxiproxy on %s: %s", name, toxiproxyAPI, body)
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("toxiproxy: API not up on %s after 30s: %w (log %s)", toxiproxyAPI, err, logPath)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // stop ends what the cluster started: tripod dev (which stops its
-// brokers), faketoxiproxy, and any broker the docker stand-in started
+// brokers), toxiproxy, and any broker the docker stand-in started
 // again, found by the data directory in its command line.
 func (cl *cluster) stop() {
 	for _, p := range cl.procs {
@@ -507,26 +605,30 @@ func (r *result) sameInChild(t *test) bool {
 	return false
 }
 
-var fileLine = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
+var fileLine = regexp.MustCompile(`^\s+\S+\.go:\d+:(?: (.*))?$`)
 
 // skipMessage is the message the test logged at its skip.
 func skipMessage(t *test) string {
 	for i := len(t.output) - 1; i >= 0; i-- {
 		if m := fileLine.FindStringSubmatch(t.output[i]); m != nil {
-			return m[1]
+			return strings.TrimSpace(m[1])
 		}
 	}
 	return ""
 }
 
 // failMessage is the first message the test logged from its own file,
-// the usual shape of a t.Error or t.Fatal.
+// the usual shape of a t.Error or t.Fatal, or of a testify assertion's
+// report on the lines that follow its file and line.
 func failMessage(t *test) string {
-	for _, line := range t.output {
+	for i, line := range t.output {
 		if m := fileLine.FindStringSubmatch(line); m != nil {
-			msg := m[1]
+			msg := strings.TrimSpace(m[1])
+			if msg == "" {
+				msg = testifyMessage(t.output[i+1:])
+			}
 			if len(msg) > 240 {
-				msg = msg[:240] + "…"
+				msg = strings.ToValidUTF8(msg[:240], "") + "…"
 			}
 			return msg
 		}
@@ -535,6 +637,31 @@ func failMessage(t *test) string {
 		return strings.TrimSpace(t.output[len(t.output)-1])
 	}
 	return ""
+}
+
+// testifyMessage is the Error and Messages of a testify report, lines
+// such as "\tError Trace:\t...", "\tError:\t...", "\tMessages:\t..."
+// and their continuations, up to the report's end.
+func testifyMessage(lines []string) string {
+	var parts []string
+	keep := false
+	for _, line := range lines {
+		text := strings.TrimSpace(line)
+		if text == "" || text == line || fileLine.MatchString(line) || strings.HasPrefix(text, "---") || strings.HasPrefix(text, "===") {
+			break
+		}
+		label, rest, ok := strings.Cut(text, ":")
+		switch {
+		case ok && (label == "Error" || label == "Messages"):
+			keep = true
+			parts = append(parts, strings.TrimSpace(rest))
+		case ok && (label == "Error Trace" || label == "Test"):
+			keep = false
+		case keep:
+			parts = append(parts, text)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // knownEntry is a line of the known file: suite, test name (a trailing *
@@ -572,28 +699,56 @@ func readKnown(path string) ([]knownEntry, error) {
 	return out, nil
 }
 
-func render(results []*result, commit, run string) string {
+// render writes the page: the rows and sections of the suites that ran
+// and, for those that did not (-suites), their rows and sections from the
+// page as it was (old), each section saying when its suite ran.
+func render(results []*result, commit, run, old string) string {
+	ran := map[string]*result{}
+	for _, r := range results {
+		ran[r.suite.name] = r
+	}
 	var b strings.Builder
 	b.WriteString("# Client suites against tripod\n\n")
 	b.WriteString("Generated by `make compat` (`go run ./scripts/compat`): it runs Kafka client libraries' own\n" +
 		"integration tests, unmodified, at the versions in tripod's `go.mod`, against `tripod dev`\n" +
-		"clusters (see [clients.md](clients.md) for the suites and the stand-ins for toxiproxy and\n" +
-		"docker). Every test that does not pass is listed with its reason, from\n" +
-		"`scripts/compat/known.txt` or, for a skip, the suite's own message; one without is\n" +
-		"**unexplained** and makes `make compat` fail. Counts are of tests without subtests, and\n" +
-		"a test that fails only through its subtests is not listed itself.\n\n")
-	fmt.Fprintf(&b, "Run %s, tripod %s, on a 2-core machine shared with other builds: the suites'\n"+
-		"timing-sensitive tests can fail from load.\n", time.Now().UTC().Format("2006-01-02"), commit)
-	if run != "" {
-		fmt.Fprintf(&b, "Only the tests matching `-run '%s'` ran.\n", run)
-	}
+		"clusters (see [clients.md](clients.md) for the suites, the toxiproxy in front of sarama's\n" +
+		"cluster and the stand-in for docker). Every test that does not pass is listed with its\n" +
+		"reason, from `scripts/compat/known.txt` or, for a skip, the suite's own message; one\n" +
+		"without is **unexplained** and makes `make compat` fail. Counts are of tests without\n" +
+		"subtests, and a test that fails only through its subtests is not listed itself.\n\n")
+	b.WriteString("Each suite's section says when it ran and on which tripod commit (`-suites` runs some\n" +
+		"of them and keeps the others' rows and sections as they were), on a 2-core machine\n" +
+		"shared with other builds: the suites' timing-sensitive tests can fail from load.\n")
 	b.WriteString("\n| suite | version | cluster | passed | failed | skipped | time |\n| --- | --- | --- | --- | --- | --- | --- |\n")
-	for _, r := range results {
-		fmt.Fprintf(&b, "| %s (`%s`) | %s | %d brokers | %d | %d | %d | %s |\n", r.suite.name, r.suite.pkg, r.version,
-			r.suite.brokers, r.count("pass"), r.count("fail"), r.count("skip"), r.elapsed.Round(time.Second))
+	for _, s := range suites {
+		r := ran[s.name]
+		if r == nil {
+			if row := oldRow(old, s.name); row != "" {
+				b.WriteString(row + "\n")
+			}
+			continue
+		}
+		cluster := fmt.Sprintf("%d brokers", s.brokers)
+		if s.proxyPort != 0 {
+			cluster += " behind toxiproxy"
+		}
+		fmt.Fprintf(&b, "| %s (`%s`) | %s | %s | %d | %d | %d | %s |\n", s.name, s.pkg, r.version,
+			cluster, r.count("pass"), r.count("fail"), r.count("skip"), r.elapsed.Round(time.Second))
 	}
-	for _, r := range results {
-		fmt.Fprintf(&b, "\n## %s %s\n\n", r.suite.name, r.version)
+	for _, s := range suites {
+		r := ran[s.name]
+		if r == nil {
+			if sec := oldSection(old, s.name); sec != "" {
+				b.WriteString("\n" + sec)
+			}
+			continue
+		}
+		fmt.Fprintf(&b, "\n## %s %s\n\n", s.name, r.version)
+		fmt.Fprintf(&b, "Run %s, tripod %s.", time.Now().UTC().Format("2006-01-02"), commit)
+		if run != "" {
+			fmt.Fprintf(&b, " Only the tests matching `-run '%s'` ran.", run)
+		}
+		b.WriteString("\n\n")
 		if r.pkgFail && r.count("fail") == 0 {
 			fmt.Fprintf(&b, "The package failed without a failing test: %s\n\n", firstLine(r.stderr))
 		}
@@ -615,6 +770,36 @@ func render(results []*result, commit, run string) string {
 		}
 	}
 	return b.String()
+}
+
+// oldRow is the suite's row of the summary table in page, "" if none.
+func oldRow(page, name string) string {
+	for _, line := range strings.Split(page, "\n") {
+		if strings.HasPrefix(line, "| "+name+" (`") {
+			return line
+		}
+	}
+	return ""
+}
+
+// oldSection is the suite's section in page, from its heading to the
+// next heading, "" if none.
+func oldSection(page, name string) string {
+	var sec []string
+	for _, line := range strings.Split(page, "\n") {
+		switch {
+		case strings.HasPrefix(line, "## "+name+" "):
+			sec = []string{line}
+		case sec != nil && strings.HasPrefix(line, "## "):
+			return strings.TrimRight(strings.Join(sec, "\n"), "\n") + "\n"
+		case sec != nil:
+			sec = append(sec, line)
+		}
+	}
+	if sec == nil {
+		return ""
+	}
+	return strings.TrimRight(strings.Join(sec, "\n"), "\n") + "\n"
 }
 
 func firstLine(s string) string {
