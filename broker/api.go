@@ -12,6 +12,11 @@ import (
 type apiHandler struct {
 	minVersion, maxVersion int16
 	handle                 handleFunc
+	// served, when not nil, says whether a broker serves the API at all:
+	// an API of a capability only some coordination backends have. A
+	// broker that does not serve it neither lists it in ApiVersions nor
+	// accepts it (see Broker.api).
+	served func(*Broker) bool
 }
 
 // handleFunc answers a request. It runs on the connection's reader, in
@@ -43,7 +48,28 @@ func registerAPI(key, minVersion, maxVersion int16, handle handleFunc) {
 	apis[key] = apiHandler{minVersion: minVersion, maxVersion: maxVersion, handle: handle}
 }
 
-// supportedKeys returns the registered API keys in ascending order.
+// registerOptionalAPI adds an API that a broker serves only when served
+// says so (apiHandler.served).
+func registerOptionalAPI(key, minVersion, maxVersion int16, served func(*Broker) bool, handle handleFunc) {
+	registerAPI(key, minVersion, maxVersion, handle)
+	api := apis[key]
+	api.served = served
+	apis[key] = api
+}
+
+// api returns the handler of key when b serves that API. An API b does
+// not serve is treated as an unknown key, as Kafka treats an API its
+// ApiVersions does not list: the request closes the connection.
+func (b *Broker) api(key int16) (apiHandler, bool) {
+	api, ok := apis[key]
+	if !ok || api.served != nil && !api.served(b) {
+		return apiHandler{}, false
+	}
+	return api, true
+}
+
+// supportedKeys returns the registered API keys in ascending order, the
+// optional ones included.
 func supportedKeys() []int16 {
 	keys := make([]int16, 0, len(apis))
 	for k := range apis {

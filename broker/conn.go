@@ -151,7 +151,7 @@ func (b *Broker) dispatch(ctx context.Context, req *request, reply []byte, size 
 		}
 		amend = am
 	}
-	api := apis[req.header.key]
+	api, _ := b.api(req.header.key) // decodeRequest admitted the key
 	resp, later, err := api.handle(ctx, b, req)
 	handled := time.Since(start)
 	if err != nil {
@@ -193,8 +193,12 @@ func (b *Broker) decodeRequest(frame []byte, cs *connState) (*request, []byte, e
 		version:       int16(binary.BigEndian.Uint16(frame[2:])),
 		correlationID: int32(binary.BigEndian.Uint32(frame[4:])),
 	}
-	api, ok := apis[h.key]
+	api, ok := b.api(h.key)
 	if !ok {
+		if _, registered := apis[h.key]; registered {
+			return nil, nil, fmt.Errorf("%s request (api key %d, correlation id %d): not served with coordination.backend=%s",
+				kmsg.NameForKey(h.key), h.key, h.correlationID, b.cfg.Coord.Backend)
+		}
 		return nil, nil, fmt.Errorf("request with unknown api key %d (correlation id %d)", h.key, h.correlationID)
 	}
 	if h.version < api.minVersion || h.version > api.maxVersion {

@@ -37,6 +37,9 @@ const (
 	// fromStore rows are the coordination store's failures to answer at
 	// all: unavailable, out of time, or closed.
 	fromStore
+	// fromQuorum rows are the embedded quorum's refusals of a change of
+	// its voters (coord.Quorum).
+	fromQuorum
 )
 
 // row is one line of the table: a sentinel, the Kafka error it
@@ -86,6 +89,18 @@ var table = []row{
 	{controller.ErrStaleBrokerEpoch, kerr.StaleBrokerEpoch, fromController},
 	{controller.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable, fromController},
 	{controller.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable, fromController},
+
+	{coord.ErrDuplicateVoter, kerr.DuplicateVoter, fromQuorum},
+	{coord.ErrVoterNotFound, kerr.VoterNotFound, fromQuorum},
+	// Kafka's leader answers REQUEST_TIMED_OUT when the new voter lags
+	// behind its log, and while another voter change is uncommitted
+	// (KIP-853's AddVoterHandler and RemoveVoterHandler): both are worth
+	// retrying.
+	{coord.ErrNotCaughtUp, kerr.RequestTimedOut, fromQuorum},
+	{coord.ErrQuorumChangeInProgress, kerr.RequestTimedOut, fromQuorum},
+	// A change that would leave no live majority of the new voters (or
+	// no voter) is refused for good, as Kafka refuses an invalid one.
+	{coord.ErrNoLiveMajority, kerr.InvalidRequest, fromQuorum},
 
 	{coord.ErrUnavailable, kerr.RequestTimedOut, fromStore},
 	{context.DeadlineExceeded, kerr.RequestTimedOut, fromStore},
@@ -202,6 +217,15 @@ var (
 	// is not assigned the partition).
 	FollowerFetch = Mapping{otherwise: kerr.NotLeaderForPartition}.
 			With(replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange)
+
+	// Quorum answers DescribeQuorum, AddRaftVoter and RemoveRaftVoter:
+	// the quorum's rows, then the store's, else UNKNOWN_SERVER_ERROR. No
+	// reachable leader, or a closing broker, is NOT_LEADER_OR_FOLLOWER,
+	// Kafka's answer from a node that does not lead the quorum, which
+	// clients retry elsewhere.
+	Quorum = Mapping{from: fromQuorum | fromStore, otherwise: kerr.UnknownServerError}.
+		With(coord.ErrUnavailable, kerr.NotLeaderForPartition).
+		With(coord.ErrClosed, kerr.NotLeaderForPartition)
 
 	// ACLStore answers a failed write of ACLs: the store's rows, else
 	// INVALID_REQUEST, as an error of no sentinel is input the store

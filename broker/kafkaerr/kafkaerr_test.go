@@ -69,6 +69,16 @@ func TestMappings(t *testing.T) {
 		{"an answer the remap does not list", OffsetStore(appended), replication.ErrOutOfOrderSequence, kerr.UnknownServerError},
 		{"a remap without otherwise keeps the rest", Append.Then(map[*kerr.Error]*kerr.Error{kerr.NotLeaderForPartition: kerr.NotCoordinator}, nil), replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 		{"nil stays no error through a remap", OffsetStore(appended), nil, nil},
+		{"a voter twice", Quorum, fmt.Errorf("add voter 4: %w", coord.ErrDuplicateVoter), kerr.DuplicateVoter},
+		{"no such voter", Quorum, coord.ErrVoterNotFound, kerr.VoterNotFound},
+		{"a lagging voter", Quorum, coord.ErrNotCaughtUp, kerr.RequestTimedOut},
+		{"a change in progress", Quorum, coord.ErrQuorumChangeInProgress, kerr.RequestTimedOut},
+		{"no quorum leader", Quorum, coord.ErrUnavailable, kerr.NotLeaderForPartition},
+		{"a closing broker", Quorum, coord.ErrClosed, kerr.NotLeaderForPartition},
+		{"a voter change out of time", Quorum, context.DeadlineExceeded, kerr.RequestTimedOut},
+		{"the last voter", Quorum, fmt.Errorf("remove voter 1: %w", coord.ErrNoLiveMajority), kerr.InvalidRequest},
+		{"an unknown refusal", Quorum, errors.New("coord: something else"), kerr.UnknownServerError},
+		{"the quorum's rows are the quorum's", Controller, coord.ErrDuplicateVoter, kerr.UnknownServerError},
 	}
 	for _, c := range cases {
 		if got := c.mapping.Error(c.err); got != c.want {

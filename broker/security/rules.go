@@ -88,6 +88,9 @@ var authzRules = map[int16]authzRule{
 	75: authorizeDescribeTopicPartitions,                                  // TOPIC DESCRIBE
 	68: authorizeConsumerGroupHeartbeat,                                   // GROUP READ, TOPIC DESCRIBE of the subscribed names
 	69: authorizeConsumerGroupDescribe,                                    // GROUP DESCRIBE
+	55: authorizeDescribeQuorum,                                           // CLUSTER DESCRIBE
+	80: clusterOp(coord.ACLOperationAlter),                                // AddRaftVoter
+	81: clusterOp(coord.ACLOperationAlter),                                // RemoveRaftVoter
 }
 
 // authzRule checks one request (see authzRules). deny, when not nil, is
@@ -494,6 +497,19 @@ func authorizeDescribeCluster(a *access, req kmsg.Request) (kmsg.Response, func(
 	return nil, func(resp kmsg.Response) {
 		resp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = a.authorizedOperations(coord.ACLResourceCluster, ClusterResource)
 	}
+}
+
+// authorizeDescribeQuorum: DESCRIBE on the cluster, else the request-wide
+// CLUSTER_AUTHORIZATION_FAILED alone, as Kafka's
+// DescribeQuorumRequest.getErrorResponse answers: no topic, so that the
+// quorum's partition is not named to whom may not see it.
+func authorizeDescribeQuorum(a *access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(coord.ACLOperationDescribe) {
+		return nil, nil
+	}
+	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+	resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	return resp, nil
 }
 
 // authorizeMetadataTopics: a topic the principal may not DESCRIBE is left

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +35,9 @@ type devOptions struct {
 	sets           []string
 	logLevel       string
 	tls            bool
+	// voters is --voters, votersSet whether it was given.
+	voters    int
+	votersSet bool
 }
 
 // newDevCmd builds `tripod dev`: a local cluster of broker processes for
@@ -56,6 +60,10 @@ listener as SSL (the brokers reach each other over it too), and prints
 the settings with which kcat, franz-go, Java clients and tripod's own
 commands connect.
 
+On raft, brokers 1..--voters (default: up to 3) vote in the quorum that
+holds the cluster's metadata; the others join it as observers, which
+` + "`tripod quorum add-voter`" + ` can promote.
+
 With --client-proxy-base-port P the cluster sits behind proxies you run
 (toxiproxy), as Kafka clients' own test clusters do: broker N gets a
 second listener, CLIENT, on base-port+200+N-1 and tells clients it is at
@@ -66,12 +74,14 @@ cutting a proxy cuts clients off a broker and not its replication.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			opts.votersSet = cmd.Flags().Changed("voters")
 			return runDev(ctx, opts, &lockedWriter{w: cmd.OutOrStdout()})
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&opts.brokers, "brokers", 3, "number of brokers (ids 1..N)")
 	f.StringVar(&opts.coord, "coord", "raft", "coordination backend: raft, zk or etcd")
+	f.IntVar(&opts.voters, "voters", 0, "raft: brokers 1..V vote in the Raft quorum, the others observe (default min(--brokers, 3))")
 	f.StringVar(&opts.zkConnect, "zk-connect", "", "ZooKeeper connect string host:port[,host:port][/chroot]; empty: run a local ZooKeeper")
 	f.StringVar(&opts.etcdEndpoints, "etcd-endpoints", "", "etcd client URLs, comma separated; empty: run an embedded etcd")
 	f.StringVar(&opts.etcdPrefix, "etcd-prefix", "/tripod", "etcd key prefix of the cluster")
@@ -91,6 +101,10 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	if opts.brokers < 1 || opts.brokers > 100 {
 		return fmt.Errorf("--brokers %d: must be between 1 and 100", opts.brokers)
 	}
+	voters, err := devVoters(opts)
+	if err != nil {
+		return err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this binary to run brokers: %w", err)
@@ -108,6 +122,7 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, opts.coord, opts.brokers
 	cfg.BasePort, cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.basePort, opts.sessionTimeout, opts.sets, opts.logLevel
+	cfg.Voters = voters
 	cfg.ClientProxyBasePort = opts.proxyBasePort
 	if opts.proxyBasePort != 0 && opts.tls {
 		return errors.New("--client-proxy-base-port: not with --tls")
@@ -168,6 +183,11 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	}()
 
 	fmt.Fprintf(out, "tripod dev: %d brokers on %s, data in %s\n", opts.brokers, opts.coord, dir)
+	if opts.coord == "raft" {
+		fmt.Fprintln(out, quorumLine(opts.brokers, voters))
+	} else if opts.votersSet {
+		fmt.Fprintf(out, "note: --voters is ignored with --coord %s, which keeps its own quorum\n", opts.coord)
+	}
 	fmt.Fprintf(out, "bootstrap servers: %s\n", strings.Join(c.Bootstrap(), ","))
 	if pki != nil {
 		pki.printClientSettings(out, self, c.Bootstrap()[0])
@@ -224,6 +244,44 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 		return err
 	}
 	return nil
+}
+
+// devVoters returns how many brokers, from broker 1, vote in the Raft
+// quorum: --voters, 1..--brokers, or up to 3 when not given (a quorum
+// of 3 outlives one broker; more voters slow every metadata commit).
+// On ZooKeeper and etcd it is 0: they keep their own quorums.
+func devVoters(opts *devOptions) (int, error) {
+	if opts.coord != "raft" {
+		return 0, nil
+	}
+	if !opts.votersSet {
+		return min(opts.brokers, 3), nil
+	}
+	if opts.voters < 1 || opts.voters > opts.brokers {
+		return 0, fmt.Errorf("--voters %d: must be between 1 and %d (--brokers)", opts.voters, opts.brokers)
+	}
+	return opts.voters, nil
+}
+
+// quorumLine says which of brokers 1..brokers vote in the Raft quorum
+// (1..voters) and which observe.
+func quorumLine(brokers, voters int) string {
+	// brokersDo is "broker 4 observes" or "brokers 4,5 observe".
+	brokersDo := func(from, to int, verb string) string {
+		if from == to {
+			return "broker " + strconv.Itoa(from) + " " + verb + "s"
+		}
+		var ids []string
+		for id := from; id <= to; id++ {
+			ids = append(ids, strconv.Itoa(id))
+		}
+		return "brokers " + strings.Join(ids, ",") + " " + verb
+	}
+	line := "raft quorum: " + brokersDo(1, voters, "vote")
+	if voters < brokers {
+		line += "; " + brokersDo(voters+1, brokers, "observe") + " (tripod quorum add-voter promotes one)"
+	}
+	return line
 }
 
 // lockedWriter serialises writes from the broker watchers and runDev.

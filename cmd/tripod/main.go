@@ -1,5 +1,5 @@
 // Command tripod is the one tripod binary: serve, dev, topics, reassign, groups,
-// conformance, bench and verify.
+// quorum, conformance, bench and verify.
 package main
 
 import (
@@ -17,7 +17,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newReassignCmd(), newGroupsCmd(), newUsersCmd(), newQuotasCmd(), newACLsCmd(), newTransactionsCmd(), newBenchCmd(), newVerifyCmd())
+	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newReassignCmd(), newGroupsCmd(), newUsersCmd(), newQuotasCmd(), newACLsCmd(), newTransactionsCmd(), newQuorumCmd(), newBenchCmd(), newVerifyCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tripod:", err)
 		code := 1

@@ -45,6 +45,13 @@ type Config struct {
 	// Brokers is the number of brokers, with ids 1..Brokers. Default 3;
 	// 1..100.
 	Brokers int
+	// Voters is how many of the brokers (ids 1..Voters) vote in the
+	// embedded Raft quorum; the others start with raft.voters naming
+	// those and raft.listen their own address, and join it as
+	// observers, as does a broker added by AddBroker. Raft only; ignored
+	// on ZooKeeper and etcd, which keep their own quorums. Default 0:
+	// every broker votes; else 1..Brokers.
+	Voters int
 	// SessionTimeout is every broker's --session-timeout, the failure
 	// detection time. Default 2s; 1s..5m.
 	SessionTimeout time.Duration
@@ -125,6 +132,9 @@ func (c *Config) Validate() error {
 	if c.Brokers < 1 || c.Brokers > 100 {
 		return fmt.Errorf("cluster brokers %d: must be between 1 and 100", c.Brokers)
 	}
+	if c.Voters < 0 || c.Voters > c.Brokers {
+		return fmt.Errorf("cluster voters %d: must be between 1 and %d (the brokers), or 0 for every broker", c.Voters, c.Brokers)
+	}
 	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
 		return fmt.Errorf("cluster session timeout %v: must be between 1s and 5m", c.SessionTimeout)
 	}
@@ -168,9 +178,21 @@ func (c *Config) Validate() error {
 // Cluster is a set of running broker processes. Its methods are safe for
 // concurrent use.
 type Cluster struct {
-	cfg     Config
+	cfg    Config
+	closed atomic.Bool
+
+	// mu guards brokers, which AddBroker grows.
+	mu      sync.Mutex
 	brokers []*Broker
-	closed  atomic.Bool
+}
+
+// voterCount is how many brokers, from broker 1, start as voters of the
+// Raft quorum (Config.Voters).
+func (c *Config) voterCount() int {
+	if c.Voters == 0 {
+		return c.Brokers
+	}
+	return c.Voters
 }
 
 // Start starts every broker of cfg and returns without waiting for them
@@ -185,14 +207,36 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	var voters []string
-	for i := 0; i < cfg.Brokers; i++ {
+	for i := 0; i < cfg.voterCount(); i++ {
 		voters = append(voters, fmt.Sprintf("%d@%s", i+1, raftPorts[i]))
 	}
-	for i := 0; i < cfg.Brokers; i++ {
+	made, err := c.makeBrokers(0, kafkaPorts, raftPorts, voters)
+	c.brokers = made
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	for _, b := range c.brokers {
+		if err := b.Start(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// makeBrokers makes, without starting them, the brokers of indexes
+// from..len(kafkaPorts)-1 (ids from+1..), broker i at Kafka address
+// kafkaPorts[i] and, on Raft, raftPorts[i], joining the quorum whose
+// voters are "id@addr" each. On error it returns the brokers made so
+// far, whose proxies the caller closes.
+func (c *Cluster) makeBrokers(from int, kafkaPorts, raftPorts, voters []string) (made []*Broker, err error) {
+	cfg := c.cfg
+	for i := from; i < len(kafkaPorts); i++ {
 		id := int32(i + 1)
 		dir := filepath.Join(cfg.Dir, "broker-"+strconv.Itoa(i+1))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("cluster dir of broker %d: %w", id, err)
+			return made, fmt.Errorf("cluster dir of broker %d: %w", id, err)
 		}
 		b := &Broker{
 			ID:      id,
@@ -232,8 +276,7 @@ func Start(cfg Config) (*Cluster, error) {
 		if cfg.CoordProxies && cfg.Backend != "raft" {
 			var err error
 			if zkConnect, etcdEndpoints, err = b.proxyCoord(cfg); err != nil {
-				c.Close()
-				return nil, err
+				return append(made, b), err
 			}
 		}
 		switch cfg.Backend {
@@ -248,24 +291,17 @@ func Start(cfg Config) (*Cluster, error) {
 		for _, kv := range cfg.Sets {
 			b.args = append(b.args, "--set", kv)
 		}
-		c.brokers = append(c.brokers, b)
+		made = append(made, b)
 		if cfg.Proxies {
 			proxy, err := NewProxy(b.Addr)
 			if err != nil {
-				c.Close()
-				return nil, fmt.Errorf("proxy of broker %d: %w", id, err)
+				return made, fmt.Errorf("proxy of broker %d: %w", id, err)
 			}
 			b.Proxy = proxy
 			b.args = append(b.args, "--advertise", proxy.Addr)
 		}
 	}
-	for _, b := range c.brokers {
-		if err := b.Start(); err != nil {
-			c.Close()
-			return nil, err
-		}
-	}
-	return c, nil
+	return made, nil
 }
 
 // ports returns the Kafka and Raft addresses of every broker.
@@ -293,20 +329,25 @@ func FreeAddrs(n int) ([]string, error) { return freeport.Addrs(n) }
 func (c *Cluster) Config() Config { return c.cfg }
 
 // Brokers returns every broker, running or not, by id order.
-func (c *Cluster) Brokers() []*Broker { return append([]*Broker(nil), c.brokers...) }
+func (c *Cluster) Brokers() []*Broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Broker(nil), c.brokers...)
+}
 
 // Broker returns the broker with id, or nil.
 func (c *Cluster) Broker(id int32) *Broker {
-	if id < 1 || int(id) > len(c.brokers) {
+	brokers := c.Brokers()
+	if id < 1 || int(id) > len(brokers) {
 		return nil
 	}
-	return c.brokers[id-1]
+	return brokers[id-1]
 }
 
 // Running returns the brokers whose process runs (paused ones included).
 func (c *Cluster) Running() []*Broker {
 	var out []*Broker
-	for _, b := range c.brokers {
+	for _, b := range c.Brokers() {
 		if b.Running() {
 			out = append(out, b)
 		}
@@ -317,7 +358,7 @@ func (c *Cluster) Running() []*Broker {
 // Live returns the brokers whose process runs and is not paused.
 func (c *Cluster) Live() []*Broker {
 	var out []*Broker
-	for _, b := range c.brokers {
+	for _, b := range c.Brokers() {
 		if b.Running() && !b.Paused() {
 			out = append(out, b)
 		}
@@ -327,8 +368,9 @@ func (c *Cluster) Live() []*Broker {
 
 // Bootstrap returns the Kafka addresses of every broker.
 func (c *Cluster) Bootstrap() []string {
-	out := make([]string, len(c.brokers))
-	for i, b := range c.brokers {
+	brokers := c.Brokers()
+	out := make([]string, len(brokers))
+	for i, b := range brokers {
 		out[i] = b.Addr
 	}
 	return out
@@ -340,9 +382,10 @@ func (c *Cluster) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	brokers := c.Brokers()
 	var wg sync.WaitGroup
-	errs := make([]error, len(c.brokers))
-	for i, b := range c.brokers {
+	errs := make([]error, len(brokers))
+	for i, b := range brokers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -350,7 +393,7 @@ func (c *Cluster) Close() error {
 		}()
 	}
 	wg.Wait()
-	for _, b := range c.brokers {
+	for _, b := range brokers {
 		if b.CoordProxy != nil {
 			errs = append(errs, b.CoordProxy.Close())
 		}
@@ -364,9 +407,10 @@ func (c *Cluster) Close() error {
 // Stop stops every running broker with SIGTERM, all at once, and waits up
 // to timeout for each.
 func (c *Cluster) Stop(timeout time.Duration) error {
+	brokers := c.Brokers()
 	var wg sync.WaitGroup
-	errs := make([]error, len(c.brokers))
-	for i, b := range c.brokers {
+	errs := make([]error, len(brokers))
+	for i, b := range brokers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

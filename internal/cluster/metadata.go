@@ -188,7 +188,7 @@ func (c *Cluster) EveryLive(ctx context.Context, check func(*Metadata) error, to
 // checkExits returns a Permanent error naming the first broker that
 // exited on its own, with its log's tail.
 func (c *Cluster) checkExits() error {
-	for _, b := range c.brokers {
+	for _, b := range c.Brokers() {
 		if exited, err := b.Exit(); exited {
 			return Permanent(fmt.Errorf("broker %d exited on its own (%v); the tail of its log %s:\n%s", b.ID, err, b.LogPath, b.LogTail(2048)))
 		}
