@@ -24,8 +24,8 @@ import (
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
-// Brokers is the size of every cluster the lab starts, and the
-// replication factor of its topics.
+// Brokers is the replication factor of the lab's topics, and the size of
+// every cluster it starts unless told otherwise (bench failover --brokers).
 const Brokers = 3
 
 // Binary returns the tripod executable whose `serve` the lab's brokers
@@ -108,20 +108,21 @@ func (s *CoordServers) Close() {
 	}
 }
 
-// WaitSteady waits until every broker of c (Brokers of them) runs and
-// every live broker agrees on the controller and on the leader, leader
-// epoch and ISR of each partition of topics (partitions each), with every
-// ISR full; it returns one broker's view.
+// WaitSteady waits until every broker of c runs and every live broker
+// agrees on the controller and on the leader, leader epoch and ISR of each
+// partition of topics (partitions each), with every ISR holding every
+// replica; it returns one broker's view.
 func WaitSteady(ctx context.Context, c *cluster.Cluster, topics []string, partitions int, timeout time.Duration) (*cluster.Metadata, error) {
 	var base *cluster.Metadata
 	err := cluster.WaitFor(ctx, timeout, func() error {
 		base = nil
-		if len(c.Live()) != Brokers {
-			return fmt.Errorf("%d of %d brokers live", len(c.Live()), Brokers)
+		brokers := len(c.Brokers())
+		if len(c.Live()) != brokers {
+			return fmt.Errorf("%d of %d brokers live", len(c.Live()), brokers)
 		}
 		return c.EveryLive(ctx, func(md *cluster.Metadata) error {
-			if len(md.Brokers) != Brokers {
-				return fmt.Errorf("lists brokers %v, want %d", md.Brokers, Brokers)
+			if len(md.Brokers) != brokers {
+				return fmt.Errorf("lists brokers %v, want %d", md.Brokers, brokers)
 			}
 			if b := c.Broker(md.ControllerID); b == nil || !b.Running() {
 				return fmt.Errorf("names controller %d, want a live broker", md.ControllerID)
@@ -135,8 +136,8 @@ func WaitSteady(ctx context.Context, c *cluster.Cluster, topics []string, partit
 					return fmt.Errorf("%d partitions of %s, want %d", len(parts), topic, partitions)
 				}
 				for i, p := range parts {
-					if p.Leader < 0 || len(p.ISR) != Brokers {
-						return fmt.Errorf("partition %s-%d: leader %d, ISR %v, want a leader and %d in the ISR", topic, p.Partition, p.Leader, p.ISR, Brokers)
+					if p.Leader < 0 || len(p.Replicas) == 0 || len(p.ISR) != len(p.Replicas) {
+						return fmt.Errorf("partition %s-%d: leader %d, ISR %v, want a leader and every replica of %v in the ISR", topic, p.Partition, p.Leader, p.ISR, p.Replicas)
 					}
 					if base != nil {
 						if bp := base.Partitions[topic][i]; !SamePartitionState(bp, p) {

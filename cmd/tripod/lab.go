@@ -111,9 +111,11 @@ func newBenchFailoverCmd() *cobra.Command {
 		Use:   "failover",
 		Short: "Measure how fast each coordination backend recovers from a crashed broker",
 		Long: `Measure failover per coordination backend. For every --coord and --partitions
-it starts a cluster of 3 brokers of this binary (separate processes, all with
-the same --session-timeout; a local ZooKeeper from Debian's zookeeper package
-or --zk-connect, an embedded etcd or --etcd-endpoints), creates a topic with
+it starts a cluster of --brokers brokers of this binary (separate processes,
+all with the same --session-timeout; on raft brokers 1..--voters vote in the
+Raft quorum and the others observe; a local ZooKeeper from Debian's
+zookeeper package or --zk-connect, an embedded etcd or --etcd-endpoints),
+creates a topic with
 that many partitions (or --topics topics sharing them evenly),
 replication factor 3 and min.insync.replicas=2, and runs an acks=all
 producer writing --rate records/s to every partition (or to the first
@@ -158,6 +160,8 @@ stderr.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&cfg.Coords, "coord", cfg.Coords, "coordination backends to compare: raft, zk, etcd (comma list)")
+	f.IntVar(&cfg.Brokers, "brokers", cfg.Brokers, "brokers in each cluster (the topics keep replication factor 3)")
+	f.IntVar(&cfg.Voters, "voters", cfg.Voters, "raft: brokers 1..V vote in the Raft quorum, the others observe (0: every broker; ignored on zk and etcd)")
 	f.IntSliceVar(&cfg.Partitions, "partitions", cfg.Partitions, "partition counts of the topic (comma list), one cluster each")
 	f.IntVar(&cfg.Topics, "topics", cfg.Topics, "topics the partitions spread over evenly (ZooKeeper holds a topic of at most about 55 000 partitions of 3 replicas)")
 	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "kills per case, backend and partition count")

@@ -24,7 +24,7 @@ import (
 // after them (not in raft.voters, joining through them). t.Cleanup
 // closes every node.
 type quorumNet struct {
-	t      *testing.T
+	t      testing.TB
 	voters map[coord.BrokerID]string
 	nodes  []*quorumNode // node i+1 at i
 
@@ -40,7 +40,7 @@ type quorumNode struct {
 
 // newQuorumNet opens v voters and o observers; configure, when not nil,
 // adjusts each node's Config.
-func newQuorumNet(t *testing.T, v, o int, configure func(*coord.Config)) *quorumNet {
+func newQuorumNet(t testing.TB, v, o int, configure func(*coord.Config)) *quorumNet {
 	t.Helper()
 	qn := &quorumNet{t: t, voters: map[coord.BrokerID]string{}}
 	dir := t.TempDir()
@@ -215,7 +215,7 @@ func memberIDs(ms []coord.QuorumMember) []coord.BrokerID {
 
 // controllerOn registers broker b.id on b and campaigns until it holds a
 // term.
-func controllerOn(t *testing.T, ctx context.Context, b *Backend) (coord.Session, coord.Term) {
+func controllerOn(t testing.TB, ctx context.Context, b *Backend) (coord.Session, coord.Term) {
 	t.Helper()
 	var s coord.Session
 	waitFor(t, 15*time.Second, fmt.Sprintf("broker %d registered", b.id), func() bool {

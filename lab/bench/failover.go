@@ -56,6 +56,13 @@ func splitFailoverCase(kase string) (broker, kind string) {
 type FailoverConfig struct {
 	// Coords are the coordination backends compared: raft, zk, etcd.
 	Coords []string
+	// Brokers is how many brokers each cluster runs, at least
+	// lab.Brokers (3), the topics' replication factor; default 3.
+	Brokers int
+	// Voters is, on raft, how many of the brokers (ids 1..Voters) vote
+	// in the Raft quorum, the others joining as observers; 0: every
+	// broker. ZooKeeper and etcd keep their own quorum and ignore it.
+	Voters int
 	// Partitions are the partition counts, one cluster each, spread evenly
 	// over Topics topics.
 	Partitions []int
@@ -108,6 +115,7 @@ type FailoverConfig struct {
 func DefaultFailoverConfig() FailoverConfig {
 	return FailoverConfig{
 		Coords:         []string{"raft", "zk", "etcd"},
+		Brokers:        lab.Brokers,
 		Partitions:     []int{1, 100},
 		Topics:         1,
 		Runs:           3,
@@ -134,6 +142,12 @@ func (o *FailoverConfig) validate() error {
 		if !slices.Contains(cluster.Backends, o.Coords[i]) {
 			return fmt.Errorf("--coord %q: must be one of raft, zk, etcd", c)
 		}
+	}
+	if o.Brokers < lab.Brokers || o.Brokers > 100 {
+		return fmt.Errorf("--brokers %d: must be between %d (the replication factor) and 100", o.Brokers, lab.Brokers)
+	}
+	if o.Voters < 0 || o.Voters > o.Brokers {
+		return fmt.Errorf("--voters %d: must be between 1 and %d (--brokers), or 0 for every broker", o.Voters, o.Brokers)
 	}
 	if len(o.Partitions) == 0 {
 		return errors.New("--partitions: give at least one count")
@@ -238,10 +252,15 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 	}()
 	servers := &lab.CoordServers{Dir: root}
 	defer servers.Close()
+	if o := slices.DeleteFunc(slices.Clone(opts.Coords), func(c string) bool { return c == "raft" }); opts.Voters > 0 && len(o) > 0 {
+		fmt.Fprintf(errOut, "note: --voters is ignored with --coord %s, which keeps its own quorum\n", strings.Join(o, ","))
+	}
 
 	report := &failoverReport{
 		Command:          strings.Join(os.Args, " "),
 		Started:          time.Now(),
+		Brokers:          opts.Brokers,
+		RaftVoters:       raftVoters(opts),
 		SessionTimeoutMs: float64(opts.SessionTimeout.Milliseconds()),
 		RatePerPartition: opts.Rate,
 		ClientBackoffMs:  float64(opts.ClientBackoff.Milliseconds()),
@@ -292,8 +311,12 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 			minISR = "min.insync.replicas not set (the brokers rejected it)"
 		}
 	}
-	fmt.Fprintf(out, "session timeout %v, %g records/s per partition, acks=all, RF %d, %s, brokers' GOMAXPROCS %d; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
-		opts.SessionTimeout, opts.Rate, lab.Brokers, minISR, report.BrokerGoMaxProcs, report.WallSeconds)
+	quorum := ""
+	if report.RaftVoters > 0 {
+		quorum = fmt.Sprintf(" (%d voting in the raft quorum)", report.RaftVoters)
+	}
+	fmt.Fprintf(out, "%d brokers%s, session timeout %v, %g records/s per partition, acks=all, RF %d, %s, brokers' GOMAXPROCS %d; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
+		opts.Brokers, quorum, opts.SessionTimeout, opts.Rate, lab.Brokers, minISR, report.BrokerGoMaxProcs, report.WallSeconds)
 	for _, s := range report.Series {
 		if s.TopicReadyMs > 0 {
 			what := "every leader acknowledged an acks=all write"
@@ -335,6 +358,18 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 		return fmt.Errorf("failover benchmark: %s", strings.Join(failures, "; "))
 	}
 	return nil
+}
+
+// raftVoters is how many brokers vote in the Raft quorum of a raft
+// series, or 0 when o measures no raft series.
+func raftVoters(o *FailoverConfig) int {
+	switch {
+	case !slices.Contains(o.Coords, "raft"):
+		return 0
+	case o.Voters == 0:
+		return o.Brokers
+	}
+	return o.Voters
 }
 
 // failoverTopics is how a series' partitions spread over its topics
@@ -418,7 +453,10 @@ func runFailoverSeries(ctx context.Context, opts *FailoverConfig, self, dir stri
 	name := fmt.Sprintf("tripod-failover-%d-%s-p%d", time.Now().UnixNano(), s.Backend, s.Partitions)
 	prog.show(s, "", 0, "starting the cluster")
 	cfg := cluster.DefaultConfig()
-	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, lab.Brokers
+	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, opts.Brokers
+	if s.Backend == "raft" {
+		cfg.Voters = opts.Voters
+	}
 	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.SessionTimeout, opts.Sets, opts.LogLevel
 	cfg.GoMaxProcs = opts.BrokerGoMaxProcs
 	if slices.Contains(opts.Kinds, "cut") && s.Backend != "raft" {

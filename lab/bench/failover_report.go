@@ -18,6 +18,11 @@ type failoverReport struct {
 	Started time.Time `json:"started"`
 	// WallSeconds is how long the whole benchmark took.
 	WallSeconds float64 `json:"wall_seconds"`
+	// Brokers is how many brokers each cluster ran.
+	Brokers int `json:"brokers"`
+	// RaftVoters is how many of them voted in the Raft quorum of the raft
+	// series (the others observed); absent without a raft series.
+	RaftVoters int `json:"raft_voters,omitempty"`
 	// SessionTimeoutMs is every broker's session timeout, the configured
 	// failure detection time, the same for every backend.
 	SessionTimeoutMs float64 `json:"session_timeout_ms"`

@@ -45,6 +45,9 @@ func TestBenchFailover(t *testing.T) {
 	if report.Lost != 0 {
 		t.Errorf("failover.json: %d acknowledged records lost, want 0", report.Lost)
 	}
+	if report.Brokers != 3 || report.RaftVoters != 3 {
+		t.Errorf("failover.json: %d brokers, %d raft voters; want 3 and 3 (every broker votes by default)", report.Brokers, report.RaftVoters)
+	}
 	if len(report.Series) != len(backends) {
 		t.Fatalf("failover.json holds %d series, want %d (one per backend)", len(report.Series), len(backends))
 	}
@@ -107,6 +110,27 @@ func TestBenchFailover(t *testing.T) {
 	// One bar per backend and phase: detection, election, unavailability.
 	if want := 3 * len(backends); bars != want {
 		t.Errorf("failover.svg has %d bars, want %d", bars, want)
+	}
+}
+
+// TestBenchFailoverRefusesBadQuorum checks that --brokers below the
+// replication factor and --voters outside 0..--brokers are refused by
+// name, before anything starts.
+func TestBenchFailoverRefusesBadQuorum(t *testing.T) {
+	for _, c := range []struct {
+		brokers, voters int
+		want            string
+	}{
+		{2, 0, "--brokers 2: must be between 3 (the replication factor) and 100"},
+		{101, 0, "--brokers 101: must be between 3 (the replication factor) and 100"},
+		{5, 6, "--voters 6: must be between 1 and 5 (--brokers), or 0 for every broker"},
+		{5, -1, "--voters -1: must be between 1 and 5 (--brokers), or 0 for every broker"},
+	} {
+		cfg := DefaultFailoverConfig()
+		cfg.Brokers, cfg.Voters, cfg.Binary, cfg.Out = c.brokers, c.voters, "/nonexistent/tripod", t.TempDir()
+		if err := Failover(context.Background(), cfg, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--brokers %d --voters %d: got %v, want %q", c.brokers, c.voters, err, c.want)
+		}
 	}
 }
 
