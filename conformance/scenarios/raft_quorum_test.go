@@ -35,8 +35,28 @@ import (
 // every partition gets a live leader, a topic can be created, and every
 // record acknowledged before and after is read back at its offset.
 func TestRaftRetireBrokerThenLoseAnother(t *testing.T) {
-	c := startClusterWith(t, "raft", 4, func(cfg *cluster.Config) { cfg.Voters = 3 })
-	waitQuorum(t, c, "brokers 1..3 vote, broker 4 observes", []int32{1, 2, 3}, []int32{4})
+	retireThenLoseAnother(t, 3)
+}
+
+// TestRaftRetireVoterThenLoseAnother: the same steps on four brokers that
+// all vote (the quorum before observers existed), with broker 4's voter
+// removed (`tripod quorum remove-voter 4`) after the drain and before the
+// stop, as the operations guide says for a voter: 3 voters remain, so
+// the controller's death leaves 2 of 3 live and the cluster goes on.
+func TestRaftRetireVoterThenLoseAnother(t *testing.T) {
+	retireThenLoseAnother(t, 4)
+}
+
+// retireThenLoseAnother runs the retirement of broker 4 on a cluster of
+// four brokers of which brokers 1..voters vote (3 or 4), then kills the
+// controller.
+func retireThenLoseAnother(t *testing.T, voters int) {
+	c := startClusterWith(t, "raft", 4, func(cfg *cluster.Config) { cfg.Voters = voters })
+	if voters == 4 {
+		waitQuorum(t, c, "brokers 1..4 vote", []int32{1, 2, 3, 4}, nil)
+	} else {
+		waitQuorum(t, c, "brokers 1..3 vote, broker 4 observes", []int32{1, 2, 3}, []int32{4})
+	}
 	createAssigned(t, c, "retire", [][]int32{{4, 1, 2}, {1, 4, 3}, {2, 3, 4}, {3, 1, 2}, {4, 2, 3}, {1, 2, 3}})
 	loads := make([]*load, 6)
 	for p := range loads {
@@ -61,6 +81,12 @@ func TestRaftRetireBrokerThenLoseAnother(t *testing.T) {
 		return nil
 	}, "retire")
 	t.Logf("broker 4 drained in %v", time.Since(drained).Round(time.Millisecond))
+
+	if voters == 4 {
+		t.Logf("step 1b: remove broker 4's voter")
+		quorumCLI(t, c, "remove-voter", 4)
+		waitQuorum(t, c, "brokers 1..3 vote, broker 4 observes", []int32{1, 2, 3}, []int32{4})
+	}
 
 	t.Logf("step 2: stop broker 4 for good")
 	if err := c.Broker(4).Stop(settle); err != nil {
