@@ -15,6 +15,11 @@ import (
 // the leader; the caller finds the leader again and retries.
 var errNotLeader = errors.New("not the raft leader")
 
+// errChangeOutcomeUnknown is a quorum change whose leader lost the
+// leadership before the change committed: it may have committed or not,
+// and asking the next leader tells.
+var errChangeOutcomeUnknown = errors.New("the leader lost the leadership before the quorum change committed")
+
 // wireCodes names the errors that cross the forward RPC, in the order
 // errorCode tries them.
 var wireCodes = []struct {
@@ -33,6 +38,7 @@ var wireCodes = []struct {
 	{"not_caught_up", coord.ErrNotCaughtUp},
 	{"quorum_change_in_progress", coord.ErrQuorumChangeInProgress},
 	{"no_live_majority", coord.ErrNoLiveMajority},
+	{"change_outcome_unknown", errChangeOutcomeUnknown},
 	{"not_leader", errNotLeader},
 	{"unavailable", coord.ErrUnavailable},
 }

@@ -408,10 +408,40 @@ func (b *Backend) describeQuorumLocal(_ context.Context, lead *leadership) (coor
 // ends (ErrQuorumChangeInProgress); one that meets a change of an
 // earlier leader not yet committed fails with ErrQuorumChangeInProgress.
 func (b *Backend) AddVoter(ctx context.Context, id coord.BrokerID) error {
-	_, err := b.onLeader(ctx, fmt.Sprintf("add voter %d", id), fwdRequest{Op: fwdAddVoter, Voter: id}, func(ctx context.Context, lead *leadership) (fwdResponse, error) {
-		return fwdResponse{}, b.addVoterLocal(ctx, lead, id)
+	return b.changeUntilKnown(ctx, coord.ErrDuplicateVoter, func() error {
+		_, err := b.onLeader(ctx, fmt.Sprintf("add voter %d", id), fwdRequest{Op: fwdAddVoter, Voter: id}, func(ctx context.Context, lead *leadership) (fwdResponse, error) {
+			return fwdResponse{}, b.addVoterLocal(ctx, lead, id)
+		})
+		return err
 	})
-	return err
+}
+
+// changeUntilKnown runs change, a quorum change through the leader, again
+// while its leader lost the leadership before the change committed
+// (errChangeOutcomeUnknown): the change may have committed or not. Once
+// it has been tried, done (ErrDuplicateVoter for an add, ErrVoterNotFound
+// for a removal) from a later try means the earlier one took effect.
+func (b *Backend) changeUntilKnown(ctx context.Context, done error, change func() error) error {
+	lost := false
+	for {
+		err := change()
+		switch {
+		case err == nil:
+			return nil
+		case lost && errors.Is(err, done):
+			return nil
+		case !errors.Is(err, errChangeOutcomeUnknown):
+			return err
+		}
+		lost = true
+		select {
+		case <-ctx.Done():
+			return err
+		case <-b.closing:
+			return err
+		case <-time.After(max(b.cfg.RaftHeartbeatTimeout/10, 10*time.Millisecond)):
+		}
+	}
 }
 
 // addVoterLocal is AddVoter on the leader.
@@ -440,6 +470,9 @@ func (b *Backend) addVoterLocal(ctx context.Context, lead *leadership, id coord.
 		return err
 	}
 	defer release()
+	if err := b.waitHeardFromAll(ctx, lead); err != nil {
+		return err
+	}
 	srv, err := observer()
 	if err != nil {
 		return err
@@ -499,10 +532,12 @@ func (b *Backend) waitCaughtUp(ctx context.Context, lead *leadership, id coord.B
 // joining again; a silent one is removed (it joins again as an observer
 // if it comes back). Changes go one at a time as for AddVoter.
 func (b *Backend) RemoveVoter(ctx context.Context, id coord.BrokerID) error {
-	_, err := b.onLeader(ctx, fmt.Sprintf("remove voter %d", id), fwdRequest{Op: fwdRemoveVoter, Voter: id}, func(ctx context.Context, lead *leadership) (fwdResponse, error) {
-		return fwdResponse{}, b.removeVoterLocal(ctx, lead, id)
+	return b.changeUntilKnown(ctx, coord.ErrVoterNotFound, func() error {
+		_, err := b.onLeader(ctx, fmt.Sprintf("remove voter %d", id), fwdRequest{Op: fwdRemoveVoter, Voter: id}, func(ctx context.Context, lead *leadership) (fwdResponse, error) {
+			return fwdResponse{}, b.removeVoterLocal(ctx, lead, id)
+		})
+		return err
 	})
-	return err
 }
 
 // removeVoterLocal is RemoveVoter on the leader.
@@ -524,18 +559,8 @@ func (b *Backend) removeVoterLocal(ctx context.Context, lead *leadership, id coo
 		return err
 	}
 	defer release()
-	// A new leader has heard from every live member once its tenure is
-	// liveWindow old; before that, a silent member may be a live one.
-	if wait := b.liveWindow() - time.Since(lead.started); wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-lead.ctx.Done():
-			return errNotLeader
-		case <-b.closing:
-			return coord.ErrClosed
-		}
+	if err := b.waitHeardFromAll(ctx, lead); err != nil {
+		return err
 	}
 	if err := voter(); err != nil {
 		return err
@@ -559,6 +584,26 @@ func (b *Backend) removeVoterLocal(ctx context.Context, lead *leadership, id coo
 	}
 	b.log.Info("raft voter removed", "broker", id, "stays_observer", live, "voters", formatVoters(b.configuration()))
 	return nil
+}
+
+// waitHeardFromAll waits until lead's tenure is liveWindow old: a new
+// leader has heard from every live member by then; before, a silent
+// member may be a live one.
+func (b *Backend) waitHeardFromAll(ctx context.Context, lead *leadership) error {
+	wait := b.liveWindow() - time.Since(lead.started)
+	if wait <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(wait):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-lead.ctx.Done():
+		return errNotLeader
+	case <-b.closing:
+		return coord.ErrClosed
+	}
 }
 
 // checkLiveMajority refuses a change whose voters would not include a
@@ -683,6 +728,9 @@ func (b *Backend) changeConfiguration(ctx context.Context, change func(prevIndex
 	}
 	f := change(b.configIndex(), enqueue)
 	if err := b.waitFuture(ctx, f, b.raftOps.RUnlock); err != nil {
+		if errors.Is(err, hraft.ErrLeadershipLost) {
+			return fmt.Errorf("%w: %w", errChangeOutcomeUnknown, err)
+		}
 		return err
 	}
 	// The next change is conditioned on this one, committed now, though
@@ -733,7 +781,9 @@ func (b *Backend) followQuorumTimeouts() {
 		}
 		b.loneReloaded = true
 	}
-	if voterCount(conf) <= 1 {
+	if voterCount(conf) <= 1 || len(b.quorumSem) > 0 {
+		// conf may hold a change not committed yet: a leader that handed
+		// off now would lose it mid-commit.
 		return
 	}
 	b.loneLeft.Store(true)
