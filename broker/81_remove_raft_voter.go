@@ -19,7 +19,8 @@ func init() { registerOptionalAPI(81, 0, 0, servesQuorum, handleRemoveRaftVoter)
 // is ignored, as in AddRaftVoter. Errors answer as kafkaerr.Quorum maps
 // them: VOTER_NOT_FOUND (not a voter), REQUEST_TIMED_OUT (another change
 // in progress, out of time), NOT_LEADER_OR_FOLLOWER (no leader),
-// UNKNOWN_SERVER_ERROR with its reason for the last voter. With an
+// INVALID_REQUEST with its reason for the last voter, or for one without
+// which the rest would have no live majority. With an
 // authorizer the request needs ALTER on the cluster (security/rules.go).
 func handleRemoveRaftVoter(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.RemoveRaftVoterRequest)
