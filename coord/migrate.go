@@ -1,0 +1,222 @@
+package coord
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Moving a cluster between coordination backends (`tripod migrate`,
+// docs/architecture.md "Changing the coordination backend"): freeze the
+// source, copy everything the contract stores into the target, switch
+// the brokers over. Every backend is a Migrator: it keeps a migration
+// record (Migration), refuses writes while its record freezes it, and
+// imports a Snapshot that Export took of another backend.
+
+// MigrationPhase is where a migration stands, as the backend that keeps
+// the record sees it.
+type MigrationPhase string
+
+// The phases. On the source: Frozen (the copy is being taken: writes are
+// refused), Switched (the copy is in the target and brokers move to it:
+// writes stay refused), Finalized (every live broker moved: the source
+// is retired for good), RolledBack (the migration was undone before
+// finalize: the source takes writes again, as before it began). On the
+// target: Importing (the copy is being written: writes are refused),
+// Imported (it holds the copy; it takes writes).
+const (
+	MigrationFrozen     MigrationPhase = "frozen"
+	MigrationSwitched   MigrationPhase = "switched"
+	MigrationFinalized  MigrationPhase = "finalized"
+	MigrationRolledBack MigrationPhase = "rolled-back"
+	MigrationImporting  MigrationPhase = "importing"
+	MigrationImported   MigrationPhase = "imported"
+)
+
+// Refuses reports whether a backend whose record is in phase p refuses
+// writes: a source frozen, switched or finalized, a target being
+// imported into. Import's own writes are not refused.
+func (p MigrationPhase) Refuses() bool {
+	return p == MigrationFrozen || p == MigrationSwitched || p == MigrationFinalized || p == MigrationImporting
+}
+
+// Migration is a backend's migration record: one per backend, the last
+// migration it took part in.
+type Migration struct {
+	// ID names the migration; the source and the target hold the same.
+	ID string `json:"id"`
+	// From and To are the backends' names (zk, etcd, raft).
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Target holds the coordination properties a broker opens the target
+	// with (coordination.backend, zookeeper.connect, etcd.endpoints,
+	// raft.voters, ...), as the source's record gives them to the
+	// brokers; empty on the target.
+	Target map[string]string `json:"target,omitempty"`
+	// Phase is where the migration stands in this backend.
+	Phase MigrationPhase `json:"phase"`
+	// Bases, on the target, are what it adds to every epoch and version
+	// it reports (EpochBases); zero on the source.
+	Bases EpochBases `json:"bases"`
+	// Updated is when the record was last written.
+	Updated time.Time `json:"updated"`
+}
+
+// EpochBases carry the source's epochs and versions over to the target,
+// so that none goes backwards across a migration and every fencing rule
+// holds across it: a backend whose record has Bases reports each broker
+// epoch, controller epoch, partition epoch and Version as its own plus
+// the base, and takes them back (Broker.Replaces, SetPartition's
+// ExpectedEpoch, EvictController's epoch) minus the base. Export sets
+// each base to one more than the highest value the source reported.
+type EpochBases struct {
+	Broker     int64 `json:"broker"`
+	Controller int64 `json:"controller"`
+	Partition  int32 `json:"partition"`
+	Version    int64 `json:"version"`
+}
+
+// Snapshot is everything a cluster keeps in its coordination backend, as
+// Export reads it from one for another to Import.
+type Snapshot struct {
+	// Metadata holds every topic (assignment, configs, reassignments in
+	// progress) and partition state (leader, leader epoch, ISR,
+	// controller epoch; the partition epoch is the source's).
+	Metadata *Metadata
+	// Security holds the SCRAM credentials and ACLs.
+	Security *SecurityState
+	// Configs holds the dynamic broker configs and client quotas (topic
+	// configs travel in Metadata).
+	Configs *ConfigState
+	// NextProducerID is above every producer id the source handed out:
+	// the target's first block starts there.
+	NextProducerID int64
+	// ProducerIDKey is the cluster's producer id key, so that ids issued
+	// before the migration still verify after it.
+	ProducerIDKey []byte
+	// Bases are the target's EpochBases.
+	Bases EpochBases
+}
+
+// Migrator is implemented by every backend. While its record's phase
+// Refuses writes, these fail with ErrMigrated and change nothing:
+// Commit, AllocateProducerIDs, the SecurityStore's and ConfigStore's
+// writes, and ProducerIDKey when it would store a key. Sessions,
+// elections and reads go on.
+type Migrator interface {
+	// Migration returns this backend's record; ok is false when it has
+	// none. Errors: ErrUnavailable, ctx.Err(), ErrClosed.
+	Migration(ctx context.Context) (m Migration, ok bool, err error)
+
+	// SetMigration replaces the record with m if the stored one has
+	// prev's ID and Phase (prev nil: if none is stored), atomically with
+	// respect to every write the record refuses: once SetMigration of a
+	// refusing phase returns, no write that began before it lands. It
+	// returns the version the record was written at (the backend's own
+	// unit: zxid, revision, log index, raised by its own Bases), above
+	// every broker epoch and Version this backend reported before. It
+	// blocks until m is durable or ctx ends. Errors: ErrVersionMismatch
+	// when the stored record is not prev; ErrUnavailable; ctx.Err();
+	// ErrClosed.
+	SetMigration(ctx context.Context, prev *Migration, m Migration) (version int64, err error)
+
+	// NextProducerID returns where the next producer id block would
+	// start: above every id AllocateProducerIDs handed out. Errors:
+	// ErrUnavailable, ctx.Err(), ErrClosed.
+	NextProducerID(ctx context.Context) (int64, error)
+
+	// WatchMigration sends the record on the returned channel (ok false
+	// while there is none): first the current one, then every change;
+	// values may be coalesced. The channel is closed when ctx ends or the
+	// backend is closed. Errors: ErrUnavailable, ctx.Err(), ErrClosed.
+	WatchMigration(ctx context.Context) (<-chan MigrationRecord, error)
+
+	// Import writes snap into this backend, with m as its record: first
+	// the record in phase Importing, then the topics and partition
+	// states, the security and config states, the producer id counter
+	// (the next block starts at snap.NextProducerID) and key, in chunks,
+	// then the record in phase Imported. From then on the backend reports
+	// its epochs and versions raised by m.Bases (snap.Bases). The backend
+	// must hold no topic, no SCRAM credential, ACL, dynamic config or
+	// quota, and no record, or a record of m.ID in phase Importing: an
+	// Import that failed midway is retried with the same m, and replaces
+	// what the failed one wrote. Errors: ErrExists when the backend holds
+	// any of those; ErrTooLarge; ErrUnavailable; ctx.Err(); ErrClosed.
+	Import(ctx context.Context, snap *Snapshot, m Migration) error
+}
+
+// MigrationRecord is a value WatchMigration sends.
+type MigrationRecord struct {
+	Migration Migration
+	OK        bool
+}
+
+// ErrMigrated: a write to a backend whose migration record refuses
+// writes (a frozen, switched or finalized source). It is retriable while
+// the migration goes on: the write belongs on the target once the
+// brokers switch, or on the source again after a rollback.
+var ErrMigrated = errors.New("coord: the cluster is migrating to another coordination backend")
+
+// Export reads a Snapshot of b, which its record freezes, and computes
+// the target's EpochBases from what b reported: one above frozenAt (the
+// version SetMigration froze b at) and its highest live broker epoch,
+// above its controller epoch and every partition's, its highest
+// partition epoch and its versions.
+func Export(ctx context.Context, b Backend, frozenAt int64) (*Snapshot, error) {
+	md, err := b.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("export metadata: %w", err)
+	}
+	sec, err := b.LoadSecurity(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("export security state: %w", err)
+	}
+	cfgs, err := b.LoadConfigs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("export configs: %w", err)
+	}
+	members, err := b.Members(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("export live brokers: %w", err)
+	}
+	ctrl, err := b.Controller(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("export controller epoch: %w", err)
+	}
+	next, err := b.(Migrator).NextProducerID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("export producer id counter: %w", err)
+	}
+	proposed := make([]byte, ProducerIDKeySize)
+	if _, err := rand.Read(proposed); err != nil {
+		return nil, fmt.Errorf("export producer id key: %w", err)
+	}
+	key, err := b.ProducerIDKey(ctx, proposed)
+	if err != nil {
+		return nil, fmt.Errorf("export producer id key: %w", err)
+	}
+	snap := &Snapshot{Metadata: md, Security: sec, Configs: cfgs, NextProducerID: next, ProducerIDKey: key}
+	snap.Bases = snapshotBases(snap, frozenAt, members, ctrl)
+	return snap, nil
+}
+
+// snapshotBases returns the EpochBases a target of snap starts from.
+func snapshotBases(snap *Snapshot, frozenAt int64, members []Broker, ctrl ControllerInfo) EpochBases {
+	bases := EpochBases{Broker: frozenAt}
+	for _, m := range members {
+		bases.Broker = max(bases.Broker, m.Epoch)
+	}
+	bases.Controller = ctrl.Epoch
+	for _, st := range snap.Metadata.Partitions {
+		bases.Partition = max(bases.Partition, st.PartitionEpoch)
+		bases.Controller = max(bases.Controller, st.ControllerEpoch)
+	}
+	bases.Version = max(frozenAt, snap.Metadata.Version, snap.Security.Version, snap.Configs.Version)
+	bases.Broker++
+	bases.Controller++
+	bases.Partition++
+	bases.Version++
+	return bases
+}
