@@ -185,7 +185,11 @@ func Export(ctx context.Context, b Backend, frozenAt int64) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("export controller epoch: %w", err)
 	}
-	next, err := b.(Migrator).NextProducerID(ctx)
+	mig, ok := b.(Migrator)
+	if !ok {
+		return nil, fmt.Errorf("export: backend %T cannot migrate", b)
+	}
+	next, err := mig.NextProducerID(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("export producer id counter: %w", err)
 	}
