@@ -27,25 +27,6 @@ func init() { registerOptionalAPI(80, 0, 0, servesQuorum, handleAddRaftVoter) }
 func handleAddRaftVoter(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.AddRaftVoterRequest)
 	resp := r.ResponseKind().(*kmsg.AddRaftVoterResponse)
-	if e, msg := checkClusterID(r.ClusterID); e != nil {
-		resp.ErrorCode, resp.ErrorMessage = e.Code, msg
-		return resp, nil, nil
-	}
-	if r.VoterID < 0 {
-		resp.ErrorCode, resp.ErrorMessage = invalidVoterID(r.VoterID)
-		return resp, nil, nil
-	}
-	q, _ := b.quorum()
-	wait := voterChangeWait(r.TimeoutMillis)
-	principal := req.conn.principal().String()
-	return nil, func(ctx context.Context) kmsg.Response {
-		ctx, cancel := context.WithTimeout(ctx, wait)
-		defer cancel()
-		err := q.AddVoter(ctx, coord.BrokerID(r.VoterID))
-		resp.ErrorCode, resp.ErrorMessage = quorumError(err)
-		if err == nil {
-			b.logger.Info("broker added to the raft voters", "voter", r.VoterID, "principal", principal)
-		}
-		return resp
-	}, nil
+	return voterChange(b, req, resp, r.ClusterID, r.VoterID, voterChangeWait(r.TimeoutMillis), coord.Quorum.AddVoter,
+		func(code int16, msg *string) { resp.ErrorCode, resp.ErrorMessage = code, msg }, "broker added to the raft voters")
 }

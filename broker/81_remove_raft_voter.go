@@ -25,24 +25,6 @@ func init() { registerOptionalAPI(81, 0, 0, servesQuorum, handleRemoveRaftVoter)
 func handleRemoveRaftVoter(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.RemoveRaftVoterRequest)
 	resp := r.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
-	if e, msg := checkClusterID(r.ClusterID); e != nil {
-		resp.ErrorCode, resp.ErrorMessage = e.Code, msg
-		return resp, nil, nil
-	}
-	if r.VoterID < 0 {
-		resp.ErrorCode, resp.ErrorMessage = invalidVoterID(r.VoterID)
-		return resp, nil, nil
-	}
-	q, _ := b.quorum()
-	principal := req.conn.principal().String()
-	return nil, func(ctx context.Context) kmsg.Response {
-		ctx, cancel := context.WithTimeout(ctx, quorumWait)
-		defer cancel()
-		err := q.RemoveVoter(ctx, coord.BrokerID(r.VoterID))
-		resp.ErrorCode, resp.ErrorMessage = quorumError(err)
-		if err == nil {
-			b.logger.Info("broker removed from the raft voters", "voter", r.VoterID, "principal", principal)
-		}
-		return resp
-	}, nil
+	return voterChange(b, req, resp, r.ClusterID, r.VoterID, quorumWait, coord.Quorum.RemoveVoter,
+		func(code int16, msg *string) { resp.ErrorCode, resp.ErrorMessage = code, msg }, "broker removed from the raft voters")
 }

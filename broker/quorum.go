@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -80,6 +81,36 @@ func voterChangeWait(timeoutMillis int32) time.Duration {
 func invalidVoterID(id int32) (int16, *string) {
 	msg := "voter id " + strconv.Itoa(int(id)) + ": want a broker id, at least 0"
 	return kerr.InvalidRequest.Code, &msg
+}
+
+// voterChange answers AddRaftVoter or RemoveRaftVoter: it checks the
+// request's cluster id and voter id, then makes the change (change, a
+// coord.Quorum method) within wait, after the connection's earlier
+// requests, and logs it as done. setErr writes an error code and message
+// into the response.
+func voterChange(b *Broker, req *request, resp kmsg.Response, clusterID *string, voterID int32, wait time.Duration,
+	change func(coord.Quorum, context.Context, coord.BrokerID) error, setErr func(int16, *string), done string,
+) (kmsg.Response, laterFunc, error) {
+	if e, msg := checkClusterID(clusterID); e != nil {
+		setErr(e.Code, msg)
+		return resp, nil, nil
+	}
+	if voterID < 0 {
+		setErr(invalidVoterID(voterID))
+		return resp, nil, nil
+	}
+	q, _ := b.quorum()
+	principal := req.conn.principal().String()
+	return nil, func(ctx context.Context) kmsg.Response {
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		err := change(q, ctx, coord.BrokerID(voterID))
+		setErr(quorumError(err))
+		if err == nil {
+			b.logger.Info(done, "voter", voterID, "principal", principal)
+		}
+		return resp
+	}, nil
 }
 
 // describeQuorumResponse is DescribeQuorum's answer at version for the
