@@ -643,12 +643,7 @@ func (b *Backend) applyLocal(ctx context.Context, cmd *command) (applyResult, er
 // otherwise through the forward RPC. It retries while there is no leader
 // or the leader moves, until ctx ends. what names the command in errors.
 func (b *Backend) apply(ctx context.Context, what string, cmd *command) (applyResult, error) {
-	retry := max(b.cfg.RaftHeartbeatTimeout/10, 10*time.Millisecond)
-	var last error
-	for {
-		if b.isClosed() && cmd.Type != cmdDeregister {
-			return applyResult{}, fmt.Errorf("%w: %s", coord.ErrClosed, what)
-		}
+	return untilLeader(ctx, b, what, cmd.Type == cmdDeregister, func() (applyResult, error) {
 		var res applyResult
 		var err error
 		addr, id := b.raft.LeaderWithID()
@@ -671,6 +666,24 @@ func (b *Backend) apply(ctx context.Context, what string, cmd *command) (applyRe
 			// Reads on this node see the entry once Apply returns.
 			b.waitApplied(ctx, res.Index)
 		}
+		return res, err
+	})
+}
+
+// untilLeader calls try, which acts on the leader (here, or forwarded to
+// it), again every tenth of a heartbeat timeout while it fails with
+// errNotLeader, until it succeeds, fails otherwise, ctx ends or the
+// backend closes (unless whileClosed). Its other errors are translated
+// for what.
+func untilLeader[T any](ctx context.Context, b *Backend, what string, whileClosed bool, try func() (T, error)) (T, error) {
+	retry := max(b.cfg.RaftHeartbeatTimeout/10, 10*time.Millisecond)
+	var last error
+	for {
+		if b.isClosed() && !whileClosed {
+			var zero T
+			return zero, fmt.Errorf("%w: %s", coord.ErrClosed, what)
+		}
+		res, err := try()
 		if err == nil {
 			return res, nil
 		}

@@ -643,40 +643,20 @@ func waitReady(ctx context.Context, lead *leadership) error {
 // retrying while there is no leader or the leader moves (nothing was done
 // then), until ctx ends or Close. what names the call in errors.
 func (b *Backend) onLeader(ctx context.Context, what string, req fwdRequest, local func(ctx context.Context, lead *leadership) (fwdResponse, error)) (fwdResponse, error) {
-	retry := max(b.cfg.RaftHeartbeatTimeout/10, 10*time.Millisecond)
-	var last error
-	for {
-		if b.isClosed() {
-			return fwdResponse{}, fmt.Errorf("%w: %s", coord.ErrClosed, what)
-		}
-		var resp fwdResponse
-		var err error
+	return untilLeader(ctx, b, what, false, func() (fwdResponse, error) {
 		addr, _ := b.raft.LeaderWithID()
 		if lead := b.currentLead(); lead != nil {
-			resp, err = local(ctx, lead)
-		} else if addr == "" {
+			return local(ctx, lead)
+		}
+		if addr == "" {
+			return fwdResponse{}, errNotLeader
+		}
+		resp, err := b.call(ctx, string(addr), req)
+		if err != nil && ctx.Err() == nil && isDialError(err) {
 			err = errNotLeader
-		} else {
-			resp, err = b.call(ctx, string(addr), req)
-			if err != nil && ctx.Err() == nil && isDialError(err) {
-				err = errNotLeader
-			}
 		}
-		if err == nil {
-			return resp, nil
-		}
-		if !errors.Is(err, errNotLeader) && !isNotLeader(err) {
-			return resp, translate(what, err)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return resp, fmt.Errorf("%w: %s: no raft leader reachable (%v): %w", coord.ErrUnavailable, what, last, ctx.Err())
-		case <-b.closing:
-			return resp, fmt.Errorf("%w: %s", coord.ErrClosed, what)
-		case <-time.After(retry):
-		}
-	}
+		return resp, err
+	})
 }
 
 // lockQuorum takes the leader's quorum-change token, waiting for the
