@@ -177,6 +177,63 @@ func classicMembers(ctx context.Context, adm *kadm.Client, groupID string) (stab
 	return dg.State == "Stable", len(dg.Members), len(seen)
 }
 
+// groupRoll is a group of a six-partition topic on one broker whose
+// members are replaced one by one while a producer writes to the topic;
+// it tracks who owns each partition, every value consumed, and the
+// group's committed offsets.
+type groupRoll struct {
+	b              *Broker
+	cl             *kgo.Client
+	adm            *kadm.Client
+	ctx            context.Context
+	own            *ownership
+	tl             *tally
+	watch          *offsetWatch
+	producer       *numberedProducer
+	topic, groupID string
+}
+
+// startGroupRoll starts the broker, creates topic and starts the
+// producer, for a roll of group groupID.
+func startGroupRoll(t *testing.T, topic, groupID string) *groupRoll {
+	cfg := groupTestConfig(t)
+	fastConsumerGroups(&cfg)
+	r := &groupRoll{b: startBroker(t, cfg), topic: topic, groupID: groupID}
+	createTopic(t, r.b, topic, 6, nil)
+	r.cl = newClient(t, r.b)
+	r.adm = kadm.NewClient(r.cl)
+	r.ctx = testContext(t, 3*time.Minute)
+	r.own = &ownership{t: t, owner: map[string]string{}}
+	r.tl = newTally()
+	r.watch = &offsetWatch{t: t, adm: r.adm, groupID: groupID, topic: topic, last: map[int32]int64{}}
+	r.producer = startNumberedProducer(t, r.cl, topic)
+	return r
+}
+
+// finish stops the producer and checks the roll (what names it): every
+// record produced was consumed, the committed offsets reached the log
+// ends and never went back, checked many times, and no partition was
+// owned twice.
+func (r *groupRoll) finish(t *testing.T, what string) {
+	t.Helper()
+	n := r.producer.stop()
+	waitFor(t, r.ctx, "every record produced to be consumed", func() bool {
+		r.watch.check(r.ctx)
+		return r.tl.distinct() >= n
+	})
+	r.tl.checkEveryValueConsumed(t, n)
+	checkCommittedAtEnds(t, r.ctx, r.adm, r.groupID, r.topic, 6)
+	r.watch.next = time.Time{}
+	r.watch.check(r.ctx)
+	if r.watch.checks < 5 {
+		t.Fatalf("the committed offsets were checked %d times, want many", r.watch.checks)
+	}
+	if r.own.double.Load() != 0 {
+		t.Fatalf("%d partitions were owned by two consumers at once", r.own.double.Load())
+	}
+	t.Logf("%d records produced and consumed (%d distinct values seen) across the %s; offsets checked %d times", n, r.tl.distinct(), what, r.watch.checks)
+}
+
 // TestClassicGroupUpgradesAsMembersRoll is KIP-848's online upgrade: a
 // classic group of three consumers (cooperative-sticky, franz-go's
 // default, or the eager range balancer) reads a six-partition topic
@@ -195,18 +252,8 @@ func TestClassicGroupUpgradesAsMembersRoll(t *testing.T) {
 // testUpgradeRoll is TestClassicGroupUpgradesAsMembersRoll with classic
 // consumers of balancer.
 func testUpgradeRoll(t *testing.T, balancer ...kgo.Opt) {
-	cfg := groupTestConfig(t)
-	fastConsumerGroups(&cfg)
-	b := startBroker(t, cfg)
-	const topic, groupID = "rolling", "rollers"
-	createTopic(t, b, topic, 6, nil)
-	cl := newClient(t, b)
-	adm := kadm.NewClient(cl)
-	ctx := testContext(t, 3*time.Minute)
-	own := &ownership{t: t, owner: map[string]string{}}
-	tl := newTally()
-	watch := &offsetWatch{t: t, adm: adm, groupID: groupID, topic: topic, last: map[int32]int64{}}
-	producer := startNumberedProducer(t, cl, topic)
+	r := startGroupRoll(t, "rolling", "rollers")
+	b, cl, adm, ctx, own, tl, watch, topic, groupID := r.b, r.cl, r.adm, r.ctx, r.own, r.tl, r.watch, r.topic, r.groupID
 
 	classic := make([]*consumer848, 3)
 	for i := range classic {
@@ -238,22 +285,7 @@ func testUpgradeRoll(t *testing.T, balancer ...kgo.Opt) {
 		})
 	}
 
-	n := producer.stop()
-	waitFor(t, ctx, "every record produced to be consumed", func() bool {
-		watch.check(ctx)
-		return tl.distinct() >= n
-	})
-	tl.checkEveryValueConsumed(t, n)
-	checkCommittedAtEnds(t, ctx, adm, groupID, topic, 6)
-	watch.next = time.Time{}
-	watch.check(ctx)
-	if watch.checks < 5 {
-		t.Fatalf("the committed offsets were checked %d times, want many", watch.checks)
-	}
-	if own.double.Load() != 0 {
-		t.Fatalf("%d partitions were owned by two consumers at once", own.double.Load())
-	}
-	t.Logf("%d records produced and consumed (%d distinct values seen) across the upgrade; offsets checked %d times", n, tl.distinct(), watch.checks)
+	r.finish(t, "upgrade")
 }
 
 // TestConsumerGroupDowngradesAsMembersRoll is the reverse roll: a group
@@ -270,18 +302,8 @@ func TestConsumerGroupDowngradesAsMembersRoll(t *testing.T) {
 // testDowngradeRoll is TestConsumerGroupDowngradesAsMembersRoll with
 // classic consumers of balancer.
 func testDowngradeRoll(t *testing.T, balancer ...kgo.Opt) {
-	cfg := groupTestConfig(t)
-	fastConsumerGroups(&cfg)
-	b := startBroker(t, cfg)
-	const topic, groupID = "unrolling", "unrollers"
-	createTopic(t, b, topic, 6, nil)
-	cl := newClient(t, b)
-	adm := kadm.NewClient(cl)
-	ctx := testContext(t, 3*time.Minute)
-	own := &ownership{t: t, owner: map[string]string{}}
-	tl := newTally()
-	watch := &offsetWatch{t: t, adm: adm, groupID: groupID, topic: topic, last: map[int32]int64{}}
-	producer := startNumberedProducer(t, cl, topic)
+	r := startGroupRoll(t, "unrolling", "unrollers")
+	b, cl, adm, ctx, own, tl, watch, topic, groupID := r.b, r.cl, r.adm, r.ctx, r.own, r.tl, r.watch, r.topic, r.groupID
 
 	modern := make([]*consumer848, 3)
 	for i := range modern {
@@ -318,22 +340,7 @@ func testDowngradeRoll(t *testing.T, balancer ...kgo.Opt) {
 		t.Fatalf("ConsumerGroupDescribe of the downgraded group: got %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(d.ErrorCode))
 	}
 
-	n := producer.stop()
-	waitFor(t, ctx, "every record produced to be consumed", func() bool {
-		watch.check(ctx)
-		return tl.distinct() >= n
-	})
-	tl.checkEveryValueConsumed(t, n)
-	checkCommittedAtEnds(t, ctx, adm, groupID, topic, 6)
-	watch.next = time.Time{}
-	watch.check(ctx)
-	if watch.checks < 5 {
-		t.Fatalf("the committed offsets were checked %d times, want many", watch.checks)
-	}
-	if own.double.Load() != 0 {
-		t.Fatalf("%d partitions were owned by two consumers at once", own.double.Load())
-	}
-	t.Logf("%d records produced and consumed (%d distinct values seen) across the downgrade; offsets checked %d times", n, tl.distinct(), watch.checks)
+	r.finish(t, "downgrade")
 }
 
 // TestMixedGroupSurvivesRestart restarts the coordinator's broker under a
