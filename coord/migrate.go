@@ -55,6 +55,10 @@ type Migration struct {
 	// raft.voters, ...), as the source's record gives them to the
 	// brokers; empty on the target.
 	Target map[string]string `json:"target,omitempty"`
+	// Source, on the target, holds the coordination properties of the
+	// source, as the controller that copied it was started with: where
+	// finalize and rollback reach it. Empty on the source.
+	Source map[string]string `json:"source,omitempty"`
 	// Phase is where the migration stands in this backend.
 	Phase MigrationPhase `json:"phase"`
 	// Bases, on the target, are what it adds to every epoch and version
@@ -223,4 +227,14 @@ func snapshotBases(snap *Snapshot, frozenAt int64, members []Broker, ctrl Contro
 	bases.Partition++
 	bases.Version++
 	return bases
+}
+
+// Current returns the backend b serves from: b itself, or the one a
+// backend that moves between backends (coord/migration) uses now. Tell
+// what the backend can do (Quorum, ControllerEvictor) from it.
+func Current(b Backend) Backend {
+	if c, ok := b.(interface{ Current() Backend }); ok {
+		return c.Current()
+	}
+	return b
 }

@@ -1,0 +1,320 @@
+// Package migration is the coordination backend a broker opens: the one
+// its flags name, which it leaves for the target of a migration (`tripod
+// migrate`, coord.Migrator) when that backend's record says so, without
+// the broker restarting.
+//
+// Backend follows the migration record of the backend it serves from.
+// When the record freezes it for a migration and names the target's
+// properties, Backend opens the target beside it (the standby: on Raft
+// this node joins the target's quorum), so the migration can import
+// into it. When the record says switched, Backend serves from the
+// target from then on and closes the source: every session and term it
+// handed out on the source ends (Err ErrSessionExpired), every watch
+// channel closes, and the broker's loops, which register, campaign and
+// watch again when that happens, do so on the target. A broker that
+// cannot open the target keeps serving from the frozen source, whose
+// reads and watches go on, and logs why, until it can.
+//
+// Within one backend the contract holds as the backend gives it. Across
+// the switch the target's epoch bases (coord.EpochBases) keep every
+// epoch and version above the source's.
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tripodmq/tripod/coord"
+)
+
+// TargetConfig returns the Config this broker opens migration m's target
+// with: its own settings (logger, TLS files, data dir, broker id), the
+// coordination properties replaced by the record's (m.Target).
+type TargetConfig func(m coord.Migration) (coord.Config, error)
+
+// openRetry is the wait between attempts to open a target that could
+// not be opened.
+const openRetry = time.Second
+
+// Backend is a coord.Backend that moves to the target of a migration.
+type Backend struct {
+	log          hclog.Logger
+	targetConfig TargetConfig
+	open         func(coord.Config) (coord.Backend, error)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	// cur is the backend served from, gen the generation: it ends
+	// (genCtx is cancelled) when cur is left.
+	cur    coord.Backend
+	curCfg string
+	gen    *generation
+	// standby is the target opened for the migration standbyID, while
+	// the source is frozen; nil when none is open.
+	standby   coord.Backend
+	standbyID string
+	// standbyReady announces a change of standby.
+	standbyReady chan struct{}
+	closed       bool
+}
+
+// generation is one backend's time as the current one.
+type generation struct {
+	b      coord.Backend
+	name   string
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// Open opens the backend cfg names and follows its migration record.
+// targetConfig builds the Config of a migration's target; open opens one
+// (coord.Open).
+func Open(cfg coord.Config, targetConfig TargetConfig, open func(coord.Config) (coord.Backend, error)) (*Backend, error) {
+	cur, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if err := refuseFinalized(cur, cfg); err != nil {
+		_ = cur.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Backend{log: log, targetConfig: targetConfig, open: open, ctx: ctx, cancel: cancel, standbyReady: make(chan struct{})}
+	b.gen = b.newGeneration(cur, cfg.Backend)
+	b.cur, b.curCfg = cur, cfg.Backend
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.follow()
+	}()
+	return b, nil
+}
+
+// ErrFinalized: the backend a broker was started on was migrated to
+// another and the migration finalized.
+var ErrFinalized = errors.New("the cluster moved to another coordination backend")
+
+// refuseFinalized fails, naming the target, when cur's record says the
+// cluster left it for good; when the record cannot be read within the
+// time it allows (at most 2 s: a service that is down must not hold a
+// broker's start), Backend's record follower finds it later and moves to
+// the target.
+func refuseFinalized(cur coord.Backend, cfg coord.Config) error {
+	mig, ok := cur.(coord.Migrator)
+	if !ok || cfg.Backend == "raft" {
+		// A Raft source's record is read through its leader, which a
+		// starting node may not have yet; and a cluster that left Raft
+		// left no quorum behind to read it from.
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(max(cfg.SessionTimeout, 500*time.Millisecond), 2*time.Second))
+	defer cancel()
+	m, ok, err := mig.Migration(ctx)
+	if err != nil || !ok || m.Phase != coord.MigrationFinalized {
+		return nil
+	}
+	return fmt.Errorf("%w: coordination.backend %s was migrated to %s (migration %s, finalized at %s): start the broker with the target's properties: %s",
+		ErrFinalized, cfg.Backend, m.To, m.ID, m.Updated.UTC().Format(time.RFC3339), formatProps(m.Target))
+}
+
+// formatProps formats coordination properties as key=value, sorted.
+func formatProps(props map[string]string) string {
+	parts := make([]string, 0, len(props))
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		v := props[k]
+		if strings.Contains(k, "password") {
+			v = "[hidden]"
+		}
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, " ")
+}
+
+func (b *Backend) newGeneration(cur coord.Backend, name string) *generation {
+	ctx, cancel := context.WithCancel(b.ctx)
+	return &generation{b: cur, name: name, ctx: ctx, cancel: cancel}
+}
+
+// current returns the generation served from.
+func (b *Backend) current() *generation {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gen
+}
+
+// Current returns the backend served from now (coord.Current).
+func (b *Backend) Current() coord.Backend { return b.current().b }
+
+// Name returns the name of the backend served from now (zk, etcd, raft).
+func (b *Backend) Name() string { return b.current().name }
+
+// follow follows the current backend's migration record, moving to the
+// target when it switches, until Close.
+func (b *Backend) follow() {
+	for b.ctx.Err() == nil {
+		g := b.current()
+		mig, ok := g.b.(coord.Migrator)
+		if !ok {
+			return
+		}
+		coord.Follow(g.ctx, b.log, "the migration record", mig.WatchMigration, func(r coord.MigrationRecord) {
+			b.onRecord(g, r)
+		})
+	}
+}
+
+// onRecord acts on the record r of generation g's backend.
+func (b *Backend) onRecord(g *generation, r coord.MigrationRecord) {
+	m := r.Migration
+	switch {
+	case !r.OK || len(m.Target) == 0:
+	case m.Phase == coord.MigrationFrozen:
+		b.openStandby(g, m)
+	case m.Phase == coord.MigrationSwitched || m.Phase == coord.MigrationFinalized:
+		if m.Phase == coord.MigrationFinalized {
+			b.log.Error("this broker was started on a coordination backend the cluster left for good; moving to the target: start it with the target's properties",
+				"migration", m.ID, "to", m.To, "target", formatProps(m.Target))
+		}
+		if t := b.openStandby(g, m); t != nil {
+			b.switchTo(g, m, t)
+		}
+	case m.Phase == coord.MigrationRolledBack:
+		b.closeStandby(m.ID)
+	}
+}
+
+// openStandby opens migration m's target, once, retrying until it opens
+// or g ends, and returns it (nil if g ended first).
+func (b *Backend) openStandby(g *generation, m coord.Migration) coord.Backend {
+	b.mu.Lock()
+	if b.standby != nil && b.standbyID == m.ID {
+		t := b.standby
+		b.mu.Unlock()
+		return t
+	}
+	b.mu.Unlock()
+	b.closeStandby("")
+	cfg, err := b.targetConfig(m)
+	if err != nil {
+		b.log.Error("cannot migrate to the target: its properties are invalid; serving from the source", "migration", m.ID, "to", m.To, "error", err)
+		return nil
+	}
+	for attempt := 1; ; attempt++ {
+		t, err := b.open(cfg)
+		if err == nil {
+			b.mu.Lock()
+			if b.closed || g.ctx.Err() != nil {
+				b.mu.Unlock()
+				_ = t.Close()
+				return nil
+			}
+			b.standby, b.standbyID = t, m.ID
+			close(b.standbyReady)
+			b.standbyReady = make(chan struct{})
+			b.mu.Unlock()
+			b.log.Info("opened the migration's target", "migration", m.ID, "to", m.To)
+			return t
+		}
+		b.log.Warn("cannot open the migration's target; serving on the source's last metadata meanwhile", "migration", m.ID, "to", m.To, "attempt", attempt, "error", err)
+		select {
+		case <-g.ctx.Done():
+			return nil
+		case <-time.After(openRetry):
+		}
+	}
+}
+
+// closeStandby closes the standby unless it is migration keep's.
+func (b *Backend) closeStandby(keep string) {
+	b.mu.Lock()
+	t := b.standby
+	if t == nil || (keep != "" && b.standbyID == keep) {
+		b.mu.Unlock()
+		return
+	}
+	b.standby, b.standbyID = nil, ""
+	b.mu.Unlock()
+	if err := t.Close(); err != nil && !errors.Is(err, coord.ErrClosed) {
+		b.log.Warn("close the migration's target", "error", err)
+	}
+}
+
+// switchTo makes t, migration m's target, the current backend: g ends,
+// and with it every session, term and watch of g's backend, which is
+// closed.
+func (b *Backend) switchTo(g *generation, m coord.Migration, t coord.Backend) {
+	b.mu.Lock()
+	if b.gen != g || b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.gen = b.newGeneration(t, m.To)
+	b.cur, b.curCfg = t, m.To
+	b.standby, b.standbyID = nil, ""
+	b.mu.Unlock()
+	g.cancel()
+	b.log.Info("switched the coordination backend", "migration", m.ID, "from", g.name, "to", m.To)
+	if err := g.b.Close(); err != nil && !errors.Is(err, coord.ErrClosed) {
+		b.log.Warn("close the migration's source", "error", err)
+	}
+}
+
+// Standby returns the target of migration id opened beside the source,
+// waiting for it until ctx ends. Errors: ctx.Err(), coord.ErrClosed.
+func (b *Backend) Standby(ctx context.Context, id string) (coord.Backend, error) {
+	for {
+		b.mu.Lock()
+		t, tid, ready, closed := b.standby, b.standbyID, b.standbyReady, b.closed
+		b.mu.Unlock()
+		switch {
+		case closed:
+			return nil, coord.ErrClosed
+		case t != nil && tid == id:
+			return t, nil
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("the target of migration %s is not open: %w", id, ctx.Err())
+		}
+	}
+}
+
+// Close closes the current backend and the standby, ending every
+// session, term and watch, and waits for Backend's goroutines.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return coord.ErrClosed
+	}
+	b.closed = true
+	g, t := b.gen, b.standby
+	b.standby = nil
+	close(b.standbyReady)
+	b.mu.Unlock()
+	b.cancel()
+	err := g.b.Close()
+	if t != nil {
+		if terr := t.Close(); terr != nil && err == nil {
+			err = terr
+		}
+	}
+	b.wg.Wait()
+	return err
+}
