@@ -67,6 +67,15 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 					}
 					sr.Configs = append(sr.Configs, documented(r, c))
 				}
+				if named := migrationKeysNamed(rr.ConfigNames); len(named) > 0 {
+					mc := b.migrationConfigs(ctx)
+					for _, name := range named {
+						if v, ok := mc[name]; ok {
+							syn := []configSynonym{{name, v, kmsg.ConfigSourceUnknown}}
+							sr.Configs = append(sr.Configs, describedConfig(r, name, syn, true))
+						}
+					}
+				}
 			default:
 				sr.ErrorCode = kerr.InvalidRequest.Code
 				err = fmt.Errorf("broker %s: this is broker %d", rr.ResourceName, b.cfg.BrokerID)

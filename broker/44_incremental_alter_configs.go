@@ -260,6 +260,12 @@ func (b *Broker) alterBrokerConfigs(ctx context.Context, ar alterResource, valid
 		}
 		entity = b.dyn.Entity()
 	}
+	if isMigrationAction(ar.alts) {
+		if ar.name == "" || ar.replace {
+			return configOutcome{kerr.InvalidRequest, fmt.Errorf("a migration action goes to the controller's own broker resource, by IncrementalAlterConfigs")}
+		}
+		return b.migrationAction(ctx, ar.alts, validateOnly)
+	}
 	if err := dynconfig.CheckAlterations(ar.alts); err != nil {
 		return configOutcome{kerr.InvalidConfig, fmt.Errorf("broker %s: %w", ar.name, err)}
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/tripodmq/tripod/broker/txncoord"
 	"github.com/tripodmq/tripod/coord"
 	_ "github.com/tripodmq/tripod/coord/etcd" // coordination.backend=etcd
+	"github.com/tripodmq/tripod/coord/migration"
 	_ "github.com/tripodmq/tripod/coord/raft" // coordination.backend=raft
 	_ "github.com/tripodmq/tripod/coord/zk"   // coordination.backend=zk
 )
@@ -47,7 +48,13 @@ type Broker struct {
 	listeners   []*listener
 	interBroker *listener
 	backend     coord.Backend
-	cache       *metadata.Cache
+	// coordMigration is backend, which moves to the target of a
+	// migration (migration.go).
+	coordMigration *migration.Backend
+	// migration is what this broker, as the controller, last did for a
+	// migration (migration.go).
+	migration migrationStatus
+	cache     *metadata.Cache
 	// sasl answers SaslHandshake and SaslAuthenticate (security.Server).
 	sasl *security.Server
 	// authz checks every request against the ACLs (security.Authorizer); nil
@@ -185,13 +192,13 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		logDirs.Unlock()
 		return nil, err
 	}
-	backend, err := coord.Open(cc)
+	backend, err := openCoord(&b.cfg, cc)
 	if err != nil {
 		closeListeners()
 		logDirs.Unlock()
 		return nil, fmt.Errorf("open coordination.backend %s: %w", cc.Backend, err)
 	}
-	b.backend = backend
+	b.backend, b.coordMigration = backend, backend
 	b.dyn = dynconfig.New(&b.cfg, logger, backend, b.leaderQuota, b.followerQuota,
 		func() []*replica.Partition { return b.replicas.Partitions() }, b.quotas)
 	b.member = &membership{
@@ -207,6 +214,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		lastEpoch:               lastEpoch,
 		brokerEpoch:             -1,
 		backendCtrl:             coord.ControllerInfo{ID: coord.NoBroker},
+		duringTerm:              func(ctx context.Context) { b.driveMigrations(ctx) },
 	}
 	b.replicas = replica.NewManager(&b.cfg, logDirs, ckpt, replica.Deps{
 		Configs:       b.dyn,

@@ -67,6 +67,9 @@ type membership struct {
 	acceptedControllerEpoch func() int64
 	// newSender returns the sender of a controller term's requests.
 	newSender func() *sender
+	// duringTerm, if set, runs while this broker is the controller, with
+	// a context that ends with the term (before the term is resigned).
+	duringTerm func(ctx context.Context)
 
 	// lastEpoch is the broker epoch of this broker's latest registration
 	// on its log dirs (registrationFile), 0 if unknown. Holding the dir
@@ -338,6 +341,18 @@ func (m *membership) runController(ctx context.Context, term coord.Term) {
 	if m.waitAccepted(ctx, ctrl, term.Epoch()) {
 		m.setController(ctrl, snd)
 		m.cache.SetController(coord.BrokerID(m.cfg.BrokerID))
+		if m.duringTerm != nil {
+			tctx, stop := context.WithCancel(term.Context())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				m.duringTerm(tctx)
+			}()
+			defer func() {
+				stop()
+				<-done
+			}()
+		}
 		select {
 		case <-ctrl.Done():
 		case <-ctx.Done():

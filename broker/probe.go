@@ -169,8 +169,8 @@ func (m *membership) probeBrokers(ctx context.Context, ctrl *controller.Controll
 	}
 }
 
-// probeController runs on every broker until ctx ends, when the backend
-// can evict a controller (coord.ControllerEvictor: ZooKeeper, etcd):
+// probeController runs on every broker until ctx ends; while the backend
+// in use can evict a controller (coord.ControllerEvictor: ZooKeeper, etcd),
 // every interval it probes the listener of the controller the backend
 // names, and when the controller's host refuses the connection (its
 // process is gone, its session not yet expired) it evicts that
@@ -179,10 +179,6 @@ func (m *membership) probeBrokers(ctx context.Context, ctrl *controller.Controll
 // eviction wins and the others find a newer term or none. On Raft the
 // Raft election already follows a crashed leader.
 func (m *membership) probeController(ctx context.Context, interval time.Duration) {
-	evictor, ok := m.backend.(coord.ControllerEvictor)
-	if !ok {
-		return
-	}
 	self := coord.BrokerID(m.cfg.BrokerID)
 	var evicted coord.ControllerInfo
 	tick := time.NewTicker(interval)
@@ -193,8 +189,10 @@ func (m *membership) probeController(ctx context.Context, interval time.Duration
 			return
 		case <-tick.C:
 		}
+		// The backend in use may change with a migration (coord/migration).
+		evictor, ok := coord.Current(m.backend).(coord.ControllerEvictor)
 		info := m.BackendController()
-		if info.ID == coord.NoBroker || info.ID == self || info == evicted {
+		if !ok || info.ID == coord.NoBroker || info.ID == self || info == evicted {
 			continue
 		}
 		_, live, _ := m.cache.View()

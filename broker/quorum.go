@@ -19,10 +19,10 @@ import (
 // them and a request for one closes the connection, as Kafka treats an
 // API it has not enabled.
 
-// quorum returns b's coordination backend as the quorum it runs
-// (coord.Quorum); ok is false on a backend that runs none.
+// quorum returns the coordination backend b uses now as the quorum it
+// runs (coord.Quorum); ok is false on a backend that runs none.
 func (b *Broker) quorum() (q coord.Quorum, ok bool) {
-	q, ok = b.backend.(coord.Quorum)
+	q, ok = coord.Current(b.backend).(coord.Quorum)
 	return q, ok
 }
 

@@ -1,0 +1,424 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/kafkaerr"
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/coord/migration"
+)
+
+// A broker opens its coordination backend through coord/migration, which
+// moves it to the target of a migration (`tripod migrate`) while it runs:
+// this file gives it the target's Config.
+
+// coordinationKeyPrefixes are the prefixes of the properties that choose
+// and reach a coordination backend: the only ones a migration's target
+// may set.
+var coordinationKeyPrefixes = []string{"coordination.", "zookeeper.", "etcd.", "raft."}
+
+// IsCoordinationKey reports whether key is a coordination property.
+func IsCoordinationKey(key string) bool {
+	for _, p := range coordinationKeyPrefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// openCoord opens the backend cc names, to follow migrations with
+// migrationTarget.
+func openCoord(cfg *config.Config, cc coord.Config) (*migration.Backend, error) {
+	return migration.Open(cc, func(m coord.Migration) (coord.Config, error) { return migrationTarget(cfg, cc, m) }, coord.Open)
+}
+
+// migrationTarget returns the Config with which the broker of cfg, which
+// opened its backend with cc, opens migration m's target: its own
+// configuration with m's coordination properties set over it. A Raft
+// target keeps its state under the first log dir's raft directory, as a
+// broker started on Raft does; one found there from an earlier time on
+// Raft is moved aside first (raft.replaced-<time>), since the target is
+// imported into an empty store. A broker that is not among the target's
+// voters listens for Raft on its inter-broker listener's port + 100
+// unless m names raft.listen.
+func migrationTarget(cfg *config.Config, cc coord.Config, m coord.Migration) (coord.Config, error) {
+	tc := *cfg
+	for k, v := range m.Target {
+		if !IsCoordinationKey(k) {
+			return coord.Config{}, fmt.Errorf("migration %s: %s is not a coordination property", m.ID, k)
+		}
+		if err := tc.Set(k, v); err != nil {
+			return coord.Config{}, fmt.Errorf("migration %s: %w", m.ID, err)
+		}
+	}
+	out := tc.CoordConfig()
+	out.Logger = cc.Logger
+	if out.Backend == "raft" {
+		if _, voter := out.RaftVoters[out.BrokerID]; !voter && out.RaftListen == "" {
+			specs, inter, err := tc.ListenerSpecs()
+			if err != nil {
+				return coord.Config{}, err
+			}
+			out.RaftListen = net.JoinHostPort(specs[inter].Host, strconv.Itoa(int(specs[inter].Port)+100))
+		}
+		if err := prepareRaftDir(out.RaftDir, m.ID); err != nil {
+			return coord.Config{}, err
+		}
+	}
+	if err := tc.OpenCoordTLS(&out, cc.Logger.Named("coord-tls")); err != nil {
+		return coord.Config{}, err
+	}
+	return out, nil
+}
+
+// raftMigrationFile, in a Raft directory made for a migration's target,
+// names the migration.
+const raftMigrationFile = "migration-id"
+
+// prepareRaftDir makes dir ready to hold migration id's Raft state: a
+// directory of that migration is kept (an earlier attempt of this
+// process or of a restart of it); any other one is renamed aside.
+func prepareRaftDir(dir, id string) error {
+	if got, err := os.ReadFile(filepath.Join(dir, raftMigrationFile)); err == nil && string(got) == id {
+		return nil
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		aside := dir + ".replaced-" + time.Now().UTC().Format("20060102T150405")
+		if err := os.Rename(dir, aside); err != nil {
+			return fmt.Errorf("move the raft directory of an earlier time on raft aside: %w", err)
+		}
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, raftMigrationFile), []byte(id), 0o644)
+}
+
+// migrationStatus is what this broker, as the controller, last did for
+// a migration: DescribeConfigs shows it (coordination.migration.*).
+type migrationStatus struct {
+	mu     sync.Mutex
+	id     string
+	step   string
+	err    error
+	topics int
+	parts  int
+	at     time.Time
+}
+
+// set records the step of migration id (err: how it failed).
+func (s *migrationStatus) set(id, step string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.id, s.step, s.err, s.at = id, step, err, time.Now()
+}
+
+// copied records the size of migration id's copy.
+func (s *migrationStatus) copied(topics, parts int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.topics, s.parts = topics, parts
+}
+
+// importRetry is the wait between attempts to import into a target that
+// is not reachable yet (a Raft target without its quorum).
+const importRetry = time.Second
+
+// driveMigrations runs on the controller for its term: it follows the
+// migration record of the backend in use and, while it says a migration
+// is frozen, copies the source into the target and switches the cluster
+// over (copyAndSwitch). A controller elected while a migration is frozen
+// (the one that froze it died) takes it up: the source is frozen, so its
+// copy is taken again whole, and Import replaces what an earlier attempt
+// wrote.
+func (b *Broker) driveMigrations(ctx context.Context) {
+	log := b.logger.Named("migration")
+	coord.Follow(ctx, log, "the migration record", b.coordMigration.WatchMigration, func(r coord.MigrationRecord) {
+		if r.OK && r.Migration.Phase == coord.MigrationFrozen && len(r.Migration.Target) > 0 {
+			b.copyAndSwitch(ctx, log, r.Migration)
+		}
+	})
+}
+
+// copyAndSwitch copies the frozen source of migration m into its target
+// and switches the cluster to it, until done or ctx ends (the term did:
+// the next controller takes it up).
+func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Migration) {
+	mb, st := b.coordMigration, &b.migration
+	log = log.With("migration", m.ID, "from", m.From, "to", m.To)
+	// Stamping the record again gives a version above everything the
+	// source reported, whoever froze it.
+	stamped := m
+	stamped.Updated = time.Now()
+	frozenAt, err := mb.SetMigration(ctx, &m, stamped)
+	if err != nil {
+		log.Info("the migration record changed; not copying", "error", err)
+		return
+	}
+	m = stamped
+	st.set(m.ID, "waiting for the target to open", nil)
+	target, err := mb.Standby(ctx, m.ID)
+	if err != nil {
+		return
+	}
+	start := time.Now()
+	st.set(m.ID, "copying", nil)
+	snap, err := coord.Export(ctx, mb, frozenAt)
+	if err != nil {
+		st.set(m.ID, "copying", err)
+		log.Warn("export the source failed; the next controller or a rollback takes it from here", "error", err)
+		return
+	}
+	st.copied(len(snap.Metadata.Topics), len(snap.Metadata.Partitions))
+	rec := m
+	rec.Target, rec.Phase, rec.Bases, rec.Updated = nil, coord.MigrationImported, snap.Bases, time.Now()
+	rec.Source = coordinationProps(b.cfg)
+	for attempt := 1; ; attempt++ {
+		err = target.(coord.Migrator).Import(ctx, snap, rec)
+		if err == nil || ctx.Err() != nil || !errors.Is(err, coord.ErrUnavailable) {
+			break
+		}
+		st.set(m.ID, "copying: the target is unavailable, retrying", err)
+		log.Info("import into the target failed; retrying", "attempt", attempt, "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(importRetry):
+		}
+	}
+	if err != nil {
+		st.set(m.ID, "copying", err)
+		log.Error("import into the target failed: roll back with tripod migrate --rollback", "error", err)
+		return
+	}
+	switched := m
+	switched.Phase, switched.Updated = coord.MigrationSwitched, time.Now()
+	if _, err := mb.SetMigration(ctx, &m, switched); err != nil {
+		st.set(m.ID, "switching", err)
+		log.Warn("mark the source switched failed; the next controller takes it from here", "error", err)
+		return
+	}
+	st.set(m.ID, "switched", nil)
+	log.Info("metadata copied; brokers switch to the target", "topics", len(snap.Metadata.Topics), "partitions", len(snap.Metadata.Partitions),
+		"frozen_for", time.Since(start).Round(time.Millisecond))
+}
+
+// coordinationProps returns cfg's coordination properties as set, but
+// its passwords: what a broker opens its backend with.
+func coordinationProps(cfg config.Config) map[string]string {
+	props := map[string]string{}
+	for _, k := range config.BrokerKeys() {
+		if !IsCoordinationKey(k) || config.Sensitive(k) {
+			// Passwords stay out of the coordination store.
+			continue
+		}
+		if v, ok := cfg.Get(k); ok && v != "" {
+			props[k] = v
+		}
+	}
+	return props
+}
+
+// Migration actions are broker configs of the controller, set with
+// IncrementalAlterConfigs (SET) on its BROKER resource, as `tripod
+// migrate` does; they are acted on, never stored. DescribeConfigs of any
+// broker shows where a migration stands (describeMigration).
+const (
+	// MigrationActionKey starts a migration (start) or rolls back one
+	// whose brokers have not switched yet (rollback).
+	MigrationActionKey = "coordination.migration.action"
+	// MigrationTargetPrefix prefixes each coordination property of the
+	// target, in a start: coordination.migration.target.coordination.backend=etcd.
+	MigrationTargetPrefix = "coordination.migration.target."
+	// migrationKeyPrefix is the prefix of every migration key.
+	migrationKeyPrefix = "coordination.migration."
+)
+
+// Keys DescribeConfigs answers for a broker when asked for them by name,
+// read-only: the backend it uses now, the last migration of that
+// backend's record, and this broker's last step in one as the
+// controller.
+const (
+	migrationBackendKey = "coordination.migration.backend"
+	migrationIDKey      = "coordination.migration.id"
+	migrationPhaseKey   = "coordination.migration.phase"
+	migrationStepKey    = "coordination.migration.step"
+)
+
+// isMigrationAction reports whether alts are a migration action.
+func isMigrationAction(alts []coord.ConfigAlteration) bool {
+	for _, a := range alts {
+		if strings.HasPrefix(a.Key, migrationKeyPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// migrationAction acts on a migration action (alts) sent to this broker,
+// which must be the controller.
+func (b *Broker) migrationAction(ctx context.Context, alts []coord.ConfigAlteration, validateOnly bool) configOutcome {
+	action, target := "", map[string]string{}
+	for _, a := range alts {
+		switch {
+		case a.Op != coord.ConfigSet:
+			return configOutcome{kerr.InvalidRequest, fmt.Errorf("%s: a migration action is SET, not %v", a.Key, a.Op)}
+		case a.Key == MigrationActionKey:
+			action = a.Value
+		case strings.HasPrefix(a.Key, MigrationTargetPrefix):
+			target[strings.TrimPrefix(a.Key, MigrationTargetPrefix)] = a.Value
+		default:
+			return configOutcome{kerr.InvalidConfig, fmt.Errorf("%s: not a migration key (%s, %s<coordination property>)", a.Key, MigrationActionKey, MigrationTargetPrefix)}
+		}
+	}
+	if b.member.Controller() == nil {
+		return configOutcome{kerr.NotController, fmt.Errorf("broker %d is not the controller: send migration actions to the controller (broker %d)",
+			b.cfg.BrokerID, b.member.BackendController().ID)}
+	}
+	mb := b.coordMigration
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rec, ok, err := mb.Migration(lctx)
+	if err != nil {
+		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("read the migration record: %w", err)}
+	}
+	switch action {
+	case "start":
+		return b.startMigration(lctx, mb, rec, ok, target, validateOnly)
+	case "rollback":
+		if len(target) > 0 {
+			return configOutcome{kerr.InvalidConfig, fmt.Errorf("%s=rollback takes no target", MigrationActionKey)}
+		}
+		if !ok || rec.Phase != coord.MigrationFrozen {
+			return configOutcome{kerr.InvalidRequest, fmt.Errorf("no migration to roll back: the record of %s is %s", mb.Name(), describeRecord(rec, ok))}
+		}
+		if validateOnly {
+			return configOutcome{}
+		}
+		back := rec
+		back.Phase, back.Updated = coord.MigrationRolledBack, time.Now()
+		if _, err := mb.SetMigration(lctx, &rec, back); err != nil {
+			return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("roll back migration %s: %w", rec.ID, err)}
+		}
+		b.migration.set(rec.ID, "rolled back", nil)
+		b.logger.Info("migration rolled back: the source takes writes again", "migration", rec.ID, "from", rec.From, "to", rec.To)
+		return configOutcome{}
+	default:
+		return configOutcome{kerr.InvalidConfig, fmt.Errorf("%s %q: must be start or rollback", MigrationActionKey, action)}
+	}
+}
+
+// startMigration freezes the backend in use (mb, whose record is rec
+// when ok) for a migration to target; the controller's driver
+// (driveMigrations) copies and switches.
+func (b *Broker) startMigration(ctx context.Context, mb *migration.Backend, rec coord.Migration, ok bool, target map[string]string, validateOnly bool) configOutcome {
+	to := target["coordination.backend"]
+	from := mb.Name()
+	switch {
+	case to == "":
+		return configOutcome{kerr.InvalidConfig, fmt.Errorf("%scoordination.backend: name the target backend (zk, etcd or raft)", MigrationTargetPrefix)}
+	case to == from:
+		return configOutcome{kerr.InvalidConfig, fmt.Errorf("%scoordination.backend %s: the cluster is on %s already", MigrationTargetPrefix, to, from)}
+	case ok && rec.Phase != coord.MigrationRolledBack && rec.Phase != coord.MigrationImported:
+		return configOutcome{kerr.InvalidRequest, fmt.Errorf("migration %s is in progress (%s): roll it back or let it finish first", rec.ID, rec.Phase)}
+	}
+	if err := validateTarget(b.cfg, target); err != nil {
+		return configOutcome{kerr.InvalidConfig, err}
+	}
+	if validateOnly {
+		return configOutcome{}
+	}
+	m := coord.Migration{ID: fmt.Sprintf("%s-to-%s-%d", from, to, time.Now().UnixMilli()), From: from, To: to, Target: target,
+		Phase: coord.MigrationFrozen, Updated: time.Now()}
+	var prev *coord.Migration
+	if ok {
+		// The backend's epoch bases stay with it in every record.
+		prev, m.Bases = &rec, rec.Bases
+	}
+	if _, err := mb.SetMigration(ctx, prev, m); err != nil {
+		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("freeze %s for the migration: %w", from, err)}
+	}
+	b.migration.set(m.ID, "frozen", nil)
+	b.logger.Info("migration started: the source is frozen", "migration", m.ID, "from", from, "to", to, "target", target)
+	return configOutcome{}
+}
+
+// validateTarget checks that target names a backend and that its
+// properties, set over cfg, open a valid coordination config.
+func validateTarget(cfg config.Config, target map[string]string) error {
+	for k, v := range target {
+		if !IsCoordinationKey(k) || strings.HasPrefix(k, migrationKeyPrefix) {
+			return fmt.Errorf("%s%s: not a coordination property", MigrationTargetPrefix, k)
+		}
+		if err := cfg.Set(k, v); err != nil {
+			return fmt.Errorf("%s%s: %w", MigrationTargetPrefix, k, err)
+		}
+	}
+	cc := cfg.CoordConfig()
+	if err := cc.Validate(); err != nil {
+		return fmt.Errorf("the target's coordination properties: %w", err)
+	}
+	return nil
+}
+
+// describeRecord describes a migration record for messages.
+func describeRecord(m coord.Migration, ok bool) string {
+	if !ok {
+		return "empty"
+	}
+	return fmt.Sprintf("migration %s from %s to %s, %s", m.ID, m.From, m.To, m.Phase)
+}
+
+// migrationConfigs returns the read-only migration keys DescribeConfigs
+// answers for this broker: the backend it uses, and the record's
+// migration and phase, and this broker's last step as the controller.
+func (b *Broker) migrationConfigs(ctx context.Context) map[string]string {
+	mb := b.coordMigration
+	out := map[string]string{migrationBackendKey: mb.Name()}
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if rec, ok, err := mb.Migration(lctx); err == nil && ok {
+		out[migrationIDKey], out[migrationPhaseKey] = rec.ID, string(rec.Phase)
+	}
+	st := &b.migration
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.id != "" {
+		step := st.step
+		if st.err != nil {
+			step += ": " + st.err.Error()
+		}
+		if st.parts > 0 {
+			step += fmt.Sprintf(" (%d topics, %d partitions)", st.topics, st.parts)
+		}
+		out[migrationStepKey] = st.id + " " + step
+	}
+	return out
+}
+
+// migrationKeysNamed returns the migration keys names asks for by name.
+func migrationKeysNamed(names []string) []string {
+	var out []string
+	for _, n := range names {
+		switch n {
+		case migrationBackendKey, migrationIDKey, migrationPhaseKey, migrationStepKey:
+			out = append(out, n)
+		}
+	}
+	return out
+}
