@@ -297,7 +297,14 @@ func (c *Controller) commit(ctx context.Context, ops []coord.Op) error {
 		c.log.Warn("commit refused by the backend: too large", "ops", len(ops), "error", err)
 		return err
 	}
-	c.log.Warn("commit failed; reloading the metadata, reconciling again after the backoff", "ops", len(ops), "error", err, "backoff", c.cfg.RetryBackoff)
+	if errors.Is(err, coord.ErrMigrated) {
+		// The cluster is moving to another coordination backend: this
+		// term ends at the switch and the target's controller reconciles
+		// what is left; until then the commit is retried.
+		c.log.Info("commit refused while the cluster migrates to another coordination backend; retrying after the backoff", "ops", len(ops), "backoff", c.cfg.RetryBackoff)
+	} else {
+		c.log.Warn("commit failed; reloading the metadata, reconciling again after the backoff", "ops", len(ops), "error", err, "backoff", c.cfg.RetryBackoff)
+	}
 	c.reload(ctx)
 	c.retry.Reset(c.cfg.RetryBackoff)
 	return fmt.Errorf("%w: commit of %d ops failed, metadata reloaded: %w", coord.ErrUnavailable, len(ops), err)

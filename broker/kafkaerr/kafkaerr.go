@@ -102,6 +102,10 @@ var table = []row{
 	// no voter) is refused for good, as Kafka refuses an invalid one.
 	{coord.ErrNoLiveMajority, kerr.InvalidRequest, fromQuorum},
 
+	// A write the coordination backend refuses while the cluster moves to
+	// another (tripod migrate) belongs on the target once the brokers
+	// switch: worth retrying.
+	{coord.ErrMigrated, kerr.RequestTimedOut, fromStore},
 	{coord.ErrUnavailable, kerr.RequestTimedOut, fromStore},
 	{context.DeadlineExceeded, kerr.RequestTimedOut, fromStore},
 	{context.Canceled, kerr.RequestTimedOut, fromStore},
