@@ -238,7 +238,7 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		replaces := d.Migration.Bases.rawBroker(cmd.Replaces)
 		if old, ok := d.Brokers[b.ID]; ok {
 			if replaces == 0 || old.Epoch != replaces {
-				return applyResult{Err: fmt.Errorf("%w: broker %d is registered with epoch %d", coord.ErrExists, b.ID, old.Epoch)}
+				return applyResult{Err: fmt.Errorf("%w: broker %d is registered with epoch %d", coord.ErrExists, b.ID, d.Migration.Bases.broker(old.Epoch))}
 			}
 			// The caller's previous incarnation, dead: its registration
 			// and its controller claim go, as its expiry would remove
@@ -283,14 +283,15 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		return applyResult{}
 	case cmdCommit:
 		if d.ControllerID == coord.NoBroker || cmd.Epoch != d.ControllerEpoch {
+			bases := d.Migration.Bases
 			return applyResult{Err: fmt.Errorf("%w: commit with controller epoch %d, current %d (controller %d)",
-				coord.ErrFenced, cmd.Epoch, d.ControllerEpoch, d.ControllerID)}
+				coord.ErrFenced, bases.controller(cmd.Epoch), bases.controller(d.ControllerEpoch), d.ControllerID)}
 		}
 		if err := f.refusal(cmd); err != nil {
 			return applyResult{Err: err}
 		}
 		if len(cmd.Ops) == 0 {
-			// An empty commit only checks the fence.
+			// An empty commit only checks the fence and the record.
 			return applyResult{}
 		}
 		view, err := applyOps(d.Topics, cmd.Ops, d.Migration.Bases.Partition)
