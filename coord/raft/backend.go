@@ -45,6 +45,17 @@
 // warns once when they disagree). raft.voters is read on a node's first
 // start, and afterwards only as addresses to join through.
 //
+// Migration (migrate.go). The migration record (coord.Migrator) is part
+// of the replicated state, beside the metadata, the security and config
+// stores and the producer id counter (fsmData.Migration, "migration" in
+// snapshots), with the epoch bases an import brings: every broker epoch,
+// controller epoch, partition epoch and Version the backend reports is
+// its own (a log index, a claim's epoch, a partition's write count) plus
+// the base, and what it is given back (Broker.Replaces, a SetPartition's
+// ExpectedEpoch) it lowers by the base, at apply. The state machine
+// refuses at apply the writes a refusing record forbids, so the log
+// orders every write against the record.
+//
 // The package owns its Raft node, transport, stores and goroutines; it
 // must not import broker or replication.
 package raft
@@ -656,7 +667,7 @@ func (b *Backend) apply(ctx context.Context, what string, cmd *command) (applyRe
 			var resp fwdResponse
 			resp, err = b.call(ctx, string(addr), fwdRequest{Op: fwdApply, Cmd: cmd})
 			res = applyResult{Broker: resp.Broker, Epoch: resp.Epoch, Index: resp.Index, ProducerIDs: resp.ProducerIDs, Replaced: resp.Replaced, ACLs: resp.ACLs, Configs: resp.Configs,
-				ProducerIDKey: resp.ProducerIDKey}
+				ProducerIDKey: resp.ProducerIDKey, Bases: resp.Bases}
 			if err != nil && ctx.Err() == nil && isDialError(err) {
 				b.log.Debug("forward to leader", "leader", id, "error", err)
 				err = errNotLeader

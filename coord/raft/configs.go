@@ -82,11 +82,19 @@ func (f *fsm) applyConfigsLocked(index uint64, cmd *command) applyResult {
 }
 
 // configs returns a deep copy of the config state. Its Version is the
-// index of the last change to the broker configs or the metadata.
+// index of the last change to the broker configs or the metadata, raised
+// by the bases.
 func (f *fsm) configs() *coord.ConfigState {
+	s, _ := f.configsAt()
+	return s
+}
+
+// configsAt returns configs and configsVersion, read together.
+func (f *fsm) configsAt() (*coord.ConfigState, uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := &coord.ConfigState{Version: int64(max(f.data.Configs.Version, f.data.MetaVersion)),
+	changed := max(f.data.Configs.Version, f.data.MetaVersion)
+	s := &coord.ConfigState{Version: f.data.Migration.Bases.version(changed),
 		Brokers: f.data.Configs.Brokers, Topics: make(map[string]map[string]string, len(f.data.Topics))}
 	for name, ts := range f.data.Topics {
 		s.Topics[name] = ts.Topic.Config
@@ -97,15 +105,15 @@ func (f *fsm) configs() *coord.ConfigState {
 			s.Quotas[entity] = quotas
 		}
 	}
-	return s.Clone()
+	return s.Clone(), max(changed, f.data.Migration.BasesVersion)
 }
 
 // configsVersion returns the index of the last change to the broker
-// configs or the metadata.
+// configs, the metadata or the bases.
 func (f *fsm) configsVersion() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return max(f.data.Configs.Version, f.data.MetaVersion)
+	return max(f.data.Configs.Version, f.data.MetaVersion, f.data.Migration.BasesVersion)
 }
 
 // LoadConfigs implements coord.ConfigStore. It is linearizable, as Load.
@@ -119,11 +127,7 @@ func (b *Backend) LoadConfigs(ctx context.Context) (*coord.ConfigState, error) {
 // WatchConfigs implements coord.ConfigStore. A metadata change wakes it;
 // it sends a state only when a config changed.
 func (b *Backend) WatchConfigs(ctx context.Context) (<-chan *coord.ConfigState, error) {
-	return watch(ctx, b, "watch configs", b.fsm.configsVersion,
-		func() (*coord.ConfigState, uint64) {
-			s := b.fsm.configs()
-			return s, uint64(s.Version)
-		},
+	return watch(ctx, b, "watch configs", b.fsm.configsVersion, b.fsm.configsAt,
 		(*coord.ConfigState).SameContent)
 }
 

@@ -208,7 +208,7 @@ func (b *Backend) claim(ctx context.Context, lead *leadership, sess *session) (*
 		return nil, err
 	}
 	termCtx, termCancel := context.WithCancelCause(lead.ctx)
-	t := &term{b: b, sess: sess, epoch: res.Epoch, ctx: termCtx, cancel: termCancel}
+	t := &term{b: b, sess: sess, epoch: res.Epoch, reported: res.Bases.controller(res.Epoch), ctx: termCtx, cancel: termCancel}
 	b.mu.Lock()
 	if lead.ctx.Err() != nil || b.closed {
 		b.mu.Unlock()
@@ -220,7 +220,7 @@ func (b *Backend) claim(ctx context.Context, lead *leadership, sess *session) (*
 	b.changed.Notify()
 	b.mu.Unlock()
 	go t.watch()
-	b.log.Info("controller elected", "broker", sess.broker.ID, "epoch", res.Epoch)
+	b.log.Info("controller elected", "broker", sess.broker.ID, "epoch", t.reported)
 	return t, nil
 }
 
@@ -229,16 +229,20 @@ func (b *Backend) Controller(ctx context.Context) (coord.ControllerInfo, error) 
 	if err := b.readable(ctx, "controller"); err != nil {
 		return coord.ControllerInfo{ID: coord.NoBroker}, err
 	}
-	info, _ := b.fsm.controller()
+	info, _ := b.fsm.reportedController()
 	return info, nil
 }
 
 // term is a coord.Term: this node's tenure as controller, cancelled when
 // Raft leadership is lost, the session ends, or on Resign.
 type term struct {
-	b     *Backend
-	sess  *session
-	epoch int64
+	b    *Backend
+	sess *session
+	// epoch is the controller epoch as the state machine stores it, which
+	// the term's entries carry; reported is it raised by the bases in
+	// force at the claim (Epoch).
+	epoch    int64
+	reported int64
 	// ctx is the term's own lifetime, handed out by Context.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -262,14 +266,14 @@ func (t *term) watch() {
 		t.b.changed.Notify()
 	}
 	t.b.mu.Unlock()
-	t.b.log.Info("controller term ended", "broker", t.sess.broker.ID, "epoch", t.epoch, "cause", context.Cause(t.ctx))
+	t.b.log.Info("controller term ended", "broker", t.sess.broker.ID, "epoch", t.reported, "cause", context.Cause(t.ctx))
 }
 
 // Controller implements coord.Term.
 func (t *term) Controller() coord.BrokerID { return t.sess.broker.ID }
 
 // Epoch implements coord.Term.
-func (t *term) Epoch() int64 { return t.epoch }
+func (t *term) Epoch() int64 { return t.reported }
 
 // Context implements coord.Term.
 func (t *term) Context() context.Context { return t.ctx }

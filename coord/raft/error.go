@@ -33,6 +33,7 @@ var wireCodes = []struct {
 	{"exists", coord.ErrExists},
 	{"version_mismatch", coord.ErrVersionMismatch},
 	{"no_controller", coord.ErrNoController},
+	{"migrated", coord.ErrMigrated},
 	{"duplicate_voter", coord.ErrDuplicateVoter},
 	{"voter_not_found", coord.ErrVoterNotFound},
 	{"not_caught_up", coord.ErrNotCaughtUp},

@@ -86,6 +86,9 @@ type fwdResponse struct {
 	ACLs []coord.ACL `json:"acls,omitempty"`
 	// Configs are the configs an alter_broker_configs entry wrote.
 	Configs map[string]string `json:"configs,omitempty"`
+	// Bases are the epoch bases in force once the entry was applied
+	// (applyResult.Bases).
+	Bases epochBases `json:"bases,omitzero"`
 	// Leader is the Raft address of the leader, as a node that does not
 	// lead knows it, with a not_leader answer.
 	Leader string `json:"leader,omitempty"`
@@ -256,7 +259,7 @@ func (b *Backend) handleForward(ctx context.Context, req fwdRequest) fwdResponse
 		var res applyResult
 		res, err = b.applyLocal(ctx, req.Cmd)
 		resp.Broker, resp.Epoch, resp.Index, resp.ProducerIDs, resp.Replaced = res.Broker, res.Epoch, res.Index, res.ProducerIDs, res.Replaced
-		resp.ACLs, resp.Configs, resp.ProducerIDKey = res.ACLs, res.Configs, res.ProducerIDKey
+		resp.ACLs, resp.Configs, resp.ProducerIDKey, resp.Bases = res.ACLs, res.Configs, res.ProducerIDKey, res.Bases
 	case fwdRenew:
 		err = b.renewLocal(req.Broker)
 	case fwdCampaign:

@@ -51,6 +51,8 @@ type command struct {
 	Security *securityCommand `json:"security,omitempty"`
 	// Configs holds the fields of alter_broker_configs (configs.go).
 	Configs *configsCommand `json:"configs,omitempty"`
+	// Migration holds the fields of the migration commands (migrate.go).
+	Migration *migrationCommand `json:"migration,omitempty"`
 	// Key is the producer id key that producer_id_key proposes.
 	Key []byte `json:"key,omitempty"`
 }
@@ -116,6 +118,10 @@ type applyResult struct {
 	ACLs []coord.ACL
 	// Configs are the entity's configs written by alter_broker_configs.
 	Configs map[string]string
+	// Bases are the epoch bases in force once the entry is applied: the
+	// applier raises the epochs above with them (they are the state
+	// machine's own, as stored).
+	Bases epochBases
 	// Index is the entry's log index (set by the applier, not the FSM).
 	Index uint64
 }
@@ -156,6 +162,9 @@ type fsmData struct {
 	Security securityData `json:"security,omitzero"`
 	// Configs is the config store (configs.go).
 	Configs configsData `json:"configs,omitzero"`
+	// Migration is the migration record and the epoch bases (migrate.go);
+	// snapshots written before it existed restore none.
+	Migration migrationData `json:"migration,omitzero"`
 }
 
 // fsm is the backend's Raft state machine: registrations, the controller
@@ -192,6 +201,7 @@ func (f *fsm) Apply(l *hraft.Log) any {
 	}
 	f.mu.Lock()
 	res := f.applyLocked(l.Index, l.Term, &cmd)
+	res.Bases = f.data.Migration.Bases
 	f.data.Applied = l.Index
 	f.changed.Notify()
 	f.mu.Unlock()
@@ -224,9 +234,11 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 	case cmdRegister:
 		b := cmd.Broker
 		var replaced int64
+		// Replaces is a broker epoch as reported: raised by the bases.
+		replaces := d.Migration.Bases.rawBroker(cmd.Replaces)
 		if old, ok := d.Brokers[b.ID]; ok {
-			if cmd.Replaces == 0 || old.Epoch != cmd.Replaces {
-				return applyResult{Err: fmt.Errorf("%w: broker %d is registered with epoch %d", coord.ErrExists, b.ID, old.Epoch)}
+			if replaces == 0 || old.Epoch != replaces {
+				return applyResult{Err: fmt.Errorf("%w: broker %d is registered with epoch %d", coord.ErrExists, b.ID, d.Migration.Bases.broker(old.Epoch))}
 			}
 			// The caller's previous incarnation, dead: its registration
 			// and its controller claim go, as its expiry would remove
@@ -271,14 +283,18 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		return applyResult{}
 	case cmdCommit:
 		if d.ControllerID == coord.NoBroker || cmd.Epoch != d.ControllerEpoch {
+			bases := d.Migration.Bases
 			return applyResult{Err: fmt.Errorf("%w: commit with controller epoch %d, current %d (controller %d)",
-				coord.ErrFenced, cmd.Epoch, d.ControllerEpoch, d.ControllerID)}
+				coord.ErrFenced, bases.controller(cmd.Epoch), bases.controller(d.ControllerEpoch), d.ControllerID)}
+		}
+		if err := f.refusal(cmd); err != nil {
+			return applyResult{Err: err}
 		}
 		if len(cmd.Ops) == 0 {
-			// An empty commit only checks the fence.
+			// An empty commit only checks the fence and the record.
 			return applyResult{}
 		}
-		view, err := applyOps(d.Topics, cmd.Ops)
+		view, err := applyOps(d.Topics, cmd.Ops, d.Migration.Bases.Partition)
 		if err != nil {
 			return applyResult{Err: err}
 		}
@@ -286,6 +302,9 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		d.MetaVersion = index
 		return applyResult{}
 	case cmdAllocateProducerIDs:
+		if err := f.refusal(cmd); err != nil {
+			return applyResult{Err: err}
+		}
 		block, err := coord.NewProducerIDBlock(cmd.Broker.ID, d.NextProducerID)
 		if err != nil {
 			return applyResult{Err: fmt.Errorf("allocate producer ids for broker %d: %w", cmd.Broker.ID, err)}
@@ -294,6 +313,9 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		return applyResult{ProducerIDs: block}
 	case cmdProducerIDKey:
 		if len(d.ProducerIDKey) == 0 {
+			if err := f.refusal(cmd); err != nil {
+				return applyResult{Err: err}
+			}
 			if err := coord.CheckProducerIDKey(fmt.Sprintf("raft log entry %d", index), cmd.Key); err != nil {
 				return applyResult{Err: err}
 			}
@@ -301,9 +323,17 @@ func (f *fsm) applyLocked(index, term uint64, cmd *command) applyResult {
 		}
 		return applyResult{ProducerIDKey: d.ProducerIDKey}
 	case cmdSetScramCredential, cmdDeleteScramCredential, cmdCreateACLs, cmdDeleteACLs:
+		if err := f.refusal(cmd); err != nil {
+			return applyResult{Err: err}
+		}
 		return f.applySecurityLocked(index, cmd)
 	case cmdAlterBrokerConfigs, cmdAlterClientQuotas:
+		if err := f.refusal(cmd); err != nil {
+			return applyResult{Err: err}
+		}
 		return f.applyConfigsLocked(index, cmd)
+	case cmdSetMigration, cmdImportBegin, cmdImportChunk, cmdImportEnd:
+		return f.applyMigrationLocked(index, cmd)
 	}
 	return applyResult{Err: fmt.Errorf("raft log entry %d: unknown command type %q", index, cmd.Type)}
 }
@@ -391,8 +421,10 @@ func (v *chunkView) merge() {
 }
 
 // applyOps validates ops against topics and returns their changes as a
-// view to merge, or the first op's error: all or nothing.
-func applyOps(topics map[string]*topicState, ops []wireOp) (*chunkView, error) {
+// view to merge, or the first op's error: all or nothing. A
+// SetPartition's ExpectedEpoch is a partition epoch as reported, raised
+// by partitionBase; stored epochs are not.
+func applyOps(topics map[string]*topicState, ops []wireOp, partitionBase int32) (*chunkView, error) {
 	v := &chunkView{
 		base:   topics,
 		topics: map[string]*coord.Topic{},
@@ -447,15 +479,22 @@ func applyOps(topics map[string]*topicState, ops []wireOp) (*chunkView, error) {
 				return nil, fmt.Errorf("%w: partition %s", coord.ErrNotFound, st.TopicPartition())
 			}
 			old, ok := v.part(st.TopicPartition())
+			isNew := want == coord.NewPartition
+			if !isNew {
+				// Below the base, want is no epoch of this backend: it
+				// matches none (and is never taken for NewPartition).
+				want -= partitionBase
+			}
 			switch {
-			case want == coord.NewPartition && ok:
-				return nil, fmt.Errorf("%w: partition %s exists with epoch %d, want new", coord.ErrVersionMismatch, st.TopicPartition(), old.PartitionEpoch)
-			case want == coord.NewPartition:
+			case isNew && ok:
+				return nil, fmt.Errorf("%w: partition %s exists with epoch %d, want new", coord.ErrVersionMismatch, st.TopicPartition(), old.PartitionEpoch+partitionBase)
+			case isNew:
 				st.PartitionEpoch = 0
 			case !ok:
 				return nil, fmt.Errorf("%w: partition %s has no state", coord.ErrNotFound, st.TopicPartition())
 			case old.PartitionEpoch != want:
-				return nil, fmt.Errorf("%w: partition %s has epoch %d, want %d", coord.ErrVersionMismatch, st.TopicPartition(), old.PartitionEpoch, want)
+				return nil, fmt.Errorf("%w: partition %s has epoch %d, want %d", coord.ErrVersionMismatch, st.TopicPartition(),
+					old.PartitionEpoch+partitionBase, want+partitionBase)
 			default:
 				st.PartitionEpoch = want + 1
 			}
@@ -486,12 +525,31 @@ func (f *fsm) applied() uint64 {
 func (f *fsm) members() ([]coord.Broker, uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	return f.membersLocked(), f.data.MembersVersion
+}
+
+// membersLocked returns the registered brokers ordered by ID; f.mu is
+// held.
+func (f *fsm) membersLocked() []coord.Broker {
 	out := make([]coord.Broker, 0, len(f.data.Brokers))
 	for _, b := range f.data.Brokers {
 		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b coord.Broker) int { return int(a.ID) - int(b.ID) })
-	return out, f.data.MembersVersion
+	return out
+}
+
+// reportedMembers returns the registered brokers ordered by ID with their
+// epochs as reported (raised by the bases), and the index of the last
+// change to them or to the bases.
+func (f *fsm) reportedMembers() ([]coord.Broker, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	members := f.membersLocked()
+	for i := range members {
+		members[i].Epoch = f.data.Migration.Bases.broker(members[i].Epoch)
+	}
+	return members, max(f.data.MembersVersion, f.data.Migration.BasesVersion)
 }
 
 // registration returns the registration of id, and the applied index.
@@ -517,31 +575,55 @@ func (f *fsm) controller() (coord.ControllerInfo, uint64) {
 	return coord.ControllerInfo{ID: f.data.ControllerID, Epoch: f.data.ControllerEpoch}, f.data.ControllerVersion
 }
 
+// reportedController returns the controller with its epoch as reported
+// (raised by the bases), and the index of the last change to it or to
+// the bases.
+func (f *fsm) reportedController() (coord.ControllerInfo, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	bases := f.data.Migration.Bases
+	return coord.ControllerInfo{ID: f.data.ControllerID, Epoch: bases.controller(f.data.ControllerEpoch)},
+		max(f.data.ControllerVersion, f.data.Migration.BasesVersion)
+}
+
 // versions holds the indexes of the last change to each part of the state.
 type versions struct {
 	members, controller, meta uint64
 }
 
-// versions returns the indexes of the last changes.
+// versions returns the indexes of the last changes; a change of the
+// bases (which raise what every part reports) counts for each.
 func (f *fsm) versions() versions {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return versions{members: f.data.MembersVersion, controller: f.data.ControllerVersion, meta: f.data.MetaVersion}
+	bv := f.data.Migration.BasesVersion
+	return versions{members: max(f.data.MembersVersion, bv), controller: max(f.data.ControllerVersion, bv), meta: max(f.data.MetaVersion, bv)}
 }
 
-// metadata returns a deep copy of the metadata.
+// metadata returns a deep copy of the metadata as reported: its Version
+// and partition epochs raised by the bases.
 func (f *fsm) metadata() *coord.Metadata {
+	md, _ := f.metadataAt()
+	return md
+}
+
+// metadataAt returns metadata and the index of the last change to the
+// metadata or the bases, read together.
+func (f *fsm) metadataAt() (*coord.Metadata, uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	bases := f.data.Migration.Bases
 	md := coord.NewMetadata()
-	md.Version = int64(f.data.MetaVersion)
+	md.Version = bases.version(f.data.MetaVersion)
 	for _, ts := range f.data.Topics {
 		md.Topics[ts.Topic.Name] = ts.Topic.Clone()
 		for _, p := range ts.Parts {
-			md.Partitions[p.TopicPartition()] = p.Clone()
+			p = p.Clone()
+			p.PartitionEpoch = bases.partition(p.PartitionEpoch)
+			md.Partitions[p.TopicPartition()] = p
 		}
 	}
-	return md
+	return md, max(f.data.MetaVersion, f.data.Migration.BasesVersion)
 }
 
 // Snapshot implements hraft.FSM. Stored topics and states are replaced,

@@ -112,21 +112,28 @@ func (f *fsm) applySecurityLocked(index uint64, cmd *command) applyResult {
 	return applyResult{}
 }
 
-// security returns a deep copy of the security store.
+// security returns a deep copy of the security store, its Version raised
+// by the bases.
 func (f *fsm) security() *coord.SecurityState {
+	s, _ := f.securityAt()
+	return s
+}
+
+// securityAt returns security and securityVersion, read together.
+func (f *fsm) securityAt() (*coord.SecurityState, uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	d := f.data.Security
-	s := &coord.SecurityState{Version: int64(d.Version), Users: d.Users, ACLs: d.ACLs}
-	return s.Clone()
+	s := &coord.SecurityState{Version: f.data.Migration.Bases.version(d.Version), Users: d.Users, ACLs: d.ACLs}
+	return s.Clone(), max(d.Version, f.data.Migration.BasesVersion)
 }
 
 // securityVersion returns the index of the last change to the security
-// store.
+// store or the bases.
 func (f *fsm) securityVersion() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.data.Security.Version
+	return max(f.data.Security.Version, f.data.Migration.BasesVersion)
 }
 
 func validateScram(user string, cred coord.ScramCredential) error {
@@ -147,11 +154,7 @@ func (b *Backend) LoadSecurity(ctx context.Context) (*coord.SecurityState, error
 
 // WatchSecurity implements coord.SecurityStore.
 func (b *Backend) WatchSecurity(ctx context.Context) (<-chan *coord.SecurityState, error) {
-	return watch(ctx, b, "watch security", b.fsm.securityVersion,
-		func() (*coord.SecurityState, uint64) {
-			s := b.fsm.security()
-			return s, uint64(s.Version)
-		},
+	return watch(ctx, b, "watch security", b.fsm.securityVersion, b.fsm.securityAt,
 		func(x, y *coord.SecurityState) bool { return x.Version == y.Version })
 }
 

@@ -21,10 +21,13 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		return nil, err
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
+	reported := res.Broker
+	reported.Epoch = res.Bases.broker(reported.Epoch)
 	s := &session{
 		b:        b,
 		broker:   res.Broker,
-		replaced: res.Replaced,
+		reported: reported,
+		replaced: res.Bases.replaced(res.Replaced),
 		done:     make(chan struct{}),
 		cancel:   cancel,
 		ended:    make(chan struct{}),
@@ -48,7 +51,7 @@ func (b *Backend) Members(ctx context.Context) ([]coord.Broker, error) {
 	if err := b.readable(ctx, "members"); err != nil {
 		return nil, err
 	}
-	members, _ := b.fsm.members()
+	members, _ := b.fsm.reportedMembers()
 	return members, nil
 }
 
@@ -175,9 +178,14 @@ func (b *Backend) deregister(br coord.Broker) {
 // session is a coord.Session: a registration renewed with the leader
 // every SessionTimeout/3 by its renew loop.
 type session struct {
-	b      *Backend
-	broker coord.Broker
-	// replaced is the epoch of the registration Register replaced, or 0.
+	b *Backend
+	// broker is the registration as the state machine stores it (the
+	// epoch is the log index); reported is it as the session reports it,
+	// its epoch raised by the bases in force at registration.
+	broker   coord.Broker
+	reported coord.Broker
+	// replaced is the epoch of the registration Register replaced, as
+	// reported, or 0.
 	replaced int64
 	// done is closed when the session ends; err says why.
 	done chan struct{}
@@ -191,7 +199,7 @@ type session struct {
 }
 
 // Broker implements coord.Session.
-func (s *session) Broker() coord.Broker { return s.broker }
+func (s *session) Broker() coord.Broker { return s.reported }
 
 // Replaced implements coord.Session.
 func (s *session) Replaced() int64 { return s.replaced }

@@ -67,22 +67,18 @@ func watch[V any](ctx context.Context, b *Backend, what string, version func() u
 
 // WatchMembers implements coord.Registrar.
 func (b *Backend) WatchMembers(ctx context.Context) (<-chan []coord.Broker, error) {
-	return watch(ctx, b, "watch members", func() uint64 { return b.fsm.versions().members }, b.fsm.members,
+	return watch(ctx, b, "watch members", func() uint64 { return b.fsm.versions().members }, b.fsm.reportedMembers,
 		func(x, y []coord.Broker) bool { return slices.EqualFunc(x, y, coord.Broker.Equal) })
 }
 
 // WatchController implements coord.Elector.
 func (b *Backend) WatchController(ctx context.Context) (<-chan coord.ControllerInfo, error) {
-	return watch(ctx, b, "watch controller", func() uint64 { return b.fsm.versions().controller }, b.fsm.controller,
+	return watch(ctx, b, "watch controller", func() uint64 { return b.fsm.versions().controller }, b.fsm.reportedController,
 		func(x, y coord.ControllerInfo) bool { return x == y })
 }
 
 // WatchMetadata implements coord.MetadataStore.
 func (b *Backend) WatchMetadata(ctx context.Context) (<-chan *coord.Metadata, error) {
-	return watch(ctx, b, "watch metadata", func() uint64 { return b.fsm.versions().meta },
-		func() (*coord.Metadata, uint64) {
-			md := b.fsm.metadata()
-			return md, uint64(md.Version)
-		},
+	return watch(ctx, b, "watch metadata", func() uint64 { return b.fsm.versions().meta }, b.fsm.metadataAt,
 		func(x, y *coord.Metadata) bool { return x.Version == y.Version })
 }
