@@ -605,8 +605,12 @@ func (b *Backend) importChunk(ctx context.Context, check *zk.CheckVersionRequest
 	case failed == 0:
 		return fmt.Errorf("%w: import: migration record %s changed under the import", coord.ErrExists, b.migrationPath())
 	case failed > 0:
+		// Not ErrExists, which says the backend was not empty: a create
+		// that finds its znode is one whose answer was lost, or one of an
+		// Import running beside this one. Import again with the same
+		// migration.
 		op := chunk[failed-1]
-		return fmt.Errorf("import %s: %w", op.what, convertError(err, opPath(op.req)))
+		return fmt.Errorf("import %s: zookeeper %s: %v", op.what, opPath(op.req), err)
 	default:
 		return convertError(err, "import")
 	}
