@@ -637,3 +637,86 @@ func TestImportTenThousandPartitions(t *testing.T) {
 	}
 	checkImported(t, ctx, target, snap)
 }
+
+// TestExportedSourceImportsAboveItsEpochs: a frozen ZooKeeper source's
+// Export imports into another ZooKeeper cluster, whose broker epochs,
+// controller epochs, partition epochs and versions are above every one
+// the source reported.
+func TestExportedSourceImportsAboveItsEpochs(t *testing.T) {
+	s := server(t)
+	source := open(t, s.Addr()+chroot(), 6*time.Second, nil)
+	target := open(t, s.Addr()+chroot(), 6*time.Second, nil)
+	ctx := ctxFor(t, 120*time.Second)
+
+	sess, term := controllerTerm(t, ctx, source, 1)
+	st := coord.PartitionState{Topic: "orders", Leader: 1, ISR: []coord.BrokerID{1}, ControllerEpoch: term.Epoch()}
+	if err := source.Commit(ctx, term, coord.CreateTopic{Topic: coord.Topic{Name: "orders", ID: [16]byte{1}, Assignment: [][]coord.BrokerID{{1}}},
+		States: []coord.PartitionState{st}}); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	for range 3 {
+		md, err := source.Load(ctx)
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		cur := md.Partitions[st.TopicPartition()]
+		next := cur
+		next.LeaderEpoch++
+		if err := source.Commit(ctx, term, coord.SetPartition{State: next, ExpectedEpoch: cur.PartitionEpoch}); err != nil {
+			t.Fatalf("set partition: %v", err)
+		}
+	}
+	if _, err := source.AllocateProducerIDs(ctx, 1); err != nil {
+		t.Fatalf("allocate producer ids: %v", err)
+	}
+	key, err := source.ProducerIDKey(ctx, bytes.Repeat([]byte{5}, coord.ProducerIDKeySize))
+	if err != nil {
+		t.Fatalf("producer id key: %v", err)
+	}
+	before := loadEverything(t, ctx, source)
+
+	frozen := migration("m1", coord.MigrationFrozen)
+	frozenAt, err := source.SetMigration(ctx, nil, frozen)
+	if err != nil {
+		t.Fatalf("freeze: %v", err)
+	}
+	snap, err := coord.Export(ctx, source, frozenAt)
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	if !bytes.Equal(snap.ProducerIDKey, key) || snap.NextProducerID != coord.ProducerIDBlockSize {
+		t.Fatalf("exported producer ids: key %x, next %d; want %x, %d", snap.ProducerIDKey, snap.NextProducerID, key, coord.ProducerIDBlockSize)
+	}
+	if err := target.Import(ctx, snap, migration("m1", coord.MigrationImporting)); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	after := checkImported(t, ctx, target, snap)
+	if !reflect.DeepEqual(after.Topics, before.md.Topics) {
+		t.Errorf("topics on the target: got %+v, want the source's %+v", after.Topics, before.md.Topics)
+	}
+	if got, was := after.Partitions[st.TopicPartition()].PartitionEpoch, before.md.Partitions[st.TopicPartition()].PartitionEpoch; got <= was {
+		t.Errorf("partition epoch on the target: got %d, want above the source's %d", got, was)
+	}
+	if after.Version <= frozenAt {
+		t.Errorf("metadata version on the target: got %d, want above the source's %d", after.Version, frozenAt)
+	}
+	moved, err := target.Register(ctx, coord.Broker{ID: 1, Host: "127.0.0.1", Port: 9092, Replaces: sess.Broker().Epoch})
+	if err != nil {
+		t.Fatalf("register on the target replacing the source's epoch: %v", err)
+	}
+	defer moved.Close()
+	if moved.Broker().Epoch <= frozenAt || moved.Replaced() != 0 {
+		t.Errorf("registration on the target: epoch %d, replaced %d; want above %d, none", moved.Broker().Epoch, moved.Replaced(), frozenAt)
+	}
+	next, err := target.Campaign(ctx, moved)
+	if err != nil {
+		t.Fatalf("campaign on the target: %v", err)
+	}
+	if next.Epoch() <= term.Epoch() {
+		t.Errorf("controller epoch on the target: got %d, want above the source's %d", next.Epoch(), term.Epoch())
+	}
+	block, err := target.AllocateProducerIDs(ctx, 1)
+	if err != nil || block.First != snap.NextProducerID {
+		t.Errorf("first producer id block on the target: got %v, %v; want one from %d", block, err, snap.NextProducerID)
+	}
+}
