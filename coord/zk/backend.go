@@ -9,8 +9,25 @@
 //	/brokers/topics/T/partitions/P/state     a partition's leader and ISR
 //	/config/topics/T                         a topic's config overrides
 //	/latest_producer_id_block                the last producer id block reserved
+//	/producer_id_key                         the producer id key (tripod's own)
+//	/tripod_migration                        the migration record (tripod's own, migrate.go)
 //
 // all under the chroot of zookeeper.connect ("host:port,host:port/chroot").
+// The two znodes Kafka does not have sit beside Kafka's top-level ones, in
+// its naming style. The migration record is not /migration: Kafka's
+// ZooKeeper-to-KRaft migration keeps its own state there
+// (ZkMigrationStateZNode), with another JSON and another meaning, and a
+// Kafka tool that found tripod's record there would misread it; the
+// tripod_ prefix keeps the record clear of every name Kafka uses. It is
+// empty while the backend has no record, and only the brokers may read it
+// when zookeeper.set.acl is on (its Target may carry the credentials of
+// the backend a migration goes to).
+//
+// A backend whose record has Bases (it is the target of a migration)
+// reports every broker epoch (the czxid of /brokers/ids/N), controller
+// epoch (/controller_epoch), partition epoch (the state znode's version)
+// and Version (zxids) as its own plus the base, and takes them back
+// minus it.
 // One ZooKeeper session (one zk.Conn) serves a Backend; broker sessions and
 // controller terms are bound to it. When that session expires, or when the
 // backend has not heard from ZooKeeper for the session timeout, every
@@ -79,11 +96,15 @@ type Backend struct {
 	// standby is the metadata copy a campaigning broker keeps for Load
 	// (standby.go); nil until the first Campaign with MetadataStandby.
 	standby *standby
+	// rec is the migration record last read (migrate.go), nil before the
+	// first read.
+	rec atomic.Pointer[recordState]
 }
 
 var (
 	_ coord.Backend           = (*Backend)(nil)
 	_ coord.ControllerEvictor = (*Backend)(nil)
+	_ coord.Migrator          = (*Backend)(nil)
 )
 
 // Open connects to the ZooKeeper ensemble of cfg.ZKConnect with
@@ -125,10 +146,14 @@ func Open(cfg coord.Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
 		b.monitor()
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.followRecord()
 	}()
 	return b, nil
 }
@@ -228,10 +253,11 @@ func (b *Backend) path(p string) string { return b.root + p }
 // aclFor returns the ACL of a znode the backend creates at p. Without
 // zookeeper.set.acl it is world ALL. With it, as Kafka's secure ACLs: ALL
 // for the brokers' digest identity and READ for everyone, except for the
-// SCRAM credentials (/config/users and below, Kafka's sensitive path)
-// and the producer id key, which only the brokers may read.
+// SCRAM credentials (/config/users and below, Kafka's sensitive path),
+// the producer id key and the migration record, which only the brokers
+// may read.
 func (b *Backend) aclFor(p string) []zk.ACL {
-	if users := b.usersPath(); p == users || strings.HasPrefix(p, users+"/") || p == b.producerIDKeyPath() {
+	if users := b.usersPath(); p == users || strings.HasPrefix(p, users+"/") || p == b.producerIDKeyPath() || p == b.migrationPath() {
 		return b.privateACL
 	}
 	return b.acl
@@ -862,7 +888,9 @@ func backoff(n int) time.Duration {
 	return d
 }
 
-// ensureBase creates the chroot and Kafka's top-level znodes once.
+// ensureBase creates the chroot, Kafka's top-level znodes and the
+// migration record's znode once, and reads the record: from then on the
+// backend knows its bases.
 func (b *Backend) ensureBase(ctx context.Context) error {
 	b.mu.Lock()
 	ready := b.baseReady
@@ -891,6 +919,13 @@ func (b *Backend) ensureBase(ctx context.Context) error {
 		if err != nil {
 			return convertError(err, "create "+p)
 		}
+	}
+	err := b.do(ctx, b.migrationPath(), func(c *zk.Conn) error {
+		_, err := b.readRecord(c)
+		return err
+	})
+	if err != nil {
+		return convertError(err, "read migration record "+b.migrationPath())
 	}
 	b.mu.Lock()
 	b.baseReady = true

@@ -33,7 +33,7 @@ import (
 // An entity's znode is written with its version as compare-and-set,
 // together with its change notification in one multi, and removed when no
 // config is left. ConfigState.Version is the greatest zxid among the
-// znodes read.
+// znodes read, raised by the version base.
 
 // Znode paths of the config store, under the chroot.
 func (b *Backend) brokerConfigsPath() string { return b.path("/config/brokers") }
@@ -118,6 +118,9 @@ func (b *Backend) AlterClientQuotas(ctx context.Context, entity coord.QuotaEntit
 		return nil, err
 	}
 	p := b.path("/config/" + entity.String())
+	if err := b.refusing("alter client quotas at " + p); err != nil {
+		return nil, err
+	}
 	// A user's client quota lives under the user's znode, which a
 	// concurrent SCRAM credential delete removes when it is empty. The
 	// write that creates the quota's znode creates the parents found
@@ -255,7 +258,7 @@ func (w *configWatcher) reset() {
 // snapshot builds the whole state from what was read.
 func (w *configWatcher) snapshot() *coord.ConfigState {
 	s := coord.NewConfigState()
-	s.Version = w.version
+	s.Version = w.version + w.b.bases().Version
 	for p, config := range w.configs {
 		dir, name := path.Split(p)
 		dir = strings.TrimSuffix(dir, "/")

@@ -163,7 +163,7 @@ func (b *Backend) tryElect(ctx context.Context, s *session) (*term, <-chan zk.Ev
 		if err != nil {
 			return err
 		}
-		epoch, epochVersion, czxid, elected = current+1, res[1].Stat.Version, res[1].Stat.Mzxid, true
+		epoch, epochVersion, czxid, elected = current+1+b.bases().Controller, res[1].Stat.Version, res[1].Stat.Mzxid, true
 		return nil
 	})
 	if errors.Is(err, errSessionEnded) {
@@ -213,6 +213,9 @@ func (b *Backend) untrack(t *term) {
 
 // Controller implements coord.Elector.
 func (b *Backend) Controller(ctx context.Context) (coord.ControllerInfo, error) {
+	if err := b.ensureBase(ctx); err != nil {
+		return coord.ControllerInfo{}, err
+	}
 	var info coord.ControllerInfo
 	err := b.do(ctx, "controller", func(c *zk.Conn) error {
 		var err error
@@ -228,8 +231,9 @@ func (b *Backend) Controller(ctx context.Context) (coord.ControllerInfo, error) 
 // readController reads /controller and /controller_epoch as one consistent
 // pair: the election multi creates the one and sets the other in the same
 // transaction, so /controller's czxid equals /controller_epoch's mzxid when
-// both belong to the same term. With watch set, it leaves an exists watch on
-// /controller (returned).
+// both belong to the same term. The epoch is raised by the controller
+// base. With watch set, it leaves an exists watch on /controller
+// (returned).
 func (b *Backend) readController(c *zk.Conn, watch bool) (coord.ControllerInfo, <-chan zk.Event, error) {
 	ctrlPath, epochPath := b.path("/controller"), b.path("/controller_epoch")
 	for attempt := 0; ; attempt++ {
@@ -263,16 +267,18 @@ func (b *Backend) readController(c *zk.Conn, watch bool) (coord.ControllerInfo, 
 				stat = cstat
 			}
 		}
-		var epoch int64
+		epoch := b.bases().Controller
 		data, estat, err := c.Get(epochPath)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 		case err != nil:
 			return coord.ControllerInfo{}, nil, err
 		default:
-			if epoch, err = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err != nil {
+			stored, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+			if err != nil {
 				return coord.ControllerInfo{}, nil, fmt.Errorf("decode %s %q: %w", epochPath, data, err)
 			}
+			epoch += stored
 		}
 		if !exists {
 			return coord.ControllerInfo{ID: coord.NoBroker, Epoch: epoch}, ch, nil
@@ -427,8 +433,12 @@ func (t *term) watch() {
 
 // EvictController implements coord.ControllerEvictor: it deletes
 // /controller in one multi with a check of /controller_epoch's version,
-// so that a newer term's znode is never touched.
+// so that a newer term's znode is never touched. info's epoch is compared
+// with the one readController reports, raised by the same base.
 func (b *Backend) EvictController(ctx context.Context, info coord.ControllerInfo) error {
+	if err := b.ensureBase(ctx); err != nil {
+		return err
+	}
 	ctrlPath, epochPath := b.path("/controller"), b.path("/controller_epoch")
 	err := b.do(ctx, "evict controller", func(c *zk.Conn) error {
 		current, _, err := b.readController(c, false)

@@ -22,7 +22,7 @@ func convertError(err error, key string) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, coord.ErrClosed), errors.Is(err, coord.ErrUnavailable),
-		errors.Is(err, coord.ErrSessionExpired), errors.Is(err, coord.ErrFenced):
+		errors.Is(err, coord.ErrSessionExpired), errors.Is(err, coord.ErrFenced), errors.Is(err, coord.ErrMigrated):
 		return err
 	case errors.Is(err, zk.ErrNoNode):
 		return fmt.Errorf("%w: %s", coord.ErrNotFound, key)

@@ -160,7 +160,8 @@ func encodeState(s coord.PartitionState) []byte {
 }
 
 // decodeState reads a partition state; its PartitionEpoch is the znode's
-// version, which every setData bumps.
+// version, which every setData bumps (not raised by the partition base:
+// raiseMetadata does that).
 func decodeState(tp coord.TopicPartition, data []byte, stat *zk.Stat) (coord.PartitionState, error) {
 	z, err := statejson.Decode(data)
 	if err != nil {
@@ -213,7 +214,9 @@ func (b *Backend) statePath(t string, p int32) string { return b.partitionPath(t
 
 // Load implements coord.MetadataStore. It reads every topic and partition
 // state with pipelined, concurrent gets; its Version is the greatest zxid
-// among the znodes it read (their mzxid, and the pzxid of the directories).
+// among the znodes it read (their mzxid, and the pzxid of the directories)
+// and each partition epoch its state znode's version, raised by the
+// bases.
 func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
 	if err := b.ensureBase(ctx); err != nil {
 		return nil, err
@@ -232,7 +235,7 @@ func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
 	if err != nil {
 		return nil, convertError(err, "load "+b.topicsPath())
 	}
-	return md, nil
+	return raiseMetadata(md, b.bases()), nil
 }
 
 func (b *Backend) readMetadata(c *zk.Conn) (*coord.Metadata, error) {
@@ -469,8 +472,10 @@ func remove(path, what string, onNoNode error) zop {
 
 // Commit implements coord.MetadataStore. Every chunk is one multi that
 // starts with Kafka's fence, a check of /controller_epoch's version (no
-// newer controller was elected), and a check that /controller still exists
-// (this term's session has not ended).
+// newer controller was elected), a check that /controller still exists
+// (this term's session has not ended), and the migration record's guard
+// (a chunk that lost the race with a refusing record fails with
+// ErrMigrated; one that lost it to another record change is sent again).
 func (b *Backend) Commit(ctx context.Context, ct coord.Term, ops ...coord.Op) error {
 	t, ok := ct.(*term)
 	if !ok || t.b != b {
@@ -595,10 +600,10 @@ func (b *Backend) partitionKey(req any) (key string, ok bool) {
 
 func (b *Backend) commitChunk(ctx context.Context, t *term, chunk []zop) error {
 	epochPath, ctrlPath := b.path("/controller_epoch"), b.path("/controller")
-	reqs := make([]any, 0, len(chunk)+2)
-	reqs = append(reqs,
-		&zk.CheckVersionRequest{Path: epochPath, Version: t.epochVersion},
-		&zk.CheckVersionRequest{Path: ctrlPath, Version: 0})
+	const fences = 3 // the controller's two checks and the record's guard
+	reqs := make([]any, fences, len(chunk)+fences)
+	reqs[0] = &zk.CheckVersionRequest{Path: epochPath, Version: t.epochVersion}
+	reqs[1] = &zk.CheckVersionRequest{Path: ctrlPath, Version: 0}
 	for _, op := range chunk {
 		reqs = append(reqs, op.req)
 	}
@@ -607,26 +612,33 @@ func (b *Backend) commitChunk(ctx context.Context, t *term, chunk []zop) error {
 		if c.SessionID() != t.zs.sessionID() {
 			return errSessionEnded
 		}
-		res, err := c.Multi(reqs...)
-		if err != nil {
-			for i, r := range res {
-				if r.Error != nil {
-					failed = i
-					break
-				}
+		for {
+			guard, err := b.guard(c, "commit of controller epoch "+strconv.FormatInt(t.epoch, 10))
+			if err != nil {
+				return err
+			}
+			reqs[2] = guard
+			res, err := c.Multi(reqs...)
+			if failed = failedOp(res, err); failed != 2 {
+				return err
+			}
+			// The record changed: read it again and decide again.
+			if _, err := b.readRecord(c); err != nil {
+				return err
 			}
 		}
-		return err
 	})
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, errSessionEnded):
 		return fmt.Errorf("%w: commit of controller epoch %d: zookeeper session ended", coord.ErrFenced, t.epoch)
+	case errors.Is(err, coord.ErrMigrated):
+		return err
 	case failed == 0 || failed == 1:
 		return fmt.Errorf("%w: commit of controller epoch %d: a newer controller was elected or the term's session ended", coord.ErrFenced, t.epoch)
-	case failed >= 2:
-		op := chunk[failed-2]
+	case failed >= fences:
+		op := chunk[failed-fences]
 		var sentinel error
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
@@ -669,7 +681,7 @@ func chunkUnits(units []unit) [][]zop {
 		for _, op := range u {
 			usize += op.size
 		}
-		if len(cur) > 0 && (len(cur)+len(u)+2 > maxChunkOps || size+usize > maxChunkBytes) {
+		if len(cur) > 0 && (len(cur)+len(u)+3 > maxChunkOps || size+usize > maxChunkBytes) {
 			chunks = append(chunks, cur)
 			cur, size = nil, 0
 		}
@@ -684,9 +696,12 @@ func chunkUnits(units []unit) [][]zop {
 
 // buildUnits translates ops into ZooKeeper operations. DeleteTopic reads
 // the topic's partitions to delete them; any op that cannot be built fails
-// the Commit before anything is written.
+// the Commit before anything is written, and so does a SetPartition whose
+// ExpectedEpoch is below the partition base (no state of this backend
+// has it: ErrVersionMismatch).
 func (b *Backend) buildUnits(ctx context.Context, t *term, ops []coord.Op) ([]unit, error) {
 	var units []unit
+	base := b.bases().Partition
 	for _, op := range ops {
 		switch op := op.(type) {
 		case coord.CreateTopic:
@@ -737,8 +752,12 @@ func (b *Backend) buildUnits(ctx context.Context, t *term, ops []coord.Op) ([]un
 			if op.ExpectedEpoch < 0 {
 				return nil, fmt.Errorf("set %s: expected epoch %d: must be >= 0 or NewPartition", what, op.ExpectedEpoch)
 			}
+			version := op.ExpectedEpoch - base
+			if version < 0 {
+				return nil, fmt.Errorf("%w: %s at epoch %d: below the partition base %d of %s", coord.ErrVersionMismatch, what, op.ExpectedEpoch, base, b.migrationPath())
+			}
 			units = append(units, unit{
-				setData(b.statePath(st.Topic, st.Partition), encodeState(st), op.ExpectedEpoch,
+				setData(b.statePath(st.Topic, st.Partition), encodeState(st), version,
 					fmt.Sprintf("%s at epoch %d", what, op.ExpectedEpoch), coord.ErrNotFound, coord.ErrVersionMismatch),
 			})
 		default:

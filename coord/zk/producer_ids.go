@@ -66,12 +66,13 @@ func (b *Backend) producerIDBlockPath() string { return b.path("/latest_producer
 // a version check (creates it when absent), as Kafka's ZkProducerIdManager
 // does, again after a conflict. A write whose answer was lost is not
 // repeated blindly: the retry's version check fails and the next read skips
-// the block.
+// the block. The write goes behind the migration record's guard.
 func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID) (coord.ProducerIDBlock, error) {
 	path := b.producerIDBlockPath()
 	if err := b.ensureBase(ctx); err != nil {
 		return coord.ProducerIDBlock{}, err
 	}
+	what := "allocate producer ids at " + path
 	for attempt := 0; attempt < maxProducerIDConflicts; attempt++ {
 		if attempt > 0 && !wait(ctx, b.closing, rand.N(time.Duration(min(attempt, 10))*time.Millisecond)) {
 			if ctx.Err() != nil {
@@ -101,9 +102,9 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 				return fmt.Errorf("%s: %w", path, err)
 			}
 			if version < 0 {
-				_, err = c.Create(path, encodeProducerIDBlock(block), 0, b.aclFor(path))
+				_, err = b.guardedMulti(c, what, &zk.CreateRequest{Path: path, Data: encodeProducerIDBlock(block), Acl: b.aclFor(path)})
 			} else {
-				_, err = c.Set(path, encodeProducerIDBlock(block), version)
+				_, err = b.guardedMulti(c, what, &zk.SetDataRequest{Path: path, Data: encodeProducerIDBlock(block), Version: version})
 			}
 			if errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) {
 				conflict = true
@@ -112,7 +113,7 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 			return err
 		})
 		if err != nil {
-			return coord.ProducerIDBlock{}, convertError(err, "allocate producer ids at "+path)
+			return coord.ProducerIDBlock{}, convertError(err, what)
 		}
 		if !conflict {
 			return block, nil
@@ -128,9 +129,10 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 func (b *Backend) producerIDKeyPath() string { return b.path("/producer_id_key") }
 
 // ProducerIDKey implements coord.ProducerIDAllocator. It reads
-// /producer_id_key and, when absent, creates it with proposed; a create
-// that loses to another broker's reads the winner's. A create whose answer
-// was lost is harmless: the retry finds the node and reads it.
+// /producer_id_key and, when absent, creates it with proposed behind the
+// migration record's guard; a create that loses to another broker's reads
+// the winner's. A create whose answer was lost is harmless: the retry
+// finds the node and reads it.
 func (b *Backend) ProducerIDKey(ctx context.Context, proposed []byte) ([]byte, error) {
 	path := b.producerIDKeyPath()
 	if err := coord.CheckProducerIDKey("proposed for "+path, proposed); err != nil {
@@ -149,7 +151,7 @@ func (b *Backend) ProducerIDKey(ctx context.Context, proposed []byte) ([]byte, e
 		if !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
-		_, err = c.Create(path, proposed, 0, b.aclFor(path))
+		_, err = b.guardedMulti(c, "store the producer id key at "+path, &zk.CreateRequest{Path: path, Data: proposed, Acl: b.aclFor(path)})
 		if err == nil {
 			key = proposed
 			return nil

@@ -35,7 +35,8 @@ import (
 // TransactionalId, DelegationToken or User. A user's or a resource's znode
 // is written with its version as compare-and-set, together with its
 // change notification in one multi, and removed when nothing is left in
-// it. SecurityState.Version is the greatest zxid among the znodes read.
+// it. SecurityState.Version is the greatest zxid among the znodes read,
+// raised by the version base.
 
 // maxSecurityConflicts bounds how many conflicting writes of one znode a
 // security write outlasts, as maxProducerIDConflicts does.
@@ -352,7 +353,7 @@ func (b *Backend) readSecurity(c *zk.Conn) (*coord.SecurityState, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.ACLs, s.Version = acls, max(s.Version, version)
+	s.ACLs, s.Version = acls, max(s.Version, version)+b.bases().Version
 	return s, nil
 }
 
@@ -424,12 +425,20 @@ func (b *Backend) updateZNode(ctx context.Context, p, changes, what string, up u
 	}, up)
 }
 
+// Every write through updateZNode is one the migration record refuses:
+// its multi goes behind the record's guard (guardedMulti), and a write
+// with nothing to change confirms with the guard alone that the record
+// does not refuse it.
+
 // updateZNodeUnder is updateZNode with ensure called after every
 // conflicting write, missing set when a znode the write needed was not
 // there (deleted meanwhile, or never made): it may make the parents again
 // or note which the next write is to make.
 func (b *Backend) updateZNodeUnder(ctx context.Context, p, changes, what string, ensure func(ctx context.Context, missing bool) error, up update) error {
 	if err := b.ensureBase(ctx); err != nil {
+		return err
+	}
+	if err := b.refusing(what); err != nil {
 		return err
 	}
 	for attempt := 0; attempt < maxSecurityConflicts; attempt++ {
@@ -450,10 +459,13 @@ func (b *Backend) updateZNodeUnder(ctx context.Context, p, changes, what string,
 				return err
 			}
 			ops, err := up(data, stat)
-			if err != nil || len(ops) == 0 {
+			if err != nil {
 				return err
 			}
-			_, err = c.Multi(ops...)
+			_, err = b.guardedMulti(c, what, ops...)
+			if len(ops) == 0 {
+				return err
+			}
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
 				conflict, missing = true, true
@@ -660,6 +672,9 @@ func (b *Backend) DeleteACLs(ctx context.Context, filters []coord.ACLFilter) ([]
 	if err := b.ensureBase(ctx); err != nil {
 		return nil, err
 	}
+	if err := b.refusing("delete acls under " + b.path("")); err != nil {
+		return nil, err
+	}
 	var stored []coord.ACL
 	err := b.do(ctx, "read acls", func(c *zk.Conn) error {
 		var err error
@@ -785,7 +800,7 @@ func (w *securityWatcher) decode(p, dir, name string, data []byte) {
 // snapshot builds the whole state from what was read.
 func (w *securityWatcher) snapshot() *coord.SecurityState {
 	s := coord.NewSecurityState()
-	s.Version = w.version
+	s.Version = w.version + w.b.bases().Version
 	for _, u := range w.users {
 		if len(u.creds) > 0 {
 			s.Users[u.user] = u.creds

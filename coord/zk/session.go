@@ -110,6 +110,8 @@ type session struct {
 	b      *Backend
 	zs     *zsession
 	broker coord.Broker
+	// czxid is the registration's own (its epoch less the broker base).
+	czxid int64
 	// replaced is the epoch of the registration Register replaced, or 0.
 	replaced int64
 	path     string
@@ -120,7 +122,10 @@ type session struct {
 	terms map[*term]struct{}
 }
 
-// Register implements coord.Registrar.
+// Register implements coord.Registrar. The broker epoch is the czxid of
+// /brokers/ids/N raised by the broker base; b.Replaces is taken back
+// minus it, and one from before the base (a registration on the backend
+// a migration came from) replaces nothing.
 func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session, error) {
 	if br.ID < 0 {
 		return nil, fmt.Errorf("register broker %d: broker id must be >= 0", br.ID)
@@ -129,6 +134,11 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		return nil, err
 	}
 	path := b.path(fmt.Sprintf("/brokers/ids/%d", br.ID))
+	base := b.bases().Broker
+	replaces := br.Replaces - base
+	if br.Replaces == 0 || replaces <= 0 {
+		replaces = 0
+	}
 	for {
 		zs := b.current()
 		if zs == nil {
@@ -151,14 +161,14 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 					if derr := c.Delete(path, old.Version); derr == nil {
 						_, err = c.Create(path, encodeBroker(br), zk.FlagEphemeral, b.aclFor(path))
 					}
-				case br.Replaces != 0 && old.Czxid == br.Replaces:
+				case replaces != 0 && old.Czxid == replaces:
 					// The caller's previous incarnation, dead: any client
 					// may delete another session's ephemeral, and the
 					// version makes the delete conditional on its still
 					// being that registration.
 					if derr := c.Delete(path, old.Version); derr == nil {
 						b.releaseDeadController(c, old.EphemeralOwner)
-						replaced = old.Czxid
+						replaced = old.Czxid + base
 						_, err = c.Create(path, encodeBroker(br), zk.FlagEphemeral, b.aclFor(path))
 					}
 				}
@@ -180,8 +190,8 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 			// znode belongs to a session this backend is giving up.
 			continue
 		}
-		br.Epoch, br.Replaces = stat.Czxid, 0
-		s := &session{b: b, zs: zs, broker: br, replaced: replaced, path: path, done: make(chan struct{}), terms: map[*term]struct{}{}}
+		br.Epoch, br.Replaces = stat.Czxid+base, 0
+		s := &session{b: b, zs: zs, broker: br, czxid: stat.Czxid, replaced: replaced, path: path, done: make(chan struct{}), terms: map[*term]struct{}{}}
 		b.mu.Lock()
 		select {
 		case <-zs.done:
@@ -245,7 +255,8 @@ func (b *Backend) Members(ctx context.Context) ([]coord.Broker, error) {
 }
 
 // readMembers lists /brokers/ids (setting a child watch when watch is set)
-// and reads every registration, concurrently.
+// and reads every registration, concurrently; their epochs are raised by
+// the broker base.
 func (b *Backend) readMembers(c *zk.Conn, watch bool) ([]coord.Broker, error) {
 	dir := b.path("/brokers/ids")
 	var names []string
@@ -283,8 +294,10 @@ func (b *Backend) readMembers(c *zk.Conn, watch bool) ([]coord.Broker, error) {
 		return nil, err
 	}
 	live := make([]coord.Broker, 0, len(brokers))
+	base := b.bases().Broker
 	for i, br := range brokers {
 		if ok[i] {
+			br.Epoch += base
 			live = append(live, br)
 		}
 	}
@@ -394,7 +407,7 @@ func (s *session) deregister(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if stat.EphemeralOwner != s.zs.sessionID() || stat.Czxid != s.broker.Epoch {
+		if stat.EphemeralOwner != s.zs.sessionID() || stat.Czxid != s.czxid {
 			return nil // not ours any more
 		}
 		return c.Delete(s.path, stat.Version)

@@ -583,7 +583,8 @@ func (w *metadataWatcher) dropTopic(name string) {
 	delete(w.partitions, name)
 }
 
-// snapshot builds the whole metadata from what was read.
+// snapshot builds the whole metadata from what was read, raised by the
+// bases.
 func (w *metadataWatcher) snapshot() *coord.Metadata {
 	md := coord.NewMetadata()
 	md.Version = w.version
@@ -600,7 +601,7 @@ func (w *metadataWatcher) snapshot() *coord.Metadata {
 			md.Partitions[tp] = st
 		}
 	}
-	return md
+	return raiseMetadata(md, w.b.bases())
 }
 
 func (w *metadataWatcher) publish() {
