@@ -389,7 +389,12 @@ func describeRecord(m coord.Migration, ok bool) string {
 // migration and phase, and this broker's last step as the controller.
 func (b *Broker) migrationConfigs(ctx context.Context) map[string]string {
 	mb := b.coordMigration
-	out := map[string]string{migrationBackendKey: mb.Name()}
+	backend := mb.Name()
+	if !mb.Registered() {
+		// Switched, not registered there yet.
+		backend += " (registering)"
+	}
+	out := map[string]string{migrationBackendKey: backend}
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if rec, ok, err := mb.Migration(lctx); err == nil && ok {

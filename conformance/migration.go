@@ -280,6 +280,10 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	}
 	sbe := bes[w.backend]
 	commit(t, sbe, w, "a topic", createTopicOp("switching", 2, 3, w.epoch))
+	// Brokers store the producer id key when they start.
+	if _, err := sbe.ProducerIDKey(ctx, make([]byte, coord.ProducerIDKeySize)); err != nil {
+		t.Fatalf("ProducerIDKey: %v", err)
+	}
 	cs.mu.Lock()
 	sessions := slices.Collect(maps.Values(cs.sessions))
 	cs.mu.Unlock()

@@ -43,10 +43,12 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		return nil, err
 	}
 	s := &session{Session: inner, g: g, done: make(chan struct{}), stop: make(chan struct{})}
+	g.live.Add(1)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer close(s.done)
+		defer g.live.Add(-1)
 		select {
 		case <-inner.Done():
 		case <-g.ctx.Done():
@@ -129,6 +131,7 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 	}
 	g := ws.g
 	if g != b.current() {
+		<-ws.done // closes as g ends
 		return nil, errSwitched(g)
 	}
 	cctx, cancel := context.WithCancel(ctx)

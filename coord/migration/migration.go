@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -75,6 +76,8 @@ type generation struct {
 	name   string
 	ctx    context.Context
 	cancel context.CancelFunc
+	// live counts the generation's sessions that have not ended.
+	live atomic.Int32
 }
 
 // Open opens the backend cfg names and follows its migration record.
@@ -163,6 +166,10 @@ func (b *Backend) Current() coord.Backend { return b.current().b }
 // Name returns the name of the backend served from now (zk, etcd, raft).
 func (b *Backend) Name() string { return b.current().name }
 
+// Registered reports whether a session on the backend served from now
+// is live: after a switch, once the broker has registered on the target.
+func (b *Backend) Registered() bool { return b.current().live.Load() > 0 }
+
 // follow follows the current backend's migration record, moving to the
 // target when it switches, until Close.
 func (b *Backend) follow() {
@@ -190,7 +197,7 @@ func (b *Backend) onRecord(g *generation, r coord.MigrationRecord) {
 			b.log.Error("this broker was started on a coordination backend the cluster left for good; moving to the target: start it with the target's properties",
 				"migration", m.ID, "to", m.To, "target", formatProps(m.Target))
 		}
-		if t := b.openStandby(g, m); t != nil {
+		if t := b.openStandby(g, m); t != nil && b.confirmImported(g, m, t) {
 			b.switchTo(g, m, t)
 		}
 	case m.Phase == coord.MigrationRolledBack:
@@ -234,6 +241,36 @@ func (b *Backend) openStandby(g *generation, m coord.Migration) coord.Backend {
 		select {
 		case <-g.ctx.Done():
 			return nil
+		case <-time.After(openRetry):
+		}
+	}
+}
+
+// confirmImported reads t's record until it shows migration m imported,
+// retrying until g ends: a read of the record is what makes the target
+// report its epochs raised by the bases from then on, so nothing
+// registers on the target before. It reports false if g ended first.
+func (b *Backend) confirmImported(g *generation, m coord.Migration, t coord.Backend) bool {
+	mig, ok := t.(coord.Migrator)
+	if !ok {
+		return true
+	}
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(g.ctx, openRetry*5)
+		rec, ok, err := mig.Migration(ctx)
+		cancel()
+		switch {
+		case err == nil && ok && rec.ID == m.ID && rec.Phase == coord.MigrationImported:
+			return true
+		case err == nil:
+			b.log.Error("the migration's target does not hold its copy; serving from the source", "migration", m.ID, "to", m.To,
+				"target_record", fmt.Sprintf("%+v (present %v)", rec, ok))
+		default:
+			b.log.Warn("cannot read the migration's target; serving on the source's last metadata meanwhile", "migration", m.ID, "to", m.To, "attempt", attempt, "error", err)
+		}
+		select {
+		case <-g.ctx.Done():
+			return false
 		case <-time.After(openRetry):
 		}
 	}
