@@ -93,13 +93,19 @@ type Ready struct {
 	Deletes []DeleteResult
 }
 
+// AlterRetryBackoff is how long a leader waits after an AlterPartition
+// the controller refused before it proposes again: without it every
+// fetch of a follower the controller does not count as live (one
+// re-registering) would send another AlterPartition.
+const AlterRetryBackoff = 100 * time.Millisecond
+
 // AlterOutcome is how an AlterPartition that did not commit failed.
 type AlterOutcome int
 
 const (
-	// AlterRetry clears the proposal so that a later Tick or fetch
-	// proposes again (controller unavailable, moved, request timed out, ineligible
-	// replica).
+	// AlterRetry clears the proposal so that a Tick or fetch from
+	// AlterRetryBackoff on proposes again (controller unavailable,
+	// moved, request timed out, ineligible replica).
 	AlterRetry AlterOutcome = iota
 	// AlterAwaitLeaderAndIsr keeps the proposal in flight, blocking ISR
 	// changes, until the controller's next LeaderAndIsr (fenced leader
@@ -157,8 +163,11 @@ type Partition struct {
 	epochStart int64
 	followers  map[ReplicaID]*follower
 	inFlight   *Proposal
-	acks       []pendingAck
-	deletes    []pendingDelete
+	// alterRetryAt is when a proposal the controller refused may be
+	// made again (AlterRetryBackoff).
+	alterRetryAt time.Time
+	acks         []pendingAck
+	deletes      []pendingDelete
 
 	// Follower only: the local epochs and whether an OffsetForLeaderEpoch
 	// answer is awaited.
@@ -492,8 +501,9 @@ func (p *Partition) AlterPartitionCommitted(leaderEpoch, partitionEpoch int32, i
 }
 
 // AlterPartitionFailed applies an AlterPartition that did not commit:
-// AlterRetry clears the proposal, and the next Tick (a shrink) or fetch
-// (an expansion by that follower) proposes again if still needed;
+// AlterRetry clears the proposal, and the first Tick (a shrink) or fetch
+// (an expansion by that follower) from AlterRetryBackoff on proposes
+// again if still needed;
 // AlterAwaitLeaderAndIsr keeps it in flight until the next LeaderAndIsr.
 func (p *Partition) AlterPartitionFailed(outcome AlterOutcome, now time.Time) {
 	if p.role != RoleLeader || p.inFlight == nil {
@@ -503,6 +513,7 @@ func (p *Partition) AlterPartitionFailed(outcome AlterOutcome, now time.Time) {
 		return
 	}
 	p.inFlight = nil
+	p.alterRetryAt = now.Add(AlterRetryBackoff)
 }
 
 // update recomputes the leader's decisions: ISR changes, HW, acks,
@@ -524,7 +535,7 @@ func (p *Partition) update(now time.Time, fetcher ReplicaID) {
 // also caught up by the shrink rule, so that it is not proposed in and
 // out again on the next tick.
 func (p *Partition) maybeChangeISR(now time.Time, fetcher ReplicaID) {
-	if p.inFlight != nil {
+	if p.inFlight != nil || now.Before(p.alterRetryAt) {
 		return
 	}
 	var out []ReplicaID

@@ -179,6 +179,11 @@ func TestInFlightAlterPartition(t *testing.T) {
 	if p.InFlight() != nil {
 		t.Fatal("after a retriable failure: proposal still in flight")
 	}
+	// Not again within AlterRetryBackoff of the failure.
+	p.Tick(t0.Add(3*time.Minute + AlterRetryBackoff/2))
+	if rd = p.Ready(); rd.Proposal != nil {
+		t.Fatalf("proposal %+v within %v of the failure, want none", rd.Proposal, AlterRetryBackoff)
+	}
 	p.Tick(t0.Add(3*time.Minute + time.Second))
 	rd = p.Ready()
 	if rd.Proposal == nil || rd.Proposal.PartitionEpoch != 8 {
