@@ -237,7 +237,8 @@ func runMigration(ctx context.Context, adm adminClient, out io.Writer, target ma
 				if b.st != "" {
 					step = b.st
 				}
-				if b.phase != "" && b.backend != to {
+				if b.phase != "" && !strings.HasPrefix(b.backend, to) {
+					// A broker still on the source reads its record.
 					phase = b.phase
 				}
 			}
