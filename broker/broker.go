@@ -192,7 +192,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		logDirs.Unlock()
 		return nil, err
 	}
-	backend, err := openCoord(&b.cfg, cc)
+	backend, err := openCoord(&b.cfg, cc, logger)
 	if err != nil {
 		closeListeners()
 		logDirs.Unlock()

@@ -2,11 +2,14 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,9 +44,61 @@ func IsCoordinationKey(key string) bool {
 }
 
 // openCoord opens the backend cc names, to follow migrations with
-// migrationTarget.
-func openCoord(cfg *config.Config, cc coord.Config) (*migration.Backend, error) {
-	return migration.Open(cc, func(m coord.Migration) (coord.Config, error) { return migrationTarget(cfg, cc, m) }, coord.Open)
+// migrationTarget, unless the data dir remembers that the cluster left
+// that backend for good (a finalized migration).
+func openCoord(cfg *config.Config, cc coord.Config, logger hclog.Logger) (*migration.Backend, error) {
+	marker := filepath.Join(cfg.LogDirs[0], migratedFile)
+	if data, err := os.ReadFile(marker); err == nil {
+		var m coord.Migration
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("read %s: %w", marker, err)
+		}
+		if m.From == cc.Backend {
+			return nil, fmt.Errorf("%w: this broker's cluster moved from coordination.backend %s to %s (migration %s, finalized %s): start it with the target's coordination properties: %s",
+				migration.ErrFinalized, m.From, m.To, m.ID, m.Finalized.UTC().Format(time.RFC3339), formatTarget(m.Target))
+		}
+	}
+	remember := func(m coord.Migration) {
+		if err := writeMigrated(marker, m); err != nil {
+			logger.Error("cannot remember the finalized migration in the data dir", "migration", m.ID, "error", err)
+			return
+		}
+		logger.Info("migration finalized: this broker will not start on the source again", "migration", m.ID, "from", m.From, "to", m.To)
+	}
+	return migration.Open(cc, func(m coord.Migration) (coord.Config, error) { return migrationTarget(cfg, cc, m) }, coord.Open, remember)
+}
+
+// migratedFile, in the first log dir, remembers the last finalized
+// migration: a broker started on its source refuses to.
+const migratedFile = "coordination-migrated.json"
+
+// writeMigrated writes m, a finalized migration of the backend in use
+// (its record on the target), to path, atomically, with the target's
+// properties as the broker uses them (the target's record holds the
+// source's).
+func writeMigrated(path string, m coord.Migration) error {
+	m.Source = nil
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// formatTarget formats coordination properties as key=value, sorted.
+func formatTarget(props map[string]string) string {
+	parts := make([]string, 0, len(props))
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		parts = append(parts, k+"="+props[k])
+	}
+	if len(parts) == 0 {
+		return "(see tripod migrate --status)"
+	}
+	return strings.Join(parts, " ")
 }
 
 // migrationTarget returns the Config with which the broker of cfg, which
@@ -187,8 +242,8 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 	}
 	st.copied(len(snap.Metadata.Topics), len(snap.Metadata.Partitions))
 	rec := m
-	rec.Target, rec.Phase, rec.Bases, rec.Updated = nil, coord.MigrationImported, snap.Bases, time.Now()
-	rec.Source = coordinationProps(b.cfg)
+	rec.Phase, rec.Bases, rec.Updated = coord.MigrationImported, snap.Bases, time.Now()
+	rec.Source, rec.Brokers = coordinationProps(b.cfg), snap.Brokers
 	for attempt := 1; ; attempt++ {
 		err = target.(coord.Migrator).Import(ctx, snap, rec)
 		if err == nil || ctx.Err() != nil || !errors.Is(err, coord.ErrUnavailable) {
@@ -239,8 +294,9 @@ func coordinationProps(cfg config.Config) map[string]string {
 // migrate` does; they are acted on, never stored. DescribeConfigs of any
 // broker shows where a migration stands (describeMigration).
 const (
-	// MigrationActionKey starts a migration (start) or rolls back one
-	// whose brokers have not switched yet (rollback).
+	// MigrationActionKey starts a migration (start), rolls back one whose
+	// brokers have not switched yet (rollback), or retires the source of
+	// the one that brought the cluster here (finalize).
 	MigrationActionKey = "coordination.migration.action"
 	// MigrationTargetPrefix prefixes each coordination property of the
 	// target, in a start: coordination.migration.target.coordination.backend=etcd.
@@ -318,9 +374,100 @@ func (b *Broker) migrationAction(ctx context.Context, alts []coord.ConfigAlterat
 		b.migration.set(rec.ID, "rolled back", nil)
 		b.logger.Info("migration rolled back: the source takes writes again", "migration", rec.ID, "from", rec.From, "to", rec.To)
 		return configOutcome{}
+	case "finalize":
+		if len(target) > 0 {
+			return configOutcome{kerr.InvalidConfig, fmt.Errorf("%s=finalize takes no target", MigrationActionKey)}
+		}
+		return b.finalizeMigration(lctx, mb, rec, ok, validateOnly)
 	default:
-		return configOutcome{kerr.InvalidConfig, fmt.Errorf("%s %q: must be start or rollback", MigrationActionKey, action)}
+		return configOutcome{kerr.InvalidConfig, fmt.Errorf("%s %q: must be start, finalize or rollback", MigrationActionKey, action)}
 	}
+}
+
+// finalizeMigration retires the source of the migration that brought the
+// cluster to mb (whose record is rec when ok), once every broker that
+// was live on the source is registered here: the source's record says
+// finalized (a broker started on it refuses to start and names the
+// target; a Raft source has no quorum left to write to, and its brokers
+// remember it in their data dirs instead), and the target's record says
+// when, which every broker remembers in its data dir.
+func (b *Broker) finalizeMigration(ctx context.Context, mb *migration.Backend, rec coord.Migration, ok, validateOnly bool) configOutcome {
+	switch {
+	case !ok || rec.Phase != coord.MigrationImported || rec.To != mb.Name():
+		return configOutcome{kerr.InvalidRequest, fmt.Errorf("no migration to finalize: the record of %s is %s", mb.Name(), describeRecord(rec, ok))}
+	case !rec.Finalized.IsZero():
+		return configOutcome{kerr.InvalidRequest, fmt.Errorf("migration %s was finalized at %s", rec.ID, rec.Finalized.UTC().Format(time.RFC3339))}
+	}
+	live, err := mb.Members(ctx)
+	if err != nil {
+		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("read the live brokers: %w", err)}
+	}
+	var missing []coord.BrokerID
+	for _, id := range rec.Brokers {
+		if !slices.ContainsFunc(live, func(br coord.Broker) bool { return br.ID == id }) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		return configOutcome{kerr.InvalidRequest, fmt.Errorf("brokers %v were live on %s and are not registered on %s: finalizing would leave them on the source; start them (they move to %s) or wait for them",
+			missing, rec.From, rec.To, rec.To)}
+	}
+	if validateOnly {
+		return configOutcome{}
+	}
+	if rec.From != "raft" {
+		if err := b.finalizeSource(ctx, rec); err != nil {
+			return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("mark the source %s finalized: %w", rec.From, err)}
+		}
+	}
+	final := rec
+	final.Finalized, final.Updated = time.Now(), time.Now()
+	if _, err := mb.SetMigration(ctx, &rec, final); err != nil {
+		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("finalize migration %s: %w", rec.ID, err)}
+	}
+	b.migration.set(rec.ID, "finalized", nil)
+	b.logger.Info("migration finalized: the source is retired", "migration", rec.ID, "from", rec.From, "to", rec.To)
+	return configOutcome{}
+}
+
+// finalizeSource marks the source of migration rec (ZooKeeper or etcd)
+// finalized, opening it with rec.Source over this broker's configuration
+// (the broker's own properties when it was started on the source: they
+// hold the passwords rec.Source leaves out).
+func (b *Broker) finalizeSource(ctx context.Context, rec coord.Migration) error {
+	cfg := b.cfg
+	if cfg.Coord.Backend != rec.From {
+		for k, v := range rec.Source {
+			if err := cfg.Set(k, v); err != nil {
+				return fmt.Errorf("the source's property %s: %w", k, err)
+			}
+		}
+	}
+	cc := cfg.CoordConfig()
+	cc.Logger = b.logger.Named("coord-source")
+	if err := cfg.OpenCoordTLS(&cc, cc.Logger); err != nil {
+		return err
+	}
+	src, err := coord.Open(cc)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	mig, ok := src.(coord.Migrator)
+	if !ok {
+		return fmt.Errorf("backend %s cannot migrate", rec.From)
+	}
+	cur, ok, err := mig.Migration(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok || cur.ID != rec.ID || cur.Phase != coord.MigrationSwitched {
+		return fmt.Errorf("the source's record is %s, want migration %s switched", describeRecord(cur, ok), rec.ID)
+	}
+	next := cur
+	next.Phase, next.Updated = coord.MigrationFinalized, time.Now()
+	_, err = mig.SetMigration(ctx, &cur, next)
+	return err
 }
 
 // startMigration freezes the backend in use (mb, whose record is rec

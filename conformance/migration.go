@@ -263,7 +263,7 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 		targetConfig := func(m coord.Migration) (coord.Config, error) {
 			return coord.Config{Backend: m.Target["coordination.backend"]}, nil
 		}
-		be, err := migration.Open(coord.Config{Backend: src.Name()}, targetConfig, open)
+		be, err := migration.Open(coord.Config{Backend: src.Name()}, targetConfig, open, nil)
 		if err != nil {
 			t.Fatalf("migration.Open %d: %v", i, err)
 		}

@@ -53,12 +53,19 @@ type Migration struct {
 	// Target holds the coordination properties a broker opens the target
 	// with (coordination.backend, zookeeper.connect, etcd.endpoints,
 	// raft.voters, ...), as the source's record gives them to the
-	// brokers; empty on the target.
+	// brokers; the target's record keeps them too, to tell a broker
+	// started on the source after finalize where the cluster went.
 	Target map[string]string `json:"target,omitempty"`
 	// Source, on the target, holds the coordination properties of the
 	// source, as the controller that copied it was started with: where
 	// finalize and rollback reach it. Empty on the source.
 	Source map[string]string `json:"source,omitempty"`
+	// Brokers, on the target, are the brokers that were live on the
+	// source when it was copied: finalize waits for each to switch.
+	Brokers []BrokerID `json:"brokers,omitempty"`
+	// Finalized, on the target, is when the migration was finalized
+	// (zero before): the source is retired for good.
+	Finalized time.Time `json:"finalized,omitzero"`
 	// Phase is where the migration stands in this backend.
 	Phase MigrationPhase `json:"phase"`
 	// Bases, on the target, are what it adds to every epoch and version
@@ -102,6 +109,8 @@ type Snapshot struct {
 	ProducerIDKey []byte
 	// Bases are the target's EpochBases.
 	Bases EpochBases
+	// Brokers are the brokers live on the source when it was read.
+	Brokers []BrokerID
 }
 
 // Migrator is implemented by every backend. While its record's phase
@@ -207,6 +216,9 @@ func Export(ctx context.Context, b Backend, frozenAt int64) (*Snapshot, error) {
 	}
 	snap := &Snapshot{Metadata: md, Security: sec, Configs: cfgs, NextProducerID: next, ProducerIDKey: key}
 	snap.Bases = snapshotBases(snap, frozenAt, members, ctrl)
+	for _, m := range members {
+		snap.Brokers = append(snap.Brokers, m.ID)
+	}
 	return snap, nil
 }
 

@@ -35,11 +35,12 @@ func newMigrateCmd() *cobra.Command {
 		to       string
 		sets     []string
 		rollback bool
+		finalize bool
 		status   bool
 		poll     time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "migrate --to zk|etcd|raft --set KEY=VALUE... | --rollback | --status",
+		Use:   "migrate --to zk|etcd|raft --set KEY=VALUE... | --finalize | --rollback | --status",
 		Short: "Move a running cluster to another coordination backend",
 		Long: `Move a running cluster's metadata and control to another coordination
 backend (ZooKeeper, etcd or embedded Raft) while its brokers keep serving
@@ -55,19 +56,23 @@ the cluster as it answered before the switch (topics, partitions, leaders,
 ISRs, ACLs, SCRAM users, dynamic broker configs, client quotas) with the
 same on the target.
 
---rollback unfreezes the source of a migration whose brokers have not
-switched yet (a target that cannot be imported into). --status prints
-where each broker and the migration stand.`,
+--finalize, once every broker that was live on the source is registered
+on the target, retires the source: its record says so, and every broker
+remembers it in its data dir, so that a broker started later with the
+source's properties refuses to start and names the target. It is the
+point of no return. --rollback unfreezes the source of a migration whose
+brokers have not switched yet (a target that cannot be imported into).
+--status prints where each broker and the migration stand.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			modes := 0
-			for _, on := range []bool{to != "", rollback, status} {
+			for _, on := range []bool{to != "", rollback, finalize, status} {
 				if on {
 					modes++
 				}
 			}
 			if modes != 1 {
-				return errors.New("give one of --to, --rollback and --status")
+				return errors.New("give one of --to, --finalize, --rollback and --status")
 			}
 			if to == "" && len(sets) > 0 {
 				return errors.New("--set: only with --to")
@@ -85,6 +90,12 @@ where each broker and the migration stand.`,
 				return err
 			case rollback:
 				return migrationAction(ctx, adm, map[string]string{broker.MigrationActionKey: "rollback"})
+			case finalize:
+				if err := migrationAction(ctx, adm, map[string]string{broker.MigrationActionKey: "finalize"}); err != nil {
+					return err
+				}
+				fmt.Fprintln(out, "migration finalized: the source is retired; a broker started with its properties refuses to start")
+				return nil
 			}
 			target := map[string]string{"coordination.backend": to}
 			for _, s := range sets {
@@ -101,6 +112,7 @@ where each broker and the migration stand.`,
 	f.StringVar(&to, "to", "", "the target backend: zk, etcd or raft")
 	f.StringArrayVar(&sets, "set", nil, "KEY=VALUE coordination property of the target (repeatable)")
 	f.BoolVar(&rollback, "rollback", false, "unfreeze the source of a migration whose brokers have not switched")
+	f.BoolVar(&finalize, "finalize", false, "retire the source once every broker is on the target (no way back after it)")
 	f.BoolVar(&status, "status", false, "print where each broker and the migration stand")
 	f.DurationVar(&poll, "poll", 200*time.Millisecond, "how often to ask the brokers while migrating")
 	f.StringVar(&opts.bootstrap, "bootstrap", "127.0.0.1:9092", "HOST:PORT[,HOST:PORT] of brokers to ask (bootstrap servers)")

@@ -21,7 +21,8 @@ var migrations atomic.Int32
 // there answers the same topics and replicas, ACLs, SCRAM users, configs
 // and quotas as before (the command compares them), a topic can be
 // created on the target, and every acknowledged record is read back at
-// its offset.
+// its offset. After `tripod migrate --finalize` a broker started with
+// the source's properties refuses to start and names the target.
 func TestMigrateUnderLoad(t *testing.T) {
 	for _, from := range []string{"zk", "etcd", "raft"} {
 		for _, to := range []string{"zk", "etcd", "raft"} {
@@ -71,6 +72,25 @@ func migrateUnderLoad(t *testing.T, from, to string) {
 		}
 	}
 	t.Logf("%d records acknowledged across the migration; every one read back", total)
+
+	// Finalize: a broker started again with the source's properties (its
+	// flags as they were) refuses to start and names the target.
+	runCLI(t, c, "migrate", "--finalize")
+	b := c.Broker(3)
+	if err := b.Stop(settle); err != nil {
+		t.Fatalf("stop broker 3: %v", err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatalf("start broker 3: %v", err)
+	}
+	select {
+	case <-b.Exited():
+	case <-time.After(settle):
+		t.Fatalf("broker 3, started on %s after the migration to %s was finalized, still runs", from, to)
+	}
+	if exited, err := b.Exit(); !exited || err == nil || !strings.Contains(b.LogTail(4096), "moved from coordination.backend "+from+" to "+to) {
+		t.Fatalf("broker 3 on the retired source: exited %v (%v), log:\n%s", exited, err, b.LogTail(4096))
+	}
 }
 
 // migrationTarget returns the --set flags of a fresh target of backend

@@ -50,6 +50,10 @@ type Backend struct {
 	log          hclog.Logger
 	targetConfig TargetConfig
 	open         func(coord.Config) (coord.Backend, error)
+	onFinalized  func(coord.Migration)
+	// finalized is the last migration onFinalized was called for (owned
+	// by the record follower).
+	finalized string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -83,7 +87,11 @@ type generation struct {
 // Open opens the backend cfg names and follows its migration record.
 // targetConfig builds the Config of a migration's target; open opens one
 // (coord.Open).
-func Open(cfg coord.Config, targetConfig TargetConfig, open func(coord.Config) (coord.Backend, error)) (*Backend, error) {
+//
+// onFinalized, if not nil, is called once for each migration the record
+// of the backend in use says was finalized (the broker remembers it in
+// its data dir, so that it refuses to start on the source again).
+func Open(cfg coord.Config, targetConfig TargetConfig, open func(coord.Config) (coord.Backend, error), onFinalized func(coord.Migration)) (*Backend, error) {
 	cur, err := open(cfg)
 	if err != nil {
 		return nil, err
@@ -97,7 +105,7 @@ func Open(cfg coord.Config, targetConfig TargetConfig, open func(coord.Config) (
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{log: log, targetConfig: targetConfig, open: open, ctx: ctx, cancel: cancel, standbyReady: make(chan struct{})}
+	b := &Backend{log: log, targetConfig: targetConfig, open: open, onFinalized: onFinalized, ctx: ctx, cancel: cancel, standbyReady: make(chan struct{})}
 	b.gen = b.newGeneration(cur, cfg.Backend)
 	b.cur, b.curCfg = cur, cfg.Backend
 	b.wg.Add(1)
@@ -188,6 +196,10 @@ func (b *Backend) follow() {
 // onRecord acts on the record r of generation g's backend.
 func (b *Backend) onRecord(g *generation, r coord.MigrationRecord) {
 	m := r.Migration
+	if r.OK && !m.Finalized.IsZero() && b.onFinalized != nil && b.finalized != m.ID {
+		b.finalized = m.ID
+		b.onFinalized(m)
+	}
 	switch {
 	case !r.OK || len(m.Target) == 0:
 	case m.Phase == coord.MigrationFrozen:
