@@ -84,6 +84,7 @@ type Backend struct {
 var (
 	_ coord.Backend           = (*Backend)(nil)
 	_ coord.ControllerEvictor = (*Backend)(nil)
+	_ coord.Migrator          = (*Backend)(nil)
 )
 
 // Open connects to cfg.EtcdEndpoints and returns a Backend keeping every
