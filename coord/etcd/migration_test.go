@@ -744,3 +744,90 @@ func TestImportLargeSnapshot(t *testing.T) {
 	}
 	checkImported(t, ctx, b, snap)
 }
+
+// TestExportFromFrozenImportIntoAnother: coord.Export of a frozen etcd
+// cluster imported into another prefix holds the same content, and the
+// target's epochs go on above everything the source reported; exported
+// again (the target frozen in turn), the bases only grow.
+func TestExportFromFrozenImportIntoAnother(t *testing.T) {
+	ctx := ctxFor(t, 60*time.Second)
+	src := open(t, freshPrefix("export-src"), 1, nil)
+	s, term := elect(t, src, 1)
+	defer s.Close()
+	create := topicOp("orders", 3, term.Epoch())
+	create.Topic.Config = map[string]string{"retention.ms": "1000"}
+	if err := src.Commit(ctx, term, create); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if err := src.SetScramCredential(ctx, "alice", sha256Credential(4)); err != nil {
+		t.Fatalf("SetScramCredential: %v", err)
+	}
+	if _, err := src.AllocateProducerIDs(ctx, 1); err != nil {
+		t.Fatalf("AllocateProducerIDs: %v", err)
+	}
+	srcKey, err := src.ProducerIDKey(ctx, bytes.Repeat([]byte{3}, coord.ProducerIDKeySize))
+	if err != nil {
+		t.Fatalf("ProducerIDKey: %v", err)
+	}
+	m := coord.Migration{ID: "m-chain", From: "etcd", To: "etcd", Phase: coord.MigrationFrozen}
+	frozenAt, err := src.SetMigration(ctx, nil, m)
+	if err != nil {
+		t.Fatalf("SetMigration frozen: %v", err)
+	}
+	snap, err := coord.Export(ctx, src, frozenAt)
+	if err != nil {
+		t.Fatalf("Export of the frozen source: %v", err)
+	}
+	if !bytes.Equal(snap.ProducerIDKey, srcKey) || snap.NextProducerID != coord.ProducerIDBlockSize {
+		t.Fatalf("exported producer ids: key %x next %d, want key %x next %d", snap.ProducerIDKey, snap.NextProducerID, srcKey, coord.ProducerIDBlockSize)
+	}
+
+	target := open(t, freshPrefix("export-dst"), 1, nil)
+	if err := target.Import(ctx, snap, coord.Migration{ID: m.ID, From: "etcd", To: "etcd"}); err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	checkImported(t, ctx, target, snap)
+	s2, term2 := elect(t, target, 1)
+	defer s2.Close()
+	if s2.Broker().Epoch <= s.Broker().Epoch || s2.Broker().Epoch <= frozenAt || term2.Epoch() <= term.Epoch() {
+		t.Fatalf("target epochs: broker %d, controller %d; want above the source's broker %d, freeze %d, controller %d",
+			s2.Broker().Epoch, term2.Epoch(), s.Broker().Epoch, frozenAt, term.Epoch())
+	}
+
+	// The target becomes a source in turn: its bases do not go down.
+	frozenAgain, err := target.SetMigration(ctx, &coord.Migration{ID: m.ID, Phase: coord.MigrationImported},
+		coord.Migration{ID: "m-next", From: "etcd", To: "zk", Phase: coord.MigrationFrozen})
+	if err != nil {
+		t.Fatalf("SetMigration of the target frozen: %v", err)
+	}
+	again, ok, err := target.Migration(ctx)
+	if err != nil || !ok || again.Bases != snap.Bases {
+		t.Fatalf("record of the re-frozen target: got %+v, %v, %v; want its bases %+v kept", again, ok, err, snap.Bases)
+	}
+	if s2.Broker().Epoch != mustMember(t, ctx, target, 1).Epoch || frozenAgain <= s2.Broker().Epoch {
+		t.Fatalf("re-frozen target: broker epoch %d, freeze at %d; want the epoch kept and the freeze above it", s2.Broker().Epoch, frozenAgain)
+	}
+	next, err := coord.Export(ctx, target, frozenAgain)
+	if err != nil {
+		t.Fatalf("Export of the re-frozen target: %v", err)
+	}
+	if next.Bases.Broker <= snap.Bases.Broker || next.Bases.Controller <= snap.Bases.Controller ||
+		next.Bases.Partition < snap.Bases.Partition || next.Bases.Version <= snap.Bases.Version {
+		t.Fatalf("bases of the next migration: got %+v, want above %+v", next.Bases, snap.Bases)
+	}
+}
+
+func mustMember(t *testing.T, ctx context.Context, b *etcd.Backend, id coord.BrokerID) coord.Broker {
+	t.Helper()
+	members, err := b.Members(ctx)
+	if err != nil {
+		t.Fatalf("Members: %v", err)
+	}
+	for _, m := range members {
+		if m.ID == id {
+			return m
+		}
+	}
+	t.Fatalf("Members: got %v, want broker %d", members, id)
+	return coord.Broker{}
+}
