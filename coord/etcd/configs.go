@@ -217,7 +217,15 @@ func (b *Backend) alterConfigKey(ctx context.Context, key, what string, replace 
 			data, _ := json.Marshal(next)
 			write = clientv3.OpPut(key, string(data))
 		}
-		tr, err := b.guardedTxn(ctx, what, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", modRev)}, []clientv3.Op{write}, nil)
+		tr, err := b.guardedTxn(ctx, what, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", modRev)}, []clientv3.Op{write},
+			[]clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())},
+			func(tr *clientv3.TxnResponse) bool {
+				var now int64
+				if kvs := tr.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+					now = kvs[0].ModRevision
+				}
+				return now != modRev
+			})
 		if err != nil {
 			return nil, err
 		}

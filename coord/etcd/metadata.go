@@ -627,21 +627,28 @@ func (b *Backend) commitChunk(ctx context.Context, c *chunk, bases coord.EpochBa
 		cmps[i] = ch.compare()
 		reads[i] = clientv3.OpGet(ch.key, clientv3.WithKeysOnly())
 	}
-	resp, err := b.guardedTxn(ctx, fmt.Sprintf("commit of %d writes under %s", len(c.writes), b.prefix), cmps, c.writes, reads)
+	failure := func(resp *clientv3.TxnResponse) error {
+		for i, ch := range c.checks {
+			var kv *mvccpb.KeyValue
+			if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				kv = kvs[0]
+			}
+			if err := ch.failure(kv, bases); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	resp, err := b.guardedTxn(ctx, fmt.Sprintf("commit of %d writes under %s", len(c.writes), b.prefix), cmps, c.writes, reads,
+		func(resp *clientv3.TxnResponse) bool { return failure(resp) != nil })
 	if err != nil {
 		return err
 	}
 	if resp.Succeeded {
 		return nil
 	}
-	for i, ch := range c.checks {
-		var kv *mvccpb.KeyValue
-		if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			kv = kvs[0]
-		}
-		if err := ch.failure(kv, bases); err != nil {
-			return err
-		}
+	if err := failure(resp); err != nil {
+		return err
 	}
 	return fmt.Errorf("etcd commit under %s: transaction failed but every compare holds on re-read", b.prefix)
 }

@@ -173,12 +173,14 @@ func (b *Backend) writableRecord(ctx context.Context, what string) (*migrationRe
 }
 
 // guardedTxn commits If(cmps) Then(then) Else(els) unless the record
-// refuses it: the record key's mod revision is compared too, and read in
-// the Else branch after els. When the record changed, the transaction is
-// tried again against the new one, or refused with coord.ErrMigrated. A
-// failed transaction's answer is returned as is, its Responses holding
-// els's and then the record's.
-func (b *Backend) guardedTxn(ctx context.Context, what string, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+// refuses it: the record key's mod revision is compared too, last, so
+// that a transaction failing on cmps costs etcd nothing more. own tells
+// from els's answers whether cmps failed (nil: there are none); when they
+// did not, the record changed: it is read again and the transaction
+// tried against the new one, or refused with coord.ErrMigrated. A
+// transaction failed on cmps is returned as is.
+func (b *Backend) guardedTxn(ctx context.Context, what string, cmps []clientv3.Cmp, then, els []clientv3.Op,
+	own func(resp *clientv3.TxnResponse) bool) (*clientv3.TxnResponse, error) {
 	key := b.migrationKey()
 	for range maxRecordRetries {
 		r, err := b.writableRecord(ctx, what)
@@ -189,23 +191,21 @@ func (b *Backend) guardedTxn(ctx context.Context, what string, cmps []clientv3.C
 		resp, err := b.client.Txn(ctx).
 			If(append(cmps[:len(cmps):len(cmps)], guard)...).
 			Then(then...).
-			Else(append(els[:len(els):len(els)], clientv3.OpGet(key))...).
+			Else(els...).
 			Commit()
 		if err != nil {
 			return nil, b.convertError(err, what)
 		}
-		if resp.Succeeded {
+		if resp.Succeeded || (own != nil && own(resp)) {
 			return resp, nil
 		}
-		var kv *mvccpb.KeyValue
-		if kvs := resp.Responses[len(els)].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			kv = kvs[0]
+		stored, err := b.readRecord(ctx)
+		if err != nil {
+			return nil, err
 		}
-		if stored := b.recordFromKV(kv, resp.Header.Revision); stored.modRev != r.modRev {
-			b.storeRecord(stored)
-			continue
+		if stored.modRev == r.modRev {
+			return resp, nil // cmps failed after all; the caller tells why
 		}
-		return resp, nil
 	}
 	return nil, fmt.Errorf("%w: %s: the migration record changed %d times in a row", coord.ErrUnavailable, what, maxRecordRetries)
 }
@@ -229,10 +229,12 @@ func (b *Backend) Migration(ctx context.Context) (coord.Migration, bool, error) 
 
 // SetMigration implements coord.Migrator: a transaction that puts m if
 // the record key's mod revision is still the one of the record read and
-// found to be prev. The bases never go down: a field of m.Bases below
-// the stored one keeps the stored one, so that the epochs the backend
-// reported stay below what it reports next (a target that becomes a
-// source keeps its bases).
+// found to be prev. It returns the revision it wrote at raised by the
+// largest of the broker, controller and version bases: above every
+// broker epoch, controller epoch and Version reported before. The bases
+// never go down: a field of m.Bases below the stored one keeps the
+// stored one, so that the epochs the backend reported stay below what it
+// reports next (a target that becomes a source keeps its bases).
 func (b *Backend) SetMigration(ctx context.Context, prev *coord.Migration, m coord.Migration) (int64, error) {
 	key := b.migrationKey()
 	what := "set migration record " + key

@@ -109,9 +109,17 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 		if kv != nil {
 			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 		}
+		prev := kv
 		tr, err := b.guardedTxn(ctx, what, []clientv3.Cmp{cmp},
 			[]clientv3.Op{clientv3.OpPut(key, encodeProducerIDBlock(block))},
-			[]clientv3.Op{clientv3.OpGet(key)})
+			[]clientv3.Op{clientv3.OpGet(key)},
+			func(tr *clientv3.TxnResponse) bool {
+				kvs := tr.Responses[0].GetResponseRange().GetKvs()
+				if prev == nil {
+					return len(kvs) > 0
+				}
+				return len(kvs) == 0 || kvs[0].ModRevision != prev.ModRevision
+			})
 		if err != nil {
 			return coord.ProducerIDBlock{}, err
 		}
@@ -146,7 +154,8 @@ func (b *Backend) ProducerIDKey(ctx context.Context, proposed []byte) ([]byte, e
 	defer cancel()
 	tr, err := b.guardedTxn(ctx, what, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
 		[]clientv3.Op{clientv3.OpPut(key, string(proposed))},
-		[]clientv3.Op{clientv3.OpGet(key)})
+		[]clientv3.Op{clientv3.OpGet(key)},
+		func(tr *clientv3.TxnResponse) bool { return len(tr.Responses[0].GetResponseRange().GetKvs()) > 0 })
 	if errors.Is(err, coord.ErrMigrated) {
 		// Only storing a new key is refused: a stored one is the answer.
 		resp, gerr := b.client.Get(ctx, key)

@@ -219,7 +219,7 @@ func (b *Backend) SetScramCredential(ctx context.Context, user string, cred coor
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
-	_, err := b.guardedTxn(ctx, what, nil, []clientv3.Op{clientv3.OpPut(key, coord.FormatScramCredential(cred))}, nil)
+	_, err := b.guardedTxn(ctx, what, nil, []clientv3.Op{clientv3.OpPut(key, coord.FormatScramCredential(cred))}, nil, nil)
 	return err
 }
 
@@ -239,7 +239,7 @@ func (b *Backend) DeleteScramCredential(ctx context.Context, user, mechanism str
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
-	resp, err := b.guardedTxn(ctx, what, nil, []clientv3.Op{clientv3.OpDelete(key)}, nil)
+	resp, err := b.guardedTxn(ctx, what, nil, []clientv3.Op{clientv3.OpDelete(key)}, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -271,7 +271,7 @@ func (b *Backend) CreateACLs(ctx context.Context, acls []coord.ACL) error {
 	}
 	for len(ops) > 0 {
 		n := min(len(ops), maxTxnOps)
-		if _, err := b.guardedTxn(ctx, what, nil, ops[:n], nil); err != nil {
+		if _, err := b.guardedTxn(ctx, what, nil, ops[:n], nil, nil); err != nil {
 			return err
 		}
 		ops = ops[n:]
@@ -322,7 +322,7 @@ func (b *Backend) DeleteACLs(ctx context.Context, filters []coord.ACLFilter) ([]
 		for _, key := range keys[start:end] {
 			ops = append(ops, clientv3.OpDelete(key))
 		}
-		tr, err := b.guardedTxn(ctx, what, nil, ops, nil)
+		tr, err := b.guardedTxn(ctx, what, nil, ops, nil, nil)
 		if err != nil {
 			return coord.SortACLs(removed), err
 		}
