@@ -10,10 +10,15 @@
 //	<prefix>/topics/<topic>          coord.Topic JSON
 //	<prefix>/partitions/<topic>/<p>  partition state JSON (Kafka's znode layout)
 //	<prefix>/latest_producer_id_block the last producer id block reserved (Kafka's JSON)
+//	<prefix>/producer_id_key         the cluster's producer id key, its bytes
+//	<prefix>/migration               the migration record, coord.Migration JSON (migration.go)
 //
 // Broker epochs and controller epochs are the create revisions of their keys
 // (strictly increasing in one etcd), a partition epoch is its key's etcd
-// Version − 1, and Metadata.Version is an etcd revision. The package owns
+// Version − 1, and Metadata.Version is an etcd revision. A backend that a
+// migration imported into (its record has coord.EpochBases) reports each of
+// them raised by its base and takes them back lowered by it; the stored
+// keys hold etcd's own values. The package owns
 // its client, every lease keep-alive loop and every watch goroutine; Close
 // waits for all of them. It must not import broker or replication.
 package etcd
@@ -35,6 +40,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/notify"
 )
 
 func init() {
@@ -66,11 +72,19 @@ type Backend struct {
 	// (standby.go); nil until the first Campaign.
 	standbyOnce sync.Once
 	standby     atomic.Pointer[standby]
+
+	// rec is the migration record as last seen (migration.go), nil until
+	// first read; recMu serialises that read, and recChanged announces
+	// every change of the record.
+	rec        atomic.Pointer[migrationRecord]
+	recMu      sync.Mutex
+	recChanged notify.Broadcast
 }
 
 var (
 	_ coord.Backend           = (*Backend)(nil)
 	_ coord.ControllerEvictor = (*Backend)(nil)
+	_ coord.Migrator          = (*Backend)(nil)
 )
 
 // Open connects to cfg.EtcdEndpoints and returns a Backend keeping every

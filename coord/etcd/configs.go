@@ -134,18 +134,22 @@ func (b *Backend) loadConfigView(ctx context.Context) (*configView, int64, error
 }
 
 // LoadConfigs implements coord.ConfigStore. Its Version is the revision
-// it read at.
+// it read at, raised by the version base.
 func (b *Backend) LoadConfigs(ctx context.Context) (*coord.ConfigState, error) {
 	if b.isClosed() {
 		return nil, fmt.Errorf("%w: load configs", coord.ErrClosed)
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
+	if _, err := b.record(ctx); err != nil {
+		return nil, err
+	}
+	base := b.bases().Version
 	v, rev, err := b.loadConfigView(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return v.state(rev), nil
+	return v.state(rev + base), nil
 }
 
 // WatchConfigs implements coord.ConfigStore. It follows the range of the
@@ -179,14 +183,18 @@ func (b *Backend) AlterClientQuotas(ctx context.Context, entity coord.QuotaEntit
 }
 
 // alterConfigKey applies alterations to the config map stored at key: a
-// get, then a transaction conditional on the key's mod revision, again on
-// conflict.
+// get, then a transaction conditional on the key's mod revision and
+// guarded by the migration record, again on conflict. Even an alteration
+// that changes nothing is refused while the record refuses writes.
 func (b *Backend) alterConfigKey(ctx context.Context, key, what string, replace bool, alterations []coord.ConfigAlteration) (map[string]string, error) {
 	if b.isClosed() {
 		return nil, fmt.Errorf("%w: %s", coord.ErrClosed, what)
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
+	if _, err := b.writableRecord(ctx, what); err != nil {
+		return nil, err
+	}
 	for range maxConfigConflicts {
 		resp, err := b.client.Get(ctx, key)
 		if err != nil {
@@ -209,9 +217,17 @@ func (b *Backend) alterConfigKey(ctx context.Context, key, what string, replace 
 			data, _ := json.Marshal(next)
 			write = clientv3.OpPut(key, string(data))
 		}
-		tr, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(write).Commit()
+		tr, err := b.guardedTxn(ctx, what, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", modRev)}, []clientv3.Op{write},
+			[]clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())},
+			func(tr *clientv3.TxnResponse) bool {
+				var now int64
+				if kvs := tr.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+					now = kvs[0].ModRevision
+				}
+				return now != modRev
+			})
 		if err != nil {
-			return nil, b.convertError(err, what)
+			return nil, err
 		}
 		if tr.Succeeded {
 			return next, nil

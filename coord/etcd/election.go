@@ -23,10 +23,12 @@ type controllerValue struct {
 const retryDelay = 100 * time.Millisecond
 
 // term is one controllership: the election key <prefix>/controller created
-// by this session's lease. Its epoch is the key's create revision.
+// by this session's lease. Its epoch is the key's create revision; it
+// reports it raised by base, the controller epoch base.
 type term struct {
 	s      *session
 	epoch  int64
+	base   int64
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -67,6 +69,19 @@ func (b *Backend) Campaign(ctx context.Context, cs coord.Session) (coord.Term, e
 	for {
 		if err := s.Err(); err != nil {
 			return nil, err
+		}
+		// The term reports its epoch raised by the record's base.
+		if _, err := b.record(cctx); err != nil {
+			if cctx.Err() != nil {
+				if err := s.Err(); err != nil {
+					return nil, err
+				}
+				return nil, ctx.Err()
+			}
+			if err := waitRetry(ctx, s); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		resp, err := b.client.Txn(cctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -172,7 +187,7 @@ func (b *Backend) waitDeleted(ctx context.Context, s *session, key string, rev i
 
 // newTerm starts the term of the election key created at revision epoch.
 func (s *session) newTerm(epoch int64) (coord.Term, error) {
-	t := &term{s: s, epoch: epoch}
+	t := &term{s: s, epoch: epoch, base: s.b.bases().Controller}
 	t.ctx, t.cancel = context.WithCancel(s.life)
 	s.mu.Lock()
 	if s.err != nil {
@@ -186,7 +201,7 @@ func (s *session) newTerm(epoch int64) (coord.Term, error) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go t.watch()
-	s.b.log.Info("elected controller", "broker", s.broker.ID, "epoch", epoch)
+	s.b.log.Info("elected controller", "broker", s.broker.ID, "epoch", t.Epoch())
 	return t, nil
 }
 
@@ -202,7 +217,7 @@ func (s *session) loseTerms() {
 	}
 	s.mu.Unlock()
 	for t := range terms {
-		s.b.log.Warn("controller term lost: lease not confirmed in time", "broker", s.broker.ID, "epoch", t.epoch)
+		s.b.log.Warn("controller term lost: lease not confirmed in time", "broker", s.broker.ID, "epoch", t.Epoch())
 		t.cancel()
 	}
 }
@@ -295,7 +310,7 @@ func (s *session) deleteOrphans(timeout time.Duration) {
 func (t *term) Controller() coord.BrokerID { return t.s.broker.ID }
 
 // Epoch implements coord.Term.
-func (t *term) Epoch() int64 { return t.epoch }
+func (t *term) Epoch() int64 { return t.epoch + t.base }
 
 // Context implements coord.Term.
 func (t *term) Context() context.Context { return t.ctx }
@@ -312,7 +327,7 @@ func (t *term) Resign(ctx context.Context) error {
 	if !t.s.deleteElectionKey(ctx, t.epoch) {
 		// The session loop deletes it once etcd answers; the lease
 		// bounds how long it can outlive us.
-		return fmt.Errorf("%w: resign controller epoch %d: delete %s", coord.ErrUnavailable, t.epoch, t.s.b.controllerKey())
+		return fmt.Errorf("%w: resign controller epoch %d: delete %s", coord.ErrUnavailable, t.Epoch(), t.s.b.controllerKey())
 	}
 	return nil
 }
@@ -326,7 +341,7 @@ func (t *term) watch() {
 	rev := t.epoch
 	for t.ctx.Err() == nil {
 		if t.watchOnce(key, &rev) {
-			b.log.Warn("controller term lost: election key gone", "broker", t.s.broker.ID, "epoch", t.epoch)
+			b.log.Warn("controller term lost: election key gone", "broker", t.s.broker.ID, "epoch", t.Epoch())
 			t.s.forget(t, false)
 			return
 		}
@@ -380,11 +395,16 @@ func (b *Backend) Controller(ctx context.Context) (coord.ControllerInfo, error) 
 	if b.isClosed() {
 		return coord.ControllerInfo{ID: coord.NoBroker}, fmt.Errorf("%w: controller", coord.ErrClosed)
 	}
+	if _, err := b.record(ctx); err != nil {
+		return coord.ControllerInfo{ID: coord.NoBroker}, err
+	}
 	info, _, err := b.loadController(ctx)
+	info.Epoch = raiseEpoch(info.Epoch, b.bases().Controller)
 	return info, err
 }
 
-// loadController reads the election key and the revision it was read at.
+// loadController reads the election key and the revision it was read at;
+// the epoch is etcd's own, not raised.
 func (b *Backend) loadController(ctx context.Context) (coord.ControllerInfo, int64, error) {
 	key := b.controllerKey()
 	resp, err := b.client.Get(ctx, key)
@@ -407,21 +427,25 @@ func decodeController(kv *mvccpb.KeyValue) (coord.ControllerInfo, error) {
 }
 
 // EvictController implements coord.ControllerEvictor: it deletes the
-// election key if its create revision (the epoch) is still info's.
+// election key if its create revision (the epoch, lowered by the base)
+// is still info's.
 func (b *Backend) EvictController(ctx context.Context, info coord.ControllerInfo) error {
 	if b.isClosed() {
 		return fmt.Errorf("%w: evict controller", coord.ErrClosed)
 	}
 	key := b.controllerKey()
+	if _, err := b.record(ctx); err != nil {
+		return err
+	}
 	current, _, err := b.loadController(ctx)
 	if err != nil {
 		return err
 	}
-	if current != info {
+	if current.ID != info.ID || current.Epoch == 0 || current.Epoch+b.bases().Controller != info.Epoch {
 		return nil
 	}
 	_, err = b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", info.Epoch)).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", current.Epoch)).
 		Then(clientv3.OpDelete(key)).
 		Commit()
 	if err != nil {

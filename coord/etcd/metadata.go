@@ -67,17 +67,49 @@ func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
 	if b.isClosed() {
 		return nil, fmt.Errorf("%w: load metadata", coord.ErrClosed)
 	}
+	if _, err := b.record(ctx); err != nil {
+		return nil, err
+	}
+	bases := b.bases()
 	if s := b.standby.Load(); s != nil {
 		if md, ok := s.load(ctx); ok {
+			raiseMetadata(md, bases)
 			return md, nil
 		}
 	}
-	return b.loadMetadata(ctx)
+	md, err := b.loadMetadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	raiseMetadata(md, bases)
+	return md, nil
+}
+
+// raiseMetadata raises md's Version and partition epochs, as read from
+// etcd, by bases.
+func raiseMetadata(md *coord.Metadata, bases coord.EpochBases) {
+	if bases.Partition == 0 && bases.Version == 0 {
+		return
+	}
+	md.Version += bases.Version
+	for tp, st := range md.Partitions {
+		st.PartitionEpoch += bases.Partition
+		md.Partitions[tp] = st
+	}
+}
+
+// raiseEpoch raises a broker or controller epoch read from etcd (a create
+// revision) by base; 0, no epoch, stays 0.
+func raiseEpoch(epoch, base int64) int64 {
+	if epoch == 0 {
+		return 0
+	}
+	return epoch + base
 }
 
 // loadMetadata reads every topic and partition state at one revision,
 // paging through large ranges; it starts again if etcd compacts that
-// revision meanwhile.
+// revision meanwhile. Its epochs and Version are etcd's own, not raised.
 func (b *Backend) loadMetadata(ctx context.Context) (*coord.Metadata, error) {
 	for {
 		md, err := b.loadMetadataOnce(ctx)
@@ -92,7 +124,7 @@ func (b *Backend) loadMetadataOnce(ctx context.Context) (*coord.Metadata, error)
 	md := coord.NewMetadata()
 	topics := b.topicsPrefix()
 	rev, err := b.rangeAt(ctx, topics, 0, func(kv *mvccpb.KeyValue) {
-		b.applyMetadataKV(md, kv)
+		b.applyMetadataKV(md, kv, 0)
 	})
 	if err != nil {
 		return nil, err
@@ -124,7 +156,7 @@ func (b *Backend) loadMetadataOnce(ctx context.Context) (*coord.Metadata, error)
 			for i := range next {
 				r := &reads[i]
 				_, r.err = b.loadRange(ctx, bounds[i], bounds[i+1], rev, func(kv *mvccpb.KeyValue) {
-					if st, ok := b.decodePartitionKV(kv); ok {
+					if st, ok := b.decodePartitionKV(kv, 0); ok {
 						r.states = append(r.states, st)
 					}
 				})
@@ -186,18 +218,20 @@ func (b *Backend) loadRange(ctx context.Context, key, end string, rev int64, f f
 // the standby's barrier key.
 func (b *Backend) metadataRangeEnd() string { return clientv3.GetPrefixRangeEnd(b.topicsPrefix()) }
 
-// applyMetadataEvent applies one watch event of the metadata range to md.
-func (b *Backend) applyMetadataEvent(md *coord.Metadata, ev *clientv3.Event) {
+// applyMetadataEvent applies one watch event of the metadata range to md,
+// raising its partition epoch and version by bases.
+func (b *Backend) applyMetadataEvent(md *coord.Metadata, ev *clientv3.Event, bases coord.EpochBases) {
 	if ev.Type == mvccpb.DELETE {
 		b.removeMetadataKey(md, string(ev.Kv.Key))
 	} else {
-		b.applyMetadataKV(md, ev.Kv)
+		b.applyMetadataKV(md, ev.Kv, bases.Partition)
 	}
-	md.Version = max(md.Version, ev.Kv.ModRevision)
+	md.Version = max(md.Version, ev.Kv.ModRevision+bases.Version)
 }
 
-// applyMetadataKV stores one topic or partition key into md.
-func (b *Backend) applyMetadataKV(md *coord.Metadata, kv *mvccpb.KeyValue) {
+// applyMetadataKV stores one topic or partition key into md, its
+// partition epoch raised by partitionBase.
+func (b *Backend) applyMetadataKV(md *coord.Metadata, kv *mvccpb.KeyValue, partitionBase int32) {
 	key := string(kv.Key)
 	if name, ok := strings.CutPrefix(key, b.topicsPrefix()); ok {
 		var t coord.Topic
@@ -209,14 +243,15 @@ func (b *Backend) applyMetadataKV(md *coord.Metadata, kv *mvccpb.KeyValue) {
 		md.Topics[name] = t
 		return
 	}
-	if st, ok := b.decodePartitionKV(kv); ok {
+	if st, ok := b.decodePartitionKV(kv, partitionBase); ok {
 		md.Partitions[st.TopicPartition()] = st
 	}
 }
 
-// decodePartitionKV decodes a partition state key; false when it is not
-// one, or does not decode (logged).
-func (b *Backend) decodePartitionKV(kv *mvccpb.KeyValue) (coord.PartitionState, bool) {
+// decodePartitionKV decodes a partition state key, its partition epoch
+// raised by partitionBase; false when it is not one, or does not decode
+// (logged).
+func (b *Backend) decodePartitionKV(kv *mvccpb.KeyValue, partitionBase int32) (coord.PartitionState, bool) {
 	key := string(kv.Key)
 	tp, ok := b.parsePartitionKey(key)
 	if !ok {
@@ -240,7 +275,7 @@ func (b *Backend) decodePartitionKV(kv *mvccpb.KeyValue) (coord.PartitionState, 
 		Leader:          coord.BrokerID(v.Leader),
 		LeaderEpoch:     v.LeaderEpoch,
 		ISR:             isr,
-		PartitionEpoch:  int32(kv.Version - 1),
+		PartitionEpoch:  int32(kv.Version-1) + partitionBase,
 		ControllerEpoch: v.ControllerEpoch,
 	}, true
 }
@@ -291,14 +326,18 @@ func (b *Backend) Commit(ctx context.Context, ct coord.Term, ops ...coord.Op) er
 		return fmt.Errorf("%w: commit of controller epoch %d", coord.ErrClosed, t.epoch)
 	}
 	if t.ctx.Err() != nil {
-		return fmt.Errorf("%w: controller epoch %d has ended", coord.ErrFenced, t.epoch)
+		return fmt.Errorf("%w: controller epoch %d has ended", coord.ErrFenced, t.Epoch())
 	}
-	chunks, err := b.planCommit(t.epoch, ops)
+	if _, err := b.record(ctx); err != nil {
+		return err
+	}
+	bases := b.bases()
+	chunks, err := b.planCommit(t.epoch, bases, ops)
 	if err != nil {
 		return err
 	}
 	for _, wave := range commitWaves(chunks) {
-		if err := b.commitWave(ctx, wave); err != nil {
+		if err := b.commitWave(ctx, wave, bases); err != nil {
 			return err
 		}
 	}
@@ -355,8 +394,8 @@ func commitWaves(chunks []*chunk) [][]*chunk {
 // commitWave applies the chunks of one wave, up to commitParallel at
 // once, and returns the error of the first that failed (in op order).
 // The others are applied or not, whichever they were.
-func (b *Backend) commitWave(ctx context.Context, wave []*chunk) error {
-	return parallel.FirstError(len(wave), commitParallel, func(i int) error { return b.commitChunk(ctx, wave[i]) })
+func (b *Backend) commitWave(ctx context.Context, wave []*chunk, bases coord.EpochBases) error {
+	return parallel.FirstError(len(wave), commitParallel, func(i int) error { return b.commitChunk(ctx, wave[i], bases) })
 }
 
 // checkKind is what one compare of a chunk asserts.
@@ -370,6 +409,8 @@ const (
 	checkPartitionSeen                  // SetPartition: state at the expected epoch
 )
 
+// A check's epochs are etcd's own (create revision, version − 1), not
+// raised by the bases.
 type check struct {
 	kind  checkKind
 	key   string
@@ -390,13 +431,14 @@ func (c check) compare() clientv3.Cmp {
 }
 
 // failure returns the error of c against the key as read (nil kv: absent),
-// or nil if c holds.
-func (c check) failure(kv *mvccpb.KeyValue) error {
+// or nil if c holds; it names epochs raised by bases, as reported.
+func (c check) failure(kv *mvccpb.KeyValue, bases coord.EpochBases) error {
 	exists := kv != nil
+	partitionBase := int64(bases.Partition)
 	switch c.kind {
 	case checkFence:
 		if !exists || kv.CreateRevision != c.epoch {
-			return fmt.Errorf("%w: controller epoch %d no longer holds %s", coord.ErrFenced, c.epoch, c.key)
+			return fmt.Errorf("%w: controller epoch %d no longer holds %s", coord.ErrFenced, c.epoch+bases.Controller, c.key)
 		}
 	case checkTopicAbsent:
 		if exists {
@@ -408,14 +450,14 @@ func (c check) failure(kv *mvccpb.KeyValue) error {
 		}
 	case checkPartitionNew:
 		if exists {
-			return fmt.Errorf("%w: partition %s exists at epoch %d, want none", coord.ErrVersionMismatch, c.key, kv.Version-1)
+			return fmt.Errorf("%w: partition %s exists at epoch %d, want none", coord.ErrVersionMismatch, c.key, kv.Version-1+partitionBase)
 		}
 	case checkPartitionSeen:
 		if !exists {
 			return fmt.Errorf("%w: partition %s", coord.ErrNotFound, c.key)
 		}
 		if kv.Version != c.epoch+1 {
-			return fmt.Errorf("%w: partition %s is at epoch %d, want %d", coord.ErrVersionMismatch, c.key, kv.Version-1, c.epoch)
+			return fmt.Errorf("%w: partition %s is at epoch %d, want %d", coord.ErrVersionMismatch, c.key, kv.Version-1+partitionBase, c.epoch+partitionBase)
 		}
 	}
 	return nil
@@ -431,9 +473,10 @@ type chunk struct {
 }
 
 // fits reports whether the chunk can take checks more compares (each with
-// its Else read) and writes more writes.
+// its Else read) and writes more writes. One compare and read of each
+// transaction are the migration record's (guardedTxn).
 func (c *chunk) fits(checks, writes int) bool {
-	return len(c.checks)+checks <= maxTxnOps && len(c.writes)+writes <= maxTxnOps
+	return len(c.checks)+checks <= maxTxnOps-1 && len(c.writes)+writes <= maxTxnOps
 }
 
 // planner splits a Commit's ops into chunks.
@@ -488,7 +531,9 @@ func (p *planner) put(key, value string) {
 	p.cur.written[key] = true
 }
 
-func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
+// planCommit splits ops, of the term of etcd epoch (not raised), into
+// chunks; a SetPartition's ExpectedEpoch is taken back by bases.
+func (b *Backend) planCommit(epoch int64, bases coord.EpochBases, ops []coord.Op) ([]*chunk, error) {
 	p := &planner{b: b, epoch: epoch}
 	p.next()
 	for _, op := range ops {
@@ -557,7 +602,11 @@ func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
 			if op.ExpectedEpoch == coord.NewPartition {
 				p.cur.checks = append(p.cur.checks, check{kind: checkPartitionNew, key: pkey})
 			} else {
-				p.cur.checks = append(p.cur.checks, check{kind: checkPartitionSeen, key: pkey, epoch: int64(op.ExpectedEpoch)})
+				// An epoch below the base is none this backend
+				// reported: -2 compares a version of -1, which no key
+				// has, so the chunk fails as for any stale epoch.
+				expected := max(int64(op.ExpectedEpoch)-int64(bases.Partition), -2)
+				p.cur.checks = append(p.cur.checks, check{kind: checkPartitionSeen, key: pkey, epoch: expected})
 			}
 			p.put(pkey, v)
 		default:
@@ -567,8 +616,9 @@ func (b *Backend) planCommit(epoch int64, ops []coord.Op) ([]*chunk, error) {
 	return p.chunks, nil
 }
 
-// commitChunk applies one chunk atomically, or explains why not.
-func (b *Backend) commitChunk(ctx context.Context, c *chunk) error {
+// commitChunk applies one chunk atomically, or explains why not. It is
+// a guardedTxn: refused while the migration record refuses writes.
+func (b *Backend) commitChunk(ctx context.Context, c *chunk, bases coord.EpochBases) error {
 	// A chunk without writes (an empty Commit) still checks the fence, so
 	// a controller can ask whether its term still holds.
 	cmps := make([]clientv3.Cmp, len(c.checks))
@@ -577,21 +627,28 @@ func (b *Backend) commitChunk(ctx context.Context, c *chunk) error {
 		cmps[i] = ch.compare()
 		reads[i] = clientv3.OpGet(ch.key, clientv3.WithKeysOnly())
 	}
-	resp, err := b.client.Txn(ctx).If(cmps...).Then(c.writes...).Else(reads...).Commit()
+	failure := func(resp *clientv3.TxnResponse) error {
+		for i, ch := range c.checks {
+			var kv *mvccpb.KeyValue
+			if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				kv = kvs[0]
+			}
+			if err := ch.failure(kv, bases); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	resp, err := b.guardedTxn(ctx, fmt.Sprintf("commit of %d writes under %s", len(c.writes), b.prefix), cmps, c.writes, reads,
+		func(resp *clientv3.TxnResponse) bool { return failure(resp) != nil })
 	if err != nil {
-		return b.convertError(err, fmt.Sprintf("commit of %d writes under %s", len(c.writes), b.prefix))
+		return err
 	}
 	if resp.Succeeded {
 		return nil
 	}
-	for i, ch := range c.checks {
-		var kv *mvccpb.KeyValue
-		if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			kv = kvs[0]
-		}
-		if err := ch.failure(kv); err != nil {
-			return err
-		}
+	if err := failure(resp); err != nil {
+		return err
 	}
 	return fmt.Errorf("etcd commit under %s: transaction failed but every compare holds on re-read", b.prefix)
 }

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -69,7 +70,8 @@ func nextProducerIDBlock(kv *mvccpb.KeyValue, broker coord.BrokerID) (coord.Prod
 // (CreateRevision 0 while it is absent); when another reservation came
 // first, its Else branch reads the key, and the next attempt builds on it.
 // A transaction whose answer was lost is not repeated blindly: the retry's
-// compare fails and the block is skipped.
+// compare fails and the block is skipped. The transactions are guarded by
+// the migration record.
 func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID) (coord.ProducerIDBlock, error) {
 	key := b.producerIDBlockKey()
 	what := "allocate producer ids at " + key
@@ -78,6 +80,9 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
+	if _, err := b.writableRecord(ctx, what); err != nil {
+		return coord.ProducerIDBlock{}, err
+	}
 	resp, err := b.client.Get(ctx, key)
 	if err != nil {
 		return coord.ProducerIDBlock{}, b.convertError(err, what)
@@ -104,11 +109,19 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 		if kv != nil {
 			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 		}
-		tr, err := b.client.Txn(ctx).If(cmp).
-			Then(clientv3.OpPut(key, encodeProducerIDBlock(block))).
-			Else(clientv3.OpGet(key)).Commit()
+		prev := kv
+		tr, err := b.guardedTxn(ctx, what, []clientv3.Cmp{cmp},
+			[]clientv3.Op{clientv3.OpPut(key, encodeProducerIDBlock(block))},
+			[]clientv3.Op{clientv3.OpGet(key)},
+			func(tr *clientv3.TxnResponse) bool {
+				kvs := tr.Responses[0].GetResponseRange().GetKvs()
+				if prev == nil {
+					return len(kvs) > 0
+				}
+				return len(kvs) == 0 || kvs[0].ModRevision != prev.ModRevision
+			})
 		if err != nil {
-			return coord.ProducerIDBlock{}, b.convertError(err, what)
+			return coord.ProducerIDBlock{}, err
 		}
 		if tr.Succeeded {
 			return block, nil
@@ -126,7 +139,8 @@ func (b *Backend) AllocateProducerIDs(ctx context.Context, broker coord.BrokerID
 // proposed at <prefix>/producer_id_key if the key was never created
 // (CreateRevision 0), and otherwise reads it; either way the answer is the
 // stored key. A transaction whose answer was lost is harmless: the retry
-// reads what it stored.
+// reads what it stored. The put is guarded by the migration record; while
+// the record refuses writes, a stored key is still returned.
 func (b *Backend) ProducerIDKey(ctx context.Context, proposed []byte) ([]byte, error) {
 	key := b.producerIDKeyKey()
 	what := "producer id key at " + key
@@ -138,11 +152,26 @@ func (b *Backend) ProducerIDKey(ctx context.Context, proposed []byte) ([]byte, e
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
-	tr, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(proposed))).
-		Else(clientv3.OpGet(key)).Commit()
+	tr, err := b.guardedTxn(ctx, what, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, string(proposed))},
+		[]clientv3.Op{clientv3.OpGet(key)},
+		func(tr *clientv3.TxnResponse) bool { return len(tr.Responses[0].GetResponseRange().GetKvs()) > 0 })
+	if errors.Is(err, coord.ErrMigrated) {
+		// Only storing a new key is refused: a stored one is the answer.
+		resp, gerr := b.client.Get(ctx, key)
+		if gerr != nil {
+			return nil, b.convertError(gerr, what)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, err
+		}
+		if err := coord.CheckProducerIDKey(key, resp.Kvs[0].Value); err != nil {
+			return nil, err
+		}
+		return resp.Kvs[0].Value, nil
+	}
 	if err != nil {
-		return nil, b.convertError(err, what)
+		return nil, err
 	}
 	if tr.Succeeded {
 		return proposed, nil

@@ -177,18 +177,22 @@ func (b *Backend) loadSecurityView(ctx context.Context) (*securityView, int64, e
 }
 
 // LoadSecurity implements coord.SecurityStore. Its Version is the
-// revision it read at.
+// revision it read at, raised by the version base.
 func (b *Backend) LoadSecurity(ctx context.Context) (*coord.SecurityState, error) {
 	if b.isClosed() {
 		return nil, fmt.Errorf("%w: load security", coord.ErrClosed)
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
+	if _, err := b.record(ctx); err != nil {
+		return nil, err
+	}
+	base := b.bases().Version
 	v, rev, err := b.loadSecurityView(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return v.state(rev), nil
+	return v.state(rev + base), nil
 }
 
 // WatchSecurity implements coord.SecurityStore. It follows the one range
@@ -199,7 +203,8 @@ func (b *Backend) WatchSecurity(ctx context.Context) (<-chan *coord.SecurityStat
 	}, b.loadSecurityView)
 }
 
-// SetScramCredential implements coord.SecurityStore: one put.
+// SetScramCredential implements coord.SecurityStore: one put, guarded by
+// the migration record.
 func (b *Backend) SetScramCredential(ctx context.Context, user string, cred coord.ScramCredential) error {
 	if err := coord.ValidateScramUser(user); err != nil {
 		return err
@@ -214,14 +219,12 @@ func (b *Backend) SetScramCredential(ctx context.Context, user string, cred coor
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
-	if _, err := b.client.Put(ctx, key, coord.FormatScramCredential(cred)); err != nil {
-		return b.convertError(err, what)
-	}
-	return nil
+	_, err := b.guardedTxn(ctx, what, nil, []clientv3.Op{clientv3.OpPut(key, coord.FormatScramCredential(cred))}, nil, nil)
+	return err
 }
 
-// DeleteScramCredential implements coord.SecurityStore: one delete, which
-// tells whether the key was there.
+// DeleteScramCredential implements coord.SecurityStore: one delete,
+// guarded by the migration record, which tells whether the key was there.
 func (b *Backend) DeleteScramCredential(ctx context.Context, user, mechanism string) error {
 	if err := coord.ValidateScramUser(user); err != nil {
 		return err
@@ -236,18 +239,19 @@ func (b *Backend) DeleteScramCredential(ctx context.Context, user, mechanism str
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
-	resp, err := b.client.Delete(ctx, key)
+	resp, err := b.guardedTxn(ctx, what, nil, []clientv3.Op{clientv3.OpDelete(key)}, nil, nil)
 	if err != nil {
-		return b.convertError(err, what)
+		return err
 	}
-	if resp.Deleted == 0 {
+	if resp.Responses[0].GetResponseDeleteRange().GetDeleted() == 0 {
 		return fmt.Errorf("%w: scram credential %s of user %q", coord.ErrNotFound, mechanism, user)
 	}
 	return nil
 }
 
 // CreateACLs implements coord.SecurityStore: puts, up to maxTxnOps a
-// transaction (so each transaction, not only each resource, is atomic).
+// transaction guarded by the migration record (so each transaction, not
+// only each resource, is atomic).
 func (b *Backend) CreateACLs(ctx context.Context, acls []coord.ACL) error {
 	if err := coord.ValidateACLs(acls); err != nil {
 		return err
@@ -258,14 +262,17 @@ func (b *Backend) CreateACLs(ctx context.Context, acls []coord.ACL) error {
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
+	if _, err := b.writableRecord(ctx, what); err != nil {
+		return err
+	}
 	var ops []clientv3.Op
 	for _, a := range coord.SortACLs(append([]coord.ACL(nil), acls...)) {
 		ops = append(ops, clientv3.OpPut(b.aclKey(a), encodeACL(a)))
 	}
 	for len(ops) > 0 {
 		n := min(len(ops), maxTxnOps)
-		if _, err := b.client.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
-			return b.convertError(err, what)
+		if _, err := b.guardedTxn(ctx, what, nil, ops[:n], nil, nil); err != nil {
+			return err
 		}
 		ops = ops[n:]
 	}
@@ -273,8 +280,9 @@ func (b *Backend) CreateACLs(ctx context.Context, acls []coord.ACL) error {
 }
 
 // DeleteACLs implements coord.SecurityStore. It reads the ACL keys, then
-// deletes the matching ones, up to maxTxnOps a transaction; a key that a
-// concurrent call deleted first is not returned (its delete counts 0).
+// deletes the matching ones, up to maxTxnOps a transaction guarded by the
+// migration record; a key that a concurrent call deleted first is not
+// returned (its delete counts 0).
 func (b *Backend) DeleteACLs(ctx context.Context, filters []coord.ACLFilter) ([]coord.ACL, error) {
 	if err := coord.ValidateACLFilters(filters); err != nil {
 		return nil, err
@@ -285,6 +293,9 @@ func (b *Backend) DeleteACLs(ctx context.Context, filters []coord.ACLFilter) ([]
 	}
 	ctx, cancel := b.withLife(ctx)
 	defer cancel()
+	if _, err := b.writableRecord(ctx, what); err != nil {
+		return nil, err
+	}
 	var view *securityView
 	for {
 		view = b.newSecurityView()
@@ -311,9 +322,9 @@ func (b *Backend) DeleteACLs(ctx context.Context, filters []coord.ACLFilter) ([]
 		for _, key := range keys[start:end] {
 			ops = append(ops, clientv3.OpDelete(key))
 		}
-		tr, err := b.client.Txn(ctx).Then(ops...).Commit()
+		tr, err := b.guardedTxn(ctx, what, nil, ops, nil, nil)
 		if err != nil {
-			return coord.SortACLs(removed), b.convertError(err, what)
+			return coord.SortACLs(removed), err
 		}
 		for i, r := range tr.Responses {
 			if r.GetResponseDeleteRange().GetDeleted() > 0 {

@@ -65,6 +65,10 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		return nil, fmt.Errorf("%w: register broker %d", coord.ErrClosed, br.ID)
 	}
 	key := b.brokerKey(br.ID)
+	if _, err := b.record(ctx); err != nil {
+		return nil, err
+	}
+	base := b.bases().Broker
 	start := time.Now()
 	grant, err := b.client.Grant(ctx, b.ttl)
 	if err != nil {
@@ -74,7 +78,10 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		b.log.Warn("etcd granted a longer lease than the session timeout: etcd expires a crashed broker later than configured (lower etcd's --election-timeout to grant shorter leases)",
 			"broker", br.ID, "requested_ttl_s", b.ttl, "granted_ttl_s", grant.TTL)
 	}
-	replaces := br.Replaces
+	// Replaces is a reported epoch: etcd's own is the create revision
+	// below the base. One at or below the base was reported by the
+	// backend a migration came from, and replaces nothing here.
+	replaces := max(br.Replaces-base, 0)
 	br.Epoch, br.Replaces = 0, 0
 	value, err := json.Marshal(br)
 	if err != nil {
@@ -92,6 +99,7 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 	if err == nil && !resp.Succeeded && replaces != 0 {
 		replaced, err = b.replaceDead(ctx, key, replaces)
 		if err == nil && replaced != 0 {
+			replaced += base
 			resp, err = create()
 		}
 	}
@@ -103,7 +111,7 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		b.revokeLater(grant.ID)
 		return nil, fmt.Errorf("%w: broker %d is registered at %s", coord.ErrExists, br.ID, key)
 	}
-	br.Epoch = resp.Header.Revision
+	br.Epoch = resp.Header.Revision + base
 	s := &session{
 		b:         b,
 		broker:    br,
@@ -173,11 +181,19 @@ func (b *Backend) Members(ctx context.Context) ([]coord.Broker, error) {
 	if b.isClosed() {
 		return nil, fmt.Errorf("%w: members", coord.ErrClosed)
 	}
+	if _, err := b.record(ctx); err != nil {
+		return nil, err
+	}
+	base := b.bases().Broker
 	members, _, err := b.loadMembers(ctx)
+	for i := range members {
+		members[i].Epoch += base
+	}
 	return members, err
 }
 
-// loadMembers reads the live brokers and the revision they were read at.
+// loadMembers reads the live brokers and the revision they were read at;
+// their epochs are etcd's own, not raised.
 func (b *Backend) loadMembers(ctx context.Context) ([]coord.Broker, int64, error) {
 	resp, err := b.client.Get(ctx, b.brokersPrefix(), clientv3.WithPrefix())
 	if err != nil {

@@ -106,7 +106,7 @@ func (s *standby) follow(ctx context.Context, rev int64) {
 		}
 		s.mu.Lock()
 		for _, ev := range resp.Events {
-			b.applyMetadataEvent(s.md, ev)
+			b.applyMetadataEvent(s.md, ev, coord.EpochBases{})
 			rev = max(rev, ev.Kv.ModRevision)
 		}
 		s.mu.Unlock()

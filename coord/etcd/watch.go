@@ -25,14 +25,29 @@ type follower[S any] struct {
 	// also is a second range watched with the first, "" when none: its
 	// events are applied as the first's are.
 	alsoKey, alsoEnd string
-	// load replaces the view with the range as stored now and returns the
-	// revision it was read at.
-	load func(ctx context.Context) (int64, error)
+	// load replaces the view with the range as stored now, its epochs and
+	// versions raised by bases, and returns the revision it was read at.
+	load func(ctx context.Context, bases coord.EpochBases) (int64, error)
 	// apply applies one event to the view.
 	apply func(ev *clientv3.Event)
 	// state returns the view to send (a copy the receiver may keep) and
 	// whether it differs from the last one sent.
 	state func() (S, bool)
+	// raised: the view holds values raised by the bases it was loaded
+	// with, and is loaded again when the migration record changes them.
+	raised bool
+	// bases are those of the last load.
+	bases coord.EpochBases
+}
+
+// loadRaised loads f with the backend's current bases.
+func (f *follower[S]) loadRaised(ctx context.Context, b *Backend) (int64, error) {
+	bases := b.bases()
+	rev, err := f.load(ctx, bases)
+	if err == nil {
+		f.bases = bases
+	}
+	return rev, err
 }
 
 // offer puts v on ch, replacing a value the receiver has not taken yet, so
@@ -59,7 +74,10 @@ func startWatch[S any](ctx context.Context, b *Backend, what string, f *follower
 	if b.isClosed() {
 		return nil, fmt.Errorf("%w: watch %s", coord.ErrClosed, what)
 	}
-	rev, err := f.load(ctx)
+	if _, err := b.record(ctx); err != nil {
+		return nil, err
+	}
+	rev, err := f.loadRaised(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +108,21 @@ func follow[S any](ctx context.Context, b *Backend, what string, f *follower[S],
 			also = b.client.Watch(wctx, f.alsoKey, clientv3.WithRange(f.alsoEnd), clientv3.WithRev(rev+1))
 		}
 		for {
+			var rebased <-chan struct{} // nil, never ready, unless raised
+			if f.raised {
+				rebased = b.recChanged.Next()
+				if b.bases() != f.bases {
+					b.log.Debug("epoch bases changed, reloading", "watch", what)
+					break
+				}
+			}
 			var resp clientv3.WatchResponse
 			var ok bool
 			select {
 			case resp, ok = <-wch:
 			case resp, ok = <-also:
+			case <-rebased:
+				continue
 			}
 			if !ok || resp.Err() != nil || resp.Canceled {
 				b.log.Debug("watch broke, reloading", "watch", what, "error", resp.Err())
@@ -119,7 +147,7 @@ func follow[S any](ctx context.Context, b *Backend, what string, f *follower[S],
 		}
 		for ctx.Err() == nil {
 			lctx, cancel := context.WithTimeout(ctx, reloadTimeout)
-			loaded, err := f.load(lctx)
+			loaded, err := f.loadRaised(lctx, b)
 			cancel()
 			if err == nil {
 				rev = max(rev, loaded)
@@ -143,10 +171,13 @@ func (b *Backend) WatchMembers(ctx context.Context) (<-chan []coord.Broker, erro
 	members := map[coord.BrokerID]coord.Broker{}
 	var sent []coord.Broker
 	haveSent := false
+	var base int64 // the broker epoch base
 	f := &follower[[]coord.Broker]{
-		key: b.brokersPrefix(),
-		end: clientv3.GetPrefixRangeEnd(b.brokersPrefix()),
-		load: func(ctx context.Context) (int64, error) {
+		key:    b.brokersPrefix(),
+		end:    clientv3.GetPrefixRangeEnd(b.brokersPrefix()),
+		raised: true,
+		load: func(ctx context.Context, bases coord.EpochBases) (int64, error) {
+			base = bases.Broker
 			list, rev, err := b.loadMembers(ctx)
 			if err != nil {
 				return 0, err
@@ -175,6 +206,9 @@ func (b *Backend) WatchMembers(ctx context.Context) (<-chan []coord.Broker, erro
 		},
 		state: func() ([]coord.Broker, bool) {
 			list := slices.Collect(maps.Values(members))
+			for i := range list {
+				list[i].Epoch += base
+			}
 			sortBrokers(list)
 			if haveSent && slices.EqualFunc(list, sent, coord.Broker.Equal) {
 				return list, false
@@ -191,6 +225,7 @@ func (b *Backend) WatchController(ctx context.Context) (<-chan coord.ControllerI
 	key := b.controllerKey()
 	current := coord.ControllerInfo{ID: coord.NoBroker}
 	var sent *coord.ControllerInfo
+	var base int64 // the controller epoch base
 	// A deleted key leaves no controller; the epoch stays the last one
 	// seen so that it never decreases.
 	set := func(info coord.ControllerInfo) {
@@ -198,9 +233,11 @@ func (b *Backend) WatchController(ctx context.Context) (<-chan coord.ControllerI
 		current = info
 	}
 	f := &follower[coord.ControllerInfo]{
-		key: key,
-		end: key + "\x00",
-		load: func(ctx context.Context) (int64, error) {
+		key:    key,
+		end:    key + "\x00",
+		raised: true,
+		load: func(ctx context.Context, bases coord.EpochBases) (int64, error) {
+			base = bases.Controller
 			info, rev, err := b.loadController(ctx)
 			if err != nil {
 				return 0, err
@@ -221,10 +258,11 @@ func (b *Backend) WatchController(ctx context.Context) (<-chan coord.ControllerI
 			set(info)
 		},
 		state: func() (coord.ControllerInfo, bool) {
-			if sent != nil && *sent == current {
-				return current, false
-			}
 			v := current
+			v.Epoch = raiseEpoch(v.Epoch, base)
+			if sent != nil && *sent == v {
+				return v, false
+			}
 			sent = &v
 			return v, true
 		},
@@ -236,21 +274,29 @@ func (b *Backend) WatchController(ctx context.Context) (<-chan coord.ControllerI
 func (b *Backend) WatchMetadata(ctx context.Context) (<-chan *coord.Metadata, error) {
 	md := coord.NewMetadata()
 	var sentVersion int64 = -1
+	var bases coord.EpochBases
+	var rev int64 // the revision md holds
 	f := &follower[*coord.Metadata]{
-		key: b.partitionsPrefix(),
-		end: b.metadataRangeEnd(),
-		load: func(ctx context.Context) (int64, error) {
+		key:    b.partitionsPrefix(),
+		end:    b.metadataRangeEnd(),
+		raised: true,
+		load: func(ctx context.Context, loadBases coord.EpochBases) (int64, error) {
 			loaded, err := b.loadMetadata(ctx)
 			if err != nil {
 				return 0, err
 			}
+			loadedRev := loaded.Version
+			raiseMetadata(loaded, loadBases)
 			if loaded.Version < md.Version {
-				return md.Version, nil // Never go back, even if etcd did.
+				return rev, nil // Never go back, even if etcd did.
 			}
-			md = loaded
-			return md.Version, nil
+			md, bases, rev = loaded, loadBases, loadedRev
+			return rev, nil
 		},
-		apply: func(ev *clientv3.Event) { b.applyMetadataEvent(md, ev) },
+		apply: func(ev *clientv3.Event) {
+			b.applyMetadataEvent(md, ev, bases)
+			rev = max(rev, ev.Kv.ModRevision)
+		},
 		state: func() (*coord.Metadata, bool) {
 			if md.Version == sentVersion {
 				return nil, false
@@ -287,13 +333,16 @@ type contentState[S any] interface {
 func watchView[S contentState[S], V keyView[S]](ctx context.Context, b *Backend, name string, ranges [][2]string,
 	load func(ctx context.Context) (V, int64, error)) (<-chan S, error) {
 	var view V
-	var version int64
+	var version int64 // raw: an etcd revision
+	var base int64    // the version base
 	var sent S
 	var hasSent bool
 	f := &follower[S]{
-		key: ranges[0][0],
-		end: ranges[0][1],
-		load: func(ctx context.Context) (int64, error) {
+		key:    ranges[0][0],
+		end:    ranges[0][1],
+		raised: true,
+		load: func(ctx context.Context, bases coord.EpochBases) (int64, error) {
+			base = bases.Version
 			v, rev, err := load(ctx)
 			if err != nil {
 				return 0, err
@@ -310,7 +359,7 @@ func watchView[S contentState[S], V keyView[S]](ctx context.Context, b *Backend,
 			version = max(version, ev.Kv.ModRevision)
 		},
 		state: func() (S, bool) {
-			s := view.state(version)
+			s := view.state(version + base)
 			if hasSent && s.SameContent(sent) {
 				var none S
 				return none, false

@@ -1,0 +1,296 @@
+package etcd
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/parallel"
+)
+
+// importChunkBytes bounds the keys and values of one import transaction,
+// below etcd's default --max-request-bytes (1.5 MiB).
+const importChunkBytes = 1 << 20
+
+// importWrite is one put of an import with its size in a request.
+type importWrite struct {
+	op   clientv3.Op
+	size int
+}
+
+// Import implements coord.Migrator. A first transaction writes the record
+// in phase Importing if there is none and the topics, partition states,
+// security and config ranges are empty (etcd compares whole ranges), or,
+// when the record is m's in phase Importing (an Import that stopped
+// midway), empties those ranges and writes the record again. Then the
+// snapshot's keys go in transactions of up to maxTxnOps puts and
+// importChunkBytes, several at once, each conditional on the record
+// being the one written; then the record in phase Imported. The
+// partition epochs start afresh (etcd versions of new keys); everything
+// else is stored as the snapshot holds it.
+func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migration) error {
+	what := "import into " + b.prefix
+	if b.isClosed() {
+		return fmt.Errorf("%w: %s", coord.ErrClosed, what)
+	}
+	if m.ID == "" {
+		return fmt.Errorf("%s: migration without an id", what)
+	}
+	if snap == nil || snap.Metadata == nil || snap.Security == nil || snap.Configs == nil {
+		return fmt.Errorf("%s: snapshot without metadata, security or config state", what)
+	}
+	if m.Bases != (coord.EpochBases{}) && m.Bases != snap.Bases {
+		return fmt.Errorf("%s: migration %s has bases %+v, its snapshot %+v", what, m.ID, m.Bases, snap.Bases)
+	}
+	m.Bases = snap.Bases
+	writes, err := b.importWrites(snap)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	chunks, err := importChunks(writes)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	ctx, cancel := b.withLife(ctx)
+	defer cancel()
+	if _, err := b.record(ctx); err != nil {
+		return err
+	}
+	modRev, err := b.beginImport(ctx, m)
+	if err != nil {
+		return err
+	}
+	key := b.migrationKey()
+	err = parallel.FirstError(len(chunks), commitParallel, func(i int) error {
+		resp, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(chunks[i]...).Commit()
+		if err != nil {
+			return b.convertError(err, fmt.Sprintf("%s: %d writes", what, len(chunks[i])))
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%w: %s: the migration record %s changed during the import", coord.ErrVersionMismatch, what, key)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	m.Phase = coord.MigrationImported
+	m.Updated = time.Now().UTC()
+	value, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("%s: encode the migration record: %w", what, err)
+	}
+	resp, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+		Then(clientv3.OpPut(key, string(value))).Commit()
+	if err != nil {
+		return b.convertError(err, what+": record phase imported")
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %s: the migration record %s changed during the import", coord.ErrVersionMismatch, what, key)
+	}
+	rev := resp.Header.Revision
+	b.storeRecord(&migrationRecord{m: m, ok: true, modRev: rev, rev: rev})
+	return nil
+}
+
+// importRanges are the prefixes an Import needs empty, and empties again
+// when it is retried: what it writes besides the producer id keys, which
+// it overwrites.
+func (b *Backend) importRanges() []string {
+	return []string{b.topicsPrefix(), b.partitionsPrefix(), b.securityPrefix(), b.configsPrefix()}
+}
+
+// beginImport writes m as the record in phase Importing and returns the
+// record key's mod revision: if there is no record and the import ranges
+// are empty, or if the record is m's in phase Importing, and then the
+// ranges are emptied.
+func (b *Backend) beginImport(ctx context.Context, m coord.Migration) (int64, error) {
+	key := b.migrationKey()
+	what := "import into " + b.prefix
+	m.Phase = coord.MigrationImporting
+	m.Updated = time.Now().UTC()
+	value, err := json.Marshal(m)
+	if err != nil {
+		return 0, fmt.Errorf("%s: encode the migration record: %w", what, err)
+	}
+	put := clientv3.OpPut(key, string(value))
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	reads := []clientv3.Op{clientv3.OpGet(key)}
+	for _, prefix := range b.importRanges() {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(prefix), "=", 0).WithPrefix())
+		reads = append(reads, clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()))
+	}
+	for range maxRecordRetries {
+		resp, err := b.client.Txn(ctx).If(cmps...).Then(put).Else(reads...).Commit()
+		if err != nil {
+			return 0, b.convertError(err, what+": record phase importing")
+		}
+		if resp.Succeeded {
+			rev := resp.Header.Revision
+			b.storeRecord(&migrationRecord{m: m, ok: true, modRev: rev, rev: rev})
+			return rev, nil
+		}
+		var kv *mvccpb.KeyValue
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			kv = kvs[0]
+		}
+		stored := b.recordFromKV(kv, resp.Header.Revision)
+		b.storeRecord(stored)
+		switch {
+		case stored.err != nil:
+			return 0, fmt.Errorf("%s: %w", what, stored.err)
+		case stored.ok && (stored.m.ID != m.ID || stored.m.Phase != coord.MigrationImporting):
+			return 0, fmt.Errorf("%w: %s: the migration record %s holds %s in phase %s", coord.ErrExists, what, key, stored.m.ID, stored.m.Phase)
+		case !stored.ok:
+			for i, prefix := range b.importRanges() {
+				if n := resp.Responses[i+1].GetResponseRange().GetCount(); n > 0 {
+					return 0, fmt.Errorf("%w: %s: %d keys under %s", coord.ErrExists, what, n, prefix)
+				}
+			}
+			continue // emptied meanwhile: try again
+		}
+		// The record is m's, from an Import that stopped midway: empty
+		// what it wrote and start again.
+		retry := []clientv3.Op{put}
+		for _, prefix := range b.importRanges() {
+			retry = append(retry, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
+		}
+		resp, err = b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", stored.modRev)).Then(retry...).Commit()
+		if err != nil {
+			return 0, b.convertError(err, what+": restart an import that stopped midway")
+		}
+		if resp.Succeeded {
+			rev := resp.Header.Revision
+			b.storeRecord(&migrationRecord{m: m, ok: true, modRev: rev, rev: rev})
+			b.log.Info("restarting an import that stopped midway", "migration", m.ID)
+			return rev, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %s: the migration record changed %d times in a row", coord.ErrUnavailable, what, maxRecordRetries)
+}
+
+// importWrites returns the puts that store snap, after checking what it
+// holds as the stores' own writes check it.
+func (b *Backend) importWrites(snap *coord.Snapshot) ([]importWrite, error) {
+	var writes []importWrite
+	add := func(op clientv3.Op, key, value string) {
+		writes = append(writes, importWrite{op: op, size: len(key) + len(value)})
+	}
+	put := func(key, value string) { add(clientv3.OpPut(key, value), key, value) }
+
+	md := snap.Metadata
+	for _, name := range md.TopicNames() {
+		t := md.Topics[name]
+		t.Name = name
+		value, err := json.Marshal(t)
+		if err != nil {
+			return nil, fmt.Errorf("encode topic %s: %w", name, err)
+		}
+		put(b.topicKey(name), string(value))
+	}
+	tps := make([]coord.TopicPartition, 0, len(md.Partitions))
+	for tp := range md.Partitions {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, func(x, y coord.TopicPartition) int {
+		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
+	})
+	for _, tp := range tps {
+		st := md.Partitions[tp]
+		st.Topic, st.Partition = tp.Topic, tp.Partition
+		value, err := encodePartition(st)
+		if err != nil {
+			return nil, err
+		}
+		put(b.partitionKey(tp), value)
+	}
+
+	sec := snap.Security
+	for user, creds := range sec.Users {
+		if err := coord.ValidateScramUser(user); err != nil {
+			return nil, err
+		}
+		for _, c := range creds {
+			if err := c.Validate(); err != nil {
+				return nil, fmt.Errorf("user %q: %w", user, err)
+			}
+			put(b.scramKey(user, c.Mechanism), coord.FormatScramCredential(c))
+		}
+	}
+	if err := coord.ValidateACLs(sec.ACLs); err != nil {
+		return nil, err
+	}
+	for _, a := range sec.ACLs {
+		put(b.aclKey(a), encodeACL(a))
+	}
+
+	cfgs := snap.Configs
+	for entity, config := range cfgs.Brokers {
+		if err := coord.ValidateBrokerEntity(entity); err != nil {
+			return nil, err
+		}
+		if len(config) > 0 {
+			value, _ := json.Marshal(config)
+			put(b.brokerConfigKey(entity), string(value))
+		}
+	}
+	for entity, quotas := range cfgs.Quotas {
+		if err := entity.Validate(); err != nil {
+			return nil, err
+		}
+		if len(quotas) > 0 {
+			value, _ := json.Marshal(quotas)
+			put(b.quotasPrefix()+entity.String(), string(value))
+		}
+	}
+
+	// The producer id counter: the stored block ends just below
+	// NextProducerID, so the next block starts there.
+	blockKey := b.producerIDBlockKey()
+	switch next := snap.NextProducerID; {
+	case next < 0:
+		return nil, fmt.Errorf("next producer id %d: negative", next)
+	case next == 0:
+		add(clientv3.OpDelete(blockKey), blockKey, "")
+	default:
+		first := max(0, next-coord.ProducerIDBlockSize)
+		block := coord.ProducerIDBlock{Broker: coord.NoBroker, First: first, Size: next - first}
+		put(blockKey, encodeProducerIDBlock(block))
+	}
+	if len(snap.ProducerIDKey) > 0 {
+		if err := coord.CheckProducerIDKey("snapshot", snap.ProducerIDKey); err != nil {
+			return nil, err
+		}
+		put(b.producerIDKeyKey(), string(snap.ProducerIDKey))
+	}
+	return writes, nil
+}
+
+// importChunks groups writes into transactions of up to maxTxnOps
+// writes and importChunkBytes; ErrTooLarge for one write over that.
+func importChunks(writes []importWrite) ([][]clientv3.Op, error) {
+	var chunks [][]clientv3.Op
+	var cur []clientv3.Op
+	size := 0
+	for _, w := range writes {
+		if w.size > importChunkBytes {
+			return nil, fmt.Errorf("%w: %s is %d bytes, over %d", coord.ErrTooLarge, w.op.KeyBytes(), w.size, importChunkBytes)
+		}
+		if len(cur) == maxTxnOps || size+w.size > importChunkBytes {
+			chunks, cur, size = append(chunks, cur), nil, 0
+		}
+		cur = append(cur, w.op)
+		size += w.size
+	}
+	if len(cur) > 0 {
+		chunks = append(chunks, cur)
+	}
+	return chunks, nil
+}
