@@ -234,12 +234,24 @@ func snapshotBases(snap *Snapshot, frozenAt int64, members []Broker, ctrl Contro
 		bases.Controller = max(bases.Controller, st.ControllerEpoch)
 	}
 	bases.Version = max(frozenAt, snap.Metadata.Version, snap.Security.Version, snap.Configs.Version)
-	bases.Broker++
-	bases.Controller++
+	bases.Broker += 1 + EpochMargin
+	bases.Controller += 1 + EpochMargin
 	bases.Partition++
-	bases.Version++
+	bases.Version += 1 + EpochMargin
 	return bases
 }
+
+// EpochMargin is how far above the source's epochs and versions at the
+// copy the target's start (but the partition epochs, which a frozen
+// source never writes). Between the copy and the moment every broker has
+// left the source, the source still elects and registers: a broker whose
+// session ended there registers again, and when the controller leaves at
+// the switch another broker may win a term before it learns of the
+// switch (its term ends at once). Each of those takes an epoch above the
+// copy's, a few apiece; the margin keeps every epoch on the target above
+// them, so that brokers refuse the requests of a controller of the source
+// whatever it won.
+const EpochMargin = 1 << 16
 
 // Current returns the backend b serves from: b itself, or the one a
 // backend that moves between backends (coord/migration) uses now. Tell

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tripodmq/tripod/coord"
 )
@@ -93,14 +94,14 @@ func (s *session) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	close(s.stop)
-	err := s.Session.Close()
 	s.wg.Wait()
 	if s.g.ctx.Err() != nil {
-		// The backend was closed at the switch: the registration went
-		// with it.
+		// The cluster left this backend: the registration stays until
+		// the backend is closed (retire), so that the brokers that have
+		// not switched yet cannot elect a controller there meanwhile.
 		return nil
 	}
-	return err
+	return s.Session.Close()
 }
 
 // Members implements coord.Registrar.
@@ -145,6 +146,14 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 			return nil, errSwitched(g)
 		}
 		return nil, err
+	}
+	if g.ctx.Err() != nil {
+		// Won on a backend the cluster has left: give it up at once.
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		_ = inner.Resign(rctx)
+		rcancel()
+		<-ws.done
+		return nil, errSwitched(g)
 	}
 	tctx, tcancel := context.WithCancel(inner.Context())
 	t := &term{Term: inner, g: g, ctx: tctx, cancel: tcancel}

@@ -8,10 +8,12 @@
 // properties, Backend opens the target beside it (the standby: on Raft
 // this node joins the target's quorum), so the migration can import
 // into it. When the record says switched, Backend serves from the
-// target from then on and closes the source: every session and term it
-// handed out on the source ends (Err ErrSessionExpired), every watch
-// channel closes, and the broker's loops, which register, campaign and
-// watch again when that happens, do so on the target. A broker that
+// target from then on: every session and term it handed out on the
+// source ends (Err ErrSessionExpired), every watch channel closes, and
+// the broker's loops, which register, campaign and watch again when that
+// happens, do so on the target. The source itself is closed a little
+// later (retire), its registration and election node kept meanwhile, so
+// that no broker that has not switched yet wins a term there. A broker that
 // cannot open the target keeps serving from the frozen source, whose
 // reads and watches go on, and logs why, until it can.
 //
@@ -72,6 +74,10 @@ type Backend struct {
 	// standbyReady announces a change of standby.
 	standbyReady chan struct{}
 	closed       bool
+	// retiring are backends the cluster left, closed after retireAfter
+	// (retire).
+	retiring    []coord.Backend
+	retireAfter time.Duration
 }
 
 // generation is one backend's time as the current one.
@@ -106,6 +112,7 @@ func Open(cfg coord.Config, targetConfig TargetConfig, open func(coord.Config) (
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Backend{log: log, targetConfig: targetConfig, open: open, onFinalized: onFinalized, ctx: ctx, cancel: cancel, standbyReady: make(chan struct{})}
+	b.retireAfter = max(2*cfg.SessionTimeout, 2*time.Second)
 	b.gen = b.newGeneration(cur, cfg.Backend)
 	b.cur, b.curCfg = cur, cfg.Backend
 	b.wg.Add(1)
@@ -318,9 +325,42 @@ func (b *Backend) switchTo(g *generation, m coord.Migration, t coord.Backend) {
 	b.mu.Unlock()
 	g.cancel()
 	b.log.Info("switched the coordination backend", "migration", m.ID, "from", g.name, "to", m.To)
-	if err := g.b.Close(); err != nil && !errors.Is(err, coord.ErrClosed) {
-		b.log.Warn("close the migration's source", "error", err)
+	b.retire(g)
+}
+
+// retire closes g's backend, which the cluster left, after retireAfter:
+// until then its sessions and its controller's election node stay, so
+// that a broker that has not switched yet cannot win a term on the
+// source in the meantime (it could not commit there, the source refusing
+// writes, and its epoch is below the target's, but it would be a second
+// controller). Close closes it at once.
+func (b *Backend) retire(g *generation) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
 	}
+	b.retiring = append(b.retiring, g.b)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		select {
+		case <-b.ctx.Done():
+		case <-time.After(b.retireAfter):
+		}
+		b.mu.Lock()
+		i := slices.Index(b.retiring, g.b)
+		if i >= 0 {
+			b.retiring = slices.Delete(b.retiring, i, i+1)
+		}
+		b.mu.Unlock()
+		if i < 0 {
+			return
+		}
+		if err := g.b.Close(); err != nil && !errors.Is(err, coord.ErrClosed) {
+			b.log.Warn("close the migration's source", "error", err)
+		}
+	}()
 }
 
 // Standby returns the target of migration id opened beside the source,
@@ -353,15 +393,18 @@ func (b *Backend) Close() error {
 		return coord.ErrClosed
 	}
 	b.closed = true
-	g, t := b.gen, b.standby
-	b.standby = nil
+	g, t, retiring := b.gen, b.standby, b.retiring
+	b.standby, b.retiring = nil, nil
 	close(b.standbyReady)
 	b.mu.Unlock()
 	b.cancel()
 	err := g.b.Close()
-	if t != nil {
-		if terr := t.Close(); terr != nil && err == nil {
-			err = terr
+	for _, o := range append(retiring, t) {
+		if o == nil {
+			continue
+		}
+		if cerr := o.Close(); cerr != nil && !errors.Is(cerr, coord.ErrClosed) && err == nil {
+			err = cerr
 		}
 	}
 	b.wg.Wait()
