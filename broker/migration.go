@@ -192,8 +192,12 @@ func (s *migrationStatus) copied(topics, parts int) {
 }
 
 // importRetry is the wait between attempts to import into a target that
-// is not reachable yet (a Raft target without its quorum).
-const importRetry = time.Second
+// is not reachable yet (a Raft target without its quorum); importAttempt
+// bounds one attempt (a 10 000-partition copy takes a few seconds).
+const (
+	importRetry   = time.Second
+	importAttempt = 30 * time.Second
+)
 
 // driveMigrations runs on the controller for its term: it follows the
 // migration record of the backend in use and, while it says a migration
@@ -245,7 +249,15 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 	rec.Phase, rec.Bases, rec.Updated = coord.MigrationImported, snap.Bases, time.Now()
 	rec.Source, rec.Brokers = coordinationProps(b.cfg), snap.Brokers
 	for attempt := 1; ; attempt++ {
-		err = target.(coord.Migrator).Import(ctx, snap, rec)
+		// An attempt is bounded: a target that does not answer (its
+		// client waiting for a server that is down) is asked again, and
+		// the step says so.
+		actx, cancel := context.WithTimeout(ctx, importAttempt)
+		err = target.(coord.Migrator).Import(actx, snap, rec)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
+		}
 		if err == nil || ctx.Err() != nil || !errors.Is(err, coord.ErrUnavailable) {
 			break
 		}

@@ -235,8 +235,15 @@ func runMigration(ctx context.Context, adm adminClient, out io.Writer, target ma
 	start := time.Now()
 	fmt.Fprintf(out, "migration to %s started: the source is frozen, metadata writes wait\n", to)
 	// The source is frozen now: what the cluster answers stays as it is
-	// until the switch.
-	before, berr := describeMigrated(ctx, adm)
+	// until the switch. It is read beside the progress, which a broker
+	// that does not answer would hold up.
+	var before migratedView
+	var berr error
+	described := make(chan struct{})
+	go func() {
+		defer close(described)
+		before, berr = describeMigrated(ctx, adm)
+	}()
 	last := ""
 	for {
 		st, err := migrationStatus(ctx, adm)
@@ -270,6 +277,7 @@ func runMigration(ctx context.Context, adm adminClient, out io.Writer, target ma
 		}
 	}
 	fmt.Fprintf(out, "every broker is on %s after %.1fs\n", to, time.Since(start).Seconds())
+	<-described
 	if berr != nil {
 		return fmt.Errorf("describe the cluster before the switch: %w", berr)
 	}

@@ -1,12 +1,16 @@
 package scenarios
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tripodmq/tripod/internal/cluster"
+	"github.com/tripodmq/tripod/internal/etcdserver"
 	"github.com/tripodmq/tripod/internal/freeport"
 )
 
@@ -125,3 +129,109 @@ func migrationTarget(t *testing.T, to string) []string {
 	}
 }
 
+// TestMigrateControllerKilledWhileTargetAway: a three-broker cluster on
+// ZooKeeper under acks=all writes starts a migration to an etcd that is
+// down. The source freezes and the controller's copy waits for the
+// target; the controller is killed with SIGKILL meanwhile. A new
+// controller is elected on the frozen source and takes the migration up;
+// once etcd is back it copies and switches. The killed broker, started
+// again with its ZooKeeper flags, finds the source switched and moves to
+// etcd by itself. `tripod migrate` completes, every broker is on etcd, a
+// topic can be created there, and every acknowledged record is read back.
+func TestMigrateControllerKilledWhileTargetAway(t *testing.T) {
+	c := startCluster(t, "zk", 3)
+	createTopic(t, c, "moving", 3, 3)
+	loads := make([]*load, 3)
+	for p := range loads {
+		loads[p] = startLoad(t, c, "moving", int32(p))
+	}
+	for _, l := range loads {
+		l.waitAcked(t, 10)
+	}
+	etcd, err := etcdserver.Start(t.TempDir())
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	if err := etcd.Stop(); err != nil {
+		t.Fatalf("stop etcd: %v", err)
+	}
+
+	args := []string{"migrate", "--to", "etcd", "--set", "etcd.endpoints=" + strings.Join(etcd.Endpoints(), ","), "--set", "etcd.prefix=/moved",
+		"--bootstrap", strings.Join(c.Bootstrap(), ","), "--timeout", "3m"}
+	cmd := exec.Command(env.Binary, args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start tripod migrate: %v", err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+
+	waitStatus(t, c, "the source frozen, the copy waiting for etcd", func(status string) bool {
+		// The controller waits for etcd to open, or to take the copy.
+		return strings.Contains(status, " frozen ") &&
+			(strings.Contains(status, "waiting for the target") || strings.Contains(status, "copying"))
+	})
+	killed := controller(t, c)
+	t.Logf("killing the controller, broker %d, while the copy waits for etcd", killed)
+	if err := c.Broker(killed).Kill(); err != nil {
+		t.Fatalf("kill broker %d: %v", killed, err)
+	}
+	next := controller(t, c)
+	t.Logf("broker %d is the controller of the frozen source; etcd comes back", next)
+	if err := etcd.Restart(); err != nil {
+		t.Fatalf("restart etcd: %v", err)
+	}
+	if err := c.Broker(killed).Start(); err != nil {
+		t.Fatalf("start broker %d again: %v", killed, err)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("tripod migrate: %v\n%s", waitErr, out.String())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("tripod migrate did not finish:\n%s", out.String())
+	}
+	t.Logf("tripod migrate:\n%s", out.String())
+	if !strings.Contains(out.String(), "every broker is on etcd") {
+		t.Fatalf("tripod migrate printed:\n%s", out.String())
+	}
+	createTopic(t, c, "after-migration", 2, 3)
+	for p, l := range loads {
+		l.waitAcked(t, l.ackedCount()+5)
+		acked, _ := l.stop(t)
+		final := readPartition(t, c, "moving", int32(p))
+		for _, r := range acked {
+			if !holds(final, r.offset, r.value) {
+				t.Errorf("moving/%d: acknowledged record %v is not in the log", p, r)
+			}
+		}
+	}
+}
+
+// waitStatus waits until `tripod migrate --status` prints what ok
+// accepts.
+func waitStatus(t *testing.T, c *cluster.Cluster, what string, ok func(status string) bool) {
+	t.Helper()
+	err := cluster.WaitFor(context.Background(), settle, func() error {
+		cmd := exec.Command(env.Binary, "migrate", "--status", "--bootstrap", strings.Join(c.Bootstrap(), ","), "--timeout", "5s")
+		b, err := cmd.CombinedOutput()
+		if err != nil || !ok(string(b)) {
+			return fmt.Errorf("migrate --status (%v):\n%s", err, b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
