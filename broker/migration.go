@@ -44,38 +44,46 @@ func IsCoordinationKey(key string) bool {
 }
 
 // openCoord opens the backend cc names, to follow migrations with
-// migrationTarget, unless the data dir remembers that the cluster left
-// that backend for good (a finalized migration).
+// migrationTarget. The first log dir remembers the last migration that
+// moved this broker (migratedFile): when it left cc's backend, the
+// broker opens the target instead (a Raft source has no quorum left to
+// tell it), or, once that migration was finalized, refuses to start and
+// names the target.
 func openCoord(cfg *config.Config, cc coord.Config, logger hclog.Logger) (*migration.Backend, error) {
 	marker := filepath.Join(cfg.LogDirs[0], migratedFile)
+	var opts migration.Options
 	if data, err := os.ReadFile(marker); err == nil {
 		var m coord.Migration
 		if err := json.Unmarshal(data, &m); err != nil {
 			return nil, fmt.Errorf("read %s: %w", marker, err)
 		}
-		if m.From == cc.Backend {
+		if m.From == cc.Backend && !m.Finalized.IsZero() {
 			return nil, fmt.Errorf("%w: this broker's cluster moved from coordination.backend %s to %s (migration %s, finalized %s): start it with the target's coordination properties: %s",
 				migration.ErrFinalized, m.From, m.To, m.ID, m.Finalized.UTC().Format(time.RFC3339), formatTarget(m.Target))
 		}
+		opts.Switched = &m
 	}
-	remember := func(m coord.Migration) {
-		if err := writeMigrated(marker, m); err != nil {
-			logger.Error("cannot remember the finalized migration in the data dir", "migration", m.ID, "error", err)
-			return
+	remember := func(what string) func(coord.Migration) {
+		return func(m coord.Migration) {
+			if err := writeMigrated(marker, m); err != nil {
+				logger.Error("cannot remember the migration in the data dir", "migration", m.ID, "error", err)
+				return
+			}
+			logger.Info("migration "+what+": remembered in the data dir", "migration", m.ID, "from", m.From, "to", m.To)
 		}
-		logger.Info("migration finalized: this broker will not start on the source again", "migration", m.ID, "from", m.From, "to", m.To)
 	}
-	return migration.Open(cc, func(m coord.Migration) (coord.Config, error) { return migrationTarget(cfg, cc, m) }, coord.Open, remember)
+	opts.OnSwitched, opts.OnFinalized = remember("switched"), remember("finalized")
+	return migration.Open(cc, func(m coord.Migration) (coord.Config, error) { return migrationTarget(cfg, cc, m) }, coord.Open, opts)
 }
 
-// migratedFile, in the first log dir, remembers the last finalized
-// migration: a broker started on its source refuses to.
+// migratedFile, in the first log dir, remembers the last migration that
+// moved this broker to its target, and whether it was finalized.
 const migratedFile = "coordination-migrated.json"
 
-// writeMigrated writes m, a finalized migration of the backend in use
-// (its record on the target), to path, atomically, with the target's
-// properties as the broker uses them (the target's record holds the
-// source's).
+// writeMigrated writes m, a migration that moved this broker (the
+// source's record at the switch, or the target's when finalized), to
+// path, atomically, with the target's properties but without the
+// source's.
 func writeMigrated(path string, m coord.Migration) error {
 	m.Source = nil
 	data, err := json.Marshal(m)
@@ -310,6 +318,9 @@ const (
 	// brokers have not switched yet (rollback), or retires the source of
 	// the one that brought the cluster here (finalize).
 	MigrationActionKey = "coordination.migration.action"
+	// MigrationIDKey, in a start, names the migration, so that a start
+	// asked again is the same migration.
+	MigrationIDKey = "coordination.migration.id"
 	// MigrationTargetPrefix prefixes each coordination property of the
 	// target, in a start: coordination.migration.target.coordination.backend=etcd.
 	MigrationTargetPrefix = "coordination.migration.target."
@@ -323,7 +334,7 @@ const (
 // controller.
 const (
 	migrationBackendKey = "coordination.migration.backend"
-	migrationIDKey      = "coordination.migration.id"
+	migrationIDKey      = MigrationIDKey
 	migrationPhaseKey   = "coordination.migration.phase"
 	migrationStepKey    = "coordination.migration.step"
 )
@@ -341,13 +352,15 @@ func isMigrationAction(alts []coord.ConfigAlteration) bool {
 // migrationAction acts on a migration action (alts) sent to this broker,
 // which must be the controller.
 func (b *Broker) migrationAction(ctx context.Context, alts []coord.ConfigAlteration, validateOnly bool) configOutcome {
-	action, target := "", map[string]string{}
+	action, id, target := "", "", map[string]string{}
 	for _, a := range alts {
 		switch {
 		case a.Op != coord.ConfigSet:
 			return configOutcome{kerr.InvalidRequest, fmt.Errorf("%s: a migration action is SET, not %v", a.Key, a.Op)}
 		case a.Key == MigrationActionKey:
 			action = a.Value
+		case a.Key == MigrationIDKey:
+			id = a.Value
 		case strings.HasPrefix(a.Key, MigrationTargetPrefix):
 			target[strings.TrimPrefix(a.Key, MigrationTargetPrefix)] = a.Value
 		default:
@@ -355,8 +368,10 @@ func (b *Broker) migrationAction(ctx context.Context, alts []coord.ConfigAlterat
 		}
 	}
 	if b.member.Controller() == nil {
-		return configOutcome{kerr.NotController, fmt.Errorf("broker %d is not the controller: send migration actions to the controller (broker %d)",
-			b.cfg.BrokerID, b.member.BackendController().ID)}
+		if ctrl := b.member.BackendController().ID; ctrl != coord.NoBroker && ctrl != coord.BrokerID(b.cfg.BrokerID) {
+			return configOutcome{kerr.NotController, fmt.Errorf("broker %d is not the controller: send migration actions to the controller (broker %d)", b.cfg.BrokerID, ctrl)}
+		}
+		return configOutcome{kerr.NotController, fmt.Errorf("broker %d is not the controller, and no other is known now: ask again", b.cfg.BrokerID)}
 	}
 	mb := b.coordMigration
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -367,7 +382,7 @@ func (b *Broker) migrationAction(ctx context.Context, alts []coord.ConfigAlterat
 	}
 	switch action {
 	case "start":
-		return b.startMigration(lctx, mb, rec, ok, target, validateOnly)
+		return b.startMigration(lctx, mb, rec, ok, id, target, validateOnly)
 	case "rollback":
 		if len(target) > 0 {
 			return configOutcome{kerr.InvalidConfig, fmt.Errorf("%s=rollback takes no target", MigrationActionKey)}
@@ -485,10 +500,13 @@ func (b *Broker) finalizeSource(ctx context.Context, rec coord.Migration) error 
 // startMigration freezes the backend in use (mb, whose record is rec
 // when ok) for a migration to target; the controller's driver
 // (driveMigrations) copies and switches.
-func (b *Broker) startMigration(ctx context.Context, mb *migration.Backend, rec coord.Migration, ok bool, target map[string]string, validateOnly bool) configOutcome {
+func (b *Broker) startMigration(ctx context.Context, mb *migration.Backend, rec coord.Migration, ok bool, id string, target map[string]string, validateOnly bool) configOutcome {
 	to := target["coordination.backend"]
 	from := mb.Name()
 	switch {
+	case id != "" && ok && rec.ID == id:
+		// Asked again (the answer to the first was lost): it started.
+		return configOutcome{}
 	case to == "":
 		return configOutcome{kerr.InvalidConfig, fmt.Errorf("%scoordination.backend: name the target backend (zk, etcd or raft)", MigrationTargetPrefix)}
 	case to == from:
@@ -502,8 +520,10 @@ func (b *Broker) startMigration(ctx context.Context, mb *migration.Backend, rec 
 	if validateOnly {
 		return configOutcome{}
 	}
-	m := coord.Migration{ID: fmt.Sprintf("%s-to-%s-%d", from, to, time.Now().UnixMilli()), From: from, To: to, Target: target,
-		Phase: coord.MigrationFrozen, Updated: time.Now()}
+	if id == "" {
+		id = fmt.Sprintf("%s-to-%s-%d", from, to, time.Now().UnixMilli())
+	}
+	m := coord.Migration{ID: id, From: from, To: to, Target: target, Phase: coord.MigrationFrozen, Updated: time.Now()}
 	var prev *coord.Migration
 	if ok {
 		// The backend's epoch bases stay with it in every record.

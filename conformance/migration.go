@@ -266,7 +266,7 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 		targetConfig := func(m coord.Migration) (coord.Config, error) {
 			return coord.Config{Backend: m.Target["coordination.backend"]}, nil
 		}
-		be, err := migration.Open(coord.Config{Backend: src.Name(), Logger: hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("migrating-%d", i+1), Level: hclog.Warn})}, targetConfig, open, nil)
+		be, err := migration.Open(coord.Config{Backend: src.Name(), Logger: hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("migrating-%d", i+1), Level: hclog.Warn})}, targetConfig, open, migration.Options{})
 		if err != nil {
 			t.Fatalf("migration.Open %d: %v", i, err)
 		}

@@ -121,14 +121,32 @@ brokers have not switched yet (a target that cannot be imported into).
 	return cmd
 }
 
-// migrationAction sends a migration action to the controller.
+// migrationAction sends a migration action to the controller, again
+// while it fails in a way worth retrying (no controller, the controller
+// moved or did not answer) until ctx ends.
 func migrationAction(ctx context.Context, adm adminClient, keys map[string]string) error {
+	for {
+		err := migrationActionOnce(ctx, adm, keys)
+		var ke *kerr.Error
+		if err == nil || (errors.As(err, &ke) && !ke.Retriable) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// migrationActionOnce sends a migration action to the controller once.
+func migrationActionOnce(ctx context.Context, adm adminClient, keys map[string]string) error {
 	meta, err := adm.BrokerMetadata(ctx)
 	if err != nil {
 		return fmt.Errorf("find the controller: %w", err)
 	}
 	if meta.Controller < 0 {
-		return errors.New("the cluster has no controller now: try again")
+		return fmt.Errorf("%w: the cluster has no controller now", kerr.NotController)
 	}
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -147,11 +165,10 @@ func migrationAction(ctx context.Context, adm adminClient, keys map[string]strin
 		return fmt.Errorf("the controller answered %d resources, want 1", len(resp.Resources))
 	}
 	if r := resp.Resources[0]; r.ErrorCode != 0 {
-		msg := kerr.ErrorForCode(r.ErrorCode).Error()
 		if r.ErrorMessage != nil {
-			msg += ": " + *r.ErrorMessage
+			return fmt.Errorf("%w: %s", kerr.ErrorForCode(r.ErrorCode), *r.ErrorMessage)
 		}
-		return errors.New(msg)
+		return kerr.ErrorForCode(r.ErrorCode)
 	}
 	return nil
 }
@@ -229,7 +246,11 @@ func runMigration(ctx context.Context, adm adminClient, out io.Writer, target ma
 	if err != nil {
 		return fmt.Errorf("ask the brokers: %w", err)
 	}
-	if err := migrationAction(ctx, adm, actionKeys(target)); err != nil {
+	from := "from"
+	if len(brokers) > 0 {
+		from = brokers[0].backend
+	}
+	if err := migrationAction(ctx, adm, actionKeys(from, target)); err != nil {
 		return fmt.Errorf("start the migration: %w", err)
 	}
 	start := time.Now()
@@ -304,9 +325,12 @@ func runMigration(ctx context.Context, adm adminClient, out io.Writer, target ma
 	return nil
 }
 
-// actionKeys returns the keys that start a migration to target.
-func actionKeys(target map[string]string) map[string]string {
-	keys := map[string]string{broker.MigrationActionKey: "start"}
+// actionKeys returns the keys that start a migration from the backend
+// from to target, named so that the controller takes a start asked again
+// as the same one.
+func actionKeys(from string, target map[string]string) map[string]string {
+	keys := map[string]string{broker.MigrationActionKey: "start",
+		broker.MigrationIDKey: fmt.Sprintf("%s-to-%s-%d", strings.Fields(from)[0], target["coordination.backend"], time.Now().UnixMilli())}
 	for k, v := range target {
 		keys[broker.MigrationTargetPrefix+k] = v
 	}

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -59,7 +60,7 @@ func migrateUnderLoad(t *testing.T, from, to string) {
 		t.Fatalf("tripod migrate printed:\n%s", out)
 	}
 	status := runCLI(t, c, "migrate", "--status")
-	if strings.Count(status, " "+to+" ") < 3 {
+	if registeredOn(status, to) != 3 {
 		t.Fatalf("tripod migrate --status after the migration:\n%s", status)
 	}
 	createTopic(t, c, "after-migration", 2, 3)
@@ -76,6 +77,39 @@ func migrateUnderLoad(t *testing.T, from, to string) {
 		}
 	}
 	t.Logf("%d records acknowledged across the migration; every one read back", total)
+
+	// Before finalize, a broker killed and started again with the
+	// source's properties (its flags as they were) goes to the target: a
+	// Raft source has no quorum left to tell it once the brokers closed
+	// it (its Raft ports refuse), its data dir does.
+	if from == "raft" {
+		err := cluster.WaitFor(context.Background(), settle, func() error {
+			for _, b := range c.Brokers() {
+				if conn, err := net.DialTimeout("tcp", b.RaftAddr, time.Second); err == nil {
+					conn.Close()
+					return fmt.Errorf("broker %d still listens for the source's Raft at %s", b.ID, b.RaftAddr)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for the brokers to close the source: %v", err)
+		}
+	}
+	if err := c.Broker(2).Restart(); err != nil {
+		t.Fatalf("restart broker 2: %v", err)
+	}
+	waitStatus(t, c, "broker 2, restarted with the source's flags, registered on "+to, func(status string) bool {
+		return registeredOn(status, to) == 3
+	})
+	waitEvery(t, c, settle, "broker 2 back in every ISR", func(md *cluster.Metadata) error {
+		for _, p := range md.Partitions["moving"] {
+			if len(p.ISR) != 3 {
+				return fmt.Errorf("moving/%d: ISR %v", p.Partition, p.ISR)
+			}
+		}
+		return nil
+	}, "moving")
 
 	// Finalize: a broker started again with the source's properties (its
 	// flags as they were) refuses to start and names the target.
@@ -234,4 +268,17 @@ func waitStatus(t *testing.T, c *cluster.Cluster, what string, ok func(status st
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
+}
+
+// registeredOn counts the brokers `tripod migrate --status` shows
+// registered on backend.
+func registeredOn(status, backend string) int {
+	n := 0
+	for _, line := range strings.Split(status, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[1] == backend && f[2] != "(registering)" {
+			n++
+		}
+	}
+	return n
 }

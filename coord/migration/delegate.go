@@ -39,6 +39,9 @@ type session struct {
 // Register implements coord.Registrar.
 func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session, error) {
 	g := b.current()
+	if g.left.Load() {
+		return nil, fmt.Errorf("%w: the cluster left coordination backend %s; registering on its target once it opens", coord.ErrUnavailable, g.name)
+	}
 	inner, err := g.b.Register(ctx, br)
 	if err != nil {
 		return nil, err
@@ -135,6 +138,16 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 		<-ws.done // closes as g ends
 		return nil, errSwitched(g)
 	}
+	if g.left.Load() {
+		// The cluster left this backend: no controller here; the
+		// session ends at the switch.
+		select {
+		case <-ws.done:
+			return nil, errSwitched(g)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(g.ctx, cancel)
 	inner, err := g.b.Campaign(cctx, ws.Session)
@@ -147,13 +160,17 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 		}
 		return nil, err
 	}
-	if g.ctx.Err() != nil {
+	if g.ctx.Err() != nil || g.left.Load() {
 		// Won on a backend the cluster has left: give it up at once.
 		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 		_ = inner.Resign(rctx)
 		rcancel()
-		<-ws.done
-		return nil, errSwitched(g)
+		select {
+		case <-ws.done:
+			return nil, errSwitched(g)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	tctx, tcancel := context.WithCancel(inner.Context())
 	t := &term{Term: inner, g: g, ctx: tctx, cancel: tcancel}

@@ -52,8 +52,8 @@ type Backend struct {
 	log          hclog.Logger
 	targetConfig TargetConfig
 	open         func(coord.Config) (coord.Backend, error)
-	onFinalized  func(coord.Migration)
-	// finalized is the last migration onFinalized was called for (owned
+	opts         Options
+	// finalized is the last migration OnFinalized was called for (owned
 	// by the record follower).
 	finalized string
 
@@ -88,33 +88,51 @@ type generation struct {
 	cancel context.CancelFunc
 	// live counts the generation's sessions that have not ended.
 	live atomic.Int32
+	// left is set once the backend's record says the cluster left it:
+	// Register and Campaign wait for the switch.
+	left atomic.Bool
 }
 
 // Open opens the backend cfg names and follows its migration record.
 // targetConfig builds the Config of a migration's target; open opens one
 // (coord.Open).
 //
-// onFinalized, if not nil, is called once for each migration the record
-// of the backend in use says was finalized (the broker remembers it in
-// its data dir, so that it refuses to start on the source again).
-func Open(cfg coord.Config, targetConfig TargetConfig, open func(coord.Config) (coord.Backend, error), onFinalized func(coord.Migration)) (*Backend, error) {
-	cur, err := open(cfg)
-	if err != nil {
-		return nil, err
-	}
+// A broker that knows its configured backend was left (opts.Switched,
+// which it remembers in its data dir) opens the target instead.
+func Open(cfg coord.Config, targetConfig TargetConfig, open func(coord.Config) (coord.Backend, error), opts Options) (*Backend, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	if err := refuseFinalized(cur, cfg); err != nil {
-		_ = cur.Close()
-		return nil, err
+	name := cfg.Backend
+	var cur coord.Backend
+	var left bool
+	if m := opts.Switched; m != nil && m.From == cfg.Backend {
+		tc, err := targetConfig(*m)
+		if err != nil {
+			return nil, err
+		}
+		if cur, err = open(tc); err != nil {
+			return nil, fmt.Errorf("open %s, where the cluster moved from %s (migration %s): %w", m.To, m.From, m.ID, err)
+		}
+		name = m.To
+		log.Info("the cluster moved from the configured coordination backend: opened the target", "migration", m.ID, "from", m.From, "to", m.To)
+	} else {
+		var err error
+		if cur, err = open(cfg); err != nil {
+			return nil, err
+		}
+		if left, err = leftAtOpen(cur, cfg); err != nil {
+			_ = cur.Close()
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{log: log, targetConfig: targetConfig, open: open, onFinalized: onFinalized, ctx: ctx, cancel: cancel, standbyReady: make(chan struct{})}
+	b := &Backend{log: log, targetConfig: targetConfig, open: open, opts: opts, ctx: ctx, cancel: cancel, standbyReady: make(chan struct{})}
 	b.retireAfter = max(2*cfg.SessionTimeout, 2*time.Second)
-	b.gen = b.newGeneration(cur, cfg.Backend)
-	b.cur, b.curCfg = cur, cfg.Backend
+	b.gen = b.newGeneration(cur, name)
+	b.gen.left.Store(left)
+	b.cur, b.curCfg = cur, name
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -123,31 +141,50 @@ func Open(cfg coord.Config, targetConfig TargetConfig, open func(coord.Config) (
 	return b, nil
 }
 
+// Options are what a broker adds to Open.
+type Options struct {
+	// Switched is the last migration the broker saw switch, if any: when
+	// it left the configured backend, Open opens its target instead.
+	Switched *coord.Migration
+	// OnSwitched and OnFinalized, if set, are called once for each
+	// migration that moves this Backend to its target, and for each
+	// migration the record of the backend in use says was finalized:
+	// the broker remembers them in its data dir.
+	OnSwitched  func(coord.Migration)
+	OnFinalized func(coord.Migration)
+}
+
 // ErrFinalized: the backend a broker was started on was migrated to
 // another and the migration finalized.
 var ErrFinalized = errors.New("the cluster moved to another coordination backend")
 
-// refuseFinalized fails, naming the target, when cur's record says the
-// cluster left it for good; when the record cannot be read within the
-// time it allows (at most 2 s: a service that is down must not hold a
-// broker's start), Backend's record follower finds it later and moves to
-// the target.
-func refuseFinalized(cur coord.Backend, cfg coord.Config) error {
+// leftAtOpen reads cur's record: it fails, naming the target, when the
+// record says the cluster left cur for good, and reports whether it says
+// the cluster left cur (switched): the broker then neither registers nor
+// campaigns there, and its record follower moves it to the target. When
+// the record cannot be read within the time it allows (at most 2 s: a
+// service that is down must not hold a broker's start), the follower
+// finds it later.
+func leftAtOpen(cur coord.Backend, cfg coord.Config) (bool, error) {
 	mig, ok := cur.(coord.Migrator)
 	if !ok || cfg.Backend == "raft" {
 		// A Raft source's record is read through its leader, which a
 		// starting node may not have yet; and a cluster that left Raft
-		// left no quorum behind to read it from.
-		return nil
+		// left no quorum behind to read it from: a broker that left it
+		// remembers so in its data dir (Options.Switched).
+		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(max(cfg.SessionTimeout, 500*time.Millisecond), 2*time.Second))
 	defer cancel()
 	m, ok, err := mig.Migration(ctx)
-	if err != nil || !ok || m.Phase != coord.MigrationFinalized {
-		return nil
+	switch {
+	case err != nil || !ok:
+		return false, nil
+	case m.Phase == coord.MigrationFinalized:
+		return false, fmt.Errorf("%w: coordination.backend %s was migrated to %s (migration %s, finalized at %s): start the broker with the target's properties: %s",
+			ErrFinalized, cfg.Backend, m.To, m.ID, m.Updated.UTC().Format(time.RFC3339), formatProps(m.Target))
 	}
-	return fmt.Errorf("%w: coordination.backend %s was migrated to %s (migration %s, finalized at %s): start the broker with the target's properties: %s",
-		ErrFinalized, cfg.Backend, m.To, m.ID, m.Updated.UTC().Format(time.RFC3339), formatProps(m.Target))
+	return m.Phase == coord.MigrationSwitched, nil
 }
 
 // formatProps formats coordination properties as key=value, sorted.
@@ -203,9 +240,13 @@ func (b *Backend) follow() {
 // onRecord acts on the record r of generation g's backend.
 func (b *Backend) onRecord(g *generation, r coord.MigrationRecord) {
 	m := r.Migration
-	if r.OK && !m.Finalized.IsZero() && b.onFinalized != nil && b.finalized != m.ID {
+	if r.OK && !m.Finalized.IsZero() && b.opts.OnFinalized != nil && b.finalized != m.ID {
 		b.finalized = m.ID
-		b.onFinalized(m)
+		b.opts.OnFinalized(m)
+	}
+	if r.OK && len(m.Target) > 0 && (m.Phase == coord.MigrationSwitched || m.Phase == coord.MigrationFinalized) {
+		// No registration or campaign here from now on.
+		g.left.Store(true)
 	}
 	switch {
 	case !r.OK || len(m.Target) == 0:
@@ -325,6 +366,9 @@ func (b *Backend) switchTo(g *generation, m coord.Migration, t coord.Backend) {
 	b.mu.Unlock()
 	g.cancel()
 	b.log.Info("switched the coordination backend", "migration", m.ID, "from", g.name, "to", m.To)
+	if b.opts.OnSwitched != nil {
+		b.opts.OnSwitched(m)
+	}
 	b.retire(g)
 }
 
