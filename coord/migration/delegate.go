@@ -201,7 +201,9 @@ func (b *Backend) Controller(ctx context.Context) (coord.ControllerInfo, error) 
 
 // WatchController implements coord.Elector.
 func (b *Backend) WatchController(ctx context.Context) (<-chan coord.ControllerInfo, error) {
-	return watch(b, ctx, func(g *generation) func(context.Context) (<-chan coord.ControllerInfo, error) { return g.b.WatchController })
+	return watch(b, ctx, func(g *generation) func(context.Context) (<-chan coord.ControllerInfo, error) {
+		return g.b.WatchController
+	})
 }
 
 // EvictController implements coord.ControllerEvictor when the current
@@ -251,7 +253,9 @@ func (b *Backend) LoadSecurity(ctx context.Context) (*coord.SecurityState, error
 
 // WatchSecurity implements coord.SecurityStore.
 func (b *Backend) WatchSecurity(ctx context.Context) (<-chan *coord.SecurityState, error) {
-	return watch(b, ctx, func(g *generation) func(context.Context) (<-chan *coord.SecurityState, error) { return g.b.WatchSecurity })
+	return watch(b, ctx, func(g *generation) func(context.Context) (<-chan *coord.SecurityState, error) {
+		return g.b.WatchSecurity
+	})
 }
 
 // SetScramCredential implements coord.SecurityStore.
