@@ -58,6 +58,10 @@ func (e *ExitError) ExitCode() int { return e.Code }
 type Config struct {
 	// Coord is the coordination backend of the cluster it starts.
 	Coord string
+	// MigrateTo, when set, is the backend the cluster moves to halfway
+	// through Duration (`tripod migrate`), while the workload and the
+	// faults go on; empty: no migration.
+	MigrateTo string
 	// Duration is how long the workload and the faults run.
 	Duration time.Duration
 	// Faults are the fault kinds injected (FaultKinds); FaultsSet says the
@@ -174,11 +178,21 @@ func (o *Config) validate() error {
 		}
 		o.Faults = nil
 	}
-	if o.ZKConnect != "" && o.Coord != "zk" {
-		return fmt.Errorf("--zk-connect: only with --coord zk, not %s", o.Coord)
+	if o.MigrateTo != "" {
+		switch {
+		case o.Bootstrap != "":
+			return errors.New("--migrate-to: not with --bootstrap (verify migrates only a cluster it starts)")
+		case !slices.Contains(cluster.Backends, o.MigrateTo):
+			return fmt.Errorf("--migrate-to %q: must be one of raft, zk, etcd", o.MigrateTo)
+		case o.MigrateTo == o.Coord:
+			return fmt.Errorf("--migrate-to %s: the cluster starts on --coord %s already; name another backend", o.MigrateTo, o.Coord)
+		}
 	}
-	if o.EtcdEndpoints != "" && o.Coord != "etcd" {
-		return fmt.Errorf("--etcd-endpoints: only with --coord etcd, not %s", o.Coord)
+	if o.ZKConnect != "" && o.Coord != "zk" && o.MigrateTo != "zk" {
+		return fmt.Errorf("--zk-connect: only with --coord zk or --migrate-to zk, not --coord %s", o.Coord)
+	}
+	if o.EtcdEndpoints != "" && o.Coord != "etcd" && o.MigrateTo != "etcd" {
+		return fmt.Errorf("--etcd-endpoints: only with --coord etcd or --migrate-to etcd, not --coord %s", o.Coord)
 	}
 	if o.Partitions < 1 || o.Partitions > 1000 {
 		return fmt.Errorf("--partitions %d: must be between 1 and 1000", o.Partitions)
