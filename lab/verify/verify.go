@@ -675,16 +675,30 @@ func (r *verifyRun) faultRunner(servers *lab.CoordServers) *faultRunner {
 	runner := &faultRunner{
 		c: r.c, zk: servers.ZK(), etcd: servers.Etcd(), topic: r.topic, partitions: r.opts.Partitions,
 		start: r.start, steadyTimeout: r.opts.SteadyTimeout, out: r.out,
+		backend: func() string { return r.opts.Coord },
+	}
+	if m := r.migration; m != nil {
+		runner.backend = m.backend
+	}
+	// A ZooKeeper or etcd server is this run's to restart when verify
+	// started it; the coord fault applies while the cluster is on one.
+	restartable := func(backend string) bool {
+		return backend == "zk" && servers.ZK() != nil || backend == "etcd" && servers.Etcd() != nil
 	}
 	for _, k := range r.opts.Faults {
 		if k == "coord" {
+			from, to := r.opts.Coord, r.opts.MigrateTo
 			switch {
-			case r.opts.Coord == "raft":
-				r.note("fault coord skipped: with raft the brokers are the coordination service (kill, pause and restart hit it)")
+			case to == "" && !restartable(from):
+				r.note("fault coord skipped: " + coordSkipReason(from))
 				continue
-			case servers.ZK() == nil && servers.Etcd() == nil:
-				r.note("fault coord skipped: the coordination server is yours (--zk-connect, --etcd-endpoints), verify does not restart it")
+			case to != "" && !restartable(from) && !restartable(to):
+				r.note(fmt.Sprintf("fault coord skipped: on %s and on %s alike, verify has no coordination server to restart", from, to))
 				continue
+			case to != "" && !restartable(from):
+				r.note("fault coord only once the migration is done: until then " + coordSkipReason(from))
+			case to != "" && !restartable(to):
+				r.note("fault coord only until the migration is done: after it " + coordSkipReason(to))
 			}
 		}
 		runner.kinds = append(runner.kinds, k)
