@@ -236,6 +236,16 @@ never answered, in the final read), transform-lost (an input record the stage
 committed past with no transformation in its output) and transform-duplicated
 (an input record transformed twice in its output).
 
+With --migrate-to BACKEND the cluster moves to that backend halfway through
+--duration while the workload and the faults go on: verify runs tripod migrate
+--to BACKEND on its brokers, to a fresh chroot of the ZooKeeper or a fresh
+prefix of the etcd (its own, or --zk-connect, --etcd-endpoints) or to Raft
+voters on free ports, and prints the migration's lines as they come. The run
+fails if the migration fails or does not finish within the rest of --duration
+plus --steady-timeout. verify does not finalize: a broker a fault restarts
+starts on --coord and follows the cluster to the target by itself; once the
+migration is done the coord fault restarts the target's server (none on raft).
+
 It prints the fault log as it goes, then a table, and writes everything to
 --out as JSON. Exit status: 0 when every check is clean, 1 when an anomaly was
 found, 2 when the run itself failed.`,
@@ -254,6 +264,7 @@ found, 2 when the run itself failed.`,
 	})
 	f := cmd.Flags()
 	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster it starts: raft, zk or etcd")
+	f.StringVar(&cfg.MigrateTo, "migrate-to", cfg.MigrateTo, "move the cluster to this coordination backend halfway through --duration (tripod migrate): raft, zk or etcd; empty: stay on --coord")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the workload and the faults run")
 	f.StringSliceVar(&cfg.Faults, "faults", cfg.Faults, "fault kinds to inject: kill, pause, cut, restart, coord (comma list; empty for none)")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule (default: from the clock; printed so that a run can be replayed)")

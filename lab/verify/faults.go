@@ -2,7 +2,6 @@ package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -107,7 +106,10 @@ type faultRecord struct {
 type faultRunner struct {
 	c *cluster.Cluster
 	// kinds are the fault kinds that apply to this run.
-	kinds      []string
+	kinds []string
+	// backend returns the coordination backend the cluster is on, which
+	// a migration changes: the coord fault restarts its server.
+	backend    func() string
 	zk         *zkserver.Server   // the ZooKeeper it may restart, or nil
 	etcd       *etcdserver.Server // the etcd it may restart, or nil
 	topic      string
@@ -117,6 +119,10 @@ type faultRunner struct {
 	steadyTimeout time.Duration
 	out           io.Writer
 	faults        []faultRecord
+	// drawn counts the faults drawn from the plan, injected or skipped
+	// (a coord fault while the cluster is on a backend without a server
+	// to restart).
+	drawn int
 }
 
 // since returns the seconds since the run started.
@@ -137,7 +143,7 @@ func (r *faultRunner) run(ctx, duration context.Context, plan *faultPlan) error 
 	for {
 		// Until the first round is done the faults run under ctx alone.
 		fctx := ctx
-		if len(r.faults) >= len(r.kinds) {
+		if r.drawn >= len(r.kinds) {
 			fctx = duration
 		}
 		if fctx.Err() != nil {
@@ -151,6 +157,7 @@ func (r *faultRunner) run(ctx, duration context.Context, plan *faultPlan) error 
 			return fmt.Errorf("cluster not steady before fault %d (every broker live, every ISR full, all agreeing): %w", len(r.faults)+1, err)
 		}
 		f := plan.next()
+		r.drawn++
 		if !sleepCtx(fctx, f.Wait) {
 			return nil
 		}
@@ -199,15 +206,19 @@ func (r *faultRunner) inject(ctx context.Context, f plannedFault, base *cluster.
 	var hit, heal func() error
 	var healText string
 	if f.Kind == "coord" {
+		backend := r.backend()
 		switch {
-		case r.zk != nil:
+		case backend == "zk" && r.zk != nil:
 			rec.Target = "zookeeper " + r.zk.Addr()
 			hit, heal = r.zk.Stop, r.zk.Start
-		case r.etcd != nil:
+		case backend == "etcd" && r.etcd != nil:
 			rec.Target = "etcd " + r.etcd.Endpoints()[0]
 			hit, heal = r.etcd.Stop, r.etcd.Restart
 		default:
-			return errors.New("fault coord: no coordination server of this run to restart")
+			// The cluster is on a backend (before or after a migration)
+			// whose server is not this run's to restart.
+			r.log(r.since(), "skip", "coord: "+coordSkipReason(backend))
+			return nil
 		}
 		healText = rec.Target + " started again"
 	} else {
@@ -257,4 +268,13 @@ func (r *faultRunner) inject(ctx context.Context, f plannedFault, base *cluster.
 	r.faults = append(r.faults, rec)
 	r.log(healed, "heal", healText)
 	return nil
+}
+
+// coordSkipReason says why the coord fault does not apply while the
+// cluster is on backend.
+func coordSkipReason(backend string) string {
+	if backend == "raft" {
+		return "the cluster is on raft, whose coordination servers are the brokers (kill, pause and restart hit them)"
+	}
+	return "the cluster is on " + backend + ", whose server is yours (--zk-connect, --etcd-endpoints): verify does not restart it"
 }

@@ -58,6 +58,10 @@ func (e *ExitError) ExitCode() int { return e.Code }
 type Config struct {
 	// Coord is the coordination backend of the cluster it starts.
 	Coord string
+	// MigrateTo, when set, is the backend the cluster moves to halfway
+	// through Duration (`tripod migrate`), while the workload and the
+	// faults go on; empty: no migration.
+	MigrateTo string
 	// Duration is how long the workload and the faults run.
 	Duration time.Duration
 	// Faults are the fault kinds injected (FaultKinds); FaultsSet says the
@@ -174,11 +178,21 @@ func (o *Config) validate() error {
 		}
 		o.Faults = nil
 	}
-	if o.ZKConnect != "" && o.Coord != "zk" {
-		return fmt.Errorf("--zk-connect: only with --coord zk, not %s", o.Coord)
+	if o.MigrateTo != "" {
+		switch {
+		case o.Bootstrap != "":
+			return errors.New("--migrate-to: not with --bootstrap (verify migrates only a cluster it starts)")
+		case !slices.Contains(cluster.Backends, o.MigrateTo):
+			return fmt.Errorf("--migrate-to %q: must be one of raft, zk, etcd", o.MigrateTo)
+		case o.MigrateTo == o.Coord:
+			return fmt.Errorf("--migrate-to %s: the cluster starts on --coord %s already; name another backend", o.MigrateTo, o.Coord)
+		}
 	}
-	if o.EtcdEndpoints != "" && o.Coord != "etcd" {
-		return fmt.Errorf("--etcd-endpoints: only with --coord etcd, not %s", o.Coord)
+	if o.ZKConnect != "" && o.Coord != "zk" && o.MigrateTo != "zk" {
+		return fmt.Errorf("--zk-connect: only with --coord zk or --migrate-to zk, not --coord %s", o.Coord)
+	}
+	if o.EtcdEndpoints != "" && o.Coord != "etcd" && o.MigrateTo != "etcd" {
+		return fmt.Errorf("--etcd-endpoints: only with --coord etcd or --migrate-to etcd, not --coord %s", o.Coord)
 	}
 	if o.Partitions < 1 || o.Partitions > 1000 {
 		return fmt.Errorf("--partitions %d: must be between 1 and 1000", o.Partitions)
@@ -260,6 +274,8 @@ type verifyReport struct {
 	Notes       []string       `json:"notes,omitempty"`
 	// Workload is --workload.
 	Workload string `json:"workload"`
+	// Migration is the migration of --migrate-to, if any.
+	Migration *migrationReport `json:"migration,omitempty"`
 	// Result holds the checks' counts per kind and their examples.
 	Result *history.Result `json:"result"`
 	// Transform holds the checks of the transaction workload's output
@@ -303,6 +319,8 @@ type verifyRun struct {
 	seeds [][]string
 	// allSeeds are every broker's address, for admin and the final read.
 	allSeeds []string
+	// migration is the migration of --migrate-to, nil without it.
+	migration *migrationRun
 }
 
 // note prints a note and keeps it in the report.
@@ -323,6 +341,8 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 	if !opts.SeedSet {
 		opts.Seed = uint64(time.Now().UnixNano())
 	}
+	// The fault log and the migration's lines come from two goroutines.
+	out = &lineWriter{w: out}
 	r := &verifyRun{opts: opts, out: out, start: time.Now()}
 	r.report = &verifyReport{
 		Command:         strings.Join(os.Args, " "),
@@ -340,11 +360,17 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) error {
 	if opts.Bootstrap != "" {
 		r.report.Coord = ""
 	}
+	if opts.MigrateTo != "" {
+		r.report.Migration = &migrationReport{From: opts.Coord, To: opts.MigrateTo, Outcome: migrationNotStarted}
+	}
 	var kinds []string
 	for _, p := range opts.producerSet {
 		kinds = append(kinds, p.name+"="+p.kind.String())
 	}
 	where := "coord " + opts.Coord
+	if opts.MigrateTo != "" {
+		where += fmt.Sprintf(", migrating to %s at %v", opts.MigrateTo, opts.Duration/2)
+	}
 	if opts.Bootstrap != "" {
 		where = "cluster at " + opts.Bootstrap
 	}
@@ -450,6 +476,12 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 			return fmt.Errorf("cluster does not serve: %w", err)
 		}
 		r.c, r.topic = c, "verify"
+		if opts.MigrateTo != "" {
+			r.migration, err = newMigrationRun(opts, servers, name+"-to-"+opts.MigrateTo, self, c, r.start, r.out)
+			if err != nil {
+				return err
+			}
+		}
 		for _, b := range c.Brokers() {
 			r.seeds = append(r.seeds, []string{b.Advertised()})
 		}
@@ -603,10 +635,18 @@ func (r *verifyRun) newClients(consumerOpts ...kgo.Opt) ([]*verifyProducer, []*v
 
 // runFaults injects the faults on this goroutine until --duration ends
 // and every kind has been injected once (none without a runner), and
-// records them in the report.
+// records them in the report. With --migrate-to, the migration starts
+// halfway through --duration on a goroutine of its own, which runFaults
+// awaits: it may take the rest of --duration and --steady-timeout.
 func (r *verifyRun) runFaults(ctx context.Context, runner *faultRunner) error {
 	durationCtx, cancel := context.WithTimeout(ctx, r.opts.Duration)
 	defer cancel()
+	var migrated chan error
+	if m := r.migration; m != nil {
+		migrated = make(chan error, 1)
+		half := r.opts.Duration / 2
+		go func() { migrated <- m.run(ctx, half, r.opts.Duration-half+r.opts.SteadyTimeout) }()
+	}
 	var err error
 	if runner != nil {
 		err = runner.run(ctx, durationCtx, newFaultPlan(r.opts.Seed, runner.kinds, r.opts.SessionTimeout))
@@ -616,6 +656,10 @@ func (r *verifyRun) runFaults(ctx context.Context, runner *faultRunner) error {
 		}
 	}
 	<-durationCtx.Done()
+	if migrated != nil {
+		err = errors.Join(err, <-migrated)
+		r.report.Migration = r.migration.result()
+	}
 	return err
 }
 
@@ -631,16 +675,30 @@ func (r *verifyRun) faultRunner(servers *lab.CoordServers) *faultRunner {
 	runner := &faultRunner{
 		c: r.c, zk: servers.ZK(), etcd: servers.Etcd(), topic: r.topic, partitions: r.opts.Partitions,
 		start: r.start, steadyTimeout: r.opts.SteadyTimeout, out: r.out,
+		backend: func() string { return r.opts.Coord },
+	}
+	if m := r.migration; m != nil {
+		runner.backend = m.backend
+	}
+	// A ZooKeeper or etcd server is this run's to restart when verify
+	// started it; the coord fault applies while the cluster is on one.
+	restartable := func(backend string) bool {
+		return backend == "zk" && servers.ZK() != nil || backend == "etcd" && servers.Etcd() != nil
 	}
 	for _, k := range r.opts.Faults {
 		if k == "coord" {
+			from, to := r.opts.Coord, r.opts.MigrateTo
 			switch {
-			case r.opts.Coord == "raft":
-				r.note("fault coord skipped: with raft the brokers are the coordination service (kill, pause and restart hit it)")
+			case to == "" && !restartable(from):
+				r.note("fault coord skipped: " + coordSkipReason(from))
 				continue
-			case servers.ZK() == nil && servers.Etcd() == nil:
-				r.note("fault coord skipped: the coordination server is yours (--zk-connect, --etcd-endpoints), verify does not restart it")
+			case to != "" && !restartable(from) && !restartable(to):
+				r.note(fmt.Sprintf("fault coord skipped: on %s and on %s alike, verify has no coordination server to restart", from, to))
 				continue
+			case to != "" && !restartable(from):
+				r.note("fault coord only once the migration is done: until then " + coordSkipReason(from))
+			case to != "" && !restartable(to):
+				r.note("fault coord only until the migration is done: after it " + coordSkipReason(to))
 			}
 		}
 		runner.kinds = append(runner.kinds, k)
@@ -743,6 +801,13 @@ func (r *verifyRun) waitSteady(ctx context.Context) error {
 func printVerifyResult(out io.Writer, rep *verifyReport) {
 	res := rep.Result
 	fmt.Fprintln(out)
+	if m := rep.Migration; m != nil {
+		if m.Outcome == migrationDone {
+			fmt.Fprintf(out, "migration: %s to %s at %.1fs, done in %.1fs\n", m.From, m.To, m.StartS, m.DurationS)
+		} else {
+			fmt.Fprintf(out, "migration: %s to %s: %s\n", m.From, m.To, strings.ToUpper(m.Outcome))
+		}
+	}
 	if len(rep.Faults) > 0 {
 		var parts []string
 		for _, k := range FaultKinds {
@@ -830,4 +895,18 @@ func verdict(cr history.CheckResult) string {
 		return "ok (" + strings.Join(allowed, ", ") + " allowed)"
 	}
 	return "ok"
+}
+
+// lineWriter serializes the writes of goroutines that each write whole
+// lines in one Write (fmt.Fprintf does).
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// Write implements io.Writer.
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
