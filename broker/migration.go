@@ -217,16 +217,34 @@ const (
 func (b *Broker) driveMigrations(ctx context.Context) {
 	log := b.logger.Named("migration")
 	coord.Follow(ctx, log, "the migration record", b.coordMigration.WatchMigration, func(r coord.MigrationRecord) {
-		if r.OK && r.Migration.Phase == coord.MigrationFrozen && len(r.Migration.Target) > 0 {
-			b.copyAndSwitch(ctx, log, r.Migration)
+		for r.OK && r.Migration.Phase == coord.MigrationFrozen && len(r.Migration.Target) > 0 {
+			if !b.copyAndSwitch(ctx, log, r.Migration) {
+				return
+			}
+			// A step failed for a reason that passes (the source or
+			// the target unreachable a while): again, from the record
+			// as it is then.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(importRetry):
+			}
+			rctx, cancel := context.WithTimeout(ctx, importAttempt)
+			m, ok, err := b.coordMigration.Migration(rctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			r = coord.MigrationRecord{Migration: m, OK: ok}
 		}
 	})
 }
 
 // copyAndSwitch copies the frozen source of migration m into its target
 // and switches the cluster to it, until done or ctx ends (the term did:
-// the next controller takes it up).
-func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Migration) {
+// the next controller takes it up). It reports whether to try again: a
+// step failed for a reason that may pass.
+func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Migration) (again bool) {
 	mb, st := b.coordMigration, &b.migration
 	log = log.With("migration", m.ID, "from", m.From, "to", m.To)
 	// Stamping the record again gives a version above everything the
@@ -234,28 +252,74 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 	stamped := m
 	stamped.Updated = time.Now()
 	frozenAt, err := mb.SetMigration(ctx, &m, stamped)
-	if err != nil {
+	if errors.Is(err, coord.ErrVersionMismatch) {
 		log.Info("the migration record changed; not copying", "error", err)
-		return
+		return false
+	}
+	if err != nil {
+		st.set(m.ID, "freezing", err)
+		return ctx.Err() == nil
 	}
 	m = stamped
 	st.set(m.ID, "waiting for the target to open", nil)
 	target, err := mb.Standby(ctx, m.ID)
 	if err != nil {
-		return
+		return false
 	}
 	start := time.Now()
 	st.set(m.ID, "copying", nil)
 	snap, err := coord.Export(ctx, mb, frozenAt)
 	if err != nil {
 		st.set(m.ID, "copying", err)
-		log.Warn("export the source failed; the next controller or a rollback takes it from here", "error", err)
-		return
+		log.Warn("export the source failed; trying again", "error", err)
+		return ctx.Err() == nil
 	}
 	st.copied(len(snap.Metadata.Topics), len(snap.Metadata.Partitions))
 	rec := m
 	rec.Phase, rec.Bases, rec.Updated = coord.MigrationImported, snap.Bases, time.Now()
 	rec.Source, rec.Brokers = coordinationProps(b.cfg), snap.Brokers
+	if imported(ctx, target, m.ID) {
+		// An earlier attempt imported the copy and failed to mark the
+		// source switched: the frozen source has not changed since.
+		err = nil
+	} else {
+		err = b.importCopy(ctx, log, target, snap, rec)
+	}
+	if err != nil {
+		st.set(m.ID, "copying", err)
+		log.Error("import into the target failed: roll back with tripod migrate --rollback", "error", err)
+		return false
+	}
+	switched := m
+	switched.Phase, switched.Updated = coord.MigrationSwitched, time.Now()
+	if _, err := mb.SetMigration(ctx, &m, switched); err != nil {
+		st.set(m.ID, "switching", err)
+		log.Warn("mark the source switched failed; trying again", "error", err)
+		return ctx.Err() == nil && !errors.Is(err, coord.ErrVersionMismatch)
+	}
+	st.set(m.ID, "switched", nil)
+	log.Info("metadata copied; brokers switch to the target", "topics", len(snap.Metadata.Topics), "partitions", len(snap.Metadata.Partitions),
+		"frozen_for", time.Since(start).Round(time.Millisecond))
+	return false
+}
+
+// imported reports whether target's record shows migration id imported.
+func imported(ctx context.Context, target coord.Backend, id string) bool {
+	mig, ok := target.(coord.Migrator)
+	if !ok {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, importAttempt)
+	defer cancel()
+	rec, ok, err := mig.Migration(rctx)
+	return err == nil && ok && rec.ID == id && rec.Phase == coord.MigrationImported
+}
+
+// importCopy imports snap into target with the record rec, again while
+// the target is unavailable, until ctx ends.
+func (b *Broker) importCopy(ctx context.Context, log hclog.Logger, target coord.Backend, snap *coord.Snapshot, rec coord.Migration) error {
+	st := &b.migration
+	var err error
 	for attempt := 1; ; attempt++ {
 		// An attempt is bounded: a target that does not answer (its
 		// client waiting for a server that is down) is asked again, and
@@ -269,28 +333,18 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 		if err == nil || ctx.Err() != nil || !errors.Is(err, coord.ErrUnavailable) {
 			break
 		}
-		st.set(m.ID, "copying: the target is unavailable, retrying", err)
+		st.set(rec.ID, "copying: the target is unavailable, retrying", err)
 		log.Info("import into the target failed; retrying", "attempt", attempt, "error", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(importRetry):
 		}
 	}
-	if err != nil {
-		st.set(m.ID, "copying", err)
-		log.Error("import into the target failed: roll back with tripod migrate --rollback", "error", err)
-		return
+	if errors.Is(err, coord.ErrExists) && imported(ctx, target, rec.ID) {
+		// An attempt whose answer was lost imported it.
+		return nil
 	}
-	switched := m
-	switched.Phase, switched.Updated = coord.MigrationSwitched, time.Now()
-	if _, err := mb.SetMigration(ctx, &m, switched); err != nil {
-		st.set(m.ID, "switching", err)
-		log.Warn("mark the source switched failed; the next controller takes it from here", "error", err)
-		return
-	}
-	st.set(m.ID, "switched", nil)
-	log.Info("metadata copied; brokers switch to the target", "topics", len(snap.Metadata.Topics), "partitions", len(snap.Metadata.Partitions),
-		"frozen_for", time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 // coordinationProps returns cfg's coordination properties as set, but

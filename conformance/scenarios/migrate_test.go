@@ -42,13 +42,7 @@ func TestMigrateUnderLoad(t *testing.T) {
 func migrateUnderLoad(t *testing.T, from, to string) {
 	c := startCluster(t, from, 3)
 	createTopic(t, c, "moving", 3, 3)
-	loads := make([]*load, 3)
-	for p := range loads {
-		loads[p] = startLoad(t, c, "moving", int32(p))
-	}
-	for _, l := range loads {
-		l.waitAcked(t, 10)
-	}
+	loads := startLoads(t, c, "moving", 3)
 	runCLI(t, c, "users", "set", "alice", "--password", "alice-secret")
 	runCLI(t, c, "quotas", "alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", "producer_byte_rate=1048576")
 
@@ -64,18 +58,10 @@ func migrateUnderLoad(t *testing.T, from, to string) {
 		t.Fatalf("tripod migrate --status after the migration:\n%s", status)
 	}
 	createTopic(t, c, "after-migration", 2, 3)
-	total := 0
-	for p, l := range loads {
+	for _, l := range loads {
 		l.waitAcked(t, l.ackedCount()+5)
-		acked, _ := l.stop(t)
-		total += len(acked)
-		final := readPartition(t, c, "moving", int32(p))
-		for _, r := range acked {
-			if !holds(final, r.offset, r.value) {
-				t.Errorf("moving/%d: acknowledged record %v is not in the log", p, r)
-			}
-		}
 	}
+	total := checkReadBack(t, c, "moving", loads)
 	t.Logf("%d records acknowledged across the migration; every one read back", total)
 
 	// Before finalize, a broker killed and started again with the
@@ -175,13 +161,7 @@ func migrationTarget(t *testing.T, to string) []string {
 func TestMigrateControllerKilledWhileTargetAway(t *testing.T) {
 	c := startCluster(t, "zk", 3)
 	createTopic(t, c, "moving", 3, 3)
-	loads := make([]*load, 3)
-	for p := range loads {
-		loads[p] = startLoad(t, c, "moving", int32(p))
-	}
-	for _, l := range loads {
-		l.waitAcked(t, 10)
-	}
+	loads := startLoads(t, c, "moving", 3)
 	etcd, err := etcdserver.Start(t.TempDir())
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
@@ -241,16 +221,10 @@ func TestMigrateControllerKilledWhileTargetAway(t *testing.T) {
 		t.Fatalf("tripod migrate printed:\n%s", out.String())
 	}
 	createTopic(t, c, "after-migration", 2, 3)
-	for p, l := range loads {
+	for _, l := range loads {
 		l.waitAcked(t, l.ackedCount()+5)
-		acked, _ := l.stop(t)
-		final := readPartition(t, c, "moving", int32(p))
-		for _, r := range acked {
-			if !holds(final, r.offset, r.value) {
-				t.Errorf("moving/%d: acknowledged record %v is not in the log", p, r)
-			}
-		}
 	}
+	checkReadBack(t, c, "moving", loads)
 }
 
 // waitStatus waits until `tripod migrate --status` prints what ok

@@ -118,18 +118,10 @@ func retireThenLoseAnother(t *testing.T, voters int) {
 	createTopic(t, c, "after-retire", 2, 2)
 
 	t.Logf("step 4: read back every acknowledged record")
-	total := 0
-	for p, l := range loads {
+	for _, l := range loads {
 		l.waitAcked(t, l.ackedCount()+5)
-		acked, _ := l.stop(t)
-		total += len(acked)
-		final := readPartition(t, c, "retire", int32(p))
-		for _, r := range acked {
-			if !holds(final, r.offset, r.value) {
-				t.Errorf("retire/%d: acknowledged record %v is not in the log", p, r)
-			}
-		}
 	}
+	total := checkReadBack(t, c, "retire", loads)
 	t.Logf("%d records acknowledged in all; every one read back", total)
 }
 
@@ -181,17 +173,7 @@ func TestRaftQuorumGrowsAndShrinksUnderLoad(t *testing.T) {
 	}
 
 	t.Logf("step 3: read back every acknowledged record")
-	total := 0
-	for p, l := range loads {
-		acked, _ := l.stop(t)
-		total += len(acked)
-		final := readPartition(t, c, "quorum-load", int32(p))
-		for _, r := range acked {
-			if !holds(final, r.offset, r.value) {
-				t.Errorf("quorum-load/%d: acknowledged record %v is not in the log", p, r)
-			}
-		}
-	}
+	total := checkReadBack(t, c, "quorum-load", loads)
 	t.Logf("%d records acknowledged in all; every one read back", total)
 }
 

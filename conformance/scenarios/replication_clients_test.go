@@ -80,6 +80,39 @@ func (l *load) consume(ctx context.Context) {
 	}
 }
 
+// startLoads starts a load on each of the first n partitions of topic
+// and waits until each has 10 records acknowledged.
+func startLoads(t *testing.T, c *cluster.Cluster, topic string, n int) []*load {
+	t.Helper()
+	loads := make([]*load, n)
+	for p := range loads {
+		loads[p] = startLoad(t, c, topic, int32(p))
+	}
+	for _, l := range loads {
+		l.waitAcked(t, 10)
+	}
+	return loads
+}
+
+// checkReadBack stops each load of topic (loads[p] on partition p) and
+// checks that every record it had acknowledged is in the partition's log
+// at its offset; it returns how many were acknowledged in all.
+func checkReadBack(t *testing.T, c *cluster.Cluster, topic string, loads []*load) int {
+	t.Helper()
+	total := 0
+	for p, l := range loads {
+		acked, _ := l.stop(t)
+		total += len(acked)
+		final := readPartition(t, c, topic, int32(p))
+		for _, r := range acked {
+			if !holds(final, r.offset, r.value) {
+				t.Errorf("%s/%d: acknowledged record %v is not in the log", topic, p, r)
+			}
+		}
+	}
+	return total
+}
+
 // ackedCount returns how many records were acknowledged so far.
 func (l *load) ackedCount() int {
 	l.mu.Lock()
