@@ -131,7 +131,7 @@ func checkOutageCalls(t T, calls []outageCall, restore func(), during string) {
 		case r.took > outageCallDeadline+outageSlack:
 			failures = append(failures, fmt.Sprintf("%s returned after %v (error %v), want within %v", oc.name, r.took.Round(time.Millisecond), r.err, outageCallDeadline+outageSlack))
 		case !ok:
-			failures = append(failures, fmt.Sprintf("%s: got error %v, want one wrapping ErrUnavailable or context.DeadlineExceeded", oc.name, r.err))
+			failures = append(failures, fmt.Sprintf("%s: got error %v after %v, want one wrapping ErrUnavailable or context.DeadlineExceeded", oc.name, r.err, r.took.Round(time.Millisecond)))
 		default:
 			t.Logf("%s %s: %v after %v", oc.name, during, r.err, r.took.Round(time.Millisecond))
 		}
@@ -202,7 +202,8 @@ func testCutOffCallsFailThenRecover(t T, h Harness) {
 // testCallsFailWithinDeadline: with the service away (ZooKeeper or etcd
 // stopped; a majority of Raft nodes stopped), Load, Members, Controller,
 // Commit and Register with a 2 s deadline each return an error (wrapping
-// ErrUnavailable or the ctx's) within the deadline plus one second. When
+// ErrUnavailable or the ctx's) within the deadline plus one second; on
+// Raft a read may instead succeed within cutOffGrace of the stop. When
 // the service is back the backend serves again without being reopened.
 func testCallsFailWithinDeadline(t T, h Harness) {
 	c := h.NewCluster(t, 3)
@@ -227,7 +228,15 @@ func testCallsFailWithinDeadline(t T, h Harness) {
 			}
 		}
 	}
-	checkOutageCalls(t, outageCalls(be, ctl), func() {
+	calls := outageCalls(be, ctl)
+	if !isRestarter {
+		// Nodes stopped this instant: a read may still be confirmed by a
+		// heartbeat answer sent before the stop (hashicorp/raft counts
+		// any answer that arrives while the leader check waits), as
+		// through a cut.
+		calls = cutOffCalls(be, ctl)
+	}
+	checkOutageCalls(t, calls, func() {
 		// Bring the service back before judging, so late calls can end.
 		if isRestarter {
 			restarter.StartService(t)
