@@ -178,7 +178,9 @@ func (b *Backend) runWatch(ctx context.Context, key string, zs *zsession, sub *s
 				attempt = 0
 			case errors.Is(err, errSessionEnded):
 				sub.reset()
-			case ctx.Err() != nil:
+			case ctx.Err() != nil, errors.Is(err, coord.ErrClosed):
+				// The call may have returned while the refresh still
+				// runs (the backend closing): w is not read again.
 				return
 			default:
 				b.log.Debug("watch refresh failed: retrying", "watch", key, "error", err)
