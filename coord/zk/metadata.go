@@ -598,6 +598,16 @@ func (b *Backend) partitionKey(req any) (key string, ok bool) {
 	return parts[0] + "/" + parts[2], true
 }
 
+// failedMulti is the error of a multi and the index of its op that
+// failed (failedOp).
+type failedMulti struct {
+	op  int
+	err error
+}
+
+func (e *failedMulti) Error() string { return e.err.Error() }
+func (e *failedMulti) Unwrap() error { return e.err }
+
 func (b *Backend) commitChunk(ctx context.Context, t *term, chunk []zop) error {
 	epochPath, ctrlPath := b.path("/controller_epoch"), b.path("/controller")
 	const fences = 3 // the controller's two checks and the record's guard
@@ -607,7 +617,6 @@ func (b *Backend) commitChunk(ctx context.Context, t *term, chunk []zop) error {
 	for _, op := range chunk {
 		reqs = append(reqs, op.req)
 	}
-	failed := -1
 	err := t.zs.call(ctx, "commit", func(c *zk.Conn) error {
 		if c.SessionID() != t.zs.sessionID() {
 			return errSessionEnded
@@ -619,8 +628,13 @@ func (b *Backend) commitChunk(ctx context.Context, t *term, chunk []zop) error {
 			}
 			reqs[2] = guard
 			res, err := c.Multi(reqs...)
-			if failed = failedOp(res, err); failed != 2 {
-				return err
+			if failed := failedOp(res, err); failed != 2 {
+				if err != nil {
+					// The index travels with the error: call may return
+					// (ctx ended) while this still runs.
+					return &failedMulti{op: failed, err: err}
+				}
+				return nil
 			}
 			// The record changed: read it again and decide again.
 			if _, err := b.readRecord(c); err != nil {
@@ -628,6 +642,10 @@ func (b *Backend) commitChunk(ctx context.Context, t *term, chunk []zop) error {
 			}
 		}
 	})
+	failed := -1
+	if fm := (*failedMulti)(nil); errors.As(err, &fm) {
+		failed = fm.op
+	}
 	switch {
 	case err == nil:
 		return nil

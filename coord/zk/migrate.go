@@ -593,12 +593,17 @@ func (b *Backend) importChunk(ctx context.Context, check *zk.CheckVersionRequest
 	for _, op := range chunk {
 		reqs = append(reqs, op.req)
 	}
-	failed := -1
 	err := b.do(ctx, "import", func(c *zk.Conn) error {
 		res, err := c.Multi(reqs...)
-		failed = failedOp(res, err)
-		return err
+		if err != nil {
+			return &failedMulti{op: failedOp(res, err), err: err}
+		}
+		return nil
 	})
+	failed := -1
+	if fm := (*failedMulti)(nil); errors.As(err, &fm) {
+		failed = fm.op
+	}
 	switch {
 	case err == nil:
 		return nil
