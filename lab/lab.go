@@ -9,6 +9,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/etcdserver"
+	"github.com/tripodmq/tripod/internal/freeport"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
@@ -224,4 +226,42 @@ func CheckBrokerFlags(logLevel string, sets []string) error {
 		}
 	}
 	return nil
+}
+
+// MigrationTarget returns the coordination properties of a fresh target
+// of backend to for `tripod migrate --set`, as the clusters of Configure
+// get them: a new chroot or prefix name on the user's server or the one
+// s starts, or, for raft, every broker of brokers voting on a free
+// loopback port.
+func (s *CoordServers) MigrationTarget(to, zkConnect, etcdEndpoints, name string, brokers []*cluster.Broker) (map[string]string, error) {
+	if to == "raft" {
+		addrs, err := freeport.Addrs(len(brokers))
+		if err != nil {
+			return nil, fmt.Errorf("free ports for the raft voters: %w", err)
+		}
+		voters := make([]string, len(brokers))
+		for i, b := range brokers {
+			voters[i] = fmt.Sprintf("%d@%s", b.ID, addrs[i])
+		}
+		return map[string]string{"raft.voters": strings.Join(voters, ",")}, nil
+	}
+	tc := cluster.Config{Backend: to}
+	if err := s.Configure(&tc, zkConnect, etcdEndpoints, name); err != nil {
+		return nil, err
+	}
+	if to == "zk" {
+		return map[string]string{"zookeeper.connect": tc.ZKConnect}, nil
+	}
+	return map[string]string{"etcd.endpoints": strings.Join(tc.EtcdEndpoints, ","), "etcd.prefix": tc.EtcdPrefix}, nil
+}
+
+// MigrateArgs returns the arguments of the `tripod migrate` that moves
+// the cluster of bootstrap to backend to with the coordination
+// properties target, ending itself after timeout.
+func MigrateArgs(to string, target map[string]string, bootstrap []string, timeout time.Duration) []string {
+	args := []string{"migrate", "--to", to}
+	for _, k := range slices.Sorted(maps.Keys(target)) {
+		args = append(args, "--set", k+"="+target[k])
+	}
+	return append(args, "--bootstrap", strings.Join(bootstrap, ","), "--timeout", timeout.String())
 }

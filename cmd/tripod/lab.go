@@ -21,7 +21,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark a tripod cluster (produce throughput and latency)",
 	}
-	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd(), newBenchTxnCmd())
+	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd())
 	return cmd
 }
 
@@ -180,6 +180,63 @@ stderr.`,
 	f.DurationVar(&cfg.RecoverTimeout, "recover-timeout", cfg.RecoverTimeout, "how long after a kill every affected partition may take to acknowledge a write again")
 	f.DurationVar(&cfg.ISRTimeout, "isr-timeout", cfg.ISRTimeout, "how long a restarted broker may take until every ISR is full again")
 	f.StringVar(&cfg.LogLevel, "broker-log-level", cfg.LogLevel, "brokers' log level: trace, debug, info, warn or error (with --keep, to see what a slow failover waited for)")
+	f.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the brokers' data and logs (they are always kept when a run fails or loses records)")
+	return cmd
+}
+
+// newBenchMigrateCmd builds `tripod bench migrate`.
+func newBenchMigrateCmd() *cobra.Command {
+	cfg := bench.DefaultMigrateConfig()
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Measure what moving a loaded cluster between coordination backends costs its clients",
+		Long: `Measure a live migration (tripod migrate) per direction and partition count.
+For every --direction FROM:TO and --partitions it starts 3 brokers of this
+binary on FROM (a local ZooKeeper from Debian's zookeeper package, an
+embedded etcd, or Raft among the brokers), creates a topic with that many
+partitions, replication factor 3 and min.insync.replicas=2, and runs an
+acks=all producer writing --rate records/s to every partition, while a
+probe changes the topic's retention.ms every --probe-interval (a metadata
+write through the controller). After --before it runs tripod migrate to a
+fresh TO (a new chroot or prefix, or Raft voters on free ports), then lets
+the load run --after on TO, and reads every partition back.
+
+It reports, in ms:
+
+  MIGRATION       tripod migrate's start to its end: every broker
+                  registered on TO and both sides compared
+  WRITES_REFUSED  the longest time without a metadata write acknowledged,
+                  among the spans overlapping the migration (the source is
+                  frozen from the start of the copy to the switch)
+  GAP_BEFORE      the same before the migration: the probe's own cadence
+  BEFORE_*, DURING_*, AFTER_*
+                  produce latency (send to acks=all acknowledgement) p50,
+                  p99 and max of the records acknowledged before, during
+                  and after the migration
+
+and the records acknowledged and lost (acknowledged, not read back); any
+loss makes the command fail. Every measurement goes to DIR/migrate.json.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return bench.Migrate(ctx, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&cfg.Directions, "direction", cfg.Directions, "moves to measure, FROM:TO with FROM and TO two of raft, zk, etcd (comma list)")
+	f.IntSliceVar(&cfg.Partitions, "partitions", cfg.Partitions, "partition counts of the topic (comma list), one cluster each")
+	f.Float64Var(&cfg.Rate, "rate", cfg.Rate, "records/s the producer writes to each partition")
+	f.DurationVar(&cfg.Before, "before", cfg.Before, "how long the load runs, measured, before the migration")
+	f.DurationVar(&cfg.After, "after", cfg.After, "how long the load runs, measured, after the migration")
+	f.DurationVar(&cfg.ProbeInterval, "probe-interval", cfg.ProbeInterval, "how often the probe changes a topic config")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long each migration may take (tripod migrate --timeout)")
+	f.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "every broker's session timeout, the same on every backend")
+	f.DurationVar(&cfg.ClientBackoff, "client-backoff", cfg.ClientBackoff, "the producer's retry backoff and metadata min age (Kafka's retry.backoff.ms)")
+	f.StringArrayVar(&cfg.Sets, "set", cfg.Sets, "broker property key=value for every broker (repeatable)")
+	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage)
+	f.StringVar(&cfg.Out, "out", cfg.Out, "directory for migrate.json")
+	f.StringVar(&cfg.LogLevel, "broker-log-level", cfg.LogLevel, "brokers' log level: trace, debug, info, warn or error")
 	f.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the brokers' data and logs (they are always kept when a run fails or loses records)")
 	return cmd
 }

@@ -446,125 +446,21 @@ type failoverSession struct {
 	tracker *ackTracker
 	// mdClients holds one client per broker, seeded with that broker only.
 	mdClients map[int32]*kgo.Client
+	// admin is a client of the whole cluster; producer writes the load.
+	admin, producer *kgo.Client
+
+	stopProducing chan struct{}
+	producing     sync.WaitGroup
+	stopped       bool
 }
 
 // runFailoverSeries measures one backend and partition count into s.
 func runFailoverSeries(ctx context.Context, opts *FailoverConfig, self, dir string, servers *lab.CoordServers, s *failoverSeries, prog *progressLine) error {
-	name := fmt.Sprintf("tripod-failover-%d-%s-p%d", time.Now().UnixNano(), s.Backend, s.Partitions)
-	prog.show(s, "", 0, "starting the cluster")
-	cfg := cluster.DefaultConfig()
-	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, opts.Brokers
-	if s.Backend == "raft" {
-		cfg.Voters = opts.Voters
-	}
-	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.SessionTimeout, opts.Sets, opts.LogLevel
-	cfg.GoMaxProcs = opts.BrokerGoMaxProcs
-	if slices.Contains(opts.Kinds, "cut") && s.Backend != "raft" {
-		cfg.Proxies, cfg.CoordProxies = true, true
-	}
-	if err := servers.Configure(&cfg, opts.ZKConnect, opts.EtcdEndpoints, name); err != nil {
-		return err
-	}
-	c, err := cluster.Start(cfg)
+	sess, err := startSeries(ctx, opts, self, dir, servers, s, prog, nil)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	if err := c.WaitServing(ctx, time.Minute); err != nil {
-		return fmt.Errorf("cluster does not serve: %w", err)
-	}
-
-	sess := &failoverSession{opts: opts, series: s, c: c, topics: newFailoverTopics(s.Backend, opts.Topics, s.Partitions), mdClients: map[int32]*kgo.Client{}}
-	s.Topic = sess.topics.names[0]
-	if len(sess.topics.names) > 1 {
-		s.Topics = sess.topics.names
-	}
-	s.ProducedPartitions = sess.produced()
-	defer func() {
-		for _, cl := range sess.mdClients {
-			cl.Close()
-		}
-	}()
-	for _, b := range c.Brokers() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
-		if err != nil {
-			return fmt.Errorf("metadata client for broker %d: %w", b.ID, err)
-		}
-		sess.mdClients[b.ID] = cl
-	}
-
-	prog.show(s, "", 0, "creating the topics")
-	admin, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
-	if err != nil {
-		return fmt.Errorf("admin client: %w", err)
-	}
-	defer admin.Close()
-	createdAt := time.Now()
-	minISR, err := createFailoverTopics(ctx, admin, sess.topics.names, sess.topics.per)
-	if err != nil {
-		return err
-	}
-	s.MinInsyncReplicas = minISR
-	if minISR == 0 {
-		prog.note(fmt.Sprintf("%s: the brokers reject topic config min.insync.replicas; topic %s was created without it", s.Backend, s.Topic))
-	}
-	for _, t := range sess.topics.names {
-		if err := waitTopicLeaders(ctx, c.Bootstrap()[0], t, sess.topics.per); err != nil {
-			return err
-		}
-	}
-
-	sess.tracker = newAckTracker(sess.topics, sess.produced())
-	producer, err := kgo.NewClient(
-		kgo.SeedBrokers(c.Bootstrap()...),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0),
-		kgo.MaxBufferedRecords(1<<20),
-		// Kafka's Java producer retries after retry.backoff.ms (100 ms) and
-		// refreshes metadata as soon as a send fails; franz-go's defaults
-		// (250 ms to 5 s backoff, 5 s metadata min age) would measure the
-		// client rather than the cluster.
-		kgo.RetryBackoffFn(func(int) time.Duration { return opts.ClientBackoff }),
-		kgo.MetadataMinAge(opts.ClientBackoff),
-		kgo.WithHooks(sess.tracker),
-	)
-	if err != nil {
-		return fmt.Errorf("producer client: %w", err)
-	}
-	defer producer.Close()
-	stopProducing := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	// The produce loop is owned by the series: it ends when stopProducing
-	// is closed, or ctx ends, and the series waits for it.
-	go func() {
-		defer wg.Done()
-		sess.produce(ctx, producer, stopProducing)
-	}()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			close(stopProducing)
-			wg.Wait()
-		}
-	}
-	defer stop()
-
-	// The topic is ready once every partition's leader has acknowledged
-	// an acks=all write.
-	prog.show(s, "", 0, "waiting for every partition's first acknowledgement")
-	err = cluster.WaitFor(ctx, opts.ISRTimeout, func() error {
-		if p := sess.tracker.staleSince(createdAt); p >= 0 {
-			return fmt.Errorf("partition %s has acknowledged nothing yet", sess.topics.name(p))
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("topic %s not ready: %w", s.Topic, err)
-	}
-	s.TopicReadyMs = *msSince(sess.tracker.lastFirstAck(), createdAt)
+	defer sess.close()
 
 	var runErr error
 cases:
@@ -590,26 +486,167 @@ cases:
 			}
 		}
 	}
+	return errors.Join(runErr, sess.finish(ctx, prog))
+}
 
-	// Every record sent is acknowledged or failed before the read back, so
-	// the comparison covers them all.
-	stop()
-	prog.show(s, "", 0, "waiting for the last acknowledgements")
+// startSeries starts the cluster of series s on its backend, creates its
+// topics, and starts the producer on them; it returns once every written
+// partition has acknowledged an acks=all write. edit, if not nil, adjusts
+// the cluster's configuration before it starts. The caller ends the load
+// with finish and releases the cluster with close.
+func startSeries(ctx context.Context, opts *FailoverConfig, self, dir string, servers *lab.CoordServers, s *failoverSeries, prog *progressLine, edit func(*cluster.Config)) (_ *failoverSession, err error) {
+	name := fmt.Sprintf("tripod-failover-%d-%s-p%d", time.Now().UnixNano(), s.Backend, s.Partitions)
+	prog.show(s, "", 0, "starting the cluster")
+	cfg := cluster.DefaultConfig()
+	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, s.Backend, opts.Brokers
+	if s.Backend == "raft" {
+		cfg.Voters = opts.Voters
+	}
+	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.SessionTimeout, opts.Sets, opts.LogLevel
+	cfg.GoMaxProcs = opts.BrokerGoMaxProcs
+	if slices.Contains(opts.Kinds, "cut") && s.Backend != "raft" {
+		cfg.Proxies, cfg.CoordProxies = true, true
+	}
+	if err := servers.Configure(&cfg, opts.ZKConnect, opts.EtcdEndpoints, name); err != nil {
+		return nil, err
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := cluster.Start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sess := &failoverSession{opts: opts, series: s, c: c, topics: newFailoverTopics(s.Backend, opts.Topics, s.Partitions),
+		mdClients: map[int32]*kgo.Client{}, stopProducing: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			sess.close()
+		}
+	}()
+	if err := c.WaitServing(ctx, time.Minute); err != nil {
+		return nil, fmt.Errorf("cluster does not serve: %w", err)
+	}
+	s.Topic = sess.topics.names[0]
+	if len(sess.topics.names) > 1 {
+		s.Topics = sess.topics.names
+	}
+	s.ProducedPartitions = sess.produced()
+	for _, b := range c.Brokers() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("metadata client for broker %d: %w", b.ID, err)
+		}
+		sess.mdClients[b.ID] = cl
+	}
+
+	prog.show(s, "", 0, "creating the topics")
+	if sess.admin, err = kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...)); err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	createdAt := time.Now()
+	minISR, err := createFailoverTopics(ctx, sess.admin, sess.topics.names, sess.topics.per)
+	if err != nil {
+		return nil, err
+	}
+	s.MinInsyncReplicas = minISR
+	if minISR == 0 {
+		prog.note(fmt.Sprintf("%s: the brokers reject topic config min.insync.replicas; topic %s was created without it", s.Backend, s.Topic))
+	}
+	for _, t := range sess.topics.names {
+		if err := waitTopicLeaders(ctx, c.Bootstrap()[0], t, sess.topics.per); err != nil {
+			return nil, err
+		}
+	}
+
+	sess.tracker = newAckTracker(sess.topics, sess.produced())
+	sess.producer, err = kgo.NewClient(
+		kgo.SeedBrokers(c.Bootstrap()...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.MaxBufferedRecords(1<<20),
+		// Kafka's Java producer retries after retry.backoff.ms (100 ms) and
+		// refreshes metadata as soon as a send fails; franz-go's defaults
+		// (250 ms to 5 s backoff, 5 s metadata min age) would measure the
+		// client rather than the cluster.
+		kgo.RetryBackoffFn(func(int) time.Duration { return opts.ClientBackoff }),
+		kgo.MetadataMinAge(opts.ClientBackoff),
+		kgo.WithHooks(sess.tracker),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("producer client: %w", err)
+	}
+	sess.producing.Add(1)
+	// The produce loop is owned by the session: it ends when
+	// stopProducing is closed, or ctx ends, and stop waits for it.
+	go func() {
+		defer sess.producing.Done()
+		sess.produce(ctx, sess.producer, sess.stopProducing)
+	}()
+
+	// The topic is ready once every partition's leader has acknowledged
+	// an acks=all write.
+	prog.show(s, "", 0, "waiting for every partition's first acknowledgement")
+	err = cluster.WaitFor(ctx, opts.ISRTimeout, func() error {
+		if p := sess.tracker.staleSince(createdAt); p >= 0 {
+			return fmt.Errorf("partition %s has acknowledged nothing yet", sess.topics.name(p))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("topic %s not ready: %w", s.Topic, err)
+	}
+	s.TopicReadyMs = *msSince(sess.tracker.lastFirstAck(), createdAt)
+	return sess, nil
+}
+
+// stop ends the produce loop and waits for it.
+func (s *failoverSession) stop() {
+	if !s.stopped {
+		s.stopped = true
+		close(s.stopProducing)
+		s.producing.Wait()
+	}
+}
+
+// finish ends the load, waits for every record sent to be acknowledged
+// or failed, reads every partition back and counts the series' records,
+// so that the comparison covers them all.
+func (s *failoverSession) finish(ctx context.Context, prog *progressLine) error {
+	s.stop()
+	prog.show(s.series, "", 0, "waiting for the last acknowledgements")
 	flushCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	ferr := producer.Flush(flushCtx)
+	ferr := s.producer.Flush(flushCtx)
 	cancel()
+	var err error
 	if ferr != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("flush the producer: %w", ferr))
+		err = fmt.Errorf("flush the producer: %w", ferr)
 	}
-	prog.show(s, "", 0, "reading every partition back")
-	if err := sess.verify(ctx); err != nil {
-		runErr = errors.Join(runErr, err)
+	prog.show(s.series, "", 0, "reading every partition back")
+	if verr := s.verify(ctx); verr != nil {
+		err = errors.Join(err, verr)
 	}
-	sess.tracker.fill(s)
-	if s.Failed > 0 {
-		prog.note(fmt.Sprintf("%s, %d partitions: %d records failed for good (first: %v)", s.Backend, s.Partitions, s.Failed, sess.tracker.firstError()))
+	s.tracker.fill(s.series)
+	if s.series.Failed > 0 {
+		prog.note(fmt.Sprintf("%s, %d partitions: %d records failed for good (first: %v)", s.series.Backend, s.series.Partitions, s.series.Failed, s.tracker.firstError()))
 	}
-	return runErr
+	return err
+}
+
+// close stops the load, closes the clients and the cluster.
+func (s *failoverSession) close() {
+	if s.producer != nil {
+		s.stop()
+		s.producer.Close()
+	}
+	if s.admin != nil {
+		s.admin.Close()
+	}
+	for _, cl := range s.mdClients {
+		cl.Close()
+	}
+	s.c.Close()
 }
 
 // createFailoverTopics creates topics, each with partitions partitions,

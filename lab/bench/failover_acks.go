@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +59,33 @@ type ackTracker struct {
 	victim  int32
 	killAt  time.Time
 	waiting int // affected partitions without an acknowledgement from a new leader
+
+	// sampling makes done keep every acknowledgement's latency in
+	// samples (bench migrate).
+	sampling bool
+	samples  []ackSample
+}
+
+// ackSample is one acknowledged record: when it was acknowledged, and how
+// long after the producer was given it.
+type ackSample struct {
+	at      time.Time
+	latency time.Duration
+}
+
+// startSampling makes the tracker keep the latency of every record
+// acknowledged from now on.
+func (t *ackTracker) startSampling() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sampling = true
+}
+
+// takeSamples returns the latencies kept, in acknowledgement order.
+func (t *ackTracker) takeSamples() []ackSample {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.samples)
 }
 
 // ackPartition is one partition's records and acknowledgement times.
@@ -106,6 +134,11 @@ func (t *ackTracker) done(r *kgo.Record, err error) {
 		return
 	}
 	t.parts[partition].states[seq] |= recordAcked
+	if t.sampling {
+		// franz-go sets a record's timestamp when it is produced.
+		now := time.Now()
+		t.samples = append(t.samples, ackSample{at: now, latency: now.Sub(r.Timestamp)})
+	}
 }
 
 // OnProduceBatchWritten implements kgo.HookProduceBatchWritten: it notes

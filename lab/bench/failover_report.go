@@ -63,7 +63,7 @@ type failoverSeries struct {
 	// TopicReadyMs is the time from CreateTopics sent until every written
 	// partition's leader had acknowledged an acks=all write.
 	TopicReadyMs float64        `json:"topic_ready_ms"`
-	Runs         []*failoverRun `json:"runs"`
+	Runs         []*failoverRun `json:"runs,omitempty"`
 	// Produced, Acked and Failed count the producer's records: sent,
 	// acknowledged, and failed for good.
 	Produced int64 `json:"produced"`

@@ -5,16 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tripodmq/tripod/internal/cluster"
-	"github.com/tripodmq/tripod/internal/freeport"
 	"github.com/tripodmq/tripod/lab"
 )
 
@@ -69,16 +66,15 @@ type migrationRun struct {
 func newMigrationRun(opts *Config, servers *lab.CoordServers, name, binary string, c *cluster.Cluster, start time.Time, out io.Writer) (*migrationRun, error) {
 	m := &migrationRun{binary: binary, brokers: c.Brokers(), start: start, out: out,
 		report: migrationReport{From: opts.Coord, To: opts.MigrateTo, Outcome: migrationNotStarted}}
-	tc := cluster.Config{Backend: opts.MigrateTo}
-	if err := servers.Configure(&tc, opts.ZKConnect, opts.EtcdEndpoints, name); err != nil {
+	if opts.MigrateTo == "raft" {
+		// The voters' ports are taken when the migration starts.
+		return m, nil
+	}
+	target, err := servers.MigrationTarget(opts.MigrateTo, opts.ZKConnect, opts.EtcdEndpoints, name, m.brokers)
+	if err != nil {
 		return nil, fmt.Errorf("the target of --migrate-to %s: %w", opts.MigrateTo, err)
 	}
-	switch opts.MigrateTo {
-	case "zk":
-		m.report.Target = map[string]string{"zookeeper.connect": tc.ZKConnect}
-	case "etcd":
-		m.report.Target = map[string]string{"etcd.endpoints": strings.Join(tc.EtcdEndpoints, ","), "etcd.prefix": tc.EtcdPrefix}
-	}
+	m.report.Target = target
 	return m, nil
 }
 
@@ -124,25 +120,16 @@ func (m *migrationRun) run(ctx context.Context, after, timeout time.Duration) er
 	m.mu.Unlock()
 	target := m.report.Target
 	if m.report.To == "raft" {
-		addrs, err := freeport.Addrs(len(m.brokers))
-		if err != nil {
-			return m.end(fmt.Errorf("free ports for the raft voters: %w", err), false)
+		var err error
+		if target, err = (&lab.CoordServers{}).MigrationTarget("raft", "", "", "", m.brokers); err != nil {
+			return m.end(err, false)
 		}
-		voters := make([]string, len(m.brokers))
-		for i, b := range m.brokers {
-			voters[i] = strconv.Itoa(int(b.ID)) + "@" + addrs[i]
-		}
-		target = map[string]string{"raft.voters": strings.Join(voters, ",")}
 	}
 	bootstrap := make([]string, len(m.brokers))
 	for i, b := range m.brokers {
 		bootstrap[i] = b.Addr
 	}
-	args := []string{"migrate", "--to", m.report.To}
-	for _, k := range slices.Sorted(maps.Keys(target)) {
-		args = append(args, "--set", k+"="+target[k])
-	}
-	args = append(args, "--bootstrap", strings.Join(bootstrap, ","), "--timeout", timeout.String())
+	args := lab.MigrateArgs(m.report.To, target, bootstrap, timeout)
 	m.mu.Lock()
 	m.report.Target = target
 	m.mu.Unlock()
