@@ -258,12 +258,16 @@ func Open(cfg coord.Config) (*Backend, error) {
 	if listenFn == nil {
 		listenFn = net.Listen
 	}
+	quorumID, err := readQuorumID(cfg.RaftDir)
+	if err != nil {
+		return fail(err)
+	}
 	ln, err := listenFn("tcp", listen)
 	if err != nil {
 		return fail(fmt.Errorf("raft.listen %s: %w", listen, err))
 	}
 	b.advertised = advertisedAddress(voters[cfg.BrokerID], listen, ln.Addr())
-	b.mux = newMux(ln, cfg.Dialer, cfg.RaftServerTLS, cfg.RaftClientTLS, b.log.Named("transport"), b.serveForward)
+	b.mux = newMux(ln, quorumID, cfg.Dialer, cfg.RaftServerTLS, cfg.RaftClientTLS, b.log.Named("transport"), b.serveForward)
 	b.trans = hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
 		Stream:  streamLayer{m: b.mux},
 		MaxPool: 3,

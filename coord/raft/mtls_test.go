@@ -49,7 +49,8 @@ func (l *logBuffer) count(s string) int {
 }
 
 // rogueStream is the hraft.StreamLayer of a node outside the cluster
-// that speaks tripod's Raft transport (TLS, then the protocol byte) with
+// that speaks tripod's Raft transport (TLS, then the protocol byte and
+// the tag of a quorum started on Raft) with
 // a TLS configuration of its own.
 type rogueStream struct {
 	net.Listener
@@ -71,7 +72,7 @@ func (s rogueStream) Dial(address hraft.ServerAddress, timeout time.Duration) (n
 		c.Close()
 		return nil, err
 	}
-	if _, err := tc.Write([]byte{protoRaft}); err != nil {
+	if _, err := tc.Write(append([]byte{protoRaft}, make([]byte, len(quorumTag{}))...)); err != nil {
 		c.Close()
 		return nil, err
 	}

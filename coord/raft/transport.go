@@ -2,10 +2,14 @@ package raft
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,11 +18,42 @@ import (
 )
 
 // The first byte of every connection to a node's Raft port says which
-// protocol follows, as Consul does: Raft RPCs or tripod forward RPCs.
+// protocol follows, as Consul does: Raft RPCs or tripod forward RPCs;
+// the quorum's tag (QuorumFile) follows it.
 const (
 	protoRaft    byte = 'R'
 	protoForward byte = 'F'
 )
+
+// QuorumFile, in a Raft directory, names the quorum the directory's node
+// belongs to: the migration that formed it (`tripod migrate --to raft`,
+// or a rollback to Raft), absent for a cluster started on Raft. Every
+// connection carries its quorum's tag after the protocol byte, and a
+// node closes one of another quorum: a quorum formed again at the
+// addresses of one that is still shutting down (a rollback right after
+// a switch away from Raft) never takes a log or a vote from it, nor
+// forwards a write to its leader.
+const QuorumFile = "migration-id"
+
+// quorumTag identifies a quorum on the wire: the first 8 bytes of the
+// SHA-256 of its QuorumFile's content, zero without one.
+type quorumTag [8]byte
+
+// readQuorumID returns the tag of the quorum whose node keeps its state
+// in dir.
+func readQuorumID(dir string) (quorumTag, error) {
+	var tag quorumTag
+	id, err := os.ReadFile(filepath.Join(dir, QuorumFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return tag, nil
+	case err != nil:
+		return tag, fmt.Errorf("raft.dir %s: read the quorum's id: %w", dir, err)
+	}
+	sum := sha256.Sum256(id)
+	copy(tag[:], sum[:])
+	return tag, nil
+}
 
 // handshakeTimeout bounds how long an accepted connection may take to
 // complete its TLS handshake (with raft.ssl.*) and send its protocol byte.
@@ -46,8 +81,11 @@ type mux struct {
 	clientTLS *tls.Config
 	log       hclog.Logger
 	serve     func(net.Conn)
-	raftCh    chan net.Conn
-	closing   chan struct{}
+	// quorum is the tag this node's connections carry and accepted ones
+	// must carry (set before the first dial).
+	quorum  quorumTag
+	raftCh  chan net.Conn
+	closing chan struct{}
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -55,9 +93,10 @@ type mux struct {
 	once  sync.Once
 }
 
-func newMux(ln net.Listener, dial dialFunc, serverTLS, clientTLS *tls.Config, log hclog.Logger, serve func(net.Conn)) *mux {
+func newMux(ln net.Listener, quorum quorumTag, dial dialFunc, serverTLS, clientTLS *tls.Config, log hclog.Logger, serve func(net.Conn)) *mux {
 	m := &mux{
 		ln:        ln,
+		quorum:    quorum,
 		dial:      dial,
 		serverTLS: serverTLS,
 		clientTLS: clientTLS,
@@ -151,12 +190,17 @@ func (m *mux) handle(raw net.Conn) {
 		c.SetWriteDeadline(time.Time{})
 		c = tc
 	}
-	var b [1]byte
-	if _, err := c.Read(b[:]); err != nil {
+	var b [1 + len(quorumTag{})]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
 		drop()
 		return
 	}
 	raw.SetReadDeadline(time.Time{})
+	if quorumTag(b[1:]) != m.quorum {
+		m.log.Warn("refused a Raft connection from a node of another quorum (one formed before a migration, at the same address)", "remote", raw.RemoteAddr().String())
+		drop()
+		return
+	}
 	switch b[0] {
 	case protoRaft:
 		// The Raft transport owns the connection from now on; it is still
@@ -188,7 +232,8 @@ func (c *muxConn) Close() error {
 	return c.Conn.Close()
 }
 
-// dialProto connects to address and sends the protocol byte.
+// dialProto connects to address and sends the protocol byte and the
+// quorum's tag.
 func (m *mux) dialProto(ctx context.Context, address string, proto byte) (net.Conn, error) {
 	var c net.Conn
 	var err error
@@ -220,7 +265,7 @@ func (m *mux) dialProto(ctx context.Context, address string, proto byte) (net.Co
 		}
 		c = tc
 	}
-	if _, err := c.Write([]byte{proto}); err != nil {
+	if _, err := c.Write(append([]byte{proto}, m.quorum[:]...)); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%w %s: send protocol byte: %w", errDial, address, err)
 	}
