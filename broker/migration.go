@@ -22,6 +22,7 @@ import (
 	"github.com/tripodmq/tripod/broker/kafkaerr"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/coord/migration"
+	"github.com/tripodmq/tripod/coord/raft"
 )
 
 // A broker opens its coordination backend through coord/migration, which
@@ -111,7 +112,9 @@ func formatTarget(props map[string]string) string {
 
 // migrationTarget returns the Config with which the broker of cfg, which
 // opened its backend with cc, opens migration m's target: its own
-// configuration with m's coordination properties set over it. A Raft
+// configuration with m's coordination properties set over it (a
+// rollback to the backend the broker was started on: its configuration
+// as it is). A Raft
 // target keeps its state under the first log dir's raft directory, as a
 // broker started on Raft does; one found there from an earlier time on
 // Raft is moved aside first (raft.replaced-<time>), since the target is
@@ -120,7 +123,14 @@ func formatTarget(props map[string]string) string {
 // unless m names raft.listen.
 func migrationTarget(cfg *config.Config, cc coord.Config, m coord.Migration) (coord.Config, error) {
 	tc := *cfg
-	for k, v := range m.Target {
+	target := m.Target
+	if m.RollsBack != "" && cfg.Coord.Backend == m.To {
+		// A rollback to the backend this broker was started on: its own
+		// properties reach it, with its passwords, which the record's
+		// leave out.
+		target = nil
+	}
+	for k, v := range target {
 		if !IsCoordinationKey(k) {
 			return coord.Config{}, fmt.Errorf("migration %s: %s is not a coordination property", m.ID, k)
 		}
@@ -148,15 +158,12 @@ func migrationTarget(cfg *config.Config, cc coord.Config, m coord.Migration) (co
 	return out, nil
 }
 
-// raftMigrationFile, in a Raft directory made for a migration's target,
-// names the migration.
-const raftMigrationFile = "migration-id"
-
-// prepareRaftDir makes dir ready to hold migration id's Raft state: a
-// directory of that migration is kept (an earlier attempt of this
-// process or of a restart of it); any other one is renamed aside.
+// prepareRaftDir makes dir ready to hold migration id's Raft state, its
+// quorum named by id (raft.QuorumFile): a directory of that migration is
+// kept (an earlier attempt of this process or of a restart of it); any
+// other one is renamed aside.
 func prepareRaftDir(dir, id string) error {
-	if got, err := os.ReadFile(filepath.Join(dir, raftMigrationFile)); err == nil && string(got) == id {
+	if got, err := os.ReadFile(filepath.Join(dir, raft.QuorumFile)); err == nil && string(got) == id {
 		return nil
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
@@ -170,7 +177,7 @@ func prepareRaftDir(dir, id string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, raftMigrationFile), []byte(id), 0o644)
+	return os.WriteFile(filepath.Join(dir, raft.QuorumFile), []byte(id), 0o644)
 }
 
 // migrationStatus is what this broker, as the controller, last did for
@@ -277,7 +284,10 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 	st.copied(len(snap.Metadata.Topics), len(snap.Metadata.Partitions))
 	rec := m
 	rec.Phase, rec.Bases, rec.Updated = coord.MigrationImported, snap.Bases, time.Now()
-	rec.Source, rec.Brokers = coordinationProps(b.cfg), snap.Brokers
+	rec.Source, rec.Brokers = m.Source, snap.Brokers
+	if len(rec.Source) == 0 {
+		rec.Source = coordinationProps(b.cfg)
+	}
 	if imported(ctx, target, m.ID) {
 		// An earlier attempt imported the copy and failed to mark the
 		// source switched: the frozen source has not changed since.
@@ -348,12 +358,14 @@ func (b *Broker) importCopy(ctx context.Context, log hclog.Logger, target coord.
 }
 
 // coordinationProps returns cfg's coordination properties as set, but
-// its passwords: what a broker opens its backend with.
+// its passwords and its own Raft address: what every broker opens its
+// backend with.
 func coordinationProps(cfg config.Config) map[string]string {
 	props := map[string]string{}
 	for _, k := range config.BrokerKeys() {
-		if !IsCoordinationKey(k) || config.Sensitive(k) {
-			// Passwords stay out of the coordination store.
+		if !IsCoordinationKey(k) || config.Sensitive(k) || k == "raft.listen" {
+			// Passwords stay out of the coordination store, and each
+			// broker has its own Raft address.
 			continue
 		}
 		if v, ok := cfg.Get(k); ok && v != "" {
@@ -361,6 +373,17 @@ func coordinationProps(cfg config.Config) map[string]string {
 		}
 	}
 	return props
+}
+
+// inUseProps returns the coordination properties of mb's backend, whose
+// record is rec when ok: this broker's own when it was started on it,
+// else those the migration that brought the cluster there gave its
+// brokers.
+func (b *Broker) inUseProps(mb *migration.Backend, rec coord.Migration, ok bool) map[string]string {
+	if b.cfg.Coord.Backend == mb.Name() || !ok || rec.To != mb.Name() || len(rec.Target) == 0 {
+		return coordinationProps(b.cfg)
+	}
+	return maps.Clone(rec.Target)
 }
 
 // Migration actions are broker configs of the controller, set with
@@ -390,6 +413,8 @@ const (
 	migrationBackendKey = "coordination.migration.backend"
 	migrationIDKey      = MigrationIDKey
 	migrationPhaseKey   = "coordination.migration.phase"
+	migrationFromKey    = "coordination.migration.from"
+	migrationToKey      = "coordination.migration.to"
 	migrationStepKey    = "coordination.migration.step"
 )
 
@@ -441,6 +466,9 @@ func (b *Broker) migrationAction(ctx context.Context, alts []coord.ConfigAlterat
 		if len(target) > 0 {
 			return configOutcome{kerr.InvalidConfig, fmt.Errorf("%s=rollback takes no target", MigrationActionKey)}
 		}
+		if ok && rec.Phase == coord.MigrationImported && rec.To == mb.Name() {
+			return b.rollbackSwitched(lctx, mb, rec, validateOnly)
+		}
 		if !ok || rec.Phase != coord.MigrationFrozen {
 			return configOutcome{kerr.InvalidRequest, fmt.Errorf("no migration to roll back: the record of %s is %s", mb.Name(), describeRecord(rec, ok))}
 		}
@@ -463,6 +491,40 @@ func (b *Broker) migrationAction(ctx context.Context, alts []coord.ConfigAlterat
 	default:
 		return configOutcome{kerr.InvalidConfig, fmt.Errorf("%s %q: must be start, finalize or rollback", MigrationActionKey, action)}
 	}
+}
+
+// rollbackSuffix ends the id of the migration that rolls back another.
+const rollbackSuffix = "-rollback"
+
+// rollbackSwitched rolls back the migration that brought the cluster to
+// mb (whose record is rec), after its switch and before its finalize: a
+// migration back to its source (rec.Source), which the controller's
+// driver copies and switches as any other. The source's state is
+// replaced by the target's, so nothing written since the switch is lost;
+// on Raft, whose quorum the brokers left, the brokers form it again at
+// the same addresses, the old Raft directory moved aside.
+func (b *Broker) rollbackSwitched(ctx context.Context, mb *migration.Backend, rec coord.Migration, validateOnly bool) configOutcome {
+	switch {
+	case !rec.Finalized.IsZero():
+		return configOutcome{kerr.InvalidRequest, fmt.Errorf("migration %s was finalized at %s: there is no way back to %s; migrate to it again instead (tripod migrate --to %s)",
+			rec.ID, rec.Finalized.UTC().Format(time.RFC3339), rec.From, rec.From)}
+	case len(rec.Source) == 0:
+		return configOutcome{kerr.InvalidRequest, fmt.Errorf("migration %s does not say how its source %s is reached: migrate to it again instead (tripod migrate --to %s)", rec.ID, rec.From, rec.From)}
+	}
+	back := coord.Migration{ID: rec.ID + rollbackSuffix, From: rec.To, To: rec.From, Target: maps.Clone(rec.Source), Source: b.inUseProps(mb, rec, true),
+		RollsBack: rec.ID, Phase: coord.MigrationFrozen, Bases: rec.Bases, Updated: time.Now()}
+	if err := validateTarget(b.cfg, back.Target); err != nil {
+		return configOutcome{kerr.InvalidConfig, fmt.Errorf("roll back migration %s: %w", rec.ID, err)}
+	}
+	if validateOnly {
+		return configOutcome{}
+	}
+	if _, err := mb.SetMigration(ctx, &rec, back); err != nil {
+		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("roll back migration %s: freeze %s: %w", rec.ID, mb.Name(), err)}
+	}
+	b.migration.set(back.ID, "frozen", nil)
+	b.logger.Info("rolling back a switched migration: the target is frozen and copied back into the source", "migration", rec.ID, "from", rec.To, "to", rec.From)
+	return configOutcome{}
 }
 
 // finalizeMigration retires the source of the migration that brought the
@@ -577,7 +639,7 @@ func (b *Broker) startMigration(ctx context.Context, mb *migration.Backend, rec 
 	if id == "" {
 		id = fmt.Sprintf("%s-to-%s-%d", from, to, time.Now().UnixMilli())
 	}
-	m := coord.Migration{ID: id, From: from, To: to, Target: target, Phase: coord.MigrationFrozen, Updated: time.Now()}
+	m := coord.Migration{ID: id, From: from, To: to, Target: target, Source: b.inUseProps(mb, rec, ok), Phase: coord.MigrationFrozen, Updated: time.Now()}
 	var prev *coord.Migration
 	if ok {
 		// The backend's epoch bases stay with it in every record.
@@ -632,6 +694,7 @@ func (b *Broker) migrationConfigs(ctx context.Context) map[string]string {
 	defer cancel()
 	if rec, ok, err := mb.Migration(lctx); err == nil && ok {
 		out[migrationIDKey], out[migrationPhaseKey] = rec.ID, string(rec.Phase)
+		out[migrationFromKey], out[migrationToKey] = rec.From, rec.To
 	}
 	st := &b.migration
 	st.mu.Lock()
@@ -654,7 +717,7 @@ func migrationKeysNamed(names []string) []string {
 	var out []string
 	for _, n := range names {
 		switch n {
-		case migrationBackendKey, migrationIDKey, migrationPhaseKey, migrationStepKey:
+		case migrationBackendKey, migrationIDKey, migrationPhaseKey, migrationStepKey, migrationFromKey, migrationToKey:
 			out = append(out, n)
 		}
 	}

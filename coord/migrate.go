@@ -56,10 +56,16 @@ type Migration struct {
 	// brokers; the target's record keeps them too, to tell a broker
 	// started on the source after finalize where the cluster went.
 	Target map[string]string `json:"target,omitempty"`
-	// Source, on the target, holds the coordination properties of the
-	// source, as the controller that copied it was started with: where
-	// finalize and rollback reach it. Empty on the source.
+	// Source holds the coordination properties of the source, as the
+	// brokers opened it: on the target, where finalize and a rollback
+	// reach it. On the source, set by the controller that froze it, or
+	// empty.
 	Source map[string]string `json:"source,omitempty"`
+	// RollsBack names the migration this one undoes, after its switch
+	// and before its finalize: this one goes from that migration's
+	// target back to its source, whose record says that migration
+	// switched; Import into that source replaces what it holds.
+	RollsBack string `json:"rolls_back,omitempty"`
 	// Brokers, on the target, are the brokers that were live on the
 	// source when it was copied: finalize waits for each to switch.
 	Brokers []BrokerID `json:"brokers,omitempty"`

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/broker"
+	"github.com/tripodmq/tripod/coord"
 )
 
 // Keys a broker answers DescribeConfigs for, by name: where it and the
@@ -26,6 +27,8 @@ const (
 	migrationIDKey      = "coordination.migration.id"
 	migrationPhaseKey   = "coordination.migration.phase"
 	migrationStepKey    = "coordination.migration.step"
+	migrationFromKey    = "coordination.migration.from"
+	migrationToKey      = "coordination.migration.to"
 )
 
 // newMigrateCmd builds `tripod migrate`.
@@ -60,8 +63,11 @@ same on the target.
 on the target, retires the source: its record says so, and every broker
 remembers it in its data dir, so that a broker started later with the
 source's properties refuses to start and names the target. It is the
-point of no return. --rollback unfreezes the source of a migration whose
-brokers have not switched yet (a target that cannot be imported into).
+point of no return. --rollback undoes a migration until then: before
+the switch the source takes writes again; after it the controller copies
+the target back into the source (what changed on the target since the
+switch included) and the brokers return there, which the command follows
+and compares as it does a migration.
 --status prints where each broker and the migration stand.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -89,7 +95,7 @@ brokers have not switched yet (a target that cannot be imported into).
 				_, err := printMigrationStatus(ctx, adm, out)
 				return err
 			case rollback:
-				return migrationAction(ctx, adm, map[string]string{broker.MigrationActionKey: "rollback"})
+				return runRollback(ctx, adm, out, poll)
 			case finalize:
 				if err := migrationAction(ctx, adm, map[string]string{broker.MigrationActionKey: "finalize"}); err != nil {
 					return err
@@ -111,7 +117,7 @@ brokers have not switched yet (a target that cannot be imported into).
 	f := cmd.Flags()
 	f.StringVar(&to, "to", "", "the target backend: zk, etcd or raft")
 	f.StringArrayVar(&sets, "set", nil, "KEY=VALUE coordination property of the target (repeatable)")
-	f.BoolVar(&rollback, "rollback", false, "unfreeze the source of a migration whose brokers have not switched")
+	f.BoolVar(&rollback, "rollback", false, "undo the migration, until it is finalized: back to the source with what changed on the target")
 	f.BoolVar(&finalize, "finalize", false, "retire the source once every broker is on the target (no way back after it)")
 	f.BoolVar(&status, "status", false, "print where each broker and the migration stand")
 	f.DurationVar(&poll, "poll", 200*time.Millisecond, "how often to ask the brokers while migrating")
@@ -177,6 +183,8 @@ func migrationActionOnce(ctx context.Context, adm adminClient, keys map[string]s
 type brokerMigration struct {
 	id                      int32
 	backend, mid, phase, st string
+	// from and to are the backends of the migration of the record.
+	from, to string
 }
 
 // migrationStatus asks every broker where it stands.
@@ -190,7 +198,7 @@ func migrationStatus(ctx context.Context, adm adminClient) ([]brokerMigration, e
 		req := kmsg.NewPtrDescribeConfigsRequest()
 		res := kmsg.NewDescribeConfigsRequestResource()
 		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(b.NodeID))
-		res.ConfigNames = []string{migrationBackendKey, migrationIDKey, migrationPhaseKey, migrationStepKey}
+		res.ConfigNames = []string{migrationBackendKey, migrationIDKey, migrationPhaseKey, migrationStepKey, migrationFromKey, migrationToKey}
 		req.Resources = append(req.Resources, res)
 		bm := brokerMigration{id: b.NodeID, backend: "?"}
 		resp, err := req.RequestWith(ctx, adm.cl.Broker(int(b.NodeID)))
@@ -209,6 +217,10 @@ func migrationStatus(ctx context.Context, adm adminClient) ([]brokerMigration, e
 					bm.phase = v
 				case migrationStepKey:
 					bm.st = v
+				case migrationFromKey:
+					bm.from = v
+				case migrationToKey:
+					bm.to = v
 				}
 			}
 		}
@@ -238,6 +250,35 @@ func dash(s string) string {
 	return s
 }
 
+// runRollback rolls back the cluster's migration: before the switch the
+// source takes writes again; after it (the brokers on the target, not
+// finalized) the target is copied back into the source and the brokers
+// return there, which it follows as a migration.
+func runRollback(ctx context.Context, adm adminClient, out io.Writer, poll time.Duration) error {
+	brokers, err := migrationStatus(ctx, adm)
+	if err != nil {
+		return fmt.Errorf("ask the brokers: %w", err)
+	}
+	action := map[string]string{broker.MigrationActionKey: "rollback"}
+	for _, b := range brokers {
+		if b.phase == string(coord.MigrationImported) && b.to != "" && strings.HasPrefix(b.backend, b.to) {
+			// Switched: back to the source, as a migration.
+			return followMigration(ctx, adm, out, b.from, brokers, poll, func() error {
+				if err := migrationAction(ctx, adm, action); err != nil {
+					return fmt.Errorf("roll back the migration: %w", err)
+				}
+				fmt.Fprintf(out, "rollback to %s started: %s is frozen, metadata writes wait\n", b.from, b.to)
+				return nil
+			})
+		}
+	}
+	if err := migrationAction(ctx, adm, action); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "migration rolled back: the source takes writes again")
+	return nil
+}
+
 // runMigration starts a migration to target and follows it until every
 // broker uses the target, then compares the cluster before and after.
 func runMigration(ctx context.Context, adm adminClient, out io.Writer, target map[string]string, poll time.Duration) error {
@@ -250,11 +291,23 @@ func runMigration(ctx context.Context, adm adminClient, out io.Writer, target ma
 	if len(brokers) > 0 {
 		from = brokers[0].backend
 	}
-	if err := migrationAction(ctx, adm, actionKeys(from, target)); err != nil {
-		return fmt.Errorf("start the migration: %w", err)
+	return followMigration(ctx, adm, out, to, brokers, poll, func() error {
+		if err := migrationAction(ctx, adm, actionKeys(from, target)); err != nil {
+			return fmt.Errorf("start the migration: %w", err)
+		}
+		fmt.Fprintf(out, "migration to %s started: the source is frozen, metadata writes wait\n", to)
+		return nil
+	})
+}
+
+// followMigration starts a migration to backend to with start, follows
+// it until every one of brokers uses to, and compares the cluster as it
+// answered once the source was frozen with the same on to.
+func followMigration(ctx context.Context, adm adminClient, out io.Writer, to string, brokers []brokerMigration, poll time.Duration, start func() error) error {
+	if err := start(); err != nil {
+		return err
 	}
-	start := time.Now()
-	fmt.Fprintf(out, "migration to %s started: the source is frozen, metadata writes wait\n", to)
+	began := time.Now()
 	// The source is frozen now: what the cluster answers stays as it is
 	// until the switch. It is read beside the progress, which a broker
 	// that does not answer would hold up.
@@ -284,7 +337,7 @@ func runMigration(ctx context.Context, adm adminClient, out io.Writer, target ma
 			}
 			line := fmt.Sprintf("%s %d/%d brokers on %s; source %s; controller: %s", bar(switched, len(brokers)), switched, len(brokers), to, dash(phase), dash(step))
 			if line != last {
-				fmt.Fprintf(out, "%6.1fs %s\n", time.Since(start).Seconds(), line)
+				fmt.Fprintf(out, "%6.1fs %s\n", time.Since(began).Seconds(), line)
 				last = line
 			}
 			if switched >= len(brokers) {
@@ -297,7 +350,7 @@ func runMigration(ctx context.Context, adm adminClient, out io.Writer, target ma
 		case <-time.After(poll):
 		}
 	}
-	fmt.Fprintf(out, "every broker is on %s after %.1fs\n", to, time.Since(start).Seconds())
+	fmt.Fprintf(out, "every broker is on %s after %.1fs\n", to, time.Since(began).Seconds())
 	<-described
 	if berr != nil {
 		return fmt.Errorf("describe the cluster before the switch: %w", berr)

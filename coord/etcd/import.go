@@ -29,7 +29,9 @@ type importWrite struct {
 // in phase Importing if there is none and the topics, partition states,
 // security and config ranges are empty (etcd compares whole ranges), or,
 // when the record is m's in phase Importing (an Import that stopped
-// midway), empties those ranges and writes the record again. Then the
+// midway) or that of the migration m rolls back in phase Switched (the
+// source it returns to), empties those ranges and writes the record
+// again. Then the
 // snapshot's keys go in transactions of up to maxTxnOps puts and
 // importChunkBytes, several at once, each conditional on the record
 // being the one written; then the record in phase Imported. The
@@ -146,6 +148,9 @@ func (b *Backend) beginImport(ctx context.Context, m coord.Migration) (int64, er
 		switch {
 		case stored.err != nil:
 			return 0, fmt.Errorf("%s: %w", what, stored.err)
+		case stored.ok && m.RollsBack != "" && stored.m.ID == m.RollsBack && stored.m.Phase == coord.MigrationSwitched:
+			// The source of the migration m rolls back: what it holds is
+			// replaced by the copy of the target, below.
 		case stored.ok && (stored.m.ID != m.ID || stored.m.Phase != coord.MigrationImporting):
 			return 0, fmt.Errorf("%w: %s: the migration record %s holds %s in phase %s", coord.ErrExists, what, key, stored.m.ID, stored.m.Phase)
 		case !stored.ok:
@@ -156,8 +161,8 @@ func (b *Backend) beginImport(ctx context.Context, m coord.Migration) (int64, er
 			}
 			continue // emptied meanwhile: try again
 		}
-		// The record is m's, from an Import that stopped midway: empty
-		// what it wrote and start again.
+		// The record is m's, from an Import that stopped midway, or the
+		// rolled back migration's: empty what it wrote and start again.
 		retry := []clientv3.Op{put}
 		for _, prefix := range b.importRanges() {
 			retry = append(retry, clientv3.OpDelete(prefix, clientv3.WithPrefix()))

@@ -405,7 +405,9 @@ func (w *recordWatcher) close() {
 
 // Import implements coord.Migrator. It checks that the backend is empty
 // (or holds a record of m.ID in phase Importing, whose Import failed
-// midway: then it deletes what that one wrote), writes the record in
+// midway, or the record of the migration m rolls back in phase Switched:
+// then it deletes what that one wrote, or what the source held), writes
+// the record in
 // phase Importing, then snap in multis of at most maxChunkOps ops and
 // maxChunkBytes bytes, each behind a check that the record is still the
 // one it wrote, then the record in phase Imported. It writes no change
@@ -453,6 +455,10 @@ func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migr
 	}
 	var prev *coord.Migration
 	switch {
+	case ok && m.RollsBack != "" && stored.ID == m.RollsBack && stored.Phase == coord.MigrationSwitched:
+		// The source of the migration m rolls back: what it holds is
+		// replaced by the copy of the target.
+		prev = &stored
 	case ok && (stored.ID != m.ID || stored.Phase != coord.MigrationImporting):
 		return fmt.Errorf("%w: import %s: %s holds migration %s in phase %s", coord.ErrExists, m.ID, p, stored.ID, stored.Phase)
 	case ok:
