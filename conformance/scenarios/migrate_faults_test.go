@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,9 +14,86 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/etcdserver"
 )
+
+// The scenarios of this file inject one fault each into a migration
+// between coordination backends (`tripod migrate`), its brokers running
+// as processes under acks=all writes on every partition of a topic. In
+// each the migration completes, every acknowledged record is read back
+// at its offset, and the brokers' logs show one controller at a time
+// (controllerTerms): each controller epoch held by one broker, epochs
+// rising, no term won while another broker's term was still on, and no
+// broker following a controller that did not hold the epoch it claimed.
+
+// TestMigrateControllerKilledDuringSwitch: a three-broker cluster on etcd
+// migrates to ZooKeeper. The test watches the source's migration record
+// in etcd and SIGKILLs the controller, the broker that copied the
+// source and wrote the record, as soon as the record says switched: the
+// watch event comes within a few milliseconds of that write, while the
+// brokers are still switching (each reads the target's record, ends its
+// sessions on the source, registers on ZooKeeper, and one is elected
+// controller there, which takes a hundred milliseconds or more), so the
+// kill lands in the middle of the switch; the test logs how far the
+// others had got. The other two brokers finish the switch without it and
+// elect a controller on ZooKeeper; acknowledged writes go on. The killed
+// broker, started again with its etcd flags, finds the source switched
+// and moves to ZooKeeper by itself and back into every ISR. `tripod
+// migrate` completes, a topic can be created on the target, and every
+// acknowledged record is read back.
+func TestMigrateControllerKilledDuringSwitch(t *testing.T) {
+	c := startCluster(t, "etcd", 3)
+	terms := trackControllers(c)
+	createTopic(t, c, "moving", 3, 3)
+	loads := startLoads(t, c, "moving", 3)
+	killed := controller(t, c)
+
+	cfg := c.Config()
+	switched := onRecord(t, etcdClient(t, cfg.EtcdEndpoints), cfg.EtcdPrefix+"/migration",
+		func(m coord.Migration) bool { return m.Phase == coord.MigrationSwitched },
+		func() error { return terms.kill(killed) })
+	run := startMigrate(t, c, "zk", migrationTarget(t, "zk")...)
+	ev := switched.wait(t, settle)
+	killedAt := terms.lastKill(killed)
+	t.Logf("broker %d, the controller, sent SIGKILL %v after the source's record said switched (%s)",
+		killed, killedAt.Sub(ev.seen).Round(time.Microsecond), ev.m.ID)
+
+	waitStatus(t, c, "the two other brokers on ZooKeeper", func(status string) bool { return registeredOn(status, "zk") == 2 })
+	next := controller(t, c)
+	progress(t, loads, 5)
+	t.Logf("broker %d is the controller on ZooKeeper; writes go on", next)
+	if err := c.Broker(killed).Start(); err != nil {
+		t.Fatalf("start broker %d again: %v", killed, err)
+	}
+	out := run.wait(t, 2*time.Minute)
+	t.Logf("tripod migrate:\n%s", out)
+	waitStatus(t, c, "every broker on ZooKeeper", func(status string) bool { return registeredOn(status, "zk") == 3 })
+	waitFullISR(t, c, "moving", 3, 3)
+	createTopic(t, c, "after-migration", 2, 3)
+	progress(t, loads, 5)
+	total := checkReadBack(t, c, "moving", loads)
+	ts := terms.check(t)
+	t.Logf("%d records acknowledged across the migration; every one read back", total)
+	for _, id := range others(c, killed) {
+		if at, ok := switchedAt(c.Broker(id), 1); ok {
+			t.Logf("broker %d left etcd %v after the kill", id, at.Sub(killedAt).Round(time.Millisecond))
+		}
+	}
+	if at, ok := switchedAt(c.Broker(killed), 1); ok {
+		t.Logf("broker %d had left etcd itself %v before its kill", killed, killedAt.Sub(at).Round(time.Millisecond))
+	}
+	for _, tm := range ts {
+		if tm.won.After(killedAt) {
+			t.Logf("first controller term after the kill: %v, won %v after it", tm, tm.won.Sub(killedAt).Round(time.Millisecond))
+			break
+		}
+	}
+}
 
 // migrateRun is a `tripod migrate --to` running in the background while
 // a scenario injects its fault.
@@ -80,6 +159,136 @@ func startEtcd(t *testing.T) *etcdserver.Server {
 	return s
 }
 
+// etcdClient returns a client of the etcd at endpoints, closed with the
+// test.
+func etcdClient(t *testing.T, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// recordEvent is a migration record as a watch saw it, and what was done
+// on seeing it.
+type recordEvent struct {
+	m     coord.Migration
+	seen  time.Time // when the watch delivered it
+	acted time.Time // when the action returned
+	err   error     // the watch's or the action's
+}
+
+// recordWatch is a watch of a migration record in etcd.
+type recordWatch struct {
+	what string
+	done chan recordEvent
+}
+
+// onRecord watches the migration record at key and, in the watching
+// goroutine, as soon as the record says what ok accepts, calls act: a
+// fault lands within a few milliseconds of the write that made the
+// record so.
+func onRecord(t *testing.T, cli *clientv3.Client, key string, ok func(coord.Migration) bool, act func() error) *recordWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &recordWatch{what: key, done: make(chan recordEvent, 1)}
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		cancel()
+		t.Fatalf("read %s: %v", key, err)
+	}
+	watch := cli.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1))
+	stopped := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
+	go func() {
+		defer close(stopped)
+		ev := recordEvent{err: fmt.Errorf("the watch of %s ended", key)}
+		for wr := range watch {
+			if err := wr.Err(); err != nil {
+				ev.err = err
+				break
+			}
+			for _, e := range wr.Events {
+				var m coord.Migration
+				if e.Type != clientv3.EventTypePut || json.Unmarshal(e.Kv.Value, &m) != nil || !ok(m) {
+					continue
+				}
+				ev = recordEvent{m: m, seen: time.Now()}
+				ev.err = act()
+				ev.acted = time.Now()
+				w.done <- ev
+				return
+			}
+		}
+		w.done <- ev
+	}()
+	return w
+}
+
+// wait waits for the record and the action, failing the test if either
+// failed or timeout passed first.
+func (w *recordWatch) wait(t *testing.T, timeout time.Duration) recordEvent {
+	t.Helper()
+	select {
+	case ev := <-w.done:
+		if ev.err != nil {
+			t.Fatalf("watching %s: %v", w.what, ev.err)
+		}
+		return ev
+	case <-time.After(timeout):
+		t.Fatalf("%s did not change as awaited within %v", w.what, timeout)
+		return recordEvent{}
+	}
+}
+
+// progress waits until every load has had n more records acknowledged,
+// and its consumer has read n more, than when called.
+func progress(t *testing.T, loads []*load, n int) {
+	t.Helper()
+	for p, l := range loads {
+		l.mu.Lock()
+		acked, read := len(l.acked), len(l.read)
+		l.mu.Unlock()
+		err := cluster.WaitFor(context.Background(), settle, func() error {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if len(l.acked) < acked+n || len(l.read) < read+n {
+				return fmt.Errorf("partition %d: %d records acknowledged and %d read since, want %d of each (last error %v)",
+					p, len(l.acked)-acked, len(l.read)-read, n, l.lastErr)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for writes and reads to go on: %v", err)
+		}
+	}
+}
+
+// switchedAt returns when broker b's incarnation n (1: the first) left a
+// backend for a migration's target, from its log.
+func switchedAt(b *cluster.Broker, n int) (time.Time, bool) {
+	data, err := os.ReadFile(b.LogPath)
+	if err != nil {
+		return time.Time{}, false
+	}
+	incarnation := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if startLine.MatchString(line) {
+			incarnation++
+			continue
+		}
+		if incarnation == n && strings.Contains(line, "switched the coordination backend") {
+			return lineTime(line)
+		}
+	}
+	return time.Time{}, false
+}
+
 // controllerTerms follows who was controller when, from the brokers'
 // logs (every incarnation's), which record every term won and every
 // broker taking a new controller in, as sampling would only in part. A
@@ -137,6 +346,16 @@ func (ct *controllerTerms) kill(id int32) error {
 	defer ct.mu.Unlock()
 	ct.kills[id] = append(ct.kills[id], at)
 	return nil
+}
+
+// lastKill returns when broker id was last killed through kill.
+func (ct *controllerTerms) lastKill(id int32) time.Time {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ks := ct.kills[id]; len(ks) > 0 {
+		return ks[len(ks)-1]
+	}
+	return time.Time{}
 }
 
 var (
