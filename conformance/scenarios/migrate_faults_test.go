@@ -95,6 +95,70 @@ func TestMigrateControllerKilledDuringSwitch(t *testing.T) {
 	}
 }
 
+// TestMigrateTargetUnreachableHalfway: a three-broker cluster on
+// ZooKeeper with a topic of 2000 partitions, whose copy into etcd takes
+// several transactions, migrates to an etcd of its own. The test watches
+// the target and stops it as soon as the copy has begun there (its
+// record says importing), within a few milliseconds: the copy breaks
+// off. The target stays away for three seconds, during which the source
+// stays frozen, no broker leaves it, and every partition's producer and
+// consumer go on, records acknowledged and read. Once etcd is back the
+// controller copies again and the migration completes (no rollback):
+// the target's record says the copy was finished after etcd came back,
+// `tripod migrate` finds the 2003 partitions and their replicas the same
+// on both sides, a topic can be created on the target, and every
+// acknowledged record is read back.
+func TestMigrateTargetUnreachableHalfway(t *testing.T) {
+	c := startCluster(t, "zk", 3)
+	terms := trackControllers(c)
+	createTopic(t, c, "moving", 3, 3)
+	createTopic(t, c, "bulk", 2000, 1)
+	loads := startLoads(t, c, "moving", 3)
+	target := startEtcd(t)
+	const prefix = "/moved"
+	cli := etcdClient(t, target.Endpoints())
+	away := onRecord(t, cli, prefix+"/migration",
+		func(m coord.Migration) bool { return m.Phase == coord.MigrationImporting },
+		target.Stop)
+	run := startMigrate(t, c, "etcd", "--set", "etcd.endpoints="+strings.Join(target.Endpoints(), ","), "--set", "etcd.prefix="+prefix)
+	ev := away.wait(t, settle)
+	t.Logf("etcd stopped %v after its record said importing", ev.acted.Sub(ev.seen).Round(time.Microsecond))
+
+	// While etcd is away, for some seconds: the source stays frozen,
+	// every broker stays on it, and produce and fetch go on.
+	progress(t, loads, 20)
+	for time.Since(ev.acted) < 3*time.Second {
+		progress(t, loads, 1)
+	}
+	waitStatus(t, c, "every broker on the frozen source", func(status string) bool {
+		return registeredOn(status, "zk") == 3 && strings.Count(status, " frozen ") == 3
+	})
+	t.Logf("etcd away for %v: every broker on the frozen source, writes and reads go on", time.Since(ev.acted).Round(time.Millisecond))
+	back := time.Now()
+	if err := target.Restart(); err != nil {
+		t.Fatalf("restart etcd: %v", err)
+	}
+	out := run.wait(t, 2*time.Minute)
+	t.Logf("tripod migrate:\n%s", out)
+	compared := 0
+	if m := comparedLine.FindStringSubmatch(out); m != nil {
+		compared, _ = strconv.Atoi(m[1])
+	}
+	if compared < 2003 || !strings.Contains(out, "the same on both sides") {
+		t.Fatalf("tripod migrate compared, want the 2003 partitions of moving and bulk the same on both sides:\n%s", out)
+	}
+	rec := etcdRecord(t, cli, prefix+"/migration")
+	if rec.Phase != coord.MigrationImported || !rec.Updated.After(back) {
+		t.Fatalf("the target's record: %s updated %s, want imported after etcd came back at %s",
+			rec.Phase, rec.Updated.Format(time.StampMilli), back.Format(time.StampMilli))
+	}
+	createTopic(t, c, "after-migration", 2, 3)
+	progress(t, loads, 5)
+	total := checkReadBack(t, c, "moving", loads)
+	terms.check(t)
+	t.Logf("%d records acknowledged across the migration; every one read back", total)
+}
+
 // migrateRun is a `tripod migrate --to` running in the background while
 // a scenario injects its fault.
 type migrateRun struct {
@@ -169,6 +233,22 @@ func etcdClient(t *testing.T, endpoints []string) *clientv3.Client {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// etcdRecord reads the migration record at key.
+func etcdRecord(t *testing.T, cli *clientv3.Client, key string) coord.Migration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), settle)
+	defer cancel()
+	resp, err := cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("read %s: %v (%d keys)", key, err, len(resp.Kvs))
+	}
+	var m coord.Migration
+	if err := json.Unmarshal(resp.Kvs[0].Value, &m); err != nil {
+		t.Fatalf("decode %s: %v", key, err)
+	}
+	return m
 }
 
 // recordEvent is a migration record as a watch saw it, and what was done
@@ -365,6 +445,7 @@ var (
 	startFailedLine = regexp.MustCompile(`start controller failed; resigning`)
 	takenInLine     = regexp.MustCompile(`metadata of a new controller applied: controller=(-?\d+) controller_epoch=(\d+)`)
 	switchedLine    = regexp.MustCompile(`switched the coordination backend`)
+	comparedLine    = regexp.MustCompile(`compared: (\d+) partitions`)
 )
 
 // lineTime returns the time a broker's log line starts with.
