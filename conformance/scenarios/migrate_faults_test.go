@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -153,6 +155,79 @@ func TestMigrateTargetUnreachableHalfway(t *testing.T) {
 			rec.Phase, rec.Updated.Format(time.StampMilli), back.Format(time.StampMilli))
 	}
 	createTopic(t, c, "after-migration", 2, 3)
+	progress(t, loads, 5)
+	total := checkReadBack(t, c, "moving", loads)
+	terms.check(t)
+	t.Logf("%d records acknowledged across the migration; every one read back", total)
+}
+
+// TestMigrateBrokerPausedAcrossSwitch: a three-broker cluster on
+// ZooKeeper migrates to an etcd of its own that is down, so the source
+// freezes and the copy waits for it; a broker that is not the controller
+// is then stopped with SIGSTOP, and only then does etcd come back: the
+// stop lands after the freeze and before the switch for certain. The
+// switch happens while the broker is stopped: the other two move to
+// etcd, the stopped broker's session on ZooKeeper expires, and the
+// controller on etcd takes it out of every ISR, so acknowledged writes
+// go on without it. After SIGCONT the broker finds the source switched
+// and moves to etcd by itself (its log says it left ZooKeeper after it
+// was continued), and back into every ISR. `tripod migrate` completes
+// and every acknowledged record is read back.
+func TestMigrateBrokerPausedAcrossSwitch(t *testing.T) {
+	c := startCluster(t, "zk", 3)
+	terms := trackControllers(c)
+	// The broker to stop is a follower of every partition, so that the
+	// clients never wait on it, only the leaders do.
+	paused := others(c, controller(t, c))[0]
+	a, b := others(c, paused)[0], others(c, paused)[1]
+	createAssigned(t, c, "moving", [][]int32{{a, b, paused}, {b, a, paused}, {a, paused, b}})
+	loads := startLoads(t, c, "moving", 3)
+	target := startEtcd(t)
+	if err := target.Stop(); err != nil {
+		t.Fatalf("stop etcd: %v", err)
+	}
+	run := startMigrate(t, c, "etcd", "--set", "etcd.endpoints="+strings.Join(target.Endpoints(), ","), "--set", "etcd.prefix=/moved")
+	waitStatus(t, c, "the source frozen, the copy waiting for etcd", func(status string) bool {
+		return strings.Count(status, " frozen ") == 3 && (strings.Contains(status, "waiting for the target") || strings.Contains(status, "copying"))
+	})
+	if ctrl := controller(t, c); ctrl == paused {
+		t.Fatalf("broker %d, to be stopped, became the controller", paused)
+	}
+	if err := c.Broker(paused).Pause(); err != nil {
+		t.Fatalf("pause broker %d: %v", paused, err)
+	}
+	pausedAt := time.Now()
+	if err := target.Restart(); err != nil {
+		t.Fatalf("restart etcd: %v", err)
+	}
+	for _, id := range others(c, paused) {
+		waitBackend(t, c, id, "etcd")
+	}
+	waitGone(t, c, paused)
+	waitEvery(t, c, settle, fmt.Sprintf("the controller on etcd to take broker %d out of every ISR", paused), func(md *cluster.Metadata) error {
+		for _, p := range md.Partitions["moving"] {
+			if slices.Contains(p.ISR, paused) {
+				return fmt.Errorf("moving/%d: ISR %v", p.Partition, p.ISR)
+			}
+		}
+		return nil
+	}, "moving")
+	progress(t, loads, 5)
+	t.Logf("broker %d stopped for %v: the others on etcd, its session on ZooKeeper gone, writes go on without it",
+		paused, time.Since(pausedAt).Round(time.Millisecond))
+
+	if err := c.Broker(paused).Resume(); err != nil {
+		t.Fatalf("resume broker %d: %v", paused, err)
+	}
+	resumedAt := time.Now()
+	waitBackend(t, c, paused, "etcd")
+	if at, ok := switchedAt(c.Broker(paused), 1); !ok || at.Before(resumedAt.Truncate(time.Millisecond)) {
+		t.Fatalf("broker %d left ZooKeeper at %s (logged: %v), want after it was resumed at %s",
+			paused, at.Format(time.StampMilli), ok, resumedAt.Format(time.StampMilli))
+	}
+	out := run.wait(t, 2*time.Minute)
+	t.Logf("tripod migrate:\n%s", out)
+	waitFullISR(t, c, "moving", 3, 3)
 	progress(t, loads, 5)
 	total := checkReadBack(t, c, "moving", loads)
 	terms.check(t)
@@ -346,6 +421,68 @@ func progress(t *testing.T, loads []*load, n int) {
 		if err != nil {
 			t.Fatalf("waiting for writes and reads to go on: %v", err)
 		}
+	}
+}
+
+// describeBroker returns the broker config key of broker id, asking that
+// broker only: coordination.migration.backend is the backend it uses as
+// `tripod migrate --status` shows it ("etcd", "etcd (registering)").
+func describeBroker(c *cluster.Cluster, id int32, key string) (string, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(id))
+	res.ConfigNames = []string{key}
+	req.Resources = append(req.Resources, res)
+	resp, err := c.Request(context.Background(), id, req)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range resp.(*kmsg.DescribeConfigsResponse).Resources {
+		for _, cfg := range r.Configs {
+			if cfg.Name == key && cfg.Value != nil {
+				return *cfg.Value, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("broker %d does not answer %s", id, key)
+}
+
+// waitBackend waits until broker id says it is registered on backend.
+func waitBackend(t *testing.T, c *cluster.Cluster, id int32, backend string) {
+	t.Helper()
+	err := cluster.WaitFor(context.Background(), settle, func() error {
+		got, err := describeBroker(c, id, "coordination.migration.backend")
+		if err == nil && got != backend {
+			err = fmt.Errorf("on %q", got)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("waiting for broker %d to be registered on %s: %v", id, backend, err)
+	}
+}
+
+// waitGone waits until broker id's registration is gone from c's
+// ZooKeeper: its session there expired.
+func waitGone(t *testing.T, c *cluster.Cluster, id int32) {
+	t.Helper()
+	connect := c.Config().ZKConnect
+	addr, chroot, _ := strings.Cut(connect, "/")
+	conn, _, err := zk.Connect([]string{addr}, 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatalf("connect to ZooKeeper: %v", err)
+	}
+	defer conn.Close()
+	path := "/" + chroot + "/brokers/ids/" + strconv.Itoa(int(id))
+	err = cluster.WaitFor(context.Background(), settle, func() error {
+		exists, _, err := conn.Exists(path)
+		if err == nil && exists {
+			err = fmt.Errorf("%s exists", path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("waiting for broker %d's session on ZooKeeper to expire: %v", id, err)
 	}
 }
 
