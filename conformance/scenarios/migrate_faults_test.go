@@ -22,6 +22,7 @@ import (
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/etcdserver"
+	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
 // The scenarios of this file inject one fault each into a migration
@@ -232,6 +233,80 @@ func TestMigrateBrokerPausedAcrossSwitch(t *testing.T) {
 	total := checkReadBack(t, c, "moving", loads)
 	terms.check(t)
 	t.Logf("%d records acknowledged across the migration; every one read back", total)
+}
+
+// TestMigrateSourceRestartedDuringCopy: a three-broker cluster on a
+// ZooKeeper of its own migrates to an etcd of its own that is down, so
+// the source freezes and the copy waits for it. ZooKeeper is stopped and
+// started again meanwhile, down for twice the session timeout: the
+// controller's term ends while it is down (its log says so), produce and
+// fetch go on without any backend, and once ZooKeeper is back every
+// broker registers again on the source, which is still frozen, and a
+// controller is elected there, which takes the migration up. Once etcd
+// is back the migration completes, a topic can be created on the
+// target, and every acknowledged record is read back.
+func TestMigrateSourceRestartedDuringCopy(t *testing.T) {
+	zkserver.Require(t)
+	zcfg := zkserver.DefaultConfig()
+	zcfg.TickTime, zcfg.MinSessionTimeout = 100*time.Millisecond, time.Second
+	source, err := zkserver.Start(t.TempDir(), zcfg)
+	if err != nil {
+		t.Fatalf("start ZooKeeper: %v", err)
+	}
+	t.Cleanup(func() { source.Close() })
+	c := startClusterWith(t, "zk", 3, func(cfg *cluster.Config) { cfg.ZKConnect = source.Addr() + "/tripod" })
+	terms := trackControllers(c)
+	createTopic(t, c, "moving", 3, 3)
+	loads := startLoads(t, c, "moving", 3)
+	target := startEtcd(t)
+	if err := target.Stop(); err != nil {
+		t.Fatalf("stop etcd: %v", err)
+	}
+	run := startMigrate(t, c, "etcd", "--set", "etcd.endpoints="+strings.Join(target.Endpoints(), ","), "--set", "etcd.prefix=/moved")
+	waitStatus(t, c, "the source frozen, the copy waiting for etcd", func(status string) bool {
+		return strings.Count(status, " frozen ") == 3 && (strings.Contains(status, "waiting for the target") || strings.Contains(status, "copying"))
+	})
+	before := controller(t, c)
+
+	if err := source.Stop(); err != nil {
+		t.Fatalf("stop ZooKeeper: %v", err)
+	}
+	stoppedAt := time.Now()
+	// Down for twice the session timeout, so that the sessions and the
+	// term end: writes and reads go on meanwhile.
+	progress(t, loads, 20)
+	for time.Since(stoppedAt) < 2*sessionTimeout {
+		progress(t, loads, 1)
+	}
+	t.Logf("ZooKeeper down for %v, writes and reads going on; starting it again", time.Since(stoppedAt).Round(time.Millisecond))
+	startedAt := time.Now()
+	if err := source.Start(); err != nil {
+		t.Fatalf("start ZooKeeper again: %v", err)
+	}
+	waitStatus(t, c, "every broker registered again on the source, still frozen", func(status string) bool {
+		return registeredOn(status, "zk") == 3 && strings.Count(status, " frozen ") == 3
+	})
+	after := controller(t, c)
+	t.Logf("controller before the restart: broker %d; after: broker %d", before, after)
+	if err := target.Restart(); err != nil {
+		t.Fatalf("restart etcd: %v", err)
+	}
+	out := run.wait(t, 2*time.Minute)
+	t.Logf("tripod migrate:\n%s", out)
+	createTopic(t, c, "after-migration", 2, 3)
+	progress(t, loads, 5)
+	total := checkReadBack(t, c, "moving", loads)
+	ts := terms.check(t)
+	t.Logf("%d records acknowledged across the migration; every one read back", total)
+	// The controller's term ended while ZooKeeper was down.
+	for _, tm := range ts {
+		if tm.broker == before && tm.won.Before(stoppedAt) && (tm.ended.IsZero() || tm.ended.After(stoppedAt)) {
+			if tm.ended.IsZero() || !tm.ended.Before(startedAt) {
+				t.Errorf("the controller's term %v did not end while ZooKeeper was down (%s to %s)",
+					tm, stoppedAt.Format("15:04:05.000"), startedAt.Format("15:04:05.000"))
+			}
+		}
+	}
 }
 
 // migrateRun is a `tripod migrate --to` running in the background while
