@@ -81,6 +81,7 @@ func TestMigrateControllerKilledDuringSwitch(t *testing.T) {
 	progress(t, loads, 5)
 	total := checkReadBack(t, c, "moving", loads)
 	ts := terms.check(t)
+	checkSteps(t, c)
 	t.Logf("%d records acknowledged across the migration; every one read back", total)
 	for _, id := range others(c, killed) {
 		if at, ok := switchedAt(c.Broker(id), 1); ok {
@@ -159,6 +160,7 @@ func TestMigrateTargetUnreachableHalfway(t *testing.T) {
 	progress(t, loads, 5)
 	total := checkReadBack(t, c, "moving", loads)
 	terms.check(t)
+	checkSteps(t, c)
 	t.Logf("%d records acknowledged across the migration; every one read back", total)
 }
 
@@ -232,6 +234,7 @@ func TestMigrateBrokerPausedAcrossSwitch(t *testing.T) {
 	progress(t, loads, 5)
 	total := checkReadBack(t, c, "moving", loads)
 	terms.check(t)
+	checkSteps(t, c)
 	t.Logf("%d records acknowledged across the migration; every one read back", total)
 }
 
@@ -297,6 +300,7 @@ func TestMigrateSourceRestartedDuringCopy(t *testing.T) {
 	progress(t, loads, 5)
 	total := checkReadBack(t, c, "moving", loads)
 	ts := terms.check(t)
+	checkSteps(t, c)
 	t.Logf("%d records acknowledged across the migration; every one read back", total)
 	// The controller's term ended while ZooKeeper was down.
 	for _, tm := range ts {
@@ -305,6 +309,33 @@ func TestMigrateSourceRestartedDuringCopy(t *testing.T) {
 				t.Errorf("the controller's term %v did not end while ZooKeeper was down (%s to %s)",
 					tm, stoppedAt.Format("15:04:05.000"), startedAt.Format("15:04:05.000"))
 			}
+		}
+	}
+}
+
+// checkSteps fails the test if a broker advised rolling the migration
+// back, or if the broker that switched the cluster (and runs since)
+// does not say so as its last step: neither a term that ends nor a record
+// seen late is a failed migration.
+func checkSteps(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	for _, b := range c.Brokers() {
+		data, err := os.ReadFile(b.LogPath)
+		if err != nil {
+			t.Fatalf("read the log of broker %d: %v", b.ID, err)
+		}
+		log := string(data)
+		if i := strings.Index(log, "roll back with tripod migrate --rollback"); i >= 0 {
+			line := log[strings.LastIndex(log[:i], "\n")+1:]
+			line, _, _ = strings.Cut(line, "\n")
+			t.Errorf("broker %d advised a rollback: %s", b.ID, line)
+		}
+		if i := strings.LastIndex(log, "=== tripod cluster: start"); !strings.Contains(log[max(i, 0):], "metadata copied; brokers switch to the target") {
+			continue
+		}
+		step, err := describeBroker(c, b.ID, "coordination.migration.step")
+		if err != nil || !strings.Contains(step, " switched") {
+			t.Errorf("broker %d switched the cluster, and says its last step was %q (%v)", b.ID, step, err)
 		}
 	}
 }

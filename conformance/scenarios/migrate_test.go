@@ -195,6 +195,7 @@ func TestMigrateControllerKilledWhileTargetAway(t *testing.T) {
 	}
 	checkReadBack(t, c, "moving", loads)
 	terms.check(t)
+	checkSteps(t, c)
 }
 
 // waitStatus waits until `tripod migrate --status` prints what ok
