@@ -250,7 +250,11 @@ func (b *Broker) driveMigrations(ctx context.Context) {
 // copyAndSwitch copies the frozen source of migration m into its target
 // and switches the cluster to it, until done or ctx ends (the term did:
 // the next controller takes it up). It reports whether to try again: a
-// step failed for a reason that may pass.
+// step failed for a reason that may pass. A step cut short by the end of
+// the term did not fail: it is neither logged nor shown as the step, so
+// that neither an operator is told to roll back a migration the next
+// controller carries on, nor the step "switched" replaced by a record
+// this driver sees after the switch ended its term.
 func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Migration) (again bool) {
 	mb, st := b.coordMigration, &b.migration
 	log = log.With("migration", m.ID, "from", m.From, "to", m.To)
@@ -264,8 +268,11 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 		return false
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
 		st.set(m.ID, "freezing", err)
-		return ctx.Err() == nil
+		return true
 	}
 	m = stamped
 	st.set(m.ID, "waiting for the target to open", nil)
@@ -277,9 +284,12 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 	st.set(m.ID, "copying", nil)
 	snap, err := coord.Export(ctx, mb, frozenAt)
 	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
 		st.set(m.ID, "copying", err)
 		log.Warn("export the source failed; trying again", "error", err)
-		return ctx.Err() == nil
+		return true
 	}
 	st.copied(len(snap.Metadata.Topics), len(snap.Metadata.Partitions))
 	rec := m
@@ -296,16 +306,21 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 		err = b.importCopy(ctx, log, target, snap, rec)
 	}
 	if err != nil {
-		st.set(m.ID, "copying", err)
-		log.Error("import into the target failed: roll back with tripod migrate --rollback", "error", err)
+		if ctx.Err() == nil {
+			st.set(m.ID, "copying", err)
+			log.Error("import into the target failed: roll back with tripod migrate --rollback", "error", err)
+		}
 		return false
 	}
 	switched := m
 	switched.Phase, switched.Updated = coord.MigrationSwitched, time.Now()
 	if _, err := mb.SetMigration(ctx, &m, switched); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
 		st.set(m.ID, "switching", err)
 		log.Warn("mark the source switched failed; trying again", "error", err)
-		return ctx.Err() == nil && !errors.Is(err, coord.ErrVersionMismatch)
+		return !errors.Is(err, coord.ErrVersionMismatch)
 	}
 	st.set(m.ID, "switched", nil)
 	log.Info("metadata copied; brokers switch to the target", "topics", len(snap.Metadata.Topics), "partitions", len(snap.Metadata.Partitions),

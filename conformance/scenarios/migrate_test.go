@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tripodmq/tripod/internal/cluster"
-	"github.com/tripodmq/tripod/internal/etcdserver"
 	"github.com/tripodmq/tripod/internal/freeport"
 )
 
@@ -157,39 +156,19 @@ func migrationTarget(t *testing.T, to string) []string {
 // once etcd is back it copies and switches. The killed broker, started
 // again with its ZooKeeper flags, finds the source switched and moves to
 // etcd by itself. `tripod migrate` completes, every broker is on etcd, a
-// topic can be created there, and every acknowledged record is read back.
+// topic can be created there, every acknowledged record is read back, and
+// the brokers' logs show one controller at a time (controllerTerms).
 func TestMigrateControllerKilledWhileTargetAway(t *testing.T) {
 	c := startCluster(t, "zk", 3)
+	terms := trackControllers(c)
 	createTopic(t, c, "moving", 3, 3)
 	loads := startLoads(t, c, "moving", 3)
-	etcd, err := etcdserver.Start(t.TempDir())
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(func() { etcd.Close() })
+	etcd := startEtcd(t)
 	if err := etcd.Stop(); err != nil {
 		t.Fatalf("stop etcd: %v", err)
 	}
 
-	args := []string{"migrate", "--to", "etcd", "--set", "etcd.endpoints=" + strings.Join(etcd.Endpoints(), ","), "--set", "etcd.prefix=/moved",
-		"--bootstrap", strings.Join(c.Bootstrap(), ","), "--timeout", "3m"}
-	cmd := exec.Command(env.Binary, args...)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start tripod migrate: %v", err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-
+	run := startMigrate(t, c, "etcd", "--set", "etcd.endpoints="+strings.Join(etcd.Endpoints(), ","), "--set", "etcd.prefix=/moved")
 	waitStatus(t, c, "the source frozen, the copy waiting for etcd", func(status string) bool {
 		// The controller waits for etcd to open, or to take the copy.
 		return strings.Contains(status, " frozen ") &&
@@ -197,7 +176,7 @@ func TestMigrateControllerKilledWhileTargetAway(t *testing.T) {
 	})
 	killed := controller(t, c)
 	t.Logf("killing the controller, broker %d, while the copy waits for etcd", killed)
-	if err := c.Broker(killed).Kill(); err != nil {
+	if err := terms.kill(killed); err != nil {
 		t.Fatalf("kill broker %d: %v", killed, err)
 	}
 	next := controller(t, c)
@@ -208,23 +187,15 @@ func TestMigrateControllerKilledWhileTargetAway(t *testing.T) {
 	if err := c.Broker(killed).Start(); err != nil {
 		t.Fatalf("start broker %d again: %v", killed, err)
 	}
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Fatalf("tripod migrate: %v\n%s", waitErr, out.String())
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("tripod migrate did not finish:\n%s", out.String())
-	}
-	t.Logf("tripod migrate:\n%s", out.String())
-	if !strings.Contains(out.String(), "every broker is on etcd") {
-		t.Fatalf("tripod migrate printed:\n%s", out.String())
-	}
+	out := run.wait(t, 3*time.Minute)
+	t.Logf("tripod migrate:\n%s", out)
 	createTopic(t, c, "after-migration", 2, 3)
 	for _, l := range loads {
 		l.waitAcked(t, l.ackedCount()+5)
 	}
 	checkReadBack(t, c, "moving", loads)
+	terms.check(t)
+	checkSteps(t, c)
 }
 
 // waitStatus waits until `tripod migrate --status` prints what ok
