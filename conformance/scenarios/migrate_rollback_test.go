@@ -17,7 +17,8 @@ import (
 // both sides, the new topic and user included), takes writes again (a
 // topic is created), and every acknowledged record is read back at its
 // offset. A broker restarted with its own (the source's) properties
-// stays on the source. From Raft, whose quorum the brokers left at the
+// stays on the source. The brokers' logs show one controller at a time,
+// its epoch rising across both switches. From Raft, whose quorum the brokers left at the
 // switch, the brokers form the quorum again at the same addresses. The
 // three directions import the rollback into each kind of source.
 func TestMigrateRollbackAfterSwitch(t *testing.T) {
@@ -28,6 +29,7 @@ func TestMigrateRollbackAfterSwitch(t *testing.T) {
 
 func migrateRollbackAfterSwitch(t *testing.T, from, to string) {
 	c := startCluster(t, from, 3)
+	terms := trackControllers(c)
 	createTopic(t, c, "moving", 3, 3)
 	loads := startLoads(t, c, "moving", 3)
 	runCLI(t, c, "users", "set", "alice", "--password", "alice-secret")
@@ -72,4 +74,6 @@ func migrateRollbackAfterSwitch(t *testing.T, from, to string) {
 	}
 	total := checkReadBack(t, c, "moving", loads)
 	t.Logf("%d records acknowledged across the migration and its rollback; every one read back", total)
+	terms.check(t)
+	checkSteps(t, c)
 }
