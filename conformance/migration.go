@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -253,26 +254,7 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	const n = 3
 	sc, dc := src.NewCluster(t, n), dst.NewCluster(t, n)
 	ctx := withTimeout(t, startupBound(src)+startupBound(dst))
-	bes := make([]*migration.Backend, n)
-	for i := range n {
-		opened := 0
-		open := func(coord.Config) (coord.Backend, error) {
-			opened++
-			if opened == 1 {
-				return noClose{sc.Backend(i).(migratorBackend)}, nil
-			}
-			return noClose{dc.Backend(i).(migratorBackend)}, nil
-		}
-		targetConfig := func(m coord.Migration) (coord.Config, error) {
-			return coord.Config{Backend: m.Target["coordination.backend"]}, nil
-		}
-		be, err := migration.Open(coord.Config{Backend: src.Name(), Logger: hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("migrating-%d", i+1), Level: hclog.Warn})}, targetConfig, open, migration.Options{})
-		if err != nil {
-			t.Fatalf("migration.Open %d: %v", i, err)
-		}
-		t.Cleanup(func() { be.Close() })
-		bes[i] = be
-	}
+	bes := openMigrating(t, src, dst, sc, dc, n)
 	cluster := migrationCluster{bes: bes}
 	cs := startCampaigners(t, src, cluster, 0, 1, 2)
 	defer cs.stop(t)
@@ -291,26 +273,7 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	sessions := slices.Collect(maps.Values(cs.sessions))
 	cs.mu.Unlock()
 
-	id := "switch-" + src.Name() + "-" + dst.Name()
-	m, frozenAt := freeze(t, sbe, src.Name(), dst.Name(), id, map[string]string{"coordination.backend": dst.Name()})
-	target, err := sbe.Standby(ctx, id)
-	if err != nil {
-		t.Fatalf("Standby: %v", err)
-	}
-	snap, err := coord.Export(ctx, sbe, frozenAt)
-	if err != nil {
-		t.Fatalf("Export: %v", err)
-	}
-	imported := m
-	imported.Target, imported.Phase, imported.Bases = nil, coord.MigrationImported, snap.Bases
-	if err := target.(coord.Migrator).Import(ctx, snap, imported); err != nil {
-		t.Fatalf("Import: %v", err)
-	}
-	switched := m
-	switched.Phase = coord.MigrationSwitched
-	if _, err := sbe.SetMigration(ctx, &m, switched); err != nil {
-		t.Fatalf("SetMigration(switched): %v", err)
-	}
+	_, snap := migrateTo(t, ctx, sbe, src.Name(), dst.Name(), "switch-"+src.Name()+"-"+dst.Name())
 	for i, s := range sessions {
 		waitClosed(t, s.Done(), startupBound(dst), "session "+strconv.Itoa(i)+" on the source to end at the switch")
 		if !errors.Is(s.Err(), coord.ErrSessionExpired) {
@@ -320,10 +283,8 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	waitClosed(t, w.term.Done(), callBound, "the source's term to end at the switch")
 	for range members {
 	}
-	for i, be := range bes {
-		if be.Name() != dst.Name() {
-			t.Fatalf("backend %d serves from %s after the switch, want %s", i, be.Name(), dst.Name())
-		}
+	if ok, why := servingFrom(bes, dst.Name()); !ok {
+		t.Fatalf("after the switch: %s", why)
 	}
 	w2 := cs.waitTerm(t, w, startupBound(dst), "election on the target")
 	if w2.epoch < snap.Bases.Controller {
@@ -351,6 +312,86 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	stale := next.Clone()
 	stale.LeaderEpoch++
 	commitErr(t, dbe, w2, coord.ErrVersionMismatch, "a state based on the imported epoch", coord.SetPartition{State: stale, ExpectedEpoch: st.PartitionEpoch})
+}
+
+// openMigrating opens n backends through coord/migration, as n brokers
+// configured with src open theirs: backend i serves from backend i of
+// sc, src's cluster, and moves to backend i of dc, dst's cluster, when
+// the record of the one it serves from says switched. t's cleanup closes
+// them.
+func openMigrating(t T, src, dst Harness, sc, dc Cluster, n int) []*migration.Backend {
+	t.Helper()
+	bes := make([]*migration.Backend, n)
+	for i := range n {
+		be, err := openMigrationBackend(src.Name(), dst.Name(), sc, dc, i, migration.Options{})
+		if err != nil {
+			t.Fatalf("migration.Open %d: %v", i, err)
+		}
+		t.Cleanup(func() { be.Close() })
+		bes[i] = be
+	}
+	return bes
+}
+
+// openMigrationBackend opens broker i+1's backend through coord/migration:
+// its Config names src, whose backend is sc's backend i; a migration's
+// target names dst, whose backend is dc's backend i. The clusters keep
+// their backends (noClose). opts are the broker's (Options.Switched: one
+// restarted after the switch opens the target at once).
+func openMigrationBackend(src, dst string, sc, dc Cluster, i int, opts migration.Options) (*migration.Backend, error) {
+	open := func(cfg coord.Config) (coord.Backend, error) {
+		switch cfg.Backend {
+		case src:
+			return noClose{sc.Backend(i).(migratorBackend)}, nil
+		case dst:
+			return noClose{dc.Backend(i).(migratorBackend)}, nil
+		}
+		return nil, fmt.Errorf("coordination backend %q: neither the source %s nor the target %s", cfg.Backend, src, dst)
+	}
+	targetConfig := func(m coord.Migration) (coord.Config, error) {
+		return coord.Config{Backend: m.Target["coordination.backend"]}, nil
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("migrating-%d", i+1), Level: hclog.Warn})
+	return migration.Open(coord.Config{Backend: src, Logger: logger}, targetConfig, open, opts)
+}
+
+// migrateTo migrates sbe's cluster from src to dst as migration id, the
+// way `tripod migrate` does: it freezes the source, exports it, imports
+// the copy into the target sbe opened beside it, and writes switched into
+// the source's record. It returns the switched record and the copy.
+func migrateTo(t T, ctx context.Context, sbe *migration.Backend, src, dst, id string) (coord.Migration, *coord.Snapshot) {
+	t.Helper()
+	m, frozenAt := freeze(t, sbe, src, dst, id, map[string]string{"coordination.backend": dst})
+	target, err := sbe.Standby(ctx, id)
+	if err != nil {
+		t.Fatalf("Standby: %v", err)
+	}
+	snap, err := coord.Export(ctx, sbe, frozenAt)
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	imported := m
+	imported.Target, imported.Phase, imported.Bases = nil, coord.MigrationImported, snap.Bases
+	if err := target.(coord.Migrator).Import(ctx, snap, imported); err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	switched := m
+	switched.Phase = coord.MigrationSwitched
+	if _, err := sbe.SetMigration(ctx, &m, switched); err != nil {
+		t.Fatalf("SetMigration(switched): %v", err)
+	}
+	return switched, snap
+}
+
+// servingFrom reports whether every backend of bes serves from the
+// backend named name, and names one that does not.
+func servingFrom(bes []*migration.Backend, name string) (bool, string) {
+	for i, be := range bes {
+		if got := be.Name(); got != name {
+			return false, fmt.Sprintf("backend %d serves from %s, want %s", i, got, name)
+		}
+	}
+	return true, ""
 }
 
 // migrationCluster is the Cluster of the switching backends, for
