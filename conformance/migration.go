@@ -269,9 +269,16 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	if _, err := sbe.ProducerIDKey(ctx, make([]byte, coord.ProducerIDKeySize)); err != nil {
 		t.Fatalf("ProducerIDKey: %v", err)
 	}
-	cs.mu.Lock()
-	sessions := slices.Collect(maps.Values(cs.sessions))
-	cs.mu.Unlock()
+	// Every broker is registered on the source when it is frozen.
+	sessions := make([]coord.Session, n)
+	waitUntil(t, startupBound(src), "every broker registered on the source", func() (bool, string) {
+		for i := range sessions {
+			if sessions[i] = cs.session(i); sessions[i] == nil || isClosed(sessions[i].Done()) {
+				return false, "broker " + strconv.Itoa(i+1) + " has no live session"
+			}
+		}
+		return true, ""
+	})
 
 	_, snap := migrateTo(t, ctx, sbe, src.Name(), dst.Name(), "switch-"+src.Name()+"-"+dst.Name())
 	for i, s := range sessions {
