@@ -194,6 +194,9 @@ func checkImported(t T, c Cluster, snap *coord.Snapshot, before migrationState) 
 		if md.Version < snap.Bases.Version {
 			t.Errorf("backend %d: metadata version %d, want at least the base %d", i, md.Version, snap.Bases.Version)
 		}
+		if md.PartitionBase != snap.Bases.Partition {
+			t.Errorf("backend %d: partition base %d, want the copy's %d", i, md.PartitionBase, snap.Bases.Partition)
+		}
 		for name, topic := range before.md.Topics {
 			if !sameTopic(md.Topics[name], topic) {
 				t.Errorf("backend %d: topic %s is %+v, want %+v", i, name, md.Topics[name], topic)
@@ -319,6 +322,39 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	stale := next.Clone()
 	stale.LeaderEpoch++
 	commitErr(t, dbe, w2, coord.ErrVersionMismatch, "a state based on the imported epoch", coord.SetPartition{State: stale, ExpectedEpoch: st.PartitionEpoch})
+
+	// A state created on the target gets the partition base as its epoch,
+	// as the metadata says, and the next write expecting it lands.
+	if md.PartitionBase != snap.Bases.Partition {
+		t.Fatalf("Load on the target: partition base %d, want the copy's %d", md.PartitionBase, snap.Bases.Partition)
+	}
+	if sourceMD, err := sc.Backend(0).Load(withTimeout(t, callBound)); err != nil || sourceMD.PartitionBase != 0 {
+		t.Fatalf("Load on the source: partition base %v (%v), want 0", sourceMD, err)
+	}
+	commit(t, dbe, w2, "a topic created on the target", createTopicOp("created", 2, 3, w2.epoch))
+	md = loadAt(t, dbe)
+	for p := range int32(2) {
+		created := md.Partitions[coord.TopicPartition{Topic: "created", Partition: p}]
+		if created.PartitionEpoch != md.PartitionBase {
+			t.Fatalf("created-%d on the target: partition epoch %d, want the metadata's partition base %d", p, created.PartitionEpoch, md.PartitionBase)
+		}
+	}
+	watch, err := dbe.WatchMetadata(withTimeout(t, callBound))
+	if err != nil {
+		t.Fatalf("WatchMetadata on the target: %v", err)
+	}
+	watched := receiveWithin(t, watch, callBound, "WatchMetadata on the target")
+	if watched.PartitionBase != md.PartitionBase {
+		t.Fatalf("WatchMetadata on the target: partition base %d, want Load's %d", watched.PartitionBase, md.PartitionBase)
+	}
+	created := md.Partitions[coord.TopicPartition{Topic: "created", Partition: 1}]
+	next = created.Clone()
+	next.LeaderEpoch++
+	next.ControllerEpoch = w2.epoch
+	commit(t, dbe, w2, "a leader epoch of a partition created on the target", coord.SetPartition{State: next, ExpectedEpoch: md.PartitionBase})
+	if got := loadAt(t, dbe).Partitions[created.TopicPartition()].PartitionEpoch; got != md.PartitionBase+1 {
+		t.Fatalf("created-1 on the target after a write: partition epoch %d, want %d", got, md.PartitionBase+1)
+	}
 }
 
 // openMigrating opens n backends through coord/migration, as n brokers
