@@ -385,9 +385,9 @@ func openMigrationBackend(src, dst string, sc, dc Cluster, i int, opts migration
 	open := func(cfg coord.Config) (coord.Backend, error) {
 		switch cfg.Backend {
 		case src:
-			return noClose{sc.Backend(i).(migratorBackend)}, nil
+			return keepOpen(sc.Backend(i)), nil
 		case dst:
-			return noClose{dc.Backend(i).(migratorBackend)}, nil
+			return keepOpen(dc.Backend(i)), nil
 		}
 		return nil, fmt.Errorf("coordination backend %q: neither the source %s nor the target %s", cfg.Backend, src, dst)
 	}
@@ -457,3 +457,24 @@ type migratorBackend interface {
 type noClose struct{ migratorBackend }
 
 func (noClose) Close() error { return nil }
+
+// noCloseEvictor is a noClose of a coord.ControllerEvictor, which stays
+// one (coord.Current tells what the backend in use can do).
+type noCloseEvictor struct {
+	noClose
+	evictor coord.ControllerEvictor
+}
+
+// EvictController implements coord.ControllerEvictor.
+func (b noCloseEvictor) EvictController(ctx context.Context, info coord.ControllerInfo) error {
+	return b.evictor.EvictController(ctx, info)
+}
+
+// keepOpen returns b for migration.Backend to use but not close.
+func keepOpen(b coord.Backend) coord.Backend {
+	nc := noClose{b.(migratorBackend)}
+	if e, ok := b.(coord.ControllerEvictor); ok {
+		return noCloseEvictor{noClose: nc, evictor: e}
+	}
+	return nc
+}
