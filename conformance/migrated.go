@@ -22,10 +22,10 @@ import (
 // carries over from src (coord.EpochBases), beside the topic copied from
 // src.
 //
-// Backend(i) is broker i+1's migration.Backend. Crash and Heal cut and
-// heal its connections to dst (the cluster it serves from); Restart
-// closes it and opens dst directly, as a broker restarted after the
-// switch does. Its name is "<src>-to-<dst>" and its session timeout
+// Backend(i) is broker i+1's migration.Backend; closing it closes dst's
+// backend i, as a stopping broker's does. Crash and Heal cut and heal
+// its connections to dst (the cluster it serves from); Restart closes it
+// and opens dst directly, as a broker restarted after the switch does. Its name is "<src>-to-<dst>" and its session timeout
 // dst's. It is for the controller cases (RunController, and `tripod
 // conformance --migrate-from`): its clusters are neither a
 // ServiceRestarter nor a QuorumLoser, and the backend's own cases keep
@@ -126,10 +126,10 @@ func (c *migratedCluster) Crash(i int) { c.dc.Crash(i) }
 func (c *migratedCluster) Heal(i int) { c.dc.Heal(i) }
 
 // Restart implements Cluster as a broker restarted after the switch
-// restarts: backend i is closed, dc's backend i is closed and opened
-// again, and broker i+1 opens it through coord/migration with the
-// switched record it remembers (migration.Options.Switched), which opens
-// the target directly.
+// restarts: backend i is closed, which closes dc's backend i, that one is
+// opened again (dc.Restart), and broker i+1 opens it through
+// coord/migration with the switched record it remembers
+// (migration.Options.Switched), which opens the target directly.
 func (c *migratedCluster) Restart(t T, i int) {
 	t.Helper()
 	c.mu.Lock()
@@ -153,8 +153,7 @@ func (c *migratedCluster) Restart(t T, i int) {
 	c.mu.Unlock()
 }
 
-// close closes the backends in use; the clusters' own cleanups close
-// what they serve from.
+// close closes the backends in use, and with them dst's.
 func (c *migratedCluster) close() {
 	for _, be := range c.backends() {
 		be.Close()

@@ -29,6 +29,10 @@ func TestMigratedHarnessCrashAndRestart(t *testing.T) {
 	run := []string{
 		"Sessions/ExpiryWithinBounds",
 		"Sessions/ReRegistrationNewEpoch",
+		"Sessions/BackendCloseEndsAll",
+		"Election/CampaignEndsWithCtxOrSession",
+		"Election/CrashedControllerReplaced",
+		"Election/DeposedCommitFenced",
 		"ProducerIDs/RestartedBrokerContinuesAbove",
 		"Security/SurvivesRestart",
 		"Configs/SurviveRestart",

@@ -378,16 +378,18 @@ func openMigrating(t T, src, dst Harness, sc, dc Cluster, n int) []*migration.Ba
 
 // openMigrationBackend opens broker i+1's backend through coord/migration:
 // its Config names src, whose backend is sc's backend i; a migration's
-// target names dst, whose backend is dc's backend i. The clusters keep
-// their backends (noClose). opts are the broker's (Options.Switched: one
-// restarted after the switch opens the target at once).
+// target names dst, whose backend is dc's backend i. The Backend closes
+// the target as a broker's does when it stops; sc keeps the source open
+// (noClose) after the switch, for the cases to read it. opts are the
+// broker's (Options.Switched: one restarted after the switch opens the
+// target at once).
 func openMigrationBackend(src, dst string, sc, dc Cluster, i int, opts migration.Options) (*migration.Backend, error) {
 	open := func(cfg coord.Config) (coord.Backend, error) {
 		switch cfg.Backend {
 		case src:
-			return keepOpen(sc.Backend(i)), nil
+			return noClose{sc.Backend(i).(migratorBackend)}, nil
 		case dst:
-			return keepOpen(dc.Backend(i)), nil
+			return dc.Backend(i), nil
 		}
 		return nil, fmt.Errorf("coordination backend %q: neither the source %s nor the target %s", cfg.Backend, src, dst)
 	}
@@ -452,29 +454,8 @@ type migratorBackend interface {
 	coord.Migrator
 }
 
-// noClose is a harness's backend handed to migration.Backend, which
-// closes what it leaves: the harness closes it at the end instead, once.
+// noClose is a source's backend handed to migration.Backend, which
+// closes what it leaves: the harness closes it at the end instead.
 type noClose struct{ migratorBackend }
 
 func (noClose) Close() error { return nil }
-
-// noCloseEvictor is a noClose of a coord.ControllerEvictor, which stays
-// one (coord.Current tells what the backend in use can do).
-type noCloseEvictor struct {
-	noClose
-	evictor coord.ControllerEvictor
-}
-
-// EvictController implements coord.ControllerEvictor.
-func (b noCloseEvictor) EvictController(ctx context.Context, info coord.ControllerInfo) error {
-	return b.evictor.EvictController(ctx, info)
-}
-
-// keepOpen returns b for migration.Backend to use but not close.
-func keepOpen(b coord.Backend) coord.Backend {
-	nc := noClose{b.(migratorBackend)}
-	if e, ok := b.(coord.ControllerEvictor); ok {
-		return noCloseEvictor{noClose: nc, evictor: e}
-	}
-	return nc
-}
