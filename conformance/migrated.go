@@ -25,11 +25,15 @@ import (
 // Backend(i) is broker i+1's migration.Backend; closing it closes dst's
 // backend i, as a stopping broker's does. Crash and Heal cut and heal
 // its connections to dst (the cluster it serves from); Restart closes it
-// and opens dst directly, as a broker restarted after the switch does. Its name is "<src>-to-<dst>" and its session timeout
-// dst's. It is for the controller cases (RunController, and `tripod
-// conformance --migrate-from`): its clusters are neither a
-// ServiceRestarter nor a QuorumLoser, and the backend's own cases keep
-// running on dst's harness.
+// and opens dst directly, as a broker restarted after the switch does.
+// Its name is "<src>-to-<dst>" and its session timeout dst's.
+//
+// It is made for the controller cases (RunController, and `tripod
+// conformance --migrate-from`). Its clusters are neither a
+// ServiceRestarter nor a QuorumLoser, and the backend's own cases that
+// expect a fresh namespace (no topic, no producer id key, a created
+// partition state at epoch 0) do not hold on them as written: those run
+// on dst's harness.
 func MigratedHarness(src, dst Harness) Harness {
 	return migratedHarness{src: src, dst: dst}
 }
