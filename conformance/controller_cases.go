@@ -19,8 +19,10 @@ import (
 // are the same on every backend (the decisions themselves are table
 // tested in controller/); the broker processes are tested in broker/.
 // `go test ./conformance/` runs them on all three backends
-// (controller_test.go), and `tripod conformance` runs them after the
-// backend's own cases (RunAll).
+// (controller_test.go), and on clusters migrated between backends
+// (MigratedHarness); `tripod conformance` runs them after the backend's
+// own cases (RunAll), with --migrate-from on migrated clusters
+// (RunAllWith).
 
 // RunController runs the controller cases against h, each on a fresh
 // cluster of 3.
@@ -30,16 +32,19 @@ func RunController(t *testing.T, h Harness) {
 	}
 }
 
+// controllerGroup is the group of the controller cases.
+const controllerGroup = "Controller"
+
 func controllerCases() []testCase {
 	return []testCase{
-		{"Controller", "TopicLeadersSpreadEvenly", needsNothing, testControllerSpreadsLeaders},
-		{"Controller", "BrokerCrashMovesLeadershipWithinISR", needsNothing, testControllerBrokerCrash},
-		{"Controller", "ControllerCrashNewControllerTakesOver", needsNothing, testControllerCrash},
-		{"Controller", "AllReplicasDownThenISRMemberReturns", needsNothing, testControllerAllReplicasDown},
-		{"Controller", "ControlledShutdownMovesLeadership", needsNothing, testControllerControlledShutdown},
-		{"Controller", "PreferredLeaderRebalance", needsNothing, testControllerPreferredRebalance},
-		{"Controller", "OfflineReplicaLosesLeadershipAndISR", needsNothing, testControllerOfflineReplica},
-		{"Controller", "DeposedControllerStops", needsNothing, testControllerDeposed},
+		{controllerGroup, "TopicLeadersSpreadEvenly", needsNothing, testControllerSpreadsLeaders},
+		{controllerGroup, "BrokerCrashMovesLeadershipWithinISR", needsNothing, testControllerBrokerCrash},
+		{controllerGroup, "ControllerCrashNewControllerTakesOver", needsNothing, testControllerCrash},
+		{controllerGroup, "AllReplicasDownThenISRMemberReturns", needsNothing, testControllerAllReplicasDown},
+		{controllerGroup, "ControlledShutdownMovesLeadership", needsNothing, testControllerControlledShutdown},
+		{controllerGroup, "PreferredLeaderRebalance", needsNothing, testControllerPreferredRebalance},
+		{controllerGroup, "OfflineReplicaLosesLeadershipAndISR", needsNothing, testControllerOfflineReplica},
+		{controllerGroup, "DeposedControllerStops", needsNothing, testControllerDeposed},
 	}
 }
 

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -193,6 +194,9 @@ func checkImported(t T, c Cluster, snap *coord.Snapshot, before migrationState) 
 		if md.Version < snap.Bases.Version {
 			t.Errorf("backend %d: metadata version %d, want at least the base %d", i, md.Version, snap.Bases.Version)
 		}
+		if md.PartitionBase != snap.Bases.Partition {
+			t.Errorf("backend %d: partition base %d, want the copy's %d", i, md.PartitionBase, snap.Bases.Partition)
+		}
 		for name, topic := range before.md.Topics {
 			if !sameTopic(md.Topics[name], topic) {
 				t.Errorf("backend %d: topic %s is %+v, want %+v", i, name, md.Topics[name], topic)
@@ -253,26 +257,7 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	const n = 3
 	sc, dc := src.NewCluster(t, n), dst.NewCluster(t, n)
 	ctx := withTimeout(t, startupBound(src)+startupBound(dst))
-	bes := make([]*migration.Backend, n)
-	for i := range n {
-		opened := 0
-		open := func(coord.Config) (coord.Backend, error) {
-			opened++
-			if opened == 1 {
-				return noClose{sc.Backend(i).(migratorBackend)}, nil
-			}
-			return noClose{dc.Backend(i).(migratorBackend)}, nil
-		}
-		targetConfig := func(m coord.Migration) (coord.Config, error) {
-			return coord.Config{Backend: m.Target["coordination.backend"]}, nil
-		}
-		be, err := migration.Open(coord.Config{Backend: src.Name(), Logger: hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("migrating-%d", i+1), Level: hclog.Warn})}, targetConfig, open, migration.Options{})
-		if err != nil {
-			t.Fatalf("migration.Open %d: %v", i, err)
-		}
-		t.Cleanup(func() { be.Close() })
-		bes[i] = be
-	}
+	bes := openMigrating(t, src, dst, sc, dc, n)
 	cluster := migrationCluster{bes: bes}
 	cs := startCampaigners(t, src, cluster, 0, 1, 2)
 	defer cs.stop(t)
@@ -287,30 +272,18 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	if _, err := sbe.ProducerIDKey(ctx, make([]byte, coord.ProducerIDKeySize)); err != nil {
 		t.Fatalf("ProducerIDKey: %v", err)
 	}
-	cs.mu.Lock()
-	sessions := slices.Collect(maps.Values(cs.sessions))
-	cs.mu.Unlock()
+	// Every broker is registered on the source when it is frozen.
+	sessions := make([]coord.Session, n)
+	waitUntil(t, startupBound(src), "every broker registered on the source", func() (bool, string) {
+		for i := range sessions {
+			if sessions[i] = cs.session(i); sessions[i] == nil || isClosed(sessions[i].Done()) {
+				return false, "broker " + strconv.Itoa(i+1) + " has no live session"
+			}
+		}
+		return true, ""
+	})
 
-	id := "switch-" + src.Name() + "-" + dst.Name()
-	m, frozenAt := freeze(t, sbe, src.Name(), dst.Name(), id, map[string]string{"coordination.backend": dst.Name()})
-	target, err := sbe.Standby(ctx, id)
-	if err != nil {
-		t.Fatalf("Standby: %v", err)
-	}
-	snap, err := coord.Export(ctx, sbe, frozenAt)
-	if err != nil {
-		t.Fatalf("Export: %v", err)
-	}
-	imported := m
-	imported.Target, imported.Phase, imported.Bases = nil, coord.MigrationImported, snap.Bases
-	if err := target.(coord.Migrator).Import(ctx, snap, imported); err != nil {
-		t.Fatalf("Import: %v", err)
-	}
-	switched := m
-	switched.Phase = coord.MigrationSwitched
-	if _, err := sbe.SetMigration(ctx, &m, switched); err != nil {
-		t.Fatalf("SetMigration(switched): %v", err)
-	}
+	_, snap := migrateTo(t, ctx, sbe, src.Name(), dst.Name(), "switch-"+src.Name()+"-"+dst.Name())
 	for i, s := range sessions {
 		waitClosed(t, s.Done(), startupBound(dst), "session "+strconv.Itoa(i)+" on the source to end at the switch")
 		if !errors.Is(s.Err(), coord.ErrSessionExpired) {
@@ -320,10 +293,8 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	waitClosed(t, w.term.Done(), callBound, "the source's term to end at the switch")
 	for range members {
 	}
-	for i, be := range bes {
-		if be.Name() != dst.Name() {
-			t.Fatalf("backend %d serves from %s after the switch, want %s", i, be.Name(), dst.Name())
-		}
+	if ok, why := servingFrom(bes, dst.Name()); !ok {
+		t.Fatalf("after the switch: %s", why)
 	}
 	w2 := cs.waitTerm(t, w, startupBound(dst), "election on the target")
 	if w2.epoch < snap.Bases.Controller {
@@ -351,6 +322,121 @@ func migrationSwitch(t *testing.T, src, dst Harness) {
 	stale := next.Clone()
 	stale.LeaderEpoch++
 	commitErr(t, dbe, w2, coord.ErrVersionMismatch, "a state based on the imported epoch", coord.SetPartition{State: stale, ExpectedEpoch: st.PartitionEpoch})
+
+	// A state created on the target gets the partition base as its epoch,
+	// as the metadata says, and the next write expecting it lands.
+	if md.PartitionBase != snap.Bases.Partition {
+		t.Fatalf("Load on the target: partition base %d, want the copy's %d", md.PartitionBase, snap.Bases.Partition)
+	}
+	if sourceMD, err := sc.Backend(0).Load(withTimeout(t, callBound)); err != nil || sourceMD.PartitionBase != 0 {
+		t.Fatalf("Load on the source: partition base %v (%v), want 0", sourceMD, err)
+	}
+	commit(t, dbe, w2, "a topic created on the target", createTopicOp("created", 2, 3, w2.epoch))
+	md = loadAt(t, dbe)
+	for p := range int32(2) {
+		created := md.Partitions[coord.TopicPartition{Topic: "created", Partition: p}]
+		if created.PartitionEpoch != md.PartitionBase {
+			t.Fatalf("created-%d on the target: partition epoch %d, want the metadata's partition base %d", p, created.PartitionEpoch, md.PartitionBase)
+		}
+	}
+	watch, err := dbe.WatchMetadata(withTimeout(t, callBound))
+	if err != nil {
+		t.Fatalf("WatchMetadata on the target: %v", err)
+	}
+	watched := receiveWithin(t, watch, callBound, "WatchMetadata on the target")
+	if watched.PartitionBase != md.PartitionBase {
+		t.Fatalf("WatchMetadata on the target: partition base %d, want Load's %d", watched.PartitionBase, md.PartitionBase)
+	}
+	created := md.Partitions[coord.TopicPartition{Topic: "created", Partition: 1}]
+	next = created.Clone()
+	next.LeaderEpoch++
+	next.ControllerEpoch = w2.epoch
+	commit(t, dbe, w2, "a leader epoch of a partition created on the target", coord.SetPartition{State: next, ExpectedEpoch: md.PartitionBase})
+	if got := loadAt(t, dbe).Partitions[created.TopicPartition()].PartitionEpoch; got != md.PartitionBase+1 {
+		t.Fatalf("created-1 on the target after a write: partition epoch %d, want %d", got, md.PartitionBase+1)
+	}
+}
+
+// openMigrating opens n backends through coord/migration, as n brokers
+// configured with src open theirs: backend i serves from backend i of
+// sc, src's cluster, and moves to backend i of dc, dst's cluster, when
+// the record of the one it serves from says switched. t's cleanup closes
+// them.
+func openMigrating(t T, src, dst Harness, sc, dc Cluster, n int) []*migration.Backend {
+	t.Helper()
+	bes := make([]*migration.Backend, n)
+	for i := range n {
+		be, err := openMigrationBackend(src.Name(), dst.Name(), sc, dc, i, migration.Options{})
+		if err != nil {
+			t.Fatalf("migration.Open %d: %v", i, err)
+		}
+		t.Cleanup(func() { be.Close() })
+		bes[i] = be
+	}
+	return bes
+}
+
+// openMigrationBackend opens broker i+1's backend through coord/migration:
+// its Config names src, whose backend is sc's backend i; a migration's
+// target names dst, whose backend is dc's backend i. The Backend closes
+// the target as a broker's does when it stops; sc keeps the source open
+// (noClose) after the switch, for the cases to read it. opts are the
+// broker's (Options.Switched: one restarted after the switch opens the
+// target at once).
+func openMigrationBackend(src, dst string, sc, dc Cluster, i int, opts migration.Options) (*migration.Backend, error) {
+	open := func(cfg coord.Config) (coord.Backend, error) {
+		switch cfg.Backend {
+		case src:
+			return noClose{sc.Backend(i).(migratorBackend)}, nil
+		case dst:
+			return dc.Backend(i), nil
+		}
+		return nil, fmt.Errorf("coordination backend %q: neither the source %s nor the target %s", cfg.Backend, src, dst)
+	}
+	targetConfig := func(m coord.Migration) (coord.Config, error) {
+		return coord.Config{Backend: m.Target["coordination.backend"]}, nil
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("migrating-%d", i+1), Level: hclog.Warn})
+	return migration.Open(coord.Config{Backend: src, Logger: logger}, targetConfig, open, opts)
+}
+
+// migrateTo migrates sbe's cluster from src to dst as migration id, the
+// way `tripod migrate` does: it freezes the source, exports it, imports
+// the copy into the target sbe opened beside it, and writes switched into
+// the source's record. It returns the switched record and the copy.
+func migrateTo(t T, ctx context.Context, sbe *migration.Backend, src, dst, id string) (coord.Migration, *coord.Snapshot) {
+	t.Helper()
+	m, frozenAt := freeze(t, sbe, src, dst, id, map[string]string{"coordination.backend": dst})
+	target, err := sbe.Standby(ctx, id)
+	if err != nil {
+		t.Fatalf("Standby: %v", err)
+	}
+	snap, err := coord.Export(ctx, sbe, frozenAt)
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	imported := m
+	imported.Target, imported.Phase, imported.Bases = nil, coord.MigrationImported, snap.Bases
+	if err := target.(coord.Migrator).Import(ctx, snap, imported); err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	switched := m
+	switched.Phase = coord.MigrationSwitched
+	if _, err := sbe.SetMigration(ctx, &m, switched); err != nil {
+		t.Fatalf("SetMigration(switched): %v", err)
+	}
+	return switched, snap
+}
+
+// servingFrom reports whether every backend of bes serves from the
+// backend named name, and names one that does not.
+func servingFrom(bes []*migration.Backend, name string) (bool, string) {
+	for i, be := range bes {
+		if got := be.Name(); got != name {
+			return false, fmt.Sprintf("backend %d serves from %s, want %s", i, got, name)
+		}
+	}
+	return true, ""
 }
 
 // migrationCluster is the Cluster of the switching backends, for
@@ -368,8 +454,8 @@ type migratorBackend interface {
 	coord.Migrator
 }
 
-// noClose is a harness's backend handed to migration.Backend, which
-// closes what it leaves: the harness closes it at the end instead, once.
+// noClose is a source's backend handed to migration.Backend, which
+// closes what it leaves: the harness closes it at the end instead.
 type noClose struct{ migratorBackend }
 
 func (noClose) Close() error { return nil }

@@ -45,33 +45,80 @@ const caseBound = 5 * time.Minute
 // running is abandoned (reported failed) and the rest are not run. Progress
 // (one line per case as it ends) goes to progress when it is not nil.
 func RunAll(ctx context.Context, h Harness, progress io.Writer) []Result {
+	return RunAllWith(ctx, h, RunOptions{}, progress)
+}
+
+// RunOptions adjust what RunAllWith runs.
+type RunOptions struct {
+	// MigrateFrom, when not nil, is the harness of the backend the
+	// controller's cases start on: they run on clusters that started
+	// there and were migrated to h (MigratedHarness(MigrateFrom, h)),
+	// named "<from>-to-<h>/Controller/<Case>", while the backend's own
+	// cases run on h.
+	MigrateFrom Harness
+	// Match, when not nil, selects the cases to run by their name, as
+	// Result.Case gives it; the others are neither run nor reported.
+	Match func(name string) bool
+}
+
+// RunAllWith is RunAll adjusted by opts.
+func RunAllWith(ctx context.Context, h Harness, opts RunOptions, progress io.Writer) []Result {
 	if progress == nil {
 		progress = io.Discard
 	}
-	ph := &probingHarness{Harness: h}
 	var results []Result
-	for _, tc := range runAllCases() {
+	for _, pc := range plan(h, opts) {
+		tc := pc.tc
 		if ctx.Err() != nil {
-			results = append(results, Result{Case: tc.fullName(), Outcome: OutcomeFail, Message: "not run: " + ctx.Err().Error()})
+			results = append(results, Result{Case: pc.name, Outcome: OutcomeFail, Message: "not run: " + ctx.Err().Error()})
 			continue
 		}
 		var r Result
 		if tc.needs != needsNothing {
-			caps, probe := probeCapabilities(ctx, ph)
+			caps, probe := probeCapabilities(ctx, pc.h)
 			if probe.Outcome == OutcomeFail {
 				r = probe
-				r.Case = tc.fullName()
+				r.Case = pc.name
 			} else if !caps.allows(tc.needs) {
-				r = Result{Case: tc.fullName(), Outcome: OutcomeNotApplicable, Message: fmt.Sprintf("%s clusters are not a %v", h.Name(), tc.needs)}
+				r = Result{Case: pc.name, Outcome: OutcomeNotApplicable, Message: fmt.Sprintf("%s clusters are not a %v", pc.h.Name(), tc.needs)}
 			}
 		}
 		if r.Outcome == "" {
-			r = runCase(ctx, tc.fullName(), func(t T) { tc.run(t, ph) })
+			r = runCase(ctx, pc.name, func(t T) { tc.run(t, pc.h) })
 		}
 		results = append(results, r)
 		fmt.Fprintf(progress, "%-4s %-48s %v\n", r.Outcome, r.Case, r.Duration.Round(10*time.Millisecond))
 	}
 	return results
+}
+
+// plannedCase is a case RunAllWith runs: its name and the harness it
+// runs on.
+type plannedCase struct {
+	name string
+	tc   testCase
+	h    *probingHarness
+}
+
+// plan returns the cases RunAllWith runs against h with opts, in order.
+func plan(h Harness, opts RunOptions) []plannedCase {
+	ph := &probingHarness{Harness: h}
+	controllerH, prefix := ph, ""
+	if opts.MigrateFrom != nil {
+		controllerH = &probingHarness{Harness: MigratedHarness(opts.MigrateFrom, h)}
+		prefix = controllerH.Name() + "/"
+	}
+	var planned []plannedCase
+	for _, tc := range runAllCases() {
+		pc := plannedCase{name: tc.fullName(), tc: tc, h: ph}
+		if tc.group == controllerGroup {
+			pc.name, pc.h = prefix+pc.name, controllerH
+		}
+		if opts.Match == nil || opts.Match(pc.name) {
+			planned = append(planned, pc)
+		}
+	}
+	return planned
 }
 
 // runAllCases is every case RunAll runs, in order: the backend's cases

@@ -110,3 +110,49 @@ func TestRunAllRunsControllerCases(t *testing.T) {
 		}
 	}
 }
+
+// namedHarness is a Harness that only has a name: plan never makes a
+// cluster.
+type namedHarness struct {
+	Harness
+	name string
+}
+
+func (h namedHarness) Name() string { return h.name }
+
+// TestPlanMigrateFromAndMatch checks what RunAllWith runs: with
+// MigrateFrom, the controller's cases on the migrated harness, named
+// after it, and the backend's on the target's; with Match, only the
+// cases whose names it selects.
+func TestPlanMigrateFromAndMatch(t *testing.T) {
+	etcd, zk := namedHarness{name: "etcd"}, namedHarness{name: "zk"}
+	planned := plan(etcd, RunOptions{MigrateFrom: zk})
+	if len(planned) != len(runAllCases()) {
+		t.Fatalf("got %d cases, want %d", len(planned), len(runAllCases()))
+	}
+	for i, pc := range planned {
+		tc := runAllCases()[i]
+		wantName, wantHarness := tc.fullName(), "etcd"
+		if tc.group == controllerGroup {
+			wantName, wantHarness = "zk-to-etcd/"+tc.fullName(), "zk-to-etcd"
+		}
+		if pc.name != wantName || pc.h.Name() != wantHarness {
+			t.Errorf("case %d: got %s on %s, want %s on %s", i, pc.name, pc.h.Name(), wantName, wantHarness)
+		}
+	}
+	if plain := plan(etcd, RunOptions{}); plain[len(plain)-1].name != runAllCases()[len(runAllCases())-1].fullName() {
+		t.Errorf("without MigrateFrom: last case %s, want %s", plain[len(plain)-1].name, runAllCases()[len(runAllCases())-1].fullName())
+	}
+	match := func(name string) bool { return strings.HasPrefix(name, "zk-to-etcd/Controller/") }
+	var names []string
+	for _, pc := range plan(etcd, RunOptions{MigrateFrom: zk, Match: match}) {
+		names = append(names, pc.name)
+	}
+	var want []string
+	for _, tc := range controllerCases() {
+		want = append(want, "zk-to-etcd/"+tc.fullName())
+	}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("with Match: got %v, want %v", names, want)
+	}
+}

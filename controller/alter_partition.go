@@ -60,7 +60,7 @@ func (s *State) AlterPartitions(reqs []AlterPartitionRequest) (Plan, []AlterPart
 		}
 		op := s.setPartition(next, next.PartitionEpoch)
 		ops = append(ops, op)
-		res[i] = AlterPartitionResult{State: committedState(op)}
+		res[i] = AlterPartitionResult{State: committedState(op, s.md.PartitionBase)}
 		s.log.Debug("ISR change accepted", "partition", req.Partition, "from", s.md.Partitions[req.Partition].ISR, "to", next.ISR)
 	}
 	var plan Plan

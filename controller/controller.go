@@ -580,7 +580,7 @@ func (c *Controller) Snapshot(ctx context.Context) (*coord.Metadata, []coord.Bro
 	err := c.do(ctx, func(context.Context) {
 		cur := c.state.Metadata()
 		md = coord.NewMetadata()
-		md.Version = cur.Version
+		md.Version, md.PartitionBase = cur.Version, cur.PartitionBase
 		for n, t := range cur.Topics {
 			md.Topics[n] = t
 		}

@@ -85,7 +85,7 @@ func (s *State) statesStep(ops []coord.Op) Step {
 	}
 	changed := make([]PartitionInfo, 0, len(ops))
 	for _, op := range ops {
-		st := committedState(op.(coord.SetPartition))
+		st := committedState(op.(coord.SetPartition), s.md.PartitionBase)
 		changed = append(changed, partitionInfo(s.md.Topics[st.Topic], st))
 	}
 	return Step{Ops: ops, Messages: s.propagate(changed, nil)}

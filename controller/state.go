@@ -241,8 +241,9 @@ func samePartitionState(a, b coord.PartitionState) bool {
 }
 
 // applyOps applies committed ops to md as the contract says the backend
-// stores them: a created partition state has PartitionEpoch 0, a set one
-// its ExpectedEpoch + 1. It reports whether the set of partitions with a
+// stores them: a created partition state has PartitionEpoch
+// md.PartitionBase (0 but on the target of a migration), a set one its
+// ExpectedEpoch + 1. It reports whether the set of partitions with a
 // state may have changed.
 func applyOps(md *coord.Metadata, ops []coord.Op) (partitionsChanged bool) {
 	for _, op := range ops {
@@ -250,7 +251,7 @@ func applyOps(md *coord.Metadata, ops []coord.Op) (partitionsChanged bool) {
 		case coord.CreateTopic:
 			md.Topics[op.Topic.Name] = op.Topic
 			for p, st := range op.States {
-				st.Topic, st.Partition, st.PartitionEpoch = op.Topic.Name, int32(p), 0
+				st.Topic, st.Partition, st.PartitionEpoch = op.Topic.Name, int32(p), md.PartitionBase
 				md.Partitions[st.TopicPartition()] = st
 			}
 			partitionsChanged = true
@@ -265,7 +266,7 @@ func applyOps(md *coord.Metadata, ops []coord.Op) (partitionsChanged bool) {
 			delete(md.Topics, op.Name)
 			partitionsChanged = true
 		case coord.SetPartition:
-			st := committedState(op)
+			st := committedState(op, md.PartitionBase)
 			tp := st.TopicPartition()
 			if _, ok := md.Partitions[tp]; !ok {
 				partitionsChanged = true
@@ -276,10 +277,15 @@ func applyOps(md *coord.Metadata, ops []coord.Op) (partitionsChanged bool) {
 	return partitionsChanged
 }
 
-// committedState is the state a committed SetPartition stores.
-func committedState(op coord.SetPartition) coord.PartitionState {
+// committedState is the state a committed SetPartition stores, on a
+// backend whose created states get PartitionEpoch base
+// (coord.Metadata.PartitionBase).
+func committedState(op coord.SetPartition, base int32) coord.PartitionState {
 	st := op.State
 	st.PartitionEpoch = op.ExpectedEpoch + 1
+	if op.ExpectedEpoch == coord.NewPartition {
+		st.PartitionEpoch = base
+	}
 	return st
 }
 
@@ -297,7 +303,7 @@ func (s *State) setPartition(next coord.PartitionState, expected int32) coord.Se
 func (s *State) clone() *State {
 	c := *s
 	c.md = &coord.Metadata{Version: s.md.Version, Topics: make(map[string]coord.Topic, len(s.md.Topics)),
-		Partitions: make(map[coord.TopicPartition]coord.PartitionState, len(s.md.Partitions))}
+		Partitions: make(map[coord.TopicPartition]coord.PartitionState, len(s.md.Partitions)), PartitionBase: s.md.PartitionBase}
 	for n, t := range s.md.Topics {
 		c.md.Topics[n] = t
 	}

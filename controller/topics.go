@@ -123,11 +123,12 @@ func (s *State) CreateTopic(spec TopicSpec, seed Seed) (Plan, coord.Topic, error
 
 // initialState is the first state of partition p of topic t: led by its
 // first live replica, with its live replicas as the ISR (all of them,
-// leaderless, when none is live).
+// leaderless, when none is live), at the partition epoch the backend
+// gives a created state.
 func (s *State) initialState(t coord.Topic, p int32) coord.PartitionState {
 	replicas := t.Assignment[p]
 	e := ElectLeader(replicas, replicas, s.isLive, false)
-	return coord.PartitionState{Topic: t.Name, Partition: p, Leader: e.Leader, ISR: e.ISR, ControllerEpoch: s.epoch}
+	return coord.PartitionState{Topic: t.Name, Partition: p, Leader: e.Leader, ISR: e.ISR, PartitionEpoch: s.md.PartitionBase, ControllerEpoch: s.epoch}
 }
 
 // completeTopic creates the missing states of t as at creation.
@@ -303,7 +304,7 @@ func (s *State) CreatePartitions(name string, total int, manual [][]coord.Broker
 		st := s.initialState(grown, int32(p))
 		op := s.setPartition(st, coord.NewPartition)
 		ops = append(ops, op)
-		changed = append(changed, partitionInfo(grown, committedState(op)))
+		changed = append(changed, partitionInfo(grown, committedState(op, s.md.PartitionBase)))
 	}
 	var plan Plan
 	plan.add(Step{Ops: ops, Messages: s.propagate(changed, nil)})

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tripodmq/tripod/coord"
@@ -304,5 +305,74 @@ func TestDeleteTopic(t *testing.T) {
 	}
 	if _, err := s.DeleteTopic("t"); !errors.Is(err, coord.ErrNotFound) {
 		t.Errorf("deleted again: got %v, want %v", err, coord.ErrNotFound)
+	}
+}
+
+// TestCreatedStatesAtPartitionBase: on the target of a migration a
+// created partition state gets the backend's partition base as its
+// epoch (coord.Metadata.PartitionBase), not 0. The states the controller
+// keeps and sends for a created topic or partition carry it, and its
+// next write of them expects it, as the backend will compare.
+func TestCreatedStatesAtPartitionBase(t *testing.T) {
+	const base = 7
+	s := newTestState(Policy{}, ids(1, 2), part{topic: "imported", p: 0, replicas: ids(1, 2), leader: 1, isr: ids(1, 2), partitionEpoch: base + 2})
+	s.md.PartitionBase = base
+	plan, _, err := s.CreateTopic(TopicSpec{Name: "t", Assignment: [][]coord.BrokerID{{2, 1}}}, Seed{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := func(plan Plan, tp coord.TopicPartition) []int32 {
+		var epochs []int32
+		for _, step := range plan.Steps {
+			for _, m := range step.Messages {
+				if r, ok := m.Request.(*LeaderAndIsrRequest); ok {
+					for _, p := range r.Partitions {
+						if p.TopicPartition() == tp {
+							epochs = append(epochs, p.PartitionEpoch)
+						}
+					}
+				}
+			}
+		}
+		return epochs
+	}
+	if got := sent(plan, coord.TopicPartition{Topic: "t", Partition: 0}); len(got) == 0 || slices.ContainsFunc(got, func(e int32) bool { return e != base }) {
+		t.Errorf("created t-0: LeaderAndIsr partition epochs %v, want %d", got, base)
+	}
+	commitAll(s, plan)
+	if got := state(s, "t", 0).PartitionEpoch; got != base {
+		t.Errorf("created t-0: kept at partition epoch %d, want the base %d", got, base)
+	}
+	plan, err = s.CreatePartitions("t", 2, [][]coord.BrokerID{{1, 2}}, false, Seed{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(plan, coord.TopicPartition{Topic: "t", Partition: 1}); len(got) == 0 || slices.ContainsFunc(got, func(e int32) bool { return e != base }) {
+		t.Errorf("created t-1: LeaderAndIsr partition epochs %v, want %d", got, base)
+	}
+	commitAll(s, plan)
+	if got := state(s, "t", 1).PartitionEpoch; got != base {
+		t.Errorf("created t-1: kept at partition epoch %d, want the base %d", got, base)
+	}
+	plan, err = s.ControlledShutdown(2, brokerEpoch(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[coord.TopicPartition]int32{{Topic: "imported", Partition: 0}: base + 2, {Topic: "t", Partition: 0}: base, {Topic: "t", Partition: 1}: base}
+	for _, step := range plan.Steps {
+		for _, op := range step.Ops {
+			set, ok := op.(coord.SetPartition)
+			if !ok {
+				continue
+			}
+			tp := set.State.TopicPartition()
+			if set.ExpectedEpoch != want[tp] {
+				t.Errorf("controlled shutdown of broker 2: %s expected at epoch %d, want %d", tp, set.ExpectedEpoch, want[tp])
+			}
+			delete(want, tp)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("controlled shutdown of broker 2: no write of %v", want)
 	}
 }

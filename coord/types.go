@@ -247,6 +247,11 @@ type Metadata struct {
 	Topics map[string]Topic
 	// Partitions by topic and partition.
 	Partitions map[TopicPartition]PartitionState
+	// PartitionBase is the PartitionEpoch of a state created now
+	// (CreateTopic, SetPartition with NewPartition): 0, but on the target
+	// of a migration the base of its partition epochs
+	// (EpochBases.Partition), which every epoch it reports is raised by.
+	PartitionBase int32
 }
 
 // NewMetadata returns an empty Metadata.
@@ -257,9 +262,10 @@ func NewMetadata() *Metadata {
 // Clone returns a deep copy of m, which the receiver may keep or change.
 func (m *Metadata) Clone() *Metadata {
 	out := &Metadata{
-		Version:    m.Version,
-		Topics:     make(map[string]Topic, len(m.Topics)),
-		Partitions: make(map[TopicPartition]PartitionState, len(m.Partitions)),
+		Version:       m.Version,
+		Topics:        make(map[string]Topic, len(m.Topics)),
+		Partitions:    make(map[TopicPartition]PartitionState, len(m.Partitions)),
+		PartitionBase: m.PartitionBase,
 	}
 	for name, t := range m.Topics {
 		out.Topics[name] = t.Clone()
@@ -285,7 +291,8 @@ type Op interface{ isOp() }
 
 // CreateTopic creates a topic and the initial state of each of its
 // partitions (States must hold one state per partition; their
-// PartitionEpoch is ignored and stored as 0). ErrExists if the topic exists.
+// PartitionEpoch is ignored: each gets the metadata's PartitionBase, 0
+// but on the target of a migration). ErrExists if the topic exists.
 type CreateTopic struct {
 	Topic  Topic
 	States []PartitionState
@@ -310,7 +317,8 @@ const NewPartition int32 = -1
 
 // SetPartition writes a partition state if the stored PartitionEpoch equals
 // ExpectedEpoch (or, with NewPartition, if no state exists); the stored
-// state gets PartitionEpoch ExpectedEpoch+1 (0 when new). ErrVersionMismatch
+// state gets PartitionEpoch ExpectedEpoch+1 (the metadata's PartitionBase
+// when new). ErrVersionMismatch
 // otherwise; ErrNotFound if the topic does not exist.
 type SetPartition struct {
 	State         PartitionState

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,16 +23,18 @@ import (
 // conformanceFlags are the flags of `tripod conformance`.
 type conformanceFlags struct {
 	backend        string
+	migrateFrom    string
 	zkConnect      string
 	etcdEndpoints  []string
 	sessionTimeout time.Duration
+	run            string
 	verbose        bool
 }
 
 func newConformanceCmd() *cobra.Command {
 	var f conformanceFlags
 	cmd := &cobra.Command{
-		Use:   "conformance --coord zk|etcd|raft",
+		Use:   "conformance --coord zk|etcd|raft [--migrate-from zk|etcd|raft]",
 		Short: "Run the coordination conformance suite against a ZooKeeper, an etcd or embedded Raft",
 		Long: `Run the conformance suite that every tripod coordination backend passes
 against your own service: --coord zk with --zk-connect, --coord etcd with
@@ -44,62 +48,121 @@ or an etcd prefix under /tripod-conformance) and your service is never
 stopped, so the cases that need to stop it report n/a. With raft the cases
 that stop Raft nodes run too.
 
+With --migrate-from zk|etcd|raft (another backend than --coord) the
+controller's cases run on clusters that started on that backend and were
+migrated to --coord, as tripod migrate moves a cluster: the brokers
+register there and a topic is written, the source is frozen, copied into
+the target and switched, and the cases then run on the target through
+the brokers' migrated backends (rows named <from>-to-<to>/Controller/...).
+The backend's own cases still run on plain --coord clusters. Give the
+flags of both backends: --zk-connect for zk, --etcd-endpoints for etcd.
+
+--run selects cases by a regular expression matched against their names
+as the table prints them.
+
 It prints a table of cases, results and durations and exits 1 if any case
 failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, err := f.harness()
+			h, from, err := f.harnesses()
 			if err != nil {
 				return err
+			}
+			opts := conformance.RunOptions{MigrateFrom: from}
+			if f.run != "" {
+				re, err := regexp.Compile(f.run)
+				if err != nil {
+					return fmt.Errorf("--run %q: %w", f.run, err)
+				}
+				opts.Match = re.MatchString
 			}
 			if err := f.reachable(cmd.Context()); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			return runConformance(ctx, h, cmd.OutOrStdout(), cmd.ErrOrStderr(), f.verbose)
+			return runConformance(ctx, h, opts, cmd.OutOrStdout(), cmd.ErrOrStderr(), f.verbose)
 		},
 	}
 	cmd.Flags().StringVar(&f.backend, "coord", "raft", "coordination backend to test: zk, etcd or raft")
-	cmd.Flags().StringVar(&f.zkConnect, "zk-connect", "", "ZooKeeper connect string host:port[,host:port][/chroot] (with --coord zk)")
-	cmd.Flags().StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs, comma separated, e.g. http://127.0.0.1:2379 (with --coord etcd)")
+	cmd.Flags().StringVar(&f.migrateFrom, "migrate-from", "", "run the controller's cases on clusters migrated to --coord from this backend: zk, etcd or raft")
+	cmd.Flags().StringVar(&f.zkConnect, "zk-connect", "", "ZooKeeper connect string host:port[,host:port][/chroot] (with zk as --coord or --migrate-from)")
+	cmd.Flags().StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs, comma separated, e.g. http://127.0.0.1:2379 (with etcd as --coord or --migrate-from)")
 	cmd.Flags().DurationVar(&f.sessionTimeout, "session-timeout", 2*time.Second, "session timeout the backends are opened with (1s..5m); the cases' detection bounds follow it")
+	cmd.Flags().StringVar(&f.run, "run", "", "run only the cases whose names match this regular expression")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "print every case's log, not only the failures'")
 	return cmd
 }
 
-// harness validates the flags and returns the harness they name.
-func (f *conformanceFlags) harness() (conformance.Harness, error) {
+// conformanceBackends are the backends `tripod conformance` tests.
+var conformanceBackends = []string{"zk", "etcd", "raft"}
+
+// harnesses validates the flags and returns the harness of --coord and,
+// with --migrate-from, that of the backend the controller's cases
+// migrate from (nil without).
+func (f *conformanceFlags) harnesses() (conformance.Harness, conformance.Harness, error) {
 	if f.sessionTimeout < time.Second || f.sessionTimeout > 5*time.Minute {
-		return nil, fmt.Errorf("--session-timeout %v: must be between 1s and 5m", f.sessionTimeout)
+		return nil, nil, fmt.Errorf("--session-timeout %v: must be between 1s and 5m", f.sessionTimeout)
 	}
-	switch f.backend {
+	if !slices.Contains(conformanceBackends, f.backend) {
+		return nil, nil, fmt.Errorf("--coord %q: must be one of %s", f.backend, strings.Join(conformanceBackends, ", "))
+	}
+	h, err := f.harness(f.backend, "--coord")
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.migrateFrom == "" {
+		return h, nil, nil
+	}
+	if !slices.Contains(conformanceBackends, f.migrateFrom) || f.migrateFrom == f.backend {
+		return nil, nil, fmt.Errorf("--migrate-from %q: must be one of %s other than --coord %s", f.migrateFrom, strings.Join(conformanceBackends, ", "), f.backend)
+	}
+	from, err := f.harness(f.migrateFrom, "--migrate-from")
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, from, nil
+}
+
+// harness returns the harness of backend, which flag names, checking
+// the flags that reach it.
+func (f *conformanceFlags) harness(backend, flag string) (conformance.Harness, error) {
+	switch backend {
 	case "zk":
 		if f.zkConnect == "" {
-			return nil, fmt.Errorf("--zk-connect: required with --coord zk (host:port[,host:port][/chroot])")
+			return nil, fmt.Errorf("--zk-connect: required with %s zk (host:port[,host:port][/chroot])", flag)
 		}
 		return conformance.NewZKHarness(f.zkConnect, nil, f.sessionTimeout), nil
 	case "etcd":
 		if len(f.etcdEndpoints) == 0 {
-			return nil, fmt.Errorf("--etcd-endpoints: required with --coord etcd (http://host:port[,...])")
+			return nil, fmt.Errorf("--etcd-endpoints: required with %s etcd (http://host:port[,...])", flag)
 		}
 		return conformance.NewEtcdHarness(f.etcdEndpoints, nil, f.sessionTimeout), nil
-	case "raft":
-		return conformance.NewRaftHarness(f.sessionTimeout), nil
 	}
-	return nil, fmt.Errorf("--coord %q: must be one of zk, etcd, raft", f.backend)
+	return conformance.NewRaftHarness(f.sessionTimeout), nil
 }
 
 // preflightTimeout bounds the dial of each server before the suite runs.
 const preflightTimeout = 3 * time.Second
 
-// reachable fails fast, naming the flag, when no server of the given
-// ZooKeeper or etcd accepts a TCP connection: every case would otherwise
-// fail slowly, one startup deadline after another.
+// reachable fails fast, naming the flag, when no server of a ZooKeeper
+// or etcd the run uses (as --coord or --migrate-from) accepts a TCP
+// connection: every case would otherwise fail slowly, one startup
+// deadline after another.
 func (f *conformanceFlags) reachable(ctx context.Context) error {
+	for _, backend := range []string{f.backend, f.migrateFrom} {
+		if err := f.reachableBackend(ctx, backend); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reachableBackend is reachable for one backend.
+func (f *conformanceFlags) reachableBackend(ctx context.Context, backend string) error {
 	var flag string
 	var addrs []string
-	switch f.backend {
+	switch backend {
 	case "zk":
 		flag = "--zk-connect " + f.zkConnect
 		hosts, _, _ := strings.Cut(f.zkConnect, "/")
@@ -131,15 +194,23 @@ func (f *conformanceFlags) reachable(ctx context.Context) error {
 	return fmt.Errorf("%s: no server reachable: %w", flag, errors.Join(errs...))
 }
 
-// runConformance runs the suite against h, printing progress to progress
-// and the table and summary to out. It returns an error if any case
-// failed.
-func runConformance(ctx context.Context, h conformance.Harness, out, progress io.Writer, verbose bool) error {
-	fmt.Fprintf(progress, "running the conformance suite against %s (session timeout %v)\n", h.Name(), h.SessionTimeout())
-	results := conformance.RunAll(ctx, h, progress)
+// runConformance runs the suite against h with opts, printing progress
+// to progress and the table and summary to out. It returns an error if
+// any case failed.
+func runConformance(ctx context.Context, h conformance.Harness, opts conformance.RunOptions, out, progress io.Writer, verbose bool) error {
+	what := h.Name()
+	fmt.Fprintf(progress, "running the conformance suite against %s (session timeout %v)\n", what, h.SessionTimeout())
+	if opts.MigrateFrom != nil {
+		what += ", the controller's cases after a migration from " + opts.MigrateFrom.Name()
+		fmt.Fprintf(progress, "the controller's cases run on clusters that started on %s and were migrated to %s\n", opts.MigrateFrom.Name(), h.Name())
+	}
+	results := conformance.RunAllWith(ctx, h, opts, progress)
 	counts := writeResults(out, results, verbose)
+	if len(results) == 0 {
+		return fmt.Errorf("conformance of %s: no case matches --run", what)
+	}
 	if counts[conformance.OutcomeFail] > 0 {
-		return fmt.Errorf("conformance of %s: %d of %d cases failed", h.Name(), counts[conformance.OutcomeFail], len(results))
+		return fmt.Errorf("conformance of %s: %d of %d cases failed", what, counts[conformance.OutcomeFail], len(results))
 	}
 	return nil
 }

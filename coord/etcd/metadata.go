@@ -86,12 +86,14 @@ func (b *Backend) Load(ctx context.Context) (*coord.Metadata, error) {
 }
 
 // raiseMetadata raises md's Version and partition epochs, as read from
-// etcd, by bases.
+// etcd, by bases, and sets the epoch of a state created now
+// (PartitionBase).
 func raiseMetadata(md *coord.Metadata, bases coord.EpochBases) {
 	if bases.Partition == 0 && bases.Version == 0 {
 		return
 	}
 	md.Version += bases.Version
+	md.PartitionBase = bases.Partition
 	for tp, st := range md.Partitions {
 		st.PartitionEpoch += bases.Partition
 		md.Partitions[tp] = st

@@ -306,7 +306,7 @@ func (b *Backend) WatchMetadata(ctx context.Context) (<-chan *coord.Metadata, er
 			// state, never changes one inside, so what it sent stays
 			// as sent. Sent after every watch response, a deep copy
 			// of 10 000 states would cost more than the watch.
-			return &coord.Metadata{Version: md.Version, Topics: maps.Clone(md.Topics), Partitions: maps.Clone(md.Partitions)}, true
+			return &coord.Metadata{Version: md.Version, Topics: maps.Clone(md.Topics), Partitions: maps.Clone(md.Partitions), PartitionBase: md.PartitionBase}, true
 		},
 	}
 	return startWatch(ctx, b, "metadata", f)

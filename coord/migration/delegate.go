@@ -18,9 +18,14 @@ var (
 	_ coord.Migrator = (*Backend)(nil)
 )
 
-// errSwitched ends the sessions of a backend the broker left.
-func errSwitched(g *generation) error {
-	return fmt.Errorf("%w: the cluster left coordination backend %s", coord.ErrSessionExpired, g.name)
+// errEnded is why generation g's sessions ended with it: the cluster
+// left its backend (ErrSessionExpired), or the Backend was closed
+// (ErrClosed).
+func errEnded(g *generation) error {
+	if g.switched.Load() {
+		return fmt.Errorf("%w: the cluster left coordination backend %s", coord.ErrSessionExpired, g.name)
+	}
+	return fmt.Errorf("%w: coordination backend %s", coord.ErrClosed, g.name)
 }
 
 // session is a Session of one generation.
@@ -31,9 +36,10 @@ type session struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	mu       sync.Mutex
-	switched bool
-	closed   bool
+	mu sync.Mutex
+	// ended: the session ended with its generation (errEnded).
+	ended  bool
+	closed bool
 }
 
 // Register implements coord.Registrar.
@@ -47,9 +53,19 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		return nil, err
 	}
 	s := &session{Session: inner, g: g, done: make(chan struct{}), stop: make(chan struct{})}
+	// Close waits for the session to have ended.
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		_ = inner.Close()
+		return nil, fmt.Errorf("%w: register broker %d", coord.ErrClosed, br.ID)
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
 	g.live.Add(1)
 	s.wg.Add(1)
 	go func() {
+		defer b.wg.Done()
 		defer s.wg.Done()
 		defer close(s.done)
 		defer g.live.Add(-1)
@@ -57,7 +73,7 @@ func (b *Backend) Register(ctx context.Context, br coord.Broker) (coord.Session,
 		case <-inner.Done():
 		case <-g.ctx.Done():
 			s.mu.Lock()
-			s.switched = true
+			s.ended = true
 			s.mu.Unlock()
 		case <-s.stop:
 		}
@@ -71,10 +87,10 @@ func (s *session) Done() <-chan struct{} { return s.done }
 // Err implements coord.Session.
 func (s *session) Err() error {
 	s.mu.Lock()
-	switched := s.switched
+	ended := s.ended
 	s.mu.Unlock()
-	if switched {
-		return errSwitched(s.g)
+	if ended {
+		return errEnded(s.g)
 	}
 	select {
 	case <-s.done:
@@ -102,6 +118,7 @@ func (s *session) Close() error {
 		// The cluster left this backend: the registration stays until
 		// the backend is closed (retire), so that the brokers that have
 		// not switched yet cannot elect a controller there meanwhile.
+		// Or the Backend was closed, and the backend with it.
 		return nil
 	}
 	return s.Session.Close()
@@ -136,14 +153,14 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 	g := ws.g
 	if g != b.current() {
 		<-ws.done // closes as g ends
-		return nil, errSwitched(g)
+		return nil, errEnded(g)
 	}
 	if g.left.Load() {
 		// The cluster left this backend: no controller here; the
 		// session ends at the switch.
 		select {
 		case <-ws.done:
-			return nil, errSwitched(g)
+			return nil, errEnded(g)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -156,7 +173,14 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 	if err != nil {
 		if g.ctx.Err() != nil && ctx.Err() == nil {
 			<-ws.done // closes as g ended
-			return nil, errSwitched(g)
+			return nil, errEnded(g)
+		}
+		select {
+		case <-ws.Session.Done():
+			// The session ended: so has s by the time its Campaign
+			// says so.
+			<-ws.done
+		default:
 		}
 		return nil, err
 	}
@@ -167,7 +191,7 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 		rcancel()
 		select {
 		case <-ws.done:
-			return nil, errSwitched(g)
+			return nil, errEnded(g)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -91,6 +91,9 @@ type generation struct {
 	// left is set once the backend's record says the cluster left it:
 	// Register and Campaign wait for the switch.
 	left atomic.Bool
+	// switched is set when the generation ends at a switch, before ctx
+	// is cancelled; a generation that ends without it ended with Close.
+	switched atomic.Bool
 }
 
 // Open opens the backend cfg names and follows its migration record.
@@ -364,6 +367,7 @@ func (b *Backend) switchTo(g *generation, m coord.Migration, t coord.Backend) {
 	b.cur, b.curCfg = t, m.To
 	b.standby, b.standbyID = nil, ""
 	b.mu.Unlock()
+	g.switched.Store(true)
 	g.cancel()
 	b.log.Info("switched the coordination backend", "migration", m.ID, "from", g.name, "to", m.To)
 	if b.opts.OnSwitched != nil {
@@ -429,7 +433,8 @@ func (b *Backend) Standby(ctx context.Context, id string) (coord.Backend, error)
 }
 
 // Close closes the current backend and the standby, ending every
-// session, term and watch, and waits for Backend's goroutines.
+// session (Err ErrClosed), term and watch, and waits for Backend's
+// goroutines.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {

@@ -615,6 +615,7 @@ func (f *fsm) metadataAt() (*coord.Metadata, uint64) {
 	bases := f.data.Migration.Bases
 	md := coord.NewMetadata()
 	md.Version = bases.version(f.data.MetaVersion)
+	md.PartitionBase = bases.partition(0)
 	for _, ts := range f.data.Topics {
 		md.Topics[ts.Topic.Name] = ts.Topic.Clone()
 		for _, p := range ts.Parts {

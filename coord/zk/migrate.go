@@ -790,12 +790,13 @@ func (b *Backend) importProducerIDs(ctx context.Context, check *zk.CheckVersionR
 }
 
 // raiseMetadata adds bases to what md reports: its Version and every
-// partition epoch.
+// partition epoch, and the epoch of a state created now (PartitionBase).
 func raiseMetadata(md *coord.Metadata, bases coord.EpochBases) *coord.Metadata {
 	if bases == (coord.EpochBases{}) {
 		return md
 	}
 	md.Version += bases.Version
+	md.PartitionBase = bases.Partition
 	for tp, st := range md.Partitions {
 		st.PartitionEpoch += bases.Partition
 		md.Partitions[tp] = st

@@ -612,7 +612,7 @@ func (w *metadataWatcher) publish() {
 	}
 	w.changed = false
 	md := w.snapshot()
-	if w.last != nil && reflect.DeepEqual(md.Topics, w.last.Topics) && reflect.DeepEqual(md.Partitions, w.last.Partitions) {
+	if w.last != nil && md.PartitionBase == w.last.PartitionBase && reflect.DeepEqual(md.Topics, w.last.Topics) && reflect.DeepEqual(md.Partitions, w.last.Partitions) {
 		return
 	}
 	w.last = md
