@@ -265,3 +265,15 @@ func MigrateArgs(to string, target map[string]string, bootstrap []string, timeou
 	}
 	return append(args, "--bootstrap", strings.Join(bootstrap, ","), "--timeout", timeout.String())
 }
+
+// Sleep waits d, and reports false when ctx ended first.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

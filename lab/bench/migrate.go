@@ -313,7 +313,7 @@ func runMigrateSeries(ctx context.Context, opts *MigrateConfig, self, dir string
 	probe := newWriteProbe(sess, opts.ProbeInterval)
 	defer probe.stop()
 	began := time.Now()
-	if !sleepCtx(ctx, opts.Before) {
+	if !lab.Sleep(ctx, opts.Before) {
 		return ctx.Err()
 	}
 
@@ -334,7 +334,7 @@ func runMigrateSeries(ctx context.Context, opts *MigrateConfig, self, dir string
 
 	if runErr == nil {
 		prog.show(&s.failoverSeries, "", 0, "running on "+s.To)
-		if !sleepCtx(ctx, opts.After) {
+		if !lab.Sleep(ctx, opts.After) {
 			runErr = ctx.Err()
 		}
 	}
@@ -351,18 +351,6 @@ func runMigrateSeries(ctx context.Context, opts *MigrateConfig, self, dir string
 		runErr = err
 	}
 	return errors.Join(runErr, sess.finish(ctx, prog))
-}
-
-// sleepCtx waits d, or until ctx ends; it returns false when ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // longestGap returns, in milliseconds, the longest time between two

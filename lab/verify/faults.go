@@ -158,24 +158,12 @@ func (r *faultRunner) run(ctx, duration context.Context, plan *faultPlan) error 
 		}
 		f := plan.next()
 		r.drawn++
-		if !sleepCtx(fctx, f.Wait) {
+		if !lab.Sleep(fctx, f.Wait) {
 			return nil
 		}
 		if err := r.inject(fctx, f, base); err != nil {
 			return err
 		}
-	}
-}
-
-// sleepCtx waits d, and reports false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
@@ -253,7 +241,7 @@ func (r *faultRunner) inject(ctx context.Context, f plannedFault, base *cluster.
 		rec.Error = err.Error()
 		r.log(r.since(), "note", fmt.Sprintf("%s: %v", f.Kind, err))
 	}
-	sleepCtx(ctx, f.Hold)
+	lab.Sleep(ctx, f.Hold)
 	err := heal()
 	healed := r.since()
 	if err != nil {

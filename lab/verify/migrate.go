@@ -111,7 +111,7 @@ func (m *migrationRun) log(text string) {
 // the migration failed or did not end within timeout; ctx ending before
 // it started is none (the run was interrupted).
 func (m *migrationRun) run(ctx context.Context, after, timeout time.Duration) error {
-	if !sleepCtx(ctx, after) {
+	if !lab.Sleep(ctx, after) {
 		return nil
 	}
 	started := m.since()
