@@ -8,7 +8,11 @@ package bench
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"runtime"
+
+	"github.com/tripodmq/tripod/lab"
 )
 
 // validateBrokerGoMaxProcs checks --broker-gomaxprocs.
@@ -27,4 +31,42 @@ func brokerGoMaxProcs(n int) int {
 		return n
 	}
 	return runtime.GOMAXPROCS(0)
+}
+
+// workspace is what a benchmark that starts clusters runs in: the tripod
+// binary its brokers run, a temporary directory for their data and logs,
+// and the coordination servers its clusters share.
+type workspace struct {
+	self    string
+	root    string
+	servers *lab.CoordServers
+	// keep keeps root at close; set it when a run fails or loses records.
+	keep bool
+}
+
+// newWorkspace finds binary (empty: this process), creates out (where
+// the results go) and a temporary directory named after prefix.
+func newWorkspace(binary, out, prefix string, keep bool) (*workspace, error) {
+	self, err := lab.Binary(binary)
+	if err != nil {
+		return nil, fmt.Errorf("find this binary to run brokers: %w", err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("--out %s: %w", out, err)
+	}
+	root, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, fmt.Errorf("temporary data dir: %w", err)
+	}
+	return &workspace{self: self, root: root, servers: &lab.CoordServers{Dir: root}, keep: keep}, nil
+}
+
+// close stops the servers and removes the data, or says where it is kept.
+func (w *workspace) close(errOut io.Writer) {
+	w.servers.Close()
+	if w.keep {
+		fmt.Fprintf(errOut, "brokers' data and logs kept in %s\n", w.root)
+		return
+	}
+	os.RemoveAll(w.root)
 }

@@ -231,27 +231,12 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 	if err := opts.validate(); err != nil {
 		return err
 	}
-	self, err := lab.Binary(opts.Binary)
+	ws, err := newWorkspace(opts.Binary, opts.Out, "tripod-failover-", opts.Keep)
 	if err != nil {
-		return fmt.Errorf("find this binary to run brokers: %w", err)
+		return err
 	}
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return fmt.Errorf("--out %s: %w", opts.Out, err)
-	}
-	root, err := os.MkdirTemp("", "tripod-failover-")
-	if err != nil {
-		return fmt.Errorf("temporary data dir: %w", err)
-	}
-	keep := opts.Keep
-	defer func() {
-		if keep {
-			fmt.Fprintf(errOut, "brokers' data and logs kept in %s\n", root)
-		} else {
-			os.RemoveAll(root)
-		}
-	}()
-	servers := &lab.CoordServers{Dir: root}
-	defer servers.Close()
+	defer ws.close(errOut)
+	self, root, servers := ws.self, ws.root, ws.servers
 	if o := slices.DeleteFunc(slices.Clone(opts.Coords), func(c string) bool { return c == "raft" }); opts.Voters > 0 && len(o) > 0 {
 		fmt.Fprintf(errOut, "note: --voters is ignored with --coord %s, which keeps its own quorum\n", strings.Join(o, ","))
 	}
@@ -292,7 +277,7 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 					backend, partitions, s.Lost, strings.Join(s.LostSample, " ")))
 			}
 			if err != nil || s.Lost > 0 {
-				keep = true
+				ws.keep = true
 				s.DataDir = dir
 			}
 			report.Lost += s.Lost

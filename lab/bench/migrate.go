@@ -212,27 +212,12 @@ func Migrate(ctx context.Context, cfg MigrateConfig, out, errOut io.Writer) erro
 	if err := opts.validate(); err != nil {
 		return err
 	}
-	self, err := lab.Binary(opts.Binary)
+	ws, err := newWorkspace(opts.Binary, opts.Out, "tripod-migrate-", opts.Keep)
 	if err != nil {
-		return fmt.Errorf("find this binary to run brokers: %w", err)
+		return err
 	}
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return fmt.Errorf("--out %s: %w", opts.Out, err)
-	}
-	root, err := os.MkdirTemp("", "tripod-migrate-")
-	if err != nil {
-		return fmt.Errorf("temporary data dir: %w", err)
-	}
-	keep := opts.Keep
-	defer func() {
-		if keep {
-			fmt.Fprintf(errOut, "brokers' data and logs kept in %s\n", root)
-		} else {
-			os.RemoveAll(root)
-		}
-	}()
-	servers := &lab.CoordServers{Dir: root}
-	defer servers.Close()
+	defer ws.close(errOut)
+	self, root, servers := ws.self, ws.root, ws.servers
 
 	report := &migrateReport{
 		Command:          strings.Join(os.Args, " "),
@@ -265,7 +250,7 @@ func Migrate(ctx context.Context, cfg MigrateConfig, out, errOut io.Writer) erro
 					from, to, partitions, s.Lost, strings.Join(s.LostSample, " ")))
 			}
 			if err != nil || s.Lost > 0 {
-				keep = true
+				ws.keep = true
 				s.DataDir = dir
 			}
 			report.Lost += s.Lost
