@@ -78,11 +78,7 @@ func TestMigrateControllerKilledDuringSwitch(t *testing.T) {
 	waitStatus(t, c, "every broker on ZooKeeper", func(status string) bool { return registeredOn(status, "zk") == 3 })
 	waitFullISR(t, c, "moving", 3, 3)
 	createTopic(t, c, "after-migration", 2, 3)
-	progress(t, loads, 5)
-	total := checkReadBack(t, c, "moving", loads)
-	ts := terms.check(t)
-	checkSteps(t, c)
-	t.Logf("%d records acknowledged across the migration; every one read back", total)
+	ts := settleMigration(t, c, loads, terms, "the migration")
 	for _, id := range others(c, killed) {
 		if at, ok := switchedAt(c.Broker(id), 1); ok {
 			t.Logf("broker %d left etcd %v after the kill", id, at.Sub(killedAt).Round(time.Millisecond))
@@ -157,11 +153,7 @@ func TestMigrateTargetUnreachableHalfway(t *testing.T) {
 			rec.Phase, rec.Updated.Format(time.StampMilli), back.Format(time.StampMilli))
 	}
 	createTopic(t, c, "after-migration", 2, 3)
-	progress(t, loads, 5)
-	total := checkReadBack(t, c, "moving", loads)
-	terms.check(t)
-	checkSteps(t, c)
-	t.Logf("%d records acknowledged across the migration; every one read back", total)
+	settleMigration(t, c, loads, terms, "the migration")
 }
 
 // TestMigrateBrokerPausedAcrossSwitch: a three-broker cluster on
@@ -231,11 +223,7 @@ func TestMigrateBrokerPausedAcrossSwitch(t *testing.T) {
 	out := run.wait(t, 2*time.Minute)
 	t.Logf("tripod migrate:\n%s", out)
 	waitFullISR(t, c, "moving", 3, 3)
-	progress(t, loads, 5)
-	total := checkReadBack(t, c, "moving", loads)
-	terms.check(t)
-	checkSteps(t, c)
-	t.Logf("%d records acknowledged across the migration; every one read back", total)
+	settleMigration(t, c, loads, terms, "the migration")
 }
 
 // TestMigrateSourceRestartedDuringCopy: a three-broker cluster on a
@@ -297,11 +285,7 @@ func TestMigrateSourceRestartedDuringCopy(t *testing.T) {
 	out := run.wait(t, 2*time.Minute)
 	t.Logf("tripod migrate:\n%s", out)
 	createTopic(t, c, "after-migration", 2, 3)
-	progress(t, loads, 5)
-	total := checkReadBack(t, c, "moving", loads)
-	ts := terms.check(t)
-	checkSteps(t, c)
-	t.Logf("%d records acknowledged across the migration; every one read back", total)
+	ts := settleMigration(t, c, loads, terms, "the migration")
 	// The controller's term ended while ZooKeeper was down.
 	for _, tm := range ts {
 		if tm.broker == before && tm.won.Before(stoppedAt) && (tm.ended.IsZero() || tm.ended.After(stoppedAt)) {
@@ -311,6 +295,20 @@ func TestMigrateSourceRestartedDuringCopy(t *testing.T) {
 			}
 		}
 	}
+}
+
+// settleMigration ends a migration scenario: writes and reads go on (5
+// more of each on every partition), every acknowledged record is read
+// back at its offset, the brokers' logs show one controller at a time
+// (terms) and no broker advised a rollback. It returns the terms.
+func settleMigration(t *testing.T, c *cluster.Cluster, loads []*load, terms *controllerTerms, what string) []term {
+	t.Helper()
+	progress(t, loads, 5)
+	total := checkReadBack(t, c, "moving", loads)
+	ts := terms.check(t)
+	checkSteps(t, c)
+	t.Logf("%d records acknowledged across %s; every one read back", total, what)
+	return ts
 }
 
 // checkSteps fails the test if a broker advised rolling the migration

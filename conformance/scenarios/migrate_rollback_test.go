@@ -69,11 +69,5 @@ func migrateRollbackAfterSwitch(t *testing.T, from, to string) {
 	waitStatus(t, c, "broker 2, restarted with its own properties, registered on "+from, func(status string) bool {
 		return registeredOn(status, from) == 3
 	})
-	for _, l := range loads {
-		l.waitAcked(t, l.ackedCount()+5)
-	}
-	total := checkReadBack(t, c, "moving", loads)
-	t.Logf("%d records acknowledged across the migration and its rollback; every one read back", total)
-	terms.check(t)
-	checkSteps(t, c)
+	settleMigration(t, c, loads, terms, "the migration and its rollback")
 }
