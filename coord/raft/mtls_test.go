@@ -79,6 +79,48 @@ func (s rogueStream) Dial(address hraft.ServerAddress, timeout time.Duration) (n
 	return tc, nil
 }
 
+// openLoggedNodes opens a node of each of cfgs, which log warnings and
+// above to logs; the nodes backends holds when t ends are closed then.
+func openLoggedNodes(t *testing.T, cfgs []coord.Config, logs *logBuffer) (backends []*Backend) {
+	t.Helper()
+	backends = make([]*Backend, 0, len(cfgs))
+	t.Cleanup(func() {
+		for _, b := range backends {
+			b.Close()
+		}
+	})
+	for i := range cfgs {
+		cfgs[i].Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: logs}).With("broker", cfgs[i].BrokerID)
+		b, err := Open(cfgs[i])
+		if err != nil {
+			t.Fatalf("open node %d: %v", cfgs[i].BrokerID, err)
+		}
+		backends = append(backends, b)
+	}
+	return backends
+}
+
+// commitAsController registers leader's broker, wins a term on it and
+// commits topic, of 3 partitions; it returns the term, whose session
+// ends with t.
+func commitAsController(t *testing.T, ctx context.Context, leader *Backend, topic string) coord.Term {
+	t.Helper()
+	s, err := leader.Register(ctx, coord.Broker{ID: leader.id, Host: "127.0.0.1", Port: 9092})
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctrl, err := leader.Campaign(ctx, s)
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	create, _ := topicOf(topic, 3)
+	if err := leader.Commit(ctx, ctrl, create); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	return ctrl
+}
+
 // rogueTransport is a hashicorp/raft network transport dialing with
 // tlsCfg; closed when t ends.
 func rogueTransport(t *testing.T, tlsCfg *tls.Config) *hraft.NetworkTransport {
@@ -119,37 +161,14 @@ func TestMutualTLSRefusesOutsiders(t *testing.T) {
 	other := testca.New(t, "another CA")
 	logs := &logBuffer{}
 	cfgs := testConfigs(t, 3)
-	var backends []*Backend
-	t.Cleanup(func() {
-		for _, b := range backends {
-			b.Close()
-		}
-	})
 	for i := range cfgs {
 		withMutualTLS(t, ca, &cfgs[i])
-		cfgs[i].Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: logs}).With("broker", cfgs[i].BrokerID)
-		b, err := Open(cfgs[i])
-		if err != nil {
-			t.Fatalf("open node %d: %v", cfgs[i].BrokerID, err)
-		}
-		backends = append(backends, b)
 	}
+	backends := openLoggedNodes(t, cfgs, logs)
 	leader := backends[leaderOf(t, backends)]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := leader.Register(ctx, coord.Broker{ID: leader.id, Host: "127.0.0.1", Port: 9092})
-	if err != nil {
-		t.Fatalf("Register: %v", err)
-	}
-	defer s.Close()
-	ctrl, err := leader.Campaign(ctx, s)
-	if err != nil {
-		t.Fatalf("Campaign: %v", err)
-	}
-	create, _ := topicOf("orders", 3)
-	if err := leader.Commit(ctx, ctrl, create); err != nil {
-		t.Fatalf("Commit: %v", err)
-	}
+	commitAsController(t, ctx, leader, "orders")
 	// A follower forwards over the same mutual TLS.
 	follower := backends[(leaderIndex(backends, leader)+1)%3]
 	if md, err := follower.Load(ctx); err != nil || len(md.Topics) != 1 {

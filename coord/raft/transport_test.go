@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/tripodmq/tripod/coord"
 )
 
 // TestQuorumTagKeepsQuorumsApart: a 3-node cluster commits a topic;
@@ -23,20 +21,7 @@ import (
 func TestQuorumTagKeepsQuorumsApart(t *testing.T) {
 	cfgs := testConfigs(t, 3)
 	oldLogs, newLogs := &logBuffer{}, &logBuffer{}
-	var backends []*Backend
-	t.Cleanup(func() {
-		for _, b := range backends {
-			b.Close()
-		}
-	})
-	for i := range cfgs {
-		cfgs[i].Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: oldLogs}).With("broker", cfgs[i].BrokerID)
-		b, err := Open(cfgs[i])
-		if err != nil {
-			t.Fatalf("open node %d: %v", cfgs[i].BrokerID, err)
-		}
-		backends = append(backends, b)
-	}
+	backends := openLoggedNodes(t, cfgs, oldLogs)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var leader *Backend
@@ -50,19 +35,7 @@ func TestQuorumTagKeepsQuorumsApart(t *testing.T) {
 		}
 		leader = backends[leaderOf(t, backends)]
 	}
-	s, err := leader.Register(ctx, coord.Broker{ID: leader.id, Host: "127.0.0.1", Port: 9092})
-	if err != nil {
-		t.Fatalf("Register: %v", err)
-	}
-	defer s.Close()
-	ctrl, err := leader.Campaign(ctx, s)
-	if err != nil {
-		t.Fatalf("Campaign: %v", err)
-	}
-	create, _ := topicOf("orders", 3)
-	if err := leader.Commit(ctx, ctrl, create); err != nil {
-		t.Fatalf("Commit: %v", err)
-	}
+	ctrl := commitAsController(t, ctx, leader, "orders")
 
 	if err := backends[2].Close(); err != nil {
 		t.Fatalf("close node 3: %v", err)
