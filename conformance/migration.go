@@ -23,6 +23,7 @@ import (
 // record move to dst, where they register and elect again.
 func RunMigration(t *testing.T, src, dst Harness) {
 	t.Run("FreezeExportImport", func(t *testing.T) { migrationExportImport(t, src, dst) })
+	t.Run("PreCopyThenChanges", func(t *testing.T) { migrationPreCopy(t, src, dst) })
 	t.Run("BrokersSwitch", func(t *testing.T) { migrationSwitch(t, src, dst) })
 }
 
@@ -174,6 +175,108 @@ func migrationExportImport(t *testing.T, src, dst Harness) {
 		t.Fatalf("a second Import into %s: got %v, want ErrExists", dst.Name(), err)
 	}
 	checkImported(t, dc, snap, before)
+}
+
+// migrationPreCopy takes a pre-copy of src while it takes writes (phase
+// copying), changes the source (a topic created and one deleted, a
+// leader moved, a user and an ACL added and one removed, broker configs
+// and a quota changed, producer ids allocated), freezes it and imports
+// what changed since: dst then holds what the frozen source holds.
+func migrationPreCopy(t *testing.T, src, dst Harness) {
+	sc := src.NewCluster(t, 1)
+	w, sbe := controllerOf(t, src, sc, 1)
+	writeMigrationState(t, sbe, w)
+	smig := sbe.(coord.Migrator)
+	ctx := withTimeout(t, 4*callBound)
+	m := coord.Migration{ID: "m-pre-" + src.Name() + "-" + dst.Name(), From: src.Name(), To: dst.Name(),
+		Target: map[string]string{"coordination.backend": dst.Name()}, Phase: coord.MigrationCopying, Updated: time.Now()}
+	if _, err := smig.SetMigration(ctx, nil, m); err != nil {
+		t.Fatalf("SetMigration(copying): %v", err)
+	}
+	base, err := coord.Export(ctx, sbe, 0)
+	if err != nil {
+		t.Fatalf("Export while copying: %v", err)
+	}
+
+	dc := dst.NewCluster(t, 3)
+	target := dc.Backend(1).(coord.Migrator)
+	rec := m
+	rec.Target, rec.Phase, rec.Bases = nil, coord.MigrationImported, base.Bases
+	if err := target.PreCopy(ctx, base, rec); err != nil {
+		t.Fatalf("PreCopy into %s: %v", dst.Name(), err)
+	}
+	if got, ok, err := target.Migration(ctx); err != nil || !ok || got.ID != m.ID || got.Phase != coord.MigrationImporting {
+		t.Fatalf("the target's record after PreCopy: %+v (present %v, %v), want migration %s importing", got, ok, err, m.ID)
+	}
+	changeMigrationState(t, sbe, w)
+
+	frozen := m
+	frozen.Phase, frozen.Updated = coord.MigrationFrozen, time.Now()
+	frozenAt, err := smig.SetMigration(ctx, &m, frozen)
+	if err != nil {
+		t.Fatalf("SetMigration(frozen): %v", err)
+	}
+	checkRefused(t, sbe, w)
+	snap, err := coord.Export(ctx, sbe, frozenAt)
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	if snap.Bases == base.Bases {
+		t.Fatalf("the frozen copy's bases %+v equal the pre-copy's: the changes did not raise them", snap.Bases)
+	}
+	rec.Bases = snap.Bases
+	if err := target.ImportChanges(ctx, base, snap, rec); err != nil {
+		t.Fatalf("ImportChanges into %s: %v", dst.Name(), err)
+	}
+	if err := target.ImportChanges(ctx, base, snap, rec); !errors.Is(err, coord.ErrExists) {
+		t.Fatalf("ImportChanges again, the record imported: got %v, want ErrExists", err)
+	}
+	if got, ok, err := target.Migration(ctx); err != nil || !ok || got.Phase != coord.MigrationImported || got.Bases != snap.Bases {
+		t.Fatalf("the target's record: %+v (present %v, %v), want imported with bases %+v", got, ok, err, snap.Bases)
+	}
+	checkImported(t, dc, snap, migrationState{md: snap.Metadata, sec: snap.Security, cfgs: snap.Configs, key: snap.ProducerIDKey})
+}
+
+// changeMigrationState changes what writeMigrationState wrote into be:
+// some of each kind created, changed and deleted.
+func changeMigrationState(t T, be coord.Backend, w *wonTerm) {
+	t.Helper()
+	ctx := withTimeout(t, callBound)
+	commit(t, be, w, "a topic created and one deleted after the pre-copy", createTopicOp("fresh", 2, 3, w.epoch), coord.DeleteTopic{Name: "moving"})
+	md, err := be.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	st := md.Partitions[coord.TopicPartition{Topic: "orders", Partition: 2}]
+	next := st.Clone()
+	next.Leader, next.LeaderEpoch, next.ISR = 3, st.LeaderEpoch+1, []coord.BrokerID{3}
+	commit(t, be, w, "a new leader of orders-2", coord.SetPartition{State: next, ExpectedEpoch: st.PartitionEpoch})
+
+	cred := coord.ScramCredential{Mechanism: coord.ScramSHA512, Salt: []byte("salt-of-bob"), StoredKey: make([]byte, 64), ServerKey: make([]byte, 64), Iterations: 4096}
+	cred.StoredKey[0], cred.ServerKey[0] = 3, 4
+	if err := be.SetScramCredential(ctx, "bob", cred); err != nil {
+		t.Fatalf("SetScramCredential: %v", err)
+	}
+	if err := be.CreateACLs(ctx, []coord.ACL{{ResourceType: coord.ACLResourceTopic, ResourceName: "fresh", PatternType: coord.ACLPatternLiteral,
+		Principal: "User:bob", Host: "*", Operation: coord.ACLOperationWrite, Permission: coord.ACLPermissionAllow}}); err != nil {
+		t.Fatalf("CreateACLs: %v", err)
+	}
+	if _, err := be.DeleteACLs(ctx, []coord.ACLFilter{{ResourceType: coord.ACLResourceGroup, PatternType: coord.ACLPatternAny,
+		Operation: coord.ACLOperationAny, Permission: coord.ACLPermissionAny}}); err != nil {
+		t.Fatalf("DeleteACLs: %v", err)
+	}
+	if _, err := be.AlterBrokerConfigs(ctx, coord.DefaultBrokerEntity, false, []coord.ConfigAlteration{{Op: coord.ConfigSet, Key: "log.retention.ms", Value: "7200000"}}); err != nil {
+		t.Fatalf("AlterBrokerConfigs: %v", err)
+	}
+	if _, err := be.AlterBrokerConfigs(ctx, "2", false, []coord.ConfigAlteration{{Op: coord.ConfigDelete, Key: "follower.replication.throttled.rate"}}); err != nil {
+		t.Fatalf("AlterBrokerConfigs: %v", err)
+	}
+	if _, err := be.AlterClientQuotas(ctx, coord.QuotaEntity{User: "bob"}, []coord.ConfigAlteration{{Op: coord.ConfigSet, Key: coord.QuotaConsumerByteRate, Value: "2097152"}}); err != nil {
+		t.Fatalf("AlterClientQuotas: %v", err)
+	}
+	if _, err := be.AllocateProducerIDs(ctx, w.id); err != nil {
+		t.Fatalf("AllocateProducerIDs: %v", err)
+	}
 }
 
 // checkImported checks every backend of c against the snapshot snap of

@@ -19,14 +19,16 @@ import (
 // the record sees it.
 type MigrationPhase string
 
-// The phases. On the source: Frozen (the copy is being taken: writes are
-// refused), Switched (the copy is in the target and brokers move to it:
+// The phases. On the source: Copying (a first copy is being taken while
+// the source still takes writes: the pre-copy), Frozen (the copy is
+// being taken, or what changed since the pre-copy: writes are refused), Switched (the copy is in the target and brokers move to it:
 // writes stay refused), Finalized (every live broker moved: the source
 // is retired for good), RolledBack (the migration was undone before
 // finalize: the source takes writes again, as before it began). On the
 // target: Importing (the copy is being written: writes are refused),
 // Imported (it holds the copy; it takes writes).
 const (
+	MigrationCopying    MigrationPhase = "copying"
 	MigrationFrozen     MigrationPhase = "frozen"
 	MigrationSwitched   MigrationPhase = "switched"
 	MigrationFinalized  MigrationPhase = "finalized"
@@ -164,6 +166,23 @@ type Migrator interface {
 	// what the failed one wrote. Errors: ErrExists when the backend holds
 	// any of those; ErrTooLarge; ErrUnavailable; ctx.Err(); ErrClosed.
 	Import(ctx context.Context, snap *Snapshot, m Migration) error
+
+	// PreCopy is Import but for its end: the record stays in phase
+	// Importing (the backend refuses writes, and no broker switches to
+	// it). It takes the copy of a source that still takes writes (phase
+	// Copying), so that the source refuses writes only while
+	// ImportChanges writes what changed since. Errors: as Import's.
+	PreCopy(ctx context.Context, snap *Snapshot, m Migration) error
+
+	// ImportChanges ends a pre-copy: the backend holds base, which
+	// PreCopy of migration m.ID wrote (its record is m.ID's in phase
+	// Importing); ImportChanges writes what snap, taken of the frozen
+	// source, changes from base (what was created, changed or deleted
+	// since, the producer id counter and key), then the record in phase
+	// Imported with snap.Bases, which may be above base's. Errors:
+	// ErrExists when the record is not m.ID's in phase Importing (the
+	// caller imports snap whole instead); as Import's.
+	ImportChanges(ctx context.Context, base, snap *Snapshot, m Migration) error
 }
 
 // MigrationRecord is a value WatchMigration sends.

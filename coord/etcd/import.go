@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -19,10 +20,12 @@ import (
 // below etcd's default --max-request-bytes (1.5 MiB).
 const importChunkBytes = 1 << 20
 
-// importWrite is one put of an import with its size in a request.
+// importWrite is one put of an import (or the producer id counter's
+// delete) with its size in a request.
 type importWrite struct {
-	op   clientv3.Op
-	size int
+	op         clientv3.Op
+	key, value string
+	size       int
 }
 
 // Import implements coord.Migrator. A first transaction writes the record
@@ -38,20 +41,42 @@ type importWrite struct {
 // partition epochs start afresh (etcd versions of new keys); everything
 // else is stored as the snapshot holds it.
 func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migration) error {
-	what := "import into " + b.prefix
+	return b.importSnapshot(ctx, snap, m, true)
+}
+
+// PreCopy implements coord.Migrator: Import, but the record stays in
+// phase Importing.
+func (b *Backend) PreCopy(ctx context.Context, snap *coord.Snapshot, m coord.Migration) error {
+	return b.importSnapshot(ctx, snap, m, false)
+}
+
+// checkImport checks the arguments of an import of snap with the record
+// m, and returns m with snap's bases.
+func (b *Backend) checkImport(what string, snap *coord.Snapshot, m coord.Migration) (coord.Migration, error) {
 	if b.isClosed() {
-		return fmt.Errorf("%w: %s", coord.ErrClosed, what)
+		return m, fmt.Errorf("%w: %s", coord.ErrClosed, what)
 	}
 	if m.ID == "" {
-		return fmt.Errorf("%s: migration without an id", what)
+		return m, fmt.Errorf("%s: migration without an id", what)
 	}
 	if snap == nil || snap.Metadata == nil || snap.Security == nil || snap.Configs == nil {
-		return fmt.Errorf("%s: snapshot without metadata, security or config state", what)
+		return m, fmt.Errorf("%s: snapshot without metadata, security or config state", what)
 	}
 	if m.Bases != (coord.EpochBases{}) && m.Bases != snap.Bases {
-		return fmt.Errorf("%s: migration %s has bases %+v, its snapshot %+v", what, m.ID, m.Bases, snap.Bases)
+		return m, fmt.Errorf("%s: migration %s has bases %+v, its snapshot %+v", what, m.ID, m.Bases, snap.Bases)
 	}
 	m.Bases = snap.Bases
+	return m, nil
+}
+
+// importSnapshot is Import, which ends with the record in phase Imported
+// when final, and in phase Importing (a pre-copy) when not.
+func (b *Backend) importSnapshot(ctx context.Context, snap *coord.Snapshot, m coord.Migration, final bool) error {
+	what := "import into " + b.prefix
+	m, err := b.checkImport(what, snap, m)
+	if err != nil {
+		return err
+	}
 	writes, err := b.importWrites(snap)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -69,8 +94,99 @@ func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migr
 	if err != nil {
 		return err
 	}
+	return b.writeImport(ctx, what, m, modRev, chunks, final)
+}
+
+// ImportChanges implements coord.Migrator. A first transaction writes
+// the record of m again in phase Importing with snap's bases, if the
+// stored one is m's in phase Importing; then the puts of the keys snap
+// adds or changes from base and the deletes of those it lacks go in
+// transactions conditional on that record, as Import's, then the record
+// in phase Imported.
+func (b *Backend) ImportChanges(ctx context.Context, base, snap *coord.Snapshot, m coord.Migration) error {
+	what := "import the changes into " + b.prefix
+	if base == nil || base.Metadata == nil || base.Security == nil || base.Configs == nil {
+		return fmt.Errorf("%s: base snapshot without metadata, security or config state", what)
+	}
+	m.Bases = coord.EpochBases{}
+	m, err := b.checkImport(what, snap, m)
+	if err != nil {
+		return err
+	}
+	from, err := b.importWrites(base)
+	if err != nil {
+		return fmt.Errorf("%s: the base: %w", what, err)
+	}
+	next, err := b.importWrites(snap)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	chunks, err := importChunks(changedWrites(from, next))
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	ctx, cancel := b.withLife(ctx)
+	defer cancel()
+	stored, err := b.readRecord(ctx)
+	if err != nil {
+		return err
+	}
+	b.storeRecord(stored)
+	switch {
+	case stored.err != nil:
+		return fmt.Errorf("%s: %w", what, stored.err)
+	case !stored.ok || stored.m.ID != m.ID || stored.m.Phase != coord.MigrationImporting:
+		return fmt.Errorf("%w: %s: the migration record %s holds %+v (present %v), not migration %s importing", coord.ErrExists, what, b.migrationKey(), stored.m, stored.ok, m.ID)
+	}
+	m.Phase, m.Updated = coord.MigrationImporting, time.Now().UTC()
+	value, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("%s: encode the migration record: %w", what, err)
+	}
 	key := b.migrationKey()
-	err = parallel.FirstError(len(chunks), commitParallel, func(i int) error {
+	resp, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", stored.modRev)).Then(clientv3.OpPut(key, string(value))).Commit()
+	if err != nil {
+		return b.convertError(err, what+": record phase importing")
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %s: the migration record %s changed", coord.ErrExists, what, key)
+	}
+	rev := resp.Header.Revision
+	b.storeRecord(&migrationRecord{m: m, ok: true, modRev: rev, rev: rev})
+	return b.writeImport(ctx, what, m, rev, chunks, true)
+}
+
+// changedWrites returns the writes that turn the keys from writes into
+// those next writes: next's puts of keys from lacks or holds with
+// another value, its deletes, and deletes of the keys from puts and next
+// does not.
+func changedWrites(from, next []importWrite) []importWrite {
+	held := map[string]importWrite{}
+	for _, w := range from {
+		held[w.key] = w
+	}
+	var changes []importWrite
+	for _, w := range next {
+		h, ok := held[w.key]
+		delete(held, w.key)
+		if !ok || h.op.IsDelete() != w.op.IsDelete() || h.value != w.value || w.op.IsDelete() {
+			changes = append(changes, w)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(held)) {
+		if !held[k].op.IsDelete() {
+			changes = append(changes, importWrite{op: clientv3.OpDelete(k), key: k, size: len(k)})
+		}
+	}
+	return changes
+}
+
+// writeImport writes chunks, each in a transaction conditional on the
+// record being at modRev, several at once, then, when final, m as the
+// record in phase Imported.
+func (b *Backend) writeImport(ctx context.Context, what string, m coord.Migration, modRev int64, chunks [][]clientv3.Op, final bool) error {
+	key := b.migrationKey()
+	err := parallel.FirstError(len(chunks), commitParallel, func(i int) error {
 		resp, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(chunks[i]...).Commit()
 		if err != nil {
 			return b.convertError(err, fmt.Sprintf("%s: %d writes", what, len(chunks[i])))
@@ -80,7 +196,7 @@ func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migr
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil || !final {
 		return err
 	}
 	m.Phase = coord.MigrationImported
@@ -186,7 +302,7 @@ func (b *Backend) beginImport(ctx context.Context, m coord.Migration) (int64, er
 func (b *Backend) importWrites(snap *coord.Snapshot) ([]importWrite, error) {
 	var writes []importWrite
 	add := func(op clientv3.Op, key, value string) {
-		writes = append(writes, importWrite{op: op, size: len(key) + len(value)})
+		writes = append(writes, importWrite{op: op, key: key, value: value, size: len(key) + len(value)})
 	}
 	put := func(key, value string) { add(clientv3.OpPut(key, value), key, value) }
 

@@ -378,6 +378,24 @@ func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, rec coord.Mi
 	return m.Import(ctx, snap, rec)
 }
 
+// PreCopy implements coord.Migrator.
+func (b *Backend) PreCopy(ctx context.Context, snap *coord.Snapshot, rec coord.Migration) error {
+	m, err := b.migrator()
+	if err != nil {
+		return err
+	}
+	return m.PreCopy(ctx, snap, rec)
+}
+
+// ImportChanges implements coord.Migrator.
+func (b *Backend) ImportChanges(ctx context.Context, base, snap *coord.Snapshot, rec coord.Migration) error {
+	m, err := b.migrator()
+	if err != nil {
+		return err
+	}
+	return m.ImportChanges(ctx, base, snap, rec)
+}
+
 // watch starts the current generation's watch (method picks it) with a
 // context that also ends with the generation, so its channel closes at
 // a switch and the caller watches again, on the target. A goroutine

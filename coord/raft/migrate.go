@@ -429,6 +429,46 @@ func (b *Backend) WatchMigration(ctx context.Context) (<-chan coord.MigrationRec
 // record in phase Imported), applied through the leader one after the
 // other. m.Bases, when zero, are snap.Bases.
 func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migration) error {
+	return b.importSnapshot(ctx, snap, m, true)
+}
+
+// PreCopy implements coord.Migrator: Import without its import_end, so
+// the record stays in phase Importing.
+func (b *Backend) PreCopy(ctx context.Context, snap *coord.Snapshot, m coord.Migration) error {
+	return b.importSnapshot(ctx, snap, m, false)
+}
+
+// ImportChanges implements coord.Migrator. The state machine has no
+// command that deletes what an import wrote, so ImportChanges writes
+// snap whole again, as an Import retried: import_begin drops what the
+// pre-copy wrote, in the same log entry. That costs one pass over the
+// log with the quorum formed and its leader known, which the pre-copy
+// waited for; base only says what PreCopy wrote.
+func (b *Backend) ImportChanges(ctx context.Context, base, snap *coord.Snapshot, m coord.Migration) error {
+	if base == nil {
+		return fmt.Errorf("import the changes of migration %s: no base snapshot", m.ID)
+	}
+	stored, ok, err := b.Migration(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok || stored.ID != m.ID || stored.Phase != coord.MigrationImporting {
+		return fmt.Errorf("%w: import the changes of migration %s: the backend holds the record of %s", coord.ErrExists, m.ID, describeRecord(recordOf(stored, ok)))
+	}
+	m.Bases = snap.Bases
+	return b.importSnapshot(ctx, snap, m, true)
+}
+
+// recordOf returns m when ok, else nil.
+func recordOf(m coord.Migration, ok bool) *coord.Migration {
+	if !ok {
+		return nil
+	}
+	return &m
+}
+
+// importSnapshot is Import, ending with import_end when final.
+func (b *Backend) importSnapshot(ctx context.Context, snap *coord.Snapshot, m coord.Migration, final bool) error {
 	if m.ID == "" {
 		return fmt.Errorf("import: migration record without an id")
 	}
@@ -456,6 +496,9 @@ func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migr
 		if _, err := b.apply(ctx, fmt.Sprintf("%s: chunk %d/%d", what, i+1, len(chunks)), &command{Type: cmdImportChunk, Migration: chunk}); err != nil {
 			return err
 		}
+	}
+	if !final {
+		return nil
 	}
 	end := m
 	end.Phase, end.Updated = coord.MigrationImported, time.Now().UTC()

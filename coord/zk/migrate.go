@@ -414,36 +414,24 @@ func (w *recordWatcher) close() {
 // notification: no broker follows the backend yet, and tripod's watches
 // read the znodes themselves.
 func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migration) error {
-	if snap == nil || snap.Metadata == nil || snap.Security == nil || snap.Configs == nil {
-		return fmt.Errorf("import: snapshot without metadata, security or config state")
-	}
+	return b.importSnapshot(ctx, snap, m, true)
+}
+
+// PreCopy implements coord.Migrator: Import, but the record stays in
+// phase Importing.
+func (b *Backend) PreCopy(ctx context.Context, snap *coord.Snapshot, m coord.Migration) error {
+	return b.importSnapshot(ctx, snap, m, false)
+}
+
+// importSnapshot is Import, which ends with the record in phase Imported
+// when final, and in phase Importing (a pre-copy) when not.
+func (b *Backend) importSnapshot(ctx context.Context, snap *coord.Snapshot, m coord.Migration, final bool) error {
 	if m.ID == "" {
 		return fmt.Errorf("import: migration record without an id")
 	}
-	units, err := b.importUnits(snap)
+	units, err := b.importPlan(ctx, snap)
 	if err != nil {
 		return err
-	}
-	for _, u := range units {
-		for _, op := range u {
-			if op.size > maxChunkBytes {
-				return fmt.Errorf("%w: import %s: %d bytes in ZooKeeper, over the %d one request may carry", coord.ErrTooLarge, op.what, op.size, maxChunkBytes)
-			}
-		}
-	}
-	if snap.NextProducerID < 0 {
-		return fmt.Errorf("import: next producer id %d: negative", snap.NextProducerID)
-	}
-	if len(snap.ProducerIDKey) > 0 {
-		if err := coord.CheckProducerIDKey("import", snap.ProducerIDKey); err != nil {
-			return err
-		}
-	}
-	if err := b.ensureSecurityBase(ctx); err != nil {
-		return err
-	}
-	if err := b.do(ctx, "import", func(c *zk.Conn) error { return createDirs(c, b, b.quotaDirs()) }); err != nil {
-		return convertError(err, "import: create the client quota directories")
 	}
 
 	// The record, in phase Importing, after checking what the backend holds.
@@ -482,7 +470,52 @@ func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migr
 		}
 	}
 
-	chunks := chunkUnits(units)
+	if err := b.commitChunks(ctx, check, chunkUnits(units)); err != nil {
+		return err
+	}
+	if !final {
+		return nil
+	}
+	return b.endImport(ctx, check, snap, m)
+}
+
+// importPlan checks snap as Import does before writing anything, makes
+// the directories an import writes under, and returns the creates that
+// store snap.
+func (b *Backend) importPlan(ctx context.Context, snap *coord.Snapshot) ([]unit, error) {
+	if snap == nil || snap.Metadata == nil || snap.Security == nil || snap.Configs == nil {
+		return nil, fmt.Errorf("import: snapshot without metadata, security or config state")
+	}
+	units, err := b.importUnits(snap)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range units {
+		for _, op := range u {
+			if op.size > maxChunkBytes {
+				return nil, fmt.Errorf("%w: import %s: %d bytes in ZooKeeper, over the %d one request may carry", coord.ErrTooLarge, op.what, op.size, maxChunkBytes)
+			}
+		}
+	}
+	if snap.NextProducerID < 0 {
+		return nil, fmt.Errorf("import: next producer id %d: negative", snap.NextProducerID)
+	}
+	if len(snap.ProducerIDKey) > 0 {
+		if err := coord.CheckProducerIDKey("import", snap.ProducerIDKey); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.ensureSecurityBase(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.do(ctx, "import", func(c *zk.Conn) error { return createDirs(c, b, b.quotaDirs()) }); err != nil {
+		return nil, convertError(err, "import: create the client quota directories")
+	}
+	return units, nil
+}
+
+// commitChunks applies chunks behind check, in commitWaves.
+func (b *Backend) commitChunks(ctx context.Context, check *zk.CheckVersionRequest, chunks [][]zop) error {
 	for _, wave := range b.commitWaves(chunks) {
 		err := bounded.FirstError(len(wave), commitParallel, func(i int) error {
 			n := wave[i]
@@ -496,10 +529,15 @@ func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migr
 			return err
 		}
 	}
+	return nil
+}
+
+// endImport writes the producer id counter and key of snap and then m as
+// the record in phase Imported, behind check (m in phase Importing).
+func (b *Backend) endImport(ctx context.Context, check *zk.CheckVersionRequest, snap *coord.Snapshot, m coord.Migration) error {
 	if err := b.importProducerIDs(ctx, check, snap); err != nil {
 		return err
 	}
-
 	done := m
 	done.Phase = coord.MigrationImported
 	if _, err := b.setMigration(ctx, &m, done); err != nil {
@@ -509,6 +547,98 @@ func (b *Backend) Import(ctx context.Context, snap *coord.Snapshot, m coord.Migr
 		return err
 	}
 	return nil
+}
+
+// ImportChanges implements coord.Migrator. It writes the record of m
+// again in phase Importing with snap's bases (behind the one PreCopy
+// wrote), then, behind it, what turns base's znodes into snap's: creates
+// of the new, sets of the changed, deletes of the gone (deepest first),
+// and ends as Import does.
+func (b *Backend) ImportChanges(ctx context.Context, base, snap *coord.Snapshot, m coord.Migration) error {
+	if m.ID == "" {
+		return fmt.Errorf("import: migration record without an id")
+	}
+	if base == nil || base.Metadata == nil || base.Security == nil || base.Configs == nil {
+		return fmt.Errorf("import the changes of migration %s: base snapshot without metadata, security or config state", m.ID)
+	}
+	baseUnits, err := b.importUnits(base)
+	if err != nil {
+		return fmt.Errorf("import the changes of migration %s: its base: %w", m.ID, err)
+	}
+	units, err := b.importPlan(ctx, snap)
+	if err != nil {
+		return err
+	}
+	stored, ok, err := b.Migration(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok || stored.ID != m.ID || stored.Phase != coord.MigrationImporting {
+		return fmt.Errorf("%w: import the changes of migration %s: %s holds %s", coord.ErrExists, m.ID, b.migrationPath(), describeStored(stored, ok))
+	}
+	m.Phase, m.Bases = coord.MigrationImporting, snap.Bases
+	r, err := b.setMigration(ctx, &stored, m)
+	if err != nil {
+		if errors.Is(err, coord.ErrVersionMismatch) {
+			return fmt.Errorf("%w: import the changes of migration %s: %w", coord.ErrExists, m.ID, err)
+		}
+		return err
+	}
+	check := &zk.CheckVersionRequest{Path: b.migrationPath(), Version: r.version}
+	if err := b.commitChunks(ctx, check, chunkUnits(changedUnits(baseUnits, units))); err != nil {
+		return err
+	}
+	return b.endImport(ctx, check, snap, m)
+}
+
+// describeStored describes a stored record for an error.
+func describeStored(m coord.Migration, ok bool) string {
+	if !ok {
+		return "no migration record"
+	}
+	return fmt.Sprintf("migration %s in phase %s", m.ID, m.Phase)
+}
+
+// changedUnits returns what turns the znodes units from creates into
+// those of next: deletes of what next lacks, deepest first, then next's
+// creates of what from lacks and sets of what it holds with other data,
+// in next's order (parents first).
+func changedUnits(from, next []unit) []unit {
+	held := map[string][]byte{}
+	for _, u := range from {
+		for _, op := range u {
+			cr := op.req.(*zk.CreateRequest)
+			held[cr.Path] = cr.Data
+		}
+	}
+	var changes []unit
+	for _, u := range next {
+		var cu unit
+		for _, op := range u {
+			cr := op.req.(*zk.CreateRequest)
+			data, ok := held[cr.Path]
+			delete(held, cr.Path)
+			switch {
+			case !ok:
+				cu = append(cu, op)
+			case !bytes.Equal(data, cr.Data):
+				cu = append(cu, setData(cr.Path, cr.Data, -1, op.what, nil, nil))
+			}
+		}
+		if len(cu) > 0 {
+			changes = append(changes, cu)
+		}
+	}
+	gone := slices.Collect(maps.Keys(held))
+	sort.Slice(gone, func(i, j int) bool {
+		di, dj := strings.Count(gone[i], "/"), strings.Count(gone[j], "/")
+		return di > dj || di == dj && gone[i] < gone[j]
+	})
+	deletes := make([]unit, 0, len(gone)+len(changes))
+	for _, p := range gone {
+		deletes = append(deletes, unit{remove(p, "delete "+p, nil)})
+	}
+	return append(deletes, changes...)
 }
 
 // checkEmpty fails with ErrExists unless the backend holds no topic, SCRAM
