@@ -216,15 +216,15 @@ const (
 
 // driveMigrations runs on the controller for its term: it follows the
 // migration record of the backend in use and, while it says a migration
-// is frozen, copies the source into the target and switches the cluster
-// over (copyAndSwitch). A controller elected while a migration is frozen
-// (the one that froze it died) takes it up: the source is frozen, so its
-// copy is taken again whole, and Import replaces what an earlier attempt
-// wrote.
+// is copying or frozen, copies the source into the target and switches
+// the cluster over (copyAndSwitch). A controller elected while a
+// migration is under way (the one that drove it died) takes it up where
+// the record says: copying, it takes the pre-copy again; frozen, the
+// copy again whole. Import replaces what an earlier attempt wrote.
 func (b *Broker) driveMigrations(ctx context.Context) {
 	log := b.logger.Named("migration")
 	coord.Follow(ctx, log, "the migration record", b.coordMigration.WatchMigration, func(r coord.MigrationRecord) {
-		for r.OK && r.Migration.Phase == coord.MigrationFrozen && len(r.Migration.Target) > 0 {
+		for r.OK && (r.Migration.Phase == coord.MigrationCopying || r.Migration.Phase == coord.MigrationFrozen) && len(r.Migration.Target) > 0 {
 			if !b.copyAndSwitch(ctx, log, r.Migration) {
 				return
 			}
@@ -255,13 +255,35 @@ func (b *Broker) driveMigrations(ctx context.Context) {
 // that neither an operator is told to roll back a migration the next
 // controller carries on, nor the step "switched" replaced by a record
 // this driver sees after the switch ended its term.
+//
+// In phase copying it first takes a pre-copy: the source, still taking
+// writes, is exported and written into the target (PreCopy), then frozen;
+// the frozen source is exported again and only what changed since is
+// written (ImportChanges). Writes are refused for that second pass only,
+// which at 10 000 partitions is what keeps the refusal under a second.
 func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Migration) (again bool) {
 	mb, st := b.coordMigration, &b.migration
 	log = log.With("migration", m.ID, "from", m.From, "to", m.To)
-	// Stamping the record again gives a version above everything the
-	// source reported, whoever froze it.
+	// The watch may send a record this driver wrote itself (frozen)
+	// after it already switched: the stored one says where it stands.
+	if cur, ok, err := mb.Migration(ctx); err == nil && (!ok || cur.ID != m.ID || cur.Phase != m.Phase) {
+		return false
+	}
+	st.set(m.ID, "waiting for the target to open", nil)
+	target, err := mb.Standby(ctx, m.ID)
+	if err != nil {
+		return false
+	}
+	var base *coord.Snapshot
+	if m.Phase == coord.MigrationCopying {
+		if base, again = b.preCopy(ctx, log, target, m); base == nil {
+			return again
+		}
+	}
+	// Freezing (or stamping the frozen record again) gives a version
+	// above everything the source reported, whoever froze it.
 	stamped := m
-	stamped.Updated = time.Now()
+	stamped.Phase, stamped.Updated = coord.MigrationFrozen, time.Now()
 	frozenAt, err := mb.SetMigration(ctx, &m, stamped)
 	if errors.Is(err, coord.ErrVersionMismatch) {
 		log.Info("the migration record changed; not copying", "error", err)
@@ -275,11 +297,6 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 		return true
 	}
 	m = stamped
-	st.set(m.ID, "waiting for the target to open", nil)
-	target, err := mb.Standby(ctx, m.ID)
-	if err != nil {
-		return false
-	}
 	start := time.Now()
 	st.set(m.ID, "copying", nil)
 	snap, err := coord.Export(ctx, mb, frozenAt)
@@ -292,17 +309,24 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 		return true
 	}
 	st.copied(len(snap.Metadata.Topics), len(snap.Metadata.Partitions))
-	rec := m
-	rec.Phase, rec.Bases, rec.Updated = coord.MigrationImported, snap.Bases, time.Now()
-	rec.Source, rec.Brokers = m.Source, snap.Brokers
-	if len(rec.Source) == 0 {
-		rec.Source = coordinationProps(b.cfg)
-	}
-	if imported(ctx, target, m.ID) {
+	rec := importRecord(b.cfg, m, snap)
+	switch {
+	case base != nil:
+		actx, cancel := context.WithTimeout(ctx, importAttempt)
+		err = target.(coord.Migrator).ImportChanges(actx, base, snap, rec)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			// The target does not hold the pre-copy as written (an
+			// attempt failed midway, or it was unreachable): the copy
+			// goes whole, replacing what is there.
+			log.Warn("import the changes since the pre-copy failed; importing the copy whole", "error", err)
+			err = b.importCopy(ctx, log, target, snap, rec)
+		}
+	case imported(ctx, target, m.ID):
 		// An earlier attempt imported the copy and failed to mark the
 		// source switched: the frozen source has not changed since.
 		err = nil
-	} else {
+	default:
 		err = b.importCopy(ctx, log, target, snap, rec)
 	}
 	if err != nil {
@@ -328,6 +352,52 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 	return false
 }
 
+// preCopy takes migration m's pre-copy: the source, which takes writes
+// still, exported and written into target with its record left in phase
+// Importing. It returns the snapshot written, or nil and whether to try
+// again.
+func (b *Broker) preCopy(ctx context.Context, log hclog.Logger, target coord.Backend, m coord.Migration) (*coord.Snapshot, bool) {
+	st := &b.migration
+	st.set(m.ID, "pre-copying", nil)
+	snap, err := coord.Export(ctx, b.coordMigration, 0)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		st.set(m.ID, "pre-copying", err)
+		log.Warn("export the source for the pre-copy failed; trying again", "error", err)
+		return nil, true
+	}
+	st.copied(len(snap.Metadata.Topics), len(snap.Metadata.Partitions))
+	rec := importRecord(b.cfg, m, snap)
+	start := time.Now()
+	err = b.retryUnavailable(ctx, log, rec.ID, "pre-copying", func(actx context.Context) error {
+		return target.(coord.Migrator).PreCopy(actx, snap, rec)
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			st.set(m.ID, "pre-copying", err)
+			log.Error("the pre-copy into the target failed: roll back with tripod migrate --rollback", "error", err)
+		}
+		return nil, false
+	}
+	log.Info("pre-copied the metadata into the target; freezing the source for the changes since", "topics", len(snap.Metadata.Topics),
+		"partitions", len(snap.Metadata.Partitions), "took", time.Since(start).Round(time.Millisecond))
+	return snap, false
+}
+
+// importRecord is the target's record of migration m, whose copy is
+// snap.
+func importRecord(cfg config.Config, m coord.Migration, snap *coord.Snapshot) coord.Migration {
+	rec := m
+	rec.Phase, rec.Bases, rec.Updated = coord.MigrationImported, snap.Bases, time.Now()
+	rec.Source, rec.Brokers = m.Source, snap.Brokers
+	if len(rec.Source) == 0 {
+		rec.Source = coordinationProps(cfg)
+	}
+	return rec
+}
+
 // imported reports whether target's record shows migration id imported.
 func imported(ctx context.Context, target coord.Backend, id string) bool {
 	mig, ok := target.(coord.Migrator)
@@ -343,33 +413,40 @@ func imported(ctx context.Context, target coord.Backend, id string) bool {
 // importCopy imports snap into target with the record rec, again while
 // the target is unavailable, until ctx ends.
 func (b *Broker) importCopy(ctx context.Context, log hclog.Logger, target coord.Backend, snap *coord.Snapshot, rec coord.Migration) error {
-	st := &b.migration
-	var err error
-	for attempt := 1; ; attempt++ {
-		// An attempt is bounded: a target that does not answer (its
-		// client waiting for a server that is down) is asked again, and
-		// the step says so.
-		actx, cancel := context.WithTimeout(ctx, importAttempt)
-		err = target.(coord.Migrator).Import(actx, snap, rec)
-		cancel()
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
-		}
-		if err == nil || ctx.Err() != nil || !errors.Is(err, coord.ErrUnavailable) {
-			break
-		}
-		st.set(rec.ID, "copying: the target is unavailable, retrying", err)
-		log.Info("import into the target failed; retrying", "attempt", attempt, "error", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(importRetry):
-		}
-	}
+	err := b.retryUnavailable(ctx, log, rec.ID, "copying", func(actx context.Context) error {
+		return target.(coord.Migrator).Import(actx, snap, rec)
+	})
 	if errors.Is(err, coord.ErrExists) && imported(ctx, target, rec.ID) {
 		// An attempt whose answer was lost imported it.
 		return nil
 	}
 	return err
+}
+
+// retryUnavailable runs write (a step of migration id into its target)
+// again while the target is unavailable, until ctx ends.
+func (b *Broker) retryUnavailable(ctx context.Context, log hclog.Logger, id, step string, write func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		// An attempt is bounded: a target that does not answer (its
+		// client waiting for a server that is down) is asked again, and
+		// the step says so.
+		actx, cancel := context.WithTimeout(ctx, importAttempt)
+		err := write(actx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", coord.ErrUnavailable, err)
+		}
+		if err == nil || ctx.Err() != nil || !errors.Is(err, coord.ErrUnavailable) {
+			return err
+		}
+		b.migration.set(id, step+": the target is unavailable, retrying", err)
+		log.Info("writing into the target failed; retrying", "step", step, "attempt", attempt, "error", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(importRetry):
+		}
+	}
 }
 
 // coordinationProps returns cfg's coordination properties as set, but
@@ -484,7 +561,7 @@ func (b *Broker) migrationAction(ctx context.Context, alts []coord.ConfigAlterat
 		if ok && rec.Phase == coord.MigrationImported && rec.To == mb.Name() {
 			return b.rollbackSwitched(lctx, mb, rec, validateOnly)
 		}
-		if !ok || rec.Phase != coord.MigrationFrozen {
+		if !ok || (rec.Phase != coord.MigrationCopying && rec.Phase != coord.MigrationFrozen) {
 			return configOutcome{kerr.InvalidRequest, fmt.Errorf("no migration to roll back: the record of %s is %s", mb.Name(), describeRecord(rec, ok))}
 		}
 		if validateOnly {
@@ -527,7 +604,7 @@ func (b *Broker) rollbackSwitched(ctx context.Context, mb *migration.Backend, re
 		return configOutcome{kerr.InvalidRequest, fmt.Errorf("migration %s does not say how its source %s is reached: migrate to it again instead (tripod migrate --to %s)", rec.ID, rec.From, rec.From)}
 	}
 	back := coord.Migration{ID: rec.ID + rollbackSuffix, From: rec.To, To: rec.From, Target: maps.Clone(rec.Source), Source: b.inUseProps(mb, rec, true),
-		RollsBack: rec.ID, Phase: coord.MigrationFrozen, Bases: rec.Bases, Updated: time.Now()}
+		RollsBack: rec.ID, Phase: coord.MigrationCopying, Bases: rec.Bases, Updated: time.Now()}
 	if err := validateTarget(b.cfg, back.Target); err != nil {
 		return configOutcome{kerr.InvalidConfig, fmt.Errorf("roll back migration %s: %w", rec.ID, err)}
 	}
@@ -537,8 +614,8 @@ func (b *Broker) rollbackSwitched(ctx context.Context, mb *migration.Backend, re
 	if _, err := mb.SetMigration(ctx, &rec, back); err != nil {
 		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("roll back migration %s: freeze %s: %w", rec.ID, mb.Name(), err)}
 	}
-	b.migration.set(back.ID, "frozen", nil)
-	b.logger.Info("rolling back a switched migration: the target is frozen and copied back into the source", "migration", rec.ID, "from", rec.To, "to", rec.From)
+	b.migration.set(back.ID, "started", nil)
+	b.logger.Info("rolling back a switched migration: the target is copied back into the source, then frozen for what changed", "migration", rec.ID, "from", rec.To, "to", rec.From)
 	return configOutcome{}
 }
 
@@ -654,7 +731,7 @@ func (b *Broker) startMigration(ctx context.Context, mb *migration.Backend, rec 
 	if id == "" {
 		id = fmt.Sprintf("%s-to-%s-%d", from, to, time.Now().UnixMilli())
 	}
-	m := coord.Migration{ID: id, From: from, To: to, Target: target, Source: b.inUseProps(mb, rec, ok), Phase: coord.MigrationFrozen, Updated: time.Now()}
+	m := coord.Migration{ID: id, From: from, To: to, Target: target, Source: b.inUseProps(mb, rec, ok), Phase: coord.MigrationCopying, Updated: time.Now()}
 	var prev *coord.Migration
 	if ok {
 		// The backend's epoch bases stay with it in every record.
@@ -663,8 +740,8 @@ func (b *Broker) startMigration(ctx context.Context, mb *migration.Backend, rec 
 	if _, err := mb.SetMigration(ctx, prev, m); err != nil {
 		return configOutcome{kafkaerr.Controller.Error(err), fmt.Errorf("freeze %s for the migration: %w", from, err)}
 	}
-	b.migration.set(m.ID, "frozen", nil)
-	b.logger.Info("migration started: the source is frozen", "migration", m.ID, "from", from, "to", to, "target", target)
+	b.migration.set(m.ID, "started", nil)
+	b.logger.Info("migration started: the source is copied, then frozen for what changed", "migration", m.ID, "from", from, "to", to, "target", target)
 	return configOutcome{}
 }
 

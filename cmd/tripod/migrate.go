@@ -147,25 +147,25 @@ func migrationAction(ctx context.Context, adm adminClient, keys map[string]strin
 
 // migrationActionOnce sends a migration action to the controller once.
 func migrationActionOnce(ctx context.Context, adm adminClient, keys map[string]string) error {
-	meta, err := adm.BrokerMetadata(ctx)
+	meta, err := brokersNow(ctx, adm)
 	if err != nil {
 		return fmt.Errorf("find the controller: %w", err)
 	}
-	if meta.Controller < 0 {
+	if meta.ControllerID < 0 {
 		return fmt.Errorf("%w: the cluster has no controller now", kerr.NotController)
 	}
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(meta.Controller))
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(meta.ControllerID))
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		c.Name, c.Op, c.Value = k, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(keys[k])
 		res.Configs = append(res.Configs, c)
 	}
 	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctx, adm.cl.Broker(int(meta.Controller)))
+	resp, err := req.RequestWith(ctx, adm.cl.Broker(int(meta.ControllerID)))
 	if err != nil {
-		return fmt.Errorf("ask the controller (broker %d): %w", meta.Controller, err)
+		return fmt.Errorf("ask the controller (broker %d): %w", meta.ControllerID, err)
 	}
 	if len(resp.Resources) != 1 {
 		return fmt.Errorf("the controller answered %d resources, want 1", len(resp.Resources))
@@ -189,7 +189,7 @@ type brokerMigration struct {
 
 // migrationStatus asks every broker where it stands.
 func migrationStatus(ctx context.Context, adm adminClient) ([]brokerMigration, error) {
-	meta, err := adm.BrokerMetadata(ctx)
+	meta, err := brokersNow(ctx, adm)
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +230,16 @@ func migrationStatus(ctx context.Context, adm adminClient) ([]brokerMigration, e
 	return out, nil
 }
 
+// brokersNow asks a broker for the live brokers and the controller. The
+// client's cached metadata will not do: a migration fences and brings
+// back brokers and moves the controller within seconds, and a broker
+// fenced once stays missing from the cache until it expires.
+func brokersNow(ctx context.Context, adm adminClient) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	return req.RequestWith(ctx, adm.cl)
+}
+
 // printMigrationStatus prints a row per broker.
 func printMigrationStatus(ctx context.Context, adm adminClient, out io.Writer) ([]brokerMigration, error) {
 	st, err := migrationStatus(ctx, adm)
@@ -267,7 +277,7 @@ func runRollback(ctx context.Context, adm adminClient, out io.Writer, poll time.
 				if err := migrationAction(ctx, adm, action); err != nil {
 					return fmt.Errorf("roll back the migration: %w", err)
 				}
-				fmt.Fprintf(out, "rollback to %s started: %s is frozen, metadata writes wait\n", b.from, b.to)
+				fmt.Fprintf(out, "rollback to %s started: %s is copied, then frozen for what changed meanwhile (metadata writes wait then)\n", b.from, b.to)
 				return nil
 			})
 		}
@@ -295,7 +305,7 @@ func runMigration(ctx context.Context, adm adminClient, out io.Writer, target ma
 		if err := migrationAction(ctx, adm, actionKeys(from, target)); err != nil {
 			return fmt.Errorf("start the migration: %w", err)
 		}
-		fmt.Fprintf(out, "migration to %s started: the source is frozen, metadata writes wait\n", to)
+		fmt.Fprintf(out, "migration to %s started: the source is copied, then frozen for what changed meanwhile (metadata writes wait then)\n", to)
 		return nil
 	})
 }
@@ -308,16 +318,25 @@ func followMigration(ctx context.Context, adm adminClient, out io.Writer, to str
 		return err
 	}
 	began := time.Now()
-	// The source is frozen now: what the cluster answers stays as it is
-	// until the switch. It is read beside the progress, which a broker
-	// that does not answer would hold up.
+	// The source takes writes while it is pre-copied, and is frozen for
+	// what changed since: from then on what the cluster answers stays as
+	// it is until the switch (the target's controller changes leaders
+	// and ISRs, which are not compared). It is read once the source is
+	// seen frozen or a broker switched, beside the progress, which a
+	// broker that does not answer would hold up.
 	var before migratedView
 	var berr error
-	described := make(chan struct{})
-	go func() {
-		defer close(described)
-		before, berr = describeMigrated(ctx, adm)
-	}()
+	var described chan struct{}
+	describe := func() {
+		if described != nil {
+			return
+		}
+		described = make(chan struct{})
+		go func() {
+			defer close(described)
+			before, berr = describeMigrated(ctx, adm)
+		}()
+	}
 	last := ""
 	for {
 		st, err := migrationStatus(ctx, adm)
@@ -340,6 +359,9 @@ func followMigration(ctx context.Context, adm adminClient, out io.Writer, to str
 				fmt.Fprintf(out, "%6.1fs %s\n", time.Since(began).Seconds(), line)
 				last = line
 			}
+			if switched > 0 || phase == string(coord.MigrationFrozen) || phase == string(coord.MigrationSwitched) {
+				describe()
+			}
 			if switched >= len(brokers) {
 				break
 			}
@@ -351,6 +373,7 @@ func followMigration(ctx context.Context, adm adminClient, out io.Writer, to str
 		}
 	}
 	fmt.Fprintf(out, "every broker is on %s after %.1fs\n", to, time.Since(began).Seconds())
+	describe()
 	<-described
 	if berr != nil {
 		return fmt.Errorf("describe the cluster before the switch: %w", berr)

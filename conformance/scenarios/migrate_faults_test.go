@@ -98,16 +98,18 @@ func TestMigrateControllerKilledDuringSwitch(t *testing.T) {
 // TestMigrateTargetUnreachableHalfway: a three-broker cluster on
 // ZooKeeper with a topic of 2000 partitions, whose copy into etcd takes
 // several transactions, migrates to an etcd of its own. The test watches
-// the target and stops it as soon as the copy has begun there (its
+// the target and stops it as soon as the pre-copy has begun there (its
 // record says importing), within a few milliseconds: the copy breaks
 // off. The target stays away for three seconds, during which the source
-// stays frozen, no broker leaves it, and every partition's producer and
+// stays in phase copying and takes metadata writes (a topic is created
+// on it), no broker leaves it, and every partition's producer and
 // consumer go on, records acknowledged and read. Once etcd is back the
 // controller copies again and the migration completes (no rollback):
 // the target's record says the copy was finished after etcd came back,
-// `tripod migrate` finds the 2003 partitions and their replicas the same
-// on both sides, a topic can be created on the target, and every
-// acknowledged record is read back.
+// `tripod migrate` finds the 2005 partitions (the topic created while
+// etcd was away among them) and their replicas the same on both sides, a
+// topic can be created on the target, and every acknowledged record is
+// read back.
 func TestMigrateTargetUnreachableHalfway(t *testing.T) {
 	c := startCluster(t, "zk", 3)
 	terms := trackControllers(c)
@@ -124,16 +126,18 @@ func TestMigrateTargetUnreachableHalfway(t *testing.T) {
 	ev := away.wait(t, settle)
 	t.Logf("etcd stopped %v after its record said importing", ev.acted.Sub(ev.seen).Round(time.Microsecond))
 
-	// While etcd is away, for some seconds: the source stays frozen,
-	// every broker stays on it, and produce and fetch go on.
+	// While etcd is away, for some seconds: the source is not frozen
+	// (the pre-copy broke off), every broker stays on it, metadata
+	// writes, produce and fetch go on.
+	createTopic(t, c, "while-away", 2, 3)
 	progress(t, loads, 20)
 	for time.Since(ev.acted) < 3*time.Second {
 		progress(t, loads, 1)
 	}
-	waitStatus(t, c, "every broker on the frozen source", func(status string) bool {
-		return registeredOn(status, "zk") == 3 && strings.Count(status, " frozen ") == 3
+	waitStatus(t, c, "every broker on the source, still copying", func(status string) bool {
+		return registeredOn(status, "zk") == 3 && strings.Count(status, " copying ") == 3
 	})
-	t.Logf("etcd away for %v: every broker on the frozen source, writes and reads go on", time.Since(ev.acted).Round(time.Millisecond))
+	t.Logf("etcd away for %v: every broker on the source, which takes metadata writes; writes and reads go on", time.Since(ev.acted).Round(time.Millisecond))
 	back := time.Now()
 	if err := target.Restart(); err != nil {
 		t.Fatalf("restart etcd: %v", err)
@@ -144,8 +148,8 @@ func TestMigrateTargetUnreachableHalfway(t *testing.T) {
 	if m := comparedLine.FindStringSubmatch(out); m != nil {
 		compared, _ = strconv.Atoi(m[1])
 	}
-	if compared < 2003 || !strings.Contains(out, "the same on both sides") {
-		t.Fatalf("tripod migrate compared, want the 2003 partitions of moving and bulk the same on both sides:\n%s", out)
+	if compared < 2005 || !strings.Contains(out, "the same on both sides") {
+		t.Fatalf("tripod migrate compared, want the 2005 partitions of moving, bulk and while-away the same on both sides:\n%s", out)
 	}
 	rec := etcdRecord(t, cli, prefix+"/migration")
 	if rec.Phase != coord.MigrationImported || !rec.Updated.After(back) {
@@ -157,10 +161,10 @@ func TestMigrateTargetUnreachableHalfway(t *testing.T) {
 }
 
 // TestMigrateBrokerPausedAcrossSwitch: a three-broker cluster on
-// ZooKeeper migrates to an etcd of its own that is down, so the source
-// freezes and the copy waits for it; a broker that is not the controller
-// is then stopped with SIGSTOP, and only then does etcd come back: the
-// stop lands after the freeze and before the switch for certain. The
+// ZooKeeper migrates to an etcd of its own that is down, so the copy
+// waits for it; a broker that is not the controller is then stopped with
+// SIGSTOP, and only then does etcd come back: the stop lands after the
+// migration began and before the switch for certain. The
 // switch happens while the broker is stopped: the other two move to
 // etcd, the stopped broker's session on ZooKeeper expires, and the
 // controller on etcd takes it out of every ISR, so acknowledged writes
@@ -182,8 +186,8 @@ func TestMigrateBrokerPausedAcrossSwitch(t *testing.T) {
 		t.Fatalf("stop etcd: %v", err)
 	}
 	run := startMigrate(t, c, "etcd", "--set", "etcd.endpoints="+strings.Join(target.Endpoints(), ","), "--set", "etcd.prefix=/moved")
-	waitStatus(t, c, "the source frozen, the copy waiting for etcd", func(status string) bool {
-		return strings.Count(status, " frozen ") == 3 && (strings.Contains(status, "waiting for the target") || strings.Contains(status, "copying"))
+	waitStatus(t, c, "the migration begun, the copy waiting for etcd", func(status string) bool {
+		return strings.Count(status, " copying ") == 3 && (strings.Contains(status, "waiting for the target") || strings.Contains(status, "pre-copying"))
 	})
 	if ctrl := controller(t, c); ctrl == paused {
 		t.Fatalf("broker %d, to be stopped, became the controller", paused)
@@ -228,11 +232,11 @@ func TestMigrateBrokerPausedAcrossSwitch(t *testing.T) {
 
 // TestMigrateSourceRestartedDuringCopy: a three-broker cluster on a
 // ZooKeeper of its own migrates to an etcd of its own that is down, so
-// the source freezes and the copy waits for it. ZooKeeper is stopped and
+// the copy waits for it. ZooKeeper is stopped and
 // started again meanwhile, down for twice the session timeout: the
 // controller's term ends while it is down (its log says so), produce and
 // fetch go on without any backend, and once ZooKeeper is back every
-// broker registers again on the source, which is still frozen, and a
+// broker registers again on the source, still in phase copying, and a
 // controller is elected there, which takes the migration up. Once etcd
 // is back the migration completes, a topic can be created on the
 // target, and every acknowledged record is read back.
@@ -254,8 +258,8 @@ func TestMigrateSourceRestartedDuringCopy(t *testing.T) {
 		t.Fatalf("stop etcd: %v", err)
 	}
 	run := startMigrate(t, c, "etcd", "--set", "etcd.endpoints="+strings.Join(target.Endpoints(), ","), "--set", "etcd.prefix=/moved")
-	waitStatus(t, c, "the source frozen, the copy waiting for etcd", func(status string) bool {
-		return strings.Count(status, " frozen ") == 3 && (strings.Contains(status, "waiting for the target") || strings.Contains(status, "copying"))
+	waitStatus(t, c, "the migration begun, the copy waiting for etcd", func(status string) bool {
+		return strings.Count(status, " copying ") == 3 && (strings.Contains(status, "waiting for the target") || strings.Contains(status, "pre-copying"))
 	})
 	before := controller(t, c)
 
@@ -274,8 +278,8 @@ func TestMigrateSourceRestartedDuringCopy(t *testing.T) {
 	if err := source.Start(); err != nil {
 		t.Fatalf("start ZooKeeper again: %v", err)
 	}
-	waitStatus(t, c, "every broker registered again on the source, still frozen", func(status string) bool {
-		return registeredOn(status, "zk") == 3 && strings.Count(status, " frozen ") == 3
+	waitStatus(t, c, "every broker registered again on the source, still copying", func(status string) bool {
+		return registeredOn(status, "zk") == 3 && strings.Count(status, " copying ") == 3
 	})
 	after := controller(t, c)
 	t.Logf("controller before the restart: broker %d; after: broker %d", before, after)

@@ -150,9 +150,9 @@ func migrationTarget(t *testing.T, to string) []string {
 
 // TestMigrateControllerKilledWhileTargetAway: a three-broker cluster on
 // ZooKeeper under acks=all writes starts a migration to an etcd that is
-// down. The source freezes and the controller's copy waits for the
-// target; the controller is killed with SIGKILL meanwhile. A new
-// controller is elected on the frozen source and takes the migration up;
+// down. The controller's copy waits for the target; the controller is
+// killed with SIGKILL meanwhile. A new controller is elected on the
+// source, still in phase copying, and takes the migration up;
 // once etcd is back it copies and switches. The killed broker, started
 // again with its ZooKeeper flags, finds the source switched and moves to
 // etcd by itself. `tripod migrate` completes, every broker is on etcd, a
@@ -169,10 +169,10 @@ func TestMigrateControllerKilledWhileTargetAway(t *testing.T) {
 	}
 
 	run := startMigrate(t, c, "etcd", "--set", "etcd.endpoints="+strings.Join(etcd.Endpoints(), ","), "--set", "etcd.prefix=/moved")
-	waitStatus(t, c, "the source frozen, the copy waiting for etcd", func(status string) bool {
+	waitStatus(t, c, "the migration begun, the copy waiting for etcd", func(status string) bool {
 		// The controller waits for etcd to open, or to take the copy.
-		return strings.Contains(status, " frozen ") &&
-			(strings.Contains(status, "waiting for the target") || strings.Contains(status, "copying"))
+		return strings.Contains(status, " copying ") &&
+			(strings.Contains(status, "waiting for the target") || strings.Contains(status, "pre-copying"))
 	})
 	killed := controller(t, c)
 	t.Logf("killing the controller, broker %d, while the copy waits for etcd", killed)
@@ -180,7 +180,7 @@ func TestMigrateControllerKilledWhileTargetAway(t *testing.T) {
 		t.Fatalf("kill broker %d: %v", killed, err)
 	}
 	next := controller(t, c)
-	t.Logf("broker %d is the controller of the frozen source; etcd comes back", next)
+	t.Logf("broker %d is the controller of the source; etcd comes back", next)
 	if err := etcd.Restart(); err != nil {
 		t.Fatalf("restart etcd: %v", err)
 	}

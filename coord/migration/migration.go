@@ -4,8 +4,8 @@
 // the broker restarting.
 //
 // Backend follows the migration record of the backend it serves from.
-// When the record freezes it for a migration and names the target's
-// properties, Backend opens the target beside it (the standby: on Raft
+// When the record starts a migration (phase copying, then frozen) and
+// names the target's properties, Backend opens the target beside it (the standby: on Raft
 // this node joins the target's quorum), so the migration can import
 // into it. When the record says switched, Backend serves from the
 // target from then on: every session and term it handed out on the
@@ -253,7 +253,7 @@ func (b *Backend) onRecord(g *generation, r coord.MigrationRecord) {
 	}
 	switch {
 	case !r.OK || len(m.Target) == 0:
-	case m.Phase == coord.MigrationFrozen:
+	case m.Phase == coord.MigrationCopying || m.Phase == coord.MigrationFrozen:
 		b.openStandby(g, m)
 	case m.Phase == coord.MigrationSwitched || m.Phase == coord.MigrationFinalized:
 		if m.Phase == coord.MigrationFinalized {
