@@ -265,8 +265,17 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 	mb, st := b.coordMigration, &b.migration
 	log = log.With("migration", m.ID, "from", m.From, "to", m.To)
 	// The watch may send a record this driver wrote itself (frozen)
-	// after it already switched: the stored one says where it stands.
-	if cur, ok, err := mb.Migration(ctx); err == nil && (!ok || cur.ID != m.ID || cur.Phase != m.Phase) {
+	// after it already switched, as the term ends with the switch: the
+	// stored one says where it stands, and a read that fails leaves the
+	// step alone (the last one may be "switched").
+	cur, ok, err := mb.Migration(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return false
+	case err != nil:
+		log.Debug("read the migration record before copying failed; trying again", "error", err)
+		return true
+	case !ok || cur.ID != m.ID || cur.Phase != m.Phase:
 		return false
 	}
 	st.set(m.ID, "waiting for the target to open", nil)
