@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
+	"github.com/tripodmq/tripod/internal/freeport"
 )
 
 // startRaftCluster starts n in-process brokers (ids 1..n) whose embedded
@@ -31,14 +31,16 @@ func startRaftCluster(t testing.TB, n int) []*Broker {
 // passed through configure (if not nil) before it starts.
 func startRaftClusterWith(t testing.TB, n int, configure func(*config.Config)) []*Broker {
 	t.Helper()
+	// Drawn below the ephemeral range: a port the kernel gave a listener
+	// on port 0 was taken by another test's connection before the Raft
+	// node bound it.
+	addrs, err := freeport.Addrs(n)
+	if err != nil {
+		t.Fatalf("reserve raft ports: %v", err)
+	}
 	voters := map[coord.BrokerID]string{}
 	for id := 1; id <= n; id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("reserve a raft port: %v", err)
-		}
-		voters[coord.BrokerID(id)] = ln.Addr().String()
-		ln.Close()
+		voters[coord.BrokerID(id)] = addrs[id-1]
 	}
 	var brokers []*Broker
 	for id := 1; id <= n; id++ {

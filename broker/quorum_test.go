@@ -18,6 +18,7 @@ import (
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/etcdserver"
+	"github.com/tripodmq/tripod/internal/freeport"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
@@ -362,12 +363,11 @@ func startQuorumCluster(t *testing.T, voters, observers int, configure func(*con
 	requireQuorum(t, brokers[0])
 	n := voters + observers
 	for id := voters + 1; id <= n; id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addrs, err := freeport.Addrs(1)
 		if err != nil {
 			t.Fatalf("reserve a raft port: %v", err)
 		}
-		raftAddr := ln.Addr().String()
-		ln.Close()
+		raftAddr := addrs[0]
 		cfg := testConfig(t)
 		cfg.BrokerID = int32(id)
 		cfg.Coord.RaftVoters = brokers[0].cfg.Coord.RaftVoters
