@@ -165,6 +165,9 @@ func (b *Backend) Campaign(ctx context.Context, s coord.Session) (coord.Term, er
 			return nil, ctx.Err()
 		}
 	}
+	if err := b.awaitHandover(ctx, g, ws.Broker().ID); err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(g.ctx, cancel)
 	inner, err := g.b.Campaign(cctx, ws.Session)

@@ -94,6 +94,11 @@ type generation struct {
 	// switched is set when the generation ends at a switch, before ctx
 	// is cancelled; a generation that ends without it ended with Close.
 	switched atomic.Bool
+	// sourceController, on a generation a switch began, is the broker
+	// whose term was the source's controller at the switch (NoBroker:
+	// none, or not known): Campaign here first waits for it to register
+	// (awaitHandover).
+	sourceController coord.BrokerID
 }
 
 // Open opens the backend cfg names and follows its migration record.
@@ -205,7 +210,46 @@ func formatProps(props map[string]string) string {
 
 func (b *Backend) newGeneration(cur coord.Backend, name string) *generation {
 	ctx, cancel := context.WithCancel(b.ctx)
-	return &generation{b: cur, name: name, ctx: ctx, cancel: cancel}
+	return &generation{b: cur, name: name, ctx: ctx, cancel: cancel, sourceController: coord.NoBroker}
+}
+
+// handoverPoll is how often a Campaign on a migration's target looks for
+// the source's controller among the target's brokers.
+const handoverPoll = 20 * time.Millisecond
+
+// awaitHandover holds a Campaign on g, a generation a switch began, until
+// the broker that was the source's controller (g.sourceController) is
+// registered on g's backend, or for at most half of retireAfter (the
+// session timeout). That broker registers there only after its own
+// switch has ended its term on the source; a broker that switched before
+// it and won here at once would be a second controller for as long as
+// that one has not seen the switch (it cannot commit, the source
+// refusing writes, and its epoch is below every one here, but it would
+// still act). A source controller that is gone or cut off does not hold
+// the election longer than the bound. self is the campaigning broker.
+func (b *Backend) awaitHandover(ctx context.Context, g *generation, self coord.BrokerID) error {
+	prev := g.sourceController
+	if prev == coord.NoBroker || prev == self {
+		return nil
+	}
+	deadline := time.Now().Add(b.retireAfter / 2)
+	for {
+		members, err := g.b.Members(ctx)
+		if err == nil && slices.ContainsFunc(members, func(m coord.Broker) bool { return m.ID == prev }) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			b.log.Info("the source's controller has not registered on the target; campaigning without it", "source_controller", prev, "waited", b.retireAfter/2)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.ctx.Done():
+			return nil // Campaign finds the generation ended
+		case <-time.After(handoverPoll):
+		}
+	}
 }
 
 // current returns the generation served from.
@@ -358,12 +402,21 @@ func (b *Backend) closeStandby(keep string) {
 // and with it every session, term and watch of g's backend, which is
 // closed.
 func (b *Backend) switchTo(g *generation, m coord.Migration, t coord.Backend) {
+	// Who held the source's controller term, read while the source is
+	// still open: the target's campaigns wait for it (awaitHandover).
+	rctx, rcancel := context.WithTimeout(g.ctx, time.Second)
+	ctrl, err := g.b.Controller(rctx)
+	rcancel()
+	if err != nil {
+		ctrl.ID = coord.NoBroker
+	}
 	b.mu.Lock()
 	if b.gen != g || b.closed {
 		b.mu.Unlock()
 		return
 	}
 	b.gen = b.newGeneration(t, m.To)
+	b.gen.sourceController = ctrl.ID
 	b.cur, b.curCfg = t, m.To
 	b.standby, b.standbyID = nil, ""
 	b.mu.Unlock()
