@@ -334,7 +334,19 @@ func followMigration(ctx context.Context, adm adminClient, out io.Writer, to str
 		described = make(chan struct{})
 		go func() {
 			defer close(described)
-			before, berr = describeMigrated(ctx, adm)
+			// A broker restarting or cut off meanwhile fails a request:
+			// asked again, as the view after the switch is.
+			for {
+				before, berr = describeMigrated(ctx, adm)
+				if berr == nil || ctx.Err() != nil {
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(poll):
+				}
+			}
 		}()
 	}
 	last := ""
