@@ -571,7 +571,7 @@ func (b *Broker) migrationAction(ctx context.Context, alts []coord.ConfigAlterat
 			return b.rollbackSwitched(lctx, mb, rec, validateOnly)
 		}
 		if !ok || (rec.Phase != coord.MigrationCopying && rec.Phase != coord.MigrationFrozen) {
-			return configOutcome{kerr.InvalidRequest, fmt.Errorf("no migration to roll back: the record of %s is %s", mb.Name(), describeRecord(rec, ok))}
+			return configOutcome{kerr.InvalidRequest, fmt.Errorf("no migration to roll back: the record of %s is %s", mb.Name(), coord.DescribeRecord(rec, ok))}
 		}
 		if validateOnly {
 			return configOutcome{}
@@ -638,7 +638,7 @@ func (b *Broker) rollbackSwitched(ctx context.Context, mb *migration.Backend, re
 func (b *Broker) finalizeMigration(ctx context.Context, mb *migration.Backend, rec coord.Migration, ok, validateOnly bool) configOutcome {
 	switch {
 	case !ok || rec.Phase != coord.MigrationImported || rec.To != mb.Name():
-		return configOutcome{kerr.InvalidRequest, fmt.Errorf("no migration to finalize: the record of %s is %s", mb.Name(), describeRecord(rec, ok))}
+		return configOutcome{kerr.InvalidRequest, fmt.Errorf("no migration to finalize: the record of %s is %s", mb.Name(), coord.DescribeRecord(rec, ok))}
 	case !rec.Finalized.IsZero():
 		return configOutcome{kerr.InvalidRequest, fmt.Errorf("migration %s was finalized at %s", rec.ID, rec.Finalized.UTC().Format(time.RFC3339))}
 	}
@@ -706,7 +706,7 @@ func (b *Broker) finalizeSource(ctx context.Context, rec coord.Migration) error 
 		return err
 	}
 	if !ok || cur.ID != rec.ID || cur.Phase != coord.MigrationSwitched {
-		return fmt.Errorf("the source's record is %s, want migration %s switched", describeRecord(cur, ok), rec.ID)
+		return fmt.Errorf("the source's record is %s, want migration %s switched", coord.DescribeRecord(cur, ok), rec.ID)
 	}
 	next := cur
 	next.Phase, next.Updated = coord.MigrationFinalized, time.Now()
@@ -770,14 +770,6 @@ func validateTarget(cfg config.Config, target map[string]string) error {
 		return fmt.Errorf("the target's coordination properties: %w", err)
 	}
 	return nil
-}
-
-// describeRecord describes a migration record for messages.
-func describeRecord(m coord.Migration, ok bool) string {
-	if !ok {
-		return "empty"
-	}
-	return fmt.Sprintf("migration %s from %s to %s, %s", m.ID, m.From, m.To, m.Phase)
 }
 
 // migrationConfigs returns the read-only migration keys DescribeConfigs

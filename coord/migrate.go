@@ -185,6 +185,15 @@ type Migrator interface {
 	ImportChanges(ctx context.Context, base, snap *Snapshot, m Migration) error
 }
 
+// DescribeRecord names a backend's migration record in messages; ok
+// false: the backend has none.
+func DescribeRecord(m Migration, ok bool) string {
+	if !ok {
+		return "absent"
+	}
+	return fmt.Sprintf("migration %s from %s to %s in phase %s", m.ID, m.From, m.To, m.Phase)
+}
+
 // MigrationRecord is a value WatchMigration sends.
 type MigrationRecord struct {
 	Migration Migration

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -138,22 +139,37 @@ func (b *Backend) ImportChanges(ctx context.Context, base, snap *coord.Snapshot,
 	case !stored.ok || stored.m.ID != m.ID || stored.m.Phase != coord.MigrationImporting:
 		return fmt.Errorf("%w: %s: the migration record %s holds %+v (present %v), not migration %s importing", coord.ErrExists, what, b.migrationKey(), stored.m, stored.ok, m.ID)
 	}
-	m.Phase, m.Updated = coord.MigrationImporting, time.Now().UTC()
+	m.Phase = coord.MigrationImporting
+	rev, err := b.putRecordAt(ctx, what, m, stored.modRev)
+	if errors.Is(err, coord.ErrVersionMismatch) {
+		return fmt.Errorf("%w: %w", coord.ErrExists, err)
+	}
+	if err != nil {
+		return err
+	}
+	return b.writeImport(ctx, what, m, rev, chunks, true)
+}
+
+// putRecordAt writes m as the record, stamped now, if the record's mod
+// revision is still modRev, and returns the revision it was written at.
+// Errors: ErrVersionMismatch when the record changed; ErrUnavailable.
+func (b *Backend) putRecordAt(ctx context.Context, what string, m coord.Migration, modRev int64) (int64, error) {
+	m.Updated = time.Now().UTC()
 	value, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("%s: encode the migration record: %w", what, err)
+		return 0, fmt.Errorf("%s: encode the migration record: %w", what, err)
 	}
 	key := b.migrationKey()
-	resp, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", stored.modRev)).Then(clientv3.OpPut(key, string(value))).Commit()
+	resp, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(clientv3.OpPut(key, string(value))).Commit()
 	if err != nil {
-		return b.convertError(err, what+": record phase importing")
+		return 0, b.convertError(err, fmt.Sprintf("%s: record phase %s", what, m.Phase))
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: %s: the migration record %s changed", coord.ErrExists, what, key)
+		return 0, fmt.Errorf("%w: %s: the migration record %s changed during the import", coord.ErrVersionMismatch, what, key)
 	}
 	rev := resp.Header.Revision
 	b.storeRecord(&migrationRecord{m: m, ok: true, modRev: rev, rev: rev})
-	return b.writeImport(ctx, what, m, rev, chunks, true)
+	return rev, nil
 }
 
 // changedWrites returns the writes that turn the keys from writes into
@@ -200,22 +216,8 @@ func (b *Backend) writeImport(ctx context.Context, what string, m coord.Migratio
 		return err
 	}
 	m.Phase = coord.MigrationImported
-	m.Updated = time.Now().UTC()
-	value, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("%s: encode the migration record: %w", what, err)
-	}
-	resp, err := b.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
-		Then(clientv3.OpPut(key, string(value))).Commit()
-	if err != nil {
-		return b.convertError(err, what+": record phase imported")
-	}
-	if !resp.Succeeded {
-		return fmt.Errorf("%w: %s: the migration record %s changed during the import", coord.ErrVersionMismatch, what, key)
-	}
-	rev := resp.Header.Revision
-	b.storeRecord(&migrationRecord{m: m, ok: true, modRev: rev, rev: rev})
-	return nil
+	_, err = b.putRecordAt(ctx, what, m, modRev)
+	return err
 }
 
 // importRanges are the prefixes an Import needs empty, and empties again

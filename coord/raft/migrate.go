@@ -180,12 +180,12 @@ func (f *fsm) importingLocked(id string) error {
 	return nil
 }
 
-// describeRecord names rec in errors.
+// describeRecord names rec (nil: none) in errors.
 func describeRecord(rec *coord.Migration) string {
 	if rec == nil {
-		return "absent"
+		return coord.DescribeRecord(coord.Migration{}, false)
 	}
-	return fmt.Sprintf("migration %s in phase %s", rec.ID, rec.Phase)
+	return coord.DescribeRecord(*rec, true)
 }
 
 // applyMigrationLocked applies a migration command at index; f.mu is
@@ -453,18 +453,10 @@ func (b *Backend) ImportChanges(ctx context.Context, base, snap *coord.Snapshot,
 		return err
 	}
 	if !ok || stored.ID != m.ID || stored.Phase != coord.MigrationImporting {
-		return fmt.Errorf("%w: import the changes of migration %s: the backend holds the record of %s", coord.ErrExists, m.ID, describeRecord(recordOf(stored, ok)))
+		return fmt.Errorf("%w: import the changes of migration %s: the backend holds the record of %s", coord.ErrExists, m.ID, coord.DescribeRecord(stored, ok))
 	}
 	m.Bases = snap.Bases
 	return b.importSnapshot(ctx, snap, m, true)
-}
-
-// recordOf returns m when ok, else nil.
-func recordOf(m coord.Migration, ok bool) *coord.Migration {
-	if !ok {
-		return nil
-	}
-	return &m
 }
 
 // importSnapshot is Import, ending with import_end when final.

@@ -574,7 +574,7 @@ func (b *Backend) ImportChanges(ctx context.Context, base, snap *coord.Snapshot,
 		return err
 	}
 	if !ok || stored.ID != m.ID || stored.Phase != coord.MigrationImporting {
-		return fmt.Errorf("%w: import the changes of migration %s: %s holds %s", coord.ErrExists, m.ID, b.migrationPath(), describeStored(stored, ok))
+		return fmt.Errorf("%w: import the changes of migration %s: %s holds %s", coord.ErrExists, m.ID, b.migrationPath(), coord.DescribeRecord(stored, ok))
 	}
 	m.Phase, m.Bases = coord.MigrationImporting, snap.Bases
 	r, err := b.setMigration(ctx, &stored, m)
@@ -589,14 +589,6 @@ func (b *Backend) ImportChanges(ctx context.Context, base, snap *coord.Snapshot,
 		return err
 	}
 	return b.endImport(ctx, check, snap, m)
-}
-
-// describeStored describes a stored record for an error.
-func describeStored(m coord.Migration, ok bool) string {
-	if !ok {
-		return "no migration record"
-	}
-	return fmt.Sprintf("migration %s in phase %s", m.ID, m.Phase)
 }
 
 // changedUnits returns what turns the znodes units from creates into
