@@ -1,6 +1,6 @@
 # tripod's build and test entry points. `make test` is the one command a
 # fresh machine needs: it installs the Debian packages the tests use
-# (zookeeper, kcat), then runs every test against real servers.
+# (zookeeper, kcat, chromium), then runs every test against real servers.
 GO ?= go
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 30s

@@ -4,7 +4,8 @@
 # harness), kcat (a librdkafka client for the command-line checks) and
 # kafka-python (Debian's python3-kafka, whose admin client the ACL tests run)
 # and confluent-kafka (Debian's python3-confluent-kafka, librdkafka's Python
-# binding, whose transactional producer the transaction tests run).
+# binding, whose transactional producer the transaction tests run) and
+# chromium (Debian's, headless, in which the console's browser tests run).
 set -euo pipefail
 
 missing=()
@@ -13,6 +14,7 @@ command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 sudo=""
