@@ -83,6 +83,8 @@ func (s *Server) routes() {
 	if err != nil {
 		panic(err) // the embedded tree always has static/
 	}
+	s.routesLive()
+	s.routesData()
 	files := http.FileServerFS(static)
 	s.mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		// The page's routes are the fragment's (#/topics/...): every
