@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tripodmq/tripod/internal/offsetreset"
 )
 
 // newGroupsCmd builds `tripod groups list|describe|delete|reset-offsets|
@@ -583,19 +585,6 @@ func resolvePartitions(ctx context.Context, adm adminClient, specs []partitionSp
 	return set, nil
 }
 
-// resetScenario is how reset-offsets picks each partition's new offset.
-type resetScenario struct {
-	// toEarliest, toLatest: the log start or end offset.
-	toEarliest, toLatest bool
-	// toOffset, when set: that offset, within the log's range.
-	toOffset *int64
-	// shiftBy, when set: the committed offset moved by that many, within
-	// the log's range.
-	shiftBy *int64
-	// toDatetime, when set: the first offset of a record at or after it.
-	toDatetime *time.Time
-}
-
 // newGroupsResetOffsetsCmd builds `tripod groups reset-offsets GROUP`.
 func newGroupsResetOffsetsCmd(opts *topicsOptions) *cobra.Command {
 	var (
@@ -625,7 +614,7 @@ first.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
-			sc := resetScenario{toEarliest: toEarliest, toLatest: toLatest}
+			sc := offsetreset.Scenario{ToEarliest: toEarliest, ToLatest: toLatest}
 			var given []string
 			for _, name := range []string{"to-earliest", "to-latest", "to-offset", "shift-by", "to-datetime"} {
 				if f.Changed(name) {
@@ -648,17 +637,17 @@ first.`,
 				if toOffset < 0 {
 					return fmt.Errorf("--to-offset %d: must be at least 0", toOffset)
 				}
-				sc.toOffset = &toOffset
+				sc.ToOffset = &toOffset
 			}
 			if f.Changed("shift-by") {
-				sc.shiftBy = &shiftBy
+				sc.ShiftBy = &shiftBy
 			}
 			if f.Changed("to-datetime") {
 				t, err := time.Parse(time.RFC3339Nano, toDatetime)
 				if err != nil {
 					return fmt.Errorf("--to-datetime %q: want an RFC 3339 time such as 2024-05-01T12:00:00Z", toDatetime)
 				}
-				sc.toDatetime = &t
+				sc.ToDatetime = &t
 			}
 			specs, err := parsePartitionSpecs(topicFlags)
 			if err != nil {
@@ -686,14 +675,10 @@ first.`,
 	return cmd
 }
 
-// activeMemberErrors are the answers to a commit with generation -1 while
-// the group has members.
-var activeMemberErrors = []error{kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress}
-
 // resetOffsets plans, prints and with execute commits the new offsets of
 // group's partitions: those of specs, or with allTopics those it has
 // committed offsets for.
-func resetOffsets(ctx context.Context, cmd *cobra.Command, adm adminClient, group string, specs []partitionSpec, allTopics bool, sc resetScenario, execute, dryRun bool) error {
+func resetOffsets(ctx context.Context, cmd *cobra.Command, adm adminClient, group string, specs []partitionSpec, allTopics bool, sc offsetreset.Scenario, execute, dryRun bool) error {
 	described, err := adm.DescribeGroups(ctx, group)
 	if err != nil {
 		return fmt.Errorf("describe group %s: %w", group, err)
@@ -702,7 +687,7 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm adminClient, grou
 	if g.Err != nil {
 		return fmt.Errorf("describe group %s: %w", group, g.Err)
 	}
-	inactive := g.State == "Empty" || g.State == "Dead"
+	inactive := offsetreset.Inactive(g.State)
 	if execute && !inactive {
 		return fmt.Errorf("reset offsets of group %s: assignments can only be reset if the group is inactive, but the current state is %s", group, g.State)
 	}
@@ -710,7 +695,7 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm adminClient, grou
 	if err != nil {
 		return fmt.Errorf("fetch offsets of group %s: %w", group, err)
 	}
-	committed := committedOffsets(fetched)
+	committed := offsetreset.Committed(fetched)
 	var partitions kadm.TopicsSet
 	if allTopics {
 		partitions = committed.TopicsSet()
@@ -721,7 +706,10 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm adminClient, grou
 		return fmt.Errorf("reset offsets of group %s: %w", group, err)
 	}
 	out, notes := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	plan, err := planReset(ctx, notes, adm, partitions, committed, sc)
+	plan, planNotes, err := offsetreset.Plan(ctx, adm.Client, partitions, committed, sc)
+	for _, note := range planNotes {
+		fmt.Fprintln(notes, note)
+	}
 	if err != nil {
 		return fmt.Errorf("reset offsets of group %s: %w", group, err)
 	}
@@ -745,7 +733,7 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm adminClient, grou
 			continue
 		}
 		err := fmt.Errorf("commit offset %d of %s[%d] for group %s: %w", r.At, r.Topic, r.Partition, group, r.Err)
-		if slices.ContainsFunc(activeMemberErrors, func(e error) bool { return errors.Is(r.Err, e) }) {
+		if offsetreset.IsActiveMemberError(r.Err) {
 			err = fmt.Errorf("%w (the group has active members now; offsets can be reset only while it has none)", err)
 		}
 		errs = append(errs, err)
@@ -755,93 +743,6 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm adminClient, grou
 		writeResetPlan(out, group, plan)
 	}
 	return errors.Join(errs...)
-}
-
-// planReset returns the new offset of every partition by scenario sc,
-// from the partitions' log start and end offsets and the group's
-// committed offsets. An offset past either end of the log is moved to
-// that end, with a note to notes as kafka-consumer-groups writes.
-func planReset(ctx context.Context, notes io.Writer, adm adminClient, partitions kadm.TopicsSet, committed kadm.Offsets, sc resetScenario) (kadm.Offsets, error) {
-	topics := partitions.Topics()
-	starts, err := adm.ListStartOffsets(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets: %w", err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets: %w", err)
-	}
-	var atTime kadm.ListedOffsets
-	if sc.toDatetime != nil {
-		if atTime, err = adm.ListOffsetsAfterMilli(ctx, sc.toDatetime.UnixMilli(), topics...); err != nil {
-			return nil, fmt.Errorf("list offsets at %s: %w", sc.toDatetime.Format(time.RFC3339Nano), err)
-		}
-	}
-	listed := func(l kadm.ListedOffsets, what, t string, p int32) (int64, error) {
-		o, ok := l.Lookup(t, p)
-		if !ok {
-			// A topic the cluster does not have is listed as partition -1.
-			o, ok = l.Lookup(t, -1)
-		}
-		switch {
-		case !ok:
-			return 0, fmt.Errorf("list %s offset of %s[%d]: not in the response", what, t, p)
-		case o.Err != nil:
-			return 0, fmt.Errorf("list %s offset of %s[%d]: %w", what, t, p, o.Err)
-		}
-		return o.Offset, nil
-	}
-	plan := kadm.Offsets{}
-	var errs []error
-	partitions.Each(func(t string, p int32) {
-		start, err := listed(starts, "start", t, p)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		end, err := listed(ends, "end", t, p)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		var offset int64
-		switch {
-		case sc.toEarliest:
-			offset = start
-		case sc.toLatest:
-			offset = end
-		case sc.toOffset != nil:
-			offset = *sc.toOffset
-		case sc.shiftBy != nil:
-			c, ok := committed.Lookup(t, p)
-			if !ok || c.At < 0 {
-				errs = append(errs, fmt.Errorf("--shift-by: %s[%d] has no committed offset to shift", t, p))
-				return
-			}
-			offset = c.At + *sc.shiftBy
-		case sc.toDatetime != nil:
-			if offset, err = listed(atTime, "timestamp", t, p); err != nil {
-				errs = append(errs, err)
-				return
-			}
-			if offset < 0 {
-				offset = end
-			}
-		}
-		switch {
-		case offset < start:
-			fmt.Fprintf(notes, "New offset (%d) is lower than earliest offset for topic partition %s-%d. Value will be set to %d\n", offset, t, p, start)
-			offset = start
-		case offset > end:
-			fmt.Fprintf(notes, "New offset (%d) is higher than latest offset for topic partition %s-%d. Value will be set to %d\n", offset, t, p, end)
-			offset = end
-		}
-		plan.AddOffset(t, p, offset, -1)
-	})
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return plan, nil
 }
 
 // writeResetPlan prints reset-offsets' table.
@@ -886,7 +787,7 @@ consume (GROUP_SUBSCRIBED_TO_TOPIC).`,
 			if err != nil {
 				return fmt.Errorf("fetch offsets of group %s: %w", group, err)
 			}
-			partitions, err := resolvePartitions(ctx, adm, specs, committedOffsets(fetched).TopicsSet())
+			partitions, err := resolvePartitions(ctx, adm, specs, offsetreset.Committed(fetched).TopicsSet())
 			if err != nil {
 				return fmt.Errorf("delete offsets of group %s: %w", group, err)
 			}
@@ -941,18 +842,6 @@ func writeDeleteOffsets(out io.Writer, group string, partitions kadm.TopicsSet, 
 		return fmt.Errorf("delete offsets of group %s: %d of %d partitions failed", group, failed, len(statuses))
 	}
 	return nil
-}
-
-// committedOffsets returns the offsets a group has committed: those
-// fetched without error and not -1.
-func committedOffsets(fetched kadm.OffsetResponses) kadm.Offsets {
-	committed := kadm.Offsets{}
-	fetched.Each(func(r kadm.OffsetResponse) {
-		if r.Err == nil && r.At >= 0 {
-			committed.Add(r.Offset)
-		}
-	})
-	return committed
 }
 
 // orDash returns s, or "-" when s is empty, as kafka-consumer-groups

@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/tripodmq/tripod/internal/offsetreset"
 )
 
 // consumerProtocolGroups describes names with ConsumerGroupDescribe
@@ -94,7 +96,7 @@ func writeConsumerGroupOffsets(ctx context.Context, out io.Writer, adm adminClie
 			errs = append(errs, fmt.Errorf("fetch offsets of group %s: %w", g.Group, err))
 			continue
 		}
-		committed := committedOffsets(fetched)
+		committed := offsetreset.Committed(fetched)
 		type tp struct {
 			topic     string
 			partition int32
