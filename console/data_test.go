@@ -1,0 +1,165 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// waitFor polls js in the page until it is truthy, within timeout, and
+// returns its value as text.
+func waitFor(t *testing.T, b *browser, timeout time.Duration, js string) string {
+	t.Helper()
+	return run(t, b, timeout+5*time.Second, chromedp.Poll[string](js, chromedp.WithPollingTimeout(timeout)))
+}
+
+// newTopic creates topic with partitions on c, replicated three times,
+// and returns an admin client and a producer of it.
+func newTopic(t *testing.T, ctx context.Context, c interface{ Bootstrap() []string }, topic string, partitions int32) (*kadm.Client, *kgo.Client) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	return adm, cl
+}
+
+// TestMessagesFindRecordBySubstring produces 2 000 records, one of which
+// holds a needle in its value, and finds that record with the message
+// browser's filter: the page shows it with its offset and says how far
+// the scan got.
+func TestMessagesFindRecordBySubstring(t *testing.T) {
+	c := startCluster(t, "raft", 3)
+	_, url := startConsole(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic, needle, total, at = "payments", "needle-7f3a", 2000, 1234
+	_, cl := newTopic(t, ctx, c, topic, 1)
+	records := make([]*kgo.Record, total)
+	for i := range records {
+		value := fmt.Sprintf(`{"payment":%d,"amount":%d}`, i, i*7)
+		if i == at {
+			value = fmt.Sprintf(`{"payment":%d,"memo":"%s"}`, i, needle)
+		}
+		records[i] = &kgo.Record{Topic: topic, Key: []byte("p-" + strconv.Itoa(i)), Value: []byte(value),
+			Headers: []kgo.RecordHeader{{Key: "source", Value: []byte("test")}}}
+	}
+	if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	want := records[at].Offset
+
+	b := newBrowser(t)
+	b.do(t, 20*time.Second,
+		chromedp.Navigate(url+"/#/messages"),
+		chromedp.WaitVisible(chromedp.CSS("#topic")),
+		chromedp.SendKeys(chromedp.CSS("#topic"), topic),
+		chromedp.SendKeys(chromedp.CSS("#filter"), needle),
+		chromedp.Click(chromedp.CSS("#browse")),
+	)
+	got := waitFor(t, b, 20*time.Second, `(() => {
+		const rows = [...document.querySelectorAll('table.messages tr[data-offset]')];
+		return rows.length ? rows.map((r) => r.dataset.offset + ' ' + r.textContent).join('\n') : '';
+	})()`)
+	if lines := strings.Split(got, "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], strconv.FormatInt(want, 10)+" ") || !strings.Contains(lines[0], needle) {
+		t.Errorf("rows found by %q: got %q, want one, at offset %d, holding the needle", needle, got, want)
+	}
+	summary := run(t, b, 10*time.Second, chromedp.Text(chromedp.CSS("#scan-summary")))
+	wantSummary := fmt.Sprintf("scanned offsets %d..0 (%d records), 1 match; reached the end of the log", total-1, total)
+	if !strings.Contains(summary, wantSummary) {
+		t.Errorf("scan summary: got %q, want it to say %q", summary, wantSummary)
+	}
+	// The JSON view pretty-prints the value.
+	b.do(t, 10*time.Second, chromedp.SetValue(chromedp.CSS("#view"), "json"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#view').dispatchEvent(new Event('change', {bubbles: true}))`))
+	pretty := waitFor(t, b, 10*time.Second, `(() => {
+		const pre = document.querySelectorAll('table.messages tr[data-offset] pre.payload')[1];
+		return pre && pre.textContent.includes('\n') ? pre.textContent : '';
+	})()`)
+	if !strings.Contains(pretty, `"memo": "`+needle+`"`) {
+		t.Errorf("value as JSON: got %q, want it pretty-printed", pretty)
+	}
+	b.screenshot(t, "messages")
+	b.noProblems(t)
+}
+
+// TestMessagesProduceConfirmed produces a test record from the page:
+// nothing is written until the user confirms in the dialog, and then
+// franz-go reads back the record at the offset the page shows.
+func TestMessagesProduceConfirmed(t *testing.T) {
+	c := startCluster(t, "raft", 3)
+	_, url := startConsole(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic = "greetings"
+	adm, _ := newTopic(t, ctx, c, topic, 2)
+
+	b := newBrowser(t)
+	b.do(t, 20*time.Second,
+		chromedp.Navigate(url+"/#/messages"),
+		chromedp.WaitVisible(chromedp.CSS("#produce-topic")),
+		chromedp.SendKeys(chromedp.CSS("#produce-topic"), topic),
+		chromedp.SendKeys(chromedp.CSS("#produce-partition"), "1"),
+		chromedp.SendKeys(chromedp.CSS("#produce-key"), "k1"),
+		chromedp.SendKeys(chromedp.CSS("#produce-value"), "hello from the console"),
+		chromedp.SendKeys(chromedp.CSS("#produce-headers"), "source=console"),
+		chromedp.Click(chromedp.CSS("#produce")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-produce-confirm")),
+	)
+	// The dialog is open and nothing is written yet.
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup(topic, 1); o.Err != nil || o.Offset != 0 {
+		t.Fatalf("log end offset of %s[1] before confirming: got %d (%v), want 0", topic, o.Offset, o.Err)
+	}
+	b.do(t, 10*time.Second, chromedp.Click(chromedp.CSS("#confirm-produce-confirm")))
+	shown := waitFor(t, b, 20*time.Second, `document.querySelector('#produced')?.textContent || ''`)
+	var offset int64 = -1
+	if _, err := fmt.Sscanf(shown, "Written to "+topic+"[1] at offset %d.", &offset); err != nil {
+		t.Fatalf("page after producing: got %q, want %q", shown, "Written to "+topic+"[1] at offset N.")
+	}
+	if open := run(t, b, 5*time.Second, chromedp.Evaluate[bool](`document.querySelector('#confirm-produce').open`)); open {
+		t.Errorf("confirmation dialog: still open after producing")
+	}
+
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {1: kgo.NewOffset().At(offset)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	fetches := consumer.PollRecords(ctx, 1)
+	if err := fetches.Err0(); err != nil {
+		t.Fatalf("read back %s[1] at %d: %v", topic, offset, err)
+	}
+	recs := fetches.Records()
+	if len(recs) != 1 {
+		t.Fatalf("read back %s[1] at %d: got %d records, want 1", topic, offset, len(recs))
+	}
+	r := recs[0]
+	if r.Offset != offset || string(r.Key) != "k1" || string(r.Value) != "hello from the console" ||
+		len(r.Headers) != 1 || r.Headers[0].Key != "source" || string(r.Headers[0].Value) != "console" {
+		t.Errorf("record read back: got offset %d key %q value %q headers %v, want offset %d key \"k1\" value \"hello from the console\" headers [source=console]",
+			r.Offset, r.Key, r.Value, r.Headers, offset)
+	}
+	b.noProblems(t)
+}
