@@ -12,15 +12,21 @@ import (
 // routesData registers the API of the data pages: messages and consumer
 // groups.
 func (s *Server) routesData() {
-	d := &dataAPI{Server: s}
+	d := &dataAPI{Server: s, lag: newLagHistory()}
 	s.mux.HandleFunc("GET /api/messages/topics", d.handleMessageTopics)
 	s.mux.HandleFunc("GET /api/messages", d.handleMessages)
 	s.mux.HandleFunc("POST /api/messages", d.handleProduce)
+	s.mux.HandleFunc("GET /api/groups", d.handleGroups)
+	s.mux.HandleFunc("GET /api/groups/{group}", d.handleGroup)
+	s.mux.HandleFunc("POST /api/groups/{group}/reset-offsets", d.handleResetOffsets)
+	s.goOwned(d.sampleLag)
 }
 
-// dataAPI serves the data pages' API for a Server.
+// dataAPI serves the data pages' API for a Server; lag is the consumer
+// groups' lag over time that their pages chart.
 type dataAPI struct {
 	*Server
+	lag *lagHistory
 }
 
 // badRequest returns an error that is the request's fault, so that it

@@ -163,3 +163,99 @@ func TestMessagesProduceConfirmed(t *testing.T) {
 	}
 	b.noProblems(t)
 }
+
+// TestGroupResetOffsets resets an empty group's committed offsets to
+// earliest from its page: the dry run shows the plan and changes
+// nothing, and after the confirmation the page shows the new committed
+// offsets, which kadm reads back from the cluster.
+func TestGroupResetOffsets(t *testing.T) {
+	c := startCluster(t, "raft", 3)
+	_, url := startConsole(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic, group = "orders", "billing"
+	adm, cl := newTopic(t, ctx, c, topic, 2)
+	var records []*kgo.Record
+	for i := range 60 {
+		records = append(records, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("order " + strconv.Itoa(i))})
+	}
+	if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	// The group commits offsets and has no members: it is Empty.
+	var commit kadm.Offsets
+	commit.AddOffset(topic, 0, 20, -1)
+	commit.AddOffset(topic, 1, 25, -1)
+	if resps, err := adm.CommitOffsets(ctx, group, commit); err != nil || resps.Error() != nil {
+		t.Fatalf("commit offsets of %s: %v %v", group, err, resps.Error())
+	}
+	committed := func() string {
+		t.Helper()
+		fetched, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, o := range fetched.Sorted() {
+			parts = append(parts, fmt.Sprintf("%s[%d]=%d", o.Topic, o.Partition, o.At))
+		}
+		return strings.Join(parts, " ")
+	}
+	const before, after = "orders[0]=20 orders[1]=25", "orders[0]=0 orders[1]=0"
+	b := newBrowser(t)
+	// shown waits until the rows of table show want, as committed()
+	// writes it, from the cells of class column.
+	shown := func(table, column, want string) {
+		t.Helper()
+		js := `(() => {
+			const got = [...document.querySelectorAll('` + table + ` tr[data-topic]')].map((r) =>
+				r.dataset.topic + '[' + r.dataset.partition + ']=' + r.querySelector('` + column + `').textContent).join(' ');
+			return got === ` + strconv.Quote(want) + ` ? got : '';
+		})()`
+		ctx, cancel := context.WithTimeout(b.ctx, 25*time.Second)
+		defer cancel()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[string](js, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('main').innerText`))
+			t.Fatalf("%s: want %s shown: %v; the page reads:\n%s", table, want, err, text)
+		}
+	}
+
+	// The list shows the group, Empty, with its lag; its name links to
+	// its page.
+	b.do(t, 20*time.Second, chromedp.Navigate(url+"/#/groups"))
+	row := waitFor(t, b, 20*time.Second, `(() => {
+		const a = document.querySelector('table.groups a[href="#/groups/`+group+`"]');
+		return a ? a.closest('tr').innerText : '';
+	})()`)
+	if fields := strings.Fields(row); len(fields) < 4 || fields[1] != "Empty" || fields[len(fields)-1] != "15" {
+		t.Errorf("groups list row of %s: got %q, want it Empty with lag 15 (10 + 5)", group, row)
+	}
+	b.screenshot(t, "groups")
+	b.do(t, 10*time.Second, chromedp.Click(chromedp.CSS(`table.groups a[href="#/groups/`+group+`"]`)))
+	shown("#offsets", ".committed", before)
+
+	// The dry run shows the plan and changes nothing.
+	b.do(t, 10*time.Second, chromedp.Click(chromedp.CSS("#reset-dry-run")))
+	shown("#reset-plan", ".new-offset", after)
+	if got := committed(); got != before {
+		t.Errorf("committed offsets after the dry run: got %s, want %s", got, before)
+	}
+
+	// Execute asks first; confirmed, it commits and the page shows it.
+	b.do(t, 10*time.Second,
+		chromedp.Click(chromedp.CSS("#reset-execute")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-reset-confirm")))
+	if got := committed(); got != before {
+		t.Errorf("committed offsets while the confirmation is open: got %s, want %s", got, before)
+	}
+	b.do(t, 10*time.Second, chromedp.Click(chromedp.CSS("#confirm-reset-confirm")))
+	shown("#reset-done", ".new-offset", after)
+	shown("#offsets", ".committed", after)
+	if got := committed(); got != after {
+		t.Errorf("committed offsets after the reset: got %s, want %s", got, after)
+	}
+	// The lag chart has two samples within a sampling interval or two.
+	waitFor(t, b, 3*lagSampleInterval, `document.querySelector('.lag-chart svg polyline') ? 'drawn' : ''`)
+	b.screenshot(t, "group")
+	b.noProblems(t)
+}
