@@ -2,7 +2,10 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +21,26 @@ import (
 func waitFor(t *testing.T, b *browser, timeout time.Duration, js string) string {
 	t.Helper()
 	return run(t, b, timeout+5*time.Second, chromedp.Poll[string](js, chromedp.WithPollingTimeout(timeout)))
+}
+
+// getJSON gets url, checks its status and decodes its JSON body into v.
+func getJSON(t *testing.T, url string, status int, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != status {
+		t.Fatalf("GET %s: got status %d (%s), want %d", url, resp.StatusCode, body, status)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("GET %s: %v in %s", url, err, body)
+	}
 }
 
 // newTopic creates topic with partitions on c, replicated three times,
@@ -65,6 +88,40 @@ func TestMessagesFindRecordBySubstring(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 	want := records[at].Offset
+
+	// A filtered scan bounded to 500 records says where it stopped and
+	// where to continue; continuing from there finds the needle.
+	var page browseAnswer
+	getJSON(t, url+"/api/messages?topic=payments&partition=0&q="+needle+"&scan=500", http.StatusOK, &page)
+	if page.Scanned != 500 || page.ScannedFrom != total-1 || page.ScannedTo != total-500 || len(page.Records) != 0 ||
+		page.StoppedBy != "scan" || page.Next == nil || *page.Next != total-501 {
+		t.Errorf("scan bounded to 500 from the newest: got %d scanned at %d..%d, %d matches, stopped by %s, next %v; want 500 at %d..%d, none, scan, next %d",
+			page.Scanned, page.ScannedFrom, page.ScannedTo, len(page.Records), page.StoppedBy, page.Next, total-1, total-500, total-501)
+	}
+	getJSON(t, url+fmt.Sprintf("/api/messages?topic=payments&partition=0&q=%s&scan=500&offset=%d", needle, total-501), http.StatusOK, &page)
+	if len(page.Records) != 1 || page.Records[0].Offset != want {
+		t.Errorf("scan continued from %d: got %d matches (%+v), want the record at %d", total-501, len(page.Records), page.Records, want)
+	}
+	// Oldest first from a time before every record reads from offset 0.
+	getJSON(t, url+"/api/messages?topic=payments&partition=0&order=oldest&limit=3&time="+records[0].Timestamp.Add(-time.Hour).UTC().Format(time.RFC3339), http.StatusOK, &page)
+	if len(page.Records) != 3 || page.Records[0].Offset != 0 || page.Records[2].Offset != 2 || page.Next == nil || *page.Next != 3 {
+		t.Errorf("oldest first from an hour before: got %d records from %+v, next %v; want offsets 0..2, next 3", len(page.Records), page.Records, page.Next)
+	}
+	// Bad parameters are refused, naming the parameter and its range.
+	for _, bad := range []struct{ query, want string }{
+		{"partition=0", "parameter topic"},
+		{"topic=payments&partition=1", "parameter partition=1: topic payments has partitions 0 to 0"},
+		{"topic=payments&partition=0&limit=501", "parameter limit=\"501\": want an integer from 1 to 500"},
+		{"topic=payments&partition=0&order=sideways", "parameter order=\"sideways\": want newest or oldest"},
+		{"topic=payments&partition=0&time=yesterday", "parameter time=\"yesterday\": want an RFC 3339 time"},
+		{"topic=nope&partition=0", "topic nope: the cluster has no such topic"},
+	} {
+		var e apiError
+		getJSON(t, url+"/api/messages?"+bad.query, http.StatusBadRequest, &e)
+		if !strings.Contains(e.Error, bad.want) {
+			t.Errorf("GET /api/messages?%s: got error %q, want it to say %q", bad.query, e.Error, bad.want)
+		}
+	}
 
 	b := newBrowser(t)
 	b.do(t, 20*time.Second,
@@ -254,6 +311,44 @@ func TestGroupResetOffsets(t *testing.T) {
 	if got := committed(); got != after {
 		t.Errorf("committed offsets after the reset: got %s, want %s", got, after)
 	}
+	// With a member in the group, the page shows Kafka's refusal.
+	member, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ClientID("billing-worker"), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for pollCtx.Err() == nil {
+			member.PollFetches(pollCtx)
+		}
+	}()
+	defer func() {
+		stopPolling()
+		<-polled
+	}()
+	b.do(t, 10*time.Second, chromedp.Navigate(url+"/#/groups/"+group))
+	waitFor(t, b, 20*time.Second, `(() => {
+		const cells = [...document.querySelectorAll('table.members td')];
+		return cells.some((c) => c.textContent === 'billing-worker') ? 'joined' : '';
+	})()`)
+	b.do(t, 10*time.Second, chromedp.Click(chromedp.CSS("#reset-dry-run")))
+	shown("#reset-plan", ".new-offset", after)
+	b.do(t, 10*time.Second,
+		chromedp.Click(chromedp.CSS("#reset-execute")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-reset-confirm")),
+		chromedp.Click(chromedp.CSS("#confirm-reset-confirm")))
+	refusal := waitFor(t, b, 20*time.Second, `document.querySelector('#reset-error')?.textContent || ''`)
+	if !strings.Contains(refusal, "group has active members") || !strings.Contains(refusal, "only while a group is Empty") {
+		t.Errorf("reset of a group with a member: the page says %q, want the refusal and that the group must be Empty", refusal)
+	}
+	if got := committed(); got != after {
+		t.Errorf("committed offsets after the refused reset: got %s, want %s", got, after)
+	}
+
 	// The lag chart has two samples within a sampling interval or two.
 	waitFor(t, b, 3*lagSampleInterval, `document.querySelector('.lag-chart svg polyline') ? 'drawn' : ''`)
 	b.screenshot(t, "group")

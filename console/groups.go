@@ -301,6 +301,14 @@ func (req resetRequest) scenario() (offsetreset.Scenario, error) {
 	return sc, nil
 }
 
+// members says how many members a group has, in words.
+func members(n int) string {
+	if n == 1 {
+		return "1 member"
+	}
+	return fmt.Sprintf("%d members", n)
+}
+
 // errGroupActive is the refusal of a reset while the group has members.
 var errGroupActive = errors.New("group has active members")
 
@@ -347,7 +355,7 @@ func (d *dataAPI) resetOffsets(ctx context.Context, group string, req resetReque
 	a.State = g.State
 	inactive := offsetreset.Inactive(g.State)
 	if req.Execute && !inactive {
-		return a, fmt.Errorf("reset offsets of group %s: %w: it is %s with %d members, and Kafka resets committed offsets only while a group is Empty; stop its consumers first", group, errGroupActive, g.State, len(g.Members))
+		return a, fmt.Errorf("reset offsets of group %s: %w: it is %s with %s, and Kafka resets committed offsets only while a group is Empty; stop its consumers first", group, errGroupActive, g.State, members(len(g.Members)))
 	}
 	fetched, err := d.adm.FetchOffsets(ctx, group)
 	if err != nil {
@@ -381,7 +389,7 @@ func (d *dataAPI) resetOffsets(ctx context.Context, group string, req resetReque
 		return a, fmt.Errorf("reset offsets of group %s: %w", group, err)
 	}
 	if !req.Execute && !inactive {
-		a.Notes = append(a.Notes, fmt.Sprintf("Consumer group %s is %s with %d members: the reset will be refused until it has none (Empty).", group, g.State, len(g.Members)))
+		a.Notes = append(a.Notes, fmt.Sprintf("Consumer group %s is %s with %s: the reset will be refused until it has none (Empty).", group, g.State, members(len(g.Members))))
 	}
 	var failed kadm.OffsetResponses
 	if req.Execute {
