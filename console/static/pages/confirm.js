@@ -3,8 +3,9 @@
 import {html, useEffect, useRef} from '../vendor/preact-htm.mjs';
 
 // ConfirmDialog is a modal <dialog> shown while open is true. Escape or
-// Cancel calls onCancel; the confirm button calls onConfirm. The
-// confirm button is focused first, and its label says what it does.
+// Cancel calls onCancel; the confirm button calls onConfirm, and its
+// label says what it does. The confirm button is focused first, but
+// Cancel is when the action is dangerous, so Enter alone never resets.
 export function ConfirmDialog({id, open, title, confirmLabel, danger, busy, onConfirm, onCancel, children}) {
   const ref = useRef(null);
   useEffect(() => {
@@ -24,9 +25,9 @@ export function ConfirmDialog({id, open, title, confirmLabel, danger, busy, onCo
       <h2 id=${id + '-title'}>${title}</h2>
       ${open && children}
       <div class="toolbar dialog-actions">
-        <button type="button" onClick=${cancel} disabled=${busy}>Cancel</button>
+        <button type="button" id=${id + '-cancel'} autofocus=${danger} onClick=${cancel} disabled=${busy}>Cancel</button>
         <button type="button" class=${danger ? 'danger' : 'primary'} id=${id + '-confirm'}
-          autofocus onClick=${onConfirm} disabled=${busy}>${busy ? 'Working…' : confirmLabel}</button>
+          autofocus=${!danger} onClick=${onConfirm} disabled=${busy}>${busy ? 'Working…' : confirmLabel}</button>
       </div>
     </dialog>`;
 }
