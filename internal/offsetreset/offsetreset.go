@@ -93,7 +93,7 @@ func Plan(ctx context.Context, adm *kadm.Client, partitions kadm.TopicsSet, comm
 		case sc.ShiftBy != nil:
 			c, ok := committed.Lookup(t, p)
 			if !ok || c.At < 0 {
-				errs = append(errs, fmt.Errorf("--shift-by: %s[%d] has no committed offset to shift", t, p))
+				errs = append(errs, fmt.Errorf("shift by %d: %s[%d] has no committed offset to shift", *sc.ShiftBy, t, p))
 				return
 			}
 			offset = c.At + *sc.ShiftBy
