@@ -104,6 +104,14 @@ export function MessagesPage({query}) {
 
   const set = (name) => (ev) => setForm({...form, [name]: ev.target.value});
 
+  // A link to #/messages?topic=T&partition=P opens on that partition's
+  // records.
+  useEffect(() => {
+    if (form.topic) {
+      browse();
+    }
+  }, []);
+
   async function browse(from) {
     setLoading(true);
     setError(null);
@@ -139,7 +147,7 @@ export function MessagesPage({query}) {
         <label>Start <select id="start" value=${form.start} onChange=${set('start')}>
           <option value="edge">${form.order === 'newest' ? 'at the newest record' : 'at the oldest record'}</option>
           <option value="offset">at an offset</option>
-          <option value="time">at a time</option>
+          <option value="time">${form.order === 'newest' ? 'before a time' : 'at or after a time'}</option>
         </select></label>
         ${form.start === 'offset' && html`<label>Offset <input id="offset" type="number" min="0" required value=${form.offset} onInput=${set('offset')} class="narrow" /></label>`}
         ${form.start === 'time' && html`<label>Time <input id="time" type="datetime-local" step="1" required value=${form.time} onInput=${set('time')} /></label>`}
