@@ -316,9 +316,9 @@ func (d *dataAPI) browse(ctx context.Context, part partitionRef, req browseReque
 		return true
 	}
 	if req.newestFirst {
-		err = d.readBackward(ctx, part, min(start, bounds.end-1), bounds.start, take)
+		err = d.readBackward(ctx, &part, min(start, bounds.end-1), bounds.start, take)
 	} else {
-		err = d.readForward(ctx, part, max(start, bounds.start), bounds.end, take)
+		err = d.readForward(ctx, &part, max(start, bounds.start), bounds.end, take)
 	}
 	if err != nil {
 		return a, err
@@ -376,7 +376,7 @@ func (d *dataAPI) bounds(ctx context.Context, part partitionRef, at *time.Time) 
 
 // readForward reads part from offset from up to end (exclusive), giving
 // each record to take until it returns false.
-func (d *dataAPI) readForward(ctx context.Context, part partitionRef, from, end int64, take func(*kgo.Record) bool) error {
+func (d *dataAPI) readForward(ctx context.Context, part *partitionRef, from, end int64, take func(*kgo.Record) bool) error {
 	for from < end {
 		records, next, err := d.fetch(ctx, part, from)
 		if err != nil {
@@ -405,7 +405,7 @@ func (d *dataAPI) readForward(ctx context.Context, part partitionRef, from, end 
 // readBackward reads part from offset from down to start, newest first,
 // giving each record to take until it returns false. It reads chunks of
 // backwardChunk offsets oldest first and walks each backwards.
-func (d *dataAPI) readBackward(ctx context.Context, part partitionRef, from, start int64, take func(*kgo.Record) bool) error {
+func (d *dataAPI) readBackward(ctx context.Context, part *partitionRef, from, start int64, take func(*kgo.Record) bool) error {
 	for from >= start {
 		lo := max(start, from-backwardChunk+1)
 		var chunk []*kgo.Record
@@ -433,8 +433,24 @@ func (d *dataAPI) readBackward(ctx context.Context, part partitionRef, from, sta
 
 // fetch reads what part's leader answers one Fetch from offset, as a
 // consumer that reads uncommitted records and belongs to no group, and
-// returns the records and the offset after the batches it got.
-func (d *dataAPI) fetch(ctx context.Context, part partitionRef, offset int64) ([]*kgo.Record, int64, error) {
+// returns the records and the offset after the batches it got. When the
+// leader has moved or cannot be reached, it looks the leader up again
+// and asks once more.
+func (d *dataAPI) fetch(ctx context.Context, part *partitionRef, offset int64) ([]*kgo.Record, int64, error) {
+	records, next, err := d.fetchOnce(ctx, *part, offset)
+	if err == nil || ctx.Err() != nil || errors.Is(err, kerr.OffsetOutOfRange) {
+		return records, next, err
+	}
+	moved, lookupErr := d.partition(ctx, part.topic, part.partition)
+	if lookupErr != nil || moved.leader == part.leader && !errors.Is(err, kerr.NotLeaderForPartition) {
+		return nil, offset, err
+	}
+	*part = moved
+	return d.fetchOnce(ctx, *part, offset)
+}
+
+// fetchOnce sends one Fetch from offset to part's leader.
+func (d *dataAPI) fetchOnce(ctx context.Context, part partitionRef, offset int64) ([]*kgo.Record, int64, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = 0
@@ -450,21 +466,24 @@ func (d *dataAPI) fetch(ctx context.Context, part partitionRef, offset int64) ([
 	rp.PartitionMaxBytes = fetchPartitionBytes
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	failed := func(err error) error {
+		return fmt.Errorf("fetch %s[%d] at offset %d from broker %d: %w", part.topic, part.partition, offset, part.leader, err)
+	}
 	resp, err := req.RequestWith(ctx, d.cl.Broker(int(part.leader)))
 	if err != nil {
-		return nil, offset, fmt.Errorf("fetch %s[%d] at offset %d from broker %d: %w", part.topic, part.partition, offset, part.leader, err)
+		return nil, offset, failed(err)
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, offset, fmt.Errorf("fetch %s[%d] at offset %d from broker %d: %w", part.topic, part.partition, offset, part.leader, err)
+		return nil, offset, failed(err)
 	}
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return nil, offset, fmt.Errorf("fetch %s[%d] at offset %d from broker %d: the answer is not of that partition", part.topic, part.partition, offset, part.leader)
+		return nil, offset, failed(errors.New("the answer is not of that partition"))
 	}
 	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 		Offset: offset, IsolationLevel: kgo.ReadUncommitted(), Topic: part.topic, Partition: part.partition,
 	}, &resp.Topics[0].Partitions[0], kgo.DefaultDecompressor(), nil)
 	if fp.Err != nil {
-		return nil, offset, fmt.Errorf("fetch %s[%d] at offset %d from broker %d: %w", part.topic, part.partition, offset, part.leader, fp.Err)
+		return nil, offset, failed(fp.Err)
 	}
 	return fp.Records, next, nil
 }
