@@ -107,6 +107,11 @@ func TestMessagesFindRecordBySubstring(t *testing.T) {
 	if len(page.Records) != 3 || page.Records[0].Offset != 0 || page.Records[2].Offset != 2 || page.Next == nil || *page.Next != 3 {
 		t.Errorf("oldest first from an hour before: got %d records from %+v, next %v; want offsets 0..2, next 3", len(page.Records), page.Records, page.Next)
 	}
+	// Without a filter, newest first is the newest records.
+	getJSON(t, url+"/api/messages?topic=payments&partition=0&limit=3", http.StatusOK, &page)
+	if len(page.Records) != 3 || page.Records[0].Offset != total-1 || page.Records[2].Offset != total-3 || page.Next == nil || *page.Next != total-4 {
+		t.Errorf("newest first, 3 records: got %+v, next %v; want offsets %d..%d, next %d", page.Records, page.Next, total-1, total-3, total-4)
+	}
 	// Bad parameters are refused, naming the parameter and its range.
 	for _, bad := range []struct{ query, want string }{
 		{"partition=0", "parameter topic"},

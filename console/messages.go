@@ -316,7 +316,12 @@ func (d *dataAPI) browse(ctx context.Context, part partitionRef, req browseReque
 		return true
 	}
 	if req.newestFirst {
-		err = d.readBackward(ctx, &part, min(start, bounds.end-1), bounds.start, take)
+		// Without a filter, a page's records are all it needs to read.
+		chunk := int64(backwardChunk)
+		if req.needle == nil {
+			chunk = min(chunk, int64(req.limit))
+		}
+		err = d.readBackward(ctx, &part, min(start, bounds.end-1), bounds.start, chunk, take)
 	} else {
 		err = d.readForward(ctx, &part, max(start, bounds.start), bounds.end, take)
 	}
@@ -404,10 +409,10 @@ func (d *dataAPI) readForward(ctx context.Context, part *partitionRef, from, end
 
 // readBackward reads part from offset from down to start, newest first,
 // giving each record to take until it returns false. It reads chunks of
-// backwardChunk offsets oldest first and walks each backwards.
-func (d *dataAPI) readBackward(ctx context.Context, part *partitionRef, from, start int64, take func(*kgo.Record) bool) error {
+// chunk offsets oldest first and walks each backwards.
+func (d *dataAPI) readBackward(ctx context.Context, part *partitionRef, from, start, chunk int64, take func(*kgo.Record) bool) error {
 	for from >= start {
-		lo := max(start, from-backwardChunk+1)
+		lo := max(start, from-chunk+1)
 		var chunk []*kgo.Record
 		for at := lo; at <= from; {
 			records, next, err := d.fetch(ctx, part, at)
