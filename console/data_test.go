@@ -303,6 +303,21 @@ func TestGroupResetOffsets(t *testing.T) {
 		t.Errorf("committed offsets after the dry run: got %s, want %s", got, before)
 	}
 
+	// An execute whose confirmed plan is not the plan now is refused.
+	stale := `{"scenario":"to-earliest","execute":true,"confirmed":[{"topic":"orders","partition":0,"newOffset":7},{"topic":"orders","partition":1,"newOffset":0}]}`
+	resp, err := http.Post(url+"/api/groups/"+group+"/reset-offsets", "application/json", strings.NewReader(stale))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "the plan changed since the dry run") {
+		t.Errorf("execute of a plan that is not the plan now: got %d %s, want 409 saying the plan changed", resp.StatusCode, body)
+	}
+	if got := committed(); got != before {
+		t.Errorf("committed offsets after the refused stale execute: got %s, want %s", got, before)
+	}
+
 	// Execute asks first; confirmed, it commits and the page shows it.
 	b.do(t, 10*time.Second,
 		chromedp.Click(chromedp.CSS("#reset-execute")),

@@ -245,6 +245,10 @@ type resetRequest struct {
 	Datetime string `json:"datetime"`
 	// Execute commits the plan; without it the answer is a dry run.
 	Execute bool `json:"execute"`
+	// Confirmed, with Execute, is the plan the user confirmed (its
+	// topic, partition and newOffset): the reset is refused (409) when
+	// the plan made now differs, so what is committed is what was shown.
+	Confirmed []resetLine `json:"confirmed"`
 }
 
 // resetLine is one partition of a reset's plan.
@@ -312,6 +316,25 @@ func members(n int) string {
 // errGroupActive is the refusal of a reset while the group has members.
 var errGroupActive = errors.New("group has active members")
 
+// errPlanChanged is the refusal of a reset whose plan is no longer the
+// one the user confirmed: the logs moved since the dry run.
+var errPlanChanged = errors.New("the plan changed since the dry run")
+
+// samePlan reports whether plan commits exactly the confirmed offsets.
+func samePlan(plan kadm.Offsets, confirmed []resetLine) bool {
+	n := 0
+	plan.Each(func(kadm.Offset) { n++ })
+	if n != len(confirmed) {
+		return false
+	}
+	for _, c := range confirmed {
+		if o, ok := plan.Lookup(c.Topic, c.Partition); !ok || o.At != c.NewOffset {
+			return false
+		}
+	}
+	return true
+}
+
 // handleResetOffsets plans the reset of a group's committed offsets as
 // `tripod groups reset-offsets` does and, with execute, commits it. As
 // in Kafka, a reset is refused (409) while the group has members.
@@ -331,7 +354,7 @@ func (d *dataAPI) handleResetOffsets(w http.ResponseWriter, r *http.Request) {
 	}
 	answer, err := d.resetOffsets(r.Context(), group, req, sc)
 	switch {
-	case errors.Is(err, errGroupActive):
+	case errors.Is(err, errGroupActive), errors.Is(err, errPlanChanged):
 		writeError(w, http.StatusConflict, err)
 	case err != nil:
 		writeFailure(w, http.StatusBadGateway, err)
@@ -390,6 +413,9 @@ func (d *dataAPI) resetOffsets(ctx context.Context, group string, req resetReque
 	}
 	if !req.Execute && !inactive {
 		a.Notes = append(a.Notes, fmt.Sprintf("Consumer group %s is %s with %s: the reset will be refused until it has none (Empty).", group, g.State, members(len(g.Members))))
+	}
+	if req.Execute && req.Confirmed != nil && !samePlan(plan, req.Confirmed) {
+		return a, fmt.Errorf("reset offsets of group %s: %w (log offsets moved): nothing was committed; run the dry run again", group, errPlanChanged)
 	}
 	var failed kadm.OffsetResponses
 	if req.Execute {

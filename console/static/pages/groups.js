@@ -195,6 +195,8 @@ function ResetOffsets({group, onDone}) {
     offset: f.offset === '' ? null : Number(f.offset),
     datetime: f.datetime === '' ? '' : new Date(f.datetime).toISOString(),
     execute,
+    // The server commits only if its plan is still the one shown.
+    confirmed: execute && plan ? plan.plan : null,
   });
   async function send(execute) {
     setBusy(true);
@@ -260,6 +262,6 @@ function ResetOffsets({group, onDone}) {
     <${ConfirmDialog} id="confirm-reset" open=${confirming} danger title="Reset the offsets of ${group.group}?"
       confirmLabel="Reset offsets" busy=${busy} onConfirm=${() => send(true)} onCancel=${() => setConfirming(false)}>
       <p>This commits new offsets for ${plan ? plan.plan.length : 0} partitions, ${label}${f.topic ? ` of ${f.topic}` : ''}:
-        the group's consumers will start from them. The plan is made again as it commits.</p>
+        the group's consumers will start from them. If the logs moved since the dry run and the plan is no longer the one shown, nothing is committed.</p>
     <//>`;
 }
