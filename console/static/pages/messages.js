@@ -161,7 +161,7 @@ export function MessagesPage({query}) {
     </form>
     ${error && html`<p class="error" role="alert">${error}</p>`}
     ${result && html`<${BrowseResult} result=${result} view=${view} setView=${setView} onContinue=${browse} loading=${loading} />`}
-    <${ProduceForm} topics=${topics} defaultTopic=${form.topic} />`;
+    <${ProduceForm} browsed=${result && result.topic} />`;
 }
 
 // BrowseResult shows a page of records and how far the browse got.
@@ -211,8 +211,15 @@ function parseHeaders(text) {
 }
 
 // ProduceForm writes a test record after the user confirms it.
-function ProduceForm({topics, defaultTopic}) {
-  const [f, setF] = useState({topic: defaultTopic, partition: '', key: '', noKey: false, value: '', headers: ''});
+function ProduceForm({browsed}) {
+  const [f, setF] = useState({topic: '', partition: '', key: '', noKey: false, value: '', headers: ''});
+  // The topic browsed last is the one to write to, until the user names
+  // another.
+  useEffect(() => {
+    if (browsed && f.topic === '') {
+      setF({...f, topic: browsed});
+    }
+  }, [browsed]);
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState(false);
   const [done, setDone] = useState(null);
