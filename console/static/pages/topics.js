@@ -1,4 +1,4 @@
-import {html, useState, useEffect} from '../vendor/preact-htm.mjs';
+import {html, useState, useEffect, useRef} from '../vendor/preact-htm.mjs';
 import {getJSON} from '../api.js';
 import {useStream, Live, Pager, ids} from './live.js';
 
@@ -12,17 +12,32 @@ export function TopicsPage() {
   const [page, setPage] = useState(0);
   const [list, setList] = useState(null);
   const [error, setError] = useState(null);
-  const [version, setVersion] = useState('');
-  const connected = useStream('/api/stream', ['cluster'], (_, c) =>
-    setVersion(`${c.topics}/${c.partitions}/${c.underReplicated}/${c.offline}`));
-  useEffect(() => {
-    const ctl = new AbortController();
-    const params = new URLSearchParams({q, page, size: topicsPageSize});
-    getJSON(`/api/topics?${params}`, {signal: ctl.signal})
-      .then((l) => { setList(l); setError(null); })
-      .catch((e) => { if (e.name !== 'AbortError') setError(e.message); });
-    return () => ctl.abort();
-  }, [q, page, version]);
+  // The newest request's number: an older answer is dropped. A change of
+  // the cluster's counts reloads the page unless a load is under way, so
+  // a cluster that changes at every poll cannot starve the list.
+  const issued = useRef(0);
+  const inflight = useRef(false);
+  const current = useRef({q, page});
+  current.current = {q, page};
+  const version = useRef('');
+  const load = () => {
+    const n = ++issued.current;
+    inflight.current = true;
+    const params = new URLSearchParams({q: current.current.q, page: current.current.page, size: topicsPageSize});
+    getJSON(`/api/topics?${params}`)
+      .then((l) => { if (n === issued.current) { setList(l); setError(null); } })
+      .catch((e) => { if (n === issued.current) setError(e.message); })
+      .finally(() => { if (n === issued.current) inflight.current = false; });
+  };
+  useEffect(load, [q, page]);
+  const connected = useStream('/api/stream', ['cluster'], (_, c) => {
+    const v = `${c.topics}/${c.partitions}/${c.underReplicated}/${c.offline}`;
+    if (v !== version.current) {
+      const first = version.current === '';
+      version.current = v;
+      if (!first && !inflight.current) load();
+    }
+  });
   return html`
     <h1>Topics</h1>
     <div class="toolbar">
