@@ -171,6 +171,12 @@ func (tl *timeline) diff(prev, st *clusterState, lags map[topicPartition]map[int
 				evs = append(evs, event{At: at, Kind: kindElection, Topic: name, Partition: ptr(p.Partition),
 					OldLeader: ptr(pp.Leader), NewLeader: ptr(p.Leader), LeaderEpoch: ptr(p.LeaderEpoch), Text: text})
 			}
+			if !sameSet(p.Replicas, pp.Replicas) {
+				// A reassignment that began and ended between two polls
+				// shows only as this.
+				evs = append(evs, event{At: at, Kind: kindReassignment, Topic: name, Partition: ptr(p.Partition),
+					Text: fmt.Sprintf("%s-%d: replicas (AR) %v → %v", name, p.Partition, pp.Replicas, p.Replicas)})
+			}
 			for _, r := range pp.ISR {
 				if slices.Contains(p.ISR, r) {
 					continue
@@ -294,6 +300,19 @@ func (tl *timeline) progressFailovers(st *clusterState) []event {
 		evs = append(evs, ev)
 	}
 	return evs
+}
+
+// sameSet reports whether a and b hold the same broker ids.
+func sameSet(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
