@@ -207,37 +207,103 @@ func (p *poller) requestTimeout() time.Duration {
 	return max(time.Second, 4*p.s.opts.Refresh)
 }
 
-// pollOnce reads the cluster's state, diffs it into events and wakes the
-// streams.
+// pollOnce reads the cluster's state, diffs it into events and wakes
+// the streams; then it probes the brokers and reads the watched
+// partitions' offsets, and wakes them again. The two phases keep a
+// broker that hangs (its requests time out rather than fail) from
+// delaying what Metadata already shows: a new leader, a shrunk ISR.
 func (p *poller) pollOnce(ctx context.Context) {
 	st := p.readState(ctx)
+
 	p.mu.Lock()
 	prev := p.state
-	p.mu.Unlock()
-	p.probe(ctx, st)
-	if prev != nil && st.Error == "" {
-		p.carryGone(prev, st)
+	if st.Error == "" {
+		for id, b := range st.Brokers {
+			b.LastAnswer = p.lastAnswer[id]
+		}
+		if prev != nil {
+			p.carryGoneLocked(prev, st)
+		}
+		for _, ev := range p.tl.diff(prev, st, p.lags, p.lastAnswer) {
+			p.tl.add(ev)
+		}
+		p.state = st
+	} else if prev == nil {
+		p.state = st
+	} else {
+		// Keep the last view, marked with why it is stale.
+		stale := *prev
+		stale.Error = st.Error
+		p.state = &stale
 	}
-	var watched map[topicPartition]bool
-	p.mu.Lock()
-	watched = map[topicPartition]bool{}
+	st = p.state
+	// The brokers to probe: every one listed now, and those listed
+	// before that are not known gone (the poll may have failed).
+	ids := map[int32]bool{}
+	for id, b := range st.Brokers {
+		if b.State != "gone" || prev == nil || prev.Brokers[id] == nil || prev.Brokers[id].State != "gone" {
+			ids[id] = true
+		}
+	}
+	watched := map[topicPartition]bool{}
 	for w := range p.watches {
 		for _, i := range w.partitions {
 			watched[topicPartition{w.topic, i}] = true
 		}
 	}
+	p.wakeLocked()
 	p.mu.Unlock()
-	offsets := p.readOffsets(ctx, st, watched)
+
+	var answered map[int32]time.Time
+	var offsets map[topicPartition]offsetSample
+	var wg sync.WaitGroup
+	wg.Go(func() { answered = p.probe(ctx, ids) })
+	wg.Go(func() { offsets = p.readOffsets(ctx, st, watched) })
+	wg.Wait()
 
 	p.mu.Lock()
-	if st.Error == "" {
-		for _, ev := range p.tl.diff(prev, st, p.lags, p.lastAnswer) {
-			p.tl.add(ev)
+	defer p.mu.Unlock()
+	for id, at := range answered {
+		p.lastAnswer[id] = at
+	}
+	if p.state == st {
+		// A copy: the state published above is read without the lock.
+		next := *st
+		next.Brokers = make(map[int32]*brokerView, len(st.Brokers))
+		for id, b := range st.Brokers {
+			nb := *b
+			nb.LastAnswer = p.lastAnswer[id]
+			next.Brokers[id] = &nb
+		}
+		p.state = &next
+	}
+	p.updateLagsLocked(st, offsets, watched)
+	// Samples of partitions no longer watched are dropped; those that
+	// failed this time keep their last value.
+	nextOffsets := map[topicPartition]offsetSample{}
+	for tp := range watched {
+		if o, ok := offsets[tp]; ok {
+			nextOffsets[tp] = o
+		} else if o, ok := p.offsets[tp]; ok {
+			nextOffsets[tp] = o
 		}
 	}
+	p.offsets = nextOffsets
+	p.wakeLocked()
+}
+
+// wakeLocked wakes every stream waiting for a change.
+func (p *poller) wakeLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// updateLagsLocked records, from a sample of the watched partitions,
+// each replica's LEO behind its leader's, and forgets the partitions no
+// longer watched.
+func (p *poller) updateLagsLocked(st *clusterState, offsets map[topicPartition]offsetSample, watched map[topicPartition]bool) {
 	for tp, o := range offsets {
-		t := st.Topics[tp.Topic]
-		leader := t.Partitions[tp.Partition].Leader
+		leader := st.Topics[tp.Topic].Partitions[tp.Partition].Leader
 		leaderLEO, ok := o.LEO[leader]
 		if !ok {
 			continue
@@ -254,28 +320,6 @@ func (p *poller) pollOnce(ctx context.Context) {
 			delete(p.lags, tp)
 		}
 	}
-	// Samples of partitions no longer watched are dropped; those that
-	// failed this time keep their last value.
-	next := map[topicPartition]offsetSample{}
-	for tp := range watched {
-		if o, ok := offsets[tp]; ok {
-			next[tp] = o
-		} else if o, ok := p.offsets[tp]; ok {
-			next[tp] = o
-		}
-	}
-	p.offsets = next
-	if st.Error == "" || p.state == nil {
-		p.state = st
-	} else {
-		// Keep the last view, marked with why it is stale.
-		stale := *p.state
-		stale.Error = st.Error
-		p.state = &stale
-	}
-	close(p.changed)
-	p.changed = make(chan struct{})
-	p.mu.Unlock()
 }
 
 // readState reads one view of the cluster.
@@ -438,23 +482,10 @@ func (p *poller) readQuorum(ctx context.Context) *quorumView {
 	return &quorumView{Error: "no __cluster_metadata partition in the answer"}
 }
 
-// probe asks every broker listed now or before for its metadata of no
-// topic, and records when each answered: the last answer of a broker
-// that fails is where the console's failover times start.
-func (p *poller) probe(ctx context.Context, st *clusterState) {
-	ids := map[int32]bool{}
-	for id := range st.Brokers {
-		ids[id] = true
-	}
-	p.mu.Lock()
-	if p.state != nil {
-		for id, b := range p.state.Brokers {
-			if b.State != "gone" {
-				ids[id] = true
-			}
-		}
-	}
-	p.mu.Unlock()
+// probe asks each broker of ids for its metadata of no topic, and
+// returns when each answered: the last answer of a broker that fails is
+// where the console's failover times start.
+func (p *poller) probe(ctx context.Context, ids map[int32]bool) map[int32]time.Time {
 	rctx, cancel := context.WithTimeout(ctx, p.requestTimeout())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -472,21 +503,12 @@ func (p *poller) probe(ctx context.Context, st *clusterState) {
 		})
 	}
 	wg.Wait()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for id, at := range answered {
-		p.lastAnswer[id] = at
-	}
-	for id, b := range st.Brokers {
-		b.LastAnswer = p.lastAnswer[id]
-	}
+	return answered
 }
 
-// carryGone keeps, in st, the brokers prev listed that st does not:
-// gone (fenced), with when they last answered.
-func (p *poller) carryGone(prev, st *clusterState) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// carryGoneLocked keeps, in st, the brokers prev listed that st does
+// not: gone (fenced), with when they last answered.
+func (p *poller) carryGoneLocked(prev, st *clusterState) {
 	for id, b := range prev.Brokers {
 		if _, ok := st.Brokers[id]; ok {
 			continue
