@@ -281,7 +281,7 @@ func (tl *timeline) progressFailovers(st *clusterState) []event {
 		delete(tl.failovers, id)
 		ev := event{At: st.At, Kind: kindFailover, Broker: ptr(id)}
 		var b strings.Builder
-		fmt.Fprintf(&b, "failover of broker %d: %d partitions it led", id, len(f.led))
+		fmt.Fprintf(&b, "failover of broker %d: %s it led", id, count(len(f.led), "partition"))
 		if f.lastAnswer.IsZero() {
 			b.WriteString("; the console never saw it answer, so it measures no times")
 		} else {
@@ -293,13 +293,21 @@ func (tl *timeline) progressFailovers(st *clusterState) []event {
 			}
 		}
 		if pending > 0 {
-			fmt.Fprintf(&b, "; %d partitions still without a new leader after %v", pending, failoverDeadline)
+			fmt.Fprintf(&b, "; %s still without a new leader after %v", count(pending, "partition"), failoverDeadline)
 		}
 		b.WriteString(". Measured by polling; `tripod bench failover` measures from the SIGKILL and, for unavailability, from the last acknowledged write to the first after")
 		ev.Text = b.String()
 		evs = append(evs, ev)
 	}
 	return evs
+}
+
+// count is "1 partition", "2 partitions".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // sameSet reports whether a and b hold the same broker ids.

@@ -36,7 +36,7 @@ export function TimelinePage() {
     <p class="muted">What the console saw change between two reads of the cluster's metadata (one every refresh
       interval), so each time is at most one interval after the change. A failover's detection runs from the
       failed broker's last answer to the console until the console saw the controller act (the broker gone, or a
-      partition of it with a new leader); its unavailability until the last of its partitions had a new leader.
+      partition of it with a new leader); its unavailability until the last of its partitions had a new leader.${' '}
       <code>tripod bench failover</code> measures from the SIGKILL it sends, and unavailability from the last
       acknowledged write to the first after.</p>
     ${shown.length === 0 ? html`<p class="muted">No event yet${kind ? ' of this kind' : ''}.</p>` : html`
