@@ -59,6 +59,7 @@ func partitionOf(ctx context.Context, cl *kgo.Client, topic string, partition in
 // page shows the new leader and the ISR without the killed broker,
 // without a reload; the timeline shows the election, the ISR shrink and
 // the failover with its times; the cluster page shows the broker gone.
+// Restarted, the broker registers again and rejoins the ISR.
 func TestTopicPageFollowsAFailover(t *testing.T) {
 	c := startCluster(t, "raft", 3)
 	_, url := startConsole(t, c)
@@ -171,6 +172,18 @@ func TestTopicPageFollowsAFailover(t *testing.T) {
 		return !!a && a.closest('tr').classList.contains('under-replicated');
 	})()`, topic))
 	b.screenshot(t, "topics")
+
+	// The killed broker, restarted, registers again and catches up: the
+	// timeline shows it back and in the ISR of orders-0.
+	if err := c.Broker(leader).Start(); err != nil {
+		t.Fatalf("restart broker %d: %v", leader, err)
+	}
+	b.do(t, 20*time.Second, chromedp.Navigate(url+"/#/timeline"))
+	waitPage(t, b, 60*time.Second, "the broker registered again and back in the ISR", fmt.Sprintf(`(() => {
+		const items = [...document.querySelectorAll('#timeline li')];
+		const has = (kind, text) => items.some((li) => li.dataset.kind === kind && li.textContent.includes(text));
+		return has('broker', 'broker %[2]d registered') && has('isr', '%[1]s-0: ISR expand, replica %[2]d in');
+	})()`, topic, leader))
 	b.noProblems(t)
 }
 
