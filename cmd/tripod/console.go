@@ -18,6 +18,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/console"
 )
 
@@ -254,8 +256,26 @@ func (rc *runningConsole) stop() {
 	<-rc.done
 }
 
+// consoleListener returns the name of the listener through which `tripod
+// serve --console-listen`'s console asks the broker: its first PLAINTEXT
+// one. The console in a broker has no credentials of its own; with TLS or
+// SASL on every listener, `tripod console` with the security flags is the
+// way.
+func consoleListener(cfg config.Config) (string, error) {
+	specs, _, err := cfg.ListenerSpecs()
+	if err != nil {
+		return "", err
+	}
+	for _, s := range specs {
+		if s.Protocol == security.ProtocolPlaintext {
+			return s.Name, nil
+		}
+	}
+	return "", errors.New("--console-listen: the broker has no PLAINTEXT listener for its console to ask through; run `tripod console` with --tls and --sasl-* flags instead")
+}
+
 // consoleInBroker serves `tripod serve --console-listen`'s console: of
-// the broker's cluster, asked through the broker's own first listener.
+// the broker's cluster, asked through brokerAddr, its PLAINTEXT listener.
 func consoleInBroker(ln net.Listener, brokerAddr string, logger *slog.Logger) (*runningConsole, error) {
 	return startConsoleServer(ln, console.Options{Client: []kgo.Opt{kgo.SeedBrokers(brokerAddr)}, Logger: logger}, nil, nil, logger)
 }

@@ -99,7 +99,8 @@ trace), for ` + "`go tool pprof`" + ` and ` + "`go tool trace`" + `.
 
 With --console-listen HOST:PORT the broker also serves the web console of
 its cluster at http://HOST:PORT/ (logged as "console listening"), asking
-through the broker's first listener; it stops with the broker. Off by
+through the broker's first PLAINTEXT listener (a broker without one is
+refused); it stops with the broker. Off by
 default: it has no login, so keep it on loopback, or run ` + "`tripod console`" + `
 (with TLS and a login) instead.
 
@@ -248,6 +249,11 @@ func (o *serveOptions) config(cmd *cobra.Command) (config.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("invalid configuration: %w", err)
 	}
+	if o.consoleListen != "" {
+		if _, err := consoleListener(cfg); err != nil {
+			return cfg, err
+		}
+	}
 	return cfg, nil
 }
 
@@ -325,7 +331,8 @@ func runServe(ctx context.Context, cfg config.Config, opts *serveOptions, warnin
 	var con *runningConsole
 	if consoleLn != nil {
 		clog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if con, err = consoleInBroker(consoleLn, b.Addr().String(), clog); err != nil {
+		name, _ := consoleListener(cfg) // checked by serveOptions.config
+		if con, err = consoleInBroker(consoleLn, b.ListenerAddr(name).String(), clog); err != nil {
 			consoleLn.Close()
 			if stopMetrics != nil {
 				stopMetrics()
