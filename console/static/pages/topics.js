@@ -44,7 +44,7 @@ export function TopicsPage() {
       <label for="topic-search">Search</label>
       <input id="topic-search" type="search" placeholder="part of a name" value=${q}
         onInput=${(e) => { setQ(e.target.value); setPage(0); }} />
-      ${list && html`<span class="muted">${list.total} topics</span>`}
+      ${list && html`<span class="muted">${list.total} ${list.total === 1 ? 'topic' : 'topics'}</span>`}
       <${Live} connected=${connected} />
     </div>
     ${error && html`<p class="error" role="alert">${error}</p>`}
