@@ -154,6 +154,10 @@ type poller struct {
 	tl      timeline
 	// lastAnswer is when each broker last answered a probe.
 	lastAnswer map[int32]time.Time
+	// backendAsked is set once a broker answered what its
+	// coordination.backend is, if only that it has none (a Kafka broker);
+	// the poll goroutine alone uses it.
+	backendAsked bool
 	// lags are each watched replica's LEO behind its leader's at the
 	// last sample that had both: the lag a shrink of the ISR reports.
 	lags map[topicPartition]map[int32]replicaLag
@@ -406,7 +410,10 @@ func (p *poller) backend(ctx context.Context, st *clusterState) string {
 	p.mu.Lock()
 	prev := p.state
 	p.mu.Unlock()
-	if prev != nil && prev.Backend != "" {
+	if p.backendAsked {
+		if prev == nil {
+			return ""
+		}
 		return prev.Backend
 	}
 	id := int32(-1)
@@ -426,9 +433,10 @@ func (p *poller) backend(ctx context.Context, st *clusterState) string {
 	res.ConfigNames = []string{"coordination.backend"}
 	req.Resources = append(req.Resources, res)
 	resp, err := req.RequestWith(ctx, p.s.cl)
-	if err != nil || len(resp.Resources) != 1 {
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
 		return ""
 	}
+	p.backendAsked = true
 	// A broker that answers without the key is not tripod's (a Kafka
 	// broker): its backend is not known to the console.
 	for _, c := range resp.Resources[0].Configs {
