@@ -27,6 +27,12 @@ const (
 	listLatestTiered = -5
 )
 
+// debuggingReplicaID is Kafka's DEBUGGING_REPLICA_ID: a ListOffsets from
+// it is answered by any replica, leader or follower, and its latest is
+// that replica's log end offset, with no isolation level applied. tripod's
+// console reads each replica's LEO so.
+const debuggingReplicaID = -2
+
 // handleListOffsets answers earliest (-2, and -4 earliest-local: the log
 // start offset), latest (-1: the high watermark), max-timestamp (-3: the
 // last offset of the batch below the high watermark with the largest
@@ -40,6 +46,10 @@ const (
 // and latest what Kafka's legacy answer starts with (the log start; the
 // high watermark), for a timestamp the offset v1 answers. Kafka lists,
 // after the first, the base offsets of older segments; tripod lists none.
+//
+// From the debugging replica id (-2) a follower answers too, and latest
+// is the replica's log end offset: what Kafka answers when
+// fetchOnlyFromLeader is false.
 func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.ListOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -52,6 +62,9 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 			sp.Offset = -1
 			sp.Timestamp = -1
 			p, code := b.replicas.LeaderFor(rt.Topic, rp.Partition)
+			if r.ReplicaID == debuggingReplicaID {
+				p, code = b.replicas.ReplicaFor(rt.Topic, rp.Partition)
+			}
 			var leaderEpoch int32
 			var fetchable int64
 			if p != nil {
@@ -80,8 +93,9 @@ func handleListOffsets(_ context.Context, b *Broker, req *request) (kmsg.Respons
 				case ok:
 					sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, leaderEpoch
 				}
-			case rp.Timestamp == listLatest && r.ReplicaID >= 0:
-				// A follower asks for the log end (to truncate to it).
+			case rp.Timestamp == listLatest && (r.ReplicaID >= 0 || r.ReplicaID == debuggingReplicaID):
+				// A follower asks for the log end (to truncate to it); a
+				// debugging client for this replica's.
 				sp.Offset = p.Log().EndOffset()
 				sp.LeaderEpoch = leaderEpoch
 			case rp.Timestamp == listLatest:

@@ -1,10 +1,13 @@
 package broker
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -66,6 +69,60 @@ func TestListOffsetsByTimestampWithinABatch(t *testing.T) {
 		if got.ErrorCode != 0 || got.Offset != tc.wantOffset || got.Timestamp != tc.wantMillis {
 			t.Errorf("ListOffsets v9 timestamp %d: got error %d, offset %d, timestamp %d; want 0, %d, %d",
 				tc.timestamp, got.ErrorCode, got.Offset, got.Timestamp, tc.wantOffset, tc.wantMillis)
+		}
+	}
+}
+
+// TestListOffsetsFromTheDebuggingReplicaID: on three brokers, a topic of
+// replication factor 3 with ten records. A ListOffsets from Kafka's
+// debugging replica id (-2) is answered by a follower as by the leader,
+// and its latest is each replica's log end offset; from a consumer (-1)
+// the follower answers NOT_LEADER_OR_FOLLOWER and the leader answers the
+// high watermark. tripod's console reads each replica's LEO so.
+func TestListOffsetsFromTheDebuggingReplicaID(t *testing.T) {
+	brokers := startRaftCluster(t, 3)
+	ctx := testContext(t, time.Minute)
+	const topic = "replica-leo"
+	adm := kadm.NewClient(newClient(t, brokers[0]))
+	if created, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil || created.Err != nil {
+		t.Fatalf("create topic %s: %v %v", topic, err, created.Err)
+	}
+	producer := newClient(t, brokers[0], kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	for i := range 10 {
+		if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	_, _, parts := metadataOf(t, brokers[0], topic)
+	if len(parts) != 1 {
+		t.Fatalf("metadata of %s: %d partitions, want 1", topic, len(parts))
+	}
+	leader := parts[0].leader
+
+	listLatest := func(b *Broker, replicaID int32) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = replicaID
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return askBroker[*kmsg.ListOffsetsResponse](t, b, req).Topics[0].Partitions[0]
+	}
+	for _, b := range brokers {
+		// acks=all: every replica in the ISR has the ten records, so
+		// each one's LEO is 10 (a follower's at most one fetch later).
+		waitFor(t, ctx, fmt.Sprintf("broker %d's replica to answer LEO 10 to the debugging replica id", b.ID()), func() bool {
+			got := listLatest(b, -2)
+			return got.ErrorCode == 0 && got.Offset == 10
+		})
+		got := listLatest(b, -1)
+		switch {
+		case b.ID() == leader && (got.ErrorCode != 0 || got.Offset != 10):
+			t.Errorf("leader %d, consumer's latest: got error %d, offset %d; want 0, 10 (the HW)", b.ID(), got.ErrorCode, got.Offset)
+		case b.ID() != leader && got.ErrorCode != kerr.NotLeaderForPartition.Code:
+			t.Errorf("follower %d, consumer's latest: got error %d, want NOT_LEADER_OR_FOLLOWER", b.ID(), got.ErrorCode)
 		}
 	}
 }

@@ -21,10 +21,12 @@ import (
 type replicaManager interface {
 	// Partitions: lookups for the handlers. LeaderFor answers
 	// NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION or
-	// KAFKA_STORAGE_ERROR for a partition this broker does not lead.
+	// KAFKA_STORAGE_ERROR for a partition this broker does not lead;
+	// ReplicaFor the same for one it holds no replica of.
 	Partitions() []*replica.Partition
 	PartitionFor(topic string, index int32) *replica.Partition
 	LeaderFor(topic string, index int32) (*replica.Partition, int16)
+	ReplicaFor(topic string, index int32) (*replica.Partition, int16)
 	TopicConfigs(ctx context.Context, names []string) map[string]map[string]string
 	LogDirs() *replica.LogDirs
 

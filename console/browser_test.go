@@ -175,7 +175,8 @@ var screenshotDir = filepath.Join("..", "docs", "console")
 // screenshot writes a PNG of the whole page to screenshotDir/name.png.
 func (b *browser) screenshot(t *testing.T, name string) {
 	t.Helper()
-	png := run(t, b, 30*time.Second, chromedp.FullScreenshot(90))
+	// Quality 100 is what makes chromedp write PNG (below it, JPEG).
+	png := run(t, b, 30*time.Second, chromedp.FullScreenshot(100))
 	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
 		t.Fatal(err)
 	}

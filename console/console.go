@@ -48,6 +48,8 @@ type Server struct {
 	cl   *kgo.Client
 	adm  *kadm.Client
 	mux  *http.ServeMux
+	// poll follows the cluster for the live pages (poller.go).
+	poll *poller
 
 	// ctx ends when Close is called; every goroutine of the server ends
 	// with it, and wg waits for them.

@@ -12,10 +12,12 @@ import (
 func TestPagesLoad(t *testing.T) {
 	c := startCluster(t, "raft", 3)
 	_, url := startConsole(t, c)
+	createTopics(t, c, 3, 3, "orders")
 	b := newBrowser(t)
 	for _, page := range []struct{ hash, heading string }{
 		{"#/cluster", "Cluster"},
 		{"#/topics", "Topics"},
+		{"#/topics/orders", "Topic orders"},
 		{"#/timeline", "Timeline"},
 		{"#/messages", "Messages"},
 		{"#/groups", "Consumer groups"},

@@ -629,6 +629,24 @@ func (m *Manager) LeaderFor(topic string, index int32) (*Partition, int16) {
 	return nil, kerr.UnknownTopicOrPartition.Code
 }
 
+// ReplicaFor returns the partition if this broker holds a replica of it,
+// leader or follower, with LeaderFor's error codes otherwise. It serves
+// the requests Kafka lets any replica answer: ListOffsets from the
+// debugging replica id (-2), which tools such as tripod's console send
+// to read each replica's log end offset.
+func (m *Manager) ReplicaFor(topic string, index int32) (*Partition, int16) {
+	if m.logDirs.ReplicaOffline(coord.TopicPartition{Topic: topic, Partition: index}) {
+		return nil, kerr.KafkaStorageError.Code
+	}
+	if p := m.PartitionFor(topic, index); p != nil {
+		if m.logDirs.PartitionDirOffline(p.dir) {
+			return nil, kerr.KafkaStorageError.Code
+		}
+		return p, 0
+	}
+	return m.LeaderFor(topic, index)
+}
+
 // CheckLeaderEpoch compares a client's idea of the current leader epoch
 // with this leader's: -1 skips the check, an older one is
 // FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (the client knows

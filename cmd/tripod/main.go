@@ -17,7 +17,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newReassignCmd(), newGroupsCmd(), newUsersCmd(), newQuotasCmd(), newACLsCmd(), newTransactionsCmd(), newQuorumCmd(), newMigrateCmd(), newBenchCmd(), newVerifyCmd())
+	root.AddCommand(newServeCmd(), newConformanceCmd(), newDevCmd(), newTopicsCmd(), newReassignCmd(), newGroupsCmd(), newUsersCmd(), newQuotasCmd(), newACLsCmd(), newTransactionsCmd(), newQuorumCmd(), newMigrateCmd(), newBenchCmd(), newVerifyCmd(), newConsoleCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tripod:", err)
 		code := 1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	httppprof "net/http/pprof"
@@ -48,6 +49,9 @@ type serveOptions struct {
 	// pprof also serves Go's runtime profiles (net/http/pprof) at
 	// /debug/pprof/ on the metrics listener.
 	pprof bool
+	// consoleListen is the HOST:PORT serving the web console of the
+	// broker's cluster (package console); empty serves none.
+	consoleListen string
 	// heapFloor is the smallest heap goal of the garbage collector, in
 	// bytes (internal/gcfloor); 0 leaves Go's pacing alone.
 	heapFloor int64
@@ -93,6 +97,13 @@ logged as "metrics listening"). With --pprof as well it serves Go's
 runtime profiles there at /debug/pprof/ (CPU, heap, goroutines, execution
 trace), for ` + "`go tool pprof`" + ` and ` + "`go tool trace`" + `.
 
+With --console-listen HOST:PORT the broker also serves the web console of
+its cluster at http://HOST:PORT/ (logged as "console listening"), asking
+through the broker's first PLAINTEXT listener (a broker without one is
+refused); it stops with the broker. Off by
+default: it has no login, so keep it on loopback, or run ` + "`tripod console`" + `
+(with TLS and a login) instead.
+
 --heap-floor (default 64 MiB) keeps the garbage collector from running
 before the heap reaches that size: a broker's live heap is small and what
 it allocates is mostly short-lived record buffers, so Go's default goal
@@ -132,6 +143,7 @@ on a running broker (dynamic), the values it may take and what it does.`,
 	f.StringVar(&opts.advertise, "advertise", "", "HOST:PORT other brokers and clients are told, with one listener (advertised.listeners)")
 	f.StringVar(&opts.metricsListen, "metrics-listen", "", "HOST:PORT serving Prometheus metrics at /metrics; empty: no metrics")
 	f.BoolVar(&opts.pprof, "pprof", false, "also serve Go's runtime profiles at /debug/pprof/ on --metrics-listen")
+	f.StringVar(&opts.consoleListen, "console-listen", "", "HOST:PORT serving the web console of the broker's cluster; empty: no console")
 	f.Int64Var(&opts.heapFloor, "heap-floor", defaultHeapFloor, "smallest heap in bytes at which the garbage collector runs; 0, or GOGC set in the environment: Go's default pacing")
 	f.BoolVar(&opts.helpConfig, "help-config", false, "list every property (--set key=value, --config) with its default and meaning, and exit")
 	return cmd
@@ -226,11 +238,21 @@ func (o *serveOptions) config(cmd *cobra.Command) (config.Config, error) {
 			return cfg, fmt.Errorf("--metrics-listen %q: %w", o.metricsListen, err)
 		}
 	}
+	if o.consoleListen != "" {
+		if err := checkHostPort(o.consoleListen); err != nil {
+			return cfg, fmt.Errorf("--console-listen %q: %w", o.consoleListen, err)
+		}
+	}
 	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
 		return cfg, fmt.Errorf("--log-level %q: must be trace, debug, info, warn or error", o.logLevel)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if o.consoleListen != "" {
+		if _, err := consoleListener(cfg); err != nil {
+			return cfg, err
+		}
 	}
 	return cfg, nil
 }
@@ -281,10 +303,24 @@ func runServe(ctx context.Context, cfg config.Config, opts *serveOptions, warnin
 		}
 		metricsLn = ln
 	}
+	// So is the console's.
+	var consoleLn net.Listener
+	if opts.consoleListen != "" {
+		ln, err := net.Listen("tcp", opts.consoleListen)
+		if err != nil {
+			if metricsLn != nil {
+				metricsLn.Close()
+			}
+			return fmt.Errorf("listen on --console-listen %s: %w", opts.consoleListen, err)
+		}
+		consoleLn = ln
+	}
 	b, err := broker.New(cfg, logger)
 	if err != nil {
-		if metricsLn != nil {
-			metricsLn.Close()
+		for _, ln := range []net.Listener{metricsLn, consoleLn} {
+			if ln != nil {
+				ln.Close()
+			}
 		}
 		return err
 	}
@@ -292,8 +328,25 @@ func runServe(ctx context.Context, cfg config.Config, opts *serveOptions, warnin
 	if metricsLn != nil {
 		stopMetrics = serveMetrics(metricsLn, b.MetricsHandler(), pprof, logger)
 	}
+	var con *runningConsole
+	if consoleLn != nil {
+		clog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		name, _ := consoleListener(cfg) // checked by serveOptions.config
+		if con, err = consoleInBroker(consoleLn, b.ListenerAddr(name).String(), clog); err != nil {
+			consoleLn.Close()
+			if stopMetrics != nil {
+				stopMetrics()
+			}
+			return errors.Join(fmt.Errorf("--console-listen: %w", err), b.Close())
+		}
+		logger.Info("console listening", "addr", consoleLn.Addr().String(), "url", con.url)
+	}
 	<-ctx.Done()
 	logger.Info("shutting down")
+	// The console first: it is a client of the broker.
+	if con != nil {
+		con.stop()
+	}
 	err = b.Close()
 	if stopMetrics != nil {
 		stopMetrics()

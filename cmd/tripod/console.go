@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/security"
+	"github.com/tripodmq/tripod/console"
+)
+
+// consoleOptions are the flags of `tripod console`.
+type consoleOptions struct {
+	listen    string
+	bootstrap string
+	security  clientSecurity
+	// tlsCert and tlsKey are the PEM files of the console's own HTTPS
+	// listener; both empty: plain HTTP.
+	tlsCert, tlsKey string
+	// loginUser and loginPasswordFile, when given, require HTTP basic
+	// authentication on every route.
+	loginUser, loginPasswordFile string
+	refresh                      time.Duration
+}
+
+// newConsoleCmd builds `tripod console`: the web console of a cluster,
+// served by this process as a client of the cluster.
+func newConsoleCmd() *cobra.Command {
+	opts := &consoleOptions{}
+	cmd := &cobra.Command{
+		Use:   "console",
+		Short: "Serve the web console of a cluster: brokers, replicas' LEO and HW, the ISR and failovers, live",
+		Long: `Serve a web console of the cluster --bootstrap reaches, at --listen
+(default http://127.0.0.1:8080/). It is a Kafka client of the cluster,
+with the security flags of the other commands (--tls, --tls-ca, --sasl-*),
+so it shows what the cluster's ACLs let that principal see.
+
+Pages: the brokers, controller, coordination backend and Raft quorum; the
+topics, searchable; a topic's partitions with the AR, ISR and OSR and each
+replica's log drawn up to its log end offset with the high watermark
+across; and a timeline of elections, ISR changes, brokers gone and
+failovers as they happen. They follow the cluster over server-sent events,
+read every --refresh.
+
+--tls-cert and --tls-key serve the console over HTTPS. --login-user and
+--login-password-file require HTTP basic authentication (the password is
+the file's first line) on every page, asset and stream. Without them,
+anyone who reaches --listen sees the console: keep it on loopback.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return opts.run(ctx, cmd)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.listen, "listen", "127.0.0.1:8080", "HOST:PORT the console serves (port 0: a free port)")
+	f.StringVar(&opts.bootstrap, "bootstrap", "127.0.0.1:9092", "HOST:PORT[,HOST:PORT] of brokers to ask (bootstrap servers)")
+	f.StringVar(&opts.tlsCert, "tls-cert", "", "PEM certificate (chain) of the console's HTTPS listener; with --tls-key")
+	f.StringVar(&opts.tlsKey, "tls-key", "", "PEM private key of the console's HTTPS listener; with --tls-cert")
+	f.StringVar(&opts.loginUser, "login-user", "", "require HTTP basic authentication as this user; with --login-password-file")
+	f.StringVar(&opts.loginPasswordFile, "login-password-file", "", "a file whose first line is the login's password (- for standard input)")
+	f.DurationVar(&opts.refresh, "refresh", console.DefaultRefresh, "how often the console reads the cluster's state")
+	opts.security.addFlags(cmd)
+	return cmd
+}
+
+// run serves the console until ctx ends.
+func (o *consoleOptions) run(ctx context.Context, cmd *cobra.Command) error {
+	if err := checkHostPort(o.listen); err != nil {
+		return fmt.Errorf("--listen %q: %w", o.listen, err)
+	}
+	if o.refresh <= 0 {
+		return fmt.Errorf("--refresh %v: must be a positive duration, such as 250ms", o.refresh)
+	}
+	seeds, err := splitBootstrap(o.bootstrap)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := consoleTLS(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return err
+	}
+	login, err := consoleLoginOf(o.loginUser, o.loginPasswordFile)
+	if err != nil {
+		return err
+	}
+	sec, err := o.security.clientOpts()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", o.listen, err)
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rc, err := startConsoleServer(ln, console.Options{
+		Client:  append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, sec...),
+		Refresh: o.refresh,
+		Logger:  logger,
+	}, tlsCfg, login, logger)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "tripod console of %s serving %s\n", o.bootstrap, rc.url)
+	<-ctx.Done()
+	rc.stop()
+	return nil
+}
+
+// splitBootstrap splits --bootstrap's HOST:PORT list.
+func splitBootstrap(bootstrap string) ([]string, error) {
+	var seeds []string
+	for _, s := range strings.Split(bootstrap, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if err := checkHostPort(s); err != nil {
+			return nil, fmt.Errorf("--bootstrap %q: %s: %w", bootstrap, s, err)
+		}
+		seeds = append(seeds, s)
+	}
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", bootstrap)
+	}
+	return seeds, nil
+}
+
+// consoleTLS loads the console listener's certificate and key, or
+// returns nil (plain HTTP) when neither is given.
+func consoleTLS(certFile, keyFile string) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "" || keyFile == "":
+		return nil, errors.New("--tls-cert and --tls-key: give both (the console's HTTPS certificate and its key) or neither")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s and --tls-key %s: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, nil
+}
+
+// consoleLogin is the user and password HTTP basic authentication must
+// present, as SHA-256 digests, so the comparison takes the same time
+// whatever the lengths.
+type consoleLogin struct {
+	user, password [sha256.Size]byte
+}
+
+// consoleLoginOf reads the login flags: nil when neither is given.
+func consoleLoginOf(user, passwordFile string) (*consoleLogin, error) {
+	switch {
+	case user == "" && passwordFile == "":
+		return nil, nil
+	case user == "":
+		return nil, errors.New("--login-password-file: needs --login-user, the user to log in as")
+	case passwordFile == "":
+		return nil, errors.New("--login-user: needs --login-password-file, a file whose first line is the password")
+	}
+	password, err := secret("--login-password", "", passwordFile)
+	if err != nil {
+		return nil, err
+	}
+	return &consoleLogin{user: sha256.Sum256([]byte(user)), password: sha256.Sum256([]byte(password))}, nil
+}
+
+// require wraps next so that every request must log in.
+func (l *consoleLogin) require(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, password, ok := r.BasicAuth()
+		u, p := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))
+		// Both compared, always: the time says nothing of which failed.
+		good := subtle.ConstantTimeCompare(u[:], l.user[:]) & subtle.ConstantTimeCompare(p[:], l.password[:])
+		if !ok || good != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="tripod console", charset="UTF-8"`)
+			http.Error(w, "log in to the tripod console", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// runningConsole is a console served on a listener.
+type runningConsole struct {
+	url  string
+	con  *console.Server
+	srv  *http.Server
+	done chan struct{}
+}
+
+// consoleShutdownTimeout bounds how long stopping the console waits for
+// requests in progress.
+const consoleShutdownTimeout = 5 * time.Second
+
+// startConsoleServer serves a console of opts on ln, over TLS with
+// tlsCfg and behind login when they are not nil, until stop.
+func startConsoleServer(ln net.Listener, opts console.Options, tlsCfg *tls.Config, login *consoleLogin, logger *slog.Logger) (*runningConsole, error) {
+	con, err := console.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	var handler http.Handler = con
+	if login != nil {
+		handler = login.require(handler)
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	rc := &runningConsole{
+		url: fmt.Sprintf("%s://%s/", scheme, ln.Addr()),
+		con: con,
+		srv: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(rc.done)
+		if err := rc.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("console server failed", "addr", ln.Addr().String(), "error", err)
+		}
+	}()
+	return rc, nil
+}
+
+// stop ends the console: its streams and poller first (they would keep
+// Shutdown waiting), then the HTTP server, and waits for both.
+func (rc *runningConsole) stop() {
+	rc.con.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), consoleShutdownTimeout)
+	defer cancel()
+	if err := rc.srv.Shutdown(ctx); err != nil {
+		rc.srv.Close()
+	}
+	<-rc.done
+}
+
+// consoleListener returns the name of the listener through which `tripod
+// serve --console-listen`'s console asks the broker: its first PLAINTEXT
+// one. The console in a broker has no credentials of its own; with TLS or
+// SASL on every listener, `tripod console` with the security flags is the
+// way.
+func consoleListener(cfg config.Config) (string, error) {
+	specs, _, err := cfg.ListenerSpecs()
+	if err != nil {
+		return "", err
+	}
+	for _, s := range specs {
+		if s.Protocol == security.ProtocolPlaintext {
+			return s.Name, nil
+		}
+	}
+	return "", errors.New("--console-listen: the broker has no PLAINTEXT listener for its console to ask through; run `tripod console` with --tls and --sasl-* flags instead")
+}
+
+// consoleInBroker serves `tripod serve --console-listen`'s console: of
+// the broker's cluster, asked through brokerAddr, its PLAINTEXT listener.
+func consoleInBroker(ln net.Listener, brokerAddr string, logger *slog.Logger) (*runningConsole, error) {
+	return startConsoleServer(ln, console.Options{Client: []kgo.Opt{kgo.SeedBrokers(brokerAddr)}, Logger: logger}, nil, nil, logger)
+}
