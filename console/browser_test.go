@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 
 // startCluster runs a cluster of n broker processes on backend, as
 // `tripod dev` does, until the test ends.
-func startCluster(t *testing.T, backend string, n int, sets ...string) *cluster.Cluster {
+func startCluster(t testing.TB, backend string, n int, sets ...string) *cluster.Cluster {
 	t.Helper()
 	cfg, err := env.Configure(backend, n)
 	if err != nil {
@@ -40,7 +40,7 @@ func startCluster(t *testing.T, backend string, n int, sets ...string) *cluster.
 
 // startConsole serves a console of c over HTTP until the test ends and
 // returns its address.
-func startConsole(t *testing.T, c *cluster.Cluster, opts ...kgo.Opt) (*Server, string) {
+func startConsole(t testing.TB, c *cluster.Cluster, opts ...kgo.Opt) (*Server, string) {
 	t.Helper()
 	s, err := New(Options{Client: append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}, opts...)})
 	if err != nil {
@@ -57,7 +57,7 @@ func startConsole(t *testing.T, c *cluster.Cluster, opts ...kgo.Opt) (*Server, s
 
 // chromium returns the path of Debian's chromium, skipping the test when
 // it is not installed (failing it when CI is "true").
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if path, err := exec.LookPath(name); err == nil {
@@ -83,7 +83,7 @@ type browser struct {
 // newBrowser starts headless chromium, as root (--no-sandbox) and with
 // nothing that reaches beyond loopback, and returns its first tab; the
 // browser is closed when the test ends.
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t testing.TB) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
@@ -136,7 +136,7 @@ func (b *browser) problem(s string) {
 }
 
 // do runs actions in the tab, in order, within timeout.
-func (b *browser) do(t *testing.T, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+func (b *browser) do(t testing.TB, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
@@ -146,7 +146,7 @@ func (b *browser) do(t *testing.T, timeout time.Duration, actions ...chromedp.Ac
 }
 
 // run runs action in the tab within timeout and returns its value.
-func run[T any](t *testing.T, b *browser, timeout time.Duration, action chromedp.Action[T]) T {
+func run[T any](t testing.TB, b *browser, timeout time.Duration, action chromedp.Action[T]) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
@@ -159,7 +159,7 @@ func run[T any](t *testing.T, b *browser, timeout time.Duration, action chromedp
 
 // noProblems fails t with every exception and console error the pages
 // have had.
-func (b *browser) noProblems(t *testing.T) {
+func (b *browser) noProblems(t testing.TB) {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -173,7 +173,7 @@ func (b *browser) noProblems(t *testing.T) {
 var screenshotDir = filepath.Join("..", "docs", "console")
 
 // screenshot writes a PNG of the whole page to screenshotDir/name.png.
-func (b *browser) screenshot(t *testing.T, name string) {
+func (b *browser) screenshot(t testing.TB, name string) {
 	t.Helper()
 	// Quality 100 is what makes chromedp write PNG (below it, JPEG).
 	png := run(t, b, 30*time.Second, chromedp.FullScreenshot(100))

@@ -18,7 +18,7 @@ import (
 // waitPage waits, within timeout, until the JavaScript expression cond
 // is true in the page, checking every 20 ms, and fails t with what
 // otherwise.
-func waitPage(t *testing.T, b *browser, timeout time.Duration, what, cond string) {
+func waitPage(t testing.TB, b *browser, timeout time.Duration, what, cond string) {
 	t.Helper()
 	timeout = max(timeout, time.Millisecond) // chromedp polls forever at 0
 	ctx, cancel := context.WithTimeout(b.ctx, timeout+5*time.Second)
@@ -50,6 +50,11 @@ func partitionOf(ctx context.Context, cl *kgo.Client, topic string, partition in
 	}
 	return -1, nil, fmt.Errorf("no partition %s-%d in the metadata", topic, partition)
 }
+
+// decisionShown is how soon after the controller's decision, as clients
+// see it, an open page must show it: issue 32's second. It holds under
+// the race detector too (the page shows it within about 100 ms there).
+const decisionShown = time.Second
 
 // TestTopicPageFollowsAFailover is the console's promise: on three
 // brokers, a topic of replication factor 3 with records in it, its page
@@ -133,7 +138,7 @@ func TestTopicPageFollowsAFailover(t *testing.T) {
 		// when it fences a broker; what the page must show is that.
 		t.Logf("the new ISR %v still holds the killed broker %d", newISR, leader)
 	}
-	waitPage(t, b, interactiveDeadline-time.Since(decidedAt), "the new leader and the shrunk ISR after the decision", fmt.Sprintf(`(() => {
+	waitPage(t, b, decisionShown-time.Since(decidedAt), "the new leader and the shrunk ISR after the decision", fmt.Sprintf(`(() => {
 		const r = %s;
 		if (!r) return false;
 		const isr = r.querySelector('.isr').textContent.split(',').map((s) => s.trim());
@@ -189,7 +194,7 @@ func TestTopicPageFollowsAFailover(t *testing.T) {
 
 // createTopics creates topics of partitions partitions and replication
 // factor rf on c.
-func createTopics(t *testing.T, c *cluster.Cluster, partitions int32, rf int16, topics ...string) {
+func createTopics(t testing.TB, c *cluster.Cluster, partitions int32, rf int16, topics ...string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
 	if err != nil {
@@ -205,57 +210,4 @@ func createTopics(t *testing.T, c *cluster.Cluster, partitions int32, rf int16, 
 	if err := resp.Error(); err != nil {
 		t.Fatalf("create topics: %v", err)
 	}
-}
-
-// TestPagesAtTenThousandPartitions: a cluster of 10 000 partitions (one
-// topic of 9 000 and a hundred of 10). Each live page, loaded afresh,
-// shows its content within a second: the topics list and the topic's
-// partitions are paginated by the server, and only the partitions shown
-// have their offsets read; a search answers within a second too.
-func TestPagesAtTenThousandPartitions(t *testing.T) {
-	c := startCluster(t, "raft", 3)
-	var small []string
-	for i := range 100 {
-		small = append(small, fmt.Sprintf("t%03d", i))
-	}
-	createTopics(t, c, 9000, 1, "wide")
-	createTopics(t, c, 10, 1, small...)
-	_, url := startConsole(t, c)
-
-	b := newBrowser(t)
-	b.do(t, 20*time.Second, chromedp.Navigate(url+"/#/cluster"))
-	waitPage(t, b, 60*time.Second, "10 000 partitions in the cluster, each with a leader", `(() => {
-		const card = (label) => [...document.querySelectorAll('.card')].find((c) => c.textContent.includes(label));
-		const v = card('Topics / partitions'), u = card('Under-replicated / offline');
-		return !!v && v.querySelector('.value').textContent === '101 / 10000'
-			&& u.querySelector('.value').textContent === '0 / 0';
-	})()`)
-
-	for _, page := range []struct{ hash, what, cond string }{
-		{"#/cluster", "the brokers", `document.querySelectorAll('#brokers tbody tr').length === 3`},
-		{"#/topics", "the first 50 topics and a pager", `document.querySelectorAll('#topics tbody tr').length === 50
-			&& !!document.querySelector('nav.pager')`},
-		{"#/topics/wide", "the first 100 partitions, with their HW", `(() => {
-			const rows = document.querySelectorAll('#partitions tbody tr');
-			return rows.length === 100 && [...rows].every((r) => r.querySelector('.hw').textContent === '0');
-		})()`},
-		{"#/timeline", "the timeline", `!!document.querySelector('.live.on')`},
-	} {
-		b.do(t, 10*time.Second, chromedp.Navigate("about:blank"))
-		start := time.Now()
-		b.do(t, 10*time.Second, chromedp.Navigate(url+"/"+page.hash))
-		waitPage(t, b, interactiveDeadline-time.Since(start), page.hash+": "+page.what, page.cond)
-		t.Logf("%s: %s shown %v after the navigation began", page.hash, page.what, time.Since(start))
-	}
-
-	b.do(t, 10*time.Second, chromedp.Navigate(url+"/#/topics"))
-	waitPage(t, b, 10*time.Second, "the topics", `document.querySelectorAll('#topics tbody tr').length === 50`)
-	start := time.Now()
-	b.do(t, 10*time.Second, chromedp.SendKeys(chromedp.CSS("#topic-search"), "t05"))
-	waitPage(t, b, interactiveDeadline-time.Since(start), "the 10 topics named t05*", `(() => {
-		const names = [...document.querySelectorAll('#topics tbody a')].map((a) => a.textContent);
-		return names.length === 10 && names.every((n) => n.startsWith('t05'));
-	})()`)
-	t.Logf("search: shown %v after typing began", time.Since(start))
-	b.noProblems(t)
 }
