@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,6 +17,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/console"
 
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/etcdserver"
@@ -35,6 +40,9 @@ type devOptions struct {
 	sets           []string
 	logLevel       string
 	tls            bool
+	// consoleListen is the HOST:PORT of the web console dev serves;
+	// empty serves none.
+	consoleListen string
 	// voters is --voters, votersSet whether it was given.
 	voters    int
 	votersSet bool
@@ -53,6 +61,9 @@ binary, on 127.0.0.1 ports from --base-port (Kafka) and --base-port+100
 Debian's zookeeper package; with --coord etcd and no --etcd-endpoints an
 embedded etcd runs in this process. It prints the bootstrap servers and,
 per broker, its PID and how to stop or crash it; Ctrl-C stops everything.
+With --console-listen HOST:PORT it also serves the web console of the
+cluster (as ` + "`tripod console`" + ` does) and prints its URL: kill a broker and
+watch the new leaders and the shrunk ISR appear.
 
 With --tls it makes a throwaway CA, a certificate the brokers present and
 a client certificate (PEM files in the data dir's tls/), serves every
@@ -92,6 +103,7 @@ cutting a proxy cuts clients off a broker and not its replication.`,
 	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
 	f.StringVar(&opts.logLevel, "log-level", "info", "brokers' log level: trace, debug, info, warn or error")
 	f.BoolVar(&opts.tls, "tls", false, "serve SSL listeners with a throwaway CA and certificates, and print the clients' settings")
+	f.StringVar(&opts.consoleListen, "console-listen", "", "HOST:PORT serving the web console of the cluster from this process (as `tripod console`); empty: no console")
 	return cmd
 }
 
@@ -104,6 +116,18 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	voters, err := devVoters(opts)
 	if err != nil {
 		return err
+	}
+	// The console's port is taken first, so a port in use fails before
+	// any broker starts.
+	var consoleLn net.Listener
+	if opts.consoleListen != "" {
+		if err := checkHostPort(opts.consoleListen); err != nil {
+			return fmt.Errorf("--console-listen %q: %w", opts.consoleListen, err)
+		}
+		if consoleLn, err = net.Listen("tcp", opts.consoleListen); err != nil {
+			return fmt.Errorf("listen on --console-listen %s: %w", opts.consoleListen, err)
+		}
+		defer consoleLn.Close()
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -216,6 +240,15 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 		try += " --tls-ca " + pki.CA
 	}
 	fmt.Fprintln(out, try)
+	if consoleLn != nil {
+		con, err := devConsole(consoleLn, c, cfg)
+		if err != nil {
+			return fmt.Errorf("--console-listen: %w", err)
+		}
+		// The console stops before the brokers: it is their client.
+		defer con.stop()
+		fmt.Fprintf(out, "console: %s\n", con.url)
+	}
 	fmt.Fprintln(out, "Ctrl-C stops everything.")
 
 	// One watcher per broker reports its exit; each ends when its broker
@@ -244,6 +277,17 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 		return err
 	}
 	return nil
+}
+
+// devConsole serves the web console of c on ln, as `tripod console`
+// would, with the clients' TLS settings of a --tls cluster.
+func devConsole(ln net.Listener, c *cluster.Cluster, cfg cluster.Config) (*runningConsole, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}
+	if cfg.ClientTLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(cfg.ClientTLS))
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return startConsoleServer(ln, console.Options{Client: opts, Logger: logger}, nil, nil, logger)
 }
 
 // devVoters returns how many brokers, from broker 1, vote in the Raft

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -38,11 +39,12 @@ var (
 // topic of 6 partitions with replication factor 3 with `tripod topics
 // create` and checks `tripod topics describe`: one line per partition in
 // kafka-topics' form, each broker leading 2, every replica in the ISR;
-// `tripod topics delete-records` answers the empty partition's log start.
-// Ctrl-C (SIGINT) then stops the brokers and dev exits 0.
+// `tripod topics delete-records` answers the empty partition's log start;
+// the web console dev serves (--console-listen) lists the topic. Ctrl-C
+// (SIGINT) then stops the brokers and dev exits 0.
 func TestDevAndTopics(t *testing.T) {
 	base := freeBasePort(t)
-	dev := startDev(t, "--brokers", "3", "--coord", "raft",
+	dev := startDev(t, "--brokers", "3", "--coord", "raft", "--console-listen", "127.0.0.1:0",
 		"--base-port", strconv.Itoa(base), "--session-timeout", "2s", "--data-dir", t.TempDir())
 	var bootstrap string
 	pids := map[int]int{}
@@ -62,6 +64,7 @@ func TestDevAndTopics(t *testing.T) {
 		t.Fatalf("broker pids %v, want 3 brokers", pids)
 	}
 	addr := strings.Split(bootstrap, ",")[0]
+	consoleURL := dev.waitLine(t, "console: ")
 
 	out := runTripod(t, "topics", "create", "demo", "--partitions", "6", "--replication-factor", "3", "--bootstrap", addr)
 	if out != "Created topic demo.\n" {
@@ -82,6 +85,26 @@ func TestDevAndTopics(t *testing.T) {
 	}
 	if out := runTripod(t, "topics", "delete-records", "demo", "--partition", "2", "--offset", "-1", "--bootstrap", addr); out != "Deleted records of demo-2: the partition now starts at offset 0.\n" {
 		t.Fatalf("topics delete-records printed %q, want the new log start 0 of the empty partition", out)
+	}
+
+	// The console lists demo with its 6 partitions, replication factor 3.
+	err = cluster.WaitFor(context.Background(), 30*time.Second, func() error {
+		resp, err := http.Get(consoleURL + "api/topics?q=demo")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(body), `"name":"demo","internal":false,"partitions":6,"replicationFactor":3`) {
+			return fmt.Errorf("the console's %sapi/topics?q=demo answered %d %s", consoleURL, resp.StatusCode, body)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	dev.interrupt(t)
@@ -150,6 +173,26 @@ func (d *devProcess) waitReady(t *testing.T, each func(line string)) {
 			}
 		case <-deadline:
 			t.Fatalf("tripod dev: no \"cluster ready\" within 90s; stderr:\n%s", d.stderr.String())
+		}
+	}
+}
+
+// waitLine returns the rest of the first line dev prints, within 30 s,
+// that starts with prefix.
+func (d *devProcess) waitLine(t *testing.T, prefix string) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-d.lines:
+			if !ok {
+				t.Fatalf("tripod dev exited before printing %q; stderr:\n%s", prefix, d.stderr.String())
+			}
+			if rest, found := strings.CutPrefix(line, prefix); found {
+				return rest
+			}
+		case <-deadline:
+			t.Fatalf("tripod dev: no line %q within 30s; stderr:\n%s", prefix, d.stderr.String())
 		}
 	}
 }
