@@ -275,7 +275,10 @@ func consoleListener(cfg config.Config) (string, error) {
 }
 
 // consoleInBroker serves `tripod serve --console-listen`'s console: of
-// the broker's cluster, asked through brokerAddr, its PLAINTEXT listener.
-func consoleInBroker(ln net.Listener, brokerAddr string, logger *slog.Logger) (*runningConsole, error) {
-	return startConsoleServer(ln, console.Options{Client: []kgo.Opt{kgo.SeedBrokers(brokerAddr)}, Logger: logger}, nil, nil, logger)
+// the broker's cluster, asked through brokerAddr, its PLAINTEXT listener,
+// and reading the controller epoch from the broker's own coordination
+// backend (on every backend, embedded Raft included), which the console
+// only reads: the broker closes it.
+func consoleInBroker(ln net.Listener, brokerAddr string, backend console.Coordination, logger *slog.Logger) (*runningConsole, error) {
+	return startConsoleServer(ln, console.Options{Client: []kgo.Opt{kgo.SeedBrokers(brokerAddr)}, Coordination: backend, Logger: logger}, nil, nil, logger)
 }

@@ -106,6 +106,33 @@ func waitCluster(t *testing.T, url, user, password string, n int, backend string
 	}
 }
 
+// waitEpoch GETs url's /api/cluster until the coordination service has
+// answered without error and named a controller epoch of at least min,
+// within 30 s, and returns it.
+func waitEpoch(t *testing.T, url, user, password string, min int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, body := getConsole(t, url+"api/cluster", user, password)
+		var c struct {
+			ControllerEpoch *int64
+			Coordination    *struct {
+				ControllerID int32
+				Epoch        int64
+				Error        string
+			}
+		}
+		if status == http.StatusOK && json.Unmarshal(body, &c) == nil && c.ControllerEpoch != nil && *c.ControllerEpoch >= min &&
+			c.Coordination != nil && c.Coordination.Error == "" && c.Coordination.Epoch == *c.ControllerEpoch && c.Coordination.ControllerID >= 0 {
+			return *c.ControllerEpoch
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /api/cluster: got %d %s, want a controller epoch >= %d read from the coordination service", status, body, min)
+		}
+		time.Sleep(100 * time.Millisecond) // the polling interval of the check
+	}
+}
+
 // TestConsoleCommand runs a broker and `tripod console` against it with
 // a login: the URL it prints serves nothing without the login (assets and
 // API alike), the pages and the cluster's state with it; bad flags are
@@ -151,12 +178,14 @@ func TestConsoleCommand(t *testing.T) {
 }
 
 // TestServeConsoleListen runs `tripod serve --console-listen`: the broker
-// serves the console of its own cluster, and SIGTERM ends the broker
+// serves the console of its own cluster, with the controller epoch its
+// own Raft backend names, and SIGTERM ends the broker
 // cleanly while a page follows the console's stream.
 func TestServeConsoleListen(t *testing.T) {
 	url, cmd, exited := startWatching(t, regexp.MustCompile(`console listening: .*url=(\S+)`), "serve",
 		"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0")
 	waitCluster(t, url, "", "", 1, "raft")
+	waitEpoch(t, url, "", "", 1)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

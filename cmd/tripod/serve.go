@@ -332,7 +332,7 @@ func runServe(ctx context.Context, cfg config.Config, opts *serveOptions, warnin
 	if consoleLn != nil {
 		clog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		name, _ := consoleListener(cfg) // checked by serveOptions.config
-		if con, err = consoleInBroker(consoleLn, b.ListenerAddr(name).String(), clog); err != nil {
+		if con, err = consoleInBroker(consoleLn, b.ListenerAddr(name).String(), b.Coordination(), clog); err != nil {
 			consoleLn.Close()
 			if stopMetrics != nil {
 				stopMetrics()
