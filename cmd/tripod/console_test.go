@@ -4,16 +4,20 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
 // startWatching runs the tripod binary with args and returns the first
@@ -169,11 +173,61 @@ func TestConsoleCommand(t *testing.T) {
 		{[]string{"--login-password-file", passwordFile}, "--login-user"},
 		{[]string{"--bootstrap", "nohost"}, "--bootstrap"},
 		{[]string{"--refresh", "0s"}, "--refresh"},
+		{[]string{"--coord", "raft"}, "tripod serve --console-listen"},
+		{[]string{"--coord", "consul"}, "--coord \"consul\": must be zk or etcd"},
+		{[]string{"--coord", "zk"}, "--zk-connect: required with --coord zk"},
+		{[]string{"--coord", "zk", "--zk-connect", "nohost/tripod"}, "--zk-connect"},
+		{[]string{"--zk-connect", "127.0.0.1:2181"}, "--zk-connect: needs --coord zk"},
+		{[]string{"--coord", "etcd"}, "--etcd-endpoints: required with --coord etcd"},
+		{[]string{"--coord", "etcd", "--etcd-endpoints", "127.0.0.1:2379"}, "--etcd-endpoints"},
+		{[]string{"--coord", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--etcd-prefix", "tripod"}, "--etcd-prefix"},
 	} {
 		out, err := exec.Command(tripodBin, append([]string{"console"}, tc.args...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("tripod console %v: got %v, %q; want a failure naming %s", tc.args, err, out, tc.want)
 		}
+	}
+}
+
+// TestConsoleCoordZK runs two brokers on ZooKeeper and `tripod console
+// --coord zk` reading the controller epoch from it; killing the
+// controller's process raises the epoch the console shows, and the
+// timeline says so.
+func TestConsoleCoordZK(t *testing.T) {
+	zk := zkserver.StartForTest(t, 1)
+	connect := zk.Connect() + "/console-test"
+	brokers := map[int32]*serveProcess{}
+	for id := int32(1); id <= 2; id++ {
+		brokers[id] = startServe(t, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--broker-id", fmt.Sprint(id),
+			"--coord", "zk", "--zk-connect", connect, "--session-timeout", "2s")
+	}
+	url, _, _ := startWatching(t, regexp.MustCompile(`serving (http://\S+)`), "console",
+		"--bootstrap", brokers[1].addr+","+brokers[2].addr, "--listen", "127.0.0.1:0", "--coord", "zk", "--zk-connect", connect)
+	waitCluster(t, url, "", "", 2, "zk")
+	epoch := waitEpoch(t, url, "", "", 1)
+
+	var c struct{ Coordination struct{ ControllerID int32 } }
+	if _, body := getConsole(t, url+"api/cluster", "", ""); json.Unmarshal(body, &c) != nil || brokers[c.Coordination.ControllerID] == nil {
+		t.Fatalf("GET /api/cluster: %s; want a controller among brokers 1 and 2", body)
+	}
+	controller := brokers[c.Coordination.ControllerID]
+	controller.cmd.Process.Kill()
+	<-controller.exited
+	after := waitEpoch(t, url, "", "", epoch+1)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var evs struct{ Events []struct{ Text string } }
+		_, body := getConsole(t, url+"api/events?kind=controller", "", "")
+		if json.Unmarshal(body, &evs) == nil && slices.ContainsFunc(evs.Events, func(e struct{ Text string }) bool {
+			return strings.HasPrefix(e.Text, fmt.Sprintf("controller epoch %d → %d", epoch, after))
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /api/events?kind=controller: %s; want the epoch's rise from %d to %d", body, epoch, after)
+		}
+		time.Sleep(100 * time.Millisecond) // the polling interval of the check
 	}
 }
 
