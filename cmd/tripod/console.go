@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -72,12 +73,13 @@ coordination service answers. With --coord zk --zk-connect (the brokers'
 zookeeper.connect, chroot included) or --coord etcd --etcd-endpoints and
 --etcd-prefix, the console also asks the service, at every --refresh, who
 the controller is and its epoch, and shows the epoch, the service's health
-and latency, and each election in the timeline. It only reads: on etcd it
-writes nothing; on ZooKeeper its first read creates, as a broker does at
-start, whichever of the chroot and the empty znodes /brokers, /brokers/ids,
-/brokers/topics, /config, /config/topics, /config/brokers and
-/config/changes under it are missing. Against a running cluster they all
-exist and nothing is written; a mistyped chroot gets those empty znodes.
+and latency, and each election in the timeline. It only reads, and writes
+nothing to etcd or ZooKeeper. On ZooKeeper it first checks that the chroot
+holds a tripod cluster (its /brokers/ids) and refuses one that does not:
+tripod's ZooKeeper backend creates, on its first read, whichever of the
+chroot's base znodes (/brokers, /brokers/ids, /brokers/topics, /config,
+/config/topics, /config/brokers, /config/changes) are missing, empty, as a
+broker does at start; a cluster's brokers have created them all already.
 Embedded Raft lives in the brokers: there, serve the console from a
 broker (tripod serve --console-listen), which reads its own backend.`,
 		Args: cobra.NoArgs,
@@ -203,6 +205,12 @@ func (o *consoleOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	// The console's own backend: opened here, closed after the console
 	// stopped reading it.
 	var backend coord.Backend
+	if ccfg != nil && ccfg.Backend == "zk" {
+		if err := zkHoldsCluster(ctx, ccfg.ZKConnect, ccfg.SessionTimeout); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if ccfg != nil {
 		if backend, err = coord.Open(*ccfg); err != nil {
 			ln.Close()
@@ -228,6 +236,62 @@ func (o *consoleOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	}
 	return nil
 }
+
+// zkHoldsCluster checks, in a session of its own that only reads, that
+// connect's chroot holds a tripod cluster (its /brokers/ids znode). The zk
+// backend's first read creates whichever of the chroot's base znodes are
+// missing, as a broker does at start: past this check they all exist, so
+// the console writes nothing, and a mistyped chroot is refused instead of
+// created.
+func zkHoldsCluster(ctx context.Context, connect string, timeout time.Duration) error {
+	hosts, chroot, _ := strings.Cut(connect, "/")
+	var servers []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			servers = append(servers, h)
+		}
+	}
+	ids := "/" + strings.Trim(chroot, "/") + "/brokers/ids"
+	ids = strings.Replace(ids, "//", "/", 1)
+	conn, _, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
+	if err != nil {
+		return fmt.Errorf("--zk-connect %s: %w", connect, err)
+	}
+	type answer struct {
+		exists bool
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		exists, _, err := conn.Exists(ids)
+		done <- answer{exists, err}
+	}()
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var a answer
+	select {
+	case a = <-done:
+		conn.Close()
+	case <-rctx.Done():
+		// Closing the connection ends the read, which the goroutine
+		// then reports.
+		conn.Close()
+		<-done
+		return fmt.Errorf("--zk-connect %s: ZooKeeper did not answer within %v", connect, timeout)
+	}
+	switch {
+	case a.err != nil:
+		return fmt.Errorf("--zk-connect %s: read %s: %w", connect, ids, a.err)
+	case !a.exists:
+		return fmt.Errorf("--zk-connect %s: no tripod cluster there (no %s); give the brokers' zookeeper.connect, chroot included, once they have started", connect, ids)
+	}
+	return nil
+}
+
+// quietZK drops go-zookeeper's log: zkHoldsCluster reports what matters.
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
 
 // splitBootstrap splits --bootstrap's HOST:PORT list.
 func splitBootstrap(bootstrap string) ([]string, error) {

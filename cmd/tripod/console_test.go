@@ -192,7 +192,8 @@ func TestConsoleCommand(t *testing.T) {
 // TestConsoleCoordZK runs two brokers on ZooKeeper and `tripod console
 // --coord zk` reading the controller epoch from it; killing the
 // controller's process raises the epoch the console shows, and the
-// timeline says so.
+// timeline says so. A chroot that holds no cluster is refused, not
+// created.
 func TestConsoleCoordZK(t *testing.T) {
 	zk := zkserver.StartForTest(t, 1)
 	connect := zk.Connect() + "/console-test"
@@ -204,6 +205,10 @@ func TestConsoleCoordZK(t *testing.T) {
 	url, _, _ := startWatching(t, regexp.MustCompile(`serving (http://\S+)`), "console",
 		"--bootstrap", brokers[1].addr+","+brokers[2].addr, "--listen", "127.0.0.1:0", "--coord", "zk", "--zk-connect", connect)
 	waitCluster(t, url, "", "", 2, "zk")
+	out, err := exec.Command(tripodBin, "console", "--listen", "127.0.0.1:0", "--coord", "zk", "--zk-connect", zk.Connect()+"/no-such-cluster").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no tripod cluster there (no /no-such-cluster/brokers/ids)") {
+		t.Errorf("tripod console --zk-connect to a chroot without a cluster: got %v, %q; want it refused", err, out)
+	}
 	epoch := waitEpoch(t, url, "", "", 1)
 
 	var c struct{ Coordination struct{ ControllerID int32 } }
