@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tripodmq/tripod/internal/etcdserver"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
@@ -234,6 +235,24 @@ func TestConsoleCoordZK(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // the polling interval of the check
 	}
+}
+
+// TestConsoleCoordEtcd runs a broker on etcd under a prefix of its own
+// and `tripod console --coord etcd` with that prefix: the console reports
+// the controller epoch read from etcd.
+func TestConsoleCoordEtcd(t *testing.T) {
+	etcd, err := etcdserver.Start(filepath.Join(t.TempDir(), "etcd"))
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	endpoints := strings.Join(etcd.Endpoints(), ",")
+	broker := startServe(t, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--coord", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "/console-test")
+	url, _, _ := startWatching(t, regexp.MustCompile(`serving (http://\S+)`), "console", "--bootstrap", broker.addr,
+		"--listen", "127.0.0.1:0", "--coord", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "/console-test")
+	waitCluster(t, url, "", "", 1, "etcd")
+	waitEpoch(t, url, "", "", 1)
 }
 
 // TestServeConsoleListen runs `tripod serve --console-listen`: the broker
