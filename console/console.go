@@ -6,7 +6,12 @@
 //
 // The console is a Kafka client: everything it shows it asks the cluster
 // over the Kafka protocol, with the TLS and SASL settings the CLI uses, so
-// it shows what the cluster's ACLs let its principal see. Pages follow
+// it shows what the cluster's ACLs let its principal see. The one
+// exception is the controller epoch and the coordination service's
+// health, which no Kafka response carries: given Options.Coordination
+// (the broker's own backend in tripod serve --console-listen, or the
+// ZooKeeper or etcd of tripod console --coord), the console reads them
+// there. Pages follow
 // changes over server-sent events (GET /api/stream), never by reloading.
 package console
 

@@ -23,7 +23,9 @@ import (
 // reads each replica's log end offset (ListOffsets from Kafka's debugging
 // replica id, -2, answered by every replica) and the high watermark (the
 // leader's latest for a consumer, -1). Successive polls are diffed into
-// the timeline's events (timeline.go).
+// the timeline's events (timeline.go). Given Options.Coordination, each
+// poll also asks the coordination service for the controller and its
+// epoch, beside the Kafka requests.
 
 // brokerView is a broker as the console last saw it.
 type brokerView struct {
