@@ -308,6 +308,12 @@ func (b *Broker) ListenerAddr(name string) net.Addr {
 	return nil
 }
 
+// Coordination is the broker's coordination backend, for readers in the
+// same process (the console of tripod serve --console-listen reads the
+// controller and its epoch from it). It stays the broker's: Close closes
+// it, and no reader may.
+func (b *Broker) Coordination() coord.Backend { return b.backend }
+
 // ID is the broker's id (broker.id).
 func (b *Broker) ID() int32 { return b.cfg.BrokerID }
 

@@ -6,7 +6,12 @@
 //
 // The console is a Kafka client: everything it shows it asks the cluster
 // over the Kafka protocol, with the TLS and SASL settings the CLI uses, so
-// it shows what the cluster's ACLs let its principal see. Pages follow
+// it shows what the cluster's ACLs let its principal see. The one
+// exception is the controller epoch and the coordination service's
+// health, which no Kafka response carries: given Options.Coordination
+// (the broker's own backend in tripod serve --console-listen, or the
+// ZooKeeper or etcd of tripod console --coord), the console reads them
+// there. Pages follow
 // changes over server-sent events (GET /api/stream), never by reloading.
 package console
 
@@ -22,6 +27,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // Options configure a console Server.
@@ -34,6 +41,19 @@ type Options struct {
 	Refresh time.Duration
 	// Logger logs what the console does; nil discards.
 	Logger *slog.Logger
+	// Coordination, when set, is the cluster's coordination service,
+	// which the console asks at every poll for the controller and its
+	// epoch: no Kafka response carries the epoch, nor whether the
+	// service answers. Every coord.Backend is one. The console only
+	// reads it and never closes it: a broker's own backend stays the
+	// broker's.
+	Coordination Coordination
+}
+
+// Coordination is what the console reads of a coordination service:
+// the controller it names, with the controller epoch.
+type Coordination interface {
+	Controller(ctx context.Context) (coord.ControllerInfo, error)
 }
 
 // DefaultRefresh is how often, by default, the console reads the state of

@@ -35,15 +35,21 @@ type clusterJSON struct {
 	Brokers      []*brokerView `json:"brokers"`
 	Quorum       *quorumView   `json:"quorum,omitempty"`
 	// Health is "ok", "degraded" (a broker gone or fenced, a partition
-	// under-replicated or offline, no controller) or "unreachable" (the
+	// under-replicated or offline, no controller, the coordination
+	// service not answering or naming another controller than the
+	// brokers for longer than an election takes) or "unreachable" (the
 	// last poll failed; the rest is the last view the console had).
 	Health  string   `json:"health"`
 	Reasons []string `json:"reasons"`
 	Error   string   `json:"error,omitempty"`
 	// ControllerEpoch is not carried by any Kafka response a client can
-	// ask for (Metadata and DescribeCluster name the controller only),
-	// so the console does not know it; the field says so.
+	// ask for (Metadata and DescribeCluster name the controller only): it
+	// is the coordination service's answer, null when the console has no
+	// Options.Coordination or the service did not answer.
 	ControllerEpoch *int64 `json:"controllerEpoch"`
+	// Coordination is what the coordination service last answered, null
+	// without Options.Coordination.
+	Coordination *coordView `json:"coordination"`
 
 	Topics          int `json:"topics"`
 	Partitions      int `json:"partitions"`
@@ -88,6 +94,19 @@ func (s *Server) clusterOf(st *clusterState) clusterJSON {
 	if st.Quorum != nil && st.Quorum.Error != "" {
 		c.Reasons = append(c.Reasons, "the Raft quorum: "+st.Quorum.Error)
 	}
+	if cv := st.Coord; cv != nil {
+		c.Coordination = cv
+		switch {
+		case cv.Error != "":
+			c.Reasons = append(c.Reasons, "the coordination service: "+cv.Error)
+		default:
+			c.ControllerEpoch = ptr(cv.Epoch)
+			if d := cv.At.Sub(cv.disagreeSince); !cv.disagreeSince.IsZero() && d >= s.disagreeGrace() {
+				c.Reasons = append(c.Reasons, fmt.Sprintf("the coordination service names broker %d the controller, the brokers broker %d, for %s",
+					cv.ControllerID, st.ControllerID, d.Round(time.Second)))
+			}
+		}
+	}
 	switch {
 	case st.Error != "":
 		c.Health = "unreachable"
@@ -97,6 +116,15 @@ func (s *Server) clusterOf(st *clusterState) clusterJSON {
 		c.Health = "ok"
 	}
 	return c
+}
+
+// disagreeGrace is how long the coordination service and the brokers'
+// Metadata may name different controllers before the cluster shows
+// degraded: a controller just elected is named by the service at once
+// and by the brokers once it has told them, and a console that polls
+// between the two must not flap.
+func (s *Server) disagreeGrace() time.Duration {
+	return max(5*time.Second, 8*s.opts.Refresh)
 }
 
 // current returns the last poll's state, waiting for the first for up to

@@ -164,10 +164,14 @@ func TestTopicPageFollowsAFailover(t *testing.T) {
 	b.screenshot(t, "timeline")
 
 	b.do(t, 20*time.Second, chromedp.Navigate(url+"/#/cluster"))
-	waitPage(t, b, 20*time.Second, "the killed broker gone and a Raft quorum", fmt.Sprintf(`(() => {
+	// This console was given no Options.Coordination: the page says how to
+	// get the controller epoch and the service's health.
+	waitPage(t, b, 20*time.Second, "the killed broker gone, a Raft quorum, and how to read the coordination service", fmt.Sprintf(`(() => {
 		const r = document.querySelector('#brokers tr[data-broker="%d"]');
 		return !!r && r.textContent.includes('gone') && !!document.querySelector('#quorum')
-			&& document.querySelector('#backend').textContent === 'raft';
+			&& document.querySelector('#backend').textContent === 'raft'
+			&& document.querySelector('#coordination').textContent.includes('tripod serve --console-listen')
+			&& document.querySelector('#controller-epoch').textContent.includes('not told to clients');
 	})()`, leader))
 	b.screenshot(t, "cluster")
 

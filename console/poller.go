@@ -23,7 +23,9 @@ import (
 // reads each replica's log end offset (ListOffsets from Kafka's debugging
 // replica id, -2, answered by every replica) and the high watermark (the
 // leader's latest for a consumer, -1). Successive polls are diffed into
-// the timeline's events (timeline.go).
+// the timeline's events (timeline.go). Given Options.Coordination, each
+// poll also asks the coordination service for the controller and its
+// epoch, beside the Kafka requests.
 
 // brokerView is a broker as the console last saw it.
 type brokerView struct {
@@ -89,6 +91,23 @@ type quorumView struct {
 	Error         string         `json:"error,omitempty"`
 }
 
+// coordView is what the coordination service (Options.Coordination)
+// answered at one poll.
+type coordView struct {
+	// ControllerID is the controller the service names, -1 for none or
+	// when it did not answer; Epoch its controller epoch, 0 then.
+	ControllerID int32 `json:"controllerId"`
+	Epoch        int64 `json:"epoch"`
+	// LatencyMs is how long the read took, answered or not.
+	LatencyMs float64   `json:"latencyMs"`
+	Error     string    `json:"error,omitempty"`
+	At        time.Time `json:"at"`
+	// disagreeSince is when the service and Metadata began to name
+	// different controllers, zero while they agree (or one of them
+	// names none, or the service did not answer).
+	disagreeSince time.Time
+}
+
 // reassignment is one partition's reassignment in progress.
 type reassignment struct {
 	Replicas []int32 `json:"replicas"`
@@ -106,7 +125,10 @@ type clusterState struct {
 	// "zookeeper", "etcd"), empty when no broker said.
 	Backend string
 	Quorum  *quorumView
-	Topics  map[string]*topicView
+	// Coord is what the coordination service answered, nil without
+	// Options.Coordination.
+	Coord  *coordView
+	Topics map[string]*topicView
 	// names are the topics' names, sorted.
 	names []string
 	// Reassignments are the reassignments in progress; nil when the
@@ -217,10 +239,37 @@ func (p *poller) requestTimeout() time.Duration {
 // broker that hangs (its requests time out rather than fail) from
 // delaying what Metadata already shows: a new leader, a shrunk ISR.
 func (p *poller) pollOnce(ctx context.Context) {
-	st := p.readState(ctx)
+	// The coordination service is asked beside the brokers, so that a
+	// slow one delays neither.
+	var st *clusterState
+	var cv *coordView
+	var rwg sync.WaitGroup
+	rwg.Go(func() { st = p.readState(ctx) })
+	if p.s.opts.Coordination != nil {
+		rwg.Go(func() { cv = p.readCoordination(ctx) })
+	}
+	rwg.Wait()
 
 	p.mu.Lock()
 	prev := p.state
+	if cv != nil {
+		var since time.Time
+		if prev != nil && prev.Coord != nil {
+			since = prev.Coord.disagreeSince
+		}
+		metaController := st.ControllerID
+		if st.Error != "" && prev != nil {
+			metaController = prev.ControllerID
+		}
+		switch {
+		case cv.Error != "" || cv.ControllerID < 0 || metaController < 0 || cv.ControllerID == metaController:
+			since = time.Time{}
+		case since.IsZero():
+			since = cv.At
+		}
+		cv.disagreeSince = since
+		st.Coord = cv
+	}
 	if st.Error == "" {
 		for id, b := range st.Brokers {
 			b.LastAnswer = p.lastAnswer[id]
@@ -238,6 +287,7 @@ func (p *poller) pollOnce(ctx context.Context) {
 		// Keep the last view, marked with why it is stale.
 		stale := *prev
 		stale.Error = st.Error
+		stale.Coord = st.Coord
 		p.state = &stale
 	}
 	st = p.state
@@ -402,6 +452,20 @@ func (p *poller) readState(ctx context.Context) *clusterState {
 		st.Reassignments = nil // unknown this time
 	}
 	return st
+}
+
+// readCoordination asks the coordination service for the controller,
+// within the poll's request timeout.
+func (p *poller) readCoordination(ctx context.Context) *coordView {
+	rctx, cancel := context.WithTimeout(ctx, p.requestTimeout())
+	defer cancel()
+	start := time.Now()
+	info, err := p.s.opts.Coordination.Controller(rctx)
+	cv := &coordView{ControllerID: int32(info.ID), Epoch: info.Epoch, LatencyMs: ms(time.Since(start)), At: time.Now()}
+	if err != nil {
+		cv.ControllerID, cv.Epoch, cv.Error = -1, 0, err.Error()
+	}
+	return cv
 }
 
 // backend asks a live broker for its coordination.backend, once: every

@@ -80,6 +80,9 @@ type timeline struct {
 
 	elections map[topicPartition]election
 	failovers map[int32]*failover
+	// controllerEpoch is the highest controller epoch the coordination
+	// service named, 0 before it first answered.
+	controllerEpoch int64
 }
 
 func newTimeline(size int) timeline {
@@ -105,11 +108,22 @@ func (tl *timeline) since(seq int64) []event {
 func ptr[T any](v T) *T { return &v }
 
 // diff returns the events between two successive views: brokers
-// registered and gone, controller changes, leader elections, ISR shrinks
-// and expands, reassignment phases, and failovers as they complete.
-// lags are the replicas' last sampled lags; lastAnswer when each broker
-// last answered.
+// registered and gone, controller changes (as Metadata names the
+// controller, and each rise of the controller epoch the coordination
+// service names), leader elections, ISR shrinks and expands, reassignment
+// phases, and failovers as they complete. lags are the replicas' last
+// sampled lags; lastAnswer when each broker last answered.
 func (tl *timeline) diff(prev, st *clusterState, lags map[topicPartition]map[int32]replicaLag, lastAnswer map[int32]time.Time) []event {
+	// The epoch is compared with the highest seen, not prev's: polls
+	// whose read of the service failed in between do not hide a rise.
+	var epochEvent *event
+	if cv := st.Coord; cv != nil && cv.Error == "" && cv.Epoch > tl.controllerEpoch {
+		if tl.controllerEpoch > 0 {
+			epochEvent = &event{At: st.At, Kind: kindController, Broker: ptr(cv.ControllerID),
+				Text: fmt.Sprintf("controller epoch %d → %d: the coordination service names %s the controller", tl.controllerEpoch, cv.Epoch, brokerName(cv.ControllerID))}
+		}
+		tl.controllerEpoch = cv.Epoch
+	}
 	if prev == nil {
 		return nil
 	}
@@ -144,6 +158,9 @@ func (tl *timeline) diff(prev, st *clusterState, lags map[topicPartition]map[int
 	if st.ControllerID != prev.ControllerID {
 		evs = append(evs, event{At: at, Kind: kindController, Broker: ptr(st.ControllerID),
 			Text: fmt.Sprintf("controller %s → %s", brokerName(prev.ControllerID), brokerName(st.ControllerID))})
+	}
+	if epochEvent != nil {
+		evs = append(evs, *epochEvent)
 	}
 
 	// Partitions.

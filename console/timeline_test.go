@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,55 @@ func TestTimelineRing(t *testing.T) {
 	}
 	if got := tl.since(5); len(got) != 0 {
 		t.Errorf("since(5): got %v, want none", got)
+	}
+}
+
+// TestTimelineOfControllerEpochs: the coordination service names epoch
+// 4, then does not answer, then names epoch 5 with another controller:
+// one event, from 4 to 5, the failed read in between hiding nothing; a
+// poll naming no higher epoch says nothing.
+func TestTimelineOfControllerEpochs(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	all := []int32{1, 2, 3}
+	polls := make([]*clusterState, 4)
+	for i := range polls {
+		polls[i] = view(t0.Add(time.Duration(i)*time.Second), 1, nil, part(1, 0, all, all))
+	}
+	polls[0].Coord = &coordView{ControllerID: 1, Epoch: 4}
+	polls[1].Coord = &coordView{ControllerID: -1, Error: "zk: connection closed"}
+	polls[2].Coord = &coordView{ControllerID: 2, Epoch: 5}
+	polls[3].Coord = &coordView{ControllerID: 2, Epoch: 5}
+	tl := newTimeline(100)
+	var evs []event
+	evs = append(evs, tl.diff(nil, polls[0], nil, nil)...)
+	for i := 1; i < len(polls); i++ {
+		evs = append(evs, tl.diff(polls[i-1], polls[i], nil, nil)...)
+	}
+	want := "controller: controller epoch 4 → 5: the coordination service names broker 2 the controller\n"
+	if got := texts(evs); got != want {
+		t.Errorf("events:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestHealthOfTheCoordinationService: a failed read of the service
+// degrades the cluster, naming the error; a controller the service names
+// and Metadata does not degrades it only after the grace an election
+// takes.
+func TestHealthOfTheCoordinationService(t *testing.T) {
+	s := &Server{opts: Options{Refresh: DefaultRefresh}}
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	all := []int32{1, 2, 3}
+	st := view(t0, 1, nil, part(1, 0, all, all))
+	st.Coord = &coordView{ControllerID: -1, Error: "zk: could not connect to a server", At: t0}
+	if c := s.clusterOf(st); c.Health != "degraded" || !slices.Contains(c.Reasons, "the coordination service: zk: could not connect to a server") || c.ControllerEpoch != nil {
+		t.Errorf("service down: got %s %q epoch %v, want degraded naming the service's error and no epoch", c.Health, c.Reasons, c.ControllerEpoch)
+	}
+	st.Coord = &coordView{ControllerID: 2, Epoch: 7, At: t0.Add(time.Second), disagreeSince: t0}
+	if c := s.clusterOf(st); c.Health != "ok" || c.ControllerEpoch == nil || *c.ControllerEpoch != 7 {
+		t.Errorf("a controller just elected: got %s %q epoch %v, want ok with epoch 7", c.Health, c.Reasons, c.ControllerEpoch)
+	}
+	st.Coord.At = t0.Add(s.disagreeGrace())
+	if c := s.clusterOf(st); c.Health != "degraded" || len(c.Reasons) != 1 || !strings.Contains(c.Reasons[0], "names broker 2 the controller, the brokers broker 1") {
+		t.Errorf("disagreeing past the grace: got %s %q, want degraded naming both controllers", c.Health, c.Reasons)
 	}
 }

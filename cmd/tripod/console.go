@@ -10,17 +10,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/security"
 	"github.com/tripodmq/tripod/console"
+	"github.com/tripodmq/tripod/coord"
 )
 
 // consoleOptions are the flags of `tripod console`.
@@ -35,6 +38,10 @@ type consoleOptions struct {
 	// authentication on every route.
 	loginUser, loginPasswordFile string
 	refresh                      time.Duration
+	// coord, zkConnect, etcdEndpoints and etcdPrefix name the cluster's
+	// coordination service, which the console reads the controller epoch
+	// from; coord empty: none.
+	coord, zkConnect, etcdEndpoints, etcdPrefix string
 }
 
 // newConsoleCmd builds `tripod console`: the web console of a cluster,
@@ -59,7 +66,22 @@ read every --refresh.
 --tls-cert and --tls-key serve the console over HTTPS. --login-user and
 --login-password-file require HTTP basic authentication (the password is
 the file's first line) on every page, asset and stream. Without them,
-anyone who reaches --listen sees the console: keep it on loopback.`,
+anyone who reaches --listen sees the console: keep it on loopback.
+
+No Kafka response carries the controller epoch or tells whether the
+coordination service answers. With --coord zk --zk-connect (the brokers'
+zookeeper.connect, chroot included) or --coord etcd --etcd-endpoints and
+--etcd-prefix, the console also asks the service, at every --refresh, who
+the controller is and its epoch, and shows the epoch, the service's health
+and latency, and each election in the timeline. It only reads, and writes
+nothing to etcd or ZooKeeper. On ZooKeeper it first checks that the chroot
+holds a tripod cluster (its /brokers/ids) and refuses one that does not:
+tripod's ZooKeeper backend creates, on its first read, whichever of the
+chroot's base znodes (/brokers, /brokers/ids, /brokers/topics, /config,
+/config/topics, /config/brokers, /config/changes) are missing, empty, as a
+broker does at start; a cluster's brokers have created them all already.
+Embedded Raft lives in the brokers: there, serve the console from a
+broker (tripod serve --console-listen), which reads its own backend.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -75,8 +97,71 @@ anyone who reaches --listen sees the console: keep it on loopback.`,
 	f.StringVar(&opts.loginUser, "login-user", "", "require HTTP basic authentication as this user; with --login-password-file")
 	f.StringVar(&opts.loginPasswordFile, "login-password-file", "", "a file whose first line is the login's password (- for standard input)")
 	f.DurationVar(&opts.refresh, "refresh", console.DefaultRefresh, "how often the console reads the cluster's state")
+	f.StringVar(&opts.coord, "coord", "", "coordination service to read the controller epoch from: zk or etcd; empty: none (raft: use tripod serve --console-listen)")
+	f.StringVar(&opts.zkConnect, "zk-connect", "", "with --coord zk: ZooKeeper connect string HOST:PORT[,HOST:PORT][/chroot], the brokers' zookeeper.connect")
+	f.StringVar(&opts.etcdEndpoints, "etcd-endpoints", "", "with --coord etcd: etcd client URLs, comma separated, the brokers' etcd.endpoints")
+	f.StringVar(&opts.etcdPrefix, "etcd-prefix", "/tripod", "with --coord etcd: the cluster's etcd key prefix, the brokers' etcd.prefix")
 	opts.security.addFlags(cmd)
 	return cmd
+}
+
+// coordConfig checks the coordination flags and returns the config of the
+// backend to open, or nil without --coord.
+func (o *consoleOptions) coordConfig() (*coord.Config, error) {
+	cfg := coord.DefaultConfig()
+	cfg.Backend = o.coord
+	switch o.coord {
+	case "":
+		switch {
+		case o.zkConnect != "":
+			return nil, errors.New("--zk-connect: needs --coord zk")
+		case o.etcdEndpoints != "":
+			return nil, errors.New("--etcd-endpoints: needs --coord etcd")
+		}
+		return nil, nil
+	case "raft":
+		return nil, errors.New("--coord raft: the Raft quorum is embedded in the brokers, a console cannot join it; serve the console from a broker with tripod serve --console-listen HOST:PORT, which reads the broker's own backend")
+	case "zk":
+		if o.zkConnect == "" {
+			return nil, errors.New("--zk-connect: required with --coord zk (HOST:PORT[,HOST:PORT][/chroot], the brokers' zookeeper.connect)")
+		}
+		if o.etcdEndpoints != "" {
+			return nil, errors.New("--etcd-endpoints: goes with --coord etcd, not zk")
+		}
+		hosts, _, _ := strings.Cut(o.zkConnect, "/")
+		for _, h := range strings.Split(hosts, ",") {
+			if err := checkHostPort(strings.TrimSpace(h)); err != nil {
+				return nil, fmt.Errorf("--zk-connect %q: server %q: %w; want HOST:PORT[,HOST:PORT][/chroot]", o.zkConnect, h, err)
+			}
+		}
+		cfg.ZKConnect = o.zkConnect
+	case "etcd":
+		if o.zkConnect != "" {
+			return nil, errors.New("--zk-connect: goes with --coord zk, not etcd")
+		}
+		for _, e := range strings.Split(o.etcdEndpoints, ",") {
+			if e = strings.TrimSpace(e); e == "" {
+				continue
+			}
+			if u, err := url.Parse(e); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+				return nil, fmt.Errorf("--etcd-endpoints %q: endpoint %q: want a URL such as http://127.0.0.1:2379", o.etcdEndpoints, e)
+			}
+			cfg.EtcdEndpoints = append(cfg.EtcdEndpoints, e)
+		}
+		if len(cfg.EtcdEndpoints) == 0 {
+			return nil, errors.New("--etcd-endpoints: required with --coord etcd (http://HOST:PORT[,...], the brokers' etcd.endpoints)")
+		}
+		if !strings.HasPrefix(o.etcdPrefix, "/") {
+			return nil, fmt.Errorf("--etcd-prefix %q: want a key prefix starting with /, the brokers' etcd.prefix (default /tripod)", o.etcdPrefix)
+		}
+		cfg.EtcdPrefix = o.etcdPrefix
+	default:
+		return nil, fmt.Errorf("--coord %q: must be zk or etcd (raft: use tripod serve --console-listen)", o.coord)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("--coord %s: %w", o.coord, err)
+	}
+	return &cfg, nil
 }
 
 // run serves the console until ctx ends.
@@ -103,25 +188,110 @@ func (o *consoleOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	ccfg, err := o.coordConfig()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rc, err := startConsoleServer(ln, console.Options{
+	copts := console.Options{
 		Client:  append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, sec...),
 		Refresh: o.refresh,
 		Logger:  logger,
-	}, tlsCfg, login, logger)
+	}
+	// The console's own backend: opened here, closed after the console
+	// stopped reading it.
+	var backend coord.Backend
+	if ccfg != nil && ccfg.Backend == "zk" {
+		if err := zkHoldsCluster(ctx, ccfg.ZKConnect, ccfg.SessionTimeout); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	if ccfg != nil {
+		if backend, err = coord.Open(*ccfg); err != nil {
+			ln.Close()
+			return fmt.Errorf("--coord %s: %w", o.coord, err)
+		}
+		copts.Coordination = backend
+	}
+	rc, err := startConsoleServer(ln, copts, tlsCfg, login, logger)
 	if err != nil {
 		ln.Close()
+		if backend != nil {
+			backend.Close()
+		}
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "tripod console of %s serving %s\n", o.bootstrap, rc.url)
 	<-ctx.Done()
 	rc.stop()
+	if backend != nil {
+		if err := backend.Close(); err != nil {
+			return fmt.Errorf("close --coord %s: %w", o.coord, err)
+		}
+	}
 	return nil
 }
+
+// zkHoldsCluster checks, in a session of its own that only reads, that
+// connect's chroot holds a tripod cluster (its /brokers/ids znode). The zk
+// backend's first read creates whichever of the chroot's base znodes are
+// missing, as a broker does at start: past this check they all exist, so
+// the console writes nothing, and a mistyped chroot is refused instead of
+// created.
+func zkHoldsCluster(ctx context.Context, connect string, timeout time.Duration) error {
+	hosts, chroot, _ := strings.Cut(connect, "/")
+	var servers []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			servers = append(servers, h)
+		}
+	}
+	ids := "/" + strings.Trim(chroot, "/") + "/brokers/ids"
+	ids = strings.Replace(ids, "//", "/", 1)
+	conn, _, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
+	if err != nil {
+		return fmt.Errorf("--zk-connect %s: %w", connect, err)
+	}
+	type answer struct {
+		exists bool
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		exists, _, err := conn.Exists(ids)
+		done <- answer{exists, err}
+	}()
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var a answer
+	select {
+	case a = <-done:
+		conn.Close()
+	case <-rctx.Done():
+		// Closing the connection ends the read, which the goroutine
+		// then reports.
+		conn.Close()
+		<-done
+		return fmt.Errorf("--zk-connect %s: ZooKeeper did not answer within %v", connect, timeout)
+	}
+	switch {
+	case a.err != nil:
+		return fmt.Errorf("--zk-connect %s: read %s: %w", connect, ids, a.err)
+	case !a.exists:
+		return fmt.Errorf("--zk-connect %s: no tripod cluster there (no %s); give the brokers' zookeeper.connect, chroot included, once they have started", connect, ids)
+	}
+	return nil
+}
+
+// quietZK drops go-zookeeper's log: zkHoldsCluster reports what matters.
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
 
 // splitBootstrap splits --bootstrap's HOST:PORT list.
 func splitBootstrap(bootstrap string) ([]string, error) {
@@ -275,7 +445,10 @@ func consoleListener(cfg config.Config) (string, error) {
 }
 
 // consoleInBroker serves `tripod serve --console-listen`'s console: of
-// the broker's cluster, asked through brokerAddr, its PLAINTEXT listener.
-func consoleInBroker(ln net.Listener, brokerAddr string, logger *slog.Logger) (*runningConsole, error) {
-	return startConsoleServer(ln, console.Options{Client: []kgo.Opt{kgo.SeedBrokers(brokerAddr)}, Logger: logger}, nil, nil, logger)
+// the broker's cluster, asked through brokerAddr, its PLAINTEXT listener,
+// and reading the controller epoch from the broker's own coordination
+// backend (on every backend, embedded Raft included), which the console
+// only reads: the broker closes it.
+func consoleInBroker(ln net.Listener, brokerAddr string, backend console.Coordination, logger *slog.Logger) (*runningConsole, error) {
+	return startConsoleServer(ln, console.Options{Client: []kgo.Opt{kgo.SeedBrokers(brokerAddr)}, Coordination: backend, Logger: logger}, nil, nil, logger)
 }

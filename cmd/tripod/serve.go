@@ -100,7 +100,9 @@ trace), for ` + "`go tool pprof`" + ` and ` + "`go tool trace`" + `.
 With --console-listen HOST:PORT the broker also serves the web console of
 its cluster at http://HOST:PORT/ (logged as "console listening"), asking
 through the broker's first PLAINTEXT listener (a broker without one is
-refused); it stops with the broker. Off by
+refused), and reading the controller epoch and the coordination service's
+health from the broker's own backend (ZooKeeper, etcd or embedded Raft),
+which no Kafka response carries; it stops with the broker. Off by
 default: it has no login, so keep it on loopback, or run ` + "`tripod console`" + `
 (with TLS and a login) instead.
 
@@ -332,7 +334,7 @@ func runServe(ctx context.Context, cfg config.Config, opts *serveOptions, warnin
 	if consoleLn != nil {
 		clog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		name, _ := consoleListener(cfg) // checked by serveOptions.config
-		if con, err = consoleInBroker(consoleLn, b.ListenerAddr(name).String(), clog); err != nil {
+		if con, err = consoleInBroker(consoleLn, b.ListenerAddr(name).String(), b.Coordination(), clog); err != nil {
 			consoleLn.Close()
 			if stopMetrics != nil {
 				stopMetrics()

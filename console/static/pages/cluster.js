@@ -26,10 +26,13 @@ function ClusterView({c}) {
         ${c.reasons.length > 0 && html`<div class="muted">${c.reasons.join('; ')}</div>`}</div>
       <div class="card"><div class="label">Coordination backend</div>
         <div class="value" id="backend">${c.backend || 'unknown'}</div>
-        ${!c.backend && html`<div class="muted">no broker described coordination.backend</div>`}</div>
+        ${!c.backend && html`<div class="muted">no broker described coordination.backend</div>`}
+        <${Coordination} cv=${c.coordination} /></div>
       <div class="card"><div class="label">Controller</div>
         <div class="value" id="controller">${c.controllerId >= 0 ? `broker ${c.controllerId}` : 'none'}</div>
-        <div class="muted">epoch: ${c.controllerEpoch ?? 'not told to clients (no Kafka response carries it)'}</div></div>
+        <div class="muted" id="controller-epoch">${c.controllerEpoch != null ? `epoch ${c.controllerEpoch}`
+          : c.coordination ? 'epoch unknown: the coordination service did not answer'
+          : 'epoch not told to clients (no Kafka response carries it)'}</div></div>
       <div class="card"><div class="label">Topics / partitions</div>
         <div class="value">${c.topics} / ${c.partitions}</div></div>
       <div class="card"><div class="label">Under-replicated / offline</div>
@@ -54,6 +57,22 @@ function ClusterView({c}) {
       coordination backend ended and the controller fenced it). Last answer is when it last answered the console's
       probe, sent every ${c.refreshMs} ms.</p>
     ${c.quorum && html`<${Quorum} q=${c.quorum} />`}`;
+}
+
+// Coordination is the coordination service's health as the console
+// read it: the controller epoch and who is controller come from it, since
+// no Kafka response carries them.
+function Coordination({cv}) {
+  if (!cv) {
+    return html`<div class="muted" id="coordination">service not read by this console: start the console with
+      --coord (tripod console) or inside a broker (tripod serve --console-listen)</div>`;
+  }
+  if (cv.error) {
+    return html`<div class="muted" id="coordination"><span class="badge bad">bad</span> ${cv.error}
+      (after ${Math.round(cv.latencyMs)} ms)</div>`;
+  }
+  return html`<div class="muted" id="coordination"><span class="badge ok">ok</span>
+    answered in ${cv.latencyMs < 10 ? cv.latencyMs.toFixed(1) : Math.round(cv.latencyMs)} ms</div>`;
 }
 
 function Quorum({q}) {
