@@ -59,9 +59,12 @@ so it shows what the cluster's ACLs let that principal see.
 Pages: the brokers, controller, coordination backend and Raft quorum; the
 topics, searchable; a topic's partitions with the AR, ISR and OSR and each
 replica's log drawn up to its log end offset with the high watermark
-across; and a timeline of elections, ISR changes, brokers gone and
-failovers as they happen. They follow the cluster over server-sent events,
-read every --refresh.
+across; a timeline of elections, ISR changes, brokers gone and failovers
+as they happen; a message browser (by offset or time, either way, with a
+substring filter) that also produces a test record; and consumer groups
+with their members, committed offsets, lag over time and reset-offsets
+(a dry run, then a confirmation). The live pages follow the cluster over
+server-sent events, read every --refresh.
 
 --tls-cert and --tls-key serve the console over HTTPS. --login-user and
 --login-password-file require HTTP basic authentication (the password is

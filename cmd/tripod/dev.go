@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tripodmq/tripod/console"
+	"github.com/tripodmq/tripod/coord"
 
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/etcdserver"
@@ -241,13 +242,13 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	}
 	fmt.Fprintln(out, try)
 	if consoleLn != nil {
-		con, err := devConsole(consoleLn, c, cfg)
+		stopConsole, url, err := devConsole(consoleLn, c, cfg)
 		if err != nil {
 			return fmt.Errorf("--console-listen: %w", err)
 		}
 		// The console stops before the brokers: it is their client.
-		defer con.stop()
-		fmt.Fprintf(out, "console: %s\n", con.url)
+		defer stopConsole()
+		fmt.Fprintf(out, "console: %s\n", url)
 	}
 	fmt.Fprintln(out, "Ctrl-C stops everything.")
 
@@ -280,14 +281,41 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 }
 
 // devConsole serves the web console of c on ln, as `tripod console`
-// would, with the clients' TLS settings of a --tls cluster.
-func devConsole(ln net.Listener, c *cluster.Cluster, cfg cluster.Config) (*runningConsole, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}
+// would, with the clients' TLS settings of a --tls cluster and, on
+// ZooKeeper and etcd, the cluster's coordination service to read the
+// controller epoch from (on Raft it lives in the brokers). stop ends the
+// console and closes that service's client.
+func devConsole(ln net.Listener, c *cluster.Cluster, cfg cluster.Config) (stop func(), url string, err error) {
+	opts := console.Options{Client: []kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}}
 	if cfg.ClientTLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(cfg.ClientTLS))
+		opts.Client = append(opts.Client, kgo.DialTLSConfig(cfg.ClientTLS))
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return startConsoleServer(ln, console.Options{Client: opts, Logger: logger}, nil, nil, logger)
+	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var backend coord.Backend
+	if cfg.Backend == "zk" || cfg.Backend == "etcd" {
+		cc := coord.DefaultConfig()
+		cc.Backend, cc.ZKConnect, cc.EtcdEndpoints = cfg.Backend, cfg.ZKConnect, cfg.EtcdEndpoints
+		if cfg.EtcdPrefix != "" {
+			cc.EtcdPrefix = cfg.EtcdPrefix
+		}
+		if backend, err = coord.Open(cc); err != nil {
+			return nil, "", fmt.Errorf("open the cluster's %s for the console: %w", cfg.Backend, err)
+		}
+		opts.Coordination = backend
+	}
+	rc, err := startConsoleServer(ln, opts, nil, nil, opts.Logger)
+	if err != nil {
+		if backend != nil {
+			backend.Close()
+		}
+		return nil, "", err
+	}
+	return func() {
+		rc.stop()
+		if backend != nil {
+			backend.Close()
+		}
+	}, rc.url, nil
 }
 
 // devVoters returns how many brokers, from broker 1, vote in the Raft

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -488,4 +489,32 @@ func forward(t *testing.T, addr, target string) {
 			go func() { defer wg.Done(); io.Copy(client, server); server.Close(); client.Close() }()
 		}
 	}()
+}
+
+// TestDevConsoleOnEtcd runs `tripod dev --coord etcd --console-listen`:
+// the console dev serves reads the controller epoch from the cluster's
+// etcd, which no Kafka response carries.
+func TestDevConsoleOnEtcd(t *testing.T) {
+	dev := startDev(t, "--brokers", "1", "--coord", "etcd", "--console-listen", "127.0.0.1:0",
+		"--base-port", strconv.Itoa(freeBasePort(t)), "--session-timeout", "2s", "--data-dir", t.TempDir())
+	dev.waitReady(t, func(string) {})
+	url := dev.waitLine(t, "console: ")
+	var last string
+	err := cluster.WaitFor(context.Background(), 30*time.Second, func() error {
+		status, body := getConsole(t, url+"api/cluster", "", "")
+		last = fmt.Sprintf("%d %s", status, body)
+		var c struct {
+			ControllerEpoch *int64
+			Coordination    *struct{ Error string }
+		}
+		if status != http.StatusOK || json.Unmarshal(body, &c) != nil || c.ControllerEpoch == nil || *c.ControllerEpoch < 1 ||
+			c.Coordination == nil || c.Coordination.Error != "" {
+			return errors.New("no controller epoch yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the console of a dev cluster on etcd: /api/cluster answered %s, want a controller epoch of at least 1 read from etcd", last)
+	}
+	dev.interrupt(t)
 }
