@@ -69,6 +69,7 @@ func TestClusterPageReadsTheCoordinationService(t *testing.T) {
 		return !!e && /^epoch [1-9][0-9]*$/.test(e.textContent) && !!cv && cv.textContent.includes('answered in')
 			&& !!cv.querySelector('.badge.ok');
 	})()`)
+	b.screenshot(t, "cluster-etcd")
 
 	backend.Close()
 	waitPage(t, b, 20*time.Second, "the service's error, and the cluster degraded", `(() => {
