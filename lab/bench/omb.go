@@ -151,6 +151,11 @@ type ombStats struct {
 	// acked counts the records acknowledged without error: what the
 	// consumers must read by the end.
 	acked atomic.Int64
+	// fetchErrors counts the errors the consumers' polls returned;
+	// firstSendErr and firstFetchErr keep the first of each, for the
+	// user.
+	fetchErrors                 atomic.Int64
+	firstSendErr, firstFetchErr atomic.Pointer[error]
 	// progress is nudged, without blocking, whenever a consumer reads.
 	progress chan struct{}
 
@@ -313,15 +318,14 @@ func (r *ombRun) run(ctx context.Context, warmup, testDur time.Duration) (*ombRe
 		stopProducers()
 		producers.Wait()
 	}()
-	errs := make(chan error, r.w.Topics*r.w.ProducersPerTopic)
-	if err := r.startProducers(produceCtx, &producers, errs); err != nil {
+	if err := r.startProducers(produceCtx, &producers); err != nil {
 		return nil, err
 	}
 
 	res := newOMBResult(r.w, r.cfg, warmup, testDur)
 	if warmup > 0 {
 		fmt.Fprintf(r.out, "----- warm-up (%v, left out of the result) -----\n", warmup)
-		if err := r.sample(ctx, warmup, nil, errs); err != nil {
+		if err := r.sample(ctx, warmup, nil); err != nil {
 			return nil, err
 		}
 		r.stats.mu.Lock()
@@ -331,16 +335,11 @@ func (r *ombRun) run(ctx context.Context, warmup, testDur time.Duration) (*ombRe
 		r.stats.mu.Unlock()
 	}
 	fmt.Fprintf(r.out, "----- benchmark (%v) -----\n", testDur)
-	if err := r.sample(ctx, testDur, res, errs); err != nil {
+	if err := r.sample(ctx, testDur, res); err != nil {
 		return nil, err
 	}
 	stopProducers()
 	producers.Wait()
-	select {
-	case err := <-errs:
-		return nil, err
-	default:
-	}
 	if err := r.drain(ctx); err != nil {
 		return nil, err
 	}
@@ -351,6 +350,14 @@ func (r *ombRun) run(ctx context.Context, warmup, testDur time.Duration) (*ombRe
 	res.MessagesAcknowledged = r.stats.acked.Load()
 	res.MessagesReceived = r.stats.received.Load()
 	res.EndToEndLatencySamples = r.stats.e2eSamples
+	res.SendErrors = r.stats.sendErrors.Load()
+	res.FetchErrors = r.stats.fetchErrors.Load()
+	if e := r.stats.firstSendErr.Load(); e != nil {
+		res.FirstSendError = (*e).Error()
+	}
+	if e := r.stats.firstFetchErr.Load(); e != nil {
+		res.FirstFetchError = (*e).Error()
+	}
 	return res, nil
 }
 
@@ -429,6 +436,14 @@ func (r *ombRun) consume(ctx context.Context, cl *kgo.Client) {
 	for ctx.Err() == nil {
 		fetches := cl.PollFetches(ctx)
 		now := time.Now().UnixNano()
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+				return
+			}
+			r.stats.fetchErrors.Add(1)
+			err = fmt.Errorf("partition %s-%d: %w", topic, partition, err)
+			r.stats.firstFetchErr.CompareAndSwap(nil, &err)
+		})
 		lats = lats[:0]
 		var bytes int64
 		fetches.EachRecord(func(rec *kgo.Record) {
@@ -485,7 +500,7 @@ func (r *ombRun) waitGroupsStable(ctx context.Context, admin *kgo.Client, groups
 
 // startProducers starts producersPerTopic producers per topic, each with
 // its share of producerRate, or at max rate.
-func (r *ombRun) startProducers(ctx context.Context, wg *sync.WaitGroup, errs chan<- error) error {
+func (r *ombRun) startProducers(ctx context.Context, wg *sync.WaitGroup) error {
 	acks, err := parseAcks(r.cfg.Acks)
 	if err != nil {
 		return err
@@ -508,9 +523,7 @@ func (r *ombRun) startProducers(ctx context.Context, wg *sync.WaitGroup, errs ch
 			go func() {
 				defer wg.Done()
 				defer cl.Close()
-				if err := r.produce(ctx, cl, rate); err != nil {
-					errs <- err
-				}
+				r.produce(ctx, cl, rate)
 			}()
 		}
 	}
@@ -521,7 +534,7 @@ func (r *ombRun) startProducers(ctx context.Context, wg *sync.WaitGroup, errs ch
 // (every due record is sent, then it waits for the next one), or for rate
 // 0 as fast as the cluster acknowledges with at most MaxInFlight records
 // unacknowledged; then it waits for every sent record's ack.
-func (r *ombRun) produce(ctx context.Context, cl *kgo.Client, rate float64) error {
+func (r *ombRun) produce(ctx context.Context, cl *kgo.Client, rate float64) {
 	keys := newKeyDistributor(r.w.KeyDistributor)
 	inFlight := make(chan struct{}, r.cfg.MaxInFlight)
 	var acks sync.WaitGroup
@@ -539,6 +552,7 @@ func (r *ombRun) produce(ctx context.Context, cl *kgo.Client, rate float64) erro
 		cl.Produce(context.WithoutCancel(ctx), &kgo.Record{Key: keys(), Value: value}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				r.stats.sendErrors.Add(1)
+				r.stats.firstSendErr.CompareAndSwap(nil, &err)
 			} else {
 				r.stats.published(time.Since(sent))
 			}
@@ -552,7 +566,7 @@ func (r *ombRun) produce(ctx context.Context, cl *kgo.Client, rate float64) erro
 		for {
 			select {
 			case <-ctx.Done():
-				return nil
+				return
 			case inFlight <- struct{}{}:
 				send()
 			}
@@ -564,7 +578,7 @@ func (r *ombRun) produce(ctx context.Context, cl *kgo.Client, rate float64) erro
 	for i := int64(0); ; {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-timer.C:
 		}
 		// Send every record due by now: record i is due at start + i/rate.
@@ -604,8 +618,8 @@ func newKeyDistributor(kind string) func() []byte {
 }
 
 // sample prints, and with res records, one line of rates, backlog and
-// latencies per window for d. It ends early on a producer's error.
-func (r *ombRun) sample(ctx context.Context, d time.Duration, res *ombResult, errs <-chan error) error {
+// latencies per window for d.
+func (r *ombRun) sample(ctx context.Context, d time.Duration, res *ombResult) error {
 	end := time.Now().Add(d)
 	last := time.Now()
 	s := r.stats
@@ -620,9 +634,6 @@ func (r *ombRun) sample(ctx context.Context, d time.Duration, res *ombResult, er
 		case <-ctx.Done():
 			wait.Stop()
 			return ctx.Err()
-		case err := <-errs:
-			wait.Stop()
-			return err
 		case <-ticker.C:
 		case <-wait.C:
 			final = true
@@ -670,8 +681,12 @@ func (r *ombRun) drain(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timeout.C:
-			return fmt.Errorf("after %v the consumers had read %d of the %d acknowledged records (%d per subscription)",
-				r.cfg.DrainTimeout, r.stats.received.Load(), want, want/int64(r.w.SubscriptionsPerTopic))
+			why := "no fetch error"
+			if e := r.stats.firstFetchErr.Load(); e != nil {
+				why = fmt.Sprintf("%d fetch errors, the first: %v", r.stats.fetchErrors.Load(), *e)
+			}
+			return fmt.Errorf("after %v (--drain-timeout) the consumers had read %d of the %d acknowledged records (%d per subscription; %s)",
+				r.cfg.DrainTimeout, r.stats.received.Load(), want, want/int64(r.w.SubscriptionsPerTopic), why)
 		case <-r.stats.progress:
 		}
 	}

@@ -155,6 +155,12 @@ type ombResult struct {
 	MessagesAcknowledged   int64     `json:"tripodMessagesAcknowledged"`
 	MessagesReceived       int64     `json:"tripodMessagesReceived"`
 	EndToEndLatencySamples int64     `json:"tripodEndToEndLatencySamples"`
+	// SendErrors and FetchErrors count the producers' unacknowledged
+	// messages and the consumers' fetch errors, with the first of each.
+	SendErrors      int64  `json:"tripodSendErrors"`
+	FetchErrors     int64  `json:"tripodFetchErrors"`
+	FirstSendError  string `json:"tripodFirstSendError,omitempty"`
+	FirstFetchError string `json:"tripodFirstFetchError,omitempty"`
 }
 
 // newOMBResult starts the result of a run of w.
@@ -243,6 +249,12 @@ func (r *ombResult) write(dir string, out io.Writer) error {
 		mean(r.PublishRate), mean(r.PublishMBps), mean(r.ConsumeRate), mean(r.ConsumeMBps), len(r.PublishRate), r.Backlog[len(r.Backlog)-1])
 	fmt.Fprintf(out, "%d messages sent, %d acknowledged, %d received with %d end-to-end latencies (whole run)\n",
 		r.MessagesSent, r.MessagesAcknowledged, r.MessagesReceived, r.EndToEndLatencySamples)
+	if r.SendErrors > 0 {
+		fmt.Fprintf(out, "%d messages not acknowledged, the first: %s\n", r.SendErrors, r.FirstSendError)
+	}
+	if r.FetchErrors > 0 {
+		fmt.Fprintf(out, "%d fetch errors, the first: %s\n", r.FetchErrors, r.FirstFetchError)
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "LATENCY (ms)\tAVG\tP50\tP75\tP95\tP99\tP99.9\tP99.99\tMAX\t")
 	fmt.Fprintf(tw, "publish\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.AggregatedPublishLatencyAvg,

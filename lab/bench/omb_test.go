@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +87,9 @@ testDurationMinutes: 15
 		t.Errorf("%d messages received with %d end-to-end latencies, want each of the %d acknowledged by both subscriptions: %d",
 			res.MessagesReceived, res.EndToEndLatencySamples, res.MessagesAcknowledged, want)
 	}
+	if res.SendErrors != 0 || res.FetchErrors != 0 {
+		t.Errorf("%d send errors (first %q), %d fetch errors (first %q): want none", res.SendErrors, res.FirstSendError, res.FetchErrors, res.FirstFetchError)
+	}
 	if len(res.PublishRate) == 0 || len(res.PublishRate) != len(res.EndToEndLatency99pct) || len(res.Backlog) != len(res.PublishRate) {
 		t.Errorf("windows: %d publish rates, %d end-to-end p99s, %d backlogs: want the same number, at least 1",
 			len(res.PublishRate), len(res.EndToEndLatency99pct), len(res.Backlog))
@@ -94,5 +98,30 @@ testDurationMinutes: 15
 		res.AggregatedPublishLatency50pct <= 0 || res.AggregatedPublishLatencyMax < res.AggregatedPublishLatency9999pct {
 		t.Errorf("aggregated latencies: publish p50 %v max %v, end-to-end p50 %v max %v: want above 0, max at least p99.99",
 			res.AggregatedPublishLatency50pct, res.AggregatedPublishLatencyMax, res.AggregatedEndToEndLatency50pct, res.AggregatedEndToEndLatencyMax)
+	}
+}
+
+// TestOMBRefusesBadFlags checks that tripod bench omb names the flag and
+// its range for a value outside it, before starting anything.
+func TestOMBRefusesBadFlags(t *testing.T) {
+	zero, negative := time.Duration(0), -time.Second
+	for _, c := range []struct {
+		set  func(*OMBConfig)
+		want string
+	}{
+		{func(c *OMBConfig) { c.Workload = "" }, "--workload: give an OpenMessaging Benchmark workload file"},
+		{func(c *OMBConfig) { c.Duration = &zero }, "--duration 0s: must be above 0 and at most 168h"},
+		{func(c *OMBConfig) { c.Warmup = &negative }, "--warmup -1s: must be between 0 and 168h"},
+		{func(c *OMBConfig) { c.Acks = "2" }, `--acks "2": must be 1 or all`},
+		{func(c *OMBConfig) { c.ReplicationFactor = 4 }, "--replication-factor 4: more than the 3 brokers of --brokers"},
+		{func(c *OMBConfig) { c.MaxInFlight = 0 }, "--max-in-flight 0: must be between 1 and 1000000"},
+		{func(c *OMBConfig) { c.Window = time.Millisecond }, "--window 1ms: must be between 100ms and 1h"},
+	} {
+		cfg := DefaultOMBConfig()
+		cfg.Workload, cfg.Binary = "omb/workloads/1-topic-16-partitions-1kb.yaml", "/nonexistent/tripod"
+		c.set(&cfg)
+		if err := OMB(context.Background(), cfg, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error containing %q", err, c.want)
+		}
 	}
 }
