@@ -20,7 +20,7 @@ import (
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Benchmark a tripod cluster (produce throughput and latency)",
+		Short: "Benchmark a tripod cluster (produce throughput and latency, failover, OpenMessaging Benchmark workloads)",
 	}
 	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd(), newBenchOMBCmd())
 	return cmd

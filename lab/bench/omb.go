@@ -254,6 +254,9 @@ type ombRun struct {
 	out    io.Writer
 	prefix string
 	topics []string
+	// groups are the subscriptions' consumer groups, deleted with the
+	// topics at the end.
+	groups []string
 }
 
 // client returns a franz-go client of the run's cluster with opts.
@@ -284,11 +287,16 @@ func (r *ombRun) run(ctx context.Context, warmup, testDur time.Duration) (*ombRe
 		}
 	}
 	defer func() {
-		// Deleting the topics keeps a --bootstrap cluster's disk from
-		// filling up; a failure here does not change the figures.
+		// Deleting the topics and groups (the consumers have stopped by
+		// now) keeps a --bootstrap cluster's disk from filling up and its
+		// group list clean; a failure here does not change the figures.
 		delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		kadm.NewClient(admin).DeleteTopics(delCtx, r.topics...)
+		adm := kadm.NewClient(admin)
+		if len(r.groups) > 0 {
+			adm.DeleteGroups(delCtx, r.groups...)
+		}
+		adm.DeleteTopics(delCtx, r.topics...)
 	}()
 	if err := r.waitLeaders(ctx, admin); err != nil {
 		return nil, err
@@ -301,11 +309,10 @@ func (r *ombRun) run(ctx context.Context, warmup, testDur time.Duration) (*ombRe
 		stopConsumers()
 		consumers.Wait()
 	}()
-	groups, err := r.startConsumers(consumeCtx, &consumers)
-	if err != nil {
+	if r.groups, err = r.startConsumers(consumeCtx, &consumers); err != nil {
 		return nil, err
 	}
-	if err := r.waitGroupsStable(ctx, admin, groups); err != nil {
+	if err := r.waitGroupsStable(ctx, admin, r.groups); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(r.out, "workload %q: %d topic(s) × %d partitions, RF %d, acks=%s, %d B messages, %d producer(s) and %d subscription(s) × %d consumer(s) per topic, %s, keys %s; warm-up %v, test %v\n",
