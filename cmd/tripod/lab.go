@@ -7,6 +7,7 @@ package main
 import (
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,9 +20,9 @@ import (
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Benchmark a tripod cluster (produce throughput and latency)",
+		Short: "Benchmark a tripod cluster (produce throughput and latency, failover, OpenMessaging Benchmark workloads)",
 	}
-	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd())
+	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd(), newBenchOMBCmd())
 	return cmd
 }
 
@@ -339,5 +340,73 @@ found, 2 when the run itself failed.`,
 	f.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the brokers' data and logs (always kept when a run fails or finds an anomaly)")
 	f.StringVar(&cfg.LogLevel, "broker-log-level", cfg.LogLevel, "brokers' log level: trace, debug, info, warn or error")
 	f.StringArrayVar(&cfg.Sets, "set", cfg.Sets, "broker property key=value for every broker, after verify's own (repeatable)")
+	return cmd
+}
+
+// newBenchOMBCmd builds `tripod bench omb`.
+func newBenchOMBCmd() *cobra.Command {
+	cfg := bench.DefaultOMBConfig()
+	var security clientSecurity
+	var duration, warmup time.Duration
+	cmd := &cobra.Command{
+		Use:   "omb",
+		Short: "Run an OpenMessaging Benchmark workload: publish and end-to-end latency, rates, backlog",
+		Long: `Run an OpenMessaging Benchmark (OMB) workload file (--workload, OMB's YAML
+keys; tripod ships OMB's standard ones in lab/bench/omb/workloads) against
+the Kafka-protocol cluster of --bootstrap (tripod, Kafka, Redpanda: the
+same file on each compares them), or without it against --brokers brokers
+of this binary on --coord that it starts and stops.
+
+It creates the workload's topics (--replication-factor), a consumer group
+per subscription with consumerPerSubscription consumers each, reading from
+the earliest offset, and producersPerTopic producers per topic (--acks)
+sending producerRate messages/s in all, spread evenly (0: as fast as the
+cluster acknowledges, at most --max-in-flight unacknowledged per
+producer). Each message carries its send time in its first 8 bytes, so
+consumers measure the end-to-end latency (receive minus send, one clock).
+
+Every --window (OMB's 10 s) it prints the publish and consume rates,
+the backlog (produced minus consumed) and the publish (send to ack) and
+end-to-end latencies; after warmupDurationMinutes (OMB's default 1, or
+--warmup) it measures testDurationMinutes (or --duration). Then it stops
+the producers and waits until every acknowledged message was read. It
+prints the aggregated p50, p75, p95, p99, p99.9, p99.99 and max of both
+latencies after the warm-up, and writes OMB's TestResult fields as JSON
+and a chart of the rates and latencies (SVG) to --out.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if cmd.Flags().Changed("duration") {
+				cfg.Duration = &duration
+			}
+			if cmd.Flags().Changed("warmup") {
+				cfg.Warmup = &warmup
+			}
+			opts, err := security.clientOpts()
+			if err != nil {
+				return err
+			}
+			cfg.ClientOpts = opts
+			return bench.OMB(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "OpenMessaging Benchmark workload file (YAML), e.g. lab/bench/omb/workloads/1-topic-16-partitions-1kb.yaml")
+	f.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "HOST:PORT[,HOST:PORT] of an existing Kafka-protocol cluster; empty: start one")
+	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster started without --bootstrap: raft, zk or etcd")
+	f.IntVar(&cfg.Brokers, "brokers", cfg.Brokers, "brokers of the cluster started without --bootstrap")
+	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
+	f.IntVar(&cfg.ReplicationFactor, "replication-factor", cfg.ReplicationFactor, "replication factor of the workload's topics")
+	f.StringVar(&cfg.Acks, "acks", cfg.Acks, "acks of the producers: 1 or all")
+	f.DurationVar(&duration, "duration", 0, "how long to measure, instead of the workload's testDurationMinutes")
+	f.DurationVar(&warmup, "warmup", 0, "how long to warm up, left out of the result, instead of the workload's warmupDurationMinutes (OMB's default 1m); 0: none")
+	f.DurationVar(&cfg.Window, "window", cfg.Window, "how often the rates and latencies are sampled (OMB: 10s)")
+	f.DurationVar(&cfg.Linger, "linger", cfg.Linger, "how long the producers wait to fill a batch (linger.ms; OMB's Kafka driver: 1ms)")
+	f.IntVar(&cfg.BatchBytes, "batch-size", cfg.BatchBytes, "largest record batch in bytes (batch.size; OMB's Kafka driver: 131072)")
+	f.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "unacknowledged messages per producer at producerRate 0 (max rate)")
+	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long, after the producers stop, the consumers may take to read every acknowledged message")
+	f.StringVar(&cfg.Out, "out", cfg.Out, "directory for the JSON result and the SVG chart")
+	security.addFlags(cmd)
 	return cmd
 }

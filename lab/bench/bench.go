@@ -1,9 +1,12 @@
 // Package bench is `tripod bench`: produce, which measures throughput and
-// latency as kafka-producer-perf-test does, and failover, which fails a
+// latency as kafka-producer-perf-test does; failover, which fails a
 // broker again and again and measures how fast each coordination backend
-// recovers. It starts clusters of the tripod binary's `serve` processes,
-// or uses the user's; cmd/tripod parses the flags and calls Produce or
-// Failover. The server's code must not import it.
+// recovers; txn and migrate; and omb, which runs OpenMessaging Benchmark
+// workloads (omb/workloads) and reports publish and end-to-end latency
+// as OMB does. It starts clusters of the tripod binary's `serve`
+// processes, or uses the user's; cmd/tripod parses the flags and calls
+// Produce, Failover, Txn, Migrate or OMB. The server's code must not
+// import it.
 package bench
 
 import (
