@@ -15,7 +15,9 @@ import (
 // racks (cluster.Config.Racks, broker.rack round-robin, as `tripod dev
 // --racks` does) and checks that every broker's Metadata and
 // DescribeCluster name every broker with its configured rack: the rack
-// went through the backend's registration and back.
+// went through the backend's registration and back. A topic created
+// then has every partition's two replicas in both racks, as the
+// controller places replicas by the racks the backend gave it.
 func TestBrokerRackInMetadata(t *testing.T) {
 	eachBackend(t, func(t *testing.T, backend string) {
 		c := startClusterWith(t, backend, 3, func(cfg *cluster.Config) { cfg.Racks = []string{"az1", "az2"} })
@@ -48,6 +50,16 @@ func TestBrokerRackInMetadata(t *testing.T) {
 			}
 			if !maps.Equal(got, want) {
 				t.Errorf("broker %d: DescribeCluster racks %v, want %v", b.ID, got, want)
+			}
+		}
+		createTopic(t, c, "racked", 6, 2)
+		md, err := c.Metadata(ctx, 1, "racked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range md.Partitions["racked"] {
+			if len(p.Replicas) != 2 || want[p.Replicas[0]] == want[p.Replicas[1]] {
+				t.Errorf("partition %d: replicas %v, want one in each of az1 and az2", p.Partition, p.Replicas)
 			}
 		}
 	})
