@@ -101,9 +101,9 @@ func bindListeners(cfg config.Config, logger hclog.Logger) ([]*listener, *listen
 }
 
 // self is this broker as it registers: the inter-broker listener's
-// advertised address and every advertised listener's endpoint.
+// advertised address, every advertised listener's endpoint and its rack.
 func (b *Broker) self() coord.Broker {
-	me := coord.Broker{ID: coord.BrokerID(b.cfg.BrokerID), Host: b.interBroker.advertisedHost, Port: b.interBroker.advertisedPort}
+	me := coord.Broker{ID: coord.BrokerID(b.cfg.BrokerID), Host: b.interBroker.advertisedHost, Port: b.interBroker.advertisedPort, Rack: b.cfg.Rack}
 	for _, l := range b.listeners {
 		if l.Advertised != nil {
 			me.Endpoints = append(me.Endpoints, l.endpoint())

@@ -91,7 +91,7 @@ func (s *State) CreateTopic(spec TopicSpec, seed Seed) (Plan, coord.Topic, error
 				ErrInvalidReplicationFactor, spec.Name, spec.ReplicationFactor, len(ids))
 		}
 		var err error
-		assignment, err = AssignReplicas(ids, spec.Partitions, spec.ReplicationFactor, 0, seed.Start, seed.Shift)
+		assignment, err = s.assignReplicas(ids, spec.Partitions, spec.ReplicationFactor, 0, seed)
 		if err != nil {
 			return Plan{}, coord.Topic{}, fmt.Errorf("%w: topic %q: %v", ErrInvalidReplicationFactor, spec.Name, err)
 		}
@@ -281,7 +281,7 @@ func (s *State) CreatePartitions(name string, total int, manual [][]coord.Broker
 				ErrInvalidReplicationFactor, name, rf, len(ids))
 		}
 		var err error
-		added, err = AssignReplicas(ids, total-have, rf, have, seed.Start, seed.Shift)
+		added, err = s.assignReplicas(ids, total-have, rf, have, seed)
 		if err != nil {
 			return Plan{}, fmt.Errorf("%w: topic %q: %v", ErrInvalidReplicationFactor, name, err)
 		}
@@ -346,4 +346,22 @@ func (s *State) stopReplicas(topic coord.Topic) []Message {
 		}
 	}
 	return msgs
+}
+
+// assignReplicas assigns replicas of new partitions over the brokers ids:
+// rack-aware (AssignReplicasRackAware) when every one of them has a rack
+// (broker.rack), else as AssignReplicas. A cluster where only some
+// brokers have racks, as while broker.rack is rolled out, is assigned
+// without racks, as Kafka's RackAwareMode.Safe does, rather than refused
+// as its Enforced mode would.
+func (s *State) assignReplicas(ids []coord.BrokerID, nPartitions, replicationFactor, firstPartition int, seed Seed) ([][]coord.BrokerID, error) {
+	racks := make(map[coord.BrokerID]string, len(ids))
+	for _, id := range ids {
+		rack := s.live[id].Rack
+		if rack == "" {
+			return AssignReplicas(ids, nPartitions, replicationFactor, firstPartition, seed.Start, seed.Shift)
+		}
+		racks[id] = rack
+	}
+	return AssignReplicasRackAware(racks, nPartitions, replicationFactor, firstPartition, seed.Start, seed.Shift)
 }

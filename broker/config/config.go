@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -35,6 +36,11 @@ type Config struct {
 	// BrokerID identifies this broker in metadata (broker.id). Default 1;
 	// 0 .. 2147483647.
 	BrokerID int32
+	// Rack is the rack (or availability zone) this broker is in
+	// (broker.rack), registered with the broker and returned in Metadata
+	// and DescribeCluster. Any printable string, as in Kafka, without
+	// control characters; default empty: no rack.
+	Rack string
 	// Listeners are the addresses the broker listens on (listeners),
 	// comma-separated NAME://HOST:PORT entries with unique names, such
 	// as "CLIENT://0.0.0.0:9093,BROKER://10.0.0.7:9094"; an entry
@@ -966,6 +972,14 @@ var brokerKeys = map[string]configKey{
 		},
 		set: func(c *Config, k, v string) error { return setInt32(&c.BrokerID, k, v) },
 		get: func(c Config) string { return strconv.Itoa(int(c.BrokerID)) },
+	},
+	"broker.rack": {
+		doc: keyDoc{
+			section: "Broker", allowed: "any string without control characters; empty for none",
+			meaning: "the rack or availability zone of this broker, returned to clients in Metadata and DescribeCluster",
+		},
+		set: func(c *Config, k, v string) error { return setRack(&c.Rack, k, v) },
+		get: func(c Config) string { return c.Rack },
 	},
 	"listeners": {
 		doc: keyDoc{see: seeListenersTLS},
@@ -2233,4 +2247,15 @@ func unescape(ch byte) byte {
 		return '\f'
 	}
 	return ch
+}
+
+// setRack sets broker.rack. Kafka takes any string; one with control
+// characters is refused, since it could not be stored in a znode's JSON
+// readably, nor printed on a broker line, and cannot be a zone's name.
+func setRack(dst *string, k, v string) error {
+	if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+		return fmt.Errorf("%s %q: must be a UTF-8 string without control characters", k, v)
+	}
+	*dst = v
+	return nil
 }

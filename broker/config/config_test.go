@@ -54,6 +54,9 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 		{"group.consumer.assignors", "", false},
 		{"group.consumer.max.size", "0", false},
 		{"group.consumer.migration.policy", "sideways", false},
+		{"broker.rack", "az\n1", true},
+		{"broker.rack", "az\x001", true},
+		{"broker.rack", "az\xff", true},
 		{"no.such.key", "1", true},
 	}
 	for _, c := range cases {
@@ -76,6 +79,11 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("DefaultConfig().Validate(): %v", err)
+	}
+	// Kafka takes any other string as a rack, spaces and all.
+	cfg := DefaultConfig()
+	if err := cfg.Set("broker.rack", "eu west 1a/zone é"); err != nil || cfg.Rack != "eu west 1a/zone é" {
+		t.Fatalf("Set broker.rack: got %v and rack %q, want it taken as given", err, cfg.Rack)
 	}
 }
 

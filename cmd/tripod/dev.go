@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,6 +38,7 @@ type devOptions struct {
 	dataDir        string
 	basePort       int
 	proxyBasePort  int
+	racks          string
 	sessionTimeout time.Duration
 	sets           []string
 	logLevel       string
@@ -65,6 +67,9 @@ per broker, its PID and how to stop or crash it; Ctrl-C stops everything.
 With --console-listen HOST:PORT it also serves the web console of the
 cluster (as ` + "`tripod console`" + ` does) and prints its URL: kill a broker and
 watch the new leaders and the shrunk ISR appear.
+
+With --racks az1,az2,az3 broker N is in rack (broker.rack) N-1 modulo
+the racks' count, round-robin, and its line says so.
 
 With --tls it makes a throwaway CA, a certificate the brokers present and
 a client certificate (PEM files in the data dir's tls/), serves every
@@ -101,11 +106,29 @@ cutting a proxy cuts clients off a broker and not its replication.`,
 	f.IntVar(&opts.basePort, "base-port", 19092, "Kafka port of broker 1; broker N listens on base-port+N-1, its Raft on base-port+100+N-1")
 	f.IntVar(&opts.proxyBasePort, "client-proxy-base-port", 0, "advertise broker N to clients at 127.0.0.1:PORT+N-1, a proxy forwarding to its CLIENT listener on base-port+200+N-1; 0: no proxies")
 	f.DurationVar(&opts.sessionTimeout, "session-timeout", 6*time.Second, "every broker's session timeout (failure detection time)")
+	f.StringVar(&opts.racks, "racks", "", "comma-separated racks (broker.rack) assigned to brokers 1..N round-robin; empty: no racks")
 	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
 	f.StringVar(&opts.logLevel, "log-level", "info", "brokers' log level: trace, debug, info, warn or error")
 	f.BoolVar(&opts.tls, "tls", false, "serve SSL listeners with a throwaway CA and certificates, and print the clients' settings")
 	f.StringVar(&opts.consoleListen, "console-listen", "", "HOST:PORT serving the web console of the cluster from this process (as `tripod console`); empty: no console")
 	return cmd
+}
+
+// devRacks parses --racks, comma-separated broker.rack values, each
+// non-empty and without control characters (which broker.rack refuses).
+func devRacks(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var racks []string
+	for _, r := range strings.Split(s, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" || strings.ContainsFunc(r, unicode.IsControl) {
+			return nil, fmt.Errorf("--racks %q: must be racks separated by commas, each non-empty and without control characters", s)
+		}
+		racks = append(racks, r)
+	}
+	return racks, nil
 }
 
 // runDev runs the cluster until ctx is done, then stops the brokers (a
@@ -115,6 +138,10 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 		return fmt.Errorf("--brokers %d: must be between 1 and 100", opts.brokers)
 	}
 	voters, err := devVoters(opts)
+	if err != nil {
+		return err
+	}
+	racks, err := devRacks(opts.racks)
 	if err != nil {
 		return err
 	}
@@ -147,7 +174,7 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, dir, opts.coord, opts.brokers
 	cfg.BasePort, cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.basePort, opts.sessionTimeout, opts.sets, opts.logLevel
-	cfg.Voters = voters
+	cfg.Voters, cfg.Racks = voters, racks
 	cfg.ClientProxyBasePort = opts.proxyBasePort
 	if opts.proxyBasePort != 0 && opts.tls {
 		return errors.New("--client-proxy-base-port: not with --tls")
@@ -219,8 +246,12 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	}
 	for _, b := range c.Brokers() {
 		pid := b.PID()
-		fmt.Fprintf(out, "broker %d: %s pid %d log %s; stop: kill -TERM %d; crash: kill -KILL %d\n",
-			b.ID, b.Addr, pid, b.LogPath, pid, pid)
+		rack := ""
+		if b.Rack != "" {
+			rack = " rack " + b.Rack
+		}
+		fmt.Fprintf(out, "broker %d: %s%s pid %d log %s; stop: kill -TERM %d; crash: kill -KILL %d\n",
+			b.ID, b.Addr, rack, pid, b.LogPath, pid, pid)
 		if b.ClientAddr != "" {
 			fmt.Fprintf(out, "broker %d: clients at 127.0.0.1:%d, a proxy to its CLIENT listener %s\n",
 				b.ID, opts.proxyBasePort+int(b.ID)-1, b.ClientAddr)

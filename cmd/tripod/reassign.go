@@ -413,7 +413,21 @@ func parseBrokerList(s string) ([]int32, error) {
 // partition's replicas and leader, from a Metadata answer.
 type clusterView struct {
 	brokers []int32 // live, sorted
-	topics  map[string][]kadm.PartitionDetail
+	// racks are the live brokers' racks (broker.rack), of those that
+	// have one.
+	racks  map[int32]string
+	topics map[string][]kadm.PartitionDetail
+}
+
+// rackAware reports whether every live broker has a rack, so that
+// replicas are placed by rack, as the controller places them.
+func (v clusterView) rackAware() bool {
+	for _, id := range v.brokers {
+		if v.racks[id] == "" {
+			return false
+		}
+	}
+	return len(v.brokers) > 0
 }
 
 // loadCluster reads the cluster's Metadata, asking a broker every time:
@@ -426,9 +440,12 @@ func loadCluster(ctx context.Context, adm adminClient) (clusterView, error) {
 	if err != nil {
 		return clusterView{}, fmt.Errorf("metadata: %w", err)
 	}
-	v := clusterView{topics: map[string][]kadm.PartitionDetail{}}
+	v := clusterView{topics: map[string][]kadm.PartitionDetail{}, racks: map[int32]string{}}
 	for _, b := range resp.Brokers {
 		v.brokers = append(v.brokers, b.NodeID)
+		if b.Rack != nil && *b.Rack != "" {
+			v.racks[b.NodeID] = *b.Rack
+		}
 	}
 	slices.Sort(v.brokers)
 	for _, t := range resp.Topics {

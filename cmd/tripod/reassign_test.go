@@ -563,4 +563,44 @@ func TestPlans(t *testing.T) {
 			t.Fatalf("rf 2 of [1 2 3] led by 3: got %v, want [1 3]", down)
 		}
 	})
+	t.Run("replication factor with racks", func(t *testing.T) {
+		racks := map[int32]string{1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+		v := clusterView{brokers: []int32{1, 2, 3, 4, 5, 6}, racks: racks, topics: map[string][]kadm.PartitionDetail{
+			"t": parts("t", []int32{1}, []int32{2}, []int32{3}, []int32{4}, []int32{5}, []int32{6}, []int32{1, 2}),
+		}}
+		up, err := planReplicationFactor(v, "t", 3)
+		if err != nil || len(up) != 7 {
+			t.Fatalf("rf 3: got %v %v, want 7 partitions moved", up, err)
+		}
+		for _, m := range up {
+			spanned := map[string]bool{}
+			for _, id := range m.replicas {
+				spanned[racks[id]] = true
+			}
+			// [1 2] is in rack a twice already: it gains b or c.
+			if want := 3 - btoi(m.partition == 6); len(m.replicas) != 3 || len(spanned) != want {
+				t.Errorf("rf 3: partition %d gets %v, spanning racks %v, want %d racks", m.partition, m.replicas, spanned, want)
+			}
+		}
+		// Going down, the replica sharing a rack goes first: 2, not 3.
+		v.topics["t"] = []kadm.PartitionDetail{{Topic: "t", Partition: 0, Leader: 1, Replicas: []int32{1, 2, 3}}}
+		down, err := planReplicationFactor(v, "t", 2)
+		if err != nil || len(down) != 1 || !slices.Equal(down[0].replicas, []int32{1, 3}) {
+			t.Fatalf("rf 2 of [1 2 3] with 1, 2 in rack a: got %v %v, want [1 3]", down, err)
+		}
+		// A broker without a rack: placed without racks, the last
+		// replica dropped.
+		delete(v.racks, 6)
+		if down, _ = planReplicationFactor(v, "t", 2); !slices.Equal(down[0].replicas, []int32{1, 2}) {
+			t.Fatalf("rf 2 of [1 2 3] without every rack: got %v, want [1 2], the last dropped", down)
+		}
+	})
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

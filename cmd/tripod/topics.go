@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,13 +181,18 @@ func newTopicsListCmd(opts *topicsOptions) *cobra.Command {
 
 // newTopicsDescribeCmd builds `tripod topics describe [NAME...]`.
 func newTopicsDescribeCmd(opts *topicsOptions) *cobra.Command {
-	return &cobra.Command{
+	var brokers bool
+	cmd := &cobra.Command{
 		Use:   "describe [NAME...]",
 		Short: "Describe topics (every topic when none is named), one line per partition",
 		Long: `Describe topics as kafka-topics does: a line per topic with its partition
 count, replication factor and configs set on it, then a line per
 partition with its leader (none when it has none), replicas, ISR and,
-when any, offline replicas.`,
+when any, offline replicas.
+
+With --brokers it first prints a line per live broker as Kafka's tools
+(kafka-broker-api-versions) name a broker, with its rack (broker.rack,
+null when it has none): "127.0.0.1:9092 (id: 1 rack: az1)".`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			adm, ctx, cancel, err := opts.admin(cmd)
 			if err != nil {
@@ -194,6 +200,15 @@ when any, offline replicas.`,
 			}
 			defer cancel()
 			defer adm.Close()
+			if brokers {
+				md, err := adm.BrokerMetadata(ctx)
+				if err != nil {
+					return fmt.Errorf("describe brokers: %w", err)
+				}
+				for _, b := range md.Brokers {
+					fmt.Fprintln(cmd.OutOrStdout(), brokerNode(b))
+				}
+			}
 			topics, err := adm.ListTopics(ctx, args...)
 			if err != nil {
 				return fmt.Errorf("describe topics: %w", err)
@@ -227,6 +242,18 @@ when any, offline replicas.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&brokers, "brokers", false, "first print a line per live broker with its address and rack")
+	return cmd
+}
+
+// brokerNode formats a broker as Kafka's Node.toString does, which its
+// tools print: "host:port (id: 1 rack: az1)", rack null when it has none.
+func brokerNode(b kadm.BrokerDetail) string {
+	rack := "null"
+	if b.Rack != nil {
+		rack = *b.Rack
+	}
+	return fmt.Sprintf("%s (id: %d rack: %s)", net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), b.NodeID, rack)
 }
 
 // writeTopic prints a topic the way kafka-topics --describe does.

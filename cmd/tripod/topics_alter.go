@@ -26,7 +26,10 @@ brokers) by reassigning its partitions, as kafka-reassign-partitions
 would with a file written by hand. Raising it adds replicas on the live
 brokers that hold the fewest (of the topic, then of the cluster), never
 two on one broker; lowering it drops replicas from the end of each
-partition's replica list, never its current leader. The current
+partition's replica list, never its current leader. When every live
+broker has a rack (broker.rack), a replica added goes to a rack the
+partition has none in while there is one, and a replica dropped is one
+whose rack holds another of the partition's replicas first. The current
 assignment is printed first to roll back with (tripod reassign
 --execute). The new replicas catch up in the background; --wait waits
 until they are in sync, printing progress (--timeout bounds the wait).`,
@@ -88,7 +91,11 @@ func alterReplicationFactor(ctx context.Context, w io.Writer, adm adminClient, t
 // the live broker it lacks that holds the fewest replicas of the topic,
 // then of the cluster (the lowest id on a tie); one that needs fewer
 // drops them from the end of its replica list, skipping its leader.
-// Errors name rf and its range: 1 to the number of live brokers.
+// When every live broker has a rack, racks come first, as in the
+// controller's placement (KIP-36): a replica added goes to a rack the
+// partition has no replica in while there is one, and a replica dropped
+// is one whose rack holds another replica of the partition while there
+// is one. Errors name rf and its range: 1 to the number of live brokers.
 func planReplicationFactor(v clusterView, topic string, rf int) ([]move, error) {
 	parts, ok := v.topics[topic]
 	if !ok {
@@ -110,15 +117,16 @@ func planReplicationFactor(v clusterView, topic string, rf int) ([]move, error) 
 		switch {
 		case len(replicas) < rf:
 			for len(replicas) < rf {
-				id := leastLoaded(v.brokers, replicas, inTopic, inCluster)
+				id := leastLoaded(v.rackCandidates(replicas), replicas, inTopic, inCluster)
 				replicas = append(replicas, id)
 				inTopic[id]++
 				inCluster[id]++
 			}
 		case len(replicas) > rf:
-			for i := len(replicas) - 1; i >= 0 && len(replicas) > rf; i-- {
-				if replicas[i] == p.Leader {
-					continue
+			for len(replicas) > rf {
+				i := v.dropIndex(replicas, p.Leader)
+				if i < 0 {
+					break
 				}
 				inTopic[replicas[i]]--
 				inCluster[replicas[i]]--
@@ -130,4 +138,56 @@ func planReplicationFactor(v clusterView, topic string, rf int) ([]move, error) 
 		moves = append(moves, move{topicPartition{topic, p.Partition}, replicas})
 	}
 	return moves, nil
+}
+
+// rackCandidates returns the live brokers a partition of replicas may
+// grow onto: with racks (rackAware), those in racks that hold none of
+// its replicas, when any such broker lacks a replica; else every live
+// broker.
+func (v clusterView) rackCandidates(replicas []int32) []int32 {
+	if !v.rackAware() {
+		return v.brokers
+	}
+	held := map[string]bool{}
+	for _, id := range replicas {
+		if r := v.racks[id]; r != "" {
+			held[r] = true
+		}
+	}
+	var out []int32
+	for _, id := range v.brokers {
+		if !held[v.racks[id]] && !slices.Contains(replicas, id) {
+			out = append(out, id)
+		}
+	}
+	if len(out) == 0 {
+		return v.brokers
+	}
+	return out
+}
+
+// dropIndex returns the index of the replica a partition of replicas led
+// by leader drops next: the last one other than the leader, and with
+// racks (rackAware) the last whose rack holds another of its replicas
+// when there is one; -1 when only the leader is left.
+func (v clusterView) dropIndex(replicas []int32, leader int32) int {
+	if v.rackAware() {
+		inRack := map[string]int{}
+		for _, id := range replicas {
+			if r := v.racks[id]; r != "" {
+				inRack[r]++
+			}
+		}
+		for i := len(replicas) - 1; i >= 0; i-- {
+			if r := v.racks[replicas[i]]; replicas[i] != leader && r != "" && inRack[r] > 1 {
+				return i
+			}
+		}
+	}
+	for i := len(replicas) - 1; i >= 0; i-- {
+		if replicas[i] != leader {
+			return i
+		}
+	}
+	return -1
 }

@@ -29,6 +29,8 @@ type Broker struct {
 	ClientAddr string
 	// RaftAddr is the Raft transport address (raft backend only).
 	RaftAddr string
+	// Rack is the broker's broker.rack (Config.Racks); empty for none.
+	Rack string
 	// DataDir is the broker's --data-dir.
 	DataDir string
 	// Proxy is the proxy in front of Addr that the broker advertises, nil

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -65,6 +66,12 @@ type Config struct {
 	EtcdPrefix string
 	// Sets are extra broker properties, "key=value", passed as --set.
 	Sets []string
+	// Racks, when not empty, are the brokers' racks (broker.rack),
+	// assigned round-robin: broker i (1-based) is in Racks[(i-1) %
+	// len(Racks)], a broker added by AddBroker too. Each is a non-empty
+	// string without control characters or commas. Default none: no
+	// broker has a rack.
+	Racks []string
 	// LogLevel is every broker's --log-level. Default "info".
 	LogLevel string
 	// Proxies, when true, puts a Proxy in front of every broker's Kafka
@@ -154,6 +161,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("cluster client proxy base port %d: not with the cluster's own proxies", c.ClientProxyBasePort)
 		case c.ClientTLS != nil:
 			return fmt.Errorf("cluster client proxy base port %d: not with TLS", c.ClientProxyBasePort)
+		}
+	}
+	for _, r := range c.Racks {
+		if r == "" || strings.ContainsFunc(r, func(r rune) bool { return r == ',' || unicode.IsControl(r) }) {
+			return fmt.Errorf("cluster racks %q: each must be a non-empty string without commas or control characters", c.Racks)
 		}
 	}
 	switch c.Backend {
@@ -287,6 +299,10 @@ func (c *Cluster) makeBrokers(from int, kafkaPorts, raftPorts, voters []string) 
 		case "raft":
 			b.RaftAddr = raftPorts[i]
 			b.args = append(b.args, "--raft-listen", b.RaftAddr, "--raft-voters", strings.Join(voters, ","))
+		}
+		if len(cfg.Racks) > 0 {
+			b.Rack = cfg.Racks[i%len(cfg.Racks)]
+			b.args = append(b.args, "--set", "broker.rack="+b.Rack)
 		}
 		for _, kv := range cfg.Sets {
 			b.args = append(b.args, "--set", kv)

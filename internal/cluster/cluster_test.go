@@ -159,3 +159,25 @@ func TestValidateClientProxyBasePort(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateRacks checks that Config.Racks refuses a rack that cannot
+// be a broker.rack or be told apart in dev's --racks list, naming racks.
+func TestValidateRacks(t *testing.T) {
+	for _, tc := range []struct {
+		racks []string
+		ok    bool
+	}{
+		{nil, true},
+		{[]string{"az1", "az 2"}, true},
+		{[]string{"az1", ""}, false},
+		{[]string{"az1,az2"}, false},
+		{[]string{"az\n1"}, false},
+	} {
+		cfg := DefaultConfig()
+		cfg.Binary, cfg.Dir, cfg.Racks = "tripod", "dir", tc.racks
+		err := cfg.Validate()
+		if tc.ok && err != nil || !tc.ok && (err == nil || !strings.Contains(err.Error(), "cluster racks")) {
+			t.Errorf("racks %q: got %v, want ok %v (an error naming cluster racks)", tc.racks, err, tc.ok)
+		}
+	}
+}

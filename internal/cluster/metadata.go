@@ -22,6 +22,8 @@ type Metadata struct {
 	ControllerID int32
 	// Brokers are the live brokers it lists, by id.
 	Brokers []int32
+	// Racks are the racks of the brokers it lists that have one, by id.
+	Racks map[int32]string
 	// Partitions holds every partition of the topics asked for (all
 	// topics when none were named), by topic then partition.
 	Partitions map[string][]Partition
@@ -110,9 +112,13 @@ func metadataFrom(ctx context.Context, addr string, opts []kgo.Opt, topics ...st
 		ControllerID: resp.ControllerID,
 		Partitions:   map[string][]Partition{},
 		TopicErrs:    map[string]error{},
+		Racks:        map[int32]string{},
 	}
 	for _, b := range resp.Brokers {
 		md.Brokers = append(md.Brokers, b.NodeID)
+		if b.Rack != nil {
+			md.Racks[b.NodeID] = *b.Rack
+		}
 		if fmt.Sprintf("%s:%d", b.Host, b.Port) == addr {
 			md.From = b.NodeID
 		}
