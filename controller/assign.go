@@ -23,14 +23,8 @@ import (
 // brokers, or nPartitions is below 1.
 func AssignReplicas(brokers []coord.BrokerID, nPartitions, replicationFactor, firstPartition, start, shift int) ([][]coord.BrokerID, error) {
 	n := len(brokers)
-	if nPartitions < 1 {
-		return nil, fmt.Errorf("number of partitions %d: must be at least 1", nPartitions)
-	}
-	if replicationFactor < 1 {
-		return nil, fmt.Errorf("replication factor %d: must be at least 1", replicationFactor)
-	}
-	if replicationFactor > n {
-		return nil, fmt.Errorf("replication factor %d: larger than the %d available brokers", replicationFactor, n)
+	if err := checkAssignment(n, nPartitions, replicationFactor); err != nil {
+		return nil, err
 	}
 	sorted := append([]coord.BrokerID(nil), brokers...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
@@ -79,14 +73,8 @@ func mod(a, n int) int {
 // It fails as AssignReplicas does.
 func AssignReplicasRackAware(racks map[coord.BrokerID]string, nPartitions, replicationFactor, firstPartition, start, shift int) ([][]coord.BrokerID, error) {
 	n := len(racks)
-	if nPartitions < 1 {
-		return nil, fmt.Errorf("number of partitions %d: must be at least 1", nPartitions)
-	}
-	if replicationFactor < 1 {
-		return nil, fmt.Errorf("replication factor %d: must be at least 1", replicationFactor)
-	}
-	if replicationFactor > n {
-		return nil, fmt.Errorf("replication factor %d: larger than the %d available brokers", replicationFactor, n)
+	if err := checkAssignment(n, nPartitions, replicationFactor); err != nil {
+		return nil, err
 	}
 	arranged := rackAlternated(racks)
 	nRacks := len(distinctRacks(racks))
@@ -150,4 +138,19 @@ func rackAlternated(racks map[coord.BrokerID]string) []coord.BrokerID {
 func distinctRacks(racks map[coord.BrokerID]string) []string {
 	names := slices.Sorted(maps.Values(racks))
 	return slices.Compact(names)
+}
+
+// checkAssignment refuses an assignment of nPartitions with
+// replicationFactor over n brokers that cannot be made.
+func checkAssignment(n, nPartitions, replicationFactor int) error {
+	if nPartitions < 1 {
+		return fmt.Errorf("number of partitions %d: must be at least 1", nPartitions)
+	}
+	if replicationFactor < 1 {
+		return fmt.Errorf("replication factor %d: must be at least 1", replicationFactor)
+	}
+	if replicationFactor > n {
+		return fmt.Errorf("replication factor %d: larger than the %d available brokers", replicationFactor, n)
+	}
+	return nil
 }
