@@ -181,6 +181,23 @@ func summarise(t *topicView) topicSummary {
 	return ts
 }
 
+// pageOfState reads a list's ?page= and ?size= (def by default, at most
+// 1000) and the console's current state, for a handler that pages
+// through it; when either cannot be had, it answers the request (400 or
+// 503) and returns false.
+func (s *Server) pageOfState(w http.ResponseWriter, r *http.Request, def int) (st *clusterState, page, size int, ok bool) {
+	page, size, err := pageParams(r, def, 1000)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return nil, 0, 0, false
+	}
+	if st, err = s.current(r); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return nil, 0, 0, false
+	}
+	return st, page, size, true
+}
+
 // pageParams reads ?page= (from 0) and ?size= (1..maxSize, def by
 // default).
 func pageParams(r *http.Request, def, maxSize int) (page, size int, err error) {
@@ -209,14 +226,8 @@ type topicsJSON struct {
 }
 
 func (s *Server) handleTopics(w http.ResponseWriter, r *http.Request) {
-	page, size, err := pageParams(r, 50, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	st, err := s.current(r)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err)
+	st, page, size, ok := s.pageOfState(w, r, 50)
+	if !ok {
 		return
 	}
 	q := strings.ToLower(r.URL.Query().Get("q"))
@@ -312,14 +323,8 @@ type topicJSON struct {
 
 func (s *Server) handleTopic(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	page, size, err := pageParams(r, 100, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	st, err := s.current(r)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err)
+	st, page, size, ok := s.pageOfState(w, r, 100)
+	if !ok {
 		return
 	}
 	out := topicJSON{partitionsJSON: s.poll.partitionsOf(st, name, page, size), Configs: []configJSON{}}
