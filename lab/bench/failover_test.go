@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -258,19 +257,9 @@ func TestBenchFailoverPauseAndCut(t *testing.T) {
 func benchFailoverOutput(t *testing.T, timeout time.Duration, args ...string) (out, stdout, stderr string, report failoverReport) {
 	t.Helper()
 	out = t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	args = append(append([]string{"bench", "failover"}, args...), "--out", out)
-	cmd := exec.CommandContext(ctx, tripodBin, args...)
-	var errBuf strings.Builder
-	cmd.Stderr = &errBuf
-	b, err := cmd.Output()
-	t.Logf("tripod %s:\n%s", strings.Join(args, " "), b)
-	if err != nil {
-		t.Fatalf("tripod bench failover: %v; stderr:\n%s", err, errBuf.String())
-	}
-	stdout, stderr = string(b), errBuf.String()
-	b, err = os.ReadFile(filepath.Join(out, "failover.json"))
+	b, stderr := runBench(t, timeout, append(append([]string{"bench", "failover"}, args...), "--out", out)...)
+	stdout = string(b)
+	b, err := os.ReadFile(filepath.Join(out, "failover.json"))
 	if err != nil {
 		t.Fatalf("read failover.json: %v", err)
 	}

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -19,23 +18,13 @@ import (
 // before, during and after it.
 func TestBenchMigrate(t *testing.T) {
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	args := []string{"bench", "migrate", "--direction", "etcd:raft", "--partitions", "6", "--before", "2s", "--after", "2s", "--out", out}
-	cmd := exec.CommandContext(ctx, tripodBin, args...)
-	var errBuf strings.Builder
-	cmd.Stderr = &errBuf
-	b, err := cmd.Output()
-	t.Logf("tripod %s:\n%s", strings.Join(args, " "), b)
-	if err != nil {
-		t.Fatalf("tripod bench migrate: %v; stderr:\n%s", err, errBuf.String())
-	}
+	b, _ := runBench(t, 3*time.Minute, "bench", "migrate", "--direction", "etcd:raft", "--partitions", "6", "--before", "2s", "--after", "2s", "--out", out)
 	// from, to, partitions, 3 times, 9 latencies, acked, lost.
 	row := regexp.MustCompile(`(?m)^\s*etcd\s+raft\s+6(\s+\d+){3}(\s+\d+\.\d){9}\s+[1-9]\d*\s+0\s*$`)
 	if !row.Match(b) {
 		t.Errorf("no table row for etcd to raft, 6 partitions, every figure measured, records acknowledged and 0 lost")
 	}
-	b, err = os.ReadFile(filepath.Join(out, "migrate.json"))
+	b, err := os.ReadFile(filepath.Join(out, "migrate.json"))
 	if err != nil {
 		t.Fatalf("read migrate.json: %v", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,18 +35,8 @@ testDurationMinutes: 15
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	args := []string{"bench", "omb", "--workload", workload, "--duration", "3s", "--warmup", "0s",
-		"--window", "1s", "--out", out, "--broker-gomaxprocs", "1"}
-	cmd := exec.CommandContext(ctx, tripodBin, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	t.Logf("tripod %s:\n%s", strings.Join(args, " "), stdout)
-	if err != nil {
-		t.Fatalf("tripod bench omb: %v; stderr:\n%s", err, stderr.String())
-	}
+	stdout, _ := runBench(t, 2*time.Minute, "bench", "omb", "--workload", workload, "--duration", "3s", "--warmup", "0s",
+		"--window", "1s", "--out", out, "--broker-gomaxprocs", "1")
 	for _, s := range []string{"started 3 brokers on raft", "Pub rate", "LATENCY (ms)", "end-to-end"} {
 		if !strings.Contains(string(stdout), s) {
 			t.Errorf("output lacks %q", s)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -33,19 +32,9 @@ var (
 // --json.
 func TestBenchProduce(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "bench.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	args := []string{"bench", "produce", "--coord", "raft", "--brokers", "3", "--records", "2000",
+	out, _ := runBench(t, 2*time.Minute, "bench", "produce", "--coord", "raft", "--brokers", "3", "--records", "2000",
 		"--record-size", "100", "--acks", "1,all", "--replication-factor", "1,3", "--json", jsonPath,
-		"--broker-gomaxprocs", "1"}
-	cmd := exec.CommandContext(ctx, tripodBin, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	t.Logf("tripod %s:\n%s", strings.Join(args, " "), out)
-	if err != nil {
-		t.Fatalf("tripod bench produce: %v; stderr:\n%s", err, stderr.String())
-	}
+		"--broker-gomaxprocs", "1")
 
 	type combo struct {
 		acks string
