@@ -288,6 +288,7 @@ func (b *Broker) copyAndSwitch(ctx context.Context, log hclog.Logger, m coord.Mi
 		if base, again = b.preCopy(ctx, log, target, m); base == nil {
 			return again
 		}
+		warmTarget(ctx, log, target)
 	}
 	// Freezing (or stamping the frozen record again) gives a version
 	// above everything the source reported, whoever froze it.
@@ -393,6 +394,33 @@ func (b *Broker) preCopy(ctx context.Context, log hclog.Logger, target coord.Bac
 	log.Info("pre-copied the metadata into the target; freezing the source for the changes since", "topics", len(snap.Metadata.Topics),
 		"partitions", len(snap.Metadata.Partitions), "took", time.Since(start).Round(time.Millisecond))
 	return snap, false
+}
+
+// warmTarget has target keep the copy of the metadata its first
+// controller's Load reads (coord.MetadataWarmer), before the source is
+// frozen: this broker, the source's controller, is the first to campaign
+// on the target, and its Load then reads what changed since from memory.
+// Read from ZooKeeper inside the refusal, 10 000 partition states took
+// 0.7 s on an idle machine and 5 s on a saturated one. Only the driver
+// warms: every broker's view reading the whole copy at once slowed the
+// freeze itself. A warming that fails or takes longer than an import
+// attempt costs only that Load's speed.
+func warmTarget(ctx context.Context, log hclog.Logger, target coord.Backend) {
+	w, ok := target.(coord.MetadataWarmer)
+	if !ok {
+		return
+	}
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, importAttempt)
+	err := w.WarmMetadata(wctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Info("the target's copy of the metadata is not warm; its first controller reads it instead", "error", err)
+		}
+		return
+	}
+	log.Info("the target's copy of the metadata is warm", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // importRecord is the target's record of migration m, whose copy is

@@ -185,6 +185,19 @@ type Migrator interface {
 	ImportChanges(ctx context.Context, base, snap *Snapshot, m Migration) error
 }
 
+// MetadataWarmer is a backend that keeps a copy of the metadata for
+// the Load of the controller it elects (Config.MetadataStandby: ZooKeeper
+// and etcd; Raft's state machine holds it anyway). A campaign starts the
+// copy; WarmMetadata starts it without one and returns once the copy
+// holds every commit made before the call. The broker driving a
+// migration warms its target after the pre-copy, before it freezes the
+// source: its Load on the target, the first controller there, then reads
+// only what changed since, from memory, instead of every partition state
+// while metadata writes are refused. Errors: ctx.Err(), ErrClosed.
+type MetadataWarmer interface {
+	WarmMetadata(ctx context.Context) error
+}
+
 // DescribeRecord names a backend's migration record in messages; ok
 // false: the backend has none.
 func DescribeRecord(m Migration, ok bool) string {

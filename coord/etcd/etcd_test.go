@@ -661,3 +661,33 @@ func TestStandbyLoadIsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmMetadata: a backend that has not campaigned warms its standby
+// view on request, as the broker driving a migration does with its
+// target; WarmMetadata returns once the view holds what was committed
+// before, and the next Load, right after more commits, is the view's.
+func TestWarmMetadata(t *testing.T) {
+	ctl := open(t, "/warm", 1, nil)
+	warm := openStandby(t, "/warm", 2, nil)
+	_, term := elect(t, ctl, 1)
+	ctx := ctxFor(t, 60*time.Second)
+	if err := ctl.Commit(ctx, term, topicOp("before", 2, term.Epoch())); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if err := warm.WarmMetadata(ctx); err != nil {
+		t.Fatalf("WarmMetadata: %v", err)
+	}
+	if err := ctl.Commit(ctx, term, topicOp("after", 2, term.Epoch())); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	md, err := warm.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(md.Topics) != 2 || len(md.Partitions) != 4 {
+		t.Fatalf("Load after warming: topics %v, %d partitions; want before and after, 4", md.TopicNames(), len(md.Partitions))
+	}
+	if got := etcd.StandbyLoads(warm); got != 1 {
+		t.Fatalf("the standby view served %d Loads, want the one after warming", got)
+	}
+}

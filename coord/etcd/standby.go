@@ -136,14 +136,26 @@ func (s *standby) advance(rev int64) {
 // while any watch of the client's stream is still catching up waits for
 // that stream's next event, which may never come.)
 func (s *standby) load(ctx context.Context) (*coord.Metadata, bool) {
-	b := s.b
 	wait := standbyWait
 	if d, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(d)/2)
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	resp, err := b.client.Put(wctx, b.barrierKey(), strconv.Itoa(int(b.cfg.BrokerID)))
+	md, ok := s.barrier(wctx)
+	if !ok {
+		return nil, false
+	}
+	s.served.Add(1)
+	return md.Clone(), true
+}
+
+// barrier writes the barrier key and returns the view, not to be
+// changed, once it has applied that write; false when it cannot before
+// ctx ends, or when the view is not loaded.
+func (s *standby) barrier(ctx context.Context) (*coord.Metadata, bool) {
+	b := s.b
+	resp, err := b.client.Put(ctx, b.barrierKey(), strconv.Itoa(int(b.cfg.BrokerID)))
 	if err != nil {
 		return nil, false
 	}
@@ -151,21 +163,50 @@ func (s *standby) load(ctx context.Context) (*coord.Metadata, bool) {
 	for {
 		s.mu.Lock()
 		md, synced, caught := s.md, s.synced, s.caught.Next()
-		if md != nil && synced >= want {
-			out := md.Clone()
-			s.mu.Unlock()
-			s.served.Add(1)
-			return out, true
-		}
 		s.mu.Unlock()
+		if md != nil && synced >= want {
+			return md, true
+		}
 		if md == nil {
 			return nil, false
 		}
 		select {
 		case <-caught:
-		case <-wctx.Done():
-			b.log.Info("standby metadata behind etcd; reading it instead", "synced", synced, "revision", want)
+		case <-ctx.Done():
+			b.log.Info("standby metadata behind etcd", "synced", synced, "revision", want)
 			return nil, false
+		}
+	}
+}
+
+// WarmMetadata implements coord.MetadataWarmer: it starts the standby
+// view and waits until the view holds every commit made before the
+// call.
+func (b *Backend) WarmMetadata(ctx context.Context) error {
+	if !b.cfg.MetadataStandby {
+		return nil
+	}
+	b.startStandby()
+	s := b.standby.Load()
+	if s == nil {
+		return coord.ErrClosed
+	}
+	for {
+		s.mu.Lock()
+		loaded, caught := s.md != nil, s.caught.Next()
+		s.mu.Unlock()
+		if loaded {
+			if _, ok := s.barrier(ctx); ok {
+				return nil
+			}
+		}
+		// The view is loading (again, after its watch broke), or the
+		// barrier's write failed: asked again.
+		select {
+		case <-caught:
+		case <-time.After(retryDelay):
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }

@@ -741,3 +741,39 @@ func TestStandbyLoadIsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmMetadata: a backend that has not campaigned warms its standby
+// view on request, as the broker driving a migration does with its
+// target; WarmMetadata returns once the view holds what was committed
+// before, and the next Load, right after more commits, is the view's.
+func TestWarmMetadata(t *testing.T) {
+	s := server(t)
+	connect := s.Addr() + chroot()
+	ctl := open(t, connect, 6*time.Second, nil)
+	warm := openWith(t, connect, 2*time.Second, nil, true)
+	ctx := ctxFor(t, 60*time.Second)
+	_, term := controllerTerm(t, ctx, ctl, 1)
+	create := func(name string) {
+		t.Helper()
+		op := coord.CreateTopic{Topic: coord.Topic{Name: name, Assignment: [][]coord.BrokerID{{1, 2}}},
+			States: []coord.PartitionState{{Topic: name, Leader: 1, ISR: []coord.BrokerID{1, 2}, ControllerEpoch: term.Epoch()}}}
+		if err := ctl.Commit(ctx, term, op); err != nil {
+			t.Fatalf("commit %s: %v", name, err)
+		}
+	}
+	create("before")
+	if err := warm.WarmMetadata(ctx); err != nil {
+		t.Fatalf("WarmMetadata: %v", err)
+	}
+	create("after")
+	md, err := warm.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(md.Topics) != 2 || len(md.Partitions) != 2 {
+		t.Fatalf("Load after warming: topics %v, %d partitions; want before and after, 2", md.TopicNames(), len(md.Partitions))
+	}
+	if got := zk.StandbyLoads(warm); got != 1 {
+		t.Fatalf("the standby view served %d Loads, want the one after warming", got)
+	}
+}

@@ -333,13 +333,28 @@ func (s *standby) load(ctx context.Context) (*coord.Metadata, bool) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	md, ok := s.barrier(wctx)
+	if !ok {
+		if wctx.Err() != nil {
+			s.b.log.Info("standby metadata behind zookeeper; reading it instead")
+		}
+		return nil, false
+	}
+	s.served.Add(1)
+	return md.Clone(), true
+}
+
+// barrier returns the view, not to be changed, once it holds every
+// commit made before the call; false when it cannot before ctx ends or
+// the view's lanes change, or when it has none.
+func (s *standby) barrier(ctx context.Context) (*coord.Metadata, bool) {
 	s.mu.Lock()
 	lanes := s.lanes
 	s.mu.Unlock()
 	if lanes == nil {
 		return nil, false
 	}
-	if s.b.syncAll(wctx, "standby barrier", laneSessions(lanes)) != nil {
+	if s.b.syncAll(ctx, "standby barrier", laneSessions(lanes)) != nil {
 		return nil, false
 	}
 	s.mu.Lock()
@@ -366,18 +381,51 @@ func (s *standby) load(ctx context.Context) (*coord.Metadata, bool) {
 			caughtUp = caughtUp && l.answered >= ticket
 		}
 		if caughtUp {
-			out := s.md.Clone()
+			md := s.md
 			s.mu.Unlock()
-			s.served.Add(1)
-			return out, true
+			return md, true
 		}
 		caught := s.caught.Next()
 		s.mu.Unlock()
 		select {
 		case <-caught:
-		case <-wctx.Done():
-			s.b.log.Info("standby metadata behind zookeeper; reading it instead")
+		case <-ctx.Done():
 			return nil, false
+		}
+	}
+}
+
+// WarmMetadata implements coord.MetadataWarmer: it starts the standby
+// view and waits until the view holds every commit made before the
+// call, asking it to read what it has not (as a Load does) rather than
+// waiting for the changes to pause.
+func (b *Backend) WarmMetadata(ctx context.Context) error {
+	if !b.cfg.MetadataStandby {
+		return nil
+	}
+	b.startStandby()
+	s := b.currentStandby()
+	if s == nil {
+		return coord.ErrClosed
+	}
+	for {
+		s.mu.Lock()
+		open, caught := s.lanes != nil, s.caught.Next()
+		s.mu.Unlock()
+		if open {
+			if _, ok := s.barrier(ctx); ok {
+				return nil
+			}
+		}
+		// The view has no lanes yet, or lost them (it opens new ones and
+		// says so), or a sync failed: asked again.
+		select {
+		case <-caught:
+		case <-time.After(backoff(0)):
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-b.closing:
+			return coord.ErrClosed
 		}
 	}
 }
