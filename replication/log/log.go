@@ -848,6 +848,11 @@ func (l *Log) ReadUpTo(offset int64, maxBytes int, maxOffset int64) ([]byte, err
 func (l *Log) read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	return l.readLocked(offset, maxBytes, maxOffset)
+}
+
+// readLocked is read for callers holding mu.
+func (l *Log) readLocked(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
 	if l.closed {
 		return nil, ErrClosed
 	}

@@ -1,0 +1,101 @@
+package log
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestReadSliceMatchesRead: over a log of several segments and batches of
+// many sizes, a slice read gives, for every offset, byte budget and
+// limit, the bytes ReadUpTo gives, cut at the end of the first segment
+// they come from (a slice holds one segment's batches); minSlice above
+// the read's size gives the bytes themselves.
+func TestReadSliceMatchesRead(t *testing.T) {
+	l := openTestLog(t, t.TempDir(), testConfig())
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 300 {
+		mustAppend(t, l, newBatch(t, 1+rng.IntN(6), rng.IntN(400), 1000))
+	}
+	if n := len(l.segments); n < 3 {
+		t.Fatalf("the log has %d segments, want several", n)
+	}
+	end := l.EndOffset()
+	for range 3000 {
+		offset := rng.Int64N(end + 1)
+		maxBytes := rng.IntN(8 << 10)
+		limit := offset + rng.Int64N(end-offset+2)
+		want, err := l.ReadUpTo(offset, maxBytes, limit)
+		if err != nil {
+			t.Fatalf("ReadUpTo(%d, %d, %d): %v", offset, maxBytes, limit, err)
+		}
+		data, slice, err := l.ReadSliceUpTo(offset, maxBytes, limit, 0)
+		if err != nil {
+			t.Fatalf("ReadSliceUpTo(%d, %d, %d): %v", offset, maxBytes, limit, err)
+		}
+		if slice != nil {
+			if data != nil {
+				t.Fatal("ReadSliceUpTo returned bytes and a slice")
+			}
+			data, err = slice.Bytes()
+			slice.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One segment's batches: a prefix of the read, in whole
+			// batches, and all of it when the read stays in the segment.
+			if !bytes.HasPrefix(want, data) || len(decodeBatches(t, data)) == 0 {
+				t.Fatalf("ReadSliceUpTo(%d, %d, %d): %d bytes are not whole batches leading the %d ReadUpTo read", offset, maxBytes, limit, len(data), len(want))
+			}
+			if len(data) < len(want) {
+				seg := l.segments[l.segmentFor(offset)]
+				last := decodeBatches(t, data)
+				if next := last[len(last)-1].lastOffset + 1; next != seg.tail.nextOffset {
+					t.Fatalf("ReadSliceUpTo(%d, %d, %d): stopped at offset %d inside segment %d (ends at %d), short of ReadUpTo", offset, maxBytes, limit, next, seg.baseOffset, seg.tail.nextOffset)
+				}
+			}
+			continue
+		}
+		if !bytes.Equal(data, want) {
+			t.Fatalf("ReadSliceUpTo(%d, %d, %d) bytes: %d, ReadUpTo %d", offset, maxBytes, limit, len(data), len(want))
+		}
+	}
+	// A minimum the read does not reach: the bytes.
+	data, slice, err := l.ReadSliceUpTo(0, 1<<20, end, 1<<30)
+	if err != nil || slice != nil || len(data) == 0 {
+		t.Fatalf("ReadSliceUpTo with a minimum above the read: %d bytes, slice %v, %v; want the bytes", len(data), slice, err)
+	}
+}
+
+// TestSliceOutlivesItsSegment: a slice's file stays readable after
+// retention deletes its segment.
+func TestSliceOutlivesItsSegment(t *testing.T) {
+	l := openTestLog(t, t.TempDir(), testConfig())
+	for range 200 {
+		mustAppend(t, l, newBatch(t, 4, 300, 1000))
+	}
+	want, err := l.Read(0, 4<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, slice, err := l.ReadSliceUpTo(0, 4<<10, l.EndOffset(), 1)
+	if err != nil || slice == nil {
+		t.Fatalf("ReadSliceUpTo: slice %v, %v", slice, err)
+	}
+	defer slice.Release()
+	second := l.segments[1].baseOffset
+	if _, err := l.AdvanceStartOffset(second); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.EnforceRetention(time.Now()); err != nil || n == 0 {
+		t.Fatalf("EnforceRetention: deleted %d segments, %v; want the first", n, err)
+	}
+	got, err := slice.Bytes()
+	if err != nil {
+		t.Fatalf("read the slice of a deleted segment: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the slice of a deleted segment reads %d bytes unlike the %d read before", len(got), len(want))
+	}
+}
