@@ -24,9 +24,9 @@ const maxInFlight = 100
 const readChunk = 64 << 10
 
 // pendingResponse is one request's slot in a connection's response queue:
-// the handler sends the encoded frame (or nil for no response) once.
+// the handler sends the encoded frame (nil Bytes for no response) once.
 type pendingResponse struct {
-	frame chan []byte
+	frame chan Frame
 	// fetch marks a Fetch's slot (or a Serial one): the reader reads
 	// nothing more from the connection until the writer has written it
 	// (connFlow).
@@ -57,11 +57,11 @@ type connFlow struct {
 }
 
 // produced counts a response frame handed to the writer.
-func (f *connFlow) produced(frame []byte) { f.unwrittenBytes.Add(int64(len(frame))) }
+func (f *connFlow) produced(frame Frame) { f.unwrittenBytes.Add(int64(frame.Len())) }
 
 // wrote counts a slot the writer is done with, and wakes the reader.
-func (f *connFlow) wrote(frame []byte, fetch bool) {
-	f.unwrittenBytes.Add(-int64(len(frame)))
+func (f *connFlow) wrote(frame Frame, fetch bool) {
+	f.unwrittenBytes.Add(-int64(frame.Len()))
 	if fetch {
 		f.unwrittenFetches.Add(-1)
 	}
@@ -269,9 +269,9 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 			if err != nil {
 				return err
 			}
-			slot := &pendingResponse{frame: make(chan []byte, 1)}
-			flow.produced(answer)
-			slot.frame <- answer
+			slot := &pendingResponse{frame: make(chan Frame, 1)}
+			flow.produced(Frame{Bytes: answer})
+			slot.frame <- Frame{Bytes: answer}
 			unanswered.Add(1)
 			select {
 			case queue <- slot:
@@ -285,7 +285,7 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 			release()
 			return err
 		}
-		slot := &pendingResponse{frame: make(chan []byte, 1), fetch: resp.Fetch || resp.Serial}
+		slot := &pendingResponse{frame: make(chan Frame, 1), fetch: resp.Fetch || resp.Serial}
 		if slot.fetch {
 			flow.unwrittenFetches.Add(1)
 		}
@@ -370,13 +370,14 @@ func readFrameBody(r io.Reader, size int, head []byte) ([]byte, error) {
 
 // writeResponses writes each queued response once its handler has
 // produced it, in queue order, until the queue closes, giving each frame
-// written back to its pool (frames.go): a frame queued belongs to the
-// writer. After a write error it keeps draining without writing.
+// written back to its pool (frames.go) and releasing its splices: a
+// frame queued belongs to the writer. After a write error it keeps
+// draining without writing.
 func writeResponses(ctx context.Context, cancel context.CancelFunc, nc net.Conn, queue <-chan *pendingResponse, unanswered *atomic.Int32, flow *connFlow) {
 	bw := bufio.NewWriterSize(nc, 32<<10)
 	broken := false
 	for slot := range queue {
-		var frame []byte
+		var frame Frame
 		select {
 		case frame = <-slot.frame:
 		default:
@@ -399,15 +400,17 @@ func writeResponses(ctx context.Context, cancel context.CancelFunc, nc net.Conn,
 			}
 		}
 		unanswered.Add(-1)
-		if broken || frame == nil {
+		if broken || frame.Bytes == nil {
+			frame.release()
 			flow.wrote(frame, slot.fetch)
 			continue
 		}
-		_, err := bw.Write(frame)
+		err := writeFrame(bw, nc, frame)
+		frame.release()
 		flow.wrote(frame, slot.fetch)
 		// The buffered writer copied the frame or wrote it out: nothing
 		// refers to it any more.
-		PutFrame(frame)
+		PutFrame(frame.Bytes)
 		if err != nil {
 			broken = true
 			cancel()

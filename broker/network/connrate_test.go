@@ -21,7 +21,7 @@ func (answerHandler) Open(_ context.Context, nc net.Conn, _ hclog.Logger) (net.C
 }
 
 func (answerHandler) Handle(context.Context, Conn, []byte, int) (Response, error) {
-	return Response{Answer: func(context.Context) []byte { return binary.BigEndian.AppendUint32(nil, 0) }}, nil
+	return Response{Answer: func(context.Context) Frame { return Frame{Bytes: binary.BigEndian.AppendUint32(nil, 0)} }}, nil
 }
 
 func (answerHandler) RawToken(context.Context, Conn, []byte) ([]byte, error) {

@@ -107,10 +107,10 @@ type Conn interface {
 
 // Response is a Handler's answer to one request.
 type Response struct {
-	// Answer returns the encoded response frame, or nil for none. It is
-	// called once, after the request's place in the connection's answer
-	// order is taken.
-	Answer func(ctx context.Context) []byte
+	// Answer returns the encoded response frame (nil Bytes for none).
+	// It is called once, after the request's place in the connection's
+	// answer order is taken.
+	Answer func(ctx context.Context) Frame
 	// Later marks an Answer that waits (a long-poll fetch, an acks=all
 	// produce): it runs on a goroutine of its own, while the connection
 	// reads on, after the request's bytes are given back to the pool.

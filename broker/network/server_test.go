@@ -58,12 +58,12 @@ func (h *echoHandler) Handle(ctx context.Context, c Conn, frame []byte, size int
 	}
 	echo := func(ctx context.Context) []byte { return append(answer(ctx), frame...) }
 	if strings.HasPrefix(string(frame), "later") {
-		return Response{Later: true, Answer: func(ctx context.Context) []byte {
+		return Response{Later: true, Answer: func(ctx context.Context) Frame {
 			<-h.release
-			return echo(ctx)
+			return Frame{Bytes: echo(ctx)}
 		}}, nil
 	}
-	return Response{Answer: echo}, nil
+	return Response{Answer: func(ctx context.Context) Frame { return Frame{Bytes: echo(ctx)} }}, nil
 }
 
 func (h *echoHandler) RawToken(ctx context.Context, c Conn, token []byte) ([]byte, error) {
