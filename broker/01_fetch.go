@@ -38,7 +38,12 @@ const maxFetchWait = 5 * time.Minute
 func handleFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.FetchRequest)
 	collapseDuplicatePartitions(r)
-	return nil, func(ctx context.Context) kmsg.Response { return b.fetch(ctx, r) }, nil
+	if req.conn.tls == nil && r.Version >= 4 {
+		// Plaintext: records may go from the segment files to the
+		// socket (sendfile), as Kafka sends them.
+		req.slices = fetchSlices{}
+	}
+	return nil, func(ctx context.Context) kmsg.Response { return b.fetch(ctx, r, req.slices) }, nil
 }
 
 // collapseDuplicatePartitions leaves each partition r names once, as
@@ -102,7 +107,7 @@ func collapseDuplicatePartitions(r *kmsg.FetchRequest) {
 // fetch answers r in its fetch session (a full fetch, or an incremental
 // one over the partitions of the session that changed, whose answer keeps
 // only what the client has not heard), waiting as handleFetch describes.
-func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, slices fetchSlices) kmsg.Response {
 	sr := b.fetchSessions.Begin(r, time.Now())
 	if sr.ErrorCode != 0 {
 		resp := r.ResponseKind().(*kmsg.FetchResponse)
@@ -110,7 +115,7 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 		resp.ErrorCode = sr.ErrorCode
 		return resp
 	}
-	resp, short := b.fetchNow(ctx, r, &sr)
+	resp, short := b.fetchNow(ctx, r, &sr, slices)
 	b.fetchSessions.End(sr, resp, short)
 	return resp
 }
@@ -120,7 +125,7 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 // session's wake-up and adds the partitions that change meanwhile; any
 // other watches the partitions r names. It also returns the partitions
 // answered without records though records were there to read.
-func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchsession.Request) (*kmsg.FetchResponse, map[coord.TopicPartition]struct{}) {
+func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchsession.Request, slices fetchSlices) (*kmsg.FetchResponse, map[coord.TopicPartition]struct{}) {
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
 	deadline := time.Now().Add(wait)
@@ -160,7 +165,8 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 
 	var timer *time.Timer
 	for {
-		resp, bytes, hasError, short := b.readFetch(r, replicaCodes)
+		slices.release() // those of a read not answered
+		resp, bytes, hasError, short := b.readFetch(r, replicaCodes, slices)
 		if hasError || bytes >= int(r.MinBytes) || !time.Now().Before(deadline) {
 			return resp, short
 		}
@@ -193,7 +199,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 // read_uncommitted, as Kafka sends it); a follower (replicaCodes not
 // nil) reads up to the log end and gets the errors RecordFollowerFetch
 // found.
-func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
+func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16, slices fetchSlices) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	resp.SetVersion(r.Version)
 	remaining := int(r.MaxBytes)
@@ -277,10 +283,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			}
 			if limit > 0 || total == 0 {
 				var data []byte
+				var slice *tlog.Slice
 				var err error
-				if r.Version < 4 && replicaCodes == nil {
+				switch {
+				case r.Version < 4 && replicaCodes == nil:
 					data, err = downConvertedRead(p.Log(), r.Version, rp.FetchOffset, max(limit, 1), upTo)
-				} else {
+				case slices != nil && !readCommitted:
+					data, slice, err = p.Log().ReadSliceUpTo(rp.FetchOffset, max(limit, 1), upTo, minSpliceBytes)
+				default:
 					data, err = p.Log().ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
 				}
 				switch {
@@ -302,6 +312,15 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					b.logger.Error("read failed", "partition", p.Name(), "offset", rp.FetchOffset, "error", err)
 					sp.ErrorCode = kerr.UnknownServerError.Code
 					hasError = true
+				case slice != nil:
+					slices[tp] = slice
+					sp.RecordBatches = spliced
+					total += slice.Len
+					remaining -= slice.Len
+					if throttled {
+						b.leaderQuota.Record(slice.Len)
+						b.metrics.Throttled("leader", slice.Len, 0)
+					}
 				case data != nil:
 					sp.RecordBatches = data
 					total += len(data)

@@ -35,6 +35,10 @@ type request struct {
 	conn *connState
 	// received is when the request was read off its connection.
 	received time.Time
+	// slices holds a fetch's records sent from their segment files
+	// (fetch_frame.go); nil when the connection cannot send them so
+	// (TLS) or the fetch's version predates them.
+	slices fetchSlices
 }
 
 // connHandler serves the connections of one listener for the connection
@@ -98,12 +102,14 @@ func (h connHandler) Handle(ctx context.Context, c network.Conn, frame []byte, s
 	}
 	r := network.Response{Fetch: req != nil && req.header.key == fetchKey, Serial: b.underQuota(req)}
 	if later == nil {
-		r.Answer = func(context.Context) []byte { return b.metrics.requestAnswered(req, start, size, resp) }
+		r.Answer = func(context.Context) network.Frame {
+			return b.metrics.requestAnswered(req, start, size, network.Frame{Bytes: resp})
+		}
 		return r, err
 	}
 	r.Later = true
-	r.Answer = func(ctx context.Context) []byte {
-		return b.metrics.requestAnswered(req, start, size, b.encode(req, later(ctx)))
+	r.Answer = func(ctx context.Context) network.Frame {
+		return b.metrics.requestAnswered(req, start, size, b.encodeFrame(req, later(ctx)))
 	}
 	return r, nil
 }
@@ -284,6 +290,24 @@ func (b *Broker) encode(req *request, resp kmsg.Response) []byte {
 	}
 	resp.SetVersion(req.header.version)
 	return encodeResponse(req.header.key, req.header.correlationID, resp)
+}
+
+// encodeFrame is encode for an answer given later: a fetch's records
+// held as file slices go as splices of the frame, sent from their files;
+// every slice is released once framed (or read into the response, when
+// the frame cannot carry it).
+func (b *Broker) encodeFrame(req *request, resp kmsg.Response) network.Frame {
+	if len(req.slices) > 0 {
+		defer req.slices.release()
+		if fr, ok := resp.(*kmsg.FetchResponse); ok {
+			fr.SetVersion(req.header.version)
+			if f, ok := encodeFetchFrame(req.header.correlationID, fr, req.slices); ok {
+				return f
+			}
+			b.readSlices(fr, req.slices)
+		}
+	}
+	return network.Frame{Bytes: b.encode(req, resp)}
 }
 
 // encodeResponse frames resp: size, correlation id, the header's tagged

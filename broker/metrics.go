@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -44,6 +45,8 @@ type metrics struct {
 
 	bytesIn         prometheus.Counter
 	bytesOut        prometheus.Counter
+	// bytesSpliced counts the bytes of bytesOut sent from segment files.
+	bytesSpliced prometheus.Counter
 	isrShrinks      prometheus.Counter
 	isrExpands      prometheus.Counter
 	leaderElections prometheus.Counter
@@ -101,6 +104,10 @@ func newMetrics(b *Broker) *metrics {
 			Name: "tripod_bytes_out_total",
 			Help: "Bytes of Kafka response frames sent, every API, size prefix included (Kafka's socket-server outgoing-byte-total; BytesOutPerSec counts fetched records only).",
 		}),
+		bytesSpliced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_bytes_out_spliced_total",
+			Help: "Bytes of fetched records sent from the segment files to the socket (sendfile, zero-copy: plaintext listeners), part of tripod_bytes_out_total.",
+		}),
 		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tripod_isr_shrinks_total",
 			Help: "ISR shrinks committed for partitions this broker leads (Kafka's IsrShrinksPerSec).",
@@ -138,7 +145,7 @@ func newMetrics(b *Broker) *metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.requestDuration, m.bytesIn, m.bytesOut,
+		m.requests, m.requestDuration, m.bytesIn, m.bytesOut, m.bytesSpliced,
 		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors, m.connectionsRefused, m.connectionsThrottled,
 		m.throttledBytes, m.throttledPartitions,
 		newStateCollector(b),
@@ -167,9 +174,12 @@ func newMetrics(b *Broker) *metrics {
 // prefix) dispatched at start, whose response frame is ready; it returns
 // frame unchanged. A nil req (a reply made before decoding) counts only
 // bytes; a nil frame (acks=0) counts no bytes out.
-func (m *metrics) requestAnswered(req *request, start time.Time, size int, frame []byte) []byte {
+func (m *metrics) requestAnswered(req *request, start time.Time, size int, frame network.Frame) network.Frame {
 	m.bytesIn.Add(float64(size + 4))
-	m.bytesOut.Add(float64(len(frame)))
+	m.bytesOut.Add(float64(frame.Len()))
+	if len(frame.Splices) > 0 {
+		m.bytesSpliced.Add(float64(frame.Len() - len(frame.Bytes)))
+	}
 	if req == nil {
 		return frame
 	}

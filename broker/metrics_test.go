@@ -14,6 +14,7 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/metadata"
+	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/broker/replica"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -280,7 +281,7 @@ func TestMetricsFollowAControlledShutdown(t *testing.T) {
 func BenchmarkRequestAnswered(bm *testing.B) {
 	m := newMetrics(&Broker{cache: metadata.NewCache(), replicas: replica.NewManager(&config.Config{}, &replica.LogDirs{}, nil, replica.Deps{}), member: &membership{}})
 	req := &request{header: requestHeader{key: 0}, kreq: kmsg.NewPtrProduceRequest()}
-	frame := make([]byte, 128)
+	frame := network.Frame{Bytes: make([]byte, 128)}
 	start := time.Now()
 	bm.ReportAllocs()
 	for bm.Loop() {
