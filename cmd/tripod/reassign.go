@@ -62,9 +62,9 @@ and with its JSON files:
       ({"topics":[{"topic":"t"}],"version":1}) and a proposed one that
       spreads their replicas evenly over the brokers listed, keeping
       every replica that can stay; when the brokers listed have racks
-      (broker.rack), it places every partition anew as a new topic's
-      is placed, its replicas over as many racks as it has replicas,
-      unless --disable-rack-aware;
+      (broker.rack), it places every partition anew as CreateTopics
+      does, each replica in another rack while racks remain
+      (--disable-rack-aware: without racks);
   --execute FILE  starts the reassignment FILE describes
       ({"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}),
       printing the current assignment first to roll back with;

@@ -502,6 +502,7 @@ func TestReassignRefusesBadInput(t *testing.T) {
 		{[]string{"reassign", "--execute"}, "--execute: needs the reassignment FILE"},
 		{[]string{"reassign", "--execute", good, "--reassignment-json-file", good}, "give the file once"},
 		{[]string{"reassign", "--list", "--wait"}, "--wait: only with --execute or --drain, not with --list"},
+		{[]string{"reassign", "--list", "--disable-rack-aware"}, "--disable-rack-aware: only with --plan, not with --list"},
 		{[]string{"reassign", "--plan", "--broker-list", "1,2"}, "--plan: needs --topics-to-move-json-file and --broker-list"},
 		{[]string{"reassign", "--plan", "--topics-to-move-json-file", file(`{"topics":[{"topic":"t"}],"version":1}`), "--broker-list", "1,x"}, `--broker-list "1,x": "x" is not a broker id`},
 		{[]string{"reassign", "--plan", "--topics-to-move-json-file", file(`{"topics":[]}`), "--broker-list", "1"}, `"topics" is empty or missing`},
