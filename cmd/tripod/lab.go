@@ -140,7 +140,11 @@ failover done and its UpdateMetadata applied).
 
 Case leader kills the broker leading the most partitions, preferring one that
 is not the controller; case controller kills the controller (the partitions it
-led count too). Failure crash SIGKILLs it (its port then refuses
+led count too); case zone puts the brokers in racks az1, az2 and az3 (round
+robin, broker.rack), so that every partition has one replica per rack, and
+kills every broker of the rack of the broker case leader kills, at once: with
+--brokers 6 a zone is two brokers, and min.insync.replicas=2 keeps acks=all
+writes going on the two replicas left in the other zones. Failure crash SIGKILLs it (its port then refuses
 connections, which the controller's crash probes see at once), pause
 SIGSTOPs it until every partition recovered (its session must expire),
 cut drops its Kafka and coordination proxies (zk and etcd only). Cases
@@ -166,7 +170,7 @@ stderr.`,
 	f.IntSliceVar(&cfg.Partitions, "partitions", cfg.Partitions, "partition counts of the topic (comma list), one cluster each")
 	f.IntVar(&cfg.Topics, "topics", cfg.Topics, "topics the partitions spread over evenly (ZooKeeper holds a topic of at most about 55 000 partitions of 3 replicas)")
 	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "kills per case, backend and partition count")
-	f.StringSliceVar(&cfg.Cases, "case", cfg.Cases, "what to fail: leader (the broker leading the most partitions), controller (comma list)")
+	f.StringSliceVar(&cfg.Cases, "case", cfg.Cases, "what to fail: leader (the broker leading the most partitions), controller, zone (every broker of the leader's rack; brokers in 3 racks) (comma list)")
 	f.StringSliceVar(&cfg.Kinds, "failure", cfg.Kinds, "how to fail it: crash (SIGKILL), pause (SIGSTOP past the session timeout), cut (its Kafka and coordination proxies dropped; zk and etcd) (comma list)")
 	f.StringVar(&cfg.Out, "out", cfg.Out, "directory for failover.json and failover.svg")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "every broker's session timeout (the failure detection time), the same on every backend")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -17,6 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/controller"
+	"github.com/tripodmq/tripod/coord"
 )
 
 // fileFromFlag is the value --execute, --verify and --cancel take when
@@ -28,6 +32,9 @@ const fileFromFlag = "--reassignment-json-file"
 type reassignOptions struct {
 	topicsOptions
 	plan, dryRun, wait, additional bool
+	// disableRackAware is --disable-rack-aware: --plan places replicas
+	// without the brokers' racks.
+	disableRackAware bool
 	// throttle is --throttle's bytes/s, -1 when not given.
 	throttle                     int64
 	execute, verify, cancel      string
@@ -54,7 +61,10 @@ and with its JSON files:
       prints the current assignment of the topics in F
       ({"topics":[{"topic":"t"}],"version":1}) and a proposed one that
       spreads their replicas evenly over the brokers listed, keeping
-      every replica that can stay;
+      every replica that can stay; when the brokers listed have racks
+      (broker.rack), it places every partition anew as CreateTopics
+      does, each replica in another rack while racks remain
+      (--disable-rack-aware: without racks);
   --execute FILE  starts the reassignment FILE describes
       ({"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}),
       printing the current assignment first to roll back with;
@@ -89,6 +99,7 @@ for it. With --wait, --timeout bounds the whole wait.`,
 	f.StringVar(&opts.reassignmentFile, "reassignment-json-file", "", "the reassignment FILE of --execute, --verify and --cancel")
 	f.StringVar(&opts.topicsToMoveFile, "topics-to-move-json-file", "", `--plan's topics: {"topics":[{"topic":"t"}],"version":1}`)
 	f.StringVar(&opts.brokerList, "broker-list", "", "--plan's brokers to spread the replicas over: 1,2,3")
+	f.BoolVar(&opts.disableRackAware, "disable-rack-aware", false, "with --plan: spread the replicas without the brokers' racks (broker.rack)")
 	f.BoolVar(&opts.list, "list", false, "list the reassignments in progress")
 	f.Int32Var(&opts.drain, "drain", -1, "move every replica off this broker onto the other live brokers")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "with --drain: print the plan, change nothing")
@@ -118,7 +129,7 @@ func (o *reassignOptions) run(cmd *cobra.Command, args []string) error {
 		return nil
 	}
 	for _, check := range []error{
-		only("topics-to-move-json-file", "--plan"), only("broker-list", "--plan"),
+		only("topics-to-move-json-file", "--plan"), only("broker-list", "--plan"), only("disable-rack-aware", "--plan"),
 		only("reassignment-json-file", "--execute", "--verify", "--cancel"),
 		only("dry-run", "--drain"), only("wait", "--execute", "--drain"), only("additional", "--execute"),
 		only("throttle", "--execute", "--drain"),
@@ -189,7 +200,7 @@ func (o *reassignOptions) run(cmd *cobra.Command, args []string) error {
 	w := cmd.OutOrStdout()
 	switch mode {
 	case "--plan":
-		return planTopics(ctx, w, adm, topics, brokers)
+		return planTopics(ctx, w, adm, topics, brokers, !o.disableRackAware)
 	case "--execute":
 		return executeMoves(ctx, w, adm, moves, o.additional, o.wait, o.throttle)
 	case "--verify":
@@ -543,11 +554,11 @@ func less(a, b int32, counts []map[int32]int) bool {
 // that can stay within that spread, in its place; new replicas go after
 // the kept ones, each to the least loaded broker.
 func planSpread(current []move, brokers []int32) ([]move, error) {
+	if err := checkFits(current, len(brokers)); err != nil {
+		return nil, err
+	}
 	total := 0
 	for _, m := range current {
-		if len(m.replicas) > len(brokers) {
-			return nil, fmt.Errorf("partition %s has %d replicas and --broker-list only %d brokers", m.topicPartition, len(m.replicas), len(brokers))
-		}
 		total += len(m.replicas)
 	}
 	replicaCap := (total + len(brokers) - 1) / len(brokers)
@@ -588,6 +599,17 @@ func planSpread(current []move, brokers []int32) ([]move, error) {
 		leaders[r[0]]++
 	}
 	return proposed, nil
+}
+
+// checkFits fails when a partition of current has more replicas than
+// the n brokers of --broker-list.
+func checkFits(current []move, n int) error {
+	for _, m := range current {
+		if len(m.replicas) > n {
+			return fmt.Errorf("partition %s has %d replicas and --broker-list only %d brokers", m.topicPartition, len(m.replicas), n)
+		}
+	}
+	return nil
 }
 
 // planDrain proposes moving every replica off broker id: each partition
@@ -725,8 +747,10 @@ func joinPartitions(tps []topicPartition) string {
 }
 
 // planTopics prints the current assignment of topics and a proposed one
-// over brokers (kafka-reassign-partitions --generate).
-func planTopics(ctx context.Context, w io.Writer, adm adminClient, topics []string, brokers []int32) error {
+// over brokers (kafka-reassign-partitions --generate): with rackAware,
+// when the brokers have racks, placed as a new topic's replicas are
+// (planRackAware); else spread keeping what can stay (planSpread).
+func planTopics(ctx context.Context, w io.Writer, adm adminClient, topics []string, brokers []int32, rackAware bool) error {
 	v, err := loadCluster(ctx, adm)
 	if err != nil {
 		return err
@@ -746,12 +770,103 @@ func planTopics(ctx context.Context, w io.Writer, adm adminClient, topics []stri
 			current = append(current, move{topicPartition{name, p.Partition}, p.Replicas})
 		}
 	}
-	proposed, err := planSpread(current, brokers)
+	racks, err := v.racksOf(brokers, rackAware)
+	if err != nil {
+		return err
+	}
+	var proposed []move
+	if racks != nil {
+		proposed, err = planRackAware(current, racks, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	} else {
+		proposed, err = planSpread(current, brokers)
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "Current partition replica assignment\n%s\n\nProposed partition reassignment configuration\n%s\n", formatMoves(current), formatMoves(proposed))
 	return nil
+}
+
+// racksOf returns the racks (broker.rack) of brokers, by broker, when
+// rackAware and every one of them has a rack; nil when !rackAware or none
+// has one. When only some have one, it fails, as kafka-reassign-partitions
+// does, rather than plan a placement that ignores the racks unasked.
+func (v clusterView) racksOf(brokers []int32, rackAware bool) (map[int32]string, error) {
+	if !rackAware {
+		return nil, nil
+	}
+	racks := map[int32]string{}
+	var without []int32
+	for _, id := range brokers {
+		if rack := v.racks[id]; rack != "" {
+			racks[id] = rack
+		} else {
+			without = append(without, id)
+		}
+	}
+	switch {
+	case len(without) == len(brokers):
+		return nil, nil
+	case len(without) > 0:
+		return nil, fmt.Errorf("--broker-list: not all brokers have rack information (broker.rack), none for %s; give --disable-rack-aware to plan without racks",
+			joinIDs(without))
+	}
+	return racks, nil
+}
+
+// planRackAware proposes, for every partition of current, as many
+// replicas as it has now over the brokers of racks, placed as the
+// controller places a new topic's (controller.AssignReplicasRackAware,
+// as Kafka's --generate places them with racks): a partition's replicas
+// span as many racks as they can, and the preferred leaders go round
+// the racks and brokers. Each topic is placed anew from a start and a
+// shift drawn from rnd, as Kafka draws them at random for each topic;
+// a partition takes its place in the assignment of its topic's
+// partitions at its own replication factor.
+func planRackAware(current []move, racks map[int32]string, rnd *rand.Rand) ([]move, error) {
+	if err := checkFits(current, len(racks)); err != nil {
+		return nil, err
+	}
+	brokers := make(map[coord.BrokerID]string, len(racks))
+	for id, rack := range racks {
+		brokers[coord.BrokerID(id)] = rack
+	}
+	// partitions counts each topic's partitions: its highest plus one.
+	partitions := map[string]int{}
+	for _, m := range current {
+		partitions[m.topic] = max(partitions[m.topic], int(m.partition)+1)
+	}
+	type seed struct{ start, shift int }
+	seeds := map[string]seed{}
+	type placement struct {
+		topic             string
+		replicationFactor int
+	}
+	placed := map[placement][][]coord.BrokerID{}
+	proposed := make([]move, len(current))
+	for i, m := range current {
+		s, ok := seeds[m.topic]
+		if !ok {
+			s = seed{rnd.Int(), rnd.Int()}
+			seeds[m.topic] = s
+		}
+		at := placement{m.topic, len(m.replicas)}
+		assignment, ok := placed[at]
+		if !ok {
+			var err error
+			assignment, err = controller.AssignReplicasRackAware(brokers, partitions[m.topic], at.replicationFactor, 0, s.start, s.shift)
+			if err != nil {
+				return nil, fmt.Errorf("topic %s: %w", m.topic, err)
+			}
+			placed[at] = assignment
+		}
+		replicas := make([]int32, len(assignment[m.partition]))
+		for j, id := range assignment[m.partition] {
+			replicas[j] = int32(id)
+		}
+		proposed[i] = move{m.topicPartition, replicas}
+	}
+	return proposed, nil
 }
 
 // executeMoves starts the reassignment of moves, printing the current

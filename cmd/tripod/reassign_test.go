@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,11 +24,14 @@ import (
 // startRaftCluster runs n `tripod serve` processes on embedded Raft with
 // a session timeout long enough that a broker the test kills stays live
 // for the controller a while (crash probes off, so that a killed broker
-// is not fenced at once), and waits until they serve. They are killed when the test ends.
-func startRaftCluster(t *testing.T, n int) *cluster.Cluster {
+// is not fenced at once), and waits until they serve. With racks, the
+// brokers are in those racks, round robin (cluster.Config.Racks). They
+// are killed when the test ends.
+func startRaftCluster(t *testing.T, n int, racks ...string) *cluster.Cluster {
 	t.Helper()
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Brokers, cfg.SessionTimeout = tripodBin, t.TempDir(), n, 20*time.Second
+	cfg.Racks = racks
 	cfg.Sets = []string{"broker.crash.probe.interval.ms=0"}
 	c, err := cluster.Start(cfg)
 	if err != nil {
@@ -410,6 +414,70 @@ func jsonIDs(ids []int32) string {
 	return string(out)
 }
 
+// TestReassignPlanRacks plans a move of a topic whose replicas all sit
+// in one rack (6 partitions of 2 replicas on brokers 1 and 3, rack a)
+// over four Raft brokers in racks a and b (1, 3 in a; 2, 4 in b): the
+// plan, as kafka-reassign-partitions --generate's, gives every partition
+// one replica in each rack and keeps its replication factor; with
+// --disable-rack-aware it is the plan without racks (planSpread), which
+// keeps partition 0 on brokers 1 and 3, both in rack a.
+func TestReassignPlanRacks(t *testing.T) {
+	c := startRaftCluster(t, 4, "a", "b")
+	addr := strings.Join(c.Bootstrap(), ",")
+	racks := map[int32]string{1: "a", 2: "b", 3: "a", 4: "b"}
+	runTripod(t, "topics", "create", "racked", "--replica-assignment", "1:3,1:3,1:3,1:3,3:1,3:1", "--bootstrap", addr)
+	topicsFile := filepath.Join(t.TempDir(), "topics.json")
+	if err := os.WriteFile(topicsFile, []byte(`{"topics":[{"topic":"racked"}],"version":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(flags ...string) (current, proposed [][]int32) {
+		t.Helper()
+		out := runTripod(t, append([]string{"reassign", "--plan", "--topics-to-move-json-file", topicsFile, "--broker-list", "1,2,3,4", "--bootstrap", addr}, flags...)...)
+		lines := strings.Split(out, "\n")
+		if len(lines) != 6 || lines[0] != "Current partition replica assignment" || lines[3] != "Proposed partition reassignment configuration" {
+			t.Fatalf("reassign --plan %s printed:\n%s\nwant Kafka's two titled JSON lines", strings.Join(flags, " "), out)
+		}
+		return parseMoves(t, lines[1], "racked"), parseMoves(t, lines[4], "racked")
+	}
+
+	current, proposed := plan()
+	if want := [][]int32{{1, 3}, {1, 3}, {1, 3}, {1, 3}, {3, 1}, {3, 1}}; !slices.EqualFunc(current, want, slices.Equal) {
+		t.Fatalf("current assignment %v, want %v", current, want)
+	}
+	if len(proposed) != len(current) {
+		t.Fatalf("proposed assignment %v: %d partitions, want %d", proposed, len(proposed), len(current))
+	}
+	leaders := map[string]int{}
+	for p, replicas := range proposed {
+		if len(replicas) != 2 || racks[replicas[0]] == racks[replicas[1]] {
+			t.Errorf("proposed replicas of racked-%d: %v in racks %s and %s, want 2 replicas in distinct racks",
+				p, replicas, racks[replicas[0]], racks[replicas[len(replicas)-1]])
+		}
+		leaders[racks[replicas[0]]]++
+	}
+	if leaders["a"] != 3 || leaders["b"] != 3 {
+		t.Errorf("proposed assignment %v: preferred leaders by rack %v, want 3 in each", proposed, leaders)
+	}
+
+	current, proposed = plan("--disable-rack-aware")
+	var moves []move
+	for p, replicas := range current {
+		moves = append(moves, move{topicPartition{"racked", int32(p)}, replicas})
+	}
+	spread, err := planSpread(moves, []int32{1, 2, 3, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, m := range spread {
+		if !slices.Equal(proposed[p], m.replicas) {
+			t.Fatalf("--disable-rack-aware: proposed assignment %v, want the plan without racks %v", proposed, spread)
+		}
+	}
+	if !slices.Equal(proposed[0], []int32{1, 3}) {
+		t.Fatalf("--disable-rack-aware: racked-0 proposed on %v, want [1 3] kept, both in rack a", proposed[0])
+	}
+}
+
 // TestReassignRefusesBadInput checks the flags and files before any
 // broker is asked: each refusal names what is wrong.
 func TestReassignRefusesBadInput(t *testing.T) {
@@ -434,6 +502,7 @@ func TestReassignRefusesBadInput(t *testing.T) {
 		{[]string{"reassign", "--execute"}, "--execute: needs the reassignment FILE"},
 		{[]string{"reassign", "--execute", good, "--reassignment-json-file", good}, "give the file once"},
 		{[]string{"reassign", "--list", "--wait"}, "--wait: only with --execute or --drain, not with --list"},
+		{[]string{"reassign", "--list", "--disable-rack-aware"}, "--disable-rack-aware: only with --plan, not with --list"},
 		{[]string{"reassign", "--plan", "--broker-list", "1,2"}, "--plan: needs --topics-to-move-json-file and --broker-list"},
 		{[]string{"reassign", "--plan", "--topics-to-move-json-file", file(`{"topics":[{"topic":"t"}],"version":1}`), "--broker-list", "1,x"}, `--broker-list "1,x": "x" is not a broker id`},
 		{[]string{"reassign", "--plan", "--topics-to-move-json-file", file(`{"topics":[]}`), "--broker-list", "1"}, `"topics" is empty or missing`},
@@ -593,6 +662,48 @@ func TestPlans(t *testing.T) {
 		delete(v.racks, 6)
 		if down, _ = planReplicationFactor(v, "t", 2); !slices.Equal(down[0].replicas, []int32{1, 2}) {
 			t.Fatalf("rf 2 of [1 2 3] without every rack: got %v, want [1 2], the last dropped", down)
+		}
+	})
+	t.Run("plan with racks", func(t *testing.T) {
+		racks := map[int32]string{1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+		// t has partitions of three replicas and one of two (its
+		// replication factor altered), u one partition of one.
+		current := []move{
+			{topicPartition{"t", 0}, []int32{1, 2, 3}}, {topicPartition{"t", 1}, []int32{1, 2, 3}},
+			{topicPartition{"t", 2}, []int32{1, 2}}, {topicPartition{"t", 3}, []int32{1, 2, 3}},
+			{topicPartition{"u", 0}, []int32{5}},
+		}
+		got, err := planRackAware(current, racks, rand.New(rand.NewPCG(1, 2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range got {
+			spanned := map[string]bool{}
+			for _, id := range m.replicas {
+				spanned[racks[id]] = true
+			}
+			if m.topicPartition != current[i].topicPartition || len(m.replicas) != len(current[i].replicas) || len(spanned) != len(m.replicas) {
+				t.Errorf("plan of %s %v: got %s %v, want %d replicas in distinct racks", current[i].topicPartition, current[i].replicas, m.topicPartition, m.replicas, len(current[i].replicas))
+			}
+		}
+		if _, err := planRackAware(current, map[int32]string{1: "a", 2: "b"}, rand.New(rand.NewPCG(1, 2))); err == nil || !strings.Contains(err.Error(), "partition t-0 has 3 replicas and --broker-list only 2 brokers") {
+			t.Errorf("plan of 3 replicas over 2 brokers: got %v", err)
+		}
+	})
+	t.Run("racks of the brokers listed", func(t *testing.T) {
+		v := clusterView{brokers: []int32{1, 2, 3, 4}, racks: map[int32]string{1: "a", 2: "b", 3: "a"}}
+		if racks, err := v.racksOf([]int32{1, 2, 3}, true); err != nil || len(racks) != 3 {
+			t.Errorf("racks of 1, 2, 3: got %v %v, want each one's", racks, err)
+		}
+		if _, err := v.racksOf([]int32{1, 4}, true); err == nil || !strings.Contains(err.Error(), "not all brokers have rack information (broker.rack), none for 4; give --disable-rack-aware") {
+			t.Errorf("racks of 1 (rack a) and 4 (none): got %v, want a refusal naming 4 and --disable-rack-aware", err)
+		}
+		if racks, err := v.racksOf([]int32{1, 4}, false); err != nil || racks != nil {
+			t.Errorf("racks of 1 and 4 with --disable-rack-aware: got %v %v, want none", racks, err)
+		}
+		v.racks = nil
+		if racks, err := v.racksOf([]int32{1, 4}, true); err != nil || racks != nil {
+			t.Errorf("racks of 1 and 4, neither with a rack: got %v %v, want none", racks, err)
 		}
 	})
 }

@@ -23,8 +23,15 @@ import (
 	"github.com/tripodmq/tripod/lab"
 )
 
-// FailoverCases are the brokers `tripod bench failover` fails.
-var FailoverCases = []string{"leader", "controller"}
+// FailoverCases are the brokers `tripod bench failover` fails: the
+// broker leading the most partitions, the controller, or every broker of
+// the leader case's broker's rack (zone).
+var FailoverCases = []string{"leader", "controller", "zone"}
+
+// failoverRacks are the brokers' racks (broker.rack), round robin, when
+// case zone runs: one per replica of a partition (lab.Brokers), so that
+// the rack-aware placement puts one replica of each in every rack.
+var failoverRacks = []string{"az1", "az2", "az3"}
 
 // failoverKinds are the ways it fails them: crash (SIGKILL: the kernel
 // refuses connections to the broker's port at once), pause (SIGSTOP for
@@ -70,8 +77,8 @@ type FailoverConfig struct {
 	// Runs is the number of failures per case, backend and partition
 	// count.
 	Runs int
-	// Cases are the brokers failed (FailoverCases); Kinds how they are
-	// failed: crash, pause or cut.
+	// Cases are the brokers failed (FailoverCases; default leader and
+	// controller); Kinds how they are failed: crash, pause or cut.
 	Cases []string
 	Kinds []string
 	// Out is the directory failover.json and failover.svg are written to.
@@ -119,7 +126,7 @@ func DefaultFailoverConfig() FailoverConfig {
 		Partitions:     []int{1, 100},
 		Topics:         1,
 		Runs:           3,
-		Cases:          slices.Clone(FailoverCases),
+		Cases:          []string{"leader", "controller"},
 		Kinds:          []string{"crash"},
 		Out:            "failover-results",
 		SessionTimeout: 2 * time.Second,
@@ -169,13 +176,16 @@ func (o *FailoverConfig) validate() error {
 		return fmt.Errorf("--runs %d: must be between 1 and 1000", o.Runs)
 	}
 	if len(o.Cases) == 0 {
-		return errors.New("--case: give at least one of leader, controller")
+		return errors.New("--case: give at least one of leader, controller, zone")
 	}
 	for i, c := range o.Cases {
 		o.Cases[i] = strings.TrimSpace(c)
 		if !slices.Contains(FailoverCases, o.Cases[i]) {
-			return fmt.Errorf("--case %q: must be leader or controller", c)
+			return fmt.Errorf("--case %q: must be leader, controller or zone", c)
 		}
+	}
+	if err := o.checkZoneQuorum(); err != nil {
+		return err
 	}
 	if len(o.Kinds) == 0 {
 		return errors.New("--failure: give at least one of crash, pause, cut")
@@ -252,6 +262,9 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 		BrokerGoMaxProcs: brokerGoMaxProcs(opts.BrokerGoMaxProcs),
 		Sets:             opts.Sets,
 	}
+	if slices.Contains(opts.Cases, "zone") {
+		report.Racks = failoverRacks
+	}
 	prog := &progressLine{w: errOut, total: len(opts.Coords) * len(opts.Partitions) * len(opts.runCases) * opts.Runs}
 	var failures []string
 	for _, backend := range opts.Coords {
@@ -300,8 +313,12 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 	if report.RaftVoters > 0 {
 		quorum = fmt.Sprintf(" (%d voting in the raft quorum)", report.RaftVoters)
 	}
-	fmt.Fprintf(out, "%d brokers%s, session timeout %v, %g records/s per partition, acks=all, RF %d, %s, brokers' GOMAXPROCS %d; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
-		opts.Brokers, quorum, opts.SessionTimeout, opts.Rate, lab.Brokers, minISR, report.BrokerGoMaxProcs, report.WallSeconds)
+	racks := ""
+	if len(report.Racks) > 0 {
+		racks = fmt.Sprintf(" in racks %s round robin (case zone kills every broker of one)", strings.Join(report.Racks, ","))
+	}
+	fmt.Fprintf(out, "%d brokers%s%s, session timeout %v, %g records/s per partition, acks=all, RF %d, %s, brokers' GOMAXPROCS %d; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
+		opts.Brokers, quorum, racks, opts.SessionTimeout, opts.Rate, lab.Brokers, minISR, report.BrokerGoMaxProcs, report.WallSeconds)
 	for _, s := range report.Series {
 		if s.TopicReadyMs > 0 {
 			what := "every leader acknowledged an acks=all write"
@@ -314,11 +331,17 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 			}
 			fmt.Fprintf(out, "%s, %d partitions: %s (%s) %.0f ms after CreateTopics\n", s.Backend, s.Partitions, ready, what, s.TopicReadyMs)
 		}
+		for _, r := range s.Runs {
+			if len(r.KilledBrokers) > 0 {
+				fmt.Fprintf(out, "%s, %d partitions, %s run %d: killed %s, which led %d partitions\n",
+					s.Backend, s.Partitions, r.Case, r.Run, r.killedDescription(), len(r.Partitions))
+			}
+		}
 		if s.ProducedPartitions < s.Partitions {
 			for _, r := range s.Runs {
 				if r.LeadersVisibleMaxMs != nil {
-					fmt.Fprintf(out, "%s, %d partitions, %s run %d: a new leader for every one of the %d partitions broker %d led in a live broker's Metadata %.0f ms after the kill\n",
-						s.Backend, s.Partitions, r.Case, r.Run, len(r.Partitions), r.Killed, *r.LeadersVisibleMaxMs)
+					fmt.Fprintf(out, "%s, %d partitions, %s run %d: a new leader for every one of the %d partitions %s led in a live broker's Metadata %.0f ms after the kill\n",
+						s.Backend, s.Partitions, r.Case, r.Run, len(r.Partitions), r.killedDescription(), *r.LeadersVisibleMaxMs)
 				}
 			}
 		}
@@ -343,6 +366,28 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 		return fmt.Errorf("failover benchmark: %s", strings.Join(failures, "; "))
 	}
 	return nil
+}
+
+// checkZoneQuorum refuses case zone on raft when one rack holds so many
+// of the voters (brokers 1..--voters, in failoverRacks round robin) that
+// losing it loses the Raft quorum: no partition of the zone's could get
+// a new leader, and the run would measure only its deadline.
+func (o *FailoverConfig) checkZoneQuorum() error {
+	voters := raftVoters(o)
+	if !slices.Contains(o.Cases, "zone") || voters == 0 {
+		return nil
+	}
+	// Rack az1 holds the most voters: 1, 4, 7, ...
+	inRack := (voters + len(failoverRacks) - 1) / len(failoverRacks)
+	if voters-inRack > voters/2 {
+		return nil
+	}
+	flag := fmt.Sprintf("--voters %d", voters)
+	if o.Voters == 0 {
+		flag = fmt.Sprintf("--brokers %d (every broker voting)", voters)
+	}
+	return fmt.Errorf("%s: with --case zone on raft, rack %s holds %d of the %d Raft voters and losing it loses the quorum; give --voters 3, 5 or more",
+		flag, failoverRacks[0], inRack, voters)
 }
 
 // raftVoters is how many brokers vote in the Raft quorum of a raft
@@ -406,19 +451,56 @@ func (l failoverTopics) name(n int) string {
 	return t + "-" + strconv.Itoa(int(p))
 }
 
-// ledBy returns the numbers of the partitions that md says broker id
-// leads, in order.
-func (l failoverTopics) ledBy(md *cluster.Metadata, id int32) []int32 {
+// ledBy returns the numbers of the partitions that md says one of ids
+// leads, in order, and each one's leader by number.
+func (l failoverTopics) ledBy(md *cluster.Metadata, ids []int32) ([]int32, map[int32]int32) {
 	var out []int32
+	leaders := map[int32]int32{}
 	for _, t := range l.names {
 		for _, p := range md.Partitions[t] {
-			if n := l.number(t, p.Partition); n >= 0 && p.Leader == id {
+			if n := l.number(t, p.Partition); n >= 0 && slices.Contains(ids, p.Leader) {
 				out = append(out, int32(n))
+				leaders[int32(n)] = p.Leader
 			}
 		}
 	}
 	slices.Sort(out)
-	return out
+	return out, leaders
+}
+
+// zoneOf returns the brokers of c in the rack of broker id, by id, and
+// that rack; it fails when the topics' partitions of md do not have one
+// replica in each of failoverRacks, as the rack-aware placement gives
+// them, since a zone's loss would then cost a partition more than one
+// replica.
+func zoneOf(c *cluster.Cluster, md *cluster.Metadata, topics []string, id int32) ([]int32, string, error) {
+	racks := map[int32]string{}
+	for _, b := range c.Brokers() {
+		racks[b.ID] = b.Rack
+	}
+	rack := racks[id]
+	if rack == "" {
+		return nil, "", fmt.Errorf("case zone: broker %d has no rack", id)
+	}
+	for _, t := range topics {
+		for _, p := range md.Partitions[t] {
+			spanned := map[string]bool{}
+			for _, r := range p.Replicas {
+				spanned[racks[r]] = true
+			}
+			if len(spanned) != len(failoverRacks) || len(p.Replicas) != len(failoverRacks) {
+				return nil, "", fmt.Errorf("case zone: partition %s-%d has replicas %v, want one in each of racks %s", t, p.Partition, p.Replicas, strings.Join(failoverRacks, ","))
+			}
+		}
+	}
+	var zone []int32
+	for _, b := range c.Brokers() {
+		if b.Rack == rack {
+			zone = append(zone, b.ID)
+		}
+	}
+	slices.Sort(zone)
+	return zone, rack, nil
 }
 
 // failoverSession is one series' running state: its cluster, producer,
@@ -489,6 +571,9 @@ func startSeries(ctx context.Context, opts *FailoverConfig, self, dir string, se
 	}
 	cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.SessionTimeout, opts.Sets, opts.LogLevel
 	cfg.GoMaxProcs = opts.BrokerGoMaxProcs
+	if slices.Contains(opts.Cases, "zone") {
+		cfg.Racks = failoverRacks
+	}
 	if slices.Contains(opts.Kinds, "cut") && s.Backend != "raft" {
 		cfg.Proxies, cfg.CoordProxies = true, true
 	}
@@ -712,9 +797,10 @@ func (s *failoverSession) waitSteady(ctx context.Context, timeout time.Duration)
 	return lab.WaitSteady(ctx, s.c, s.topics.names, s.topics.per, timeout)
 }
 
-// pickVictim returns the broker to kill in kase: the controller, or the
-// broker leading the most partitions, preferring one that is not the
-// controller so that the two cases measure different things.
+// pickVictim returns the broker to kill in kase: the controller, or (case
+// leader, and zone, which kills its rack) the broker leading the most
+// partitions, preferring one that is not the controller so that the
+// cases measure different things.
 func pickVictim(base *cluster.Metadata, topics []string, kase string) int32 {
 	if kase == "controller" {
 		return base.ControllerID
@@ -737,9 +823,10 @@ func pickVictim(base *cluster.Metadata, topics []string, kase string) int32 {
 	return best
 }
 
-// measureRun waits for a steady cluster, kills one broker per kase and
-// measures the failover, then restarts the broker and measures how long
-// until every ISR is full again (its rejoin).
+// measureRun waits for a steady cluster, kills one broker per kase (case
+// zone: every broker of its rack at once) and measures the failover,
+// then restarts the brokers and measures how long until every ISR is
+// full again (their rejoin).
 func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, prog *progressLine) (*failoverRun, error) {
 	prog.show(s.series, kase, run, "waiting for a steady cluster")
 	base, err := s.waitSteady(ctx, s.opts.ISRTimeout)
@@ -768,20 +855,37 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 
 	broker, kind := splitFailoverCase(kase)
 	victim := pickVictim(base, s.topics.names, broker)
-	affected := s.topics.ledBy(base, victim)
-	r := &failoverRun{Case: kase, Run: run, Killed: victim, Controller: base.ControllerID, KilledWasController: victim == base.ControllerID}
-	prog.show(s.series, kase, run, fmt.Sprintf("%s broker %d (leads %d partitions)", kind, victim, len(affected)))
-	b := s.c.Broker(victim)
-	fail, recover := failoverActions(b, kind)
-	if fail == nil {
-		return nil, fmt.Errorf("failure %s: broker %d has no proxies", kind, victim)
+	victims, rack := []int32{victim}, ""
+	if broker == "zone" {
+		if victims, rack, err = zoneOf(s.c, base, s.topics.names, victim); err != nil {
+			return nil, err
+		}
+	}
+	isVictim := func(id int32) bool { return slices.Contains(victims, id) }
+	affected, oldLeaders := s.topics.ledBy(base, victims)
+	r := &failoverRun{Case: kase, Run: run, Killed: victim, Controller: base.ControllerID, KilledWasController: isVictim(base.ControllerID)}
+	if broker == "zone" {
+		r.KilledBrokers, r.Rack = victims, rack
+	}
+	prog.show(s.series, kase, run, fmt.Sprintf("%s %s, leading %d partitions", kind, r.killedDescription(), len(affected)))
+	var fails, recovers []func() error
+	for _, id := range victims {
+		fail, recover := failoverActions(s.c.Broker(id), kind)
+		if fail == nil {
+			return nil, fmt.Errorf("failure %s: broker %d has no proxies", kind, id)
+		}
+		fails, recovers = append(fails, fail), append(recovers, recover)
 	}
 	written := slices.DeleteFunc(slices.Clone(affected), func(p int32) bool { return int(p) >= s.produced() })
-	killAt := s.tracker.arm(victim, written)
+	killAt := s.tracker.arm(victims, written)
 	r.KilledAt = killAt
-	if err := fail(); err != nil {
-		s.tracker.disarm()
-		return r, err
+	// A zone's brokers fail together: one signal after the other, with
+	// nothing in between.
+	for _, fail := range fails {
+		if err := fail(); err != nil {
+			s.tracker.disarm()
+			return r, err
+		}
 	}
 
 	// Poll every live broker's Metadata until the controller has acted
@@ -795,7 +899,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 	defer tick.Stop()
 	for {
 		for _, id := range base.Brokers {
-			if id == victim {
+			if isVictim(id) {
 				continue
 			}
 			md, err := fastMetadata(ctx, s.mdClients[id], s.topics.names)
@@ -808,16 +912,16 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 					detectedAt, r.DetectionSignal = seen, fmt.Sprintf("broker %d: %s", id, signal)
 				}
 			}
-			if membershipAt.IsZero() && !slices.Contains(md.Brokers, victim) {
+			if membershipAt.IsZero() && !slices.ContainsFunc(md.Brokers, isVictim) {
 				membershipAt = seen
 			}
-			if controllerAt.IsZero() && md.ControllerID >= 0 && md.ControllerID != base.ControllerID && md.ControllerID != victim {
+			if controllerAt.IsZero() && md.ControllerID >= 0 && md.ControllerID != base.ControllerID && !isVictim(md.ControllerID) {
 				controllerAt = seen
 			}
 			for _, t := range s.topics.names {
 				for _, p := range md.Partitions[t] {
 					n := int32(s.topics.number(t, p.Partition))
-					if _, ok := visible[n]; !ok && p.Leader >= 0 && p.Leader != victim && slices.Contains(affected, n) {
+					if _, ok := visible[n]; !ok && p.Leader >= 0 && !isVictim(p.Leader) && slices.Contains(affected, n) {
 						visible[n] = seen
 						visibleLeader[n] = p.Leader
 					}
@@ -851,7 +955,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		if int(p) >= s.produced() {
 			// Not written to: recovered once a live broker names its new
 			// leader.
-			pf := partitionFailover{Topic: topic, Partition: partition, OldLeader: victim, NewLeader: -1, LeaderVisibleMs: msSince(visible[p], killAt)}
+			pf := partitionFailover{Topic: topic, Partition: partition, OldLeader: oldLeaders[p], NewLeader: -1, LeaderVisibleMs: msSince(visible[p], killAt)}
 			if visible[p].IsZero() {
 				r.Unrecovered = append(r.Unrecovered, s.topics.name(int(p)))
 			} else {
@@ -864,7 +968,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		pf := partitionFailover{
 			Topic:            topic,
 			Partition:        partition,
-			OldLeader:        victim,
+			OldLeader:        oldLeaders[p],
 			NewLeader:        -1,
 			LeaderVisibleMs:  msSince(visible[p], killAt),
 			LastAckBeforeMs:  msSince(a.lastBefore, killAt),
@@ -891,23 +995,25 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 
 	var errs []error
 	if detectedAt.IsZero() {
-		errs = append(errs, fmt.Errorf("no live broker showed a changed leader, leader epoch or ISR within %v of killing broker %d", s.opts.RecoverTimeout, victim))
+		errs = append(errs, fmt.Errorf("no live broker showed a changed leader, leader epoch or ISR within %v of killing %s", s.opts.RecoverTimeout, r.killedDescription()))
 	}
 	if len(r.Unrecovered) > 0 {
-		errs = append(errs, fmt.Errorf("%d of the %d partitions broker %d led acknowledged no write from a new leader (or, not written to, named none) within %v (e.g. partition %s)",
-			len(r.Unrecovered), len(affected), victim, s.opts.RecoverTimeout, r.Unrecovered[0]))
+		errs = append(errs, fmt.Errorf("%d of the %d partitions %s led acknowledged no write from a new leader (or, not written to, named none) within %v (e.g. partition %s)",
+			len(r.Unrecovered), len(affected), r.killedDescription(), s.opts.RecoverTimeout, r.Unrecovered[0]))
 	}
 	if len(errs) > 0 {
 		return r, errors.Join(errs...)
 	}
 
-	prog.show(s.series, kase, run, fmt.Sprintf("broker %d back (%s), waiting for full ISRs", victim, kind))
+	prog.show(s.series, kase, run, fmt.Sprintf("%s back (%s), waiting for full ISRs", r.killedDescription(), kind))
 	restartAt := time.Now()
-	if err := recover(); err != nil {
-		return r, err
+	for _, recover := range recovers {
+		if err := recover(); err != nil {
+			return r, err
+		}
 	}
 	if _, err := s.waitSteady(ctx, s.opts.ISRTimeout); err != nil {
-		return r, fmt.Errorf("broker %d restarted, but the ISRs are not full again: %w", victim, err)
+		return r, fmt.Errorf("%s restarted, but the ISRs are not full again: %w", r.killedDescription(), err)
 	}
 	r.RejoinMs = *msSince(time.Now(), restartAt)
 	return r, nil

@@ -54,9 +54,9 @@ type ackTracker struct {
 	firstErr error
 	foreign  int64
 
-	// armed, victim and killAt describe the run being measured.
+	// armed, victims and killAt describe the run being measured.
 	armed   bool
-	victim  int32
+	victims []int32
 	killAt  time.Time
 	waiting int // affected partitions without an acknowledgement from a new leader
 
@@ -96,8 +96,8 @@ type ackPartition struct {
 	lastAck  time.Time
 
 	affected       bool
-	lastBefore     time.Time // last acknowledgement from the killed leader
-	firstAfter     time.Time // first acknowledgement from another broker after the kill
+	lastBefore     time.Time // last acknowledgement from a killed leader
+	firstAfter     time.Time // first acknowledgement from a live broker after the kill
 	firstAfterNode int32
 }
 
@@ -159,8 +159,8 @@ func (t *ackTracker) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string
 	if !t.armed || !p.affected || !p.firstAfter.IsZero() {
 		return
 	}
-	if meta.NodeID == t.victim {
-		// An answer the killed leader sent before it died.
+	if slices.Contains(t.victims, meta.NodeID) {
+		// An answer a killed leader sent before it died.
 		p.lastBefore = now
 		return
 	}
@@ -211,12 +211,13 @@ func (t *ackTracker) backlogged(limit int) int {
 	return -1
 }
 
-// arm starts measuring a kill of victim, which leads affected, and returns
-// the kill time: every acknowledgement noted after arm returns comes later.
-func (t *ackTracker) arm(victim int32, affected []int32) time.Time {
+// arm starts measuring a kill of victims, which lead affected, and
+// returns the kill time: every acknowledgement noted after arm returns
+// comes later.
+func (t *ackTracker) arm(victims, affected []int32) time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.armed, t.victim, t.killAt, t.waiting = true, victim, time.Now(), len(affected)
+	t.armed, t.victims, t.killAt, t.waiting = true, victims, time.Now(), len(affected)
 	for _, p := range affected {
 		ap := &t.parts[p]
 		ap.affected, ap.lastBefore, ap.firstAfter, ap.firstAfterNode = true, ap.lastAck, time.Time{}, -1

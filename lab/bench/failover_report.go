@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -35,6 +37,9 @@ type failoverReport struct {
 	BrokerGoMaxProcs int `json:"broker_gomaxprocs"`
 	// Sets are the extra broker properties of every broker.
 	Sets []string `json:"sets,omitempty"`
+	// Racks are the brokers' racks (broker.rack), round robin: broker i
+	// is in Racks[(i-1) % len(Racks)]; absent without case zone.
+	Racks []string `json:"racks,omitempty"`
 	// Series holds one entry per backend and partition count.
 	Series []*failoverSeries `json:"series"`
 	// Rows are the table's rows: backend × case × partitions.
@@ -88,11 +93,16 @@ type failoverSeries struct {
 type failoverRun struct {
 	Case string `json:"case"`
 	Run  int    `json:"run"`
-	// Killed is the broker killed; Controller the controller before the
-	// kill; KilledWasController whether they are the same.
+	// Killed is the broker killed (case zone: the broker whose rack was
+	// killed, the one case leader kills); Controller the controller
+	// before the kill; KilledWasController whether it was killed.
 	Killed              int32 `json:"killed"`
 	Controller          int32 `json:"controller"`
 	KilledWasController bool  `json:"killed_was_controller"`
+	// KilledBrokers and Rack are, in case zone, every broker killed and
+	// their rack.
+	KilledBrokers []int32 `json:"killed_brokers,omitempty"`
+	Rack          string  `json:"rack,omitempty"`
 	// KilledAt is when SIGKILL was sent.
 	KilledAt time.Time `json:"killed_at"`
 	// DetectionMs is when a live broker first showed a partition whose
@@ -106,7 +116,7 @@ type failoverRun struct {
 	// NewControllerMs is when a live broker first named another live
 	// controller (case controller).
 	NewControllerMs *float64 `json:"new_controller_ms,omitempty"`
-	// Partitions are the partitions the killed broker led.
+	// Partitions are the partitions the killed brokers led.
 	Partitions []partitionFailover `json:"partitions"`
 	// ElectionMaxMs is when the last of them acknowledged a write from its
 	// new leader: every affected partition accepts writes again.
@@ -118,9 +128,26 @@ type failoverRun struct {
 	// Unrecovered lists affected partitions, as topic-partition, that
 	// acknowledged nothing from a new leader before the run's deadline.
 	Unrecovered []string `json:"unrecovered,omitempty"`
-	// RejoinMs is how long the restarted broker took until every ISR was
+	// RejoinMs is how long the restarted brokers took until every ISR was
 	// full again (0 when no run followed).
 	RejoinMs float64 `json:"rejoin_ms,omitempty"`
+}
+
+// killedDescription names the brokers r killed: "broker 2", or in case
+// zone "brokers 2,5 (rack az2)".
+func (r *failoverRun) killedDescription() string {
+	if len(r.KilledBrokers) == 0 {
+		return fmt.Sprintf("broker %d", r.Killed)
+	}
+	ids := make([]string, len(r.KilledBrokers))
+	for i, id := range r.KilledBrokers {
+		ids[i] = strconv.Itoa(int(id))
+	}
+	noun := "brokers"
+	if len(ids) == 1 {
+		noun = "broker"
+	}
+	return fmt.Sprintf("%s %s (rack %s)", noun, strings.Join(ids, ","), r.Rack)
 }
 
 // partitionFailover is one affected partition of a run. Times are

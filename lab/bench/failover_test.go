@@ -113,22 +113,30 @@ func TestBenchFailover(t *testing.T) {
 }
 
 // TestBenchFailoverRefusesBadQuorum checks that --brokers below the
-// replication factor and --voters outside 0..--brokers are refused by
-// name, before anything starts.
+// replication factor, --voters outside 0..--brokers and, with --case
+// zone on raft, voters of which one rack holds too many to keep the
+// Raft quorum without it are refused by name, before anything starts.
 func TestBenchFailoverRefusesBadQuorum(t *testing.T) {
 	for _, c := range []struct {
 		brokers, voters int
+		cases           []string
 		want            string
 	}{
-		{2, 0, "--brokers 2: must be between 3 (the replication factor) and 100"},
-		{101, 0, "--brokers 101: must be between 3 (the replication factor) and 100"},
-		{5, 6, "--voters 6: must be between 1 and 5 (--brokers), or 0 for every broker"},
-		{5, -1, "--voters -1: must be between 1 and 5 (--brokers), or 0 for every broker"},
+		{2, 0, nil, "--brokers 2: must be between 3 (the replication factor) and 100"},
+		{101, 0, nil, "--brokers 101: must be between 3 (the replication factor) and 100"},
+		{5, 6, nil, "--voters 6: must be between 1 and 5 (--brokers), or 0 for every broker"},
+		{5, -1, nil, "--voters -1: must be between 1 and 5 (--brokers), or 0 for every broker"},
+		{6, 4, []string{"leader", "zone"}, "--voters 4: with --case zone on raft, rack az1 holds 2 of the 4 Raft voters"},
+		{4, 0, []string{"zone"}, "--brokers 4 (every broker voting): with --case zone on raft, rack az1 holds 2 of the 4 Raft voters"},
+		{4, 0, []string{"rack"}, `--case "rack": must be leader, controller or zone`},
 	} {
 		cfg := DefaultFailoverConfig()
 		cfg.Brokers, cfg.Voters, cfg.Binary, cfg.Out = c.brokers, c.voters, "/nonexistent/tripod", t.TempDir()
+		if c.cases != nil {
+			cfg.Cases = c.cases
+		}
 		if err := Failover(context.Background(), cfg, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("--brokers %d --voters %d: got %v, want %q", c.brokers, c.voters, err, c.want)
+			t.Errorf("--brokers %d --voters %d --case %v: got %v, want %q", c.brokers, c.voters, c.cases, err, c.want)
 		}
 	}
 }
@@ -165,6 +173,70 @@ func TestBenchFailoverProducePartitions(t *testing.T) {
 		}
 		if written != (p.ElectionMs != nil) {
 			t.Errorf("partition %s-%d (written: %t): election %v, want one exactly for the partitions written", p.Topic, p.Partition, written, p.ElectionMs)
+		}
+	}
+}
+
+// TestBenchFailoverZone runs `tripod bench failover --case zone` once on
+// each backend with 6 brokers in racks az1, az2 and az3 (round robin) and
+// a 6-partition topic: every partition has one replica per rack, and the
+// run kills the two brokers of one rack at once, exactly that rack's.
+// Every partition they led gets a new leader in another rack and
+// acknowledges writes again (min.insync.replicas 2 is met by the two
+// replicas left), every acknowledged record is read back and none is
+// lost.
+func TestBenchFailoverZone(t *testing.T) {
+	zkserver.Require(t)
+	backends := []string{"raft", "zk", "etcd"}
+	_, stdout, _, report := benchFailoverOutput(t, 6*time.Minute, "--coord", strings.Join(backends, ","), "--partitions", "6",
+		"--brokers", "6", "--runs", "1", "--case", "zone")
+	zones := map[string][]int32{"az1": {1, 4}, "az2": {2, 5}, "az3": {3, 6}}
+	if report.Lost != 0 {
+		t.Errorf("failover.json: %d acknowledged records lost, want 0", report.Lost)
+	}
+	if want := []string{"az1", "az2", "az3"}; report.Brokers != 6 || !slices.Equal(report.Racks, want) {
+		t.Errorf("failover.json: %d brokers in racks %v, want 6 in %v", report.Brokers, report.Racks, want)
+	}
+	for _, backend := range backends {
+		row := regexp.MustCompile(`(?m)^\s*` + backend + `\s+zone\s+6\s+1\s+[1-6](\s+\d+){11}\s+[1-9]\d*\s+0\s*$`)
+		if !row.MatchString(stdout) {
+			t.Errorf("no table row for %s, zone, 6 partitions, 1 run, with every phase measured, records acknowledged and 0 lost", backend)
+		}
+		if !regexp.MustCompile(backend + `, 6 partitions, zone run 1: killed brokers \d,\d \(rack az\d\), which led [1-6] partitions`).MatchString(stdout) {
+			t.Errorf("no line naming the brokers and rack killed on %s", backend)
+		}
+	}
+	if len(report.Series) != len(backends) {
+		t.Fatalf("failover.json holds %d series, want %d (one per backend)", len(report.Series), len(backends))
+	}
+	for _, s := range report.Series {
+		if s.Error != "" || s.MinInsyncReplicas != 2 || s.Acked == 0 || s.Lost != 0 || s.Consumed < s.Acked {
+			t.Errorf("%s: error %q, min.insync.replicas %d, %d acknowledged, %d read back, %d lost; want no error, 2, some acknowledged, all read back, 0 lost (e.g. %v)",
+				s.Backend, s.Error, s.MinInsyncReplicas, s.Acked, s.Consumed, s.Lost, s.LostSample)
+		}
+		if len(s.Runs) != 1 {
+			t.Errorf("%s: %d runs, want 1", s.Backend, len(s.Runs))
+			continue
+		}
+		r := s.Runs[0]
+		zone, ok := zones[r.Rack]
+		if r.Case != "zone" || !ok || !slices.Equal(r.KilledBrokers, zone) || !slices.Contains(zone, r.Killed) {
+			t.Errorf("%s: run case %q killed brokers %v of rack %q around broker %d, want case zone killing exactly one rack's brokers (%v)",
+				s.Backend, r.Case, r.KilledBrokers, r.Rack, r.Killed, zones)
+		}
+		if r.DetectionMs == nil || *r.DetectionMs <= 0 || r.RejoinMs <= 0 {
+			t.Errorf("%s: detection %v, rejoin %v ms; want both measured", s.Backend, r.DetectionMs, r.RejoinMs)
+		}
+		if len(r.Partitions) == 0 || len(r.Unrecovered) != 0 {
+			t.Errorf("%s: %d affected partitions, %v unrecovered; want at least one, all recovered", s.Backend, len(r.Partitions), r.Unrecovered)
+		}
+		for _, p := range r.Partitions {
+			if !slices.Contains(zone, p.OldLeader) || slices.Contains(zone, p.NewLeader) || p.NewLeader < 1 || p.NewLeader > 6 {
+				t.Errorf("%s partition %d: leader %d -> %d, want from a broker of rack %s %v to one of another rack", s.Backend, p.Partition, p.OldLeader, p.NewLeader, r.Rack, zone)
+			}
+			if p.ElectionMs == nil || p.UnavailabilityMs == nil || *p.UnavailabilityMs <= 0 {
+				t.Errorf("%s partition %d: election %v, unavailability %v; want both measured", s.Backend, p.Partition, p.ElectionMs, p.UnavailabilityMs)
+			}
 		}
 	}
 }
