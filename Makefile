@@ -6,7 +6,7 @@ GO ?= go
 FUZZTIME ?= 30s
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build test deps vet fuzz compat
+.PHONY: all build test deps vet fuzz compat bench-compare bench-compare-check
 
 all: build
 
@@ -66,3 +66,22 @@ fuzz:
 # DIR` keeps the build) and ports 27092..27094 and 27192..27194.
 compat:
 	$(GO) run ./scripts/compat
+
+# bench-compare is the performance regression gate: it builds the gate's
+# benchmarks (produce, fetch, the acks=all round trip, the controller's
+# decisions at 10 000 partitions) from the tree BASE and from this working
+# tree (or NEW), runs them alternately COUNT times each and prints
+# benchstat's comparison. BENCH (a regexp over package/benchmark) picks some
+# of them, BENCHTIME overrides their -benchtime, OUT keeps the results. See
+# scripts/bench-compare.sh and docs/bench/README.md.
+COUNT ?= 6
+bench-compare:
+	BASE='$(BASE)' NEW='$(NEW)' COUNT='$(COUNT)' BENCH='$(BENCH)' BENCHTIME='$(BENCHTIME)' OUT='$(OUT)' ./scripts/bench-compare.sh
+
+# bench-compare-check runs the gate end to end on its fastest benchmark,
+# HEAD against this working tree, once, and checks that benchstat compared
+# it (about a minute: two compilations of ./replication's tests).
+bench-compare-check:
+	@out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
+	BASE=HEAD COUNT=1 BENCH=AcksAllRound BENCHTIME=1000x OUT="$$out" ./scripts/bench-compare.sh | tee "$$out/report"; \
+	grep -q '^AcksAllRound' "$$out/report" || { echo "bench-compare-check: no AcksAllRound row in benchstat's output" >&2; exit 1; }

@@ -72,26 +72,80 @@ func BenchmarkProduce(b *testing.B) {
 // partitions with replication factor 3: every ack waits for both
 // followers' fetches. All three brokers share the benchmark's CPU.
 func BenchmarkProduceReplicated(b *testing.B) {
+	seed := replicatedTopic(b, "bench-replicated", 6)
+	cl := newBenchClient(b, seed, kgo.DefaultProduceTopic("bench-replicated"),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produceN(b, cl)
+}
+
+// BenchmarkFetchReplicated measures a fresh franz-go consumer reading,
+// from the start, b.N records of 1 KiB produced as in
+// BenchmarkProduceReplicated before the timer started (three in-process brokers, 6
+// partitions, replication factor 3): from the first fetch to the last
+// record, fetch sessions, the log reads and the response building
+// included. b.SetBytes makes it print MB/s.
+func BenchmarkFetchReplicated(b *testing.B) {
+	const topic = "bench-fetch"
+	seed := replicatedTopic(b, topic, 6)
+	producer := newBenchClient(b, seed, kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produceN(b, producer)
+	consumer := newBenchClient(b, seed, kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx := testContext(b, 5*time.Minute)
+	b.ResetTimer()
+	b.StartTimer()
+	for read := 0; read < b.N; {
+		fetches := consumer.PollFetches(ctx)
+		if err := fetches.Err0(); err != nil {
+			b.Fatalf("after %d of %d records: %v", read, b.N, err)
+		}
+		read += fetches.NumRecords()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkReplicationRoundTrip measures one record of 100 B produced
+// alone with acks=all to three in-process brokers (one partition,
+// replication factor 3), the next sent once it is acknowledged: the
+// leader's append, both followers' fetches that move the high watermark
+// past it, and the answer. replication's BenchmarkAcksAllRound is the
+// same round without the network and the disk.
+func BenchmarkReplicationRoundTrip(b *testing.B) {
+	const topic = "bench-round-trip"
+	seed := replicatedTopic(b, topic, 1)
+	cl := newBenchClient(b, seed, kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx := testContext(b, 5*time.Minute)
+	record := &kgo.Record{Value: make([]byte, 100)}
+	// The first produce finds the leader and the producer id.
+	if err := cl.ProduceSync(ctx, record).FirstErr(); err != nil {
+		b.Fatalf("produce: %v", err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: record.Value}).FirstErr(); err != nil {
+			b.Fatalf("produce: %v", err)
+		}
+	}
+}
+
+// replicatedTopic starts three in-process brokers (Raft voters), creates
+// topic with partitions partitions of replication factor 3, waits until
+// every broker holds its replicas, and returns broker 1's address.
+func replicatedTopic(b *testing.B, topic string, partitions int32) string {
+	b.Helper()
 	brokers := startRaftClusterWith(b, 3, nil)
-	seeds := make([]string, len(brokers))
-	for i, br := range brokers {
-		seeds[i] = br.Addr().String()
-	}
-	topic := "bench-replicated-" + strconv.Itoa(b.N)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchCompression(kgo.NoCompression()))
-	if err != nil {
-		b.Fatalf("new client: %v", err)
-	}
-	defer cl.Close()
-	ctx := context.Background()
-	adm := kadm.NewClient(cl)
-	waitFor(b, testContext(b, time.Minute), "topic created with every replica in place", func() bool {
-		if _, err := adm.CreateTopic(ctx, 6, 3, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	ctx := testContext(b, 5*time.Minute)
+	adm := kadm.NewClient(newBenchClient(b, brokers[0].Addr().String()))
+	waitFor(b, ctx, "topic created with every replica in place", func() bool {
+		if _, err := adm.CreateTopic(ctx, partitions, 3, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return false
 		}
 		for _, br := range brokers {
-			for i := range int32(6) {
+			for i := range partitions {
 				if br.replicas.PartitionFor(topic, i) == nil {
 					return false
 				}
@@ -99,18 +153,24 @@ func BenchmarkProduceReplicated(b *testing.B) {
 		}
 		return true
 	})
-	produceN(b, cl)
+	return brokers[0].Addr().String()
 }
 
 // produceN produces b.N records of 1 KiB through cl, timing from the first
-// send to the last ack; b.SetBytes makes the benchmark print MB/s.
+// send to the last ack; b.SetBytes makes the benchmark print MB/s. A
+// first record, before the timer starts, finds the leaders and the
+// producer id.
 func produceN(b *testing.B, cl *kgo.Client) {
 	value := make([]byte, 1024)
 	ctx := context.Background()
+	if err := cl.ProduceSync(testContext(b, time.Minute), &kgo.Record{Value: value}).FirstErr(); err != nil {
+		b.Fatalf("produce the first record: %v", err)
+	}
 	var wg sync.WaitGroup
 	var errOnce sync.Once
 	var firstErr error
 	b.SetBytes(int64(len(value)))
+	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		wg.Add(1)
@@ -126,6 +186,7 @@ func produceN(b *testing.B, cl *kgo.Client) {
 	if firstErr != nil {
 		b.Fatalf("produce: %v", firstErr)
 	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
 // BenchmarkCreateTopic10000 creates a 10 000-partition topic on a lone
@@ -501,33 +562,10 @@ func wideUpdateMetadata(topics, partitions int) *controller.UpdateMetadataReques
 // and the client are in the profile.
 func BenchmarkProduceSpread(b *testing.B) {
 	const partitions = 3000
-	brokers := startRaftClusterWith(b, 3, nil)
-	seeds := make([]string, len(brokers))
-	for i, br := range brokers {
-		seeds[i] = br.Addr().String()
-	}
 	const topic = "bench-spread"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+	cl := newBenchClient(b, replicatedTopic(b, topic, partitions), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	if err != nil {
-		b.Fatalf("new client: %v", err)
-	}
-	defer cl.Close()
 	ctx := testContext(b, 5*time.Minute)
-	adm := kadm.NewClient(cl)
-	waitFor(b, ctx, "topic created with every replica in place", func() bool {
-		if _, err := adm.CreateTopic(ctx, partitions, 3, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return false
-		}
-		for _, br := range brokers {
-			for i := range int32(partitions) {
-				if br.replicas.PartitionFor(topic, i) == nil {
-					return false
-				}
-			}
-		}
-		return true
-	})
 	value := make([]byte, 100)
 	round := func() {
 		var wg sync.WaitGroup

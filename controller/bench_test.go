@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tripodmq/tripod/coord"
@@ -56,4 +58,72 @@ func BenchmarkControllerElect100k(b *testing.B) {
 			b.ReportMetric(float64(sent), "requests")
 		})
 	}
+}
+
+// BenchmarkDecisions10000 measures the controller's decisions at 10 000
+// partitions (10 topics of 1 000, replicated on brokers 1, 2 and 3, every
+// leader the preferred one), each taken on a fresh State, without I/O.
+// BrokerGone: broker 1 leaves the live set (Members), so the plan elects
+// new leaders for its 3 334 partitions and takes it out of every ISR.
+// Reassign: a reassignment of every partition from broker 1 to broker 4
+// (AlterReassignments), as when a broker is replaced.
+func BenchmarkDecisions10000(b *testing.B) {
+	const topics, partitions = 10, 1000
+	b.Run("BrokerGone", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			s := wideState(topics, partitions, 1, 2, 3)
+			b.StartTimer()
+			plan := s.Members([]coord.Broker{testBroker(2), testBroker(3)})
+			b.StopTimer()
+			if ops := planOps(plan); ops != topics*partitions {
+				b.Fatalf("the plan commits %d ops, want %d partition states", ops, topics*partitions)
+			}
+			b.StartTimer()
+		}
+	})
+	b.Run("Reassign", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			s := wideState(topics, partitions, 1, 2, 3, 4)
+			var reqs []Reassignment
+			for _, name := range s.md.TopicNames() {
+				for p, replicas := range s.md.Topics[name].Assignment {
+					target := slices.Clone(replicas)
+					target[slices.Index(target, 1)] = 4
+					reqs = append(reqs, Reassignment{Partition: coord.TopicPartition{Topic: name, Partition: int32(p)}, Target: target})
+				}
+			}
+			b.StartTimer()
+			_, errs := s.AlterReassignments(reqs)
+			b.StopTimer()
+			if err := errors.Join(errs...); err != nil {
+				b.Fatalf("reassign: %v", err)
+			}
+			b.StartTimer()
+		}
+	})
+}
+
+// wideState is the state of controller broker 1 over scale.Metadata's
+// topics × partitions on brokers 1, 2 and 3, with live brokers live, their
+// full state sent and the live set announced.
+func wideState(topics, partitions int, live ...coord.BrokerID) *State {
+	s := NewState(1, testControllerEpoch, scale.Metadata(topics, partitions, []coord.BrokerID{1, 2, 3}), Policy{}, nil)
+	for _, id := range live {
+		s.live[id] = testBroker(id)
+	}
+	s.membersSeen = true
+	return s
+}
+
+// planOps counts the ops plan commits.
+func planOps(plan Plan) int {
+	n := 0
+	for _, step := range plan.Steps {
+		n += len(step.Ops)
+	}
+	return n
 }
