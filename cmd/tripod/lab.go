@@ -20,9 +20,9 @@ import (
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Benchmark a tripod cluster (produce throughput and latency, failover, OpenMessaging Benchmark workloads)",
+		Short: "Benchmark a tripod cluster (produce and consume throughput, latency, failover, OpenMessaging Benchmark workloads)",
 	}
-	cmd.AddCommand(newBenchProduceCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd(), newBenchOMBCmd())
+	cmd.AddCommand(newBenchProduceCmd(), newBenchConsumeCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd(), newBenchOMBCmd())
 	return cmd
 }
 
@@ -65,6 +65,46 @@ embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
 	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
 	f.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression.type of the producer: none, gzip, snappy, lz4 or zstd; compressed runs send records of random letters that differ from one another, as real records do")
 	f.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "produce requests in flight per broker (max.in.flight.requests.per.connection) of acks=1 runs; acks=all runs are idempotent, with 5")
+	return cmd
+}
+
+// newBenchConsumeCmd builds `tripod bench consume`.
+func newBenchConsumeCmd() *cobra.Command {
+	cfg := bench.DefaultConsumeConfig()
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Measure consumer throughput and the brokers' CPU per GB read, like kafka-consumer-perf-test",
+		Long: `Measure how fast a fresh consumer reads a topic from its start, and what
+the brokers spend doing it: produce --records records of --record-size
+bytes into a topic, then --runs times have a new franz-go consumer read
+every record from offset 0 (checked: each once, in order) and print
+kafka-consumer-perf-test's figures with the brokers' CPU time (user and
+system, from /proc) per GB read.
+
+Without --bootstrap it starts --brokers brokers of this binary on --coord.
+--broker-binary A,B starts a cluster of each binary instead, fills each,
+and alternates the runs between them (A, B, A, B, ...), so two builds are
+compared side by side in one run on a machine whose load drifts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return bench.Consume(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "HOST:PORT[,HOST:PORT] of an existing cluster; empty: start one")
+	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster started without --bootstrap: raft, zk or etcd")
+	f.IntVar(&cfg.Brokers, "brokers", cfg.Brokers, "brokers of the cluster started without --bootstrap")
+	f.StringSliceVar(&cfg.BrokerBinaries, "broker-binary", cfg.BrokerBinaries, "tripod executables whose brokers to compare, each on a cluster of its own, the runs alternating (comma list); empty: this binary")
+	f.IntVar(&cfg.Records, "records", cfg.Records, "records in the topic, read by every run")
+	f.IntVar(&cfg.RecordSize, "record-size", cfg.RecordSize, "record value size in bytes")
+	f.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the topic")
+	f.IntVar(&cfg.ReplicationFactor, "replication-factor", cfg.ReplicationFactor, "replication factor of the topic")
+	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "reads of the whole topic, each by a fresh consumer (per binary)")
+	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long filling the topic, and each run, may take")
+	f.StringVar(&cfg.JSONPath, "json", cfg.JSONPath, "file to write every run's figures to as JSON")
 	return cmd
 }
 

@@ -332,7 +332,11 @@ func (r produceResult) line() string {
 // function that stops what it started.
 func benchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (seeds []string, stop func(), err error) {
 	if opts.Bootstrap == "" {
-		return startBenchCluster(ctx, opts, out)
+		c, stop, err := startBenchCluster(ctx, opts, out)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c.Bootstrap(), stop, nil
 	}
 	for _, s := range strings.Split(opts.Bootstrap, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -345,10 +349,10 @@ func benchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (seed
 	return seeds, func() {}, nil
 }
 
-// startBenchCluster starts a cluster of this binary as `tripod dev` does,
-// waits until it serves and returns its bootstrap servers and a function
-// that stops it and everything started for it.
-func startBenchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (bootstrap []string, stop func(), err error) {
+// startBenchCluster starts a cluster of opts.Binary (empty: this binary)
+// as `tripod dev` does, waits until it serves and returns it and a
+// function that stops it and everything started for it.
+func startBenchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (c *cluster.Cluster, stop func(), err error) {
 	self, err := lab.Binary(opts.Binary)
 	if err != nil {
 		return nil, nil, fmt.Errorf("find this binary to run brokers: %w", err)
@@ -389,7 +393,7 @@ func startBenchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) 
 		cleanups = append(cleanups, func() { etcd.Close() })
 		cfg.EtcdEndpoints = etcd.Endpoints()
 	}
-	c, err := cluster.Start(cfg)
+	c, err = cluster.Start(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -403,7 +407,7 @@ func startBenchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) 
 		return nil, nil, fmt.Errorf("cluster of %d brokers on %s does not serve (logs in %s): %w", opts.Brokers, opts.Coord, dir, err)
 	}
 	fmt.Fprintf(out, "started %d brokers on %s, GOMAXPROCS %d each: %s\n", opts.Brokers, opts.Coord, opts.startedBrokerProcs(), strings.Join(c.Bootstrap(), ","))
-	return c.Bootstrap(), stop, nil
+	return c, stop, nil
 }
 
 // benchProduceRun creates topic, waits until every partition has a leader,
