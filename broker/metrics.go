@@ -28,7 +28,7 @@ var requestDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05,
 // the broker reports to. Gauges of broker state are computed when scraped
 // (stateCollector); counters are bumped by hooks: requestAnswered from the
 // connection, leaderAndIsrSent from the controller's sender, ISRChanged
-// from replication. It is safe for concurrent use.
+// from replication, consumerFetched from Fetch. It is safe for concurrent use.
 type metrics struct {
 	b        *Broker
 	registry *prometheus.Registry
@@ -44,6 +44,7 @@ type metrics struct {
 
 	bytesIn         prometheus.Counter
 	bytesOut        prometheus.Counter
+	consumerBytes   prometheus.Counter
 	isrShrinks      prometheus.Counter
 	isrExpands      prometheus.Counter
 	leaderElections prometheus.Counter
@@ -101,6 +102,10 @@ func newMetrics(b *Broker) *metrics {
 			Name: "tripod_bytes_out_total",
 			Help: "Bytes of Kafka response frames sent, every API, size prefix included (Kafka's socket-server outgoing-byte-total; BytesOutPerSec counts fetched records only).",
 		}),
+		consumerBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_fetch_consumer_bytes_total",
+			Help: "Record bytes this broker sent to consumers in Fetch responses, leader or follower (KIP-392); replica fetches are not counted (Kafka's BytesOutPerSec).",
+		}),
 		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tripod_isr_shrinks_total",
 			Help: "ISR shrinks committed for partitions this broker leads (Kafka's IsrShrinksPerSec).",
@@ -138,7 +143,7 @@ func newMetrics(b *Broker) *metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.requestDuration, m.bytesIn, m.bytesOut,
+		m.requests, m.requestDuration, m.bytesIn, m.bytesOut, m.consumerBytes,
 		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors, m.connectionsRefused, m.connectionsThrottled,
 		m.throttledBytes, m.throttledPartitions,
 		newStateCollector(b),
@@ -187,6 +192,20 @@ func (m *metrics) requestAnswered(req *request, start time.Time, size int, frame
 	api.requests.Inc()
 	api.duration.Observe(time.Since(start).Seconds())
 	return frame
+}
+
+// consumerFetched counts the record bytes of resp, a Fetch response to a
+// consumer.
+func (m *metrics) consumerFetched(resp *kmsg.FetchResponse) {
+	n := 0
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			n += len(p.RecordBatches)
+		}
+	}
+	if n > 0 {
+		m.consumerBytes.Add(float64(n))
+	}
 }
 
 // apiMetricsFor resolves an api label's request series.
