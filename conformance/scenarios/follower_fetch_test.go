@@ -220,14 +220,21 @@ func TestFollowerFetchingFallsBackWhenFollowerDies(t *testing.T) {
 	}
 }
 
-// fetchFrom sends broker id a consumer's Fetch of topic/partition from
-// offset, as a client in rack names it, at version (0: the highest both
-// speak), and returns the partition's answer.
+// fetchFrom sends broker id a consumer's read_uncommitted Fetch of
+// topic/partition from offset, as a client in rack names it, at version
+// (0: the highest both speak), and returns the partition's answer.
 func fetchFrom(t *testing.T, c *cluster.Cluster, id int32, version int16, rack, topic string, partition int32, offset int64) kmsg.FetchResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrFetchRequest()
+	req.Rack = rack
+	return fetchWith(t, c, id, version, req, topic, partition, offset)
+}
+
+// fetchWith is fetchFrom with req's rack and isolation level.
+func fetchWith(t *testing.T, c *cluster.Cluster, id int32, version int16, req *kmsg.FetchRequest, topic string, partition int32, offset int64) kmsg.FetchResponseTopicPartition {
+	t.Helper()
 	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, 1<<20
-	req.SessionEpoch, req.Rack = -1, rack
+	req.SessionEpoch = -1
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewFetchRequestTopicPartition()
@@ -263,6 +270,8 @@ func fetchFrom(t *testing.T, c *cluster.Cluster, id int32, version int16, rack, 
 // points a consumer of az2 at broker 2 without records and serves one of
 // its own rack; broker 2 serves up to its high watermark and answers an
 // offset past its log OFFSET_OUT_OF_RANGE and a Fetch older than v11
+// NOT_LEADER_OR_FOLLOWER, and serves read_committed up to its last
+// stable offset; broker 3, holding no replica of another topic, answers
 // NOT_LEADER_OR_FOLLOWER. Then kcat (librdkafka) with client.rack=az2
 // reads the partition from broker 2.
 func TestFollowerFetchingOnTheWire(t *testing.T) {
@@ -301,6 +310,21 @@ func TestFollowerFetchingOnTheWire(t *testing.T) {
 		}
 		if sp := fetchFrom(t, c, 2, 0, "az2", topic, 0, n); sp.ErrorCode != 0 || len(sp.RecordBatches) != 0 {
 			t.Fatalf("at the high watermark: got error %v and %d record bytes, want none", kerr.ErrorForCode(sp.ErrorCode), len(sp.RecordBatches))
+		}
+	})
+	t.Run("follower serves read_committed up to its last stable offset", func(t *testing.T) {
+		req := kmsg.NewPtrFetchRequest()
+		req.Rack, req.IsolationLevel = "az2", 1
+		sp := fetchWith(t, c, 2, 0, req, topic, 0, 0)
+		if sp.ErrorCode != 0 || sp.LastStableOffset != n || len(sp.RecordBatches) == 0 || sp.AbortedTransactions == nil {
+			t.Fatalf("got error %v, last stable offset %d, %d record bytes and aborted transactions %v, want records, %d and an empty list",
+				kerr.ErrorForCode(sp.ErrorCode), sp.LastStableOffset, len(sp.RecordBatches), sp.AbortedTransactions, n)
+		}
+	})
+	t.Run("broker without a replica refuses", func(t *testing.T) {
+		createAssigned(t, c, "zoned-elsewhere", [][]int32{{1, 2}})
+		if sp := fetchFrom(t, c, 3, 0, "az3", "zoned-elsewhere", 0, 0); sp.ErrorCode != kerr.NotLeaderForPartition.Code {
+			t.Fatalf("got error %v, want NOT_LEADER_OR_FOLLOWER", kerr.ErrorForCode(sp.ErrorCode))
 		}
 	})
 	t.Run("follower refuses an offset past its log", func(t *testing.T) {
