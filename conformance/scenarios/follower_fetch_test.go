@@ -179,7 +179,8 @@ func TestFollowerFetchingReadsFromConsumersRack(t *testing.T) {
 // kill, with nothing skipped or read twice: franz-go stays with a
 // preferred replica until RecheckPreferredReplicaInterval (30 minutes
 // by default, 1 s here) and then asks the leader again, which no longer
-// names a follower that left the cluster and the ISR.
+// names a follower that left the cluster and the ISR, and serves az2
+// itself.
 func TestFollowerFetchingFallsBackWhenFollowerDies(t *testing.T) {
 	c := startZonedCluster(t, "etcd")
 	const topic = "zoned-failover"
@@ -217,6 +218,10 @@ func TestFollowerFetchingFallsBackWhenFollowerDies(t *testing.T) {
 	checkRead(t, got, map[int32][]string{0: append(before, after...)})
 	if served := consumerBytes(t, c); served[1] == 0 {
 		t.Fatalf("record bytes served to consumers after the kill: got %v, want some from the leader 1", served)
+	}
+	if sp := fetchFrom(t, c, 1, 0, "az2", topic, 0, 0); sp.PreferredReadReplica != -1 || len(sp.RecordBatches) == 0 {
+		t.Fatalf("the leader, asked by az2 after the kill: got preferred read replica %d and %d record bytes, want -1 and records",
+			sp.PreferredReadReplica, len(sp.RecordBatches))
 	}
 }
 
