@@ -35,6 +35,13 @@ const maxFetchWait = 5 * time.Minute
 // to the requested partitions and moves of their high watermarks (which
 // are what moves a last stable offset), until min.bytes are there,
 // max.wait.ms passes, or the connection or broker closes.
+//
+// Follower fetching (KIP-392): a consumer's Fetch v11+ may be answered by
+// any replica of a partition, a follower reading up to its own high
+// watermark (and last stable offset); with replica.selector.class set,
+// the leader answers a consumer whose rack (rack_id) has an in-sync
+// follower but not the leader with that follower as PreferredReadReplica
+// and no records, as Kafka's ReplicaManager does.
 func handleFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.FetchRequest)
 	collapseDuplicatePartitions(r)
@@ -117,6 +124,9 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, slices fetchSl
 	}
 	resp, short := b.fetchNow(ctx, r, &sr, slices)
 	b.fetchSessions.End(sr, resp, short)
+	if r.ReplicaID < 0 {
+		b.metrics.consumerFetched(resp, slices)
+	}
 	return resp
 }
 
@@ -166,8 +176,8 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 	var timer *time.Timer
 	for {
 		slices.release() // those of a read not answered
-		resp, bytes, hasError, short := b.readFetch(r, replicaCodes, slices)
-		if hasError || bytes >= int(r.MinBytes) || !time.Now().Before(deadline) {
+		resp, bytes, answerNow, short := b.readFetch(r, replicaCodes, slices)
+		if answerNow || bytes >= int(r.MinBytes) || !time.Now().Before(deadline) {
 			return resp, short
 		}
 		if timer == nil {
@@ -189,8 +199,9 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 }
 
 // readFetch builds a fetch response from the logs as they are now. It
-// returns the response, the record bytes it holds, whether any
-// partition carries an error (which answers the fetch at once), and the
+// returns the response, the record bytes it holds, whether it is to be
+// sent at once (a partition carries an error or points the consumer at
+// its preferred read replica, as Kafka's fetch does), and the
 // partitions answered without records below the offset read up to (the
 // response was full, or throttled; nil if none). A
 // consumer reads below the high watermark, a read_committed one below the
@@ -198,7 +209,10 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 // records it may have read (AbortedTransactions; null for
 // read_uncommitted, as Kafka sends it); a follower (replicaCodes not
 // nil) reads up to the log end and gets the errors RecordFollowerFetch
-// found.
+// found. A consumer's Fetch v11+ is answered by a follower too
+// (consumerReplica), and a leader with a replica selector may point it
+// at a follower of its rack instead (preferredReadReplica). Reads that
+// can be sent from their segment files go into slices (nil: none can).
 func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16, slices fetchSlices) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	resp.SetVersion(r.Version)
@@ -209,7 +223,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 	// fetch.max.bytes caps every response, whatever the request asks.
 	remaining = min(remaining, int(b.cfg.FetchMaxBytes))
 	total := 0
-	hasError := false
+	answerNow := false
 	var short map[coord.TopicPartition]struct{}
 	unread := func(tp coord.TopicPartition) {
 		if short == nil {
@@ -226,26 +240,26 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			// An empty record set is sent as zero bytes, not null:
 			// librdkafka refuses a null one.
 			sp.RecordBatches = []byte{}
-			p, code := b.replicas.LeaderFor(rt.Topic, rp.Partition)
+			p, code := b.fetchedReplica(r, rt.Topic, rp.Partition, replicaCodes == nil)
 			if c, ok := replicaCodes[coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok && p != nil {
 				sp.ErrorCode = c
 				sp.HighWatermark = p.HighWatermark()
 				sp.LogStartOffset = p.Log().StartOffset()
-				hasError = true
+				answerNow = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			if p == nil {
 				sp.ErrorCode = code
 				sp.HighWatermark = -1
-				hasError = true
+				answerNow = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			if code := replica.CheckLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); r.Version >= 9 && code != 0 {
 				sp.ErrorCode = code
 				sp.HighWatermark = -1
-				hasError = true
+				answerNow = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
@@ -254,6 +268,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			sp.HighWatermark = hw
 			sp.LastStableOffset = lso
 			sp.LogStartOffset = p.Log().StartOffset()
+			if replicaCodes == nil {
+				if id := b.preferredReadReplica(r, p, rp.FetchOffset); id != coord.NoBroker {
+					sp.PreferredReadReplica = int32(id)
+					answerNow = true
+					st.Partitions = append(st.Partitions, sp)
+					continue
+				}
+			}
 			upTo := hw
 			readCommitted := replicaCodes == nil && r.IsolationLevel == 1
 			switch {
@@ -296,22 +318,22 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				switch {
 				case errors.Is(err, tlog.ErrOffsetOutOfRange):
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
-					hasError = true
+					answerNow = true
 				case errors.Is(err, tlog.ErrClosed):
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-					hasError = true
+					answerNow = true
 				case b.replicas.CheckStorage(p, err):
 					sp.ErrorCode = kerr.KafkaStorageError.Code
-					hasError = true
+					answerNow = true
 				case errors.Is(err, tlog.ErrUnsupportedCompression):
 					// zstd (KIP-110): Kafka answers so a consumer
 					// too old to read it.
 					sp.ErrorCode = kerr.UnsupportedCompressionType.Code
-					hasError = true
+					answerNow = true
 				case err != nil:
 					b.logger.Error("read failed", "partition", p.Name(), "offset", rp.FetchOffset, "error", err)
 					sp.ErrorCode = kerr.UnknownServerError.Code
-					hasError = true
+					answerNow = true
 				case slice != nil:
 					slices[tp] = slice
 					sp.RecordBatches = spliced
@@ -341,7 +363,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp, total, hasError, short
+	return resp, total, answerNow, short
 }
 
 // downConvertedRead reads a partition's log l from fetchOffset, as
@@ -391,4 +413,33 @@ func abortedTransactions(l *tlog.Log, fetchOffset int64, data []byte) []kmsg.Fet
 		out = append(out, at)
 	}
 	return out
+}
+
+// fetchedReplica returns the replica of a partition that answers a
+// fetch, or the error code to answer: the leader, for a follower's
+// fetch and a consumer's before v11; any replica this broker holds with
+// a leader for a consumer's Fetch v11+ (KIP-392: Kafka's fetchOnlyLeader
+// is false once the request carries the client's metadata), else
+// NOT_LEADER_OR_FOLLOWER as from a broker that holds none.
+func (b *Broker) fetchedReplica(r *kmsg.FetchRequest, topic string, partition int32, consumer bool) (*replica.Partition, int16) {
+	if !consumer || r.Version < 11 {
+		return b.replicas.LeaderFor(topic, partition)
+	}
+	p, code := b.replicas.ReplicaFor(topic, partition)
+	if p != nil && p.LeaderEpoch() < 0 {
+		return nil, kerr.NotLeaderForPartition.Code
+	}
+	return p, code
+}
+
+// preferredReadReplica returns the follower a consumer's Fetch v11+
+// should read p from instead of this broker (coord.NoBroker: this
+// broker serves it): with replica.selector.class set and this broker
+// leading p, an in-sync follower of the consumer's rack when this broker
+// is not in it (replica.Manager.PreferredReadReplica).
+func (b *Broker) preferredReadReplica(r *kmsg.FetchRequest, p *replica.Partition, fetchOffset int64) coord.BrokerID {
+	if r.Version < 11 || r.Rack == "" || b.cfg.ReplicaSelectorClass == "" {
+		return coord.NoBroker
+	}
+	return b.replicas.PreferredReadReplica(p, r.Rack, fetchOffset)
 }

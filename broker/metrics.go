@@ -29,7 +29,7 @@ var requestDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05,
 // the broker reports to. Gauges of broker state are computed when scraped
 // (stateCollector); counters are bumped by hooks: requestAnswered from the
 // connection, leaderAndIsrSent from the controller's sender, ISRChanged
-// from replication. It is safe for concurrent use.
+// from replication, consumerFetched from Fetch. It is safe for concurrent use.
 type metrics struct {
 	b        *Broker
 	registry *prometheus.Registry
@@ -43,10 +43,11 @@ type metrics struct {
 	byKey    [kmsg.MaxKey + 1]atomic.Pointer[apiMetrics]
 	follower apiMetrics
 
-	bytesIn         prometheus.Counter
-	bytesOut        prometheus.Counter
+	bytesIn       prometheus.Counter
+	bytesOut      prometheus.Counter
+	consumerBytes prometheus.Counter
 	// bytesSpliced counts the bytes of bytesOut sent from segment files.
-	bytesSpliced prometheus.Counter
+	bytesSpliced    prometheus.Counter
 	isrShrinks      prometheus.Counter
 	isrExpands      prometheus.Counter
 	leaderElections prometheus.Counter
@@ -108,6 +109,10 @@ func newMetrics(b *Broker) *metrics {
 			Name: "tripod_bytes_out_spliced_total",
 			Help: "Bytes of fetched records sent from the segment files to the socket (sendfile, zero-copy: plaintext listeners), part of tripod_bytes_out_total.",
 		}),
+		consumerBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tripod_fetch_consumer_bytes_total",
+			Help: "Record bytes this broker sent to consumers in Fetch responses, leader or follower (KIP-392); replica fetches are not counted (Kafka's BytesOutPerSec).",
+		}),
 		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tripod_isr_shrinks_total",
 			Help: "ISR shrinks committed for partitions this broker leads (Kafka's IsrShrinksPerSec).",
@@ -145,7 +150,7 @@ func newMetrics(b *Broker) *metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.requestDuration, m.bytesIn, m.bytesOut, m.bytesSpliced,
+		m.requests, m.requestDuration, m.bytesIn, m.bytesOut, m.bytesSpliced, m.consumerBytes,
 		m.isrShrinks, m.isrExpands, m.leaderElections, m.acceptErrors, m.connectionsRefused, m.connectionsThrottled,
 		m.throttledBytes, m.throttledPartitions,
 		newStateCollector(b),
@@ -197,6 +202,24 @@ func (m *metrics) requestAnswered(req *request, start time.Time, size int, frame
 	api.requests.Inc()
 	api.duration.Observe(time.Since(start).Seconds())
 	return frame
+}
+
+// consumerFetched counts the record bytes of resp, a Fetch response to a
+// consumer, those of its slices included.
+func (m *metrics) consumerFetched(resp *kmsg.FetchResponse, slices fetchSlices) {
+	n := 0
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if s := slices[coord.TopicPartition{Topic: t.Topic, Partition: p.Partition}]; s != nil && len(p.RecordBatches) > 0 && &p.RecordBatches[0] == &spliced[0] {
+				n += s.Len
+			} else {
+				n += len(p.RecordBatches)
+			}
+		}
+	}
+	if n > 0 {
+		m.consumerBytes.Add(float64(n))
+	}
 }
 
 // apiMetricsFor resolves an api label's request series.

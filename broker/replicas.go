@@ -38,6 +38,10 @@ type replicaManager interface {
 	RecordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]int16
 	RecordIdlePositions(idle []replica.IdlePosition, replica int32)
 	LeaderThrottles(p *replica.Partition, follower int32) bool
+	// PreferredReadReplica is the follower of a partition this broker
+	// leads that a consumer of a rack reads from (KIP-392),
+	// coord.NoBroker for this broker.
+	PreferredReadReplica(p *replica.Partition, clientRack string, fetchOffset int64) coord.BrokerID
 
 	// The controller's requests, and the controller they were accepted
 	// from.

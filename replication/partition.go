@@ -264,6 +264,17 @@ func (p *Partition) FollowerLogEnd(id ReplicaID) (logEnd int64, ok bool) {
 	return f.logEnd, true
 }
 
+// FollowerLastCaughtUp returns the last time the leader saw a follower
+// caught up (Kafka's lastCaughtUpTimeMs), zero if never in this leader
+// epoch; ok is false for an unknown replica.
+func (p *Partition) FollowerLastCaughtUp(id ReplicaID) (lastCaughtUp time.Time, ok bool) {
+	f, ok := p.followers[id]
+	if !ok {
+		return time.Time{}, false
+	}
+	return f.lastCaughtUp, true
+}
+
 // NextDeadline returns the earliest deadline of the acks=all produces
 // and DeleteRecords waiting, for the broker's timer; ok is false when none waits.
 func (p *Partition) NextDeadline() (deadline time.Time, ok bool) {

@@ -41,6 +41,13 @@ type Config struct {
 	// and DescribeCluster. Any printable string, as in Kafka, without
 	// control characters; default empty: no rack.
 	Rack string
+	// ReplicaSelectorClass chooses the replica a consumer that names its
+	// rack (Fetch v11+, client.rack) is told to read from
+	// (replica.selector.class, KIP-392): empty, the default, reads every
+	// partition from its leader; RackAwareReplicaSelector (Kafka's class
+	// name) points such a consumer at an in-sync replica in its rack when
+	// the leader is not in it.
+	ReplicaSelectorClass string
 	// Listeners are the addresses the broker listens on (listeners),
 	// comma-separated NAME://HOST:PORT entries with unique names, such
 	// as "CLIENT://0.0.0.0:9093,BROKER://10.0.0.7:9094"; an entry
@@ -980,6 +987,14 @@ var brokerKeys = map[string]configKey{
 		},
 		set: func(c *Config, k, v string) error { return setRack(&c.Rack, k, v) },
 		get: func(c Config) string { return c.Rack },
+	},
+	"replica.selector.class": {
+		doc: keyDoc{
+			section: "Broker", allowed: "empty, `" + RackAwareReplicaSelector + "`",
+			meaning: "which replica a consumer that sets `client.rack` reads from: empty, the leader; the rack-aware selector, an in-sync replica in the consumer's rack when the leader is in another ([Follower fetching](operations.md#follower-fetching))",
+		},
+		set: func(c *Config, k, v string) error { return setReplicaSelector(&c.ReplicaSelectorClass, k, v) },
+		get: func(c Config) string { return c.ReplicaSelectorClass },
 	},
 	"listeners": {
 		doc: keyDoc{see: seeListenersTLS},
@@ -2247,6 +2262,21 @@ func unescape(ch byte) byte {
 		return '\f'
 	}
 	return ch
+}
+
+// RackAwareReplicaSelector is Kafka's rack-aware replica selector class,
+// the one value of replica.selector.class besides empty.
+const RackAwareReplicaSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+// setReplicaSelector sets replica.selector.class: empty or Kafka's
+// RackAwareReplicaSelector; tripod runs no Java class, so any other is
+// refused.
+func setReplicaSelector(dst *string, k, v string) error {
+	if v != "" && v != RackAwareReplicaSelector {
+		return fmt.Errorf("%s %q: must be empty or %s", k, v, RackAwareReplicaSelector)
+	}
+	*dst = v
+	return nil
 }
 
 // setRack sets broker.rack. Kafka takes any string; one with control

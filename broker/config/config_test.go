@@ -57,6 +57,8 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 		{"broker.rack", "az\n1", true},
 		{"broker.rack", "az\x001", true},
 		{"broker.rack", "az\xff", true},
+		{"replica.selector.class", "org.apache.kafka.common.replica.LeaderSelector", true},
+		{"replica.selector.class", "RackAwareReplicaSelector", true},
 		{"no.such.key", "1", true},
 	}
 	for _, c := range cases {
@@ -84,6 +86,17 @@ func TestConfigSetAndValidateNameTheKey(t *testing.T) {
 	cfg := DefaultConfig()
 	if err := cfg.Set("broker.rack", "eu west 1a/zone é"); err != nil || cfg.Rack != "eu west 1a/zone é" {
 		t.Fatalf("Set broker.rack: got %v and rack %q, want it taken as given", err, cfg.Rack)
+	}
+	// replica.selector.class takes Kafka's rack-aware selector, and
+	// empty for the leader.
+	for _, v := range []string{RackAwareReplicaSelector, ""} {
+		if err := cfg.Set("replica.selector.class", v); err != nil || cfg.ReplicaSelectorClass != v {
+			t.Fatalf("Set replica.selector.class %q: got %v and %q, want it taken", v, err, cfg.ReplicaSelectorClass)
+		}
+	}
+	err := cfg.Set("replica.selector.class", "Other")
+	if err == nil || !strings.Contains(err.Error(), RackAwareReplicaSelector) {
+		t.Fatalf("Set replica.selector.class Other: got %v, want an error naming the allowed value", err)
 	}
 }
 

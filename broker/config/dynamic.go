@@ -104,7 +104,7 @@ func Type(name string) kmsg.ConfigType {
 	switch name {
 	case "cleanup.policy", LeaderThrottledKey, FollowerThrottledKey:
 		return kmsg.ConfigTypeList
-	case "broker.rack", "listeners", "advertised.listeners", "log.dirs", "listener.security.protocol.map",
+	case "broker.rack", "replica.selector.class", "listeners", "advertised.listeners", "log.dirs", "listener.security.protocol.map",
 		"inter.broker.listener.name", "security.inter.broker.protocol":
 		return kmsg.ConfigTypeString
 	case "auto.create.topics.enable":

@@ -415,13 +415,14 @@ func (s *Cache) closeLocked(id int32) {
 }
 
 // End finishes a fetch of sr's session: an incremental response keeps
-// only the partitions with records or an error, or whose high watermark,
-// last stable offset or log start offset changed since the session last
-// told them (Kafka's CachedPartition.maybeUpdateResponseData); the
-// session records what resp tells and which partitions the next fetch
-// serves again (those with records or an error, and short: those left
-// with records unread), moves to the next epoch and is released. resp
-// carries the session id.
+// only the partitions with records, an error or a preferred read
+// replica, or whose high watermark, last stable offset or log start
+// offset changed since the session last told them (Kafka's
+// CachedPartition.maybeUpdateResponseData); the session records what
+// resp tells and which partitions the next fetch serves again (those
+// with records, an error or a preferred read replica, and short: those
+// left with records unread), moves to the next epoch and is released.
+// resp carries the session id.
 func (s *Cache) End(sr Request, resp *kmsg.FetchResponse, short map[coord.TopicPartition]struct{}) {
 	sess := sr.Session
 	if sess == nil {
@@ -436,12 +437,15 @@ func (s *Cache) End(sr Request, resp *kmsg.FetchResponse, short map[coord.TopicP
 		for _, sp := range t.Partitions {
 			tp := coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}
 			cached := sess.parts[tp]
-			keep := sr.full || cached == nil || len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 ||
+			// A preferred read replica is always told (KIP-392), as
+			// records and errors are.
+			told := len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 || sp.PreferredReadReplica >= 0
+			keep := sr.full || cached == nil || told ||
 				!cached.sent || cached.hw != sp.HighWatermark || cached.lso != sp.LastStableOffset || cached.logStart != sp.LogStartOffset
 			if cached != nil {
 				cached.sent, cached.hw, cached.lso, cached.logStart = true, sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset
 				_, unread := short[tp]
-				if len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 || unread || cached.p == nil {
+				if told || unread || cached.p == nil {
 					sess.again[tp] = struct{}{}
 				} else {
 					delete(sess.again, tp)

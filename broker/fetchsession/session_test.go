@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tripodmq/tripod/coord"
 )
 
 // fetchOf is a fetch request of session id at epoch naming partitions of
@@ -52,17 +54,34 @@ func answerOf(r *kmsg.FetchRequest, hw int64, withData ...int32) *kmsg.FetchResp
 	return resp
 }
 
-// setLSO sets partition p's last stable offset in resp: an incremental
-// request names no partitions, so the order of the answer's partitions is
-// the session's, not the test's.
-func setLSO(resp *kmsg.FetchResponse, p int32, lso int64) {
+// openSession opens a session of partitions, answered whole at high
+// watermark hw, and returns its id.
+func openSession(s *Cache, now time.Time, partitions []int32, hw int64) int32 {
+	full := fetchOf(0, 0, partitions)
+	sr := s.Begin(full, now)
+	resp := answerOf(full, hw)
+	s.End(sr, resp, nil)
+	return resp.SessionID
+}
+
+// incremental runs an incremental fetch of session id at epoch, answered
+// at high watermark hw with edit applied to partition p's answer, and
+// returns the answer as the session trimmed it and the fetch. The
+// request names no partitions, so the order of the answer's partitions
+// is the session's, not the test's.
+func incremental(s *Cache, now time.Time, id, epoch int32, hw int64, p int32, edit func(*kmsg.FetchResponseTopicPartition)) (*kmsg.FetchResponse, Request) {
+	inc := fetchOf(id, epoch, nil)
+	sr := s.Begin(inc, now)
+	resp := answerOf(inc, hw)
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
 			if resp.Topics[i].Partitions[j].Partition == p {
-				resp.Topics[i].Partitions[j].LastStableOffset = lso
+				edit(&resp.Topics[i].Partitions[j])
 			}
 		}
 	}
+	s.End(sr, resp, nil)
+	return resp, sr
 }
 
 func partitionsOf(resp *kmsg.FetchResponse) []int32 {
@@ -162,25 +181,31 @@ func TestFetchSessions(t *testing.T) {
 func TestFetchSessionLastStableOffset(t *testing.T) {
 	s := NewCache(2, time.Hour, nil)
 	now := time.Now()
-	full := fetchOf(0, 0, []int32{0, 1})
-	sr := s.Begin(full, now)
-	resp := answerOf(full, 5)
-	s.End(sr, resp, nil)
-	id := resp.SessionID
-	inc := fetchOf(id, 1, nil)
-	sr = s.Begin(inc, now)
-	resp = answerOf(inc, 5)
-	setLSO(resp, 1, 5)
-	s.End(sr, resp, nil)
+	id := openSession(s, now, []int32{0, 1}, 5)
+	lso := func(sp *kmsg.FetchResponseTopicPartition) { sp.LastStableOffset = 5 }
+	resp, _ := incremental(s, now, id, 1, 5, 1, lso)
 	if got := partitionsOf(resp); len(got) != 1 || got[0] != 1 {
 		t.Fatalf("incremental answer after partition 1's LSO moved: partitions %v, want only 1", got)
 	}
-	inc = fetchOf(id, 2, nil)
-	sr = s.Begin(inc, now)
-	resp = answerOf(inc, 5)
-	setLSO(resp, 1, 5)
-	s.End(sr, resp, nil)
+	resp, _ = incremental(s, now, id, 2, 5, 1, lso)
 	if got := partitionsOf(resp); len(got) != 0 {
 		t.Fatalf("incremental answer with nothing moved: partitions %v, want none", got)
+	}
+}
+
+// TestFetchSessionPreferredReadReplica: an incremental answer keeps a
+// partition whose leader points the consumer at a follower (KIP-392)
+// though nothing else about it changed, as Kafka's sessions do, so that
+// the consumer learns where to read; the next fetch serves it again.
+func TestFetchSessionPreferredReadReplica(t *testing.T) {
+	s := NewCache(2, time.Hour, nil)
+	now := time.Now()
+	id := openSession(s, now, []int32{0, 1}, 5)
+	resp, sr := incremental(s, now, id, 1, 5, 1, func(sp *kmsg.FetchResponseTopicPartition) { sp.PreferredReadReplica = 2 })
+	if got := partitionsOf(resp); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("incremental answer naming partition 1's preferred read replica: partitions %v, want only 1", got)
+	}
+	if _, again := sr.Session.again[coord.TopicPartition{Topic: "t", Partition: 1}]; !again {
+		t.Fatalf("after a preferred read replica: partition 1 not served again, want it served by the next fetch")
 	}
 }

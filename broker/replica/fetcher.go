@@ -802,11 +802,15 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 		rm.logger.Debug("fetch response not applied", "partition", p.Name(), "error", err)
 		return
 	}
-	if hw != p.hw.Load() {
+	hwMoved := hw != p.hw.Load()
+	if hwMoved {
 		p.hw.Store(hw)
 	}
 	rm.followLogStart(p, sp.LogStartOffset)
-	if len(sp.RecordBatches) > 0 {
+	// A moved high watermark wakes the consumers reading from this
+	// follower (KIP-392), as Kafka's fetcher completes the delayed
+	// fetches of the partitions whose high watermark it raised.
+	if len(sp.RecordBatches) > 0 || hwMoved {
 		p.wakeAll()
 	}
 }

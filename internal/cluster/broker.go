@@ -31,6 +31,9 @@ type Broker struct {
 	RaftAddr string
 	// Rack is the broker's broker.rack (Config.Racks); empty for none.
 	Rack string
+	// MetricsAddr is the broker's --metrics-listen, host:port; empty
+	// unless the cluster was started with Config.Metrics.
+	MetricsAddr string
 	// DataDir is the broker's --data-dir.
 	DataDir string
 	// Proxy is the proxy in front of Addr that the broker advertises, nil

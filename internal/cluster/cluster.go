@@ -72,6 +72,10 @@ type Config struct {
 	// string without control characters or commas. Default none: no
 	// broker has a rack.
 	Racks []string
+	// Metrics, when true, makes every broker serve its Prometheus
+	// metrics (--metrics-listen) on a free loopback port,
+	// Broker.MetricsAddr, that Broker.Metric reads. Default false.
+	Metrics bool
 	// LogLevel is every broker's --log-level. Default "info".
 	LogLevel string
 	// Proxies, when true, puts a Proxy in front of every broker's Kafka
@@ -303,6 +307,14 @@ func (c *Cluster) makeBrokers(from int, kafkaPorts, raftPorts, voters []string) 
 		if len(cfg.Racks) > 0 {
 			b.Rack = cfg.Racks[i%len(cfg.Racks)]
 			b.args = append(b.args, "--set", "broker.rack="+b.Rack)
+		}
+		if cfg.Metrics {
+			addrs, err := freeport.Addrs(1)
+			if err != nil {
+				return made, fmt.Errorf("metrics port of broker %d: %w", id, err)
+			}
+			b.MetricsAddr = addrs[0]
+			b.args = append(b.args, "--metrics-listen", b.MetricsAddr)
 		}
 		for _, kv := range cfg.Sets {
 			b.args = append(b.args, "--set", kv)
