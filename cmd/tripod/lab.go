@@ -366,6 +366,7 @@ found, 2 when the run itself failed.`,
 	})
 	f := cmd.Flags()
 	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster it starts: raft, zk or etcd")
+	f.BoolVar(&cfg.Racks, "racks", cfg.Racks, "put the brokers in racks az1, az2, az3 with replica.selector.class=RackAwareReplicaSelector, and each consumer in one of them (client.rack): consumers read from followers through the faults")
 	f.StringVar(&cfg.MigrateTo, "migrate-to", cfg.MigrateTo, "move the cluster to this coordination backend halfway through --duration (tripod migrate): raft, zk or etcd; empty: stay on --coord")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the workload and the faults run")
 	f.StringSliceVar(&cfg.Faults, "faults", cfg.Faults, "fault kinds to inject: kill, pause, cut, restart, coord (comma list; empty for none)")

@@ -106,10 +106,22 @@ type Config struct {
 	// Binary is the tripod executable whose `serve` the brokers run;
 	// empty: this process's own.
 	Binary string
+	// Racks puts the brokers it starts in racks (VerifyRacks, one each)
+	// with Kafka's rack-aware replica selector, and each consumer during
+	// the run in one of them (client.rack), so that consumers read from
+	// followers of their rack (KIP-392) through the faults.
+	Racks bool
 
 	// producerSet is Producers parsed, filled by validate.
 	producerSet []producerSpec
 }
+
+// VerifyRacks are the racks of --racks: broker i in VerifyRacks[(i-1) % 3].
+var VerifyRacks = []string{"az1", "az2", "az3"}
+
+// rackAwareSelector is Kafka's replica.selector.class that serves a
+// consumer from a replica of its rack.
+const rackAwareSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 // The workloads of --workload.
 const (
@@ -175,6 +187,9 @@ func (o *Config) validate() error {
 		}
 		if o.ZKConnect != "" || o.EtcdEndpoints != "" {
 			return errors.New("--bootstrap: not with --zk-connect or --etcd-endpoints (those are for the cluster verify starts)")
+		}
+		if o.Racks {
+			return errors.New("--racks: not with --bootstrap; the racks of an existing cluster's brokers are its own")
 		}
 		o.Faults = nil
 	}
@@ -455,6 +470,10 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 		cfg := cluster.DefaultConfig()
 		cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, filepath.Join(root, "cluster"), opts.Coord, lab.Brokers
 		cfg.SessionTimeout, cfg.LogLevel, cfg.Proxies = opts.SessionTimeout, opts.LogLevel, true
+		if opts.Racks {
+			cfg.Racks = VerifyRacks
+			opts.Sets = append([]string{"replica.selector.class=" + rackAwareSelector}, opts.Sets...)
+		}
 		cfg.Sets = append([]string{
 			"min.insync.replicas=2",
 			"unclean.leader.election.enable=false",
@@ -621,7 +640,13 @@ func (r *verifyRun) newClients(consumerOpts ...kgo.Opt) ([]*verifyProducer, []*v
 	}
 	var consumers []*verifyConsumer
 	for i := range r.opts.Consumers {
-		c, err := newVerifyConsumer("c"+strconv.Itoa(i+1), r.topic, r.opts.Partitions, r.seeds[(i+1)%len(r.seeds)], consumerOpts...)
+		opts := consumerOpts
+		if r.opts.Racks {
+			// A consumer goes back to the leader from a follower that
+			// died only when it rechecks (franz-go's default is 30 min).
+			opts = append(slices.Clip(opts), kgo.Rack(VerifyRacks[i%len(VerifyRacks)]), kgo.RecheckPreferredReplicaInterval(5*time.Second))
+		}
+		c, err := newVerifyConsumer("c"+strconv.Itoa(i+1), r.topic, r.opts.Partitions, r.seeds[(i+1)%len(r.seeds)], opts...)
 		if err != nil {
 			for _, c := range consumers {
 				c.client.Close()

@@ -21,11 +21,14 @@ import (
 // fault kind that applies to it, two runs at a time, and checks that it exits 0 (no anomaly), and that its JSON
 // shows a fault of each kind injected and healed, writes acknowledged
 // and records read (for the transaction workload: transactions committed,
-// and the transform's output checked too).
+// and the transform's output checked too). The records workload on etcd
+// runs with --racks: its consumers read from followers of their rack
+// (KIP-392) through the faults.
 func TestVerifyUnderFaults(t *testing.T) {
 	type verifyCase struct {
 		backend, workload, duration string
 		faults                      []string
+		racks                       bool
 	}
 	var cases []verifyCase
 	// Every fault kind that applies, on each backend, for each workload:
@@ -34,12 +37,16 @@ func TestVerifyUnderFaults(t *testing.T) {
 	for _, workload := range []string{WorkloadRecords, WorkloadTxn} {
 		cases = append(cases,
 			// Raft has no coordination server apart from the brokers.
-			verifyCase{"raft", workload, "20s", []string{"kill", "pause", "cut", "restart"}},
-			verifyCase{"zk", workload, "25s", FaultKinds},
-			verifyCase{"etcd", workload, "25s", FaultKinds})
+			verifyCase{backend: "raft", workload: workload, duration: "20s", faults: []string{"kill", "pause", "cut", "restart"}},
+			verifyCase{backend: "zk", workload: workload, duration: "25s", faults: FaultKinds},
+			verifyCase{backend: "etcd", workload: workload, duration: "25s", faults: FaultKinds, racks: workload == WorkloadRecords})
 	}
 	for _, tc := range cases {
-		t.Run(tc.workload+"/"+tc.backend, func(t *testing.T) {
+		name := tc.workload + "/" + tc.backend
+		if tc.racks {
+			name += "/racks"
+		}
+		t.Run(name, func(t *testing.T) {
 			// Each run starts its own cluster and servers on free ports and
 			// mostly waits out its faults: two at a time halve the package's
 			// time in make test.
@@ -52,6 +59,9 @@ func TestVerifyUnderFaults(t *testing.T) {
 			defer cancel()
 			args := []string{"verify", "--coord", tc.backend, "--workload", tc.workload, "--duration", tc.duration, "--seed", "7",
 				"--faults", strings.Join(tc.faults, ","), "--out", out}
+			if tc.racks {
+				args = append(args, "--racks")
+			}
 			cmd := exec.CommandContext(ctx, tripodBin, args...)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
