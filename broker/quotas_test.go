@@ -570,37 +570,44 @@ func TestConsumerByteRateQuota(t *testing.T) {
 	// is not exactly 11 s. The test samples both counts every 100 ms for
 	// 45 s and measures from the start of one big burst (more than 5 s
 	// of the quota within a second) to the start of the first big burst
-	// 20 s or more later: whole cycles.
+	// 20 s or more later: whole cycles; it stops sampling once it has
+	// them.
 	type sample struct {
 		at       time.Time
 		consumed [2]int64
 	}
 	var samples []sample
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for end := time.Now().Add(45 * time.Second); time.Now().Before(end); {
-		select {
-		case now := <-tick.C:
-			samples = append(samples, sample{now, [2]int64{consumed[0].Load(), consumed[1].Load()}})
-		case <-ctx.Done():
-			t.Fatal("test context ended")
-		}
-	}
 	burstAt := func(i int) bool {
 		return i > 0 && i+10 < len(samples) && samples[i].consumed[0] > samples[i-1].consumed[0] &&
 			samples[i+10].consumed[0]-samples[i-1].consumed[0] > 5*quota &&
 			(i < 11 || samples[i-1].consumed[0]-samples[i-11].consumed[0] < 5*quota)
 	}
-	first, last := -1, -1
-	for i := range samples {
-		if !burstAt(i) {
-			continue
+	// bursts returns the first big burst and the first one 20 s or more
+	// after it among the samples so far (-1: none yet).
+	bursts := func() (first, last int) {
+		first, last = -1, -1
+		for i := range samples {
+			if !burstAt(i) {
+				continue
+			}
+			if first < 0 {
+				first = i
+			} else if samples[i].at.Sub(samples[first].at) >= 20*time.Second {
+				return first, i
+			}
 		}
-		if first < 0 {
-			first = i
-		} else if samples[i].at.Sub(samples[first].at) >= 20*time.Second {
-			last = i
-			break
+		return first, last
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	first, last := -1, -1
+	for end := time.Now().Add(45 * time.Second); last < 0 && time.Now().Before(end); {
+		select {
+		case now := <-tick.C:
+			samples = append(samples, sample{now, [2]int64{consumed[0].Load(), consumed[1].Load()}})
+			first, last = bursts()
+		case <-ctx.Done():
+			t.Fatal("test context ended")
 		}
 	}
 	if first < 0 || last < 0 {
