@@ -10,6 +10,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -72,4 +73,20 @@ func (w *workspace) close(errOut io.Writer) {
 		return
 	}
 	os.RemoveAll(w.root)
+}
+
+// writeJSONFlag writes v, indented, to path, the file a benchmark's
+// --json names; an empty path writes nothing.
+func writeJSONFlag(path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--json %s: %w", path, err)
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -184,16 +183,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig, out io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if opts.JSONPath != "" {
-		b, err := json.MarshalIndent(results, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encode results: %w", err)
-		}
-		if err := os.WriteFile(opts.JSONPath, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("--json %s: %w", opts.JSONPath, err)
-		}
-	}
-	return nil
+	return writeJSONFlag(opts.JSONPath, results)
 }
 
 // fillTopic creates t's topic and produces opts.Records records into it,

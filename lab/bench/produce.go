@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -299,16 +298,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, out io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if opts.JSONPath != "" {
-		b, err := json.MarshalIndent(results, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encode results: %w", err)
-		}
-		if err := os.WriteFile(opts.JSONPath, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("--json %s: %w", opts.JSONPath, err)
-		}
-	}
-	return nil
+	return writeJSONFlag(opts.JSONPath, results)
 }
 
 // inFlight is the produce requests a run of acks keeps in flight per

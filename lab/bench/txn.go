@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sync"
 	"text/tabwriter"
@@ -215,16 +213,7 @@ func Txn(ctx context.Context, cfg TxnConfig, out io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if opts.JSONPath != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(opts.JSONPath, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("--json %s: %w", opts.JSONPath, err)
-		}
-	}
-	return nil
+	return writeJSONFlag(opts.JSONPath, res)
 }
 
 // produceAll writes n records of payload round robin over partitions and
