@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 )
@@ -128,4 +129,101 @@ func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	unblock()
 	waitFor(t, ctx, "fresh-0 to be fully replicated", fullyReplicated("fresh"))
 	waitFor(t, ctx, "fresh-1 on the follower", func() bool { return follower.replicas.PartitionFor("fresh", 1) != nil })
+}
+
+// TestFollowerRetriesALeaderThatAppliesLate holds the leader's
+// LeaderAndIsr of a new topic in its log opens while the follower has
+// applied its own: the follower's first request for the new partition is
+// refused, and the partition is put aside while the fetcher long-polls
+// the leader for the idle partitions it already follows. With
+// replica.fetch.wait.max.ms at four minutes, an acks=all write to the new
+// partition still completes once the leader has applied: the fetcher
+// retries the partition when its delay is due, not when the long poll
+// ends.
+func TestFollowerRetriesALeaderThatAppliesLate(t *testing.T) {
+	brokers := startRaftClusterWith(t, 2, func(c *config.Config) {
+		c.ReplicaFetchWaitMax = 4 * time.Minute
+		c.ReplicaLagTimeMax = 5 * time.Minute
+	})
+	ctx := testContext(t, 2*time.Minute)
+	controllerID, _, _ := brokers[0].cache.View()
+	var leader, follower *Broker
+	for _, b := range brokers {
+		if coord.BrokerID(b.ID()) == controllerID {
+			leader = b
+		} else {
+			follower = b
+		}
+	}
+	waitFor(t, ctx, "the controller to serve", func() bool { return leader.member.Controller() != nil })
+	ids := []coord.BrokerID{coord.BrokerID(leader.ID()), coord.BrokerID(follower.ID())}
+	if _, err := leader.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: "steady", Assignment: [][]coord.BrokerID{ids}}); err != nil {
+		t.Fatalf("create topic steady: %v", err)
+	}
+	waitFor(t, ctx, "steady to be fully replicated", func() bool {
+		_, _, parts := metadataOf(t, leader, "steady")
+		return follower.replicas.PartitionFor("steady", 0) != nil && len(parts) == 1 && len(parts[0].isr) == 2
+	})
+
+	// The leader's open of late's replica blocks until released.
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	leader.manager().SetOpenReplicaHook(func(tp coord.TopicPartition, _ bool) {
+		if tp.Topic != "late" {
+			return
+		}
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release
+	})
+	// The follower's requests the leader has answered: the long poll the
+	// new partition cancels, then at least one refusing it.
+	replicaRequests := func() float64 {
+		page := scrape(t, leader)
+		f, _ := metricValue(page, `tripod_requests_total{api="FetchFollower"}`)
+		o, _ := metricValue(page, `tripod_requests_total{api="OffsetForLeaderEpoch"}`)
+		return f + o
+	}
+	before := replicaRequests()
+	created := make(chan error, 1)
+	go func() {
+		_, err := leader.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: "late", Assignment: [][]coord.BrokerID{ids}})
+		created <- err
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatalf("leader %d never opened its replica of late", leader.ID())
+	}
+	waitFor(t, ctx, "the follower to hold late-0 and the leader to refuse it", func() bool {
+		return follower.replicas.PartitionFor("late", 0) != nil && replicaRequests() >= before+2
+	})
+	if leader.replicas.PartitionFor("late", 0) != nil {
+		t.Fatalf("leader %d holds late-0 while its open is held", leader.ID())
+	}
+	unblock()
+	producer := newClient(t, leader, kgo.DefaultProduceTopic("late"), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produced := make(chan error, 1)
+	go func() {
+		produced <- producer.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("v")}).FirstErr()
+	}()
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	select {
+	case err := <-produced:
+		if err != nil {
+			t.Fatalf("acks=all produce to late-0 after the leader applied: %v", err)
+		}
+	case <-deadline.C:
+		t.Fatalf("acks=all produce to late-0 not acknowledged a minute after the leader applied: the follower waits out its long poll (replica.fetch.wait.max.ms is 4 minutes)")
+	}
+	if err := <-created; err != nil {
+		t.Fatalf("create topic late: %v", err)
+	}
 }

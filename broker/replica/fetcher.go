@@ -368,7 +368,7 @@ func (f *fetcher) run() {
 		if len(truncating) > 0 {
 			err = f.truncateByEpoch(reqCtx, cl, truncating)
 		} else {
-			err = f.fetch(reqCtx, cl, fetching, waiting)
+			err = f.fetch(reqCtx, cl, fetching, waiting, next)
 		}
 		f.mu.Lock()
 		f.inflight = nil
@@ -517,12 +517,25 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 
 // fetch sends one Fetch for parts and appends what comes back; waiting
 // are the partitions put aside after an error, which the session
-// forgets until they are fetched again.
-func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*fetchPartition) error {
+// forgets until they are fetched again, and retry (zero: none) is when
+// the first of them is due.
+//
+// The leader holds the Fetch for up to replica.fetch.wait.max.ms while
+// parts have nothing new, and the fetcher sends nothing meanwhile: a
+// partition put aside for 10 ms after its leader answered before it had
+// applied its LeaderAndIsr would wait out the whole long poll, and its
+// acks=all writes with it. So the Fetch waits no longer than until the
+// first retry is due.
+func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*fetchPartition, retry time.Time) error {
 	rm := f.m.rm
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = rm.cfg.BrokerID
-	req.MaxWaitMillis = int32(rm.cfg.ReplicaFetchWaitMax.Milliseconds())
+	maxWait := rm.cfg.ReplicaFetchWaitMax
+	if !retry.IsZero() {
+		// Rounded up, so that the retry is due when the answer comes.
+		maxWait = max(min(maxWait, time.Until(retry).Round(time.Millisecond)+time.Millisecond), 0)
+	}
+	req.MaxWaitMillis = int32(maxWait.Milliseconds())
 	req.MinBytes = rm.cfg.ReplicaFetchMinBytes
 	req.MaxBytes = max(rm.cfg.ReplicaFetchMaxBytes, 10<<20)
 	// The follower's throttle: a throttled replica out of the ISR is left

@@ -180,7 +180,7 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 		defer cl.Close()
 		switch key {
 		case 1:
-			_ = pf.fetcher.fetch(ctx, cl, slices.Clone(pf.parts), nil)
+			_ = pf.fetcher.fetch(ctx, cl, slices.Clone(pf.parts), nil, time.Time{})
 		case 2:
 			pf.fetcher.outOfRange(ctx, cl, pf.parts[0], -1)
 		case 23:
