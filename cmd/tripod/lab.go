@@ -22,7 +22,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark a tripod cluster (produce and consume throughput, latency, failover, OpenMessaging Benchmark workloads)",
 	}
-	cmd.AddCommand(newBenchProduceCmd(), newBenchConsumeCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd(), newBenchOMBCmd())
+	cmd.AddCommand(newBenchProduceCmd(), newBenchConsumeCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd(), newBenchOMBCmd(), newBenchSpinCmd())
 	return cmd
 }
 
@@ -193,6 +193,10 @@ controller-cut. Between runs it restarts, resumes or reconnects the broker
 and waits until every ISR is full. At the end it reads every partition back and counts the
 acknowledged records that are missing; any loss makes the command fail.
 
+--background-load N keeps N CPUs busy in another process (tripod bench spin)
+throughout, so that the brokers, the coordination servers and the producer
+share the rest, as on a machine with other tenants.
+
 It prints a table (p50/p99/max of each phase in ms), writes every measurement
 to DIR/failover.json and a chart to DIR/failover.svg; a progress line goes to
 stderr.`,
@@ -220,6 +224,7 @@ stderr.`,
 	f.IntVar(&cfg.ProducePartitions, "produce-partitions", cfg.ProducePartitions, "write only to the first N partitions (0: all); the others' failover is when a live broker's Metadata names their new leader")
 	f.StringArrayVar(&cfg.Sets, "set", cfg.Sets, "broker property key=value for every broker (repeatable)")
 	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage)
+	f.IntVar(&cfg.BackgroundLoad, "background-load", cfg.BackgroundLoad, "CPUs another process (tripod bench spin) keeps busy from the first cluster's start to the end, as another tenant of the brokers' machine would; 0: none")
 	f.DurationVar(&cfg.ClientBackoff, "client-backoff", cfg.ClientBackoff, "the producer's retry backoff and metadata min age (Kafka's retry.backoff.ms)")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", cfg.PollInterval, "how often each live broker's Metadata is read after a kill")
 	f.DurationVar(&cfg.RecoverTimeout, "recover-timeout", cfg.RecoverTimeout, "how long after a kill every affected partition may take to acknowledge a write again")
@@ -453,5 +458,26 @@ and a chart of the rates and latencies (SVG) to --out.`,
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long, after the producers stop, the consumers may take to read every acknowledged message")
 	f.StringVar(&cfg.Out, "out", cfg.Out, "directory for the JSON result and the SVG chart")
 	security.addFlags(cmd)
+	return cmd
+}
+
+// newBenchSpinCmd builds `tripod bench spin`, the background load of
+// `bench failover --background-load`.
+func newBenchSpinCmd() *cobra.Command {
+	cores := 1
+	cmd := &cobra.Command{
+		Use:   "spin",
+		Short: "Keep CPUs busy until stopped (the load of bench failover --background-load)",
+		Long: `Keep --cores CPUs busy hashing until interrupted. bench failover
+--background-load runs it beside the brokers; run it yourself to load a
+machine while you measure something else.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return bench.Spin(ctx, cores)
+		},
+	}
+	cmd.Flags().IntVar(&cores, "cores", cores, "CPUs to keep busy")
 	return cmd
 }

@@ -114,6 +114,10 @@ type FailoverConfig struct {
 	// Binary is the tripod executable whose `serve` the brokers run;
 	// empty: this process's own.
 	Binary string
+	// BackgroundLoad is how many CPUs another process keeps busy from
+	// the first cluster's start to the end (startBackgroundLoad); 0:
+	// none.
+	BackgroundLoad int
 
 	runCases []string // every case × kind, as failoverCaseName names them
 }
@@ -217,6 +221,9 @@ func (o *FailoverConfig) validate() error {
 	if err := validateBrokerGoMaxProcs(o.BrokerGoMaxProcs); err != nil {
 		return err
 	}
+	if err := validateBackgroundLoad(o.BackgroundLoad); err != nil {
+		return err
+	}
 	if o.ClientBackoff < time.Millisecond || o.ClientBackoff > time.Minute {
 		return fmt.Errorf("--client-backoff %v: must be between 1ms and 1m", o.ClientBackoff)
 	}
@@ -260,8 +267,19 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 		RatePerPartition: opts.Rate,
 		ClientBackoffMs:  float64(opts.ClientBackoff.Milliseconds()),
 		BrokerGoMaxProcs: brokerGoMaxProcs(opts.BrokerGoMaxProcs),
+		BackgroundLoad:   opts.BackgroundLoad,
 		Sets:             opts.Sets,
 	}
+	stopLoad, err := startBackgroundLoad(self, opts.BackgroundLoad)
+	if err != nil {
+		return err
+	}
+	loadStopped := false
+	defer func() {
+		if !loadStopped {
+			stopLoad()
+		}
+	}()
 	if slices.Contains(opts.Cases, "zone") {
 		report.Racks = failoverRacks
 	}
@@ -298,6 +316,8 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 	}
 	prog.end()
 	report.WallSeconds = time.Since(report.Started).Seconds()
+	report.BackgroundLoadCPUSeconds = stopLoad().Seconds()
+	loadStopped = true
 	report.Rows = buildRows(report.Series, opts.runCases)
 
 	if err := writeFailoverTable(out, report.Rows); err != nil {
@@ -317,8 +337,12 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 	if len(report.Racks) > 0 {
 		racks = fmt.Sprintf(" in racks %s round robin (case zone kills every broker of one)", strings.Join(report.Racks, ","))
 	}
-	fmt.Fprintf(out, "%d brokers%s%s, session timeout %v, %g records/s per partition, acks=all, RF %d, %s, brokers' GOMAXPROCS %d; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
-		opts.Brokers, quorum, racks, opts.SessionTimeout, opts.Rate, lab.Brokers, minISR, report.BrokerGoMaxProcs, report.WallSeconds)
+	load := ""
+	if opts.BackgroundLoad > 0 {
+		load = fmt.Sprintf(", another process kept %d CPU(s) busy (it had %.0f CPU s of the %.0f s)", opts.BackgroundLoad, report.BackgroundLoadCPUSeconds, report.WallSeconds)
+	}
+	fmt.Fprintf(out, "%d brokers%s%s, session timeout %v, %g records/s per partition, acks=all, RF %d, %s, brokers' GOMAXPROCS %d%s; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
+		opts.Brokers, quorum, racks, opts.SessionTimeout, opts.Rate, lab.Brokers, minISR, report.BrokerGoMaxProcs, load, report.WallSeconds)
 	for _, s := range report.Series {
 		if s.TopicReadyMs > 0 {
 			what := "every leader acknowledged an acks=all write"

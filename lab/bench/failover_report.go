@@ -35,6 +35,11 @@ type failoverReport struct {
 	ClientBackoffMs float64 `json:"client_backoff_ms"`
 	// BrokerGoMaxProcs is every broker's GOMAXPROCS.
 	BrokerGoMaxProcs int `json:"broker_gomaxprocs"`
+	// BackgroundLoad is how many CPUs another process kept busy
+	// throughout (--background-load); absent: none.
+	BackgroundLoad int `json:"background_load,omitempty"`
+	// BackgroundLoadCPUSeconds is the CPU time that process had.
+	BackgroundLoadCPUSeconds float64 `json:"background_load_cpu_seconds,omitempty"`
 	// Sets are the extra broker properties of every broker.
 	Sets []string `json:"sets,omitempty"`
 	// Racks are the brokers' racks (broker.rack), round robin: broker i

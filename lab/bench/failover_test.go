@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -115,7 +117,8 @@ func TestBenchFailover(t *testing.T) {
 // TestBenchFailoverRefusesBadQuorum checks that --brokers below the
 // replication factor, --voters outside 0..--brokers and, with --case
 // zone on raft, voters of which one rack holds too many to keep the
-// Raft quorum without it are refused by name, before anything starts.
+// Raft quorum without it, and a --background-load beyond the machine's
+// CPUs, are refused by name, before anything starts.
 func TestBenchFailoverRefusesBadQuorum(t *testing.T) {
 	for _, c := range []struct {
 		brokers, voters int
@@ -139,16 +142,32 @@ func TestBenchFailoverRefusesBadQuorum(t *testing.T) {
 			t.Errorf("--brokers %d --voters %d --case %v: got %v, want %q", c.brokers, c.voters, c.cases, err, c.want)
 		}
 	}
+	for _, load := range []int{-1, runtime.NumCPU() + 1} {
+		cfg := DefaultFailoverConfig()
+		cfg.BackgroundLoad, cfg.Binary, cfg.Out = load, "/nonexistent/tripod", t.TempDir()
+		want := fmt.Sprintf("--background-load %d: must be between 0 (none) and %d (this machine's CPUs)", load, runtime.NumCPU())
+		if err := Failover(context.Background(), cfg, io.Discard, io.Discard); err == nil || err.Error() != want {
+			t.Errorf("--background-load %d: got %v, want %q", load, err, want)
+		}
+	}
 }
 
 // TestBenchFailoverProducePartitions runs one controller kill on Raft with
 // 6 partitions over 2 topics, of which the producer writes 4 (the first
 // topic's 3 and one of the second's): the partitions written are measured
 // by their acknowledgements, the others by their new leader in the
-// Metadata, and the output says when every one of them had one.
+// Metadata, and the output says when every one of them had one. Another
+// process keeps a CPU busy meanwhile (--background-load 1), and the
+// output says how much CPU time it had.
 func TestBenchFailoverProducePartitions(t *testing.T) {
 	_, stdout, _, report := benchFailoverOutput(t, 2*time.Minute, "--coord", "raft", "--partitions", "6", "--topics", "2", "--produce-partitions", "4",
-		"--runs", "1", "--case", "controller")
+		"--runs", "1", "--case", "controller", "--background-load", "1")
+	if report.BackgroundLoad != 1 || report.BackgroundLoadCPUSeconds <= 0 {
+		t.Errorf("failover.json: background load %d CPUs, which had %v CPU s; want 1 and some", report.BackgroundLoad, report.BackgroundLoadCPUSeconds)
+	}
+	if !regexp.MustCompile(`another process kept 1 CPU\(s\) busy \(it had \d+ CPU s of the \d+ s\)`).MatchString(stdout) {
+		t.Errorf("the summary does not say another process kept a CPU busy, and for how long")
+	}
 	if !regexp.MustCompile(`raft, 6 partitions, controller run 1: a new leader for every one of the \d+ partitions broker \d led in a live broker's Metadata \d+ ms after the kill`).MatchString(stdout) {
 		t.Errorf("no line saying when every partition the killed broker led had a new leader in the Metadata")
 	}
