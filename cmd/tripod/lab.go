@@ -22,7 +22,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark a tripod cluster (produce and consume throughput, latency, failover, OpenMessaging Benchmark workloads)",
 	}
-	cmd.AddCommand(newBenchProduceCmd(), newBenchConsumeCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd(), newBenchOMBCmd(), newBenchSpinCmd())
+	cmd.AddCommand(newBenchProduceCmd(), newBenchConsumeCmd(), newBenchFailoverCmd(), newBenchTxnCmd(), newBenchMigrateCmd(), newBenchOMBCmd(), newBenchSpinCmd(), newBenchKfakeCmd())
 	return cmd
 }
 
@@ -50,7 +50,7 @@ embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "HOST:PORT[,HOST:PORT] of an existing cluster; empty: start one")
-	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster started without --bootstrap: raft, zk or etcd")
+	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster started without --bootstrap: raft, zk or etcd; kfake starts franz-go's fake cluster instead (no replication, no disk), for comparison")
 	f.IntVar(&cfg.Brokers, "brokers", cfg.Brokers, "brokers of the cluster started without --bootstrap")
 	f.IntVar(&cfg.Records, "records", cfg.Records, "records to produce per run")
 	f.IntSliceVar(&cfg.RecordSizes, "record-size", cfg.RecordSizes, "record value sizes in bytes (comma list or repeated)")
@@ -444,7 +444,7 @@ and a chart of the rates and latencies (SVG) to --out.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Workload, "workload", cfg.Workload, "OpenMessaging Benchmark workload file (YAML), e.g. lab/bench/omb/workloads/1-topic-16-partitions-1kb.yaml")
 	f.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "HOST:PORT[,HOST:PORT] of an existing Kafka-protocol cluster; empty: start one")
-	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster started without --bootstrap: raft, zk or etcd")
+	f.StringVar(&cfg.Coord, "coord", cfg.Coord, "coordination backend of the cluster started without --bootstrap: raft, zk or etcd; kfake starts franz-go's fake cluster instead (no replication, no disk), for comparison")
 	f.IntVar(&cfg.Brokers, "brokers", cfg.Brokers, "brokers of the cluster started without --bootstrap")
 	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
 	f.IntVar(&cfg.ReplicationFactor, "replication-factor", cfg.ReplicationFactor, "replication factor of the workload's topics")
@@ -479,5 +479,28 @@ machine while you measure something else.`,
 		},
 	}
 	cmd.Flags().IntVar(&cores, "cores", cores, "CPUs to keep busy")
+	return cmd
+}
+
+// newBenchKfakeCmd builds `tripod bench kfake`, the comparison target of
+// `bench produce` and `bench omb --coord kfake`.
+func newBenchKfakeCmd() *cobra.Command {
+	brokers := 3
+	cmd := &cobra.Command{
+		Use:   "kfake",
+		Short: "Run franz-go's kfake fake cluster on loopback until stopped (the comparison target of --coord kfake)",
+		Long: `Run franz-go's kfake, an in-memory Kafka-protocol fake with no
+replication and no disk, with --brokers brokers on loopback ports until
+interrupted; it prints their addresses, comma separated, on one line.
+bench produce and bench omb start it with --coord kfake, so that the same
+workload runs against tripod and against the fake from the same command.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return bench.RunKfake(ctx, brokers, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().IntVar(&brokers, "brokers", brokers, "brokers of the fake cluster")
 	return cmd
 }

@@ -79,6 +79,9 @@ func (o *OMBConfig) validate() error {
 		if o.Brokers < 1 || o.Brokers > 100 {
 			return fmt.Errorf("--brokers %d: must be between 1 and 100", o.Brokers)
 		}
+		if err := validateBenchCoord(o.Coord); err != nil {
+			return err
+		}
 		if o.ReplicationFactor > o.Brokers {
 			return fmt.Errorf("--replication-factor %d: more than the %d brokers of --brokers", o.ReplicationFactor, o.Brokers)
 		}

@@ -12,12 +12,22 @@ import (
 )
 
 // TestOMBRun runs `tripod bench omb` on a 3-broker Raft cluster it starts
-// itself, with a workload of 1 topic × 2 partitions, 2 subscriptions of 2
-// consumers each and 1 producer at 100 msg/s, for 3 s without warm-up,
-// and checks that every acknowledged message was read by both
-// subscriptions, each with its end-to-end latency, and that the JSON
-// holds OMB's TestResult fields.
+// itself, and with --coord kfake on franz-go's fake cluster, with a
+// workload of 1 topic × 2 partitions, 2 subscriptions of 2 consumers each
+// and 1 producer at 100 msg/s, for 3 s without warm-up, and checks that
+// every acknowledged message was read by both subscriptions, each with
+// its end-to-end latency, and that the JSON holds OMB's TestResult
+// fields.
 func TestOMBRun(t *testing.T) {
+	for _, c := range []struct{ coord, started string }{
+		{"raft", "started 3 brokers on raft"},
+		{Kfake, "started kfake with 3 brokers"},
+	} {
+		t.Run(c.coord, func(t *testing.T) { testOMBRun(t, c.coord, c.started) })
+	}
+}
+
+func testOMBRun(t *testing.T, coord, started string) {
 	dir := t.TempDir()
 	workload := filepath.Join(dir, "tiny.yaml")
 	if err := os.WriteFile(workload, []byte(`name: tiny
@@ -36,8 +46,8 @@ testDurationMinutes: 15
 	}
 	out := filepath.Join(dir, "out")
 	stdout, _ := runBench(t, 2*time.Minute, "bench", "omb", "--workload", workload, "--duration", "3s", "--warmup", "0s",
-		"--window", "1s", "--out", out, "--broker-gomaxprocs", "1")
-	for _, s := range []string{"started 3 brokers on raft", "Pub rate", "LATENCY (ms)", "end-to-end"} {
+		"--window", "1s", "--out", out, "--broker-gomaxprocs", "1", "--coord", coord)
+	for _, s := range []string{started, "Pub rate", "LATENCY (ms)", "end-to-end"} {
 		if !strings.Contains(string(stdout), s) {
 			t.Errorf("output lacks %q", s)
 		}
@@ -105,6 +115,7 @@ func TestOMBRefusesBadFlags(t *testing.T) {
 		{func(c *OMBConfig) { c.ReplicationFactor = 4 }, "--replication-factor 4: more than the 3 brokers of --brokers"},
 		{func(c *OMBConfig) { c.MaxInFlight = 0 }, "--max-in-flight 0: must be between 1 and 1000000"},
 		{func(c *OMBConfig) { c.Window = time.Millisecond }, "--window 1ms: must be between 100ms and 1h"},
+		{func(c *OMBConfig) { c.Coord = "kafka" }, `--coord "kafka": must be one of raft, zk, etcd, or kfake (franz-go's fake cluster, for comparison)`},
 	} {
 		cfg := DefaultOMBConfig()
 		cfg.Workload, cfg.Binary = "omb/workloads/1-topic-16-partitions-1kb.yaml", "/nonexistent/tripod"

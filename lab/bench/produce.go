@@ -132,8 +132,8 @@ func (o *ProduceConfig) validate() error {
 		if o.Brokers < 1 || o.Brokers > 100 {
 			return fmt.Errorf("--brokers %d: must be between 1 and 100", o.Brokers)
 		}
-		if !slices.Contains(cluster.Backends, o.Coord) {
-			return fmt.Errorf("--coord %q: must be one of raft, zk, etcd", o.Coord)
+		if err := validateBenchCoord(o.Coord); err != nil {
+			return err
 		}
 	}
 	if o.Records < 1 {
@@ -321,6 +321,9 @@ func (r produceResult) line() string {
 // --bootstrap's, or a cluster it starts (startBenchCluster), and the
 // function that stops what it started.
 func benchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (seeds []string, stop func(), err error) {
+	if opts.Bootstrap == "" && opts.Coord == Kfake {
+		return startKfake(opts, out)
+	}
 	if opts.Bootstrap == "" {
 		c, stop, err := startBenchCluster(ctx, opts, out)
 		if err != nil {
@@ -337,6 +340,15 @@ func benchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (seed
 		return nil, nil, fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", opts.Bootstrap)
 	}
 	return seeds, func() {}, nil
+}
+
+// validateBenchCoord checks the --coord of a benchmark that starts its
+// cluster: a backend, or kfake for comparison.
+func validateBenchCoord(coord string) error {
+	if !slices.Contains(cluster.Backends, coord) && coord != Kfake {
+		return fmt.Errorf("--coord %q: must be one of raft, zk, etcd, or kfake (franz-go's fake cluster, for comparison)", coord)
+	}
+	return nil
 }
 
 // startBenchCluster starts a cluster of opts.Binary (empty: this binary)
