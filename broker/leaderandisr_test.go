@@ -23,20 +23,7 @@ import (
 func TestLeaderAndIsrOpensReplicasWithoutStallingFetchers(t *testing.T) {
 	brokers := startRaftCluster(t, 2)
 	ctx := testContext(t, 2*time.Minute)
-	controllerID, _, _ := brokers[0].cache.View()
-	var leader, follower *Broker
-	for _, b := range brokers {
-		if coord.BrokerID(b.ID()) == controllerID {
-			leader = b
-		} else {
-			follower = b
-		}
-	}
-	waitFor(t, ctx, "the controller to serve", func() bool { return leader.member.Controller() != nil })
-	ids := []coord.BrokerID{coord.BrokerID(leader.ID()), coord.BrokerID(follower.ID())}
-	if _, err := leader.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: "steady", Assignment: [][]coord.BrokerID{ids}}); err != nil {
-		t.Fatalf("create topic steady: %v", err)
-	}
+	leader, follower, ids := steadyPair(t, ctx, brokers)
 	fullyReplicated := func(topic string) func() bool {
 		return func() bool {
 			_, _, parts := metadataOf(t, leader, topic)
@@ -146,20 +133,7 @@ func TestFollowerRetriesALeaderThatAppliesLate(t *testing.T) {
 		c.ReplicaLagTimeMax = 5 * time.Minute
 	})
 	ctx := testContext(t, 2*time.Minute)
-	controllerID, _, _ := brokers[0].cache.View()
-	var leader, follower *Broker
-	for _, b := range brokers {
-		if coord.BrokerID(b.ID()) == controllerID {
-			leader = b
-		} else {
-			follower = b
-		}
-	}
-	waitFor(t, ctx, "the controller to serve", func() bool { return leader.member.Controller() != nil })
-	ids := []coord.BrokerID{coord.BrokerID(leader.ID()), coord.BrokerID(follower.ID())}
-	if _, err := leader.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: "steady", Assignment: [][]coord.BrokerID{ids}}); err != nil {
-		t.Fatalf("create topic steady: %v", err)
-	}
+	leader, follower, ids := steadyPair(t, ctx, brokers)
 	waitFor(t, ctx, "steady to be fully replicated", func() bool {
 		_, _, parts := metadataOf(t, leader, "steady")
 		return follower.replicas.PartitionFor("steady", 0) != nil && len(parts) == 1 && len(parts[0].isr) == 2
@@ -226,4 +200,26 @@ func TestFollowerRetriesALeaderThatAppliesLate(t *testing.T) {
 	if err := <-created; err != nil {
 		t.Fatalf("create topic late: %v", err)
 	}
+}
+
+// steadyPair splits a 2-broker cluster into its controller (the leader
+// of what the tests create) and the other broker, waits until the
+// controller serves, and creates topic steady with one partition on both,
+// led by the controller. ids are the two brokers, leader first.
+func steadyPair(t *testing.T, ctx context.Context, brokers []*Broker) (leader, follower *Broker, ids []coord.BrokerID) {
+	t.Helper()
+	controllerID, _, _ := brokers[0].cache.View()
+	for _, b := range brokers {
+		if coord.BrokerID(b.ID()) == controllerID {
+			leader = b
+		} else {
+			follower = b
+		}
+	}
+	waitFor(t, ctx, "the controller to serve", func() bool { return leader.member.Controller() != nil })
+	ids = []coord.BrokerID{coord.BrokerID(leader.ID()), coord.BrokerID(follower.ID())}
+	if _, err := leader.member.Controller().CreateTopic(ctx, controller.TopicSpec{Name: "steady", Assignment: [][]coord.BrokerID{ids}}); err != nil {
+		t.Fatalf("create topic steady: %v", err)
+	}
+	return leader, follower, ids
 }
