@@ -422,7 +422,13 @@ end-to-end latencies; after warmupDurationMinutes (OMB's default 1, or
 the producers and waits until every acknowledged message was read. It
 prints the aggregated p50, p75, p95, p99, p99.9, p99.99 and max of both
 latencies after the warm-up, and writes OMB's TestResult fields as JSON
-and a chart of the rates and latencies (SVG) to --out.`,
+and a chart of the rates and latencies (SVG) to --out.
+
+With --profile DIR the brokers it starts serve Go's runtime profiles, and
+over the test duration it captures every broker's execution trace and CPU
+profile and this process's own (the clients) into DIR, for go tool trace
+and go tool pprof: a latency spike in the windows shows there as what each
+process was doing at the time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -457,6 +463,9 @@ and a chart of the rates and latencies (SVG) to --out.`,
 	f.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "unacknowledged messages per producer at producerRate 0 (max rate)")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long, after the producers stop, the consumers may take to read every acknowledged message")
 	f.StringVar(&cfg.Out, "out", cfg.Out, "directory for the JSON result and the SVG chart")
+	f.StringArrayVar(&cfg.Sets, "set", cfg.Sets, "broker property key=value for every broker started without --bootstrap (repeatable)")
+	f.Int64Var(&cfg.HeapFloor, "heap-floor", cfg.HeapFloor, "smallest heap in bytes at which this process's garbage collector runs, so that the clients' collections stay out of the latencies they measure; 0, or GOGC set in the environment: Go's default pacing")
+	f.StringVar(&cfg.Profile, "profile", cfg.Profile, "directory for the execution traces and CPU profiles of the started brokers and of this process over --duration (broker-N.trace, broker-N.cpu.pprof, client.*), for go tool trace and go tool pprof; empty: none")
 	security.addFlags(cmd)
 	return cmd
 }

@@ -76,6 +76,9 @@ type Config struct {
 	// metrics (--metrics-listen) on a free loopback port,
 	// Broker.MetricsAddr, that Broker.Metric reads. Default false.
 	Metrics bool
+	// Pprof, with Metrics, makes every broker serve Go's runtime profiles
+	// (--pprof) at http://MetricsAddr/debug/pprof/. Default false.
+	Pprof bool
 	// LogLevel is every broker's --log-level. Default "info".
 	LogLevel string
 	// Proxies, when true, puts a Proxy in front of every broker's Kafka
@@ -315,6 +318,9 @@ func (c *Cluster) makeBrokers(from int, kafkaPorts, raftPorts, voters []string) 
 			}
 			b.MetricsAddr = addrs[0]
 			b.args = append(b.args, "--metrics-listen", b.MetricsAddr)
+			if cfg.Pprof {
+				b.args = append(b.args, "--pprof")
+			}
 		}
 		for _, kv := range cfg.Sets {
 			b.args = append(b.args, "--set", kv)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/createtopics"
+	"github.com/tripodmq/tripod/internal/gcfloor"
+	"github.com/tripodmq/tripod/lab"
 )
 
 // OMBConfig is what `tripod bench omb` runs, and on which cluster.
@@ -58,6 +61,17 @@ type OMBConfig struct {
 	DrainTimeout time.Duration
 	// Out is the directory of the JSON and the chart.
 	Out string
+	// Sets are broker properties key=value for every started broker
+	// (--set).
+	Sets []string
+	// HeapFloor is the smallest heap goal of this process's garbage
+	// collector, which runs the clients (--heap-floor, internal/gcfloor);
+	// 0, or GOGC set in the environment: Go's default pacing.
+	HeapFloor int64
+	// Profile, when set, is the directory into which the brokers the
+	// benchmark starts and this process write their execution traces and
+	// CPU profiles over the test duration (--profile; see profiles).
+	Profile string
 }
 
 // DefaultOMBConfig returns the defaults of `tripod bench omb`.
@@ -65,7 +79,7 @@ func DefaultOMBConfig() OMBConfig {
 	return OMBConfig{
 		Coord: "raft", Brokers: 3, ReplicationFactor: 3, Acks: "all",
 		Window: 10 * time.Second, Linger: time.Millisecond, BatchBytes: 131072,
-		MaxInFlight: 1000, DrainTimeout: time.Minute, Out: "omb-results",
+		MaxInFlight: 1000, DrainTimeout: time.Minute, Out: "omb-results", HeapFloor: 256 << 20,
 	}
 }
 
@@ -88,6 +102,19 @@ func (o *OMBConfig) validate() error {
 		if err := validateBrokerGoMaxProcs(o.BrokerGoMaxProcs); err != nil {
 			return err
 		}
+		if len(o.Sets) > 0 && o.Coord == Kfake {
+			return errors.New("--set: sets tripod's broker properties, not kfake's; give --coord raft, zk or etcd")
+		}
+		if err := lab.CheckBrokerFlags("info", o.Sets); err != nil {
+			return err
+		}
+		if o.Profile != "" && o.Coord == Kfake {
+			return errors.New("--profile: traces tripod's brokers, not kfake; give --coord raft, zk or etcd")
+		}
+	} else if o.Profile != "" {
+		return errors.New("--profile: traces the brokers this command starts, not a --bootstrap cluster's; profile those with tripod serve --pprof")
+	} else if len(o.Sets) > 0 {
+		return errors.New("--set: sets the properties of the brokers this command starts, not a --bootstrap cluster's")
 	}
 	if o.ReplicationFactor < 1 || o.ReplicationFactor > 32767 {
 		return fmt.Errorf("--replication-factor %d: must be between 1 and 32767", o.ReplicationFactor)
@@ -119,6 +146,9 @@ func (o *OMBConfig) validate() error {
 	if o.Out == "" {
 		return errors.New("--out: give a directory")
 	}
+	if o.HeapFloor < 0 || o.HeapFloor > 1<<40 {
+		return fmt.Errorf("--heap-floor %d: must be 0 (off) or a size in bytes up to 1 TiB", o.HeapFloor)
+	}
 	return nil
 }
 
@@ -126,7 +156,7 @@ func (o *OMBConfig) validate() error {
 // bench produce`, reads.
 func (o *OMBConfig) produceConfig() *ProduceConfig {
 	return &ProduceConfig{Bootstrap: o.Bootstrap, Coord: o.Coord, Brokers: o.Brokers,
-		BrokerGoMaxProcs: o.BrokerGoMaxProcs, Binary: o.Binary}
+		BrokerGoMaxProcs: o.BrokerGoMaxProcs, Binary: o.Binary, Pprof: o.Profile != "", Sets: o.Sets}
 }
 
 // ombLatencyMaxMicros is the largest latency the histograms hold, an
@@ -234,13 +264,36 @@ func OMB(ctx context.Context, cfg OMBConfig, out io.Writer) error {
 	if cfg.Warmup != nil {
 		warmup = *cfg.Warmup
 	}
-	seeds, stop, err := benchCluster(ctx, cfg.produceConfig(), out)
-	if err != nil {
-		return err
+	if _, set := os.LookupEnv("GOGC"); !set && cfg.HeapFloor > 0 {
+		// The clients' own collections would enter the latencies they
+		// measure: at 50 000 msg/s of 1 KiB, Go's default goal (twice a
+		// live heap of a few MiB) collected 18 times a second, 14 % of
+		// the time marking and 0.4 s stopped in 20 s of a run. OMB's
+		// clients run in JVMs with heaps of gigabytes.
+		floor := gcfloor.Start(uint64(cfg.HeapFloor))
+		defer floor.Stop()
 	}
-	defer stop()
-	r := &ombRun{cfg: &cfg, w: w, seeds: seeds, stats: newOMBStats(), out: out,
+	r := &ombRun{cfg: &cfg, w: w, stats: newOMBStats(), out: out,
 		prefix: fmt.Sprintf("omb-%d", time.Now().UnixNano())}
+	if cfg.Profile != "" {
+		c, stop, err := startBenchCluster(ctx, cfg.produceConfig(), out)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		r.seeds = c.Bootstrap()
+		r.profiles = &profiles{dir: cfg.Profile, brokers: map[int32]string{}}
+		for _, b := range c.Brokers() {
+			r.profiles.brokers[b.ID] = b.MetricsAddr
+		}
+	} else {
+		seeds, stop, err := benchCluster(ctx, cfg.produceConfig(), out)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		r.seeds = seeds
+	}
 	res, err := r.run(ctx, warmup, testDur)
 	if err != nil {
 		return err
@@ -260,6 +313,9 @@ type ombRun struct {
 	// groups are the subscriptions' consumer groups, deleted with the
 	// topics at the end.
 	groups []string
+	// profiles, when set, captures the test duration's traces and
+	// profiles.
+	profiles *profiles
 }
 
 // client returns a franz-go client of the run's cluster with opts.
@@ -345,7 +401,17 @@ func (r *ombRun) run(ctx context.Context, warmup, testDur time.Duration) (*ombRe
 		r.stats.mu.Unlock()
 	}
 	fmt.Fprintf(r.out, "----- benchmark (%v) -----\n", testDur)
+	waitProfiles := func() error { return nil }
+	if r.profiles != nil {
+		if waitProfiles, err = r.profiles.capture(ctx, testDur, r.out); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.sample(ctx, testDur, res); err != nil {
+		waitProfiles()
+		return nil, err
+	}
+	if err := waitProfiles(); err != nil {
 		return nil, err
 	}
 	stopProducers()

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -44,13 +46,21 @@ testDurationMinutes: 15
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "out")
-	stdout, _ := runBench(t, 2*time.Minute, "bench", "omb", "--workload", workload, "--duration", "3s", "--warmup", "0s",
-		"--window", "1s", "--out", out, "--broker-gomaxprocs", "1", "--coord", coord)
+	out, profile := filepath.Join(dir, "out"), filepath.Join(dir, "profile")
+	args := []string{"bench", "omb", "--workload", workload, "--duration", "3s", "--warmup", "0s",
+		"--window", "1s", "--out", out, "--broker-gomaxprocs", "1", "--coord", coord}
+	if coord != Kfake {
+		// tripod's brokers also trace themselves, with a broker property.
+		args = append(args, "--profile", profile, "--set", "log.writeback.bytes=65536")
+	}
+	stdout, _ := runBench(t, 2*time.Minute, args...)
 	for _, s := range []string{started, "Pub rate", "LATENCY (ms)", "end-to-end"} {
 		if !strings.Contains(string(stdout), s) {
 			t.Errorf("output lacks %q", s)
 		}
+	}
+	if coord != Kfake {
+		checkProfiles(t, profile, 3)
 	}
 	results, _ := filepath.Glob(filepath.Join(out, "tiny-*.json"))
 	charts, _ := filepath.Glob(filepath.Join(out, "tiny-*.svg"))
@@ -100,6 +110,27 @@ testDurationMinutes: 15
 	}
 }
 
+// checkProfiles checks that dir holds what --profile captures from
+// brokers brokers and from the benchmark's own process: Go execution
+// traces (they start "go 1.") and CPU profiles (gzipped protobufs).
+func checkProfiles(t *testing.T, dir string, brokers int) {
+	t.Helper()
+	names := []string{"client"}
+	for id := 1; id <= brokers; id++ {
+		names = append(names, fmt.Sprintf("broker-%d", id))
+	}
+	for _, name := range names {
+		trace, err := os.ReadFile(filepath.Join(dir, name+".trace"))
+		if err != nil || !bytes.HasPrefix(trace, []byte("go 1.")) {
+			t.Errorf("%s.trace: %d bytes starting %q, error %v: want a Go execution trace", name, len(trace), trace[:min(len(trace), 8)], err)
+		}
+		cpu, err := os.ReadFile(filepath.Join(dir, name+".cpu.pprof"))
+		if err != nil || !bytes.HasPrefix(cpu, []byte{0x1f, 0x8b}) {
+			t.Errorf("%s.cpu.pprof: %d bytes, error %v: want a gzipped CPU profile", name, len(cpu), err)
+		}
+	}
+}
+
 // TestOMBRefusesBadFlags checks that tripod bench omb names the flag and
 // its range for a value outside it, before starting anything.
 func TestOMBRefusesBadFlags(t *testing.T) {
@@ -116,6 +147,12 @@ func TestOMBRefusesBadFlags(t *testing.T) {
 		{func(c *OMBConfig) { c.MaxInFlight = 0 }, "--max-in-flight 0: must be between 1 and 1000000"},
 		{func(c *OMBConfig) { c.Window = time.Millisecond }, "--window 1ms: must be between 100ms and 1h"},
 		{func(c *OMBConfig) { c.Coord = "kafka" }, `--coord "kafka": must be one of raft, zk, etcd, or kfake (franz-go's fake cluster, for comparison)`},
+		{func(c *OMBConfig) { c.Sets = []string{"log.writeback.bytes"} }, `--set "log.writeback.bytes": want key=value`},
+		{func(c *OMBConfig) { c.Coord, c.Sets = Kfake, []string{"a=b"} }, "--set: sets tripod's broker properties, not kfake's"},
+		{func(c *OMBConfig) { c.Bootstrap, c.Sets = "127.0.0.1:9092", []string{"a=b"} }, "--set: sets the properties of the brokers this command starts"},
+		{func(c *OMBConfig) { c.Coord, c.Profile = Kfake, "p" }, "--profile: traces tripod's brokers, not kfake"},
+		{func(c *OMBConfig) { c.Bootstrap, c.Profile = "127.0.0.1:9092", "p" }, "--profile: traces the brokers this command starts"},
+		{func(c *OMBConfig) { c.HeapFloor = -1 }, "--heap-floor -1: must be 0 (off) or a size in bytes up to 1 TiB"},
 	} {
 		cfg := DefaultOMBConfig()
 		cfg.Workload, cfg.Binary = "omb/workloads/1-topic-16-partitions-1kb.yaml", "/nonexistent/tripod"

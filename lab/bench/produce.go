@@ -66,6 +66,11 @@ type ProduceConfig struct {
 	// Binary is the tripod executable whose `serve` the started brokers
 	// run; empty: this process's own.
 	Binary string
+	// Pprof makes the started brokers serve Go's runtime profiles on
+	// their metrics listener (cluster.Config.Pprof).
+	Pprof bool
+	// Sets are broker properties key=value for every started broker.
+	Sets []string
 }
 
 // DefaultProduceConfig returns the defaults of `tripod bench produce`.
@@ -379,6 +384,8 @@ func startBenchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) 
 	cfg := cluster.DefaultConfig()
 	cfg.Binary, cfg.Dir, cfg.Backend, cfg.Brokers = self, filepath.Join(dir, "brokers"), opts.Coord, opts.Brokers
 	cfg.GoMaxProcs = opts.BrokerGoMaxProcs
+	cfg.Metrics, cfg.Pprof = opts.Pprof, opts.Pprof
+	cfg.Sets = opts.Sets
 	switch opts.Coord {
 	case "zk":
 		zk, err := zkserver.Start(filepath.Join(dir, "zookeeper"), zkserver.DefaultConfig())
