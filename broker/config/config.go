@@ -181,6 +181,12 @@ type Config struct {
 	// LogFlushInterval fsyncs a partition whose oldest unflushed record is
 	// this old (log.flush.interval.ms). Default 0: never on time.
 	LogFlushInterval time.Duration
+	// LogWritebackBytes is how many bytes appended to a segment a
+	// partition lets the page cache hold before the broker asks the
+	// kernel to start writing them to disk, without waiting (tripod's
+	// log.writeback.bytes; tlog.Config.WritebackBytes). Default 1 MiB; 0:
+	// off; else 4096 .. 1073741824.
+	LogWritebackBytes int64
 	// LogRetentionCheckInterval is how often the broker enforces retention
 	// and age-based rolls (log.retention.check.interval.ms). Default 5
 	// minutes; at least 1 ms.
@@ -512,6 +518,7 @@ func DefaultConfig() Config {
 		LogRetention:               defaultLog.RetentionTime,
 		LogFlushIntervalMessages:   defaultLog.FlushMessages,
 		LogFlushInterval:           defaultLog.FlushInterval,
+		LogWritebackBytes:          defaultLog.WritebackBytes,
 		LogRetentionCheckInterval:  5 * time.Minute,
 		LogOpenFilesMax:            tlog.DefaultOpenFilesMax,
 		LogCleanerEnable:           true,
@@ -1319,6 +1326,14 @@ var brokerKeys = map[string]configKey{
 		set: func(c *Config, k, v string) error { return setMillis(&c.LogFlushInterval, k, v) },
 		get: func(c Config) string { return strconv.FormatInt(c.LogFlushInterval.Milliseconds(), 10) },
 	},
+	"log.writeback.bytes": {
+		doc: keyDoc{
+			section: "Log", allowed: "0 (off), or 4096 .. 1073741824",
+			meaning: "tripod's own: after this many bytes appended to a segment, ask the kernel to start writing them to disk (sync_file_range), without waiting or fsyncing, so that the page cache never holds gigabytes for the kernel to write at once while appends wait; see [Tail latency](bench/README.md#tail-latency)",
+		},
+		set: func(c *Config, k, v string) error { return setInt64(&c.LogWritebackBytes, k, v) },
+		get: func(c Config) string { return strconv.FormatInt(c.LogWritebackBytes, 10) },
+	},
 	"log.retention.check.interval.ms": {
 		doc: keyDoc{
 			section: "Log", allowed: "≥ 1",
@@ -1976,6 +1991,7 @@ func (c Config) LogConfig(topicConfigs map[string]string) tlog.Config {
 	lc.RetentionTime = c.LogRetention
 	lc.FlushMessages = c.LogFlushIntervalMessages
 	lc.FlushInterval = c.LogFlushInterval
+	lc.WritebackBytes = c.LogWritebackBytes
 	// millis is a topic's time in milliseconds, Kafka's Long.MAX_VALUE
 	// ("never") and anything past time.Duration's range capped at it.
 	millis := func(n int64) time.Duration {

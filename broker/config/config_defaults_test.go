@@ -29,6 +29,7 @@ func TestDefaultConfigPinned(t *testing.T) {
 		"log.flush.interval.messages":     "9223372036854775807",
 		"log.flush.interval.ms":           "0",
 		"log.retention.check.interval.ms": "300000",
+		"log.writeback.bytes":             "1048576",
 		"log.open.files.max":              "10000",
 		"log.cleaner.enable":              "true",
 		"log.cleaner.dedupe.buffer.size":  "134217728",

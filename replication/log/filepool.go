@@ -1,6 +1,8 @@
 package log
 
 import (
+	"golang.org/x/sys/unix"
+
 	"errors"
 	"fmt"
 	"io/fs"
@@ -337,6 +339,28 @@ func (sf *segmentFile) WriteAt(b []byte, off int64) (int, error) {
 	}
 	defer sf.unpin()
 	return f.WriteAt(b, off)
+}
+
+// startWriteback asks the kernel to start writing the n bytes at off to
+// disk (sync_file_range with SYNC_FILE_RANGE_WRITE) without waiting for
+// them, when the file is open; see Config.WritebackBytes.
+func (sf *segmentFile) startWriteback(off, n int64) error {
+	f, err := sf.pin(false)
+	if err != nil {
+		return err
+	}
+	defer sf.unpin()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // Truncate cuts the file to size bytes.

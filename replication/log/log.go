@@ -110,6 +110,16 @@ type Config struct {
 	// (log.flush.interval.ms), checked on each append and by
 	// EnforceRetention. Default 0: never on time.
 	FlushInterval time.Duration
+	// WritebackBytes is how many bytes appended to a segment the log lets
+	// the page cache hold before it asks the kernel to start writing them
+	// to disk (sync_file_range, SYNC_FILE_RANGE_WRITE), without waiting
+	// and without fsyncing (log.writeback.bytes). Left to itself, Linux
+	// starts writeback only when the dirty pages of the whole machine
+	// reach vm.dirty_background_ratio (10 % of memory: gigabytes), and
+	// then writes them all at once: appends stalled for 0.2-0.7 s while
+	// it did, at 50 MB/s per broker. Default 1 MiB; 0: off (the kernel's
+	// own pacing); else 4096 .. 1073741824.
+	WritebackBytes int64
 	// Files is the pool through which the log opens its segment files,
 	// shared by the logs of a broker (log.open.files.max bounds it).
 	// Default nil: a pool of DefaultOpenFilesMax shared by every log of
@@ -126,6 +136,7 @@ func DefaultConfig() Config {
 		RetentionTime:      7 * 24 * time.Hour,
 		IndexIntervalBytes: 4096,
 		FlushMessages:      1<<63 - 1,
+		WritebackBytes:     1 << 20,
 	}
 }
 
@@ -146,6 +157,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("log.flush.interval.messages %d: must be between 1 and %d", c.FlushMessages, int64(math.MaxInt64))
 	case c.FlushInterval < 0:
 		return fmt.Errorf("log.flush.interval.ms %d: must be between 0 (never on time) and %d", c.FlushInterval.Milliseconds(), int64(math.MaxInt64/time.Millisecond))
+	case c.WritebackBytes != 0 && (c.WritebackBytes < pageBytes || c.WritebackBytes > 1<<30):
+		return fmt.Errorf("log.writeback.bytes %d: must be 0 (off) or between %d and %d", c.WritebackBytes, pageBytes, 1<<30)
 	}
 	return nil
 }
@@ -229,6 +242,7 @@ func (l *Log) SetConfig(cfg Config) error {
 	l.cfg.SegmentBytes, l.cfg.RollTime = cfg.SegmentBytes, cfg.RollTime
 	l.cfg.RetentionBytes, l.cfg.RetentionTime = cfg.RetentionBytes, cfg.RetentionTime
 	l.cfg.FlushMessages, l.cfg.FlushInterval = cfg.FlushMessages, cfg.FlushInterval
+	l.cfg.WritebackBytes = cfg.WritebackBytes
 	return nil
 }
 
@@ -758,6 +772,16 @@ func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offse
 	if _, err := s.log.WriteAt(data, at); err != nil {
 		s.log.Truncate(at)
 		return fmt.Errorf("write segment %d at byte %d: %w", s.baseOffset, at, err)
+	}
+	if s.writtenBack > at {
+		s.writtenBack = at &^ (pageBytes - 1) // truncated below it
+	}
+	if end := at + int64(len(data)); l.cfg.WritebackBytes > 0 && end-s.writtenBack >= l.cfg.WritebackBytes {
+		// Best effort: a file system without sync_file_range (or a
+		// file closed meanwhile) leaves writeback to the kernel, as
+		// with WritebackBytes 0.
+		s.log.startWriteback(s.writtenBack, end-s.writtenBack)
+		s.writtenBack = end &^ (pageBytes - 1)
 	}
 	if last := tail.size - tail.lastPos; tail.hasLast && last <= tailCacheBytes {
 		tail.lastBytes = slices.Clone(data[len(data)-int(last):])

@@ -31,6 +31,9 @@ func TestConfigValidate(t *testing.T) {
 		{"index interval negative", func(c *Config) { c.IndexIntervalBytes = -1 }, "log.index.interval.bytes -1: must be between 0 and 2147483647"},
 		{"flush messages zero", func(c *Config) { c.FlushMessages = 0 }, "log.flush.interval.messages 0: must be between 1 and"},
 		{"flush interval negative", func(c *Config) { c.FlushInterval = -time.Second }, "log.flush.interval.ms -1000: must be between 0 (never on time) and"},
+		{"writeback below a page", func(c *Config) { c.WritebackBytes = 4095 }, "log.writeback.bytes 4095: must be 0 (off) or between 4096 and 1073741824"},
+		{"writeback off", func(c *Config) { c.WritebackBytes = 0 }, ""},
+		{"writeback above 1 GiB", func(c *Config) { c.WritebackBytes = 1<<30 + 1 }, "log.writeback.bytes 1073741825: must be 0 (off) or between 4096 and 1073741824"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,6 +31,9 @@ const (
 	timeEntrySize = 12
 	// scanChunk is how many bytes a header scan reads at a time.
 	scanChunk = 4096
+	// pageBytes is the page size the writeback ranges of
+	// Config.WritebackBytes are aligned to.
+	pageBytes = 4096
 )
 
 // errTornBatch marks a batch cut short by the end of the segment file.
@@ -141,6 +144,10 @@ type segment struct {
 	rollTimestamp int64
 	// dirty is set when the files hold writes not yet fsynced.
 	dirty bool
+	// writtenBack is the byte of the .log file up to which writeback was
+	// started (Config.WritebackBytes), a multiple of pageBytes; guarded by
+	// the log's appendMu.
+	writtenBack int64
 	// offsetsFile and timesFile track the index files against offsets
 	// and times.
 	offsetsFile, timesFile indexFileState

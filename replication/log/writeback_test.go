@@ -1,0 +1,61 @@
+package log
+
+import (
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestWritebackBoundsDirtyPages appends 8 MiB to a log on the test's
+// disk and asks the kernel (cachestat) how many of the segment's pages
+// are still dirty: with WritebackBytes 1 MiB at most that much plus a
+// page or two at the range's edges, since writeback of the rest was
+// started as it was appended; with 0, the kernel's own pacing, nearly all
+// 8 MiB, which is what lets a busy machine gather gigabytes and write
+// them at once while appends wait. The log reads back whole either way.
+func TestWritebackBoundsDirtyPages(t *testing.T) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(t.TempDir(), &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Type == unix.TMPFS_MAGIC {
+		t.Skip("the test directory is on tmpfs, whose pages are never written back; run with TMPDIR on a disk")
+	}
+	batch := newBatch(t, 64, 1000, 1000) // about 66 KiB
+	const total = 8 << 20
+	dirtyPages := func(writeback int64) uint64 {
+		t.Helper()
+		cfg := testConfig()
+		cfg.SegmentBytes = 64 << 20
+		cfg.WritebackBytes = writeback
+		dir := t.TempDir()
+		l := openTestLog(t, dir, cfg)
+		appended := 0
+		for appended < total {
+			mustAppend(t, l, batch)
+			appended += len(batch)
+		}
+		f, err := os.Open(segmentPath(dir, 0, logSuffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var st unix.Cachestat_t
+		if err := unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{Off: 0, Len: 0}, &st, 0); err != nil {
+			t.Fatalf("cachestat of the segment: %v", err)
+		}
+		if got := len(readAllFrom(t, l, 0)); got != (appended / len(batch)) {
+			t.Fatalf("WritebackBytes %d: read back %d batches, want %d", writeback, got, appended/len(batch))
+		}
+		t.Logf("WritebackBytes %d: %d pages cached, %d dirty, %d under writeback", writeback, st.Cache, st.Dirty, st.Writeback)
+		return st.Dirty
+	}
+	const window = 1 << 20
+	if got, most := dirtyPages(window), uint64(window/pageBytes+2); got > most {
+		t.Errorf("WritebackBytes %d: %d dirty pages after 8 MiB, want at most %d", window, got, most)
+	}
+	if got, least := dirtyPages(0), uint64(total/2/pageBytes); got < least {
+		t.Errorf("WritebackBytes 0: %d dirty pages after 8 MiB, want at least %d (else this test measures nothing here)", got, least)
+	}
+}
