@@ -196,6 +196,11 @@ type Log struct {
 	now func() time.Time
 
 	appendMu sync.Mutex
+	// writeback counts the goroutines starting a segment's writeback
+	// (Config.WritebackBytes), at most one at a time (writebackBusy);
+	// Close waits for them. Added to under appendMu.
+	writeback     sync.WaitGroup
+	writebackBusy atomic.Bool
 	// unflushedRecords counts the records appended since the last fsync.
 	unflushedRecords int64
 	// firstUnflushed is when the oldest record not yet fsynced was
@@ -776,12 +781,23 @@ func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offse
 	if s.writtenBack > at {
 		s.writtenBack = at &^ (pageBytes - 1) // truncated below it
 	}
-	if end := at + int64(len(data)); l.cfg.WritebackBytes > 0 && end-s.writtenBack >= l.cfg.WritebackBytes {
-		// Best effort: a file system without sync_file_range (or a
-		// file closed meanwhile) leaves writeback to the kernel, as
-		// with WritebackBytes 0.
-		s.log.startWriteback(s.writtenBack, end-s.writtenBack)
+	if end := at + int64(len(data)); l.cfg.WritebackBytes > 0 && end-s.writtenBack >= l.cfg.WritebackBytes &&
+		l.writebackBusy.CompareAndSwap(false, true) {
+		// sync_file_range can wait for the device (behind another
+		// process's fsync, say) and costs the file system's block
+		// allocation, so it runs beside the append, one at a time per
+		// log: while one runs, the range grows and goes with the next.
+		// Best effort: a file system without sync_file_range (or a file
+		// closed meanwhile) leaves writeback to the kernel, as with
+		// WritebackBytes 0.
+		file, from := s.log, s.writtenBack
 		s.writtenBack = end &^ (pageBytes - 1)
+		l.writeback.Add(1)
+		go func() {
+			defer l.writeback.Done()
+			defer l.writebackBusy.Store(false)
+			file.startWriteback(from, end-from)
+		}()
 	}
 	if last := tail.size - tail.lastPos; tail.hasLast && last <= tailCacheBytes {
 		tail.lastBytes = slices.Clone(data[len(data)-int(last):])
@@ -1432,6 +1448,7 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
+	l.writeback.Wait()
 	for _, s := range l.segments {
 		if err := s.close(); err != nil && first == nil {
 			first = fmt.Errorf("close segment %d: %w", s.baseOffset, err)

@@ -145,8 +145,8 @@ type segment struct {
 	// dirty is set when the files hold writes not yet fsynced.
 	dirty bool
 	// writtenBack is the byte of the .log file up to which writeback was
-	// started (Config.WritebackBytes), a multiple of pageBytes; guarded by
-	// the log's appendMu.
+	// asked for (Config.WritebackBytes), a multiple of pageBytes; guarded
+	// by the log's appendMu.
 	writtenBack int64
 	// offsetsFile and timesFile track the index files against offsets
 	// and times.
