@@ -63,6 +63,7 @@ embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
 	f.DurationVar(&cfg.Linger, "linger", cfg.Linger, "how long the producer waits to fill a batch (linger.ms); 0, kafka-producer-perf-test's default, sends at once")
 	f.IntVar(&cfg.BatchBytes, "batch-size", cfg.BatchBytes, "largest record batch in bytes (batch.size)")
 	f.IntVar(&cfg.BrokerGoMaxProcs, "broker-gomaxprocs", cfg.BrokerGoMaxProcs, brokerGoMaxProcsUsage+" (without --bootstrap)")
+	f.StringArrayVar(&cfg.Sets, "set", cfg.Sets, "broker property key=value for every broker started without --bootstrap (repeatable)")
 	f.StringVar(&cfg.Compression, "compression", cfg.Compression, "compression.type of the producer: none, gzip, snappy, lz4 or zstd; compressed runs send records of random letters that differ from one another, as real records do")
 	f.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "produce requests in flight per broker (max.in.flight.requests.per.connection) of acks=1 runs; acks=all runs are idempotent, with 5")
 	return cmd

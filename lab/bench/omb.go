@@ -21,7 +21,6 @@ import (
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/internal/gcfloor"
-	"github.com/tripodmq/tripod/lab"
 )
 
 // OMBConfig is what `tripod bench omb` runs, and on which cluster.
@@ -102,19 +101,14 @@ func (o *OMBConfig) validate() error {
 		if err := validateBrokerGoMaxProcs(o.BrokerGoMaxProcs); err != nil {
 			return err
 		}
-		if len(o.Sets) > 0 && o.Coord == Kfake {
-			return errors.New("--set: sets tripod's broker properties, not kfake's; give --coord raft, zk or etcd")
-		}
-		if err := lab.CheckBrokerFlags("info", o.Sets); err != nil {
-			return err
-		}
 		if o.Profile != "" && o.Coord == Kfake {
 			return errors.New("--profile: traces tripod's brokers, not kfake; give --coord raft, zk or etcd")
 		}
 	} else if o.Profile != "" {
 		return errors.New("--profile: traces the brokers this command starts, not a --bootstrap cluster's; profile those with tripod serve --pprof")
-	} else if len(o.Sets) > 0 {
-		return errors.New("--set: sets the properties of the brokers this command starts, not a --bootstrap cluster's")
+	}
+	if err := validateBrokerSets(o.Bootstrap, o.Coord, o.Sets); err != nil {
+		return err
 	}
 	if o.ReplicationFactor < 1 || o.ReplicationFactor > 32767 {
 		return fmt.Errorf("--replication-factor %d: must be between 1 and 32767", o.ReplicationFactor)

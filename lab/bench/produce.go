@@ -141,6 +141,9 @@ func (o *ProduceConfig) validate() error {
 			return err
 		}
 	}
+	if err := validateBrokerSets(o.Bootstrap, o.Coord, o.Sets); err != nil {
+		return err
+	}
 	if o.Records < 1 {
 		return fmt.Errorf("--records %d: must be at least 1", o.Records)
 	}
@@ -345,6 +348,20 @@ func benchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (seed
 		return nil, nil, fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", opts.Bootstrap)
 	}
 	return seeds, func() {}, nil
+}
+
+// validateBrokerSets checks the --set broker properties of a benchmark:
+// key=value, and only for the tripod brokers it starts.
+func validateBrokerSets(bootstrap, coord string, sets []string) error {
+	switch {
+	case len(sets) == 0:
+		return nil
+	case bootstrap != "":
+		return errors.New("--set: sets the properties of the brokers this command starts, not a --bootstrap cluster's")
+	case coord == Kfake:
+		return errors.New("--set: sets tripod's broker properties, not kfake's; give --coord raft, zk or etcd")
+	}
+	return lab.CheckBrokerFlags("info", sets)
 }
 
 // validateBenchCoord checks the --coord of a benchmark that starts its

@@ -209,3 +209,24 @@ func TestBenchCompressionFlag(t *testing.T) {
 		t.Errorf("compressed payloads: got %d distinct of %d, want at least 2, all distinct", len(distinct), len(payloads))
 	}
 }
+
+// TestBenchProduceRefusesBadSets checks that bench produce names --set
+// when a value is not key=value or when it has no tripod brokers of its
+// own to set, before starting anything.
+func TestBenchProduceRefusesBadSets(t *testing.T) {
+	for _, c := range []struct {
+		set  func(*ProduceConfig)
+		want string
+	}{
+		{func(c *ProduceConfig) { c.Sets = []string{"replica.fetch.wait.max.ms"} }, `--set "replica.fetch.wait.max.ms": want key=value`},
+		{func(c *ProduceConfig) { c.Coord, c.Sets = Kfake, []string{"a=b"} }, "--set: sets tripod's broker properties, not kfake's"},
+		{func(c *ProduceConfig) { c.Bootstrap, c.Sets = "127.0.0.1:9092", []string{"a=b"} }, "--set: sets the properties of the brokers this command starts"},
+	} {
+		cfg := DefaultProduceConfig()
+		cfg.Binary = "/nonexistent/tripod"
+		c.set(&cfg)
+		if err := Produce(context.Background(), cfg, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error containing %q", err, c.want)
+		}
+	}
+}
