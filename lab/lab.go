@@ -220,6 +220,11 @@ func CheckBrokerFlags(logLevel string, sets []string) error {
 	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, logLevel) {
 		return fmt.Errorf("--broker-log-level %q: must be trace, debug, info, warn or error", logLevel)
 	}
+	return CheckSets(sets)
+}
+
+// CheckSets checks that each --set is a key=value.
+func CheckSets(sets []string) error {
 	for _, kv := range sets {
 		if !strings.Contains(kv, "=") {
 			return fmt.Errorf("--set %q: want key=value", kv)

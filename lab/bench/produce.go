@@ -361,7 +361,7 @@ func validateBrokerSets(bootstrap, coord string, sets []string) error {
 	case coord == Kfake:
 		return errors.New("--set: sets tripod's broker properties, not kfake's; give --coord raft, zk or etcd")
 	}
-	return lab.CheckBrokerFlags("info", sets)
+	return lab.CheckSets(sets)
 }
 
 // validateBenchCoord checks the --coord of a benchmark that starts its
