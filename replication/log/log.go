@@ -787,16 +787,22 @@ func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offse
 		// process's fsync, say) and costs the file system's block
 		// allocation, so it runs beside the append, one at a time per
 		// log: while one runs, the range grows and goes with the next.
+		// The range stops at the last whole page: the file system locks
+		// each page it writes back until its blocks are allocated, which
+		// can wait for block-bitmap reads behind the device's queue, and
+		// the next append into the page still being filled would wait
+		// as long (hundreds of ms, seen in the kernel's stacks). That
+		// page goes with the next range, once full, and is written once.
 		// Best effort: a file system without sync_file_range (or a file
 		// closed meanwhile) leaves writeback to the kernel, as with
 		// WritebackBytes 0.
-		file, from := s.log, s.writtenBack
-		s.writtenBack = end &^ (pageBytes - 1)
+		file, from, to := s.log, s.writtenBack, end&^(pageBytes-1)
+		s.writtenBack = to
 		l.writeback.Add(1)
 		go func() {
 			defer l.writeback.Done()
 			defer l.writebackBusy.Store(false)
-			file.startWriteback(from, end-from)
+			file.startWriteback(from, to-from)
 		}()
 	}
 	if last := tail.size - tail.lastPos; tail.hasLast && last <= tailCacheBytes {
