@@ -169,7 +169,7 @@ func New(cfg config.Config, logger hclog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	lastEpoch := readRegistrationEpoch(cfg.LogDirs[0])
-	ckpt, err := replica.ReadHWCheckpoints(cfg.LogDirs)
+	ckpt, err := replica.ReadHWCheckpoints(cfg.LogDirs, logger)
 	if err != nil {
 		logDirs.Unlock()
 		return nil, err

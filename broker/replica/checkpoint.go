@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/tripodmq/tripod/coord"
 )
 
@@ -34,8 +36,13 @@ type hwEntry struct {
 }
 
 // ReadHWCheckpoints reads the checkpoint file of every log dir; a missing
-// file is empty.
-func ReadHWCheckpoints(dirs []string) (*HWCheckpoints, error) {
+// file is empty. A file that does not parse is logged and read as empty
+// too: the periodic checkpoint is written without fsync (see
+// WriteHWCheckpoint), so a power failure may leave it garbled, and a
+// partition without a checkpointed high watermark starts from 0 and
+// learns its high watermark from its leader and ISR again, as a new
+// replica does. A file that cannot be read is an error.
+func ReadHWCheckpoints(dirs []string, logger hclog.Logger) (*HWCheckpoints, error) {
 	c := &HWCheckpoints{initial: map[coord.TopicPartition]hwEntry{}}
 	for _, d := range dirs {
 		path := filepath.Join(d, hwCheckpointFile)
@@ -48,14 +55,28 @@ func ReadHWCheckpoints(dirs []string) (*HWCheckpoints, error) {
 		}
 		entries, err := parseHWCheckpoint(f)
 		f.Close()
+		var perr *hwParseError
+		if errors.As(err, &perr) {
+			logger.Warn("high watermark checkpoint does not parse; its partitions start from high watermark 0", "path", path, "error", err)
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("parse high watermark checkpoint %s: %w", path, err)
+			return nil, fmt.Errorf("read high watermark checkpoint %s: %w", path, err)
 		}
 		for tp, hw := range entries {
 			c.initial[tp] = hwEntry{dir: d, hw: hw}
 		}
 	}
 	return c, nil
+}
+
+// hwParseError is a checkpoint file whose content is not Kafka's format.
+type hwParseError struct{ msg string }
+
+func (e *hwParseError) Error() string { return e.msg }
+
+func parseErrorf(format string, args ...any) error {
+	return &hwParseError{msg: fmt.Sprintf(format, args...)}
 }
 
 // parseHWCheckpoint parses one checkpoint file.
@@ -69,22 +90,22 @@ func parseHWCheckpoint(f *os.File) (map[coord.TopicPartition]int64, error) {
 		return nil, err
 	}
 	if len(lines) < 2 || lines[0] != "0" {
-		return nil, fmt.Errorf("want version 0 and a count, got %d lines", len(lines))
+		return nil, parseErrorf("want version 0 and a count, got %d lines", len(lines))
 	}
 	n, err := strconv.Atoi(lines[1])
 	if err != nil || n != len(lines)-2 {
-		return nil, fmt.Errorf("count %q does not match %d entries", lines[1], len(lines)-2)
+		return nil, parseErrorf("count %q does not match %d entries", lines[1], len(lines)-2)
 	}
 	out := make(map[coord.TopicPartition]int64, n)
 	for i, l := range lines[2:] {
 		fields := strings.Fields(l)
 		if len(fields) != 3 {
-			return nil, fmt.Errorf("entry %d %q: want \"topic partition offset\"", i, l)
+			return nil, parseErrorf("entry %d %q: want \"topic partition offset\"", i, l)
 		}
 		part, err1 := strconv.ParseInt(fields[1], 10, 32)
 		hw, err2 := strconv.ParseInt(fields[2], 10, 64)
 		if err1 != nil || err2 != nil || part < 0 || hw < 0 {
-			return nil, fmt.Errorf("entry %d %q: bad partition or offset", i, l)
+			return nil, parseErrorf("entry %d %q: bad partition or offset", i, l)
 		}
 		out[coord.TopicPartition{Topic: fields[0], Partition: int32(part)}] = hw
 	}
@@ -117,9 +138,18 @@ func (c *HWCheckpoints) Range(f func(tp coord.TopicPartition, dir string, hw int
 }
 
 // WriteHWCheckpoint replaces log dir dir's checkpoint file with entries,
-// the high watermarks of the partitions in it, sorted, through
-// WriteFileAtomic.
-func WriteHWCheckpoint(dir string, entries map[coord.TopicPartition]int64) error {
+// the high watermarks of the partitions in it, sorted: through
+// WriteFileAtomic when durable, else through ReplaceFile. The periodic
+// checkpoint is not durable: its two fsyncs each flush the disk's write
+// cache, and every broker on a machine writing at the same interval held
+// up appends on that disk for 100-500 ms every 5 s (see
+// docs/bench/README.md, "Tail latency"). A checkpoint lost to a power
+// failure is one older or none: a replica's high watermark starts at the
+// lower of it and the log end, a follower truncates by leader epochs (in
+// hw mode to it, which a checkpoint one interval old already lags), and
+// the segments it describes are not fsynced at that moment either. The
+// checkpoint at shutdown is durable.
+func WriteHWCheckpoint(dir string, entries map[coord.TopicPartition]int64, durable bool) error {
 	lines := make([]string, 0, len(entries))
 	for tp, hw := range entries {
 		lines = append(lines, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, hw))
@@ -129,5 +159,9 @@ func WriteHWCheckpoint(dir string, entries map[coord.TopicPartition]int64) error
 	if len(lines) > 0 {
 		content += strings.Join(lines, "\n") + "\n"
 	}
-	return WriteFileAtomic(filepath.Join(dir, hwCheckpointFile), []byte(content))
+	path := filepath.Join(dir, hwCheckpointFile)
+	if durable {
+		return WriteFileAtomic(path, []byte(content))
+	}
+	return ReplaceFile(path, []byte(content))
 }

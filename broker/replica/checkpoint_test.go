@@ -1,24 +1,36 @@
 package replica
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/tripodmq/tripod/coord"
 )
 
 // TestHWCheckpointRoundTrip: what WriteHWCheckpoint writes in a log dir,
-// ReadHWCheckpoints reads back, each entry with the dir holding it, until
-// it is forgotten; a dir without the file reads as empty.
+// durably or not, ReadHWCheckpoints reads back, each entry with the dir
+// holding it, until it is forgotten; a dir without the file reads as
+// empty.
 func TestHWCheckpointRoundTrip(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("durable=%v", durable), func(t *testing.T) { testHWCheckpointRoundTrip(t, durable) })
+	}
+}
+
+func testHWCheckpointRoundTrip(t *testing.T, durable bool) {
 	a, b := t.TempDir(), t.TempDir()
 	orders0 := coord.TopicPartition{Topic: "orders", Partition: 0}
 	orders1 := coord.TopicPartition{Topic: "orders", Partition: 1}
-	if err := WriteHWCheckpoint(a, map[coord.TopicPartition]int64{orders0: 42, orders1: 7}); err != nil {
+	if err := WriteHWCheckpoint(a, map[coord.TopicPartition]int64{orders0: 42, orders1: 7}, durable); err != nil {
 		t.Fatalf("write checkpoint: %v", err)
 	}
-	c, err := ReadHWCheckpoints([]string{a, b})
+	c, err := ReadHWCheckpoints([]string{a, b}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatalf("read checkpoints: %v", err)
 	}
@@ -43,15 +55,55 @@ func TestHWCheckpointRoundTrip(t *testing.T) {
 	}
 }
 
-// TestReadHWCheckpointsRefusesACorruptFile: a count that does not match
-// the entries is an error, not an empty checkpoint.
-func TestReadHWCheckpointsRefusesACorruptFile(t *testing.T) {
+// TestReadHWCheckpointsSkipsAGarbledFile: a file that does not parse (a
+// count that does not match the entries, or the zeros a power failure can
+// leave) is logged with its path and read as empty; the other log dirs'
+// checkpoints are still read.
+func TestReadHWCheckpointsSkipsAGarbledFile(t *testing.T) {
+	orders0 := coord.TopicPartition{Topic: "orders", Partition: 0}
+	for name, garbled := range map[string]string{
+		"count":  "0\n3\norders 0 42\n",
+		"zeros":  "\x00\x00\x00\x00\x00\x00\x00\x00",
+		"offset": "0\n1\norders 0 4x2\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			bad, good := t.TempDir(), t.TempDir()
+			if err := os.WriteFile(filepath.Join(bad, hwCheckpointFile), []byte(garbled), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteHWCheckpoint(good, map[coord.TopicPartition]int64{orders0: 42}, false); err != nil {
+				t.Fatal(err)
+			}
+			var logged bytes.Buffer
+			c, err := ReadHWCheckpoints([]string{bad, good}, hclog.New(&hclog.LoggerOptions{Output: &logged}))
+			if err != nil {
+				t.Fatalf("read checkpoints: %v", err)
+			}
+			if got := c.Lookup(orders0); got != 42 {
+				t.Errorf("orders-0 from the readable dir: got high watermark %d, want 42", got)
+			}
+			n := 0
+			c.Range(func(coord.TopicPartition, string, int64) { n++ })
+			if n != 1 {
+				t.Errorf("got %d entries, want only the readable dir's one", n)
+			}
+			if !strings.Contains(logged.String(), filepath.Join(bad, hwCheckpointFile)) {
+				t.Errorf("log %q does not name the garbled file", logged.String())
+			}
+		})
+	}
+}
+
+// TestReadHWCheckpointsRefusesAnUnreadableFile: a checkpoint that cannot
+// be read at all (here a directory in its place) is an error, not an
+// empty checkpoint: the disk, not the content, is at fault.
+func TestReadHWCheckpointsRefusesAnUnreadableFile(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, hwCheckpointFile), []byte("0\n3\norders 0 42\n"), 0o644); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, hwCheckpointFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadHWCheckpoints([]string{dir}); err == nil {
-		t.Fatal("got no error, want the count mismatch refused")
+	if _, err := ReadHWCheckpoints([]string{dir}, hclog.NewNullLogger()); err == nil {
+		t.Fatal("got no error, want the unreadable checkpoint refused")
 	}
 }
 

@@ -148,9 +148,10 @@ func LogDirID(dir string) [16]byte {
 
 // WriteHWCheckpoints writes every online log dir's checkpoint: the open
 // partitions' high watermarks, and the entries read at start for
-// partitions not opened since. A write that fails on the disk takes its
-// dir offline.
-func (m *Manager) WriteHWCheckpoints() error {
+// partitions not opened since; durably at shutdown only (see
+// WriteHWCheckpoint). A write that fails on the disk takes its dir
+// offline.
+func (m *Manager) WriteHWCheckpoints(durable bool) error {
 	byDir := map[string]map[coord.TopicPartition]int64{}
 	for _, d := range m.logDirs.Online() {
 		byDir[d] = map[coord.TopicPartition]int64{}
@@ -172,7 +173,7 @@ func (m *Manager) WriteHWCheckpoints() error {
 	})
 	var first error
 	for d, entries := range byDir {
-		err := WriteHWCheckpoint(d, entries)
+		err := WriteHWCheckpoint(d, entries, durable)
 		if err != nil && IsStorageError(err) {
 			m.FailLogDir(d, err)
 		}

@@ -191,7 +191,7 @@ func (m *Manager) Start() {
 func (m *Manager) Close() error {
 	m.wg.Wait()
 	m.fetchers.close()
-	if err := m.WriteHWCheckpoints(); err != nil {
+	if err := m.WriteHWCheckpoints(true); err != nil {
 		m.logger.Error("high watermark checkpoint failed", "error", err)
 	}
 	err := m.closeLogs()
@@ -293,7 +293,7 @@ func (m *Manager) backgroundLoop() {
 			// descriptor until it is used again.
 			m.files.CloseIdle()
 		case <-checkpoint.C:
-			if err := m.WriteHWCheckpoints(); err != nil {
+			if err := m.WriteHWCheckpoints(false); err != nil {
 				m.logger.Error("high watermark checkpoint failed", "error", err)
 			}
 		case now := <-producers.C:
