@@ -86,7 +86,9 @@ func parseHWCheckpoint(f *os.File) (map[coord.TopicPartition]int64, error) {
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, parseErrorf("a line over %d bytes", bufio.MaxScanTokenSize)
+	} else if err != nil {
 		return nil, err
 	}
 	if len(lines) < 2 || lines[0] != "0" {

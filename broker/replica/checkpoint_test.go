@@ -64,6 +64,7 @@ func TestReadHWCheckpointsSkipsAGarbledFile(t *testing.T) {
 	for name, garbled := range map[string]string{
 		"count":  "0\n3\norders 0 42\n",
 		"zeros":  "\x00\x00\x00\x00\x00\x00\x00\x00",
+		"long":   strings.Repeat("\x00", 256<<10), // a 10 000-partition file's length, no newline
 		"offset": "0\n1\norders 0 4x2\n",
 	} {
 		t.Run(name, func(t *testing.T) {
