@@ -140,8 +140,8 @@ func (c *HWCheckpoints) Range(f func(tp coord.TopicPartition, dir string, hw int
 }
 
 // WriteHWCheckpoint replaces log dir dir's checkpoint file with entries,
-// the high watermarks of the partitions in it, sorted: through
-// WriteFileAtomic when durable, else through ReplaceFile. The periodic
+// the high watermarks of the partitions in it, sorted, through
+// replaceFile, with its fsyncs only when durable. The periodic
 // checkpoint is not durable: its two fsyncs each flush the disk's write
 // cache, and every broker on a machine writing at the same interval held
 // up appends on that disk for 100-500 ms every 5 s (see
@@ -161,9 +161,5 @@ func WriteHWCheckpoint(dir string, entries map[coord.TopicPartition]int64, durab
 	if len(lines) > 0 {
 		content += strings.Join(lines, "\n") + "\n"
 	}
-	path := filepath.Join(dir, hwCheckpointFile)
-	if durable {
-		return WriteFileAtomic(path, []byte(content))
-	}
-	return ReplaceFile(path, []byte(content))
+	return replaceFile(filepath.Join(dir, hwCheckpointFile), []byte(content), durable)
 }

@@ -13,20 +13,15 @@ func WriteFileAtomic(path string, data []byte) error {
 	return replaceFile(path, data, true)
 }
 
-// ReplaceFile replaces path with data through a rename as WriteFileAtomic
-// does, without its two fsyncs: a process that crashes leaves the old or
-// the new content, but a machine that loses power may leave the file
-// empty or garbled. Each fsync flushes the device's write cache, which
-// holds up every write on the disk meanwhile (100-500 ms on the
-// development machine under load), so files rewritten every few seconds
-// whose loss costs only a slower start use this.
-func ReplaceFile(path string, data []byte) error {
-	return replaceFile(path, data, false)
-}
-
 // replaceFile writes data to a temporary file beside path and renames it
-// over path; durable fsyncs the file before the rename and the directory
-// after it.
+// over path, so that a process that crashes leaves the old or the new
+// content. durable also fsyncs the file before the rename and the
+// directory after it, so that a machine that loses power does too;
+// without them it may leave the file empty or garbled. Each fsync flushes
+// the device's write cache, which holds up every write on the disk
+// meanwhile (100-500 ms on the development machine under load), so files
+// rewritten every few seconds whose loss costs only a slower start skip
+// them.
 func replaceFile(path string, data []byte, durable bool) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
