@@ -155,3 +155,35 @@ func openLogs(b *testing.B, logs []*Log, dirs []string, cfg Config) {
 		logs[i] = l
 	}
 }
+
+// BenchmarkTruncateTail cuts the last batch of one log after another, as
+// a follower does for each partition whose leader moved at a failover
+// (OffsetForLeaderEpoch found the old leader's unreplicated tail): 2 000
+// logs of 300 single-record batches, through one pool of
+// DefaultOpenFilesMax files as a broker's.
+func BenchmarkTruncateTail(b *testing.B) {
+	root := b.TempDir()
+	cfg := DefaultConfig()
+	cfg.Files = NewFilePool(DefaultOpenFilesMax)
+	batch := newBatch(b, 1, 100, time.Now().UnixMilli())
+	logs := make([]*Log, 2000)
+	for i := range logs {
+		logs[i] = openTestLog(b, fmt.Sprintf("%s/t-%d", root, i), cfg)
+		for range 300 {
+			if _, err := logs[i].Append(batch, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		l := logs[i%len(logs)]
+		if l.EndOffset() == 0 {
+			b.Fatal("every log is empty: lower -benchtime")
+		}
+		if err := l.TruncateTo(l.EndOffset() - 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -212,6 +212,12 @@ type Log struct {
 	// epochsDirty is set when the epochs changed since the leader-epoch
 	// checkpoint was last written (see setEpochs).
 	epochsDirty bool
+	// snapshotBound is an offset no producer snapshot of the log lies
+	// above, -1 when it has none: load sets it from the directory and
+	// WriteProducerSnapshot raises it, so that TruncateTo lists the
+	// directory only when a snapshot may lie above its cut (a follower
+	// cuts thousands of logs' tails at a failover).
+	snapshotBound int64
 
 	mu          sync.RWMutex
 	segments    []*segment
@@ -402,6 +408,10 @@ func (l *Log) load(clean bool) error {
 	}
 	if err := removeSnapshots(l.dir, snapshots[i:], true); err != nil {
 		return err
+	}
+	l.snapshotBound = -1
+	if i > 0 {
+		l.snapshotBound = snapshots[i-1]
 	}
 	return l.loadEpochs(clean)
 }
@@ -1202,8 +1212,15 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := s.log.Truncate(pos); err != nil && first == nil {
 		first = fmt.Errorf("truncate segment %d at byte %d: %w", s.baseOffset, pos, err)
 	}
-	if err := s.persistIndexes(false); err != nil && first == nil {
-		first = err
+	// Index files that exist may hold entries past the cut, and are cut
+	// now. A segment whose files are not created yet (the active one
+	// before its first fsync) gets them at its next sync or roll, as
+	// after appends: creating two files per log would cost a follower
+	// cutting thousands of tails at a failover most of its time.
+	if s.indexFiles {
+		if err := s.persistIndexes(false); err != nil && first == nil {
+			first = err
+		}
 	}
 	for _, r := range removed {
 		if err := r.remove(); err != nil && first == nil {

@@ -841,6 +841,77 @@ func TestTruncateTo(t *testing.T) {
 	}
 }
 
+// TestTruncateCreatesNoIndexFiles: cutting the tail of an active segment
+// whose index files are not created yet (no fsync since its first
+// bytes) leaves them uncreated, as a follower cutting thousands of tails
+// at a failover must; once they exist, a cut cuts them too, and what was
+// cut stays cut after a reopen.
+func TestTruncateCreatesNoIndexFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	cfg.IndexIntervalBytes = 1 // an index entry per batch
+	batch := newBatch(t, 5, 100, 1000)
+	l := openTestLog(t, dir, cfg)
+	for range 10 {
+		mustAppend(t, l, batch)
+	}
+	indexFiles := func() []string {
+		t.Helper()
+		var found []string
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+			if _, err := os.Stat(segmentPath(dir, 0, suffix)); err == nil {
+				found = append(found, suffix)
+			} else if !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+		}
+		return found
+	}
+	if err := l.TruncateTo(45); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexFiles(); len(got) != 0 {
+		t.Fatalf("after a cut before the first fsync: index files %v exist, want none", got)
+	}
+	if got := len(readAllFrom(t, l, 0)); got != 9 {
+		t.Fatalf("after the cut: read %d batches, want 9", got)
+	}
+
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexFiles(); len(got) != 2 {
+		t.Fatalf("after Flush: index files %v, want both", got)
+	}
+	for range 3 {
+		mustAppend(t, l, batch)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The files now index offsets up to 59; the cut takes them to 39.
+	if err := l.TruncateTo(40); err != nil {
+		t.Fatal(err)
+	}
+	idx := readFile(t, segmentPath(dir, 0, indexSuffix))
+	if len(idx) < offsetEntrySize {
+		t.Fatalf("offset index after the cut: %d bytes, want entries up to offset 39", len(idx))
+	}
+	if last := binary.BigEndian.Uint32(idx[len(idx)-offsetEntrySize:]); last != 39 {
+		t.Fatalf("offset index after the cut: last entry at offset %d, want 39", last)
+	}
+	checkIndexes(t, dir)
+	mustAppend(t, l, batch)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openTestLog(t, dir, cfg)
+	if got := len(readAllFrom(t, l, 0)); got != 9 {
+		t.Fatalf("after reopen: read %d batches, want 9", got)
+	}
+	checkIndexes(t, dir)
+}
+
 func TestTruncateBelowStart(t *testing.T) {
 	dir := t.TempDir()
 	batch := newBatch(t, 5, 100, 1000)

@@ -44,6 +44,8 @@ func (l *Log) WriteProducerSnapshot(offset int64, data []byte) error {
 		return fmt.Errorf("%w: producer snapshot at offset %d, log holds %d..%d", ErrOffsetOutOfRange, offset, l.startOffset, end)
 	}
 	name := filepath.Base(segmentPath(l.dir, offset, snapshotSuffix))
+	// Raised before the write: a failed write may leave the file.
+	l.snapshotBound = max(l.snapshotBound, offset)
 	if err := writeFileAtomic(l.dir, name, string(data)); err != nil {
 		return fmt.Errorf("write producer snapshot %s: %w", name, err)
 	}
@@ -112,15 +114,23 @@ func (l *Log) ActiveSegmentBaseOffset() int64 {
 // dropSnapshotsAbove deletes the producer snapshots above end, the log
 // end offset after a recovery or truncation: they describe batches the
 // log no longer holds. The removals are fsynced, so a crash cannot bring
-// back a snapshot of a tail that is gone. Callers hold appendMu or own
-// the log.
+// back a snapshot of a tail that is gone. It reads the directory only
+// when snapshotBound says a snapshot may lie above end. Callers hold
+// appendMu or own the log.
 func (l *Log) dropSnapshotsAbove(end int64) error {
+	if l.snapshotBound <= end {
+		return nil
+	}
 	offsets, err := listSnapshots(l.dir)
 	if err != nil {
 		return err
 	}
 	i := sort.Search(len(offsets), func(i int) bool { return offsets[i] > end })
-	return removeSnapshots(l.dir, offsets[i:], true)
+	if err := removeSnapshots(l.dir, offsets[i:], true); err != nil {
+		return err
+	}
+	l.snapshotBound = end
+	return nil
 }
 
 // listSnapshots returns the offsets of the producer snapshots in dir,

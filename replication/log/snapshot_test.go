@@ -70,6 +70,18 @@ func TestProducerSnapshotFiles(t *testing.T) {
 	if got, want := snapshotOffsets(t, l), written[2:3]; !slices.Equal(got, want) {
 		t.Fatalf("after Open: got snapshots %v, want %v", got, want)
 	}
+	// A truncation below the snapshot Open kept drops it too: TruncateTo
+	// reads the directory only when a snapshot may lie above its cut.
+	if err := l.TruncateTo(written[2] - 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshotOffsets(t, l); len(got) != 0 {
+		t.Fatalf("after TruncateTo(%d): got snapshots %v, want none", written[2]-1, got)
+	}
+	if err := l.WriteProducerSnapshot(l.EndOffset(), []byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	written[2] = l.EndOffset()
 
 	if err := l.DeleteProducerSnapshot(written[2]); err != nil {
 		t.Fatal(err)
