@@ -78,7 +78,7 @@ func (b *Broker) findCoordinator(ctx context.Context, keyType int8, key string) 
 	default:
 		return coord.Broker{}, kerr.InvalidRequest.Code, fmt.Sprintf("unknown coordinator type %d", keyType)
 	}
-	if _, ok := b.cache.Topic(topic); !ok {
+	if !b.cache.HasTopic(topic) {
 		wctx, cancel := context.WithTimeout(ctx, coordinatorWait)
 		err := ensure(wctx)
 		cancel()

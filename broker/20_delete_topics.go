@@ -77,7 +77,7 @@ func handleDeleteTopics(_ context.Context, b *Broker, req *request) (kmsg.Respon
 			if err == nil {
 				wctx, cancel := context.WithTimeout(ctx, requestTimeout(r.TimeoutMillis))
 				b.member.waitPropagated(wctx)
-				b.cache.WaitFor(wctx, b.closing, func() bool { _, ok := b.cache.Topic(name); return !ok })
+				b.cache.WaitFor(wctx, b.closing, func() bool { return !b.cache.HasTopic(name) })
 				cancel()
 			} else {
 				kind := kafkaerr.Controller.Error(err)

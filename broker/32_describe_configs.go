@@ -81,8 +81,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, req *request) (kmsg.R
 				err = fmt.Errorf("broker %s: this is broker %d", rr.ResourceName, b.cfg.BrokerID)
 			}
 		case kmsg.ConfigResourceTypeTopic:
-			_, ok := b.cache.Topic(rr.ResourceName)
-			if !ok {
+			if !b.cache.HasTopic(rr.ResourceName) {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				err = fmt.Errorf("topic %s does not exist", rr.ResourceName)
 				break

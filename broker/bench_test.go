@@ -22,6 +22,7 @@ import (
 
 	"github.com/tripodmq/tripod/broker/config"
 	"github.com/tripodmq/tripod/broker/metadata"
+	"github.com/tripodmq/tripod/broker/network"
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
 	"github.com/tripodmq/tripod/internal/scale"
@@ -527,6 +528,44 @@ func BenchmarkApplyUpdateMetadata100k(b *testing.B) {
 		c.Update(decoded, true)
 		for b.Loop() {
 			c.Update(decoded, true)
+		}
+	})
+}
+
+// BenchmarkMetadata10000 answers a producer's Metadata request (v12)
+// for one topic of 10 000 partitions (replication factor 3, brokers 1,
+// 2 and 3 live) and encodes the answer, as every producer of the topic
+// asks after a leader change: Changed is the first request after a
+// change of one of its partitions (an UpdateMetadata applied), Unchanged
+// each one after it until the next.
+func BenchmarkMetadata10000(b *testing.B) {
+	um := wideUpdateMetadata(1, 10000)
+	br := &Broker{cache: metadata.NewCache()}
+	br.cache.Update(um, true)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = &um.Partitions[0].Topic
+	req.Topics = append(req.Topics, rt)
+	answer := func(b *testing.B) {
+		resp := br.metadata(context.Background(), req, false, "BROKER").(*kmsg.MetadataResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 10000 {
+			b.Fatalf("answer has %d topics, want 1 of 10000 partitions", len(resp.Topics))
+		}
+		resp.SetVersion(req.Version)
+		network.PutFrame(encodeResponse(3, 1, resp))
+	}
+	// A leader change the controller announces: one partition's state.
+	change := &controller.UpdateMetadataRequest{ControllerID: 1, Live: um.Live, Partitions: um.Partitions[:1]}
+	b.Run("Changed", func(b *testing.B) {
+		for b.Loop() {
+			br.cache.Update(change, false)
+			answer(b)
+		}
+	})
+	b.Run("Unchanged", func(b *testing.B) {
+		for b.Loop() {
+			answer(b)
 		}
 	})
 }

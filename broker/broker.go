@@ -55,6 +55,9 @@ type Broker struct {
 	// migration (migration.go).
 	migration migrationStatus
 	cache     *metadata.Cache
+	// metadataAnswers keeps the topics' Metadata answers built from cache
+	// (03_metadata.go).
+	metadataAnswers metadataAnswers
 	// sasl answers SaslHandshake and SaslAuthenticate (security.Server).
 	sasl *security.Server
 	// authz checks every request against the ACLs (security.Authorizer); nil

@@ -808,7 +808,7 @@ func (c *groupCoordinator) offsetsReplicationFactor() int {
 // controller, and waits (bounded by ctx) until this broker knows its
 // leaders. Otherwise it says why the topic cannot exist yet.
 func (c *groupCoordinator) ensureOffsetsTopic(ctx context.Context) error {
-	if _, ok := c.b.cache.Topic(group.OffsetsTopic); ok {
+	if c.b.cache.HasTopic(group.OffsetsTopic) {
 		return nil
 	}
 	_, live, _ := c.b.cache.View()

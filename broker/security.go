@@ -143,10 +143,7 @@ func (m authzMetadata) TopicName(id [16]byte) (string, bool) {
 }
 
 // TopicExists implements security.Metadata.
-func (m authzMetadata) TopicExists(name string) bool {
-	_, ok := m.b.cache.Topic(name)
-	return ok
-}
+func (m authzMetadata) TopicExists(name string) bool { return m.b.cache.HasTopic(name) }
 
 // AutoCreateTopics implements security.Metadata.
 func (m authzMetadata) AutoCreateTopics() bool { return m.b.cfg.AutoCreateTopics }

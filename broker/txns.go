@@ -256,7 +256,7 @@ func (b *Broker) txnStateReplicationFactor() int {
 // min.insync.replicas is transaction.state.log.min.isr capped by the
 // replication factor.
 func (b *Broker) ensureTxnStateTopic(ctx context.Context) error {
-	if _, ok := b.cache.Topic(txn.StateTopic); ok {
+	if b.cache.HasTopic(txn.StateTopic) {
 		return nil
 	}
 	_, live, _ := b.cache.View()

@@ -5,10 +5,12 @@
 package metadata
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tripodmq/tripod/controller"
 	"github.com/tripodmq/tripod/coord"
@@ -41,12 +43,20 @@ type Cache struct {
 	// changed announces every update, so waiters can wait for the cache
 	// to reach a state.
 	changed notify.Broadcast
+	// generation counts the updates (see Generation).
+	generation atomic.Uint64
 }
 
 // cachedTopic is one topic in the metadata cache.
 type cachedTopic struct {
 	id         [16]byte
 	partitions map[int32]controller.PartitionInfo
+	// sorted is partitions in partition order, built by the first reader
+	// after a change (nil until then) and shared by every reader until the
+	// next: a producer of a 10 000-partition topic asks for all of it
+	// after every leader change, and each copy and sort cost a
+	// millisecond of the CPU the failover needs.
+	sorted atomic.Pointer[[]controller.PartitionInfo]
 }
 
 func NewCache() *Cache {
@@ -97,7 +107,9 @@ func (c *Cache) Update(req *controller.UpdateMetadataRequest, full bool) {
 			continue
 		}
 		t.partitions[p.Partition] = p
+		t.sorted.Store(nil)
 	}
+	c.generation.Add(1)
 	c.changed.Notify()
 }
 
@@ -111,6 +123,7 @@ func (c *Cache) SetLive(live []coord.Broker) {
 	sort.Slice(c.watched, func(i, j int) bool { return c.watched[i].ID < c.watched[j].ID })
 	c.liveWatched = true
 	c.filterLiveLocked()
+	c.generation.Add(1)
 	c.changed.Notify()
 	c.mu.Unlock()
 }
@@ -131,17 +144,26 @@ func (c *Cache) filterLiveLocked() {
 func (c *Cache) SetController(id coord.BrokerID) {
 	c.mu.Lock()
 	c.controllerID = id
+	c.generation.Add(1)
 	c.changed.Notify()
 	c.mu.Unlock()
 }
 
-// Topic is a copy of one cached topic with its partitions in
-// partition order.
+// Topic is one cached topic with its partitions in partition order.
+// Partitions (and each partition's Replicas and ISR) are shared with the
+// cache and every other reader: read them, never write them.
 type Topic struct {
 	Name       string
 	ID         [16]byte
 	Partitions []controller.PartitionInfo
 }
+
+// Generation counts the cache's changes: it grows with every update of
+// the partitions, the live brokers or the controller. Read before what
+// it stands for (View, Topic), a generation that has not moved since
+// says that what was read from the cache then is what it holds now; a
+// reader that keeps something built from the cache keys it by this.
+func (c *Cache) Generation() uint64 { return c.generation.Load() }
 
 // View returns the controller, the live brokers and a wait channel that
 // is closed at the next change.
@@ -168,6 +190,14 @@ func (c *Cache) Topic(name string) (Topic, bool) {
 		return Topic{}, false
 	}
 	return c.snapshotLocked(name, t), true
+}
+
+// HasTopic reports whether the named topic is cached.
+func (c *Cache) HasTopic(name string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.topics[name]
+	return ok
 }
 
 // HasPartition reports whether the cache holds partition index of topic,
@@ -208,13 +238,31 @@ func (c *Cache) AllTopics() []Topic {
 	return out
 }
 
+// snapshotLocked returns t with its sorted partitions, sorting them
+// first when no reader has since the topic last changed. Under the read
+// lock no update runs, so a slice stored here describes the topic until
+// the next update resets it; two readers that sort at once store equal
+// slices.
 func (c *Cache) snapshotLocked(name string, t *cachedTopic) Topic {
-	s := Topic{Name: name, ID: t.id, Partitions: make([]controller.PartitionInfo, 0, len(t.partitions))}
-	for _, p := range t.partitions {
-		s.Partitions = append(s.Partitions, p)
+	if sorted := t.sorted.Load(); sorted != nil {
+		return Topic{Name: name, ID: t.id, Partitions: *sorted}
 	}
-	sort.Slice(s.Partitions, func(i, j int) bool { return s.Partitions[i].Partition < s.Partitions[j].Partition })
-	return s
+	// A topic's partitions are numbered 0 to n-1: each goes to its place.
+	// Only a cache that lacks some partition sorts.
+	parts := make([]controller.PartitionInfo, len(t.partitions))
+	for i, p := range t.partitions {
+		if i < 0 || int(i) >= len(parts) {
+			parts = parts[:0]
+			for _, p := range t.partitions {
+				parts = append(parts, p)
+			}
+			slices.SortFunc(parts, func(a, b controller.PartitionInfo) int { return cmp.Compare(a.Partition, b.Partition) })
+			break
+		}
+		parts[i] = p
+	}
+	t.sorted.Store(&parts)
+	return Topic{Name: name, ID: t.id, Partitions: parts}
 }
 
 // Broker returns a live Broker by ID.
