@@ -421,10 +421,27 @@ func (f *fetcher) wait(until time.Time) {
 // milliseconds, and acks=all produces wait for the follower meanwhile.
 const firstRetry = 10 * time.Millisecond
 
+// refusedRetry bounds the delay after each of a partition's first
+// refusedRetries refusals in a row by its leader (about a second of
+// them). After a leader change the new leader refuses its followers
+// until it has applied the controller's LeaderAndIsr, which on a busy
+// broker of 10 000 partitions lands up to a few hundred milliseconds
+// after the follower's; with the delay doubling all the way the
+// follower would ask again only up to that long after the leader was
+// ready, and the partition's acks=all writes would wait with it.
+const (
+	refusedRetry   = 25 * time.Millisecond
+	refusedRetries = 40
+)
+
 // delay puts a partition aside after an error: 10 ms, doubling with each
-// error in a row up to replica.fetch.backoff.ms.
-func (f *fetcher) delay(fp *fetchPartition) {
+// error in a row up to replica.fetch.backoff.ms, and at most
+// refusedRetry for the first refusals by the leader (refused).
+func (f *fetcher) delay(fp *fetchPartition, refused bool) {
 	d := min(firstRetry<<min(fp.failures, 16), f.m.rm.cfg.ReplicaFetchBackoff)
+	if refused && fp.failures < refusedRetries {
+		d = min(d, refusedRetry)
+	}
 	fp.failures++
 	fp.retryAt = time.Now().Add(d)
 }
@@ -486,7 +503,7 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 			if sp.ErrorCode != 0 {
 				rm.logger.Debug("offset for leader epoch refused", "partition", fp.p.Name(), "leader", f.leader,
 					"error", kerr.ErrorForCode(sp.ErrorCode))
-				f.delay(fp)
+				f.delay(fp, true)
 				continue
 			}
 			p := fp.p
@@ -510,7 +527,7 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 		}
 	}
 	for _, fp := range index {
-		f.delay(fp)
+		f.delay(fp, false)
 	}
 	return nil
 }
@@ -791,7 +808,7 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 		return
 	default:
 		rm.logger.Debug("replica fetch refused", "partition", p.Name(), "leader", f.leader, "error", kerr.ErrorForCode(sp.ErrorCode))
-		f.delay(fp)
+		f.delay(fp, true)
 		return
 	}
 	fp.failures = 0
@@ -804,7 +821,7 @@ func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartitio
 		if err := rm.appendAsFollower(p, sp.RecordBatches); err != nil {
 			rm.logger.Error("follower append failed", "partition", p.Name(), "leader", f.leader, "error", err)
 			rm.CheckStorage(p, err)
-			f.delay(fp)
+			f.delay(fp, false)
 			return
 		}
 	}
@@ -907,12 +924,12 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 	req.Topics = append(req.Topics, t)
 	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
 	if err != nil {
-		f.delay(fp)
+		f.delay(fp, false)
 		return
 	}
 	resp := kresp.(*kmsg.ListOffsetsResponse)
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		f.delay(fp)
+		f.delay(fp, false)
 		return
 	}
 	leaderEnd := resp.Topics[0].Partitions[0].Offset
@@ -926,7 +943,7 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 	p.repMu.Unlock()
 	if err != nil {
 		rm.logger.Warn("out of range fetch not handled", "partition", p.Name(), "error", err)
-		f.delay(fp)
+		f.delay(fp, false)
 		return
 	}
 	rm.truncate(p, tr.Offset, fmt.Sprintf("ahead of leader %d's log end %d", f.leader, leaderEnd))
