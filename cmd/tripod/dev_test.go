@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/internal/cluster"
+	"github.com/tripodmq/tripod/internal/freeport"
 )
 
 // bootstrapLine, brokerLine and partitionLine match what `tripod dev` and
@@ -122,14 +124,33 @@ type devProcess struct {
 	cmd    *exec.Cmd
 	lines  chan string // what it prints, closed when it exits
 	exited chan error  // its exit, once lines is closed
-	stderr *strings.Builder
+	stderr *lockedBuilder
+}
+
+// lockedBuilder is what dev writes to stderr, read by the test while
+// the process may still be writing.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startDev starts `tripod dev` with args.
 func startDev(t *testing.T, args ...string) *devProcess {
 	t.Helper()
 	d := &devProcess{cmd: exec.Command(tripodBin, append([]string{"dev"}, args...)...),
-		lines: make(chan string, 64), exited: make(chan error, 1), stderr: &strings.Builder{}}
+		lines: make(chan string, 64), exited: make(chan error, 1), stderr: &lockedBuilder{}}
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +187,8 @@ func (d *devProcess) waitReady(t *testing.T, each func(line string)) {
 		select {
 		case line, ok := <-d.lines:
 			if !ok {
-				t.Fatalf("tripod dev exited before the cluster was ready; stderr:\n%s", d.stderr.String())
+				stderr, err := d.exit()
+				t.Fatalf("tripod dev exited (%v) before the cluster was ready; stderr:\n%s", err, stderr)
 			}
 			each(line)
 			if strings.HasPrefix(line, "cluster ready") {
@@ -178,6 +200,14 @@ func (d *devProcess) waitReady(t *testing.T, each func(line string)) {
 	}
 }
 
+// exit returns how dev exited and all it wrote to stderr, once its
+// stdout has closed; the exit stays for the cleanup.
+func (d *devProcess) exit() (stderr string, err error) {
+	err = <-d.exited // Wait has returned: stderr is all written
+	d.exited <- err
+	return d.stderr.String(), err
+}
+
 // waitLine returns the rest of the first line dev prints, within 30 s,
 // that starts with prefix.
 func (d *devProcess) waitLine(t *testing.T, prefix string) string {
@@ -187,7 +217,8 @@ func (d *devProcess) waitLine(t *testing.T, prefix string) string {
 		select {
 		case line, ok := <-d.lines:
 			if !ok {
-				t.Fatalf("tripod dev exited before printing %q; stderr:\n%s", prefix, d.stderr.String())
+				stderr, err := d.exit()
+				t.Fatalf("tripod dev exited (%v) before printing %q; stderr:\n%s", err, prefix, stderr)
 			}
 			if rest, found := strings.CutPrefix(line, prefix); found {
 				return rest
@@ -271,19 +302,19 @@ func runTripod(t *testing.T, args ...string) string {
 // freeBasePort returns a port p such that p, p+1, p+2 (Kafka), p+100,
 // p+101, p+102 (Raft), p+200, p+201, p+202 (the CLIENT listeners of
 // --client-proxy-base-port) and p+300, p+301, p+302 (their proxies, in
-// TestDevBehindProxies) are free on 127.0.0.1 when probed.
+// TestDevBehindProxies) are free on 127.0.0.1 when probed. It draws p
+// below the kernel's ephemeral range, as freeDevPorts does: a port taken
+// from the range would leave its neighbours to the outgoing connections
+// of every test running beside it, one of which may take p+100 between
+// the probe and dev's bind.
 func freeBasePort(t *testing.T) int {
 	t.Helper()
-	for attempt := 0; attempt < 50; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if base+302 > 65535 {
-			continue
-		}
+	low, high := freeport.BelowEphemeral()
+	if high-low < 1000 {
+		low, high = 20000, 30000
+	}
+	for attempt := 0; attempt < 100; attempt++ {
+		base := low + rand.IntN(high-low-400)
 		free := true
 		for _, p := range []int{base, base + 1, base + 2, base + 100, base + 101, base + 102,
 			base + 200, base + 201, base + 202, base + 300, base + 301, base + 302} {
