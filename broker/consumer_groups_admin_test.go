@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -23,7 +24,15 @@ func joinLikeLibrdkafka(t *testing.T, cl *kgo.Client, groupID, memberID string, 
 	hb.Group, hb.MemberID, hb.MemberEpoch = groupID, memberID, 0
 	hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames, hb.SubscribedTopicRegex = 300000, topics, &empty
 	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-	joined := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb)
+	// The coordinator may still be loading its __consumer_offsets
+	// partition, just created: librdkafka retries then, and so does this.
+	var joined *kmsg.ConsumerGroupHeartbeatResponse
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitFor(t, ctx, "the group coordinator to load", func() bool {
+		joined = issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb)
+		return joined.ErrorCode != kerr.CoordinatorLoadInProgress.Code
+	})
 	if joined.ErrorCode != 0 || joined.MemberEpoch <= 0 || joined.Assignment == nil {
 		t.Fatalf("join of %s: %v (%v), epoch %d, assignment %v; want an epoch and an assignment",
 			groupID, kerr.ErrorForCode(joined.ErrorCode), joined.ErrorMessage, joined.MemberEpoch, joined.Assignment)
