@@ -54,8 +54,8 @@ type cachedTopic struct {
 	// sorted is partitions in partition order, built by the first reader
 	// after a change (nil until then) and shared by every reader until the
 	// next: a producer of a 10 000-partition topic asks for all of it
-	// after every leader change, and each copy and sort cost a
-	// millisecond of the CPU the failover needs.
+	// after every leader change, and each copy and sort of its
+	// partitions cost about 4 ms of the CPU the failover needs.
 	sorted atomic.Pointer[[]controller.PartitionInfo]
 }
 
