@@ -124,33 +124,25 @@ type devProcess struct {
 	cmd    *exec.Cmd
 	lines  chan string // what it prints, closed when it exits
 	exited chan error  // its exit, once lines is closed
-	stderr *lockedBuilder
+	// stderr is what dev writes there, read by the test while the
+	// process may still be writing (through lockedWriter, dev.go's).
+	stderr    *lockedWriter
+	stderrBuf strings.Builder
 }
 
-// lockedBuilder is what dev writes to stderr, read by the test while
-// the process may still be writing.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+// stderrText returns what dev has written to stderr so far.
+func (d *devProcess) stderrText() string {
+	d.stderr.mu.Lock()
+	defer d.stderr.mu.Unlock()
+	return d.stderrBuf.String()
 }
 
 // startDev starts `tripod dev` with args.
 func startDev(t *testing.T, args ...string) *devProcess {
 	t.Helper()
 	d := &devProcess{cmd: exec.Command(tripodBin, append([]string{"dev"}, args...)...),
-		lines: make(chan string, 64), exited: make(chan error, 1), stderr: &lockedBuilder{}}
+		lines: make(chan string, 64), exited: make(chan error, 1)}
+	d.stderr = &lockedWriter{w: &d.stderrBuf}
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +187,7 @@ func (d *devProcess) waitReady(t *testing.T, each func(line string)) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("tripod dev: no \"cluster ready\" within 90s; stderr:\n%s", d.stderr.String())
+			t.Fatalf("tripod dev: no \"cluster ready\" within 90s; stderr:\n%s", d.stderrText())
 		}
 	}
 }
@@ -205,7 +197,7 @@ func (d *devProcess) waitReady(t *testing.T, each func(line string)) {
 func (d *devProcess) exit() (stderr string, err error) {
 	err = <-d.exited // Wait has returned: stderr is all written
 	d.exited <- err
-	return d.stderr.String(), err
+	return d.stderrText(), err
 }
 
 // waitLine returns the rest of the first line dev prints, within 30 s,
@@ -224,7 +216,7 @@ func (d *devProcess) waitLine(t *testing.T, prefix string) string {
 				return rest
 			}
 		case <-deadline:
-			t.Fatalf("tripod dev: no line %q within 30s; stderr:\n%s", prefix, d.stderr.String())
+			t.Fatalf("tripod dev: no line %q within 30s; stderr:\n%s", prefix, d.stderrText())
 		}
 	}
 }
@@ -242,7 +234,7 @@ func (d *devProcess) interrupt(t *testing.T) {
 	case err := <-d.exited:
 		d.exited <- err // for the cleanup
 		if err != nil {
-			t.Fatalf("tripod dev after Ctrl-C: %v; stderr:\n%s", err, d.stderr.String())
+			t.Fatalf("tripod dev after Ctrl-C: %v; stderr:\n%s", err, d.stderrText())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("tripod dev did not exit within 60s of Ctrl-C")
