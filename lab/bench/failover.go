@@ -932,7 +932,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 			}
 			seen := time.Now()
 			if detectedAt.IsZero() {
-				if signal := metadataChange(base, md, s.topics.names); signal != "" {
+				if signal := metadataChange(base, md, s.topics.names, isVictim); signal != "" {
 					detectedAt, r.DetectionSignal = seen, fmt.Sprintf("broker %d: %s", id, signal)
 				}
 			}
@@ -1061,16 +1061,24 @@ func failoverActions(b *cluster.Broker, kind string) (fail, recover func() error
 	return b.Kill, b.Start
 }
 
-// metadataChange describes the first partition of topics whose leader,
-// leader epoch or ISR differs between base and md, or returns "".
-func metadataChange(base, md *cluster.Metadata, topics []string) string {
+// metadataChange describes the first partition of topics in md that shows
+// the controller acting on the failure of the brokers isVictim names: a
+// victim in the partition's ISR in base is out of it, or the partition
+// lost its leader; it returns "" when none does. Other changes are not
+// the failure's: a preferred-leader election that the controller
+// (auto.leader.rebalance.enable) decided as the kill came moves leaders
+// but keeps every replica in the ISR, and counted, it once set a
+// detection at 465 ms, before any session could have ended.
+func metadataChange(base, md *cluster.Metadata, topics []string, isVictim func(int32) bool) string {
 	for _, topic := range topics {
 		before := base.Partitions[topic]
 		for _, p := range md.Partitions[topic] {
 			if int(p.Partition) >= len(before) {
 				continue
 			}
-			if b := before[p.Partition]; !lab.SamePartitionState(b, p) {
+			b := before[p.Partition]
+			left := slices.ContainsFunc(b.ISR, func(id int32) bool { return isVictim(id) && !slices.Contains(p.ISR, id) })
+			if left || (p.Leader < 0 && b.Leader >= 0) {
 				return fmt.Sprintf("partition %s-%d leader %d epoch %d ISR %v, was leader %d epoch %d ISR %v",
 					topic, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, b.Leader, b.LeaderEpoch, b.ISR)
 			}

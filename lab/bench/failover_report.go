@@ -111,8 +111,9 @@ type failoverRun struct {
 	// KilledAt is when SIGKILL was sent.
 	KilledAt time.Time `json:"killed_at"`
 	// DetectionMs is when a live broker first showed a partition whose
-	// leader, leader epoch or ISR differs from before the kill: the
-	// controller has acted. DetectionSignal says what changed first.
+	// ISR lost a killed broker, or which lost its leader: the controller
+	// has acted on the failure (metadataChange). DetectionSignal says
+	// what changed first.
 	DetectionMs     *float64 `json:"detection_ms"`
 	DetectionSignal string   `json:"detection_signal,omitempty"`
 	// MembershipMs is when a live broker first stopped listing the killed

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/zkserver"
 )
 
@@ -358,4 +359,35 @@ func benchFailoverOutput(t *testing.T, timeout time.Duration, args ...string) (o
 		t.Fatalf("decode failover.json: %v\n%s", err, b)
 	}
 	return out, stdout, stderr, report
+}
+
+// TestMetadataChangeCountsOnlyTheFailure: detection is a killed broker
+// leaving an ISR, or a partition losing its leader; a preferred-leader
+// election decided as the kill came (leaders moved, every replica still
+// in sync) is not.
+func TestMetadataChangeCountsOnlyTheFailure(t *testing.T) {
+	topics := []string{"t"}
+	state := func(leader, epoch int32, isr ...int32) *cluster.Metadata {
+		return &cluster.Metadata{Partitions: map[string][]cluster.Partition{
+			"t": {{Partition: 0, Leader: 1, ISR: []int32{1, 2, 3}}, {Partition: 1, Leader: leader, LeaderEpoch: epoch, ISR: isr}},
+		}}
+	}
+	base := state(2, 3, 1, 2, 3)
+	killed := func(id int32) bool { return id == 2 }
+	for _, c := range []struct {
+		name string
+		md   *cluster.Metadata
+		want bool
+	}{
+		{"nothing changed", state(2, 3, 1, 2, 3), false},
+		{"a preferred-leader election", state(1, 4, 1, 2, 3), false},
+		{"another broker left the ISR", state(2, 3, 2, 3), false},
+		{"the killed broker left the ISR", state(2, 3, 1, 3), true},
+		{"a new leader without the killed broker", state(1, 4, 1, 3), true},
+		{"no leader", state(-1, 4, 2), true},
+	} {
+		if got := metadataChange(base, c.md, topics, killed) != ""; got != c.want {
+			t.Errorf("%s: detected %v, want %v", c.name, got, c.want)
+		}
+	}
 }
