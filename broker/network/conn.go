@@ -23,6 +23,10 @@ const maxInFlight = 100
 // for what the peer really sends.
 const readChunk = 64 << 10
 
+// produceKey is the Produce request's api key, whose frames are read into
+// pooled buffers.
+const produceKey = 0
+
 // pendingResponse is one request's slot in a connection's response queue:
 // the handler sends the encoded frame (nil Bytes for no response) once.
 type pendingResponse struct {
@@ -201,7 +205,9 @@ func (s *Server) serveConn(nc net.Conn, l Listener) {
 // (queued.max.request.bytes), released once the handler has run. Before
 // the client authenticates, a frame's api key is read first, and any the
 // connection does not admit (all but ApiVersions, SaslHandshake and
-// SaslAuthenticate) closes the connection without its body being read.
+// SaslAuthenticate) closes the connection without its body being read;
+// after, the key is read first too, to read a Produce into a pooled
+// buffer.
 func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue chan<- *pendingResponse, unanswered *atomic.Int32, flow *connFlow, handlers *sync.WaitGroup, cs Conn) error {
 	br := bufio.NewReaderSize(nc, 16<<10)
 	var sizeBuf [4]byte
@@ -249,6 +255,21 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 				head = keyBuf[:]
 			}
 		}
+		if !raw && head == nil && size >= 2 {
+			if _, err := io.ReadFull(br, keyBuf[:]); err != nil {
+				return fmt.Errorf("read request header: %w", err)
+			}
+			head = keyBuf[:]
+		}
+		// A Produce's frame is read into a pooled buffer and given back
+		// once its answer is produced: the handler's deferred part (an
+		// acks=all wait, a transaction's verification) still reads the
+		// records until then, and nothing keeps them after (the log
+		// copies what it appends). Fresh buffers for every produce kept
+		// a broker's heap growing into pages the kernel had yet to hand
+		// over, at a page fault each: most of a broker's faults in a
+		// short produce run.
+		pooled := len(head) == 2 && int16(binary.BigEndian.Uint16(head)) == produceKey
 		reserved, err := s.requests.acquire(ctx, int64(size))
 		if err != nil {
 			return err
@@ -256,7 +277,7 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 		// release gives the frame's reservation back once its
 		// response is produced (or the request failed).
 		release := func() { s.requests.release(reserved) }
-		body, err := readFrameBody(br, int(size), head)
+		body, err := readFrameBody(br, int(size), head, pooled)
 		if err != nil {
 			release()
 			return fmt.Errorf("read request frame of %d bytes: %w", size, err)
@@ -299,6 +320,9 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 		if !resp.Later {
 			frame := resp.Answer(ctx)
 			release()
+			if pooled {
+				PutFrame(body)
+			}
 			flow.produced(frame)
 			slot.frame <- frame
 			if err != nil {
@@ -318,6 +342,9 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 		go func() {
 			defer handlers.Done()
 			frame := resp.Answer(ctx)
+			if pooled {
+				PutFrame(body)
+			}
 			flow.produced(frame)
 			slot.frame <- frame
 		}()
@@ -345,15 +372,23 @@ func waitUnmuted(ctx context.Context, cs Conn) error {
 
 // readFrameBody reads a frame of size bytes whose first bytes, head,
 // were read already, growing the buffer only as data arrives (at most
-// readChunk ahead), so a lying size header allocates little.
-func readFrameBody(r io.Reader, size int, head []byte) ([]byte, error) {
-	buf := make([]byte, 0, min(size, readChunk))
-	buf = append(buf, head...)
+// readChunk ahead), so a lying size header allocates little. With pooled
+// the buffers come from the frame pools (GetFrame), and those outgrown go
+// back to them; the caller gives the last one back (PutFrame) once
+// nothing reads the frame any more.
+func readFrameBody(r io.Reader, size int, head []byte, pooled bool) ([]byte, error) {
+	get := func(n int) []byte { return make([]byte, 0, n) }
+	if pooled {
+		get = GetFrame
+	}
+	buf := append(get(min(size, readChunk)), head...)
 	for len(buf) < size {
 		n := min(size-len(buf), readChunk)
 		if cap(buf)-len(buf) < n {
-			grown := make([]byte, len(buf), min(size, max(2*cap(buf), len(buf)+n)))
-			copy(grown, buf)
+			grown := append(get(min(size, max(2*cap(buf), len(buf)+n))), buf...)
+			if pooled {
+				PutFrame(buf)
+			}
 			buf = grown
 		}
 		m, err := io.ReadFull(r, buf[len(buf):len(buf)+n])

@@ -260,20 +260,36 @@ func TestRequestPool(t *testing.T) {
 
 // TestReadFrameBody reads a frame whose first bytes were read already,
 // and fails a frame that declares more than arrives without allocating
-// what it declares.
+// what it declares, with and without pooled buffers (a Produce's frame);
+// a pooled frame ends in a buffer of a pool's size class, which PutFrame
+// takes back.
 func TestReadFrameBody(t *testing.T) {
-	body, err := readFrameBody(strings.NewReader("cdef"), 6, []byte("ab"))
+	body, err := readFrameBody(strings.NewReader("cdef"), 6, []byte("ab"), false)
 	if err != nil || string(body) != "abcdef" {
 		t.Fatalf("readFrameBody: got %q, %v, want %q, nil", body, err, "abcdef")
 	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	_, err = readFrameBody(bytes.NewReader(make([]byte, 10)), 1<<30, nil)
-	runtime.ReadMemStats(&after)
-	if !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Errorf("readFrameBody of a lying size: got %v, want %v", err, io.ErrUnexpectedEOF)
+	want := make([]byte, 300<<10)
+	for i := range want {
+		want[i] = byte(i * 7)
 	}
-	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 {
-		t.Errorf("readFrameBody of a frame declaring 1 GiB: got %d bytes allocated, want at most %d", allocated, 1<<20)
+	body, err = readFrameBody(bytes.NewReader(want[2:]), len(want), want[:2], true)
+	if err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("pooled readFrameBody of %d bytes: got %d bytes equal %v, %v; want them all, nil", len(want), len(body), bytes.Equal(body, want), err)
+	}
+	if c := frameClass(cap(body)); c < 0 || cap(body) != 1<<(c+minPooledFrameShift) {
+		t.Errorf("pooled readFrameBody: buffer of cap %d, want a pool's size class", cap(body))
+	}
+	PutFrame(body)
+	for _, pooled := range []bool{false, true} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err = readFrameBody(bytes.NewReader(make([]byte, 10)), 1<<30, nil, pooled)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("readFrameBody (pooled %v) of a lying size: got %v, want %v", pooled, err, io.ErrUnexpectedEOF)
+		}
+		if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 {
+			t.Errorf("readFrameBody (pooled %v) of a frame declaring 1 GiB: got %d bytes allocated, want at most %d", pooled, allocated, 1<<20)
+		}
 	}
 }
