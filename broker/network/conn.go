@@ -239,25 +239,21 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 			return fmt.Errorf("request frame of %d bytes exceeds socket.request.max.bytes %d", size, s.cfg.SocketRequestMaxBytes)
 		}
 		raw := cs.RawSASL()
+		authenticated := cs.IsAuthenticated()
+		if !authenticated && size > s.cfg.SASLServerMaxReceiveSize {
+			return fmt.Errorf("request frame of %d bytes before SASL authentication exceeds sasl.server.max.receive.size %d", size, s.cfg.SASLServerMaxReceiveSize)
+		}
 		var head []byte
-		if !cs.IsAuthenticated() {
-			if size > s.cfg.SASLServerMaxReceiveSize {
-				return fmt.Errorf("request frame of %d bytes before SASL authentication exceeds sasl.server.max.receive.size %d", size, s.cfg.SASLServerMaxReceiveSize)
+		var key int16 = -1
+		if !raw && size >= 2 {
+			if _, err := io.ReadFull(br, keyBuf[:]); err != nil {
+				return fmt.Errorf("read request header: %w", err)
 			}
-			if !raw && size >= 2 {
-				if _, err := io.ReadFull(br, keyBuf[:]); err != nil {
-					return fmt.Errorf("read request header: %w", err)
-				}
-				key := int16(binary.BigEndian.Uint16(keyBuf[:]))
+			key = int16(binary.BigEndian.Uint16(keyBuf[:]))
+			if !authenticated {
 				if err := cs.Admit(key); err != nil {
 					return fmt.Errorf("%w (its %d-byte body left unread)", err, size-2)
 				}
-				head = keyBuf[:]
-			}
-		}
-		if !raw && head == nil && size >= 2 {
-			if _, err := io.ReadFull(br, keyBuf[:]); err != nil {
-				return fmt.Errorf("read request header: %w", err)
 			}
 			head = keyBuf[:]
 		}
@@ -269,7 +265,7 @@ func (s *Server) readRequests(ctx context.Context, nc net.Conn, h Handler, queue
 		// a broker's heap growing into pages the kernel had yet to hand
 		// over, at a page fault each: most of a broker's faults in a
 		// short produce run.
-		pooled := len(head) == 2 && int16(binary.BigEndian.Uint16(head)) == produceKey
+		pooled := key == produceKey
 		reserved, err := s.requests.acquire(ctx, int64(size))
 		if err != nil {
 			return err
