@@ -53,6 +53,20 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 		return true
 	})
 
+	var leader *Broker
+	waitFor(t, ctx, "the partition's leader in the metadata", func() bool {
+		_, _, parts := metadataOf(t, brokers[0], topic)
+		if len(parts) != 1 {
+			return false
+		}
+		i := slices.IndexFunc(brokers, func(b *Broker) bool { return b.ID() == parts[0].leader })
+		if i < 0 {
+			return false
+		}
+		leader = brokers[i]
+		return true
+	})
+
 	const records = 50
 	for i := range records {
 		res := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("record-" + strconv.Itoa(i))})
@@ -67,12 +81,16 @@ func TestAcksAllReplicatesToEveryISRMember(t *testing.T) {
 				t.Fatalf("record %d acked at offset %d, but broker %d's log ends at %d", i, r.Offset, b.ID(), end)
 			}
 		}
+		// The leader published the high watermark past it before
+		// answering: a consumer reading after the ack sees the record.
+		if hw := leader.replicas.PartitionFor(topic, 0).HighWatermark(); hw <= r.Offset {
+			t.Fatalf("record %d acked at offset %d, but leader %d's high watermark is %d", i, r.Offset, leader.ID(), hw)
+		}
 	}
 	_, _, parts := metadataOf(t, brokers[0], topic)
-	if len(parts) != 1 || len(parts[0].isr) != 3 {
-		t.Fatalf("partition after %d acks=all produces: %+v, want an ISR of 3", records, parts)
+	if len(parts) != 1 || len(parts[0].isr) != 3 || parts[0].leader != leader.ID() {
+		t.Fatalf("partition after %d acks=all produces: %+v, want an ISR of 3 and leader %d", records, parts, leader.ID())
 	}
-	leader := brokers[slices.IndexFunc(brokers, func(b *Broker) bool { return b.ID() == parts[0].leader })]
 	if hw := leader.replicas.PartitionFor(topic, 0).HighWatermark(); hw != records {
 		t.Fatalf("leader %d high watermark %d, want %d", leader.ID(), hw, records)
 	}

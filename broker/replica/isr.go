@@ -121,7 +121,7 @@ func (s *isrSender) send(ctx context.Context, batch map[*Partition]replication.P
 		} else {
 			p.rep.AlterPartitionFailed(alterFailure(o.err), now)
 		}
-		rd := p.rep.Ready()
+		rd := p.ready()
 		p.repMu.Unlock()
 		if o.err == nil {
 			shrinks, expands := 0, 0

@@ -242,6 +242,20 @@ func (p *Partition) Name() string { return fmt.Sprintf("%s-%d", p.topic, p.index
 // last decided.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 
+// ready takes what p's state machine decided since it was last asked and
+// publishes its high watermark; the caller holds p.repMu and passes the
+// Ready to Manager.handleReady. Publishing under repMu keeps the high
+// watermark in the order the machine decided it, and publishing before
+// handleReady answers the acks means a client that reads the partition
+// after an acks=all answer sees what was acknowledged.
+func (p *Partition) ready() replication.Ready {
+	rd := p.rep.Ready()
+	if rd.HighWatermarkChanged {
+		p.hw.Store(rd.HighWatermark)
+	}
+	return rd
+}
+
 // LastStableOffset is the offset below which every transaction is
 // decided (KIP-98): the high watermark, or the first offset of the
 // earliest transaction that is open or whose marker the ISR has not all

@@ -434,7 +434,7 @@ func (m *Manager) applyRole(p *Partition, info controller.PartitionInfo) {
 		following = true
 	}
 	p.rep.SetLogStart(p.log.StartOffset(), now)
-	rd := p.rep.Ready()
+	rd := p.ready()
 	p.repMu.Unlock()
 	if err != nil {
 		p.appendMu.Unlock()

@@ -42,10 +42,11 @@ func (m *Manager) truncateProducers(p *Partition, offset int64) {
 	}
 }
 
-// handleReady acts on what p's state machine decided: it answers the
-// acks=all produces and DeleteRecords that completed or failed,
-// publishes a new high watermark (waking the fetches waiting for it) and
-// sends an AlterPartition proposal to the controller.
+// handleReady acts on what p's state machine decided, after p.ready
+// published its high watermark: it answers the acks=all produces and
+// DeleteRecords that completed or failed, wakes the fetches waiting for
+// the new high watermark and sends an AlterPartition proposal to the
+// controller.
 func (m *Manager) handleReady(p *Partition, rd replication.Ready) {
 	if len(rd.Acks) > 0 || len(rd.Deletes) > 0 {
 		p.repMu.Lock()
@@ -65,7 +66,6 @@ func (m *Manager) handleReady(p *Partition, rd replication.Ready) {
 		p.repMu.Unlock()
 	}
 	if rd.HighWatermarkChanged {
-		p.hw.Store(rd.HighWatermark)
 		p.wakeAll()
 	}
 	if rd.Proposal != nil {
@@ -158,7 +158,7 @@ func (m *Manager) AppendAsLeader(p *Partition, records []byte, acksAll bool, dea
 			done <- err
 		}
 	}
-	rd := p.rep.Ready()
+	rd := p.ready()
 	p.repMu.Unlock()
 	p.appendMu.Unlock()
 	if acksAll {
@@ -214,7 +214,7 @@ func (m *Manager) DeleteRecordsAsLeader(p *Partition, offset int64, deadline tim
 		p.dropEmptyWaits()
 		done <- replication.DeleteResult{ID: id, LowWatermark: -1, Err: err}
 	}
-	rd := p.rep.Ready()
+	rd := p.ready()
 	p.repMu.Unlock()
 	p.appendMu.Unlock()
 	m.queueWait(p)
@@ -235,7 +235,7 @@ func (m *Manager) DeleteRecordsAsLeader(p *Partition, offset int64, deadline tim
 func (m *Manager) followerFetched(p *Partition, replica int32, fetchOffset, logStart int64) int16 {
 	p.repMu.Lock()
 	err := p.rep.FollowerFetch(replication.ReplicaID(replica), fetchOffset, logStart, time.Now())
-	rd := p.rep.Ready()
+	rd := p.ready()
 	p.repMu.Unlock()
 	m.handleReady(p, rd)
 	code := kafkaerr.FollowerFetch.Code(err)
@@ -287,7 +287,7 @@ func (m *Manager) tick(p *Partition, now time.Time) {
 	p.rep.Tick(now)
 	var rd replication.Ready
 	if p.rep.HasReady() {
-		rd = p.rep.Ready()
+		rd = p.ready()
 	}
 	p.repMu.Unlock()
 	m.handleReady(p, rd)
@@ -359,7 +359,7 @@ func (m *Manager) logStartMoved(p *Partition) {
 	p.rep.SetLogStart(p.log.StartOffset(), time.Now())
 	var rd replication.Ready
 	if p.rep.Role() == replication.RoleLeader && p.rep.HasReady() {
-		rd = p.rep.Ready()
+		rd = p.ready()
 	}
 	p.repMu.Unlock()
 	m.handleReady(p, rd)
