@@ -466,7 +466,7 @@ process was doing at the time.`,
 	f.StringVar(&cfg.Out, "out", cfg.Out, "directory for the JSON result and the SVG chart")
 	f.StringArrayVar(&cfg.Sets, "set", cfg.Sets, "broker property key=value for every broker started without --bootstrap (repeatable)")
 	f.Int64Var(&cfg.HeapFloor, "heap-floor", cfg.HeapFloor, "smallest heap in bytes at which this process's garbage collector runs, so that the clients' collections stay out of the latencies they measure; 0, or GOGC set in the environment: Go's default pacing")
-	f.StringVar(&cfg.Profile, "profile", cfg.Profile, "directory for the execution traces and CPU profiles of the started brokers and of this process over --duration (broker-N.trace, broker-N.cpu.pprof, client.*), for go tool trace and go tool pprof; empty: none")
+	f.StringVar(&cfg.Profile, "profile", cfg.Profile, "directory for the execution traces and CPU profiles of the started brokers and of this process over --duration, and the brokers' heap allocations (broker-N.trace, broker-N.cpu.pprof, broker-N.allocs.pprof, client.*), for go tool trace and go tool pprof; empty: none")
 	security.addFlags(cmd)
 	return cmd
 }

@@ -112,7 +112,8 @@ testDurationMinutes: 15
 
 // checkProfiles checks that dir holds what --profile captures from
 // brokers brokers and from the benchmark's own process: Go execution
-// traces (they start "go 1.") and CPU profiles (gzipped protobufs).
+// traces (they start "go 1.") and CPU profiles (gzipped protobufs), and
+// each broker's allocations (gzipped protobufs too).
 func checkProfiles(t *testing.T, dir string, brokers int) {
 	t.Helper()
 	names := []string{"client"}
@@ -127,6 +128,13 @@ func checkProfiles(t *testing.T, dir string, brokers int) {
 		cpu, err := os.ReadFile(filepath.Join(dir, name+".cpu.pprof"))
 		if err != nil || !bytes.HasPrefix(cpu, []byte{0x1f, 0x8b}) {
 			t.Errorf("%s.cpu.pprof: %d bytes, error %v: want a gzipped CPU profile", name, len(cpu), err)
+		}
+		if name == "client" {
+			continue
+		}
+		allocs, err := os.ReadFile(filepath.Join(dir, name+".allocs.pprof"))
+		if err != nil || !bytes.HasPrefix(allocs, []byte{0x1f, 0x8b}) {
+			t.Errorf("%s.allocs.pprof: %d bytes, error %v: want a gzipped allocation profile", name, len(allocs), err)
 		}
 	}
 }

@@ -15,14 +15,16 @@ import (
 	"time"
 )
 
-// profiles captures, over one phase of a benchmark, the execution trace
-// and CPU profile of every broker the benchmark started (served by
-// `tripod serve --pprof` at /debug/pprof/) and of this process, which
-// runs the clients, into a directory: broker-N.trace, broker-N.cpu.pprof,
+// profiles captures, over one phase of a benchmark, the execution trace,
+// CPU profile and heap allocations of every broker the benchmark started
+// (served by `tripod serve --pprof` at /debug/pprof/) and the execution
+// trace and CPU profile of this process, which runs the clients, into a
+// directory: broker-N.trace, broker-N.cpu.pprof, broker-N.allocs.pprof,
 // client.trace and client.cpu.pprof, for `go tool trace` and `go tool
 // pprof`. A stall in the figures shows in the traces as what every
 // process was doing then: collecting garbage, waiting on a lock, a
-// syscall or the network, or not running at all.
+// syscall or the network, or not running at all; the allocations (`go
+// tool pprof -sample_index=alloc_space`) say what makes a broker collect.
 type profiles struct {
 	dir string
 	// brokers maps a broker's id to its metrics listener's HOST:PORT.
@@ -63,12 +65,15 @@ func (p *profiles) capture(ctx context.Context, d time.Duration, out io.Writer) 
 		len(p.brokers), secs, time.Now().Format("15:04:05.000"), p.dir)
 
 	var wg sync.WaitGroup
-	errs := make([]error, 2*len(p.brokers)+1)
+	errs := make([]error, 3*len(p.brokers)+1)
 	i := 0
 	for id, addr := range p.brokers {
 		for _, kind := range []struct{ path, file string }{
 			{fmt.Sprintf("/debug/pprof/trace?seconds=%d", secs), fmt.Sprintf("broker-%d.trace", id)},
 			{fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), fmt.Sprintf("broker-%d.cpu.pprof", id)},
+			// A delta profile: what the broker allocated over the
+			// phase only.
+			{fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs), fmt.Sprintf("broker-%d.allocs.pprof", id)},
 		} {
 			wg.Add(1)
 			go func(slot int) {
