@@ -125,7 +125,8 @@ func (s *segment) sliceEnd(pos int64, first batchHeader, maxBytes int, limit int
 	if i > 0 {
 		scan = max(scan, int64(s.offsets[i-1].position))
 	}
-	sc := newHeaderScanner(s.log, scan, end)
+	sc := pooledHeaderScanner(s.log, scan, end)
+	defer sc.release()
 	last := scan
 	for {
 		p, h, err := sc.next()
