@@ -605,6 +605,19 @@ func (m *membership) PeerClient(addr string, extra ...kgo.Opt) (*kgo.Client, err
 	return cl, nil
 }
 
+// PeerDial is how the followers' fetchers reach a peer: the client id
+// PeerClient sends and the inter-broker listener's TLS and SASL.
+func (m *membership) PeerDial() replica.PeerDial {
+	d := replica.PeerDial{ClientID: fmt.Sprintf("tripod-broker-%d", m.cfg.BrokerID)}
+	if m.interBroker.tls != nil {
+		d.TLS = m.interBroker.tls.ClientConfig()
+	}
+	if s := m.interBroker.SASL; s != nil {
+		d.SASL = s.Client
+	}
+	return d
+}
+
 // registrationFile is the file in the first log dir holding the broker
 // epoch of the broker's latest registration, as one decimal line.
 const registrationFile = "broker.epoch"

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os/exec"
 	"slices"
@@ -27,6 +28,7 @@ import (
 	xscram "github.com/xdg-go/scram"
 
 	"github.com/tripodmq/tripod/broker/config"
+	"github.com/tripodmq/tripod/broker/replica"
 )
 
 // plainJAAS is the PLAIN JAAS config of the tests' SASL listeners, as
@@ -726,26 +728,10 @@ func TestSASLHandshakeV0SendsBareTokens(t *testing.T) {
 // SCRAM credential set through one broker lets its user log in on the
 // other.
 func TestInterBrokerListenerOverSASL(t *testing.T) {
-	brokers := startRaftClusterWith(t, 2, func(cfg *config.Config) {
-		set(t, cfg, map[string]string{
-			"listeners":                                   "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0",
-			"listener.security.protocol.map":              "CLIENT:PLAINTEXT,BROKER:SASL_PLAINTEXT",
-			"inter.broker.listener.name":                  "BROKER",
-			"sasl.enabled.mechanisms":                     "PLAIN,SCRAM-SHA-256",
-			"sasl.mechanism.inter.broker.protocol":        "PLAIN",
-			"listener.name.broker.plain.sasl.jaas.config": plainJAAS,
-		})
-	})
+	brokers := startSASLInterBrokerCluster(t, nil)
 	ctx := testContext(t, 2*time.Minute)
 	const topic = "replicated-over-sasl"
-	cl := newClient(t, brokers[0], kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
-	if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 2, nil, topic); err != nil || resp.Err != nil {
-		t.Fatalf("create topic: %v %v", err, resp.Err)
-	}
-	waitFor(t, ctx, "the ISR to hold both brokers", func() bool {
-		_, _, parts := metadataOf(t, brokers[0], topic)
-		return len(parts) == 1 && len(parts[0].isr) == 2
-	})
+	cl := fullyReplicatedTopic(ctx, t, brokers, topic)
 	for i := range 5 {
 		if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("r%d", i))).FirstErr(); err != nil {
 			t.Fatalf("acks=all produce %d: %v", i, err)
@@ -848,4 +834,94 @@ func runKcatFails(t *testing.T, ctx context.Context, kcat string, args ...string
 		t.Fatalf("kcat %s: succeeded, want a failure", strings.Join(args, " "))
 	}
 	return stderr.String()
+}
+
+// TestFollowerConnectionOutlivesSASLSessions runs two brokers whose
+// replication goes over a SASL_PLAINTEXT listener with
+// connections.max.reauth.ms 1500. A follower fetcher's connection
+// (replica.DialPeer, with the broker's own inter-broker settings)
+// authenticates, answers requests, and counts itself expired at 90 % of
+// the session's lifetime; the broker closes one used past its session,
+// which is why a fetcher dials again before then. Replication goes on
+// across several sessions: acks=all produces succeed with the ISR whole
+// and the follower's log ends where the leader's does.
+func TestFollowerConnectionOutlivesSASLSessions(t *testing.T) {
+	brokers := startSASLInterBrokerCluster(t, map[string]string{"connections.max.reauth.ms": "1500"})
+	ctx := testContext(t, 2*time.Minute)
+
+	start := time.Now()
+	conn, err := replica.DialPeer(ctx, brokers[1].ListenerAddr("BROKER").String(), brokers[0].member.PeerDial())
+	if err != nil {
+		t.Fatalf("dial broker %d's inter-broker listener: %v", brokers[1].ID(), err)
+	}
+	defer conn.Close()
+	if conn.Expired(time.Now()) || !conn.Expired(start.Add(1500*time.Millisecond)) {
+		t.Fatalf("a fresh connection of a 1.5 s session: expired now %v, at 1.5 s %v; want false, true",
+			conn.Expired(time.Now()), conn.Expired(start.Add(1500*time.Millisecond)))
+	}
+	kresp, err := conn.Request(ctx, kmsg.NewPtrMetadataRequest())
+	if err != nil || len(kresp.(*kmsg.MetadataResponse).Brokers) != 2 {
+		t.Fatalf("Metadata on the connection: %v, error %v; want two brokers", kresp, err)
+	}
+	// The session's lifetime is the behaviour under test.
+	time.Sleep(time.Until(start.Add(1600 * time.Millisecond)))
+	if _, err := conn.Request(ctx, kmsg.NewPtrMetadataRequest()); err == nil {
+		t.Fatalf("a request on a connection past its 1.5 s session was answered; want the broker to close it")
+	}
+
+	const topic = "replicated-across-sessions"
+	cl := fullyReplicatedTopic(ctx, t, brokers, topic)
+	// Three sessions' worth of acks=all writes.
+	produced := 0
+	for began := time.Now(); time.Since(began) < 4500*time.Millisecond; produced++ {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("r%d", produced))).FirstErr(); err != nil {
+			t.Fatalf("acks=all produce %d: %v", produced, err)
+		}
+	}
+	_, _, parts := metadataOf(t, brokers[0], topic)
+	if len(parts) != 1 || len(parts[0].isr) != 2 {
+		t.Fatalf("partition after %d acks=all produces over 4.5 s: %+v, want an ISR of both brokers", produced, parts)
+	}
+	waitFor(t, ctx, "the follower's log to end where the leader's does", func() bool {
+		ends := map[int64]bool{}
+		for _, b := range brokers {
+			ends[b.replicas.PartitionFor(topic, 0).Log().EndOffset()] = true
+		}
+		return len(ends) == 1 && ends[int64(produced)]
+	})
+}
+
+// startSASLInterBrokerCluster starts two brokers whose clients use a
+// PLAINTEXT listener and whose controller requests and replication go
+// over a SASL_PLAINTEXT one with PLAIN, with the extra properties.
+func startSASLInterBrokerCluster(t *testing.T, extra map[string]string) []*Broker {
+	t.Helper()
+	return startRaftClusterWith(t, 2, func(cfg *config.Config) {
+		props := map[string]string{
+			"listeners":                                   "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0",
+			"listener.security.protocol.map":              "CLIENT:PLAINTEXT,BROKER:SASL_PLAINTEXT",
+			"inter.broker.listener.name":                  "BROKER",
+			"sasl.enabled.mechanisms":                     "PLAIN,SCRAM-SHA-256",
+			"sasl.mechanism.inter.broker.protocol":        "PLAIN",
+			"listener.name.broker.plain.sasl.jaas.config": plainJAAS,
+		}
+		maps.Copy(props, extra)
+		set(t, cfg, props)
+	})
+}
+
+// fullyReplicatedTopic creates topic with one partition on both brokers and
+// waits for its ISR to hold both; it returns an acks=all client producing
+// to it.
+func fullyReplicatedTopic(ctx context.Context, t *testing.T, brokers []*Broker, topic string) *kgo.Client {
+	t.Helper()
+	cl := newClient(t, brokers[0], kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 2, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	waitFor(t, ctx, "the ISR to hold both brokers", func() bool {
+		_, _, parts := metadataOf(t, brokers[0], topic)
+		return len(parts) == 1 && len(parts[0].isr) == 2
+	})
+	return cl
 }

@@ -36,6 +36,7 @@ func (n *namedController) PeerAddr(cb coord.Broker) string { return cb.Addr() }
 func (n *namedController) PeerClient(string, ...kgo.Opt) (*kgo.Client, error) {
 	return nil, coord.ErrClosed
 }
+func (n *namedController) PeerDial() PeerDial { return PeerDial{} }
 
 // TestAcceptController checks the rule by which a broker accepts a
 // controller's request: a newer controller epoch only when the backend

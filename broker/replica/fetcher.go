@@ -12,7 +12,6 @@ import (
 	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tripodmq/tripod/coord"
@@ -314,7 +313,7 @@ func (f *fetcher) poke() {
 func (f *fetcher) run() {
 	rm := f.m.rm
 	log := rm.logger.With("leader", f.leader, "fetcher", f.id)
-	var cl *kgo.Client
+	var cl *PeerConn
 	defer func() {
 		if cl != nil {
 			cl.Close()
@@ -348,11 +347,18 @@ func (f *fetcher) run() {
 			f.wait(next)
 			continue
 		}
+		if cl != nil && cl.Expired(now) {
+			// The authenticated session is about to end: a new
+			// connection authenticates again (KIP-368); the fetch
+			// session, which is the leader's, carries on.
+			cl.Close()
+			cl = nil
+		}
 		if cl == nil {
 			addr, ok := f.m.leaderAddr(f.leader)
 			var err error
 			if ok {
-				cl, err = rm.member.PeerClient(addr)
+				cl, err = DialPeer(f.ctx, addr, rm.member.PeerDial())
 			}
 			if !ok || err != nil {
 				log.Debug("no connection to leader yet", "known", ok, "error", err)
@@ -379,8 +385,8 @@ func (f *fetcher) run() {
 		case errors.Is(err, errThrottled):
 			f.wait(time.Now().Add(rm.cfg.ReplicaFetchBackoff))
 		case canceled:
-			// The partitions changed under a long poll. franz-go gives up
-			// waiting but the connection still owes the poll's answer,
+			// The partitions changed under a long poll. The request
+			// gave up waiting but the connection still owes its answer,
 			// which would hold the next fetch back for up to
 			// replica.fetch.wait.max.ms: start on a fresh connection,
 			// and a new session (the lost answer moved its epoch).
@@ -468,7 +474,7 @@ func groupByTopic(parts []*fetchPartition) (map[coord.TopicPartition]*fetchParti
 // truncateByEpoch asks the leader where each partition's latest epoch
 // ended (OffsetForLeaderEpoch, KIP-101/KIP-279) and truncates as the state
 // machine decides; a partition is done when its Truncation is.
-func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*fetchPartition) error {
+func (f *fetcher) truncateByEpoch(ctx context.Context, cl *PeerConn, parts []*fetchPartition) error {
 	rm := f.m.rm
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = rm.cfg.BrokerID
@@ -488,7 +494,7 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 		}
 		req.Topics = append(req.Topics, t)
 	}
-	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	kresp, err := cl.Request(ctx, req)
 	if err != nil {
 		return fmt.Errorf("offset for leader epoch from broker %d: %w", f.leader, err)
 	}
@@ -543,7 +549,7 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *kgo.Client, parts []*
 // applied its LeaderAndIsr would wait out the whole long poll, and its
 // acks=all writes with it. So the Fetch waits no longer than until the
 // first retry is due.
-func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*fetchPartition, retry time.Time) error {
+func (f *fetcher) fetch(ctx context.Context, cl *PeerConn, parts, waiting []*fetchPartition, retry time.Time) error {
 	rm := f.m.rm
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = rm.cfg.BrokerID
@@ -633,10 +639,13 @@ func (f *fetcher) fetch(ctx context.Context, cl *kgo.Client, parts, waiting []*f
 	forgotten := f.session.forgotten(leaving)
 	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch
 	req.ForgottenTopics = forgottenTopics(forgotten)
-	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	kresp, err := cl.Request(ctx, req)
 	if err != nil {
 		return fmt.Errorf("fetch from broker %d: %w", f.leader, err)
 	}
+	// The answer's records alias the connection's buffer, which the
+	// appends below copy from; a large one goes back to the pools after.
+	defer cl.releaseBuffer()
 	resp := kresp.(*kmsg.FetchResponse)
 	switch resp.ErrorCode {
 	case 0:
@@ -798,7 +807,7 @@ func (m *Manager) followerThrottles(p *Partition) bool {
 }
 
 // fetched applies one partition's fetch response.
-func (f *fetcher) fetched(ctx context.Context, cl *kgo.Client, fp *fetchPartition, sp *kmsg.FetchResponseTopicPartition) {
+func (f *fetcher) fetched(ctx context.Context, cl *PeerConn, fp *fetchPartition, sp *kmsg.FetchResponseTopicPartition) {
 	rm := f.m.rm
 	p := fp.p
 	switch sp.ErrorCode {
@@ -890,7 +899,7 @@ func (m *Manager) appendAsFollower(p *Partition, records []byte) error {
 // outOfRange handles OFFSET_OUT_OF_RANGE: a follower behind the leader's
 // log start restarts its log there; one ahead of the leader's log end
 // truncates to it (asking the leader's end with ListOffsets).
-func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchPartition, leaderStart int64) {
+func (f *fetcher) outOfRange(ctx context.Context, cl *PeerConn, fp *fetchPartition, leaderStart int64) {
 	rm := f.m.rm
 	p := fp.p
 	if leaderStart >= 0 && p.log.EndOffset() < leaderStart {
@@ -922,7 +931,7 @@ func (f *fetcher) outOfRange(ctx context.Context, cl *kgo.Client, fp *fetchParti
 	rp.Timestamp = -1 // ListOffsets' latest: the log end offset
 	t.Partitions = append(t.Partitions, rp)
 	req.Topics = append(req.Topics, t)
-	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	kresp, err := cl.Request(ctx, req)
 	if err != nil {
 		f.delay(fp, false)
 		return

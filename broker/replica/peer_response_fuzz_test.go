@@ -94,6 +94,8 @@ func (p *fakePeerMembership) PeerClient(addr string, extra ...kgo.Opt) (*kgo.Cli
 	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DialTimeout(5 * time.Second)}, extra...)...)
 }
 
+func (p *fakePeerMembership) PeerDial() PeerDial { return PeerDial{ClientID: "fuzz"} }
+
 // fakePeerMetadata is a Metadata whose only broker is the fake peer.
 type fakePeerMetadata struct{ peer coord.Broker }
 
@@ -173,9 +175,9 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 	addr := pf.addr
 	switch key {
 	case 1, 2, 23:
-		cl, err := pf.peer.PeerClient(addr)
+		cl, err := DialPeer(ctx, addr, pf.peer.PeerDial())
 		if err != nil {
-			t.Fatalf("client of the fake peer: %v", err)
+			t.Fatalf("connection to the fake peer: %v", err)
 		}
 		defer cl.Close()
 		switch key {

@@ -409,6 +409,8 @@ type Membership interface {
 	AskController(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 	PeerAddr(cb coord.Broker) string
 	PeerClient(addr string, extra ...kgo.Opt) (*kgo.Client, error)
+	// PeerDial says how the followers' fetchers reach a peer (peerconn.go).
+	PeerDial() PeerDial
 }
 
 // Metadata is what the replica manager reads and writes of the
