@@ -855,16 +855,20 @@ func TestFollowerConnectionOutlivesSASLSessions(t *testing.T) {
 		t.Fatalf("dial broker %d's inter-broker listener: %v", brokers[1].ID(), err)
 	}
 	defer conn.Close()
-	if conn.Expired(time.Now()) || !conn.Expired(start.Add(1500*time.Millisecond)) {
-		t.Fatalf("a fresh connection of a 1.5 s session: expired now %v, at 1.5 s %v; want false, true",
-			conn.Expired(time.Now()), conn.Expired(start.Add(1500*time.Millisecond)))
+	// The session began after start and before dialled: the connection
+	// counts itself expired 1.35 s after it began.
+	dialled := time.Now()
+	if early, late := start.Add(1300*time.Millisecond), dialled.Add(1500*time.Millisecond); conn.Expired(early) || !conn.Expired(late) {
+		t.Fatalf("a connection of a 1.5 s session: expired 1.3 s after the dial began %v, 1.5 s after it ended %v; want false, true",
+			conn.Expired(early), conn.Expired(late))
 	}
 	kresp, err := conn.Request(ctx, kmsg.NewPtrMetadataRequest())
 	if err != nil || len(kresp.(*kmsg.MetadataResponse).Brokers) != 2 {
 		t.Fatalf("Metadata on the connection: %v, error %v; want two brokers", kresp, err)
 	}
-	// The session's lifetime is the behaviour under test.
-	time.Sleep(time.Until(start.Add(1600 * time.Millisecond)))
+	// The session's lifetime is the behaviour under test: it ended by
+	// 1.5 s after the dial.
+	time.Sleep(time.Until(dialled.Add(1600 * time.Millisecond)))
 	if _, err := conn.Request(ctx, kmsg.NewPtrMetadataRequest()); err == nil {
 		t.Fatalf("a request on a connection past its 1.5 s session was answered; want the broker to close it")
 	}
