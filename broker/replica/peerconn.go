@@ -210,10 +210,6 @@ func (c *PeerConn) releaseBuffer() {
 	}
 }
 
-// errPeerCanceled is the error of a request whose context ended: the
-// connection may still owe its answer and is not to be used again.
-var errPeerCanceled = errors.New("request canceled")
-
 // Request sends req at the highest version both sides serve and reads its
 // answer. A Fetch answer's byte fields (the records) alias the
 // connection's buffer: they are valid until the next Fetch on it or
@@ -257,7 +253,9 @@ func (c *PeerConn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response
 	body, err := c.roundTrip(out, key == kmsg.Fetch.Int16())
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", errPeerCanceled, ctx.Err())
+			// The connection may still owe the answer: the caller
+			// closes it.
+			return nil, fmt.Errorf("request canceled: %w", ctx.Err())
 		}
 		return nil, err
 	}
