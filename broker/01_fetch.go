@@ -45,12 +45,10 @@ const maxFetchWait = 5 * time.Minute
 func handleFetch(_ context.Context, b *Broker, req *request) (kmsg.Response, laterFunc, error) {
 	r := req.kreq.(*kmsg.FetchRequest)
 	collapseDuplicatePartitions(r)
-	if req.conn.tls == nil && r.Version >= 4 {
-		// Plaintext: records may go from the segment files to the
-		// socket (sendfile), as Kafka sends them.
-		req.slices = fetchSlices{}
-	}
-	return nil, func(ctx context.Context) kmsg.Response { return b.fetch(ctx, r, req.slices) }, nil
+	// Plaintext: records may go from the segment files to the socket
+	// (sendfile), as Kafka sends them.
+	req.reads = newFetchReads(req.conn.tls == nil && r.Version >= 4)
+	return nil, func(ctx context.Context) kmsg.Response { return b.fetch(ctx, r, req.reads) }, nil
 }
 
 // collapseDuplicatePartitions leaves each partition r names once, as
@@ -114,7 +112,7 @@ func collapseDuplicatePartitions(r *kmsg.FetchRequest) {
 // fetch answers r in its fetch session (a full fetch, or an incremental
 // one over the partitions of the session that changed, whose answer keeps
 // only what the client has not heard), waiting as handleFetch describes.
-func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, slices fetchSlices) kmsg.Response {
+func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, reads *fetchReads) kmsg.Response {
 	sr := b.fetchSessions.Begin(r, time.Now())
 	if sr.ErrorCode != 0 {
 		resp := r.ResponseKind().(*kmsg.FetchResponse)
@@ -122,10 +120,10 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, slices fetchSl
 		resp.ErrorCode = sr.ErrorCode
 		return resp
 	}
-	resp, short := b.fetchNow(ctx, r, &sr, slices)
+	resp, short := b.fetchNow(ctx, r, &sr, reads)
 	b.fetchSessions.End(sr, resp, short)
 	if r.ReplicaID < 0 {
-		b.metrics.consumerFetched(resp, slices)
+		b.metrics.consumerFetched(resp, reads.slices)
 	}
 	return resp
 }
@@ -135,7 +133,7 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, slices fetchSl
 // session's wake-up and adds the partitions that change meanwhile; any
 // other watches the partitions r names. It also returns the partitions
 // answered without records though records were there to read.
-func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchsession.Request, slices fetchSlices) (*kmsg.FetchResponse, map[coord.TopicPartition]struct{}) {
+func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchsession.Request, reads *fetchReads) (*kmsg.FetchResponse, map[coord.TopicPartition]struct{}) {
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
 	deadline := time.Now().Add(wait)
@@ -175,8 +173,8 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 
 	var timer *time.Timer
 	for {
-		slices.release() // those of a read not answered
-		resp, bytes, answerNow, short := b.readFetch(r, replicaCodes, slices)
+		reads.release() // those of a read not answered
+		resp, bytes, answerNow, short := b.readFetch(r, replicaCodes, reads)
 		if answerNow || bytes >= int(r.MinBytes) || !time.Now().Before(deadline) {
 			return resp, short
 		}
@@ -212,8 +210,9 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 // found. A consumer's Fetch v11+ is answered by a follower too
 // (consumerReplica), and a leader with a replica selector may point it
 // at a follower of its rack instead (preferredReadReplica). Reads that
-// can be sent from their segment files go into slices (nil: none can).
-func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16, slices fetchSlices) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
+// can be sent from their segment files go into reads' slices (nil: none
+// can), and the others into its buffers.
+func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16, reads *fetchReads) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	resp.SetVersion(r.Version)
 	remaining := int(r.MaxBytes)
@@ -225,6 +224,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 	total := 0
 	answerNow := false
 	var short map[coord.TopicPartition]struct{}
+	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(r.Topics))
 	unread := func(tp coord.TopicPartition) {
 		if short == nil {
 			short = map[coord.TopicPartition]struct{}{}
@@ -234,6 +234,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 	for _, rt := range r.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -310,10 +311,10 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 				switch {
 				case r.Version < 4 && replicaCodes == nil:
 					data, err = downConvertedRead(p.Log(), r.Version, rp.FetchOffset, max(limit, 1), upTo)
-				case slices != nil && !readCommitted:
-					data, slice, err = p.Log().ReadSliceUpTo(rp.FetchOffset, max(limit, 1), upTo, minSpliceBytes)
+				case reads.slices != nil && !readCommitted:
+					data, slice, err = p.Log().ReadSliceUpTo(rp.FetchOffset, max(limit, 1), upTo, minSpliceBytes, reads.alloc)
 				default:
-					data, err = p.Log().ReadUpTo(rp.FetchOffset, max(limit, 1), upTo)
+					data, err = p.Log().ReadUpToInto(rp.FetchOffset, max(limit, 1), upTo, reads.alloc)
 				}
 				switch {
 				case errors.Is(err, tlog.ErrOffsetOutOfRange):
@@ -335,7 +336,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 					sp.ErrorCode = kerr.UnknownServerError.Code
 					answerNow = true
 				case slice != nil:
-					slices[tp] = slice
+					reads.slices[tp] = slice
 					sp.RecordBatches = spliced
 					total += slice.Len
 					remaining -= slice.Len

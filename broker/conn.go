@@ -35,10 +35,9 @@ type request struct {
 	conn *connState
 	// received is when the request was read off its connection.
 	received time.Time
-	// slices holds a fetch's records sent from their segment files
-	// (fetch_frame.go); nil when the connection cannot send them so
-	// (TLS) or the fetch's version predates them.
-	slices fetchSlices
+	// reads holds what a fetch's records are read into until its answer
+	// is encoded (fetch_frame.go); nil for other requests.
+	reads *fetchReads
 }
 
 // connHandler serves the connections of one listener for the connection
@@ -295,17 +294,19 @@ func (b *Broker) encode(req *request, resp kmsg.Response) []byte {
 // encodeFrame is encode for an answer given later: a fetch's records
 // held as file slices go as splices of the frame, sent from their files;
 // every slice is released once framed (or read into the response, when
-// the frame cannot carry it).
+// the frame cannot carry it), and the buffers of its reads go back to
+// their pools.
 func (b *Broker) encodeFrame(req *request, resp kmsg.Response) network.Frame {
-	if len(req.slices) > 0 {
-		defer req.slices.release()
-		if fr, ok := resp.(*kmsg.FetchResponse); ok {
-			fr.SetVersion(req.header.version)
-			if f, ok := encodeFetchFrame(req.header.correlationID, fr, req.slices); ok {
-				return f
-			}
-			b.readSlices(fr, req.slices)
+	if req.reads == nil {
+		return network.Frame{Bytes: b.encode(req, resp)}
+	}
+	defer req.reads.release()
+	if fr, ok := resp.(*kmsg.FetchResponse); ok && len(req.reads.slices) > 0 {
+		fr.SetVersion(req.header.version)
+		if f, ok := encodeFetchFrame(req.header.correlationID, fr, req.reads.slices); ok {
+			return f
 		}
+		b.readSlices(fr, req.reads)
 	}
 	return network.Frame{Bytes: b.encode(req, resp)}
 }

@@ -28,21 +28,58 @@ var spliced = []byte{0}
 // (RecordBatches is spliced), until its frame is encoded.
 type fetchSlices map[coord.TopicPartition]*tlog.Slice
 
+// fetchReads holds what a fetch's records are read into until its
+// answer is encoded: the segment file slices of the partitions sent from
+// their files (plaintext connections only), and the buffers, from the
+// frame pools, of those read into memory. Encoding copies the buffers'
+// records into the frame, so they go back to the pools then, and a
+// follower's fetch at the log's tail allocates nothing to read.
+type fetchReads struct {
+	// slices is nil when records are not sent from files (TLS, or a
+	// Fetch before v4).
+	slices fetchSlices
+	bufs   [][]byte
+}
+
+// newFetchReads returns the reads of a fetch whose records may be sent
+// from their files when splice is set.
+func newFetchReads(splice bool) *fetchReads {
+	fr := &fetchReads{}
+	if splice {
+		fr.slices = fetchSlices{}
+	}
+	return fr
+}
+
+// alloc is a log.Alloc: a buffer of n bytes from the frame pools, kept
+// until release.
+func (fr *fetchReads) alloc(n int) []byte {
+	b := network.GetFrame(n)[:n]
+	fr.bufs = append(fr.bufs, b)
+	return b
+}
+
 // bytes is how many record bytes the slices hold.
-func (fs fetchSlices) bytes() int {
+func (fr *fetchReads) bytes() int {
 	n := 0
-	for _, s := range fs {
+	for _, s := range fr.slices {
 		n += s.Len
 	}
 	return n
 }
 
-// release releases every slice.
-func (fs fetchSlices) release() {
-	for tp, s := range fs {
+// release releases every slice and gives every buffer back to its pool:
+// nothing may read the records of a response built on them after.
+func (fr *fetchReads) release() {
+	for tp, s := range fr.slices {
 		s.Release()
-		delete(fs, tp)
+		delete(fr.slices, tp)
 	}
+	for i, b := range fr.bufs {
+		network.PutFrame(b)
+		fr.bufs[i] = nil
+	}
+	fr.bufs = fr.bufs[:0]
 }
 
 // encodeFetchFrame frames resp, a Fetch response to a request of
@@ -60,7 +97,7 @@ func encodeFetchFrame(correlationID int32, resp *kmsg.FetchResponse, slices fetc
 		return network.Frame{}, false
 	}
 	flex := v >= 12
-	dst := network.GetFrame(256 + 64*len(slices))[:8]
+	dst := network.GetFrame(responseSizeHint(resp) + 8)[:8]
 	binary.BigEndian.PutUint32(dst[4:], uint32(correlationID))
 	if flex {
 		dst = append(dst, 0) // the header's tagged fields
@@ -217,21 +254,21 @@ func appendFetchPartitionTags(dst []byte, p *kmsg.FetchResponseTopicPartition) [
 	return dst
 }
 
-// readSlices reads the records of resp's partitions held as slices into
-// the response, for a frame that cannot splice them; a partition whose
-// slice cannot be read answers KAFKA_STORAGE_ERROR, as a failed read
-// does.
-func (b *Broker) readSlices(resp *kmsg.FetchResponse, slices fetchSlices) {
+// readSlices reads the records of resp's partitions held as slices in
+// reads into the response, for a frame that cannot splice them; a
+// partition whose slice cannot be read answers KAFKA_STORAGE_ERROR, as a
+// failed read does.
+func (b *Broker) readSlices(resp *kmsg.FetchResponse, reads *fetchReads) {
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
 		for j := range t.Partitions {
 			p := &t.Partitions[j]
 			tp := coord.TopicPartition{Topic: t.Topic, Partition: p.Partition}
-			s := slices[tp]
+			s := reads.slices[tp]
 			if len(p.RecordBatches) == 0 || &p.RecordBatches[0] != &spliced[0] || s == nil {
 				continue
 			}
-			data, err := s.Bytes()
+			data, err := s.Bytes(reads.alloc)
 			if err != nil {
 				b.logger.Error("read failed", "topic", t.Topic, "partition", p.Partition, "error", err)
 				p.ErrorCode, data = kerr.KafkaStorageError.Code, []byte{}

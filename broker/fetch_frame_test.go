@@ -77,11 +77,11 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 						p.RecordBatches[k] = byte(rng.IntN(256))
 					}
 				default:
-					_, s, err := l.ReadSliceUpTo(rng.Int64N(end), rng.IntN(64<<10), end, 0)
+					_, s, err := l.ReadSliceUpTo(rng.Int64N(end), rng.IntN(64<<10), end, 0, nil)
 					if err != nil || s == nil {
 						t.Fatalf("ReadSliceUpTo: %v, %v", s, err)
 					}
-					data, err := s.Bytes()
+					data, err := s.Bytes(nil)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -60,7 +60,7 @@ func (b *Broker) applyQuotas(req *request, resp kmsg.Response, size int, handled
 		throttle = max(throttle, b.quotas.Record(quota.Produce, user, clientID, float64(size), now))
 	case *kmsg.FetchRequest:
 		if resp != nil {
-			throttle = max(throttle, b.quotas.Record(quota.Fetch, user, clientID, float64(responseSizeHint(resp)+req.slices.bytes()), now))
+			throttle = max(throttle, b.quotas.Record(quota.Fetch, user, clientID, float64(responseSizeHint(resp)+req.reads.bytes()), now))
 		}
 	}
 	if throttle <= 0 {

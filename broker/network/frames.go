@@ -13,14 +13,16 @@ import (
 // produce benchmark, and most of a fifth of the CPU going to GC).
 //
 // A frame comes from the pool of its power-of-two size class and is
-// given back by the connection's writer once written; frames smaller than
-// minPooledFrame or larger than maxPooledFrame are left to the garbage
-// collector.
+// given back by the connection's writer once written; frames of half the
+// smallest class or less, or larger than the largest, are left to the
+// garbage collector. The classes start small because a fetch reads the
+// records it copies into buffers of these pools too (broker.fetchReads):
+// a follower's fetch at the tail of a busy partition reads a few KiB.
 
 const (
 	// minPooledFrameShift and maxPooledFrameShift bound the size
-	// classes: 16 KiB .. 16 MiB.
-	minPooledFrameShift = 14
+	// classes: 1 KiB .. 16 MiB.
+	minPooledFrameShift = 10
 	maxPooledFrameShift = 24
 )
 

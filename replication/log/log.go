@@ -890,25 +890,36 @@ func (l *Log) roll() (*segment, error) {
 // above EndOffset returns ErrOffsetOutOfRange. The returned slice is the
 // caller's. A read may span segments.
 func (l *Log) Read(offset int64, maxBytes int) ([]byte, error) {
-	return l.read(offset, maxBytes, math.MaxInt64)
+	return l.read(offset, maxBytes, math.MaxInt64, nil)
 }
 
 // ReadUpTo is Read limited to batches that end below maxOffset (the high
 // watermark: consumers see only offsets below it). Reading at or above
 // maxOffset (but within the log) returns no bytes and no error.
 func (l *Log) ReadUpTo(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
-	return l.read(offset, maxBytes, maxOffset)
+	return l.read(offset, maxBytes, maxOffset, nil)
 }
 
+// ReadUpToInto is ReadUpTo reading into buffers from alloc.
+func (l *Log) ReadUpToInto(offset int64, maxBytes int, maxOffset int64, alloc Alloc) ([]byte, error) {
+	return l.read(offset, maxBytes, maxOffset, alloc)
+}
+
+// Alloc returns a buffer of n bytes (contents unset) for a read to copy
+// batches into: a fetch gives its reads buffers from a pool and takes
+// them back once its answer is encoded. The buffer may have room beyond
+// n. A nil Alloc allocates.
+type Alloc func(n int) []byte
+
 // read implements Read and ReadUpTo.
-func (l *Log) read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+func (l *Log) read(offset int64, maxBytes int, maxOffset int64, alloc Alloc) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.readLocked(offset, maxBytes, maxOffset)
+	return l.readLocked(offset, maxBytes, maxOffset, alloc)
 }
 
 // readLocked is read for callers holding mu.
-func (l *Log) readLocked(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+func (l *Log) readLocked(offset int64, maxBytes int, maxOffset int64, alloc Alloc) ([]byte, error) {
 	if l.closed {
 		return nil, ErrClosed
 	}
@@ -931,7 +942,7 @@ func (l *Log) readLocked(offset int64, maxBytes int, maxOffset int64) ([]byte, e
 			if t.nextOffset > limit {
 				return nil, nil // the batch ends beyond what may be read
 			}
-			return slices.Clone(t.lastBytes), nil
+			return append(alloc.get(len(t.lastBytes))[:0], t.lastBytes...), nil
 		}
 		pos, ok := t.lastPos, true
 		var err error
@@ -944,7 +955,7 @@ func (l *Log) readLocked(offset int64, maxBytes int, maxOffset int64) ([]byte, e
 			continue
 		}
 		var done bool
-		if out, done, err = s.readBatches(out, pos, maxBytes, limit); err != nil {
+		if out, done, err = s.readBatches(out, pos, maxBytes, limit, alloc); err != nil {
 			return nil, fmt.Errorf("read offset %d: %w", offset, err)
 		}
 		if done {
@@ -957,8 +968,9 @@ func (l *Log) readLocked(offset int64, maxBytes int, maxOffset int64) ([]byte, e
 // readBatches appends to out the whole batches of s from pos while out
 // stays within maxBytes (the first batch of a read always goes in) and
 // the batches end below limit. done is false when the segment ran out
-// first, so the read may go on in the next one. Callers hold mu.
-func (s *segment) readBatches(out []byte, pos int64, maxBytes int, limit int64) (_ []byte, done bool, err error) {
+// first, so the read may go on in the next one. Buffers come from alloc.
+// Callers hold mu.
+func (s *segment) readBatches(out []byte, pos int64, maxBytes int, limit int64, alloc Alloc) (_ []byte, done bool, err error) {
 	avail := s.tail.size - pos
 	budget := int64(maxBytes - len(out))
 	if len(out) == 0 {
@@ -969,7 +981,7 @@ func (s *segment) readBatches(out []byte, pos int64, maxBytes int, limit int64) 
 	}
 	n := min(avail, budget)
 	start := len(out)
-	out = grow(out, int(n))
+	out = alloc.grow(out, int(n))
 	chunk := out[start : start+int(n)]
 	if _, err := s.log.ReadAt(chunk, pos); err != nil {
 		return out[:start], true, fmt.Errorf("read segment %d at byte %d: %w", s.baseOffset, pos, err)
@@ -986,7 +998,7 @@ func (s *segment) readBatches(out []byte, pos int64, maxBytes int, limit int64) 
 		if p+h.size > n {
 			if p == 0 && start == 0 {
 				// At least one whole batch, however large.
-				out = grow(out[:start], int(h.size))
+				out = alloc.grow(out[:start], int(h.size))
 				if _, err := s.log.ReadAt(out[start:start+int(h.size)], pos); err != nil {
 					return out[:start], true, fmt.Errorf("read segment %d at byte %d: %w", s.baseOffset, pos, err)
 				}
@@ -1001,10 +1013,29 @@ func (s *segment) readBatches(out []byte, pos int64, maxBytes int, limit int64) 
 
 // grow returns b extended by n bytes (contents of the new bytes unset).
 func grow(b []byte, n int) []byte {
+	return Alloc(nil).grow(b, n)
+}
+
+// get returns a buffer of n bytes from a, or a new one.
+func (a Alloc) get(n int) []byte {
+	if a == nil {
+		return make([]byte, n)
+	}
+	return a(n)[:n]
+}
+
+// grow returns b extended by n bytes (contents of the new bytes unset),
+// in a buffer from a when b has no room.
+func (a Alloc) grow(b []byte, n int) []byte {
 	if cap(b)-len(b) >= n {
 		return b[:len(b)+n]
 	}
-	nb := make([]byte, len(b)+n, max(len(b)+n, 2*cap(b)))
+	var nb []byte
+	if a == nil {
+		nb = make([]byte, len(b)+n, max(len(b)+n, 2*cap(b)))
+	} else {
+		nb = a(len(b) + n)[:len(b)+n]
+	}
 	copy(nb, b)
 	return nb
 }

@@ -28,10 +28,10 @@ func (s *Slice) File() *os.File { return s.f }
 // Release ends the slice's hold on the file. It is called once.
 func (s *Slice) Release() { s.sf.unpin() }
 
-// Bytes reads the range into memory (for a connection that cannot send
-// from the file: TLS).
-func (s *Slice) Bytes() ([]byte, error) {
-	b := make([]byte, s.Len)
+// Bytes reads the range into memory, into a buffer from alloc (nil: a
+// new one), for a connection that cannot send from the file (TLS).
+func (s *Slice) Bytes(alloc Alloc) ([]byte, error) {
+	b := alloc.get(s.Len)
 	if _, err := s.f.ReadAt(b, s.Pos); err != nil {
 		return nil, fmt.Errorf("read segment %d at byte %d: %w", s.sf.base, s.Pos, err)
 	}
@@ -43,8 +43,9 @@ func (s *Slice) Bytes() ([]byte, error) {
 // more, it returns them as a Slice (nil bytes) without reading them,
 // else the bytes as ReadUpTo does. A slice holds the batches of one
 // segment only (a read that would go on into the next segment stops at
-// the segment's end, as Kafka's does: the client fetches again).
-func (l *Log) ReadSliceUpTo(offset int64, maxBytes int, maxOffset int64, minSlice int) ([]byte, *Slice, error) {
+// the segment's end, as Kafka's does: the client fetches again). The
+// bytes are read into buffers from alloc (nil: new ones).
+func (l *Log) ReadSliceUpTo(offset int64, maxBytes int, maxOffset int64, minSlice int, alloc Alloc) ([]byte, *Slice, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -88,7 +89,7 @@ func (l *Log) ReadSliceUpTo(offset int64, maxBytes int, maxOffset int64, minSlic
 		}
 		return nil, &Slice{sf: s.log, f: f, Pos: pos, Len: int(n)}, nil
 	}
-	data, err := l.readLocked(offset, maxBytes, maxOffset)
+	data, err := l.readLocked(offset, maxBytes, maxOffset, alloc)
 	return data, nil, err
 }
 
