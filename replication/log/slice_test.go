@@ -13,14 +13,7 @@ import (
 // they come from (a slice holds one segment's batches); minSlice above
 // the read's size gives the bytes themselves.
 func TestReadSliceMatchesRead(t *testing.T) {
-	l := openTestLog(t, t.TempDir(), testConfig())
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 300 {
-		mustAppend(t, l, newBatch(t, 1+rng.IntN(6), rng.IntN(400), 1000))
-	}
-	if n := len(l.segments); n < 3 {
-		t.Fatalf("the log has %d segments, want several", n)
-	}
+	l, rng := logOfSeveralSegments(t, 1)
 	end := l.EndOffset()
 	for range 3000 {
 		offset := rng.Int64N(end + 1)
@@ -105,14 +98,7 @@ func TestSliceOutlivesItsSegment(t *testing.T) {
 // in a buffer the Alloc handed out (the tail's batch kept in memory
 // included), and a read whose Alloc reuses one buffer allocates nothing.
 func TestReadIntoGivenBuffers(t *testing.T) {
-	l := openTestLog(t, t.TempDir(), testConfig())
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 300 {
-		mustAppend(t, l, newBatch(t, 1+rng.IntN(6), rng.IntN(400), 1000))
-	}
-	if n := len(l.segments); n < 3 {
-		t.Fatalf("the log has %d segments, want several", n)
-	}
+	l, rng := logOfSeveralSegments(t, 3)
 	var given [][]byte
 	alloc := func(n int) []byte {
 		b := make([]byte, n, n+rng.IntN(64))
@@ -166,4 +152,20 @@ func TestReadIntoGivenBuffers(t *testing.T) {
 	}); allocs != 0 {
 		t.Errorf("reads into a reused buffer allocated %v times a call, want 0", allocs)
 	}
+}
+
+// logOfSeveralSegments returns a log of 300 batches of random record
+// counts and sizes spanning several segments, and the random source
+// (seeded with seed) that made them, for the test to go on with.
+func logOfSeveralSegments(t *testing.T, seed uint64) (*Log, *rand.Rand) {
+	t.Helper()
+	l := openTestLog(t, t.TempDir(), testConfig())
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for range 300 {
+		mustAppend(t, l, newBatch(t, 1+rng.IntN(6), rng.IntN(400), 1000))
+	}
+	if n := len(l.segments); n < 3 {
+		t.Fatalf("the log has %d segments, want several", n)
+	}
+	return l, rng
 }
