@@ -43,6 +43,9 @@ type devOptions struct {
 	sets           []string
 	logLevel       string
 	tls            bool
+	// pprof makes every broker serve its metrics and Go's runtime
+	// profiles on a loopback port of its own.
+	pprof bool
 	// consoleListen is the HOST:PORT of the web console dev serves;
 	// empty serves none.
 	consoleListen string
@@ -86,7 +89,12 @@ With --client-proxy-base-port P the cluster sits behind proxies you run
 second listener, CLIENT, on base-port+200+N-1 and tells clients it is at
 127.0.0.1:P+N-1, where its proxy listens and forwards to CLIENT. The
 brokers reach each other on their first listener, past the proxies, so
-cutting a proxy cuts clients off a broker and not its replication.`,
+cutting a proxy cuts clients off a broker and not its replication.
+
+With --pprof every broker serves its Prometheus metrics and Go's runtime
+profiles (CPU, heap, allocations, goroutines, execution trace) on a free
+loopback port, and dev prints each broker's URLs: profile the brokers
+while your own client loads them, with go tool pprof or go tool trace.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -110,6 +118,7 @@ cutting a proxy cuts clients off a broker and not its replication.`,
 	f.StringArrayVar(&opts.sets, "set", nil, "broker property key=value for every broker (repeatable)")
 	f.StringVar(&opts.logLevel, "log-level", "info", "brokers' log level: trace, debug, info, warn or error")
 	f.BoolVar(&opts.tls, "tls", false, "serve SSL listeners with a throwaway CA and certificates, and print the clients' settings")
+	f.BoolVar(&opts.pprof, "pprof", false, "every broker serves its metrics (/metrics) and Go's runtime profiles (/debug/pprof/) on a free loopback port, printed per broker")
 	f.StringVar(&opts.consoleListen, "console-listen", "", "HOST:PORT serving the web console of the cluster from this process (as `tripod console`); empty: no console")
 	return cmd
 }
@@ -176,6 +185,7 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 	cfg.BasePort, cfg.SessionTimeout, cfg.Sets, cfg.LogLevel = opts.basePort, opts.sessionTimeout, opts.sets, opts.logLevel
 	cfg.Voters, cfg.Racks = voters, racks
 	cfg.ClientProxyBasePort = opts.proxyBasePort
+	cfg.Metrics, cfg.Pprof = opts.pprof, opts.pprof
 	if opts.proxyBasePort != 0 && opts.tls {
 		return errors.New("--client-proxy-base-port: not with --tls")
 	}
@@ -255,6 +265,9 @@ func runDev(ctx context.Context, opts *devOptions, out io.Writer) (err error) {
 		if b.ClientAddr != "" {
 			fmt.Fprintf(out, "broker %d: clients at 127.0.0.1:%d, a proxy to its CLIENT listener %s\n",
 				b.ID, opts.proxyBasePort+int(b.ID)-1, b.ClientAddr)
+		}
+		if b.MetricsAddr != "" {
+			fmt.Fprintf(out, "broker %d: metrics http://%s/metrics, profiles http://%s/debug/pprof/\n", b.ID, b.MetricsAddr, b.MetricsAddr)
 		}
 	}
 	if err := c.WaitServing(ctx, time.Minute); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -33,9 +35,10 @@ import (
 // bootstrapLine, brokerLine and partitionLine match what `tripod dev` and
 // `tripod topics describe` print that the test reads.
 var (
-	bootstrapLine = regexp.MustCompile(`^bootstrap servers: (\S+)$`)
-	brokerLine    = regexp.MustCompile(`^broker (\d+): \S+ pid (\d+) `)
-	partitionLine = regexp.MustCompile(`^\tTopic: demo\tPartition: (\d+)\tLeader: (\d+)\tReplicas: (\d+),(\d+),(\d+)\tIsr: ([\d,]+)$`)
+	bootstrapLine  = regexp.MustCompile(`^bootstrap servers: (\S+)$`)
+	brokerLine     = regexp.MustCompile(`^broker (\d+): \S+ pid (\d+) `)
+	devMetricsLine = regexp.MustCompile(`^broker (\d+): metrics (http://\S+/metrics), profiles (http://\S+/debug/pprof/)$`)
+	partitionLine  = regexp.MustCompile(`^\tTopic: demo\tPartition: (\d+)\tLeader: (\d+)\tReplicas: (\d+),(\d+),(\d+)\tIsr: ([\d,]+)$`)
 )
 
 // TestDevAndTopics runs `tripod dev --brokers 3` as a process, creates a
@@ -43,15 +46,22 @@ var (
 // create` and checks `tripod topics describe`: one line per partition in
 // kafka-topics' form, each broker leading 2, every replica in the ISR;
 // `tripod topics delete-records` answers the empty partition's log start;
-// the web console dev serves (--console-listen) lists the topic. Ctrl-C
-// (SIGINT) then stops the brokers and dev exits 0.
+// the web console dev serves (--console-listen) lists the topic; every
+// broker serves the metrics and runtime profiles dev prints (--pprof),
+// and its CPU profile is one `go tool pprof` reads. Ctrl-C (SIGINT) then
+// stops the brokers and dev exits 0.
 func TestDevAndTopics(t *testing.T) {
 	base := freeBasePort(t)
-	dev := startDev(t, "--brokers", "3", "--coord", "raft", "--console-listen", "127.0.0.1:0",
+	dev := startDev(t, "--brokers", "3", "--coord", "raft", "--console-listen", "127.0.0.1:0", "--pprof",
 		"--base-port", strconv.Itoa(base), "--session-timeout", "2s", "--data-dir", t.TempDir())
 	var bootstrap string
 	pids := map[int]int{}
+	metricsURLs, profileURLs := map[int]string{}, map[int]string{}
 	dev.waitReady(t, func(line string) {
+		if m := devMetricsLine.FindStringSubmatch(line); m != nil {
+			id, _ := strconv.Atoi(m[1])
+			metricsURLs[id], profileURLs[id] = m[2], m[3]
+		}
 		if m := bootstrapLine.FindStringSubmatch(line); m != nil {
 			bootstrap = m[1]
 		}
@@ -68,6 +78,24 @@ func TestDevAndTopics(t *testing.T) {
 	}
 	addr := strings.Split(bootstrap, ",")[0]
 	consoleURL := dev.waitLine(t, "console: ")
+	if len(metricsURLs) != 3 {
+		t.Fatalf("--pprof: metrics and profile URLs printed for brokers %v, want 1, 2 and 3", slices.Sorted(maps.Keys(metricsURLs)))
+	}
+	for id := range metricsURLs {
+		if body := httpGet(t, metricsURLs[id]); !strings.Contains(body, "tripod_offline_partitions") {
+			t.Fatalf("broker %d: %s answered no tripod_offline_partitions:\n%.500s", id, metricsURLs[id], body)
+		}
+		if cmdline := httpGet(t, profileURLs[id]+"cmdline"); !strings.Contains(cmdline, "serve") || !strings.Contains(cmdline, fmt.Sprintf("--broker-id\x00%d", id)) {
+			t.Fatalf("broker %d: %scmdline answered %q, not broker %d's tripod serve", id, profileURLs[id], cmdline, id)
+		}
+	}
+	// A CPU profile is a gzipped protocol buffer.
+	cpu := httpGet(t, profileURLs[1]+"profile?seconds=1")
+	if zr, err := gzip.NewReader(strings.NewReader(cpu)); err != nil {
+		t.Fatalf("broker 1's CPU profile (%d bytes) is not gzipped: %v", len(cpu), err)
+	} else if n, err := io.Copy(io.Discard, zr); err != nil || n == 0 {
+		t.Fatalf("broker 1's CPU profile: %d bytes unzipped, %v", n, err)
+	}
 
 	out := runTripod(t, "topics", "create", "demo", "--partitions", "6", "--replication-factor", "3", "--bootstrap", addr)
 	if out != "Created topic demo.\n" {
@@ -116,6 +144,21 @@ func TestDevAndTopics(t *testing.T) {
 			t.Errorf("broker %d (pid %d) still runs after dev exited: kill 0 says %v", id, pid, err)
 		}
 	}
+}
+
+// httpGet returns the body of a GET of url, which must answer 200 OK.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v\n%.500s", url, resp.Status, err, body)
+	}
+	return string(body)
 }
 
 // devProcess is a `tripod dev` process the test started; it is killed
