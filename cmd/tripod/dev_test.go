@@ -32,8 +32,8 @@ import (
 	"github.com/tripodmq/tripod/internal/freeport"
 )
 
-// bootstrapLine, brokerLine and partitionLine match what `tripod dev` and
-// `tripod topics describe` print that the test reads.
+// bootstrapLine, brokerLine, devMetricsLine and partitionLine match what
+// `tripod dev` and `tripod topics describe` print that the test reads.
 var (
 	bootstrapLine  = regexp.MustCompile(`^bootstrap servers: (\S+)$`)
 	brokerLine     = regexp.MustCompile(`^broker (\d+): \S+ pid (\d+) `)
@@ -48,8 +48,8 @@ var (
 // `tripod topics delete-records` answers the empty partition's log start;
 // the web console dev serves (--console-listen) lists the topic; every
 // broker serves the metrics and runtime profiles dev prints (--pprof),
-// and its CPU profile is one `go tool pprof` reads. Ctrl-C (SIGINT) then
-// stops the brokers and dev exits 0.
+// broker 1 a CPU profile among them. Ctrl-C (SIGINT) then stops the
+// brokers and dev exits 0.
 func TestDevAndTopics(t *testing.T) {
 	base := freeBasePort(t)
 	dev := startDev(t, "--brokers", "3", "--coord", "raft", "--console-listen", "127.0.0.1:0", "--pprof",
