@@ -3,8 +3,11 @@ package broker
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
 // issue sends req through cl and fails the test on a transport error.
@@ -432,6 +437,68 @@ func TestDeleteTopicsAndDescribeConfigs(t *testing.T) {
 	if err := again["doomed"].Err; err != kerr.UnknownTopicOrPartition {
 		t.Fatalf("second delete: got %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
+}
+
+// TestDeletedLogsRemovedAside: deleting a topic renames its partitions'
+// directories to names marked for deletion and removes them in the
+// background, the topic can be created again at once and starts empty,
+// and what an earlier run left marked is removed at start.
+func TestDeletedLogsRemovedAside(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.AutoCreateTopics = false
+	logDir := cfg.LogDirs[0]
+	leftover := filepath.Join(logDir, "gone-0.0123456789abcdef"+tlog.DeletedSuffix)
+	if err := os.MkdirAll(leftover, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(leftover, "00000000000000000000.log"), make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := startBroker(t, cfg)
+	ctx := testContext(t, time.Minute)
+	entries := func(prefix string) []string {
+		var names []string
+		des, err := os.ReadDir(logDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range des {
+			if strings.HasPrefix(e.Name(), prefix) {
+				names = append(names, e.Name())
+			}
+		}
+		return names
+	}
+	waitFor(t, ctx, "the log an earlier run left marked deleted to be removed", func() bool { return len(entries("gone-")) == 0 })
+
+	const topic = "doomed"
+	createTopic(t, b, topic, 3, nil)
+	cl := newClient(t, b, kgo.DefaultProduceTopic(topic))
+	adm := kadm.NewClient(cl)
+	for i := range 30 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	if got := entries(topic + "-"); len(got) != 3 {
+		t.Fatalf("log dir holds %v, want the 3 partitions of %s", got, topic)
+	}
+	deleted, err := adm.DeleteTopics(ctx, topic)
+	if err != nil || deleted[topic].Err != nil {
+		t.Fatalf("delete topic: %v %v", err, deleted[topic].Err)
+	}
+	waitFor(t, ctx, "the deleted topic's logs to be removed", func() bool { return len(entries(topic+"-")) == 0 })
+
+	createTopic(t, b, topic, 3, nil)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("list end offsets: %v", err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || o.Offset != 0 {
+			t.Errorf("recreated %s-%d: end offset %d (%v), want 0", topic, o.Partition, o.Offset, o.Err)
+		}
+	})
 }
 
 // TestLeaderEpochAnswers covers OffsetForLeaderEpoch (the current epoch

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -425,6 +426,73 @@ func BenchmarkRestartFollowerBackInISR(bm *testing.B) {
 		bm.StopTimer()
 		bm.ReportMetric(held.Seconds(), "s-to-open")
 		bm.ReportMetric(back.Seconds(), "s-to-isr")
+		bm.ReportMetric(0, "ns/op")
+	}
+}
+
+// deletePartitions is how many partitions of replication factor 3
+// BenchmarkDeleteWideTopic deletes.
+var deletePartitions = flag.Int("delete-partitions", 10000, "how many partitions (replication factor 3) BenchmarkDeleteWideTopic creates and deletes")
+
+// BenchmarkDeleteWideTopic runs three in-process brokers (Raft voters)
+// with a topic of -delete-partitions partitions of replication factor 3
+// and one record each (so every log has unsynced writes), deletes it and
+// reports the time until DeleteTopics answered and until no broker's log
+// dir holds anything of the topic any more. The log dirs are in the
+// test's temporary directory: TMPDIR=/dev/shm puts them on tmpfs.
+// Run: go test ./broker/ -run '^$' -bench DeleteWideTopic -benchtime 1x
+func BenchmarkDeleteWideTopic(bm *testing.B) {
+	n := *deletePartitions
+	const topic = "doomed"
+	for range bm.N {
+		bm.StopTimer()
+		brokers := startRaftClusterWith(bm, 3, func(cfg *config.Config) { cfg.LogOpenFilesMax = 3000 })
+		ctx := testContext(bm, 10*time.Minute)
+		adm := kadm.NewClient(newBenchClient(bm, brokers[0].Addr().String()))
+		waitFor(bm, ctx, "the topic created", func() bool {
+			_, err := adm.CreateTopic(ctx, int32(n), 3, nil, topic)
+			return err == nil || errors.Is(err, kerr.TopicAlreadyExists)
+		})
+		waitFor(bm, ctx, "every broker to hold its replicas", func() bool {
+			for _, b := range brokers {
+				if b.heldReplicas(topic) != n {
+					return false
+				}
+			}
+			return true
+		})
+		produceToEach(bm, brokers[0].Addr().String(), topic, n)
+		left := func() int {
+			count := 0
+			for _, b := range brokers {
+				for _, dir := range b.cfg.LogDirs {
+					m, err := filepath.Glob(filepath.Join(dir, topic+"-*"))
+					if err != nil {
+						bm.Fatal(err)
+					}
+					count += len(m)
+				}
+			}
+			return count
+		}
+		if got := left(); got != 3*n {
+			bm.Fatalf("log dirs hold %d directories of %s, want %d", got, topic, 3*n)
+		}
+		bm.StartTimer()
+		start := time.Now()
+		resp, err := adm.DeleteTopics(ctx, topic)
+		if err == nil {
+			err = resp[topic].Err
+		}
+		if err != nil {
+			bm.Fatalf("delete topic: %v", err)
+		}
+		answered := time.Since(start)
+		waitFor(bm, ctx, "the topic's logs removed from every log dir", func() bool { return left() == 0 })
+		gone := time.Since(start)
+		bm.StopTimer()
+		bm.ReportMetric(answered.Seconds(), "s-to-answer")
+		bm.ReportMetric(gone.Seconds(), "s-to-removed")
 		bm.ReportMetric(0, "ns/op")
 	}
 }

@@ -201,7 +201,7 @@ func (d *LogDirs) partitionDir(topic string, index int32, usable func(dir string
 		entries, _ := os.ReadDir(dir)
 		count := 0
 		for _, e := range entries {
-			if e.IsDir() {
+			if e.IsDir() && !isDeletedDir(e.Name()) {
 				count++
 			}
 		}

@@ -97,6 +97,10 @@ type Manager struct {
 	// nil in production; it is set with stateMu held.
 	openReplicaHook func(tp coord.TopicPartition, fetchersHeld bool)
 
+	// deleter removes the directories of deleted logs in the
+	// background (deleter.go).
+	deleter *dirDeleter
+
 	// wg counts the loops Start starts; Close waits for them.
 	wg sync.WaitGroup
 
@@ -163,15 +167,21 @@ func NewManager(cfg *config.Config, logDirs *LogDirs, hwCkpt *HWCheckpoints, d D
 	}
 	m.fetchers = newFetcherManager(m)
 	m.isr = newISRSender(m)
+	m.deleter = newDirDeleter(m.logger)
 	return m
 }
 
 // Start starts the manager's loops: the log dir failure reports, the
 // background maintenance (retention, checkpoints, producer expiry,
-// flushes), the ticks of waiting produces, the ISR reports and, with
+// flushes), the ticks of waiting produces, the ISR reports, the removal
+// of deleted logs (those an earlier run left first) and, with
 // log.cleaner.enable, the log cleaner. They end when Closing closes.
 func (m *Manager) Start() {
-	loops := []func(){m.logDirLoop, m.backgroundLoop, m.tickLoop, m.isr.run}
+	deleter := func() {
+		m.deleter.findLeftovers(m.logDirs.Online())
+		m.deleter.run(m.closing)
+	}
+	loops := []func(){m.logDirLoop, m.backgroundLoop, m.tickLoop, m.isr.run, deleter}
 	if m.cfg.LogCleanerEnable {
 		loops = append(loops, m.cleanerLoop)
 	}

@@ -570,8 +570,9 @@ func (m *Manager) ApplyStopReplica(ctx context.Context, r *controller.StopReplic
 	return 0
 }
 
-// removeReplica forgets a replica, closing (or with deleteLog deleting)
-// its log and waking fetches waiting on it.
+// removeReplica forgets a replica, closing (or with deleteLog deleting:
+// renaming its directory for the deleter) its log and waking fetches
+// waiting on it.
 func (m *Manager) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 	m.replicasMu.Lock()
 	p := m.replicas[tp]
@@ -591,7 +592,11 @@ func (m *Manager) removeReplica(tp coord.TopicPartition, deleteLog bool) {
 	}
 	var err error
 	if deleteLog {
-		err = p.log.Delete()
+		var gone string
+		gone, err = p.log.Delete()
+		if gone != "" {
+			m.deleter.add(gone)
+		}
 	} else {
 		err = p.log.Close()
 	}

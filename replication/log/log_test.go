@@ -1067,6 +1067,9 @@ func TestFlushPolicy(t *testing.T) {
 	})
 }
 
+// TestClosedAndDeleted: a closed log refuses every operation and reopens
+// whole; Delete moves its files to a directory marked for deletion and
+// frees its name.
 func TestClosedAndDeleted(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "topic-0")
 	l, err := Open(dir, testConfig())
@@ -1093,11 +1096,30 @@ func TestClosedAndDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Delete(); err != nil {
+	gone, err := l.Delete()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("log directory after Delete: got %v, want it gone", err)
+	}
+	// The files moved, unsynced and whole, to a name marked for
+	// deletion beside the log's, which is free again at once.
+	if filepath.Dir(gone) != filepath.Dir(dir) || !strings.HasPrefix(filepath.Base(gone), filepath.Base(dir)+".") || !strings.HasSuffix(gone, DeletedSuffix) {
+		t.Fatalf("Delete moved the log to %s, want %s.ID%s", gone, dir, DeletedSuffix)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(gone, "*"+logSuffix)); len(segs) == 0 {
+		t.Fatalf("no segment file in %s after Delete", gone)
+	}
+	_, err = l.Read(0, 100)
+	wantErr(t, "Read after Delete", err, ErrClosed)
+	l, err = Open(dir, testConfig())
+	if err != nil {
+		t.Fatalf("open a log where a deleted one was: %v", err)
+	}
+	defer l.Close()
+	if end := l.EndOffset(); end != 0 {
+		t.Fatalf("log opened where a deleted one was ends at %d, want 0", end)
 	}
 }
 
