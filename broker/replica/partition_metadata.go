@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	tlog "github.com/tripodmq/tripod/replication/log"
 )
 
 // partitionMetadataFile is the file in every partition directory that
@@ -61,29 +63,29 @@ func writePartitionTopicID(dir string, id [16]byte) error {
 // topic ID id before its log is opened: a directory whose
 // partition.metadata names another topic ID holds the log of a deleted
 // topic of the same name (its broker was down when the topic was deleted,
-// so no StopReplica reached it), and is removed, so the new topic starts
-// empty instead of serving the old records; a directory without the file
-// gets it. It reports whether it removed a stale log. A zero id (an
-// older controller) claims nothing.
-func ClaimPartitionDir(dir string, id [16]byte) (removed bool, err error) {
+// so no StopReplica reached it), and is moved aside, marked for deletion
+// (tlog.MarkDeleted), so the new topic starts empty instead of serving
+// the old records; a directory without the file gets it. It returns
+// where it moved a stale log ("" if it found none), for the caller to
+// remove. A zero id (an older controller) claims nothing.
+func ClaimPartitionDir(dir string, id [16]byte) (stale string, err error) {
 	if id == [16]byte{} {
-		return false, nil
+		return "", nil
 	}
 	have, ok, err := readPartitionTopicID(dir)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	if ok && have == id {
-		return false, nil
+		return "", nil
 	}
 	if ok {
-		if err := os.RemoveAll(dir); err != nil {
-			return false, fmt.Errorf("remove the stale log %s: %w", dir, err)
+		if stale, err = tlog.MarkDeleted(dir); err != nil {
+			return "", fmt.Errorf("move the stale log %s aside: %w", dir, err)
 		}
-		removed = true
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return removed, err
+		return stale, err
 	}
-	return removed, writePartitionTopicID(dir, id)
+	return stale, writePartitionTopicID(dir, id)
 }

@@ -327,14 +327,15 @@ func (m *Manager) openReplica(info controller.PartitionInfo, configs map[string]
 	if err != nil {
 		return nil, err
 	}
-	removed, err := ClaimPartitionDir(dir, info.TopicID)
-	if err != nil {
-		return nil, fmt.Errorf("partition metadata of %s in %s: %w", info.TopicPartition(), dir, err)
-	}
-	if removed {
+	stale, err := ClaimPartitionDir(dir, info.TopicID)
+	if stale != "" {
+		m.deleter.add(stale)
 		m.logger.Warn("deleted the log of an earlier topic of the same name (its topic ID differs): the topic was deleted while this broker was down",
 			"partition", info.TopicPartition(), "dir", dir)
 		m.hwCkpt.Forget(info.TopicPartition())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("partition metadata of %s in %s: %w", info.TopicPartition(), dir, err)
 	}
 	cfg := m.dyn.CurrentConfig()
 	rep, err := m.newReplicationState(*cfg, info.TopicPartition(), configs)

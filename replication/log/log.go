@@ -1545,15 +1545,26 @@ func (l *Log) Delete() (string, error) {
 			}
 		}
 	}
-	var id [8]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return "", fmt.Errorf("name deleted log directory %s: %w", l.dir, err)
-	}
-	gone := fmt.Sprintf("%s.%x%s", l.dir, id, DeletedSuffix)
-	if err := os.Rename(l.dir, gone); err != nil {
-		return "", fmt.Errorf("mark log directory %s deleted: %w", l.dir, err)
+	gone, err := MarkDeleted(l.dir)
+	if err != nil {
+		return "", err
 	}
 	return gone, first
+}
+
+// MarkDeleted renames the log directory dir to a name beside it that
+// ends in DeletedSuffix (NAME.ID-delete, the ID random), which it
+// returns, for its removal later.
+func MarkDeleted(dir string) (string, error) {
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", fmt.Errorf("name deleted log directory %s: %w", dir, err)
+	}
+	gone := fmt.Sprintf("%s.%x%s", dir, id, DeletedSuffix)
+	if err := os.Rename(dir, gone); err != nil {
+		return "", fmt.Errorf("mark log directory %s deleted: %w", dir, err)
+	}
+	return gone, nil
 }
 
 // AppendAbortedTxn adds a to the aborted-transaction index of the segment
