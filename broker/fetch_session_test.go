@@ -92,3 +92,73 @@ func TestFollowersFetchIncrementally(t *testing.T) {
 		t.Fatalf("idle fetches served %.1f partitions each, want at most 1", per)
 	}
 }
+
+// TestDeletingATopicKeepsFollowerSessions runs three brokers with two
+// topics of replication factor 3 and deletes one: the followers stop
+// fetching its partitions within the fetch sessions they have, which
+// forget them, and no fetcher starts a new session (a full fetch of every
+// partition it follows) for each partition taken away.
+func TestDeletingATopicKeepsFollowerSessions(t *testing.T) {
+	brokers := startRaftCluster(t, 3)
+	ctx := testContext(t, time.Minute)
+	adm := kadm.NewClient(newClient(t, brokers[0]))
+	for topic, n := range map[string]int32{"kept": 6, "doomed": 60} {
+		if resp, err := adm.CreateTopic(ctx, n, 3, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	inSync := func(topic string, n int) func() bool {
+		return func() bool {
+			for _, b := range brokers {
+				_, _, parts := metadataOf(t, b, topic)
+				if len(parts) != n {
+					return false
+				}
+				for _, p := range parts {
+					if len(p.isr) != 3 {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+	waitFor(t, ctx, "every partition of kept in sync", inSync("kept", 6))
+	waitFor(t, ctx, "every partition of doomed in sync", inSync("doomed", 60))
+	counters := func() (created, incremental uint64) {
+		for _, b := range brokers {
+			fc := b.fetchSessions.Counters()
+			created += fc.Created
+			incremental += fc.Incremental
+		}
+		return created, incremental
+	}
+	// The sessions settle first: every fetcher's in an incremental fetch.
+	_, from := counters()
+	waitFor(t, ctx, "12 incremental fetches", func() bool { _, inc := counters(); return inc >= from+12 })
+	before, _ := counters()
+	deleted, err := adm.DeleteTopics(ctx, "doomed")
+	if err != nil || deleted["doomed"].Err != nil {
+		t.Fatalf("delete topic doomed: %v %v", err, deleted["doomed"].Err)
+	}
+	waitFor(t, ctx, "no broker to hold a replica of doomed", func() bool {
+		for _, b := range brokers {
+			if b.heldReplicas("doomed") != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	cl := newClient(t, brokers[0], kgo.DefaultProduceTopic("kept"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	for i := range 20 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatalf("produce %d to kept: %v", i, err)
+		}
+	}
+	if !inSync("kept", 6)() {
+		t.Fatal("a partition of kept left the ISR while doomed was deleted")
+	}
+	if after, _ := counters(); after != before {
+		t.Fatalf("the followers started %d fetch sessions while doomed was deleted, want none", after-before)
+	}
+}

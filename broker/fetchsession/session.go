@@ -131,12 +131,13 @@ type Cache struct {
 	// resolve returns the replica of a partition this broker holds (nil:
 	// none); a nil resolve holds none.
 	resolve func(coord.TopicPartition) *replica.Partition
-	// evictions counts sessions evicted for new ones; incremental counts
+	// evictions counts sessions evicted for new ones, created the
+	// sessions created (full fetches of epoch 0); incremental counts
 	// the incremental fetches served, named the partitions they named,
 	// served the partitions they served, refreshes those that recorded
 	// the follower's idle positions as well, and recorded those
 	// positions.
-	evictions, incremental, named, served, refreshes, recorded uint64
+	evictions, created, incremental, named, served, refreshes, recorded uint64
 }
 
 func NewCache(slots int, refreshEvery time.Duration, resolve func(coord.TopicPartition) *replica.Partition) *Cache {
@@ -397,6 +398,7 @@ func (s *Cache) newLocked(r *kmsg.FetchRequest, now time.Time) *Session {
 		lastUsed: now, refreshed: now, inUse: true, again: map[coord.TopicPartition]struct{}{}, wake: make(chan struct{}, 1)}
 	s.add(sess, r)
 	s.sessions[id] = sess
+	s.created++
 	return sess
 }
 
@@ -469,20 +471,21 @@ func (s *Cache) End(sr Request, resp *kmsg.FetchResponse, short map[coord.TopicP
 	sess.lastUsed = time.Now()
 }
 
-// Counters are the incremental fetches a Cache served since it started:
-// how many (Incremental), the partitions they named (Named) and served
-// (Served), how many were refreshes that recorded a follower's idle
-// positions too (Refreshes), and how many positions those recorded
-// (Recorded).
+// Counters are the sessions a Cache created since it started (Created:
+// each a full fetch naming every partition of its session) and the
+// incremental fetches it served: how many (Incremental), the partitions
+// they named (Named) and served (Served), how many were refreshes that
+// recorded a follower's idle positions too (Refreshes), and how many
+// positions those recorded (Recorded).
 type Counters struct {
-	Incremental, Named, Served, Refreshes, Recorded uint64
+	Created, Incremental, Named, Served, Refreshes, Recorded uint64
 }
 
 // Counters returns the cache's counters.
 func (s *Cache) Counters() Counters {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Counters{Incremental: s.incremental, Named: s.named, Served: s.served, Refreshes: s.refreshes, Recorded: s.recorded}
+	return Counters{Created: s.created, Incremental: s.incremental, Named: s.named, Served: s.served, Refreshes: s.refreshes, Recorded: s.recorded}
 }
 
 // Stats returns the number of sessions and of partitions they cache, and

@@ -260,7 +260,14 @@ func (m *fetcherManager) remove(p *Partition) {
 }
 
 // detachLocked removes p from its fetcher, stopping a fetcher left with
-// nothing to fetch.
+// nothing to fetch. A fetcher left with partitions is not poked: its
+// request in flight goes on, the answer's records for p are dropped (the
+// fetcher no longer holds p) and the next request tells the session to
+// forget p. A poke would cancel the request, and with it the connection
+// and the fetch session, so that the next fetch named every partition
+// again: a StopReplica of a deleted topic's thousands of partitions,
+// removed one by one, kept the followers re-sending full fetches for as
+// long as it took.
 func (m *fetcherManager) detachLocked(p *Partition) {
 	f := m.byPartition[p]
 	if f == nil {
@@ -278,9 +285,7 @@ func (m *fetcherManager) detachLocked(p *Partition) {
 		delete(m.fetchers, fetcherKey{f.leader, f.id})
 		delete(m.touched, f)
 		f.cancel()
-		return
 	}
-	m.pokeLocked(f)
 }
 
 // close stops every fetcher and waits for them.
@@ -501,11 +506,18 @@ func (f *fetcher) truncateByEpoch(ctx context.Context, cl *PeerConn, parts []*fe
 	resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
 	for _, t := range resp.Topics {
 		for _, sp := range t.Partitions {
-			fp := index[coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}]
+			tp := coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}
+			fp := index[tp]
 			if fp == nil {
 				continue
 			}
-			delete(index, coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition})
+			delete(index, tp)
+			f.mu.Lock()
+			held := f.byTP[tp] == fp
+			f.mu.Unlock()
+			if !held {
+				continue // taken out of this fetcher meanwhile
+			}
 			if sp.ErrorCode != 0 {
 				rm.logger.Debug("offset for leader epoch refused", "partition", fp.p.Name(), "leader", f.leader,
 					"error", kerr.ErrorForCode(sp.ErrorCode))
