@@ -52,7 +52,7 @@ func (d *dirDeleter) findLeftovers(logDirs []string) {
 			continue
 		}
 		for _, e := range entries {
-			if e.IsDir() && strings.HasSuffix(e.Name(), tlog.DeletedSuffix) {
+			if e.IsDir() && isDeletedDir(e.Name()) {
 				d.add(filepath.Join(dir, e.Name()))
 			}
 		}
@@ -97,5 +97,6 @@ func (d *dirDeleter) run(closing <-chan struct{}) {
 }
 
 // isDeletedDir reports whether a log dir's entry is a log marked for
-// deletion, which holds no partition.
+// deletion, which holds no partition. A partition's own directory ends
+// in its number, so no topic's name makes one look marked.
 func isDeletedDir(name string) bool { return strings.HasSuffix(name, tlog.DeletedSuffix) }
