@@ -1500,17 +1500,28 @@ func (l *Log) Close() error {
 		return nil
 	}
 	first := l.flushLocked()
+	if err := l.closeFilesLocked(); first == nil {
+		first = err
+	}
+	if first == nil {
+		first = writeCleanShutdown(l.dir)
+	}
+	return first
+}
+
+// closeFilesLocked marks the log closed, waits for its writeback
+// requests and closes its segments' files, returning the first error.
+// Callers hold appendMu and have checked that the log is open.
+func (l *Log) closeFilesLocked() error {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
 	l.writeback.Wait()
+	var first error
 	for _, s := range l.segments {
 		if err := s.close(); err != nil && first == nil {
 			first = fmt.Errorf("close segment %d: %w", s.baseOffset, err)
 		}
-	}
-	if first == nil {
-		first = writeCleanShutdown(l.dir)
 	}
 	return first
 }
@@ -1535,15 +1546,7 @@ func (l *Log) Delete() (string, error) {
 	defer l.appendMu.Unlock()
 	var first error
 	if !l.closed {
-		l.mu.Lock()
-		l.closed = true
-		l.mu.Unlock()
-		l.writeback.Wait()
-		for _, s := range l.segments {
-			if err := s.close(); err != nil && first == nil {
-				first = fmt.Errorf("close segment %d: %w", s.baseOffset, err)
-			}
-		}
+		first = l.closeFilesLocked()
 	}
 	gone, err := MarkDeleted(l.dir)
 	if err != nil {
