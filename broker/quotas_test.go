@@ -524,7 +524,14 @@ func TestConsumerByteRateQuota(t *testing.T) {
 	const topic = "consumer-quota"
 	createTopic(t, b, topic, 1, nil)
 	value := make([]byte, 16<<10)
-	producer := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	// Batches of 64 KiB at most, so that a fetch of 128 KiB answers
+	// whole batches within its bound: a fetch answers at least one
+	// whole batch (KIP-74), and with the producer's default of 1 MB a
+	// single answer was two seconds of the quota, more than the two
+	// samples' span can hold back (the limited consumer measured 1.19 ×
+	// its quota).
+	producer := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(64<<10))
 	const records = 1024 // 16 MiB
 	for range records / 64 {
 		batch := make([]*kgo.Record, 64)
