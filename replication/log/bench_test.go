@@ -88,6 +88,32 @@ func BenchmarkReadTail(b *testing.B) {
 	}
 }
 
+// BenchmarkReadNearTail reads, as a sendable slice, from four batches
+// behind the end of a log of 1 KB batches up to a high watermark one
+// batch short of it: a consumer's fetch, or a follower's a few batches
+// behind, at a busy partition. Finding the first batch and the one
+// holding the high watermark reads batch headers from the file unless
+// the log knows where its last batches lie.
+func BenchmarkReadNearTail(b *testing.B) {
+	l := openTestLog(b, b.TempDir(), benchConfig())
+	batch := newBatch(b, 1, 1000, 0)
+	for range 10000 {
+		if _, err := l.Append(batch, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	end := l.EndOffset()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		_, slice, err := l.ReadSliceUpTo(end-4, 1<<20, end-1, 0, nil)
+		if err != nil || slice == nil {
+			b.Fatalf("ReadSliceUpTo: slice %v, error %v", slice, err)
+		}
+		slice.Release()
+	}
+}
+
 // lastBatchSize is the size of the last batch in data.
 func lastBatchSize(data []byte) int {
 	var pos, size int

@@ -748,18 +748,19 @@ func (l *Log) write(buf []byte, headers []batchHeader, now time.Time) error {
 	var offsets []offsetEntry
 	var times []timeEntry
 	var groupStart, pos int64
-	for _, h := range headers {
+	first := 0 // the group's first header
+	for i, h := range headers {
 		if tail.size > 0 && (tail.size+h.size > l.cfg.SegmentBytes ||
 			h.lastOffset()-s.baseOffset > math.MaxInt32 ||
 			l.rollDue(s, now)) {
-			if err := l.publish(s, buf[groupStart:pos], tail, offsets, times); err != nil {
+			if err := l.publish(s, buf[groupStart:pos], headers[first:i], tail, offsets, times); err != nil {
 				return err
 			}
 			var err error
 			if s, err = l.roll(); err != nil {
 				return err
 			}
-			tail, offsets, times, groupStart = s.tail, nil, nil, pos
+			tail, offsets, times, groupStart, first = s.tail, nil, nil, pos, i
 		}
 		if tail.size == 0 {
 			s.rollTimestamp = now.UnixMilli()
@@ -773,13 +774,14 @@ func (l *Log) write(buf []byte, headers []batchHeader, now time.Time) error {
 		}
 		pos += h.size
 	}
-	return l.publish(s, buf[groupStart:pos], tail, offsets, times)
+	return l.publish(s, buf[groupStart:pos], headers[first:], tail, offsets, times)
 }
 
-// publish writes data at the end of segment s, then makes it visible to
-// readers with the new tail and index entries. On a failed write it cuts
-// the file back so nothing half-written stays behind.
-func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offsetEntry, times []timeEntry) error {
+// publish writes data, the batches of headers, at the end of segment s,
+// then makes it visible to readers with the new tail, index entries and
+// recent batches. On a failed write it cuts the file back so nothing
+// half-written stays behind.
+func (l *Log) publish(s *segment, data []byte, headers []batchHeader, tail segmentTail, offsets []offsetEntry, times []timeEntry) error {
 	if len(data) == 0 {
 		return nil
 	}
@@ -820,6 +822,13 @@ func (l *Log) publish(s *segment, data []byte, tail segmentTail, offsets []offse
 		tail.lastBytes = slices.Clone(data[len(data)-int(last):])
 	}
 	l.mu.Lock()
+	if s.recent == nil {
+		s.recent = &recentBatches{}
+	}
+	for _, h := range headers {
+		s.recent.add(spanOf(at, h))
+		at += h.size
+	}
 	s.tail = tail
 	s.offsets = append(s.offsets, offsets...)
 	s.times = append(s.times, times...)
@@ -878,6 +887,7 @@ func (l *Log) roll() (*segment, error) {
 	s.dirty = true
 	l.dirDirty = true
 	l.mu.Lock()
+	old.recent = nil // kept for the active segment only
 	l.segments = append(l.segments, s)
 	l.publishLocked()
 	l.mu.Unlock()
@@ -946,16 +956,18 @@ func (l *Log) readLocked(offset int64, maxBytes int, maxOffset int64, alloc Allo
 			return append(alloc.get(len(t.lastBytes))[:0], t.lastBytes...), nil
 		}
 		pos, ok := t.lastPos, true
-		var err error
 		if !atTail {
-			if pos, _, ok, err = s.find(offset); err != nil {
+			span, found, err := s.find(offset)
+			if err != nil {
 				return nil, fmt.Errorf("read offset %d: %w", offset, err)
 			}
+			pos, ok = span.pos, found
 		}
 		if !ok {
 			continue
 		}
 		var done bool
+		var err error
 		if out, done, err = s.readBatches(out, pos, maxBytes, limit, alloc); err != nil {
 			return nil, fmt.Errorf("read offset %d: %w", offset, err)
 		}
@@ -1200,13 +1212,14 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	i := l.segmentFor(offset)
 	s := l.segments[i]
-	pos, h, ok, err := s.find(offset)
+	span, ok, err := s.find(offset)
 	if err != nil {
 		return fmt.Errorf("truncate to offset %d: %w", offset, err)
 	}
+	pos := span.pos
 	cutBase := s.tail.nextOffset
 	if ok {
-		cutBase = h.baseOffset
+		cutBase = span.baseOffset
 	}
 	if cutBase < l.startOffset {
 		return l.truncateFullyLocked(offset)
@@ -1227,6 +1240,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.mu.Lock()
 	l.segments = l.segments[: i+1 : i+1]
 	s.tail, s.offsets, s.times = cut.tail, cut.offsets, cut.times
+	s.recent = nil // the cut batches may be among them
 	l.publishLocked()
 	txnErr := s.txns.TruncateTo(s.tail.nextOffset)
 	l.mu.Unlock()

@@ -138,6 +138,10 @@ type segment struct {
 	tail    segmentTail
 	offsets []offsetEntry
 	times   []timeEntry
+	// recent are the positions of the last batches appended through
+	// this process, while the segment is the active one (nil before its
+	// first append, and once rolled, truncated or cleaned).
+	recent *recentBatches
 
 	// Writer state.
 	// rollTimestamp is when the segment's first batch was appended (ms),
@@ -366,22 +370,89 @@ func (s *segment) timeLookup(ts int64) int64 {
 	return s.lookup(s.baseOffset + int64(s.times[i-1].relOffset))
 }
 
-// find returns the position and header of the first batch in the segment
-// whose last offset is at least offset, scanning from the offset index's
-// hint up to the published size. ok is false when no such batch is there.
-func (s *segment) find(offset int64) (pos int64, h batchHeader, ok bool, err error) {
+// batchSpan is where a batch lies in its segment file and which offsets
+// it holds.
+type batchSpan struct {
+	pos, size              int64
+	baseOffset, lastOffset int64
+}
+
+// spanOf is the span of the batch of header h at pos.
+func spanOf(pos int64, h batchHeader) batchSpan {
+	return batchSpan{pos: pos, size: h.size, baseOffset: h.baseOffset, lastOffset: h.lastOffset()}
+}
+
+// recentBatchCount is how many of the active segment's last batches
+// recentBatches keeps: a follower or consumer a few batches behind the
+// tail finds its fetch offset, and a consumer its high watermark, among
+// them.
+const recentBatchCount = 16
+
+// recentBatches are the spans of a segment's last batches, oldest first
+// from head, the last of them ending at the segment's published size. A
+// fetch near the tail finds its batch here instead of reading batch
+// headers from the file from the offset index's hint (up to
+// index.interval.bytes behind): two preads of every consumer fetch and
+// one of every follower fetch not at the very last batch, a few thousand
+// system calls a second at a busy broker. Changed under Log.mu (write
+// lock), read under it.
+type recentBatches struct {
+	spans   [recentBatchCount]batchSpan
+	head, n int
+}
+
+// add keeps span as the newest.
+func (r *recentBatches) add(span batchSpan) {
+	if r.n < len(r.spans) {
+		r.spans[(r.head+r.n)%len(r.spans)] = span
+		r.n++
+		return
+	}
+	r.spans[r.head] = span
+	r.head = (r.head + 1) % len(r.spans)
+}
+
+// at is the i-th span from the oldest.
+func (r *recentBatches) at(i int) batchSpan { return r.spans[(r.head+i)%len(r.spans)] }
+
+// find is segment.find among the recent batches: ok is false when the
+// batch whose last offset is first at least offset may lie before them
+// (offset below the oldest's base offset).
+func (r *recentBatches) find(offset int64) (span batchSpan, found, ok bool) {
+	if r == nil || r.n == 0 || offset < r.at(0).baseOffset {
+		return batchSpan{}, false, false
+	}
+	i := sort.Search(r.n, func(i int) bool { return r.at(i).lastOffset >= offset })
+	if i == r.n {
+		return batchSpan{}, false, true
+	}
+	return r.at(i), true, true
+}
+
+// find returns the span of the first batch in the segment whose last
+// offset is at least offset: among the recent batches when it lies
+// there, else by scanning from the offset index's hint up to the
+// published size. ok is false when no such batch is there (span.pos is
+// then the size).
+func (s *segment) find(offset int64) (span batchSpan, ok bool, err error) {
+	if span, found, ok := s.recent.find(offset); ok {
+		if !found {
+			span.pos = s.tail.size
+		}
+		return span, found, nil
+	}
 	sc := pooledHeaderScanner(s.log, s.lookup(offset), s.tail.size)
 	defer sc.release()
 	for {
-		pos, h, err = sc.next()
+		pos, h, err := sc.next()
 		if err == io.EOF {
-			return s.tail.size, batchHeader{}, false, nil
+			return batchSpan{pos: s.tail.size}, false, nil
 		}
 		if err != nil {
-			return 0, batchHeader{}, false, err
+			return batchSpan{}, false, err
 		}
 		if h.lastOffset() >= offset {
-			return pos, h, true, nil
+			return spanOf(pos, h), true, nil
 		}
 	}
 }

@@ -66,17 +66,18 @@ func (l *Log) ReadSliceUpTo(offset int64, maxBytes int, maxOffset int64, minSlic
 			// The last batch, kept in memory: small, and at hand.
 			break
 		}
-		pos, h, ok, err := s.find(offset)
+		first, ok, err := s.find(offset)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read offset %d: %w", offset, err)
 		}
 		if !ok {
 			continue
 		}
-		if h.lastOffset() >= limit {
+		if first.lastOffset >= limit {
 			return nil, nil, nil
 		}
-		n, err := s.sliceEnd(pos, h, maxBytes, limit)
+		pos := first.pos
+		n, err := s.sliceEnd(first, maxBytes, limit)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read offset %d: %w", offset, err)
 		}
@@ -93,23 +94,23 @@ func (l *Log) ReadSliceUpTo(offset int64, maxBytes int, maxOffset int64, minSlic
 	return data, nil, err
 }
 
-// sliceEnd returns how many bytes from pos, where the batch of header
-// first starts, hold the whole batches a read of maxBytes below limit
-// takes in s: every batch that ends below limit, within maxBytes but
-// for the first, which always goes in. It reads only batch headers: the
-// offset index finds the batch holding limit, and the last index entry
-// within maxBytes where to scan for the last whole batch. Callers hold
-// mu.
-func (s *segment) sliceEnd(pos int64, first batchHeader, maxBytes int, limit int64) (int64, error) {
+// sliceEnd returns how many bytes from the batch first hold the whole
+// batches a read of maxBytes below limit takes in s: every batch that
+// ends below limit, within maxBytes but for the first, which always goes
+// in. It reads only batch headers: find locates the batch holding limit,
+// and the last index entry within maxBytes says where to scan for the
+// last whole batch. Callers hold mu.
+func (s *segment) sliceEnd(first batchSpan, maxBytes int, limit int64) (int64, error) {
+	pos := first.pos
 	end := s.tail.size
 	if s.tail.nextOffset > limit {
 		// Every batch from the one holding limit on is left out.
-		lpos, _, ok, err := s.find(limit)
+		at, ok, err := s.find(limit)
 		if err != nil {
 			return 0, err
 		}
 		if ok {
-			end = lpos
+			end = at.pos
 		}
 	}
 	budget := pos + int64(max(maxBytes, 0))
