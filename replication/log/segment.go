@@ -394,23 +394,26 @@ const recentBatchCount = 16
 // headers from the file from the offset index's hint (up to
 // index.interval.bytes behind): two preads of every consumer fetch and
 // one of every follower fetch not at the very last batch, a few thousand
-// system calls a second at a busy broker. Changed under Log.mu (write
-// lock), read under it.
+// system calls a second at a busy broker. The spans grow with the
+// batches appended, so a partition written once holds one (32 bytes).
+// Changed under Log.appendMu and Log.mu (write lock), read under either.
 type recentBatches struct {
-	spans   [recentBatchCount]batchSpan
-	head, n int
+	spans []batchSpan // a ring once recentBatchCount long
+	head  int         // the oldest, once a ring
 }
 
 // add keeps span as the newest.
 func (r *recentBatches) add(span batchSpan) {
-	if r.n < len(r.spans) {
-		r.spans[(r.head+r.n)%len(r.spans)] = span
-		r.n++
+	if len(r.spans) < recentBatchCount {
+		r.spans = append(r.spans, span)
 		return
 	}
 	r.spans[r.head] = span
 	r.head = (r.head + 1) % len(r.spans)
 }
+
+// len is how many spans r holds.
+func (r *recentBatches) len() int { return len(r.spans) }
 
 // at is the i-th span from the oldest.
 func (r *recentBatches) at(i int) batchSpan { return r.spans[(r.head+i)%len(r.spans)] }
@@ -419,11 +422,12 @@ func (r *recentBatches) at(i int) batchSpan { return r.spans[(r.head+i)%len(r.sp
 // batch whose last offset is first at least offset may lie before them
 // (offset below the oldest's base offset).
 func (r *recentBatches) find(offset int64) (span batchSpan, found, ok bool) {
-	if r == nil || r.n == 0 || offset < r.at(0).baseOffset {
+	if r == nil || r.len() == 0 || offset < r.at(0).baseOffset {
 		return batchSpan{}, false, false
 	}
-	i := sort.Search(r.n, func(i int) bool { return r.at(i).lastOffset >= offset })
-	if i == r.n {
+	n := r.len()
+	i := sort.Search(n, func(i int) bool { return r.at(i).lastOffset >= offset })
+	if i == n {
 		return batchSpan{}, false, true
 	}
 	return r.at(i), true, true

@@ -47,11 +47,17 @@ func TestRecentBatchesAgreeWithTheFile(t *testing.T) {
 	cfg := testConfig()
 	cfg.SegmentBytes = 8 << 10
 	l := openTestLog(t, t.TempDir(), cfg)
-	check := func(step string) {
+	// check compares every offset's find with the file's; wantRecent
+	// says the active segment has batches appended since it became
+	// active, which it must then keep.
+	check := func(step string, wantRecent bool) {
 		t.Helper()
 		l.mu.RLock()
 		defer l.mu.RUnlock()
 		s := l.active()
+		if wantRecent && s.tail.size > 0 && (s.recent == nil || s.recent.len() == 0) {
+			t.Fatalf("%s: the active segment keeps no recent batches, want its last ones", step)
+		}
 		for _, old := range l.segments[:len(l.segments)-1] {
 			if old.recent != nil {
 				t.Fatalf("%s: rolled segment %d keeps recent batches, want none", step, old.baseOffset)
@@ -73,8 +79,11 @@ func TestRecentBatchesAgreeWithTheFile(t *testing.T) {
 				t.Fatalf("%s: find(%d) = %+v %v, the file says %+v %v", step, offset, got, gotOK, want, wantOK)
 			}
 		}
-		if kept != nil && kept.n > 0 {
-			newest := kept.at(kept.n - 1)
+		if kept != nil && kept.len() > 0 {
+			if kept.len() > recentBatchCount {
+				t.Fatalf("%s: %d recent batches kept, want at most %d", step, kept.len(), recentBatchCount)
+			}
+			newest := kept.at(kept.len() - 1)
 			if newest.pos+newest.size != s.tail.size || newest.lastOffset != s.tail.nextOffset-1 {
 				t.Fatalf("%s: newest recent batch %+v does not end the segment (size %d, next offset %d)", step, newest, s.tail.size, s.tail.nextOffset)
 			}
@@ -91,7 +100,7 @@ func TestRecentBatchesAgreeWithTheFile(t *testing.T) {
 			ts++
 		}
 		mustAppend(t, l, buf)
-		check(fmt.Sprintf("append %d", i))
+		check(fmt.Sprintf("append %d", i), true)
 	}
 	if len(l.segments) < 3 {
 		t.Fatalf("%d segments, want the appends to roll at least twice", len(l.segments))
@@ -107,7 +116,7 @@ func TestRecentBatchesAgreeWithTheFile(t *testing.T) {
 		if _, err := l.AppendAsFollower(b); err != nil {
 			t.Fatalf("AppendAsFollower at %d: %v", next-2, err)
 		}
-		check(fmt.Sprintf("follower append %d", i))
+		check(fmt.Sprintf("follower append %d", i), true)
 	}
 	// A truncation into the recent batches forgets them; appends after
 	// it keep them again.
@@ -115,13 +124,13 @@ func TestRecentBatchesAgreeWithTheFile(t *testing.T) {
 	if err := l.TruncateTo(cut); err != nil {
 		t.Fatalf("TruncateTo(%d): %v", cut, err)
 	}
-	check("truncation")
+	check("truncation", false)
 	if l.active().recent != nil {
 		t.Fatalf("truncation kept the recent batches, want them forgotten")
 	}
 	for i := range 10 {
 		mustAppend(t, l, newBatch(t, 1+i%2, 40, ts))
 		ts++
-		check(fmt.Sprintf("append after truncation %d", i))
+		check(fmt.Sprintf("append after truncation %d", i), true)
 	}
 }
