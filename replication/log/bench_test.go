@@ -71,13 +71,7 @@ func BenchmarkRead(b *testing.B) {
 // as a caught-up follower's fetch does after each append: one read per
 // partition per round, tens of thousands a second at 10 000 partitions.
 func BenchmarkReadTail(b *testing.B) {
-	l := openTestLog(b, b.TempDir(), benchConfig())
-	batch := newBatch(b, 1, 100, 0)
-	for range 10000 {
-		if _, err := l.Append(batch, 1); err != nil {
-			b.Fatal(err)
-		}
-	}
+	l := logOfBatches(b, 10000, 100)
 	tail := l.EndOffset() - 1
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -95,13 +89,7 @@ func BenchmarkReadTail(b *testing.B) {
 // holding the high watermark reads batch headers from the file unless
 // the log knows where its last batches lie.
 func BenchmarkReadNearTail(b *testing.B) {
-	l := openTestLog(b, b.TempDir(), benchConfig())
-	batch := newBatch(b, 1, 1000, 0)
-	for range 10000 {
-		if _, err := l.Append(batch, 1); err != nil {
-			b.Fatal(err)
-		}
-	}
+	l := logOfBatches(b, 10000, 1000)
 	end := l.EndOffset()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -112,6 +100,18 @@ func BenchmarkReadNearTail(b *testing.B) {
 		}
 		slice.Release()
 	}
+}
+
+// logOfBatches is a log of n batches of one record of valueSize bytes.
+func logOfBatches(b *testing.B, n, valueSize int) *Log {
+	l := openTestLog(b, b.TempDir(), benchConfig())
+	batch := newBatch(b, 1, valueSize, 0)
+	for range n {
+		if _, err := l.Append(batch, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return l
 }
 
 // lastBatchSize is the size of the last batch in data.
