@@ -19,6 +19,13 @@ const (
 	// watermark, the rule of the source documents (R7, R8); it loses
 	// acknowledged records in KIP-101's scenarios.
 	TruncateHW TruncationMode = "hw"
+	// TruncateFetch fetches at once from the log end, naming the epoch of
+	// the log's last batch (Fetch's LastFetchedEpoch); a leader whose log
+	// differs there answers with the epoch and offset where the two part
+	// (DivergingEpoch) and the follower cuts as TruncateEpoch would, one
+	// fetch instead of an OffsetForLeaderEpoch round trip first (Kafka's
+	// follower since 2.7, KIP-595's fetch applied to its replication).
+	TruncateFetch TruncationMode = "fetch"
 )
 
 // Config holds a partition's replication settings, under Kafka's property
@@ -32,16 +39,17 @@ type Config struct {
 	// is accepted (min.insync.replicas). Default 1; 1 .. MaxInt32.
 	MinInsyncReplicas int
 	// Truncation is how a new follower cuts its log
-	// (replication.truncation). Default TruncateEpoch; "epoch" or "hw".
+	// (replication.truncation). Default TruncateFetch; "fetch", "epoch"
+	// or "hw".
 	Truncation TruncationMode
 }
 
-// DefaultConfig returns Kafka's defaults and epoch truncation.
+// DefaultConfig returns Kafka's defaults and truncation on fetch.
 func DefaultConfig() Config {
 	return Config{
 		ReplicaLagTimeMax: 30 * time.Second,
 		MinInsyncReplicas: 1,
-		Truncation:        TruncateEpoch,
+		Truncation:        TruncateFetch,
 	}
 }
 
@@ -52,8 +60,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("replica.lag.time.max.ms %d: must be between 1 and %d", c.ReplicaLagTimeMax.Milliseconds(), int64(math.MaxInt64/time.Millisecond))
 	case c.MinInsyncReplicas < 1 || c.MinInsyncReplicas > math.MaxInt32:
 		return fmt.Errorf("min.insync.replicas %d: must be between 1 and %d", c.MinInsyncReplicas, math.MaxInt32)
-	case c.Truncation != TruncateEpoch && c.Truncation != TruncateHW:
-		return fmt.Errorf("replication.truncation %q: must be %q or %q", c.Truncation, TruncateEpoch, TruncateHW)
+	case c.Truncation != TruncateFetch && c.Truncation != TruncateEpoch && c.Truncation != TruncateHW:
+		return fmt.Errorf("replication.truncation %q: must be %q, %q or %q", c.Truncation, TruncateFetch, TruncateEpoch, TruncateHW)
 	}
 	return nil
 }

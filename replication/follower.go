@@ -27,8 +27,54 @@ func (p *Partition) startTruncation() Truncation {
 		// holds no epochs.
 		return p.truncateTo(p.highWatermark, true)
 	}
+	if p.cfg.Truncation == TruncateFetch {
+		// The first fetch names the last batch's epoch; the leader
+		// answers where the logs part, if they do (DivergingEpoch).
+		return Truncation{Offset: p.logEnd, Done: true, Epoch: -1}
+	}
 	p.truncating = true
 	return Truncation{Offset: p.logEnd, Epoch: p.askedEpoch()}
+}
+
+// LastFetchedEpoch is the epoch a follower's fetch names as its last
+// batch's (Fetch v12's LastFetchedEpoch), -1 for a log without epochs.
+func (p *Partition) LastFetchedEpoch() int32 {
+	if len(p.epochs) == 0 {
+		return -1
+	}
+	return p.epochs[len(p.epochs)-1].Epoch
+}
+
+// DivergingEpoch takes a leader's answer to a fetch in fetch mode that
+// says the follower's log parts from its own (Fetch's DivergingEpoch:
+// the largest epoch at most the fetch's LastFetchedEpoch that the leader
+// has, and where it ends there) and cuts as EpochEndOffset decides. The
+// decision is always Done: where EpochEndOffset would ask again, the
+// next fetch names the follower's new last epoch and the leader answers
+// again if the logs still part. Errors: ErrNotTruncating on a replica
+// that is not a follower, or one truncating by epoch.
+func (p *Partition) DivergingEpoch(leaderEpoch int32, endOffset int64) (Truncation, error) {
+	if p.role != RoleFollower || p.truncating {
+		return Truncation{}, fmt.Errorf("%w: replica %d (%s) got diverging epoch %d end offset %d", ErrNotTruncating, p.self, p.role, leaderEpoch, endOffset)
+	}
+	p.truncating = true
+	tr, err := p.EpochEndOffset(leaderEpoch, endOffset)
+	p.truncating = false
+	return Truncation{Offset: tr.Offset, Done: true, Epoch: -1}, err
+}
+
+// FetchDiverges is the leader's check of a fetch from fetchOffset whose
+// last batch was of lastFetchedEpoch (Kafka's Partition.fetchRecords),
+// given what the leader's log answers for that epoch (epoch, end:
+// log.LeaderEndOffsetFor): the logs part when the leader's largest epoch
+// at most lastFetchedEpoch is below it or ends before fetchOffset, and
+// the answer is DivergingEpoch{epoch, end}. undefined says the leader
+// cannot tell (no such epoch: Kafka answers OFFSET_OUT_OF_RANGE).
+func FetchDiverges(lastFetchedEpoch int32, fetchOffset int64, epoch int32, end int64) (diverges, undefined bool) {
+	if epoch < 0 || end < 0 {
+		return false, true
+	}
+	return epoch < lastFetchedEpoch || end < fetchOffset, false
 }
 
 // askedEpoch is the epoch a truncating follower asks the leader about: its
@@ -118,28 +164,7 @@ func (p *Partition) Epochs() []log.EpochEntry { return slices.Clone(p.epochs) }
 // end offset exactly as log.Log.EndOffsetForEpoch does, for a log that is
 // not open here (a follower's view mid-truncation, or a test's model).
 func EndOffsetForEpoch(epochs []log.EpochEntry, logEnd int64, epoch int32) (int32, int64) {
-	n := len(epochs)
-	if epoch < 0 || n == 0 {
-		return -1, -1
-	}
-	if epochs[n-1].Epoch == epoch {
-		return epoch, logEnd
-	}
-	higher := -1
-	for i, e := range epochs {
-		if e.Epoch > epoch {
-			higher = i
-			break
-		}
-	}
-	switch higher {
-	case -1:
-		return -1, -1
-	case 0:
-		return epoch, epochs[0].StartOffset
-	default:
-		return epochs[higher-1].Epoch, epochs[higher].StartOffset
-	}
+	return log.EndOffsetFor(epochs, logEnd, epoch)
 }
 
 // FetchOutOfRange takes a leader's OFFSET_OUT_OF_RANGE answer to the

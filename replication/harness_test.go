@@ -71,6 +71,9 @@ type cluster struct {
 	ackOffset map[AckID]int64
 	// onReady, when set, checks invariants after every drained Ready.
 	onReady func(n *node, rd Ready)
+	// diverging counts the fetches a leader answered with a diverging
+	// epoch (fetch mode).
+	diverging int
 }
 
 // newCluster starts a partition on replicas 1..size, led by 1, all in the
@@ -237,6 +240,9 @@ func (c *cluster) fetch(id ReplicaID, lose bool) {
 		c.t.Fatalf("fetch by replica %d (live %t) from %d (live %t)", id, f.live, l.id, l.live)
 	}
 	offset := int64(len(f.log))
+	if c.cfg.Truncation == TruncateFetch && c.diverged(f, l, offset) {
+		return
+	}
 	err := l.p.FollowerFetch(id, offset, -1, c.now)
 	if errors.Is(err, ErrOffsetOutOfRange) {
 		tr, err := f.p.FetchOutOfRange(int64(len(l.log)))
@@ -258,6 +264,34 @@ func (c *cluster) fetch(id ReplicaID, lose bool) {
 		c.t.Fatal(err)
 	}
 	c.drain(f)
+}
+
+// diverged is the leader's check of a fetch in fetch mode (the epoch of
+// the follower's last record, LastFetchedEpoch): when the logs part, the
+// leader records nothing and the follower cuts as DivergingEpoch says.
+func (c *cluster) diverged(f, l *node, offset int64) bool {
+	c.t.Helper()
+	fe := f.epochs()
+	if len(fe) == 0 {
+		return false
+	}
+	last := fe[len(fe)-1].Epoch
+	epoch, end := log.LeaderEndOffsetFor(l.epochs(), int64(len(l.log)), l.p.LeaderEpoch(), l.p.LeaderEpochStartOffset(), last)
+	diverges, undefined := FetchDiverges(last, offset, epoch, end)
+	if undefined {
+		c.t.Fatalf("replica %d at epoch %d offset %d: leader %d cannot tell where epoch %d ends (epochs %v)", f.id, last, offset, l.id, last, l.epochs())
+	}
+	if !diverges {
+		return false
+	}
+	tr, err := f.p.DivergingEpoch(epoch, end)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.diverging++
+	f.log = f.log[:tr.Offset]
+	c.drain(f)
+	return true
 }
 
 // replicate has every live follower fetch twice: once for the records and

@@ -21,7 +21,7 @@ import (
 //   - when an acks=all produce completes, every ISR member's log holds its
 //     record, the same as the leader's.
 func TestPropertyInvariants(t *testing.T) {
-	for _, mode := range []TruncationMode{TruncateEpoch, TruncateHW} {
+	for _, mode := range []TruncationMode{TruncateFetch, TruncateEpoch, TruncateHW} {
 		for seed := uint64(1); seed <= 4; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", mode, seed), func(t *testing.T) {
 				runProperty(t, mode, seed, 1500)
@@ -119,5 +119,8 @@ func runProperty(t *testing.T, mode TruncationMode, seed uint64, steps int) {
 	if completed == 0 {
 		t.Fatal("no acks=all produce completed: the run checked nothing")
 	}
-	t.Logf("%d steps, %d acks=all completed, %d settled in all", steps, completed, len(c.acked))
+	if mode == TruncateFetch && c.diverging == 0 {
+		t.Fatal("no fetch was answered with a diverging epoch: fetch mode's truncation was not exercised")
+	}
+	t.Logf("%d steps, %d acks=all completed, %d settled in all, %d diverging fetches", steps, completed, len(c.acked), c.diverging)
 }

@@ -47,24 +47,38 @@ func (l *Log) LatestEpoch() (epoch int32, ok bool) {
 }
 
 // EndOffsetForEpoch answers an OffsetForLeaderEpoch request as Kafka's
-// leader does (KIP-101, KIP-279): for the latest epoch, the log end
-// offset; for an earlier one, the largest epoch at most epoch and the start
-// offset of the first epoch above it (where epoch's writes ended); for an
-// epoch below every known one, epoch itself and the first known start
-// offset. An epoch above the latest, or a log with no epochs, gives -1, -1
-// (Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET).
+// leader does (KIP-101, KIP-279), over the log's epochs (EndOffsetFor).
 func (l *Log) EndOffsetForEpoch(epoch int32) (leaderEpoch int32, endOffset int64) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	n := len(l.epochs)
+	return EndOffsetFor(l.epochs, l.active().tail.nextOffset, epoch)
+}
+
+// LeaderEndOffsetForEpoch is EndOffsetForEpoch as the leader at
+// leaderEpoch answers it, its epoch begun at epochStart (LeaderEndOffsetFor).
+func (l *Log) LeaderEndOffsetForEpoch(epoch, leaderEpoch int32, epochStart int64) (int32, int64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return LeaderEndOffsetFor(l.epochs, l.active().tail.nextOffset, leaderEpoch, epochStart, epoch)
+}
+
+// EndOffsetFor answers OffsetForLeaderEpoch over epochs (oldest first)
+// and a log end offset as Kafka's leader does: for the latest epoch, the
+// log end offset; for an earlier one, the largest epoch at most epoch and
+// the start offset of the first epoch above it (where epoch's writes
+// ended); for an epoch below every known one, epoch itself and the first
+// known start offset. An epoch above the latest, or no epochs, gives -1,
+// -1 (Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET).
+func EndOffsetFor(epochs []EpochEntry, logEnd int64, epoch int32) (int32, int64) {
+	n := len(epochs)
 	if epoch < 0 || n == 0 {
 		return -1, -1
 	}
-	if l.epochs[n-1].Epoch == epoch {
-		return epoch, l.active().tail.nextOffset
+	if epochs[n-1].Epoch == epoch {
+		return epoch, logEnd
 	}
 	higher := -1
-	for i, e := range l.epochs {
+	for i, e := range epochs {
 		if e.Epoch > epoch {
 			higher = i
 			break
@@ -74,9 +88,36 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (leaderEpoch int32, endOffset int64
 	case -1:
 		return -1, -1
 	case 0:
-		return epoch, l.epochs[0].StartOffset
+		return epoch, epochs[0].StartOffset
 	default:
-		return l.epochs[higher-1].Epoch, l.epochs[higher].StartOffset
+		return epochs[higher-1].Epoch, epochs[higher].StartOffset
+	}
+}
+
+// LeaderEndOffsetFor is EndOffsetFor for the leader at leaderEpoch whose
+// epoch began at epochStart (its log end when it became leader): until
+// it writes, leaderEpoch is in no batch, and Kafka's leader, which puts
+// its epoch in its cache on election, counts it as begun there anyway.
+// So a replica whose last batch came from an epoch this leader never
+// had (a leader between them wrote it) hears that the epoch before it
+// ended at epochStart, not UNDEFINED.
+func LeaderEndOffsetFor(epochs []EpochEntry, logEnd int64, leaderEpoch int32, epochStart int64, epoch int32) (int32, int64) {
+	n := len(epochs)
+	if leaderEpoch < 0 || (n > 0 && epochs[n-1].Epoch >= leaderEpoch) || epoch < 0 {
+		return EndOffsetFor(epochs, logEnd, epoch)
+	}
+	epochStart = min(epochStart, logEnd)
+	switch {
+	case epoch == leaderEpoch:
+		return epoch, logEnd
+	case epoch > leaderEpoch:
+		return -1, -1
+	case n == 0:
+		return epoch, epochStart
+	case epoch >= epochs[n-1].Epoch:
+		return epochs[n-1].Epoch, epochStart
+	default:
+		return EndOffsetFor(epochs, logEnd, epoch)
 	}
 }
 

@@ -276,3 +276,39 @@ func TestEpochCheckpointWrittenWithBatches(t *testing.T) {
 		t.Fatalf("checkpoint after Flush: got %v, %v, want [{3 0}]", got, err)
 	}
 }
+
+// TestLeaderEndOffsetFor: a leader that has not written in its epoch yet
+// answers as if its epoch began at its log end when it was elected
+// (Kafka's leader puts it in its cache then), so a replica whose last
+// batch came from an epoch between the two hears where the leader's
+// previous epoch ended instead of UNDEFINED; once the leader has written,
+// the answers are its log's.
+func TestLeaderEndOffsetFor(t *testing.T) {
+	epochs := []EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 40}}
+	for _, c := range []struct {
+		name      string
+		epochs    []EpochEntry
+		logEnd    int64
+		leader    int32
+		start     int64
+		asked     int32
+		wantEpoch int32
+		wantEnd   int64
+	}{
+		{"its own epoch", epochs, 60, 5, 60, 5, 5, 60},
+		{"an epoch between its last batch's and its own", epochs, 60, 5, 60, 4, 3, 60},
+		{"its last batch's epoch", epochs, 60, 5, 60, 3, 3, 60},
+		{"an older epoch", epochs, 60, 5, 60, 2, 1, 40},
+		{"below every epoch", []EpochEntry{{Epoch: 2, StartOffset: 10}}, 60, 5, 60, 1, 1, 10},
+		{"above its own", epochs, 60, 5, 60, 6, -1, -1},
+		{"no batches yet", nil, 0, 5, 0, 3, 3, 0},
+		{"written in its epoch: the log's answer", append(epochs, EpochEntry{Epoch: 5, StartOffset: 60}), 70, 5, 60, 4, 3, 60},
+		{"written in its epoch, its own", append(epochs, EpochEntry{Epoch: 5, StartOffset: 60}), 70, 5, 60, 5, 5, 70},
+		{"no leader epoch: the log's answer", epochs, 60, -1, 0, 4, -1, -1},
+	} {
+		e, end := LeaderEndOffsetFor(c.epochs, c.logEnd, c.leader, c.start, c.asked)
+		if e != c.wantEpoch || end != c.wantEnd {
+			t.Errorf("%s: epoch %d: got %d, %d; want %d, %d", c.name, c.asked, e, end, c.wantEpoch, c.wantEnd)
+		}
+	}
+}
