@@ -165,7 +165,7 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 
 	// A follower's fetch offset is its log end offset: record it once,
 	// on arrival, as Kafka's leader does.
-	var replicaCodes map[coord.TopicPartition]int16
+	var replicaCodes map[coord.TopicPartition]replica.FetchRefusal
 	if r.ReplicaID >= 0 {
 		replicaCodes = b.replicas.RecordFollowerFetch(r)
 		b.replicas.RecordIdlePositions(sr.Idle, r.ReplicaID)
@@ -206,13 +206,13 @@ func (b *Broker) fetchNow(ctx context.Context, r *kmsg.FetchRequest, sr *fetchse
 // last stable offset, and is told of the aborted transactions whose
 // records it may have read (AbortedTransactions; null for
 // read_uncommitted, as Kafka sends it); a follower (replicaCodes not
-// nil) reads up to the log end and gets the errors RecordFollowerFetch
-// found. A consumer's Fetch v11+ is answered by a follower too
+// nil) reads up to the log end and gets the errors and diverging epochs
+// RecordFollowerFetch found. A consumer's Fetch v11+ is answered by a follower too
 // (consumerReplica), and a leader with a replica selector may point it
 // at a follower of its rack instead (preferredReadReplica). Reads that
 // can be sent from their segment files go into reads' slices (nil: none
 // can), and the others into its buffers.
-func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]int16, reads *fetchReads) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
+func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPartition]replica.FetchRefusal, reads *fetchReads) (*kmsg.FetchResponse, int, bool, map[coord.TopicPartition]struct{}) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	resp.SetVersion(r.Version)
 	remaining := int(r.MaxBytes)
@@ -243,7 +243,10 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, replicaCodes map[coord.TopicPar
 			sp.RecordBatches = []byte{}
 			p, code := b.fetchedReplica(r, rt.Topic, rp.Partition, replicaCodes == nil)
 			if c, ok := replicaCodes[coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok && p != nil {
-				sp.ErrorCode = c
+				sp.ErrorCode = c.Code
+				if c.Diverging {
+					sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = c.Epoch, c.EndOffset
+				}
 				sp.HighWatermark = p.HighWatermark()
 				sp.LogStartOffset = p.Log().StartOffset()
 				answerNow = true

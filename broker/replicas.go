@@ -35,7 +35,7 @@ type replicaManager interface {
 	AppendAsLeader(p *replica.Partition, records []byte, acksAll bool, deadline time.Time) (tlog.AppendResult, <-chan error, error)
 	DeleteRecordsAsLeader(p *replica.Partition, offset int64, deadline time.Time) (int16, <-chan replication.DeleteResult)
 	CheckStorage(p *replica.Partition, err error) bool
-	RecordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]int16
+	RecordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]replica.FetchRefusal
 	RecordIdlePositions(idle []replica.IdlePosition, replica int32)
 	LeaderThrottles(p *replica.Partition, follower int32) bool
 	// PreferredReadReplica is the follower of a partition this broker

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -272,5 +273,120 @@ func TestNumReplicaFetchersShareTheLeader(t *testing.T) {
 		if len(p.isr) != 3 {
 			t.Fatalf("partition %+v after acks=all writes: want an ISR of 3", p)
 		}
+	}
+}
+
+// TestLeaderAnswersDivergingEpoch: a follower's Fetch v12 names the epoch
+// of its log's last batch (LastFetchedEpoch). A leader elected after
+// records of the old epoch answers a follower that claims more of that
+// epoch than it has with DivergingEpoch: the old epoch and the offset
+// where it ended here, and no records; a fetch that continues the
+// leader's log gets the records of the new epoch and no diverging epoch.
+func TestLeaderAnswersDivergingEpoch(t *testing.T) {
+	brokers := startRaftClusterWith(t, 3, func(c *config.Config) {
+		c.ReplicaLagTimeMax = time.Minute
+	})
+	ctx := testContext(t, 2*time.Minute)
+	const topic = "diverging"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers[0].Addr().String(), brokers[1].Addr().String(), brokers[2].Addr().String()),
+		kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	waitFor(t, ctx, "topic created", func() bool {
+		resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic)
+		return err == nil && resp.Err == nil
+	})
+	byID := map[int32]*Broker{}
+	for _, b := range brokers {
+		byID[b.ID()] = b
+	}
+	var first partitionView
+	waitFor(t, ctx, "a leader with a full ISR", func() bool {
+		_, _, parts := metadataOf(t, brokers[0], topic)
+		if len(parts) != 1 || len(parts[0].isr) != 3 {
+			return false
+		}
+		first = parts[0]
+		return true
+	})
+	const before = 10
+	for i := range before {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "old-%d", i)}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	// The leader goes; another leads in a later epoch and writes.
+	if err := byID[first.leader].Close(); err != nil {
+		t.Fatalf("close leader %d: %v", first.leader, err)
+	}
+	var live *Broker
+	for _, b := range brokers {
+		if b.ID() != first.leader {
+			live = b
+			break
+		}
+	}
+	var second partitionView
+	waitFor(t, ctx, "a new leader", func() bool {
+		_, _, parts := metadataOf(t, live, topic)
+		if len(parts) != 1 || parts[0].leader < 0 || parts[0].leader == first.leader || parts[0].leaderEpoch <= first.leaderEpoch {
+			return false
+		}
+		second = parts[0]
+		return true
+	})
+	leader := byID[second.leader]
+	var follower int32 = -1
+	for _, id := range second.replicas {
+		if id != first.leader && id != second.leader {
+			follower = id
+		}
+	}
+	const after = 5
+	for i := range after {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "new-%d", i)}).FirstErr(); err != nil {
+			t.Fatalf("produce to the new leader: %v", err)
+		}
+	}
+
+	fetch := func(lastFetchedEpoch int32, offset int64) kmsg.FetchResponseTopicPartition {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(12)
+		req.ReplicaID = follower
+		req.MaxBytes = 1 << 20
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.CurrentLeaderEpoch = second.leaderEpoch
+		rp.FetchOffset = offset
+		rp.LastFetchedEpoch = lastFetchedEpoch
+		rp.PartitionMaxBytes = 1 << 20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := askBroker[*kmsg.FetchResponse](t, leader, req)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("fetch answer %+v: want one partition", resp.Topics)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	// Two records of the old epoch that the new leader never had.
+	got := fetch(first.leaderEpoch, before+2)
+	if got.ErrorCode != 0 || got.DivergingEpoch.Epoch != first.leaderEpoch || got.DivergingEpoch.EndOffset != before || len(got.RecordBatches) != 0 {
+		t.Fatalf("fetch at %d after epoch %d: error %v, diverging epoch %+v, %d record bytes; want epoch %d ending at %d, no records",
+			before+2, first.leaderEpoch, kerr.ErrorForCode(got.ErrorCode), got.DivergingEpoch, len(got.RecordBatches), first.leaderEpoch, before)
+	}
+	// The follower cut there: the same epoch at its end continues the
+	// leader's log.
+	got = fetch(first.leaderEpoch, before)
+	if got.ErrorCode != 0 || got.DivergingEpoch.EndOffset != -1 || len(got.RecordBatches) == 0 {
+		t.Fatalf("fetch at %d after epoch %d: error %v, diverging epoch %+v, %d record bytes; want records and no diverging epoch",
+			before, first.leaderEpoch, kerr.ErrorForCode(got.ErrorCode), got.DivergingEpoch, len(got.RecordBatches))
+	}
+	if base := int64(binary.BigEndian.Uint64(got.RecordBatches)); base != before {
+		t.Fatalf("records from offset %d, want %d", base, before)
 	}
 }

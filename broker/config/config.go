@@ -282,11 +282,13 @@ type Config struct {
 	// 1; 1 .. 2147483647.
 	MinInsyncReplicas int32
 	// ReplicationTruncation is how a replica that becomes a follower cuts
-	// its log (replication.truncation): "epoch" asks the leader where its
-	// latest leader epoch ended (Kafka's KIP-101/KIP-279), "hw" cuts to
-	// its own high watermark (the rule of tripod's source documents,
-	// which loses acknowledged records in KIP-101's scenarios). Default
-	// "epoch".
+	// its log (replication.truncation): "fetch" fetches at once, naming
+	// its last batch's epoch, and cuts where the leader answers that the
+	// logs part (Kafka's follower since 2.7); "epoch" first asks the
+	// leader where its latest leader epoch ended (OffsetForLeaderEpoch,
+	// KIP-101/KIP-279); "hw" cuts to its own high watermark (the rule of
+	// tripod's source documents, which loses acknowledged records in
+	// KIP-101's scenarios). Default "fetch".
 	ReplicationTruncation string
 	// ReplicaFetchWaitMax is how long a follower's fetch waits at the
 	// leader for new records (replica.fetch.wait.max.ms). Default 500 ms;
@@ -1592,8 +1594,8 @@ var brokerKeys = map[string]configKey{
 	},
 	"replication.truncation": {
 		doc: keyDoc{
-			section: "Replication", allowed: "`epoch`, `hw`",
-			meaning: "how a new follower truncates: to the leader epoch's end (Kafka's KIP-101 rule) or to its own high watermark",
+			section: "Replication", allowed: "`fetch`, `epoch`, `hw`",
+			meaning: "how a new follower truncates: where its first fetch's answer says its log parts from the leader's (Kafka since 2.7), to the leader epoch's end asked first (KIP-101), or to its own high watermark",
 		},
 		set: func(c *Config, k, v string) error { c.ReplicationTruncation = v; return nil },
 		get: func(c Config) string { return c.ReplicationTruncation },

@@ -48,7 +48,7 @@ func TestDefaultConfigPinned(t *testing.T) {
 
 		"replica.lag.time.max.ms":                       "30000",
 		"min.insync.replicas":                           "1",
-		"replication.truncation":                        "epoch",
+		"replication.truncation":                        "fetch",
 		"replica.fetch.wait.max.ms":                     "500",
 		"replica.fetch.min.bytes":                       "1",
 		"replica.fetch.max.bytes":                       "1048576",

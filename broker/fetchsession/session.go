@@ -82,6 +82,10 @@ type Session struct {
 type sessionPartition struct {
 	fetchOffset, logStartOffset int64
 	maxBytes, leaderEpoch       int32
+	// lastFetchedEpoch is the epoch of the batch before fetchOffset the
+	// client named (Fetch v12; -1: none), which a leader checks the
+	// position against whenever it records it.
+	lastFetchedEpoch int32
 	// sent is false until a response has carried the partition; hw,
 	// lso and logStart are what the last one that did said.
 	sent              bool
@@ -267,7 +271,8 @@ func (s *Cache) Begin(r *kmsg.FetchRequest, now time.Time) Request {
 			case !sp.sent:
 				serve(tp)
 			case r.ReplicaID >= 0:
-				sr.Idle = append(sr.Idle, replica.IdlePosition{Partition: sp.p, FetchOffset: sp.fetchOffset, LogStart: sp.logStartOffset})
+				sr.Idle = append(sr.Idle, replica.IdlePosition{Partition: sp.p, FetchOffset: sp.fetchOffset, LogStart: sp.logStartOffset,
+					LastFetchedEpoch: sp.lastFetchedEpoch})
 			}
 		}
 		s.recorded += uint64(len(sr.Idle))
@@ -318,6 +323,7 @@ func (sr *Request) name(r *kmsg.FetchRequest, tp coord.TopicPartition, sp *sessi
 	rp.LogStartOffset = sp.logStartOffset
 	rp.PartitionMaxBytes = sp.maxBytes
 	rp.CurrentLeaderEpoch = sp.leaderEpoch
+	rp.LastFetchedEpoch = sp.lastFetchedEpoch
 	r.Topics[i].Partitions = append(r.Topics[i].Partitions, rp)
 }
 
@@ -364,6 +370,10 @@ func (s *Cache) add(sess *Session, r *kmsg.FetchRequest) []coord.TopicPartition 
 			}
 			sp.fetchOffset, sp.logStartOffset = rp.FetchOffset, rp.LogStartOffset
 			sp.maxBytes, sp.leaderEpoch = rp.PartitionMaxBytes, rp.CurrentLeaderEpoch
+			sp.lastFetchedEpoch = -1
+			if r.Version >= 12 {
+				sp.lastFetchedEpoch = rp.LastFetchedEpoch
+			}
 			named = append(named, tp)
 		}
 	}
@@ -440,8 +450,9 @@ func (s *Cache) End(sr Request, resp *kmsg.FetchResponse, short map[coord.TopicP
 			tp := coord.TopicPartition{Topic: t.Topic, Partition: sp.Partition}
 			cached := sess.parts[tp]
 			// A preferred read replica is always told (KIP-392), as
-			// records and errors are.
-			told := len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 || sp.PreferredReadReplica >= 0
+			// records, errors and a diverging epoch are.
+			told := len(sp.RecordBatches) > 0 || sp.ErrorCode != 0 || sp.PreferredReadReplica >= 0 ||
+				sp.DivergingEpoch.EndOffset >= 0
 			keep := sr.full || cached == nil || told ||
 				!cached.sent || cached.hw != sp.HighWatermark || cached.lso != sp.LastStableOffset || cached.logStart != sp.LogStartOffset
 			if cached != nil {

@@ -615,12 +615,18 @@ func (f *fetcher) fetch(ctx context.Context, cl *PeerConn, parts, waiting []*fet
 	}
 	var named []sessionEntry
 	at := map[string]int{}
+	// In fetch mode every fetch names the epoch of the partition's last
+	// batch, and the leader checks it before it counts the position.
+	onFetch := rm.cfg.ReplicationTruncation == string(replication.TruncateFetch)
 	for _, fp := range parts {
 		if !scan && !fp.moved && fp.heldIn == inc {
 			continue
 		}
 		fp.moved = false
-		pos := fetchPosition{fetchOffset: fp.p.log.EndOffset(), logStart: fp.p.log.StartOffset(), leaderEpoch: fp.leaderEpoch}
+		pos := fetchPosition{fetchOffset: fp.p.log.EndOffset(), logStart: fp.p.log.StartOffset(), leaderEpoch: fp.leaderEpoch, lastFetchedEpoch: -1}
+		if onFetch {
+			pos.lastFetchedEpoch, _ = fp.p.log.LatestEpoch()
+		}
 		if f.session.epoch != 0 && fp.heldIn == inc && fp.held == pos {
 			continue // the session holds this position already
 		}
@@ -639,6 +645,7 @@ func (f *fetcher) fetch(ctx context.Context, cl *PeerConn, parts, waiting []*fet
 		rp.CurrentLeaderEpoch = pos.leaderEpoch
 		rp.FetchOffset = pos.fetchOffset
 		rp.LogStartOffset = pos.logStart
+		rp.LastFetchedEpoch = pos.lastFetchedEpoch
 		rp.PartitionMaxBytes = rm.cfg.ReplicaFetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
@@ -724,8 +731,8 @@ var errSessionLost = errors.New("fetch session lost")
 // fetchPosition is what a follower's fetch tells the leader of one
 // partition.
 type fetchPosition struct {
-	fetchOffset, logStart int64
-	leaderEpoch           int32
+	fetchOffset, logStart         int64
+	leaderEpoch, lastFetchedEpoch int32
 }
 
 // sessionEntry is a partition a fetch names, at its position.
@@ -822,9 +829,12 @@ func (m *Manager) followerThrottles(p *Partition) bool {
 func (f *fetcher) fetched(ctx context.Context, cl *PeerConn, fp *fetchPartition, sp *kmsg.FetchResponseTopicPartition) {
 	rm := f.m.rm
 	p := fp.p
-	switch sp.ErrorCode {
-	case 0:
-	case kerr.OffsetOutOfRange.Code:
+	switch {
+	case sp.ErrorCode == 0 && (sp.DivergingEpoch.EndOffset >= 0 || sp.DivergingEpoch.Epoch >= 0):
+		f.diverged(fp, sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset)
+		return
+	case sp.ErrorCode == 0:
+	case sp.ErrorCode == kerr.OffsetOutOfRange.Code:
 		f.outOfRange(ctx, cl, fp, sp.LogStartOffset)
 		return
 	default:
@@ -864,6 +874,32 @@ func (f *fetcher) fetched(ctx context.Context, cl *PeerConn, fp *fetchPartition,
 	if len(sp.RecordBatches) > 0 || hwMoved {
 		p.wakeAll()
 	}
+}
+
+// diverged takes the leader's answer that fp's log parts from its own
+// (DivergingEpoch, fetch mode): the follower cuts where the state machine
+// decides and names the partition in the next fetch, with its new last
+// epoch, whether or not its position moved: the leader checks it again
+// and records it only once the logs agree.
+func (f *fetcher) diverged(fp *fetchPartition, epoch int32, end int64) {
+	rm := f.m.rm
+	p := fp.p
+	fp.failures = 0
+	fp.heldIn = 0
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.followGen != fp.gen {
+		return
+	}
+	p.repMu.Lock()
+	tr, err := p.rep.DivergingEpoch(epoch, end)
+	p.repMu.Unlock()
+	if err != nil {
+		rm.logger.Error("diverging epoch not applied", "partition", p.Name(), "leader", f.leader, "error", err)
+		f.delay(fp, false)
+		return
+	}
+	rm.truncate(p, tr.Offset, fmt.Sprintf("leader %d: the log parts from the leader's after epoch %d, which ends at %d there", f.leader, epoch, end))
 }
 
 // followLogStart raises p's log start towards its leader's, leaderStart

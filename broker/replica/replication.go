@@ -413,12 +413,28 @@ func (m *Manager) LeaderThrottles(p *Partition, follower int32) bool {
 	return !slices.Contains(isr, replication.ReplicaID(follower))
 }
 
+// FetchRefusal is how a leader answers one partition of a follower's
+// fetch before reading it: with an error code, or (Diverging) with the
+// epoch and offset where the follower's log parts from this one
+// (Fetch's DivergingEpoch), which the follower cuts to before it fetches
+// again.
+type FetchRefusal struct {
+	Code      int16
+	Diverging bool
+	Epoch     int32
+	EndOffset int64
+}
+
 // RecordFollowerFetch tells the replication state machine of every
 // partition a follower fetches where the follower's log ends, and returns
-// the partitions' error codes: the leader's usual ones, and
-// OFFSET_OUT_OF_RANGE for a follower ahead of this log.
-func (m *Manager) RecordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]int16 {
-	codes := map[coord.TopicPartition]int16{}
+// the partitions refused: with the leader's usual error codes,
+// OFFSET_OUT_OF_RANGE for a follower ahead of this log, or a diverging
+// epoch for one whose last fetched epoch (Fetch v12) says its log parts
+// from this one. That one's position is not recorded: it holds records
+// this leader does not, and counting them would let the high watermark
+// pass records the follower does not have.
+func (m *Manager) RecordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicPartition]FetchRefusal {
+	refused := map[coord.TopicPartition]FetchRefusal{}
 	for _, rt := range r.Topics {
 		for _, rp := range rt.Partitions {
 			tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
@@ -430,6 +446,17 @@ func (m *Manager) RecordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicParti
 			case rp.FetchOffset < p.log.StartOffset():
 				code = kerr.OffsetOutOfRange.Code
 			default:
+				if r.Version >= 12 && rp.LastFetchedEpoch >= 0 {
+					epoch, end, diverges, undefined := p.divergence(rp.LastFetchedEpoch, rp.FetchOffset)
+					if diverges {
+						refused[tp] = FetchRefusal{Diverging: true, Epoch: epoch, EndOffset: end}
+						continue
+					}
+					if undefined {
+						refused[tp] = FetchRefusal{Code: kerr.OffsetOutOfRange.Code}
+						continue
+					}
+				}
 				logStart := int64(-1)
 				if r.Version >= 5 {
 					logStart = rp.LogStartOffset
@@ -437,18 +464,35 @@ func (m *Manager) RecordFollowerFetch(r *kmsg.FetchRequest) map[coord.TopicParti
 				code = m.followerFetched(p, r.ReplicaID, rp.FetchOffset, logStart)
 			}
 			if code != 0 {
-				codes[tp] = code
+				refused[tp] = FetchRefusal{Code: code}
 			}
 		}
 	}
-	return codes
+	return refused
+}
+
+// divergence is the leader's check of a fetch from fetchOffset whose
+// last batch was of lastFetchedEpoch (replication.FetchDiverges), over
+// this log's epochs as its leader sees them (LeaderEndOffsetForEpoch).
+func (p *Partition) divergence(lastFetchedEpoch int32, fetchOffset int64) (epoch int32, end int64, diverges, undefined bool) {
+	p.repMu.Lock()
+	leaderEpoch, start := p.rep.LeaderEpoch(), p.rep.LeaderEpochStartOffset()
+	if p.rep.Role() != replication.RoleLeader {
+		leaderEpoch = -1
+	}
+	p.repMu.Unlock()
+	epoch, end = p.log.LeaderEndOffsetForEpoch(lastFetchedEpoch, leaderEpoch, start)
+	diverges, undefined = replication.FetchDiverges(lastFetchedEpoch, fetchOffset, epoch, end)
+	return epoch, end, diverges, undefined
 }
 
 // IdlePosition is a session's position in a partition that did not change
-// since the session was last answered for it.
+// since the session was last answered for it, with the epoch of the last
+// batch the follower named there (-1: none).
 type IdlePosition struct {
 	Partition             *Partition
 	FetchOffset, LogStart int64
+	LastFetchedEpoch      int32
 }
 
 // RecordIdlePositions records a follower's positions in the idle
@@ -457,9 +501,16 @@ type IdlePosition struct {
 // since the follower was last answered, so there is no error to tell it;
 // one that stopped leading here meanwhile refuses the position (its
 // replication state is no longer a leader's), and its change is the next
-// fetch's to serve.
+// fetch's to serve. A position whose log parts from this one (the
+// follower was told, and names the partition again once it has cut) is
+// not recorded.
 func (m *Manager) RecordIdlePositions(idle []IdlePosition, replica int32) {
 	for _, ip := range idle {
+		if ip.LastFetchedEpoch >= 0 {
+			if _, _, diverges, undefined := ip.Partition.divergence(ip.LastFetchedEpoch, ip.FetchOffset); diverges || undefined {
+				continue
+			}
+		}
 		m.followerFetched(ip.Partition, replica, ip.FetchOffset, ip.LogStart)
 	}
 }

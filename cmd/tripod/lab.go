@@ -301,7 +301,7 @@ func newVerifyCmd() *cobra.Command {
 		Long: `Check tripod's safety the way Jepsen's Kafka test does. Unless --bootstrap names
 an existing cluster, it starts 3 brokers of this binary on --coord (each behind
 a cuttable proxy), with min.insync.replicas=2, unclean.leader.election.enable=false
-and replication.truncation=epoch, and creates a topic of --partitions
+and replication.truncation=fetch, and creates a topic of --partitions
 partitions with replication factor 3.
 
 For --duration, --producers write unique values (producer name and sequence)

@@ -579,6 +579,7 @@ func waitStored(t *testing.T, c *cluster.Cluster, id int32, topic string, partit
 type truncation struct {
 	mode           string
 	offset, logEnd int64
+	reason         string
 }
 
 var (
@@ -586,6 +587,7 @@ var (
 	truncationMode = regexp.MustCompile(`\bmode=(\w+)`)
 	truncationTo   = regexp.MustCompile(`\boffset=(-?\d+)`)
 	truncationFrom = regexp.MustCompile(`\blog_end=(-?\d+)`)
+	truncationWhy  = regexp.MustCompile(`\breason="([^"]*)"`)
 )
 
 // truncations returns broker b's truncations of topic-partition, oldest
@@ -607,6 +609,9 @@ func truncations(b *cluster.Broker, topic string, partition int32) []truncation 
 		}
 		if m := truncationFrom.FindStringSubmatch(line); m != nil {
 			tr.logEnd, _ = strconv.ParseInt(m[1], 10, 64)
+		}
+		if m := truncationWhy.FindStringSubmatch(line); m != nil {
+			tr.reason = m[1]
 		}
 		out = append(out, tr)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,7 +160,14 @@ func TestS7UncleanElectionLosesAckedRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: broker %d, the old ISR member, truncated %d acknowledged records to follow the unclean leader", backend, d.last, len(d.only))
+		// The default replication.truncation=fetch cut them: its fetch
+		// named the epoch of its last batch and the leader answered
+		// where the two logs part.
+		trs := truncations(c.Broker(d.last), "s7", 0)
+		if len(trs) == 0 || trs[len(trs)-1].mode != "fetch" || !strings.Contains(trs[len(trs)-1].reason, "parts from the leader's") {
+			t.Fatalf("broker %d's truncations %+v: want the last one in fetch mode, on the leader's diverging epoch", d.last, trs)
+		}
+		t.Logf("%s: broker %d, the old ISR member, truncated %d acknowledged records to follow the unclean leader (%s)", backend, d.last, len(d.only), trs[len(trs)-1].reason)
 	})
 }
 
@@ -172,11 +180,12 @@ func TestS7UncleanElectionLosesAckedRecords(t *testing.T) {
 // B; SIGKILL A; the controller elects B (first live ISR member) and C
 // follows B — in hw mode C truncates to its stale HW and drops m, in
 // epoch mode C asks B for its epoch's end and, B being unreachable, keeps
-// m; SIGKILL B; C leads. In hw mode the acknowledged m is lost, in epoch
-// mode it survives. Leader epochs e, e+1, e+2 show the sequence happened
+// m (in fetch mode it fetches from its log end, and keeps m the same
+// way); SIGKILL B; C leads. In hw mode the acknowledged m is lost, in
+// epoch and fetch mode it survives. Leader epochs e, e+1, e+2 show the sequence happened
 // as intended.
 func TestS8KIP101HWTruncationLosesAckedRecord(t *testing.T) {
-	for _, mode := range []string{"hw", "epoch"} {
+	for _, mode := range []string{"hw", "epoch", "fetch"} {
 		t.Run(mode, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, backend string) {
 				testS8(t, backend, mode)
@@ -233,7 +242,7 @@ func testS8(t *testing.T, backend, mode string) {
 		}
 		t.Logf("C truncated to its stale HW %d, dropping m", tr.offset)
 	} else if !holds(stored(t, c, cc, "s8", 0), offset, m) {
-		t.Fatalf("epoch mode: C dropped m before it could ask B, log %v", stored(t, c, cc, "s8", 0))
+		t.Fatalf("%s mode: C dropped m before it could ask B, log %v", mode, stored(t, c, cc, "s8", 0))
 	}
 	if since := time.Since(acked); since > 15*time.Second {
 		t.Fatalf("step 3 ended %v after m was acknowledged: near replica.fetch.wait.max.ms (20 s), a follower may have learned the HW", since)
@@ -262,11 +271,11 @@ func testS8(t *testing.T, backend, mode string) {
 			t.Fatalf("hw mode: m at %v (log %v, C's disk %v), want it lost", offsetsOf(final, m), final, onDisk)
 		}
 		t.Logf("%s, hw mode: m, acknowledged at offset %d, is lost: C leads at epoch %d with log %v", backend, offset, last.LeaderEpoch, final)
-	case "epoch":
+	default:
 		if !holds(final, offset, m) {
-			t.Fatalf("epoch mode: log %v (C's disk %v), want m at offset %d", final, onDisk, offset)
+			t.Fatalf("%s mode: log %v (C's disk %v), want m at offset %d", mode, final, onDisk, offset)
 		}
-		t.Logf("%s, epoch mode: m survives at offset %d: C leads at epoch %d with log %v", backend, offset, last.LeaderEpoch, final)
+		t.Logf("%s, %s mode: m survives at offset %d: C leads at epoch %d with log %v", backend, mode, offset, last.LeaderEpoch, final)
 	}
 }
 

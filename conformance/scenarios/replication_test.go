@@ -129,15 +129,16 @@ func TestS2PausedFollowerLeavesAndRejoinsISR(t *testing.T) {
 // TestS3KilledFollowerTruncatesAndRejoins: a follower killed (SIGKILL)
 // and restarted truncates its log before it fetches again — in hw mode
 // to its checkpointed HW (the seeds' rule, R7), in epoch mode to the end
-// of its last leader epoch as the leader reports it (KIP-101/279) —
-// catches up and rejoins the ISR.
+// of its last leader epoch as the leader reports it (KIP-101/279), in
+// fetch mode where the leader's answer to its first fetch says its log
+// parts from the leader's — catches up and rejoins the ISR.
 //
 // replica.fetch.wait.max.ms=20000 makes the follower hold the last record
 // without the HW covering it (the leader answers a waiting fetch early
 // only for new records), so there is something above its HW: hw mode cuts
-// that record and fetches it again, epoch mode keeps it.
+// that record and fetches it again, epoch and fetch mode keep it.
 func TestS3KilledFollowerTruncatesAndRejoins(t *testing.T) {
-	for _, mode := range []string{"hw", "epoch"} {
+	for _, mode := range []string{"hw", "epoch", "fetch"} {
 		t.Run(mode, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, backend string) {
 				testS3(t, backend, mode)
@@ -205,14 +206,15 @@ func testS3(t *testing.T, backend, mode string) {
 	more := values("s3-after", 2)
 	moreOffsets := produceValues(t, cl, "s3", 0, more...)
 	waitPartition(t, c, "s3", 0, leader, []int32{leader, follower, ctrl})
-	if mode == "epoch" {
+	if mode != "hw" {
 		// epoch: to where the leader says the follower's last epoch ends,
-		// its log end n: nothing is cut, so no truncation is logged, and
-		// the record above its HW was kept, not fetched again.
+		// its log end n; fetch: the leader finds the follower's fetch
+		// continues its log. Nothing is cut, so no truncation is logged,
+		// and the record above its HW was kept, not fetched again.
 		if trs := truncations(c.Broker(follower), "s3", 0); len(trs) != since {
-			t.Fatalf("epoch mode: follower %d truncated %+v, want no cut: the leader's epoch ends at %d, its log end", follower, trs[since:], n)
+			t.Fatalf("%s mode: follower %d truncated %+v, want no cut: the leader's epoch ends at %d, its log end", mode, follower, trs[since:], n)
 		}
-		t.Logf("%s: follower %d, epoch mode: the leader's epoch ends at %d = its log end, nothing cut (its HW was %d)", backend, follower, n, hw)
+		t.Logf("%s: follower %d, %s mode: the leader's epoch ends at %d = its log end, nothing cut (its HW was %d)", backend, follower, mode, n, hw)
 	}
 	var all []record
 	for i, v := range vals {

@@ -477,7 +477,7 @@ func (r *verifyRun) run(ctx context.Context, root string) error {
 		cfg.Sets = append([]string{
 			"min.insync.replicas=2",
 			"unclean.leader.election.enable=false",
-			"replication.truncation=epoch",
+			"replication.truncation=fetch",
 			// A follower cut off leaves the ISR within the cut, so that cuts
 			// exercise ISR changes and not only waiting.
 			"replica.lag.time.max.ms=" + strconv.FormatInt(opts.SessionTimeout.Milliseconds(), 10),
