@@ -36,15 +36,6 @@ func (p *Partition) startTruncation() Truncation {
 	return Truncation{Offset: p.logEnd, Epoch: p.askedEpoch()}
 }
 
-// LastFetchedEpoch is the epoch a follower's fetch names as its last
-// batch's (Fetch v12's LastFetchedEpoch), -1 for a log without epochs.
-func (p *Partition) LastFetchedEpoch() int32 {
-	if len(p.epochs) == 0 {
-		return -1
-	}
-	return p.epochs[len(p.epochs)-1].Epoch
-}
-
 // DivergingEpoch takes a leader's answer to a fetch in fetch mode that
 // says the follower's log parts from its own (Fetch's DivergingEpoch:
 // the largest epoch at most the fetch's LastFetchedEpoch that the leader
