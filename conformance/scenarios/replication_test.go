@@ -197,7 +197,7 @@ func testS3(t *testing.T, backend, mode string) {
 		// hw: to its checkpointed HW, cutting the record above it.
 		tr := waitTruncation(t, c.Broker(follower), "s3", 0, since)
 		t.Logf("%s: follower %d logged: truncated follower log: partition=s3-0 mode=%s offset=%d log_end=%d", backend, follower, tr.mode, tr.offset, tr.logEnd)
-		if want := (truncation{mode: "hw", offset: hw, logEnd: n}); tr != want {
+		if want := (truncation{mode: "hw", offset: hw, logEnd: n, reason: tr.reason}); tr != want {
 			t.Fatalf("truncation %+v, want %+v", tr, want)
 		}
 	}
