@@ -115,9 +115,23 @@ func BenchmarkFetchReplicated(b *testing.B) {
 // past it, and the answer. replication's BenchmarkAcksAllRound is the
 // same round without the network and the disk.
 func BenchmarkReplicationRoundTrip(b *testing.B) {
-	const topic = "bench-round-trip"
-	seed := replicatedTopic(b, topic, 1)
-	cl := newBenchClient(b, seed, kgo.DefaultProduceTopic(topic),
+	replicationRoundTrip(b, "bench-round-trip", 1)
+}
+
+// BenchmarkReplicationRoundTripWide is BenchmarkReplicationRoundTrip's
+// round on one partition of a topic of 3 000, the others idle: what a
+// follower's fetch round costs for each partition it holds and nothing
+// moved in (a steady fetcher looks only at the moved ones).
+func BenchmarkReplicationRoundTripWide(b *testing.B) {
+	replicationRoundTrip(b, "bench-round-trip-wide", 3000)
+}
+
+// replicationRoundTrip produces one record of 100 B at a time to
+// partition 0 of a new topic of partitions partitions, replication
+// factor 3, acks=all, each once the one before is acknowledged.
+func replicationRoundTrip(b *testing.B, topic string, partitions int32) {
+	seed := replicatedTopic(b, topic, partitions)
+	cl := newBenchClient(b, seed, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	ctx := testContext(b, 5*time.Minute)
 	record := &kgo.Record{Value: make([]byte, 100)}

@@ -34,6 +34,7 @@ gate=(
   "broker ProduceReplicated 50000x"
   "broker FetchReplicated 50000x"
   "broker ReplicationRoundTrip 2000x"
+  "broker ReplicationRoundTripWide 2000x"
   "replication AcksAllRound 1000000x"
   "controller Decisions10000 3x"
 )
