@@ -28,11 +28,13 @@ type Partition struct {
 	// dynamic broker configs included), shared by every replica it was
 	// applied to and never changed. leaderThrottled and
 	// followerThrottled say whether the topic's throttled replicas
-	// configs name this replica.
+	// configs name this replica; throttleSeen is its manager's
+	// followerThrottleSeen, set with the first followerThrottled.
 	configs           atomic.Pointer[map[string]string]
 	cfg               atomic.Pointer[config.Config]
 	leaderThrottled   atomic.Bool
 	followerThrottled atomic.Bool
+	throttleSeen      *atomic.Bool
 
 	// appendMu serialises appends, truncations and role changes of the
 	// log, so that offsets and the wake-ups that follow them happen in
@@ -87,9 +89,9 @@ type Partition struct {
 	sessions []ChangeWatcher
 }
 
-func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *config.Config, configs map[string]string, self int32, rep *replication.Partition, hw int64) *Partition {
+func newPartition(info controller.PartitionInfo, l *tlog.Log, cfg *config.Config, configs map[string]string, self int32, rep *replication.Partition, hw int64, throttleSeen *atomic.Bool) *Partition {
 	p := &Partition{topic: info.Topic, index: info.Partition, topicID: info.TopicID, log: l,
-		rep: rep, producers: replication.NewProducers()}
+		rep: rep, producers: replication.NewProducers(), throttleSeen: throttleSeen}
 	p.storeConfigs(cfg, configs, self)
 	// A checkpointed high watermark older than a DeleteRecords that moved
 	// the log start is raised to it, as Kafka's updateHighWatermark
@@ -166,7 +168,11 @@ func (p *Partition) storeConfigs(cfg *config.Config, configs map[string]string, 
 	p.configs.Store(&configs)
 	p.cfg.Store(cfg)
 	p.leaderThrottled.Store(config.ThrottledReplicas(configs[config.LeaderThrottledKey], p.index, self))
-	p.followerThrottled.Store(config.ThrottledReplicas(configs[config.FollowerThrottledKey], p.index, self))
+	throttled := config.ThrottledReplicas(configs[config.FollowerThrottledKey], p.index, self)
+	if throttled {
+		p.throttleSeen.Store(true)
+	}
+	p.followerThrottled.Store(throttled)
 }
 
 // SetConfigs applies a topic's changed configs, over the broker config

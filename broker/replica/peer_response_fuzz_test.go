@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,7 +135,8 @@ func newPeerFuzzBroker(f *testing.F, peer *kafkatest.Peer) *peerFuzzBroker {
 	f.Cleanup(cancel)
 	pf := &peerFuzzBroker{m: m, peer: member, addr: peer.Addr()}
 	pf.fetcher = &fetcher{m: m.fetchers, leader: fakePeerID, ctx: ctx, cancel: cancel,
-		parts: map[*Partition]*fetchPartition{}, byTP: map[coord.TopicPartition]*fetchPartition{}, changed: make(chan struct{}, 1)}
+		parts: map[*Partition]*fetchPartition{}, byTP: map[coord.TopicPartition]*fetchPartition{}, aside: map[*fetchPartition]struct{}{},
+		changed: make(chan struct{}, 1)}
 	self := coord.BrokerID(cfg.BrokerID)
 	for i := int32(0); i < 2; i++ {
 		info := controller.PartitionInfo{
@@ -151,7 +153,7 @@ func newPeerFuzzBroker(f *testing.F, peer *kafkatest.Peer) *peerFuzzBroker {
 			f.Fatalf("open log: %v", err)
 		}
 		f.Cleanup(func() { l.Close() })
-		p := newPartition(info, l, &cfg, nil, cfg.BrokerID, rep, 0)
+		p := newPartition(info, l, &cfg, nil, cfg.BrokerID, rep, 0, new(atomic.Bool))
 		m.applyRole(p, info)
 		if p.rep.Role() != replication.RoleFollower {
 			f.Fatalf("partition %s: got role %v, want follower", p.Name(), p.rep.Role())
@@ -182,7 +184,7 @@ func (pf *peerFuzzBroker) applyPeerResponse(t *testing.T, key int16) {
 		defer cl.Close()
 		switch key {
 		case 1:
-			_ = pf.fetcher.fetch(ctx, cl, slices.Clone(pf.parts), nil, time.Time{})
+			_ = pf.fetcher.fetch(ctx, cl, slices.Clone(pf.parts), nil, time.Time{}, false)
 		case 2:
 			pf.fetcher.outOfRange(ctx, cl, pf.parts[0], -1)
 		case 23:

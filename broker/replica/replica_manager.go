@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -78,6 +79,11 @@ type Manager struct {
 	fetchers *fetcherManager
 	isr      *isrSender
 	hwCkpt   *HWCheckpoints
+	// followerThrottleSeen is set once any replica of this broker is a
+	// throttled follower (follower.replication.throttled.replicas); until
+	// then the fetchers need not look for one (fetcher.run's fast
+	// rounds).
+	followerThrottleSeen atomic.Bool
 	// files is the pool through which every log of the broker opens its
 	// segment files (log.open.files.max).
 	files *tlog.FilePool

@@ -348,7 +348,7 @@ func (m *Manager) openReplica(info controller.PartitionInfo, configs map[string]
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s in %s: %w", info.TopicPartition(), dir, err)
 	}
-	p := newPartition(info, l, cfg, configs, m.cfg.BrokerID, rep, m.hwCkpt.Lookup(info.TopicPartition()))
+	p := newPartition(info, l, cfg, configs, m.cfg.BrokerID, rep, m.hwCkpt.Lookup(info.TopicPartition()), &m.followerThrottleSeen)
 	p.dir = dir
 	if err := m.recoverProducers(p, time.Now()); err != nil {
 		l.Close()
