@@ -178,10 +178,9 @@ type fetcher struct {
 	// partition's seq was allSeq; fastRound is the latest fast round.
 	// dirty are the partitions answered since the last fetch named
 	// positions: in a fast round the only ones whose position may have
-	// moved. Owned by run.
-	// lookedInc is the session incarnation (followerSession.inc, never
-	// 0 once a session answered) in which a fetch last looked at every
-	// fetched partition's position.
+	// moved. lookedInc is the session incarnation (followerSession.inc,
+	// never 0 once a session answered) in which a fetch last looked at
+	// every fetched partition's position. Owned by run.
 	all            []*fetchPartition
 	allGen, allSeq uint64
 	fastRound      uint64
