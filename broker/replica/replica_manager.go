@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -330,19 +332,45 @@ func (m *Manager) backgroundLoop() {
 func (m *Manager) closeLogs() error {
 	m.replicasMu.Lock()
 	defer m.replicasMu.Unlock()
-	var first error
-	for _, p := range m.replicas {
+	parts := slices.Collect(maps.Values(m.replicas))
+	errs := make([]error, len(parts))
+	inParallel(len(parts), maxOpeners, func(i int) {
+		p := parts[i]
 		p.appendMu.Lock()
 		if err := m.snapshotProducers(p, false); err != nil {
 			m.logger.Warn("producer snapshot at close failed; the next open reads the log from an older one", "partition", p.Name(), "error", err)
 		}
 		p.appendMu.Unlock()
-		if err := p.log.Close(); err != nil && first == nil {
-			first = fmt.Errorf("close log of %s: %w", p.Name(), err)
+		if err := p.log.Close(); err != nil {
+			errs[i] = fmt.Errorf("close log of %s: %w", p.Name(), err)
+		}
+	})
+	m.replicas = make(map[coord.TopicPartition]*Partition)
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
-	m.replicas = make(map[coord.TopicPartition]*Partition)
-	return first
+	return nil
+}
+
+// inParallel calls f(0) to f(n-1) from up to workers goroutines and
+// returns when every call has.
+func inParallel(n, workers int, f func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // recoverProducers rebuilds p's producer state from its latest producer

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -231,7 +230,7 @@ type openedReplica struct {
 }
 
 // maxOpeners bounds the goroutines that open the logs of one
-// LeaderAndIsr's new replicas.
+// LeaderAndIsr's new replicas, and those that close the logs at shutdown.
 const maxOpeners = 8
 
 // openReplicas opens the replicas that parts need and this broker does
@@ -290,24 +289,11 @@ func (m *Manager) openReplicas(ctx context.Context, parts []controller.Partition
 		}
 	}
 	results := make([]openedReplica, len(todo))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(maxOpeners, len(todo)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				info := parts[todo[j]]
-				p, err := m.openReplica(info, configs[info.Topic])
-				results[j] = openedReplica{p: p, err: err}
-			}
-		}()
-	}
-	for j := range todo {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
+	inParallel(len(todo), maxOpeners, func(j int) {
+		info := parts[todo[j]]
+		p, err := m.openReplica(info, configs[info.Topic])
+		results[j] = openedReplica{p: p, err: err}
+	})
 	for j, i := range todo {
 		out[i] = results[j]
 	}
