@@ -70,9 +70,11 @@ func (s *CoordServers) Configure(cfg *cluster.Config, zkConnect, etcdEndpoints, 
 				zcfg.TickTime, zcfg.MinSessionTimeout = 100*time.Millisecond, time.Second
 				// As a production ZooKeeper runs (and the Go benchmarks'):
 				// fully compiled, with a heap that holds 100 000 partitions'
-				// znodes and their watches. The tests' 256 MiB, C1-only JVM
-				// ran out of heap at that scale, and loaded it in 20 s.
-				zcfg.FullJIT, zcfg.HeapMB = true, 1024
+				// znodes and their watches, all of it from the start. The
+				// tests' 256 MiB, C1-only JVM ran out of heap at that scale,
+				// and loaded it in 20 s; a heap grown from 16 MiB spent the
+				// first 10 000-partition failover collecting.
+				zcfg.FullJIT, zcfg.HeapMB, zcfg.FixedHeap = true, 1024, true
 				zk, err := zkserver.Start(filepath.Join(s.Dir, "zookeeper"), zcfg)
 				if err != nil {
 					return fmt.Errorf("start a local zookeeper (Debian package zookeeper): %w", err)

@@ -82,12 +82,12 @@ func BenchmarkControllerFailover100k(b *testing.B) {
 }
 
 // benchHarness returns a harness on a ZooKeeper of the benchmark's own,
-// run as in production (full JIT, 1 GiB of heap) and stopped when it
-// ends, with a 6 s session timeout.
+// run as in production (full JIT, 1 GiB of heap from the start) and
+// stopped when it ends, with a 6 s session timeout.
 func benchHarness(b *testing.B) conformance.Harness {
 	server(b)
 	cfg := zkserver.DefaultConfig()
-	cfg.FullJIT, cfg.HeapMB = true, 1024
+	cfg.FullJIT, cfg.HeapMB, cfg.FixedHeap = true, 1024, true
 	s, err := zkserver.Start(b.TempDir(), cfg)
 	if err != nil {
 		b.Fatalf("start zookeeper: %v", err)

@@ -1,6 +1,9 @@
 package zkserver_test
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,4 +53,44 @@ func TestEnsembleOfThreeElectsALeader(t *testing.T) {
 	if leaders != 1 {
 		t.Fatalf("leaders: got %d, want 1", leaders)
 	}
+}
+
+func TestFixedHeapStartsTheJVMWithItsWholeHeap(t *testing.T) {
+	zkserver.Require(t)
+	dir := t.TempDir()
+	cfg := zkserver.DefaultConfig()
+	cfg.HeapMB, cfg.FixedHeap = 64, true
+	s, err := zkserver.Start(dir, cfg)
+	if err != nil {
+		t.Fatalf("start zookeeper with a fixed heap: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	args := javaArgs(t, dir)
+	for _, want := range []string{"-Xms64m", "-Xmx64m"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("java arguments %q: want %s", args, want)
+		}
+	}
+}
+
+// javaArgs is the command line of the running java process whose
+// arguments name a file under dir (its zoo.cfg).
+func javaArgs(t *testing.T, dir string) []string {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if len(args) > 0 && filepath.Base(args[0]) == "java" && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, dir) }) {
+			return args
+		}
+	}
+	t.Fatalf("no java process with an argument under %s", dir)
+	return nil
 }
