@@ -66,9 +66,9 @@ type Config struct {
 	// FixedHeap starts the JVM with its whole heap (-Xms equal to -Xmx),
 	// as production ZooKeeper deployments set it. Default false: the heap
 	// starts at 16 MiB and grows, which keeps short tests small; under its
-	// first heavy load such a heap grows through dozens of collections
-	// (a 10 000-partition failover's commit met twenty in a second, one of
-	// them full), in the middle of what a benchmark measures.
+	// first heavy load such a heap grows through collection after
+	// collection (a 10 000-partition failover met sixteen in two seconds,
+	// one of them full), in the middle of what a benchmark measures.
 	FixedHeap bool
 }
 
