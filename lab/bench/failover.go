@@ -20,6 +20,7 @@ import (
 
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/createtopics"
+	"github.com/tripodmq/tripod/internal/hostcpu"
 	"github.com/tripodmq/tripod/lab"
 )
 
@@ -343,6 +344,7 @@ func Failover(ctx context.Context, cfg FailoverConfig, out, errOut io.Writer) er
 	}
 	fmt.Fprintf(out, "%d brokers%s%s, session timeout %v, %g records/s per partition, acks=all, RF %d, %s, brokers' GOMAXPROCS %d%s; times in ms after SIGKILL (unavailability: last ack before to first ack after); wall time %.0fs\n",
 		opts.Brokers, quorum, racks, opts.SessionTimeout, opts.Rate, lab.Brokers, minISR, report.BrokerGoMaxProcs, load, report.WallSeconds)
+	writeMachineCPU(out, report.Series)
 	for _, s := range report.Series {
 		if s.TopicReadyMs > 0 {
 			what := "every leader acknowledged an acks=all write"
@@ -901,6 +903,7 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		fails, recovers = append(fails, fail), append(recovers, recover)
 	}
 	written := slices.DeleteFunc(slices.Clone(affected), func(p int32) bool { return int(p) >= s.produced() })
+	cpuAtKill, cpuErr := hostcpu.Read()
 	killAt := s.tracker.arm(victims, written)
 	r.KilledAt = killAt
 	// A zone's brokers fail together: one signal after the other, with
@@ -979,6 +982,11 @@ func (s *failoverSession) measureRun(ctx context.Context, kase string, run int, 
 		}
 	}
 	acks := s.tracker.disarm()
+	if cpuErr == nil {
+		if cpu, err := hostcpu.Read(); err == nil {
+			r.setMachineCPU(cpu.Since(cpuAtKill))
+		}
+	}
 
 	r.DetectionMs = msSince(detectedAt, killAt)
 	r.MembershipMs = msSince(membershipAt, killAt)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tripodmq/tripod/internal/hostcpu"
 )
 
 // failoverReport is everything `tripod bench failover` measured; it is
@@ -137,6 +139,42 @@ type failoverRun struct {
 	// RejoinMs is how long the restarted brokers took until every ISR was
 	// full again (0 when no run followed).
 	RejoinMs float64 `json:"rejoin_ms,omitempty"`
+	// MachineCPUBusyPct and MachineCPUStealPct are how the machine's CPU
+	// time was spent from the kill until the run's measurement ended, in
+	// percent: busy, and stolen by the hypervisor for other guests, which
+	// the run's times carry. Absent where /proc/stat cannot be read.
+	MachineCPUBusyPct  *float64 `json:"machine_cpu_busy_pct,omitempty"`
+	MachineCPUStealPct *float64 `json:"machine_cpu_steal_pct,omitempty"`
+}
+
+// setMachineCPU records u as the run's machine CPU.
+func (r *failoverRun) setMachineCPU(u hostcpu.Usage) {
+	busy, steal := 100*u.Busy, 100*u.Steal
+	r.MachineCPUBusyPct, r.MachineCPUStealPct = &busy, &steal
+}
+
+// writeMachineCPU prints the range of the runs' machine CPU, and the run
+// the hypervisor took the most from, when any run has the figures.
+func writeMachineCPU(w io.Writer, series []*failoverSeries) {
+	var busy, steal []float64
+	var most *failoverRun
+	var mostSeries *failoverSeries
+	for _, s := range series {
+		for _, r := range s.Runs {
+			if r.MachineCPUBusyPct == nil {
+				continue
+			}
+			busy, steal = append(busy, *r.MachineCPUBusyPct), append(steal, *r.MachineCPUStealPct)
+			if most == nil || *r.MachineCPUStealPct > *most.MachineCPUStealPct {
+				most, mostSeries = r, s
+			}
+		}
+	}
+	if most == nil {
+		return
+	}
+	fmt.Fprintf(w, "machine CPU from each kill to the end of its run: %.0f-%.0f %% busy, %.1f-%.1f %% stolen by the hypervisor (the most: %s, %d partitions, %s run %d)\n",
+		slices.Min(busy), slices.Max(busy), slices.Min(steal), slices.Max(steal), mostSeries.Backend, mostSeries.Partitions, most.Case, most.Run)
 }
 
 // killedDescription names the brokers r killed: "broker 2", or in case

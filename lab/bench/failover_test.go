@@ -183,6 +183,14 @@ func TestBenchFailoverProducePartitions(t *testing.T) {
 		t.Errorf("series: topic %s, topics %v; want %s and %v", s.Topic, s.Topics, want[0], want)
 	}
 	r := s.Runs[0]
+	// The machine's CPU from the kill on, read from /proc/stat: with a
+	// CPU kept busy by the background load, the machine was busy.
+	if b, st := r.MachineCPUBusyPct, r.MachineCPUStealPct; b == nil || st == nil || *b <= 0 || *st < 0 || *b+*st > 100.001 {
+		t.Errorf("run: machine CPU busy %v, steal %v; want busy above 0 and busy plus steal at most 100 %%", b, st)
+	}
+	if !regexp.MustCompile(`machine CPU from each kill to the end of its run: \d+-\d+ % busy, [\d.]+-[\d.]+ % stolen by the hypervisor \(the most: raft, 6 partitions, controller run 1\)`).MatchString(stdout) {
+		t.Errorf("the summary does not give the machine's CPU over the runs")
+	}
 	if r.LeadersVisibleMaxMs == nil || len(r.Unrecovered) != 0 {
 		t.Errorf("run: leaders visible at %v, unrecovered %v; want a time and none", r.LeadersVisibleMaxMs, r.Unrecovered)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/internal/gcfloor"
+	"github.com/tripodmq/tripod/internal/hostcpu"
 )
 
 // OMBConfig is what `tripod bench omb` runs, and on which cluster.
@@ -695,6 +696,10 @@ func (r *ombRun) sample(ctx context.Context, d time.Duration, res *ombResult) er
 	s := r.stats
 	lastSent, lastErr, lastBytes := s.sent.Load(), s.sendErrors.Load(), s.sentBytes.Load()
 	lastRecv, lastRecvBytes := s.received.Load(), s.receivedBytes.Load()
+	// The machine's CPU time, where it can be read: a window's figures
+	// and the test's.
+	startCPU, cpuErr := hostcpu.Read()
+	lastCPU := startCPU
 	ticker := time.NewTicker(r.cfg.Window)
 	defer ticker.Stop()
 	for {
@@ -721,6 +726,12 @@ func (r *ombRun) sample(ctx context.Context, d time.Duration, res *ombResult) er
 			ConsumeMBps:      float64(recvBytes-lastRecvBytes) / (1 << 20) / secs,
 			Backlog:          sent*int64(r.w.SubscriptionsPerTopic) - recv,
 		}
+		if cpuErr == nil {
+			if cpu, err := hostcpu.Read(); err == nil {
+				win.CPU, win.HasCPU = cpu.Since(lastCPU), true
+				lastCPU = cpu
+			}
+		}
 		s.mu.Lock()
 		win.Publish = percentiles(s.pubWindow)
 		win.EndToEnd = percentiles(s.e2eWindow)
@@ -735,6 +746,9 @@ func (r *ombRun) sample(ctx context.Context, d time.Duration, res *ombResult) er
 		}
 		last, lastSent, lastErr, lastBytes, lastRecv, lastRecvBytes = now, sent, sendErr, sentBytes, recv, recvBytes
 		if final || !now.Before(end) {
+			if res != nil && cpuErr == nil && lastCPU != startCPU {
+				res.setTestCPU(lastCPU.Since(startCPU))
+			}
 			return nil
 		}
 	}

@@ -14,7 +14,14 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/tripodmq/tripod/internal/hostcpu"
 )
+
+// stealWarnPct is the share of the machine's CPU time the hypervisor may
+// take during a test before the result warns of it: at 2 % a busy
+// machine's requests already wait tens of milliseconds now and then.
+const stealWarnPct = 2.0
 
 // ombQuantiles are the percentiles OMB reports, with their names in its
 // TestResult fields (publishLatency50pct ... publishLatency9999pct).
@@ -57,6 +64,10 @@ type ombWindow struct {
 	Backlog                                    int64
 	// Publish and EndToEnd are in microseconds, DelayMicros too.
 	Publish, EndToEnd, DelayMicros ombPercentiles
+	// CPU is how the machine's CPU time was spent meanwhile; HasCPU is
+	// false where it could not be read.
+	CPU    hostcpu.Usage
+	HasCPU bool
 }
 
 // line formats w as OMB's periodic log line.
@@ -64,7 +75,16 @@ func (w ombWindow) line() string {
 	p, e := w.Publish.ms(), w.EndToEnd.ms()
 	return fmt.Sprintf("Pub rate %7.1f msg/s / %6.2f MB/s | Pub err %5.1f err/s | Cons rate %7.1f msg/s / %6.2f MB/s | Backlog: %6.1f K | Pub Latency (ms) avg: %6.2f - 50%%: %6.2f - 99%%: %6.2f - 99.9%%: %6.2f - Max: %7.2f | E2E Latency (ms) avg: %6.2f - 50%%: %6.2f - 99%%: %6.2f - 99.9%%: %6.2f - Max: %7.2f",
 		w.PublishRate, w.PublishMBps, w.PublishErrorRate, w.ConsumeRate, w.ConsumeMBps, float64(w.Backlog)/1000,
-		p.Avg, p.Pct[0], p.Pct[3], p.Pct[4], p.Max, e.Avg, e.Pct[0], e.Pct[3], e.Pct[4], e.Max)
+		p.Avg, p.Pct[0], p.Pct[3], p.Pct[4], p.Max, e.Avg, e.Pct[0], e.Pct[3], e.Pct[4], e.Max) + w.cpuText()
+}
+
+// cpuText is tripod's addition to OMB's line: the machine's CPU over the
+// window, busy and stolen by the hypervisor.
+func (w ombWindow) cpuText() string {
+	if !w.HasCPU {
+		return ""
+	}
+	return fmt.Sprintf(" | Machine CPU busy %5.1f%% - steal %4.1f%%", 100*w.CPU.Busy, 100*w.CPU.Steal)
 }
 
 // ombResult is what `tripod bench omb` writes as JSON: OMB's TestResult
@@ -161,6 +181,14 @@ type ombResult struct {
 	FetchErrors     int64  `json:"tripodFetchErrors"`
 	FirstSendError  string `json:"tripodFirstSendError,omitempty"`
 	FirstFetchError string `json:"tripodFirstFetchError,omitempty"`
+	// The machine's CPU time, per window and over the test, in percent:
+	// busy (every process, this one included), and stolen by the
+	// hypervisor for other guests, which a virtual machine's latencies
+	// carry. Left out where /proc/stat cannot be read.
+	MachineCPUBusyPct      []float64 `json:"tripodMachineCpuBusyPct,omitempty"`
+	MachineCPUStealPct     []float64 `json:"tripodMachineCpuStealPct,omitempty"`
+	TestMachineCPUBusyPct  *float64  `json:"tripodTestMachineCpuBusyPct,omitempty"`
+	TestMachineCPUStealPct *float64  `json:"tripodTestMachineCpuStealPct,omitempty"`
 }
 
 // newOMBResult starts the result of a run of w.
@@ -207,6 +235,16 @@ func (r *ombResult) addWindow(w ombWindow) {
 	r.PublishDelayLatency999pct = append(r.PublishDelayLatency999pct, int64(d.Pct[4]))
 	r.PublishDelayLatency9999pct = append(r.PublishDelayLatency9999pct, int64(d.Pct[5]))
 	r.PublishDelayLatencyMax = append(r.PublishDelayLatencyMax, int64(d.Max))
+	if w.HasCPU {
+		r.MachineCPUBusyPct = append(r.MachineCPUBusyPct, 100*w.CPU.Busy)
+		r.MachineCPUStealPct = append(r.MachineCPUStealPct, 100*w.CPU.Steal)
+	}
+}
+
+// setTestCPU records how the machine's CPU time was spent over the test.
+func (r *ombResult) setTestCPU(u hostcpu.Usage) {
+	busy, steal := 100*u.Busy, 100*u.Steal
+	r.TestMachineCPUBusyPct, r.TestMachineCPUStealPct = &busy, &steal
 }
 
 // aggregate sets the aggregated figures from s's phase histograms; the
@@ -265,6 +303,12 @@ func (r *ombResult) write(dir string, out io.Writer) error {
 		r.AggregatedEndToEndLatency999pct, r.AggregatedEndToEndLatency9999pct, r.AggregatedEndToEndLatencyMax)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if r.TestMachineCPUBusyPct != nil {
+		fmt.Fprintf(out, "machine CPU over the test: %.1f %% busy, %.1f %% stolen by the hypervisor\n", *r.TestMachineCPUBusyPct, *r.TestMachineCPUStealPct)
+		if *r.TestMachineCPUStealPct >= stealWarnPct {
+			fmt.Fprintf(out, "the hypervisor took %.1f %% of this machine's CPU time for other guests: the latencies above carry that wait; compare runs made without it\n", *r.TestMachineCPUStealPct)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out %s: %w", dir, err)

@@ -54,7 +54,7 @@ testDurationMinutes: 15
 		args = append(args, "--profile", profile, "--set", "log.writeback.bytes=65536")
 	}
 	stdout, _ := runBench(t, 2*time.Minute, args...)
-	for _, s := range []string{started, "Pub rate", "LATENCY (ms)", "end-to-end"} {
+	for _, s := range []string{started, "Pub rate", "LATENCY (ms)", "end-to-end", "Machine CPU busy", "machine CPU over the test"} {
 		if !strings.Contains(string(stdout), s) {
 			t.Errorf("output lacks %q", s)
 		}
@@ -102,6 +102,15 @@ testDurationMinutes: 15
 	if len(res.PublishRate) == 0 || len(res.PublishRate) != len(res.EndToEndLatency99pct) || len(res.Backlog) != len(res.PublishRate) {
 		t.Errorf("windows: %d publish rates, %d end-to-end p99s, %d backlogs: want the same number, at least 1",
 			len(res.PublishRate), len(res.EndToEndLatency99pct), len(res.Backlog))
+	}
+	// The machine's CPU, read from /proc/stat: per window, and over the
+	// test; a run that sends and receives is busy some of the time.
+	if len(res.MachineCPUBusyPct) != len(res.PublishRate) || len(res.MachineCPUStealPct) != len(res.PublishRate) {
+		t.Errorf("machine CPU: %d busy and %d steal figures for %d windows, want one each per window",
+			len(res.MachineCPUBusyPct), len(res.MachineCPUStealPct), len(res.PublishRate))
+	}
+	if b, st := res.TestMachineCPUBusyPct, res.TestMachineCPUStealPct; b == nil || st == nil || *b <= 0 || *b+*st > 100.001 || *st < 0 {
+		t.Errorf("machine CPU over the test: busy %v, steal %v: want busy above 0 and busy plus steal at most 100 %%", b, st)
 	}
 	if res.AggregatedEndToEndLatency50pct <= 0 || res.AggregatedEndToEndLatencyMax < res.AggregatedEndToEndLatency9999pct ||
 		res.AggregatedPublishLatency50pct <= 0 || res.AggregatedPublishLatencyMax < res.AggregatedPublishLatency9999pct {
