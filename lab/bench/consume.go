@@ -129,11 +129,11 @@ func Consume(ctx context.Context, cfg ConsumeConfig, out io.Writer) error {
 	}
 	var targets []*consumeTarget
 	if opts.Bootstrap != "" {
-		seeds, _, err := benchCluster(ctx, &ProduceConfig{Bootstrap: opts.Bootstrap}, out)
+		t, err := benchCluster(ctx, &ProduceConfig{Bootstrap: opts.Bootstrap}, out)
 		if err != nil {
 			return err
 		}
-		targets = append(targets, &consumeTarget{seeds: seeds})
+		targets = append(targets, &consumeTarget{seeds: t.seeds})
 	} else {
 		binaries := opts.BrokerBinaries
 		if len(binaries) == 0 {
@@ -300,37 +300,6 @@ func cpuCell(v float64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(v, 'f', 2, 64)
-}
-
-// clockTicks is the unit of /proc/PID/stat's CPU times (USER_HZ, 100 on
-// Linux).
-const clockTicks = 100
-
-// processesCPU returns the CPU time, user and system, that the processes
-// pids have used, in seconds (/proc/PID/stat).
-func processesCPU(pids []int) (float64, error) {
-	total := 0.0
-	for _, pid := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return 0, fmt.Errorf("broker CPU time: %w", err)
-		}
-		// The command name, in parentheses, may hold spaces: fields
-		// count from after its closing one.
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 13 {
-			return 0, fmt.Errorf("broker CPU time: /proc/%d/stat has %d fields", pid, len(fields))
-		}
-		for _, f := range fields[11:13] { // utime, stime: fields 14 and 15
-			ticks, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("broker CPU time: /proc/%d/stat: %w", pid, err)
-			}
-			total += float64(ticks) / clockTicks
-		}
-	}
-	return total, nil
 }
 
 // brokersOf is the processes of c's brokers.

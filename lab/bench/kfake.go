@@ -46,12 +46,13 @@ func RunKfake(ctx context.Context, brokers int, out io.Writer) error {
 
 // startKfake runs `tripod bench kfake` of the tripod executable (opts.Binary,
 // empty: this one) with opts.Brokers brokers and GOMAXPROCS as the
-// brokers would have, and returns its addresses and a function that stops
-// it. The process dies with this one.
-func startKfake(opts *ProduceConfig, out io.Writer) (seeds []string, stop func(), err error) {
+// brokers would have, and returns it as a benchmark's target: its
+// addresses, its process and the function that stops it. The process dies
+// with this one.
+func startKfake(opts *ProduceConfig, out io.Writer) (benchTarget, error) {
 	self, err := lab.Binary(opts.Binary)
 	if err != nil {
-		return nil, nil, fmt.Errorf("find this binary to run kfake: %w", err)
+		return benchTarget{}, fmt.Errorf("find this binary to run kfake: %w", err)
 	}
 	cmd := exec.Command(self, "bench", "kfake", "--brokers", strconv.Itoa(opts.Brokers))
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(opts.startedBrokerProcs()))
@@ -59,12 +60,12 @@ func startKfake(opts *ProduceConfig, out io.Writer) (seeds []string, stop func()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, err
+		return benchTarget{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("start %s bench kfake: %w", self, err)
+		return benchTarget{}, fmt.Errorf("start %s bench kfake: %w", self, err)
 	}
-	stop = func() {
+	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}
@@ -81,13 +82,13 @@ func startKfake(opts *ProduceConfig, out io.Writer) (seeds []string, stop func()
 	case l, ok := <-line:
 		if !ok || l == "" {
 			stop()
-			return nil, nil, errors.New("bench kfake ended without naming its brokers")
+			return benchTarget{}, errors.New("bench kfake ended without naming its brokers")
 		}
-		seeds = strings.Split(l, ",")
+		seeds := strings.Split(l, ",")
+		fmt.Fprintf(out, "started kfake with %d brokers, GOMAXPROCS %d: %s\n", opts.Brokers, opts.startedBrokerProcs(), strings.Join(seeds, ","))
+		return benchTarget{seeds: seeds, pids: []int{cmd.Process.Pid}, stop: stop}, nil
 	case <-time.After(30 * time.Second):
 		stop()
-		return nil, nil, errors.New("bench kfake named no brokers within 30s")
+		return benchTarget{}, errors.New("bench kfake named no brokers within 30s")
 	}
-	fmt.Fprintf(out, "started kfake with %d brokers, GOMAXPROCS %d: %s\n", opts.Brokers, opts.startedBrokerProcs(), strings.Join(seeds, ","))
-	return seeds, stop, nil
 }

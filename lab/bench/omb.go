@@ -282,12 +282,12 @@ func OMB(ctx context.Context, cfg OMBConfig, out io.Writer) error {
 			r.profiles.brokers[b.ID] = b.MetricsAddr
 		}
 	} else {
-		seeds, stop, err := benchCluster(ctx, cfg.produceConfig(), out)
+		t, err := benchCluster(ctx, cfg.produceConfig(), out)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		r.seeds = seeds
+		defer t.stop()
+		r.seeds = t.seeds
 	}
 	res, err := r.run(ctx, warmup, testDur)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/tripodmq/tripod/internal/cluster"
 	"github.com/tripodmq/tripod/internal/createtopics"
 	"github.com/tripodmq/tripod/internal/etcdserver"
+	"github.com/tripodmq/tripod/internal/hostcpu"
 	"github.com/tripodmq/tripod/internal/zkserver"
 	"github.com/tripodmq/tripod/lab"
 )
@@ -120,6 +121,89 @@ type produceResult struct {
 	// BrokerGoMaxProcs is the GOMAXPROCS of the brokers the benchmark
 	// started; 0 with --bootstrap, whose brokers it does not know.
 	BrokerGoMaxProcs int `json:"broker_gomaxprocs,omitempty"`
+	// BrokerCPUSeconds is the CPU time the cluster's processes used from
+	// the first record sent to the last acknowledged (tripod's brokers, or
+	// kfake's process), BrokerCPUPerMillion the same per million records;
+	// -1 with --bootstrap, whose processes the benchmark does not know.
+	BrokerCPUSeconds    float64 `json:"broker_cpu_seconds"`
+	BrokerCPUPerMillion float64 `json:"broker_cpu_seconds_per_million_records"`
+	// ProducerCPUSeconds is the CPU time of this process, the producer,
+	// over the same time, ProducerCPUPerMillion the same per million
+	// records.
+	ProducerCPUSeconds    float64 `json:"producer_cpu_seconds"`
+	ProducerCPUPerMillion float64 `json:"producer_cpu_seconds_per_million_records"`
+	// MachineCPUBusyPct and MachineCPUStealPct are how the machine's CPU
+	// time was spent over the same time, in percent: busy, and stolen by
+	// the hypervisor for other guests. Absent where /proc/stat cannot be
+	// read.
+	MachineCPUBusyPct  *float64 `json:"machine_cpu_busy_pct,omitempty"`
+	MachineCPUStealPct *float64 `json:"machine_cpu_steal_pct,omitempty"`
+}
+
+// runCPU is the CPU time counters read at one end of a timed run.
+type runCPU struct {
+	brokers   float64 // seconds, of the cluster's processes; -1 unknown
+	producer  float64 // seconds, of this process
+	machine   hostcpu.Sample
+	machineOK bool
+}
+
+// readRunCPU reads the CPU counters of a run against the cluster whose
+// processes are pids (none: --bootstrap's, unknown).
+func readRunCPU(pids []int) (runCPU, error) {
+	c := runCPU{brokers: -1}
+	if len(pids) > 0 {
+		b, err := processesCPU(pids)
+		if err != nil {
+			return runCPU{}, err
+		}
+		c.brokers = b
+	}
+	p, err := selfCPU()
+	if err != nil {
+		return runCPU{}, err
+	}
+	c.producer = p
+	c.machine, err = hostcpu.Read()
+	c.machineOK = err == nil
+	return c, nil
+}
+
+// setCPU records the CPU used between the counters at the run's start and
+// end.
+func (r *produceResult) setCPU(start, end runCPU) {
+	perMillion := func(secs float64) float64 { return secs / (float64(r.Records) / 1e6) }
+	r.BrokerCPUSeconds, r.BrokerCPUPerMillion = -1, -1
+	if start.brokers >= 0 && end.brokers >= 0 {
+		r.BrokerCPUSeconds = end.brokers - start.brokers
+		r.BrokerCPUPerMillion = perMillion(r.BrokerCPUSeconds)
+	}
+	r.ProducerCPUSeconds = end.producer - start.producer
+	r.ProducerCPUPerMillion = perMillion(r.ProducerCPUSeconds)
+	if start.machineOK && end.machineOK {
+		u := end.machine.Since(start.machine)
+		busy, steal := 100*u.Busy, 100*u.Steal
+		r.MachineCPUBusyPct, r.MachineCPUStealPct = &busy, &steal
+	}
+}
+
+// cpuLine says where the run's CPU went: the cluster's processes, the
+// producer and the machine as a whole.
+func (r produceResult) cpuLine() string {
+	// Seconds to the millisecond: a run of 200 000 records takes a tenth
+	// of a second.
+	secs := func(v float64) string {
+		if v < 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+	line := fmt.Sprintf("CPU from the first record to the last ack: brokers %s s (%s s per million records), producer %s s (%s s per million records)",
+		secs(r.BrokerCPUSeconds), cpuCell(r.BrokerCPUPerMillion), secs(r.ProducerCPUSeconds), cpuCell(r.ProducerCPUPerMillion))
+	if r.MachineCPUBusyPct != nil {
+		line += fmt.Sprintf("; machine %.1f%% busy, %.1f%% steal", *r.MachineCPUBusyPct, *r.MachineCPUStealPct)
+	}
+	return line
 }
 
 // startedBrokerProcs is the GOMAXPROCS of the brokers the benchmark
@@ -261,11 +345,11 @@ func Produce(ctx context.Context, cfg ProduceConfig, out io.Writer) error {
 	if err := opts.validate(); err != nil {
 		return err
 	}
-	seeds, stop, err := benchCluster(ctx, opts, out)
+	target, err := benchCluster(ctx, opts, out)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer target.stop()
 
 	payloads := map[int][][]byte{}
 	for _, size := range opts.RecordSizes {
@@ -284,12 +368,13 @@ func Produce(ctx context.Context, cfg ProduceConfig, out io.Writer) error {
 				fmt.Fprintf(out, "== acks=%s replication-factor=%d record-size=%d B partitions=%d linger=%v batch-size=%d max-in-flight=%d compression=%s topic=%s\n",
 					acks, rf, size, opts.Partitions, opts.Linger, opts.BatchBytes, inFlight(acks, opts), opts.Compression, topic)
 				runCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
-				res, err := benchProduceRun(runCtx, seeds, topic, acks, rf, payloads[size], opts)
+				res, err := benchProduceRun(runCtx, target, topic, acks, rf, payloads[size], opts)
 				cancel()
 				if err != nil {
 					return err
 				}
 				fmt.Fprintln(out, res.line())
+				fmt.Fprintln(out, res.cpuLine())
 				results = append(results, res)
 			}
 		}
@@ -297,11 +382,11 @@ func Produce(ctx context.Context, cfg ProduceConfig, out io.Writer) error {
 
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ACKS\tRF\tSIZE(B)\tRECORDS\tRECORDS/S\tMB/S\tAVG(ms)\tP50\tP95\tP99\tP99.9\tMAX(ms)\t")
+	fmt.Fprintln(tw, "ACKS\tRF\tSIZE(B)\tRECORDS\tRECORDS/S\tMB/S\tAVG(ms)\tP50\tP95\tP99\tP99.9\tMAX(ms)\tBROKER_CPU_PER_M(s)\tPRODUCER_CPU_PER_M(s)\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.2f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.2f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t%s\t\n",
 			r.Acks, r.ReplicationFactor, r.RecordSize, r.Records, r.RecordsPerSec, r.MBPerSec,
-			r.AvgMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P999Ms, r.MaxMs)
+			r.AvgMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P999Ms, r.MaxMs, cpuCell(r.BrokerCPUPerMillion), cpuCell(r.ProducerCPUPerMillion))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -325,29 +410,40 @@ func (r produceResult) line() string {
 		r.Records, r.RecordsPerSec, r.MBPerSec, r.AvgMs, r.MaxMs, r.P50Ms, r.P95Ms, r.P99Ms, r.P999Ms)
 }
 
-// benchCluster returns the seeds of the cluster a benchmark measures:
-// --bootstrap's, or a cluster it starts (startBenchCluster), and the
-// function that stops what it started.
-func benchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (seeds []string, stop func(), err error) {
+// benchTarget is the cluster a benchmark measures.
+type benchTarget struct {
+	seeds []string
+	// pids are the processes serving it, when the benchmark started them
+	// (tripod's brokers, or kfake's one process); nil for --bootstrap's.
+	pids []int
+	// stop stops what the benchmark started.
+	stop func()
+}
+
+// benchCluster returns the cluster a benchmark measures: --bootstrap's,
+// or a cluster it starts (startBenchCluster, or kfake with --coord
+// kfake).
+func benchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) (benchTarget, error) {
 	if opts.Bootstrap == "" && opts.Coord == Kfake {
 		return startKfake(opts, out)
 	}
 	if opts.Bootstrap == "" {
 		c, stop, err := startBenchCluster(ctx, opts, out)
 		if err != nil {
-			return nil, nil, err
+			return benchTarget{}, err
 		}
-		return c.Bootstrap(), stop, nil
+		return benchTarget{seeds: c.Bootstrap(), pids: brokersOf(c), stop: stop}, nil
 	}
+	t := benchTarget{stop: func() {}}
 	for _, s := range strings.Split(opts.Bootstrap, ",") {
 		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
+			t.seeds = append(t.seeds, s)
 		}
 	}
-	if len(seeds) == 0 {
-		return nil, nil, fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", opts.Bootstrap)
+	if len(t.seeds) == 0 {
+		return benchTarget{}, fmt.Errorf("--bootstrap %q: want HOST:PORT[,HOST:PORT]", opts.Bootstrap)
 	}
-	return seeds, func() {}, nil
+	return t, nil
 }
 
 // validateBrokerSets checks the --set broker properties of a benchmark:
@@ -439,7 +535,8 @@ func startBenchCluster(ctx context.Context, opts *ProduceConfig, out io.Writer) 
 // benchProduceRun creates topic, waits until every partition has a leader,
 // produces opts.Records records, cycling through payloads, with the given acks and returns
 // the figures. It fails if any record is not acknowledged.
-func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf int, payloads [][]byte, opts *ProduceConfig) (produceResult, error) {
+func benchProduceRun(ctx context.Context, target benchTarget, topic, acks string, rf int, payloads [][]byte, opts *ProduceConfig) (produceResult, error) {
+	seeds := target.seeds
 	kacks, err := parseAcks(acks)
 	if err != nil {
 		return produceResult{}, err
@@ -496,6 +593,10 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 	// acknowledgements' Done change from another core, took about 7 % of
 	// this process's CPU samples at a million records a second.
 	wg.Add(n)
+	cpu0, err := readRunCPU(target.pids)
+	if err != nil {
+		return produceResult{}, err
+	}
 	start := time.Now()
 	for i := range n {
 		if opts.Throughput > 0 {
@@ -520,6 +621,10 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, err := readRunCPU(target.pids)
+	if err != nil {
+		return produceResult{}, err
+	}
 	if f := failed.Load(); f > 0 {
 		return produceResult{}, fmt.Errorf("produce to topic %s: %d of %d records not acknowledged: %w", topic, f, n, *firstErr.Load())
 	}
@@ -537,7 +642,7 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		return ms(latencies[min(int(p*float64(n)), n-1)])
 	}
 	secs := elapsed.Seconds()
-	return produceResult{
+	res := produceResult{
 		Acks:              acks,
 		ReplicationFactor: rf,
 		RecordSize:        len(payloads[0]),
@@ -558,7 +663,9 @@ func benchProduceRun(ctx context.Context, seeds []string, topic, acks string, rf
 		MaxInFlight:       inFlight(acks, opts),
 		BrokerGoMaxProcs:  opts.startedBrokerProcs(),
 		Compression:       opts.Compression,
-	}, nil
+	}
+	res.setCPU(cpu0, cpu1)
+	return res, nil
 }
 
 // primeProducer sends one record of payload to every partition of topic

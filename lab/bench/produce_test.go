@@ -22,6 +22,7 @@ import (
 // produce` prints per run.
 var (
 	benchHeaderLine = regexp.MustCompile(`^== acks=(\S+) replication-factor=(\d+) record-size=(\d+) B `)
+	benchCPULine    = regexp.MustCompile(`^CPU from the first record to the last ack: brokers ([\d.]+) s \(([\d.]+) s per million records\), producer ([\d.]+) s \(([\d.]+) s per million records\); machine ([\d.]+)% busy, ([\d.]+)% steal$`)
 	benchResultLine = regexp.MustCompile(`^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency, ([\d.]+) ms 50th, ([\d.]+) ms 95th, ([\d.]+) ms 99th, ([\d.]+) ms 99.9th\.$`)
 )
 
@@ -42,8 +43,17 @@ func TestBenchProduce(t *testing.T) {
 	}
 	seen := map[combo]bool{}
 	var pending *combo
-	results := 0
+	results, cpuLines := 0, 0
 	for _, line := range strings.Split(string(out), "\n") {
+		if m := benchCPULine.FindStringSubmatch(line); m != nil {
+			cpuLines++
+			brokers, _ := strconv.ParseFloat(m[1], 64)
+			producer, _ := strconv.ParseFloat(m[3], 64)
+			if brokers <= 0 || producer <= 0 {
+				t.Errorf("%q: want the brokers and the producer to have used CPU during the run", line)
+			}
+			continue
+		}
 		if m := benchHeaderLine.FindStringSubmatch(line); m != nil {
 			rf, _ := strconv.Atoi(m[2])
 			pending = &combo{m[1], rf}
@@ -82,8 +92,8 @@ func TestBenchProduce(t *testing.T) {
 			t.Errorf("%q: percentiles 50/95/99/99.9 = %v/%v/%v/%v ms, want rising and at most the max %v ms", line, f[6], f[7], f[8], f[9], f[5])
 		}
 	}
-	if results != 4 {
-		t.Errorf("%d result lines, want 4", results)
+	if results != 4 || cpuLines != 4 {
+		t.Errorf("%d result lines and %d CPU lines, want 4 of each", results, cpuLines)
 	}
 	for _, c := range []combo{{"1", 1}, {"all", 1}, {"1", 3}, {"all", 3}} {
 		if !seen[c] {
@@ -112,7 +122,49 @@ func TestBenchProduce(t *testing.T) {
 		if r.Records != 2000 || r.RecordSize != 100 || r.RecordsPerSec <= 0 || r.BrokerGoMaxProcs != 1 {
 			t.Errorf("--json run %+v: want 2000 records of 100 B at a rate above 0, brokers on GOMAXPROCS 1", r)
 		}
+		checkProduceCPU(t, r)
 	}
+}
+
+// checkProduceCPU checks the CPU figures of a run against a cluster the
+// benchmark started: the brokers and the producer both used some, per
+// million records is the same scaled, and the machine's shares are
+// percentages.
+func checkProduceCPU(t *testing.T, r produceResult) {
+	t.Helper()
+	if r.BrokerCPUSeconds <= 0 || r.ProducerCPUSeconds <= 0 {
+		t.Errorf("--json run acks=%s rf=%d: broker CPU %v s, producer CPU %v s, want both above 0", r.Acks, r.ReplicationFactor, r.BrokerCPUSeconds, r.ProducerCPUSeconds)
+	}
+	million := float64(r.Records) / 1e6
+	if d := r.BrokerCPUPerMillion*million - r.BrokerCPUSeconds; d > 1e-9 || d < -1e-9 {
+		t.Errorf("--json run: broker CPU %v s per million records for %d records, want %v s in all", r.BrokerCPUPerMillion, r.Records, r.BrokerCPUSeconds)
+	}
+	if r.MachineCPUBusyPct == nil || r.MachineCPUStealPct == nil {
+		t.Fatalf("--json run: no machine CPU figures")
+	}
+	if b, s := *r.MachineCPUBusyPct, *r.MachineCPUStealPct; b < 0 || s < 0 || b+s > 100.0001 {
+		t.Errorf("--json run: machine %v%% busy, %v%% steal, want shares of 100", b, s)
+	}
+}
+
+// TestBenchProduceKfake checks that a run against kfake counts kfake's
+// process as the brokers' CPU.
+func TestBenchProduceKfake(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	out, _ := runBench(t, 2*time.Minute, "bench", "produce", "--coord", "kfake", "--records", "20000",
+		"--record-size", "100", "--acks", "all", "--replication-factor", "1", "--json", jsonPath)
+	if !strings.Contains(string(out), "started kfake with 3 brokers") {
+		t.Fatalf("no line saying kfake started:\n%s", out)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatalf("read --json file: %v", err)
+	}
+	var runs []produceResult
+	if err := json.Unmarshal(b, &runs); err != nil || len(runs) != 1 {
+		t.Fatalf("--json file: %v, want one run:\n%s", err, b)
+	}
+	checkProduceCPU(t, runs[0])
 }
 
 // TestPrimeProducer checks that primeProducer leaves exactly one record

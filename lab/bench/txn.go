@@ -113,11 +113,12 @@ func Txn(ctx context.Context, cfg TxnConfig, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	pc := &ProduceConfig{Bootstrap: opts.Bootstrap, Coord: opts.Coord, Brokers: opts.Brokers, BrokerGoMaxProcs: opts.BrokerGoMaxProcs, Binary: opts.Binary}
-	seeds, stop, err := benchCluster(ctx, pc, out)
+	target, err := benchCluster(ctx, pc, out)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer target.stop()
+	seeds := target.seeds
 	runID := time.Now().UnixNano()
 	res := txnResult{Topic: fmt.Sprintf("bench-txn-%d", runID), Partitions: opts.Partitions, ReplicationFactor: opts.ReplicationFactor,
 		RecordSize: opts.RecordSize, RecordsPerTxn: opts.RecordsPerTxn, Transactions: opts.Transactions, BrokerGoMaxProcs: pc.startedBrokerProcs()}
