@@ -24,6 +24,7 @@ func processesCPU(pids []int) (float64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("CPU time of process %d: %w", pid, err)
 		}
+		read := 0
 		for _, task := range tasks {
 			b, err := os.ReadFile(dir + "/" + task.Name() + "/schedstat")
 			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
@@ -37,6 +38,12 @@ func processesCPU(pids []int) (float64, error) {
 				return 0, fmt.Errorf("CPU time of process %d, thread %s: %w", pid, task.Name(), err)
 			}
 			ns += n
+			read++
+		}
+		if read == 0 {
+			// Every thread cannot have ended while the process lives: the
+			// kernel keeps no schedstat (built without CONFIG_SCHED_INFO).
+			return 0, fmt.Errorf("CPU time of process %d: no thread has a schedstat in %s", pid, dir)
 		}
 	}
 	return float64(ns) / 1e9, nil
