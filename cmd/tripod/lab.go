@@ -40,7 +40,11 @@ combination of --acks, --replication-factor and --record-size, each on a
 fresh topic, and print one kafka-producer-perf-test line per run and a
 summary table. With --bootstrap it uses that cluster; without it, it starts
 --brokers brokers of this binary on --coord (with a local ZooKeeper or an
-embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.`,
+embedded etcd as ` + "`tripod dev`" + ` does) and stops them at the end.
+After each run's line it prints the CPU time the brokers (the processes it
+started: tripod's brokers or kfake's) and the producer (this process) used
+from the first record to the last ack, also per million records, and how
+busy the machine was.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
